@@ -1,0 +1,77 @@
+/*
+ * bootstrap.h - the out-of-band network between the PEs of a job.
+ *
+ * Plain TCP in a star around rank 0 (DESIGN.md decision 4): small host-side
+ * collectives for setup (allgather, broadcast, barrier), plus a liveness
+ * channel watched by a thread in every process, so a PE that dies turns every
+ * other PE's next bootstrap call (and device waits, through the abort flag)
+ * into SYMM_ERR_PEER_DIED within SYMM_PEER_TIMEOUT seconds.
+ */
+#ifndef SYMM_BOOTSTRAP_H
+#define SYMM_BOOTSTRAP_H
+
+#include <stdint.h>
+#include "symm/symm.h"
+
+typedef struct symm__bootstrap symm__bootstrap_t;
+
+/* Where a job's launcher put this PE. */
+typedef struct symm__launch_info {
+    int rank, nranks;            /* world */
+    int local_rank, local_nranks;/* on this node; -1 if the launcher did not say */
+    char root_addr[64];          /* host name or address of rank 0's bootstrap root */
+    int root_port;
+} symm__launch_info_t;
+
+/* Fill *info from the environment (torchrun/symmrun, mpirun, srun; none: one
+ * PE). Errors: SYMM_ERR_ENV naming the incomplete or bad variables. */
+symm_status_t symm__launch_info_from_env(symm__launch_info_t *info);
+
+/* Create the root's listening socket and describe it in *uid (rank 0 only). */
+symm_status_t symm__bootstrap_make_uid(symm_unique_id_t *uid);
+
+/* Connect the job: every rank calls one of these. Blocks until all nranks
+ * ranks have joined or SYMM_BOOTSTRAP_TIMEOUT passes (SYMM_ERR_TIMEOUT). */
+symm_status_t symm__bootstrap_init_env(const symm__launch_info_t *info, symm__bootstrap_t **out);
+symm_status_t symm__bootstrap_init_uid(const symm_unique_id_t *uid, int rank, int nranks,
+                                       symm__bootstrap_t **out);
+
+int symm__bootstrap_rank(const symm__bootstrap_t *b);
+int symm__bootstrap_nranks(const symm__bootstrap_t *b);
+
+/* Collectives over the star. Every rank calls them in the same order.
+ * allgather: all[r * nbytes ...] receives rank r's `mine`; nbytes must be the
+ * same everywhere (a mismatch is SYMM_ERR_MISMATCH on every rank). */
+symm_status_t symm__bootstrap_allgather(symm__bootstrap_t *b, const void *mine, void *all, size_t nbytes);
+symm_status_t symm__bootstrap_bcast(symm__bootstrap_t *b, void *buf, size_t nbytes, int root);
+symm_status_t symm__bootstrap_barrier(symm__bootstrap_t *b);
+
+/* Point the liveness watcher at a flag to raise (set to dead_pe + 1) when a
+ * peer dies, so running kernels see it. May be called any time; NULL stops. */
+void symm__bootstrap_set_abort_flag(symm__bootstrap_t *b, volatile uint32_t *flag);
+
+/* The first PE found dead, or -1. */
+int symm__bootstrap_dead_pe(const symm__bootstrap_t *b);
+
+/* Close sockets and stop the watcher thread. Not collective (finalize puts a
+ * barrier before it). NULL is a no-op. */
+void symm__bootstrap_destroy(symm__bootstrap_t *b);
+
+/* ---- node-local descriptor exchange (Unix sockets, SCM_RIGHTS) ---------- */
+
+typedef struct symm__ipc symm__ipc_t;
+
+/* Open this PE's Unix socket. `local_ranks[i]` is the world rank of node PE
+ * i, `me` this PE's index among them. Collective over the node's PEs (uses
+ * the bootstrap to agree on a job id for the socket names). */
+symm_status_t symm__ipc_create(symm__bootstrap_t *b, const int *local_ranks, int n_local, int me,
+                               symm__ipc_t **out);
+
+/* Every node PE contributes `my_fd`; fds[i] receives a descriptor of node PE
+ * i's (fds[me] is a dup of my_fd). The caller closes them. Collective over
+ * the node's PEs, in the same order. `tag` guards against crossed rounds. */
+symm_status_t symm__ipc_allgather_fd(symm__ipc_t *ipc, int my_fd, uint64_t tag, int *fds);
+
+void symm__ipc_destroy(symm__ipc_t *ipc);
+
+#endif /* SYMM_BOOTSTRAP_H */

@@ -1,0 +1,42 @@
+/*
+ * env_table.h - the one table of environment variables symm reads.
+ *
+ * X(field, NAME, type, default, help). The parser (env.c) and the symm-info
+ * listing are generated from it; add a variable by adding a row here and
+ * reading symm__env()->field. Types: BOOL, INT, SIZE (bytes, with K/M/G/T
+ * suffixes), SECONDS (a double), STRING, LOGLEVEL.
+ */
+#define SYMM__ENV_TABLE(X)                                                                   \
+    X(log_level,          SYMM_LOG_LEVEL,          LOGLEVEL, "warn",                         \
+      "log verbosity: error, warn, info or debug")                                          \
+    X(backend,            SYMM_BACKEND,            STRING,   "native",                       \
+      "backend: native (CUDA VMM + NVLink), host (CPU shared memory, for tests without a GPU)") \
+    X(wait_timeout,       SYMM_WAIT_TIMEOUT,       SECONDS,  SYMM__DEFAULT_WAIT_TIMEOUT,     \
+      "deadline of every device spin-wait in seconds; 0 = none (debug builds default to 60)") \
+    X(bootstrap_timeout,  SYMM_BOOTSTRAP_TIMEOUT,  SECONDS,  "120",                          \
+      "how long init waits for all PEs to connect, in seconds")                              \
+    X(peer_timeout,       SYMM_PEER_TIMEOUT,       SECONDS,  "5",                            \
+      "a PE whose liveness connection is silent this long is declared dead, in seconds")     \
+    X(bootstrap_addr,     SYMM_BOOTSTRAP_ADDR,     STRING,   "",                             \
+      "address of the bootstrap root (default MASTER_ADDR, else 127.0.0.1)")                 \
+    X(bootstrap_port,     SYMM_BOOTSTRAP_PORT,     INT,      "0",                            \
+      "port of the bootstrap root (default MASTER_PORT + 1, else derived from the job id)") \
+    X(heap_reserve,       SYMM_HEAP_RESERVE,       SIZE,     "0",                            \
+      "virtual bytes reserved per PE for the heap; 0 = the GPU's memory size, rounded up")  \
+    X(heap_limit,         SYMM_HEAP_LIMIT,         SIZE,     "0",                            \
+      "most bytes the heap may map per PE; 0 = the reservation")                             \
+    X(heap_chunk,         SYMM_HEAP_CHUNK,         SIZE,     "256M",                         \
+      "the heap grows in multiples of this many bytes")                                      \
+    X(enable_multicast,   SYMM_ENABLE_MULTICAST,   BOOL,     "0",                            \
+      "allow multicast (NVLS) objects; also needs NCCL_NVLS_ENABLE, NVSHMEM_DISABLE_NVLS and " \
+      "TORCH_SYMM_MEM_DISABLE_MULTICAST not to disable them")                               \
+    X(debug_deny_peer,    SYMM_DEBUG_DENY_PEER,    STRING,   "",                             \
+      "testing: 'i:j' makes init treat node PEs i and j as having no peer access")           \
+    X(coll_algo,          SYMM_COLL_ALGO,          STRING,   "",                             \
+      "force a collective algorithm: oneshot, twoshot, packet, multimem (default: by size)")
+
+#ifdef SYMM_DEBUG
+#  define SYMM__DEFAULT_WAIT_TIMEOUT "60"
+#else
+#  define SYMM__DEFAULT_WAIT_TIMEOUT "0"
+#endif
