@@ -249,4 +249,6 @@ int symm_multicast_allowed(void);
 }
 #endif
 
+#include "symm/symm_coll.h"
+
 #endif /* SYMM_H */

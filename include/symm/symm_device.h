@@ -225,4 +225,6 @@ SYMM_DEVICE_FN void symm_sync_block(const symm_ctx_t *ctx);
 #  include "symm/device/impl.h"
 #endif
 
+#include "symm/symm_device_coll.h"
+
 #endif /* SYMM_DEVICE_H */
