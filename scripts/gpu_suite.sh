@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The GPU run: build (unless a carried build is usable), run the GPU tests on
+# 1, 2 and all GPUs, then the benchmarks; logs under $OUT, a short table last.
+#   scripts/gpu_suite.sh [stage...]   stages: build tests bench python (default: all)
+# Multicast stays off: the three disabling variables are forced on and
+# SYMM_ENABLE_MULTICAST is removed, whatever the caller had.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+unset SYMM_ENABLE_MULTICAST
+export PATH="$PATH:/usr/local/cuda/bin"
+build=${SYMM_BUILD_DIR:-build-gpu}
+stages=${*:-build tests bench python}
+summary=()
+
+py=$(command -v python3)
+for pkg in nccl nvshmem; do
+  d=$($py -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) && \
+    export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
+
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+{ date -u; hostname; nvidia-smi -L; nvidia-smi topo -m; nvcc --version | tail -1; } >"$OUT/machine.txt" 2>&1
+
+stage() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
+note() { summary+=("$(printf '%-28s %s' "$1" "$2")"); }
+
+if stage build; then
+  t0=$(date +%s)
+  if [ -f "$build/CMakeCache.txt" ] && cmake --build "$build" -j "$(nproc)" >"$OUT/build.log" 2>&1; then
+    note build "reused $build ($(( $(date +%s) - t0 )) s)"
+  else
+    rm -rf "$build"
+    if cmake -S . -B "$build" -DCMAKE_CUDA_ARCHITECTURES=90 -DSYMM_WERROR=ON >"$OUT/build.log" 2>&1 &&
+       cmake --build "$build" -j "$(nproc)" >>"$OUT/build.log" 2>&1; then
+      note build "fresh ($(( $(date +%s) - t0 )) s)"
+    else
+      note build "FAILED (see build.log)"; tail -30 "$OUT/build.log"
+    fi
+  fi
+fi
+
+run_ctest() { # $1 label for the log, rest: env
+  local tag=$1; shift
+  local log="$OUT/ctest_$tag.log"
+  env "$@" ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 >"$log" 2>&1
+  local line
+  line=$(grep -E 'tests passed|tests failed' "$log" | tail -1)
+  note "gpu tests ($tag)" "${line:-no result}"
+  grep -E '^\s*[0-9]+/[0-9]+ Test.*(Failed|Timeout|Exception|Not Run)' "$log" | head -20
+}
+
+if stage tests; then
+  run_ctest "${ngpu}gpu" X=1
+  [ "$ngpu" -gt 2 ] && run_ctest 2gpu CUDA_VISIBLE_DEVICES=0,1
+  [ "$ngpu" -gt 1 ] && run_ctest 1gpu CUDA_VISIBLE_DEVICES=0
+fi
+
+if stage bench && [ -x "$build/bench/symm-bench" ]; then
+  for mode in rma coll; do
+    if "$build/bench/symm-bench" --mode $mode --out "$OUT/bench_$mode.md" >"$OUT/bench_$mode.log" 2>&1; then
+      note "bench $mode" "ok"
+    else
+      note "bench $mode" "FAILED rc=$?"
+    fi
+    tail -40 "$OUT/bench_$mode.log"
+  done
+fi
+
+if stage python && [ -d tests/python ]; then
+  for n in 2 4; do
+    [ "$ngpu" -ge $n ] || continue
+    if PYTHONPATH=$PWD/python SYMM_LIBRARY_DIR=$PWD/$build torchrun --nproc-per-node $n -m pytest -q tests/python \
+        >"$OUT/pytest_$n.log" 2>&1; then
+      note "python tests ($n gpu)" "$(tail -1 "$OUT/pytest_$n.log")"
+    else
+      note "python tests ($n gpu)" "FAILED: $(tail -1 "$OUT/pytest_$n.log")"
+    fi
+  done
+fi
+
+echo "==== summary ($ngpu GPUs) ===="
+printf '%s\n' "${summary[@]}"

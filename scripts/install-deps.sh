@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install what a fresh Debian machine with the CUDA toolkit lacks to build and
+# test symm: CMake, clang-19 (the device bitcode) and the Python packages the
+# Python/Triton tests use. Idempotent; needs root for apt.
+set -euo pipefail
+
+apt_need=()
+command -v cmake    >/dev/null 2>&1 || apt_need+=(cmake)
+command -v clang-19 >/dev/null 2>&1 || apt_need+=(clang-19)
+command -v llvm-dis-19 >/dev/null 2>&1 || apt_need+=(llvm-19)
+if ((${#apt_need[@]})); then
+  echo "install-deps: apt-get install ${apt_need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_need[@]}" >/dev/null
+fi
+
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "install-deps: add /usr/local/cuda/bin to PATH" >&2
+fi
+
+if [ -f "$(dirname "$0")/python-requirements.txt" ]; then
+  python3 -m pip install -q -r "$(dirname "$0")/python-requirements.txt"
+fi
