@@ -1,0 +1,419 @@
+/*
+ * native.c - the native backend: CUDA VMM chunks shared by POSIX file
+ * descriptors and mapped into every node PE's slot (DESIGN.md decisions 2-3).
+ *
+ * Each chunk: cuMemCreate on this PE's GPU -> cuMemExportToShareableHandle
+ * (an fd; the runtime passes it around) -> on every PE cuMemImport of each
+ * node PE's fd -> cuMemMap at slot0 + i * stride + offset -> cuMemSetAccess
+ * read/write for this PE's GPU. No multicast object is ever created here.
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/native/driver.h"
+#include "core/log.h"
+
+typedef struct symm__native_backend {
+    symm__backend_t base;
+    const symm__cu_t *cu;
+} symm__native_backend_t;
+
+struct symm__chunk {
+    CUmemGenericAllocationHandle own; /* this PE's memory */
+    int fd;
+    size_t size;
+    int n;                               /* node PEs */
+    CUmemGenericAllocationHandle *handles; /* imported (or own) handle per node PE */
+    unsigned char *imported;             /* handles[i] must be released */
+    unsigned char *mapped;               /* mapped at addrs[i] */
+    uintptr_t *addrs;
+};
+
+#define BUSID_LEN 32
+
+static const symm__cu_t *cu_of(symm__backend_t *be) { return ((symm__native_backend_t *)be)->cu; }
+
+static symm_status_t cuda_err(const char *what, cudaError_t e) {
+    return symm__error(SYMM_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+/* Check every pair of node PEs whose GPUs this process can see, and the
+ * SYMM_DEBUG_DENY_PEER hook. Every PE computes the same answer from the
+ * gathered bus ids and its own view; the verdicts are then gathered so the
+ * error (naming the pair) is raised on every PE. */
+static symm_status_t check_peers(const symm__backend_args_t *a, int dev) {
+    const int n = a->n_node;
+    char mine[BUSID_LEN] = {0};
+    cudaError_t e = cudaDeviceGetPCIBusId(mine, BUSID_LEN, dev);
+    if (e != cudaSuccess)
+        return cuda_err("cudaDeviceGetPCIBusId", e);
+    int world = symm__bootstrap_nranks(a->boot);
+    char *all = calloc((size_t)world, BUSID_LEN);
+    int32_t *verdicts = calloc((size_t)world * 2, sizeof(int32_t));
+    int *ord = calloc((size_t)n, sizeof(int));
+    symm_status_t st = SYMM_SUCCESS;
+    if (!all || !verdicts || !ord) {
+        st = symm__error(SYMM_ERR_NO_MEMORY, "peer check: out of host memory");
+        goto out;
+    }
+    st = symm__bootstrap_allgather(a->boot, mine, all, BUSID_LEN);
+    if (st != SYMM_SUCCESS)
+        goto out;
+    int di = -1, dj = -1;
+    int deny = symm__parse_deny_peer(a->deny_peer, &di, &dj);
+    /* My verdict: the first pair (i, j) found without access, or (-1, -1). */
+    int32_t bad[2] = {-1, -1};
+    for (int i = 0; i < n; i++) {
+        const char *bus = all + (size_t)a->node_ranks[i] * BUSID_LEN;
+        if (cudaDeviceGetByPCIBusId(&ord[i], bus) != cudaSuccess)
+            ord[i] = -1; /* not visible here (CUDA_VISIBLE_DEVICES) */
+        (void)cudaGetLastError();
+    }
+    for (int i = 0; i < n && bad[0] < 0; i++) {
+        for (int j = i + 1; j < n && bad[0] < 0; j++) {
+            int denied = deny > 0 && ((di == i && dj == j) || (di == j && dj == i));
+            int ok = 1;
+            if (ord[i] >= 0 && ord[j] >= 0 && ord[i] != ord[j]) {
+                int ij = 0, ji = 0;
+                if (cudaDeviceCanAccessPeer(&ij, ord[i], ord[j]) != cudaSuccess ||
+                    cudaDeviceCanAccessPeer(&ji, ord[j], ord[i]) != cudaSuccess) {
+                    (void)cudaGetLastError();
+                    ij = ji = 0;
+                }
+                ok = ij && ji;
+            }
+            if (denied || !ok) {
+                bad[0] = i;
+                bad[1] = j;
+            }
+        }
+    }
+    st = symm__bootstrap_allgather(a->boot, bad, verdicts, sizeof(bad));
+    if (st != SYMM_SUCCESS)
+        goto out;
+    for (int r = 0; r < world; r++) {
+        int i = verdicts[2 * r], j = verdicts[2 * r + 1];
+        if (i < 0 || i >= n || j < 0 || j >= n)
+            continue;
+        int pi = a->node_ranks[i], pj = a->node_ranks[j];
+        st = symm__error(SYMM_ERR_NO_PEER_ACCESS,
+                         "PE %d (GPU %s) and PE %d (GPU %s) cannot access each other's memory "
+                         "(no CUDA peer access%s, seen by PE %d); symm needs load/store access "
+                         "between all GPUs of a node (NVLink or PCIe P2P)",
+                         pi, all + (size_t)pi * BUSID_LEN, pj, all + (size_t)pj * BUSID_LEN,
+                         deny > 0 ? " or denied by SYMM_DEBUG_DENY_PEER" : "", r);
+        break;
+    }
+out:
+    free(ord);
+    free(verdicts);
+    free(all);
+    return st;
+}
+
+static size_t pow2_at_least(size_t x) {
+    size_t p = 1;
+    while (p < x)
+        p <<= 1;
+    return p;
+}
+
+static symm_status_t native_open(const symm__backend_args_t *args, symm__backend_t **out) {
+    int di, dj;
+    if (symm__parse_deny_peer(args->deny_peer, &di, &dj) < 0)
+        return symm__error(SYMM_ERR_ENV, "SYMM_DEBUG_DENY_PEER='%s' is not 'i:j'", args->deny_peer);
+    /* Every PE learns whether every other found a device, so a node where
+     * only some PEs fail does not hang the others in the next exchange. */
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    int32_t ok = (e == cudaSuccess && count > 0);
+    (void)cudaGetLastError();
+    int world = symm__bootstrap_nranks(args->boot);
+    int32_t *oks = calloc((size_t)world, sizeof(int32_t));
+    if (!oks)
+        return symm__error(SYMM_ERR_NO_MEMORY, "out of host memory");
+    symm_status_t st = symm__bootstrap_allgather(args->boot, &ok, oks, sizeof(ok));
+    int first_bad = -1;
+    for (int r = 0; st == SYMM_SUCCESS && r < world; r++)
+        if (!oks[r] && first_bad < 0)
+            first_bad = r;
+    free(oks);
+    if (st != SYMM_SUCCESS)
+        return st;
+    if (!ok)
+        return symm__error(SYMM_ERR_NO_DEVICE,
+                           "no usable CUDA device (%s); run on a GPU machine, or set "
+                           "SYMM_BACKEND=host for CPU-only testing",
+                           e == cudaSuccess ? "device count is 0" : cudaGetErrorString(e));
+    if (first_bad >= 0)
+        return symm__error(SYMM_ERR_NO_DEVICE, "PE %d found no usable CUDA device", first_bad);
+
+    int dev = args->local_rank % count;
+    if ((e = cudaSetDevice(dev)) != cudaSuccess)
+        return cuda_err("cudaSetDevice", e);
+    if ((e = cudaFree(NULL)) != cudaSuccess) /* create the primary context now */
+        return cuda_err("creating the CUDA context", e);
+
+    const symm__cu_t *cu = NULL;
+    st = symm__cu_load(&cu);
+    if (st != SYMM_SUCCESS)
+        return st;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    size_t gran = 0;
+    CUresult r = cu->MemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+    if (r != CUDA_SUCCESS || gran == 0)
+        return symm__error(SYMM_ERR_CUDA, "cuMemGetAllocationGranularity: %s", symm__cu_errstr(r));
+    size_t free_b = 0, total_b = 0;
+    if ((e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess)
+        return cuda_err("cudaMemGetInfo", e);
+
+    st = check_peers(args, dev);
+    if (st != SYMM_SUCCESS)
+        return st;
+
+    symm__native_backend_t *nb = calloc(1, sizeof(*nb));
+    if (!nb)
+        return symm__error(SYMM_ERR_NO_MEMORY, "out of host memory");
+    nb->base.ops = &symm__backend_native_ops;
+    nb->cu = cu;
+    nb->base.device = dev;
+    nb->base.granularity = gran;
+    /* Room for the whole GPU: the heap can never need more. */
+    nb->base.stride_hint = args->heap_reserve ? args->heap_reserve : pow2_at_least(total_b);
+    SYMM_LOG_INFO("native backend: GPU %d, granularity %zu, %zu bytes of device memory", dev, gran,
+                  total_b);
+    *out = &nb->base;
+    return SYMM_SUCCESS;
+}
+
+static void native_close(symm__backend_t *be) { free(be); }
+
+static symm_status_t native_reserve(symm__backend_t *be, size_t size, uintptr_t hint, uintptr_t *addr) {
+    CUdeviceptr p = 0;
+    CUresult r = cu_of(be)->MemAddressReserve(&p, size, be->granularity, (CUdeviceptr)hint, 0);
+    if (r != CUDA_SUCCESS && hint)
+        return SYMM_ERR_NO_MEMORY; /* an expected answer while looking for a common address */
+    if (r != CUDA_SUCCESS)
+        return symm__error(SYMM_ERR_NO_MEMORY, "cuMemAddressReserve(%zu bytes): %s", size,
+                           symm__cu_errstr(r));
+    if (hint && (uintptr_t)p != hint) { /* the hint is only a hint */
+        (void)cu_of(be)->MemAddressFree(p, size);
+        return SYMM_ERR_NO_MEMORY;
+    }
+    *addr = (uintptr_t)p;
+    return SYMM_SUCCESS;
+}
+
+static void native_unreserve(symm__backend_t *be, uintptr_t addr, size_t size) {
+    CUresult r = cu_of(be)->MemAddressFree((CUdeviceptr)addr, size);
+    if (r != CUDA_SUCCESS)
+        SYMM_LOG_WARN("cuMemAddressFree: %s", symm__cu_errstr(r));
+}
+
+static symm_status_t native_chunk_create(symm__backend_t *be, size_t size, symm__chunk_t **out) {
+    const symm__cu_t *cu = cu_of(be);
+    symm__chunk_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return symm__error(SYMM_ERR_NO_MEMORY, "out of host memory");
+    c->fd = -1;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = be->device;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUresult r = cu->MemCreate(&c->own, size, &prop, 0);
+    if (r != CUDA_SUCCESS) {
+        free(c);
+        return symm__error(r == CUDA_ERROR_OUT_OF_MEMORY ? SYMM_ERR_HEAP_EXHAUSTED : SYMM_ERR_CUDA,
+                           "cuMemCreate(%zu bytes) on GPU %d: %s", size, be->device,
+                           symm__cu_errstr(r));
+    }
+    int fd = -1;
+    r = cu->MemExportToShareableHandle(&fd, c->own, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (r != CUDA_SUCCESS || fd < 0) {
+        (void)cu->MemRelease(c->own);
+        free(c);
+        return symm__error(SYMM_ERR_CUDA, "cuMemExportToShareableHandle: %s", symm__cu_errstr(r));
+    }
+    c->fd = fd;
+    c->size = size;
+    *out = c;
+    return SYMM_SUCCESS;
+}
+
+static int native_chunk_fd(const symm__chunk_t *c) { return c->fd; }
+
+static symm_status_t native_chunk_map(symm__backend_t *be, symm__chunk_t *c, const uintptr_t *addrs,
+                                      const int *fds, int n, int me) {
+    const symm__cu_t *cu = cu_of(be);
+    c->handles = calloc((size_t)n, sizeof(*c->handles));
+    c->imported = calloc((size_t)n, 1);
+    c->mapped = calloc((size_t)n, 1);
+    c->addrs = calloc((size_t)n, sizeof(*c->addrs));
+    if (!c->handles || !c->imported || !c->mapped || !c->addrs)
+        return symm__error(SYMM_ERR_NO_MEMORY, "out of host memory");
+    c->n = n;
+    CUmemAccessDesc access;
+    memset(&access, 0, sizeof(access));
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = be->device;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for (int i = 0; i < n; i++) {
+        c->addrs[i] = addrs[i];
+        CUresult r;
+        if (i == me) {
+            c->handles[i] = c->own;
+        } else {
+            r = cu->MemImportFromShareableHandle(&c->handles[i], (void *)(uintptr_t)fds[i],
+                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+            if (r != CUDA_SUCCESS)
+                return symm__error(SYMM_ERR_CUDA, "importing node PE %d's heap chunk: %s", i,
+                                   symm__cu_errstr(r));
+            c->imported[i] = 1;
+        }
+        r = cu->MemMap((CUdeviceptr)addrs[i], c->size, 0, c->handles[i], 0);
+        if (r != CUDA_SUCCESS)
+            return symm__error(r == CUDA_ERROR_OUT_OF_MEMORY ? SYMM_ERR_HEAP_EXHAUSTED : SYMM_ERR_CUDA,
+                               "cuMemMap of node PE %d's heap chunk: %s", i, symm__cu_errstr(r));
+        c->mapped[i] = 1;
+        r = cu->MemSetAccess((CUdeviceptr)addrs[i], c->size, &access, 1);
+        if (r != CUDA_SUCCESS)
+            return symm__error(SYMM_ERR_CUDA,
+                               "cuMemSetAccess for GPU %d on node PE %d's heap chunk: %s",
+                               be->device, i, symm__cu_errstr(r));
+    }
+    return SYMM_SUCCESS;
+}
+
+static void native_chunk_destroy(symm__backend_t *be, symm__chunk_t *c) {
+    if (!c)
+        return;
+    const symm__cu_t *cu = cu_of(be);
+    for (int i = 0; i < c->n; i++) {
+        CUresult r;
+        if (c->mapped && c->mapped[i] &&
+            (r = cu->MemUnmap((CUdeviceptr)c->addrs[i], c->size)) != CUDA_SUCCESS)
+            SYMM_LOG_WARN("cuMemUnmap: %s", symm__cu_errstr(r));
+        if (c->imported && c->imported[i] && (r = cu->MemRelease(c->handles[i])) != CUDA_SUCCESS)
+            SYMM_LOG_WARN("cuMemRelease (imported): %s", symm__cu_errstr(r));
+    }
+    CUresult r = cu->MemRelease(c->own);
+    if (r != CUDA_SUCCESS)
+        SYMM_LOG_WARN("cuMemRelease: %s", symm__cu_errstr(r));
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->handles);
+    free(c->imported);
+    free(c->mapped);
+    free(c->addrs);
+    free(c);
+}
+
+static symm_status_t native_dev_alloc(symm__backend_t *be, size_t size, void **dptr) {
+    (void)be;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, size);
+    if (e != cudaSuccess)
+        return cuda_err("cudaMalloc (context)", e);
+    if ((e = cudaMemset(p, 0, size)) != cudaSuccess || (e = cudaDeviceSynchronize()) != cudaSuccess) {
+        (void)cudaFree(p);
+        return cuda_err("cudaMemset (context)", e);
+    }
+    *dptr = p;
+    return SYMM_SUCCESS;
+}
+
+static symm_status_t native_dev_write(symm__backend_t *be, void *dptr, const void *src, size_t size) {
+    (void)be;
+    cudaError_t e = cudaMemcpy(dptr, src, size, cudaMemcpyHostToDevice);
+    return e == cudaSuccess ? SYMM_SUCCESS : cuda_err("cudaMemcpy (context)", e);
+}
+
+static void native_dev_free(symm__backend_t *be, void *dptr) {
+    (void)be;
+    cudaError_t e = cudaFree(dptr);
+    if (e != cudaSuccess)
+        SYMM_LOG_WARN("cudaFree (context): %s", cudaGetErrorString(e));
+}
+
+static symm_status_t native_flag_alloc(symm__backend_t *be, volatile uint32_t **host, uint64_t *dev) {
+    (void)be;
+    void *h = NULL, *d = NULL;
+    cudaError_t e = cudaHostAlloc(&h, sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable);
+    if (e != cudaSuccess)
+        return cuda_err("cudaHostAlloc (abort flag)", e);
+    *(volatile uint32_t *)h = 0;
+    if ((e = cudaHostGetDevicePointer(&d, h, 0)) != cudaSuccess) {
+        (void)cudaFreeHost(h);
+        return cuda_err("cudaHostGetDevicePointer (abort flag)", e);
+    }
+    *host = (volatile uint32_t *)h;
+    *dev = (uint64_t)(uintptr_t)d;
+    return SYMM_SUCCESS;
+}
+
+static void native_flag_free(symm__backend_t *be, volatile uint32_t *host) {
+    (void)be;
+    cudaError_t e = cudaFreeHost((void *)(uintptr_t)host);
+    if (e != cudaSuccess)
+        SYMM_LOG_WARN("cudaFreeHost (abort flag): %s", cudaGetErrorString(e));
+}
+
+static symm_status_t native_memset_sync(symm__backend_t *be, void *ptr, int value, size_t size) {
+    (void)be;
+    cudaError_t e = cudaMemset(ptr, value, size);
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    return e == cudaSuccess ? SYMM_SUCCESS : cuda_err("cudaMemset (heap)", e);
+}
+
+static symm_status_t native_memcpy_sync(symm__backend_t *be, void *dst, const void *src, size_t size) {
+    (void)be;
+    cudaError_t e = cudaMemcpy(dst, src, size, cudaMemcpyDefault);
+    return e == cudaSuccess ? SYMM_SUCCESS : cuda_err("cudaMemcpy (heap)", e);
+}
+
+static symm_status_t native_synchronize(symm__backend_t *be) {
+    (void)be;
+    cudaError_t e = cudaDeviceSynchronize();
+    return e == cudaSuccess ? SYMM_SUCCESS : cuda_err("cudaDeviceSynchronize", e);
+}
+
+static symm_status_t native_barrier_on_stream(symm__backend_t *be, const symm_ctx_t *d_ctx,
+                                              const symm_ctx_t *h_ctx, symm_stream_t stream) {
+    (void)be;
+    (void)h_ctx;
+    return symm__launch_stream_barrier(d_ctx, stream);
+}
+
+const symm__backend_ops_t symm__backend_native_ops = {
+    .name = "native",
+    .kind = SYMM_BACKEND_NATIVE,
+    .open = native_open,
+    .close = native_close,
+    .reserve = native_reserve,
+    .unreserve = native_unreserve,
+    .chunk_create = native_chunk_create,
+    .chunk_fd = native_chunk_fd,
+    .chunk_map = native_chunk_map,
+    .chunk_destroy = native_chunk_destroy,
+    .dev_alloc = native_dev_alloc,
+    .dev_write = native_dev_write,
+    .dev_free = native_dev_free,
+    .flag_alloc = native_flag_alloc,
+    .flag_free = native_flag_free,
+    .memset_sync = native_memset_sync,
+    .memcpy_sync = native_memcpy_sync,
+    .synchronize = native_synchronize,
+    .barrier_on_stream = native_barrier_on_stream,
+};

@@ -1,0 +1,37 @@
+/*
+ * registry.c - the list of backends SYMM_BACKEND can name, and helpers
+ * shared by them.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+
+const symm__backend_ops_t *symm__backend_find(const char *name) {
+    static const symm__backend_ops_t *const all[] = {
+        &symm__backend_native_ops,
+        &symm__backend_host_ops,
+    };
+    if (!name || !*name)
+        name = "native";
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        if (strcmp(all[i]->name, name) == 0)
+            return all[i];
+    return NULL;
+}
+
+int symm__parse_deny_peer(const char *text, int *i, int *j) {
+    if (!text || !*text)
+        return 0;
+    char *end = NULL;
+    long a = strtol(text, &end, 10);
+    if (end == text || *end != ':' || a < 0 || a > 1 << 20)
+        return -1;
+    const char *second = end + 1;
+    long b = strtol(second, &end, 10);
+    if (end == second || *end != '\0' || b < 0 || b > 1 << 20)
+        return -1;
+    *i = (int)a;
+    *j = (int)b;
+    return 1;
+}

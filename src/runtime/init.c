@@ -1,0 +1,306 @@
+/*
+ * init.c - symm_init / symm_init_with_uid / symm_get_unique_id /
+ * symm_finalize, and the process-wide runtime state.
+ *
+ * Init order: environment -> bootstrap -> node discovery -> backend (device,
+ * peer access) -> abort flag -> common address space -> allocator -> teams
+ * (their internal heap blocks map the first chunk) -> barrier. Any failure
+ * unwinds everything in reverse (teardown), so a failed init leaves nothing
+ * behind and a later init starts from scratch.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/runtime.h"
+
+symm__runtime_t symm__rt;
+
+symm_status_t symm__agree(symm_status_t mine, symm_status_t prefer, const char *what) {
+    int32_t m = (int32_t)mine;
+    int32_t *all = calloc((size_t)symm__rt.nranks, sizeof(int32_t));
+    if (!all)
+        return symm__error(SYMM_ERR_NO_MEMORY, "%s: out of host memory", what);
+    symm_status_t st = symm__bootstrap_allgather(symm__rt.boot, &m, all, sizeof(m));
+    if (st != SYMM_SUCCESS) {
+        free(all);
+        return st;
+    }
+    int first = -1, pref = -1;
+    for (int r = 0; r < symm__rt.nranks; r++) {
+        if (all[r] == SYMM_SUCCESS)
+            continue;
+        if (first < 0)
+            first = r;
+        if (prefer != SYMM_SUCCESS && all[r] == (int32_t)prefer && pref < 0)
+            pref = r;
+    }
+    int pick = pref >= 0 ? pref : first;
+    symm_status_t res = pick >= 0 ? (symm_status_t)all[pick] : SYMM_SUCCESS;
+    free(all);
+    if (res == SYMM_SUCCESS || mine == res)
+        return res; /* success, or this PE's own message stands */
+    return symm__error(res, "%s failed on PE %d: %s", what, pick, symm_strerror(res));
+}
+
+/* Node identity: PEs with the same host name and boot id share CPU memory
+ * and (for the native backend) NVLink. */
+static uint64_t node_hash(void) {
+    char buf[512] = {0};
+    if (gethostname(buf, 255) != 0)
+        buf[0] = '\0';
+    size_t len = strlen(buf);
+    buf[len++] = '\n';
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        size_t got = fread(buf + len, 1, sizeof(buf) - len - 1, f);
+        len += got;
+        fclose(f);
+    }
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)buf[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static symm_status_t find_node(void) {
+    symm__runtime_t *rt = &symm__rt;
+    uint64_t mine = node_hash();
+    uint64_t *all = calloc((size_t)rt->nranks, sizeof(uint64_t));
+    rt->node_ranks = calloc((size_t)rt->nranks, sizeof(int));
+    if (!all || !rt->node_ranks) {
+        free(all);
+        return symm__error(SYMM_ERR_NO_MEMORY, "init: out of host memory");
+    }
+    symm_status_t st = symm__bootstrap_allgather(rt->boot, &mine, all, sizeof(mine));
+    if (st != SYMM_SUCCESS) {
+        free(all);
+        return st;
+    }
+    int n_nodes = 0;
+    for (int r = 0; r < rt->nranks; r++) {
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++)
+            seen = all[q] == all[r];
+        n_nodes += !seen;
+        if (all[r] == mine) {
+            if (r == rt->rank)
+                rt->node_me = rt->n_node;
+            rt->node_ranks[rt->n_node++] = r;
+        }
+    }
+    free(all);
+    if (n_nodes > 1)
+        return symm__error(SYMM_ERR_UNSUPPORTED,
+                           "the %s backend needs every PE on one node, but the %d PEs are on %d "
+                           "nodes; multi-node jobs need a scale-out backend (nvshmem or nccl), "
+                           "which this build does not have yet",
+                           symm__env()->backend, rt->nranks, n_nodes);
+    return SYMM_SUCCESS;
+}
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/* Agree on stride, granularity, limit and growth step: every PE must use the
+ * same ones, or offsets and mappings would differ. */
+static symm_status_t agree_layout(void) {
+    symm__runtime_t *rt = &symm__rt;
+    const symm__env_t *env = symm__env();
+    uint64_t mine[4] = {rt->be->stride_hint, rt->be->granularity, env->heap_limit, env->heap_chunk};
+    uint64_t *all = calloc((size_t)rt->nranks * 4, sizeof(uint64_t));
+    if (!all)
+        return symm__error(SYMM_ERR_NO_MEMORY, "init: out of host memory");
+    symm_status_t st = symm__bootstrap_allgather(rt->boot, mine, all, sizeof(mine));
+    if (st != SYMM_SUCCESS) {
+        free(all);
+        return st;
+    }
+    uint64_t stride = 0, gran = 1, limit = UINT64_MAX, chunk = 0;
+    for (int r = 0; r < rt->nranks; r++) {
+        const uint64_t *v = all + 4 * r;
+        stride = v[0] > stride ? v[0] : stride;
+        gran = v[1] > gran ? v[1] : gran; /* powers of two: the max is a multiple of all */
+        if (v[2] && v[2] < limit)
+            limit = v[2];
+        chunk = v[3] > chunk ? v[3] : chunk;
+    }
+    free(all);
+    stride = round_up(stride, gran);
+    if (limit > stride)
+        limit = stride;
+    limit = limit / gran * gran;
+    chunk = chunk ? round_up(chunk, gran) : gran;
+    if (limit < gran)
+        return symm__error(SYMM_ERR_ENV, "SYMM_HEAP_LIMIT (%llu) is below the allocation "
+                           "granularity (%llu bytes)", (unsigned long long)env->heap_limit,
+                           (unsigned long long)gran);
+    rt->stride = stride;
+    rt->limit = limit;
+    rt->chunk_bytes = chunk;
+    SYMM_LOG_INFO("heap: stride %zu, limit %zu, growth step %zu, granularity %llu", rt->stride,
+                  rt->limit, rt->chunk_bytes, (unsigned long long)gran);
+    return SYMM_SUCCESS;
+}
+
+/* Release everything, in reverse order of creation; safe on a partial init. */
+static void teardown(void) {
+    symm__runtime_t *rt = &symm__rt;
+    symm__teams_destroy();
+    symm__alloc_destroy(rt->alloc);
+    symm__heap_unmap_all();
+    symm__va_release();
+    if (rt->boot)
+        symm__bootstrap_set_abort_flag(rt->boot, NULL);
+    if (rt->abort_host)
+        rt->be->ops->flag_free(rt->be, rt->abort_host);
+    if (rt->be)
+        rt->be->ops->close(rt->be);
+    symm__ipc_destroy(rt->ipc);
+    symm__bootstrap_destroy(rt->boot);
+    free(rt->node_ranks);
+    memset(rt, 0, sizeof(*rt));
+    symm__log_set_pe(-1);
+}
+
+static symm_status_t init_with(symm__bootstrap_t *boot, int launcher_local_rank) {
+    symm__runtime_t *rt = &symm__rt;
+    const symm__env_t *env = symm__env();
+    symm__backend_t *be = NULL;
+    symm_status_t st;
+    memset(rt, 0, sizeof(*rt));
+    rt->boot = boot;
+    rt->rank = symm__bootstrap_rank(boot);
+    rt->nranks = symm__bootstrap_nranks(boot);
+    symm__log_set_pe(rt->rank);
+
+    const symm__backend_ops_t *ops = symm__backend_find(env->backend);
+    if (!ops) {
+        st = symm__error(SYMM_ERR_ENV, "SYMM_BACKEND='%s' is not a backend (native, host)",
+                         env->backend);
+        goto fail;
+    }
+    if ((st = find_node()) != SYMM_SUCCESS)
+        goto fail;
+    if ((st = symm__ipc_create(boot, rt->node_ranks, rt->n_node, rt->node_me, &rt->ipc)) !=
+        SYMM_SUCCESS)
+        goto fail;
+
+    const symm__backend_args_t args = {
+        .boot = boot,
+        .node_ranks = rt->node_ranks,
+        .n_node = rt->n_node,
+        .node_me = rt->node_me,
+        .local_rank = launcher_local_rank >= 0 ? launcher_local_rank : rt->node_me,
+        .heap_reserve = env->heap_reserve,
+        .deny_peer = env->debug_deny_peer ? env->debug_deny_peer : "",
+    };
+    st = ops->open(&args, &be);
+    if (st == SYMM_SUCCESS)
+        rt->be = be;
+    if ((st = symm__agree(st, SYMM_SUCCESS, "backend initialisation")) != SYMM_SUCCESS)
+        goto fail;
+
+    st = rt->be->ops->flag_alloc(rt->be, &rt->abort_host, &rt->abort_dev);
+    if ((st = symm__agree(st, SYMM_SUCCESS, "abort flag allocation")) != SYMM_SUCCESS)
+        goto fail;
+    symm__bootstrap_set_abort_flag(boot, rt->abort_host);
+
+    if ((st = agree_layout()) != SYMM_SUCCESS)
+        goto fail;
+    if ((st = symm__va_setup()) != SYMM_SUCCESS)
+        goto fail;
+    st = symm__alloc_create(rt->limit, &rt->alloc);
+    if (st != SYMM_SUCCESS)
+        st = symm__error(st, "creating the heap allocator (limit %zu)", rt->limit);
+    if ((st = symm__agree(st, SYMM_SUCCESS, "heap allocator creation")) != SYMM_SUCCESS)
+        goto fail;
+    if ((st = symm__teams_create()) != SYMM_SUCCESS)
+        goto fail;
+    if ((st = symm__bootstrap_barrier(boot)) != SYMM_SUCCESS)
+        goto fail;
+    rt->initialized = 1;
+    SYMM_LOG_INFO("initialised: PE %d of %d, backend %s, device %d, heap at %#lx", rt->rank,
+                  rt->nranks, ops->name, rt->be->device, (unsigned long)symm__heap_base());
+    return SYMM_SUCCESS;
+fail:
+    if (!rt->be && be)
+        rt->be = be;
+    teardown();
+    return st;
+}
+
+static symm_status_t load_env(void) {
+    symm__env_t env;
+    symm_status_t st = symm__env_load(&env);
+    if (st != SYMM_SUCCESS)
+        return st;
+    symm__env_set(&env);
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm_init(void) {
+    symm__error_clear();
+    if (symm__rt.initialized)
+        return symm__error(SYMM_ERR_ALREADY_INITIALIZED, "symm_init: already initialized");
+    symm_status_t st = load_env();
+    if (st != SYMM_SUCCESS)
+        return st;
+    symm__launch_info_t info;
+    if ((st = symm__launch_info_from_env(&info)) != SYMM_SUCCESS)
+        return st;
+    symm__bootstrap_t *boot = NULL;
+    if ((st = symm__bootstrap_init_env(&info, &boot)) != SYMM_SUCCESS)
+        return st;
+    return init_with(boot, info.local_rank);
+}
+
+symm_status_t symm_get_unique_id(symm_unique_id_t *uid) {
+    symm__error_clear();
+    if (symm__rt.initialized)
+        return symm__error(SYMM_ERR_ALREADY_INITIALIZED, "symm_get_unique_id: already initialized");
+    if (!uid)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_get_unique_id: uid is NULL");
+    symm_status_t st = load_env();
+    if (st != SYMM_SUCCESS)
+        return st;
+    return symm__bootstrap_make_uid(uid);
+}
+
+symm_status_t symm_init_with_uid(const symm_unique_id_t *uid, int rank, int nranks) {
+    symm__error_clear();
+    if (symm__rt.initialized)
+        return symm__error(SYMM_ERR_ALREADY_INITIALIZED, "symm_init_with_uid: already initialized");
+    if (!uid || nranks < 1 || rank < 0 || rank >= nranks)
+        return symm__error(SYMM_ERR_INVALID_ARG,
+                           "symm_init_with_uid: rank %d of %d (uid %s) is not valid", rank, nranks,
+                           uid ? "set" : "NULL");
+    symm_status_t st = load_env();
+    if (st != SYMM_SUCCESS)
+        return st;
+    symm__bootstrap_t *boot = NULL;
+    if ((st = symm__bootstrap_init_uid(uid, rank, nranks, &boot)) != SYMM_SUCCESS)
+        return st;
+    return init_with(boot, -1);
+}
+
+symm_status_t symm_finalize(void) {
+    SYMM__REQUIRE_INIT("symm_finalize");
+    symm__runtime_t *rt = &symm__rt;
+    /* Nobody unmaps while a peer's kernels may still read this PE's heap:
+     * drain this device, then meet every PE. A dead peer turns the barrier
+     * into an error; local resources are released either way. */
+    symm_status_t st = rt->be->ops->synchronize(rt->be);
+    symm_status_t st_bar = symm__bootstrap_barrier(rt->boot);
+    rt->initialized = 0;
+    teardown();
+    return st != SYMM_SUCCESS ? st : st_bar;
+}
+
+int symm_initialized(void) { return symm__rt.initialized; }
+int symm_my_pe(void) { return symm__rt.initialized ? symm__rt.rank : -1; }
+int symm_n_pes(void) { return symm__rt.initialized ? symm__rt.nranks : -1; }
+int symm_device(void) { return symm__rt.initialized ? symm__rt.be->device : -1; }
