@@ -1,0 +1,427 @@
+/*
+ * bench_main.cu - symm-bench: options, the re-launch under symmrun, symm /
+ * NCCL / NVSHMEM set-up in the same processes, the modes, the results file.
+ *
+ *   symm-bench [--mode NAME[,NAME...]] [--out FILE] [--quick] [--npes N]
+ *              [--require-gpus N] [--list]
+ *
+ * Started by hand (no launcher variables) it re-executes itself as
+ * `symmrun -n <GPUs> symm-bench ARGS` so that every GPU gets one PE.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench_modes.h"
+#include "nvshmem/bench_nvshmem.h"
+
+/* ---- mode registry ------------------------------------------------------------------ */
+
+static bench_mode_t *g_modes;
+
+void bench_register_mode(bench_mode_t *mode) {
+    bench_mode_t **p = &g_modes;
+    while (*p && (*p)->order <= mode->order)
+        p = &(*p)->next;
+    mode->next = *p;
+    *p = mode;
+}
+
+bench_mode_t *bench_modes(void) { return g_modes; }
+
+static bench_mode_t *find_mode(const char *name, size_t len) {
+    for (bench_mode_t *m = g_modes; m; m = m->next)
+        if (strlen(m->name) == len && strncmp(m->name, name, len) == 0)
+            return m;
+    return NULL;
+}
+
+/* ---- helpers shared by modes ----------------------------------------------------------- */
+
+void bench_barrier(void) { BENCH_SYMM(symm_barrier_all()); }
+
+int bench_bcast_int(int x) {
+    BENCH_SYMM(symm_host_broadcast(&x, sizeof x, 0));
+    return x;
+}
+
+int bench_all_true(int x) {
+    int n = symm_n_pes(), ok = 1;
+    int *all = (int *)calloc((size_t)n, sizeof(int));
+    if (!all)
+        bench_fatal(__FILE__, __LINE__, "calloc", "out of memory");
+    x = x != 0;
+    BENCH_SYMM(symm_host_allgather(&x, all, sizeof x));
+    for (int i = 0; i < n; ++i)
+        ok &= all[i];
+    free(all);
+    return ok;
+}
+
+/* ---- options ------------------------------------------------------------------------ */
+
+typedef struct opts {
+    const char *modes; /* comma list, or NULL = all */
+    const char *out;
+    int quick;
+    int npes;          /* 0 = one per GPU */
+    int require_gpus;  /* > 0: fewer GPUs -> SKIP, exit 77 */
+    int list;
+} opts_t;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: symm-bench [--mode NAME[,NAME...]] [--out FILE] [--quick] [--npes N]\n"
+            "                  [--require-gpus N] [--list]\n"
+            "  --mode          modes to run (default: all, in order); --list shows them\n"
+            "  --out FILE      also write the results as markdown (machine, command, date first)\n"
+            "  --quick         a fast smoke run: fewer sizes, repeats and iterations\n"
+            "  --npes N        PEs to launch when started by hand (default: one per GPU)\n"
+            "  --require-gpus N  exit 77 with a SKIP line when fewer GPUs are present (for ctest)\n"
+            "Started without a launcher it re-runs itself under symmrun (found next to it in\n"
+            "../tools/, or $SYMMRUN). NVSHMEM_REMOTE_TRANSPORT=none, NVSHMEM_DISABLE_NVLS=1 and\n"
+            "NCCL_NVLS_ENABLE=0 are set: no multicast object is ever created.\n");
+}
+
+static int parse_int(const char *s, int *out) {
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < 0 || v > 1 << 20)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, opts_t *o) {
+    memset(o, 0, sizeof *o);
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--quick")) {
+            o->quick = 1;
+        } else if (!strcmp(a, "--list")) {
+            o->list = 1;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--mode") && val) {
+            o->modes = strcmp(val, "all") ? val : NULL;
+            ++i;
+        } else if (!strcmp(a, "--out") && val) {
+            o->out = val;
+            ++i;
+        } else if (!strcmp(a, "--npes") && val && parse_int(val, &o->npes) == 0 && o->npes > 0) {
+            ++i;
+        } else if (!strcmp(a, "--require-gpus") && val && parse_int(val, &o->require_gpus) == 0) {
+            ++i;
+        } else {
+            fprintf(stderr, "symm-bench: bad argument '%s'\n", a);
+            usage(stderr);
+            return -1;
+        }
+    }
+    /* Unknown modes fail here, before anything is launched. */
+    for (const char *p = o->modes; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (!find_mode(p, len)) {
+            fprintf(stderr, "symm-bench: unknown mode '%.*s'; modes:", (int)len, p);
+            for (bench_mode_t *m = g_modes; m; m = m->next)
+                fprintf(stderr, " %s", m->name);
+            fprintf(stderr, "\n");
+            return -1;
+        }
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+static int mode_selected(const opts_t *o, const bench_mode_t *m) {
+    if (!o->modes)
+        return 1;
+    for (const char *p = o->modes; *p;) {
+        size_t len = strcspn(p, ",");
+        if (strlen(m->name) == len && !strncmp(p, m->name, len))
+            return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+/* ---- re-launch under symmrun ---------------------------------------------------------- */
+
+static int under_launcher(void) {
+    return getenv("RANK") || getenv("OMPI_COMM_WORLD_RANK") || (getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID"));
+}
+
+static void relaunch(int argc, char **argv, int npes) {
+    char exe[PATH_MAX], dir[PATH_MAX], cand[PATH_MAX + 32];
+    const char *symmrun = getenv("SYMMRUN");
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        fprintf(stderr, "symm-bench: readlink /proc/self/exe: %s\n", strerror(errno));
+        exit(1);
+    }
+    exe[n] = '\0';
+    memcpy(dir, exe, (size_t)n + 1);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    if (!symmrun || !*symmrun) {
+        /* build tree: build/bench/symm-bench and build/tools/symmrun;
+         * installed: bin/symm-bench next to bin/symmrun. */
+        const char *rel[] = {"/../tools/symmrun", "/symmrun"};
+        symmrun = NULL;
+        for (int i = 0; i < 2 && !symmrun; ++i) {
+            snprintf(cand, sizeof cand, "%s%s", dir, rel[i]);
+            if (access(cand, X_OK) == 0)
+                symmrun = cand;
+        }
+    }
+    char np[16];
+    snprintf(np, sizeof np, "%d", npes);
+    char **av = (char **)calloc((size_t)argc + 4, sizeof(char *));
+    if (!av) {
+        fprintf(stderr, "symm-bench: out of memory\n");
+        exit(1);
+    }
+    av[0] = (char *)(symmrun ? symmrun : "symmrun");
+    av[1] = (char *)"-n";
+    av[2] = np;
+    av[3] = exe;
+    for (int i = 1; i < argc; ++i)
+        av[3 + i] = argv[i];
+    av[3 + argc] = NULL;
+    fprintf(stderr, "symm-bench: running %d PEs: %s -n %d %s ...\n", npes, av[0], npes, exe);
+    fflush(stderr);
+    if (symmrun)
+        execv(symmrun, av);
+    else
+        execvp("symmrun", av); /* last resort: PATH */
+    fprintf(stderr, "symm-bench: cannot run symmrun (%s): %s; set SYMMRUN to its path or start symm-bench "
+                    "under a launcher (symmrun, torchrun, mpirun)\n",
+            av[0], strerror(errno));
+    exit(1);
+}
+
+/* ---- NCCL and NVSHMEM, in the same processes as symm ---------------------------------- */
+
+static int bcast0(void *buf, size_t n) { return symm_host_broadcast(buf, n, 0) == SYMM_SUCCESS ? 0 : -1; }
+
+static char g_nccl_status[256], g_nv_status[640];
+
+static void init_nccl(bench_env_t *env) {
+    env->nccl_ok = 0;
+    env->nccl_status = g_nccl_status;
+#if SYMM_BENCH_HAVE_NCCL
+    struct {
+        int ok;
+        ncclUniqueId id;
+    } msg;
+    int version = 0;
+    memset(&msg, 0, sizeof msg);
+    if (env->me == 0)
+        msg.ok = ncclGetUniqueId(&msg.id) == ncclSuccess;
+    BENCH_SYMM(symm_host_broadcast(&msg, sizeof msg, 0));
+    if (!msg.ok) {
+        snprintf(g_nccl_status, sizeof g_nccl_status, "NCCL: ncclGetUniqueId failed on rank 0");
+        return;
+    }
+    ncclResult_t r = ncclCommInitRank(&env->nccl, env->npes, msg.id, env->me);
+    int ok = bench_all_true(r == ncclSuccess);
+    if (!ok) {
+        if (r == ncclSuccess)
+            (void)ncclCommAbort(env->nccl);
+        snprintf(g_nccl_status, sizeof g_nccl_status, "NCCL: ncclCommInitRank failed%s%s",
+                 r != ncclSuccess ? ": " : " on another rank", r != ncclSuccess ? ncclGetErrorString(r) : "");
+        return;
+    }
+    (void)ncclGetVersion(&version);
+    snprintf(g_nccl_status, sizeof g_nccl_status, "NCCL %d.%d.%d", version / 10000, (version / 100) % 100,
+             version % 100);
+    env->nccl_ok = 1;
+#else
+    snprintf(g_nccl_status, sizeof g_nccl_status, "NCCL: not installed (built without NCCL: set SYMM_NCCL_HOME)");
+#endif
+}
+
+static void init_nvshmem(bench_env_t *env) {
+    char why[512] = "";
+    int r = bench_nv_init(env->me, env->npes, bcast0, why, sizeof why);
+    int ok = bench_all_true(r == 0);
+    env->nvshmem_ok = ok;
+    env->nvshmem_status = g_nv_status;
+    if (ok)
+        snprintf(g_nv_status, sizeof g_nv_status, "%s", bench_nv_version());
+    else if (r != 0)
+        snprintf(g_nv_status, sizeof g_nv_status, "%s", why);
+    else
+        snprintf(g_nv_status, sizeof g_nv_status, "init failed on another PE");
+    /* A PE whose init failed has the reason; rank 0 reports it. */
+    if (!ok) {
+        char all_why[512];
+        int i_failed = r != 0;
+        int first = -1;
+        int *flags = (int *)calloc((size_t)env->npes, sizeof(int));
+        if (!flags)
+            bench_fatal(__FILE__, __LINE__, "calloc", "out of memory");
+        BENCH_SYMM(symm_host_allgather(&i_failed, flags, sizeof i_failed));
+        for (int p = 0; p < env->npes && first < 0; ++p)
+            if (flags[p])
+                first = p;
+        free(flags);
+        memcpy(all_why, g_nv_status, sizeof all_why - 1);
+        all_why[sizeof all_why - 1] = '\0';
+        if (first >= 0)
+            BENCH_SYMM(symm_host_broadcast(all_why, sizeof all_why, first));
+        snprintf(g_nv_status, sizeof g_nv_status, "%s (PE %d)", all_why, first);
+    }
+}
+
+/* ---- header of the results ------------------------------------------------------------- */
+
+static char *join_args(int argc, char **argv) {
+    size_t len = 1;
+    for (int i = 0; i < argc; ++i)
+        len += strlen(argv[i]) + 3;
+    char *s = (char *)calloc(len, 1);
+    if (!s)
+        bench_fatal(__FILE__, __LINE__, "calloc", "out of memory");
+    for (int i = 0; i < argc; ++i) {
+        if (i)
+            strcat(s, " ");
+        int quote = strpbrk(argv[i], " \t'\"$") != NULL;
+        if (quote)
+            strcat(s, "'");
+        strcat(s, argv[i]);
+        if (quote)
+            strcat(s, "'");
+    }
+    return s;
+}
+
+static char *make_header(bench_env_t *env, int argc, char **argv) {
+    char date[64], *machine = bench_machine_markdown(), *cmd = join_args(argc, argv);
+    int *devs = (int *)calloc((size_t)env->npes, sizeof(int));
+    if (!devs)
+        bench_fatal(__FILE__, __LINE__, "calloc", "out of memory");
+    BENCH_SYMM(symm_host_allgather(&env->device, devs, sizeof(int)));
+    bench_date_utc(date, sizeof date);
+    size_t cap = strlen(machine) + strlen(cmd) + 2048 + (size_t)env->npes * 16;
+    char *h = (char *)malloc(cap);
+    if (!h)
+        bench_fatal(__FILE__, __LINE__, "malloc", "out of memory");
+    int n = snprintf(h, cap,
+                     "- date: %s\n- command: `%s` (%d PEs, one process per GPU)\n- PE -> GPU:",
+                     date, cmd, env->npes);
+    for (int p = 0; p < env->npes && (size_t)n < cap; ++p)
+        n += snprintf(h + n, cap - (size_t)n, " %d->%d", p, devs[p]);
+    if ((size_t)n < cap)
+        n += snprintf(h + n, cap - (size_t)n,
+                      "\n- symm %d.%d.%d; %s; %s%s\n"
+                      "- set by symm-bench: NVSHMEM_REMOTE_TRANSPORT=none NVSHMEM_DISABLE_NVLS=1 "
+                      "NCCL_NVLS_ENABLE=0 (no multicast objects)%s\n%s",
+                      SYMM_VERSION_MAJOR, SYMM_VERSION_MINOR, SYMM_VERSION_PATCH, env->nccl_status,
+                      env->nvshmem_ok ? "" : "NVSHMEM: ", env->nvshmem_status,
+                      env->quick ? "; --quick (smoke run: fewer sizes and repeats)" : "", machine);
+    free(devs);
+    free(cmd);
+    free(machine);
+    return h;
+}
+
+/* ---- main ------------------------------------------------------------------------------ */
+
+int main(int argc, char **argv) {
+    opts_t o;
+    int ngpu = 0, rc = 0;
+    if (parse_opts(argc, argv, &o) != 0)
+        return 2;
+    if (o.list) {
+        for (bench_mode_t *m = g_modes; m; m = m->next)
+            printf("%-8s %s\n", m->name, m->help);
+        return 0;
+    }
+    if (cudaGetDeviceCount(&ngpu) != cudaSuccess) {
+        (void)cudaGetLastError();
+        ngpu = 0;
+    }
+    if (o.require_gpus > 0 && ngpu < o.require_gpus) {
+        printf("SKIP: symm-bench needs %d GPUs, found %d\n", o.require_gpus, ngpu);
+        return 77;
+    }
+    if (ngpu == 0) {
+        printf("symm-bench: no CUDA GPU found; nothing to measure\n");
+        return 0;
+    }
+    if (!under_launcher())
+        relaunch(argc, argv, o.npes > 0 ? o.npes : ngpu);
+
+    /* Before any library starts: one node, no network transport, no multicast. */
+    setenv("NVSHMEM_REMOTE_TRANSPORT", "none", 1);
+    setenv("NVSHMEM_DISABLE_NVLS", "1", 1);
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+    setenv("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "lo", 0);
+    setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+
+    bench_env_t env;
+    memset(&env, 0, sizeof env);
+    env.quick = o.quick;
+    BENCH_SYMM(symm_init());
+    env.me = symm_my_pe();
+    env.npes = symm_n_pes();
+    env.device = symm_device();
+    BENCH_CUDA(cudaSetDevice(env.device));
+    BENCH_CUDA(cudaStreamCreateWithFlags(&env.stream, cudaStreamNonBlocking));
+    BENCH_SYMM(symm_ctx(&env.ctx));
+    env.report = bench_report_new(env.me == 0);
+
+    init_nvshmem(&env);
+    BENCH_CUDA(cudaSetDevice(env.device));
+    init_nccl(&env);
+    BENCH_CUDA(cudaSetDevice(env.device));
+
+    char *header = make_header(&env, argc, argv);
+    if (env.me == 0) {
+        printf("symm-bench\n%s\n", header);
+        if (env.npes < 2)
+            printf("note: 1 GPU: the peer benchmarks need >= 2 GPUs; running what makes sense on one.\n");
+        fflush(stdout);
+    }
+
+    for (bench_mode_t *m = g_modes; m; m = m->next) {
+        if (!mode_selected(&o, m))
+            continue;
+        bench_report_section(env.report, bench_fmt("%s: %s", m->name, m->help));
+        int r = m->run(&env);
+        BENCH_CUDA(cudaSetDevice(env.device));
+        bench_barrier();
+        if (r != 0) {
+            rc = 1;
+            bench_report_text(env.report, "mode %s FAILED (see the messages above)", m->name);
+        }
+    }
+
+    if (env.me == 0 && o.out) {
+        if (bench_report_write(env.report, o.out, "symm-bench results", header) != 0)
+            rc = 1;
+        else
+            printf("\nresults written to %s\n", o.out);
+    }
+    free(header);
+    bench_report_free(env.report);
+
+#if SYMM_BENCH_HAVE_NCCL
+    if (env.nccl_ok)
+        (void)ncclCommDestroy(env.nccl);
+#endif
+    if (env.nvshmem_ok)
+        bench_nv_finalize();
+    BENCH_CUDA(cudaStreamDestroy(env.stream));
+    BENCH_SYMM(symm_finalize());
+    return rc;
+}

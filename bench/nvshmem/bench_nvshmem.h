@@ -1,0 +1,73 @@
+/*
+ * bench_nvshmem.h - the NVSHMEM side of the comparisons, behind a plain C
+ * interface so that nothing else in symm-bench needs NVSHMEM's headers or
+ * relocatable device code.
+ *
+ * Two implementations: bench_nvshmem.cu (built with -rdc against
+ * libnvshmem_device.a / libnvshmem_host.so when NVSHMEM is found) and
+ * bench_nvshmem_none.c (NVSHMEM not installed: bench_nv_init says so and
+ * fails, and the tables print "NVSHMEM: not installed" columns).
+ */
+#ifndef SYMM_BENCH_NVSHMEM_H
+#define SYMM_BENCH_NVSHMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Latency kernels, the same set for symm (rma_bench.cu) and NVSHMEM. */
+enum bench_lat_kind {
+    BENCH_LAT_P = 0,              /* int p, then wait_until on the local copy */
+    BENCH_LAT_PUT_SIGNAL = 1,     /* 8 B put_signal (blocking), signal_wait_until */
+    BENCH_LAT_PUT_SIGNAL_NBI = 2, /* 8 B put_signal_nbi, signal_wait_until */
+    BENCH_LAT_FETCH_ADD = 3,      /* int fetch_add round trip (one-sided) */
+    BENCH_LAT_KINDS = 4
+};
+
+/* Collective over all PEs (rank/nranks as in symm). Sets up NVSHMEM with its
+ * unique-id bootstrap; `bcast(buf, n)` must broadcast rank 0's bytes to every
+ * rank (symm_host_broadcast). Returns 0, or -1 with the reason in why. */
+int bench_nv_init(int rank, int nranks, int (*bcast)(void *buf, size_t n), char *why, size_t why_len);
+
+/* "NVSHMEM 3.4.5" after init. */
+const char *bench_nv_version(void);
+
+/* Collective: two symmetric buffers of `bytes` (src, dst) plus the latency
+ * words. Returns 0, or -1 (nvshmem_malloc failed). */
+int bench_nv_alloc(size_t bytes, void **src, void **dst);
+
+/* Enqueue one put-bandwidth kernel: `blocks` blocks of `threads`, block b
+ * puts its 16-byte-aligned slice of dst[0..n) `inner` times with
+ * nvshmemx_putmem_block to `pe`, then one quiet. */
+void bench_nv_put_launch(void *dst, const void *src, size_t n, int blocks, int threads, int inner,
+                         int pe, void *stream);
+
+/*
+ * One latency kernel launch on this PE (single thread). role 0 initiates and
+ * times (writes the nanoseconds of the `iters` timed round trips to
+ * *d_ns, a device address), role 1 answers. `warm` untimed round trips come
+ * first; values used are base+1 .. base+warm+iters, so launches need no
+ * reset when base grows. *d_err (device) counts payloads that arrived wrong.
+ * Returns 0, or -1 if the launch failed. Not for FETCH_ADD role 1 (nothing).
+ */
+int bench_nv_latency(int kind, int role, int peer, int warm, int iters, uint32_t base,
+                     unsigned long long *d_ns, unsigned long long *d_err, void *stream);
+
+/* Value of this PE's fetch_add counter (after the initiator's adds and a
+ * barrier): lets the responder check that every add arrived. */
+int bench_nv_read_counter(uint32_t *value);
+
+/* Collective: nvshmem_barrier_all. */
+void bench_nv_barrier_all(void);
+
+/* Collective: free the buffers and finalize. */
+void bench_nv_finalize(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SYMM_BENCH_NVSHMEM_H */
