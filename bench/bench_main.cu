@@ -184,7 +184,7 @@ static void relaunch(int argc, char **argv, int npes) {
     }
     char np[16];
     snprintf(np, sizeof np, "%d", npes);
-    char **av = (char **)calloc((size_t)argc + 4, sizeof(char *));
+    char **av = (char **)calloc((size_t)argc + 5, sizeof(char *));
     if (!av) {
         fprintf(stderr, "symm-bench: out of memory\n");
         exit(1);
@@ -192,10 +192,11 @@ static void relaunch(int argc, char **argv, int npes) {
     av[0] = (char *)(symmrun ? symmrun : "symmrun");
     av[1] = (char *)"-n";
     av[2] = np;
-    av[3] = exe;
+    av[3] = (char *)"--";
+    av[4] = exe;
     for (int i = 1; i < argc; ++i)
-        av[3 + i] = argv[i];
-    av[3 + argc] = NULL;
+        av[4 + i] = argv[i];
+    av[4 + argc] = NULL;
     fprintf(stderr, "symm-bench: running %d PEs: %s -n %d %s ...\n", npes, av[0], npes, exe);
     fflush(stderr);
     if (symmrun)
