@@ -3,7 +3,7 @@
  * NCCL / NVSHMEM set-up in the same processes, the modes, the results file.
  *
  *   symm-bench [--mode NAME[,NAME...]] [--out FILE] [--quick] [--npes N]
- *              [--require-gpus N] [--list]
+ *              [--require-gpus N] [--timeout S] [--list]
  *
  * Started by hand (no launcher variables) it re-executes itself as
  * `symmrun -n <GPUs> symm-bench ARGS` so that every GPU gets one PE.
@@ -69,18 +69,21 @@ typedef struct opts {
     int quick;
     int npes;          /* 0 = one per GPU */
     int require_gpus;  /* > 0: fewer GPUs -> SKIP, exit 77 */
+    int timeout;       /* seconds symmrun allows the whole run; 0 = none */
     int list;
 } opts_t;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: symm-bench [--mode NAME[,NAME...]] [--out FILE] [--quick] [--npes N]\n"
-            "                  [--require-gpus N] [--list]\n"
+            "                  [--require-gpus N] [--timeout S] [--list]\n"
             "  --mode          modes to run (default: all, in order); --list shows them\n"
             "  --out FILE      also write the results as markdown (machine, command, date first)\n"
             "  --quick         a fast smoke run: fewer sizes, repeats and iterations\n"
             "  --npes N        PEs to launch when started by hand (default: one per GPU)\n"
             "  --require-gpus N  exit 77 with a SKIP line when fewer GPUs are present (for ctest)\n"
+            "  --timeout S     when started by hand: symmrun stops the run after S seconds\n"
+            "                  (exit 124; default 1800, 0 = never), so a hang cannot last\n"
             "Started without a launcher it re-runs itself under symmrun (found next to it in\n"
             "../tools/, or $SYMMRUN). NVSHMEM_REMOTE_TRANSPORT=none, NVSHMEM_DISABLE_NVLS=1 and\n"
             "NCCL_NVLS_ENABLE=0 are set: no multicast object is ever created.\n");
@@ -99,6 +102,7 @@ static int parse_int(const char *s, int *out) {
 
 static int parse_opts(int argc, char **argv, opts_t *o) {
     memset(o, 0, sizeof *o);
+    o->timeout = 1800;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -118,6 +122,8 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
         } else if (!strcmp(a, "--npes") && val && parse_int(val, &o->npes) == 0 && o->npes > 0) {
             ++i;
         } else if (!strcmp(a, "--require-gpus") && val && parse_int(val, &o->require_gpus) == 0) {
+            ++i;
+        } else if (!strcmp(a, "--timeout") && val && parse_int(val, &o->timeout) == 0) {
             ++i;
         } else {
             fprintf(stderr, "symm-bench: bad argument '%s'\n", a);
@@ -158,7 +164,7 @@ static int under_launcher(void) {
     return getenv("RANK") || getenv("OMPI_COMM_WORLD_RANK") || (getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID"));
 }
 
-static void relaunch(int argc, char **argv, int npes) {
+static void relaunch(int argc, char **argv, int npes, int timeout) {
     char exe[PATH_MAX], dir[PATH_MAX], cand[PATH_MAX + 32];
     const char *symmrun = getenv("SYMMRUN");
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -182,9 +188,10 @@ static void relaunch(int argc, char **argv, int npes) {
                 symmrun = cand;
         }
     }
-    char np[16];
+    char np[16], to[16];
     snprintf(np, sizeof np, "%d", npes);
-    char **av = (char **)calloc((size_t)argc + 5, sizeof(char *));
+    snprintf(to, sizeof to, "%d", timeout);
+    char **av = (char **)calloc((size_t)argc + 7, sizeof(char *));
     if (!av) {
         fprintf(stderr, "symm-bench: out of memory\n");
         exit(1);
@@ -192,11 +199,13 @@ static void relaunch(int argc, char **argv, int npes) {
     av[0] = (char *)(symmrun ? symmrun : "symmrun");
     av[1] = (char *)"-n";
     av[2] = np;
-    av[3] = (char *)"--";
-    av[4] = exe;
+    av[3] = (char *)"--timeout";
+    av[4] = to;
+    av[5] = (char *)"--";
+    av[6] = exe;
     for (int i = 1; i < argc; ++i)
-        av[4 + i] = argv[i];
-    av[4 + argc] = NULL;
+        av[6 + i] = argv[i];
+    av[6 + argc] = NULL;
     fprintf(stderr, "symm-bench: running %d PEs: %s -n %d %s ...\n", npes, av[0], npes, exe);
     fflush(stderr);
     if (symmrun)
@@ -360,7 +369,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!under_launcher())
-        relaunch(argc, argv, o.npes > 0 ? o.npes : ngpu);
+        relaunch(argc, argv, o.npes > 0 ? o.npes : ngpu, o.timeout);
 
     /* Before any library starts: one node, no network transport, no multicast. */
     setenv("NVSHMEM_REMOTE_TRANSPORT", "none", 1);
@@ -368,6 +377,8 @@ int main(int argc, char **argv) {
     setenv("NCCL_NVLS_ENABLE", "0", 1);
     setenv("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "lo", 0);
     setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+    /* Room for two 256 MiB buffers plus NVSHMEM's own use (default is 1 GiB). */
+    setenv("NVSHMEM_SYMMETRIC_SIZE", "2G", 0);
 
     bench_env_t env;
     memset(&env, 0, sizeof env);

@@ -393,7 +393,7 @@ static int run_put_bw(rma_t *r, put_result_t *res, int *nres) {
                                   "moves the size `inner` times (up to 100 for small sizes); the put destination "
                                   "was checked byte for byte on PE %d before timing.",
                                   env->quick ? 3 : 7, r->peer));
-    if (!r->peer_dst)
+    if (!r->peer_dst && r->npes >= 2)
         bench_table_note(t, bench_fmt("baseline column: %s (PE %d's GPU is not visible to PE 0's process, so "
                                       "cudaMemcpyPeerAsync could not be used)",
                                       r->copy_label, r->peer));
