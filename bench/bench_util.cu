@@ -173,7 +173,7 @@ unsigned long long bench_count_mismatch(const void *buf, size_t n, uint32_t seed
 /* ---- formatting --------------------------------------------------------------- */
 
 const char *bench_fmt(const char *fmt, ...) {
-    static char ring[32][128];
+    static char ring[32][512];
     static unsigned next;
     char *b = ring[next++ % 32];
     va_list ap;

@@ -87,7 +87,7 @@ unsigned long long bench_count_mismatch(const void *buf, size_t n, uint32_t seed
 
 /* ---- formatting ---------------------------------------------------------------- */
 
-/* printf into one of 32 rotating static buffers (128 bytes): for table cells,
+/* printf into one of 32 rotating static buffers (512 bytes): for table cells,
  * which the table copies. Not thread-safe. */
 const char *bench_fmt(const char *fmt, ...)
 #if defined(__GNUC__)

@@ -54,6 +54,11 @@ int main(int argc, char **argv) {
     check_str(bench_fmt_bytes(((size_t)1 << 20) + 3), "1 MiB+3 B");
     check_str(bench_fmt_bytes(1536), "1 KiB+512 B");
     check_str(bench_fmt_ratio(98.0, 100.0), "0.98x");
+    /* Notes are long sentences: they must survive whole. */
+    char longs[400];
+    memset(longs, 'x', sizeof longs - 1);
+    longs[sizeof longs - 1] = '\0';
+    check_str(bench_fmt("%s", longs), longs);
     check_str(bench_fmt_ratio(1.0, 0.0), "-");
     check_str(bench_fmt_ratio(-2.0, 1.0), "-");
 
