@@ -17,6 +17,8 @@
  *             pair on every PE; after it a normal init works
  *   death     the last PE is killed while the others wait in symm_barrier_all:
  *             they get SYMM_ERR_PEER_DIED (mp_driver --killed N-1)
+ *   uid       symm_get_unique_id on rank 0, passed to the others through a file,
+ *             then symm_init_with_uid on every PE
  *   nodevice  native backend on a machine without GPU -> SYMM_ERR_NO_DEVICE
  *             with a hint to use SYMM_BACKEND=host (or success on a GPU box)
  */
@@ -28,6 +30,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "symm_test.h"
 
@@ -397,6 +400,48 @@ static void scenario_death(void) {
     TEST_ASSERT(!symm_initialized(), "finalized");
 }
 
+static void scenario_uid(void) {
+    const char *port = getenv("SYMM_BOOTSTRAP_PORT"), *rank_s = getenv("RANK"),
+               *size_s = getenv("WORLD_SIZE");
+    TEST_ASSERT(port && rank_s && size_s, "run by mp_driver");
+    int rank = atoi(rank_s), n = atoi(size_s);
+    char path[128], tmp[160];
+    snprintf(path, sizeof(path), "/tmp/symm_test_uid_%s", port);
+    snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, rank);
+    symm_unique_id_t uid;
+    SYMM_EXPECT(symm_init_with_uid(&uid, n, n), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_init_with_uid(NULL, 0, n), SYMM_ERR_INVALID_ARG);
+    if (rank == 0) {
+        SYMM_CHECK(symm_get_unique_id(&uid));
+        FILE *f = fopen(tmp, "wb");
+        TEST_ASSERT(f && fwrite(&uid, sizeof(uid), 1, f) == 1 && fclose(f) == 0, "write uid");
+        TEST_ASSERT(rename(tmp, path) == 0, "rename uid file");
+    } else {
+        FILE *f = NULL;
+        for (int i = 0; i < 3000 && !f; i++) { /* up to 30 s */
+            f = fopen(path, "rb");
+            if (!f) {
+                struct timespec ts = {0, 10 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        TEST_ASSERT(f && fread(&uid, sizeof(uid), 1, f) == 1, "read uid from %s", path);
+        fclose(f);
+    }
+    SYMM_CHECK(symm_init_with_uid(&uid, rank, n));
+    me = symm_my_pe();
+    npes = symm_n_pes();
+    TEST_ASSERT(me == rank && npes == n, "rank %d of %d, expected %d of %d", me, npes, rank, n);
+    if (me == 0)
+        unlink(path);
+    SYMM_EXPECT(symm_get_unique_id(&uid), SYMM_ERR_ALREADY_INITIALIZED);
+    void *p;
+    SYMM_CHECK(symm_malloc(4096 * (size_t)npes, &p));
+    check_same_on_all((uint64_t)(uintptr_t)p, "pointer");
+    exchange_check(p, 4096, 8);
+    SYMM_CHECK(symm_finalize());
+}
+
 static void scenario_nodevice(void) {
     setenv("SYMM_BACKEND", "native", 1);
     symm_status_t st = symm_init();
@@ -418,7 +463,7 @@ static void scenario_nodevice(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s api|mismatch|exhaust|rollback|deny|death|nodevice\n", argv[0]);
+        fprintf(stderr, "usage: %s api|mismatch|exhaust|rollback|deny|death|uid|nodevice\n", argv[0]);
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -437,6 +482,8 @@ int main(int argc, char **argv) {
         scenario_deny();
     else if (strcmp(s, "death") == 0)
         scenario_death();
+    else if (strcmp(s, "uid") == 0)
+        scenario_uid();
     else if (strcmp(s, "nodevice") == 0)
         scenario_nodevice();
     else
