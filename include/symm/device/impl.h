@@ -1,0 +1,35 @@
+/*
+ * device/impl.h - the inline implementation of symm_device.h.
+ *
+ * Included by symm_device.h whenever the compiler generates device code
+ * (nvcc, or clang for nvptx64); never include it directly. Split by family:
+ *   impl_arch.h  indices, warp/block barriers, timer, fences, printing, trap
+ *   impl_ptx.h   loads/stores by width, ordering and scope; atomics; signals
+ *   impl_wait.h  the spin-wait with deadline and abort flag
+ *   impl_copy.h  the put/get copy engine (SM loads/stores) and its variants
+ *   impl_tma.h   the optional bulk-copy (TMA) engine for block-scope puts
+ *   impl_rma.h   context queries, p/g, put/get, put_signal, signals
+ *   impl_ldst.h  remote load/store with ordering and scope
+ *   impl_amo.h   atomics
+ *   impl_sync.h  fence, quiet, device barrier
+ * Every function is plain C that nvcc also accepts as CUDA C++: the bitcode
+ * (clang -x c, SYMM_BITCODE) and the CUDA header are the same code.
+ */
+#ifndef SYMM_DEVICE_IMPL_H
+#define SYMM_DEVICE_IMPL_H
+
+#ifndef SYMM_DEVICE_H
+#  error "include symm/symm_device.h, not symm/device/impl.h"
+#endif
+
+#include "symm/device/impl_arch.h"
+#include "symm/device/impl_ptx.h"
+#include "symm/device/impl_wait.h"
+#include "symm/device/impl_copy.h"
+#include "symm/device/impl_tma.h"
+#include "symm/device/impl_rma.h"
+#include "symm/device/impl_ldst.h"
+#include "symm/device/impl_amo.h"
+#include "symm/device/impl_sync.h"
+
+#endif /* SYMM_DEVICE_IMPL_H */

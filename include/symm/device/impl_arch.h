@@ -1,0 +1,126 @@
+/*
+ * device/impl_arch.h - the hardware underneath the device API: thread and
+ * warp indices, block/warp barriers, the global timer, fences, reporting.
+ *
+ * One source for nvcc (CUDA C++) and clang (plain C, nvptx64): no threadIdx,
+ * no templates, no C++ casts. Where the two compilers differ (special
+ * registers, barriers, printf) the difference is confined to this file.
+ * Block barriers go through the compiler's own barrier (__syncthreads, or
+ * clang's __nvvm_barrier_sync) rather than inline "bar.sync", because the
+ * compiler must know the call is convergent and never move it into
+ * divergent code; clang gives inline asm that guarantee only in CUDA mode.
+ */
+#ifndef SYMM_DEVICE_IMPL_ARCH_H
+#define SYMM_DEVICE_IMPL_ARCH_H
+
+/* Marks functions whose every thread (warp/block) must reach them together.
+ * nvcc treats every device function so; clang in plain C mode needs it said. */
+#if defined(__clang__) && !defined(__CUDA__)
+#  define SYMM__CONVERGENT __attribute__((convergent))
+#else
+#  define SYMM__CONVERGENT
+#endif
+
+#define SYMM__FULL_MASK 0xffffffffu
+
+/* ---- thread / warp / block indices --------------------------------------- */
+
+#if defined(__CUDACC__)
+#  define SYMM__TID_X() ((uint32_t)threadIdx.x)
+#  define SYMM__TID_Y() ((uint32_t)threadIdx.y)
+#  define SYMM__TID_Z() ((uint32_t)threadIdx.z)
+#  define SYMM__NTID_X() ((uint32_t)blockDim.x)
+#  define SYMM__NTID_Y() ((uint32_t)blockDim.y)
+#  define SYMM__NTID_Z() ((uint32_t)blockDim.z)
+#else
+#  define SYMM__TID_X() ((uint32_t)__nvvm_read_ptx_sreg_tid_x())
+#  define SYMM__TID_Y() ((uint32_t)__nvvm_read_ptx_sreg_tid_y())
+#  define SYMM__TID_Z() ((uint32_t)__nvvm_read_ptx_sreg_tid_z())
+#  define SYMM__NTID_X() ((uint32_t)__nvvm_read_ptx_sreg_ntid_x())
+#  define SYMM__NTID_Y() ((uint32_t)__nvvm_read_ptx_sreg_ntid_y())
+#  define SYMM__NTID_Z() ((uint32_t)__nvvm_read_ptx_sreg_ntid_z())
+#endif
+
+/* Linear index of the calling thread in its (1-, 2- or 3-D) block, and the
+ * number of threads of the block: block-scope calls spread work over these. */
+SYMM__DEVICE_INTERNAL uint32_t symm__block_tid(void) {
+    return SYMM__TID_X() + SYMM__NTID_X() * (SYMM__TID_Y() + SYMM__NTID_Y() * SYMM__TID_Z());
+}
+
+SYMM__DEVICE_INTERNAL uint32_t symm__block_nthreads(void) {
+    return SYMM__NTID_X() * SYMM__NTID_Y() * SYMM__NTID_Z();
+}
+
+/* Lane of the calling thread in its warp (warps are cut from the linear
+ * thread index, so this is right for any block shape). */
+SYMM__DEVICE_INTERNAL uint32_t symm__lane(void) {
+    uint32_t lane;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    return lane;
+}
+
+/* ---- barriers within a block ---------------------------------------------- */
+
+/* bar.sync 0 over the whole block; it also orders the memory accesses of the
+ * participating threads (CTA scope), which the release/acquire operations
+ * that follow extend to other PEs. */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__block_sync(void) {
+#if defined(__CUDACC__)
+    __syncthreads();
+#else
+    __nvvm_barrier_sync(0);
+#endif
+}
+
+/* bar.warp.sync over all 32 lanes, with the same memory ordering among them. */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__warp_sync(void) {
+#if defined(__CUDACC__)
+    __syncwarp(SYMM__FULL_MASK);
+#else
+    __nvvm_bar_warp_sync(SYMM__FULL_MASK);
+#endif
+}
+
+/* ---- time ------------------------------------------------------------------ */
+
+/* %globaltimer: nanoseconds, shared by every SM of the GPU. */
+SYMM__DEVICE_INTERNAL uint64_t symm__globaltimer(void) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* ---- fences ------------------------------------------------------------------ */
+
+/* fence.acq_rel.sys: orders this thread's earlier memory operations before its
+ * later ones as seen from any PE (and the host). What symm_fence needs. */
+SYMM__DEVICE_INTERNAL void symm__fence_acq_rel_sys(void) {
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+
+/* fence.sc.sys: sequentially consistent at system scope; after it, every
+ * earlier store of this thread is visible to all PEs. What symm_quiet needs. */
+SYMM__DEVICE_INTERNAL void symm__fence_sc_sys(void) {
+    asm volatile("fence.sc.sys;" ::: "memory");
+}
+
+/* ---- reporting and stopping ------------------------------------------------- */
+
+/* Device printf takes the format and a buffer holding the arguments, each at
+ * its natural alignment, i.e. laid out as a C struct of them. CUDA C has
+ * printf itself; in plain C the PTX system call vprintf is declared under a
+ * private name (so a stdio.h in the same file does not clash) that binds to
+ * the PTX symbol. CUDA's device printf only needs stdio's declaration. */
+#if defined(__CUDACC__)
+#  include <stdio.h>
+#else
+extern int symm__vprintf(const char *format, void *args) __asm__("vprintf");
+#endif
+
+/* Stop the kernel: the launch fails with an illegal-instruction error that the
+ * host sees at its next synchronisation. */
+SYMM__DEVICE_INTERNAL void symm__trap(void) {
+    asm volatile("trap;" ::: "memory");
+}
+
+#endif /* SYMM_DEVICE_IMPL_ARCH_H */

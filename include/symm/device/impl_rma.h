@@ -1,0 +1,271 @@
+/*
+ * device/impl_rma.h - context queries, peer addresses, p/g, put/get at
+ * thread, warp and block scope, put_signal, and the signal calls.
+ */
+#ifndef SYMM_DEVICE_IMPL_RMA_H
+#define SYMM_DEVICE_IMPL_RMA_H
+
+/* ---- peers ----------------------------------------------------------------- */
+
+/* PE pe's copy of the symmetric address p: p + (pe - my_pe) * stride
+ * (DESIGN.md decision 2). No range check: the hot path trusts its caller;
+ * symm_ctx_ptr is the checked form. */
+SYMM__DEVICE_INTERNAL void *symm__peer(const symm_ctx_t *ctx, const void *p, int pe) {
+    return (void *)((uintptr_t)p + (uintptr_t)((int64_t)(pe - ctx->my_pe) * ctx->stride));
+}
+
+SYMM_DEVICE_FN int symm_ctx_my_pe(const symm_ctx_t *ctx) {
+    return ctx->my_pe;
+}
+
+SYMM_DEVICE_FN int symm_ctx_n_pes(const symm_ctx_t *ctx) {
+    return ctx->n_pes;
+}
+
+SYMM_DEVICE_FN void *symm_ctx_ptr(const symm_ctx_t *ctx, const void *ptr, int pe) {
+    uintptr_t a = (uintptr_t)ptr;
+    if (pe < 0 || pe >= ctx->n_pes)
+        return NULL;
+    if (a < ctx->heap_base || a - ctx->heap_base >= ctx->heap_size)
+        return NULL;
+    return symm__peer(ctx, ptr, pe);
+}
+
+/* ---- p and g ------------------------------------------------------------------ */
+
+/* Bits of each RMA type, and conversions to/from the register that carries
+ * them (sub-word values travel zero-extended in 32 bits). */
+#define SYMM__W_i8  8
+#define SYMM__W_u8  8
+#define SYMM__W_i16 16
+#define SYMM__W_u16 16
+#define SYMM__W_i32 32
+#define SYMM__W_u32 32
+#define SYMM__W_f32 32
+#define SYMM__W_i64 64
+#define SYMM__W_u64 64
+#define SYMM__W_f64 64
+
+SYMM__DEVICE_INTERNAL uint32_t symm__f32_bits(float f) {
+    union { float f; uint32_t u; } c;
+    c.f = f;
+    return c.u;
+}
+SYMM__DEVICE_INTERNAL float symm__bits_f32(uint32_t u) {
+    union { float f; uint32_t u; } c;
+    c.u = u;
+    return c.f;
+}
+SYMM__DEVICE_INTERNAL uint64_t symm__f64_bits(double f) {
+    union { double f; uint64_t u; } c;
+    c.f = f;
+    return c.u;
+}
+SYMM__DEVICE_INTERNAL double symm__bits_f64(uint64_t u) {
+    union { double f; uint64_t u; } c;
+    c.u = u;
+    return c.f;
+}
+
+#define SYMM__TOBITS_i8(x)    ((uint32_t)(uint8_t)(x))
+#define SYMM__TOBITS_u8(x)    ((uint32_t)(x))
+#define SYMM__TOBITS_i16(x)   ((uint32_t)(uint16_t)(x))
+#define SYMM__TOBITS_u16(x)   ((uint32_t)(x))
+#define SYMM__TOBITS_i32(x)   ((uint32_t)(x))
+#define SYMM__TOBITS_u32(x)   (x)
+#define SYMM__TOBITS_f32(x)   symm__f32_bits(x)
+#define SYMM__TOBITS_i64(x)   ((uint64_t)(x))
+#define SYMM__TOBITS_u64(x)   (x)
+#define SYMM__TOBITS_f64(x)   symm__f64_bits(x)
+#define SYMM__FROMBITS_i8(x)  ((int8_t)(uint8_t)(x))
+#define SYMM__FROMBITS_u8(x)  ((uint8_t)(x))
+#define SYMM__FROMBITS_i16(x) ((int16_t)(uint16_t)(x))
+#define SYMM__FROMBITS_u16(x) ((uint16_t)(x))
+#define SYMM__FROMBITS_i32(x) ((int32_t)(x))
+#define SYMM__FROMBITS_u32(x) (x)
+#define SYMM__FROMBITS_f32(x) symm__bits_f32(x)
+#define SYMM__FROMBITS_i64(x) ((int64_t)(x))
+#define SYMM__FROMBITS_u64(x) (x)
+#define SYMM__FROMBITS_f64(x) symm__bits_f64(x)
+
+#define SYMM__CAT_(a, b) a##b
+#define SYMM__CAT(a, b) SYMM__CAT_(a, b)
+
+/* p is a relaxed system-scope store: a strong store, so a peer polling the
+ * word sees it without further help, but not ordered against other stores
+ * (fence/quiet do that). g is a relaxed system-scope load: it always reads
+ * the peer's memory, never a stale cached line. */
+#define SYMM__DEFINE_PG(S, T)                                                                \
+    SYMM_DEVICE_FN void symm_p_##S(const symm_ctx_t *ctx, T *dest, T value, int pe) {       \
+        SYMM__CAT(symm__st_b, SYMM__W_##S)(symm__peer(ctx, dest, pe), SYMM__TOBITS_##S(value), \
+                                           SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);               \
+    }                                                                                       \
+    SYMM_DEVICE_FN T symm_g_##S(const symm_ctx_t *ctx, const T *src, int pe) {              \
+        return SYMM__FROMBITS_##S(SYMM__CAT(symm__ld_b, SYMM__W_##S)(                       \
+            symm__peer(ctx, src, pe), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));                   \
+    }
+SYMM_FOR_EACH_RMA_TYPE(SYMM__DEFINE_PG)
+#undef SYMM__DEFINE_PG
+
+/* ---- put and get ----------------------------------------------------------------- */
+
+/* Thread scope: the loads of the source are complete when their values are
+ * stored, so a blocking put returns once the stores are issued; the nbi
+ * forms are the same code (they promise less). */
+SYMM_DEVICE_FN void symm_put(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
+    symm__copy(symm__peer(ctx, dest, pe), src, nbytes, 0, 1, 1);
+}
+
+SYMM_DEVICE_FN void symm_put_nbi(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
+    symm__copy(symm__peer(ctx, dest, pe), src, nbytes, 0, 1, 1);
+}
+
+SYMM_DEVICE_FN void symm_get(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
+    symm__copy(dest, symm__peer(ctx, src, pe), nbytes, 0, 1, 0);
+}
+
+SYMM_DEVICE_FN void symm_get_nbi(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
+    symm__copy(dest, symm__peer(ctx, src, pe), nbytes, 0, 1, 0);
+}
+
+/* Warp scope: the lanes share the copy; the blocking forms end with a warp
+ * barrier, after which every lane may reuse the source (put) or read any
+ * byte of dest (get). */
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_warp(const symm_ctx_t *ctx, void *dest, const void *src,
+                                                   size_t nbytes, int pe) {
+    symm__copy(symm__peer(ctx, dest, pe), src, nbytes, symm__lane(), 32, 1);
+    symm__warp_sync();
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_warp_nbi(const symm_ctx_t *ctx, void *dest, const void *src,
+                                                       size_t nbytes, int pe) {
+    symm__copy(symm__peer(ctx, dest, pe), src, nbytes, symm__lane(), 32, 1);
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_warp(const symm_ctx_t *ctx, void *dest, const void *src,
+                                                   size_t nbytes, int pe) {
+    symm__copy(dest, symm__peer(ctx, src, pe), nbytes, symm__lane(), 32, 0);
+    symm__warp_sync();
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_warp_nbi(const symm_ctx_t *ctx, void *dest, const void *src,
+                                                       size_t nbytes, int pe) {
+    symm__copy(dest, symm__peer(ctx, src, pe), nbytes, symm__lane(), 32, 0);
+}
+
+/* Block scope: the same with the block's threads and a block barrier. */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__put_block_data(const symm_ctx_t *ctx, void *dest,
+                                                                 const void *src, size_t nbytes, int pe) {
+#if SYMM__HAVE_TMA
+    symm__tma_put_block(symm__peer(ctx, dest, pe), src, nbytes);
+#else
+    symm__copy(symm__peer(ctx, dest, pe), src, nbytes, symm__block_tid(), symm__block_nthreads(), 1);
+#endif
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_block(const symm_ctx_t *ctx, void *dest, const void *src,
+                                                    size_t nbytes, int pe) {
+    symm__put_block_data(ctx, dest, src, nbytes, pe);
+    symm__block_sync();
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_block_nbi(const symm_ctx_t *ctx, void *dest, const void *src,
+                                                        size_t nbytes, int pe) {
+    symm__put_block_data(ctx, dest, src, nbytes, pe);
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_block(const symm_ctx_t *ctx, void *dest, const void *src,
+                                                    size_t nbytes, int pe) {
+    symm__copy(dest, symm__peer(ctx, src, pe), nbytes, symm__block_tid(), symm__block_nthreads(), 0);
+    symm__block_sync();
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_block_nbi(const symm_ctx_t *ctx, void *dest, const void *src,
+                                                        size_t nbytes, int pe) {
+    symm__copy(dest, symm__peer(ctx, src, pe), nbytes, symm__block_tid(), symm__block_nthreads(), 0);
+}
+
+/* ---- signals ------------------------------------------------------------------- */
+
+/* Release update of a (peer's) signal word: everything the calling thread
+ * wrote or observed before (including, through a preceding warp/block
+ * barrier, its group's stores) is visible to a PE that acquires the new
+ * value. Unknown ops are SET. */
+SYMM__DEVICE_INTERNAL void symm__signal_update(uint64_t *sig, uint64_t value, int sig_op) {
+    if (sig_op == SYMM_SIGNAL_ADD)
+        symm__signal_add_release(sig, value);
+    else
+        symm__signal_set_release(sig, value);
+}
+
+SYMM_DEVICE_FN void symm_signal_op(const symm_ctx_t *ctx, uint64_t *sig, uint64_t value, int sig_op, int pe) {
+    symm__signal_update((uint64_t *)symm__peer(ctx, sig, pe), value, sig_op);
+}
+
+SYMM_DEVICE_FN uint64_t symm_signal_fetch(const symm_ctx_t *ctx, const uint64_t *sig) {
+    (void)ctx;
+    return symm__ld_b64(sig, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS);
+}
+
+SYMM_DEVICE_FN uint64_t symm_signal_wait_until(const symm_ctx_t *ctx, const uint64_t *sig, int cmp,
+                                               uint64_t value) {
+    return symm__wait_u64(ctx, sig, cmp, value);
+}
+
+#define SYMM__DEFINE_WAIT_UNTIL(S, T)                                                        \
+    SYMM_DEVICE_FN T symm_wait_until_##S(const symm_ctx_t *ctx, const T *ivar, int cmp, T value) { \
+        return symm__wait_##S(ctx, ivar, cmp, value);                                        \
+    }
+SYMM_FOR_EACH_AMO_TYPE(SYMM__DEFINE_WAIT_UNTIL)
+#undef SYMM__DEFINE_WAIT_UNTIL
+
+/* ---- put with signal ----------------------------------------------------------- */
+
+/* Data first, then the signal with release semantics. The group forms put a
+ * warp/block barrier between the two, so one thread's release covers every
+ * lane's stores (the barrier orders them before it, and release is
+ * cumulative). The loads of the source are done by then, so the blocking and
+ * nbi forms are the same code. */
+SYMM_DEVICE_FN void symm_put_signal(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes,
+                                    uint64_t *sig, uint64_t signal, int sig_op, int pe) {
+    symm__copy(symm__peer(ctx, dest, pe), src, nbytes, 0, 1, 1);
+    symm__signal_update((uint64_t *)symm__peer(ctx, sig, pe), signal, sig_op);
+}
+
+SYMM_DEVICE_FN void symm_put_signal_nbi(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes,
+                                        uint64_t *sig, uint64_t signal, int sig_op, int pe) {
+    symm_put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe);
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_warp(const symm_ctx_t *ctx, void *dest, const void *src,
+                                                          size_t nbytes, uint64_t *sig, uint64_t signal,
+                                                          int sig_op, int pe) {
+    uint32_t lane = symm__lane();
+    symm__copy(symm__peer(ctx, dest, pe), src, nbytes, lane, 32, 1);
+    symm__warp_sync();
+    if (lane == 0)
+        symm__signal_update((uint64_t *)symm__peer(ctx, sig, pe), signal, sig_op);
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_warp_nbi(const symm_ctx_t *ctx, void *dest,
+                                                              const void *src, size_t nbytes, uint64_t *sig,
+                                                              uint64_t signal, int sig_op, int pe) {
+    symm_put_signal_warp(ctx, dest, src, nbytes, sig, signal, sig_op, pe);
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_block(const symm_ctx_t *ctx, void *dest, const void *src,
+                                                           size_t nbytes, uint64_t *sig, uint64_t signal,
+                                                           int sig_op, int pe) {
+    symm__put_block_data(ctx, dest, src, nbytes, pe);
+    symm__block_sync();
+    if (symm__block_tid() == 0)
+        symm__signal_update((uint64_t *)symm__peer(ctx, sig, pe), signal, sig_op);
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_block_nbi(const symm_ctx_t *ctx, void *dest,
+                                                               const void *src, size_t nbytes, uint64_t *sig,
+                                                               uint64_t signal, int sig_op, int pe) {
+    symm_put_signal_block(ctx, dest, src, nbytes, sig, signal, sig_op, pe);
+}
+
+#endif /* SYMM_DEVICE_IMPL_RMA_H */

@@ -1,0 +1,126 @@
+/*
+ * device/impl_sync.h - fence, quiet and the device barrier.
+ *
+ * Puts over NVLink are plain stores, so completion is a memory-model matter:
+ * fence = fence.acq_rel.sys (later stores of the thread are not seen before
+ * earlier ones, at any PE), quiet = fence.sc.sys (every earlier store is
+ * visible to every PE). The group forms fence in every thread, then a
+ * warp/block barrier, so all of the group's operations are covered on return.
+ */
+#ifndef SYMM_DEVICE_IMPL_SYNC_H
+#define SYMM_DEVICE_IMPL_SYNC_H
+
+/* The bulk-copy engine (impl_tma.h) completes its copies before a put returns,
+ * so quiet needs nothing beyond the fence. */
+
+SYMM_DEVICE_FN void symm_fence(const symm_ctx_t *ctx) {
+    (void)ctx;
+    symm__fence_acq_rel_sys();
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_fence_warp(const symm_ctx_t *ctx) {
+    (void)ctx;
+    symm__fence_acq_rel_sys();
+    symm__warp_sync();
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_fence_block(const symm_ctx_t *ctx) {
+    (void)ctx;
+    symm__fence_acq_rel_sys();
+    symm__block_sync();
+}
+
+SYMM_DEVICE_FN void symm_quiet(const symm_ctx_t *ctx) {
+    (void)ctx;
+    symm__fence_sc_sys();
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_quiet_warp(const symm_ctx_t *ctx) {
+    (void)ctx;
+    symm__fence_sc_sys();
+    symm__warp_sync();
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_quiet_block(const symm_ctx_t *ctx) {
+    (void)ctx;
+    symm__fence_sc_sys();
+    symm__block_sync();
+}
+
+/* ---- device barrier -------------------------------------------------------------- */
+
+/*
+ * State (ctx->barrier, in the heap, zeroed by the runtime at init), in 64-bit
+ * words: [0] is this PE's epoch, written only by this PE; [1 + p] is the last
+ * epoch PE p announced to this PE. Barrier number e: every PE stores e into
+ * word [1 + me] of every PE (a release: its earlier stores, and through the
+ * preceding warp/block barrier those of its group, are visible to whoever
+ * sees e), then waits until its own [1 + p] >= e for every p. The epoch lives
+ * in device memory, so the barrier continues across kernel launches and graph
+ * replays; ">=" keeps it right when a fast peer has already announced e + 1.
+ *
+ * The participating threads split the PEs: thread t announces to and waits
+ * for PEs t, t + nthreads, ... Word [0] is advanced by thread 0 only after the
+ * closing group barrier, when every thread has read the old value.
+ *
+ * `quiet`: a full fence.sc.sys before the announcement (barrier); otherwise
+ * fence.acq_rel.sys, the release half (sync).
+ */
+SYMM__DEVICE_INTERNAL uint64_t symm__barrier_part(const symm_ctx_t *ctx, uint32_t t, uint32_t nthreads,
+                                                  int quiet) {
+    uint64_t *state = (uint64_t *)(uintptr_t)ctx->barrier;
+    int n_pes = ctx->n_pes;
+    uint64_t e;
+    int p;
+    if (t >= (uint32_t)n_pes)
+        return 0;
+    e = symm__ld_b64(state, SYMM_SEM_WEAK, SYMM_SCOPE_SYS) + 1;
+    /* One fence, then relaxed stores: together a release of each store. */
+    if (quiet)
+        symm__fence_sc_sys();
+    else
+        symm__fence_acq_rel_sys();
+    for (p = (int)t; p < n_pes; p += (int)nthreads)
+        symm__st_b64(symm__peer(ctx, state + 1 + ctx->my_pe, p), e, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
+    for (p = (int)t; p < n_pes; p += (int)nthreads)
+        symm__wait_u64(ctx, state + 1 + p, SYMM_CMP_GE, e);
+    return e;
+}
+
+SYMM__DEVICE_INTERNAL void symm__barrier_advance(const symm_ctx_t *ctx, uint64_t e) {
+    symm__st_b64((uint64_t *)(uintptr_t)ctx->barrier, e, SYMM_SEM_WEAK, SYMM_SCOPE_SYS);
+}
+
+SYMM_DEVICE_FN void symm_barrier(const symm_ctx_t *ctx) {
+    symm__barrier_advance(ctx, symm__barrier_part(ctx, 0, 1, 1));
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_barrier_warp(const symm_ctx_t *ctx) {
+    uint32_t lane = symm__lane();
+    uint64_t e;
+    symm__warp_sync();
+    e = symm__barrier_part(ctx, lane, 32, 1);
+    symm__warp_sync();
+    if (lane == 0)
+        symm__barrier_advance(ctx, e);
+}
+
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__barrier_block(const symm_ctx_t *ctx, int quiet) {
+    uint32_t t = symm__block_tid();
+    uint64_t e;
+    symm__block_sync();
+    e = symm__barrier_part(ctx, t, symm__block_nthreads(), quiet);
+    symm__block_sync();
+    if (t == 0)
+        symm__barrier_advance(ctx, e);
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_barrier_block(const symm_ctx_t *ctx) {
+    symm__barrier_block(ctx, 1);
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_sync_block(const symm_ctx_t *ctx) {
+    symm__barrier_block(ctx, 0);
+}
+
+#endif /* SYMM_DEVICE_IMPL_SYNC_H */

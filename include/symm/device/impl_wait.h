@@ -1,0 +1,135 @@
+/*
+ * device/impl_wait.h - the spin-wait behind signal_wait_until, wait_until_*
+ * and the device barrier, with its deadline and the abort flag
+ * (DESIGN.md decision 6: no hangs).
+ *
+ * The hot loop is one ld.acquire.sys, a compare and a counter. Every
+ * SYMM__WAIT_CHECK_EVERY polls it calls an out-of-line check that reads
+ * %globaltimer and the host-mapped abort flag; the printing and trapping stay
+ * in that function, so the loop that user kernels inline stays small.
+ */
+#ifndef SYMM_DEVICE_IMPL_WAIT_H
+#define SYMM_DEVICE_IMPL_WAIT_H
+
+/* Polls between deadline/abort checks. A poll of a local word costs a few
+ * hundred ns, so this checks every few tens of microseconds. */
+#ifndef SYMM__WAIT_CHECK_EVERY
+#  define SYMM__WAIT_CHECK_EVERY 64u
+#endif
+
+SYMM__DEVICE_INTERNAL const char *symm__cmp_name(int cmp) {
+    switch (cmp) {
+    case SYMM_CMP_EQ: return "==";
+    case SYMM_CMP_NE: return "!=";
+    case SYMM_CMP_GT: return ">";
+    case SYMM_CMP_GE: return ">=";
+    case SYMM_CMP_LT: return "<";
+    case SYMM_CMP_LE: return "<=";
+    default: return "(bad cmp)";
+    }
+}
+
+#define SYMM__MSG_TIMEOUT \
+    "symm: PE %d: wait timed out after %.1f s at %p: waiting for %s %llu, last seen %llu\n"
+#define SYMM__MSG_ABORT "symm: PE %d: aborting wait at %p: PE %d died (flag %u)\n"
+#define SYMM__MSG_BADCMP "symm: PE %d: wait at %p: invalid comparison %d\n"
+
+SYMM__NOINLINE void symm__report_timeout(int pe, double secs, const void *addr, const char *cmp,
+                                         unsigned long long expected, unsigned long long seen) {
+#if defined(__CUDACC__)
+    printf(SYMM__MSG_TIMEOUT, pe, secs, addr, cmp, expected, seen);
+#else
+    struct { int pe; double secs; const void *addr; const char *cmp;
+             unsigned long long expected, seen; } a = { pe, secs, addr, cmp, expected, seen };
+    symm__vprintf(SYMM__MSG_TIMEOUT, &a);
+#endif
+    symm__trap();
+}
+
+SYMM__NOINLINE void symm__report_abort(int pe, const void *addr, uint32_t flag) {
+    int dead = (int)flag - 1;
+#if defined(__CUDACC__)
+    printf(SYMM__MSG_ABORT, pe, addr, dead, flag);
+#else
+    struct { int pe; const void *addr; int dead; uint32_t flag; } a = { pe, addr, dead, flag };
+    symm__vprintf(SYMM__MSG_ABORT, &a);
+#endif
+    symm__trap();
+}
+
+/* A comparison code outside enum symm_cmp is a bug in the caller: say so
+ * instead of spinning until the deadline (or forever). */
+SYMM__NOINLINE void symm__report_bad_cmp(int pe, const void *addr, int cmp) {
+#if defined(__CUDACC__)
+    printf(SYMM__MSG_BADCMP, pe, addr, cmp);
+#else
+    struct { int pe; const void *addr; int cmp; } a = { pe, addr, cmp };
+    symm__vprintf(SYMM__MSG_BADCMP, &a);
+#endif
+    symm__trap();
+}
+
+/*
+ * The slow path of every wait. `t0` is the time of this wait's first check
+ * (0 before it): the deadline counts from there, SYMM__WAIT_CHECK_EVERY polls
+ * after the wait began. Returns the (possibly just taken) t0; does not return
+ * when the deadline passed or the abort flag is up.
+ */
+SYMM__NOINLINE uint64_t symm__wait_check(const symm_ctx_t *ctx, const void *addr, int cmp,
+                                         uint64_t expected, uint64_t seen, uint64_t t0) {
+    uint64_t now = symm__globaltimer();
+    if (t0 == 0)
+        t0 = now;
+    if (ctx->abort_flag != 0) {
+        /* Host-mapped memory written by the host's watcher thread: a strong
+         * system-scope load, so no stale cached copy hides the update. */
+        uint32_t flag = symm__ld_b32((const void *)(uintptr_t)ctx->abort_flag, SYMM_SEM_RELAXED,
+                                     SYMM_SCOPE_SYS);
+        if (flag != 0)
+            symm__report_abort(ctx->world_pe, addr, flag);
+    }
+    if (ctx->timeout_ns != 0 && now - t0 >= ctx->timeout_ns)
+        symm__report_timeout(ctx->world_pe, (double)(now - t0) * 1e-9, addr, symm__cmp_name(cmp),
+                             (unsigned long long)expected, (unsigned long long)seen);
+    return t0;
+}
+
+/*
+ * symm__wait_<S>(ctx, ivar, cmp, value): poll the local word *ivar with
+ * ld.acquire.sys until (*ivar cmp value); return the value that satisfied it.
+ * Comparisons are in the word's own type (signed for i32/i64).
+ */
+#define SYMM__DEFINE_WAIT(S, T, W)                                                          \
+    SYMM__DEVICE_INTERNAL int symm__cmp_ok_##S(const symm_ctx_t *ctx, const T *ivar, T v,   \
+                                               int cmp, T value) {                          \
+        switch (cmp) {                                                                      \
+        case SYMM_CMP_EQ: return v == value;                                                \
+        case SYMM_CMP_NE: return v != value;                                                \
+        case SYMM_CMP_GT: return v > value;                                                 \
+        case SYMM_CMP_GE: return v >= value;                                                \
+        case SYMM_CMP_LT: return v < value;                                                 \
+        case SYMM_CMP_LE: return v <= value;                                                \
+        default: symm__report_bad_cmp(ctx->world_pe, ivar, cmp); return 1;                  \
+        }                                                                                   \
+    }                                                                                       \
+    SYMM__DEVICE_INTERNAL T symm__wait_##S(const symm_ctx_t *ctx, const T *ivar, int cmp,   \
+                                           T value) {                                       \
+        uint64_t t0 = 0;                                                                    \
+        uint32_t polls = 0;                                                                 \
+        for (;;) {                                                                          \
+            T v = (T)symm__ld_b##W(ivar, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS);                 \
+            if (symm__cmp_ok_##S(ctx, ivar, v, cmp, value))                                 \
+                return v;                                                                   \
+            if (++polls % SYMM__WAIT_CHECK_EVERY == 0)                                      \
+                t0 = symm__wait_check(ctx, ivar, cmp, (uint64_t)value, (uint64_t)v, t0);    \
+        }                                                                                   \
+    }
+
+SYMM__DEFINE_WAIT(i32, int32_t, 32)
+SYMM__DEFINE_WAIT(u32, uint32_t, 32)
+SYMM__DEFINE_WAIT(i64, int64_t, 64)
+SYMM__DEFINE_WAIT(u64, uint64_t, 64)
+
+#undef SYMM__DEFINE_WAIT
+
+#endif /* SYMM_DEVICE_IMPL_WAIT_H */

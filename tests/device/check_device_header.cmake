@@ -1,0 +1,44 @@
+# Compile the device API on its own, as every consumer will:
+#   - include/symm/symm_device.h alone, as CUDA, with nvcc (sm_80, sm_90);
+#   - with clang as plain C for nvptx64 (sm_80, sm_90), inline (static) and
+#     as bitcode (SYMM_BITCODE), warnings as errors; the bitcode form and
+#     use_all.cu (every call, inlined) are lowered to PTX and assembled with
+#     ptxas, which is what checks the inline PTX of the clang path.
+# Run by ctest in CI (no GPU needed). Variables: NVCC, PTXAS, CLANG (may be
+# empty), SRC (source root), OUT (scratch directory).
+file(MAKE_DIRECTORY ${OUT})
+set(hdr ${SRC}/include/symm/symm_device.h)
+set(use ${SRC}/tests/device/use_all.cu)
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    string(REPLACE ";" " " cmd "${ARGN}")
+    message(FATAL_ERROR "FAILED: ${cmd}\n${out}${err}")
+  endif()
+endfunction()
+
+foreach(arch 80 90)
+  run(${NVCC} -x cu -arch=sm_${arch} -I${SRC}/include -Werror all-warnings -Xcompiler=-Wall,-Wextra,-Werror
+      -c ${hdr} -o ${OUT}/hdr_nvcc_sm${arch}.o)
+  message(STATUS "nvcc sm_${arch}: symm_device.h alone compiles as CUDA")
+endforeach()
+
+if(NOT CLANG)
+  message(STATUS "clang not found: skipped the plain-C nvptx64 checks")
+  return()
+endif()
+
+set(cflags -x c --target=nvptx64-nvidia-cuda -O2 -ffreestanding -Wall -Wextra -Werror -I${SRC}/include)
+foreach(arch 80 90)
+  run(${CLANG} ${cflags} -march=sm_${arch} -emit-llvm -c ${hdr} -o ${OUT}/hdr_sm${arch}.bc)
+  run(${CLANG} ${cflags} -march=sm_${arch} -DSYMM_BITCODE -emit-llvm -c ${hdr} -o ${OUT}/hdr_sm${arch}_bitcode.bc)
+  run(${CLANG} ${cflags} -march=sm_${arch} -DSYMM_BITCODE -S ${hdr} -o ${OUT}/hdr_sm${arch}_bitcode.ptx)
+  run(${PTXAS} -arch=sm_${arch} ${OUT}/hdr_sm${arch}_bitcode.ptx -o ${OUT}/hdr_sm${arch}_bitcode.cubin)
+  foreach(variant "" "-DSYMM_COPY_VARIANT=1" "-DSYMM_COPY_UNROLL=8")
+    string(MAKE_C_IDENTIFIER "use${arch}${variant}" tag)
+    run(${CLANG} ${cflags} -march=sm_${arch} ${variant} -S ${use} -o ${OUT}/${tag}.ptx)
+    run(${PTXAS} -arch=sm_${arch} ${OUT}/${tag}.ptx -o ${OUT}/${tag}.cubin)
+  endforeach()
+  message(STATUS "clang sm_${arch}: symm_device.h compiles as C (inline and SYMM_BITCODE); ptxas accepts it")
+endforeach()
