@@ -41,7 +41,12 @@ int symm__bootstrap_nranks(const symm__bootstrap_t *b);
 
 /* Collectives over the star. Every rank calls them in the same order.
  * allgather: all[r * nbytes ...] receives rank r's `mine`; nbytes must be the
- * same everywhere (a mismatch is SYMM_ERR_MISMATCH on every rank). */
+ * same everywhere (a mismatch is SYMM_ERR_MISMATCH on every rank). `mine` may
+ * be the rank's own slot of `all`. Arguments that differ across ranks (size,
+ * bcast root, which collective) or are invalid on one rank (NULL buffer) give
+ * the same error on every rank, and the next collective works. On failure
+ * the contents of `all` / `buf` are unspecified. A blocked call returns
+ * SYMM_ERR_PEER_DIED soon after any PE dies; there is no other deadline. */
 symm_status_t symm__bootstrap_allgather(symm__bootstrap_t *b, const void *mine, void *all, size_t nbytes);
 symm_status_t symm__bootstrap_bcast(symm__bootstrap_t *b, void *buf, size_t nbytes, int root);
 symm_status_t symm__bootstrap_barrier(symm__bootstrap_t *b);

@@ -39,6 +39,10 @@ const symm__env_t *symm__env(void);
 /* Replace the current parsed environment (init does this after loading). */
 void symm__env_set(const symm__env_t *env);
 
+/* Non-zero once symm__env_set has been called (symm__env() no longer holds
+ * just the defaults). */
+int symm__env_loaded(void);
+
 /* Parse a size with optional K/M/G/T (binary) suffix; 0 on success. */
 int symm__parse_size(const char *text, size_t *out);
 

@@ -1,0 +1,492 @@
+/*
+ * symmrun - start N processes of one symm job on this machine.
+ *
+ *   symmrun -n N [--timeout S] [--grace S] [--] prog [args...]
+ *
+ * Each process gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+ * MASTER_ADDR=127.0.0.1, MASTER_PORT and SYMM_BOOTSTRAP_PORT (two ports free
+ * at start-up) and runs in its own process group. Its stdout and stderr are
+ * forwarded line by line with a "[rank] " prefix, each line in one write so
+ * lines of different ranks never mix. The first rank to fail decides the
+ * exit code (a signal death counts as 128 + signal) and the others are
+ * stopped: SIGTERM to their process groups, SIGKILL after the grace period.
+ * --timeout stops everything and exits 124. SIGINT/SIGTERM are forwarded.
+ * Exit: 0 all passed; 77 all skipped (exit 77); 2 usage error.
+ *
+ * This tool does not link libsymm: it must work when the library does not.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LINE_MAX_BYTES 65536
+#define EXIT_SKIP 77
+#define EXIT_TIMEOUT 124
+#define EXIT_USAGE 2
+
+typedef struct stream {
+    int fd;       /* read end of the pipe, -1 once closed */
+    int out;      /* 1 or 2: where its lines go */
+    size_t len;
+    char buf[LINE_MAX_BYTES];
+} stream_t;
+
+typedef struct rank {
+    pid_t pid;     /* also its process group id */
+    int running;
+    int code;      /* exit code, 128 + signal for a signal death */
+    stream_t s[2];
+} rank_t;
+
+static int g_sig_pipe[2] = {-1, -1};
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: symmrun -n N [--timeout SECONDS] [--grace SECONDS] [--] program [args...]\n"
+            "  -n, --np N         number of processes (ranks) to start, 1..4096\n"
+            "  --timeout SECONDS  stop every rank and exit 124 after this long (0: never)\n"
+            "  --grace SECONDS    after SIGTERM, wait this long before SIGKILL (default 3)\n"
+            "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
+            "MASTER_PORT and SYMM_BOOTSTRAP_PORT. Output lines are prefixed with \"[rank] \".\n"
+            "Exit code: the first failing rank's (128+signal for a signal), 0 if all passed,\n"
+            "77 if all exited 77 (skipped), 124 on timeout, 2 on a usage error.\n");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void on_signal(int sig) {
+    unsigned char c = (unsigned char)sig;
+    int saved = errno;
+    if (write(g_sig_pipe[1], &c, 1) < 0) {
+        /* full pipe: a signal is already pending, nothing to add */
+    }
+    errno = saved;
+}
+
+static void write_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* our own output is gone (closed pipe): drop */
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Write "[rank] " + line + "\n" with one write. */
+static void emit(int rank, int out, const char *line, size_t n) {
+    static char tmp[LINE_MAX_BYTES + 32];
+    int k = snprintf(tmp, sizeof tmp, "[%d] ", rank);
+    if (n > sizeof tmp - (size_t)k - 1)
+        n = sizeof tmp - (size_t)k - 1;
+    memcpy(tmp + k, line, n);
+    tmp[(size_t)k + n] = '\n';
+    write_all(out, tmp, (size_t)k + n + 1);
+}
+
+/* Read what is available; forward complete lines. Returns 0 at EOF. */
+static int pump(int rank, stream_t *s) {
+    for (;;) {
+        ssize_t r = read(s->fd, s->buf + s->len, sizeof s->buf - s->len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 1;
+        if (r <= 0) {
+            if (s->len)
+                emit(rank, s->out, s->buf, s->len); /* last line without '\n' */
+            s->len = 0;
+            close(s->fd);
+            s->fd = -1;
+            return 0;
+        }
+        s->len += (size_t)r;
+        size_t start = 0;
+        for (size_t i = s->len - (size_t)r; i < s->len; i++)
+            if (s->buf[i] == '\n') {
+                emit(rank, s->out, s->buf + start, i - start);
+                start = i + 1;
+            }
+        if (start == 0 && s->len == sizeof s->buf) {
+            /* A line longer than the buffer: forward it in pieces. */
+            emit(rank, s->out, s->buf, s->len);
+            s->len = 0;
+        } else if (start) {
+            memmove(s->buf, s->buf + start, s->len - start);
+            s->len -= start;
+        }
+    }
+}
+
+/* A TCP port that is free right now (bound, read back, released). Two
+ * calls give two different ports as long as `keep` holds the first. */
+static int free_port(int *keep) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+        close(fd);
+        return -1;
+    }
+    *keep = fd;
+    return ntohs(sa.sin_port);
+}
+
+static int parse_seconds(const char *text, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !(v >= 0) || v > 1e9)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static void signal_groups(rank_t *ranks, int n, int sig) {
+    for (int r = 0; r < n; r++)
+        if (ranks[r].pid > 0)
+            (void)kill(-ranks[r].pid, sig); /* the whole group; ESRCH if it is gone */
+}
+
+static int rank_of(rank_t *ranks, int n, pid_t pid) {
+    for (int r = 0; r < n; r++)
+        if (ranks[r].pid == pid)
+            return r;
+    return -1;
+}
+
+static pid_t spawn(int rank, int n, int port, int bport, char **argv, rank_t *rk) {
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) != 0)
+        return -1;
+    if (pipe2(err, O_CLOEXEC) != 0) {
+        close(out[0]);
+        close(out[1]);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(out[0]); close(out[1]); close(err[0]); close(err[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        /* Own process group, so a stop reaches the rank's children too. */
+        setpgid(0, 0);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGPIPE, &sa, NULL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        if (rank != 0) {
+            /* Only rank 0 reads the terminal. */
+            int null = open("/dev/null", O_RDONLY);
+            if (null >= 0) {
+                dup2(null, 0);
+                close(null);
+            }
+        }
+        char v[32];
+        snprintf(v, sizeof v, "%d", rank);
+        setenv("RANK", v, 1);
+        setenv("LOCAL_RANK", v, 1);
+        snprintf(v, sizeof v, "%d", n);
+        setenv("WORLD_SIZE", v, 1);
+        setenv("LOCAL_WORLD_SIZE", v, 1);
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        snprintf(v, sizeof v, "%d", port);
+        setenv("MASTER_PORT", v, 1);
+        snprintf(v, sizeof v, "%d", bport);
+        setenv("SYMM_BOOTSTRAP_PORT", v, 1);
+        execvp(argv[0], argv);
+        fprintf(stderr, "symmrun: cannot run '%s': %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid); /* also here: no race with the signals we may send */
+    close(out[1]);
+    close(err[1]);
+    fcntl(out[0], F_SETFL, O_NONBLOCK);
+    fcntl(err[0], F_SETFL, O_NONBLOCK);
+    rk->s[0].fd = out[0];
+    rk->s[0].out = 1;
+    rk->s[1].fd = err[0];
+    rk->s[1].out = 2;
+    return pid;
+}
+
+int main(int argc, char **argv) {
+    int n = -1;
+    double timeout = 0, grace = 3.0;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = NULL;
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (a[0] != '-')
+            break;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        int is_n = strcmp(a, "-n") == 0 || strcmp(a, "--np") == 0;
+        int is_t = strcmp(a, "--timeout") == 0;
+        int is_g = strcmp(a, "--grace") == 0;
+        if (is_n || is_t || is_g) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "symmrun: %s needs a value\n", a);
+                usage(stderr);
+                return EXIT_USAGE;
+            }
+            val = argv[++i];
+        } else if (strncmp(a, "-n", 2) == 0 && a[2]) {
+            is_n = 1, val = a + 2;
+        } else if (strncmp(a, "--np=", 5) == 0) {
+            is_n = 1, val = a + 5;
+        } else if (strncmp(a, "--timeout=", 10) == 0) {
+            is_t = 1, val = a + 10;
+        } else if (strncmp(a, "--grace=", 8) == 0) {
+            is_g = 1, val = a + 8;
+        } else {
+            fprintf(stderr, "symmrun: unknown option '%s'\n", a);
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+        if (is_n) {
+            char *end = NULL;
+            errno = 0;
+            long v = strtol(val, &end, 10);
+            if (errno || end == val || *end || v < 1 || v > 4096) {
+                fprintf(stderr, "symmrun: -n wants a number of processes in 1..4096, not '%s'\n", val);
+                usage(stderr);
+                return EXIT_USAGE;
+            }
+            n = (int)v;
+        } else if (parse_seconds(val, is_t ? &timeout : &grace)) {
+            fprintf(stderr, "symmrun: %s wants a number of seconds, not '%s'\n", a, val);
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (n < 0 || i >= argc) {
+        fprintf(stderr, n < 0 ? "symmrun: -n is required\n" : "symmrun: no program given\n");
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    char **prog = argv + i;
+
+    if (pipe2(g_sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        perror("symmrun: pipe");
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+
+    int keep1 = -1, keep2 = -1;
+    int port = free_port(&keep1), bport = free_port(&keep2);
+    if (keep1 >= 0)
+        close(keep1);
+    if (keep2 >= 0)
+        close(keep2);
+    if (port < 0 || bport < 0) {
+        fprintf(stderr, "symmrun: cannot find a free TCP port: %s\n", strerror(errno));
+        return 1;
+    }
+
+    rank_t *ranks = calloc((size_t)n, sizeof *ranks);
+    if (!ranks) {
+        fprintf(stderr, "symmrun: out of memory\n");
+        return 1;
+    }
+    for (int r = 0; r < n; r++)
+        ranks[r].s[0].fd = ranks[r].s[1].fd = -1;
+
+    double start = now_s();
+    double deadline = timeout > 0 ? start + timeout : 0;
+    double kill_at = 0; /* SIGKILL everyone at this time (0: not stopping) */
+    int stopping = 0, timed_out = 0, first_fail = 0, first_fail_rank = -1, running = 0;
+
+    for (int r = 0; r < n; r++) {
+        pid_t pid = spawn(r, n, port, bport, prog, &ranks[r]);
+        if (pid < 0) {
+            fprintf(stderr, "symmrun: cannot start rank %d: %s\n", r, strerror(errno));
+            first_fail = 1;
+            first_fail_rank = r;
+            stopping = 1;
+            kill_at = now_s() + grace;
+            signal_groups(ranks, r, SIGTERM);
+            break;
+        }
+        ranks[r].pid = pid;
+        ranks[r].running = 1;
+        running++;
+    }
+
+    struct pollfd *pfds = calloc((size_t)(2 * n + 1), sizeof *pfds);
+    int *owner = calloc((size_t)(2 * n + 1), sizeof *owner);
+    if (!pfds || !owner) {
+        fprintf(stderr, "symmrun: out of memory\n");
+        signal_groups(ranks, n, SIGKILL);
+        return 1;
+    }
+    double drain_until = 0; /* after the last rank exits, read leftovers this long */
+    for (;;) {
+        /* Reap. */
+        int status;
+        pid_t pid;
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+            int r = rank_of(ranks, n, pid);
+            if (r < 0 || !ranks[r].running)
+                continue;
+            ranks[r].running = 0;
+            running--;
+            ranks[r].code = WIFEXITED(status) ? WEXITSTATUS(status)
+                            : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                                  : 1;
+            int code = ranks[r].code;
+            if (code != 0 && code != EXIT_SKIP && first_fail_rank < 0) {
+                first_fail = code;
+                first_fail_rank = r;
+                if (!stopping && running > 0) {
+                    fprintf(stderr, "symmrun: rank %d exited with code %d; stopping the other ranks\n", r,
+                            code);
+                }
+                if (!stopping) {
+                    stopping = 1;
+                    kill_at = now_s() + grace;
+                    signal_groups(ranks, n, SIGTERM);
+                }
+            }
+        }
+        double t = now_s();
+        if (running == 0) {
+            if (drain_until == 0) {
+                /* Leftover processes of a stopped job keep our pipes open. */
+                if (stopping)
+                    signal_groups(ranks, n, SIGKILL);
+                drain_until = t + 1.0;
+            }
+        }
+        if (deadline > 0 && t >= deadline && !timed_out && running > 0) {
+            timed_out = 1;
+            fprintf(stderr, "symmrun: timeout: ranks still running after %g s; stopping them (exit %d)\n",
+                    timeout, EXIT_TIMEOUT);
+            if (!stopping) {
+                stopping = 1;
+                kill_at = t + grace;
+                signal_groups(ranks, n, SIGTERM);
+            }
+        }
+        if (stopping && kill_at > 0 && t >= kill_at) {
+            signal_groups(ranks, n, SIGKILL);
+            kill_at = 0;
+        }
+        /* Poll pipes and the signal pipe. */
+        int k = 0;
+        pfds[k] = (struct pollfd){.fd = g_sig_pipe[0], .events = POLLIN};
+        owner[k++] = -1;
+        int open_streams = 0;
+        for (int r = 0; r < n; r++)
+            for (int j = 0; j < 2; j++)
+                if (ranks[r].s[j].fd >= 0) {
+                    pfds[k] = (struct pollfd){.fd = ranks[r].s[j].fd, .events = POLLIN};
+                    owner[k++] = 2 * r + j;
+                    open_streams++;
+                }
+        if (running == 0 && (open_streams == 0 || t >= drain_until))
+            break;
+        /* Short polls: children are reaped by polling waitpid. */
+        int r = poll(pfds, (nfds_t)k, 50);
+        if (r < 0 && errno != EINTR) {
+            perror("symmrun: poll");
+            break;
+        }
+        for (int x = 1; x < k; x++)
+            if (pfds[x].revents) {
+                int rr = owner[x] / 2, j = owner[x] % 2;
+                pump(rr, &ranks[rr].s[j]);
+            }
+        if (pfds[0].revents) {
+            unsigned char sigs[16];
+            ssize_t got = read(g_sig_pipe[0], sigs, sizeof sigs);
+            for (ssize_t q = 0; q < got; q++) {
+                fprintf(stderr, "symmrun: got signal %d; forwarding it to the ranks\n", sigs[q]);
+                signal_groups(ranks, n, sigs[q]);
+                if (!stopping) {
+                    stopping = 1;
+                    kill_at = now_s() + grace;
+                }
+            }
+        }
+    }
+    for (int r = 0; r < n; r++)
+        for (int j = 0; j < 2; j++)
+            if (ranks[r].s[j].fd >= 0) {
+                if (ranks[r].s[j].len)
+                    emit(r, ranks[r].s[j].out, ranks[r].s[j].buf, ranks[r].s[j].len);
+                close(ranks[r].s[j].fd);
+            }
+
+    int result;
+    if (timed_out) {
+        result = EXIT_TIMEOUT;
+    } else if (first_fail_rank >= 0) {
+        result = first_fail;
+    } else {
+        int skipped = 0;
+        for (int r = 0; r < n; r++)
+            skipped += ranks[r].code == EXIT_SKIP;
+        if (skipped == n) {
+            result = EXIT_SKIP;
+        } else if (skipped > 0) {
+            /* Ranks must agree on skipping; half a skipped test is a failure. */
+            fprintf(stderr, "symmrun: %d of %d ranks skipped (exit 77) and the others passed\n", skipped,
+                    n);
+            result = 1;
+        } else {
+            result = 0;
+        }
+    }
+    if (result != 0 && result != EXIT_SKIP && !timed_out && first_fail_rank >= 0)
+        fprintf(stderr, "symmrun: exit %d (first failure: rank %d)\n", result, first_fail_rank);
+    free(pfds);
+    free(owner);
+    free(ranks);
+    return result;
+}
