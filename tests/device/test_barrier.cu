@@ -58,6 +58,25 @@ __global__ static void barrier_kernel(const symm_ctx_t *ctx, int form, int round
         *base = b + (uint64_t)rounds;
 }
 
+/* Barriers run by a different block (on a different SM) each round: block
+ * R % gridDim.x takes round R once the previous block handed over through a
+ * local turn word (release/acquire at GPU scope). The barrier state must not
+ * be hidden from the next block by a stale cache. All blocks are resident
+ * (a small grid), so the hand-over cannot deadlock. */
+__global__ static void rotate_kernel(const symm_ctx_t *ctx, int rounds, uint64_t *base, uint64_t *slots,
+                                     uint64_t *turn, unsigned long long *err) {
+    int me = symm_ctx_my_pe(ctx);
+    uint64_t b = *base;
+    for (int r = (int)blockIdx.x + 1; r <= rounds; r += (int)gridDim.x) {
+        if (threadIdx.x == 0)
+            symm_wait_until_u64(ctx, turn, SYMM_CMP_EQ, (uint64_t)(r - 1));
+        __syncthreads();
+        barrier_round(ctx, r % 2 ? F_BLOCK : F_THREAD, b + (uint64_t)r, slots, err);
+        if (threadIdx.x == 0)
+            symm_st_u64(ctx, turn, (uint64_t)r, me, SYMM_SEM_RELEASE, SYMM_SCOPE_GPU);
+    }
+}
+
 /* ---- fence / quiet ordering a put before a flag -------------------------------------- */
 
 enum { O_FENCE, O_FENCE_WARP, O_FENCE_BLOCK, O_QUIET, O_QUIET_WARP, O_QUIET_BLOCK, N_ORD };
@@ -139,6 +158,25 @@ int main(int argc, char **argv) {
     TEST_ASSERT(dt_err_read(&e, 0) == 0, "barriers across launches: %llu slots behind (first in round %llu)",
                 e.h_err[0], e.h_err[1]);
 
+    /* Each round on another block/SM. */
+    {
+        uint64_t *turn;
+        const int rot_rounds = 2000;
+        CUDA_CHECK(cudaMalloc(&turn, sizeof(uint64_t)));
+        CUDA_CHECK(cudaMemset(turn, 0, sizeof(uint64_t)));
+        rotate_kernel<<<8, NTHREADS>>>(e.ctx, rot_rounds, base, slots, turn, e.d_err);
+        CUDA_CHECK_KERNEL();
+        /* rotate_kernel reads *base but does not advance it */
+        uint64_t hb;
+        CUDA_CHECK(cudaMemcpy(&hb, base, sizeof hb, cudaMemcpyDeviceToHost));
+        hb += rot_rounds;
+        CUDA_CHECK(cudaMemcpy(base, &hb, sizeof hb, cudaMemcpyHostToDevice));
+        total += rot_rounds;
+        CUDA_CHECK(cudaFree(turn));
+        TEST_ASSERT(dt_err_read(&e, 0) == 0, "barriers rotating over blocks: %llu slots behind (first in round %llu)",
+                    e.h_err[0], e.h_err[1]);
+    }
+
     /* A CUDA graph of barrier kernels, replayed many times. */
     cudaStream_t s;
     cudaGraph_t g;
@@ -190,7 +228,7 @@ int main(int argc, char **argv) {
     SYMM_CHECK(symm_free(slots));
     if (e.me == 0)
         printf("test_device_barrier: %d PEs: %llu device barriers (thread/warp/block/sync_block/mixed; 10^4 back to "
-               "back per form, 200 launches, %d graph replays) with no PE passing early; fence/quiet at 3 scopes "
+               "back per form, 200 launches, rotating over 8 blocks, %d graph replays) with no PE passing early; fence/quiet at 3 scopes "
                "x %u messages: OK\n",
                e.npes, total, replays, iters);
     dt_fini(&e);

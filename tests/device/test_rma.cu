@@ -132,6 +132,64 @@ static void run_case(dt_env_t *e, bufs_t *b, int op, int scope, size_t n, size_t
     n_bytes += n;
 }
 
+/* ---- the local side in shared memory ---------------------------------------------- */
+
+/* put: the group stages its source in shared memory, then puts from there;
+ * get: the group gets into shared memory, then copies it out. The local side
+ * of put/get may be any memory the thread can address. */
+#define SMEM_MAX 4096
+__global__ static void smem_kernel(const symm_ctx_t *ctx, int is_put, int scope, uint8_t *dst, const uint8_t *src,
+                                   size_t n, size_t soff, size_t doff, int pe) {
+    __shared__ __align__(16) uint8_t buf[SMEM_MAX + 32];
+    unsigned t = threadIdx.x, nt = blockDim.x;
+    bool in = scope == SC_BLOCK || (scope == SC_WARP ? t < 32 : t == 0);
+    if (is_put) {
+        for (size_t i = t; i < n; i += nt)
+            buf[soff + i] = src[i];
+        __syncthreads();
+        if (in) {
+            if (scope == SC_THREAD) symm_put(ctx, dst, buf + soff, n, pe);
+            else if (scope == SC_WARP) symm_put_warp(ctx, dst, buf + soff, n, pe);
+            else symm_put_block(ctx, dst, buf + soff, n, pe);
+        }
+    } else {
+        if (in) {
+            if (scope == SC_THREAD) symm_get(ctx, buf + doff, src, n, pe);
+            else if (scope == SC_WARP) symm_get_warp(ctx, buf + doff, src, n, pe);
+            else symm_get_block(ctx, buf + doff, src, n, pe);
+        }
+        __syncthreads();
+        for (size_t i = t; i < n; i += nt)
+            dst[i] = buf[doff + i];
+    }
+}
+
+static void run_smem_case(dt_env_t *e, bufs_t *b, int is_put, int scope, size_t n, size_t soff, size_t doff,
+                          uint64_t iter) {
+    int me = e->me, np = e->npes, right = (me + 1) % np, left = (me + np - 1) % np;
+    uint64_t my_seed = dt_seed(3, iter, me), want_seed = dt_seed(3, iter, is_put ? left : right);
+    /* put: source staged from sbuf into shared (at soff), lands at dbuf + doff
+     * of the right PE; get: right's sbuf + soff into shared (at doff), then
+     * copied to my dbuf + doff. */
+    uint8_t *s = b->sbuf + soff, *d = b->dbuf + doff;
+    dt_fill(s, n, my_seed, 0);
+    dt_fill_byte(b->dbuf, doff + n + GUARD, GUARD_BYTE);
+    dt_fill(d, n, want_seed, 1);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    SYMM_CHECK(symm_barrier_all());
+    smem_kernel<<<1, 128>>>(e->ctx, is_put, scope, d, s, n, soff, doff, right);
+    CUDA_CHECK_KERNEL();
+    SYMM_CHECK(symm_barrier_all());
+    char what[128];
+    snprintf(what, sizeof what, "%s_%s with the local side in shared memory, n=%zu soff=%zu doff=%zu",
+             is_put ? "put" : "get", scope_name[scope], n, soff, doff);
+    dt_check(e, d, n, want_seed, 0, 0, what);
+    dt_check(e, d + n, GUARD, 0, 1, GUARD_BYTE, "guard after destination");
+    SYMM_CHECK(symm_barrier_all());
+    n_cases++;
+    n_bytes += n;
+}
+
 /* ---- p / g of every type ------------------------------------------------------- */
 
 #define PG_THREADS 64
@@ -266,6 +324,14 @@ int main(int argc, char **argv) {
                     if (n >= 64 && oi % 3 == 0)
                         run_case(&e, &b, op, sc, n, offs[oi][0], offs[oi][1], 1, shapes[sc][oi % 2], ++iter);
                 }
+    static const size_t smem_sizes[] = {1, 8, 15, 16, 33, 255, 1000, 4096 - 16, 4096};
+    for (int is_put = 0; is_put < 2; is_put++)
+        for (int sc = 0; sc < N_SCOPES; sc++)
+            for (size_t si = 0; si < sizeof smem_sizes / sizeof smem_sizes[0]; si++)
+                for (int oi = 0; oi < n_offs; oi++)
+                    if (offs[oi][0] <= 16 && offs[oi][1] <= 16)
+                        run_smem_case(&e, &b, is_put, sc, smem_sizes[si], offs[oi][0], offs[oi][1], ++iter);
+
     for (int op = 0; op < N_OPS; op++)
         for (int sc = 0; sc < N_SCOPES; sc++)
             for (size_t si = 0; si < sizeof big / sizeof big[0]; si++) {
@@ -284,7 +350,7 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaFree(b.readback));
     if (e.me == 0)
         printf("test_device_rma: %d PEs: %llu put/get cases (thread/warp/block, blocking+nbi, 1 B..256 MiB, "
-               "10 alignment pairs, %.1f MiB per PE checked byte by byte), p/g of 10 types, ctx queries: OK\n",
+               "10 alignment pairs, local side in global or shared memory, %.1f MiB per PE checked byte by byte), p/g of 10 types, ctx queries: OK\n",
                e.npes, n_cases, (double)n_bytes / (1 << 20));
     dt_fini(&e);
     return 0;

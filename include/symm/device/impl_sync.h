@@ -74,7 +74,10 @@ SYMM__DEVICE_INTERNAL uint64_t symm__barrier_part(const symm_ctx_t *ctx, uint32_
     int p;
     if (t >= (uint32_t)n_pes)
         return 0;
-    e = symm__ld_b64(state, SYMM_SEM_WEAK, SYMM_SCOPE_SYS) + 1;
+    /* Strong (L1-bypassing) at GPU scope: the previous barrier may have been
+     * run by another block, on another SM, whose store a stale L1 line of
+     * this SM would hide. */
+    e = symm__ld_b64(state, SYMM_SEM_RELAXED, SYMM_SCOPE_GPU) + 1;
     /* One fence, then relaxed stores: together a release of each store. */
     if (quiet)
         symm__fence_sc_sys();
@@ -88,7 +91,7 @@ SYMM__DEVICE_INTERNAL uint64_t symm__barrier_part(const symm_ctx_t *ctx, uint32_
 }
 
 SYMM__DEVICE_INTERNAL void symm__barrier_advance(const symm_ctx_t *ctx, uint64_t e) {
-    symm__st_b64((uint64_t *)(uintptr_t)ctx->barrier, e, SYMM_SEM_WEAK, SYMM_SCOPE_SYS);
+    symm__st_b64((uint64_t *)(uintptr_t)ctx->barrier, e, SYMM_SEM_RELAXED, SYMM_SCOPE_GPU);
 }
 
 SYMM_DEVICE_FN void symm_barrier(const symm_ctx_t *ctx) {

@@ -16,9 +16,9 @@
  *
  * Costs and limits: a static SYMM_TMA_STAGES * SYMM_TMA_CHUNK bytes (32 KiB
  * by default) of shared memory in every kernel that calls a block-scope put;
- * the source must be global memory (bulk copies read .global); sources and
- * destinations that do not share 16-byte alignment, and transfers below
- * SYMM_TMA_MIN_BYTES, take the SM path.
+ * sources outside global memory (e.g. shared), sources and destinations that
+ * do not share 16-byte alignment, and transfers below SYMM_TMA_MIN_BYTES take
+ * the SM path.
  */
 #ifndef SYMM_DEVICE_IMPL_TMA_H
 #define SYMM_DEVICE_IMPL_TMA_H
@@ -57,6 +57,14 @@ SYMM__DEVICE_INTERNAL void symm__mbar_init(uint32_t bar) {
 
 SYMM__DEVICE_INTERNAL void symm__mbar_inval(uint32_t bar) {
     asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
+/* Non-zero when p points to global memory (a source in shared memory, which
+ * the bulk load cannot read, takes the SM path). */
+SYMM__DEVICE_INTERNAL int symm__is_global(const void *p) {
+    uint32_t r;
+    asm("{ .reg .pred q; isspacep.global q, %1; selp.u32 %0, 1, 0, q; }" : "=r"(r) : "l"(p));
+    return (int)r;
 }
 
 /* Bulk load of `bytes` from global `src` into shared `dst`, its completion
@@ -136,7 +144,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__tma_put_block(void *dst, const
     char *d = (char *)dst;
     const char *s = (const char *)src;
     size_t head, body;
-    if ((((uintptr_t)d ^ (uintptr_t)s) & 15) != 0 || n < SYMM_TMA_MIN_BYTES) {
+    if ((((uintptr_t)d ^ (uintptr_t)s) & 15) != 0 || n < SYMM_TMA_MIN_BYTES || !symm__is_global(s)) {
         symm__copy(dst, src, n, tid, nthr, 1);
         return;
     }
