@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -180,6 +181,7 @@ static int rank_of(rank_t *ranks, int n, pid_t pid) {
 
 static pid_t spawn(int rank, int n, int port, int bport, char **argv, rank_t *rk) {
     int out[2], err[2];
+    pid_t parent = getpid();
     if (pipe2(out, O_CLOEXEC) != 0)
         return -1;
     if (pipe2(err, O_CLOEXEC) != 0) {
@@ -195,6 +197,12 @@ static pid_t spawn(int rank, int n, int port, int bport, char **argv, rank_t *rk
     if (pid == 0) {
         /* Own process group, so a stop reaches the rank's children too. */
         setpgid(0, 0);
+        /* If symmrun itself is killed (SIGKILL cannot be forwarded), the
+         * ranks must not live on: they are in their own groups, out of reach
+         * of the terminal. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(128 + SIGKILL); /* symmrun died before prctl took effect */
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = SIG_DFL;

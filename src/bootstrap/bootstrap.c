@@ -104,14 +104,19 @@ static void send_reject(int fd, symm_status_t status, const char *msg) {
         (void)symm__send_all(NULL, fd, msg, h.nbytes, d);
 }
 
-/* Root: the job cannot form. Tell every rank that already connected. */
-static symm_status_t root_fail(symm__bootstrap_t *b, int extra_fd, symm_status_t status,
+/* Root: the job cannot form. Tell every rank that already connected, and
+ * those whose connections wait in the listen queue, why. */
+static symm_status_t root_fail(symm__bootstrap_t *b, int listen_fd, int extra_fd, symm_status_t status,
                                const char *msg) {
     for (int r = 1; r < b->nranks; r++)
         if (b->peer_main[r] >= 0)
             send_reject(b->peer_main[r], status, msg);
     if (extra_fd >= 0)
         send_reject(extra_fd, status, msg);
+    for (int fd; (fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
+        send_reject(fd, status, msg);
+        close(fd);
+    }
     return symm__error(status, "%s", msg);
 }
 
@@ -143,18 +148,18 @@ static symm_status_t root_accept(symm__bootstrap_t *b, int listen_fd, double dea
                      "bootstrap: timed out after SYMM_BOOTSTRAP_TIMEOUT=%g s waiting for PE(s) %s "
                      "(of %d) to join",
                      symm__env()->bootstrap_timeout, miss, b->nranks);
-            return root_fail(b, -1, SYMM_ERR_TIMEOUT, msg);
+            return root_fail(b, listen_fd, -1, SYMM_ERR_TIMEOUT, msg);
         }
         if (io != SYMM__IO_OK) {
             snprintf(msg, sizeof msg, "bootstrap: poll on the root socket: %s", strerror(errno));
-            return root_fail(b, -1, SYMM_ERR_BOOTSTRAP, msg);
+            return root_fail(b, listen_fd, -1, SYMM_ERR_BOOTSTRAP, msg);
         }
         int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
                 continue;
             snprintf(msg, sizeof msg, "bootstrap: accept: %s", strerror(errno));
-            return root_fail(b, -1, SYMM_ERR_BOOTSTRAP, msg);
+            return root_fail(b, listen_fd, -1, SYMM_ERR_BOOTSTRAP, msg);
         }
         symm__tcp_tune(fd);
         symm__bs_hdr_t h;
@@ -185,7 +190,7 @@ static symm_status_t root_accept(symm__bootstrap_t *b, int listen_fd, double dea
                      "bootstrap: PE %d was started with %d PEs but the root (PE 0) with %d: every "
                      "PE must be given the same number of PEs",
                      hello.rank, hello.nranks, b->nranks);
-            symm_status_t s = root_fail(b, fd, SYMM_ERR_BOOTSTRAP, msg);
+            symm_status_t s = root_fail(b, listen_fd, fd, SYMM_ERR_BOOTSTRAP, msg);
             close(fd);
             return s;
         }
@@ -195,7 +200,7 @@ static symm_status_t root_accept(symm__bootstrap_t *b, int listen_fd, double dea
                      "bootstrap: a peer claims rank %d, %s (valid ranks 1..%d join the root)",
                      hello.rank, hello.rank == 0 ? "which is the root's" : "out of range",
                      b->nranks - 1);
-            symm_status_t s = root_fail(b, fd, SYMM_ERR_BOOTSTRAP, msg);
+            symm_status_t s = root_fail(b, listen_fd, fd, SYMM_ERR_BOOTSTRAP, msg);
             close(fd);
             return s;
         }
@@ -205,7 +210,7 @@ static symm_status_t root_accept(symm__bootstrap_t *b, int listen_fd, double dea
                      "bootstrap: two processes claim rank %d (duplicate rank: check RANK / the "
                      "rank passed to symm_init_with_uid)",
                      hello.rank);
-            symm_status_t s = root_fail(b, fd, SYMM_ERR_BOOTSTRAP, msg);
+            symm_status_t s = root_fail(b, listen_fd, fd, SYMM_ERR_BOOTSTRAP, msg);
             close(fd);
             return s;
         }
@@ -219,7 +224,7 @@ static symm_status_t root_accept(symm__bootstrap_t *b, int listen_fd, double dea
             symm__send_all(NULL, b->peer_main[r], &b->job_id, sizeof b->job_id, deadline) !=
                 SYMM__IO_OK) {
             snprintf(msg, sizeof msg, "bootstrap: PE %d left while the job was forming", r);
-            return root_fail(b, -1, SYMM_ERR_BOOTSTRAP, msg);
+            return root_fail(b, listen_fd, -1, SYMM_ERR_BOOTSTRAP, msg);
         }
     }
     return SYMM_SUCCESS;
@@ -235,42 +240,55 @@ static symm_status_t send_hello(symm__bootstrap_t *b, int fd, uint32_t kind, dou
     return SYMM_SUCCESS;
 }
 
-/* Non-root: connect both channels and wait for WELCOME (or REJECT). */
-static symm_status_t rank_join(symm__bootstrap_t *b, const char *addr, int port, double deadline) {
-    symm_status_t s = symm__tcp_connect(addr, port, deadline, &b->main_fd);
-    if (s)
-        return s;
-    if ((s = send_hello(b, b->main_fd, SYMM__CONN_MAIN, deadline)))
-        return s;
-    if ((s = symm__tcp_connect(addr, port, deadline, &b->live_fd)))
-        return s;
-    if ((s = send_hello(b, b->live_fd, SYMM__CONN_LIVE, deadline)))
-        return s;
+/* Non-root: read the root's verdict on the main connection: WELCOME (the
+ * job id) or REJECT (the reason). */
+static symm_status_t read_verdict(symm__bootstrap_t *b, double deadline, symm_status_t fallback) {
     symm__bs_hdr_t h;
     enum symm__io io = symm__recv_all(NULL, b->main_fd, &h, sizeof h, deadline);
+    if (io == SYMM__IO_TIMEOUT && fallback)
+        return fallback;
     if (io == SYMM__IO_TIMEOUT)
         return symm__error(SYMM_ERR_TIMEOUT,
                            "bootstrap: PE %d reached the root but the job did not form within "
                            "SYMM_BOOTSTRAP_TIMEOUT=%g s (other PEs missing?)",
                            b->rank, symm__env()->bootstrap_timeout);
     if (io != SYMM__IO_OK || h.magic != SYMM__BS_MAGIC)
-        return symm__error(SYMM_ERR_BOOTSTRAP,
-                           "bootstrap: the root closed the connection before the job formed "
-                           "(see PE 0's error)");
+        return fallback ? fallback
+                        : symm__error(SYMM_ERR_BOOTSTRAP,
+                                      "bootstrap: the root closed the connection before the job formed "
+                                      "(see PE 0's error)");
     if (h.op == SYMM__OP_REJECT) {
         char text[512] = "";
         size_t n = h.nbytes < sizeof text ? (size_t)h.nbytes : sizeof text - 1;
         if (symm__recv_all(NULL, b->main_fd, text, n, symm__now() + 1.0) != SYMM__IO_OK)
             snprintf(text, sizeof text, "(no reason given)");
         text[sizeof text - 1] = '\0';
-        return symm__error(h.status ? h.status : SYMM_ERR_BOOTSTRAP, "root refused PE %d: %s",
-                           b->rank, text);
+        return symm__error(h.status ? h.status : SYMM_ERR_BOOTSTRAP, "root refused PE %d: %s", b->rank,
+                           text);
     }
     if (h.op != SYMM__OP_WELCOME || h.nbytes != sizeof b->job_id ||
         symm__recv_all(NULL, b->main_fd, &b->job_id, sizeof b->job_id, deadline) != SYMM__IO_OK)
-        return symm__error(SYMM_ERR_BOOTSTRAP, "bootstrap: protocol error while joining (op %u)",
-                           h.op);
-    return SYMM_SUCCESS;
+        return fallback ? fallback
+                        : symm__error(SYMM_ERR_BOOTSTRAP, "bootstrap: protocol error while joining (op %u)",
+                                      h.op);
+    /* A WELCOME after a failure here cannot happen (the root needs both
+     * connections first); report the failure. */
+    return fallback;
+}
+
+/* Non-root: connect both channels and wait for WELCOME (or REJECT). */
+static symm_status_t rank_join(symm__bootstrap_t *b, const char *addr, int port, double deadline) {
+    symm_status_t s = symm__tcp_connect(addr, port, deadline, -1, &b->main_fd);
+    if (s)
+        return s;
+    if ((s = send_hello(b, b->main_fd, SYMM__CONN_MAIN, deadline)) ||
+        (s = symm__tcp_connect(addr, port, deadline, b->main_fd, &b->live_fd)) ||
+        (s = send_hello(b, b->live_fd, SYMM__CONN_LIVE, deadline))) {
+        /* The root may have turned us away meanwhile: its reason beats ours. */
+        double d = symm__now() + 1.0;
+        return read_verdict(b, deadline > 0 && deadline < d ? deadline : d, s);
+    }
+    return read_verdict(b, deadline, SYMM_SUCCESS);
 }
 
 symm_status_t symm__bootstrap_connect(int rank, int nranks, uint64_t nonce, int listen_fd,
@@ -454,8 +472,13 @@ static symm_status_t root_collective(symm__bootstrap_t *b, coll_t *c) {
             s = io_error(b, io, r, c->what);
             goto out;
         }
-        if (h.magic != SYMM__BS_MAGIC || h.nbytes > SYMM__BS_MAX_PAYLOAD) {
-            s = symm__error(SYMM_ERR_BOOTSTRAP, "%s: corrupted message from PE %d", c->what, r);
+        /* A size past the limit is fine with a local error (no payload follows). */
+        if (h.magic != SYMM__BS_MAGIC || (!h.status && h.nbytes > SYMM__BS_MAX_PAYLOAD)) {
+            /* The stream cannot be trusted any more; treating the sender as
+             * dead tells every rank (through the liveness relay) instead of
+             * leaving them waiting for a reply. */
+            symm__bs_mark_dead(b, r, "it sent a corrupted bootstrap message");
+            s = symm__bs_check_dead(b, c->what);
             goto out;
         }
         request_t q = {h.op, h.seq, h.nbytes, h.root, h.status};

@@ -125,8 +125,10 @@ enum symm__io symm__recv_drop(symm__bootstrap_t *b, int fd, uint64_t n, double d
 /* A non-blocking, close-on-exec TCP socket listening on addr_be:port (port 0:
  * ephemeral); *port_out gets the port. Errors carry a message. */
 symm_status_t symm__tcp_listen(uint32_t addr_be, int port, int *fd, int *port_out);
-/* Connect to host:port, retrying refused connections until `deadline`. */
-symm_status_t symm__tcp_connect(const char *host, int port, double deadline, int *fd);
+/* Connect to host:port, retrying refused connections until `deadline`; stop
+ * early if `watch_fd` (>= 0) becomes readable (the root already answered on
+ * another connection, e.g. with a rejection). */
+symm_status_t symm__tcp_connect(const char *host, int port, double deadline, int watch_fd, int *fd);
 /* Resolve an IPv4 host name or literal; 0 on success. */
 int symm__resolve_ipv4(const char *host, uint32_t *addr_be);
 void symm__tcp_tune(int fd);

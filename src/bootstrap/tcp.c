@@ -250,7 +250,15 @@ static int try_connect(uint32_t addr_be, int port, double deadline, int *fd_out)
     return -1;
 }
 
-symm_status_t symm__tcp_connect(const char *host, int port, double deadline, int *fd) {
+/* Has the root already said something (or closed) on `fd`? */
+static int readable_now(int fd) {
+    if (fd < 0)
+        return 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+}
+
+symm_status_t symm__tcp_connect(const char *host, int port, double deadline, int watch_fd, int *fd) {
     uint32_t addr;
     if (symm__resolve_ipv4(host, &addr) != 0)
         return symm__error(SYMM_ERR_BOOTSTRAP, "bootstrap: cannot resolve root address \"%s\"", host);
@@ -262,6 +270,9 @@ symm_status_t symm__tcp_connect(const char *host, int port, double deadline, int
         if (r < 0)
             return symm__error(SYMM_ERR_BOOTSTRAP, "bootstrap: connect to %s:%d: %s", host, port,
                                strerror(errno));
+        if (readable_now(watch_fd))
+            return symm__error(SYMM_ERR_BOOTSTRAP, "bootstrap: the root answered before %s:%d accepted "
+                               "the connection", host, port);
         if (deadline > 0 && symm__now() >= deadline)
             return symm__error(SYMM_ERR_TIMEOUT,
                                "bootstrap: could not reach the root at %s:%d before "

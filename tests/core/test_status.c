@@ -2,6 +2,7 @@
  * test_status - status strings, the last-error message and log lines.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,9 +148,30 @@ static void test_log(void) {
     TEST_ASSERT(strcmp(symm_last_error(), "") == 0, "cleared again");
 }
 
+static void *other_thread(void *arg) {
+    (void)arg;
+    TEST_ASSERT(strcmp(symm_last_error(), "") == 0, "a new thread starts with no last error");
+    (void)symm__error(SYMM_ERR_TIMEOUT, "from another thread");
+    TEST_ASSERT(strstr(symm_last_error(), "from another thread"), "own message");
+    return NULL;
+}
+
+/* The last error belongs to the thread that raised it (a liveness watcher
+ * must not overwrite the message the caller is about to read). */
+static void test_thread_local(void) {
+    (void)symm__error(SYMM_ERR_MISMATCH, "main thread error");
+    pthread_t t;
+    TEST_ASSERT(pthread_create(&t, NULL, other_thread, NULL) == 0, "pthread_create");
+    TEST_ASSERT(pthread_join(t, NULL) == 0, "pthread_join");
+    TEST_ASSERT(strstr(symm_last_error(), "main thread error"), "main thread's message kept: %s",
+                symm_last_error());
+    symm__error_clear();
+}
+
 int main(void) {
     test_strerror();
     test_log();
+    test_thread_local();
     printf("test_status: OK\n");
     return 0;
 }

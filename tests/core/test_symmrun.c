@@ -116,6 +116,7 @@ static int child(const char *mode) {
         return 0;
     }
     if (strcmp(mode, "ready") == 0) { /* wait for a signal */
+        printf("pid %d\n", (int)getpid());
         printf("ready\n");
         fflush(stdout);
         sleep(60);
@@ -211,8 +212,13 @@ static result_t run(const char *const *args, int sig, int ready_lines) {
     TEST_ASSERT(waitpid(pid, &st, 0) == pid, "waitpid");
     result_t r;
     r.seconds = now_s() - t0;
-    TEST_ASSERT(WIFEXITED(st), "symmrun died of signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : -1);
-    r.code = WEXITSTATUS(st);
+    if (sig == SIGKILL) {
+        TEST_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "symmrun should have been killed");
+        r.code = 128 + SIGKILL;
+    } else {
+        TEST_ASSERT(WIFEXITED(st), "symmrun died of signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : -1);
+        r.code = WEXITSTATUS(st);
+    }
     r.out = slurp(out);
     r.err = slurp(err);
     close(out);
@@ -273,6 +279,8 @@ static void test_env_and_prefixes(void) {
     done(&r);
 }
 
+static void expect_gone(pid_t pid, const char *what);
+
 static void test_failures(void) {
     /* The first failure's code; the others are stopped. */
     result_t r = run(A("-n", "3", "SELF", "child", "fail"), 0, 0);
@@ -304,22 +312,7 @@ static void test_failures(void) {
     TEST_ASSERT(g, "no grandchild line:\n%s", r.out);
     pid_t gpid = (pid_t)atoi(g + strlen("[0] grandchild "));
     TEST_ASSERT(gpid > 0, "grandchild pid");
-    /* Gone, or a zombie waiting for its reaper. */
-    double until = now_s() + 10;
-    for (;;) {
-        char path[64], stat[256] = "";
-        snprintf(path, sizeof path, "/proc/%d/stat", (int)gpid);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            break;
-        char *ok = fgets(stat, sizeof stat, f);
-        fclose(f);
-        char *close_paren = ok ? strrchr(stat, ')') : NULL;
-        if (close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z')
-            break;
-        TEST_ASSERT(now_s() < until, "grandchild %d still running: %s", (int)gpid, stat);
-        sleep_ms(50);
-    }
+    expect_gone(gpid, "grandchild");
     TEST_ASSERT(!strstr(r.out, "grandchild finished"), "grandchild ran to the end");
     done(&r);
 
@@ -348,6 +341,38 @@ static void test_timeout_and_signals(void) {
         TEST_ASSERT(r.seconds < STOP_BOUND_S, "took %.1f s", r.seconds);
         done(&r);
     }
+}
+
+/* Gone, or a zombie waiting for its reaper, within 10 s. */
+static void expect_gone(pid_t pid, const char *what) {
+    double until = now_s() + 10;
+    for (;;) {
+        char path[64], stat[256] = "";
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            return;
+        char *ok = fgets(stat, sizeof stat, f);
+        fclose(f);
+        char *close_paren = ok ? strrchr(stat, ')') : NULL;
+        if (close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z')
+            return;
+        TEST_ASSERT(now_s() < until, "%s %d still running: %s", what, (int)pid, stat);
+        sleep_ms(50);
+    }
+}
+
+static void test_launcher_killed(void) {
+    /* SIGKILL cannot be forwarded: the ranks must die with symmrun anyway. */
+    result_t r = run(A("-n", "2", "SELF", "child", "ready"), SIGKILL, 2);
+    for (int rank = 0; rank < 2; rank++) {
+        char key[32];
+        snprintf(key, sizeof key, "[%d] pid ", rank);
+        const char *p = strstr(r.out, key);
+        TEST_ASSERT(p, "no pid line of rank %d:\n%s", rank, r.out);
+        expect_gone((pid_t)atoi(p + strlen(key)), "rank of a killed symmrun");
+    }
+    done(&r);
 }
 
 static void test_skip_and_pass(void) {
@@ -399,6 +424,7 @@ int main(int argc, char **argv) {
     test_skip_and_pass();
     test_failures();
     test_timeout_and_signals();
+    test_launcher_killed();
     printf("test_symmrun: OK\n");
     return 0;
 }
