@@ -1,0 +1,26 @@
+# Runs symm-info (-DSYMM_INFO=<path>) and checks what it prints: the version,
+# every variable of src/core/env_table.h, the multicast line, and a GPU
+# section (a list of devices, or "none found" where there are none, as in CI).
+execute_process(COMMAND ${SYMM_INFO} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "symm-info exited ${rc}\n${out}\n${err}")
+endif()
+file(READ ${ENV_TABLE} table)
+string(REGEX MATCHALL "X\\([a-z_]+, *SYMM_[A-Z_]+" rows "${table}")
+list(LENGTH rows nrows)
+if(nrows LESS 5)
+  message(FATAL_ERROR "could not read the variable names from ${ENV_TABLE}")
+endif()
+foreach(row ${rows})
+  string(REGEX REPLACE ".*(SYMM_[A-Z_]+)" "\\1" name "${row}")
+  if(NOT out MATCHES "\n  ${name} ")
+    message(FATAL_ERROR "symm-info does not list ${name}:\n${out}")
+  endif()
+endforeach()
+foreach(want "symm [0-9]+\\.[0-9]+\\.[0-9]+\n" "multicast \\(NVLS\\) allowed: (yes|no)\n"
+             "GPUs: ([0-9]+\n|none found)")
+  if(NOT out MATCHES "${want}")
+    message(FATAL_ERROR "symm-info output lacks /${want}/:\n${out}")
+  endif()
+endforeach()
+message(STATUS "symm-info lists ${nrows} variables")
