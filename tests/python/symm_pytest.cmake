@@ -4,7 +4,6 @@
 #   so a missing tool is visible in the ctest summary rather than silent.
 # symm_add_skip_test(name REASON text)
 #   A test that only says why it cannot run here.
-include_guard(GLOBAL)
 find_package(Python3 COMPONENTS Interpreter)
 set(SYMM_HAVE_PYTEST OFF)
 if(Python3_Interpreter_FOUND)

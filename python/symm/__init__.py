@@ -1,0 +1,32 @@
+"""symm: GPU-initiated communication over symmetric memory, from Python.
+
+A thin ctypes layer over libsymm (no compiled extension), with torch tensors
+over symmetric memory and, in symm.triton, device functions for Triton
+kernels. `import symm` needs neither torch nor a GPU; torch is imported by the
+calls that take or return tensors, libsymm on the first call that needs it.
+
+    import torch, symm
+    symm.init()                                  # torchrun / symmrun environment
+    x = symm.tensor((1024,), torch.bfloat16)     # same offset on every PE
+    peer = symm.get_peer_tensor(x, (symm.my_pe() + 1) % symm.n_pes())
+    peer.copy_(x)                                # store into the next PE's copy
+    symm.barrier()
+    symm.free_tensor(x)
+    symm.finalize()
+
+Errors from C raise SymmError subclasses (symm.MismatchError, ...) carrying
+the C message; bad arguments raise TypeError/ValueError before anything runs.
+"""
+from ._errors import *  # noqa: F401,F403 - the exception classes
+from ._errors import SymmError, error_class  # noqa: F401
+from ._lib import LibraryNotFoundError, bitcode_path, include_dir, library_path  # noqa: F401
+from ._runtime import (  # noqa: F401
+    Team, barrier, barrier_on_stream, ctx, device, finalize, free, get_unique_id, heap_info,
+    host_allgather, host_broadcast, init, initialized, malloc, multicast_allowed, my_pe,
+    n_pes, peer_ptr, scope, team_node, team_world,
+)
+from ._tensor import (  # noqa: F401
+    free_tensor, get_multicast_tensor, get_peer_tensor, is_symmetric, tensor, zeros,
+)
+
+__version__ = "0.1.0"

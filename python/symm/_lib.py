@@ -1,0 +1,188 @@
+"""Finding and loading libsymm.so, the device bitcode and the headers.
+
+Nothing here needs a GPU or torch. The library is loaded on first use, not at
+`import symm`, so the package imports anywhere; a missing library is reported
+by the first call that needs it, with the places that were searched.
+
+Search order (first hit wins):
+  library   $SYMM_LIBRARY, <package>/lib/libsymm.so (pip install),
+            <repo>/build*/src/libsymm.so (a source checkout, newest first)
+  bitcode   $SYMM_BITCODE_DIR, <package>/lib, <repo>/build*/bitcode
+  headers   <package>/include, <repo>/include
+"""
+import ctypes
+import glob
+import os
+import threading
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+# python/symm -> the repository root, when running from a source checkout
+_REPO_DIR = os.path.dirname(os.path.dirname(_PKG_DIR))
+
+_lock = threading.Lock()
+_lib = None
+
+
+class LibraryNotFoundError(ImportError):
+    """libsymm.so (or the bitcode) could not be found or loaded."""
+
+
+def _build_dirs():
+    """<repo>/build*/ folders of a source checkout, newest first."""
+    dirs = [d for d in glob.glob(os.path.join(_REPO_DIR, "build*")) if os.path.isdir(d)]
+    return sorted(dirs, key=os.path.getmtime, reverse=True)
+
+
+def _library_candidates():
+    env = os.environ.get("SYMM_LIBRARY")
+    if env:
+        return [env]
+    cands = [os.path.join(_PKG_DIR, "lib", "libsymm.so")]
+    cands += [os.path.join(d, "src", "libsymm.so") for d in _build_dirs()]
+    return cands
+
+
+def library_path():
+    """Path of the libsymm.so that symm uses (raises LibraryNotFoundError)."""
+    cands = _library_candidates()
+    for c in cands:
+        if os.path.isfile(c):
+            return c
+    raise LibraryNotFoundError(
+        "libsymm.so not found; looked at: %s. Install the package (pip install .), build the "
+        "library (cmake --build build) or set SYMM_LIBRARY to its path" % ", ".join(cands))
+
+
+def bitcode_dir():
+    """The folder holding libsymm_device*.bc (raises LibraryNotFoundError)."""
+    env = os.environ.get("SYMM_BITCODE_DIR")
+    cands = [env] if env else [os.path.join(_PKG_DIR, "lib")] + \
+        [os.path.join(d, "bitcode") for d in _build_dirs()]
+    for c in cands:
+        if os.path.isfile(os.path.join(c, "libsymm_device.bc")):
+            return c
+    raise LibraryNotFoundError(
+        "libsymm_device.bc not found; looked in: %s. It is built by CMake when clang-19 is "
+        "installed (apt-get install clang-19 llvm-19); SYMM_BITCODE_DIR names its folder"
+        % ", ".join(cands))
+
+
+def bitcode_path(arch=None):
+    """The device bitcode for a GPU architecture.
+
+    `arch` is a compute capability as an int (80, 86, 90, 100...), a string
+    ("sm_90", "90") or None for the default file. Architectures 80-89 get
+    libsymm_device_sm80.bc, 90 and newer libsymm_device_sm90.bc; older ones are
+    not supported by symm.
+    """
+    d = bitcode_dir()
+    if arch is None:
+        return os.path.join(d, "libsymm_device.bc")
+    if isinstance(arch, str):
+        digits = arch.lower().replace("sm_", "").replace("sm", "").rstrip("a")
+        if not digits.isdigit():
+            raise ValueError("arch %r: expected e.g. 90, 'sm_90' or '90'" % arch)
+        arch = int(digits)
+    arch = int(arch)
+    if arch < 80:
+        raise ValueError("symm needs compute capability 8.0 or newer (got %d)" % arch)
+    name = "libsymm_device_sm80.bc" if arch < 90 else "libsymm_device_sm90.bc"
+    return os.path.join(d, name)
+
+
+def include_dir():
+    """The folder holding symm/symm.h and symm/symm_device.h (for CUDA C users)."""
+    for c in (os.path.join(_PKG_DIR, "include"), os.path.join(_REPO_DIR, "include")):
+        if os.path.isfile(os.path.join(c, "symm", "symm_device.h")):
+            return c
+    raise LibraryNotFoundError("symm headers not found next to the package or in the source tree")
+
+
+# ---------------------------------------------------------------------------
+# ctypes prototypes of the host API (include/symm/symm.h)
+# ---------------------------------------------------------------------------
+
+SYMM_UNIQUE_ID_BYTES = 128
+
+
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * SYMM_UNIQUE_ID_BYTES)]
+
+
+_c_int, _c_void_p, _c_size_t = ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t
+_P = ctypes.POINTER
+
+# name: (restype, argtypes); functions that return symm_status_t use c_int.
+PROTOTYPES = {
+    "symm_strerror": (ctypes.c_char_p, [_c_int]),
+    "symm_last_error": (ctypes.c_char_p, []),
+    "symm_init": (_c_int, []),
+    "symm_get_unique_id": (_c_int, [_P(UniqueId)]),
+    "symm_init_with_uid": (_c_int, [_P(UniqueId), _c_int, _c_int]),
+    "symm_finalize": (_c_int, []),
+    "symm_initialized": (_c_int, []),
+    "symm_my_pe": (_c_int, []),
+    "symm_n_pes": (_c_int, []),
+    "symm_device": (_c_int, []),
+    "symm_team_world": (_c_void_p, []),
+    "symm_team_node": (_c_void_p, []),
+    "symm_team_my_pe": (_c_int, [_c_void_p]),
+    "symm_team_n_pes": (_c_int, [_c_void_p]),
+    "symm_team_translate_pe": (_c_int, [_c_void_p, _c_int, _c_void_p]),
+    "symm_team_ctx": (_c_int, [_c_void_p, _P(_c_void_p)]),
+    "symm_ctx": (_c_int, [_P(_c_void_p)]),
+    "symm_malloc": (_c_int, [_c_size_t, _P(_c_void_p)]),
+    "symm_calloc": (_c_int, [_c_size_t, _c_size_t, _P(_c_void_p)]),
+    "symm_align": (_c_int, [_c_size_t, _c_size_t, _P(_c_void_p)]),
+    "symm_free": (_c_int, [_c_void_p]),
+    "symm_ptr": (_c_void_p, [_c_void_p, _c_int]),
+    "symm_heap_info": (_c_int, [_P(_c_size_t), _P(_c_size_t)]),
+    "symm_barrier_all": (_c_int, []),
+    "symm_barrier_all_on_stream": (_c_int, [_c_void_p]),
+    "symm_team_barrier_on_stream": (_c_int, [_c_void_p, _c_void_p]),
+    "symm_host_broadcast": (_c_int, [_c_void_p, _c_size_t, _c_int]),
+    "symm_host_allgather": (_c_int, [_c_void_p, _c_void_p, _c_size_t]),
+    "symm_multicast_allowed": (_c_int, []),
+}
+
+# Calls that newer or optional parts of the C library provide; absent ones are
+# reported when used (see has()).
+OPTIONAL = set()
+
+
+def _declare(lib):
+    missing = []
+    for name, (restype, argtypes) in PROTOTYPES.items():
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            if name not in OPTIONAL:
+                missing.append(name)
+            continue
+        fn.restype = restype
+        fn.argtypes = argtypes
+    if missing:
+        raise LibraryNotFoundError("libsymm at %s lacks %s: it is older than this package"
+                                   % (lib._name, ", ".join(missing)))
+
+
+def load():
+    """The loaded libsymm (ctypes.CDLL), loading it on first call."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is None:
+            path = library_path()
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as e:
+                raise LibraryNotFoundError("cannot load %s: %s" % (path, e)) from None
+            _declare(lib)
+            _lib = lib
+    return _lib
+
+
+def has(name):
+    """True when the loaded libsymm exports `name` (for optional calls)."""
+    return hasattr(load(), name)
