@@ -1,0 +1,650 @@
+/*
+ * coll_host.c - the stream collectives of symm_coll.h: argument checks,
+ * algorithm choice, staging of non-symmetric buffers, and the launches
+ * (coll_launch.h; the kernels are in coll_k_*.cu, the device code in
+ * include/symm/device/coll_impl.h).
+ *
+ * Workspace: the team's internal scratch (symm_ctx_t.scratch, zeroed at
+ * init) holds the synchronisation words and the packet/one-shot regions; the
+ * host never writes it, the kernels keep it consistent, so every call
+ * captures into CUDA graphs. Buffers outside the heap that a direct
+ * algorithm must reach from the peers are staged through a per-team
+ * symmetric staging area, in pieces of at most its size.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "symm/symm.h"
+#include "symm/device/coll_reduce.h"
+#include "core/env.h"
+#include "core/log.h"
+#include "coll/coll.h"
+#include "coll/coll_launch.h"
+
+typedef struct coll_team {
+    int ready;
+    symm_team_t team;
+    symm_ctx_t ctx;        /* the team's context (fields the kernels use never change) */
+    symm__coll_ws_t ws;
+    char *stage;           /* SYMM__COLL_STAGE_BYTES of symmetric heap */
+} coll_team_t;
+
+static coll_team_t g_team[2]; /* world, node */
+static int g_direct_blocks;
+static uint64_t g_packet_max = SYMM__COLL_PACKET_MAX, g_oneshot_max = SYMM__COLL_ONESHOT_MAX;
+static _Thread_local char t_last_algo[32] = "none";
+
+void symm__coll_finalize(void) { memset(g_team, 0, sizeof(g_team)); }
+
+void symm__coll_tune(int direct_blocks, uint64_t packet_max, uint64_t oneshot_max) {
+    g_direct_blocks = direct_blocks > 0 && direct_blocks <= SYMM_COLL_MAX_BLOCKS - 1 ? direct_blocks : 0;
+    g_packet_max = packet_max ? packet_max : SYMM__COLL_PACKET_MAX;
+    g_oneshot_max = oneshot_max ? oneshot_max : SYMM__COLL_ONESHOT_MAX;
+}
+
+const char *symm_coll_algo_name(symm_coll_algo_t algo) {
+    switch (algo) {
+    case SYMM_COLL_ALGO_AUTO: return "auto";
+    case SYMM_COLL_ALGO_PACKET: return "packet";
+    case SYMM_COLL_ALGO_ONESHOT: return "oneshot";
+    case SYMM_COLL_ALGO_TWOSHOT: return "twoshot";
+    case SYMM_COLL_ALGO_MULTIMEM: return "multimem";
+    default: return "unknown";
+    }
+}
+
+const char *symm_coll_last_algo(void) { return t_last_algo; }
+
+static void set_last(symm_coll_algo_t algo, const char *direct_name, int staged) {
+    const char *name = algo == SYMM_COLL_ALGO_PACKET ? "packet"
+                     : direct_name ? direct_name : symm_coll_algo_name(algo);
+    snprintf(t_last_algo, sizeof(t_last_algo), "%s%s", name, staged ? "+staged" : "");
+}
+
+/* ---- teams and workspace ---------------------------------------------------------- */
+
+static symm_status_t get_team(symm_team_t team, symm_stream_t stream, const char *call, coll_team_t **out) {
+    coll_team_t *t;
+    symm_status_t st;
+    void *stage = NULL;
+    if (!symm_initialized())
+        return symm__error(SYMM_ERR_NOT_INITIALIZED, "%s: symm is not initialized", call);
+    if (team == NULL)
+        team = symm_team_world();
+    if (team == symm_team_world())
+        t = &g_team[0];
+    else if (team == symm_team_node())
+        t = &g_team[1];
+    else
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: not a team handle", call);
+    if (t->ready) {
+        *out = t;
+        return SYMM_SUCCESS;
+    }
+    /* First call on this team: every PE is here (the call is collective). */
+    if (symm__coll_capturing(stream) != 0)
+        return symm__error(SYMM_ERR_INVALID_ARG,
+                           "%s: the first collective on a team allocates its staging area and must be "
+                           "made outside CUDA graph capture", call);
+    if ((st = symm_team_ctx_copy(team, &t->ctx)) != SYMM_SUCCESS)
+        return st;
+    if (t->ctx.backend != SYMM_BACKEND_NATIVE)
+        return symm__error(SYMM_ERR_UNSUPPORTED, "%s: stream collectives need the native backend (this is %u)",
+                           call, t->ctx.backend);
+    if (t->ctx.n_pes > SYMM_COLL_MAX_PES)
+        return symm__error(SYMM_ERR_UNSUPPORTED, "%s: team of %d PEs (collectives support %d)", call,
+                           t->ctx.n_pes, SYMM_COLL_MAX_PES);
+    if (t->ctx.scratch == 0 || t->ctx.scratch_size < SYMM__COLL_WS_SYNC_BYTES)
+        return symm__error(SYMM_ERR_INTERNAL, "%s: the team's scratch is missing or too small (%llu bytes)",
+                           call, (unsigned long long)t->ctx.scratch_size);
+    if ((st = symm_malloc(SYMM__COLL_STAGE_BYTES, &stage)) != SYMM_SUCCESS)
+        return st;
+    t->team = team;
+    t->ws.base = t->ctx.scratch;
+    t->ws.nbmax = SYMM__COLL_WS_NBMAX;
+    t->ws.region = (uint32_t)SYMM__COLL_WS_REGION(t->ctx.scratch_size, t->ctx.n_pes);
+    t->ws.data = t->ws.region ? t->ctx.scratch + SYMM__COLL_WS_SYNC_BYTES : 0;
+    t->stage = stage;
+    t->ready = 1;
+    *out = t;
+    return SYMM_SUCCESS;
+}
+
+/* ---- argument checks -------------------------------------------------------------- */
+
+/* Is [p, p + n) inside this PE's heap? */
+static int in_heap(const void *p, uint64_t n) {
+    int me = symm_my_pe();
+    if (p == NULL || n == 0)
+        return 0;
+    return symm_ptr(p, me) != NULL && symm_ptr((const char *)p + (n - 1), me) != NULL;
+}
+
+static int overlap(const void *a, uint64_t na, const void *b, uint64_t nb) {
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return na && nb && x < y + nb && y < x + na;
+}
+
+static symm_status_t check_buf(const char *call, const char *what, const void *p, uint64_t n) {
+    if (p == NULL)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: %s is NULL", call, what);
+    if (!in_heap(p, n) && !symm__coll_device_accessible(p))
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: %s (%p) is not memory this GPU can access", call, what, p);
+    return SYMM_SUCCESS;
+}
+
+/* count * esz * mult without overflow (and within what the kernels index). */
+static symm_status_t bytes_of(const char *call, size_t count, uint32_t esz, uint64_t mult, uint64_t *out) {
+    const uint64_t lim = (uint64_t)1 << 62;
+    if ((uint64_t)count > lim / esz || (uint64_t)count * esz > lim / (mult ? mult : 1))
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: count %zu overflows (x %u bytes x %llu)", call, count, esz,
+                           (unsigned long long)mult);
+    *out = (uint64_t)count * esz;
+    return SYMM_SUCCESS;
+}
+
+static symm_status_t check_dtype(const char *call, symm_dtype_t dtype, uint32_t *esz) {
+    if ((int)dtype < 0 || (int)dtype >= SYMM_DTYPE_COUNT)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: unknown dtype %d", call, (int)dtype);
+    *esz = symm__c_dtype_size(dtype);
+    return SYMM_SUCCESS;
+}
+
+static symm_status_t check_red(const char *call, symm_dtype_t dtype, symm_redop_t op, symm_dtype_t acc,
+                               symm_coll_algo_t algo, uint32_t *esz, int *kind) {
+    symm_status_t st = check_dtype(call, dtype, esz);
+    if (st != SYMM_SUCCESS)
+        return st;
+    if ((int)op < 0 || (int)op >= SYMM_OP_COUNT)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: unknown op %d", call, (int)op);
+    if ((int)acc != SYMM_DTYPE_DEFAULT && ((int)acc < 0 || (int)acc >= SYMM_DTYPE_COUNT))
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: unknown accumulator dtype %d", call, (int)acc);
+    if ((int)algo < 0 || (int)algo >= SYMM_COLL_ALGO_COUNT)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: unknown algorithm %d", call, (int)algo);
+    *kind = symm__c_red_kind(dtype, op, acc);
+    if (*kind < 0)
+        return symm__error(SYMM_ERR_UNSUPPORTED, "%s: dtype %d with op %d (accumulator %d) is not supported", call,
+                           (int)dtype, (int)op, (int)acc);
+    return SYMM_SUCCESS;
+}
+
+/* The algorithm asked for: the call's, else SYMM_COLL_ALGO, else AUTO. */
+static symm_status_t requested(const char *call, symm_coll_algo_t algo, symm_coll_algo_t *out) {
+    const char *e = symm__env()->coll_algo;
+    if (algo != SYMM_COLL_ALGO_AUTO || e == NULL || e[0] == '\0') {
+        *out = algo;
+        return SYMM_SUCCESS;
+    }
+    for (int a = SYMM_COLL_ALGO_AUTO; a < SYMM_COLL_ALGO_COUNT; a++)
+        if (strcmp(e, symm_coll_algo_name((symm_coll_algo_t)a)) == 0) {
+            *out = (symm_coll_algo_t)a;
+            return SYMM_SUCCESS;
+        }
+    return symm__error(SYMM_ERR_ENV, "%s: SYMM_COLL_ALGO=%s is not one of auto, packet, oneshot, twoshot, "
+                                     "multimem", call, e);
+}
+
+/* ---- block counts ----------------------------------------------------------------- */
+
+#define THREADS 512
+
+static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+/* Blocks for `units` 16-byte region slots (one per packet word or one-shot
+ * unit): about one per thread, and never more per block than a region
+ * holds. 0 when even every slot's region is too small. */
+static int region_blocks(const coll_team_t *t, uint64_t units) {
+    uint64_t per_region = t->ws.region / 16, nb;
+    if (per_region == 0)
+        return 0;
+    nb = cdiv(units, THREADS);
+    if (nb < cdiv(units, per_region))
+        nb = cdiv(units, per_region);
+    if (nb < 1)
+        nb = 1;
+    if (nb > t->ws.nbmax) {
+        if (cdiv(units, per_region) > t->ws.nbmax)
+            return 0;
+        nb = t->ws.nbmax;
+    }
+    return (int)nb;
+}
+
+/* Blocks of a direct kernel moving `bytes` per block slot row: one per
+ * 16 KiB (a round of 2 vectors per thread), at most SYMM__COLL_DIRECT_BLOCKS. */
+static int direct_blocks(uint64_t bytes) {
+    uint64_t nb = cdiv(bytes, (uint64_t)THREADS * 32);
+    int max = g_direct_blocks ? g_direct_blocks : SYMM__COLL_DIRECT_BLOCKS;
+    if (nb < 1)
+        nb = 1;
+    return nb > (uint64_t)max ? max : (int)nb;
+}
+
+static void base_launch(symm__coll_launch_t *l, const coll_team_t *t, symm__ck_t k, int nblocks) {
+    memset(l, 0, sizeof(*l));
+    l->kernel = k;
+    l->nblocks = nblocks;
+    l->nthreads = THREADS;
+    l->ctx = t->ctx;
+    l->ws = t->ws;
+    l->root = -1;
+}
+
+/* Largest piece (a multiple of 16 bytes) of which `rows` fit the stage. */
+static uint64_t stage_piece(uint64_t rows) { return ((uint64_t)SYMM__COLL_STAGE_BYTES / rows) & ~(uint64_t)15; }
+
+/* ---- all-reduce ------------------------------------------------------------------- */
+
+symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, symm_dtype_t dtype, symm_redop_t op,
+                                 symm_dtype_t acc, symm_coll_algo_t algo, symm_team_t team, symm_stream_t stream) {
+    const char *call = "symm_all_reduce";
+    coll_team_t *t;
+    symm__coll_launch_t l;
+    uint32_t esz = 0;
+    uint64_t nbytes = 0;
+    int kind = 0, n, nb;
+    symm_status_t st;
+    symm__error_clear();
+    if ((st = get_team(team, stream, call, &t)) != SYMM_SUCCESS)
+        return st;
+    if ((st = check_red(call, dtype, op, acc, algo, &esz, &kind)) != SYMM_SUCCESS)
+        return st;
+    if ((st = bytes_of(call, count, esz, 1, &nbytes)) != SYMM_SUCCESS)
+        return st;
+    if (count == 0) {
+        set_last(SYMM_COLL_ALGO_AUTO, "none", 0);
+        return SYMM_SUCCESS;
+    }
+    if ((st = check_buf(call, "send", send, nbytes)) != SYMM_SUCCESS ||
+        (st = check_buf(call, "recv", recv, nbytes)) != SYMM_SUCCESS)
+        return st;
+    if (send != recv && overlap(send, nbytes, recv, nbytes))
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: send and recv overlap without being equal", call);
+    if ((st = requested(call, algo, &algo)) != SYMM_SUCCESS)
+        return st;
+    n = t->ctx.n_pes;
+    if (algo == SYMM_COLL_ALGO_AUTO)
+        algo = nbytes <= g_packet_max ? SYMM_COLL_ALGO_PACKET
+             : nbytes <= g_oneshot_max ? SYMM_COLL_ALGO_ONESHOT : SYMM_COLL_ALGO_TWOSHOT;
+    /* No multicast object exists (symm creates none yet): the unicast twin. */
+    if (algo == SYMM_COLL_ALGO_MULTIMEM)
+        algo = SYMM_COLL_ALGO_TWOSHOT;
+    if (algo == SYMM_COLL_ALGO_PACKET && (nb = region_blocks(t, cdiv(nbytes, 8))) > 0) {
+        base_launch(&l, t, SYMM__CK_RED_PACKET, nb);
+        l.dst = recv;
+        l.src = send;
+        l.nbytes = nbytes;
+        l.kind = kind;
+        l.op = (int)op;
+        if ((st = symm__coll_launch(&l, stream)) == SYMM_SUCCESS)
+            set_last(algo, NULL, 0);
+        return st;
+    }
+    if ((algo == SYMM_COLL_ALGO_PACKET || algo == SYMM_COLL_ALGO_ONESHOT) &&
+        (nb = region_blocks(t, cdiv(nbytes, 16))) > 0) {
+        base_launch(&l, t, SYMM__CK_AR_ONESHOT, nb);
+        l.dst = recv;
+        l.src = send;
+        l.nbytes = nbytes;
+        l.kind = kind;
+        l.op = (int)op;
+        if ((st = symm__coll_launch(&l, stream)) == SYMM_SUCCESS)
+            set_last(SYMM_COLL_ALGO_ONESHOT, NULL, 0);
+        return st;
+    }
+    /* TWOSHOT between the buffers, or through the stage in pieces. */
+    {
+        int sym_s = in_heap(send, nbytes), sym_r = in_heap(recv, nbytes);
+        uint64_t piece = (sym_s && sym_r) ? nbytes : stage_piece(1), off;
+        for (off = 0; off < nbytes; off += piece) {
+            uint64_t len = nbytes - off < piece ? nbytes - off : piece;
+            const char *s = (const char *)send + off;
+            char *d = (char *)recv + off;
+            if (!sym_s) {
+                if ((st = symm__coll_copy(t->stage, s, len, stream)) != SYMM_SUCCESS)
+                    return st;
+                s = t->stage;
+            }
+            if (!sym_r)
+                d = t->stage;
+            base_launch(&l, t, SYMM__CK_AR_TWOSHOT, direct_blocks(cdiv(len, (uint64_t)n)));
+            l.dst = d;
+            l.src = s;
+            l.nbytes = len;
+            l.kind = kind;
+            l.op = (int)op;
+            if ((st = symm__coll_launch(&l, stream)) != SYMM_SUCCESS)
+                return st;
+            if (!sym_r && (st = symm__coll_copy((char *)recv + off, t->stage, len, stream)) != SYMM_SUCCESS)
+                return st;
+        }
+        set_last(SYMM_COLL_ALGO_TWOSHOT, NULL, !(sym_s && sym_r));
+    }
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm_all_reduce(const void *send, void *recv, size_t count, symm_dtype_t dtype, symm_redop_t op,
+                              symm_team_t team, symm_stream_t stream) {
+    return symm_all_reduce_ex(send, recv, count, dtype, op, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_AUTO, team, stream);
+}
+
+/* ---- reduce-scatter ------------------------------------------------------------------ */
+
+symm_status_t symm_reduce_scatter_ex(const void *send, void *recv, size_t recv_count, symm_dtype_t dtype,
+                                     symm_redop_t op, symm_dtype_t acc, symm_coll_algo_t algo, symm_team_t team,
+                                     symm_stream_t stream) {
+    const char *call = "symm_reduce_scatter";
+    coll_team_t *t;
+    symm__coll_launch_t l;
+    uint32_t esz = 0;
+    uint64_t nbytes = 0, total = 0;
+    int kind = 0, n, me, nb;
+    symm_status_t st;
+    symm__error_clear();
+    if ((st = get_team(team, stream, call, &t)) != SYMM_SUCCESS)
+        return st;
+    if ((st = check_red(call, dtype, op, acc, algo, &esz, &kind)) != SYMM_SUCCESS)
+        return st;
+    n = t->ctx.n_pes;
+    me = t->ctx.my_pe;
+    if ((st = bytes_of(call, recv_count, esz, (uint64_t)n, &nbytes)) != SYMM_SUCCESS)
+        return st;
+    total = nbytes * (uint64_t)n;
+    if (recv_count == 0) {
+        set_last(SYMM_COLL_ALGO_AUTO, "none", 0);
+        return SYMM_SUCCESS;
+    }
+    if ((st = check_buf(call, "send", send, total)) != SYMM_SUCCESS ||
+        (st = check_buf(call, "recv", recv, nbytes)) != SYMM_SUCCESS)
+        return st;
+    if ((const char *)recv != (const char *)send + (uint64_t)me * nbytes && overlap(send, total, recv, nbytes))
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: recv overlaps send other than at send + my_pe * recv_count",
+                           call);
+    if ((st = requested(call, algo, &algo)) != SYMM_SUCCESS)
+        return st;
+    if (algo == SYMM_COLL_ALGO_AUTO)
+        algo = nbytes <= g_packet_max ? SYMM_COLL_ALGO_PACKET : SYMM_COLL_ALGO_TWOSHOT;
+    if (algo == SYMM_COLL_ALGO_PACKET && (nb = region_blocks(t, cdiv(nbytes, 8))) > 0) {
+        base_launch(&l, t, SYMM__CK_RED_PACKET, nb);
+        l.dst = recv;
+        l.src = send;
+        l.nbytes = nbytes;
+        l.piece = nbytes;
+        l.kind = kind;
+        l.op = (int)op;
+        if ((st = symm__coll_launch(&l, stream)) == SYMM_SUCCESS)
+            set_last(algo, NULL, 0);
+        return st;
+    }
+    {
+        int sym_s = in_heap(send, total);
+        uint64_t piece = sym_s ? nbytes : stage_piece((uint64_t)n), off;
+        for (off = 0; off < nbytes; off += piece) {
+            uint64_t len = nbytes - off < piece ? nbytes - off : piece;
+            base_launch(&l, t, SYMM__CK_RS_DIRECT, direct_blocks(len));
+            l.dst = (char *)recv + off;
+            l.src = (const char *)send + off;
+            l.nbytes = len;
+            l.piece = nbytes;
+            if (!sym_s) {
+                if ((st = symm__coll_copy2d(t->stage, len, (const char *)send + off, nbytes, len, (size_t)n,
+                                            stream)) != SYMM_SUCCESS)
+                    return st;
+                l.src = t->stage;
+                l.piece = len;
+            }
+            l.kind = kind;
+            l.op = (int)op;
+            if ((st = symm__coll_launch(&l, stream)) != SYMM_SUCCESS)
+                return st;
+        }
+        set_last(SYMM_COLL_ALGO_TWOSHOT, "direct", !sym_s);
+    }
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm_reduce_scatter(const void *send, void *recv, size_t recv_count, symm_dtype_t dtype,
+                                  symm_redop_t op, symm_team_t team, symm_stream_t stream) {
+    return symm_reduce_scatter_ex(send, recv, recv_count, dtype, op, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_AUTO,
+                                  team, stream);
+}
+
+/* ---- data movement: all-gather, all-to-all, broadcast ------------------------------- */
+
+/*
+ * One routine for the three: PE me sends `nbytes` from send + p * src_piece
+ * to PE p, landing at p's recv + me * out_piece (broadcast, root >= 0: the
+ * root sends send to everyone's recv). `rows`: how many pieces of recv the
+ * stage must hold (n, or 1 for broadcast).
+ */
+static symm_status_t move(coll_team_t *t, const char *call, const void *send, void *recv, uint64_t nbytes,
+                          uint64_t src_piece, uint64_t out_piece, int root, uint64_t packet_max,
+                          symm_stream_t stream) {
+    symm__coll_launch_t l;
+    symm_coll_algo_t algo;
+    symm_status_t st;
+    int n = t->ctx.n_pes, me = t->ctx.my_pe, nb;
+    uint64_t rows = root >= 0 ? 1 : (uint64_t)n;
+    uint64_t recv_bytes = root >= 0 ? nbytes : nbytes * (uint64_t)n;
+    if ((st = requested(call, SYMM_COLL_ALGO_AUTO, &algo)) != SYMM_SUCCESS)
+        return st;
+    if (algo == SYMM_COLL_ALGO_AUTO)
+        algo = nbytes <= packet_max ? SYMM_COLL_ALGO_PACKET : SYMM_COLL_ALGO_TWOSHOT;
+    if (algo == SYMM_COLL_ALGO_PACKET && (nb = region_blocks(t, cdiv(nbytes, 8))) > 0) {
+        base_launch(&l, t, SYMM__CK_MOVE_PACKET, nb);
+        l.dst = recv;
+        l.src = send;
+        l.nbytes = nbytes;
+        l.piece = src_piece;
+        l.out = out_piece;
+        l.root = root;
+        if ((st = symm__coll_launch(&l, stream)) == SYMM_SUCCESS)
+            set_last(SYMM_COLL_ALGO_PACKET, NULL, 0);
+        return st;
+    }
+    {
+        int sym_r = in_heap(recv, recv_bytes);
+        uint64_t piece = sym_r ? nbytes : stage_piece(rows), off;
+        for (off = 0; off < nbytes; off += piece) {
+            uint64_t len = nbytes - off < piece ? nbytes - off : piece;
+            base_launch(&l, t, SYMM__CK_MOVE_DIRECT, direct_blocks(len));
+            l.src = send ? (const char *)send + off : NULL;
+            l.nbytes = len;
+            l.piece = src_piece;
+            l.root = root;
+            if (sym_r) {
+                l.dst = (char *)recv + off;
+                l.out = root >= 0 ? 0 : (uint64_t)me * out_piece;
+            } else {
+                l.dst = t->stage;
+                l.out = root >= 0 ? 0 : (uint64_t)me * len;
+            }
+            if ((st = symm__coll_launch(&l, stream)) != SYMM_SUCCESS)
+                return st;
+            if (!sym_r && (st = symm__coll_copy2d((char *)recv + off, root >= 0 ? len : out_piece, t->stage, len,
+                                                  len, (size_t)rows, stream)) != SYMM_SUCCESS)
+                return st;
+        }
+        set_last(SYMM_COLL_ALGO_TWOSHOT, "direct", !sym_r);
+    }
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm_all_gather(const void *send, void *recv, size_t send_count, symm_dtype_t dtype,
+                              symm_team_t team, symm_stream_t stream) {
+    const char *call = "symm_all_gather";
+    coll_team_t *t;
+    uint32_t esz = 0;
+    uint64_t nbytes = 0, total = 0;
+    symm_status_t st;
+    symm__error_clear();
+    if ((st = get_team(team, stream, call, &t)) != SYMM_SUCCESS)
+        return st;
+    if ((st = check_dtype(call, dtype, &esz)) != SYMM_SUCCESS)
+        return st;
+    if ((st = bytes_of(call, send_count, esz, (uint64_t)t->ctx.n_pes, &nbytes)) != SYMM_SUCCESS)
+        return st;
+    total = nbytes * (uint64_t)t->ctx.n_pes;
+    if (send_count == 0) {
+        set_last(SYMM_COLL_ALGO_AUTO, "none", 0);
+        return SYMM_SUCCESS;
+    }
+    if ((st = check_buf(call, "send", send, nbytes)) != SYMM_SUCCESS ||
+        (st = check_buf(call, "recv", recv, total)) != SYMM_SUCCESS)
+        return st;
+    if ((const char *)send != (const char *)recv + (uint64_t)t->ctx.my_pe * nbytes &&
+        overlap(send, nbytes, recv, total))
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: send overlaps recv other than at recv + my_pe * send_count",
+                           call);
+    return move(t, call, send, recv, nbytes, 0, nbytes, -1, g_packet_max, stream);
+}
+
+symm_status_t symm_all_to_all(const void *send, void *recv, size_t count, symm_dtype_t dtype, symm_team_t team,
+                              symm_stream_t stream) {
+    const char *call = "symm_all_to_all";
+    coll_team_t *t;
+    uint32_t esz = 0;
+    uint64_t nbytes = 0, total = 0;
+    symm_status_t st;
+    symm__error_clear();
+    if ((st = get_team(team, stream, call, &t)) != SYMM_SUCCESS)
+        return st;
+    if ((st = check_dtype(call, dtype, &esz)) != SYMM_SUCCESS)
+        return st;
+    if ((st = bytes_of(call, count, esz, (uint64_t)t->ctx.n_pes, &nbytes)) != SYMM_SUCCESS)
+        return st;
+    total = nbytes * (uint64_t)t->ctx.n_pes;
+    if (count == 0) {
+        set_last(SYMM_COLL_ALGO_AUTO, "none", 0);
+        return SYMM_SUCCESS;
+    }
+    if ((st = check_buf(call, "send", send, total)) != SYMM_SUCCESS ||
+        (st = check_buf(call, "recv", recv, total)) != SYMM_SUCCESS)
+        return st;
+    if (overlap(send, total, recv, total))
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: send and recv overlap (all-to-all is not in place)", call);
+    return move(t, call, send, recv, nbytes, nbytes, nbytes, -1,
+                g_packet_max < SYMM__COLL_A2A_PACKET_MAX ? g_packet_max : SYMM__COLL_A2A_PACKET_MAX, stream);
+}
+
+symm_status_t symm_broadcast(const void *send, void *recv, size_t count, symm_dtype_t dtype, int root,
+                             symm_team_t team, symm_stream_t stream) {
+    const char *call = "symm_broadcast";
+    coll_team_t *t;
+    uint32_t esz = 0;
+    uint64_t nbytes = 0;
+    symm_status_t st;
+    symm__error_clear();
+    if ((st = get_team(team, stream, call, &t)) != SYMM_SUCCESS)
+        return st;
+    if ((st = check_dtype(call, dtype, &esz)) != SYMM_SUCCESS)
+        return st;
+    if (root < 0 || root >= t->ctx.n_pes)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: root %d outside the team (%d PEs)", call, root,
+                           t->ctx.n_pes);
+    if ((st = bytes_of(call, count, esz, 1, &nbytes)) != SYMM_SUCCESS)
+        return st;
+    if (count == 0) {
+        set_last(SYMM_COLL_ALGO_AUTO, "none", 0);
+        return SYMM_SUCCESS;
+    }
+    if (root == t->ctx.my_pe) {
+        if ((st = check_buf(call, "send", send, nbytes)) != SYMM_SUCCESS)
+            return st;
+        if (send != recv && overlap(send, nbytes, recv, nbytes))
+            return symm__error(SYMM_ERR_INVALID_ARG, "%s: send and recv overlap without being equal", call);
+    } else {
+        send = NULL; /* read on the root only */
+    }
+    if ((st = check_buf(call, "recv", recv, nbytes)) != SYMM_SUCCESS)
+        return st;
+    return move(t, call, send, recv, nbytes, 0, 0, root, g_packet_max, stream);
+}
+
+/* ---- all_to_allv ------------------------------------------------------------------------ */
+
+symm_status_t symm_all_to_allv(const void *send, const size_t *send_counts, const size_t *send_displs, void *recv,
+                               const size_t *recv_counts, const size_t *recv_displs, symm_dtype_t dtype,
+                               symm_team_t team, symm_stream_t stream) {
+    const char *call = "symm_all_to_allv";
+    coll_team_t *t;
+    symm__coll_launch_t l;
+    uint64_t words[4 * SYMM_COLL_MAX_PES];
+    uint64_t sext = 0, rext = 0, most = 0, b = 0;
+    uint32_t esz = 0;
+    int n, p, sym_r;
+    symm_status_t st;
+    symm__error_clear();
+    if ((st = get_team(team, stream, call, &t)) != SYMM_SUCCESS)
+        return st;
+    if ((st = check_dtype(call, dtype, &esz)) != SYMM_SUCCESS)
+        return st;
+    if (!send_counts || !send_displs || !recv_counts || !recv_displs)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: a count or displacement array is NULL", call);
+    n = t->ctx.n_pes;
+    for (p = 0; p < n; p++) {
+        uint64_t e = 0;
+        if ((st = bytes_of(call, send_counts[p], esz, 2, &b)) != SYMM_SUCCESS ||
+            (st = bytes_of(call, send_displs[p], esz, 2, &e)) != SYMM_SUCCESS)
+            return st;
+        if (b && e + b > sext)
+            sext = e + b;
+        if (b > most)
+            most = b;
+        if ((st = bytes_of(call, recv_counts[p], esz, 2, &b)) != SYMM_SUCCESS ||
+            (st = bytes_of(call, recv_displs[p], esz, 2, &e)) != SYMM_SUCCESS)
+            return st;
+        if (b && e + b > rext)
+            rext = e + b;
+        words[p] = send_counts[p];
+        words[n + p] = send_displs[p];
+        words[2 * n + p] = recv_counts[p];
+        words[3 * n + p] = recv_displs[p];
+    }
+    if (sext && (st = check_buf(call, "send", send, sext)) != SYMM_SUCCESS)
+        return st;
+    if (rext && (st = check_buf(call, "recv", recv, rext)) != SYMM_SUCCESS)
+        return st;
+    if (overlap(send, sext, recv, rext))
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: send and recv overlap", call);
+    sym_r = rext == 0 || in_heap(recv, rext);
+    if (!sym_r && rext > SYMM__COLL_STAGE_BYTES)
+        return symm__error(SYMM_ERR_INVALID_ARG,
+                           "%s: recv is not symmetric and its extent (%llu bytes) exceeds the staging area "
+                           "(%zu bytes): allocate it with symm_malloc", call, (unsigned long long)rext,
+                           SYMM__COLL_STAGE_BYTES);
+    base_launch(&l, t, SYMM__CK_A2AV_DIRECT, direct_blocks(most));
+    l.dst = sym_r ? recv : t->stage;
+    l.src = send;
+    l.esz = esz;
+    l.a2av = words;
+    if ((st = symm__coll_launch(&l, stream)) != SYMM_SUCCESS)
+        return st;
+    if (!sym_r)
+        for (p = 0; p < n; p++)
+            if (recv_counts[p] &&
+                (st = symm__coll_copy((char *)recv + recv_displs[p] * esz, t->stage + recv_displs[p] * esz,
+                                      recv_counts[p] * esz, stream)) != SYMM_SUCCESS)
+                return st;
+    set_last(SYMM_COLL_ALGO_TWOSHOT, "direct", !sym_r);
+    return SYMM_SUCCESS;
+}
+
+/* ---- testing hook ------------------------------------------------------------------------- */
+
+symm_status_t symm__coll_debug_set_epoch(symm_team_t team, uint64_t count) {
+    coll_team_t *t;
+    uint64_t words[SYMM_COLL_MAX_BLOCKS];
+    symm_status_t st;
+    if ((st = get_team(team, NULL, "symm__coll_debug_set_epoch", &t)) != SYMM_SUCCESS)
+        return st;
+    for (int i = 0; i < SYMM_COLL_MAX_BLOCKS; i++)
+        words[i] = count;
+    /* Old flag values and packets are cleared (0 is never a flag), so the
+     * jump cannot make a stale value look current. */
+    if ((st = symm__coll_zero(t->ctx.scratch + SYMM__COLL_WS_AUX_OFF,
+                              t->ctx.scratch_size - SYMM__COLL_WS_AUX_OFF)) != SYMM_SUCCESS)
+        return st;
+    return symm__coll_write(t->ctx.scratch + SYMM__COLL_WS_EPOCH_OFF, words, sizeof(words));
+}

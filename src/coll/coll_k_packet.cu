@@ -1,0 +1,31 @@
+/*
+ * coll_k_packet.cu - PACKET kernels: reductions (all-reduce, reduce-scatter)
+ * and data movement (all-gather, all-to-all, broadcast) with the flag in the
+ * data.
+ */
+#include "coll/coll_kernels.cuh"
+
+__global__ void __launch_bounds__(SYMM__COLL_THREADS)
+symm__k_red_packet(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
+                   char *dst, const char *src, uint64_t nbytes, uint64_t piece, int kind, int op) {
+    symm__c_red_packet(&ctx, &ws, dst, src, nbytes, piece, kind, op, blockIdx.x, gridDim.x);
+}
+
+__global__ void __launch_bounds__(SYMM__COLL_THREADS)
+symm__k_move_packet(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
+                    char *dst, const char *src, uint64_t nbytes, uint64_t piece, uint64_t out_stride,
+                    int root) {
+    symm__c_move_packet(&ctx, &ws, dst, src, nbytes, piece, out_stride, root, blockIdx.x, gridDim.x);
+}
+
+symm_status_t symm__coll_launch_packet(const symm__coll_launch_t *l, cudaStream_t s) {
+    if (l->kernel == SYMM__CK_RED_PACKET) {
+        symm__k_red_packet<<<l->nblocks, l->nthreads, 0, s>>>(l->ctx, l->ws, (char *)l->dst,
+                                                              (const char *)l->src, l->nbytes, l->piece,
+                                                              l->kind, l->op);
+        return symm__coll_launched("the packet reduction kernel");
+    }
+    symm__k_move_packet<<<l->nblocks, l->nthreads, 0, s>>>(l->ctx, l->ws, (char *)l->dst, (const char *)l->src,
+                                                           l->nbytes, l->piece, l->out, l->root);
+    return symm__coll_launched("the packet data-movement kernel");
+}

@@ -1,0 +1,521 @@
+/*
+ * test_coll.cu - the stream collectives (symm_coll.h) on 2 and 4 GPUs.
+ *
+ *   test_coll <npes> [part]     part: all (default), matrix, move, big, b2b,
+ *                                     graph, wrap, errors
+ *
+ * matrix  all-reduce and reduce-scatter: every type x op (x fp8 accumulator)
+ *         x algorithm x {in place, out of place} x {symmetric, cudaMalloc}
+ *         buffers, counts 1 .. 70001 with odd counts and unaligned offsets,
+ *         on the world and the node team; bytes outside the result are
+ *         checked untouched.
+ * move    all-gather, all-to-all, all_to_allv, broadcast, the same way.
+ * big     all-reduce of 256 MiB (f32, in place) once, all-gather 64 MiB per PE.
+ * b2b     10^4 all-reduces back to back (no host sync between them), with
+ *         fresh data, sizes (so algorithms and grid sizes) changing every call.
+ * graph   a captured sequence (fill, all-reduces of three algorithms,
+ *         all-gather, on-device check) replayed 1000 times, each replay with
+ *         a new seed.
+ * wrap    the call counters set just below the 2^32 wrap of the flag values,
+ *         then every algorithm again.
+ * errors  bad input returns a clear status and enqueues nothing (every PE
+ *         the same), then a correct call still works.
+ */
+#include <stdlib.h>
+
+#include "coll_test.h"
+#include "coll/coll.h"
+
+static int me, npes;
+static cudaStream_t st;
+static uint64_t g_seed = 1000;
+static long long g_checks;
+
+#define POOL (size_t)(24u << 20)
+#define GUARD 256
+static char *symm_a, *symm_b, *dev_a, *dev_b; /* POOL bytes each */
+static char *h_in, *h_out, *h_ref;              /* host staging */
+
+static uint64_t next_seed(void) { return ++g_seed * 7919u + 17u; }
+
+/* Put `bytes` of host data at device p. */
+static void to_dev(void *p, const void *h, size_t bytes) { CUDA_CHECK(cudaMemcpy(p, h, bytes, cudaMemcpyHostToDevice)); }
+static void from_dev(void *h, const void *p, size_t bytes) { CUDA_CHECK(cudaMemcpy(h, p, bytes, cudaMemcpyDeviceToHost)); }
+
+/* Fill [p - GUARD, p + bytes + GUARD) with the guard byte. */
+static void guard_fill(char *p, size_t bytes) { CUDA_CHECK(cudaMemset(p - GUARD, 0xa5, bytes + 2 * GUARD)); }
+
+static void guard_check(const char *p, size_t bytes, const char *what) {
+    unsigned char g[2 * GUARD];
+    from_dev(g, p - GUARD, GUARD);
+    from_dev(g + GUARD, p + bytes, GUARD);
+    for (int i = 0; i < 2 * GUARD; i++)
+        if (g[i] != 0xa5)
+            TEST_FAIL("%s: byte %d %s the result was overwritten (0x%02x)", what, i < GUARD ? GUARD - i : i - GUARD + 1,
+                      i < GUARD ? "before" : "after", g[i]);
+}
+
+static symm_team_t team_of(int k) { return k ? symm_team_node() : symm_team_world(); }
+
+/* ---- all-reduce / reduce-scatter ------------------------------------------------- */
+
+static void check_all_reduce(symm_dtype_t t, symm_redop_t op, symm_dtype_t acc, symm_coll_algo_t algo, size_t count,
+                             int symm_buf, int inplace, size_t off, int tk) {
+    uint32_t esz = ct_esz(t);
+    size_t bytes = count * esz;
+    uint64_t seed = next_seed();
+    char *base_s = symm_buf ? symm_a : dev_a, *base_r = symm_buf ? symm_b : dev_b;
+    char *send = base_s + GUARD + off * esz, *recv = inplace ? send : base_r + GUARD + off * esz;
+    ct_fill(t, seed, me, 0, count, h_in);
+    guard_fill(send, bytes);
+    if (!inplace)
+        guard_fill(recv, bytes);
+    to_dev(send, h_in, bytes);
+    symm_status_t s = symm_all_reduce_ex(send, recv, count, t, op, acc, algo, team_of(tk), st);
+    if (s != SYMM_SUCCESS)
+        TEST_FAIL("all_reduce %s op %d count %zu: %s (%s)", ct_type_name(t), op, count, symm_strerror(s),
+                  symm_last_error());
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    from_dev(h_out, recv, bytes);
+    for (size_t i = 0; i < count; i++)
+        ct_reduce(t, op, seed, npes, i, h_ref + i * esz);
+    long long bad = ct_first_diff(h_out, h_ref, count, esz);
+    if (bad >= 0)
+        TEST_FAIL("all_reduce %s op %d acc %d algo %s (%s) count %zu %s %s off %zu team %d: element %lld wrong",
+                  ct_type_name(t), op, acc, symm_coll_algo_name(algo), symm_coll_last_algo(), count,
+                  symm_buf ? "symm" : "cudaMalloc", inplace ? "in-place" : "out-of-place", off, tk, bad);
+    guard_check(recv, bytes, "all_reduce");
+    if (!inplace) {
+        from_dev(h_out, send, bytes);
+        TEST_ASSERT(memcmp(h_out, h_in, bytes) == 0, "all_reduce modified its input");
+    }
+    g_checks++;
+}
+
+static void check_reduce_scatter(symm_dtype_t t, symm_redop_t op, symm_coll_algo_t algo, size_t count, int symm_buf,
+                                 int inplace, size_t off, int tk) {
+    uint32_t esz = ct_esz(t);
+    size_t bytes = count * esz, total = bytes * npes;
+    uint64_t seed = next_seed();
+    char *base_s = symm_buf ? symm_a : dev_a, *base_r = symm_buf ? symm_b : dev_b;
+    char *send = base_s + GUARD + off * esz, *recv = inplace ? send + (size_t)me * bytes : base_r + GUARD + off * esz;
+    /* every PE's input: element (piece j, i) is element j * count + i of the stream */
+    ct_fill(t, seed, me, 0, (uint64_t)count * npes, h_in);
+    guard_fill(send, total);
+    if (!inplace)
+        guard_fill(recv, bytes);
+    to_dev(send, h_in, total);
+    symm_status_t s = symm_reduce_scatter_ex(send, recv, count, t, op, SYMM_DTYPE_DEFAULT, algo, team_of(tk), st);
+    if (s != SYMM_SUCCESS)
+        TEST_FAIL("reduce_scatter: %s (%s)", symm_strerror(s), symm_last_error());
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    from_dev(h_out, recv, bytes);
+    for (size_t i = 0; i < count; i++)
+        ct_reduce(t, op, seed, npes, (uint64_t)me * count + i, h_ref + i * esz);
+    long long bad = ct_first_diff(h_out, h_ref, count, esz);
+    if (bad >= 0)
+        TEST_FAIL("reduce_scatter %s op %d algo %s (%s) count %zu %s %s off %zu: element %lld wrong", ct_type_name(t),
+                  op, symm_coll_algo_name(algo), symm_coll_last_algo(), count, symm_buf ? "symm" : "cudaMalloc",
+                  inplace ? "in-place" : "out-of-place", off, bad);
+    guard_check(inplace ? send : recv, inplace ? total : bytes, "reduce_scatter");
+    g_checks++;
+}
+
+static const size_t COUNTS[] = {1, 2, 3, 7, 17, 255, 1000, 4097, 33333, 70001};
+#define N_COUNTS (sizeof(COUNTS) / sizeof(COUNTS[0]))
+static const symm_coll_algo_t ALGOS[] = {SYMM_COLL_ALGO_AUTO, SYMM_COLL_ALGO_PACKET, SYMM_COLL_ALGO_ONESHOT,
+                                         SYMM_COLL_ALGO_TWOSHOT, SYMM_COLL_ALGO_MULTIMEM};
+
+static void part_matrix(void) {
+    int combo = 0;
+    for (int ti = 0; ti < CT_N_RED_TYPES; ti++) {
+        symm_dtype_t t = CT_RED_TYPES[ti];
+        int fp8 = (t == SYMM_DTYPE_FP8_E4M3 || t == SYMM_DTYPE_FP8_E5M2);
+        for (int acc_i = 0; acc_i < (fp8 ? 2 : 1); acc_i++) {
+            symm_dtype_t acc = acc_i ? SYMM_DTYPE_F16 : SYMM_DTYPE_DEFAULT;
+            for (int op = 0; op < ct_nops(t); op++)
+                for (int a = 0; a < 5; a++)
+                    for (size_t c = 0; c < N_COUNTS; c++) {
+                        /* vary the remaining dimensions over the combinations */
+                        combo++;
+                        int symm_buf = (combo >> 1) & 1, inplace = combo & 1, tk = (combo >> 2) & 1;
+                        size_t off = (combo % 3 == 0) ? 1 : 0;
+                        check_all_reduce(t, (symm_redop_t)op, acc, ALGOS[a], COUNTS[c], symm_buf, inplace, off, tk);
+                        if (a == 0 || a == 1 || a == 3)
+                            check_reduce_scatter(t, (symm_redop_t)op, ALGOS[a], COUNTS[c] / 2 + 1, symm_buf,
+                                                 (combo >> 3) & 1, off, tk);
+                    }
+        }
+    }
+    if (me == 0)
+        printf("matrix: %lld checked calls\n", g_checks);
+}
+
+/* ---- data movement ---------------------------------------------------------------- */
+
+enum { MV_AG, MV_A2A, MV_BCAST, MV_A2AV };
+
+static void check_move(int kind, symm_dtype_t t, size_t count, int symm_buf, int inplace, size_t off, int tk,
+                       int root) {
+    uint32_t esz = ct_esz(t);
+    size_t bytes = count * esz, total = bytes * npes;
+    uint64_t seed = next_seed();
+    char *base_s = symm_buf ? symm_a : dev_a, *base_r = symm_buf ? symm_b : dev_b;
+    char *recv = base_r + GUARD + off * esz, *send = base_s + GUARD + off * esz;
+    size_t recv_bytes = kind == MV_BCAST ? bytes : total;
+    symm_status_t s;
+    if (kind == MV_AG && inplace)
+        send = recv + (size_t)me * bytes;
+    if (kind == MV_BCAST && inplace)
+        send = recv;
+    /* inputs: AG: my count elements; A2A: piece p (to PE p) = elements [p*count ..) of
+     * stream (seed, me) ; BCAST: root's */
+    size_t in_count = kind == MV_A2A ? count * npes : count;
+    ct_fill(t, seed, me, 0, in_count, h_in);
+    guard_fill(recv, recv_bytes);
+    if (!(kind == MV_AG && inplace) && !(kind == MV_BCAST && inplace))
+        guard_fill(send, in_count * esz);
+    to_dev(send, h_in, in_count * esz);
+    switch (kind) {
+    case MV_AG: s = symm_all_gather(send, recv, count, t, team_of(tk), st); break;
+    case MV_A2A: s = symm_all_to_all(send, recv, count, t, team_of(tk), st); break;
+    default: s = symm_broadcast(send, recv, count, t, root, team_of(tk), st); break;
+    }
+    if (s != SYMM_SUCCESS)
+        TEST_FAIL("move %d: %s (%s)", kind, symm_strerror(s), symm_last_error());
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    from_dev(h_out, recv, recv_bytes);
+    if (kind == MV_AG)
+        for (int p = 0; p < npes; p++) ct_fill(t, seed, p, 0, count, h_ref + (size_t)p * bytes);
+    else if (kind == MV_A2A)
+        for (int p = 0; p < npes; p++) ct_fill(t, seed, p, (uint64_t)me * count, count, h_ref + (size_t)p * bytes);
+    else
+        ct_fill(t, seed, root, 0, count, h_ref);
+    long long bad = ct_first_diff(h_out, h_ref, recv_bytes / esz, esz);
+    if (bad >= 0)
+        TEST_FAIL("%s %s (%s) count %zu %s %s off %zu root %d: element %lld wrong",
+                  kind == MV_AG ? "all_gather" : kind == MV_A2A ? "all_to_all" : "broadcast", ct_type_name(t),
+                  symm_coll_last_algo(), count, symm_buf ? "symm" : "cudaMalloc", inplace ? "in-place" : "out-of-place",
+                  off, root, bad);
+    guard_check(recv, recv_bytes, "move");
+    g_checks++;
+}
+
+/* all_to_allv with counts that differ per pair (some zero) and gaps in recv. */
+static void check_a2av(symm_dtype_t t, size_t scale, int symm_buf, int tk) {
+    uint32_t esz = ct_esz(t);
+    uint64_t seed = next_seed();
+    size_t sc[SYMM_COLL_MAX_PES], sd[SYMM_COLL_MAX_PES], rc[SYMM_COLL_MAX_PES], rd[SYMM_COLL_MAX_PES];
+    size_t spos = 0, rpos = 0;
+    /* PE a sends cnt(a, b) elements to PE b */
+#define CNT(a, b) ((size_t)(((a) * 7 + (b) * 3 + seed) % 5) * scale + (((a) + (b)) % 3 == 0 ? 0 : 1))
+    for (int p = 0; p < npes; p++) {
+        sc[p] = CNT(me, p);
+        sd[p] = spos;
+        spos += sc[p] + 1; /* a gap */
+        rc[p] = CNT(p, me);
+        rd[p] = rpos;
+        rpos += rc[p] + 2;
+    }
+    char *send = (symm_buf ? symm_a : dev_a) + GUARD, *recv = (symm_buf ? symm_b : dev_b) + GUARD;
+    ct_fill(t, seed, me, 0, spos, h_in);
+    to_dev(send, h_in, spos * esz);
+    guard_fill(recv, rpos * esz);
+    symm_status_t s = symm_all_to_allv(send, sc, sd, recv, rc, rd, t, team_of(tk), st);
+    if (s != SYMM_SUCCESS)
+        TEST_FAIL("all_to_allv: %s (%s)", symm_strerror(s), symm_last_error());
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    from_dev(h_out, recv, rpos * esz);
+    memset(h_ref, 0xa5, rpos * esz);
+    for (int p = 0; p < npes; p++) {
+        /* PE p's displacement for me: recompute p's layout */
+        size_t pd = 0;
+        for (int q = 0; q < me; q++) pd += CNT(p, q) + 1;
+        ct_fill(t, seed, p, pd, rc[p], h_ref + rd[p] * esz);
+    }
+#undef CNT
+    long long bad = ct_first_diff(h_out, h_ref, rpos, esz);
+    if (bad >= 0)
+        TEST_FAIL("all_to_allv %s scale %zu %s (%s): element %lld wrong", ct_type_name(t), scale,
+                  symm_buf ? "symm" : "cudaMalloc", symm_coll_last_algo(), bad);
+    guard_check(recv, rpos * esz, "all_to_allv");
+    g_checks++;
+}
+
+static void part_move(void) {
+    static const symm_dtype_t types[] = {SYMM_DTYPE_U8, SYMM_DTYPE_BF16, SYMM_DTYPE_F32, SYMM_DTYPE_F64};
+    static const size_t counts[] = {1, 3, 100, 1001, 4099, 40000, 300001};
+    int combo = 0;
+    for (int ti = 0; ti < 4; ti++)
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+            for (int v = 0; v < 4; v++) {
+                combo++;
+                int symm_buf = v & 1, inplace = (v >> 1) & 1, tk = combo & 1;
+                size_t off = (combo % 3 == 0) ? 1 : 0;
+                size_t n = counts[c];
+                if (n * ct_esz(types[ti]) * npes * 2 + 4 * GUARD > POOL)
+                    n = (POOL / 2 - 4 * GUARD) / (ct_esz(types[ti]) * npes);
+                check_move(MV_AG, types[ti], n, symm_buf, inplace, off, tk, 0);
+                check_move(MV_A2A, types[ti], n, symm_buf, 0, off, tk, 0);
+                check_move(MV_BCAST, types[ti], n, symm_buf, inplace, off, tk, combo % npes);
+                check_a2av(types[ti], n / 4 + 1, symm_buf, tk);
+            }
+    if (me == 0)
+        printf("move: %lld checked calls\n", g_checks);
+}
+
+/* ---- big --------------------------------------------------------------------------------- */
+
+static void part_big(void) {
+    const size_t count = (size_t)64 << 20; /* 256 MiB of f32 */
+    size_t bytes = count * 4;
+    float *buf;
+    uint64_t seed = next_seed();
+    char *h = (char *)malloc(bytes), *r = (char *)malloc(bytes);
+    TEST_ASSERT(h && r, "host memory");
+    SYMM_CHECK(symm_malloc(bytes, (void **)&buf));
+    ct_fill(SYMM_DTYPE_F32, seed, me, 0, count, h);
+    to_dev(buf, h, bytes);
+    SYMM_CHECK(symm_all_reduce(buf, buf, count, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    from_dev(h, buf, bytes);
+    for (size_t i = 0; i < count; i++)
+        ct_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, seed, npes, i, r + i * 4);
+    long long bad = ct_first_diff(h, r, count, 4);
+    if (bad >= 0)
+        TEST_FAIL("big all_reduce (%s): element %lld wrong", symm_coll_last_algo(), bad);
+    if (me == 0)
+        printf("big: all_reduce 256 MiB f32 (%s) ok\n", symm_coll_last_algo());
+    /* all-gather, 64 MiB per PE, cudaMalloc'd destination (staged in pieces) */
+    {
+        size_t per = bytes / 4 / npes, c = per / 4;
+        char *d;
+        CUDA_CHECK(cudaMalloc((void **)&d, per * npes));
+        seed = next_seed();
+        ct_fill(SYMM_DTYPE_F32, seed, me, 0, c, h);
+        to_dev(buf, h, per);
+        SYMM_CHECK(symm_all_gather(buf, d, c, SYMM_DTYPE_F32, NULL, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        from_dev(h, d, per * npes);
+        for (int p = 0; p < npes; p++) ct_fill(SYMM_DTYPE_F32, seed, p, 0, c, r + (size_t)p * per);
+        bad = ct_first_diff(h, r, c * npes, 4);
+        if (bad >= 0)
+            TEST_FAIL("big all_gather (%s): element %lld wrong", symm_coll_last_algo(), bad);
+        if (me == 0)
+            printf("big: all_gather %zu MiB per PE (%s) ok\n", per >> 20, symm_coll_last_algo());
+        CUDA_CHECK(cudaFree(d));
+    }
+    SYMM_CHECK(symm_free(buf));
+    free(h);
+    free(r);
+}
+
+/* ---- back to back ---------------------------------------------------------------------- */
+
+static void part_b2b(int total) {
+    static const size_t counts[] = {1, 100, 3001, 20000, 5, 70000};
+    const int batch = 100;
+    size_t slot = 70000 * 4 + 64;
+    TEST_ASSERT(slot * batch <= POOL, "pool too small");
+    for (int b0 = 0; b0 < total; b0 += batch) {
+        uint64_t seeds[100];
+        size_t cnt[100];
+        for (int k = 0; k < batch; k++) {
+            seeds[k] = next_seed();
+            cnt[k] = counts[(b0 / batch + k) % 6];
+            ct_fill(SYMM_DTYPE_F32, seeds[k], me, 0, cnt[k], h_in + k * slot);
+        }
+        to_dev(symm_a, h_in, slot * batch);
+        for (int k = 0; k < batch; k++) {
+            char *s = symm_a + k * slot;
+            char *d = (k % 3 == 0) ? s : (k % 3 == 1 ? symm_b : dev_b) + k * slot; /* in place, symm, cudaMalloc */
+            SYMM_CHECK(symm_all_reduce(s, d, cnt[k], SYMM_DTYPE_F32, SYMM_OP_SUM, (k & 4) ? symm_team_node() : NULL, st));
+        }
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        for (int k = 0; k < batch; k++) {
+            char *d = (k % 3 == 0) ? symm_a + k * slot : (k % 3 == 1 ? symm_b : dev_b) + k * slot;
+            from_dev(h_out, d, cnt[k] * 4);
+            for (size_t i = 0; i < cnt[k]; i++) ct_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, seeds[k], npes, i, h_ref + i * 4);
+            long long bad = ct_first_diff(h_out, h_ref, cnt[k], 4);
+            if (bad >= 0)
+                TEST_FAIL("back-to-back call %d (count %zu): element %lld wrong", b0 + k, cnt[k], bad);
+            g_checks++;
+        }
+    }
+    if (me == 0)
+        printf("b2b: %d back-to-back all-reduces ok\n", total);
+}
+
+/* ---- graphs ------------------------------------------------------------------------------ */
+
+__global__ void g_fill(float *a, size_t n, const unsigned long long *seedp, int pe) {
+    uint64_t seed = *seedp;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        a[i] = (float)ct_fval(SYMM_DTYPE_F32, seed, pe, i);
+}
+
+/* Count elements of the all-reduce result r (n) and the all-gather result g
+ * (npes * m, element j of PE p at p * m + j) that differ from the reference. */
+__global__ void g_check(const float *r, size_t n, const float *g, size_t m, int npes,
+                        const unsigned long long *seedp, unsigned long long *bad) {
+    uint64_t seed = *seedp;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        double s = 0;
+        for (int p = 0; p < npes; p++) s += ct_fval(SYMM_DTYPE_F32, seed, p, i);
+        if (r[i] != (float)s) atomicAdd(bad, 1ull);
+    }
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < m * npes; i += (size_t)gridDim.x * blockDim.x)
+        if (g[i] != (float)ct_fval(SYMM_DTYPE_F32, seed, (int)(i / m), i % m)) atomicAdd(bad, 1ull);
+}
+
+__global__ void g_next(unsigned long long *seedp) { *seedp = *seedp * 6364136223846793005ull + 1442695040888963407ull; }
+
+static void part_graph(int replays) {
+    /* three sizes so the three all-reduce algorithms run in one graph */
+    const size_t n1 = 1000, n2 = 30000, n3 = 300000, m = 5000;
+    float *a1 = (float *)(symm_a), *a2 = a1 + n1 + 64, *a3 = a2 + n2 + 64, *r3 = (float *)symm_b;
+    float *gsrc = (float *)(dev_a), *gdst = (float *)(symm_b) + n3 + 64;
+    unsigned long long *d, h[2];
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaMalloc((void **)&d, 2 * sizeof(unsigned long long)));
+    h[0] = 12345 + 0x1000ull * (uint64_t)1; /* same seed on every PE */
+    h[1] = 0;
+    to_dev(d, h, sizeof(h));
+    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    g_next<<<1, 1, 0, st>>>(d);
+    g_fill<<<64, 256, 0, st>>>(a1, n1, d, me);
+    g_fill<<<64, 256, 0, st>>>(a2, n2, d, me);
+    g_fill<<<64, 256, 0, st>>>(a3, n3, d, me);
+    g_fill<<<64, 256, 0, st>>>(gsrc, m, d, me);
+    SYMM_CHECK(symm_all_reduce(a1, a1, n1, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
+    SYMM_CHECK(symm_all_reduce(a2, a2, n2, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
+    SYMM_CHECK(symm_all_reduce_ex(a3, r3, n3, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_TWOSHOT,
+                                  NULL, st));
+    SYMM_CHECK(symm_all_gather(gsrc, gdst, m, SYMM_DTYPE_F32, NULL, st));
+    g_check<<<64, 256, 0, st>>>(a1, n1, gdst, m, npes, d, d + 1);
+    g_check<<<64, 256, 0, st>>>(a2, n2, gdst, 0, npes, d, d + 1);
+    g_check<<<64, 256, 0, st>>>(r3, n3, gdst, 0, npes, d, d + 1);
+    CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int i = 0; i < replays; i++)
+        CUDA_CHECK(cudaGraphLaunch(exec, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    from_dev(h, d, sizeof(h));
+    if (h[1] != 0)
+        TEST_FAIL("graph: %llu wrong elements over %d replays", h[1], replays);
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaFree(d));
+    if (me == 0)
+        printf("graph: %d replays of packet/oneshot/twoshot all-reduce + all-gather ok\n", replays);
+}
+
+/* ---- epoch wrap ------------------------------------------------------------------------------ */
+
+static void part_wrap(void) {
+    const uint64_t M = 0xffffffffull;
+    for (int tk = 0; tk < 2; tk++) {
+        CUDA_CHECK(cudaDeviceSynchronize());
+        SYMM_CHECK(symm_barrier_all());
+        SYMM_CHECK(symm__coll_debug_set_epoch(team_of(tk), 3 * M - 6));
+        SYMM_CHECK(symm_barrier_all());
+        for (int i = 0; i < 12; i++) {
+            check_all_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_PACKET, 999, 1, 0, 0, tk);
+            check_all_reduce(SYMM_DTYPE_BF16, SYMM_OP_MAX, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_ONESHOT, 5000, 0, 1, 0, tk);
+            check_all_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_TWOSHOT, 70001, 1, i & 1, 0, tk);
+            check_reduce_scatter(SYMM_DTYPE_I32, SYMM_OP_SUM, SYMM_COLL_ALGO_TWOSHOT, 3000, 1, 0, 0, tk);
+            check_move(MV_AG, SYMM_DTYPE_F32, 100, 1, 0, 0, tk, 0);
+            check_move(MV_AG, SYMM_DTYPE_F32, 30000, 1, 0, 0, tk, 0);
+            check_move(MV_BCAST, SYMM_DTYPE_U8, 77, 0, 0, 0, tk, i % npes);
+            check_a2av(SYMM_DTYPE_F32, 100, 1, tk);
+        }
+    }
+    if (me == 0)
+        printf("wrap: every algorithm across the flag wrap ok\n");
+}
+
+/* ---- errors -------------------------------------------------------------------------------- */
+
+static void part_errors(void) {
+    char *s = symm_a + GUARD, *d = symm_b + GUARD;
+    float *host = (float *)malloc(4096);
+    size_t cnt[SYMM_COLL_MAX_PES] = {0}, dsp[SYMM_COLL_MAX_PES] = {0};
+    SYMM_EXPECT(symm_all_reduce(s, d, 10, SYMM_DTYPE_F32, SYMM_OP_BAND, NULL, st), SYMM_ERR_UNSUPPORTED);
+    SYMM_EXPECT(symm_all_reduce(s, d, 10, SYMM_DTYPE_U8, SYMM_OP_SUM, NULL, st), SYMM_ERR_UNSUPPORTED);
+    SYMM_EXPECT(symm_all_reduce_ex(s, d, 10, SYMM_DTYPE_BF16, SYMM_OP_SUM, SYMM_DTYPE_F16, SYMM_COLL_ALGO_AUTO, NULL, st),
+                SYMM_ERR_UNSUPPORTED);
+    SYMM_EXPECT(symm_all_reduce(s, d, 10, (symm_dtype_t)99, SYMM_OP_SUM, NULL, st), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_all_reduce(s, d, 10, SYMM_DTYPE_F32, (symm_redop_t)42, NULL, st), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_all_reduce(s, d, (size_t)1 << 62, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_all_gather(s, d, ((size_t)1 << 61) / (size_t)npes + 1, SYMM_DTYPE_F64, NULL, st),
+                SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_all_reduce(NULL, d, 10, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_all_reduce(s, s + 4, 10, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_all_reduce(host, d, 10, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_all_to_all(s, s + 8, 100, SYMM_DTYPE_F32, NULL, st), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_all_gather(d + 4, d, 100, SYMM_DTYPE_F32, NULL, st), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_reduce_scatter(s, s + 4, 100, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_broadcast(s, d, 10, SYMM_DTYPE_F32, npes, NULL, st), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_broadcast(s, d, 10, SYMM_DTYPE_F32, -1, NULL, st), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_all_reduce_ex(s, d, 10, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, (symm_coll_algo_t)9, NULL,
+                                   st), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_all_to_allv(s, NULL, dsp, d, cnt, dsp, SYMM_DTYPE_F32, NULL, st), SYMM_ERR_INVALID_ARG);
+    cnt[0] = (size_t)(POOL); /* a cudaMalloc'd recv larger than the staging area */
+    for (int p = 0; p < npes; p++) dsp[p] = 0;
+    {
+        size_t rc[SYMM_COLL_MAX_PES] = {0}, rd[SYMM_COLL_MAX_PES] = {0};
+        rc[0] = ((size_t)64 << 20);
+        SYMM_EXPECT(symm_all_to_allv(s, rc + 1, rd, dev_b, rc, rd, SYMM_DTYPE_U8, NULL, st), SYMM_ERR_INVALID_ARG);
+    }
+    SYMM_EXPECT(symm_all_reduce(s, d, 10, SYMM_DTYPE_F32, SYMM_OP_SUM, (symm_team_t)host, st), SYMM_ERR_INVALID_ARG);
+    /* count 0 is a no-op */
+    SYMM_CHECK(symm_all_reduce(NULL, NULL, 0, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
+    /* nothing was enqueued by the failures; a correct call still works */
+    check_all_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_AUTO, 1000, 1, 0, 0, 0);
+    free(host);
+    if (me == 0)
+        printf("errors: ok\n");
+}
+
+int main(int argc, char **argv) {
+    int need = argc > 1 ? atoi(argv[1]) : 2;
+    const char *part = argc > 2 ? argv[2] : "all";
+    int all = strcmp(part, "all") == 0;
+    symm_test_require_gpus(need);
+    SYMM_CHECK(symm_init());
+    me = symm_my_pe();
+    npes = symm_n_pes();
+    if (npes < need) {
+        symm_finalize();
+        TEST_SKIP("needs %d PEs, run with %d", need, npes);
+    }
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    SYMM_CHECK(symm_malloc(POOL, (void **)&symm_a));
+    SYMM_CHECK(symm_malloc(POOL, (void **)&symm_b));
+    CUDA_CHECK(cudaMalloc((void **)&dev_a, POOL));
+    CUDA_CHECK(cudaMalloc((void **)&dev_b, POOL));
+    h_in = (char *)malloc(POOL);
+    h_out = (char *)malloc(POOL);
+    h_ref = (char *)malloc(POOL);
+    TEST_ASSERT(h_in && h_out && h_ref, "host memory");
+
+    if (all || !strcmp(part, "errors")) part_errors();
+    if (all || !strcmp(part, "matrix")) part_matrix();
+    if (all || !strcmp(part, "move")) part_move();
+    if (all || !strcmp(part, "wrap")) part_wrap();
+    if (all || !strcmp(part, "graph")) part_graph(1000);
+    if (all || !strcmp(part, "b2b")) part_b2b(10000);
+    if (all || !strcmp(part, "big")) part_big();
+
+    CUDA_CHECK(cudaDeviceSynchronize());
+    SYMM_CHECK(symm_free(symm_b));
+    SYMM_CHECK(symm_free(symm_a));
+    CUDA_CHECK(cudaFree(dev_a));
+    CUDA_CHECK(cudaFree(dev_b));
+    CUDA_CHECK(cudaStreamDestroy(st));
+    SYMM_CHECK(symm_finalize());
+    if (me == 0)
+        printf("test_coll %s: PASS on %d PEs (%lld checked calls)\n", part, npes, g_checks);
+    return 0;
+}

@@ -1,0 +1,222 @@
+/*
+ * test_coll_device.cu - the device-callable collectives (symm_device_coll.h)
+ * from inside user kernels, on 2 and 4 GPUs:
+ *   - a fused kernel: fill, grid barrier, grid-scope all-reduce, grid barrier,
+ *     on-device check, with grid sizes and algorithms changing every launch;
+ *   - block-scope and grid-scope all-reduce (f32, bf16), reduce-scatter,
+ *     all-gather, all-to-all, all_to_allv (counts in device memory),
+ *     broadcast, checked on the host;
+ *   - two collectives and a block barrier in one launch.
+ *   test_coll_device <npes>
+ */
+#include <stdlib.h>
+
+#include "symm/symm_device.h"
+#include "coll_test.h"
+
+static int me, npes;
+static const symm_ctx_t *ctx;
+static uint64_t g_seed = 77;
+
+enum { C_AR, C_RS, C_AG, C_A2A, C_A2AV, C_BCAST };
+
+__global__ void k_fused(const symm_ctx_t *c, float *buf, float *out, size_t n, uint64_t seed, int me, int npes,
+                        int algo, unsigned long long *bad) {
+    size_t t0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = t0; i < n; i += nt)
+        buf[i] = (float)ct_fval(SYMM_DTYPE_F32, seed, me, i);
+    symm_coll_barrier_grid(c, blockIdx.x, gridDim.x);
+    symm_all_reduce_ex_grid(c, out, buf, n, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, algo, blockIdx.x,
+                            gridDim.x);
+    symm_coll_barrier_grid(c, blockIdx.x, gridDim.x);
+    for (size_t i = t0; i < n; i += nt) {
+        double s = 0;
+        for (int p = 0; p < npes; p++) s += ct_fval(SYMM_DTYPE_F32, seed, p, i);
+        if (out[i] != (float)s) atomicAdd(bad, 1ull);
+    }
+}
+
+/* One collective; grid != 0: grid scope over all blocks, else block scope by
+ * block 0 only. */
+__global__ void k_coll(const symm_ctx_t *c, int which, int grid, void *dst, const void *src, size_t n, int dtype,
+                       int op, int root, const uint64_t *v) {
+    int b = grid ? (int)blockIdx.x : 0, nb = grid ? (int)gridDim.x : 1;
+    if (!grid && blockIdx.x != 0)
+        return;
+    switch (which) {
+    case C_AR: symm_all_reduce_grid(c, dst, src, n, dtype, op, b, nb); break;
+    case C_RS: symm_reduce_scatter_grid(c, dst, src, n, dtype, op, b, nb); break;
+    case C_AG: symm_all_gather_grid(c, dst, src, n, dtype, b, nb); break;
+    case C_A2A: symm_all_to_all_grid(c, dst, src, n, dtype, b, nb); break;
+    case C_A2AV:
+        symm_all_to_allv_grid(c, dst, src, v, v + SYMM_COLL_MAX_PES, v + 2 * SYMM_COLL_MAX_PES,
+                              v + 3 * SYMM_COLL_MAX_PES, dtype, b, nb);
+        break;
+    default: symm_broadcast_grid(c, dst, src, n, dtype, root, b, nb); break;
+    }
+}
+
+/* Two all-reduces and a block barrier in one launch (block scope). */
+__global__ void k_two(const symm_ctx_t *c, float *a, float *b, size_t n) {
+    symm_all_reduce_block(c, a, a, n, SYMM_DTYPE_F32, SYMM_OP_SUM);
+    symm_coll_barrier_block(c);
+    symm_all_reduce_block(c, b, b, n, SYMM_DTYPE_F32, SYMM_OP_MAX);
+}
+
+static char *sa, *sb, *h_in, *h_out, *h_ref;
+#define POOL ((size_t)16 << 20)
+
+static void run(int which, int grid, int nblocks, symm_dtype_t t, symm_redop_t op, size_t n, int root) {
+    uint32_t esz = ct_esz(t);
+    uint64_t seed = ++g_seed;
+    size_t in_n = (which == C_RS || which == C_A2A) ? n * npes : n;
+    size_t out_n = (which == C_AG || which == C_A2A) ? n * npes : n;
+    ct_fill(t, seed, me, 0, in_n, h_in);
+    CUDA_CHECK(cudaMemcpy(sa, h_in, in_n * esz, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(sb, 0x5a, out_n * esz));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    k_coll<<<nblocks, 256>>>(ctx, which, grid, sb, sa, n, (int)t, (int)op, root, NULL);
+    CUDA_CHECK_KERNEL();
+    CUDA_CHECK(cudaMemcpy(h_out, sb, out_n * esz, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < out_n; i++) {
+        switch (which) {
+        case C_AR: ct_reduce(t, op, seed, npes, i, h_ref + i * esz); break;
+        case C_RS: ct_reduce(t, op, seed, npes, (uint64_t)me * n + i, h_ref + i * esz); break;
+        case C_AG: ct_elem(t, seed, (int)(i / n), i % n, h_ref + i * esz); break;
+        case C_A2A: ct_elem(t, seed, (int)(i / n), (uint64_t)me * n + i % n, h_ref + i * esz); break;
+        default: ct_elem(t, seed, root, i, h_ref + i * esz); break;
+        }
+    }
+    long long bad = ct_first_diff(h_out, h_ref, out_n, esz);
+    if (bad >= 0)
+        TEST_FAIL("device collective %d (%s scope, %d blocks) %s op %d n %zu: element %lld wrong", which,
+                  grid ? "grid" : "block", nblocks, ct_type_name(t), op, n, bad);
+}
+
+static void run_a2av(int grid, int nblocks, size_t scale) {
+    uint64_t seed = ++g_seed, v[4 * SYMM_COLL_MAX_PES] = {0}, *dv;
+    size_t spos = 0, rpos = 0;
+#define CNT(a, b) ((uint64_t)(((a) * 5 + (b) * 3 + seed) % 4) * scale + 1)
+    for (int p = 0; p < npes; p++) {
+        v[p] = CNT(me, p);
+        v[SYMM_COLL_MAX_PES + p] = spos;
+        spos += v[p];
+        v[2 * SYMM_COLL_MAX_PES + p] = CNT(p, me);
+        v[3 * SYMM_COLL_MAX_PES + p] = rpos;
+        rpos += CNT(p, me);
+    }
+    ct_fill(SYMM_DTYPE_F32, seed, me, 0, spos, h_in);
+    CUDA_CHECK(cudaMalloc((void **)&dv, sizeof(v)));
+    CUDA_CHECK(cudaMemcpy(dv, v, sizeof(v), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(sa, h_in, spos * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    k_coll<<<nblocks, 256>>>(ctx, C_A2AV, grid, sb, sa, 0, SYMM_DTYPE_F32, 0, 0, dv);
+    CUDA_CHECK_KERNEL();
+    CUDA_CHECK(cudaMemcpy(h_out, sb, rpos * 4, cudaMemcpyDeviceToHost));
+    for (int p = 0; p < npes; p++) {
+        uint64_t pd = 0;
+        for (int q = 0; q < me; q++) pd += CNT(p, q);
+        ct_fill(SYMM_DTYPE_F32, seed, p, pd, CNT(p, me), h_ref + v[3 * SYMM_COLL_MAX_PES + p] * 4);
+    }
+#undef CNT
+    long long bad = ct_first_diff(h_out, h_ref, rpos, 4);
+    if (bad >= 0)
+        TEST_FAIL("device all_to_allv (%d blocks, scale %zu): element %lld wrong", nblocks, scale, bad);
+    CUDA_CHECK(cudaFree(dv));
+}
+
+int main(int argc, char **argv) {
+    int need = argc > 1 ? atoi(argv[1]) : 2;
+    unsigned long long *bad, hbad = 0;
+    float *buf, *out;
+    symm_test_require_gpus(need);
+    SYMM_CHECK(symm_init());
+    me = symm_my_pe();
+    npes = symm_n_pes();
+    if (npes < need) {
+        symm_finalize();
+        TEST_SKIP("needs %d PEs, run with %d", need, npes);
+    }
+    SYMM_CHECK(symm_ctx(&ctx));
+    SYMM_CHECK(symm_malloc(POOL, (void **)&sa));
+    SYMM_CHECK(symm_malloc(POOL, (void **)&sb));
+    h_in = (char *)malloc(POOL);
+    h_out = (char *)malloc(POOL);
+    h_ref = (char *)malloc(POOL);
+    TEST_ASSERT(h_in && h_out && h_ref, "host memory");
+
+    /* fused kernel, grid size and algorithm changing each launch */
+    {
+        static const int grids[] = {1, 3, 8, 2, 16, 5, 32, 7};
+        static const size_t sizes[] = {1, 999, 30001, 200000, 64, 100003};
+        buf = (float *)sa;
+        out = (float *)sb;
+        CUDA_CHECK(cudaMalloc((void **)&bad, sizeof(*bad)));
+        CUDA_CHECK(cudaMemset(bad, 0, sizeof(*bad)));
+        for (int it = 0; it < 96; it++) {
+            int g = grids[it % 8], algo = it % 4; /* auto, packet, oneshot, twoshot */
+            size_t n = sizes[(it / 2) % 6];
+            k_fused<<<g, 512>>>(ctx, buf, out, n, ++g_seed, me, npes, algo, bad);
+            CUDA_CHECK(cudaGetLastError());
+        }
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(&hbad, bad, sizeof(hbad), cudaMemcpyDeviceToHost));
+        if (hbad)
+            TEST_FAIL("fused kernel: %llu wrong elements", hbad);
+        CUDA_CHECK(cudaFree(bad));
+        if (me == 0)
+            printf("fused grid-scope all-reduce: 96 launches ok\n");
+    }
+    /* every collective, block and grid scope */
+    {
+        static const size_t sizes[] = {1, 7, 1000, 5001, 40000, 250001};
+        for (int grid = 0; grid < 2; grid++)
+            for (size_t s = 0; s < 6; s++) {
+                int nb = grid ? (int)(1 + (s * 5) % 17) : 1;
+                size_t n = sizes[s];
+                run(C_AR, grid, nb, SYMM_DTYPE_F32, SYMM_OP_SUM, n, 0);
+                run(C_AR, grid, nb, SYMM_DTYPE_BF16, SYMM_OP_MAX, n, 0);
+                run(C_RS, grid, nb, SYMM_DTYPE_F32, SYMM_OP_SUM, n / npes + 1, 0);
+                run(C_AG, grid, nb, SYMM_DTYPE_BF16, SYMM_OP_SUM, n / npes + 1, 0);
+                run(C_A2A, grid, nb, SYMM_DTYPE_F32, SYMM_OP_SUM, n / npes + 1, 0);
+                run(C_BCAST, grid, nb, SYMM_DTYPE_F32, SYMM_OP_SUM, n, (int)(s % npes));
+                run_a2av(grid, nb, n / (4 * npes) + 1);
+            }
+        if (me == 0)
+            printf("block and grid scope collectives ok\n");
+    }
+    /* two collectives and a barrier in one launch */
+    {
+        size_t n = 3000;
+        uint64_t seed = ++g_seed;
+        ct_fill(SYMM_DTYPE_F32, seed, me, 0, n, h_in);
+        CUDA_CHECK(cudaMemcpy(sa, h_in, n * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(sb, h_in, n * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        for (int i = 0; i < 2; i++) /* twice: the second reduces already reduced data */
+            k_two<<<1, 128>>>(ctx, (float *)sa, (float *)sb, n);
+        CUDA_CHECK_KERNEL();
+        CUDA_CHECK(cudaMemcpy(h_out, sa, n * 4, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++) {
+            double s = 0;
+            for (int p = 0; p < npes; p++) s += ct_fval(SYMM_DTYPE_F32, seed, p, i);
+            s *= npes;
+            float f;
+            memcpy(&f, h_out + i * 4, 4);
+            if (f != (float)s)
+                TEST_FAIL("two-call kernel: element %zu is %g, want %g", i, f, s);
+        }
+        CUDA_CHECK(cudaMemcpy(h_out, sb, n * 4, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++) {
+            ct_reduce(SYMM_DTYPE_F32, SYMM_OP_MAX, seed, npes, i, h_ref + i * 4);
+            TEST_ASSERT(memcmp(h_out + i * 4, h_ref + i * 4, 4) == 0, "two-call kernel: max element %zu", i);
+        }
+    }
+    CUDA_CHECK(cudaDeviceSynchronize());
+    SYMM_CHECK(symm_free(sb));
+    SYMM_CHECK(symm_free(sa));
+    SYMM_CHECK(symm_finalize());
+    if (me == 0)
+        printf("test_coll_device: PASS on %d PEs\n", npes);
+    return 0;
+}
