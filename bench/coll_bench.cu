@@ -1,0 +1,345 @@
+/*
+ * coll_bench.cu - the "coll" mode of symm-bench: the stream collectives
+ * (symm_coll.h) side by side with NCCL, in one run on the same GPUs.
+ *
+ * For all-reduce (f32 sum, and bf16 sum), reduce-scatter, all-gather,
+ * all-to-all and broadcast, sizes 8 B .. 256 MiB (all-to-all up to 1 GiB per
+ * rank): symm on symmetric buffers (its fast path) and NCCL on cudaMalloc'd
+ * buffers, each timed back to back on the stream and as CUDA-graph replays
+ * (20 calls per graph). Printed: time per call, the algorithm symm chose,
+ * bus bandwidth with nccl-tests' definitions, and NCCL time / symm time
+ * (above 1: symm is faster). Before timing, every size is checked: symm's
+ * result must equal NCCL's bit for bit (the data are small integers, so the
+ * sums are exact in any order); a mismatch prints WRONG and fails the mode.
+ *
+ * Bus bandwidth (nccl-tests): S = bytes of the per-rank buffer named below,
+ *   all-reduce     S = count * size,         busbw = S/t * 2(n-1)/n
+ *   reduce-scatter S = n * recvcount * size, busbw = S/t * (n-1)/n
+ *   all-gather     S = n * sendcount * size, busbw = S/t * (n-1)/n
+ *   all-to-all     S = n * count * size,     busbw = S/t * (n-1)/n
+ *   broadcast      S = count * size,         busbw = S/t
+ * The "size" column is S, except all-gather, where it is the bytes each rank
+ * contributes (the bars are stated per rank).
+ *
+ * Environment (bench only): SYMM_BENCH_COLL_SWEEP=1 adds tuning tables
+ * (block counts of the direct kernels; forced algorithms by size), and
+ * SYMM_BENCH_COLL_BLOCKS=N runs everything with N blocks for direct kernels.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_modes.h"
+
+/* Internal tuning hook of libsymm (src/coll/coll.h). */
+extern "C" void symm__coll_tune(int direct_blocks, uint64_t packet_max, uint64_t oneshot_max);
+
+enum { K_AR, K_AR_BF16, K_RS, K_AG, K_A2A, K_BCAST, K_COUNT };
+static const char *k_name[K_COUNT] = {"all-reduce f32 sum", "all-reduce bf16 sum", "reduce-scatter f32 sum",
+                                      "all-gather f32", "all-to-all f32", "broadcast f32 (root 0)"};
+
+typedef struct coll_case {
+    int kind, lib; /* lib 0 symm, 1 NCCL */
+    bench_env_t *env;
+    void *send, *recv;
+    size_t count;  /* elements: all-reduce/broadcast: the buffer; RS: recv; AG: send; A2A: per peer */
+    symm_coll_algo_t algo;
+} coll_case_t;
+
+static symm_dtype_t dt_of(int kind) { return kind == K_AR_BF16 ? SYMM_DTYPE_BF16 : SYMM_DTYPE_F32; }
+static size_t esz_of(int kind) { return kind == K_AR_BF16 ? 2 : 4; }
+
+static void enqueue(void *arg, cudaStream_t s) {
+    coll_case_t *c = (coll_case_t *)arg;
+    int n = c->env->npes;
+    if (c->lib == 0) {
+        switch (c->kind) {
+        case K_AR:
+        case K_AR_BF16:
+            BENCH_SYMM(symm_all_reduce_ex(c->send, c->recv, c->count, dt_of(c->kind), SYMM_OP_SUM, SYMM_DTYPE_DEFAULT,
+                                          c->algo, NULL, s));
+            break;
+        case K_RS:
+            BENCH_SYMM(symm_reduce_scatter(c->send, c->recv, c->count, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, s));
+            break;
+        case K_AG: BENCH_SYMM(symm_all_gather(c->send, c->recv, c->count, SYMM_DTYPE_F32, NULL, s)); break;
+        case K_A2A: BENCH_SYMM(symm_all_to_all(c->send, c->recv, c->count, SYMM_DTYPE_F32, NULL, s)); break;
+        default: BENCH_SYMM(symm_broadcast(c->send, c->recv, c->count, SYMM_DTYPE_F32, 0, NULL, s)); break;
+        }
+        return;
+    }
+#if SYMM_BENCH_HAVE_NCCL
+    ncclComm_t comm = c->env->nccl;
+    ncclResult_t r = ncclSuccess;
+    switch (c->kind) {
+    case K_AR: r = ncclAllReduce(c->send, c->recv, c->count, ncclFloat32, ncclSum, comm, s); break;
+    case K_AR_BF16: r = ncclAllReduce(c->send, c->recv, c->count, ncclBfloat16, ncclSum, comm, s); break;
+    case K_RS: r = ncclReduceScatter(c->send, c->recv, c->count, ncclFloat32, ncclSum, comm, s); break;
+    case K_AG: r = ncclAllGather(c->send, c->recv, c->count, ncclFloat32, comm, s); break;
+    case K_A2A:
+        r = ncclGroupStart();
+        for (int p = 0; p < n && r == ncclSuccess; p++) {
+            r = ncclSend((char *)c->send + p * c->count * 4, c->count, ncclFloat32, p, comm, s);
+            if (r == ncclSuccess)
+                r = ncclRecv((char *)c->recv + p * c->count * 4, c->count, ncclFloat32, p, comm, s);
+        }
+        if (r == ncclSuccess)
+            r = ncclGroupEnd();
+        break;
+    default: r = ncclBroadcast(c->send, c->recv, c->count, ncclFloat32, 0, comm, s); break;
+    }
+    if (r != ncclSuccess)
+        bench_fatal(__FILE__, __LINE__, "NCCL collective", ncclGetErrorString(r));
+#else
+    (void)n;
+#endif
+}
+
+/* Small integers (exact sums) as f32 or bf16. */
+__global__ static void fill_kernel(void *p, size_t n, int bf16, uint32_t seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)(i * 2654435761u) ^ (seed * 40503u);
+        h ^= h >> 15;
+        float v = (float)((int)(h % 17) - 8);
+        if (bf16)
+            ((uint16_t *)p)[i] = (uint16_t)(__float_as_uint(v) >> 16); /* exact for small integers */
+        else
+            ((float *)p)[i] = v;
+    }
+}
+
+__global__ static void diff_kernel(const uint32_t *a, const uint32_t *b, size_t nwords, unsigned long long *bad) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nwords; i += (size_t)gridDim.x * blockDim.x)
+        if (a[i] != b[i]) atomicAdd(bad, 1ull);
+}
+
+/* Sizes of S (bytes, see the header comment) to run for a kind. */
+static int sizes_for(int kind, int quick, size_t *out) {
+    int k = 0;
+    size_t top = kind == K_A2A ? ((size_t)1 << 30) : ((size_t)256 << 20);
+    for (size_t s = 8; s <= top; s *= quick ? 64 : 4)
+        out[k++] = s;
+    if (out[k - 1] != top)
+        out[k++] = top;
+    return k;
+}
+
+static double busbw(int kind, size_t S, double ms, int n) {
+    double algbw = (double)S / (ms * 1e-3) / 1e9;
+    switch (kind) {
+    case K_AR: case K_AR_BF16: return algbw * 2.0 * (n - 1) / n;
+    case K_BCAST: return algbw;
+    default: return algbw * (double)(n - 1) / n;
+    }
+}
+
+typedef struct bars {
+    double ar_small_us, ar_256k_us, ar_1m_us, ar_256m_bw, ag_256m_bw, a2a_1g_bw;
+    double worst_ratio, worst_ratio_small_ar;
+    int wrong;
+} bars_t;
+
+/* Per-rank buffer sizes for S. */
+static void layout(int kind, size_t S, int n, size_t *count, size_t *send_b, size_t *recv_b, size_t *shown) {
+    size_t e = esz_of(kind);
+    switch (kind) {
+    case K_AR: case K_AR_BF16: case K_BCAST:
+        *count = S / e; *send_b = *recv_b = *count * e; *shown = *send_b; break;
+    case K_RS:
+        *count = S / e / n; *send_b = *count * e * n; *recv_b = *count * e; *shown = *send_b; break;
+    case K_AG: /* S is what each rank contributes */
+        *count = S / e; *send_b = *count * e; *recv_b = *send_b * n; *shown = *send_b; break;
+    default: /* A2A: S per rank */
+        *count = S / e / n; *send_b = *recv_b = *count * e * n; *shown = *send_b; break;
+    }
+}
+
+static int run_kind(bench_env_t *env, int kind, bars_t *bars) {
+    size_t sizes[32];
+    int nsz = sizes_for(kind, env->quick, sizes), n = env->npes;
+    const char *hdr[] = {"size", "algo", "symm us", "NCCL us", "NCCL/symm", "symm us (graph)", "NCCL us (graph)",
+                         "NCCL/symm (graph)", "symm busbw GB/s", "NCCL busbw GB/s"};
+    bench_table_t *t = bench_table_new(k_name[kind], 10, hdr);
+    unsigned long long *d_bad, h_bad;
+    BENCH_CUDA(cudaMalloc((void **)&d_bad, sizeof(*d_bad)));
+    for (int si = 0; si < nsz; si++) {
+        size_t S = sizes[si], count, send_b, recv_b, shown;
+        layout(kind, S, n, &count, &send_b, &recv_b, &shown);
+        if (count == 0)
+            continue;
+        void *ss, *sr, *ns = NULL, *nr = NULL;
+        BENCH_SYMM(symm_malloc(send_b, &ss));
+        BENCH_SYMM(symm_malloc(recv_b, &sr));
+        if (env->nccl_ok) {
+            BENCH_CUDA(cudaMalloc(&ns, send_b));
+            BENCH_CUDA(cudaMalloc(&nr, recv_b));
+        }
+        int bf16 = kind == K_AR_BF16;
+        size_t elems = send_b / esz_of(kind);
+        fill_kernel<<<256, 256, 0, env->stream>>>(ss, elems, bf16, (uint32_t)(env->me * 7 + 1));
+        if (ns)
+            BENCH_CUDA(cudaMemcpyAsync(ns, ss, send_b, cudaMemcpyDeviceToDevice, env->stream));
+        coll_case_t cs = {kind, 0, env, ss, sr, count, SYMM_COLL_ALGO_AUTO};
+        coll_case_t cn = {kind, 1, env, ns, nr, count, SYMM_COLL_ALGO_AUTO};
+        /* check: symm's result against NCCL's (broadcast: root 0's data) */
+        const char *verdict = "";
+        enqueue(&cs, env->stream);
+        const char *algo = symm_coll_last_algo();
+        char algo_buf[32];
+        snprintf(algo_buf, sizeof(algo_buf), "%s", algo);
+        if (env->nccl_ok) {
+            enqueue(&cn, env->stream);
+            BENCH_CUDA(cudaMemsetAsync(d_bad, 0, sizeof(*d_bad), env->stream));
+            diff_kernel<<<256, 256, 0, env->stream>>>((const uint32_t *)sr, (const uint32_t *)nr, recv_b / 4, d_bad);
+            BENCH_CUDA(cudaMemcpyAsync(&h_bad, d_bad, sizeof(h_bad), cudaMemcpyDeviceToHost, env->stream));
+            BENCH_CUDA(cudaStreamSynchronize(env->stream));
+            if (!bench_all_true(h_bad == 0)) {
+                verdict = "WRONG";
+                bars->wrong = 1;
+            }
+        } else {
+            BENCH_CUDA(cudaStreamSynchronize(env->stream));
+        }
+        int iters = (int)(((size_t)2 << 30) / (S + 4096));
+        if (iters > 200) iters = 200;
+        if (iters < 3) iters = 3;
+        int reps = env->quick ? 3 : 7, per_graph = S >= ((size_t)64 << 20) ? 2 : 20;
+        bench_barrier();
+        double ms_s = bench_time_stream(enqueue, &cs, env->stream, 5, iters, reps);
+        double ms_sg = bench_time_graph(enqueue, &cs, env->stream, per_graph, 2, (iters + per_graph - 1) / per_graph, reps);
+        double ms_n = 0, ms_ng = 0;
+        if (env->nccl_ok) {
+            bench_barrier();
+            ms_n = bench_time_stream(enqueue, &cn, env->stream, 5, iters, reps);
+            ms_ng = bench_time_graph(enqueue, &cn, env->stream, per_graph, 2, (iters + per_graph - 1) / per_graph, reps);
+        }
+        const char *cells[10] = {
+            bench_fmt("%s%s%s", bench_fmt_bytes(shown), verdict[0] ? " " : "", verdict), algo_buf,
+            bench_fmt("%.2f", ms_s * 1e3), ms_n > 0 ? bench_fmt("%.2f", ms_n * 1e3) : "n/a",
+            bench_fmt_ratio(ms_n, ms_s), bench_fmt("%.2f", ms_sg * 1e3),
+            ms_ng > 0 ? bench_fmt("%.2f", ms_ng * 1e3) : "n/a", bench_fmt_ratio(ms_ng, ms_sg),
+            bench_fmt("%.1f", busbw(kind, kind == K_AG ? recv_b : S, ms_sg, n)),
+            ms_ng > 0 ? bench_fmt("%.1f", busbw(kind, kind == K_AG ? recv_b : S, ms_ng, n)) : "n/a"};
+        bench_table_row(t, cells);
+        /* bars (graph-timed) */
+        if (ms_ng > 0) {
+            double r = ms_ng / ms_sg;
+            if (r < bars->worst_ratio) bars->worst_ratio = r;
+            if ((kind == K_AR) && S <= ((size_t)256 << 10) && r < bars->worst_ratio_small_ar)
+                bars->worst_ratio_small_ar = r;
+        }
+        if (kind == K_AR) {
+            if (S >= 8 && S <= 8192 && ms_sg * 1e3 > bars->ar_small_us) bars->ar_small_us = ms_sg * 1e3;
+            if (S == ((size_t)256 << 10)) bars->ar_256k_us = ms_sg * 1e3;
+            if (S == ((size_t)1 << 20)) bars->ar_1m_us = ms_sg * 1e3;
+            if (S == ((size_t)256 << 20)) bars->ar_256m_bw = busbw(kind, S, ms_sg, n);
+        }
+        if (kind == K_AG && S == ((size_t)256 << 20)) bars->ag_256m_bw = busbw(kind, recv_b, ms_sg, n);
+        if (kind == K_A2A && S == ((size_t)1 << 30)) bars->a2a_1g_bw = busbw(kind, S, ms_sg, n);
+        BENCH_CUDA(cudaStreamSynchronize(env->stream));
+        if (ns) {
+            BENCH_CUDA(cudaFree(ns));
+            BENCH_CUDA(cudaFree(nr));
+        }
+        BENCH_SYMM(symm_free(sr));
+        BENCH_SYMM(symm_free(ss));
+    }
+    bench_table_note(t, "times per call, medians; graph: CUDA-graph replays of 20 calls (2 from 64 MiB); "
+                        "NCCL/symm > 1: symm faster; busbw from the graph times (nccl-tests definitions)");
+    bench_table_emit(env->report, t);
+    BENCH_CUDA(cudaFree(d_bad));
+    return 0;
+}
+
+/* Tuning tables: forced algorithms by size, and direct-kernel block counts. */
+static void run_sweep(bench_env_t *env) {
+    static const size_t sizes[] = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20};
+    static const symm_coll_algo_t algos[] = {SYMM_COLL_ALGO_PACKET, SYMM_COLL_ALGO_ONESHOT, SYMM_COLL_ALGO_TWOSHOT};
+    const char *hdr[] = {"size", "packet us", "oneshot us", "twoshot us"};
+    bench_table_t *t = bench_table_new("all-reduce f32: forced algorithm (graph us)", 4, hdr);
+    void *a, *b;
+    BENCH_SYMM(symm_malloc((size_t)256 << 20, &a));
+    BENCH_SYMM(symm_malloc((size_t)256 << 20, &b));
+    fill_kernel<<<256, 256, 0, env->stream>>>(a, (size_t)64 << 20, 0, 3);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        const char *cells[4];
+        cells[0] = bench_fmt_bytes(sizes[i]);
+        for (int k = 0; k < 3; k++) {
+            coll_case_t c = {K_AR, 0, env, a, b, sizes[i] / 4, algos[k]};
+            enqueue(&c, env->stream);
+            const char *used = symm_coll_last_algo();
+            int same = strncmp(used, symm_coll_algo_name(algos[k]), strlen(symm_coll_algo_name(algos[k]))) == 0;
+            bench_barrier();
+            double ms = bench_time_graph(enqueue, &c, env->stream, 20, 2, 10, 5);
+            cells[1 + k] = same ? bench_fmt("%.2f", ms * 1e3) : bench_fmt("(%s) %.2f", used, ms * 1e3);
+        }
+        bench_table_row(t, cells);
+    }
+    bench_table_emit(env->report, t);
+    {
+        static const int blocks[] = {8, 16, 32, 48, 64, 96, 120};
+        const char *h2[] = {"direct blocks", "AR 1 MiB us", "AR 256 MiB busbw", "AG 64 MiB/rank busbw"};
+        bench_table_t *t2 = bench_table_new("direct kernels: blocks (graph)", 4, h2);
+        for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++) {
+            symm__coll_tune(blocks[i], 0, 0);
+            coll_case_t c1 = {K_AR, 0, env, a, b, (1 << 20) / 4, SYMM_COLL_ALGO_TWOSHOT};
+            coll_case_t c2 = {K_AR, 0, env, a, b, ((size_t)256 << 20) / 4, SYMM_COLL_ALGO_TWOSHOT};
+            coll_case_t c3 = {K_AG, 0, env, a, b, ((size_t)64 << 20) / 4, SYMM_COLL_ALGO_AUTO};
+            bench_barrier();
+            double m1 = bench_time_graph(enqueue, &c1, env->stream, 20, 2, 10, 5);
+            double m2 = bench_time_graph(enqueue, &c2, env->stream, 2, 1, 3, 3);
+            double m3 = env->npes * ((size_t)64 << 20) <= ((size_t)256 << 20)
+                            ? bench_time_graph(enqueue, &c3, env->stream, 2, 1, 3, 3) : 0;
+            const char *cells[4] = {bench_fmt("%d", blocks[i]), bench_fmt("%.2f", m1 * 1e3),
+                                    bench_fmt("%.1f", busbw(K_AR, (size_t)256 << 20, m2, env->npes)),
+                                    m3 > 0 ? bench_fmt("%.1f", busbw(K_AG, env->npes * ((size_t)64 << 20), m3,
+                                                                     env->npes)) : "n/a"};
+            bench_table_row(t2, cells);
+        }
+        symm__coll_tune(0, 0, 0);
+        bench_table_emit(env->report, t2);
+    }
+    BENCH_CUDA(cudaStreamSynchronize(env->stream));
+    BENCH_SYMM(symm_free(b));
+    BENCH_SYMM(symm_free(a));
+}
+
+static const char *pass(int ok) { return ok ? "PASS" : "MISS"; }
+
+static int run_coll(bench_env_t *env) {
+    bars_t bars;
+    const char *e = getenv("SYMM_BENCH_COLL_BLOCKS");
+    memset(&bars, 0, sizeof(bars));
+    bars.worst_ratio = bars.worst_ratio_small_ar = 1e9;
+    if (env->npes < 2) {
+        bench_report_text(env->report, "coll: needs 2 or more PEs; skipped");
+        return 0;
+    }
+    if (e && atoi(e) > 0)
+        symm__coll_tune(atoi(e), 0, 0);
+    bench_report_text(env->report, "coll: %d PEs; NCCL: %s; NVSHMEM on-stream collectives: not measured "
+                                   "(not wired into this mode)", env->npes, env->nccl_status);
+    if (getenv("SYMM_BENCH_COLL_SWEEP") && atoi(getenv("SYMM_BENCH_COLL_SWEEP")))
+        run_sweep(env);
+    for (int k = 0; k < K_COUNT; k++)
+        run_kind(env, k, &bars);
+    symm__coll_tune(0, 0, 0);
+    bench_report_text(env->report,
+                      "bars (graph-timed, 4x H200): all-reduce f32 8 B-8 KiB worst %.2f us (<= 4) %s; "
+                      "256 KiB %.2f us (<= 7) %s; 1 MiB %.2f us (<= 11) %s; 256 MiB busbw %.1f GB/s (>= 360) %s; "
+                      "all-gather 256 MiB/rank busbw %.1f GB/s (>= 350) %s; all-to-all 1 GiB/rank %.1f GB/s "
+                      "(>= 355) %s; worst NCCL/symm %.2fx (>= 1.0) %s; worst all-reduce <= 256 KiB %.2fx (>= 2.0) %s; "
+                      "data %s",
+                      bars.ar_small_us, pass(bars.ar_small_us > 0 && bars.ar_small_us <= 4.0), bars.ar_256k_us,
+                      pass(bars.ar_256k_us > 0 && bars.ar_256k_us <= 7.0), bars.ar_1m_us,
+                      pass(bars.ar_1m_us > 0 && bars.ar_1m_us <= 11.0), bars.ar_256m_bw, pass(bars.ar_256m_bw >= 360),
+                      bars.ag_256m_bw, pass(bars.ag_256m_bw >= 350), bars.a2a_1g_bw, pass(bars.a2a_1g_bw >= 355),
+                      bars.worst_ratio < 1e8 ? bars.worst_ratio : 0, pass(bars.worst_ratio >= 1.0 && bars.worst_ratio < 1e8),
+                      bars.worst_ratio_small_ar < 1e8 ? bars.worst_ratio_small_ar : 0,
+                      pass(bars.worst_ratio_small_ar >= 2.0 && bars.worst_ratio_small_ar < 1e8),
+                      bars.wrong ? "WRONG" : "correct");
+    return bars.wrong ? 1 : 0;
+}
+
+BENCH_MODE(coll, 20, "stream collectives (all-reduce, reduce-scatter, all-gather, all-to-all, broadcast) vs NCCL",
+           run_coll)
