@@ -3,7 +3,8 @@
  * NCCL / NVSHMEM set-up in the same processes, the modes, the results file.
  *
  *   symm-bench [--mode NAME[,NAME...]] [--out FILE] [--quick] [--npes N]
- *              [--require-gpus N] [--timeout S] [--list]
+ *              [--require-gpus N] [--require-no-gpu] [--timeout S]
+ *              [--phase-timeout S] [--verbose] [--no-nvshmem] [--no-nccl] [--list]
  *
  * Started by hand (no launcher variables) it re-executes itself as
  * `symmrun -n <GPUs> symm-bench ARGS` so that every GPU gets one PE.
@@ -69,21 +70,43 @@ typedef struct opts {
     int quick;
     int npes;          /* 0 = one per GPU */
     int require_gpus;  /* > 0: fewer GPUs -> SKIP, exit 77 */
-    int timeout;       /* seconds symmrun allows the whole run; 0 = none */
+    int require_no_gpu;/* a visible GPU -> SKIP, exit 77 (the CI test) */
+    int timeout;       /* seconds symmrun allows the whole run; 0 = none; -1 = default */
+    int phase_timeout; /* seconds one phase may take before the watchdog ends the PE; 0 = none */
+    int verbose;
+    int no_nvshmem, no_nccl; /* skip the library entirely, not even init */
     int list;
 } opts_t;
+
+/* symmrun's whole-run limit when --timeout is not given (seconds): a full run
+ * takes a few minutes; a quick one well under one. Both sit below the
+ * ctest TIMEOUTs and the GPU runner's walls, so symmrun ends a hang first and
+ * says so. */
+#define BENCH_DEFAULT_TIMEOUT 600
+#define BENCH_DEFAULT_TIMEOUT_QUICK 150
+#define BENCH_DEFAULT_PHASE_TIMEOUT 120
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: symm-bench [--mode NAME[,NAME...]] [--out FILE] [--quick] [--npes N]\n"
-            "                  [--require-gpus N] [--timeout S] [--list]\n"
+            "                  [--require-gpus N] [--require-no-gpu] [--timeout S] [--phase-timeout S]\n"
+            "                  [--verbose] [--no-nvshmem] [--no-nccl] [--list]\n"
             "  --mode          modes to run (default: all, in order); --list shows them\n"
             "  --out FILE      also write the results as markdown (machine, command, date first)\n"
             "  --quick         a fast smoke run: fewer sizes, repeats and iterations\n"
             "  --npes N        PEs to launch when started by hand (default: one per GPU)\n"
             "  --require-gpus N  exit 77 with a SKIP line when fewer GPUs are present (for ctest)\n"
+            "  --require-no-gpu  exit 77 with a SKIP line when a GPU is visible (for the CI test)\n"
             "  --timeout S     when started by hand: symmrun stops the run after S seconds\n"
-            "                  (exit 124; default 1800, 0 = never), so a hang cannot last\n"
+            "                  (exit 124; default 600, 150 with --quick, 0 = never)\n"
+            "  --phase-timeout S  a PE whose current phase (init, one size of one measurement...)\n"
+            "                  runs longer than S seconds says which and exits 3 (default 120, 0 = never)\n"
+            "  --verbose       progress to stderr: 'bench: pe N: <phase> start/done' for every step\n"
+            "                  (also SYMM_BENCH_VERBOSE=1)\n"
+            "  --no-nvshmem    leave NVSHMEM out entirely, not even its init (SYMM_BENCH_NO_NVSHMEM=1)\n"
+            "  --no-nccl       leave NCCL out entirely, not even its init (SYMM_BENCH_NO_NCCL=1)\n"
+            "SYMM_WAIT_TIMEOUT defaults to 20 s inside symm-bench, so a lost symm signal stops\n"
+            "its kernel with a message instead of hanging.\n"
             "Started without a launcher it re-runs itself under symmrun (found next to it in\n"
             "../tools/, or $SYMMRUN). NVSHMEM_REMOTE_TRANSPORT=none, NVSHMEM_DISABLE_NVLS=1 and\n"
             "NCCL_NVLS_ENABLE=0 are set: no multicast object is ever created.\n");
@@ -100,9 +123,19 @@ static int parse_int(const char *s, int *out) {
     return 0;
 }
 
+/* SYMM_BENCH_* switches: set and not "0". */
+static int env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 static int parse_opts(int argc, char **argv, opts_t *o) {
     memset(o, 0, sizeof *o);
-    o->timeout = 1800;
+    o->timeout = -1;
+    o->phase_timeout = BENCH_DEFAULT_PHASE_TIMEOUT;
+    o->verbose = env_flag("SYMM_BENCH_VERBOSE");
+    o->no_nvshmem = env_flag("SYMM_BENCH_NO_NVSHMEM");
+    o->no_nccl = env_flag("SYMM_BENCH_NO_NCCL");
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -110,6 +143,16 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
             o->quick = 1;
         } else if (!strcmp(a, "--list")) {
             o->list = 1;
+        } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+            o->verbose = 1;
+        } else if (!strcmp(a, "--no-nvshmem")) {
+            o->no_nvshmem = 1;
+        } else if (!strcmp(a, "--no-nccl")) {
+            o->no_nccl = 1;
+        } else if (!strcmp(a, "--require-no-gpu")) {
+            o->require_no_gpu = 1;
+        } else if (!strcmp(a, "--phase-timeout") && val && parse_int(val, &o->phase_timeout) == 0) {
+            ++i;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             exit(0);
@@ -143,6 +186,8 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
         }
         p += len + (p[len] == ',');
     }
+    if (o->timeout < 0)
+        o->timeout = o->quick ? BENCH_DEFAULT_TIMEOUT_QUICK : BENCH_DEFAULT_TIMEOUT;
     return 0;
 }
 
@@ -224,9 +269,13 @@ static int bcast0(void *buf, size_t n) { return symm_host_broadcast(buf, n, 0) =
 
 static char g_nccl_status[256], g_nv_status[640];
 
-static void init_nccl(bench_env_t *env) {
+static void init_nccl(bench_env_t *env, int skip) {
     env->nccl_ok = 0;
     env->nccl_status = g_nccl_status;
+    if (skip) {
+        snprintf(g_nccl_status, sizeof g_nccl_status, "NCCL: skipped (--no-nccl / SYMM_BENCH_NO_NCCL)");
+        return;
+    }
 #if SYMM_BENCH_HAVE_NCCL
     struct {
         int ok;
@@ -234,15 +283,22 @@ static void init_nccl(bench_env_t *env) {
     } msg;
     int version = 0;
     memset(&msg, 0, sizeof msg);
+    bench_phase_begin("nccl init: unique id");
     if (env->me == 0)
         msg.ok = ncclGetUniqueId(&msg.id) == ncclSuccess;
     BENCH_SYMM(symm_host_broadcast(&msg, sizeof msg, 0));
+    bench_phase_end();
     if (!msg.ok) {
         snprintf(g_nccl_status, sizeof g_nccl_status, "NCCL: ncclGetUniqueId failed on rank 0");
         return;
     }
+    /* A rank whose init fails while another waits inside NCCL's bootstrap
+     * would leave that one waiting: the watchdog bounds it. */
+    bench_phase_begin("nccl init: ncclCommInitRank (%d ranks)", env->npes);
     ncclResult_t r = ncclCommInitRank(&env->nccl, env->npes, msg.id, env->me);
+    bench_phase_begin("nccl init: agree (local result: %s)", ncclGetErrorString(r));
     int ok = bench_all_true(r == ncclSuccess);
+    bench_phase_end();
     if (!ok) {
         if (r == ncclSuccess)
             (void)ncclCommAbort(env->nccl);
@@ -259,12 +315,20 @@ static void init_nccl(bench_env_t *env) {
 #endif
 }
 
-static void init_nvshmem(bench_env_t *env) {
+static void init_nvshmem(bench_env_t *env, int skip) {
     char why[512] = "";
-    int r = bench_nv_init(env->me, env->npes, bcast0, why, sizeof why);
-    int ok = bench_all_true(r == 0);
-    env->nvshmem_ok = ok;
+    env->nvshmem_ok = 0;
     env->nvshmem_status = g_nv_status;
+    if (skip) {
+        snprintf(g_nv_status, sizeof g_nv_status, "skipped (--no-nvshmem / SYMM_BENCH_NO_NVSHMEM)");
+        return;
+    }
+    bench_phase_begin("nvshmem init (NVSHMEM exits the process if it fails: rerun with --no-nvshmem)");
+    int r = bench_nv_init(env->me, env->npes, bcast0, why, sizeof why);
+    bench_phase_begin("nvshmem init: agree (local result %d)", r);
+    int ok = bench_all_true(r == 0);
+    bench_phase_end();
+    env->nvshmem_ok = ok;
     if (ok)
         snprintf(g_nv_status, sizeof g_nv_status, "%s", bench_nv_version());
     else if (r != 0)
@@ -315,7 +379,10 @@ static char *join_args(int argc, char **argv) {
 }
 
 static char *make_header(bench_env_t *env, int argc, char **argv) {
-    char date[64], *machine = bench_machine_markdown(), *cmd = join_args(argc, argv);
+    /* Only rank 0 prints it: the others skip nvidia-smi and the device queries. */
+    char date[64], *machine = env->me == 0 ? bench_machine_markdown() : strdup(""), *cmd = join_args(argc, argv);
+    if (!machine)
+        bench_fatal(__FILE__, __LINE__, "strdup", "out of memory");
     int *devs = (int *)calloc((size_t)env->npes, sizeof(int));
     if (!devs)
         bench_fatal(__FILE__, __LINE__, "calloc", "out of memory");
@@ -356,9 +423,18 @@ int main(int argc, char **argv) {
             printf("%-8s %s\n", m->name, m->help);
         return 0;
     }
+    /* Under a launcher the rank is known before symm says so. */
+    const char *rank_env = getenv("RANK");
+    bench_progress_init(rank_env && under_launcher() ? atoi(rank_env) : -1, o.verbose, o.phase_timeout);
+    bench_phase_begin("cudaGetDeviceCount");
     if (cudaGetDeviceCount(&ngpu) != cudaSuccess) {
         (void)cudaGetLastError();
         ngpu = 0;
+    }
+    bench_phase_end();
+    if (o.require_no_gpu && ngpu > 0) {
+        printf("SKIP: symm-bench --require-no-gpu: %d GPU(s) visible; this test is for machines without one\n", ngpu);
+        return 77;
     }
     if (o.require_gpus > 0 && ngpu < o.require_gpus) {
         printf("SKIP: symm-bench needs %d GPUs, found %d\n", o.require_gpus, ngpu);
@@ -379,24 +455,36 @@ int main(int argc, char **argv) {
     setenv("NCCL_SOCKET_IFNAME", "lo", 0);
     /* Room for two 256 MiB buffers plus NVSHMEM's own use (default is 1 GiB). */
     setenv("NVSHMEM_SYMMETRIC_SIZE", "2G", 0);
+    /* A symm wait that never sees its value stops its kernel with a message
+     * (PE, address, value) instead of spinning forever. */
+    setenv("SYMM_WAIT_TIMEOUT", "20", 0);
 
     bench_env_t env;
     memset(&env, 0, sizeof env);
     env.quick = o.quick;
+    bench_phase_begin("symm init");
     BENCH_SYMM(symm_init());
     env.me = symm_my_pe();
     env.npes = symm_n_pes();
     env.device = symm_device();
+    bench_progress_set_pe(env.me);
+    bench_phase_begin("cuda set-up (device %d, stream)", env.device);
+    /* NVSHMEM and NCCL take the device of the calling thread's current context. */
     BENCH_CUDA(cudaSetDevice(env.device));
     BENCH_CUDA(cudaStreamCreateWithFlags(&env.stream, cudaStreamNonBlocking));
     BENCH_SYMM(symm_ctx(&env.ctx));
+    bench_phase_end();
+    bench_note("%d PEs, GPU %d, NVSHMEM %s, NCCL %s", env.npes, env.device,
+               o.no_nvshmem ? "off" : (SYMM_BENCH_HAVE_NVSHMEM ? "on" : "not built"),
+               o.no_nccl ? "off" : (SYMM_BENCH_HAVE_NCCL ? "on" : "not built"));
     env.report = bench_report_new(env.me == 0);
 
-    init_nvshmem(&env);
+    init_nvshmem(&env, o.no_nvshmem);
     BENCH_CUDA(cudaSetDevice(env.device));
-    init_nccl(&env);
+    init_nccl(&env, o.no_nccl);
     BENCH_CUDA(cudaSetDevice(env.device));
 
+    bench_phase_begin("header (machine description)");
     char *header = make_header(&env, argc, argv);
     if (env.me == 0) {
         printf("symm-bench\n%s\n", header);
@@ -404,14 +492,18 @@ int main(int argc, char **argv) {
             printf("note: 1 GPU: the peer benchmarks need >= 2 GPUs; running what makes sense on one.\n");
         fflush(stdout);
     }
+    bench_phase_end();
 
     for (bench_mode_t *m = g_modes; m; m = m->next) {
         if (!mode_selected(&o, m))
             continue;
+        bench_phase_begin("mode %s", m->name);
         bench_report_section(env.report, bench_fmt("%s: %s", m->name, m->help));
         int r = m->run(&env);
+        bench_phase_begin("mode %s: closing barrier", m->name);
         BENCH_CUDA(cudaSetDevice(env.device));
         bench_barrier();
+        bench_phase_end();
         if (r != 0) {
             rc = 1;
             bench_report_text(env.report, "mode %s FAILED (see the messages above)", m->name);
@@ -428,12 +520,23 @@ int main(int argc, char **argv) {
     bench_report_free(env.report);
 
 #if SYMM_BENCH_HAVE_NCCL
-    if (env.nccl_ok)
+    if (env.nccl_ok) {
+        bench_phase_begin("nccl destroy");
         (void)ncclCommDestroy(env.nccl);
+    }
 #endif
-    if (env.nvshmem_ok)
+    if (env.nvshmem_ok) {
+        bench_phase_begin("nvshmem finalize");
         bench_nv_finalize();
+    }
+    bench_phase_begin("symm finalize");
     BENCH_CUDA(cudaStreamDestroy(env.stream));
     BENCH_SYMM(symm_finalize());
-    return rc;
+    bench_phase_end();
+    bench_note("exit %d", rc);
+    /* The results are out; no exit handler (CUDA, NCCL, NVSHMEM teardown) gets
+     * a chance to hang the end of a finished run. */
+    fflush(stdout);
+    fflush(stderr);
+    _exit(rc);
 }

@@ -4,6 +4,8 @@
 #include "bench_util.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,12 +13,192 @@
 #include <time.h>
 #include <unistd.h>
 
+/* ---- progress and the watchdog ------------------------------------------------- */
+
+static struct {
+    pthread_mutex_t mu;
+    int pe;
+    int verbose;
+    double timeout_s;     /* <= 0: no watchdog */
+    int active;           /* a phase (or the gap after one) is being timed */
+    int open;             /* begin seen, end not yet: "done" is due */
+    double start;         /* of the phase or the gap */
+    double t0;            /* of the process, for the time stamps */
+    char phase[256];      /* read unlocked by the signal handler: always NUL-terminated */
+} g_prog = {PTHREAD_MUTEX_INITIALIZER, -1, 0, 0.0, 0, 0, 0.0, 0.0, "start-up"};
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Async-signal-safe: a decimal number into p, returns the end. */
+static char *put_int(char *p, long v) {
+    char tmp[24];
+    int n = 0;
+    if (v < 0) {
+        *p++ = '-';
+        v = -v;
+    }
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v && n < (int)sizeof tmp);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static char *put_str(char *p, const char *end, const char *s) {
+    while (*s && p < end)
+        *p++ = *s++;
+    return p;
+}
+
+/* SIGTERM/SIGINT (symmrun's --timeout, ctest's timeout, ^C): say which phase
+ * was running, then die of the signal as before. Only async-signal-safe calls. */
+static void on_stop_signal(int sig) {
+    char buf[512], *p = buf, *end = buf + sizeof buf - 2;
+    p = put_str(p, end, "bench: pe ");
+    p = put_int(p, g_prog.pe);
+    p = put_str(p, end, ": stopped by signal ");
+    p = put_int(p, sig);
+    p = put_str(p, end, " during phase '");
+    p = put_str(p, end, g_prog.phase);
+    p = put_str(p, end, "' (");
+    p = put_int(p, (long)(mono_s() - g_prog.start));
+    p = put_str(p, end, " s into it)\n");
+    if (write(2, buf, (size_t)(p - buf)) < 0) {
+        /* nothing left to report to */
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void *watchdog_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        struct timespec ts = {0, 250000000L};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&g_prog.mu);
+        double took = mono_s() - g_prog.start;
+        if (g_prog.active && took > g_prog.timeout_s) {
+            char phase[sizeof g_prog.phase];
+            memcpy(phase, g_prog.phase, sizeof phase);
+            int pe = g_prog.pe;
+            pthread_mutex_unlock(&g_prog.mu);
+            fprintf(stderr,
+                    "bench: pe %d: STUCK: phase '%s' has run %.0f s (> --phase-timeout %g s); exiting with "
+                    "code 3 so that symmrun stops the other PEs\n",
+                    pe, phase, took, g_prog.timeout_s);
+            fflush(stderr);
+            fflush(stdout);
+            _exit(3);
+        }
+        pthread_mutex_unlock(&g_prog.mu);
+    }
+    return NULL;
+}
+
+void bench_progress_init(int pe, int verbose, double phase_timeout_s) {
+    struct sigaction sa;
+    pthread_t th;
+    pthread_mutex_lock(&g_prog.mu);
+    g_prog.pe = pe;
+    g_prog.verbose = verbose;
+    g_prog.timeout_s = phase_timeout_s;
+    g_prog.t0 = g_prog.start = mono_s();
+    g_prog.active = phase_timeout_s > 0;
+    pthread_mutex_unlock(&g_prog.mu);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
+        bench_fatal(__FILE__, __LINE__, "sigaction", strerror(errno));
+    if (phase_timeout_s > 0) {
+        int e = pthread_create(&th, NULL, watchdog_main, NULL);
+        if (e != 0)
+            bench_fatal(__FILE__, __LINE__, "pthread_create (watchdog)", strerror(e));
+        pthread_detach(th);
+    }
+}
+
+void bench_progress_set_pe(int pe) {
+    pthread_mutex_lock(&g_prog.mu);
+    g_prog.pe = pe;
+    pthread_mutex_unlock(&g_prog.mu);
+}
+
+int bench_verbose(void) { return g_prog.verbose; }
+
+/* Called with g_prog.mu held. */
+static void phase_close_locked(double now) {
+    if (!g_prog.open)
+        return;
+    if (g_prog.verbose) {
+        fprintf(stderr, "bench: pe %d: %s done (%.2f s) [t=%.1f s]\n", g_prog.pe, g_prog.phase, now - g_prog.start,
+                now - g_prog.t0);
+        fflush(stderr);
+    }
+    /* The gap until the next phase is watched too. */
+    static const char prefix[] = "after ";
+    size_t keep = strlen(g_prog.phase);
+    if (keep > sizeof g_prog.phase - sizeof prefix)
+        keep = sizeof g_prog.phase - sizeof prefix;
+    g_prog.phase[keep] = '\0';
+    memmove(g_prog.phase + sizeof prefix - 1, g_prog.phase, keep + 1);
+    memcpy(g_prog.phase, prefix, sizeof prefix - 1);
+    g_prog.open = 0;
+    g_prog.start = now;
+}
+
+void bench_phase_begin(const char *fmt, ...) {
+    char name[sizeof g_prog.phase];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&g_prog.mu);
+    double now = mono_s();
+    phase_close_locked(now);
+    memcpy(g_prog.phase, name, sizeof name);
+    g_prog.open = 1;
+    g_prog.start = now;
+    if (g_prog.verbose) {
+        fprintf(stderr, "bench: pe %d: %s start [t=%.1f s]\n", g_prog.pe, name, now - g_prog.t0);
+        fflush(stderr);
+    }
+    pthread_mutex_unlock(&g_prog.mu);
+}
+
+void bench_phase_end(void) {
+    pthread_mutex_lock(&g_prog.mu);
+    phase_close_locked(mono_s());
+    pthread_mutex_unlock(&g_prog.mu);
+}
+
+void bench_note(const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    if (!g_prog.verbose)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "bench: pe %d: %s\n", g_prog.pe, buf);
+    fflush(stderr);
+}
+
 /* ---- errors ------------------------------------------------------------------- */
 
 void bench_fatal(const char *file, int line, const char *what, const char *why) {
-    fprintf(stderr, "symm-bench [pe %d]: FATAL %s:%d: %s: %s\n", symm_my_pe(), file, line, what, why);
+    fprintf(stderr, "symm-bench [pe %d]: FATAL %s:%d: %s: %s (phase '%s')\n", symm_my_pe(), file, line, what, why,
+            g_prog.phase);
     fflush(stderr);
-    exit(1);
+    fflush(stdout);
+    _exit(1);
 }
 
 /* ---- timing ------------------------------------------------------------------- */
@@ -460,9 +642,10 @@ void bench_date_utc(char *buf, size_t len) {
 }
 
 /* nvidia-smi's `topo -m` shows the NVLink picture (NV18 ...) that the CUDA
- * runtime does not expose; optional. */
+ * runtime does not expose; optional, and bounded (a wedged driver can make
+ * nvidia-smi hang). */
 static void append_nvidia_smi_topo(strbuf_t *b) {
-    FILE *p = popen("nvidia-smi topo -m 2>/dev/null", "r");
+    FILE *p = popen("timeout -k 2 20 nvidia-smi topo -m 2>/dev/null </dev/null", "r");
     char line[512];
     int any = 0;
     if (!p)

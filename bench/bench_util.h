@@ -21,8 +21,9 @@ extern "C" {
 
 /* ---- errors: a benchmark cannot go on after a failed CUDA or symm call ---- */
 
-/* Print "symm-bench [pe N]: FATAL file:line: what: why" and exit(1); symmrun
- * then stops the other PEs. */
+/* Print "symm-bench [pe N]: FATAL file:line: what: why" (and the phase) and
+ * _exit(1): no exit handlers run, since NVSHMEM's or NCCL's could wait for
+ * peers that will never come; symmrun then stops the other PEs. */
 void bench_fatal(const char *file, int line, const char *what, const char *why);
 
 #define BENCH_CUDA(call)                                                        \
@@ -46,6 +47,38 @@ void bench_fatal(const char *file, int line, const char *what, const char *why);
         BENCH_CUDA(cudaGetLastError());                                         \
         BENCH_CUDA(cudaDeviceSynchronize());                                    \
     } while (0)
+
+/* ---- progress and the watchdog ----------------------------------------------
+ * Every step of a run is a named phase. With --verbose each phase prints
+ * "bench: pe N: <phase> start" and "... done (S s)" to stderr (flushed;
+ * symmrun adds the rank prefix). A watchdog thread ends the process with
+ * exit code 3 (symmrun then stops the other PEs) when one phase, or the gap
+ * after it, lasts longer than the phase timeout, naming the phase; SIGTERM /
+ * SIGINT (symmrun's timeout, ctest) also print the phase before the process
+ * dies. So a hung run always says where it stopped. */
+
+/* Start the watchdog (phase_timeout_s <= 0: none) and the signal report.
+ * Call once, early; pe may be -1 until bench_progress_set_pe. */
+void bench_progress_init(int pe, int verbose, double phase_timeout_s);
+void bench_progress_set_pe(int pe);
+int bench_verbose(void);
+
+/* A new phase begins (the previous one, if any, is closed first). */
+void bench_phase_begin(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+/* The current phase is done; the time until the next begin is still watched
+ * (as "after <phase>"). */
+void bench_phase_end(void);
+
+/* A verbose-only progress line "bench: pe N: ..." (no phase change). */
+void bench_note(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 
 /* ---- timing ---------------------------------------------------------------- */
 

@@ -112,11 +112,14 @@ __global__ static void symm_lat_kernel(const symm_ctx_t *ctxp, int kind, int rol
 
 /* The hardware floor: plain volatile stores into the peer's memory through
  * its mapped address, volatile polling of the local copy. Its own deadline
- * (30 s) so a lost flag ends the run with a message instead of a hang. */
-__global__ static void raw_flag_kernel(int role, volatile int32_t *local, volatile int32_t *remote, int warm,
-                                       int iters, uint32_t base, unsigned long long *d_ns,
+ * (10 s) so a lost flag ends the kernel with a message instead of a hang.
+ * It returns with *d_err set rather than trapping: the peer's kernel then
+ * times out the same way, both contexts stay usable, the row reads WRONG
+ * DATA and the run goes on to the other measurements. */
+__global__ static void raw_flag_kernel(int me, int role, volatile int32_t *local, volatile int32_t *remote,
+                                       int warm, int iters, uint32_t base, unsigned long long *d_ns,
                                        unsigned long long *d_err) {
-    const uint64_t deadline = bench_globaltimer() + 30ull * 1000000000ull;
+    const uint64_t deadline = bench_globaltimer() + 10ull * 1000000000ull;
     uint64_t t0 = 0;
     int total = warm + iters;
     *d_err = 0;
@@ -128,8 +131,9 @@ __global__ static void raw_flag_kernel(int role, volatile int32_t *local, volati
             *remote = v;
         for (unsigned spin = 0; *local != v; ++spin) {
             if ((spin & 4095u) == 4095u && bench_globaltimer() > deadline) {
-                printf("symm-bench: raw flag ping-pong: role %d timed out waiting for %d (seen %d)\n", role, v,
-                       *local);
+                printf("bench: pe %d: raw_flag kernel timed out (10 s): role %d, round trip %d, waiting for %d, "
+                       "seen %d\n",
+                       me, role, k, v, *local);
                 *d_err = 1;
                 return;
             }
@@ -169,6 +173,7 @@ typedef struct rma {
 /* ---- put bandwidth ------------------------------------------------------------ */
 
 enum put_lib { LIB_SYMM = 0, LIB_NVSHMEM = 1, LIB_COPY = 2, LIB_NCCL = 3 };
+static const char *const put_lib_name[] = {"symm", "nvshmem", "memcpy", "nccl"};
 
 typedef struct put_call {
     rma_t *r;
@@ -226,6 +231,7 @@ static unsigned long long check_put(rma_t *r, int lib, size_t n, int blocks, int
     bench_env_t *env = r->env;
     char *dst = lib == LIB_SYMM ? r->dst : (char *)r->nv_dst;
     unsigned long long bad = 0;
+    bench_phase_begin("rma: check %s put %s (%dx%d)", put_lib_name[lib], bench_fmt_bytes(n), blocks, threads);
     if (env->me == r->peer) {
         bench_fill_pattern(dst, n, seed, 1, env->stream);
         BENCH_CUDA(cudaStreamSynchronize(env->stream));
@@ -245,6 +251,7 @@ static unsigned long long check_put(rma_t *r, int lib, size_t n, int blocks, int
     if (env->me == r->peer)
         bad = bench_count_mismatch(dst, n, seed, env->stream);
     BENCH_SYMM(symm_host_broadcast(&bad, sizeof bad, r->peer));
+    bench_phase_end();
     return bad;
 }
 
@@ -261,11 +268,14 @@ static double time_put(rma_t *r, int lib, size_t n, int blocks, int threads) {
     double ms = 0.0;
     iters = iters < lo ? lo : (iters > hi ? hi : iters);
     put_call_t c = {r, lib, n, blocks, threads, inner};
+    bench_phase_begin("rma: time %s put %s (%dx%d, %d x %d calls)", put_lib_name[lib], bench_fmt_bytes(n), blocks,
+                      threads, repeats, iters);
     bench_barrier();
     int takes_part = env->me == 0 || (lib == LIB_NCCL && env->me == r->peer);
     if (takes_part)
         ms = bench_time_stream(enqueue_put, &c, env->stream, 2, iters, repeats);
     bench_barrier();
+    bench_phase_end();
     if (env->me != 0 || ms <= 0.0)
         return 0.0;
     return (double)per_call / (ms * 1e-3) / 1e9;
@@ -409,6 +419,8 @@ static int run_put_bw(rma_t *r, put_result_t *res, int *nres) {
 /* ---- latency -------------------------------------------------------------------- */
 
 enum lat_lib { LAT_SYMM_PTR = 0, LAT_SYMM_REG = 1, LAT_NVSHMEM = 2, LAT_RAW = 3 };
+static const char *const lat_lib_name[] = {"symm", "symm(ctx in regs)", "nvshmem", "raw flag"};
+static const char *const lat_kind_name[BENCH_LAT_KINDS] = {"p", "put_signal", "put_signal_nbi", "fetch_add"};
 
 /* Median one-way latency in microseconds (round trip / 2; FETCH_ADD: the
  * whole round trip) over launches of `iters` timed round trips each, on PE
@@ -423,6 +435,9 @@ static double run_latency(rma_t *r, int lib, int kind) {
     uint32_t *basep = lib == LAT_RAW ? &r->raw_base : (lib == LAT_NVSHMEM ? &r->nv_base[kind] : &r->symm_base[kind]);
     for (int l = 0; l < launches; ++l) {
         unsigned long long ns = 0, err = 0;
+        bench_phase_begin("rma: latency %s %s, launch %d of %d (%s)", lat_lib_name[lib],
+                          lib == LAT_RAW ? "ping-pong" : lat_kind_name[kind], l + 1, launches,
+                          active ? (role == 0 ? "initiator" : "responder") : "idle");
         if (lib == LAT_NVSHMEM)
             bench_nv_barrier_all();
         bench_barrier();
@@ -446,7 +461,7 @@ static double run_latency(rma_t *r, int lib, int kind) {
                 volatile int32_t *theirs = (volatile int32_t *)symm_ptr(&r->lat->raw_flag, role == 0 ? r->peer : 0);
                 if (!theirs)
                     bench_fatal(__FILE__, __LINE__, "symm_ptr", "no peer mapping for the raw flag");
-                raw_flag_kernel<<<1, 1, 0, env->stream>>>(role, mine, theirs, warm, iters, *basep, r->d_ns, r->d_err);
+                raw_flag_kernel<<<1, 1, 0, env->stream>>>(env->me, role, mine, theirs, warm, iters, *basep, r->d_ns, r->d_err);
                 break;
             }
             default:
@@ -462,6 +477,7 @@ static double run_latency(rma_t *r, int lib, int kind) {
         *basep += (uint32_t)(warm + iters);
         us[l] = (double)ns / 1000.0 / iters / (kind == BENCH_LAT_FETCH_ADD ? 1.0 : 2.0);
     }
+    bench_phase_begin("rma: latency %s %s: checks", lat_lib_name[lib], lib == LAT_RAW ? "ping-pong" : lat_kind_name[kind]);
     if (kind == BENCH_LAT_FETCH_ADD && lib != LAT_RAW) {
         uint32_t *adds = lib == LAT_NVSHMEM ? &r->nv_adds : &r->symm_adds;
         uint32_t seen = 0;
@@ -491,6 +507,7 @@ static double run_latency(rma_t *r, int lib, int kind) {
         for (int p = 0; p < r->npes; ++p)
             errs += all[p];
     }
+    bench_phase_end();
     if (errs) {
         r->data_errors++;
         if (env->me == 0)
@@ -679,13 +696,16 @@ static int run_rma(bench_env_t *env) {
                                        "join the barriers).",
                           env->device, env->npes);
 
+    bench_phase_begin("rma: symm_malloc 2 x %s", bench_fmt_bytes(r.max_bytes));
     BENCH_SYMM(symm_malloc(r.max_bytes, (void **)&r.src));
     BENCH_SYMM(symm_malloc(r.max_bytes, (void **)&r.dst));
     BENCH_SYMM(symm_calloc(1, sizeof(struct lat_words), (void **)&r.lat));
     BENCH_CUDA(cudaMalloc((void **)&r.d_ns, sizeof *r.d_ns));
     BENCH_CUDA(cudaMalloc((void **)&r.d_err, sizeof *r.d_err));
+    bench_phase_begin("rma: cudaMemcpyPeer baseline set-up");
     setup_copy_baseline(&r);
     if (env->nvshmem_ok) {
+        bench_phase_begin("rma: nvshmem_malloc 2 x %s", bench_fmt_bytes(r.max_bytes));
         int ok = bench_nv_alloc(r.max_bytes, &r.nv_src, &r.nv_dst) == 0;
         r.nv = bench_all_true(ok);
         if (!r.nv)
@@ -702,6 +722,7 @@ static int run_rma(bench_env_t *env) {
         run_latencies(&r, &lr);
     summary(&r, pr, npr, &lr, env->npes >= 2);
 
+    bench_phase_begin("rma: free");
     bench_barrier();
     if (r.peer_dst) {
         BENCH_CUDA(cudaSetDevice(r.peer_ord));
@@ -713,6 +734,7 @@ static int run_rma(bench_env_t *env) {
     BENCH_SYMM(symm_free(r.lat));
     BENCH_SYMM(symm_free(r.dst));
     BENCH_SYMM(symm_free(r.src));
+    bench_phase_end();
     return r.data_errors ? 1 : 0;
 }
 

@@ -43,9 +43,7 @@ extern "C" int bench_nv_init(int rank, int nranks, int (*bcast)(void *buf, size_
     nv_uid_msg_t msg;
     nvshmemx_uniqueid_t id0 = NVSHMEMX_UNIQUEID_INITIALIZER;
     nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
-    nvshmemi_version_t ver = {NVSHMEM_VENDOR_MAJOR_VERSION, NVSHMEM_VENDOR_MINOR_VERSION,
-                              NVSHMEM_VENDOR_PATCH_VERSION};
-    int provided = 0, st, major = 0, minor = 0, patch = 0;
+    int st, major = 0, minor = 0, patch = 0;
 
     memset(&msg, 0, sizeof msg);
     msg.id = id0;
@@ -64,11 +62,12 @@ extern "C" int bench_nv_init(int rank, int nranks, int (*bcast)(void *buf, size_
         snprintf(why, why_len, "nvshmemx_set_attr_uniqueid_args failed");
         return -1;
     }
-    /* nvshmemx_init_attr() exits the process on failure; the function it
-     * wraps returns the status, which lets symm-bench carry on without
-     * NVSHMEM. */
-    nvshmemx_init_init_attr_ver_only(attr);
-    st = nvshmemi_init_thread(NVSHMEM_THREAD_SERIALIZED, &provided, NVSHMEMX_INIT_WITH_UNIQUEID, &attr, ver);
+    /* The public entry point. It exits the process when init fails, and that
+     * is what we want: a PE that returned with an error while its peer sat
+     * inside NVSHMEM's bootstrap waiting for it would hang the run, whereas
+     * an exit makes symmrun stop every PE at once (then rerun with
+     * --no-nvshmem). */
+    st = nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr);
     if (st != 0) {
         snprintf(why, why_len, "nvshmemx init with unique id failed (status %d)", st);
         return -1;

@@ -28,8 +28,11 @@ enum bench_lat_kind {
 };
 
 /* Collective over all PEs (rank/nranks as in symm). Sets up NVSHMEM with its
- * unique-id bootstrap; `bcast(buf, n)` must broadcast rank 0's bytes to every
- * rank (symm_host_broadcast). Returns 0, or -1 with the reason in why. */
+ * unique-id bootstrap (nvshmemx_init_attr, on the calling thread's current
+ * CUDA device); `bcast(buf, n)` must broadcast rank 0's bytes to every rank
+ * (symm_host_broadcast). Returns 0, or -1 with the reason in why when the
+ * failure is found before or after NVSHMEM's own init; a failure inside it
+ * exits the process (NVSHMEM's behaviour; symmrun then stops every PE). */
 int bench_nv_init(int rank, int nranks, int (*bcast)(void *buf, size_t n), char *why, size_t why_len);
 
 /* "NVSHMEM 3.4.5" after init. */

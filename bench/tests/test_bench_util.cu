@@ -1,12 +1,17 @@
 /*
  * test_bench_util.cu - the host-side pieces of bench_util (no GPU needed):
  * medians, size and ratio formatting, tables into the report, the results
- * file with its header, and the machine description on a machine without
- * GPUs. Exits 0 when every check passed.
+ * file with its header, the machine description on a machine without
+ * GPUs, and the progress watchdog (a stuck phase ends the process with code
+ * 3 naming the phase; SIGTERM names it too). Exits 0 when every check passed.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "bench_util.h"
 
@@ -36,6 +41,66 @@ static char *slurp(const char *path) {
     buf[n] = '\0';
     fclose(f);
     return buf;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Fork a child that starts the watchdog (1 s) and sits in one phase; with
+ * `term` the parent sends SIGTERM after 300 ms instead. Returns the wait
+ * status; the child's stderr goes to errpath. */
+static int run_stuck_child(int term, const char *errpath, double *seconds) {
+    double t0 = now_s();
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        if (!freopen(errpath, "w", stderr))
+            _exit(98);
+        bench_progress_init(7, 1, term ? 30.0 : 1.0);
+        bench_phase_begin("warm-up");
+        bench_phase_end();
+        bench_phase_begin("stuck %s", "here");
+        sleep(20);
+        _exit(0); /* the watchdog or the signal never came */
+    }
+    int st = 0;
+    if (term) {
+        struct timespec ts = {0, 300000000L};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGTERM);
+    }
+    if (waitpid(pid, &st, 0) != pid)
+        return -1;
+    *seconds = now_s() - t0;
+    return st;
+}
+
+static void check_watchdog(const char *path) {
+    char errpath[4096];
+    double secs = 0;
+    snprintf(errpath, sizeof errpath, "%s.stderr", path);
+
+    int st = run_stuck_child(0, errpath, &secs);
+    CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 3, "stuck phase: wait status %#x, want exit 3", st);
+    CHECK(secs < 15.0, "the watchdog took %.1f s for a 1 s phase limit", secs);
+    char *e = slurp(errpath);
+    CHECK(e && strstr(e, "bench: pe 7: warm-up start") && strstr(e, "bench: pe 7: warm-up done"),
+          "verbose start/done lines: %s", e ? e : "(none)");
+    CHECK(e && strstr(e, "bench: pe 7: STUCK: phase 'stuck here'"), "watchdog names the phase: %s", e ? e : "(none)");
+
+    st = run_stuck_child(1, errpath, &secs);
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "SIGTERM: wait status %#x, want death by SIGTERM",
+          st);
+    e = slurp(errpath);
+    CHECK(e && strstr(e, "bench: pe 7: stopped by signal 15 during phase 'stuck here'"), "SIGTERM names the phase: %s",
+          e ? e : "(none)");
+    unlink(errpath);
 }
 
 int main(int argc, char **argv) {
@@ -103,6 +168,8 @@ int main(int argc, char **argv) {
     char date[64];
     bench_date_utc(date, sizeof date);
     CHECK(strstr(date, " UTC") != NULL, "%s", date);
+
+    check_watchdog(path);
 
     printf(g_fail ? "test_bench_util: FAILED\n" : "test_bench_util: all checks passed\n");
     return g_fail;

@@ -1,7 +1,8 @@
 /*
  * test_symmrun - the launcher: rank prefixes, the variables each rank sees,
  * exit codes, stopping the other ranks (and their children) when one fails,
- * the timeout, signal forwarding, skips and usage errors.
+ * the timeout, signal forwarding, skips and usage errors, and that a killed
+ * symmrun leaves no rank behind holding its output pipe (what ctest waits on).
  *
  *   test_symmrun <path to symmrun>
  *
@@ -375,6 +376,77 @@ static void test_launcher_killed(void) {
     done(&r);
 }
 
+/* What ctest sees: symmrun's stdout and stderr are one pipe, and when ctest
+ * gives up it kills symmrun and reads that pipe to its end. The end must
+ * come within seconds (no rank or rank child may hold the pipe), and the
+ * hanging ranks must be gone, whether symmrun got SIGKILL or SIGTERM. */
+static void test_killed_launcher_closes_pipe(int sig) {
+    int fds[2];
+    TEST_ASSERT(pipe(fds) == 0, "pipe");
+    const char *argv[] = {g_symmrun, "-n", "2", "--grace", "1", g_self, "child", "ready", NULL};
+    pid_t pid = fork();
+    TEST_ASSERT(pid >= 0, "fork");
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[1]);
+        execv(g_symmrun, (char *const *)argv);
+        _exit(126);
+    }
+    close(fds[1]);
+    TEST_ASSERT(fcntl(fds[0], F_SETFL, O_NONBLOCK) == 0, "O_NONBLOCK");
+    size_t cap = 1 << 16, len = 0;
+    char *buf = calloc(1, cap);
+    TEST_ASSERT(buf, "calloc");
+    int killed = 0, eof = 0;
+    double until = now_s() + 20, eof_by = 0;
+    while (!eof) {
+        ssize_t r = read(fds[0], buf + len, cap - 1 - len);
+        if (r > 0) {
+            len += (size_t)r;
+            buf[len] = '\0';
+            TEST_ASSERT(len < cap - 1, "too much output");
+        } else if (r == 0) {
+            eof = 1;
+            break;
+        } else {
+            TEST_ASSERT(errno == EAGAIN || errno == EINTR, "read: %s", strerror(errno));
+            sleep_ms(20);
+        }
+        if (!killed) {
+            int ready = 0;
+            for (char *q = buf; (q = strstr(q, "] ready\n")); q++)
+                ready++;
+            if (ready >= 2) {
+                kill(pid, sig);
+                killed = 1;
+                eof_by = now_s() + 10;
+            }
+            TEST_ASSERT(now_s() < until, "children never got ready:\n%s", buf);
+        } else {
+            TEST_ASSERT(now_s() < eof_by, "signal %d: symmrun's output pipe still open 10 s after the signal "
+                        "(a rank holds it):\n%s", sig, buf);
+        }
+    }
+    close(fds[0]);
+    int st;
+    TEST_ASSERT(waitpid(pid, &st, 0) == pid, "waitpid");
+    if (sig == SIGKILL)
+        TEST_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "symmrun should have been killed");
+    else
+        TEST_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 128 + sig, "symmrun after signal %d: status %#x", sig, st);
+    for (int rank = 0; rank < 2; rank++) {
+        char key[32];
+        snprintf(key, sizeof key, "[%d] pid ", rank);
+        const char *p = strstr(buf, key);
+        TEST_ASSERT(p, "no pid line of rank %d:\n%s", rank, buf);
+        expect_gone((pid_t)atoi(p + strlen(key)), sig == SIGKILL ? "rank of a SIGKILLed symmrun"
+                                                                 : "rank of a SIGTERMed symmrun");
+    }
+    free(buf);
+}
+
 static void test_skip_and_pass(void) {
     result_t r = run(A("-n", "3", "SELF", "child", "skip"), 0, 0);
     TEST_ASSERT(r.code == 77, "all skipped: exit %d", r.code);
@@ -425,6 +497,8 @@ int main(int argc, char **argv) {
     test_failures();
     test_timeout_and_signals();
     test_launcher_killed();
+    test_killed_launcher_closes_pipe(SIGKILL);
+    test_killed_launcher_closes_pipe(SIGTERM);
     printf("test_symmrun: OK\n");
     return 0;
 }
