@@ -13,7 +13,10 @@
  * Buffers: any device memory this GPU can access. Buffers in the symmetric
  * heap (symm_malloc) take the fast path, where peers load and store them
  * directly; other buffers are staged through internal symmetric scratch
- * (extra local copies, done in pieces for large sizes). Pointers need only
+ * (extra local copies). Large calls run as several launches of at most the
+ * staging size (64 MiB, divided by the team size for the calls whose result
+ * has one piece per PE), on every PE alike, so PEs may differ in which of
+ * their buffers are symmetric. Pointers need only
  * be aligned to their element type; 16-byte-aligned buffers are fastest.
  *
  * Algorithms (symm_coll_algo_t, device/coll_types.h) are picked by size and
@@ -28,7 +31,7 @@
  * pointer the GPU cannot access); SYMM_ERR_UNSUPPORTED (a dtype/op/accumulator
  * pair outside the list in coll_types.h, or a backend without GPU
  * collectives); SYMM_ERR_HEAP_EXHAUSTED (the first call on a team allocates
- * the staging area, 32 MiB of symmetric heap); SYMM_ERR_CUDA (a launch or copy
+ * the staging area, 64 MiB of symmetric heap); SYMM_ERR_CUDA (a launch or copy
  * failed). Arguments that differ between PEs are not detected by the host;
  * the device side then stops with a message (count mismatch in
  * all_to_allv) or waits until SYMM_WAIT_TIMEOUT.
@@ -84,7 +87,7 @@ symm_status_t symm_all_to_all(const void *send, void *recv, size_t count, symm_d
  * sends here (checked on the device: a mismatch stops the kernel with a
  * message). The four host arrays have n_pes entries, in elements, and are
  * copied at the call. recv must be symmetric unless its extent fits the
- * staging area (32 MiB); send and recv must not overlap. */
+ * staging area (64 MiB); send and recv must not overlap. */
 symm_status_t symm_all_to_allv(const void *send, const size_t *send_counts, const size_t *send_displs,
                                void *recv, const size_t *recv_counts, const size_t *recv_displs,
                                symm_dtype_t dtype, symm_team_t team, symm_stream_t stream);

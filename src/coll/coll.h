@@ -14,7 +14,7 @@ extern "C" {
 
 /* Bytes of symmetric heap each team's staging area takes (allocated by the
  * first collective on the team). */
-#define SYMM__COLL_STAGE_BYTES ((size_t)32 << 20)
+#define SYMM__COLL_STAGE_BYTES ((size_t)64 << 20)
 
 /* Sizes (bytes per PE) up to which AUTO picks each algorithm. */
 #define SYMM__COLL_PACKET_MAX  ((uint64_t)32 << 10)

@@ -231,7 +231,11 @@ static void base_launch(symm__coll_launch_t *l, const coll_team_t *t, symm__ck_t
     l->root = -1;
 }
 
-/* Largest piece (a multiple of 16 bytes) of which `rows` fit the stage. */
+/* Largest piece (a multiple of 16 bytes) of which `rows` fit the stage.
+ * Large calls are cut into pieces of this size whether or not this PE
+ * stages: the number of launches must be the same on every PE, and a peer
+ * may stage when this PE does not (within a launch, the published addresses
+ * make mixed buffer kinds work). */
 static uint64_t stage_piece(uint64_t rows) { return ((uint64_t)SYMM__COLL_STAGE_BYTES / rows) & ~(uint64_t)15; }
 
 /* ---- all-reduce ------------------------------------------------------------------- */
@@ -296,7 +300,7 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
     /* TWOSHOT between the buffers, or through the stage in pieces. */
     {
         int sym_s = in_heap(send, nbytes), sym_r = in_heap(recv, nbytes);
-        uint64_t piece = (sym_s && sym_r) ? nbytes : stage_piece(1), off;
+        uint64_t piece = stage_piece(1), off;
         for (off = 0; off < nbytes; off += piece) {
             uint64_t len = nbytes - off < piece ? nbytes - off : piece;
             const char *s = (const char *)send + off;
@@ -379,7 +383,7 @@ symm_status_t symm_reduce_scatter_ex(const void *send, void *recv, size_t recv_c
     }
     {
         int sym_s = in_heap(send, total);
-        uint64_t piece = sym_s ? nbytes : stage_piece((uint64_t)n), off;
+        uint64_t piece = stage_piece((uint64_t)n), off;
         for (off = 0; off < nbytes; off += piece) {
             uint64_t len = nbytes - off < piece ? nbytes - off : piece;
             base_launch(&l, t, SYMM__CK_RS_DIRECT, direct_blocks(len));
@@ -445,7 +449,7 @@ static symm_status_t move(coll_team_t *t, const char *call, const void *send, vo
     }
     {
         int sym_r = in_heap(recv, recv_bytes);
-        uint64_t piece = sym_r ? nbytes : stage_piece(rows), off;
+        uint64_t piece = stage_piece(rows), off;
         for (off = 0; off < nbytes; off += piece) {
             uint64_t len = nbytes - off < piece ? nbytes - off : piece;
             base_launch(&l, t, SYMM__CK_MOVE_DIRECT, direct_blocks(len));
@@ -643,8 +647,8 @@ symm_status_t symm__coll_debug_set_epoch(symm_team_t team, uint64_t count) {
         words[i] = count;
     /* Old flag values and packets are cleared (0 is never a flag), so the
      * jump cannot make a stale value look current. */
-    if ((st = symm__coll_zero(t->ctx.scratch + SYMM__COLL_WS_AUX_OFF,
-                              t->ctx.scratch_size - SYMM__COLL_WS_AUX_OFF)) != SYMM_SUCCESS)
+    if ((st = symm__coll_zero(t->ctx.scratch + SYMM__COLL_WS_GRID_OFF,
+                              t->ctx.scratch_size - SYMM__COLL_WS_GRID_OFF)) != SYMM_SUCCESS)
         return st;
     return symm__coll_write(t->ctx.scratch + SYMM__COLL_WS_EPOCH_OFF, words, sizeof(words));
 }

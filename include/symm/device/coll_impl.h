@@ -425,7 +425,7 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_ONESHOT)
 
 /*
  * The direct algorithms load from and store to the peers' buffers. Before
- * its start flag each PE writes, into every peer's aux[me], the addresses of
+ * its start flag each PE's block b writes, into every peer's aux[b][me], the addresses of
  * its own src and dst (and, for all_to_allv, where and how much that peer
  * may write). Heap addresses mean the same in every process (one layout for
  * all PEs), so a peer's published address is used as is. The common case,
@@ -436,12 +436,12 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_ONESHOT)
  */
 typedef struct symm__c_xs {
     const symm_ctx_t *ctx;
-    const uint64_t *aux; /* this PE's aux: [src PE][4] */
+    const uint64_t *aux; /* this PE's aux of the calling slot: [src PE][4] */
     int sym[2];          /* every PE's src [0] / dst [1] is the symmetric address */
 } symm__c_xs_t;
 
-SYMM__DEVICE_INTERNAL uint64_t *symm__c_aux(const symm__coll_ws_t *ws) {
-    return (uint64_t *)(uintptr_t)(ws->base + SYMM__COLL_WS_AUX_OFF);
+SYMM__DEVICE_INTERNAL uint64_t *symm__c_aux(const symm__coll_ws_t *ws, uint32_t slot) {
+    return (uint64_t *)(uintptr_t)(ws->base + SYMM__COLL_WS_AUX_OFF) + (uint64_t)slot * SYMM_COLL_MAX_PES * 4u;
 }
 
 /* PE p's buffer `which` (0 src, 1 dst) whose local copy is `mine`. */
@@ -467,7 +467,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT symm__c_xs_t symm__c_handshake_pub(
     const void *dst, const uint64_t *xv, const uint64_t *yv) {
     int me = ctx->my_pe, n = ctx->n_pes;
     int t = (int)symm__block_tid(), nt = (int)symm__block_nthreads();
-    uint64_t *aux = symm__c_aux(ws);
+    uint64_t *aux = symm__c_aux(ws, slot);
     int ok_src = 1, ok_dst = 1, p;
     symm__c_xs_t x;
     symm__block_sync();

@@ -97,31 +97,35 @@ typedef enum symm_coll_algo {
  *   [0, 1 KiB)        uint64 epoch[MAX_BLOCKS]   calls made so far by block
  *                                                slot b (local; never read
  *                                                by peers)
- *   [1 KiB, 3 KiB)    uint64 aux[MAX_PES][4]     written by PE p into aux[p]
- *                                                before its start flag: its
- *                                                src and dst addresses (and for
- *                                                all_to_allv where and how much
- *                                                this PE may write there)
- *   [3 KiB, 4 KiB)    uint64 grid[2]             grid barrier: arrivals, release
+ *   [1 KiB, 2 KiB)    uint64 grid[2]             grid barrier: arrivals, release
  *                                                generation (local)
  *   [4 KiB, +128 KiB) uint32 flag[2][2][MAX_BLOCKS][MAX_PES]
  *                                                handshake words: [kind]
  *                                                [call parity][block][source PE]
+ *   [.., +256 KiB)    uint64 aux[MAX_BLOCKS][MAX_PES][4]
+ *                                                written by block b of PE p into
+ *                                                aux[b][p] before its start flag:
+ *                                                its src and dst addresses (and
+ *                                                for all_to_allv where and how
+ *                                                much this PE may write there)
  *   [SYNC_BYTES, ..)  data regions [2 parity][nbmax][n_pes][region bytes]
  *                                                what PACKET/ONESHOT write
- * Slot b is used only by block b of a call, so calls whose grid sizes differ
- * may follow each other. Flags are compared for equality with a value that
+ * Slot b is used only by block b of a call (nothing is shared between slots
+ * but the grid-barrier words), so calls whose grid sizes differ may follow
+ * each other, and the blocks of a grid-scope device call need not wait for
+ * each other between calls. Flags are compared for equality with a value that
  * is never 0 and repeats only every 2^32-1 calls of a slot, and the data
  * regions alternate by call parity: a peer can never be two calls ahead of a
  * reader, because each call waits for something every peer sent in it.
  */
 #define SYMM__COLL_WS_EPOCH_OFF 0u
-#define SYMM__COLL_WS_AUX_OFF   1024u
-#define SYMM__COLL_WS_GRID_OFF  3072u
+#define SYMM__COLL_WS_GRID_OFF  1024u
 #define SYMM__COLL_WS_FLAG_OFF  4096u
 #define SYMM__COLL_WS_FLAG_BYTES (2u * 2u * SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 4u)
+#define SYMM__COLL_WS_AUX_OFF   (SYMM__COLL_WS_FLAG_OFF + SYMM__COLL_WS_FLAG_BYTES)
+#define SYMM__COLL_WS_AUX_BYTES (SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 4u * 8u)
 #define SYMM__COLL_WS_SYNC_BYTES                                                          \
-    ((SYMM__COLL_WS_FLAG_OFF + SYMM__COLL_WS_FLAG_BYTES + 4095u) & ~4095u)
+    ((SYMM__COLL_WS_AUX_OFF + SYMM__COLL_WS_AUX_BYTES + 4095u) & ~4095u)
 
 /* Data-region geometry of a workspace of `size` bytes for a team of n PEs:
  * NBMAX block slots, each region a multiple of 256 bytes, at most 1 GiB;
