@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU run: build (unless a carried build is usable), run the GPU tests on
 # 1, 2 and all GPUs, then the benchmarks; logs under $OUT, a short table last.
-#   scripts/gpu_suite.sh [stage...]   stages: build tests bench python (default: all)
+#   scripts/gpu_suite.sh [stage...]   stages: build tests quick bench python
+#   (default: build tests bench python)
 # Multicast stays off: the three disabling variables are forced on and
 # SYMM_ENABLE_MULTICAST is removed, whatever the caller had.
 set -uo pipefail
@@ -12,7 +13,7 @@ export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAS
 unset SYMM_ENABLE_MULTICAST
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${SYMM_BUILD_DIR:-build-gpu}
-stages=${*:-build tests bench python}
+stages=${*:-build tests tests-subsets bench python}
 summary=()
 
 py=$(command -v python3)
@@ -33,7 +34,7 @@ if stage build; then
     note build "reused $build ($(( $(date +%s) - t0 )) s)"
   else
     rm -rf "$build"
-    if cmake -S . -B "$build" -DCMAKE_CUDA_ARCHITECTURES=90 -DSYMM_WERROR=ON >"$OUT/build.log" 2>&1 &&
+    if cmake -S . -B "$build" -DCMAKE_CUDA_ARCHITECTURES=90 -DSYMM_WERROR=${SYMM_WERROR:-ON} >"$OUT/build.log" 2>&1 &&
        cmake --build "$build" -j "$(nproc)" >>"$OUT/build.log" 2>&1; then
       note build "fresh ($(( $(date +%s) - t0 )) s)"
     else
@@ -45,7 +46,9 @@ fi
 run_ctest() { # $1 label for the log, rest: env
   local tag=$1; shift
   local log="$OUT/ctest_$tag.log"
-  env "$@" ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 >"$log" 2>&1
+  # ctest can wait forever on a stuck grandchild holding its pipe: bound it.
+  env "$@" timeout -k 10 "${CTEST_WALL:-400}" \
+    ctest --test-dir "$build" -L gpu --output-on-failure --timeout "${CTEST_TIMEOUT:-120}" >"$log" 2>&1
   local line
   line=$(grep -E 'tests passed|tests failed' "$log" | tail -1)
   note "gpu tests ($tag)" "${line:-no result}"
@@ -54,13 +57,23 @@ run_ctest() { # $1 label for the log, rest: env
 
 if stage tests; then
   run_ctest "${ngpu}gpu" X=1
+fi
+if stage tests-subsets; then
   [ "$ngpu" -gt 2 ] && run_ctest 2gpu CUDA_VISIBLE_DEVICES=0,1
   [ "$ngpu" -gt 1 ] && run_ctest 1gpu CUDA_VISIBLE_DEVICES=0
 fi
 
+if stage quick && [ -x "$build/bench/symm-bench" ]; then
+  timeout -k 10 "${BENCH_WALL:-240}" "$build/bench/symm-bench" --verbose --quick --out "$OUT/bench_quick.md" \
+    >"$OUT/bench_quick.log" 2>&1
+  note "bench quick" "rc=$?"
+  tail -60 "$OUT/bench_quick.log"
+fi
+
 if stage bench && [ -x "$build/bench/symm-bench" ]; then
   for mode in rma coll; do
-    if "$build/bench/symm-bench" --mode $mode --out "$OUT/bench_$mode.md" >"$OUT/bench_$mode.log" 2>&1; then
+    if timeout -k 10 "${BENCH_WALL:-240}" "$build/bench/symm-bench" --verbose --mode $mode \
+        --out "$OUT/bench_$mode.md" ${BENCH_ARGS:-} >"$OUT/bench_$mode.log" 2>&1; then
       note "bench $mode" "ok"
     else
       note "bench $mode" "FAILED rc=$?"
@@ -72,7 +85,7 @@ fi
 if stage python && [ -d tests/python ]; then
   for n in 2 4; do
     [ "$ngpu" -ge $n ] || continue
-    if PYTHONPATH=$PWD/python SYMM_LIBRARY_DIR=$PWD/$build torchrun --nproc-per-node $n -m pytest -q tests/python \
+    if PYTHONPATH=$PWD/python SYMM_LIBRARY_DIR=$PWD/$build timeout -k 10 "${PY_WALL:-240}" torchrun --nproc-per-node $n -m pytest -q tests/python \
         >"$OUT/pytest_$n.log" 2>&1; then
       note "python tests ($n gpu)" "$(tail -1 "$OUT/pytest_$n.log")"
     else
