@@ -20,12 +20,13 @@ static struct {
     int pe;
     int verbose;
     double timeout_s;     /* <= 0: no watchdog */
+    double limit_s;       /* of the current phase: timeout_s, or longer for an umbrella phase */
     int active;           /* a phase (or the gap after one) is being timed */
     int open;             /* begin seen, end not yet: "done" is due */
     double start;         /* of the phase or the gap */
     double t0;            /* of the process, for the time stamps */
     char phase[256];      /* read unlocked by the signal handler: always NUL-terminated */
-} g_prog = {PTHREAD_MUTEX_INITIALIZER, -1, 0, 0.0, 0, 0, 0.0, 0.0, "start-up"};
+} g_prog = {PTHREAD_MUTEX_INITIALIZER, -1, 0, 0.0, 0.0, 0, 0, 0.0, 0.0, "start-up"};
 
 static double mono_s(void) {
     struct timespec ts;
@@ -83,15 +84,16 @@ static void *watchdog_main(void *arg) {
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&g_prog.mu);
         double took = mono_s() - g_prog.start;
-        if (g_prog.active && took > g_prog.timeout_s) {
+        if (g_prog.active && took > g_prog.limit_s) {
             char phase[sizeof g_prog.phase];
             memcpy(phase, g_prog.phase, sizeof phase);
             int pe = g_prog.pe;
             pthread_mutex_unlock(&g_prog.mu);
+            double limit = g_prog.limit_s;
             fprintf(stderr,
-                    "bench: pe %d: STUCK: phase '%s' has run %.0f s (> --phase-timeout %g s); exiting with "
-                    "code 3 so that symmrun stops the other PEs\n",
-                    pe, phase, took, g_prog.timeout_s);
+                    "bench: pe %d: STUCK: phase '%s' has run %.0f s (limit %g s, --phase-timeout); exiting "
+                    "with code 3 so that symmrun stops the other PEs\n",
+                    pe, phase, took, limit);
             fflush(stderr);
             fflush(stdout);
             _exit(3);
@@ -107,7 +109,7 @@ void bench_progress_init(int pe, int verbose, double phase_timeout_s) {
     pthread_mutex_lock(&g_prog.mu);
     g_prog.pe = pe;
     g_prog.verbose = verbose;
-    g_prog.timeout_s = phase_timeout_s;
+    g_prog.timeout_s = g_prog.limit_s = phase_timeout_s;
     g_prog.t0 = g_prog.start = mono_s();
     g_prog.active = phase_timeout_s > 0;
     pthread_mutex_unlock(&g_prog.mu);
@@ -152,25 +154,38 @@ static void phase_close_locked(double now) {
     memcpy(g_prog.phase, prefix, sizeof prefix - 1);
     g_prog.open = 0;
     g_prog.start = now;
+    g_prog.limit_s = g_prog.timeout_s;
 }
 
-void bench_phase_begin(const char *fmt, ...) {
+static void phase_begin(double factor, const char *fmt, va_list ap) {
     char name[sizeof g_prog.phase];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
     pthread_mutex_lock(&g_prog.mu);
     double now = mono_s();
     phase_close_locked(now);
     memcpy(g_prog.phase, name, sizeof name);
     g_prog.open = 1;
     g_prog.start = now;
+    g_prog.limit_s = g_prog.timeout_s * factor;
     if (g_prog.verbose) {
         fprintf(stderr, "bench: pe %d: %s start [t=%.1f s]\n", g_prog.pe, name, now - g_prog.t0);
         fflush(stderr);
     }
     pthread_mutex_unlock(&g_prog.mu);
+}
+
+void bench_phase_begin(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    phase_begin(1.0, fmt, ap);
+    va_end(ap);
+}
+
+void bench_phase_begin_long(double factor, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    phase_begin(factor > 1.0 ? factor : 1.0, fmt, ap);
+    va_end(ap);
 }
 
 void bench_phase_end(void) {

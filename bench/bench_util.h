@@ -69,6 +69,14 @@ void bench_phase_begin(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
+/* An umbrella phase (a whole mode) whose limit is `factor` times the phase
+ * timeout: the steps inside it that name their own phases get the normal
+ * limit, one that names none is still bounded. */
+void bench_phase_begin_long(double factor, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /* The current phase is done; the time until the next begin is still watched
  * (as "after <phase>"). */
 void bench_phase_end(void);
