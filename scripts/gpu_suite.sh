@@ -34,7 +34,8 @@ if stage build; then
     note build "reused $build ($(( $(date +%s) - t0 )) s)"
   else
     rm -rf "$build"
-    if cmake -S . -B "$build" -DCMAKE_CUDA_ARCHITECTURES=90 -DSYMM_WERROR=${SYMM_WERROR:-ON} >"$OUT/build.log" 2>&1 &&
+    if cmake -S . -B "$build" -DCMAKE_CUDA_ARCHITECTURES=90 -DSYMM_WERROR=${SYMM_WERROR:-ON} \
+         -DSYMM_GPU_TEST_TIMEOUT=${GPU_TEST_TIMEOUT:-120} >"$OUT/build.log" 2>&1 &&
        cmake --build "$build" -j "$(nproc)" >>"$OUT/build.log" 2>&1; then
       note build "fresh ($(( $(date +%s) - t0 )) s)"
     else
@@ -64,7 +65,7 @@ if stage tests-subsets; then
 fi
 
 if stage quick && [ -x "$build/bench/symm-bench" ]; then
-  timeout -k 10 "${BENCH_WALL:-240}" "$build/bench/symm-bench" --verbose --quick --out "$OUT/bench_quick.md" \
+  timeout -k 10 "${BENCH_WALL:-240}" "$build/bench/symm-bench" --verbose --quick --timeout 200 --phase-timeout 60 --out "$OUT/bench_quick.md" \
     >"$OUT/bench_quick.log" 2>&1
   note "bench quick" "rc=$?"
   tail -60 "$OUT/bench_quick.log"
@@ -72,7 +73,7 @@ fi
 
 if stage bench && [ -x "$build/bench/symm-bench" ]; then
   for mode in rma coll; do
-    if timeout -k 10 "${BENCH_WALL:-240}" "$build/bench/symm-bench" --verbose --mode $mode \
+    if timeout -k 10 "${BENCH_WALL:-240}" "$build/bench/symm-bench" --verbose --mode $mode --timeout 200 --phase-timeout 60 \
         --out "$OUT/bench_$mode.md" ${BENCH_ARGS:-} >"$OUT/bench_$mode.log" 2>&1; then
       note "bench $mode" "ok"
     else

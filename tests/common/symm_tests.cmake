@@ -13,6 +13,10 @@ function(symm_add_gpu_test name)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)
   endif()
+  # A GPU run on a lent machine caps every test (symmrun stops it and says so).
+  if(SYMM_GPU_TEST_TIMEOUT AND T_TIMEOUT GREATER SYMM_GPU_TEST_TIMEOUT)
+    set(T_TIMEOUT ${SYMM_GPU_TEST_TIMEOUT})
+  endif()
   add_test(NAME ${name}
     COMMAND $<TARGET_FILE:symmrun> -n ${T_NPES} --timeout ${T_TIMEOUT} $<TARGET_FILE:${T_EXE}> ${T_ARGS})
   set_tests_properties(${name} PROPERTIES LABELS "gpu" SKIP_RETURN_CODE 77 TIMEOUT ${T_TIMEOUT})
