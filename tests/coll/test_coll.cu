@@ -382,6 +382,9 @@ static void part_graph(int replays) {
     h[0] = 12345 + 0x1000ull * (uint64_t)1; /* same seed on every PE */
     h[1] = 0;
     to_dev(d, h, sizeof(h));
+    /* the first call on a team allocates, so it must not be inside a capture */
+    SYMM_CHECK(symm_all_reduce(a1, a1, 1, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
     g_next<<<1, 1, 0, st>>>(d);
     g_fill<<<64, 256, 0, st>>>(a1, n1, d, me);
@@ -461,11 +464,10 @@ static void part_errors(void) {
     SYMM_EXPECT(symm_all_reduce_ex(s, d, 10, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, (symm_coll_algo_t)9, NULL,
                                    st), SYMM_ERR_INVALID_ARG);
     SYMM_EXPECT(symm_all_to_allv(s, NULL, dsp, d, cnt, dsp, SYMM_DTYPE_F32, NULL, st), SYMM_ERR_INVALID_ARG);
-    cnt[0] = (size_t)(POOL); /* a cudaMalloc'd recv larger than the staging area */
-    for (int p = 0; p < npes; p++) dsp[p] = 0;
+    /* a cudaMalloc'd recv larger than the staging area */
     {
         size_t rc[SYMM_COLL_MAX_PES] = {0}, rd[SYMM_COLL_MAX_PES] = {0};
-        rc[0] = ((size_t)64 << 20);
+        rc[0] = ((size_t)65 << 20);
         SYMM_EXPECT(symm_all_to_allv(s, rc + 1, rd, dev_b, rc, rd, SYMM_DTYPE_U8, NULL, st), SYMM_ERR_INVALID_ARG);
     }
     SYMM_EXPECT(symm_all_reduce(s, d, 10, SYMM_DTYPE_F32, SYMM_OP_SUM, (symm_team_t)host, st), SYMM_ERR_INVALID_ARG);

@@ -155,6 +155,7 @@ SYMM__DEVICE_INTERNAL char *symm__c_peer(const symm_ctx_t *ctx, const void *p, i
 /* ---- workspace, epochs, handshakes ---------------------------------------------- */
 
 typedef struct symm__c_ep {
+    uint64_t count;  /* calls of this slot so far, this one included */
     uint32_t flag;   /* this call's flag value: never 0 */
     uint32_t par;    /* call parity: which half of the flags and regions */
 } symm__c_ep_t;
@@ -171,20 +172,32 @@ SYMM__DEVICE_INTERNAL char *symm__c_region(const symm__coll_ws_t *ws, uint32_t p
            ((uint64_t)(par * ws->nbmax + slot) * (uint64_t)n + (uint64_t)src) * ws->region;
 }
 
-/* Start a call in `slot`: every thread reads the slot's counter, a block
- * barrier, then thread 0 stores the new count. Every algorithm has a block
- * barrier between this and its end, so the next call's reads see the store. */
+SYMM__DEVICE_INTERNAL uint64_t *symm__c_epoch_word(const symm__coll_ws_t *ws, uint32_t slot) {
+    return (uint64_t *)(uintptr_t)(ws->base + SYMM__COLL_WS_EPOCH_OFF) + slot;
+}
+
+/*
+ * Start a call in `slot`: a block barrier (so the previous call's store of
+ * the counter, by thread 0 after that call's last barrier, is seen), then
+ * every thread reads the slot's counter. The load is not waited for here:
+ * its first use is the first packet or flag, so its latency overlaps the
+ * loads of the data. symm__c_epoch_end stores the new count after the
+ * call's last block barrier, when no thread will read the old one again.
+ */
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT symm__c_ep_t symm__c_epoch_begin(const symm__coll_ws_t *ws,
                                                                         uint32_t slot) {
-    uint64_t *ep = (uint64_t *)(uintptr_t)(ws->base + SYMM__COLL_WS_EPOCH_OFF) + slot;
-    uint64_t c = symm__c_ld8_vol(ep) + 1;
     symm__c_ep_t e;
-    e.flag = (uint32_t)(c % 0xffffffffull) + 1u;
-    e.par = (uint32_t)(c & 1u);
     symm__block_sync();
-    if (symm__block_tid() == 0)
-        symm__c_st8_vol(ep, c);
+    e.count = symm__c_ld8_vol(symm__c_epoch_word(ws, slot)) + 1;
+    e.flag = (uint32_t)(e.count % 0xffffffffull) + 1u;
+    e.par = (uint32_t)(e.count & 1u);
     return e;
+}
+
+/* After the call's last block barrier. */
+SYMM__DEVICE_INTERNAL void symm__c_epoch_end(const symm__coll_ws_t *ws, uint32_t slot, symm__c_ep_t e) {
+    if (symm__block_tid() == 0)
+        symm__c_st8_vol(symm__c_epoch_word(ws, slot), e.count);
 }
 
 /* Wait until the local flag word equals `want` (acquire). Deadline and abort
@@ -346,6 +359,7 @@ SYMM__NOINLINE void symm__c_fail_a2av(int pe, int to, unsigned long long count, 
             symm__c_stw(dst + 8 * k, symm__c_last_##S(&a), nb);                                   \
         }                                                                                         \
         symm__block_sync();                                                                       \
+        symm__c_epoch_end(ws, slot, e);                                                           \
     }
 SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_RED_PACKET)
 #undef SYMM__C_DEFINE_RED_PACKET
@@ -417,6 +431,7 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_RED_PACKET)
             }                                                                                     \
         }                                                                                         \
         symm__block_sync();                                                                       \
+        symm__c_epoch_end(ws, slot, e);                                                           \
     }
 SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_ONESHOT)
 #undef SYMM__C_DEFINE_AR_ONESHOT
@@ -612,6 +627,7 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_RED_DIRECT)
         symm__c_red_range_##S(&x, dst, 0, src, 0, nbytes, 0, ctx->n_pes, op,                      \
                               (uint32_t)ctx->my_pe * nslots + slot, (uint32_t)ctx->n_pes * nslots); \
         symm__c_handshake(ctx, ws, 1, e, slot);                                                   \
+        symm__c_epoch_end(ws, slot, e);                                                           \
     }
 SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_TWOSHOT)
 #undef SYMM__C_DEFINE_AR_TWOSHOT
@@ -629,6 +645,7 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_TWOSHOT)
         symm__c_red_range_##S(&x, dst, 0, src, (uint64_t)ctx->my_pe * piece, nbytes, ctx->my_pe,  \
                               ctx->my_pe + 1, op, slot, nslots);                                  \
         symm__c_handshake(ctx, ws, 1, e, slot);                                                   \
+        symm__c_epoch_end(ws, slot, e);                                                           \
     }
 SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_RS_DIRECT)
 #undef SYMM__C_DEFINE_RS_DIRECT
@@ -682,6 +699,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
         }
     }
     symm__block_sync();
+    symm__c_epoch_end(ws, slot, e);
 }
 
 /*
@@ -712,6 +730,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_direct(
         }
     }
     symm__c_handshake(ctx, ws, 1, e, slot);
+    symm__c_epoch_end(ws, slot, e);
 }
 
 /*
@@ -756,6 +775,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_a2av_direct(
         }
     }
     symm__c_handshake(ctx, ws, 1, e, slot);
+    symm__c_epoch_end(ws, slot, e);
 }
 
 /* Barrier across the PEs for this slot's blocks (no data). */
@@ -763,6 +783,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_barrier(const symm_ctx_t *ct
                                                             uint32_t slot) {
     symm__c_ep_t e = symm__c_epoch_begin(ws, slot);
     symm__c_handshake(ctx, ws, 0, e, slot);
+    symm__c_epoch_end(ws, slot, e);
 }
 
 /* ---- multimem (NVLS) twins ---------------------------------------------------------- */
@@ -828,6 +849,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_ar_multimem(
     /* The tail (< 16 bytes) has no multimem form: the unicast word path. */
     (void)nbytes;
     symm__c_handshake(ctx, ws, 1, e, slot);
+    symm__c_epoch_end(ws, slot, e);
 }
 
 /* ---- dispatch by reduction kind -------------------------------------------------------- */
