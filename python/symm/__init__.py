@@ -14,6 +14,9 @@ calls that take or return tensors, libsymm on the first call that needs it.
     symm.free_tensor(x)
     symm.finalize()
 
+Stream collectives on tensors (current torch stream): all_reduce,
+reduce_scatter, all_gather, all_to_all, all_to_allv, broadcast.
+
 Errors from C raise SymmError subclasses (symm.MismatchError, ...) carrying
 the C message; bad arguments raise TypeError/ValueError before anything runs.
 """
@@ -27,6 +30,9 @@ from ._runtime import (  # noqa: F401
 )
 from ._tensor import (  # noqa: F401
     free_tensor, get_multicast_tensor, get_peer_tensor, is_symmetric, tensor, zeros,
+)
+from ._coll import (  # noqa: F401
+    all_gather, all_reduce, all_to_all, all_to_allv, broadcast, last_algo, reduce_scatter,
 )
 
 __version__ = "0.1.0"

@@ -63,7 +63,10 @@ def _on_delete(managed):
         pass
 
 
-_deleter = _DELETER(_on_delete)  # kept alive for the life of the module
+_deleter = _DELETER(_on_delete)
+# Tensors may be released after this module is torn down at interpreter exit;
+# the C thunk must outlive them, so it is never freed.
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_deleter))
 
 
 def byte_capsule(ptr, nbytes, device_type, device_id, on_free=None):

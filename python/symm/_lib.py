@@ -143,11 +143,25 @@ PROTOTYPES = {
     "symm_host_broadcast": (_c_int, [_c_void_p, _c_size_t, _c_int]),
     "symm_host_allgather": (_c_int, [_c_void_p, _c_void_p, _c_size_t]),
     "symm_multicast_allowed": (_c_int, []),
+    # stream collectives (symm_coll.h); enums travel as int
+    "symm_all_reduce_ex": (_c_int, [_c_void_p, _c_void_p, _c_size_t, _c_int, _c_int, _c_int, _c_int,
+                                    _c_void_p, _c_void_p]),
+    "symm_reduce_scatter_ex": (_c_int, [_c_void_p, _c_void_p, _c_size_t, _c_int, _c_int, _c_int,
+                                        _c_int, _c_void_p, _c_void_p]),
+    "symm_all_gather": (_c_int, [_c_void_p, _c_void_p, _c_size_t, _c_int, _c_void_p, _c_void_p]),
+    "symm_all_to_all": (_c_int, [_c_void_p, _c_void_p, _c_size_t, _c_int, _c_void_p, _c_void_p]),
+    "symm_all_to_allv": (_c_int, [_c_void_p, _P(_c_size_t), _P(_c_size_t), _c_void_p, _P(_c_size_t),
+                                  _P(_c_size_t), _c_int, _c_void_p, _c_void_p]),
+    "symm_broadcast": (_c_int, [_c_void_p, _c_void_p, _c_size_t, _c_int, _c_int, _c_void_p,
+                                _c_void_p]),
+    "symm_coll_algo_name": (ctypes.c_char_p, [_c_int]),
+    "symm_coll_last_algo": (ctypes.c_char_p, []),
 }
 
 # Calls that newer or optional parts of the C library provide; absent ones are
 # reported when used (see has()).
-OPTIONAL = set()
+OPTIONAL = {"symm_all_reduce_ex", "symm_reduce_scatter_ex", "symm_all_gather", "symm_all_to_all",
+            "symm_all_to_allv", "symm_broadcast", "symm_coll_algo_name", "symm_coll_last_algo"}
 
 
 def _declare(lib):

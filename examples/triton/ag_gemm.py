@@ -1,0 +1,156 @@
+"""All-gather + GEMM, fused with per-chunk signals (tensor-parallel column layer).
+
+Every PE holds a row shard A_me [M/n, K] of the activations and its column
+shard B [K, N/n] of the weight; the layer computes C = all_gather(A) @ B.
+Instead of gathering first and multiplying after, the shards travel while the
+GEMM runs:
+
+  - a side stream pushes this PE's shard, chunk by chunk, into every peer's
+    symmetric A_full with the copy engines (no SMs taken from the GEMM), and
+    after each chunk copies the call's epoch into the peer's flag for that
+    chunk (same stream, so the flag lands after the data);
+  - the Triton GEMM starts at once: tiles of its own rows read A_me directly,
+    tiles of a peer's rows first wait for that chunk's flag
+    (signal_wait_until, acquire), so the GEMM computes on whatever has arrived.
+
+Tiles are visited from this PE's rows onwards, so the first tiles never wait.
+A_full and the flags are double-buffered by call parity: a peer's push for call
+e+2 can only start after this PE finished the GEMM of call e (it waited for
+that peer's call-e+1 push, which starts after the peer's call-e GEMM).
+
+    torchrun --nproc-per-node 4 examples/triton/ag_gemm.py --m 8192 --k 8192 --n 8192
+
+Reference: torch.distributed.all_gather_into_tensor, then torch.matmul.
+"""
+import torch
+import torch.distributed as dist
+import triton
+import triton.language as tl
+
+import _common as C
+import symm
+import symm.triton as st
+
+
+@triton.jit
+def ag_gemm_kernel(ctx, a_local, a_full, b, c, flags, epoch, M, N, K, M_LOC, CHUNK_M, CHUNKS,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    me = st.my_pe(ctx)
+    pid = tl.program_id(0)
+    num_n = tl.cdiv(N, BN)
+    num_m = M // BM
+    # this PE's own rows first, then the next PE's, ...
+    pid_m = (pid // num_n + me * (M_LOC // BM)) % num_m
+    pid_n = pid % num_n
+    row0 = pid_m * BM
+    src = row0 // M_LOC
+    if src == me:
+        a_base = a_local + (row0 - me * M_LOC) * K
+    else:
+        chunk = (row0 - src * M_LOC) // CHUNK_M
+        st.signal_wait_until(ctx, flags + src * CHUNKS + chunk, st.CMP_GE, epoch)
+        a_base = a_full + row0 * K
+    offs_m = tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    offs_k = tl.arange(0, BK)
+    a_ptrs = a_base + offs_m[:, None] * K + offs_k[None, :]
+    b_ptrs = b + offs_k[:, None] * N + offs_n[None, :]
+    nmask = offs_n[None, :] < N
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for _ in range(0, K, BK):
+        acc = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs, mask=nmask, other=0.0), acc)
+        a_ptrs += BK
+        b_ptrs += BK * N
+    c_ptrs = c + (row0 + offs_m)[:, None] * N + offs_n[None, :]
+    tl.store(c_ptrs, acc.to(c.dtype.element_ty), mask=nmask)
+
+
+class AGGemm:
+    BM, BN, BK = 128, 128, 64
+
+    def __init__(self, env, m, k, n_local, chunks=4, dtype=torch.bfloat16):
+        w = env.world
+        self.env, self.m, self.k, self.n, self.chunks = env, m, k, n_local, chunks
+        self.m_loc = m // w
+        self.chunk_m = self.m_loc // chunks
+        if m % w or self.m_loc % chunks or self.chunk_m % self.BM or k % self.BK:
+            raise ValueError("shapes: M/n_pes/chunks must be a multiple of %d and K of %d"
+                             % (self.BM, self.BK))
+        self.a_full = symm.zeros((2, m, k), dtype)
+        self.flags = symm.zeros((2, w * chunks), torch.int64)
+        self.peer_a = [symm.get_peer_tensor(self.a_full, q) for q in range(w)]
+        self.peer_flags = [symm.get_peer_tensor(self.flags, q) for q in range(w)]
+        self.epoch_dev = torch.zeros(1, dtype=torch.int64, device=env.device)
+        self.side = torch.cuda.Stream(env.device)
+        self.calls = 0
+        symm.barrier()
+
+    def __call__(self, a, b, c):
+        env, w, me = self.env, self.env.world, self.env.rank
+        self.calls += 1
+        par, epoch = self.calls % 2, self.calls
+        main = torch.cuda.current_stream()
+        self.epoch_dev.fill_(epoch)
+        self.side.wait_stream(main)            # a and epoch_dev are ready
+        with torch.cuda.stream(self.side):
+            rows = slice(me * self.m_loc, (me + 1) * self.m_loc)
+            for ch in range(self.chunks):
+                r = slice(ch * self.chunk_m, (ch + 1) * self.chunk_m)
+                for i in range(1, w):
+                    q = (me + i) % w
+                    self.peer_a[q][par, rows][r].copy_(a[r])
+                    self.peer_flags[q][par, me * self.chunks + ch:me * self.chunks + ch + 1].copy_(self.epoch_dev)
+        grid = ((self.m // self.BM) * triton.cdiv(self.n, self.BN),)
+        st.launch(ag_gemm_kernel, grid, env.ctx, a, self.a_full[par], b, c, self.flags[par], epoch,
+                  self.m, self.n, self.k, self.m_loc, self.chunk_m, self.chunks,
+                  BM=self.BM, BN=self.BN, BK=self.BK, num_warps=8, num_stages=3)
+        main.wait_stream(self.side)            # a may be reused after this call
+        return c
+
+    def close(self):
+        torch.cuda.synchronize()
+        symm.barrier()
+        symm.free_tensor(self.flags)
+        symm.free_tensor(self.a_full)
+
+
+def run(m=8192, k=8192, n=8192, iters=20, bench=True, checks=2):
+    env = C.setup()
+    w = env.world
+    n_loc = n // w
+    op = AGGemm(env, m, k, n_loc)
+    a = torch.empty(m // w, k, dtype=torch.bfloat16, device=env.device)
+    b = torch.empty(k, n_loc, dtype=torch.bfloat16, device=env.device)
+    c = torch.empty(m, n_loc, dtype=torch.bfloat16, device=env.device)
+    ok = True
+    worst = 0.0
+    for it in range(checks):
+        g = torch.Generator(device=env.device).manual_seed(31000 * it + env.rank)
+        a.normal_(generator=g).mul_(0.05)
+        b.normal_(generator=g).mul_(0.05)
+        op(a, b, c)
+        full = torch.empty(m, k, dtype=a.dtype, device=env.device)
+        dist.all_gather_into_tensor(full, a)
+        ref = torch.matmul(full, b)
+        err = (c.float() - ref.float()).abs().max().item()
+        worst = max(worst, err)
+        ok &= torch.allclose(c.float(), ref.float(), rtol=2e-2, atol=2e-2)
+    ok = C.all_ok(ok)
+    t_symm = t_ref = None
+    if bench:
+        full = torch.empty(m, k, dtype=a.dtype, device=env.device)
+
+        def ref():
+            dist.all_gather_into_tensor(full, a)
+            torch.matmul(full, b, out=c)
+        t_symm = C.time_us(lambda: op(a, b, c), iters)
+        t_ref = C.time_us(ref, iters)
+    op.close()
+    C.report(env, "ag_gemm", "M=%d K=%d N=%d (N/PE=%d) bf16, %d iterations vs all_gather+matmul, "
+             "max abs err %.2e" % (m, k, n, n_loc, checks, worst), ok,
+             [("symm.triton", t_symm), ("NCCL all_gather + torch.matmul", t_ref)])
+    return {"ok": ok, "symm_us": t_symm, "ref_us": t_ref}
+
+
+if __name__ == "__main__":
+    C.main(run, __doc__.split("\n")[0], m=8192, k=8192, n=8192)

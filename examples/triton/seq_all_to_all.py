@@ -1,0 +1,111 @@
+"""Sequence-parallel all-to-all before attention (Ulysses-style).
+
+Before attention each PE holds a slice of the sequence with all heads,
+x [S/n, H, D]; attention needs the whole sequence for a slice of the heads,
+out [S, H/n, D]. PE q receives heads [q*H/n, (q+1)*H/n) of every PE's tokens,
+placed at the sender's sequence offset.
+
+One Triton kernel does the exchange with no separate pack/unpack copies:
+program (t, q) reads token block t's heads for PE q from x (a strided slice)
+and stores them straight into PE q's symmetric output at rows
+me*S/n + block t (peer_ptr + tl.store), then adds 1 to block t's counter on
+PE q (signal_op, release); then it waits until its own counter for block t
+shows all n senders (acquire). The output is double-buffered by call parity
+(a PE's call-e+2 stores land in a buffer whose owner finished with call e
+before sending its call-e+1 data).
+
+    torchrun --nproc-per-node 4 examples/triton/seq_all_to_all.py --seq 32768 --heads 32 --dim 128
+
+Reference: permute to [n, S/n, H/n, D] (contiguous), all_to_all_single,
+view as [S, H/n, D].
+"""
+import torch
+import torch.distributed as dist
+import triton
+import triton.language as tl
+
+import _common as C
+import symm
+import symm.triton as st
+
+
+@triton.jit
+def seq_all_to_all_kernel(ctx, out, x, counters, target, S_LOC, HD, HD_LOC,
+                          BS: tl.constexpr, BC: tl.constexpr):
+    me = st.my_pe(ctx)
+    t = tl.program_id(0)
+    q = (tl.program_id(1) + me) % st.n_pes(ctx)     # spread the destinations
+    tok = t * BS + tl.arange(0, BS)
+    tmask = tok < S_LOC
+    dst = st.peer_ptr(ctx, out, q) + (me * S_LOC) * HD_LOC
+    for c0 in range(0, HD_LOC, BC):
+        col = c0 + tl.arange(0, BC)
+        mask = tmask[:, None] & (col < HD_LOC)[None, :]
+        vals = tl.load(x + tok[:, None] * HD + q * HD_LOC + col[None, :], mask=mask)
+        tl.store(dst + tok[:, None] * HD_LOC + col[None, :], vals, mask=mask)
+    st.signal_op(ctx, counters + t, 1, st.SIGNAL_ADD, q)
+    st.signal_wait_until(ctx, counters + t, st.CMP_GE, target)
+
+
+class SeqAllToAll:
+    BS, BC = 16, 256
+
+    def __init__(self, env, seq, heads, dim, dtype=torch.bfloat16):
+        w = env.world
+        if seq % w or heads % w:
+            raise ValueError("seq and heads must be multiples of the PE count")
+        self.env, self.s_loc, self.h, self.d = env, seq // w, heads, dim
+        self.h_loc = heads // w
+        self.blocks = triton.cdiv(self.s_loc, self.BS)
+        self.out = symm.zeros((2, seq, self.h_loc, dim), dtype)
+        self.counters = symm.zeros((2, self.blocks), torch.int64)
+        self.calls = [0, 0]
+        symm.barrier()
+
+    def __call__(self, x):
+        env = self.env
+        par = (self.calls[0] + self.calls[1]) % 2
+        self.calls[par] += 1
+        st.launch(seq_all_to_all_kernel, (self.blocks, env.world), env.ctx, self.out[par], x,
+                  self.counters[par], self.calls[par] * env.world, self.s_loc, self.h * self.d,
+                  self.h_loc * self.d, BS=self.BS, BC=self.BC, num_warps=4)
+        return self.out[par]
+
+    def close(self):
+        torch.cuda.synchronize()
+        symm.barrier()
+        symm.free_tensor(self.counters)
+        symm.free_tensor(self.out)
+
+
+def reference(x, world):
+    s_loc, h, d = x.shape
+    send = x.view(s_loc, world, h // world, d).transpose(0, 1).contiguous()
+    recv = torch.empty_like(send)
+    dist.all_to_all_single(recv, send)
+    return recv.view(world * s_loc, h // world, d)
+
+
+def run(seq=32768, heads=32, dim=128, iters=50, bench=True, checks=3):
+    env = C.setup()
+    op = SeqAllToAll(env, seq, heads, dim)
+    x = torch.empty(seq // env.world, heads, dim, dtype=torch.bfloat16, device=env.device)
+    ok = True
+    for it in range(checks):
+        x.normal_(generator=torch.Generator(device=env.device).manual_seed(51000 * it + env.rank))
+        got = op(x).clone()
+        ok &= torch.equal(got, reference(x, env.world))
+    ok = C.all_ok(ok)
+    t_symm = t_ref = None
+    if bench:
+        t_symm = C.time_us(lambda: op(x), iters)
+        t_ref = C.time_us(lambda: reference(x, env.world), iters)
+    op.close()
+    C.report(env, "seq_all_to_all", "S=%d H=%d D=%d bf16 [S/n,H,D] -> [S,H/n,D], %d iterations equal "
+             "to NCCL's" % (seq, heads, dim, checks), ok,
+             [("symm.triton", t_symm), ("permute + NCCL all_to_all_single", t_ref)])
+    return {"ok": ok, "symm_us": t_symm, "ref_us": t_ref}
+
+
+if __name__ == "__main__":
+    C.main(run, __doc__.split("\n")[0], seq=32768, heads=32, dim=128)

@@ -1,0 +1,90 @@
+"""symm.triton: the symm device API inside @triton.jit kernels.
+
+Every function of include/symm/symm_device.h and symm_device_coll.h is here
+under its C name without `symm_` (symm_put_block -> symm.triton.put_block),
+implemented by calling libsymm_device.bc. Link the bitcode when launching:
+
+    kernel[grid](..., extern_libs=symm.triton.extern_libs())
+    # or: symm.triton.launch(kernel, grid, ...)
+
+(without it ptxas stops with "Unresolved extern function 'symm_...'"). The
+first argument of every call is the device context, symm.ctx() on the host,
+passed to the kernel as an integer.
+
+Who executes a call (a Triton program is one CUDA block of num_warps * 32
+threads, and Triton runs scalar code in every thread):
+
+  block    *_block, *_grid (collectives too): every thread of the program
+           calls the C function together. Reach it from code that every
+           thread of the program reaches (not under a tid() test).
+  warp     *_warp, *_warp_nbi: warp 0 calls it.
+  thread0  the other thread-scope calls with effects (p, st, put, get,
+           put_signal, signal_op, atomics other than atomic_fetch, fence,
+           quiet, barrier): thread 0 calls it. A result (atomic_fetch_add,
+           compare_swap...) is broadcast to every thread.
+  each     reads without side effects (ctx_my_pe, ctx_n_pes, ctx_ptr, g, ld,
+           atomic_fetch, signal_fetch, signal_wait_until, wait_until): every
+           thread calls it and gets the value; tensor arguments are handled
+           element-wise (vectorised remote loads).
+
+warp and thread0 calls sit between two program barriers (tl.debug_barrier):
+everything the program's threads did before is ordered before the call
+(so a thread-0 signal_op after all threads stored data releases that data),
+and the call's effect (a get's data, a quiet) is in place for every thread
+after it. They take scalar arguments only. symm.triton.MODES names each
+function's class; symm.triton.raw has the same functions with no gating.
+
+Fast data movement: translate a pointer with ctx_ptr (it keeps the pointer
+type) and use tl.load / tl.store / tl.atomic_* on the result, e.g.
+
+    peer = symm.triton.ctx_ptr(ctx, dst_ptr, pe)
+    tl.store(peer + offs, vals, mask=mask)
+    symm.triton.fence(ctx)       # or quiet / a signal / a barrier
+
+Constants for the int parameters: CMP_*, SIGNAL_SET/ADD, SEM_*, SCOPE_*,
+DTYPE_*, OP_*, ALGO_* (tl.constexpr).
+"""
+import triton
+import triton.language as tl
+
+
+def _version(v):
+    return tuple(int(x) for x in v.split("+")[0].split(".")[:2] if x.isdigit())
+
+
+if _version(triton.__version__) < (3, 4):
+    raise ImportError("symm.triton needs Triton 3.4 or newer (builtins take _semantic); found %s"
+                      % triton.__version__)
+
+from . import raw  # noqa: E402,F401
+from ._api import *  # noqa: E402,F401,F403
+from ._api import __all__ as _api_all  # noqa: E402
+from ._api import ctx_my_pe, ctx_n_pes, ctx_ptr  # noqa: E402
+from ._launch import extern_libs, launch  # noqa: E402,F401
+from ._signatures import FUNCTIONS  # noqa: E402
+from ._util import broadcast_from_thread0, tid  # noqa: E402,F401
+
+# Short names for the context queries.
+my_pe = ctx_my_pe
+n_pes = ctx_n_pes
+peer_ptr = ctx_ptr
+
+MODES = {name: mode for name, _, _, mode in FUNCTIONS}
+
+# enum symm_cmp, symm_signal_op, symm_sem, symm_scope (symm_types.h)
+CMP_EQ, CMP_NE, CMP_GT, CMP_GE, CMP_LT, CMP_LE = (tl.constexpr(i) for i in range(6))
+SIGNAL_SET, SIGNAL_ADD = tl.constexpr(0), tl.constexpr(1)
+SEM_WEAK, SEM_RELAXED, SEM_ACQUIRE, SEM_RELEASE, SEM_VOLATILE = (tl.constexpr(i) for i in range(5))
+SCOPE_CTA, SCOPE_GPU, SCOPE_SYS = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
+# enum symm_dtype, symm_redop (device/coll_types.h)
+DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_F64, DTYPE_I32, DTYPE_U32, DTYPE_I64, DTYPE_U64, \
+    DTYPE_FP8_E4M3, DTYPE_FP8_E5M2, DTYPE_U8 = (tl.constexpr(i) for i in range(11))
+DTYPE_DEFAULT = tl.constexpr(-1)
+OP_SUM, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR = (tl.constexpr(i) for i in range(6))
+# enum symm_coll_algo (device/coll_types.h)
+ALGO_AUTO, ALGO_PACKET, ALGO_ONESHOT, ALGO_TWOSHOT, ALGO_MULTIMEM = (tl.constexpr(i) for i in range(5))
+
+__all__ = list(_api_all) + [
+    "raw", "extern_libs", "launch", "tid", "broadcast_from_thread0", "my_pe", "n_pes",
+    "peer_ptr", "MODES",
+]

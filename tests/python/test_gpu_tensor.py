@@ -1,0 +1,250 @@
+"""symm tensors, peer tensors, frees and the stream collectives on GPUs.
+
+Run: torchrun --nproc-per-node N -m pytest tests/python  (N = 1, 2, 4...).
+Every PE runs every test in the same order (they are collective); fresh
+random data each iteration, sizes that are not multiples of 16 bytes, views
+with offsets. References come from the data's seeds or from NCCL.
+"""
+import pytest
+
+import symm
+from gpu_util import rand
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = ["float32", "bfloat16", "float16", "int64", "int32", "uint8"]
+SIZES = [1, 7, 1000, 4099, 1 << 16]
+
+
+def test_tensor_basics(pe):
+    torch = pe.torch
+    for name in DTYPES:
+        dtype = getattr(torch, name)
+        for n in SIZES:
+            t = symm.tensor((n,), dtype)
+            assert t.shape == (n,) and t.dtype == dtype and t.device == pe.device
+            assert symm.is_symmetric(t) and symm.is_symmetric(t[1:])
+            symm.free_tensor(t)
+            assert t.numel() == 0 and not symm.is_symmetric(t)
+    z = symm.zeros((3, 5, 7), torch.float16)
+    assert z.shape == (3, 5, 7) and bool((z == 0).all())
+    e = symm.tensor((0, 4), torch.float32)
+    assert e.numel() == 0
+    symm.free_tensor(e)
+    symm.free_tensor(z)
+
+
+def test_peer_tensors_see_every_pe(pe):
+    torch = pe.torch
+    for it in range(3):
+        seed = pe.next_seed()
+        for name in ("float32", "bfloat16", "int64", "uint8"):
+            dtype = getattr(torch, name)
+            n = 4099 + it
+            t = symm.tensor((n,), dtype)
+            t.copy_(rand(torch, (n,), dtype, seed + pe.rank))
+            symm.barrier()
+            for q in range(pe.world):
+                peer = symm.get_peer_tensor(t, q)
+                assert peer.device == pe.device and peer.shape == t.shape
+                want = rand(torch, (n,), dtype, seed + q).to(pe.device)
+                assert torch.equal(peer, want), "PE %d's copy differs (dtype %s)" % (q, name)
+            # a strided view with an offset maps to the same view on the peer
+            view = t[3::5]
+            nxt = (pe.rank + 1) % pe.world
+            pv = symm.get_peer_tensor(view, nxt)
+            want = rand(torch, (n,), dtype, seed + nxt)[3::5].to(pe.device)
+            assert pv.stride() == view.stride() and torch.equal(pv, want)
+            symm.barrier()
+            symm.free_tensor(t)
+            assert pv.numel() == 0  # peer tensors are emptied with the memory
+
+
+def test_store_into_next_pe(pe):
+    torch = pe.torch
+    n = 1000 * 1000 + 3
+    dst = symm.zeros((n,), torch.float32)
+    src = torch.empty((n,), dtype=torch.float32, device=pe.device)
+    for _ in range(3):
+        seed = pe.next_seed()
+        src.copy_(rand(torch, (n,), torch.float32, seed + pe.rank))
+        nxt = (pe.rank + 1) % pe.world
+        prv = (pe.rank - 1) % pe.world
+        symm.barrier()  # nobody still reads dst from the last round
+        symm.get_peer_tensor(dst, nxt).copy_(src)  # NVLink stores, on the current stream
+        symm.barrier_on_stream()                   # stream-ordered, no host wait
+        got = dst.clone()                          # queued after the barrier
+        want = rand(torch, (n,), torch.float32, seed + prv).to(pe.device)
+        assert torch.equal(got, want)
+    symm.barrier()
+    symm.free_tensor(dst)
+
+
+def test_scope_and_finalize_free(pe):
+    torch = pe.torch
+    with symm.scope():
+        a = symm.tensor((100,), torch.float32)
+        b = symm.tensor((7,), torch.int32)
+        symm.free_tensor(b)
+    assert a.numel() == 0 and b.numel() == 0
+    keep = symm.tensor((64,), torch.float32)
+    peer = symm.get_peer_tensor(keep, (pe.rank + 1) % pe.world)
+    mapped_before = symm.heap_info()[0]
+    symm.finalize()              # frees what is still alive...
+    assert keep.numel() == 0 and peer.numel() == 0
+    symm.init()                  # ...and symm starts again
+    assert symm.heap_info()[0] <= mapped_before
+    assert symm.my_pe() == pe.rank and symm.n_pes() == pe.world
+
+
+def test_wrong_arguments_raise_before_anything_runs(pe):
+    torch = pe.torch
+    with pytest.raises(ValueError):
+        symm.tensor((-1,), torch.float32)
+    with pytest.raises(TypeError):
+        symm.tensor((4,), "float32")
+    with pytest.raises(TypeError):
+        symm.tensor((4,), torch.complex64)
+    plain = torch.zeros(16, device=pe.device)
+    with pytest.raises(ValueError, match="not in symmetric memory"):
+        symm.get_peer_tensor(plain, 0)
+    with pytest.raises(ValueError, match="not in symmetric memory"):
+        symm.free_tensor(plain)
+    t = symm.tensor((16,), torch.float32)
+    with pytest.raises(ValueError, match="outside"):
+        symm.get_peer_tensor(t, pe.world)
+    with pytest.raises(symm.UnsupportedError, match="multicast"):
+        symm.get_multicast_tensor(t)
+    cpu = torch.zeros(16)
+    with pytest.raises(ValueError, match="cuda"):
+        symm.all_reduce(cpu)
+    with pytest.raises(ValueError, match="contiguous"):
+        symm.all_reduce(t[::2])
+    with pytest.raises(TypeError, match="needs an integer dtype"):
+        symm.all_reduce(t, op="bxor")
+    with pytest.raises(ValueError, match="op"):
+        symm.all_reduce(t, op="mean")
+    with pytest.raises(ValueError, match="n_pes"):
+        symm.all_gather(t, t)
+    with pytest.raises(TypeError, match="must match"):
+        symm.all_gather(torch.zeros(16 * pe.world, dtype=torch.float16, device=pe.device), t)
+    with pytest.raises(ValueError, match="root"):
+        symm.broadcast(t, pe.world)
+    symm.free_tensor(t)
+
+
+def _ref_all_reduce(torch, x, op):
+    import torch.distributed as dist
+    y = x.clone()
+    dist.all_reduce(y, op={"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN,
+                           "max": dist.ReduceOp.MAX}[op])
+    return y
+
+
+@pytest.mark.parametrize("symmetric", [True, False], ids=["symmetric", "plain"])
+def test_stream_collectives_match_nccl(pe, symmetric):
+    torch = pe.torch
+    import torch.distributed as dist
+    make = (lambda shape, dtype: symm.zeros(shape, dtype)) if symmetric else \
+        (lambda shape, dtype: torch.zeros(shape, dtype=dtype, device=pe.device))
+    made = []
+
+    def buf(shape, dtype):
+        t = make(shape, dtype)
+        made.append(t)
+        return t
+
+    for dtype in (torch.float32, torch.bfloat16, torch.int32):
+        for n in (7, 4099, 1 << 18):
+            seed = pe.next_seed()
+            x = buf((n,), dtype)
+            x.copy_(rand(torch, (n,), dtype, seed + pe.rank))
+            for op in ("sum", "max"):
+                out = buf((n,), dtype)
+                symm.all_reduce(x, op, out=out)
+                ref = _ref_all_reduce(torch, x, op)
+                if dtype.is_floating_point:
+                    tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
+                    torch.testing.assert_close(out, ref, rtol=tol, atol=tol * pe.world)
+                else:
+                    assert torch.equal(out, ref)
+            # all_gather
+            g = buf((pe.world * n,), dtype)
+            symm.all_gather(g, x)
+            ref = torch.empty_like(g)
+            dist.all_gather_into_tensor(ref, x)
+            assert torch.equal(g, ref)
+            # reduce_scatter (exact for integers; floats with a tolerance)
+            big = buf((pe.world * n,), dtype)
+            big.copy_(rand(torch, (pe.world * n,), dtype, seed + 100 + pe.rank))
+            rs = buf((n,), dtype)
+            symm.reduce_scatter(rs, big)
+            ref = torch.empty_like(rs)
+            dist.reduce_scatter_tensor(ref, big)
+            if dtype.is_floating_point:
+                tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
+                torch.testing.assert_close(rs, ref, rtol=tol, atol=tol * pe.world)
+            else:
+                assert torch.equal(rs, ref)
+            # all_to_all
+            a2a = buf((pe.world * n,), dtype)
+            symm.all_to_all(a2a, big)
+            ref = torch.empty_like(a2a)
+            dist.all_to_all_single(ref, big)
+            assert torch.equal(a2a, ref)
+            # broadcast from the last PE, in place
+            root = pe.world - 1
+            b = buf((n,), dtype)
+            b.copy_(x)
+            symm.broadcast(b, root)
+            ref = x.clone()
+            dist.broadcast(ref, root)
+            assert torch.equal(b, ref)
+    # all_to_allv with uneven splits: PE r sends r + p + 1 rows of 3 to PE p
+    w, r = pe.world, pe.rank
+    send_sizes = [r + p + 1 for p in range(w)]
+    recv_sizes = [p + r + 1 for p in range(w)]
+    seed = pe.next_seed()
+    inp = buf((sum(send_sizes), 3), torch.float32)
+    inp.copy_(rand(torch, (sum(send_sizes), 3), torch.float32, seed + r))
+    out = buf((sum(recv_sizes), 3), torch.float32)
+    symm.all_to_allv(out, inp, recv_sizes, send_sizes)
+    ref = torch.empty_like(out)
+    dist.all_to_all_single(ref, inp, recv_sizes, send_sizes)
+    assert torch.equal(out, ref)
+    torch.cuda.synchronize()
+    symm.barrier()
+    if symmetric:
+        for t in reversed(made):
+            symm.free_tensor(t)
+
+
+def test_collectives_back_to_back_and_in_graphs(pe):
+    torch = pe.torch
+    n = 4099
+    x = symm.tensor((n,), torch.float32)
+    out = symm.tensor((n,), torch.float32)
+    for i in range(2000):
+        x.fill_(float(pe.rank + i))
+        symm.all_reduce(x, out=out)
+    want = sum(float(p + 1999) for p in range(pe.world))
+    assert bool((out == want).all())
+    # CUDA graph capture of a collective, replayed with fresh data
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        symm.all_reduce(x, out=out)  # warm-up outside capture (allocates staging)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        symm.all_reduce(x, out=out)
+    for it in range(5):
+        seed = pe.next_seed()
+        x.copy_(rand(torch, (n,), torch.float32, seed + pe.rank))
+        g.replay()
+        want = sum(rand(torch, (n,), torch.float32, seed + p) for p in range(pe.world)).to(pe.device)
+        torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5 * pe.world)
+    torch.cuda.synchronize()
+    symm.barrier()
+    symm.free_tensor(out)
+    symm.free_tensor(x)
