@@ -75,10 +75,18 @@ def _empty_out(ref):
             t.set_()
 
 
-def _wrap(torch, ptr, nbytes, dev):
-    """A 1-D uint8 tensor over nbytes at ptr, on dev, sharing the memory."""
+def _wrap(torch, ptr, nbytes, dev, dtype, size, stride=None, offset=0):
+    """A tensor of dtype/size/stride over the nbytes at ptr, on dev, sharing
+    the memory. The bytes come in through DLPack; the tensor is then set onto
+    that storage directly (not a view of a view), so set_() can empty it."""
     capsule = _dlpack.byte_capsule(ptr, nbytes, _dlpack.KDL_CUDA, dev.index)
-    return torch.utils.dlpack.from_dlpack(capsule)
+    storage = torch.utils.dlpack.from_dlpack(capsule).untyped_storage()
+    out = torch.empty((0,), dtype=dtype, device=dev)
+    if stride is None:
+        out.set_(storage, offset, size)
+    else:
+        out.set_(storage, offset, size, stride)
+    return out
 
 
 def tensor(shape, dtype=None, *, zero=False):
@@ -99,7 +107,7 @@ def tensor(shape, dtype=None, *, zero=False):
         if nbytes == 0:
             t = torch.empty(dims, dtype=dtype, device=dev)
         else:
-            t = _wrap(torch, ptr, nbytes, dev).view(dtype).view(dims)
+            t = _wrap(torch, ptr, nbytes, dev, dtype, dims)
     except BaseException:
         _runtime._free_key(key)
         raise
@@ -162,12 +170,7 @@ def get_peer_tensor(t, pe):
         raise NoPeerAccessError("symm_ptr", NoPeerAccessError.status,
                                 "PE %d's memory cannot be loaded/stored from this GPU" % pe)
     dev = _device(torch)
-    itemsize = t.element_size()
-    if alloc.nbytes % itemsize:
-        raise ValueError("symm.get_peer_tensor: the allocation (%d bytes) is not a whole number "
-                         "of %s elements" % (alloc.nbytes, t.dtype))
-    base = _wrap(torch, peer, alloc.nbytes, dev).view(t.dtype)
-    out = base.as_strided(t.size(), t.stride(), t.storage_offset())
+    out = _wrap(torch, peer, alloc.nbytes, dev, t.dtype, t.size(), t.stride(), t.storage_offset())
     alloc.invalidators.append(lambda r=weakref.ref(out): _empty_out(r))
     return out
 
