@@ -41,8 +41,9 @@
 #ifndef SYMM_DEVICE_COLL_H
 #define SYMM_DEVICE_COLL_H
 
-#include "symm/symm_types.h"
-#include "symm/device/defs.h"
+/* The device API first (its implementation is what this one builds on);
+ * the include guards make either include order work. */
+#include "symm/symm_device.h"
 #include "symm/device/coll_types.h"
 
 #ifdef __cplusplus
