@@ -92,7 +92,10 @@ def test_scope_and_finalize_free(pe):
     mapped_before = symm.heap_info()[0]
     symm.finalize()              # frees what is still alive...
     assert keep.numel() == 0 and peer.numel() == 0
-    symm.init()                  # ...and symm starts again
+    # ...and symm starts again, this time with a unique id broadcast over the
+    # torch.distributed group instead of the launcher's environment
+    import torch.distributed as dist
+    symm.init(group=dist.group.WORLD)
     assert symm.heap_info()[0] <= mapped_before
     assert symm.my_pe() == pe.rank and symm.n_pes() == pe.world
 
