@@ -83,6 +83,13 @@ if stage bench && [ -x "$build/bench/symm-bench" ]; then
   done
 fi
 
+if stage variants && [ -x "$build/tests/device/device_put_variants" ]; then
+  timeout -k 10 "${VARIANTS_WALL:-120}" "$build/tools/symmrun" -n 2 --timeout 110 \
+    "$build/tests/device/device_put_variants" >"$OUT/put_variants.log" 2>&1
+  note "put variants" "rc=$?"
+  tail -40 "$OUT/put_variants.log"
+fi
+
 if stage python && [ -d tests/python ]; then
   for n in 2 4; do
     [ "$ngpu" -ge $n ] || continue

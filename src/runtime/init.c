@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "runtime/runtime.h"
+#include "coll/coll.h"
 
 symm__runtime_t symm__rt;
 
@@ -149,6 +150,7 @@ static symm_status_t agree_layout(void) {
 /* Release everything, in reverse order of creation; safe on a partial init. */
 static void teardown(void) {
     symm__runtime_t *rt = &symm__rt;
+    symm__coll_finalize(); /* its staging buffers live in the heap unmapped below */
     symm__teams_destroy();
     symm__alloc_destroy(rt->alloc);
     symm__heap_unmap_all();
