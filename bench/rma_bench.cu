@@ -432,6 +432,7 @@ static double run_latency(rma_t *r, int lib, int kind) {
     unsigned long long errs = 0;
     int role = env->me == 0 ? 0 : (env->me == r->peer ? 1 : -1);
     int active = role == 0 || (role == 1 && kind != BENCH_LAT_FETCH_ADD);
+    int target = role == 0 ? r->peer : 0; /* the initiator sends to the responder, the responder back to PE 0 */
     uint32_t *basep = lib == LAT_RAW ? &r->raw_base : (lib == LAT_NVSHMEM ? &r->nv_base[kind] : &r->symm_base[kind]);
     for (int l = 0; l < launches; ++l) {
         unsigned long long ns = 0, err = 0;
@@ -445,20 +446,20 @@ static double run_latency(rma_t *r, int lib, int kind) {
             BENCH_CUDA(cudaMemsetAsync(r->d_err, 0, sizeof *r->d_err, env->stream));
             switch (lib) {
             case LAT_SYMM_PTR:
-                symm_lat_kernel<false><<<1, 1, 0, env->stream>>>(env->ctx, kind, role, r->peer, warm, iters, *basep,
+                symm_lat_kernel<false><<<1, 1, 0, env->stream>>>(env->ctx, kind, role, target, warm, iters, *basep,
                                                                   r->lat, r->d_ns, r->d_err);
                 break;
             case LAT_SYMM_REG:
-                symm_lat_kernel<true><<<1, 1, 0, env->stream>>>(env->ctx, kind, role, r->peer, warm, iters, *basep,
+                symm_lat_kernel<true><<<1, 1, 0, env->stream>>>(env->ctx, kind, role, target, warm, iters, *basep,
                                                                  r->lat, r->d_ns, r->d_err);
                 break;
             case LAT_NVSHMEM:
-                if (bench_nv_latency(kind, role, r->peer, warm, iters, *basep, r->d_ns, r->d_err, env->stream) != 0)
+                if (bench_nv_latency(kind, role, target, warm, iters, *basep, r->d_ns, r->d_err, env->stream) != 0)
                     bench_fatal(__FILE__, __LINE__, "bench_nv_latency", "launch failed");
                 break;
             case LAT_RAW: {
                 volatile int32_t *mine = &r->lat->raw_flag;
-                volatile int32_t *theirs = (volatile int32_t *)symm_ptr(&r->lat->raw_flag, role == 0 ? r->peer : 0);
+                volatile int32_t *theirs = (volatile int32_t *)symm_ptr(&r->lat->raw_flag, target);
                 if (!theirs)
                     bench_fatal(__FILE__, __LINE__, "symm_ptr", "no peer mapping for the raw flag");
                 raw_flag_kernel<<<1, 1, 0, env->stream>>>(env->me, role, mine, theirs, warm, iters, *basep, r->d_ns, r->d_err);
