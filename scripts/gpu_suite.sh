@@ -91,9 +91,13 @@ if stage variants && [ -x "$build/tests/device/device_put_variants" ]; then
 fi
 
 if stage python && [ -d tests/python ]; then
-  for n in 2 4; do
-    [ "$ngpu" -ge $n ] || continue
-    if PYTHONPATH=$PWD/python SYMM_LIBRARY_DIR=$PWD/$build timeout -k 10 "${PY_WALL:-240}" torchrun --nproc-per-node $n -m pytest -q tests/python \
+  # The bitcode needs clang-19, which the GPU machine lacks: it is built on the
+  # build machine and carried (SYMM_BITCODE_DIR); Triton compiles on first use.
+  bc=${SYMM_BITCODE_DIR:-$PWD/build-lead/bitcode}
+  for n in ${PY_NPES:-2 4}; do
+    [ "$ngpu" -ge "$n" ] || continue
+    if PYTHONPATH=$PWD/python SYMM_LIBRARY=$PWD/$build/src/libsymm.so SYMM_BITCODE_DIR=$bc \
+        timeout -k 10 "${PY_WALL:-240}" torchrun --nproc-per-node "$n" -m pytest -q -x tests/python \
         >"$OUT/pytest_$n.log" 2>&1; then
       note "python tests ($n gpu)" "$(tail -1 "$OUT/pytest_$n.log")"
     else
