@@ -201,14 +201,16 @@ SYMM__DEVICE_INTERNAL void symm__copy(void *dst, const void *src, size_t n, uint
     d += head;
     s += head;
     n -= head;
-    body = n / w;
-    tail = n - body * w;
+    /* w is a power of two: a mask and per-width shifts, not a 64-bit
+     * division by a run-time value (a call on the critical path of every
+     * small put). */
+    tail = n & (w - 1);
     switch (w) {
-    case 16: symm__copy_loop16(d, s, body, lane, nlanes, remote_dst); break;
-    case 8: symm__copy_loop8(d, s, body, lane, nlanes, remote_dst); break;
-    case 4: symm__copy_loop4(d, s, body, lane, nlanes, remote_dst); break;
-    case 2: symm__copy_loop2(d, s, body, lane, nlanes, remote_dst); break;
-    default: symm__copy_loop1(d, s, body, lane, nlanes, remote_dst); break;
+    case 16: body = n >> 4; symm__copy_loop16(d, s, body, lane, nlanes, remote_dst); break;
+    case 8: body = n >> 3; symm__copy_loop8(d, s, body, lane, nlanes, remote_dst); break;
+    case 4: body = n >> 2; symm__copy_loop4(d, s, body, lane, nlanes, remote_dst); break;
+    case 2: body = n >> 1; symm__copy_loop2(d, s, body, lane, nlanes, remote_dst); break;
+    default: body = n; symm__copy_loop1(d, s, body, lane, nlanes, remote_dst); break;
     }
     /* The last lane takes the tail, so thread 0 is not loaded with both ends. */
     if (tail != 0 && lane == nlanes - 1)

@@ -41,9 +41,16 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_quiet_warp(const symm_ctx_t *ctx) {
     symm__warp_sync();
 }
 
+/* One fence for the block instead of one per warp: the first barrier orders
+ * every thread's earlier stores before thread 0's fence.sc.sys (CTA-scope
+ * synchronisation, and the fence is cumulative), the second orders the
+ * fence before every thread's later operations. fence.sc.sys executed by
+ * all 32 warps of a block is 32 system-scope MEMBARs on the SM. */
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_quiet_block(const symm_ctx_t *ctx) {
     (void)ctx;
-    symm__fence_sc_sys();
+    symm__block_sync();
+    if (symm__block_tid() == 0)
+        symm__fence_sc_sys();
     symm__block_sync();
 }
 
