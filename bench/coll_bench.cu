@@ -8,9 +8,13 @@
  * buffers, each timed back to back on the stream and as CUDA-graph replays
  * (20 calls per graph). Printed: time per call, the algorithm symm chose,
  * bus bandwidth with nccl-tests' definitions, and NCCL time / symm time
- * (above 1: symm is faster). Before timing, every size is checked: symm's
- * result must equal NCCL's bit for bit (the data are small integers, so the
- * sums are exact in any order); a mismatch prints WRONG and fails the mode.
+ * (above 1: symm is faster). Every size is checked before timing and again
+ * after it: symm's result must equal the expected values, computed on the
+ * device from the fill formula, bit for bit (the data are small integers, so
+ * the sums are exact in any order; NCCL's result is checked the same way).
+ * A wrong size is not timed: its row says WRONG in the time columns, the
+ * first wrong element is printed, the bars skip it and the mode fails.
+ * Every step is a named phase (bench_phase_begin), so a hang names it.
  *
  * Bus bandwidth (nccl-tests): S = bytes of the per-rank buffer named below,
  *   all-reduce     S = count * size,         busbw = S/t * 2(n-1)/n
@@ -95,12 +99,17 @@ static void enqueue(void *arg, cudaStream_t s) {
 #endif
 }
 
-/* Small integers (exact sums) as f32 or bf16. */
+/* Element i of the send buffer of the PE whose seed is `seed` (seed = pe * 7
+ * + 1): a small integer, so every sum is exact in f32 and in bf16. */
+__host__ __device__ static inline float bench_val(size_t i, uint32_t seed) {
+    uint32_t h = (uint32_t)(i * 2654435761u) ^ (seed * 40503u);
+    h ^= h >> 15;
+    return (float)((int)(h % 17) - 8);
+}
+
 __global__ static void fill_kernel(void *p, size_t n, int bf16, uint32_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)(i * 2654435761u) ^ (seed * 40503u);
-        h ^= h >> 15;
-        float v = (float)((int)(h % 17) - 8);
+        float v = bench_val(i, seed);
         if (bf16)
             ((uint16_t *)p)[i] = (uint16_t)(__float_as_uint(v) >> 16); /* exact for small integers */
         else
@@ -108,9 +117,61 @@ __global__ static void fill_kernel(void *p, size_t n, int bf16, uint32_t seed) {
     }
 }
 
-__global__ static void diff_kernel(const uint32_t *a, const uint32_t *b, size_t nwords, unsigned long long *bad) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nwords; i += (size_t)gridDim.x * blockDim.x)
-        if (a[i] != b[i]) atomicAdd(bad, 1ull);
+/*
+ * Check symm's result against what it must be, computed here from the fill
+ * formula (independent of NCCL, so a run without NCCL is verified too):
+ * out[0] counts wrong elements, out[1] is the first wrong index (atomicMin),
+ * out[2] its value's bits, out[3] the expected bits.
+ */
+__global__ static void expect_kernel(int kind, const void *recv, size_t nelems, size_t count, int npes, int me,
+                                     unsigned long long *out) {
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < nelems; j += (size_t)gridDim.x * blockDim.x) {
+        float want = 0;
+        switch (kind) {
+        case K_AR: case K_AR_BF16:
+            for (int p = 0; p < npes; p++) want += bench_val(j, (uint32_t)(p * 7 + 1));
+            break;
+        case K_RS:
+            for (int p = 0; p < npes; p++) want += bench_val((size_t)me * count + j, (uint32_t)(p * 7 + 1));
+            break;
+        case K_AG: want = bench_val(j % count, (uint32_t)((j / count) * 7 + 1)); break;
+        case K_A2A: want = bench_val((size_t)me * count + j % count, (uint32_t)((j / count) * 7 + 1)); break;
+        default: want = bench_val(j, 1u); break; /* broadcast from root 0 */
+        }
+        uint32_t got_bits, want_bits;
+        if (kind == K_AR_BF16) {
+            got_bits = ((const uint16_t *)recv)[j];
+            want_bits = __float_as_uint(want) >> 16;
+        } else {
+            got_bits = ((const uint32_t *)recv)[j];
+            want_bits = __float_as_uint(want);
+        }
+        if (got_bits != want_bits) {
+            atomicAdd(out, 1ull);
+            if (atomicMin(out + 1, (unsigned long long)j) > j) {
+                out[2] = got_bits; /* racy between threads that both lowered it; good enough to show */
+                out[3] = want_bits;
+            }
+        }
+    }
+}
+
+/* Verify symm's recv: 0 when right on every PE; otherwise prints this PE's
+ * count and first wrong element and returns 1 (on every PE). */
+static int verify(bench_env_t *env, int kind, const void *recv, size_t recv_b, size_t count, size_t shown,
+                  const char *when, unsigned long long *d_out) {
+    unsigned long long h[4] = {0, ~0ull, 0, 0};
+    size_t nelems = recv_b / esz_of(kind);
+    BENCH_CUDA(cudaMemcpyAsync(d_out, h, sizeof(h), cudaMemcpyHostToDevice, env->stream));
+    expect_kernel<<<256, 256, 0, env->stream>>>(kind, recv, nelems, count, env->npes, env->me, d_out);
+    BENCH_CUDA(cudaGetLastError());
+    BENCH_CUDA(cudaMemcpyAsync(h, d_out, sizeof(h), cudaMemcpyDeviceToHost, env->stream));
+    BENCH_CUDA(cudaStreamSynchronize(env->stream));
+    if (h[0])
+        fprintf(stderr, "bench: pe %d: WRONG %s %s (%s): %llu of %zu elements wrong; first at %llu: got bits 0x%llx, "
+                        "want 0x%llx (algo %s)\n", env->me, k_name[kind], bench_fmt_bytes(shown), when, h[0], nelems,
+                h[1], h[2], h[3], symm_coll_last_algo());
+    return bench_all_true(h[0] == 0) ? 0 : 1;
 }
 
 /* Sizes of S (bytes, see the header comment) to run for a kind. */
@@ -160,8 +221,8 @@ static int run_kind(bench_env_t *env, int kind, bars_t *bars) {
     const char *hdr[] = {"size", "algo", "symm us", "NCCL us", "NCCL/symm", "symm us (graph)", "NCCL us (graph)",
                          "NCCL/symm (graph)", "symm busbw GB/s", "NCCL busbw GB/s"};
     bench_table_t *t = bench_table_new(k_name[kind], 10, hdr);
-    unsigned long long *d_bad, h_bad;
-    BENCH_CUDA(cudaMalloc((void **)&d_bad, sizeof(*d_bad)));
+    unsigned long long *d_bad;
+    BENCH_CUDA(cudaMalloc((void **)&d_bad, 4 * sizeof(*d_bad)));
     for (int si = 0; si < nsz; si++) {
         size_t S = sizes[si], count, send_b, recv_b, shown;
         layout(kind, S, n, &count, &send_b, &recv_b, &shown);
@@ -181,47 +242,63 @@ static int run_kind(bench_env_t *env, int kind, bars_t *bars) {
             BENCH_CUDA(cudaMemcpyAsync(ns, ss, send_b, cudaMemcpyDeviceToDevice, env->stream));
         coll_case_t cs = {kind, 0, env, ss, sr, count, SYMM_COLL_ALGO_AUTO};
         coll_case_t cn = {kind, 1, env, ns, nr, count, SYMM_COLL_ALGO_AUTO};
-        /* check: symm's result against NCCL's (broadcast: root 0's data) */
-        const char *verdict = "";
+        char sz[48], algo_buf[32];
+        snprintf(sz, sizeof(sz), "%s", bench_fmt_bytes(shown)); /* bench_fmt's ring is reused */
+        /* check before timing: a wrong size is never timed, its row says WRONG in every cell */
+        bench_phase_begin("coll: %s %s: symm check", k_name[kind], sz);
+        BENCH_CUDA(cudaMemsetAsync(sr, 0xff, recv_b, env->stream)); /* no stale result can pass */
         enqueue(&cs, env->stream);
-        const char *algo = symm_coll_last_algo();
-        char algo_buf[32];
-        snprintf(algo_buf, sizeof(algo_buf), "%s", algo);
-        if (env->nccl_ok) {
-            enqueue(&cn, env->stream);
-            BENCH_CUDA(cudaMemsetAsync(d_bad, 0, sizeof(*d_bad), env->stream));
-            diff_kernel<<<256, 256, 0, env->stream>>>((const uint32_t *)sr, (const uint32_t *)nr, recv_b / 4, d_bad);
-            BENCH_CUDA(cudaMemcpyAsync(&h_bad, d_bad, sizeof(h_bad), cudaMemcpyDeviceToHost, env->stream));
-            BENCH_CUDA(cudaStreamSynchronize(env->stream));
-            if (!bench_all_true(h_bad == 0)) {
-                verdict = "WRONG";
-                bars->wrong = 1;
-            }
-        } else {
-            BENCH_CUDA(cudaStreamSynchronize(env->stream));
+        snprintf(algo_buf, sizeof(algo_buf), "%s", symm_coll_last_algo());
+        int wrong = verify(env, kind, sr, recv_b, count, shown, "before timing", d_bad);
+        if (wrong) {
+            bars->wrong = 1;
+            const char *cells[10] = {bench_fmt("%s WRONG", sz), algo_buf, "WRONG", "-", "-", "WRONG", "-", "-",
+                                     "-", "-"};
+            bench_table_row(t, cells);
+            bench_phase_end();
+            goto next_size;
         }
+        {
         int iters = (int)(((size_t)2 << 30) / (S + 4096));
         if (iters > 200) iters = 200;
         if (iters < 3) iters = 3;
         int reps = env->quick ? 3 : 7, per_graph = S >= ((size_t)64 << 20) ? 2 : 20;
+        bench_phase_begin("coll: %s %s: symm stream timing", k_name[kind], sz);
         bench_barrier();
         double ms_s = bench_time_stream(enqueue, &cs, env->stream, 5, iters, reps);
+        bench_phase_begin("coll: %s %s: symm graph timing", k_name[kind], sz);
         double ms_sg = bench_time_graph(enqueue, &cs, env->stream, per_graph, 2, (iters + per_graph - 1) / per_graph, reps);
+        /* and after: hundreds of back-to-back calls and graph replays must leave the same result */
+        bench_phase_begin("coll: %s %s: symm check after timing", k_name[kind], sz);
+        if (verify(env, kind, sr, recv_b, count, shown, "after timing", d_bad)) {
+            bars->wrong = 1;
+            const char *cells[10] = {bench_fmt("%s WRONG", sz), algo_buf, "WRONG after timing", "-", "-",
+                                     "WRONG", "-", "-", "-", "-"};
+            bench_table_row(t, cells);
+            bench_phase_end();
+            goto next_size;
+        }
         double ms_n = 0, ms_ng = 0;
         if (env->nccl_ok) {
+            bench_phase_begin("coll: %s %s: NCCL check", k_name[kind], sz);
+            enqueue(&cn, env->stream);
+            if (verify(env, kind, nr, recv_b, count, shown, "NCCL's result", d_bad))
+                bench_note("NCCL's %s %s result differs from the expected one", k_name[kind], sz);
+            bench_phase_begin("coll: %s %s: NCCL timing", k_name[kind], sz);
             bench_barrier();
             ms_n = bench_time_stream(enqueue, &cn, env->stream, 5, iters, reps);
             ms_ng = bench_time_graph(enqueue, &cn, env->stream, per_graph, 2, (iters + per_graph - 1) / per_graph, reps);
         }
+        bench_phase_end();
         const char *cells[10] = {
-            bench_fmt("%s%s%s", bench_fmt_bytes(shown), verdict[0] ? " " : "", verdict), algo_buf,
+            sz, algo_buf,
             bench_fmt("%.2f", ms_s * 1e3), ms_n > 0 ? bench_fmt("%.2f", ms_n * 1e3) : "n/a",
             bench_fmt_ratio(ms_n, ms_s), bench_fmt("%.2f", ms_sg * 1e3),
             ms_ng > 0 ? bench_fmt("%.2f", ms_ng * 1e3) : "n/a", bench_fmt_ratio(ms_ng, ms_sg),
             bench_fmt("%.1f", busbw(kind, kind == K_AG ? recv_b : S, ms_sg, n)),
             ms_ng > 0 ? bench_fmt("%.1f", busbw(kind, kind == K_AG ? recv_b : S, ms_ng, n)) : "n/a"};
         bench_table_row(t, cells);
-        /* bars (graph-timed) */
+        /* bars (graph-timed; verified rows only) */
         if (ms_ng > 0) {
             double r = ms_ng / ms_sg;
             if (r < bars->worst_ratio) bars->worst_ratio = r;
@@ -236,6 +313,8 @@ static int run_kind(bench_env_t *env, int kind, bars_t *bars) {
         }
         if (kind == K_AG && S == ((size_t)256 << 20)) bars->ag_256m_bw = busbw(kind, recv_b, ms_sg, n);
         if (kind == K_A2A && S == ((size_t)1 << 30)) bars->a2a_1g_bw = busbw(kind, S, ms_sg, n);
+        }
+    next_size:
         BENCH_CUDA(cudaStreamSynchronize(env->stream));
         if (ns) {
             BENCH_CUDA(cudaFree(ns));

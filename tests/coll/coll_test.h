@@ -138,4 +138,50 @@ static inline long long ct_first_diff(const void *a, const void *b, uint64_t cou
     return -1;
 }
 
+/* Failed result checks so far (a failed check is reported and the test goes
+ * on, so one bad case does not hide the others; main exits 1 at the end). */
+static long long g_ct_failures;
+
+static inline void ct_print_elem(FILE *f, symm_dtype_t t, const void *p) {
+    uint64_t w = 0;
+    memcpy(&w, p, ct_esz(t));
+    fprintf(f, "0x%0*llx", (int)ct_esz(t) * 2, (unsigned long long)w);
+    if (t == SYMM_DTYPE_F32) { float v; memcpy(&v, p, 4); fprintf(f, " (%g)", v); }
+    else if (t == SYMM_DTYPE_F64) { double v; memcpy(&v, p, 8); fprintf(f, " (%g)", v); }
+}
+
+/*
+ * Compare `count` elements of got against want. On a mismatch: count it in
+ * g_ct_failures and print (for the first 40 failed checks of the run) the
+ * parameters `what`, how many elements are wrong, and the first 4 of them
+ * with index, expected and got values. Returns the number of wrong elements.
+ */
+static inline uint64_t ct_check(const char *what, symm_dtype_t t, const void *got, const void *want,
+                                uint64_t count) {
+    uint32_t esz = ct_esz(t);
+    uint64_t bad = 0;
+    int shown = 0;
+    if (memcmp(got, want, count * esz) == 0)
+        return 0;
+    for (uint64_t i = 0; i < count; i++)
+        if (memcmp((const char *)got + i * esz, (const char *)want + i * esz, esz) != 0)
+            bad++;
+    g_ct_failures++;
+    if (g_ct_failures > 40)
+        return bad;
+    fprintf(stderr, "FAIL [pe %d] %s: %llu of %llu elements wrong\n", symm_my_pe(), what, (unsigned long long)bad,
+            (unsigned long long)count);
+    for (uint64_t i = 0; i < count && shown < 4; i++)
+        if (memcmp((const char *)got + i * esz, (const char *)want + i * esz, esz) != 0) {
+            fprintf(stderr, "FAIL [pe %d]   element %llu: want ", symm_my_pe(), (unsigned long long)i);
+            ct_print_elem(stderr, t, (const char *)want + i * esz);
+            fprintf(stderr, " got ");
+            ct_print_elem(stderr, t, (const char *)got + i * esz);
+            fprintf(stderr, "\n");
+            shown++;
+        }
+    fflush(stderr);
+    return bad;
+}
+
 #endif /* SYMM_COLL_TEST_H */

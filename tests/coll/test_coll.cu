@@ -50,9 +50,13 @@ static void guard_check(const char *p, size_t bytes, const char *what) {
     from_dev(g, p - GUARD, GUARD);
     from_dev(g + GUARD, p + bytes, GUARD);
     for (int i = 0; i < 2 * GUARD; i++)
-        if (g[i] != 0xa5)
-            TEST_FAIL("%s: byte %d %s the result was overwritten (0x%02x)", what, i < GUARD ? GUARD - i : i - GUARD + 1,
-                      i < GUARD ? "before" : "after", g[i]);
+        if (g[i] != 0xa5) {
+            g_ct_failures++;
+            fprintf(stderr, "FAIL [pe %d] %s (%s, %zu bytes): byte %d %s the result was overwritten (0x%02x)\n", me,
+                    what, symm_coll_last_algo(), bytes, i < GUARD ? GUARD - i : i - GUARD + 1,
+                    i < GUARD ? "before" : "after", g[i]);
+            return;
+        }
 }
 
 static symm_team_t team_of(int k) { return k ? symm_team_node() : symm_team_world(); }
@@ -79,11 +83,13 @@ static void check_all_reduce(symm_dtype_t t, symm_redop_t op, symm_dtype_t acc, 
     from_dev(h_out, recv, bytes);
     for (size_t i = 0; i < count; i++)
         ct_reduce(t, op, seed, npes, i, h_ref + i * esz);
-    long long bad = ct_first_diff(h_out, h_ref, count, esz);
-    if (bad >= 0)
-        TEST_FAIL("all_reduce %s op %d acc %d algo %s (%s) count %zu %s %s off %zu team %d: element %lld wrong",
-                  ct_type_name(t), op, acc, symm_coll_algo_name(algo), symm_coll_last_algo(), count,
-                  symm_buf ? "symm" : "cudaMalloc", inplace ? "in-place" : "out-of-place", off, tk, bad);
+    {
+        char what[256];
+        snprintf(what, sizeof(what), "all_reduce %s op %d acc %d algo %s (%s) count %zu %s %s off %zu team %d npes %d",
+                 ct_type_name(t), op, acc, symm_coll_algo_name(algo), symm_coll_last_algo(), count,
+                 symm_buf ? "symm" : "cudaMalloc", inplace ? "in-place" : "out-of-place", off, tk, npes);
+        ct_check(what, t, h_out, h_ref, count);
+    }
     guard_check(recv, bytes, "all_reduce");
     if (!inplace) {
         from_dev(h_out, send, bytes);
@@ -112,11 +118,13 @@ static void check_reduce_scatter(symm_dtype_t t, symm_redop_t op, symm_coll_algo
     from_dev(h_out, recv, bytes);
     for (size_t i = 0; i < count; i++)
         ct_reduce(t, op, seed, npes, (uint64_t)me * count + i, h_ref + i * esz);
-    long long bad = ct_first_diff(h_out, h_ref, count, esz);
-    if (bad >= 0)
-        TEST_FAIL("reduce_scatter %s op %d algo %s (%s) count %zu %s %s off %zu: element %lld wrong", ct_type_name(t),
-                  op, symm_coll_algo_name(algo), symm_coll_last_algo(), count, symm_buf ? "symm" : "cudaMalloc",
-                  inplace ? "in-place" : "out-of-place", off, bad);
+    {
+        char what[256];
+        snprintf(what, sizeof(what), "reduce_scatter %s op %d algo %s (%s) count %zu %s %s off %zu team %d npes %d",
+                 ct_type_name(t), op, symm_coll_algo_name(algo), symm_coll_last_algo(), count,
+                 symm_buf ? "symm" : "cudaMalloc", inplace ? "in-place" : "out-of-place", off, tk, npes);
+        ct_check(what, t, h_out, h_ref, count);
+    }
     guard_check(inplace ? send : recv, inplace ? total : bytes, "reduce_scatter");
     g_checks++;
 }
@@ -191,12 +199,14 @@ static void check_move(int kind, symm_dtype_t t, size_t count, int symm_buf, int
         for (int p = 0; p < npes; p++) ct_fill(t, seed, p, (uint64_t)me * count, count, h_ref + (size_t)p * bytes);
     else
         ct_fill(t, seed, root, 0, count, h_ref);
-    long long bad = ct_first_diff(h_out, h_ref, recv_bytes / esz, esz);
-    if (bad >= 0)
-        TEST_FAIL("%s %s (%s) count %zu %s %s off %zu root %d: element %lld wrong",
-                  kind == MV_AG ? "all_gather" : kind == MV_A2A ? "all_to_all" : "broadcast", ct_type_name(t),
-                  symm_coll_last_algo(), count, symm_buf ? "symm" : "cudaMalloc", inplace ? "in-place" : "out-of-place",
-                  off, root, bad);
+    {
+        char what[256];
+        snprintf(what, sizeof(what), "%s %s (%s) count %zu %s %s off %zu team %d root %d npes %d",
+                 kind == MV_AG ? "all_gather" : kind == MV_A2A ? "all_to_all" : "broadcast", ct_type_name(t),
+                 symm_coll_last_algo(), count, symm_buf ? "symm" : "cudaMalloc", inplace ? "in-place" : "out-of-place",
+                 off, tk, root, npes);
+        ct_check(what, t, h_out, h_ref, recv_bytes / esz);
+    }
     guard_check(recv, recv_bytes, "move");
     g_checks++;
 }
@@ -234,10 +244,12 @@ static void check_a2av(symm_dtype_t t, size_t scale, int symm_buf, int tk) {
         ct_fill(t, seed, p, pd, rc[p], h_ref + rd[p] * esz);
     }
 #undef CNT
-    long long bad = ct_first_diff(h_out, h_ref, rpos, esz);
-    if (bad >= 0)
-        TEST_FAIL("all_to_allv %s scale %zu %s (%s): element %lld wrong", ct_type_name(t), scale,
-                  symm_buf ? "symm" : "cudaMalloc", symm_coll_last_algo(), bad);
+    {
+        char what[256];
+        snprintf(what, sizeof(what), "all_to_allv %s scale %zu %s (%s) team %d npes %d", ct_type_name(t), scale,
+                 symm_buf ? "symm" : "cudaMalloc", symm_coll_last_algo(), tk, npes);
+        ct_check(what, t, h_out, h_ref, rpos);
+    }
     guard_check(recv, rpos * esz, "all_to_allv");
     g_checks++;
 }
@@ -281,11 +293,9 @@ static void part_big(void) {
     from_dev(h, buf, bytes);
     for (size_t i = 0; i < count; i++)
         ct_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, seed, npes, i, r + i * 4);
-    long long bad = ct_first_diff(h, r, count, 4);
-    if (bad >= 0)
-        TEST_FAIL("big all_reduce (%s): element %lld wrong", symm_coll_last_algo(), bad);
+    uint64_t bad = ct_check("big all_reduce 256 MiB f32 in place", SYMM_DTYPE_F32, h, r, count);
     if (me == 0)
-        printf("big: all_reduce 256 MiB f32 (%s) ok\n", symm_coll_last_algo());
+        printf("big: all_reduce 256 MiB f32 (%s) %s\n", symm_coll_last_algo(), bad ? "WRONG" : "ok");
     /* all-gather, 64 MiB per PE, cudaMalloc'd destination (staged in pieces) */
     {
         size_t per = bytes / 4 / npes, c = per / 4;
@@ -298,11 +308,9 @@ static void part_big(void) {
         CUDA_CHECK(cudaStreamSynchronize(st));
         from_dev(h, d, per * npes);
         for (int p = 0; p < npes; p++) ct_fill(SYMM_DTYPE_F32, seed, p, 0, c, r + (size_t)p * per);
-        bad = ct_first_diff(h, r, c * npes, 4);
-        if (bad >= 0)
-            TEST_FAIL("big all_gather (%s): element %lld wrong", symm_coll_last_algo(), bad);
+        bad = ct_check("big all_gather f32, cudaMalloc recv", SYMM_DTYPE_F32, h, r, c * npes);
         if (me == 0)
-            printf("big: all_gather %zu MiB per PE (%s) ok\n", per >> 20, symm_coll_last_algo());
+            printf("big: all_gather %zu MiB per PE (%s) %s\n", per >> 20, symm_coll_last_algo(), bad ? "WRONG" : "ok");
         CUDA_CHECK(cudaFree(d));
     }
     SYMM_CHECK(symm_free(buf));
@@ -336,9 +344,10 @@ static void part_b2b(int total) {
             char *d = (k % 3 == 0) ? symm_a + k * slot : (k % 3 == 1 ? symm_b : dev_b) + k * slot;
             from_dev(h_out, d, cnt[k] * 4);
             for (size_t i = 0; i < cnt[k]; i++) ct_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, seeds[k], npes, i, h_ref + i * 4);
-            long long bad = ct_first_diff(h_out, h_ref, cnt[k], 4);
-            if (bad >= 0)
-                TEST_FAIL("back-to-back call %d (count %zu): element %lld wrong", b0 + k, cnt[k], bad);
+            char what[160];
+            snprintf(what, sizeof(what), "back-to-back call %d (count %zu, %s, team %s)", b0 + k, cnt[k],
+                     k % 3 == 0 ? "in place" : k % 3 == 1 ? "symm recv" : "cudaMalloc recv", (k & 4) ? "node" : "world");
+            ct_check(what, SYMM_DTYPE_F32, h_out, h_ref, cnt[k]);
             g_checks++;
         }
     }
@@ -357,15 +366,23 @@ __global__ void g_fill(float *a, size_t n, const unsigned long long *seedp, int 
 /* Count elements of the all-reduce result r (n) and the all-gather result g
  * (npes * m, element j of PE p at p * m + j) that differ from the reference. */
 __global__ void g_check(const float *r, size_t n, const float *g, size_t m, int npes,
-                        const unsigned long long *seedp, unsigned long long *bad) {
+                        const unsigned long long *seedp, unsigned long long *bad, int which) {
     uint64_t seed = *seedp;
+    /* bad[0]: count; bad[1..4]: the first one seen (which, index, want, got) */
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         double s = 0;
         for (int p = 0; p < npes; p++) s += ct_fval(SYMM_DTYPE_F32, seed, p, i);
-        if (r[i] != (float)s) atomicAdd(bad, 1ull);
+        if (r[i] != (float)s && atomicAdd(bad, 1ull) == 0) {
+            bad[1] = (unsigned long long)which; bad[2] = i;
+            bad[3] = __float_as_uint((float)s); bad[4] = __float_as_uint(r[i]);
+        }
     }
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < m * npes; i += (size_t)gridDim.x * blockDim.x)
-        if (g[i] != (float)ct_fval(SYMM_DTYPE_F32, seed, (int)(i / m), i % m)) atomicAdd(bad, 1ull);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < m * npes; i += (size_t)gridDim.x * blockDim.x) {
+        float want = (float)ct_fval(SYMM_DTYPE_F32, seed, (int)(i / m), i % m);
+        if (g[i] != want && atomicAdd(bad, 1ull) == 0) {
+            bad[1] = 3; bad[2] = i; bad[3] = __float_as_uint(want); bad[4] = __float_as_uint(g[i]);
+        }
+    }
 }
 
 __global__ void g_next(unsigned long long *seedp) { *seedp = *seedp * 6364136223846793005ull + 1442695040888963407ull; }
@@ -375,12 +392,12 @@ static void part_graph(int replays) {
     const size_t n1 = 1000, n2 = 30000, n3 = 300000, m = 5000;
     float *a1 = (float *)(symm_a), *a2 = a1 + n1 + 64, *a3 = a2 + n2 + 64, *r3 = (float *)symm_b;
     float *gsrc = (float *)(dev_a), *gdst = (float *)(symm_b) + n3 + 64;
-    unsigned long long *d, h[2];
+    unsigned long long *d, h[6];
     cudaGraph_t graph;
     cudaGraphExec_t exec;
-    CUDA_CHECK(cudaMalloc((void **)&d, 2 * sizeof(unsigned long long)));
+    CUDA_CHECK(cudaMalloc((void **)&d, sizeof(h)));
+    memset(h, 0, sizeof(h));
     h[0] = 12345 + 0x1000ull * (uint64_t)1; /* same seed on every PE */
-    h[1] = 0;
     to_dev(d, h, sizeof(h));
     /* the first call on a team allocates, so it must not be inside a capture */
     SYMM_CHECK(symm_all_reduce(a1, a1, 1, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
@@ -396,22 +413,32 @@ static void part_graph(int replays) {
     SYMM_CHECK(symm_all_reduce_ex(a3, r3, n3, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_TWOSHOT,
                                   NULL, st));
     SYMM_CHECK(symm_all_gather(gsrc, gdst, m, SYMM_DTYPE_F32, NULL, st));
-    g_check<<<64, 256, 0, st>>>(a1, n1, gdst, m, npes, d, d + 1);
-    g_check<<<64, 256, 0, st>>>(a2, n2, gdst, 0, npes, d, d + 1);
-    g_check<<<64, 256, 0, st>>>(r3, n3, gdst, 0, npes, d, d + 1);
+    g_check<<<64, 256, 0, st>>>(a1, n1, gdst, m, npes, d, d + 1, 0);
+    g_check<<<64, 256, 0, st>>>(a2, n2, gdst, 0, npes, d, d + 1, 1);
+    g_check<<<64, 256, 0, st>>>(r3, n3, gdst, 0, npes, d, d + 1, 2);
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     for (int i = 0; i < replays; i++)
         CUDA_CHECK(cudaGraphLaunch(exec, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
     from_dev(h, d, sizeof(h));
-    if (h[1] != 0)
-        TEST_FAIL("graph: %llu wrong elements over %d replays", h[1], replays);
+    if (h[1] != 0) {
+        static const char *names[] = {"packet all-reduce (1000)", "oneshot all-reduce (30000)",
+                                      "twoshot all-reduce (300000, out of place)", "all-gather (5000)"};
+        float fw, fg;
+        uint32_t bw = (uint32_t)h[4], bg = (uint32_t)h[5];
+        memcpy(&fw, &bw, 4);
+        memcpy(&fg, &bg, 4);
+        g_ct_failures++;
+        fprintf(stderr, "FAIL [pe %d] graph: %llu wrong elements over %d replays; first seen: %s element %llu want %g "
+                        "got %g\n", me, h[1], replays, names[h[2] < 4 ? h[2] : 0], h[3], fw, fg);
+    }
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
     CUDA_CHECK(cudaFree(d));
     if (me == 0)
-        printf("graph: %d replays of packet/oneshot/twoshot all-reduce + all-gather ok\n", replays);
+        printf("graph: %d replays of packet/oneshot/twoshot all-reduce + all-gather %s\n", replays,
+               h[1] ? "WRONG" : "ok");
 }
 
 /* ---- epoch wrap ------------------------------------------------------------------------------ */
@@ -517,6 +544,11 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaFree(dev_b));
     CUDA_CHECK(cudaStreamDestroy(st));
     SYMM_CHECK(symm_finalize());
+    if (g_ct_failures) {
+        fprintf(stderr, "FAIL [pe %d] test_coll %s: %lld failed checks on %d PEs (%lld checked calls)\n", me, part,
+                g_ct_failures, npes, g_checks);
+        return 1;
+    }
     if (me == 0)
         printf("test_coll %s: PASS on %d PEs (%lld checked calls)\n", part, npes, g_checks);
     return 0;

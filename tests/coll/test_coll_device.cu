@@ -21,7 +21,7 @@ static uint64_t g_seed = 77;
 enum { C_AR, C_RS, C_AG, C_A2A, C_A2AV, C_BCAST };
 
 __global__ void k_fused(const symm_ctx_t *c, float *buf, float *out, size_t n, uint64_t seed, int me, int npes,
-                        int algo, unsigned long long *bad) {
+                        int algo, int it, unsigned long long *bad) {
     size_t t0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
     for (size_t i = t0; i < n; i += nt)
         buf[i] = (float)ct_fval(SYMM_DTYPE_F32, seed, me, i);
@@ -32,7 +32,14 @@ __global__ void k_fused(const symm_ctx_t *c, float *buf, float *out, size_t n, u
     for (size_t i = t0; i < n; i += nt) {
         double s = 0;
         for (int p = 0; p < npes; p++) s += ct_fval(SYMM_DTYPE_F32, seed, p, i);
-        if (out[i] != (float)s) atomicAdd(bad, 1ull);
+        /* bad[0]: count; bad[1 + 4k ..]: the first 8 seen (launch, index, want, got) */
+        if (out[i] != (float)s) {
+            unsigned long long k = atomicAdd(bad, 1ull);
+            if (k < 8) {
+                bad[1 + 4 * k] = (unsigned long long)it; bad[2 + 4 * k] = i;
+                bad[3 + 4 * k] = __float_as_uint((float)s); bad[4 + 4 * k] = __float_as_uint(out[i]);
+            }
+        }
     }
 }
 
@@ -87,10 +94,14 @@ static void run(int which, int grid, int nblocks, symm_dtype_t t, symm_redop_t o
         default: ct_elem(t, seed, root, i, h_ref + i * esz); break;
         }
     }
-    long long bad = ct_first_diff(h_out, h_ref, out_n, esz);
-    if (bad >= 0)
-        TEST_FAIL("device collective %d (%s scope, %d blocks) %s op %d n %zu: element %lld wrong", which,
-                  grid ? "grid" : "block", nblocks, ct_type_name(t), op, n, bad);
+    {
+        static const char *names[] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "all_to_allv",
+                                      "broadcast"};
+        char what[200];
+        snprintf(what, sizeof(what), "device %s (%s scope, %d blocks) %s op %d n %zu root %d npes %d", names[which],
+                 grid ? "grid" : "block", nblocks, ct_type_name(t), op, n, root, npes);
+        ct_check(what, t, h_out, h_ref, out_n);
+    }
 }
 
 static void run_a2av(int grid, int nblocks, size_t scale) {
@@ -119,15 +130,18 @@ static void run_a2av(int grid, int nblocks, size_t scale) {
         ct_fill(SYMM_DTYPE_F32, seed, p, pd, CNT(p, me), h_ref + v[3 * SYMM_COLL_MAX_PES + p] * 4);
     }
 #undef CNT
-    long long bad = ct_first_diff(h_out, h_ref, rpos, 4);
-    if (bad >= 0)
-        TEST_FAIL("device all_to_allv (%d blocks, scale %zu): element %lld wrong", nblocks, scale, bad);
+    {
+        char what[160];
+        snprintf(what, sizeof(what), "device all_to_allv (%s scope, %d blocks, scale %zu) npes %d",
+                 grid ? "grid" : "block", nblocks, scale, npes);
+        ct_check(what, SYMM_DTYPE_F32, h_out, h_ref, rpos);
+    }
     CUDA_CHECK(cudaFree(dv));
 }
 
 int main(int argc, char **argv) {
     int need = argc > 1 ? atoi(argv[1]) : 2;
-    unsigned long long *bad, hbad = 0;
+    unsigned long long *bad, hbad[33];
     float *buf, *out;
     symm_test_require_gpus(need);
     SYMM_CHECK(symm_init());
@@ -151,21 +165,34 @@ int main(int argc, char **argv) {
         static const size_t sizes[] = {1, 999, 30001, 200000, 64, 100003};
         buf = (float *)sa;
         out = (float *)sb;
-        CUDA_CHECK(cudaMalloc((void **)&bad, sizeof(*bad)));
-        CUDA_CHECK(cudaMemset(bad, 0, sizeof(*bad)));
+        CUDA_CHECK(cudaMalloc((void **)&bad, sizeof(hbad)));
+        CUDA_CHECK(cudaMemset(bad, 0, sizeof(hbad)));
         for (int it = 0; it < 96; it++) {
             int g = grids[it % 8], algo = it % 4; /* auto, packet, oneshot, twoshot */
             size_t n = sizes[(it / 2) % 6];
-            k_fused<<<g, 512>>>(ctx, buf, out, n, ++g_seed, me, npes, algo, bad);
+            k_fused<<<g, 512>>>(ctx, buf, out, n, ++g_seed, me, npes, algo, it, bad);
             CUDA_CHECK(cudaGetLastError());
         }
         CUDA_CHECK(cudaDeviceSynchronize());
-        CUDA_CHECK(cudaMemcpy(&hbad, bad, sizeof(hbad), cudaMemcpyDeviceToHost));
-        if (hbad)
-            TEST_FAIL("fused kernel: %llu wrong elements", hbad);
+        CUDA_CHECK(cudaMemcpy(hbad, bad, sizeof(hbad), cudaMemcpyDeviceToHost));
+        if (hbad[0]) {
+            static const char *an[] = {"auto", "packet", "oneshot", "twoshot"};
+            g_ct_failures++;
+            fprintf(stderr, "FAIL [pe %d] fused kernel: %llu wrong elements over 96 launches (npes %d)\n", me,
+                    hbad[0], npes);
+            for (int k = 0; k < 8 && (unsigned long long)k < hbad[0]; k++) {
+                int it = (int)hbad[1 + 4 * k];
+                uint32_t bw = (uint32_t)hbad[3 + 4 * k], bg = (uint32_t)hbad[4 + 4 * k];
+                float fw, fg;
+                memcpy(&fw, &bw, 4);
+                memcpy(&fg, &bg, 4);
+                fprintf(stderr, "FAIL [pe %d]   launch %d (grid %d, algo %s, n %zu): element %llu want %g got %g\n",
+                        me, it, grids[it % 8], an[it % 4], sizes[(it / 2) % 6], hbad[2 + 4 * k], fw, fg);
+            }
+        }
         CUDA_CHECK(cudaFree(bad));
         if (me == 0)
-            printf("fused grid-scope all-reduce: 96 launches ok\n");
+            printf("fused grid-scope all-reduce: 96 launches %s\n", hbad[0] ? "WRONG" : "ok");
     }
     /* every collective, block and grid scope */
     {
@@ -183,7 +210,7 @@ int main(int argc, char **argv) {
                 run_a2av(grid, nb, n / (4 * npes) + 1);
             }
         if (me == 0)
-            printf("block and grid scope collectives ok\n");
+            printf("block and grid scope collectives done (%lld failed checks so far)\n", g_ct_failures);
     }
     /* two collectives and a barrier in one launch */
     {
@@ -203,19 +230,26 @@ int main(int argc, char **argv) {
             s *= npes;
             float f;
             memcpy(&f, h_out + i * 4, 4);
-            if (f != (float)s)
-                TEST_FAIL("two-call kernel: element %zu is %g, want %g", i, f, s);
+            if (f != (float)s) {
+                g_ct_failures++;
+                fprintf(stderr, "FAIL [pe %d] two-call kernel: element %zu is %g, want %g\n", me, i, f, s);
+                break;
+            }
         }
         CUDA_CHECK(cudaMemcpy(h_out, sb, n * 4, cudaMemcpyDeviceToHost));
         for (size_t i = 0; i < n; i++) {
             ct_reduce(SYMM_DTYPE_F32, SYMM_OP_MAX, seed, npes, i, h_ref + i * 4);
-            TEST_ASSERT(memcmp(h_out + i * 4, h_ref + i * 4, 4) == 0, "two-call kernel: max element %zu", i);
         }
+        ct_check("two-call kernel: max all-reduce (block scope, 3000 f32)", SYMM_DTYPE_F32, h_out, h_ref, n);
     }
     CUDA_CHECK(cudaDeviceSynchronize());
     SYMM_CHECK(symm_free(sb));
     SYMM_CHECK(symm_free(sa));
     SYMM_CHECK(symm_finalize());
+    if (g_ct_failures) {
+        fprintf(stderr, "FAIL [pe %d] test_coll_device: %lld failed checks on %d PEs\n", me, g_ct_failures, npes);
+        return 1;
+    }
     if (me == 0)
         printf("test_coll_device: PASS on %d PEs\n", npes);
     return 0;

@@ -440,14 +440,19 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_ONESHOT)
 
 /*
  * The direct algorithms load from and store to the peers' buffers. Before
- * its start flag each PE's block b writes, into every peer's aux[b][me], the addresses of
- * its own src and dst (and, for all_to_allv, where and how much that peer
- * may write). Heap addresses mean the same in every process (one layout for
- * all PEs), so a peer's published address is used as is. The common case,
- * every PE passing the same symmetric pointers, is detected during the
- * handshake (`sym`) and then uses plain arithmetic (DESIGN.md decision 2);
- * otherwise (a PE that staged through scratch, or different heap pointers
- * per PE) the loops read the published addresses.
+ * its start flag each PE's block b writes, into every peer's aux[b][me], the
+ * heap OFFSETS (address - ctx->heap_base) of its own src and dst (and, for
+ * all_to_allv, where and how much that peer may write). An offset, not the
+ * address: in PE p's process its src is p's own heap, while the same number
+ * in this process is this PE's own heap; PE p's copy is reached here at
+ * peer(heap_base + offset, p). (The first GPU run published raw addresses:
+ * every "peer" load read this PE's own buffer, so every direct algorithm was
+ * wrong.) The common case, every PE passing the same symmetric pointers, is
+ * detected during the handshake (`sym`) and then uses plain arithmetic
+ * (DESIGN.md decision 2); otherwise (a PE that staged through scratch, or
+ * different heap pointers per PE) the loops use the published offsets. A
+ * buffer outside the heap is published too (as a meaningless offset) but the
+ * host side stages every buffer that a peer dereferences, so no peer uses it.
  */
 typedef struct symm__c_xs {
     const symm_ctx_t *ctx;
@@ -459,11 +464,19 @@ SYMM__DEVICE_INTERNAL uint64_t *symm__c_aux(const symm__coll_ws_t *ws, uint32_t 
     return (uint64_t *)(uintptr_t)(ws->base + SYMM__COLL_WS_AUX_OFF) + (uint64_t)slot * SYMM_COLL_MAX_PES * 4u;
 }
 
+/* The heap offset of a local pointer (wraps for a pointer outside the heap,
+ * which then never matches a peer's offset of a heap buffer). */
+SYMM__DEVICE_INTERNAL uint64_t symm__c_heap_off(const symm_ctx_t *ctx, const void *p) {
+    return (uint64_t)(uintptr_t)p - ctx->heap_base;
+}
+
 /* PE p's buffer `which` (0 src, 1 dst) whose local copy is `mine`. */
 SYMM__DEVICE_INTERNAL char *symm__c_xaddr(const symm__c_xs_t *x, const void *mine, int p, int which) {
     if (x->sym[which] || p == x->ctx->my_pe)
         return symm__c_peer(x->ctx, mine, p);
-    return (char *)(uintptr_t)symm__c_ld8_vol(x->aux + 4 * p + which);
+    return symm__c_peer(x->ctx,
+                        (const void *)(uintptr_t)(x->ctx->heap_base + symm__c_ld8_vol(x->aux + 4 * p + which)),
+                        p);
 }
 
 #if defined(__CUDACC__)
@@ -473,7 +486,8 @@ SYMM__DEVICE_INTERNAL char *symm__c_xaddr(const symm__c_xs_t *x, const void *min
 #endif
 
 /*
- * Start handshake of a direct algorithm: publish (src, dst[, xv[p], yv[p]])
+ * Start handshake of a direct algorithm: publish the heap offsets of
+ * (src, dst) [and xv[p], yv[p]]
  * into every peer's aux[me], release the flag, wait for every peer's flag,
  * and find out whether all addresses are the symmetric ones.
  */
@@ -490,8 +504,8 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT symm__c_xs_t symm__c_handshake_pub(
         if (p == me)
             continue;
         uint64_t *a = (uint64_t *)symm__c_peer(ctx, aux + 4 * me, p);
-        symm__c_st8(a, (uint64_t)(uintptr_t)src);
-        symm__c_st8(a + 1, (uint64_t)(uintptr_t)dst);
+        symm__c_st8(a, symm__c_heap_off(ctx, src));
+        symm__c_st8(a + 1, symm__c_heap_off(ctx, dst));
         if (xv) {
             symm__c_st8(a + 2, xv[p]);
             symm__c_st8(a + 3, yv[p]);
@@ -502,8 +516,8 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT symm__c_xs_t symm__c_handshake_pub(
         if (p == me)
             continue;
         symm__c_wait_flag(ctx, symm__c_flag(ws, 0, e.par, slot, p), e.flag);
-        ok_src &= symm__c_ld8_vol(aux + 4 * p) == (uint64_t)(uintptr_t)symm__c_peer(ctx, src, p);
-        ok_dst &= symm__c_ld8_vol(aux + 4 * p + 1) == (uint64_t)(uintptr_t)symm__c_peer(ctx, dst, p);
+        ok_src &= symm__c_ld8_vol(aux + 4 * p) == symm__c_heap_off(ctx, src);
+        ok_dst &= symm__c_ld8_vol(aux + 4 * p + 1) == symm__c_heap_off(ctx, dst);
     }
     x.ctx = ctx;
     x.aux = aux;
