@@ -105,7 +105,7 @@ typedef enum symm_coll_algo {
  *   [.., +256 KiB)    uint64 aux[MAX_BLOCKS][MAX_PES][4]
  *                                                written by block b of PE p into
  *                                                aux[b][p] before its start flag:
- *                                                its src and dst addresses (and
+ *                                                the heap offsets of its src and dst (and
  *                                                for all_to_allv where and how
  *                                                much this PE may write there)
  *   [SYNC_BYTES, ..)  data regions [2 parity][nbmax][n_pes][region bytes]
