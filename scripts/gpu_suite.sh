@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU run: build (unless a carried build is usable), run the GPU tests on
 # 1, 2 and all GPUs, then the benchmarks; logs under $OUT, a short table last.
-#   scripts/gpu_suite.sh [stage...]   stages: build tests quick bench python
-#   (default: build tests bench python)
+#   scripts/gpu_suite.sh [stage...]   stages: build tests tests-2gpu tests-1gpu quick bench
+#   variants python (default: build tests tests-2gpu tests-1gpu bench python)
 # Multicast stays off: the three disabling variables are forced on and
 # SYMM_ENABLE_MULTICAST is removed, whatever the caller had.
 set -uo pipefail
@@ -13,7 +13,7 @@ export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAS
 unset SYMM_ENABLE_MULTICAST
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${SYMM_BUILD_DIR:-build-gpu}
-stages=${*:-build tests tests-subsets bench python}
+stages=${*:-build tests tests-2gpu tests-1gpu bench python}
 summary=()
 
 py=$(command -v python3)
@@ -59,9 +59,11 @@ run_ctest() { # $1 label for the log, rest: env
 if stage tests; then
   run_ctest "${ngpu}gpu" X=1
 fi
-if stage tests-subsets; then
-  [ "$ngpu" -gt 2 ] && run_ctest 2gpu CUDA_VISIBLE_DEVICES=0,1
-  [ "$ngpu" -gt 1 ] && run_ctest 1gpu CUDA_VISIBLE_DEVICES=0
+if stage tests-2gpu && [ "$ngpu" -gt 2 ]; then
+  run_ctest 2gpu CUDA_VISIBLE_DEVICES=0,1
+fi
+if stage tests-1gpu && [ "$ngpu" -gt 1 ]; then
+  run_ctest 1gpu CUDA_VISIBLE_DEVICES=0
 fi
 
 if stage quick && [ -x "$build/bench/symm-bench" ]; then

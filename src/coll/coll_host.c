@@ -65,7 +65,7 @@ static void set_last(symm_coll_algo_t algo, const char *direct_name, int staged)
 /* ---- teams and workspace ---------------------------------------------------------- */
 
 static symm_status_t get_team(symm_team_t team, symm_stream_t stream, const char *call, coll_team_t **out) {
-    coll_team_t *t;
+    coll_team_t *t = NULL;
     symm_status_t st;
     void *stage = NULL;
     if (!symm_initialized())
@@ -243,7 +243,7 @@ static uint64_t stage_piece(uint64_t rows) { return ((uint64_t)SYMM__COLL_STAGE_
 symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, symm_dtype_t dtype, symm_redop_t op,
                                  symm_dtype_t acc, symm_coll_algo_t algo, symm_team_t team, symm_stream_t stream) {
     const char *call = "symm_all_reduce";
-    coll_team_t *t;
+    coll_team_t *t = NULL;
     symm__coll_launch_t l;
     uint32_t esz = 0;
     uint64_t nbytes = 0;
@@ -339,7 +339,7 @@ symm_status_t symm_reduce_scatter_ex(const void *send, void *recv, size_t recv_c
                                      symm_redop_t op, symm_dtype_t acc, symm_coll_algo_t algo, symm_team_t team,
                                      symm_stream_t stream) {
     const char *call = "symm_reduce_scatter";
-    coll_team_t *t;
+    coll_team_t *t = NULL;
     symm__coll_launch_t l;
     uint32_t esz = 0;
     uint64_t nbytes = 0, total = 0;
@@ -426,7 +426,7 @@ static symm_status_t move(coll_team_t *t, const char *call, const void *send, vo
                           uint64_t src_piece, uint64_t out_piece, int root, uint64_t packet_max,
                           symm_stream_t stream) {
     symm__coll_launch_t l;
-    symm_coll_algo_t algo;
+    symm_coll_algo_t algo = SYMM_COLL_ALGO_AUTO;
     symm_status_t st;
     int n = t->ctx.n_pes, me = t->ctx.my_pe, nb;
     uint64_t rows = root >= 0 ? 1 : (uint64_t)n;
@@ -478,7 +478,7 @@ static symm_status_t move(coll_team_t *t, const char *call, const void *send, vo
 symm_status_t symm_all_gather(const void *send, void *recv, size_t send_count, symm_dtype_t dtype,
                               symm_team_t team, symm_stream_t stream) {
     const char *call = "symm_all_gather";
-    coll_team_t *t;
+    coll_team_t *t = NULL;
     uint32_t esz = 0;
     uint64_t nbytes = 0, total = 0;
     symm_status_t st;
@@ -507,7 +507,7 @@ symm_status_t symm_all_gather(const void *send, void *recv, size_t send_count, s
 symm_status_t symm_all_to_all(const void *send, void *recv, size_t count, symm_dtype_t dtype, symm_team_t team,
                               symm_stream_t stream) {
     const char *call = "symm_all_to_all";
-    coll_team_t *t;
+    coll_team_t *t = NULL;
     uint32_t esz = 0;
     uint64_t nbytes = 0, total = 0;
     symm_status_t st;
@@ -535,7 +535,7 @@ symm_status_t symm_all_to_all(const void *send, void *recv, size_t count, symm_d
 symm_status_t symm_broadcast(const void *send, void *recv, size_t count, symm_dtype_t dtype, int root,
                              symm_team_t team, symm_stream_t stream) {
     const char *call = "symm_broadcast";
-    coll_team_t *t;
+    coll_team_t *t = NULL;
     uint32_t esz = 0;
     uint64_t nbytes = 0;
     symm_status_t st;
@@ -572,7 +572,7 @@ symm_status_t symm_all_to_allv(const void *send, const size_t *send_counts, cons
                                const size_t *recv_counts, const size_t *recv_displs, symm_dtype_t dtype,
                                symm_team_t team, symm_stream_t stream) {
     const char *call = "symm_all_to_allv";
-    coll_team_t *t;
+    coll_team_t *t = NULL;
     symm__coll_launch_t l;
     uint64_t words[4 * SYMM_COLL_MAX_PES];
     uint64_t sext = 0, rext = 0, most = 0, b = 0;
@@ -638,7 +638,7 @@ symm_status_t symm_all_to_allv(const void *send, const size_t *send_counts, cons
 /* ---- testing hook ------------------------------------------------------------------------- */
 
 symm_status_t symm__coll_debug_set_epoch(symm_team_t team, uint64_t count) {
-    coll_team_t *t;
+    coll_team_t *t = NULL;
     uint64_t words[SYMM_COLL_MAX_BLOCKS];
     symm_status_t st;
     if ((st = get_team(team, NULL, "symm__coll_debug_set_epoch", &t)) != SYMM_SUCCESS)
