@@ -87,7 +87,7 @@ fi
 
 if stage variants && [ -x "$build/tests/device/device_put_variants" ]; then
   timeout -k 10 "${VARIANTS_WALL:-120}" "$build/tools/symmrun" -n 2 --timeout 110 \
-    "$build/tests/device/device_put_variants" >"$OUT/put_variants.log" 2>&1
+    "$build/tests/device/device_put_variants" ${VARIANTS_ARGS:-} >"$OUT/put_variants.log" 2>&1
   note "put variants" "rc=$?"
   tail -40 "$OUT/put_variants.log"
 fi
