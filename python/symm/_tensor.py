@@ -17,7 +17,10 @@ from ._errors import NoPeerAccessError, UnsupportedError
 
 # Tensors symm made -> the key of their allocation (zero-byte tensors have no
 # pointer, so the storage address alone cannot identify them).
-_keys = weakref.WeakKeyDictionary()
+# id(tensor) -> allocation key, dropped when the tensor dies. Not a
+# WeakKeyDictionary: its lookups compare tensors with ==, which torch makes
+# element-wise (and ambiguous as a bool).
+_keys = {}
 
 
 def _torch():
@@ -111,7 +114,8 @@ def tensor(shape, dtype=None, *, zero=False):
     except BaseException:
         _runtime._free_key(key)
         raise
-    _keys[t] = key
+    _keys[id(t)] = key
+    weakref.finalize(t, _keys.pop, id(t), None)
     alloc.invalidators.append(lambda r=weakref.ref(t): _empty_out(r))
     return t
 
@@ -125,7 +129,7 @@ def _allocation_of(t, what):
     torch = _torch()
     if not isinstance(t, torch.Tensor):
         raise TypeError("%s: expected a torch.Tensor, got %s" % (what, type(t).__name__))
-    key = _keys.get(t)
+    key = _keys.get(id(t))
     if key is None:
         key = t.untyped_storage().data_ptr()
     alloc = _runtime._allocs.get(key)
