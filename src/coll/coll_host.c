@@ -575,7 +575,7 @@ symm_status_t symm_all_to_allv(const void *send, const size_t *send_counts, cons
     coll_team_t *t = NULL;
     symm__coll_launch_t l;
     uint64_t words[4 * SYMM_COLL_MAX_PES];
-    uint64_t sext = 0, rext = 0, most = 0, b = 0;
+    uint64_t sext = 0, rext = 0, b = 0;
     uint32_t esz = 0;
     int n, p, sym_r;
     symm_status_t st;
@@ -594,8 +594,6 @@ symm_status_t symm_all_to_allv(const void *send, const size_t *send_counts, cons
             return st;
         if (b && e + b > sext)
             sext = e + b;
-        if (b > most)
-            most = b;
         if ((st = bytes_of(call, recv_counts[p], esz, 2, &b)) != SYMM_SUCCESS ||
             (st = bytes_of(call, recv_displs[p], esz, 2, &e)) != SYMM_SUCCESS)
             return st;
@@ -618,7 +616,12 @@ symm_status_t symm_all_to_allv(const void *send, const size_t *send_counts, cons
                            "%s: recv is not symmetric and its extent (%llu bytes) exceeds the staging area "
                            "(%zu bytes): allocate it with symm_malloc", call, (unsigned long long)rext,
                            SYMM__COLL_STAGE_BYTES);
-    base_launch(&l, t, SYMM__CK_A2AV_DIRECT, direct_blocks(most));
+    /* The block count must be the same on every PE (block b handshakes only
+     * with block b of the peers, and each slot counts its own calls), so it
+     * cannot depend on this PE's counts: a PE sending less launched fewer
+     * blocks, the others' extra blocks waited forever (the move-part hang of
+     * GPU run 3) or desynchronised those slots' call counters. */
+    base_launch(&l, t, SYMM__CK_A2AV_DIRECT, direct_blocks(SYMM__COLL_STAGE_BYTES));
     l.dst = sym_r ? recv : t->stage;
     l.src = send;
     l.esz = esz;

@@ -65,7 +65,11 @@ extern "C" int symm__coll_capturing(symm_stream_t stream) {
 }
 
 extern "C" symm_status_t symm__coll_write(uint64_t dst, const void *src, size_t nbytes) {
+    /* A cudaMemcpy from pageable memory may return before its DMA lands;
+     * the device sync makes the words visible before the caller's barrier. */
     cudaError_t e = cudaMemcpy((void *)(uintptr_t)dst, src, nbytes, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
     if (e != cudaSuccess)
         return symm__error(SYMM_ERR_CUDA, "collectives: writing %zu bytes of state: %s", nbytes,
                            cudaGetErrorString(e));
