@@ -10,32 +10,8 @@
 /* PE pe's copy of the symmetric address p: p + (pe - my_pe) * stride
  * (DESIGN.md decision 2). No range check: the hot path trusts its caller;
  * symm_ctx_ptr is the checked form. */
-/* The bytes from this PE's heap to PE pe's. The context does not change while
- * a kernel runs, so when it lives in global memory (the usual device pointer)
- * its two fields are read through the read-only path: a plain load would be
- * refetched from L2 after every acquire (which invalidates L1) and, behind
- * asm memory clobbers, on every call (about 0.3 us per small put measured on
- * H200, bench/results/2026-11-21-h200-4gpu-put-variants-run3.md). A context
- * passed by value (param/local space) takes the plain loads. */
-SYMM__DEVICE_INTERNAL int64_t symm__peer_offset(const symm_ctx_t *ctx, int pe) {
-    uint32_t global;
-    int32_t my;
-    int64_t stride;
-    asm("{ .reg .pred q; isspacep.global q, %1; selp.u32 %0, 1, 0, q; }" : "=r"(global) : "l"(ctx));
-    if (global) {
-        asm("{ .reg .u64 g; cvta.to.global.u64 g, %1; ld.global.nc.s32 %0, [g]; }"
-            : "=r"(my) : "l"(&ctx->my_pe));
-        asm("{ .reg .u64 g; cvta.to.global.u64 g, %1; ld.global.nc.s64 %0, [g]; }"
-            : "=l"(stride) : "l"(&ctx->stride));
-    } else {
-        my = ctx->my_pe;
-        stride = ctx->stride;
-    }
-    return (int64_t)(pe - my) * stride;
-}
-
 SYMM__DEVICE_INTERNAL void *symm__peer(const symm_ctx_t *ctx, const void *p, int pe) {
-    return (void *)((uintptr_t)p + (uintptr_t)symm__peer_offset(ctx, pe));
+    return (void *)((uintptr_t)p + (uintptr_t)((int64_t)(pe - ctx->my_pe) * ctx->stride));
 }
 
 SYMM_DEVICE_FN int symm_ctx_my_pe(const symm_ctx_t *ctx) {
