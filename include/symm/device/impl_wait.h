@@ -5,8 +5,9 @@
  *
  * The hot loop is one ld.acquire.sys, a compare and a counter. Every
  * SYMM__WAIT_CHECK_EVERY polls it calls an out-of-line check that reads
- * %globaltimer and the host-mapped abort flag; the printing and trapping stay
- * in that function, so the loop that user kernels inline stays small.
+ * %globaltimer and, once the wait has passed 1 ms, the host-mapped abort flag;
+ * the printing and trapping stay in that function, so the loop that user
+ * kernels inline stays small.
  */
 #ifndef SYMM_DEVICE_IMPL_WAIT_H
 #define SYMM_DEVICE_IMPL_WAIT_H
@@ -15,6 +16,11 @@
  * hundred ns, so this checks every few tens of microseconds. */
 #ifndef SYMM__WAIT_CHECK_EVERY
 #  define SYMM__WAIT_CHECK_EVERY 64u
+#endif
+
+/* How long a wait runs before it starts reading the abort flag. */
+#ifndef SYMM__ABORT_CHECK_NS
+#  define SYMM__ABORT_CHECK_NS 1000000ull
 #endif
 
 SYMM__DEVICE_INTERNAL const char *symm__cmp_name(int cmp) {
@@ -80,7 +86,12 @@ SYMM__NOINLINE uint64_t symm__wait_check(const symm_ctx_t *ctx, const void *addr
     uint64_t now = symm__globaltimer();
     if (t0 == 0)
         t0 = now;
-    if (ctx->abort_flag != 0) {
+    /* The abort flag is host memory: each read crosses PCIe, and reads from
+     * many waiting warps queue behind each other (a suspected cause of the
+     * ~100 us collective outliers in bench/results/2026-11-21-h200-4gpu-coll.md).
+     * Only waits that already lasted SYMM__ABORT_CHECK_NS read it; a dead
+     * peer is still reported within milliseconds. */
+    if (ctx->abort_flag != 0 && now - t0 >= SYMM__ABORT_CHECK_NS) {
         /* Host-mapped memory written by the host's watcher thread: a strong
          * system-scope load, so no stale cached copy hides the update. */
         uint32_t flag = symm__ld_b32((const void *)(uintptr_t)ctx->abort_flag, SYMM_SEM_RELAXED,
