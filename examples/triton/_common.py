@@ -15,9 +15,22 @@ if os.path.isdir(os.path.join(REPO, "python", "symm")):
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+import triton  # noqa: E402
 
 import symm  # noqa: E402
-import symm.triton as st  # noqa: E402,F401
+import symm.triton as st  # noqa: E402
+
+
+@triton.jit
+def arrive_and_wait(ctx, counter, target):
+    """Add 1 to `counter` on every PE (a release, so this program's earlier
+    stores come first), then wait until this PE's copy reaches `target`
+    (acquire): a barrier between the programs of one index across PEs."""
+    me = st.my_pe(ctx)
+    npes = st.n_pes(ctx)
+    for i in range(0, npes):
+        st.signal_op(ctx, counter, 1, st.SIGNAL_ADD, (me + i) % npes)
+    st.signal_wait_until(ctx, counter, st.CMP_GE, target)
 
 
 class Env:

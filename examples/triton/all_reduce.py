@@ -25,21 +25,16 @@ import symm.triton as st
 
 @triton.jit
 def all_reduce_kernel(ctx, y, x, n, ready, done, target, BLOCK: tl.constexpr):
-    me = st.my_pe(ctx)
     npes = st.n_pes(ctx)
     pid = tl.program_id(0)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    for i in range(0, npes):
-        st.signal_op(ctx, ready + pid, 1, st.SIGNAL_ADD, (me + i) % npes)
-    st.signal_wait_until(ctx, ready + pid, st.CMP_GE, target)
+    C.arrive_and_wait(ctx, ready + pid, target)
     acc = tl.zeros((BLOCK,), tl.float32)
     for q in range(0, npes):
         acc += tl.load(st.peer_ptr(ctx, x, q) + offs, mask=mask).to(tl.float32)
     tl.store(y + offs, acc.to(y.dtype.element_ty), mask=mask)
-    for i in range(0, npes):
-        st.signal_op(ctx, done + pid, 1, st.SIGNAL_ADD, (me + i) % npes)
-    st.signal_wait_until(ctx, done + pid, st.CMP_GE, target)
+    C.arrive_and_wait(ctx, done + pid, target)
 
 
 class AllReduce:

@@ -29,18 +29,14 @@ def all_to_all_kernel(ctx, out, inp, n, entry, arrived, target, BLOCK: tl.conste
     pid = tl.program_id(0)
     # entry handshake: once every PE has entered this call, their outputs are
     # free to be overwritten (what read them came earlier on their streams)
-    for i in range(0, npes):
-        st.signal_op(ctx, entry + pid, 1, st.SIGNAL_ADD, (me + i) % npes)
-    st.signal_wait_until(ctx, entry + pid, st.CMP_GE, target)
+    C.arrive_and_wait(ctx, entry + pid, target)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     for i in range(0, npes):
         q = (me + i) % npes
         vals = tl.load(inp + q * n + offs, mask=mask)
         tl.store(st.peer_ptr(ctx, out, q) + me * n + offs, vals, mask=mask)
-    for i in range(0, npes):
-        st.signal_op(ctx, arrived + pid, 1, st.SIGNAL_ADD, (me + i) % npes)
-    st.signal_wait_until(ctx, arrived + pid, st.CMP_GE, target)
+    C.arrive_and_wait(ctx, arrived + pid, target)
 
 
 class AllToAll:
