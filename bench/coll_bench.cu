@@ -174,11 +174,13 @@ static int verify(bench_env_t *env, int kind, const void *recv, size_t recv_b, s
     return bench_all_true(h[0] == 0) ? 0 : 1;
 }
 
-/* Sizes of S (bytes, see the header comment) to run for a kind. */
+/* Sizes of S (bytes, see the header comment) to run for a kind: every power
+ * of two, so the sizes the bars name (256 KiB, 1 MiB) and every algorithm
+ * threshold are rows of the table. */
 static int sizes_for(int kind, int quick, size_t *out) {
     int k = 0;
     size_t top = kind == K_A2A ? ((size_t)1 << 30) : ((size_t)256 << 20);
-    for (size_t s = 8; s <= top; s *= quick ? 64 : 4)
+    for (size_t s = 8; s <= top; s *= quick ? 64 : 2)
         out[k++] = s;
     if (out[k - 1] != top)
         out[k++] = top;
