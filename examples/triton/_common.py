@@ -16,6 +16,7 @@ if os.path.isdir(os.path.join(REPO, "python", "symm")):
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 import symm  # noqa: E402
 import symm.triton as st  # noqa: E402
@@ -23,14 +24,62 @@ import symm.triton as st  # noqa: E402
 
 @triton.jit
 def arrive_and_wait(ctx, counter, target):
-    """Add 1 to `counter` on every PE (a release, so this program's earlier
-    stores come first), then wait until this PE's copy reaches `target`
-    (acquire): a barrier between the programs of one index across PEs."""
+    """Add 1 to `counter` on every PE, released once after this program's
+    earlier stores, then wait until this PE's copy reaches `target`
+    (acquire): a barrier between the programs of one index across PEs.
+
+    One release for all PEs: after a program barrier, thread 0 issues one
+    system-scope fence (symm fence: fence.acq_rel.sys, which through the
+    barrier covers every thread's earlier stores) and then relaxed
+    system-scope adds (symm atomic_add: red.relaxed.sys), instead of a
+    release add per PE."""
     me = st.my_pe(ctx)
     npes = st.n_pes(ctx)
-    for i in range(0, npes):
-        st.signal_op(ctx, counter, 1, st.SIGNAL_ADD, (me + i) % npes)
+    tl.debug_barrier()
+    if st.tid() == 0:
+        st.raw.fence(ctx)
+        for i in range(0, npes):
+            st.raw.atomic_add_u64(ctx, counter, 1, (me + i) % npes)
+    tl.debug_barrier()
     st.signal_wait_until(ctx, counter, st.CMP_GE, target)
+
+
+@triton.jit
+def vec_ptrs(base, offs, VEC: tl.constexpr, BLOCK: tl.constexpr):
+    """base + offs, telling Triton that each contiguous run of BLOCK pointers
+    starts 16-byte aligned, so each thread moves 16 B per load/store.
+    Pointers from peer_ptr come out of an extern call, about which Triton
+    knows nothing, and would otherwise be accessed element by element. Only
+    when the host checked the alignment (VEC: every offset a multiple of
+    16 B; symmetric allocations are). The hint must sit on the op that makes
+    the pointers (here, the add), not on a function argument."""
+    ptrs = base + offs
+    if VEC:
+        ptrs = tl.max_contiguous(tl.multiple_of(ptrs, 16), BLOCK)
+    return ptrs
+
+
+@triton.jit
+def next_epoch(gen):
+    """This program's call count, kept on the GPU in its own word of `gen`
+    (store it back with end_epoch): signal targets computed from it stay
+    right when the launch is replayed from a CUDA graph, where a host-side
+    count would be frozen at its capture-time value."""
+    return tl.load(gen) + 1
+
+
+@triton.jit
+def end_epoch(gen, epoch):
+    tl.store(gen, epoch)
+
+
+def num_sms(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def vec_ok(*elems):
+    """True when every element offset is a multiple of 16 bytes (bf16: 8)."""
+    return all(e % 8 == 0 for e in elems)
 
 
 class Env:
@@ -69,24 +118,95 @@ def parse(description, **defaults):
     return ap.parse_args()
 
 
-def time_us(fn, iters=50, warmup=5):
-    """Median time of fn() in microseconds (CUDA events, all PEs in step)."""
-    for _ in range(warmup):
-        fn()
+def _in_step():
+    """Every earlier GPU op finished on every PE, and all PEs got here."""
     torch.cuda.synchronize()
     dist.barrier()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0)
-    # the slowest PE's median is what a user waits for
-    t = torch.tensor([statistics.median(times)], device="cuda")
+    torch.cuda.synchronize()
+
+
+def _slowest(us):
+    """The slowest PE's value: what a user waits for."""
+    t = torch.tensor([us], dtype=torch.float64, device="cuda")
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return t.item()
+
+
+def _window_us(enqueue, calls):
+    """GPU time per call of `calls` calls that enqueue() puts on the stream
+    back to back, between one pair of CUDA events."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    enqueue()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) * 1000.0 / calls
+
+
+def time_us(fn, iters=50, warmup=5, repeats=5):
+    """Stream time of fn() in microseconds: after warm-up and a barrier,
+    `iters` calls are enqueued back to back between one event pair; the
+    median per-call time of `repeats` such windows, slowest PE. Host launch
+    cost still counts where the GPU finishes a call before the host has
+    enqueued the next one (short kernels); time_graph_us removes it."""
+    for _ in range(warmup):
+        fn()
+
+    def enqueue():
+        for _ in range(iters):
+            fn()
+    samples = []
+    for _ in range(repeats):
+        _in_step()
+        samples.append(_window_us(enqueue, iters))
+    return _slowest(statistics.median(samples))
+
+
+GRAPHS = os.environ.get("SYMM_EXAMPLES_GRAPHS", "1") != "0"
+
+
+def time_graph_us(fn, iters=50, repeats=5):
+    """GPU time of fn() with no host in the way: `iters` calls (rounded up to
+    an even count, so ops that alternate buffers by call parity replay in
+    step) are captured into one CUDA graph, which is replayed `repeats` times
+    after a barrier each; median per-call time, slowest PE. fn must have run
+    before (compiled, communicators set up). None on every PE when any PE
+    could not capture (the reason is printed), or with
+    SYMM_EXAMPLES_GRAPHS=0."""
+    if not GRAPHS:
+        return None
+    calls = iters + iters % 2
+    graph, err = torch.cuda.CUDAGraph(), None
+    _in_step()
+    try:
+        # thread_local: the NCCL watchdog thread may query events meanwhile
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            for _ in range(calls):
+                fn()
+    except Exception as e:  # noqa: BLE001 - reported, and the column stays empty
+        err = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    if not all_ok(err is None):
+        if err is not None:
+            print("PE %d: CUDA graph capture failed (%s); no graph time" % (symm.my_pe(), err),
+                  flush=True)
+        torch.cuda.synchronize()
+        return None
+    _in_step()
+    graph.replay()                      # warm-up replay
+    samples = []
+    for _ in range(repeats):
+        _in_step()
+        samples.append(_window_us(graph.replay, calls))
+    us = _slowest(statistics.median(samples))
+    del graph
+    return us
+
+
+def bench(fn, iters=50):
+    """(stream time, CUDA graph time) of fn() in microseconds, the same
+    method for every party compared (time_us, time_graph_us)."""
+    eager = time_us(fn, iters)
+    return (eager, time_graph_us(fn, iters))
 
 
 def all_ok(ok):
@@ -97,20 +217,30 @@ def all_ok(ok):
 
 
 def report(env, name, checked, ok, timings=()):
-    """One line per example on PE 0: what was checked, and each timing with
-    its ratio to the first (the symm.triton kernel): `speedup xR` means the
-    symm.triton version is R times faster than that one."""
+    """One line per example on PE 0: what was checked, and each party's time
+    (label, (stream us, graph us)) with its ratio to the first party's (the
+    symm.triton kernel): `speedup xR` means the symm.triton version is R
+    times faster than that one, by the same method."""
     if env.rank != 0:
         return
     line = "%s [%d PEs]: %s: %s" % (name, env.world, checked, "OK" if ok else "FAILED")
-    timings = [(k, v) for k, v in timings if v is not None]
-    for i, (label, us) in enumerate(timings):
-        line += " | %s %.1f us" % (label, us)
-        if i:
-            line += " (speedup x%.2f)" % (us / timings[0][1])
+    timings = [(k, v if isinstance(v, tuple) else (v, None)) for k, v in timings
+               if v is not None]
+    base = timings[0][1] if timings else (None, None)
+    for i, (label, (us, gus)) in enumerate(timings):
+        line += " | %s: stream %s" % (label, _fmt(us))
+        if i and us and base[0]:
+            line += " (x%.2f)" % (us / base[0])
+        line += ", graph %s" % _fmt(gus)
+        if i and gus and base[1]:
+            line += " (x%.2f)" % (gus / base[1])
     print(line, flush=True)
     RESULTS.append({"name": name, "pes": env.world, "checked": checked, "ok": ok,
                     "timings": timings})
+
+
+def _fmt(us):
+    return "-" if us is None else "%.1f us" % us
 
 
 RESULTS = []  # what report() printed, for run_all.py

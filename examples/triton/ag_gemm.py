@@ -5,15 +5,22 @@ shard B [K, N/n] of the weight; the layer computes C = all_gather(A) @ B.
 Instead of gathering first and multiplying after, the shards travel while the
 GEMM runs:
 
-  - a side stream pushes this PE's shard, chunk by chunk, into every peer's
-    symmetric A_full with the copy engines (no SMs taken from the GEMM), and
-    after each chunk copies the call's epoch into the peer's flag for that
-    chunk (same stream, so the flag lands after the data);
   - the Triton GEMM starts at once: tiles of its own rows read A_me directly,
     tiles of a peer's rows first wait for that chunk's flag
     (signal_wait_until, acquire), so the GEMM computes on whatever has arrived.
+    Tiles go band by band: this PE's rows first (they never wait), then PE
+    me+1's, me+2's...; inside a band, GROUP_M row tiles share each column
+    tile (_gemm.py; the tile configuration is _gemm.GEMM_CONFIG);
+  - a side stream pushes this PE's shard, chunk by chunk, into the peers'
+    symmetric A_full with the copy engines (no SMs taken from the GEMM), and
+    after each chunk copies the call's epoch into the peer's flag for that
+    chunk (same stream, so the flag lands after the data). Its order matches
+    the consumers': PE me-1 needs this shard right after its own rows, PE
+    me-2 after that..., so all chunks go to me-1 first, then to me-2, ...
 
-Tiles are visited from this PE's rows onwards, so the first tiles never wait.
+The epoch is counted on the GPU (main stream), so the call can be captured
+into a CUDA graph: the side stream forks from and joins the main stream
+through events, which capture records as graph edges.
 A_full and the flags are double-buffered by call parity: a peer's push for call
 e+2 can only start after this PE finished the GEMM of call e (it waited for
 that peer's call-e+1 push, which starts after the peer's call-e GEMM).
@@ -28,54 +35,42 @@ import triton
 import triton.language as tl
 
 import _common as C
+import _gemm as G
 import symm
 import symm.triton as st
 
 
 @triton.jit
-def ag_gemm_kernel(ctx, a_local, a_full, b, c, flags, epoch, M, N, K, M_LOC, CHUNK_M, CHUNKS,
-                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def ag_gemm_kernel(ctx, a_local, a_full, b, c, flags, epoch_ptr, M, N, K, M_LOC, CHUNK_M, CHUNKS,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
     me = st.my_pe(ctx)
-    pid = tl.program_id(0)
-    num_n = tl.cdiv(N, BN)
-    num_m = M // BM
-    # this PE's own rows first, then the next PE's, ...
-    pid_m = (pid // num_n + me * (M_LOC // BM)) % num_m
-    pid_n = pid % num_n
-    row0 = pid_m * BM
-    src = row0 // M_LOC
+    npes = st.n_pes(ctx)
+    band, pid_m, pid_n = G.band_tile(tl.program_id(0), N, M_LOC, BM, BN, GROUP_M)
+    src = (me + band) % npes                   # this PE's rows first, then the next PE's, ...
+    row_loc = pid_m * BM
     if src == me:
-        a_base = a_local + (row0 - me * M_LOC) * K
+        a_base = a_local + row_loc * K
     else:
-        chunk = (row0 - src * M_LOC) // CHUNK_M
-        st.signal_wait_until(ctx, flags + src * CHUNKS + chunk, st.CMP_GE, epoch)
-        a_base = a_full + row0 * K
-    offs_m = tl.arange(0, BM)
+        chunk = row_loc // CHUNK_M
+        st.signal_wait_until(ctx, flags + src * CHUNKS + chunk, st.CMP_GE, tl.load(epoch_ptr))
+        a_base = a_full + (src * M_LOC + row_loc) * K
+    acc = G.mma_tile(a_base, b, N, K, pid_n, BM, BN, BK)
+    offs_m = src * M_LOC + row_loc + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
-    offs_k = tl.arange(0, BK)
-    a_ptrs = a_base + offs_m[:, None] * K + offs_k[None, :]
-    b_ptrs = b + offs_k[:, None] * N + offs_n[None, :]
-    nmask = offs_n[None, :] < N
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for _ in range(0, K, BK):
-        acc = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs, mask=nmask, other=0.0), acc)
-        a_ptrs += BK
-        b_ptrs += BK * N
-    c_ptrs = c + (row0 + offs_m)[:, None] * N + offs_n[None, :]
-    tl.store(c_ptrs, acc.to(c.dtype.element_ty), mask=nmask)
+    tl.store(c + offs_m[:, None] * N + offs_n[None, :], acc.to(c.dtype.element_ty),
+             mask=offs_n[None, :] < N)
 
 
 class AGGemm:
-    BM, BN, BK = 128, 128, 64
-
-    def __init__(self, env, m, k, n_local, chunks=4, dtype=torch.bfloat16):
+    def __init__(self, env, m, k, n_local, chunks=4, dtype=torch.bfloat16, config=None):
         w = env.world
+        self.cx, self.opts = G.split(config or G.GEMM_CONFIG["ag_gemm"])
+        bm, bk = self.cx["BM"], self.cx["BK"]
         self.env, self.m, self.k, self.n, self.chunks = env, m, k, n_local, chunks
         self.m_loc = m // w
         self.chunk_m = self.m_loc // chunks
-        if m % w or self.m_loc % chunks or self.chunk_m % self.BM or k % self.BK:
-            raise ValueError("shapes: M/n_pes/chunks must be a multiple of %d and K of %d"
-                             % (self.BM, self.BK))
+        if m % w or self.m_loc % chunks or self.chunk_m % bm or k % bk:
+            raise ValueError("shapes: M/n_pes/chunks must be a multiple of %d and K of %d" % (bm, bk))
         self.a_full = symm.zeros((2, m, k), dtype)
         self.flags = symm.zeros((2, w * chunks), torch.int64)
         self.peer_a = [symm.get_peer_tensor(self.a_full, q) for q in range(w)]
@@ -87,23 +82,24 @@ class AGGemm:
 
     def __call__(self, a, b, c):
         env, w, me = self.env, self.env.world, self.env.rank
+        par = self.calls % 2
         self.calls += 1
-        par, epoch = self.calls % 2, self.calls
         main = torch.cuda.current_stream()
-        self.epoch_dev.fill_(epoch)
+        self.epoch_dev.add_(1)                 # this call's epoch, counted on the GPU
         self.side.wait_stream(main)            # a and epoch_dev are ready
         with torch.cuda.stream(self.side):
             rows = slice(me * self.m_loc, (me + 1) * self.m_loc)
-            for ch in range(self.chunks):
-                r = slice(ch * self.chunk_m, (ch + 1) * self.chunk_m)
-                for i in range(1, w):
-                    q = (me + i) % w
+            for i in range(1, w):
+                q = (me - i) % w               # PE me-1 needs this shard first
+                for ch in range(self.chunks):
+                    r = slice(ch * self.chunk_m, (ch + 1) * self.chunk_m)
+                    f = me * self.chunks + ch
                     self.peer_a[q][par, rows][r].copy_(a[r])
-                    self.peer_flags[q][par, me * self.chunks + ch:me * self.chunks + ch + 1].copy_(self.epoch_dev)
-        grid = ((self.m // self.BM) * triton.cdiv(self.n, self.BN),)
-        st.launch(ag_gemm_kernel, grid, env.ctx, a, self.a_full[par], b, c, self.flags[par], epoch,
-                  self.m, self.n, self.k, self.m_loc, self.chunk_m, self.chunks,
-                  BM=self.BM, BN=self.BN, BK=self.BK, num_warps=8, num_stages=3)
+                    self.peer_flags[q][par, f:f + 1].copy_(self.epoch_dev)
+        grid = ((self.m // self.cx["BM"]) * triton.cdiv(self.n, self.cx["BN"]),)
+        st.launch(ag_gemm_kernel, grid, env.ctx, a, self.a_full[par], b, c, self.flags[par],
+                  self.epoch_dev, self.m, self.n, self.k, self.m_loc, self.chunk_m, self.chunks,
+                  **self.cx, **self.opts)
         main.wait_stream(self.side)            # a may be reused after this call
         return c
 
@@ -143,8 +139,8 @@ def run(m=8192, k=8192, n=8192, iters=20, bench=True, checks=2):
         def ref():
             dist.all_gather_into_tensor(full, a)
             torch.matmul(full, b, out=c)
-        t_symm = C.time_us(lambda: op(a, b, c), iters)
-        t_ref = C.time_us(ref, iters)
+        t_symm = C.bench(lambda: op(a, b, c), iters)
+        t_ref = C.bench(ref, iters)
     op.close()
     C.report(env, "ag_gemm", "M=%d K=%d N=%d (N/PE=%d) bf16, %d iterations vs all_gather+matmul, "
              "max abs err %.2e" % (m, k, n, n_loc, checks, worst), ok,

@@ -1,12 +1,18 @@
-"""All-gather inside a Triton kernel.
+"""All-gather inside a Triton kernel (direct push, like symm's C all_gather).
 
-Program i first announces on every PE that it entered this call and waits
-until every PE's program i has (the outputs are then free to be overwritten:
-whatever read them came earlier on their streams). Then it pushes slice i of
-this PE's shard into block `me` of every PE's symmetric output (peer_ptr + tl.store over NVLink), adds 1 to slice i's
-arrival counter on each of them (signal_op ADD, release), then waits until
-its own counter shows all PEs' slice i (acquire). When every program has
-returned, the output is complete on this PE.
+A persistent grid: about one program per SM, program i looping over tiles
+i, i+P, i+2P... of this PE's shard. Program i first announces on every PE
+that it entered this call and waits until every PE's program i has (the
+outputs are then free to be overwritten: whatever read them came earlier on
+their streams). Then it pushes each of its tiles into block `me` of every
+PE's symmetric output (peer_ptr + tl.store over NVLink, 16 B per thread;
+programs start at different peers to spread the traffic), and only after
+all its stores adds 1 to its arrival counter on each PE (signal_op ADD,
+release: one signal per program per peer per call), then waits until its own
+counter shows all PEs' program i (acquire). Program i covers the same tiles
+on every PE, so when every program has returned the output is complete.
+Signal targets come from a per-program call count kept on the GPU, so the
+launch can be replayed from a CUDA graph.
 
     torchrun --nproc-per-node 4 examples/triton/all_gather.py [--numel N]
 
@@ -23,38 +29,47 @@ import symm.triton as st
 
 
 @triton.jit
-def all_gather_kernel(ctx, out, shard, n, entry, arrived, target, BLOCK: tl.constexpr):
+def all_gather_kernel(ctx, out, shard, n, entry, arrived, gen,
+                      VEC: tl.constexpr, BLOCK: tl.constexpr):
     me = st.my_pe(ctx)
     npes = st.n_pes(ctx)
     pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    epoch = C.next_epoch(gen + pid)
+    target = epoch * npes
     # entry handshake: once every PE has entered this call, their outputs are
     # free to be overwritten (what read them came earlier on their streams)
     C.arrive_and_wait(ctx, entry + pid, target)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    vals = tl.load(shard + offs, mask=mask)
-    for i in range(0, npes):
-        q = (me + i) % npes                       # start with self, spread the traffic
-        tl.store(st.peer_ptr(ctx, out, q) + me * n + offs, vals, mask=mask)
+    for t in range(pid, tl.cdiv(n, BLOCK), nprog):
+        offs = t * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        vals = tl.load(shard + offs, mask=mask)
+        for i in range(0, npes):
+            q = (me + pid + i) % npes              # programs spread over the peers
+            ptrs = C.vec_ptrs(st.peer_ptr(ctx, out, q) + me * n, offs, VEC, BLOCK)
+            tl.store(ptrs, vals, mask=mask)
     C.arrive_and_wait(ctx, arrived + pid, target)
+    C.end_epoch(gen + pid, epoch)
 
 
 class AllGather:
-    BLOCK = 4096
+    NUM_WARPS = 8
+    BLOCK = 2 * NUM_WARPS * 32 * 8              # 2 x 16 B of bf16 per thread
 
     def __init__(self, env, numel, dtype=torch.bfloat16):
         self.env, self.numel = env, numel
-        self.grid = (triton.cdiv(numel, self.BLOCK),)
+        self.grid = (max(1, min(triton.cdiv(numel, self.BLOCK), C.num_sms(env.device))),)
+        self.vec = C.vec_ok(numel)
         self.out = symm.zeros((env.world * numel,), dtype)
         self.arrived = symm.zeros((self.grid[0],), torch.int64)
         self.entry = symm.zeros((self.grid[0],), torch.int64)
-        self.calls = 0
+        self.gen = torch.zeros((self.grid[0],), dtype=torch.int64, device=env.device)
         symm.barrier()
 
     def __call__(self, shard):
-        self.calls += 1
         st.launch(all_gather_kernel, self.grid, self.env.ctx, self.out, shard, self.numel,
-                  self.entry, self.arrived, self.calls * self.env.world, BLOCK=self.BLOCK, num_warps=8)
+                  self.entry, self.arrived, self.gen, VEC=self.vec, BLOCK=self.BLOCK,
+                  num_warps=self.NUM_WARPS)
         return self.out
 
     def close(self):
@@ -81,12 +96,12 @@ def run(numel=4 * 1024 * 1024 + 5, iters=50, bench=True, checks=3):
     if bench:
         ref = torch.empty(env.world * numel, dtype=shard.dtype, device=env.device)
 
-        t_symm = C.time_us(lambda: op(shard), iters)
-        t_ref = C.time_us(lambda: dist.all_gather_into_tensor(ref, shard), iters)
+        t_symm = C.bench(lambda: op(shard), iters)
+        t_ref = C.bench(lambda: dist.all_gather_into_tensor(ref, shard), iters)
         # symm's CUDA C stream collective on symmetric buffers, for comparison
         c_in, c_out = symm.tensor(shard.shape, shard.dtype), symm.tensor(ref.shape, ref.dtype)
         c_in.copy_(shard)
-        t_c = C.time_us(lambda: symm.all_gather(c_out, c_in), iters)
+        t_c = C.bench(lambda: symm.all_gather(c_out, c_in), iters)
         torch.cuda.synchronize()
         symm.free_tensor(c_out)
         symm.free_tensor(c_in)

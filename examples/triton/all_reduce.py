@@ -1,12 +1,20 @@
-"""One-shot all-reduce inside a Triton kernel.
+"""Two-shot all-reduce inside a Triton kernel (the algorithm symm's C
+all_reduce picks from 512 KiB on: reduce-scatter, then all-gather).
 
-The input lives in symmetric memory. Program i announces "my slice i is
-ready" to every PE (signal_op ADD, release: thread 0 after a program barrier),
-waits until all PEs' slice i is ready (acquire), then sums slice i of every
-PE's input straight from their memory (peer_ptr + tl.load over NVLink) in
-fp32, in PE order so every PE gets bit-identical results, and writes its
-output. A second round of counters says "I have read slice i", so nobody
-overwrites its input while a peer still reads it.
+The input lives in symmetric memory; PE r owns shard r (1/n of the
+elements). A persistent grid: about one program per SM, program i looping
+over tiles i, i+P... of this PE's shard. Program i announces "I have
+entered this call" to every PE (signal_op ADD, release: thread 0 after a
+program barrier) and waits until every PE's program i has (their inputs are
+written and their outputs free). For each tile it then sums that tile of
+every PE's input straight from their memory (peer_ptr + tl.load over
+NVLink, 16 B per thread) in fp32, in PE order, and pushes the bf16 result
+into every PE's symmetric output (peer_ptr + tl.store). Each element is
+summed on one PE only, so every PE gets bit-identical results. Finally one
+completion round per program (signal every PE, wait for all): the results
+have landed, and nobody reads this PE's input any more, so it may be
+overwritten after the call. Signal targets come from a per-program call
+count kept on the GPU (CUDA-graph safe).
 
     torchrun --nproc-per-node 4 examples/triton/all_reduce.py [--numel N]
 
@@ -24,52 +32,68 @@ import symm.triton as st
 
 
 @triton.jit
-def all_reduce_kernel(ctx, y, x, n, ready, done, target, BLOCK: tl.constexpr):
+def all_reduce_kernel(ctx, out, x, n, shard, entry, done, gen,
+                      VEC: tl.constexpr, BLOCK: tl.constexpr):
+    me = st.my_pe(ctx)
     npes = st.n_pes(ctx)
     pid = tl.program_id(0)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    C.arrive_and_wait(ctx, ready + pid, target)
-    acc = tl.zeros((BLOCK,), tl.float32)
-    for q in range(0, npes):
-        acc += tl.load(st.peer_ptr(ctx, x, q) + offs, mask=mask).to(tl.float32)
-    tl.store(y + offs, acc.to(y.dtype.element_ty), mask=mask)
+    nprog = tl.num_programs(0)
+    epoch = C.next_epoch(gen + pid)
+    target = epoch * npes
+    C.arrive_and_wait(ctx, entry + pid, target)
+    lo = me * shard
+    for t in range(pid, tl.cdiv(shard, BLOCK), nprog):
+        offs = lo + t * BLOCK + tl.arange(0, BLOCK)
+        mask = (offs < lo + shard) & (offs < n)   # two tests keep 16 B accesses provable
+        acc = tl.zeros((BLOCK,), tl.float32)
+        for q in range(0, npes):                  # PE order: the same sum everywhere
+            ptrs = C.vec_ptrs(st.peer_ptr(ctx, x, q), offs, VEC, BLOCK)
+            acc += tl.load(ptrs, mask=mask).to(tl.float32)
+        res = acc.to(out.dtype.element_ty)
+        for i in range(0, npes):
+            q = (me + pid + i) % npes              # programs spread over the peers
+            tl.store(C.vec_ptrs(st.peer_ptr(ctx, out, q), offs, VEC, BLOCK), res, mask=mask)
     C.arrive_and_wait(ctx, done + pid, target)
+    C.end_epoch(gen + pid, epoch)
 
 
 class AllReduce:
-    BLOCK = 2048
+    NUM_WARPS = 8
+    BLOCK = NUM_WARPS * 32 * 8                  # 16 B of bf16 per thread
 
     def __init__(self, env, numel, dtype=torch.bfloat16):
         self.env, self.numel = env, numel
-        self.grid = (triton.cdiv(numel, self.BLOCK),)
+        # each PE's shard, rounded up to 16 elements so every shard starts 32 B aligned
+        self.shard = triton.cdiv(triton.cdiv(numel, env.world), 16) * 16
+        self.grid = (max(1, min(triton.cdiv(self.shard, self.BLOCK), C.num_sms(env.device))),)
+        self.vec = True                         # offsets are me * shard + multiples of BLOCK
         self.x = symm.zeros((numel,), dtype)            # callers write their input here
-        self.ready = symm.zeros((self.grid[0],), torch.int64)
+        self.out = symm.zeros((numel,), dtype)          # and find the sum here
+        self.entry = symm.zeros((self.grid[0],), torch.int64)
         self.done = symm.zeros((self.grid[0],), torch.int64)
-        self.calls = 0
+        self.gen = torch.zeros((self.grid[0],), dtype=torch.int64, device=env.device)
         symm.barrier()
 
-    def __call__(self, y):
-        self.calls += 1
-        st.launch(all_reduce_kernel, self.grid, self.env.ctx, y, self.x, self.numel, self.ready,
-                  self.done, self.calls * self.env.world, BLOCK=self.BLOCK, num_warps=8)
-        return y
+    def __call__(self):
+        st.launch(all_reduce_kernel, self.grid, self.env.ctx, self.out, self.x, self.numel,
+                  self.shard, self.entry, self.done, self.gen, VEC=self.vec, BLOCK=self.BLOCK,
+                  num_warps=self.NUM_WARPS)
+        return self.out
 
     def close(self):
         torch.cuda.synchronize()
         symm.barrier()
-        for t in (self.done, self.ready, self.x):
+        for t in (self.done, self.entry, self.out, self.x):
             symm.free_tensor(t)
 
 
 def run(numel=1024 * 1024 + 1, iters=50, bench=True, checks=3):
     env = C.setup()
     op = AllReduce(env, numel)
-    y = torch.empty(numel, dtype=torch.bfloat16, device=env.device)
     ok = True
     for it in range(checks):
         op.x.normal_(generator=torch.Generator(device=env.device).manual_seed(11000 * it + env.rank))
-        op(y)
+        y = op().clone()
         parts = [torch.empty_like(op.x) for _ in range(env.world)]
         dist.all_gather(parts, op.x)
         want = torch.zeros(numel, dtype=torch.float32, device=env.device)
@@ -80,10 +104,11 @@ def run(numel=1024 * 1024 + 1, iters=50, bench=True, checks=3):
     t_symm = t_ref = t_c = None
     if bench:
         ref = op.x.clone()
-        t_symm = C.time_us(lambda: op(y), iters)
-        t_ref = C.time_us(lambda: dist.all_reduce(ref), iters)
+        t_symm = C.bench(op, iters)
+        t_ref = C.bench(lambda: dist.all_reduce(ref), iters)
         # symm's CUDA C stream collective from the same symmetric input
-        t_c = C.time_us(lambda: symm.all_reduce(op.x, out=y), iters)
+        y = torch.empty(numel, dtype=torch.bfloat16, device=env.device)
+        t_c = C.bench(lambda: symm.all_reduce(op.x, out=y), iters)
     op.close()
     C.report(env, "all_reduce", "%d iterations of %d bf16 elements equal the fp32 sum of all PEs"
              % (checks, numel), ok,

@@ -1,12 +1,16 @@
-"""All-to-all inside a Triton kernel.
+"""All-to-all inside a Triton kernel (direct push, like symm's C all_to_all).
 
 The input holds one block per PE; block q goes to PE q, landing in block `me`
-of its symmetric output. Program i first announces on every PE that it
-entered this call and waits until every PE's program i has (their outputs
-are then free to be overwritten). Then it moves slice i of every block
-(peer_ptr + tl.store), adds 1 to slice i's arrival counter on each destination
-(signal_op ADD, release) and waits until its own counter shows every PE's
-slice i (acquire).
+of its symmetric output. A persistent grid: about one program per SM,
+program i looping over tiles i, i+P... of the blocks. Program i first
+announces on every PE that it entered this call and waits until every PE's
+program i has (their outputs are then free to be overwritten). Then for each
+of its tiles it moves that tile of every block to its PE (peer_ptr +
+tl.store, 16 B per thread, programs starting at different peers), and only
+after all its stores adds 1 to its arrival counter on each destination
+(signal_op ADD, release: one signal per program per peer per call); then it
+waits until its own counter shows every PE's program i (acquire). Signal
+targets come from a per-program call count kept on the GPU (CUDA-graph safe).
 
     torchrun --nproc-per-node 4 examples/triton/all_to_all.py [--numel N]
 
@@ -23,38 +27,47 @@ import symm.triton as st
 
 
 @triton.jit
-def all_to_all_kernel(ctx, out, inp, n, entry, arrived, target, BLOCK: tl.constexpr):
+def all_to_all_kernel(ctx, out, inp, n, entry, arrived, gen,
+                      VEC: tl.constexpr, BLOCK: tl.constexpr):
     me = st.my_pe(ctx)
     npes = st.n_pes(ctx)
     pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    epoch = C.next_epoch(gen + pid)
+    target = epoch * npes
     # entry handshake: once every PE has entered this call, their outputs are
     # free to be overwritten (what read them came earlier on their streams)
     C.arrive_and_wait(ctx, entry + pid, target)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    for i in range(0, npes):
-        q = (me + i) % npes
-        vals = tl.load(inp + q * n + offs, mask=mask)
-        tl.store(st.peer_ptr(ctx, out, q) + me * n + offs, vals, mask=mask)
+    for t in range(pid, tl.cdiv(n, BLOCK), nprog):
+        offs = t * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        for i in range(0, npes):
+            q = (me + pid + i) % npes              # programs spread over the peers
+            vals = tl.load(inp + q * n + offs, mask=mask)
+            ptrs = C.vec_ptrs(st.peer_ptr(ctx, out, q) + me * n, offs, VEC, BLOCK)
+            tl.store(ptrs, vals, mask=mask)
     C.arrive_and_wait(ctx, arrived + pid, target)
+    C.end_epoch(gen + pid, epoch)
 
 
 class AllToAll:
-    BLOCK = 4096
+    NUM_WARPS = 8
+    BLOCK = 2 * NUM_WARPS * 32 * 8              # 2 x 16 B of bf16 per thread
 
     def __init__(self, env, numel, dtype=torch.bfloat16):
         self.env, self.numel = env, numel          # elements per block
-        self.grid = (triton.cdiv(numel, self.BLOCK),)
+        self.grid = (max(1, min(triton.cdiv(numel, self.BLOCK), C.num_sms(env.device))),)
+        self.vec = C.vec_ok(numel)
         self.out = symm.zeros((env.world * numel,), dtype)
         self.arrived = symm.zeros((self.grid[0],), torch.int64)
         self.entry = symm.zeros((self.grid[0],), torch.int64)
-        self.calls = 0
+        self.gen = torch.zeros((self.grid[0],), dtype=torch.int64, device=env.device)
         symm.barrier()
 
     def __call__(self, inp):
-        self.calls += 1
         st.launch(all_to_all_kernel, self.grid, self.env.ctx, self.out, inp, self.numel,
-                  self.entry, self.arrived, self.calls * self.env.world, BLOCK=self.BLOCK, num_warps=8)
+                  self.entry, self.arrived, self.gen, VEC=self.vec, BLOCK=self.BLOCK,
+                  num_warps=self.NUM_WARPS)
         return self.out
 
     def close(self):
@@ -81,12 +94,12 @@ def run(numel=1024 * 1024 + 7, iters=50, bench=True, checks=3):
     if bench:
         ref = torch.empty_like(inp)
 
-        t_symm = C.time_us(lambda: op(inp), iters)
-        t_ref = C.time_us(lambda: dist.all_to_all_single(ref, inp), iters)
+        t_symm = C.bench(lambda: op(inp), iters)
+        t_ref = C.bench(lambda: dist.all_to_all_single(ref, inp), iters)
         # symm's CUDA C stream collective on symmetric buffers, for comparison
         c_in, c_out = symm.tensor(inp.shape, inp.dtype), symm.tensor(inp.shape, inp.dtype)
         c_in.copy_(inp)
-        t_c = C.time_us(lambda: symm.all_to_all(c_out, c_in), iters)
+        t_c = C.bench(lambda: symm.all_to_all(c_out, c_in), iters)
         torch.cuda.synchronize()
         symm.free_tensor(c_out)
         symm.free_tensor(c_in)

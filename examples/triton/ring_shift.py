@@ -1,15 +1,19 @@
 """Ring shift: every PE sends its buffer to the next PE, inside a Triton kernel.
 
-Each program first tells the previous PE "I have entered this call" and waits
-for the same word from the next PE: from then on the next PE is done with what
-its destination held before (its earlier work on its stream is finished), so
-it may be overwritten. The program then loads its slice of the local source,
-stores it straight into the next PE's copy of the symmetric destination over
-NVLink (peer_ptr + tl.store), signals the next PE (signal_op: thread 0, after a
+A persistent grid: about one program per SM, program i looping over tiles
+i, i+P... Each program first tells the previous PE "I have entered this
+call" and waits for the same word from the next PE: from then on the next PE
+is done with what its destination held before (its earlier work on its
+stream is finished), so it may be overwritten. The program then copies each
+of its tiles of the local source straight into the next PE's copy of the
+symmetric destination over NVLink (peer_ptr + tl.store, 16 B per thread),
+and after all of them signals the next PE once (signal_op: thread 0, after a
 program barrier, with release semantics, so the whole program's stores are
-delivered first) and waits for the previous PE's signal for the same slice
+delivered first) and waits for the previous PE's signal for the same program
 (acquire). Per-program words, each written before its wait, keep a grid
-larger than the GPU from deadlocking.
+larger than the GPU from deadlocking. The call count (the signals' value)
+is kept on the GPU per program, so the launch can be replayed from a CUDA
+graph.
 
     torchrun --nproc-per-node 4 examples/triton/ring_shift.py [--numel N]
 
@@ -27,37 +31,43 @@ import symm.triton as st
 
 
 @triton.jit
-def ring_shift_kernel(ctx, dst, src, n, sig, entry, epoch, BLOCK: tl.constexpr):
+def ring_shift_kernel(ctx, dst, src, n, sig, entry, gen, VEC: tl.constexpr, BLOCK: tl.constexpr):
     me = st.my_pe(ctx)
     npes = st.n_pes(ctx)
     nxt = (me + 1) % npes
     pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    epoch = C.next_epoch(gen + pid)
     st.signal_op(ctx, entry + pid, epoch, st.SIGNAL_SET, (me + npes - 1) % npes)
     st.signal_wait_until(ctx, entry + pid, st.CMP_GE, epoch)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    vals = tl.load(src + offs, mask=mask)
-    tl.store(st.peer_ptr(ctx, dst, nxt) + offs, vals, mask=mask)
+    peer = st.peer_ptr(ctx, dst, nxt)
+    for t in range(pid, tl.cdiv(n, BLOCK), nprog):
+        offs = t * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        vals = tl.load(src + offs, mask=mask)
+        tl.store(C.vec_ptrs(peer, offs, VEC, BLOCK), vals, mask=mask)
     st.signal_op(ctx, sig + pid, epoch, st.SIGNAL_SET, nxt)
     st.signal_wait_until(ctx, sig + pid, st.CMP_GE, epoch)
+    C.end_epoch(gen + pid, epoch)
 
 
 class RingShift:
-    BLOCK = 4096
+    NUM_WARPS = 8
+    BLOCK = 2 * NUM_WARPS * 32 * 8              # 2 x 16 B of bf16 per thread
 
     def __init__(self, env, numel, dtype=torch.bfloat16):
         self.env, self.numel = env, numel
-        self.grid = (triton.cdiv(numel, self.BLOCK),)
+        self.grid = (max(1, min(triton.cdiv(numel, self.BLOCK), C.num_sms(env.device))),)
+        self.vec = C.vec_ok(numel)
         self.dst = symm.zeros((numel,), dtype)
         self.sig = symm.zeros((self.grid[0],), torch.int64)
         self.entry = symm.zeros((self.grid[0],), torch.int64)
-        self.epoch = 0
+        self.gen = torch.zeros((self.grid[0],), dtype=torch.int64, device=env.device)
         symm.barrier()
 
     def __call__(self, src):
-        self.epoch += 1
         st.launch(ring_shift_kernel, self.grid, self.env.ctx, self.dst, src, self.numel, self.sig,
-                  self.entry, self.epoch, BLOCK=self.BLOCK, num_warps=8)
+                  self.entry, self.gen, VEC=self.vec, BLOCK=self.BLOCK, num_warps=self.NUM_WARPS)
         return self.dst
 
     def close(self):
@@ -92,8 +102,8 @@ def run(numel=16 * 1024 * 1024 + 3, iters=50, bench=True, checks=3):
             for r in reqs:
                 r.wait()
 
-        t_symm = C.time_us(lambda: op(src), iters)
-        t_ref = C.time_us(ref, iters)
+        t_symm = C.bench(lambda: op(src), iters)
+        t_ref = C.bench(ref, iters)
     op.close()
     C.report(env, "ring_shift", "%d iterations of %d bf16 elements equal the previous PE's data"
              % (checks, numel), ok,

@@ -5,7 +5,9 @@
 
 Each example checks its result against torch + NCCL first, then times the
 symm.triton kernel, the unfused torch + NCCL equivalent and, for the plain
-collectives, symm's own CUDA C stream collective. PE 0 prints one line per
+collectives, symm's own CUDA C stream collective, each by the same two
+methods (back-to-back stream launches, and CUDA graph replay;
+SYMM_EXAMPLES_GRAPHS=0 skips the graphs). PE 0 prints one line per
 example and, with --out, writes a markdown table with the machine, the
 command and the date.
 """
@@ -46,25 +48,37 @@ def machine():
         return "(nvidia-smi not found)"
 
 
+def _us(v):
+    return "-" if v is None else "%.1f" % v
+
+
+def _ratio(other, base):
+    return "x%.2f" % (other / base) if other and base else "-"
+
+
 def write_table(path, env, args):
-    rows = ["| example | PEs | check | symm.triton (us) | compared with | their time (us) | speedup |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]
+    rows = ["| example | PEs | check | symm.triton stream (us) | symm.triton graph (us) | compared with "
+            "| their stream (us) | their graph (us) | speedup stream | speedup graph |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in C.RESULTS:
         t = r["timings"]
-        base = t[0][1] if t else None
-        others = t[1:] or [("-", None)]
-        for label, us in others:
-            rows.append("| %s | %d | %s | %s | %s | %s | %s |" % (
-                r["name"], r["pes"], "OK" if r["ok"] else "FAILED",
-                "%.1f" % base if base else "-", label, "%.1f" % us if us else "-",
-                "x%.2f" % (us / base) if us and base else "-"))
+        base = t[0][1] if t else (None, None)
+        others = t[1:] or [("-", (None, None))]
+        for label, (us, gus) in others:
+            rows.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                r["name"], r["pes"], "OK" if r["ok"] else "FAILED", _us(base[0]), _us(base[1]),
+                label, _us(us), _us(gus), _ratio(us, base[0]), _ratio(gus, base[1])))
     text = ["# symm.triton examples vs torch + NCCL", "",
             "- date: %s" % datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "- command: `torchrun --nproc-per-node %d examples/triton/run_all.py %s`"
             % (env.world, " ".join(sys.argv[1:])),
             "- machine:", "", "```", machine(), "```", "",
-            "Times are the slowest PE's median over %d iterations (CUDA events). speedup > 1 means "
-            "the symm.triton kernel is faster. Each example's check is listed in its docstring." % args.iters,
+            "Every party is timed the same way (examples/triton/_common.py), slowest PE's median "
+            "of 5 windows: *stream*: %d calls enqueued back to back between one CUDA event pair, "
+            "time per call (host launch cost shows only where the GPU outruns the host); "
+            "*graph*: the same %d calls captured in one CUDA graph and replayed (no host in the "
+            "way; '-' where capture failed). speedup > 1 means the symm.triton kernel is faster. "
+            "Each example's check is listed in its docstring." % (args.iters, args.iters + args.iters % 2),
             ""] + rows
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:

@@ -12,7 +12,9 @@ me*S/n + block t (peer_ptr + tl.store), then adds 1 to block t's counter on
 PE q (signal_op, release); then it waits until its own counter for block t
 shows all n senders (acquire). The output is double-buffered by call parity
 (a PE's call-e+2 stores land in a buffer whose owner finished with call e
-before sending its call-e+1 data).
+before sending its call-e+1 data). The wait target comes from a per-program
+count of this parity's calls kept on the GPU, so the launch can be replayed
+from a CUDA graph (captured in pairs of calls, so the parity stays in step).
 
     torchrun --nproc-per-node 4 examples/triton/seq_all_to_all.py --seq 32768 --heads 32 --dim 128
 
@@ -30,11 +32,14 @@ import symm.triton as st
 
 
 @triton.jit
-def seq_all_to_all_kernel(ctx, out, x, counters, target, S_LOC, HD, HD_LOC,
-                          BS: tl.constexpr, BC: tl.constexpr):
+def seq_all_to_all_kernel(ctx, out, x, counters, gen, S_LOC, HD, HD_LOC,
+                          VEC: tl.constexpr, BS: tl.constexpr, BC: tl.constexpr):
     me = st.my_pe(ctx)
+    npes = st.n_pes(ctx)
     t = tl.program_id(0)
-    q = (tl.program_id(1) + me) % st.n_pes(ctx)     # spread the destinations
+    g = gen + t * npes + tl.program_id(1)
+    epoch = C.next_epoch(g)
+    q = (tl.program_id(1) + me) % npes              # spread the destinations
     tok = t * BS + tl.arange(0, BS)
     tmask = tok < S_LOC
     dst = st.peer_ptr(ctx, out, q) + (me * S_LOC) * HD_LOC
@@ -42,9 +47,13 @@ def seq_all_to_all_kernel(ctx, out, x, counters, target, S_LOC, HD, HD_LOC,
         col = c0 + tl.arange(0, BC)
         mask = tmask[:, None] & (col < HD_LOC)[None, :]
         vals = tl.load(x + tok[:, None] * HD + q * HD_LOC + col[None, :], mask=mask)
-        tl.store(dst + tok[:, None] * HD_LOC + col[None, :], vals, mask=mask)
+        ptrs = dst + tok[:, None] * HD_LOC + col[None, :]
+        if VEC:
+            ptrs = tl.max_contiguous(tl.multiple_of(ptrs, [16, 16]), [1, BC])
+        tl.store(ptrs, vals, mask=mask)
     st.signal_op(ctx, counters + t, 1, st.SIGNAL_ADD, q)
-    st.signal_wait_until(ctx, counters + t, st.CMP_GE, target)
+    st.signal_wait_until(ctx, counters + t, st.CMP_GE, epoch * npes)
+    C.end_epoch(g, epoch)
 
 
 class SeqAllToAll:
@@ -57,18 +66,20 @@ class SeqAllToAll:
         self.env, self.s_loc, self.h, self.d = env, seq // w, heads, dim
         self.h_loc = heads // w
         self.blocks = triton.cdiv(self.s_loc, self.BS)
+        self.vec = C.vec_ok(self.h_loc * dim, heads * dim)
         self.out = symm.zeros((2, seq, self.h_loc, dim), dtype)
         self.counters = symm.zeros((2, self.blocks), torch.int64)
-        self.calls = [0, 0]
+        self.gen = torch.zeros((2, self.blocks * w), dtype=torch.int64, device=env.device)
+        self.calls = 0
         symm.barrier()
 
     def __call__(self, x):
         env = self.env
-        par = (self.calls[0] + self.calls[1]) % 2
-        self.calls[par] += 1
+        par = self.calls % 2
+        self.calls += 1
         st.launch(seq_all_to_all_kernel, (self.blocks, env.world), env.ctx, self.out[par], x,
-                  self.counters[par], self.calls[par] * env.world, self.s_loc, self.h * self.d,
-                  self.h_loc * self.d, BS=self.BS, BC=self.BC, num_warps=4)
+                  self.counters[par], self.gen[par], self.s_loc, self.h * self.d,
+                  self.h_loc * self.d, VEC=self.vec, BS=self.BS, BC=self.BC, num_warps=4)
         return self.out[par]
 
     def close(self):
@@ -98,8 +109,8 @@ def run(seq=32768, heads=32, dim=128, iters=50, bench=True, checks=3):
     ok = C.all_ok(ok)
     t_symm = t_ref = None
     if bench:
-        t_symm = C.time_us(lambda: op(x), iters)
-        t_ref = C.time_us(lambda: reference(x, env.world), iters)
+        t_symm = C.bench(lambda: op(x), iters)
+        t_ref = C.bench(lambda: reference(x, env.world), iters)
     op.close()
     C.report(env, "seq_all_to_all", "S=%d H=%d D=%d bf16 [S/n,H,D] -> [S,H/n,D], %d iterations equal "
              "to NCCL's" % (seq, heads, dim, checks), ok,

@@ -29,27 +29,27 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 B16, I64, I32 = "*bf16", "*i64", "i32"
 # (module, kernel, signature, constexprs, options)
+GEMM = dict(BM=128, BN=256, BK=64, GROUP_M=8)
+GEMM_OPTS = dict(num_warps=8, num_stages=3)
 SPECS = [
-    ("ring_shift", "ring_shift_kernel", dict(ctx="i64", dst=B16, src=B16, n=I32, sig=I64, entry=I64, epoch=I32),
-     dict(BLOCK=4096), dict(num_warps=8)),
-    ("all_gather", "all_gather_kernel", dict(ctx="i64", out=B16, shard=B16, n=I32, entry=I64, arrived=I64, target=I32),
-     dict(BLOCK=4096), dict(num_warps=8)),
-    ("all_to_all", "all_to_all_kernel", dict(ctx="i64", out=B16, inp=B16, n=I32, entry=I64, arrived=I64, target=I32),
-     dict(BLOCK=4096), dict(num_warps=8)),
-    ("all_reduce", "all_reduce_kernel", dict(ctx="i64", y=B16, x=B16, n=I32, ready=I64, done=I64, target=I32),
-     dict(BLOCK=2048), dict(num_warps=8)),
+    ("ring_shift", "ring_shift_kernel", dict(ctx="i64", dst=B16, src=B16, n=I32, sig=I64, entry=I64, gen=I64),
+     dict(VEC=True, BLOCK=4096), dict(num_warps=8)),
+    ("all_gather", "all_gather_kernel", dict(ctx="i64", out=B16, shard=B16, n=I32, entry=I64, arrived=I64,
+                                             gen=I64), dict(VEC=True, BLOCK=4096), dict(num_warps=8)),
+    ("all_to_all", "all_to_all_kernel", dict(ctx="i64", out=B16, inp=B16, n=I32, entry=I64, arrived=I64,
+                                             gen=I64), dict(VEC=False, BLOCK=4096), dict(num_warps=8)),
+    ("all_reduce", "all_reduce_kernel", dict(ctx="i64", out=B16, x=B16, n=I32, shard=I32, entry=I64,
+                                             done=I64, gen=I64), dict(VEC=True, BLOCK=2048), dict(num_warps=8)),
     ("ag_gemm", "ag_gemm_kernel", dict(ctx="i64", a_local=B16, a_full=B16, b=B16, c=B16, flags=I64,
-                                       epoch=I32, M=I32, N=I32, K=I32, M_LOC=I32, CHUNK_M=I32, CHUNKS=I32),
-     dict(BM=128, BN=128, BK=64), dict(num_warps=8, num_stages=3)),
-    ("gemm_rs", "gemm_scatter_kernel", dict(ctx="i64", a=B16, b=B16, recv=B16, counters=I64, M=I32,
-                                            N=I32, K=I32, M_LOC=I32),
-     dict(BM=128, BN=128, BK=64), dict(num_warps=8, num_stages=3)),
-    ("gemm_rs", "reduce_tiles_kernel", dict(ctx="i64", recv=B16, counters=I64, out=B16, target=I32,
-                                            N=I32, M_LOC=I32),
-     dict(BM=128, BN=128), dict(num_warps=8)),
-    ("seq_all_to_all", "seq_all_to_all_kernel", dict(ctx="i64", out=B16, x=B16, counters=I64, target=I32,
+                                       epoch_ptr=I64, M=I32, N=I32, K=I32, M_LOC=I32, CHUNK_M=I32, CHUNKS=I32),
+     GEMM, GEMM_OPTS),
+    ("gemm_rs", "gemm_rs_kernel", dict(ctx="i64", a=B16, b=B16, recv=B16, counters=I64, out=B16, gen=I64,
+                                       M=I32, N=I32, K=I32, M_LOC=I32),
+     dict(GEMM, VEC=True), GEMM_OPTS),
+    ("_gemm", "gemm_kernel", dict(a=B16, b=B16, c=B16, M=I32, N=I32, K=I32, M_LOC=I32), GEMM, GEMM_OPTS),
+    ("seq_all_to_all", "seq_all_to_all_kernel", dict(ctx="i64", out=B16, x=B16, counters=I64, gen=I64,
                                                      S_LOC=I32, HD=I32, HD_LOC=I32),
-     dict(BS=16, BC=256), dict(num_warps=4)),
+     dict(VEC=True, BS=16, BC=256), dict(num_warps=4)),
 ]
 
 # gpu_kernels.py: one instance per kernel; FN etc. name symm.triton functions

@@ -1,0 +1,77 @@
+"""The GEMM shared by ag_gemm.py and gemm_rs.py, and its configuration.
+
+GEMM_CONFIG is the one place to set the tile shape and pipelining of both
+fused examples (tune_gemm.py times candidates on the GPU at their per-PE
+shapes; put the winner here). On Hopper, Triton 3.6 lowers tl.dot to wgmma
+on its own; BM=128, BN=256, BK=64 with 8 warps and 3-4 stages is a known
+good configuration for large bf16 GEMMs.
+
+Tiles are grouped per "band" of rows that come from one PE (ag_gemm: one
+source shard; gemm_rs: one owner), bands in the order the kernel wants them,
+and inside a band GROUP_M row tiles share each column tile (swizzle), so the
+B tiles and A rows in L2 are reused while the band order (what communication
+waits for or feeds) is kept.
+"""
+import triton
+import triton.language as tl
+
+GEMM_CONFIG = {
+    "ag_gemm": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=3),
+    "gemm_rs": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=3),
+}
+
+
+def split(cfg):
+    """(constexpr kwargs, launch options) of a GEMM_CONFIG entry."""
+    cx = {k: cfg[k] for k in ("BM", "BN", "BK", "GROUP_M")}
+    return cx, {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}
+
+
+@triton.jit
+def band_tile(pid, N, M_LOC, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """Program `pid` -> (band, row tile inside the band, column tile): bands
+    one after the other; inside a band, groups of GROUP_M row tiles walk the
+    column tiles together."""
+    num_n = tl.cdiv(N, BN)
+    mb = M_LOC // BM                       # row tiles per band
+    band_tiles = mb * num_n
+    band = pid // band_tiles
+    r = pid % band_tiles
+    per_group = GROUP_M * num_n
+    first_m = (r // per_group) * GROUP_M
+    gsz = tl.minimum(mb - first_m, GROUP_M)
+    pid_m = first_m + (r % per_group) % gsz
+    pid_n = (r % per_group) // gsz
+    return band, pid_m, pid_n
+
+
+@triton.jit
+def mma_tile(a_base, b, N, K, pid_n, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """fp32 [BM, BN] = A[a_base: BM rows, K] @ B[K, column tile pid_n]
+    (row-major A with row stride K, B with row stride N; K % BK == 0)."""
+    offs_m = tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    offs_k = tl.arange(0, BK)
+    a_ptrs = a_base + offs_m[:, None] * K + offs_k[None, :]
+    b_ptrs = b + offs_k[:, None] * N + offs_n[None, :]
+    nmask = offs_n[None, :] < N
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for _ in range(0, K, BK):
+        acc = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs, mask=nmask, other=0.0), acc)
+        a_ptrs += BK
+        b_ptrs += BK * N
+    return acc
+
+
+@triton.jit
+def gemm_kernel(a, b, c, M, N, K, M_LOC,
+                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
+    """C = A @ B with the examples' tile order and main loop, no
+    communication: what tune_gemm.py times."""
+    band, pid_m, pid_n = band_tile(tl.program_id(0), N, M_LOC, BM, BN, GROUP_M)
+    row0 = band * M_LOC + pid_m * BM
+    acc = mma_tile(a + row0 * K, b, N, K, pid_n, BM, BN, BK)
+    offs_m = row0 + tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    tl.store(c + offs_m[:, None] * N + offs_n[None, :], acc.to(c.dtype.element_ty),
+             mask=offs_n[None, :] < N)
