@@ -717,6 +717,18 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
 }
 
 /*
+ * The peer that block `slot` of PE `me` serves at step i of a loop over the
+ * n PEs. Every block starts at a different PE, so at any moment this PE's
+ * blocks write to all peers at once (its egress is spread over every link,
+ * and the PEs' blocks do not all aim at the same destination), and the
+ * local copy of some blocks overlaps the remote traffic of the others.
+ * Only the order changes: each block still visits every PE once.
+ */
+SYMM__DEVICE_INTERNAL int symm__c_step_pe(int me, int i, uint32_t slot, int n) {
+    return (int)(((uint32_t)me + (uint32_t)i + slot) % (uint32_t)n);
+}
+
+/*
  * Direct movement into the peers' dst: start handshake, this PE copies its
  * slot's share of src + piece * p to PE p's dst + out_off for every p (skipping
  * the copy onto itself in place), end handshake. root >= 0 (broadcast): only
@@ -736,7 +748,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_direct(
     hi = hi * 16 > nbytes ? nbytes : hi * 16;
     if (hi > lo && (root < 0 || root == me)) {
         for (int i = 0; i < n; i++) {
-            int p = me + i < n ? me + i : me + i - n;
+            int p = symm__c_step_pe(me, i, slot, n);
             const char *s = src + (uint64_t)p * piece + lo;
             char *d = symm__c_xaddr(&x, dst, p, 1) + out_off + lo;
             if (d != s)
@@ -763,7 +775,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_a2av_direct(
     symm__c_ep_t e = symm__c_epoch_begin(ws, slot);
     symm__c_xs_t x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, rdispl, rcount);
     for (int i = 0; i < n; i++) {
-        int p = me + i < n ? me + i : me + i - n;
+        int p = symm__c_step_pe(me, i, slot, n);
         uint64_t nbytes = scount[p] * esz, lo, hi, off, want;
         if (p == me) {
             off = rdispl[me] * esz;
