@@ -1,19 +1,23 @@
 /*
  * coll_bench.cu - the "coll" mode of symm-bench: the stream collectives
- * (symm_coll.h) side by side with NCCL, in one run on the same GPUs.
+ * (symm_coll.h) side by side with NCCL and NVSHMEM's on-stream collectives
+ * (where installed), in one run on the same GPUs.
  *
  * For all-reduce (f32 sum, and bf16 sum), reduce-scatter, all-gather,
  * all-to-all and broadcast, sizes 8 B .. 256 MiB (all-to-all up to 1 GiB per
- * rank): symm on symmetric buffers (its fast path) and NCCL on cudaMalloc'd
- * buffers, each timed back to back on the stream and as CUDA-graph replays
- * (20 calls per graph). Printed: time per call, the algorithm symm chose,
- * bus bandwidth with nccl-tests' definitions, and NCCL time / symm time
- * (above 1: symm is faster). Every size is checked before timing and again
- * after it: symm's result must equal the expected values, computed on the
- * device from the fill formula, bit for bit (the data are small integers, so
- * the sums are exact in any order; NCCL's result is checked the same way).
+ * rank): symm on symmetric buffers (its fast path), NCCL on cudaMalloc'd
+ * buffers and NVSHMEM (nvshmemx_*_on_stream, NVSHMEM_TEAM_WORLD) on buffers
+ * of its symmetric heap, each timed back to back on the stream and as
+ * CUDA-graph replays (20 calls per graph). Printed: time per call, the
+ * algorithm symm chose, bus bandwidth with nccl-tests' definitions, NCCL
+ * time / symm time and NVSHMEM graph time / symm graph time (above 1: symm
+ * is faster). Every size is checked before timing and again after it: symm's
+ * result must equal the expected values, computed on the device from the
+ * fill formula, bit for bit (the data are small integers, so the sums are
+ * exact in any order; NCCL's and NVSHMEM's results are checked the same way).
  * A wrong size is not timed: its row says WRONG in the time columns, the
- * first wrong element is printed, the bars skip it and the mode fails.
+ * first wrong element is printed, the bars skip it and the mode fails (a
+ * wrong NCCL or NVSHMEM result says WRONG in that library's cells only).
  * Every step is a named phase (bench_phase_begin), so a hang names it.
  *
  * Bus bandwidth (nccl-tests): S = bytes of the per-rank buffer named below,
@@ -34,6 +38,7 @@
 #include <string.h>
 
 #include "bench_modes.h"
+#include "nvshmem/bench_nvshmem.h"
 
 /* Internal tuning hook of libsymm (src/coll/coll.h). */
 extern "C" void symm__coll_tune(int direct_blocks, uint64_t packet_max, uint64_t oneshot_max);
@@ -43,12 +48,33 @@ static const char *k_name[K_COUNT] = {"all-reduce f32 sum", "all-reduce bf16 sum
                                       "all-gather f32", "all-to-all f32", "broadcast f32 (root 0)"};
 
 typedef struct coll_case {
-    int kind, lib; /* lib 0 symm, 1 NCCL */
+    int kind, lib; /* lib 0 symm, 1 NCCL, 2 NVSHMEM (on-stream collectives) */
     bench_env_t *env;
     void *send, *recv;
     size_t count;  /* elements: all-reduce/broadcast: the buffer; RS: recv; AG: send; A2A: per peer */
     symm_coll_algo_t algo;
 } coll_case_t;
+
+/* While an NVSHMEM graph is captured: failed NVSHMEM calls are counted here
+ * (the graph column then reads "capture failed") instead of ending the run. */
+static int *g_nv_capture_err;
+
+/* The NVSHMEM collective of each kind (bench_nvshmem.h). */
+static int nv_kind_of(int kind) {
+    switch (kind) {
+    case K_AR: case K_AR_BF16: return BENCH_NV_ALL_REDUCE;
+    case K_RS: return BENCH_NV_REDUCE_SCATTER;
+    case K_AG: return BENCH_NV_ALL_GATHER;
+    case K_A2A: return BENCH_NV_ALL_TO_ALL;
+    default: return BENCH_NV_BROADCAST;
+    }
+}
+
+/* One NVSHMEM call: 0, 1 (NVSHMEM has no such collective), -1 (failed). */
+static int nv_enqueue(const coll_case_t *c, cudaStream_t s) {
+    return bench_nv_coll(nv_kind_of(c->kind), c->kind == K_AR_BF16 ? BENCH_NV_BF16 : BENCH_NV_F32, c->recv, c->send,
+                         c->count, 0, s);
+}
 
 static symm_dtype_t dt_of(int kind) { return kind == K_AR_BF16 ? SYMM_DTYPE_BF16 : SYMM_DTYPE_F32; }
 static size_t esz_of(int kind) { return kind == K_AR_BF16 ? 2 : 4; }
@@ -56,6 +82,16 @@ static size_t esz_of(int kind) { return kind == K_AR_BF16 ? 2 : 4; }
 static void enqueue(void *arg, cudaStream_t s) {
     coll_case_t *c = (coll_case_t *)arg;
     int n = c->env->npes;
+    if (c->lib == 2) {
+        if (g_nv_capture_err && *g_nv_capture_err)
+            return; /* the capture already failed: nothing more to record */
+        if (nv_enqueue(c, s) != 0) {
+            if (!g_nv_capture_err)
+                bench_fatal(__FILE__, __LINE__, "NVSHMEM on-stream collective", "failed after its check passed");
+            ++*g_nv_capture_err;
+        }
+        return;
+    }
     if (c->lib == 0) {
         switch (c->kind) {
         case K_AR:
@@ -217,14 +253,177 @@ static void layout(int kind, size_t S, int n, size_t *count, size_t *send_b, siz
     }
 }
 
+/*
+ * NVSHMEM's graph time per call (ms), as bench_time_graph measures symm and
+ * NCCL, or -1 on every PE when any PE could not capture or instantiate the
+ * graph (the column then reads "capture failed" and the run goes on). The
+ * capture is relaxed, so an unsafe CUDA call NVSHMEM might make on the host
+ * does not by itself invalidate it; all PEs agree before any replay, so no
+ * PE launches a graph whose peers have none.
+ */
+static double nv_time_graph(coll_case_t *c, cudaStream_t s, int per_graph, int warmup, int iters, int reps) {
+    enum { MAX_REPS = 16 };
+    double ms[MAX_REPS];
+    int err = 0;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    cudaEvent_t e0, e1;
+    if (reps > MAX_REPS) reps = MAX_REPS;
+    if (reps < 1) reps = 1;
+    if (iters < 1) iters = 1;
+    cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+    if (e == cudaSuccess) {
+        g_nv_capture_err = &err;
+        for (int i = 0; i < per_graph; i++)
+            enqueue(c, s);
+        g_nv_capture_err = NULL;
+        e = cudaStreamEndCapture(s, &graph);
+    }
+    if (e == cudaSuccess && !err)
+        e = cudaGraphInstantiate(&exec, graph, 0);
+    int ok = e == cudaSuccess && !err;
+    if (!ok) {
+        bench_note("NVSHMEM graph capture failed: %s, %d failed calls", cudaGetErrorString(e), err);
+        (void)cudaGetLastError(); /* a failed capture is not sticky; clear it */
+    }
+    ok = bench_all_true(ok);
+    if (!ok) {
+        if (exec) BENCH_CUDA(cudaGraphExecDestroy(exec));
+        if (graph) BENCH_CUDA(cudaGraphDestroy(graph));
+        return -1;
+    }
+    BENCH_CUDA(cudaEventCreate(&e0));
+    BENCH_CUDA(cudaEventCreate(&e1));
+    for (int i = 0; i < warmup; i++)
+        BENCH_CUDA(cudaGraphLaunch(exec, s));
+    BENCH_CUDA(cudaStreamSynchronize(s));
+    for (int r = 0; r < reps; r++) {
+        float t = 0.0f;
+        BENCH_CUDA(cudaEventRecord(e0, s));
+        for (int i = 0; i < iters; i++)
+            BENCH_CUDA(cudaGraphLaunch(exec, s));
+        BENCH_CUDA(cudaEventRecord(e1, s));
+        BENCH_CUDA(cudaEventSynchronize(e1));
+        BENCH_CUDA(cudaEventElapsedTime(&t, e0, e1));
+        ms[r] = (double)t / ((double)iters * per_graph);
+    }
+    BENCH_CUDA(cudaEventDestroy(e1));
+    BENCH_CUDA(cudaEventDestroy(e0));
+    BENCH_CUDA(cudaGraphExecDestroy(exec));
+    BENCH_CUDA(cudaGraphDestroy(graph));
+    return bench_median(ms, reps);
+}
+
+/* NVSHMEM's symmetric buffers for one kind: the largest sizes that fit its
+ * heap (bench_nv_coll_alloc refuses, on every PE alike, what does not fit).
+ * Returns the largest S that has buffers, 0 when none (or no NVSHMEM). */
+static size_t nv_alloc_for(bench_env_t *env, int kind, const size_t *sizes, int nsz, void **src, void **dst) {
+    if (!env->nvshmem_ok)
+        return 0;
+    for (int si = nsz - 1; si >= 0; si--) {
+        size_t count, send_b, recv_b, shown;
+        layout(kind, sizes[si], env->npes, &count, &send_b, &recv_b, &shown);
+        if (count == 0)
+            break;
+        bench_phase_begin("coll: %s: nvshmem_malloc %zu + %zu bytes", k_name[kind], send_b, recv_b);
+        int ok = bench_nv_coll_alloc(send_b, recv_b, src, dst) == 0;
+        int all = bench_all_true(ok);
+        bench_phase_end();
+        if (all)
+            return sizes[si];
+        if (ok) /* a symmetric allocation that only some PEs got: freeing it would hang the others */
+            bench_fatal(__FILE__, __LINE__, "nvshmem_malloc", "succeeded on some PEs only");
+    }
+    return 0;
+}
+
+/* Rank 0's estimate of a call's time (us, from the first, untimed call),
+ * shared so that every PE runs the same number of calls. */
+static int shared_us(double ms) {
+    double us = ms * 1e3;
+    return bench_bcast_int(us > 2e9 ? 2000000000 : (int)us + 1);
+}
+
+/* NVSHMEM's cells of one row: times (back to back, graph) and graph ratio to symm. */
+typedef struct nv_cells {
+    const char *us, *us_graph, *ratio_graph;
+} nv_cells_t;
+
+/*
+ * NVSHMEM at one size, on its own symmetric buffers vs/vr (send_b/recv_b
+ * used), after symm has been timed: filled from symm's send buffer, checked
+ * before timing and again after it with the same expect kernel as symm, and
+ * timed only when right. `iters`, `per_graph`, `reps` as symm's, fewer calls
+ * when one call is slow (each timing phase stays within ~20 s).
+ */
+static nv_cells_t run_nv(bench_env_t *env, int kind, const char *sz, void *ss, void *vs, void *vr, size_t send_b,
+                         size_t recv_b, size_t count, size_t shown, double ms_sg, int iters, int per_graph, int reps,
+                         unsigned long long *d_bad) {
+    nv_cells_t c = {"WRONG", "WRONG", "-"};
+    coll_case_t cv = {kind, 2, env, vs, vr, count, SYMM_COLL_ALGO_AUTO};
+    cudaEvent_t e0, e1;
+    float first_ms = 0.0f;
+    bench_phase_begin("coll: %s %s: NVSHMEM check", k_name[kind], sz);
+    BENCH_CUDA(cudaMemsetAsync(vr, 0xff, recv_b, env->stream));
+    BENCH_CUDA(cudaMemcpyAsync(vs, ss, send_b, cudaMemcpyDeviceToDevice, env->stream));
+    /* every PE's poison and data are in place before any peer's NVSHMEM
+     * kernel may read or write them (its puts go straight into peers' dst) */
+    bench_barrier();
+    BENCH_CUDA(cudaEventCreate(&e0));
+    BENCH_CUDA(cudaEventCreate(&e1));
+    BENCH_CUDA(cudaEventRecord(e0, env->stream));
+    int r = nv_enqueue(&cv, env->stream);
+    BENCH_CUDA(cudaEventRecord(e1, env->stream));
+    BENCH_CUDA(cudaEventSynchronize(e1));
+    BENCH_CUDA(cudaEventElapsedTime(&first_ms, e0, e1));
+    BENCH_CUDA(cudaEventDestroy(e1));
+    BENCH_CUDA(cudaEventDestroy(e0));
+    /* NVSHMEM answers the same on every PE for the same call; agree anyway */
+    if (!bench_all_true(r != 1)) {
+        c.us = c.us_graph = "n/a";
+        return c;
+    }
+    if (!bench_all_true(r == 0)) {
+        c.us = c.us_graph = "error";
+        return c;
+    }
+    if (verify(env, kind, vr, recv_b, count, shown, "NVSHMEM's result", d_bad))
+        return c; /* WRONG, not timed */
+    int us1 = shared_us(first_ms);
+    double budget_calls = 20e6 / ((double)us1 * reps);
+    if (budget_calls < iters)
+        iters = budget_calls < 3 ? 3 : (int)budget_calls;
+    bench_phase_begin("coll: %s %s: NVSHMEM stream timing (%d calls x %d)", k_name[kind], sz, iters, reps);
+    bench_barrier();
+    double ms_v = bench_time_stream(enqueue, &cv, env->stream, 5, iters, reps);
+    bench_phase_begin("coll: %s %s: NVSHMEM graph timing", k_name[kind], sz);
+    double ms_vg = nv_time_graph(&cv, env->stream, per_graph, 2, (iters + per_graph - 1) / per_graph, reps);
+    bench_phase_begin("coll: %s %s: NVSHMEM check after timing", k_name[kind], sz);
+    if (verify(env, kind, vr, recv_b, count, shown, "NVSHMEM's result after timing", d_bad)) {
+        c.us = c.us_graph = "WRONG after timing";
+        return c;
+    }
+    c.us = bench_fmt("%.2f", ms_v * 1e3);
+    c.us_graph = ms_vg > 0 ? bench_fmt("%.2f", ms_vg * 1e3) : "capture failed";
+    c.ratio_graph = ms_vg > 0 ? bench_fmt_ratio(ms_vg, ms_sg) : "-";
+    return c;
+}
+
 static int run_kind(bench_env_t *env, int kind, bars_t *bars) {
     size_t sizes[32];
     int nsz = sizes_for(kind, env->quick, sizes), n = env->npes;
+    /* The first ten columns are those of the results before NVSHMEM was
+     * added, so older result files still line up. */
     const char *hdr[] = {"size", "algo", "symm us", "NCCL us", "NCCL/symm", "symm us (graph)", "NCCL us (graph)",
-                         "NCCL/symm (graph)", "symm busbw GB/s", "NCCL busbw GB/s"};
-    bench_table_t *t = bench_table_new(k_name[kind], 10, hdr);
+                         "NCCL/symm (graph)", "symm busbw GB/s", "NCCL busbw GB/s", "NVSHMEM us",
+                         "NVSHMEM us (graph)", "NVSHMEM/symm (graph)"};
+    enum { NCOLS = 13 };
+    bench_table_t *t = bench_table_new(k_name[kind], NCOLS, hdr);
     unsigned long long *d_bad;
+    void *vs = NULL, *vr = NULL;
+    int nv_skipped = 0;
     BENCH_CUDA(cudaMalloc((void **)&d_bad, 4 * sizeof(*d_bad)));
+    size_t nv_top = nv_alloc_for(env, kind, sizes, nsz, &vs, &vr);
     for (int si = 0; si < nsz; si++) {
         size_t S = sizes[si], count, send_b, recv_b, shown;
         layout(kind, S, n, &count, &send_b, &recv_b, &shown);
@@ -254,8 +453,8 @@ static int run_kind(bench_env_t *env, int kind, bars_t *bars) {
         int wrong = verify(env, kind, sr, recv_b, count, shown, "before timing", d_bad);
         if (wrong) {
             bars->wrong = 1;
-            const char *cells[10] = {bench_fmt("%s WRONG", sz), algo_buf, "WRONG", "-", "-", "WRONG", "-", "-",
-                                     "-", "-"};
+            const char *cells[NCOLS] = {bench_fmt("%s WRONG", sz), algo_buf, "WRONG", "-", "-", "WRONG", "-", "-",
+                                        "-", "-", "-", "-", "-"};
             bench_table_row(t, cells);
             bench_phase_end();
             goto next_size;
@@ -274,31 +473,46 @@ static int run_kind(bench_env_t *env, int kind, bars_t *bars) {
         bench_phase_begin("coll: %s %s: symm check after timing", k_name[kind], sz);
         if (verify(env, kind, sr, recv_b, count, shown, "after timing", d_bad)) {
             bars->wrong = 1;
-            const char *cells[10] = {bench_fmt("%s WRONG", sz), algo_buf, "WRONG after timing", "-", "-",
-                                     "WRONG", "-", "-", "-", "-"};
+            const char *cells[NCOLS] = {bench_fmt("%s WRONG", sz), algo_buf, "WRONG after timing", "-", "-",
+                                        "WRONG", "-", "-", "-", "-", "-", "-", "-"};
             bench_table_row(t, cells);
             bench_phase_end();
             goto next_size;
         }
         double ms_n = 0, ms_ng = 0;
+        int nccl_wrong = 0;
         if (env->nccl_ok) {
             bench_phase_begin("coll: %s %s: NCCL check", k_name[kind], sz);
-            enqueue(&cn, env->stream);
-            if (verify(env, kind, nr, recv_b, count, shown, "NCCL's result", d_bad))
-                bench_note("NCCL's %s %s result differs from the expected one", k_name[kind], sz);
-            bench_phase_begin("coll: %s %s: NCCL timing", k_name[kind], sz);
+            BENCH_CUDA(cudaMemsetAsync(nr, 0xff, recv_b, env->stream)); /* as symm's: no stale result can pass */
             bench_barrier();
-            ms_n = bench_time_stream(enqueue, &cn, env->stream, 5, iters, reps);
-            ms_ng = bench_time_graph(enqueue, &cn, env->stream, per_graph, 2, (iters + per_graph - 1) / per_graph, reps);
+            enqueue(&cn, env->stream);
+            /* a wrong NCCL result is reported in its cells, not timed */
+            nccl_wrong = verify(env, kind, nr, recv_b, count, shown, "NCCL's result", d_bad);
+            if (!nccl_wrong) {
+                bench_phase_begin("coll: %s %s: NCCL timing", k_name[kind], sz);
+                bench_barrier();
+                ms_n = bench_time_stream(enqueue, &cn, env->stream, 5, iters, reps);
+                ms_ng = bench_time_graph(enqueue, &cn, env->stream, per_graph, 2, (iters + per_graph - 1) / per_graph,
+                                         reps);
+            }
+        }
+        nv_cells_t nv = {"n/a", "n/a", "-"};
+        if (env->nvshmem_ok && S > nv_top) {
+            nv.us = nv.us_graph = "no heap";
+            nv_skipped = 1;
+        } else if (env->nvshmem_ok) {
+            nv = run_nv(env, kind, sz, ss, vs, vr, send_b, recv_b, count, shown, ms_sg, iters, per_graph, reps, d_bad);
         }
         bench_phase_end();
-        const char *cells[10] = {
+        const char *nccl_na = nccl_wrong ? "WRONG" : "n/a";
+        const char *cells[NCOLS] = {
             sz, algo_buf,
-            bench_fmt("%.2f", ms_s * 1e3), ms_n > 0 ? bench_fmt("%.2f", ms_n * 1e3) : "n/a",
+            bench_fmt("%.2f", ms_s * 1e3), ms_n > 0 ? bench_fmt("%.2f", ms_n * 1e3) : nccl_na,
             bench_fmt_ratio(ms_n, ms_s), bench_fmt("%.2f", ms_sg * 1e3),
-            ms_ng > 0 ? bench_fmt("%.2f", ms_ng * 1e3) : "n/a", bench_fmt_ratio(ms_ng, ms_sg),
+            ms_ng > 0 ? bench_fmt("%.2f", ms_ng * 1e3) : nccl_na, bench_fmt_ratio(ms_ng, ms_sg),
             bench_fmt("%.1f", busbw(kind, kind == K_AG ? recv_b : S, ms_sg, n)),
-            ms_ng > 0 ? bench_fmt("%.1f", busbw(kind, kind == K_AG ? recv_b : S, ms_ng, n)) : "n/a"};
+            ms_ng > 0 ? bench_fmt("%.1f", busbw(kind, kind == K_AG ? recv_b : S, ms_ng, n)) : nccl_na,
+            nv.us, nv.us_graph, nv.ratio_graph};
         bench_table_row(t, cells);
         /* bars (graph-timed; verified rows only) */
         if (ms_ng > 0) {
@@ -325,8 +539,20 @@ static int run_kind(bench_env_t *env, int kind, bars_t *bars) {
         BENCH_SYMM(symm_free(sr));
         BENCH_SYMM(symm_free(ss));
     }
+    if (nv_top > 0) {
+        bench_phase_begin("coll: %s: nvshmem_free", k_name[kind]);
+        bench_nv_coll_free();
+        bench_phase_end();
+    }
     bench_table_note(t, "times per call, medians; graph: CUDA-graph replays of 20 calls (2 from 64 MiB); "
                         "NCCL/symm > 1: symm faster; busbw from the graph times (nccl-tests definitions)");
+    if (env->nvshmem_ok)
+        bench_table_note(t, bench_fmt("NVSHMEM: nvshmemx_*_on_stream on NVSHMEM_TEAM_WORLD, buffers in its symmetric "
+                                      "heap, checked like symm's before and after timing (WRONG: not timed); "
+                                      "NVSHMEM/symm > 1: symm faster%s",
+                                      nv_skipped ? "; no heap: the size does not fit NVSHMEM's symmetric heap" : ""));
+    else
+        bench_table_note(t, bench_fmt("NVSHMEM columns n/a: %s", env->nvshmem_status));
     bench_table_emit(env->report, t);
     BENCH_CUDA(cudaFree(d_bad));
     return 0;
@@ -398,8 +624,12 @@ static int run_coll(bench_env_t *env) {
     }
     if (e && atoi(e) > 0)
         symm__coll_tune(atoi(e), 0, 0);
-    bench_report_text(env->report, "coll: %d PEs; NCCL: %s; NVSHMEM on-stream collectives: not measured "
-                                   "(not wired into this mode)", env->npes, env->nccl_status);
+    if (env->nvshmem_ok)
+        bench_report_text(env->report, "coll: %d PEs; NCCL: %s; NVSHMEM on-stream collectives: %s, %s",
+                          env->npes, env->nccl_status, bench_nv_version(), bench_nv_coll_info());
+    else
+        bench_report_text(env->report, "coll: %d PEs; NCCL: %s; NVSHMEM on-stream collectives: n/a (%s)", env->npes,
+                          env->nccl_status, env->nvshmem_status);
     if (getenv("SYMM_BENCH_COLL_SWEEP") && atoi(getenv("SYMM_BENCH_COLL_SWEEP")))
         run_sweep(env);
     for (int k = 0; k < K_COUNT; k++)
@@ -422,5 +652,6 @@ static int run_coll(bench_env_t *env) {
     return bars.wrong ? 1 : 0;
 }
 
-BENCH_MODE(coll, 20, "stream collectives (all-reduce, reduce-scatter, all-gather, all-to-all, broadcast) vs NCCL",
+BENCH_MODE(coll, 20,
+           "stream collectives (all-reduce, reduce-scatter, all-gather, all-to-all, broadcast) vs NCCL and NVSHMEM",
            run_coll)

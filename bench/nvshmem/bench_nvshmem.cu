@@ -1,5 +1,6 @@
 /*
- * bench_nvshmem.cu - NVSHMEM side of the rma comparisons (see bench_nvshmem.h).
+ * bench_nvshmem.cu - NVSHMEM side of the rma comparisons and of the coll
+ * mode's on-stream collectives (see bench_nvshmem.h).
  *
  * Built with relocatable device code and device-linked against
  * libnvshmem_device.a in its own static library, so the rest of symm-bench
@@ -7,8 +8,11 @@
  * kernels call for call: same grid slicing, same loops, same checks.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <nvshmem.h>
 #include <nvshmemx.h>
@@ -29,9 +33,81 @@ struct nv_lat {
 static struct {
     int inited;
     char version[64];
+    char coll_info[256];
+    size_t heap_bytes;       /* NVSHMEM_SYMMETRIC_SIZE as NVSHMEM will read it (0: unknown) */
+    size_t used_bytes;       /* what bench_nv_alloc took from the heap */
     void *src, *dst;
     struct nv_lat *lat;
+    void *coll_src, *coll_dst;
+    size_t coll_bytes;
 } g_nv;
+
+/* The heap the bench needs: the coll mode's largest pair (all-to-all: 1 GiB
+ * to send and 1 GiB to receive per PE; all-gather: 256 MiB and npes x 256 MiB),
+ * rma's two 256 MiB buffers, and room for alignment, rounded up to GiB.
+ * NVSHMEM keeps its own internal buffers outside this size. */
+static size_t nv_heap_need(int nranks) {
+    const size_t mib = (size_t)1 << 20, gib = (size_t)1 << 30;
+    size_t coll = (size_t)(nranks + 1) * 256 * mib;
+    if (coll < 2 * gib)
+        coll = 2 * gib;
+    size_t need = coll + 512 * mib + 512 * mib;
+    return (need + gib - 1) / gib * gib;
+}
+
+/* NVSHMEM_SYMMETRIC_SIZE syntax: a number, optionally with one k/m/g/t
+ * suffix (powers of 1024). 0 when it does not parse. */
+static size_t nv_parse_size(const char *v) {
+    char *end = NULL;
+    double x = strtod(v, &end);
+    if (end == v || x <= 0)
+        return 0;
+    switch (*end) {
+    case 'k': case 'K': x *= 1024.0; break;
+    case 'm': case 'M': x *= 1024.0 * 1024.0; break;
+    case 'g': case 'G': x *= 1024.0 * 1024.0 * 1024.0; break;
+    case 't': case 'T': x *= 1024.0 * 1024.0 * 1024.0 * 1024.0; break;
+    default: break;
+    }
+    return (size_t)x;
+}
+
+/* NVSHMEM's environment for the comparisons, set before anything of NVSHMEM
+ * runs (rank 0's nvshmemx_get_uniqueid already reads its options, and every
+ * PE must see the same heap size):
+ * - NVSHMEM_DISABLE_NCCL=1 unless set: this NVSHMEM is built with NCCL and
+ *   would hand its on-stream collectives to the libnccl.so.2 that symm-bench
+ *   itself loads, so the "NVSHMEM" column would time NCCL again.
+ * - NVSHMEM_SYMMETRIC_SIZE raised to nv_heap_need when it is below (the
+ *   bench's 2G default fits rma but not coll's 1 GiB all-to-all); a larger
+ *   value is kept. With CUDA VMM (NVSHMEM's default over NVLink) the size is
+ *   an address reservation, mapped only as nvshmem_malloc needs it. */
+static void nv_set_env(int nranks) {
+    char want[32], was[48], raised[96] = "";
+    const char *nccl, *nvls, *cur = getenv("NVSHMEM_SYMMETRIC_SIZE");
+    size_t need = nv_heap_need(nranks), have = cur ? nv_parse_size(cur) : 0;
+    snprintf(was, sizeof was, "%s", cur ? cur : "unset (NVSHMEM's 1 GiB default)");
+    (void)setenv("NVSHMEM_DISABLE_NCCL", "1", 0); /* on failure the info line below says what is set */
+    if (have < need) {
+        snprintf(want, sizeof want, "%zuG", need >> 30); /* need is whole GiB */
+        if (setenv("NVSHMEM_SYMMETRIC_SIZE", want, 1) == 0) {
+            snprintf(raised, sizeof raised, " (raised from %s)", was);
+            have = need;
+        }
+    }
+    g_nv.heap_bytes = have;
+    cur = getenv("NVSHMEM_SYMMETRIC_SIZE");
+    nccl = getenv("NVSHMEM_DISABLE_NCCL");
+    nvls = getenv("NVSHMEM_DISABLE_NVLS");
+    if (nccl && (!strcmp(nccl, "1") || !strcasecmp(nccl, "true") || !strcasecmp(nccl, "yes")))
+        snprintf(g_nv.coll_info, sizeof g_nv.coll_info, "NVSHMEM's own kernels (NVSHMEM_DISABLE_NCCL=%s)", nccl);
+    else
+        snprintf(g_nv.coll_info, sizeof g_nv.coll_info,
+                 "NVSHMEM_DISABLE_NCCL=%s: NVSHMEM may hand these to NCCL", nccl ? nccl : "unset");
+    snprintf(g_nv.coll_info + strlen(g_nv.coll_info), sizeof g_nv.coll_info - strlen(g_nv.coll_info),
+             ", NVSHMEM_DISABLE_NVLS=%s, NVSHMEM_SYMMETRIC_SIZE=%s%s", nvls ? nvls : "unset", cur ? cur : "unset",
+             raised);
+}
 
 typedef struct nv_uid_msg {
     int ok;
@@ -45,6 +121,7 @@ extern "C" int bench_nv_init(int rank, int nranks, int (*bcast)(void *buf, size_
     nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
     int st, major = 0, minor = 0, patch = 0;
 
+    nv_set_env(nranks);
     memset(&msg, 0, sizeof msg);
     msg.id = id0;
     if (rank == 0)
@@ -91,6 +168,7 @@ extern "C" int bench_nv_alloc(size_t bytes, void **src, void **dst) {
     g_nv.lat = (struct nv_lat *)nvshmem_calloc(1, sizeof(struct nv_lat));
     if (!g_nv.src || !g_nv.dst || !g_nv.lat)
         return -1;
+    g_nv.used_bytes += 2 * bytes + sizeof(struct nv_lat);
     *src = g_nv.src;
     *dst = g_nv.dst;
     return 0;
@@ -186,11 +264,102 @@ extern "C" int bench_nv_read_counter(uint32_t *value) {
     return 0;
 }
 
+/* ---- on-stream collectives ------------------------------------------------------ */
+
+extern "C" const char *bench_nv_coll_info(void) { return g_nv.coll_info; }
+
+extern "C" void bench_nv_coll_free(void) {
+    if (!g_nv.coll_src)
+        return;
+    nvshmem_free(g_nv.coll_dst);
+    nvshmem_free(g_nv.coll_src);
+    g_nv.coll_src = g_nv.coll_dst = NULL;
+    g_nv.coll_bytes = 0;
+}
+
+extern "C" int bench_nv_coll_alloc(size_t src_bytes, size_t dst_bytes, void **src, void **dst) {
+    /* 64 MiB of the heap stay free for the allocator's own rounding. */
+    const size_t slack = (size_t)64 << 20;
+    bench_nv_coll_free();
+    /* Every PE computes the same answer from the same sizes and environment,
+     * so all of them skip nvshmem_malloc (collective) together. */
+    if (!g_nv.inited || src_bytes == 0 || dst_bytes == 0 || g_nv.heap_bytes < slack ||
+        g_nv.used_bytes + src_bytes + dst_bytes > g_nv.heap_bytes - slack)
+        return -1;
+    g_nv.coll_src = nvshmem_malloc(src_bytes);
+    g_nv.coll_dst = nvshmem_malloc(dst_bytes);
+    if (!g_nv.coll_src || !g_nv.coll_dst) {
+        if (g_nv.coll_dst)
+            nvshmem_free(g_nv.coll_dst);
+        if (g_nv.coll_src)
+            nvshmem_free(g_nv.coll_src);
+        g_nv.coll_src = g_nv.coll_dst = NULL;
+        return -1;
+    }
+    g_nv.coll_bytes = src_bytes + dst_bytes;
+    *src = g_nv.coll_src;
+    *dst = g_nv.coll_dst;
+    return 0;
+}
+
+/* One typed call: NVSHMEM's status, or *none set when there is no such
+ * collective for the type. */
+static int nv_coll_f32(int kind, float *dst, const float *src, size_t count, int root, cudaStream_t s,
+                       int *none) {
+    switch (kind) {
+    case BENCH_NV_ALL_REDUCE: return nvshmemx_float_sum_reduce_on_stream(NVSHMEM_TEAM_WORLD, dst, src, count, s);
+    case BENCH_NV_REDUCE_SCATTER:
+        return nvshmemx_float_sum_reducescatter_on_stream(NVSHMEM_TEAM_WORLD, dst, src, count, s);
+    case BENCH_NV_ALL_GATHER: return nvshmemx_float_fcollect_on_stream(NVSHMEM_TEAM_WORLD, dst, src, count, s);
+    case BENCH_NV_ALL_TO_ALL: return nvshmemx_float_alltoall_on_stream(NVSHMEM_TEAM_WORLD, dst, src, count, s);
+    case BENCH_NV_BROADCAST:
+        return nvshmemx_float_broadcast_on_stream(NVSHMEM_TEAM_WORLD, dst, src, count, root, s);
+    default: *none = 1; return 0;
+    }
+}
+
+static int nv_coll_bf16(int kind, __nv_bfloat16 *dst, const __nv_bfloat16 *src, size_t count, int root,
+                        cudaStream_t s, int *none) {
+    switch (kind) {
+    case BENCH_NV_ALL_REDUCE:
+        return nvshmemx_bfloat16_sum_reduce_on_stream(NVSHMEM_TEAM_WORLD, dst, src, count, s);
+    case BENCH_NV_REDUCE_SCATTER:
+        return nvshmemx_bfloat16_sum_reducescatter_on_stream(NVSHMEM_TEAM_WORLD, dst, src, count, s);
+    case BENCH_NV_ALL_GATHER: return nvshmemx_bfloat16_fcollect_on_stream(NVSHMEM_TEAM_WORLD, dst, src, count, s);
+    case BENCH_NV_ALL_TO_ALL: return nvshmemx_bfloat16_alltoall_on_stream(NVSHMEM_TEAM_WORLD, dst, src, count, s);
+    case BENCH_NV_BROADCAST:
+        return nvshmemx_bfloat16_broadcast_on_stream(NVSHMEM_TEAM_WORLD, dst, src, count, root, s);
+    default: *none = 1; return 0;
+    }
+}
+
+extern "C" int bench_nv_coll(int kind, int dtype, void *dst, const void *src, size_t count, int root,
+                             void *stream) {
+    cudaStream_t s = (cudaStream_t)stream;
+    int r, none = 0;
+    if (!g_nv.inited)
+        return -1;
+    if (dtype == BENCH_NV_F32)
+        r = nv_coll_f32(kind, (float *)dst, (const float *)src, count, root, s, &none);
+    else if (dtype == BENCH_NV_BF16)
+        r = nv_coll_bf16(kind, (__nv_bfloat16 *)dst, (const __nv_bfloat16 *)src, count, root, s, &none);
+    else
+        none = 1, r = 0;
+    if (none)
+        return 1;
+    /* NVSHMEM's status, then the launch it made (a capture that refused it
+     * shows up here). */
+    if (r != 0 || cudaGetLastError() != cudaSuccess)
+        return -1;
+    return 0;
+}
+
 extern "C" void bench_nv_barrier_all(void) { nvshmem_barrier_all(); }
 
 extern "C" void bench_nv_finalize(void) {
     if (!g_nv.inited)
         return;
+    bench_nv_coll_free();
     nvshmem_free(g_nv.lat);
     nvshmem_free(g_nv.dst);
     nvshmem_free(g_nv.src);

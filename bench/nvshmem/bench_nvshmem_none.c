@@ -42,6 +42,20 @@ int bench_nv_read_counter(uint32_t *value) {
     return -1;
 }
 
+const char *bench_nv_coll_info(void) { return "NVSHMEM not installed"; }
+
+int bench_nv_coll_alloc(size_t src_bytes, size_t dst_bytes, void **src, void **dst) {
+    (void)src_bytes, (void)dst_bytes, (void)src, (void)dst;
+    return -1;
+}
+
+void bench_nv_coll_free(void) {}
+
+int bench_nv_coll(int kind, int dtype, void *dst, const void *src, size_t count, int root, void *stream) {
+    (void)kind, (void)dtype, (void)dst, (void)src, (void)count, (void)root, (void)stream;
+    return -1;
+}
+
 void bench_nv_barrier_all(void) {}
 
 void bench_nv_finalize(void) {}
