@@ -530,53 +530,85 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT symm__c_xs_t symm__c_handshake_pub(
  * Direct reduction: for the 16-byte units [u0, u1), load the unit at
  * src_off of every PE's src, reduce in PE order, store at dst_off of the dst
  * of every PE in [d0, d1) (all-reduce: every PE; reduce-scatter: this PE).
- * The loads of up to 8 PEs x 2 units are issued before their use so NVLink
- * round trips overlap.
+ *
+ * Each thread issues the loads of PGROUP PEs x UNITS units (64 registers of
+ * data) before it uses any, so that many NVLink round trips are in flight at
+ * once. Every loop over the group is unrolled so that v[][] is indexed only
+ * by constants and stays in registers: when the consuming loop was not
+ * unrolled, nvcc put v[][] in local memory and every remote load was
+ * followed by a local store that waited for its data, leaving one load in
+ * flight per thread. PGROUP 4 fills the group at n = 4 (8 PEs x 2 units left
+ * half of it unused there) and n = 8 takes two rounds of 4. The fp8 kinds
+ * accumulate in 8 floats per word, so they keep 2 units (the accumulators of
+ * 4 would not fit next to the loads). The order of the reduction is PE 0,
+ * 1, ..., n - 1 whatever the grouping, so results do not depend on it.
  */
-#define SYMM__C_UNITS 2
-#define SYMM__C_PGROUP 8
+#define SYMM__C_PGROUP 4
+#define SYMM__C_UNITS_f32 4
+#define SYMM__C_UNITS_f64 3
+#define SYMM__C_UNITS_f16 3
+#define SYMM__C_UNITS_bf16 3
+#define SYMM__C_UNITS_i32 4
+#define SYMM__C_UNITS_u32 4
+#define SYMM__C_UNITS_i64 3
+#define SYMM__C_UNITS_u64 3
+#define SYMM__C_UNITS_e4m3 2
+#define SYMM__C_UNITS_e5m2 2
+#define SYMM__C_UNITS_e4m3h 2
+#define SYMM__C_UNITS_e5m2h 2
+#define SYMM__C_UNROLL _Pragma("unroll")
 #define SYMM__C_DEFINE_RED_DIRECT(S)                                                              \
     SYMM__DEVICE_INTERNAL void symm__c_red_units_##S(                                             \
         const symm__c_xs_t *x, char *dst, uint64_t dst_off, const char *src, uint64_t src_off,    \
         uint64_t u0, uint64_t u1, int d0, int d1, int op) {                                       \
+        enum { UNITS = SYMM__C_UNITS_##S };                                                       \
         int n = x->ctx->n_pes, me = x->ctx->my_pe;                                                \
         uint64_t t = symm__block_tid(), nt = symm__block_nthreads();                              \
         uint64_t u;                                                                               \
-        for (u = u0 + t; u < u1; u += nt * SYMM__C_UNITS) {                                       \
-            symm__c_acc_##S a[SYMM__C_UNITS][2];                                                  \
+        for (u = u0 + t; u < u1; u += nt * UNITS) {                                               \
+            symm__c_acc_##S a[UNITS][2];                                                          \
             for (int p0 = 0; p0 < n; p0 += SYMM__C_PGROUP) {                                      \
-                symm__v4_t v[SYMM__C_PGROUP][SYMM__C_UNITS];                                      \
+                symm__v4_t v[SYMM__C_PGROUP][UNITS];                                              \
+                SYMM__C_UNROLL                                                                    \
                 for (int j = 0; j < SYMM__C_PGROUP; j++) {                                        \
-                    if (p0 + j >= n) break;                                                       \
-                    const char *ps = symm__c_xaddr(x, src, p0 + j, 0) + src_off;                  \
-                    for (int k = 0; k < SYMM__C_UNITS; k++)                                       \
-                        if (u + (uint64_t)k * nt < u1)                                            \
-                            v[j][k] = symm__c_ld16(ps + 16 * (u + (uint64_t)k * nt));             \
+                    if (p0 + j < n) {                                                             \
+                        const char *ps = symm__c_xaddr(x, src, p0 + j, 0) + src_off;              \
+                        SYMM__C_UNROLL                                                            \
+                        for (int k = 0; k < UNITS; k++)                                           \
+                            if (u + (uint64_t)k * nt < u1)                                        \
+                                v[j][k] = symm__c_ld16(ps + 16 * (u + (uint64_t)k * nt));         \
+                    }                                                                             \
                 }                                                                                 \
+                SYMM__C_UNROLL                                                                    \
                 for (int j = 0; j < SYMM__C_PGROUP; j++) {                                        \
-                    if (p0 + j >= n) break;                                                       \
-                    for (int k = 0; k < SYMM__C_UNITS; k++)                                       \
-                        if (u + (uint64_t)k * nt < u1) {                                          \
-                            uint64_t w0 = ((uint64_t)v[j][k].y << 32) | v[j][k].x;                \
-                            uint64_t w1 = ((uint64_t)v[j][k].w << 32) | v[j][k].z;                \
-                            if (p0 + j == 0) {                                                    \
-                                symm__c_first_##S(&a[k][0], w0); symm__c_first_##S(&a[k][1], w1); \
-                            } else {                                                              \
-                                symm__c_next_##S(&a[k][0], w0, op);                               \
-                                symm__c_next_##S(&a[k][1], w1, op);                               \
+                    if (p0 + j < n) {                                                             \
+                        SYMM__C_UNROLL                                                            \
+                        for (int k = 0; k < UNITS; k++)                                           \
+                            if (u + (uint64_t)k * nt < u1) {                                      \
+                                uint64_t w0 = ((uint64_t)v[j][k].y << 32) | v[j][k].x;            \
+                                uint64_t w1 = ((uint64_t)v[j][k].w << 32) | v[j][k].z;            \
+                                if (p0 + j == 0) {                                                \
+                                    symm__c_first_##S(&a[k][0], w0);                              \
+                                    symm__c_first_##S(&a[k][1], w1);                              \
+                                } else {                                                          \
+                                    symm__c_next_##S(&a[k][0], w0, op);                           \
+                                    symm__c_next_##S(&a[k][1], w1, op);                           \
+                                }                                                                 \
                             }                                                                     \
-                        }                                                                         \
+                    }                                                                             \
                 }                                                                                 \
             }                                                                                     \
-            for (int k = 0; k < SYMM__C_UNITS; k++) {                                             \
-                if (u + (uint64_t)k * nt >= u1) break;                                            \
-                uint64_t r0 = symm__c_last_##S(&a[k][0]), r1 = symm__c_last_##S(&a[k][1]);        \
-                symm__v4_t r;                                                                     \
-                r.x = (uint32_t)r0; r.y = (uint32_t)(r0 >> 32);                                   \
-                r.z = (uint32_t)r1; r.w = (uint32_t)(r1 >> 32);                                   \
-                for (int i = 0; i < d1 - d0; i++) {                                               \
-                    int p = d0 + (me - d0 + i) % (d1 - d0);                                       \
-                    symm__c_st16(symm__c_xaddr(x, dst, p, 1) + dst_off + 16 * (u + (uint64_t)k * nt), r); \
+            SYMM__C_UNROLL                                                                        \
+            for (int k = 0; k < UNITS; k++) {                                                     \
+                if (u + (uint64_t)k * nt < u1) {                                                  \
+                    uint64_t r0 = symm__c_last_##S(&a[k][0]), r1 = symm__c_last_##S(&a[k][1]);    \
+                    symm__v4_t r;                                                                 \
+                    r.x = (uint32_t)r0; r.y = (uint32_t)(r0 >> 32);                               \
+                    r.z = (uint32_t)r1; r.w = (uint32_t)(r1 >> 32);                               \
+                    for (int i = 0; i < d1 - d0; i++) {                                           \
+                        int p = d0 + (me - d0 + i) % (d1 - d0);                                   \
+                        symm__c_st16(symm__c_xaddr(x, dst, p, 1) + dst_off + 16 * (u + (uint64_t)k * nt), r); \
+                    }                                                                             \
                 }                                                                                 \
             }                                                                                     \
         }                                                                                         \
