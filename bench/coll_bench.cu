@@ -588,7 +588,7 @@ static void run_sweep(bench_env_t *env) {
     }
     bench_table_emit(env->report, t);
     {
-        static const int blocks[] = {8, 16, 32, 48, 64, 96, 120};
+        static const int blocks[] = {8, 16, 32, 48, 64, 96, 120, 128, 132};
         const char *h2[] = {"direct blocks", "AR 1 MiB us", "AR 256 MiB busbw", "AG 64 MiB/rank busbw"};
         bench_table_t *t2 = bench_table_new("direct kernels: blocks (graph)", 4, h2);
         for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++) {

@@ -70,6 +70,9 @@ static symm_status_t get_team(symm_team_t team, symm_stream_t stream, const char
     void *stage = NULL;
     if (!symm_initialized())
         return symm__error(SYMM_ERR_NOT_INITIALIZED, "%s: symm is not initialized", call);
+    if (symm__env()->coll_blocks < 0 || symm__env()->coll_blocks >= SYMM_COLL_MAX_BLOCKS)
+        return symm__error(SYMM_ERR_ENV, "%s: SYMM_COLL_BLOCKS=%lld is not in 0..%d", call,
+                           symm__env()->coll_blocks, SYMM_COLL_MAX_BLOCKS - 1);
     if (team == NULL)
         team = symm_team_world();
     if (team == symm_team_world())
@@ -212,10 +215,16 @@ static int region_blocks(const coll_team_t *t, uint64_t units) {
 }
 
 /* Blocks of a direct kernel moving `bytes` per block slot row: one per
- * 16 KiB (a round of 2 vectors per thread), at most SYMM__COLL_DIRECT_BLOCKS. */
+ * 16 KiB (a round of 2 vectors per thread), at most symm__coll_tune's value,
+ * else SYMM_COLL_BLOCKS (checked by get_team), else SYMM__COLL_DIRECT_BLOCKS.
+ * It must come out the same on every PE (block b handshakes with block b of
+ * the peers): it depends only on the size and on settings every PE shares. */
 static int direct_blocks(uint64_t bytes) {
     uint64_t nb = cdiv(bytes, (uint64_t)THREADS * 32);
-    int max = g_direct_blocks ? g_direct_blocks : SYMM__COLL_DIRECT_BLOCKS;
+    long long env = symm__env()->coll_blocks;
+    int max = g_direct_blocks                                   ? g_direct_blocks
+            : env > 0 && env < (long long)SYMM_COLL_MAX_BLOCKS ? (int)env
+                                                                : SYMM__COLL_DIRECT_BLOCKS;
     if (nb < 1)
         nb = 1;
     return nb > (uint64_t)max ? max : (int)nb;

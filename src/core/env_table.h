@@ -33,7 +33,11 @@
     X(debug_deny_peer,    SYMM_DEBUG_DENY_PEER,    STRING,   "",                             \
       "testing: 'i:j' makes init treat node PEs i and j as having no peer access")           \
     X(coll_algo,          SYMM_COLL_ALGO,          STRING,   "",                             \
-      "force a collective algorithm: oneshot, twoshot, packet, multimem (default: by size)")
+      "force a collective algorithm: oneshot, twoshot, packet, multimem (default: by size)") \
+    X(coll_blocks,        SYMM_COLL_BLOCKS,        INT,      "0",                            \
+      "most blocks of a direct stream collective (two-shot all-reduce, reduce-scatter, "    \
+      "all-gather, all-to-all, broadcast, all_to_allv), 1..255, one per 16 KiB moved; 0 = "  \
+      "built-in default (64). Set it alike on every PE")
 
 #ifdef SYMM_DEBUG
 #  define SYMM__DEFAULT_WAIT_TIMEOUT "60"

@@ -84,9 +84,12 @@ typedef enum symm_coll_algo {
 } symm_coll_algo_t;
 
 /* Limits of the collectives: PEs in a team, and blocks of one grid-scope
- * call (each block has its own handshake slots). */
+ * call (each block has its own handshake slots). 256 leaves room for one
+ * block per SM of any current GPU (132 on H100/H200) in the stream kernels,
+ * which may use up to SYMM_COLL_MAX_BLOCKS - 1 (the last slot is the grid
+ * barrier's). */
 #define SYMM_COLL_MAX_PES    64
-#define SYMM_COLL_MAX_BLOCKS 128
+#define SYMM_COLL_MAX_BLOCKS 256
 
 /* ------------------------------------------------------------------------ */
 /* Workspace layout (internal, but shared by host and device code)           */
@@ -94,15 +97,15 @@ typedef enum symm_coll_algo {
 
 /*
  * A collective workspace is a symmetric allocation, zeroed when made:
- *   [0, 1 KiB)        uint64 epoch[MAX_BLOCKS]   calls made so far by block
+ *   [0, 2 KiB)        uint64 epoch[MAX_BLOCKS]   calls made so far by block
  *                                                slot b (local; never read
  *                                                by peers)
- *   [1 KiB, 2 KiB)    uint64 grid[2]             grid barrier: arrivals, release
+ *   [2 KiB, +16)      uint64 grid[2]             grid barrier: arrivals, release
  *                                                generation (local)
- *   [4 KiB, +128 KiB) uint32 flag[2][2][MAX_BLOCKS][MAX_PES]
+ *   [4 KiB, +256 KiB) uint32 flag[2][2][MAX_BLOCKS][MAX_PES]
  *                                                handshake words: [kind]
  *                                                [call parity][block][source PE]
- *   [.., +256 KiB)    uint64 aux[MAX_BLOCKS][MAX_PES][4]
+ *   [.., +512 KiB)    uint64 aux[MAX_BLOCKS][MAX_PES][4]
  *                                                written by block b of PE p into
  *                                                aux[b][p] before its start flag:
  *                                                the heap offsets of its src and dst (and
@@ -119,8 +122,11 @@ typedef enum symm_coll_algo {
  * reader, because each call waits for something every peer sent in it.
  */
 #define SYMM__COLL_WS_EPOCH_OFF 0u
-#define SYMM__COLL_WS_GRID_OFF  1024u
+#define SYMM__COLL_WS_GRID_OFF  (SYMM_COLL_MAX_BLOCKS * 8u)
 #define SYMM__COLL_WS_FLAG_OFF  4096u
+#if SYMM_COLL_MAX_BLOCKS * 8 + 16 > 4096
+#  error "the epoch words and the grid barrier must fit below SYMM__COLL_WS_FLAG_OFF"
+#endif
 #define SYMM__COLL_WS_FLAG_BYTES (2u * 2u * SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 4u)
 #define SYMM__COLL_WS_AUX_OFF   (SYMM__COLL_WS_FLAG_OFF + SYMM__COLL_WS_FLAG_BYTES)
 #define SYMM__COLL_WS_AUX_BYTES (SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 4u * 8u)
