@@ -15,9 +15,11 @@ waits for or feeds) is kept.
 import triton
 import triton.language as tl
 
+# From tune_gemm.py on one H200 (bench/results/2026-11-21-h200-tune-gemm.md): 4 stages won
+# at both per-PE shapes.
 GEMM_CONFIG = {
-    "ag_gemm": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=3),
-    "gemm_rs": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=3),
+    "ag_gemm": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=4),
+    "gemm_rs": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=4),
 }
 
 

@@ -6,11 +6,12 @@ out [S, H/n, D]. PE q receives heads [q*H/n, (q+1)*H/n) of every PE's tokens,
 placed at the sender's sequence offset.
 
 One Triton kernel does the exchange with no separate pack/unpack copies:
-program (t, q) reads token block t's heads for PE q from x (a strided slice)
-and stores them straight into PE q's symmetric output at rows
-me*S/n + block t (peer_ptr + tl.store), then adds 1 to block t's counter on
-PE q (signal_op, release); then it waits until its own counter for block t
-shows all n senders (acquire). The output is double-buffered by call parity
+PER_DEST programs per destination PE q (one program per SM in all, so every
+program is resident: each one waits for the others' data) read token blocks'
+heads for PE q from x (a strided slice) and store them straight into PE q's
+symmetric output at rows me*S/n + block (peer_ptr + tl.store); then each
+adds 1 to PE q's counter (signal_op, release) and waits until its own PE's
+counter shows all n * PER_DEST arrivals of this call (acquire). The output is double-buffered by call parity
 (a PE's call-e+2 stores land in a buffer whose owner finished with call e
 before sending its call-e+1 data). The wait target comes from a per-program
 count of this parity's calls kept on the GPU, so the launch can be replayed
@@ -32,27 +33,31 @@ import symm.triton as st
 
 
 @triton.jit
-def seq_all_to_all_kernel(ctx, out, x, counters, gen, S_LOC, HD, HD_LOC,
+def seq_all_to_all_kernel(ctx, out, x, counter, gen, S_LOC, HD, HD_LOC, NBLK, PER_DEST,
                           VEC: tl.constexpr, BS: tl.constexpr, BC: tl.constexpr):
     me = st.my_pe(ctx)
     npes = st.n_pes(ctx)
-    t = tl.program_id(0)
-    g = gen + t * npes + tl.program_id(1)
+    pid = tl.program_id(0)
+    g = gen + pid
     epoch = C.next_epoch(g)
-    q = (tl.program_id(1) + me) % npes              # spread the destinations
-    tok = t * BS + tl.arange(0, BS)
-    tmask = tok < S_LOC
+    # PER_DEST programs per destination; the groups start at different peers
+    q = (pid // PER_DEST + me) % npes
     dst = st.peer_ptr(ctx, out, q) + (me * S_LOC) * HD_LOC
-    for c0 in range(0, HD_LOC, BC):
-        col = c0 + tl.arange(0, BC)
-        mask = tmask[:, None] & (col < HD_LOC)[None, :]
-        vals = tl.load(x + tok[:, None] * HD + q * HD_LOC + col[None, :], mask=mask)
-        ptrs = dst + tok[:, None] * HD_LOC + col[None, :]
-        if VEC:
-            ptrs = tl.max_contiguous(tl.multiple_of(ptrs, [16, 16]), [1, BC])
-        tl.store(ptrs, vals, mask=mask)
-    st.signal_op(ctx, counters + t, 1, st.SIGNAL_ADD, q)
-    st.signal_wait_until(ctx, counters + t, st.CMP_GE, epoch * npes)
+    for t in range(pid % PER_DEST, NBLK, PER_DEST):
+        tok = t * BS + tl.arange(0, BS)
+        tmask = tok < S_LOC
+        for c0 in range(0, HD_LOC, BC):
+            col = c0 + tl.arange(0, BC)
+            mask = tmask[:, None] & (col < HD_LOC)[None, :]
+            vals = tl.load(x + tok[:, None] * HD + q * HD_LOC + col[None, :], mask=mask)
+            ptrs = dst + tok[:, None] * HD_LOC + col[None, :]
+            if VEC:
+                ptrs = tl.max_contiguous(tl.multiple_of(ptrs, [16, 16]), [1, BC])
+            tl.store(ptrs, vals, mask=mask)
+    # one arrival per program at its destination; every PE expects
+    # npes * PER_DEST of them per call
+    st.signal_op(ctx, counter, 1, st.SIGNAL_ADD, q)
+    st.signal_wait_until(ctx, counter, st.CMP_GE, epoch * npes * PER_DEST)
     C.end_epoch(g, epoch)
 
 
@@ -66,10 +71,13 @@ class SeqAllToAll:
         self.env, self.s_loc, self.h, self.d = env, seq // w, heads, dim
         self.h_loc = heads // w
         self.blocks = triton.cdiv(self.s_loc, self.BS)
+        # Every program waits for the others' data, so all of them must be
+        # resident at once: at most one per SM (the same count on every PE).
+        self.per_dest = max(1, min(C.num_sms(env.device) // w, self.blocks))
         self.vec = C.vec_ok(self.h_loc * dim, heads * dim)
         self.out = symm.zeros((2, seq, self.h_loc, dim), dtype)
-        self.counters = symm.zeros((2, self.blocks), torch.int64)
-        self.gen = torch.zeros((2, self.blocks * w), dtype=torch.int64, device=env.device)
+        self.counters = symm.zeros((2, 1), torch.int64)
+        self.gen = torch.zeros((2, w * self.per_dest), dtype=torch.int64, device=env.device)
         self.calls = 0
         symm.barrier()
 
@@ -77,9 +85,10 @@ class SeqAllToAll:
         env = self.env
         par = self.calls % 2
         self.calls += 1
-        st.launch(seq_all_to_all_kernel, (self.blocks, env.world), env.ctx, self.out[par], x,
+        st.launch(seq_all_to_all_kernel, (env.world * self.per_dest,), env.ctx, self.out[par], x,
                   self.counters[par], self.gen[par], self.s_loc, self.h * self.d,
-                  self.h_loc * self.d, VEC=self.vec, BS=self.BS, BC=self.BC, num_warps=4)
+                  self.h_loc * self.d, self.blocks, self.per_dest, VEC=self.vec, BS=self.BS,
+                  BC=self.BC, num_warps=4)
         return self.out[par]
 
     def close(self):

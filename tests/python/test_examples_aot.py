@@ -47,8 +47,9 @@ SPECS = [
                                        M=I32, N=I32, K=I32, M_LOC=I32),
      dict(GEMM, VEC=True), GEMM_OPTS),
     ("_gemm", "gemm_kernel", dict(a=B16, b=B16, c=B16, M=I32, N=I32, K=I32, M_LOC=I32), GEMM, GEMM_OPTS),
-    ("seq_all_to_all", "seq_all_to_all_kernel", dict(ctx="i64", out=B16, x=B16, counters=I64, gen=I64,
-                                                     S_LOC=I32, HD=I32, HD_LOC=I32),
+    ("seq_all_to_all", "seq_all_to_all_kernel", dict(ctx="i64", out=B16, x=B16, counter=I64, gen=I64,
+                                                     S_LOC=I32, HD=I32, HD_LOC=I32, NBLK=I32,
+                                                     PER_DEST=I32),
      dict(VEC=True, BS=16, BC=256), dict(num_warps=4)),
 ]
 
