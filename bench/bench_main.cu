@@ -401,7 +401,7 @@ static char *make_header(bench_env_t *env, int argc, char **argv) {
         n += snprintf(h + n, cap - (size_t)n,
                       "\n- symm %d.%d.%d; %s; %s%s\n"
                       "- set by symm-bench: NVSHMEM_REMOTE_TRANSPORT=none NVSHMEM_DISABLE_NVLS=1 "
-                      "NCCL_NVLS_ENABLE=0 (no multicast objects)%s\n%s",
+                      "NVSHMEM_DISABLE_NCCL=1 NCCL_NVLS_ENABLE=0 (no multicast objects)%s\n%s",
                       SYMM_VERSION_MAJOR, SYMM_VERSION_MINOR, SYMM_VERSION_PATCH, env->nccl_status,
                       env->nvshmem_ok ? "" : "NVSHMEM: ", env->nvshmem_status,
                       env->quick ? "; --quick (smoke run: fewer sizes and repeats)" : "", machine);
@@ -453,7 +453,8 @@ int main(int argc, char **argv) {
     setenv("NCCL_NVLS_ENABLE", "0", 1);
     setenv("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "lo", 0);
     setenv("NCCL_SOCKET_IFNAME", "lo", 0);
-    /* Room for two 256 MiB buffers plus NVSHMEM's own use (default is 1 GiB). */
+    /* Room for two 256 MiB buffers plus NVSHMEM's own use (default is 1 GiB);
+     * bench_nv_init raises it to what the coll mode needs. */
     setenv("NVSHMEM_SYMMETRIC_SIZE", "2G", 0);
     /* A symm wait that never sees its value stops its kernel with a message
      * (PE, address, value) instead of spinning forever. */
