@@ -761,10 +761,100 @@ SYMM__DEVICE_INTERNAL int symm__c_step_pe(int me, int i, uint32_t slot, int n) {
 }
 
 /*
+ * Direct broadcast inside one slot: scatter, then all-gather, pipelined by
+ * pieces, so the root sends about S (not (n - 1) S) and the non-roots share
+ * the forwarding. The m = n - 1 non-roots are numbered
+ * j = (pe - root - 1) mod n. The slot's share [lo, hi) is cut into at most
+ * SYMM__C_BCAST_PIECES pieces of at least SYMM__C_BCAST_PIECE_MIN bytes,
+ * and each piece into m parts (16-byte units). For every piece the root
+ * stores part j into non-root j's dst only, then (after a block barrier)
+ * releases flag[2][par][slot][piece] on every non-root and makes its own copy
+ * of the piece (src to dst, unless in place) while the non-roots forward:
+ * non-root j waits for the piece's flag and copies part j from its own dst
+ * to the other m - 1 non-roots, while the root goes on with the next piece.
+ * Every byte of every dst is written once, by one PE, so the result is that
+ * of a plain copy. The caller's end handshake covers the forwarded stores;
+ * its start handshake made every dst free. With n = 2 the one non-root gets
+ * everything from the root and no flag is used.
+ *
+ * Flag words: kind 2 of a slot has SYMM_COLL_MAX_PES words per parity,
+ * indexed by piece (written only by the root of the call, with the call's
+ * flag value, which no earlier call of the slot used). The number of pieces
+ * depends only on nbytes, n and the slot, so it is the same on every PE.
+ */
+#ifndef SYMM__C_BCAST_PIECES
+#  define SYMM__C_BCAST_PIECES 16u
+#endif
+#ifndef SYMM__C_BCAST_PIECE_MIN
+#  define SYMM__C_BCAST_PIECE_MIN 16384u
+#endif
+#if SYMM__C_BCAST_PIECES < 1 || SYMM__C_BCAST_PIECES > SYMM_COLL_MAX_PES
+#  error "SYMM__C_BCAST_PIECES must be 1..SYMM_COLL_MAX_PES (one kind-2 flag word per piece)"
+#endif
+#define SYMM__C_KIND_PIECE 2u
+
+/* Part j of m of the 16-byte units of [plo, phi) (plo a multiple of 16). */
+SYMM__DEVICE_INTERNAL void symm__c_part(uint64_t plo, uint64_t phi, int m, int j, uint64_t *clo, uint64_t *chi) {
+    uint64_t a, b;
+    symm__c_split((phi - plo + 15) / 16, (uint32_t)m, (uint32_t)j, &a, &b);
+    *clo = plo + 16 * a;
+    *chi = plo + 16 * b < phi ? plo + 16 * b : phi;
+}
+
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_pieces(
+    const symm_ctx_t *ctx, const symm__coll_ws_t *ws, const symm__c_xs_t *x, char *dst, const char *src,
+    uint64_t lo, uint64_t hi, int root, symm__c_ep_t e, uint32_t slot) {
+    int me = ctx->my_pe, n = ctx->n_pes, m = n - 1;
+    int mine = (me - root - 1 + n) % n; /* this non-root's part (unused on the root) */
+    uint32_t t = symm__block_tid(), nt = symm__block_nthreads();
+    uint64_t len = hi > lo ? hi - lo : 0, clo, chi;
+    uint64_t per = ((len + SYMM__C_BCAST_PIECES - 1) / SYMM__C_BCAST_PIECES + 15) & ~(uint64_t)15;
+    uint32_t np, k;
+    if (per < SYMM__C_BCAST_PIECE_MIN)
+        per = SYMM__C_BCAST_PIECE_MIN;
+    np = (uint32_t)((len + per - 1) / per); /* <= SYMM__C_BCAST_PIECES */
+    for (k = 0; k < np; k++) {
+        uint64_t plo = lo + (uint64_t)k * per, phi = hi - plo > per ? plo + per : hi;
+        if (me == root) {
+            /* parts in a different order per slot and piece: the root's
+             * blocks write to all non-roots at once */
+            for (int i = 0; i < m; i++) {
+                int j = (int)(((uint32_t)i + slot + k) % (uint32_t)m);
+                symm__c_part(plo, phi, m, j, &clo, &chi);
+                if (chi > clo)
+                    symm__copy(symm__c_xaddr(x, dst, (root + 1 + j) % n, 1) + clo, src + clo, chi - clo, t,
+                               nt, 1);
+            }
+            if (m > 1) {
+                symm__block_sync(); /* the release below covers every thread's stores */
+                for (int q = (int)t; q < n; q += (int)nt)
+                    if (q != me)
+                        symm__c_st4_release(
+                            symm__c_peer(ctx, symm__c_flag(ws, SYMM__C_KIND_PIECE, e.par, slot, (int)k), q),
+                            e.flag);
+            }
+            if (dst != src)
+                symm__copy(dst + plo, src + plo, phi - plo, t, nt, 0);
+        } else if (m > 1) {
+            if (t == 0)
+                symm__c_wait_flag(ctx, symm__c_flag(ws, SYMM__C_KIND_PIECE, e.par, slot, (int)k), e.flag);
+            symm__block_sync();
+            symm__c_part(plo, phi, m, mine, &clo, &chi);
+            if (chi > clo)
+                for (int i = 1; i < m; i++) {
+                    int j = (mine + 1 + (int)(((uint32_t)i - 1u + slot + k) % (uint32_t)(m - 1))) % m;
+                    symm__copy(symm__c_xaddr(x, dst, (root + 1 + j) % n, 1) + clo, dst + clo, chi - clo, t, nt,
+                               1);
+                }
+        }
+    }
+}
+
+/*
  * Direct movement into the peers' dst: start handshake, this PE copies its
  * slot's share of src + piece * p to PE p's dst + out_off for every p (skipping
- * the copy onto itself in place), end handshake. root >= 0 (broadcast): only
- * the root copies, to every PE's dst (out_off 0).
+ * the copy onto itself in place), end handshake. root >= 0 (broadcast,
+ * out_off 0): symm__c_bcast_pieces.
  */
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_direct(
     const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes,
@@ -778,7 +868,9 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_direct(
     symm__c_split((nbytes + 15) / 16, nslots, slot, &lo, &hi);
     lo *= 16;
     hi = hi * 16 > nbytes ? nbytes : hi * 16;
-    if (hi > lo && (root < 0 || root == me)) {
+    if (root >= 0) {
+        symm__c_bcast_pieces(ctx, ws, &x, dst, src, lo, hi, root, e, slot);
+    } else if (hi > lo) {
         for (int i = 0; i < n; i++) {
             int p = symm__c_step_pe(me, i, slot, n);
             const char *s = src + (uint64_t)p * piece + lo;

@@ -102,9 +102,11 @@ typedef enum symm_coll_algo {
  *                                                by peers)
  *   [2 KiB, +16)      uint64 grid[2]             grid barrier: arrivals, release
  *                                                generation (local)
- *   [4 KiB, +256 KiB) uint32 flag[2][2][MAX_BLOCKS][MAX_PES]
+ *   [4 KiB, +384 KiB) uint32 flag[3][2][MAX_BLOCKS][MAX_PES]
  *                                                handshake words: [kind]
- *                                                [call parity][block][source PE]
+ *                                                [call parity][block][source PE];
+ *                                                kind 2 (broadcast: piece arrived)
+ *                                                is indexed by piece, not PE
  *   [.., +512 KiB)    uint64 aux[MAX_BLOCKS][MAX_PES][4]
  *                                                written by block b of PE p into
  *                                                aux[b][p] before its start flag:
@@ -127,7 +129,9 @@ typedef enum symm_coll_algo {
 #if SYMM_COLL_MAX_BLOCKS * 8 + 16 > 4096
 #  error "the epoch words and the grid barrier must fit below SYMM__COLL_WS_FLAG_OFF"
 #endif
-#define SYMM__COLL_WS_FLAG_BYTES (2u * 2u * SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 4u)
+#define SYMM__COLL_WS_FLAG_KINDS 3u
+#define SYMM__COLL_WS_FLAG_BYTES                                                          \
+    (SYMM__COLL_WS_FLAG_KINDS * 2u * SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 4u)
 #define SYMM__COLL_WS_AUX_OFF   (SYMM__COLL_WS_FLAG_OFF + SYMM__COLL_WS_FLAG_BYTES)
 #define SYMM__COLL_WS_AUX_BYTES (SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 4u * 8u)
 #define SYMM__COLL_WS_SYNC_BYTES                                                          \
