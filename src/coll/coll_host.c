@@ -188,6 +188,61 @@ static symm_status_t requested(const char *call, symm_coll_algo_t algo, symm_col
                                      "multimem", call, e);
 }
 
+/* ---- the common prologue ------------------------------------------------------------ */
+
+/* A call's checked arguments. */
+typedef struct coll_args {
+    coll_team_t *t;
+    uint32_t esz;
+    int kind;        /* reductions: the reduction kind */
+    uint64_t nbytes; /* count x esz */
+    uint64_t total;  /* nbytes x n_pes */
+} coll_args_t;
+
+/*
+ * The checks every collective but all_to_allv starts with, in this order:
+ * clear the last error; the team (the first call on it sets it up); the
+ * types (op != NULL: a reduction, whose op, accumulator and algorithm are
+ * checked too); the root (root != NULL: broadcast); count x esz, and
+ * (per_pe) that times n_pes, without overflow. A count of 0 succeeds with
+ * nothing to do (the last algorithm is "none"): the caller returns then.
+ */
+static symm_status_t prologue(const char *call, symm_team_t team, symm_stream_t stream, symm_dtype_t dtype,
+                              const symm_redop_t *op, symm_dtype_t acc, symm_coll_algo_t algo, const int *root,
+                              size_t count, int per_pe, coll_args_t *a) {
+    symm_status_t st;
+    int n;
+    memset(a, 0, sizeof(*a));
+    symm__error_clear();
+    if ((st = get_team(team, stream, call, &a->t)) != SYMM_SUCCESS)
+        return st;
+    st = op ? check_red(call, dtype, *op, acc, algo, &a->esz, &a->kind) : check_dtype(call, dtype, &a->esz);
+    if (st != SYMM_SUCCESS)
+        return st;
+    n = a->t->ctx.n_pes;
+    if (root && (*root < 0 || *root >= n))
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: root %d outside the team (%d PEs)", call, *root, n);
+    if ((st = bytes_of(call, count, a->esz, per_pe ? (uint64_t)n : 1, &a->nbytes)) != SYMM_SUCCESS)
+        return st;
+    a->total = a->nbytes * (uint64_t)n;
+    if (count == 0)
+        set_last(SYMM_COLL_ALGO_AUTO, "none", 0);
+    return SYMM_SUCCESS;
+}
+
+/* send (sbytes) and recv (rbytes) are memory this GPU can access, and they
+ * overlap only if send is exactly at `at` (when at_ok: in place). */
+static symm_status_t check_pair(const char *call, const void *send, uint64_t sbytes, const void *recv,
+                                uint64_t rbytes, int at_ok, uintptr_t at, const char *why) {
+    symm_status_t st;
+    if ((st = check_buf(call, "send", send, sbytes)) != SYMM_SUCCESS ||
+        (st = check_buf(call, "recv", recv, rbytes)) != SYMM_SUCCESS)
+        return st;
+    if (!(at_ok && (uintptr_t)send == at) && overlap(send, sbytes, recv, rbytes))
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: %s", call, why);
+    return SYMM_SUCCESS;
+}
+
 /* ---- block counts ----------------------------------------------------------------- */
 
 #define THREADS 512
@@ -252,28 +307,20 @@ static uint64_t stage_piece(uint64_t rows) { return ((uint64_t)SYMM__COLL_STAGE_
 symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, symm_dtype_t dtype, symm_redop_t op,
                                  symm_dtype_t acc, symm_coll_algo_t algo, symm_team_t team, symm_stream_t stream) {
     const char *call = "symm_all_reduce";
-    coll_team_t *t = NULL;
+    coll_args_t a;
+    coll_team_t *t;
     symm__coll_launch_t l;
-    uint32_t esz = 0;
-    uint64_t nbytes = 0;
-    int kind = 0, n, nb;
+    uint64_t nbytes;
+    int kind, n, nb;
     symm_status_t st;
-    symm__error_clear();
-    if ((st = get_team(team, stream, call, &t)) != SYMM_SUCCESS)
+    if ((st = prologue(call, team, stream, dtype, &op, acc, algo, NULL, count, 0, &a)) != SYMM_SUCCESS || count == 0)
         return st;
-    if ((st = check_red(call, dtype, op, acc, algo, &esz, &kind)) != SYMM_SUCCESS)
+    t = a.t;
+    nbytes = a.nbytes;
+    kind = a.kind;
+    if ((st = check_pair(call, send, nbytes, recv, nbytes, 1, (uintptr_t)recv,
+                         "send and recv overlap without being equal")) != SYMM_SUCCESS)
         return st;
-    if ((st = bytes_of(call, count, esz, 1, &nbytes)) != SYMM_SUCCESS)
-        return st;
-    if (count == 0) {
-        set_last(SYMM_COLL_ALGO_AUTO, "none", 0);
-        return SYMM_SUCCESS;
-    }
-    if ((st = check_buf(call, "send", send, nbytes)) != SYMM_SUCCESS ||
-        (st = check_buf(call, "recv", recv, nbytes)) != SYMM_SUCCESS)
-        return st;
-    if (send != recv && overlap(send, nbytes, recv, nbytes))
-        return symm__error(SYMM_ERR_INVALID_ARG, "%s: send and recv overlap without being equal", call);
     if ((st = requested(call, algo, &algo)) != SYMM_SUCCESS)
         return st;
     n = t->ctx.n_pes;
@@ -348,32 +395,24 @@ symm_status_t symm_reduce_scatter_ex(const void *send, void *recv, size_t recv_c
                                      symm_redop_t op, symm_dtype_t acc, symm_coll_algo_t algo, symm_team_t team,
                                      symm_stream_t stream) {
     const char *call = "symm_reduce_scatter";
-    coll_team_t *t = NULL;
+    coll_args_t a;
+    coll_team_t *t;
     symm__coll_launch_t l;
-    uint32_t esz = 0;
-    uint64_t nbytes = 0, total = 0;
-    int kind = 0, n, me, nb;
+    uint64_t nbytes, total;
+    int kind, n, nb;
     symm_status_t st;
-    symm__error_clear();
-    if ((st = get_team(team, stream, call, &t)) != SYMM_SUCCESS)
+    if ((st = prologue(call, team, stream, dtype, &op, acc, algo, NULL, recv_count, 1, &a)) != SYMM_SUCCESS ||
+        recv_count == 0)
         return st;
-    if ((st = check_red(call, dtype, op, acc, algo, &esz, &kind)) != SYMM_SUCCESS)
-        return st;
+    t = a.t;
+    nbytes = a.nbytes;
+    total = a.total;
+    kind = a.kind;
     n = t->ctx.n_pes;
-    me = t->ctx.my_pe;
-    if ((st = bytes_of(call, recv_count, esz, (uint64_t)n, &nbytes)) != SYMM_SUCCESS)
+    /* in place: recv is this PE's piece of send */
+    if ((st = check_pair(call, send, total, recv, nbytes, 1, (uintptr_t)recv - (uint64_t)t->ctx.my_pe * nbytes,
+                         "recv overlaps send other than at send + my_pe * recv_count")) != SYMM_SUCCESS)
         return st;
-    total = nbytes * (uint64_t)n;
-    if (recv_count == 0) {
-        set_last(SYMM_COLL_ALGO_AUTO, "none", 0);
-        return SYMM_SUCCESS;
-    }
-    if ((st = check_buf(call, "send", send, total)) != SYMM_SUCCESS ||
-        (st = check_buf(call, "recv", recv, nbytes)) != SYMM_SUCCESS)
-        return st;
-    if ((const char *)recv != (const char *)send + (uint64_t)me * nbytes && overlap(send, total, recv, nbytes))
-        return symm__error(SYMM_ERR_INVALID_ARG, "%s: recv overlaps send other than at send + my_pe * recv_count",
-                           call);
     if ((st = requested(call, algo, &algo)) != SYMM_SUCCESS)
         return st;
     if (algo == SYMM_COLL_ALGO_AUTO)
@@ -487,81 +526,50 @@ static symm_status_t move(coll_team_t *t, const char *call, const void *send, vo
 symm_status_t symm_all_gather(const void *send, void *recv, size_t send_count, symm_dtype_t dtype,
                               symm_team_t team, symm_stream_t stream) {
     const char *call = "symm_all_gather";
-    coll_team_t *t = NULL;
-    uint32_t esz = 0;
-    uint64_t nbytes = 0, total = 0;
+    coll_args_t a;
     symm_status_t st;
-    symm__error_clear();
-    if ((st = get_team(team, stream, call, &t)) != SYMM_SUCCESS)
+    if ((st = prologue(call, team, stream, dtype, NULL, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_AUTO, NULL, send_count, 1,
+                       &a)) != SYMM_SUCCESS ||
+        send_count == 0)
         return st;
-    if ((st = check_dtype(call, dtype, &esz)) != SYMM_SUCCESS)
+    /* in place: send is this PE's piece of recv */
+    if ((st = check_pair(call, send, a.nbytes, recv, a.total, 1,
+                         (uintptr_t)recv + (uint64_t)a.t->ctx.my_pe * a.nbytes,
+                         "send overlaps recv other than at recv + my_pe * send_count")) != SYMM_SUCCESS)
         return st;
-    if ((st = bytes_of(call, send_count, esz, (uint64_t)t->ctx.n_pes, &nbytes)) != SYMM_SUCCESS)
-        return st;
-    total = nbytes * (uint64_t)t->ctx.n_pes;
-    if (send_count == 0) {
-        set_last(SYMM_COLL_ALGO_AUTO, "none", 0);
-        return SYMM_SUCCESS;
-    }
-    if ((st = check_buf(call, "send", send, nbytes)) != SYMM_SUCCESS ||
-        (st = check_buf(call, "recv", recv, total)) != SYMM_SUCCESS)
-        return st;
-    if ((const char *)send != (const char *)recv + (uint64_t)t->ctx.my_pe * nbytes &&
-        overlap(send, nbytes, recv, total))
-        return symm__error(SYMM_ERR_INVALID_ARG, "%s: send overlaps recv other than at recv + my_pe * send_count",
-                           call);
-    return move(t, call, send, recv, nbytes, 0, nbytes, -1, g_packet_max, stream);
+    return move(a.t, call, send, recv, a.nbytes, 0, a.nbytes, -1, g_packet_max, stream);
 }
 
 symm_status_t symm_all_to_all(const void *send, void *recv, size_t count, symm_dtype_t dtype, symm_team_t team,
                               symm_stream_t stream) {
     const char *call = "symm_all_to_all";
-    coll_team_t *t = NULL;
-    uint32_t esz = 0;
-    uint64_t nbytes = 0, total = 0;
+    coll_args_t a;
     symm_status_t st;
-    symm__error_clear();
-    if ((st = get_team(team, stream, call, &t)) != SYMM_SUCCESS)
+    if ((st = prologue(call, team, stream, dtype, NULL, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_AUTO, NULL, count, 1,
+                       &a)) != SYMM_SUCCESS ||
+        count == 0)
         return st;
-    if ((st = check_dtype(call, dtype, &esz)) != SYMM_SUCCESS)
+    if ((st = check_pair(call, send, a.total, recv, a.total, 0, 0,
+                         "send and recv overlap (all-to-all is not in place)")) != SYMM_SUCCESS)
         return st;
-    if ((st = bytes_of(call, count, esz, (uint64_t)t->ctx.n_pes, &nbytes)) != SYMM_SUCCESS)
-        return st;
-    total = nbytes * (uint64_t)t->ctx.n_pes;
-    if (count == 0) {
-        set_last(SYMM_COLL_ALGO_AUTO, "none", 0);
-        return SYMM_SUCCESS;
-    }
-    if ((st = check_buf(call, "send", send, total)) != SYMM_SUCCESS ||
-        (st = check_buf(call, "recv", recv, total)) != SYMM_SUCCESS)
-        return st;
-    if (overlap(send, total, recv, total))
-        return symm__error(SYMM_ERR_INVALID_ARG, "%s: send and recv overlap (all-to-all is not in place)", call);
-    return move(t, call, send, recv, nbytes, nbytes, nbytes, -1,
+    return move(a.t, call, send, recv, a.nbytes, a.nbytes, a.nbytes, -1,
                 g_packet_max < SYMM__COLL_A2A_PACKET_MAX ? g_packet_max : SYMM__COLL_A2A_PACKET_MAX, stream);
 }
 
 symm_status_t symm_broadcast(const void *send, void *recv, size_t count, symm_dtype_t dtype, int root,
                              symm_team_t team, symm_stream_t stream) {
     const char *call = "symm_broadcast";
-    coll_team_t *t = NULL;
-    uint32_t esz = 0;
-    uint64_t nbytes = 0;
+    coll_args_t a;
+    coll_team_t *t;
+    uint64_t nbytes;
     symm_status_t st;
-    symm__error_clear();
-    if ((st = get_team(team, stream, call, &t)) != SYMM_SUCCESS)
+    if ((st = prologue(call, team, stream, dtype, NULL, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_AUTO, &root, count, 0,
+                       &a)) != SYMM_SUCCESS ||
+        count == 0)
         return st;
-    if ((st = check_dtype(call, dtype, &esz)) != SYMM_SUCCESS)
-        return st;
-    if (root < 0 || root >= t->ctx.n_pes)
-        return symm__error(SYMM_ERR_INVALID_ARG, "%s: root %d outside the team (%d PEs)", call, root,
-                           t->ctx.n_pes);
-    if ((st = bytes_of(call, count, esz, 1, &nbytes)) != SYMM_SUCCESS)
-        return st;
-    if (count == 0) {
-        set_last(SYMM_COLL_ALGO_AUTO, "none", 0);
-        return SYMM_SUCCESS;
-    }
+    t = a.t;
+    nbytes = a.nbytes;
+    /* send is read on the root only (checked there before recv, as before) */
     if (root == t->ctx.my_pe) {
         if ((st = check_buf(call, "send", send, nbytes)) != SYMM_SUCCESS)
             return st;
