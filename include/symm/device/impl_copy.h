@@ -7,6 +7,10 @@
  * coalesced. The element width is the widest that both pointers share modulo
  * 16 (16, 8, 4, 2 or 1 bytes); the unaligned head and the tail are copied by
  * one lane each with the widest accesses the addresses allow (at most four).
+ * Copies of whole 16-byte vectors between 16-byte-aligned addresses skip all
+ * of that (and put/get in impl_rma.h test the alignment before computing the
+ * peer address): a small block-scope copy leaves most warps with nothing to
+ * move, and what they execute per call is what such a copy costs.
  * Each lane keeps SYMM_COPY_UNROLL independent loads in flight before it
  * stores them: the loads' latency is what limits a copy, the peer stores are
  * fire-and-forget.
@@ -118,12 +122,17 @@ typedef uint32_t symm__e1_t;
 /* ---- the strided, unrolled loop for each width -------------------------------- */
 
 /* Copy n elements of W bytes; this lane takes i = lane + k * nlanes. All
- * SYMM_COPY_UNROLL loads of a round are issued before its stores. */
+ * SYMM_COPY_UNROLL loads of a round are issued before its stores. A lane
+ * with nothing to copy (most of a block when the copy is small) leaves after
+ * one compare: every warp of the block runs this code, so each instruction it
+ * executes per call costs the block's issue slots several times over. */
 #define SYMM__DEFINE_COPY_LOOP(W)                                                           \
     SYMM__DEVICE_INTERNAL void symm__copy_loop##W(char *d, const char *s, size_t n,         \
                                                   size_t lane, size_t nlanes, int remote_dst) { \
         const size_t step = nlanes * (W);                                                   \
         size_t i = lane;                                                                    \
+        if (i >= n)                                                                         \
+            return;                                                                         \
         d += lane * (W);                                                                    \
         s += lane * (W);                                                                    \
         for (; i + (SYMM_COPY_UNROLL - 1) * nlanes < n; i += SYMM_COPY_UNROLL * nlanes) {   \
@@ -186,14 +195,21 @@ SYMM__DEVICE_INTERNAL size_t symm__copy_width(const void *d, const void *s) {
 
 /* Copy n bytes from s to d, shared by nlanes threads (this is `lane`).
  * remote_dst != 0: d is the peer's memory (put); else s is (get). Returns
- * once this lane's part is stored (issued); the caller adds any barrier. */
+ * once this lane's part is stored (issued); the caller adds any barrier.
+ * Both addresses and the size multiples of 16 (heap buffers of whole
+ * vectors: the usual case) go straight to the 16-byte loop; everything else
+ * takes the general path with its head and tail. */
 SYMM__DEVICE_INTERNAL void symm__copy(void *dst, const void *src, size_t n, uint32_t lane,
                                       uint32_t nlanes, int remote_dst) {
     char *d = (char *)dst;
     const char *s = (const char *)src;
-    size_t w = symm__copy_width(d, s);
-    size_t head = (size_t)(-(uintptr_t)d) & (w - 1);
-    size_t body, tail;
+    size_t w, head, body, tail;
+    if ((((uint32_t)(uintptr_t)d | (uint32_t)(uintptr_t)s | (uint32_t)n) & 15u) == 0) {
+        symm__copy_loop16(d, s, n >> 4, lane, nlanes, remote_dst);
+        return;
+    }
+    w = symm__copy_width(d, s);
+    head = (size_t)(-(uintptr_t)d) & (w - 1);
     if (head > n)
         head = n;
     if (head != 0 && lane == 0)

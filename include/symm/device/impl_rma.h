@@ -7,15 +7,71 @@
 
 /* ---- peers ----------------------------------------------------------------- */
 
-/* PE pe's copy of the symmetric address p: p + (pe - my_pe) * stride
- * (DESIGN.md decision 2). No range check: the hot path trusts its caller;
- * symm_ctx_ptr is the checked form. */
+/*
+ * PE pe's copy of the symmetric address p is p + (pe - my_pe) * stride
+ * (DESIGN.md decision 2); no range check on the hot path (symm_ctx_ptr is the
+ * checked form).
+ *
+ * my_pe and stride never change while a kernel runs (the host writes the
+ * context before kernels use it). When the context is in global memory, the
+ * device pointer the host hands out, the public calls read both through the
+ * read-only path with an asm statement that has no memory operand: to the
+ * compiler a pure function of the pointer, so it loads them once, ahead of
+ * the caller's loops, instead of again after every "memory" clobber, barrier,
+ * call and acquire in them (after an acquire, which invalidates L1, the
+ * reload came from L2: 0.940 vs 0.795 us per p ping-pong with the context
+ * copied to registers, bench/results/2026-11-21-h200-4gpu-rma.md). The
+ * compiler may execute that asm where the context is not global (it did:
+ * 6432ab0 reverted a version that faulted on a local context), so the asm
+ * tests the address space itself and loads nothing (yields 0) elsewhere. A
+ * context elsewhere (a local copy, a __grid_constant__ or by-value kernel
+ * parameter) takes plain loads, which the compiler keeps in registers; nvcc
+ * copies a by-value (not __grid_constant__) parameter to local memory once
+ * when its address reaches the test.
+ */
+SYMM__DEVICE_INTERNAL void symm__ctx_pe_stride(const symm_ctx_t *ctx, int32_t *my_pe, int64_t *stride) {
+#if defined(__CUDACC__)
+    const int global = __isGlobal(ctx) != 0;
+#else
+    const int global = __nvvm_isspacep_global(ctx);
+#endif
+    if (global) {
+        int32_t m;
+        int64_t s;
+        asm("{\n\t.reg .pred g;\n\t.reg .u64 a, b;\n\t"
+            "isspacep.global g, %2;\n\t"
+            "mov.b32 %0, 0;\n\tmov.b64 %1, 0;\n\t"
+            "@g cvta.to.global.u64 a, %2;\n\t@g cvta.to.global.u64 b, %3;\n\t"
+            "@g ld.global.nc.b32 %0, [a];\n\t@g ld.global.nc.b64 %1, [b];\n\t}"
+            : "=r"(m), "=l"(s) : "l"(&ctx->my_pe), "l"(&ctx->stride));
+        *my_pe = m;
+        *stride = s;
+    } else {
+        *my_pe = ctx->my_pe;
+        *stride = ctx->stride;
+    }
+}
+
+/* PE pe's copy of p, for the public calls (put/get, p/g, ld/st, atomics). */
+SYMM__DEVICE_INTERNAL void *symm__peer_api(const symm_ctx_t *ctx, const void *p, int pe) {
+    int32_t my;
+    int64_t stride;
+    symm__ctx_pe_stride(ctx, &my, &stride);
+    return (void *)((uintptr_t)p + (uintptr_t)((int64_t)(pe - my) * stride));
+}
+
+/* The same with plain loads of the context, for the collectives and the
+ * barrier: their kernels take the context as a __grid_constant__ parameter,
+ * where the address-space test cannot fold and only costs registers. */
 SYMM__DEVICE_INTERNAL void *symm__peer(const symm_ctx_t *ctx, const void *p, int pe) {
     return (void *)((uintptr_t)p + (uintptr_t)((int64_t)(pe - ctx->my_pe) * ctx->stride));
 }
 
 SYMM_DEVICE_FN int symm_ctx_my_pe(const symm_ctx_t *ctx) {
-    return ctx->my_pe;
+    int32_t my;
+    int64_t stride;
+    symm__ctx_pe_stride(ctx, &my, &stride);
+    return my;
 }
 
 SYMM_DEVICE_FN int symm_ctx_n_pes(const symm_ctx_t *ctx) {
@@ -28,7 +84,7 @@ SYMM_DEVICE_FN void *symm_ctx_ptr(const symm_ctx_t *ctx, const void *ptr, int pe
         return NULL;
     if (a < ctx->heap_base || a - ctx->heap_base >= ctx->heap_size)
         return NULL;
-    return symm__peer(ctx, ptr, pe);
+    return symm__peer_api(ctx, ptr, pe);
 }
 
 /* ---- p and g ------------------------------------------------------------------ */
@@ -97,35 +153,68 @@ SYMM__DEVICE_INTERNAL double symm__bits_f64(uint64_t u) {
  * the peer's memory, never a stale cached line. */
 #define SYMM__DEFINE_PG(S, T)                                                                \
     SYMM_DEVICE_FN void symm_p_##S(const symm_ctx_t *ctx, T *dest, T value, int pe) {       \
-        SYMM__CAT(symm__st_b, SYMM__W_##S)(symm__peer(ctx, dest, pe), SYMM__TOBITS_##S(value), \
+        SYMM__CAT(symm__st_b, SYMM__W_##S)(symm__peer_api(ctx, dest, pe), SYMM__TOBITS_##S(value), \
                                            SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);               \
     }                                                                                       \
     SYMM_DEVICE_FN T symm_g_##S(const symm_ctx_t *ctx, const T *src, int pe) {              \
         return SYMM__FROMBITS_##S(SYMM__CAT(symm__ld_b, SYMM__W_##S)(                       \
-            symm__peer(ctx, src, pe), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));                   \
+            symm__peer_api(ctx, src, pe), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));                   \
     }
 SYMM_FOR_EACH_RMA_TYPE(SYMM__DEFINE_PG)
 #undef SYMM__DEFINE_PG
 
 /* ---- put and get ----------------------------------------------------------------- */
 
+/* The data movement of every put (put != 0: dest is symmetric) and get (src
+ * is), shared by `nlanes` threads of which this is `lane`. When dest, src and
+ * the stride are multiples of 16, so is the peer address: the body is the bare
+ * 16-byte loop and the last lane copies the tail (below 16 bytes), the peer
+ * address computed only by the lanes that move something. A block-scope call
+ * runs this in every warp of the block, and a small one leaves most warps
+ * idle, so what an idle warp executes per call is paid many times over: here
+ * two compares. Other alignments take the general copy. */
+SYMM__DEVICE_INTERNAL void symm__rma_data(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes,
+                                          int pe, uint32_t lane, uint32_t nlanes, int put) {
+    int32_t my;
+    int64_t stride;
+    symm__ctx_pe_stride(ctx, &my, &stride);
+    if ((((uint32_t)(uintptr_t)dest | (uint32_t)(uintptr_t)src | (uint32_t)stride) & 15u) == 0) {
+        const size_t nvec = nbytes >> 4, tail = nbytes & 15;
+        const int has_vec = lane < nvec, has_tail = tail != 0 && lane == nlanes - 1;
+        if (has_vec || has_tail) {
+            const uintptr_t off = (uintptr_t)((int64_t)(pe - my) * stride);
+            char *d = (char *)dest + (put ? off : 0);
+            const char *s = (const char *)src + (put ? 0 : off);
+            if (has_vec)
+                symm__copy_loop16(d, s, nvec, lane, nlanes, put);
+            if (has_tail)
+                symm__copy_small(d + (nbytes - tail), s + (nbytes - tail), tail, put);
+        }
+        return;
+    }
+    if (put)
+        symm__copy(symm__peer_api(ctx, dest, pe), src, nbytes, lane, nlanes, 1);
+    else
+        symm__copy(dest, symm__peer_api(ctx, src, pe), nbytes, lane, nlanes, 0);
+}
+
 /* Thread scope: the loads of the source are complete when their values are
  * stored, so a blocking put returns once the stores are issued; the nbi
  * forms are the same code (they promise less). */
 SYMM_DEVICE_FN void symm_put(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
-    symm__copy(symm__peer(ctx, dest, pe), src, nbytes, 0, 1, 1);
+    symm__rma_data(ctx, dest, src, nbytes, pe, 0, 1, 1);
 }
 
 SYMM_DEVICE_FN void symm_put_nbi(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
-    symm__copy(symm__peer(ctx, dest, pe), src, nbytes, 0, 1, 1);
+    symm__rma_data(ctx, dest, src, nbytes, pe, 0, 1, 1);
 }
 
 SYMM_DEVICE_FN void symm_get(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
-    symm__copy(dest, symm__peer(ctx, src, pe), nbytes, 0, 1, 0);
+    symm__rma_data(ctx, dest, src, nbytes, pe, 0, 1, 0);
 }
 
 SYMM_DEVICE_FN void symm_get_nbi(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
-    symm__copy(dest, symm__peer(ctx, src, pe), nbytes, 0, 1, 0);
+    symm__rma_data(ctx, dest, src, nbytes, pe, 0, 1, 0);
 }
 
 /* Warp scope: the lanes share the copy; the blocking forms end with a warp
@@ -133,34 +222,38 @@ SYMM_DEVICE_FN void symm_get_nbi(const symm_ctx_t *ctx, void *dest, const void *
  * byte of dest (get). */
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_warp(const symm_ctx_t *ctx, void *dest, const void *src,
                                                    size_t nbytes, int pe) {
-    symm__copy(symm__peer(ctx, dest, pe), src, nbytes, symm__lane(), 32, 1);
+    symm__rma_data(ctx, dest, src, nbytes, pe, symm__lane(), 32, 1);
     symm__warp_sync();
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_warp_nbi(const symm_ctx_t *ctx, void *dest, const void *src,
                                                        size_t nbytes, int pe) {
-    symm__copy(symm__peer(ctx, dest, pe), src, nbytes, symm__lane(), 32, 1);
+    symm__rma_data(ctx, dest, src, nbytes, pe, symm__lane(), 32, 1);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_warp(const symm_ctx_t *ctx, void *dest, const void *src,
                                                    size_t nbytes, int pe) {
-    symm__copy(dest, symm__peer(ctx, src, pe), nbytes, symm__lane(), 32, 0);
+    symm__rma_data(ctx, dest, src, nbytes, pe, symm__lane(), 32, 0);
     symm__warp_sync();
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_warp_nbi(const symm_ctx_t *ctx, void *dest, const void *src,
                                                        size_t nbytes, int pe) {
-    symm__copy(dest, symm__peer(ctx, src, pe), nbytes, symm__lane(), 32, 0);
+    symm__rma_data(ctx, dest, src, nbytes, pe, symm__lane(), 32, 0);
 }
 
 /* Block scope: the same with the block's threads and a block barrier. */
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__put_block_data(const symm_ctx_t *ctx, void *dest,
                                                                  const void *src, size_t nbytes, int pe) {
 #if SYMM__HAVE_TMA
-    symm__tma_put_block(symm__peer(ctx, dest, pe), src, nbytes);
-#else
-    symm__copy(symm__peer(ctx, dest, pe), src, nbytes, symm__block_tid(), symm__block_nthreads(), 1);
+    /* Below SYMM_TMA_MIN_BYTES the SM copy wins; decide that before anything
+     * else, so a small put pays nothing for the bulk-copy engine. */
+    if (nbytes >= SYMM_TMA_MIN_BYTES) {
+        symm__tma_put_block(symm__peer_api(ctx, dest, pe), src, nbytes);
+        return;
+    }
 #endif
+    symm__rma_data(ctx, dest, src, nbytes, pe, symm__block_tid(), symm__block_nthreads(), 1);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_block(const symm_ctx_t *ctx, void *dest, const void *src,
@@ -176,13 +269,13 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_block_nbi(const symm_ctx_t *ctx, v
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_block(const symm_ctx_t *ctx, void *dest, const void *src,
                                                     size_t nbytes, int pe) {
-    symm__copy(dest, symm__peer(ctx, src, pe), nbytes, symm__block_tid(), symm__block_nthreads(), 0);
+    symm__rma_data(ctx, dest, src, nbytes, pe, symm__block_tid(), symm__block_nthreads(), 0);
     symm__block_sync();
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_block_nbi(const symm_ctx_t *ctx, void *dest, const void *src,
                                                         size_t nbytes, int pe) {
-    symm__copy(dest, symm__peer(ctx, src, pe), nbytes, symm__block_tid(), symm__block_nthreads(), 0);
+    symm__rma_data(ctx, dest, src, nbytes, pe, symm__block_tid(), symm__block_nthreads(), 0);
 }
 
 /* ---- signals ------------------------------------------------------------------- */
@@ -199,7 +292,7 @@ SYMM__DEVICE_INTERNAL void symm__signal_update(uint64_t *sig, uint64_t value, in
 }
 
 SYMM_DEVICE_FN void symm_signal_op(const symm_ctx_t *ctx, uint64_t *sig, uint64_t value, int sig_op, int pe) {
-    symm__signal_update((uint64_t *)symm__peer(ctx, sig, pe), value, sig_op);
+    symm__signal_update((uint64_t *)symm__peer_api(ctx, sig, pe), value, sig_op);
 }
 
 SYMM_DEVICE_FN uint64_t symm_signal_fetch(const symm_ctx_t *ctx, const uint64_t *sig) {
@@ -228,8 +321,8 @@ SYMM_FOR_EACH_AMO_TYPE(SYMM__DEFINE_WAIT_UNTIL)
  * nbi forms are the same code. */
 SYMM_DEVICE_FN void symm_put_signal(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes,
                                     uint64_t *sig, uint64_t signal, int sig_op, int pe) {
-    symm__copy(symm__peer(ctx, dest, pe), src, nbytes, 0, 1, 1);
-    symm__signal_update((uint64_t *)symm__peer(ctx, sig, pe), signal, sig_op);
+    symm__rma_data(ctx, dest, src, nbytes, pe, 0, 1, 1);
+    symm__signal_update((uint64_t *)symm__peer_api(ctx, sig, pe), signal, sig_op);
 }
 
 SYMM_DEVICE_FN void symm_put_signal_nbi(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes,
@@ -241,10 +334,10 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_warp(const symm_ctx_t *ctx,
                                                           size_t nbytes, uint64_t *sig, uint64_t signal,
                                                           int sig_op, int pe) {
     uint32_t lane = symm__lane();
-    symm__copy(symm__peer(ctx, dest, pe), src, nbytes, lane, 32, 1);
+    symm__rma_data(ctx, dest, src, nbytes, pe, lane, 32, 1);
     symm__warp_sync();
     if (lane == 0)
-        symm__signal_update((uint64_t *)symm__peer(ctx, sig, pe), signal, sig_op);
+        symm__signal_update((uint64_t *)symm__peer_api(ctx, sig, pe), signal, sig_op);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_warp_nbi(const symm_ctx_t *ctx, void *dest,
@@ -259,7 +352,7 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_block(const symm_ctx_t *ctx
     symm__put_block_data(ctx, dest, src, nbytes, pe);
     symm__block_sync();
     if (symm__block_tid() == 0)
-        symm__signal_update((uint64_t *)symm__peer(ctx, sig, pe), signal, sig_op);
+        symm__signal_update((uint64_t *)symm__peer_api(ctx, sig, pe), signal, sig_op);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_block_nbi(const symm_ctx_t *ctx, void *dest,
