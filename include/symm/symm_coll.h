@@ -24,8 +24,11 @@
  * choice (an algorithm that cannot run a given call falls back to one that
  * can, with the same results; multimem always falls back while symm has no
  * multicast object). symm_coll_last_algo names what the last call used.
+ * SYMM_COLL_BLOCKS=N (1..255, default 64) caps the blocks of the direct
+ * kernels; set it alike on every PE.
  *
- * Errors (nothing is enqueued): SYMM_ERR_NOT_INITIALIZED; SYMM_ERR_INVALID_ARG
+ * Errors (nothing is enqueued): SYMM_ERR_NOT_INITIALIZED; SYMM_ERR_ENV (a bad
+ * SYMM_COLL_ALGO or SYMM_COLL_BLOCKS); SYMM_ERR_INVALID_ARG
  * (NULL buffer with count > 0, a count whose byte size overflows, a bad enum,
  * root outside the team, buffers that overlap other than as allowed, a
  * pointer the GPU cannot access); SYMM_ERR_UNSUPPORTED (a dtype/op/accumulator
