@@ -185,7 +185,9 @@ SYMM__DEVICE_INTERNAL void symm__rma_data(const symm_ctx_t *ctx, void *dest, con
             const uintptr_t off = (uintptr_t)((int64_t)(pe - my) * stride);
             char *d = (char *)dest + (put ? off : 0);
             const char *s = (const char *)src + (put ? 0 : off);
-            if (has_vec)
+            if (has_vec && nvec <= nlanes) /* one vector per lane at most: no loop */
+                symm__cst16(d + (size_t)lane * 16, symm__cld16(s + (size_t)lane * 16, !put), put);
+            else if (has_vec)
                 symm__copy_loop16(d, s, nvec, lane, nlanes, put);
             if (has_tail)
                 symm__copy_small(d + (nbytes - tail), s + (nbytes - tail), tail, put);
