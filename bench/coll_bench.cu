@@ -337,6 +337,16 @@ static size_t nv_alloc_for(bench_env_t *env, int kind, const size_t *sizes, int 
     return 0;
 }
 
+/* Largest S at which NVSHMEM's collectives run. Without NVLS they run one
+ * block: on 4 H200s a 256 MiB all-reduce took 0.44 s per call and a 128 MiB
+ * reduce-scatter check passed the 20 s phase limit, so larger sizes would
+ * spend the run's time there. SYMM_BENCH_NV_COLL_MAX (bytes) overrides. */
+static size_t nv_coll_max(void) {
+    const char *e = getenv("SYMM_BENCH_NV_COLL_MAX");
+    long long v = e ? atoll(e) : 0;
+    return v > 0 ? (size_t)v : ((size_t)8 << 20);
+}
+
 /* Rank 0's estimate of a call's time (us, from the first, untimed call),
  * shared so that every PE runs the same number of calls. */
 static int shared_us(double ms) {
@@ -425,9 +435,12 @@ static int run_kind(bench_env_t *env, int kind, bars_t *bars) {
     bench_table_t *t = bench_table_new(k_name[kind], NCOLS, hdr);
     unsigned long long *d_bad;
     void *vs = NULL, *vr = NULL;
-    int nv_skipped = 0;
+    int nv_skipped = 0, nv_capped = 0, nv_nsz = 0;
+    size_t nv_cap = nv_coll_max();
     BENCH_CUDA(cudaMalloc((void **)&d_bad, 4 * sizeof(*d_bad)));
-    size_t nv_top = nv_alloc_for(env, kind, sizes, nsz, &vs, &vr);
+    while (nv_nsz < nsz && sizes[nv_nsz] <= nv_cap)
+        nv_nsz++;
+    size_t nv_top = nv_nsz ? nv_alloc_for(env, kind, sizes, nv_nsz, &vs, &vr) : 0;
     for (int si = 0; si < nsz; si++) {
         size_t S = sizes[si], count, send_b, recv_b, shown;
         layout(kind, S, n, &count, &send_b, &recv_b, &shown);
@@ -501,7 +514,10 @@ static int run_kind(bench_env_t *env, int kind, bars_t *bars) {
             }
         }
         nv_cells_t nv = {"n/a", "n/a", "-"};
-        if (env->nvshmem_ok && S > nv_top) {
+        if (env->nvshmem_ok && S > nv_cap) {
+            nv.us = nv.us_graph = "not run";
+            nv_capped = 1;
+        } else if (env->nvshmem_ok && S > nv_top) {
             nv.us = nv.us_graph = "no heap";
             nv_skipped = 1;
         } else if (env->nvshmem_ok) {
@@ -553,8 +569,11 @@ static int run_kind(bench_env_t *env, int kind, bars_t *bars) {
     if (env->nvshmem_ok)
         bench_table_note(t, bench_fmt("NVSHMEM: nvshmemx_*_on_stream on NVSHMEM_TEAM_WORLD, buffers in its symmetric "
                                       "heap, checked like symm's before and after timing (WRONG: not timed), fewer "
-                                      "calls where one takes long; NVSHMEM/symm > 1: symm faster%s",
-                                      nv_skipped ? "; no heap: the size does not fit NVSHMEM's symmetric heap" : ""));
+                                      "calls where one takes long; NVSHMEM/symm > 1: symm faster%s%s",
+                                      nv_skipped ? "; no heap: the size does not fit NVSHMEM's symmetric heap" : "",
+                                      nv_capped ? bench_fmt("; not run: above %s (one-block NVSHMEM collectives take "
+                                                            "seconds there; SYMM_BENCH_NV_COLL_MAX overrides)",
+                                                            bench_fmt_bytes(nv_cap)) : ""));
     else
         bench_table_note(t, bench_fmt("NVSHMEM columns n/a: %s", env->nvshmem_status));
     bench_table_emit(env->report, t);
