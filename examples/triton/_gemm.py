@@ -15,11 +15,14 @@ waits for or feeds) is kept.
 import triton
 import triton.language as tl
 
-# From tune_gemm.py on one H200 (bench/results/2026-11-21-h200-tune-gemm.md): 4 stages won
-# at both per-PE shapes.
+# ag_gemm: 4 stages, the winner of tune_gemm.py on one H200
+# (bench/results/2026-11-21-h200-tune-gemm.md). gemm_rs: 3 stages, although 4 won
+# the plain GEMM there: with its epilogue reduction the fused kernel ran
+# 714.8 us (graph) with 3 stages and 756.2 us with 4 on 4 H200s
+# (bench/results/2026-11-21-h200-4gpu-triton-examples*.md).
 GEMM_CONFIG = {
     "ag_gemm": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=4),
-    "gemm_rs": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=4),
+    "gemm_rs": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=3),
 }
 
 
