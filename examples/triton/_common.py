@@ -97,6 +97,9 @@ def setup():
         torch.cuda.set_device(local)
         if not dist.is_initialized():
             dist.init_process_group("nccl")
+        # a wait that can never finish stops its kernel with a message
+        # (PE, address, values) instead of hanging every PE
+        os.environ.setdefault("SYMM_WAIT_TIMEOUT", "30")
         symm.init()
     return Env()
 
