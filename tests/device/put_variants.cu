@@ -335,12 +335,15 @@ static void small_puts(dt_env_t *e, char *dst, const char *src, unsigned long lo
  *   local    the same with the context copied into a local first
  *   old      the 32355c1 peer translation (plain ctx loads per call), then the
  *            same store / wait / atom
+ *   relaxed  p only: symm_p_i32, then a wait that polls ld.relaxed.sys and ends
+ *            with one fence.acq_rel.sys (an acquire pattern in the PTX model)
+ *            instead of an ld.acquire.sys per poll; its own 10 s deadline
  *   raw      the peer address computed once: st.volatile + ld.volatile poll (p),
  *            atom.relaxed.sys (fetch_add); its own 10 s deadline
  * one-way = round trip / 2 for p; a fetch_add's value depends on the previous
  * one's result, so each is a full round trip. */
-enum { LT_API, LT_LOCAL, LT_OLD, LT_RAW, LT_N };
-static const char *const lt_name[LT_N] = {"api", "local", "old", "raw"};
+enum { LT_API, LT_LOCAL, LT_OLD, LT_RLX, LT_RAW, LT_N };
+static const char *const lt_name[LT_N] = {"api", "local", "old", "relaxed", "raw"};
 #define LT_WARM 200
 #define LT_ITERS 5000
 
@@ -351,6 +354,20 @@ struct pv_lat {
 
 __device__ static inline void pv_p_old(const symm_ctx_t *ctx, int32_t *dest, int32_t v, int pe) {
     asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(pv_old_peer(ctx, dest, pe)), "r"(v) : "memory");
+}
+
+/* Poll relaxed, then one fence: 0, or 1 past the deadline. */
+__device__ __forceinline__ static int lt_wait_relaxed(const int32_t *flag, int32_t v, uint64_t deadline) {
+    int32_t x;
+    for (unsigned spin = 0;; ++spin) {
+        asm volatile("ld.relaxed.sys.global.b32 %0, [%1];" : "=r"(x) : "l"(flag) : "memory");
+        if (x == v)
+            break;
+        if ((spin & 4095u) == 4095u && pv_now() > deadline)
+            return 1;
+    }
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+    return 0;
 }
 
 __device__ __forceinline__ static int lt_p_loop(const symm_ctx_t *ctx, int kind, int role, int peer, uint32_t base,
@@ -376,7 +393,12 @@ __device__ __forceinline__ static int lt_p_loop(const symm_ctx_t *ctx, int kind,
             else
                 symm_p_i32(ctx, flag, v, peer);
         }
-        symm_wait_until_i32(ctx, flag, SYMM_CMP_EQ, v);
+        if (kind == LT_RLX) {
+            if (lt_wait_relaxed(flag, v, deadline))
+                return 1;
+        } else {
+            symm_wait_until_i32(ctx, flag, SYMM_CMP_EQ, v);
+        }
         if (role == 1) {
             if (kind == LT_OLD)
                 pv_p_old(ctx, flag, v, peer);
@@ -458,7 +480,7 @@ static void latency(dt_env_t *e, unsigned long long *d_ns) {
             SYMM_CHECK(symm_barrier_all());
             lt_p_kernel<<<1, 1>>>(e->ctx, k, e->me, 1 - e->me, base, L, d_ns, d_err);
             CUDA_CHECK_KERNEL();
-            TEST_ASSERT(dt_err_read(e, 0) == 0, "p ping-pong %s: raw flag timed out", lt_name[k]);
+            TEST_ASSERT(dt_err_read(e, 0) == 0, "p ping-pong %s: flag timed out", lt_name[k]);
             if (e->me == 0 && r >= 0)
                 CUDA_CHECK(cudaMemcpy(&ns[r], d_ns, sizeof ns[r], cudaMemcpyDeviceToHost));
         }
@@ -466,6 +488,8 @@ static void latency(dt_env_t *e, unsigned long long *d_ns) {
     }
     for (int k = 0; k < LT_N; k++) {
         unsigned long long ns[SM_REPS] = {0};
+        if (k == LT_RLX) /* a p-only formulation */
+            continue;
         SYMM_CHECK(symm_barrier_all());
         if (e->me == 0) {
             for (int r = -1; r < SM_REPS; r++) {
@@ -496,7 +520,10 @@ static void latency(dt_env_t *e, unsigned long long *d_ns) {
             printf(" %8.3f", p_us[k]);
         printf("\n%24s", "fetch_add, round trip");
         for (int k = 0; k < LT_N; k++)
-            printf(" %8.3f", a_us[k]);
+            if (k == LT_RLX)
+                printf(" %8s", "-");
+            else
+                printf(" %8.3f", a_us[k]);
         printf("\n");
     }
     SYMM_CHECK(symm_barrier_all());
