@@ -42,6 +42,7 @@
 
 /* Internal tuning hook of libsymm (src/coll/coll.h). */
 extern "C" void symm__coll_tune(int direct_blocks, uint64_t packet_max, uint64_t oneshot_max);
+extern "C" void symm__coll_tune_units(uint32_t units);
 
 enum { K_AR, K_AR_BF16, K_RS, K_AG, K_A2A, K_BCAST, K_COUNT };
 static const char *k_name[K_COUNT] = {"all-reduce f32 sum", "all-reduce bf16 sum", "reduce-scatter f32 sum",
@@ -606,6 +607,29 @@ static void run_sweep(bench_env_t *env) {
         bench_table_row(t, cells);
     }
     bench_table_emit(env->report, t);
+    {
+        /* packet / one-shot blocks: region units per block (fewer units, more blocks) */
+        static const uint32_t units[] = {64, 128, 256, 512};
+        static const size_t usz[] = {8, 1024, 8192, 65536, 131072, 262144};
+        const char *hu[] = {"size (algo)", "64 units/block us", "128 us", "256 us", "512 us"};
+        bench_table_t *tu = bench_table_new("all-reduce f32, packet and one-shot: region units per block (graph us)", 5,
+                                            hu);
+        for (size_t i = 0; i < sizeof(usz) / sizeof(usz[0]); i++) {
+            const char *cells[5];
+            coll_case_t c = {K_AR, 0, env, a, b, usz[i] / 4, SYMM_COLL_ALGO_AUTO};
+            for (int k = 0; k < 4; k++) {
+                symm__coll_tune_units(units[k]);
+                enqueue(&c, env->stream);
+                if (k == 0)
+                    cells[0] = bench_fmt("%s (%s)", bench_fmt_bytes(usz[i]), symm_coll_last_algo());
+                bench_barrier();
+                cells[1 + k] = bench_fmt("%.2f", bench_time_graph(enqueue, &c, env->stream, 20, 2, 10, 5) * 1e3);
+            }
+            bench_table_row(tu, cells);
+        }
+        symm__coll_tune_units(0);
+        bench_table_emit(env->report, tu);
+    }
     {
         static const int blocks[] = {8, 16, 32, 48, 64, 96, 120, 128, 132};
         const char *h2[] = {"direct blocks", "AR 1 MiB us", "AR 256 MiB busbw", "AG 64 MiB/rank busbw"};

@@ -115,7 +115,11 @@ def teardown():
 def parse(description, **defaults):
     ap = argparse.ArgumentParser(description=description)
     for k, v in defaults.items():
-        ap.add_argument("--" + k.replace("_", "-"), type=type(v), default=v)
+        # torchrun's own parser takes --m and --n as abbreviations of its
+        # options (--max-restarts, --nnodes...) and stops: single-letter
+        # sizes also answer to --M/--K/--N, which it leaves to the script.
+        names = ["--" + k.upper()] if len(k) == 1 else []
+        ap.add_argument(*names, "--" + k.replace("_", "-"), dest=k, type=type(v), default=v)
     ap.add_argument("--iters", type=int, default=50, help="timed iterations")
     ap.add_argument("--no-bench", action="store_true", help="check only")
     return ap.parse_args()

@@ -25,7 +25,7 @@ A_full and the flags are double-buffered by call parity: a peer's push for call
 e+2 can only start after this PE finished the GEMM of call e (it waited for
 that peer's call-e+1 push, which starts after the peer's call-e GEMM).
 
-    torchrun --nproc-per-node 4 examples/triton/ag_gemm.py --m 8192 --k 8192 --n 8192
+    torchrun --nproc-per-node 4 examples/triton/ag_gemm.py --M 8192 --K 8192 --N 8192
 
 Reference: torch.distributed.all_gather_into_tensor, then torch.matmul.
 """

@@ -83,7 +83,7 @@ together):
   stream (it starts after the data copy completed); the waiting threads
   acquire at system scope before they load the partial.
 
-    torchrun --nproc-per-node 4 examples/triton/gemm_rs.py --m 8192 --k 8192 --n 8192
+    torchrun --nproc-per-node 4 examples/triton/gemm_rs.py --M 8192 --K 8192 --N 8192
              [--chunks 2] [--streams 1] [--partial torch|triton] [--stages 0]
 
 Reference: torch.matmul, then torch.distributed.reduce_scatter_tensor.

@@ -24,8 +24,13 @@
  * choice (an algorithm that cannot run a given call falls back to one that
  * can, with the same results; multimem always falls back while symm has no
  * multicast object). symm_coll_last_algo names what the last call used.
- * SYMM_COLL_BLOCKS=N (1..255, default 64) caps the blocks of the direct
- * kernels; set it alike on every PE.
+ * SYMM_COLL_BLOCKS=N (1..255, default 64; 128 for all-gather, all-to-all
+ * and broadcast) caps the blocks of the direct kernels; set it alike on
+ * every PE. All-gather and all-to-all with pieces of at least
+ * SYMM_COLL_CE_MIN bytes (default 64 MiB per peer) into a recv that is
+ * symmetric on every PE go through the copy engines instead (between two
+ * stream barriers; no SMs taken); the PEs agree on that over the bootstrap,
+ * a host round trip, so such calls do not return before every PE made them.
  *
  * Errors (nothing is enqueued): SYMM_ERR_NOT_INITIALIZED; SYMM_ERR_ENV (a bad
  * SYMM_COLL_ALGO or SYMM_COLL_BLOCKS); SYMM_ERR_INVALID_ARG

@@ -28,20 +28,28 @@ typedef struct coll_team {
     symm_ctx_t ctx;        /* the team's context (fields the kernels use never change) */
     symm__coll_ws_t ws;
     char *stage;           /* SYMM__COLL_STAGE_BYTES of symmetric heap */
+    symm__coll_ce_t *ce;   /* side stream and events of the copy-engine path */
 } coll_team_t;
 
 static coll_team_t g_team[2]; /* world, node */
 static int g_direct_blocks;
 static uint64_t g_packet_max = SYMM__COLL_PACKET_MAX, g_oneshot_max = SYMM__COLL_ONESHOT_MAX;
+static uint64_t g_region_units = SYMM__COLL_REGION_UNITS;
 static _Thread_local char t_last_algo[32] = "none";
 
-void symm__coll_finalize(void) { memset(g_team, 0, sizeof(g_team)); }
+void symm__coll_finalize(void) {
+    for (size_t i = 0; i < sizeof(g_team) / sizeof(g_team[0]); i++)
+        symm__coll_ce_destroy(g_team[i].ce);
+    memset(g_team, 0, sizeof(g_team));
+}
 
 void symm__coll_tune(int direct_blocks, uint64_t packet_max, uint64_t oneshot_max) {
     g_direct_blocks = direct_blocks > 0 && direct_blocks <= SYMM_COLL_MAX_BLOCKS - 1 ? direct_blocks : 0;
     g_packet_max = packet_max ? packet_max : SYMM__COLL_PACKET_MAX;
     g_oneshot_max = oneshot_max ? oneshot_max : SYMM__COLL_ONESHOT_MAX;
 }
+
+void symm__coll_tune_units(uint32_t units) { g_region_units = units ? units : SYMM__COLL_REGION_UNITS; }
 
 const char *symm_coll_algo_name(symm_coll_algo_t algo) {
     switch (algo) {
@@ -103,6 +111,10 @@ static symm_status_t get_team(symm_team_t team, symm_stream_t stream, const char
                            call, (unsigned long long)t->ctx.scratch_size);
     if ((st = symm_malloc(SYMM__COLL_STAGE_BYTES, &stage)) != SYMM_SUCCESS)
         return st;
+    if ((st = symm__coll_ce_create(&t->ce)) != SYMM_SUCCESS) {
+        symm_free(stage);
+        return st;
+    }
     t->team = team;
     t->ws.base = t->ctx.scratch;
     t->ws.nbmax = SYMM__COLL_WS_NBMAX;
@@ -250,13 +262,15 @@ static symm_status_t check_pair(const char *call, const void *send, uint64_t sby
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 /* Blocks for `units` 16-byte region slots (one per packet word or one-shot
- * unit): about one per thread, and never more per block than a region
- * holds. 0 when even every slot's region is too small. */
+ * unit): one per SYMM__COLL_REGION_UNITS units (symm__coll_tune_units), so
+ * small calls spread their remote stores over several SMs, and never more
+ * per block than a region holds. 0 when even every slot's region is too
+ * small. */
 static int region_blocks(const coll_team_t *t, uint64_t units) {
     uint64_t per_region = t->ws.region / 16, nb;
     if (per_region == 0)
         return 0;
-    nb = cdiv(units, THREADS);
+    nb = cdiv(units, g_region_units);
     if (nb < cdiv(units, per_region))
         nb = cdiv(units, per_region);
     if (nb < 1)
@@ -274,16 +288,18 @@ static int region_blocks(const coll_team_t *t, uint64_t units) {
  * else SYMM_COLL_BLOCKS (checked by get_team), else SYMM__COLL_DIRECT_BLOCKS.
  * It must come out the same on every PE (block b handshakes with block b of
  * the peers): it depends only on the size and on settings every PE shares. */
-static int direct_blocks(uint64_t bytes) {
+static int direct_blocks_max(uint64_t bytes, int def_max) {
     uint64_t nb = cdiv(bytes, (uint64_t)THREADS * 32);
     long long env = symm__env()->coll_blocks;
     int max = g_direct_blocks                                   ? g_direct_blocks
             : env > 0 && env < (long long)SYMM_COLL_MAX_BLOCKS ? (int)env
-                                                                : SYMM__COLL_DIRECT_BLOCKS;
+                                                                : def_max;
     if (nb < 1)
         nb = 1;
     return nb > (uint64_t)max ? max : (int)nb;
 }
+
+static int direct_blocks(uint64_t bytes) { return direct_blocks_max(bytes, SYMM__COLL_DIRECT_BLOCKS); }
 
 static void base_launch(symm__coll_launch_t *l, const coll_team_t *t, symm__ck_t k, int nblocks) {
     memset(l, 0, sizeof(*l));
@@ -465,6 +481,35 @@ symm_status_t symm_reduce_scatter(const void *send, void *recv, size_t recv_coun
 /* ---- data movement: all-gather, all-to-all, broadcast ------------------------------- */
 
 /*
+ * Does this all-gather / all-to-all go through the copy engines? Only pieces
+ * of at least SYMM_COLL_CE_MIN bytes, on a team that is the whole world, and
+ * only when recv is in the symmetric heap on every PE: PEs may differ in
+ * which of their buffers are symmetric, and a PE whose recv is not must not
+ * be left in the direct kernel's handshake while its peers copy. Each PE's
+ * answer is exchanged through the bootstrap (a host round trip between the
+ * PEs, only for calls this large; under graph capture it happens once, at
+ * capture, which fixes the buffers).
+ */
+static symm_status_t want_ce(coll_team_t *t, const char *call, const void *recv, uint64_t recv_bytes,
+                             uint64_t nbytes, int *out) {
+    uint64_t min = (uint64_t)symm__env()->coll_ce_min;
+    unsigned char mine, all[SYMM_COLL_MAX_PES];
+    int n = t->ctx.n_pes;
+    symm_status_t st;
+    *out = 0;
+    if (min == 0 || nbytes < min || t->ce == NULL || n != symm_n_pes() || n > SYMM_COLL_MAX_PES)
+        return SYMM_SUCCESS;
+    mine = (unsigned char)in_heap(recv, recv_bytes);
+    if ((st = symm_host_allgather(&mine, all, 1)) != SYMM_SUCCESS)
+        return symm__error(st, "%s: agreeing on the copy-engine path: %s", call, symm_strerror(st));
+    for (int p = 0; p < n; p++)
+        if (!all[p])
+            return SYMM_SUCCESS;
+    *out = 1;
+    return SYMM_SUCCESS;
+}
+
+/*
  * One routine for the three: PE me sends `nbytes` from send + p * src_piece
  * to PE p, landing at p's recv + me * out_piece (broadcast, root >= 0: the
  * root sends send to everyone's recv). `rows`: how many pieces of recv the
@@ -481,6 +526,17 @@ static symm_status_t move(coll_team_t *t, const char *call, const void *send, vo
     uint64_t recv_bytes = root >= 0 ? nbytes : nbytes * (uint64_t)n;
     if ((st = requested(call, SYMM_COLL_ALGO_AUTO, &algo)) != SYMM_SUCCESS)
         return st;
+    if (algo == SYMM_COLL_ALGO_AUTO && root < 0) {
+        int ce = 0;
+        if ((st = want_ce(t, call, recv, recv_bytes, nbytes, &ce)) != SYMM_SUCCESS)
+            return st;
+        if (ce) {
+            if ((st = symm__coll_ce_move(t->ce, t->team, send, recv, nbytes, src_piece, out_piece, stream)) ==
+                SYMM_SUCCESS)
+                snprintf(t_last_algo, sizeof(t_last_algo), "copy-engine");
+            return st;
+        }
+    }
     if (algo == SYMM_COLL_ALGO_AUTO)
         algo = nbytes <= packet_max ? SYMM_COLL_ALGO_PACKET : SYMM_COLL_ALGO_TWOSHOT;
     if (algo == SYMM_COLL_ALGO_PACKET && (nb = region_blocks(t, cdiv(nbytes, 8))) > 0) {
@@ -500,7 +556,7 @@ static symm_status_t move(coll_team_t *t, const char *call, const void *send, vo
         uint64_t piece = stage_piece(rows), off;
         for (off = 0; off < nbytes; off += piece) {
             uint64_t len = nbytes - off < piece ? nbytes - off : piece;
-            base_launch(&l, t, SYMM__CK_MOVE_DIRECT, direct_blocks(len));
+            base_launch(&l, t, SYMM__CK_MOVE_DIRECT, direct_blocks_max(len, SYMM__COLL_MOVE_BLOCKS));
             l.src = send ? (const char *)send + off : NULL;
             l.nbytes = len;
             l.piece = src_piece;
@@ -552,8 +608,7 @@ symm_status_t symm_all_to_all(const void *send, void *recv, size_t count, symm_d
     if ((st = check_pair(call, send, a.total, recv, a.total, 0, 0,
                          "send and recv overlap (all-to-all is not in place)")) != SYMM_SUCCESS)
         return st;
-    return move(a.t, call, send, recv, a.nbytes, a.nbytes, a.nbytes, -1,
-                g_packet_max < SYMM__COLL_A2A_PACKET_MAX ? g_packet_max : SYMM__COLL_A2A_PACKET_MAX, stream);
+    return move(a.t, call, send, recv, a.nbytes, a.nbytes, a.nbytes, -1, g_packet_max, stream);
 }
 
 symm_status_t symm_broadcast(const void *send, void *recv, size_t count, symm_dtype_t dtype, int root,

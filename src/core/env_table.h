@@ -37,7 +37,10 @@
     X(coll_blocks,        SYMM_COLL_BLOCKS,        INT,      "0",                            \
       "most blocks of a direct stream collective (two-shot all-reduce, reduce-scatter, "    \
       "all-gather, all-to-all, broadcast, all_to_allv), 1..255, one per 16 KiB moved; 0 = "  \
-      "built-in default (64). Set it alike on every PE")
+      "built-in default (64; 128 for all-gather, all-to-all, broadcast). Set it alike on every PE") \
+    X(coll_ce_min,        SYMM_COLL_CE_MIN,        SIZE,     "64M",                          \
+      "pieces (bytes per peer) from which all-gather and all-to-all into symmetric buffers use " \
+      "the copy engines; 0 = never. Set it alike on every PE")
 
 #ifdef SYMM_DEBUG
 #  define SYMM__DEFAULT_WAIT_TIMEOUT "60"

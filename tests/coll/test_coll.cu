@@ -21,6 +21,11 @@
  *         then every algorithm again.
  * errors  bad input returns a clear status and enqueues nothing (every PE
  *         the same), then a correct call still works.
+ * ce      the copy-engine path of all-gather / all-to-all, lowered to 1 KiB
+ *         pieces (SYMM_COLL_CE_MIN, set before init): move cases checked
+ *         like `move`, the path taken checked per call (symmetric recv on
+ *         every PE: copy engines; recv symmetric on some PEs only: not),
+ *         then the graph part with it.
  */
 #include <stdlib.h>
 
@@ -292,6 +297,46 @@ static void part_move(void) {
             }
     if (me == 0)
         printf("move: %lld checked calls\n", g_checks);
+}
+
+/* ---- ce ---------------------------------------------------------------------------------- */
+
+static void part_graph(int replays);
+
+static void expect_ce(const char *what, size_t bytes, int want) {
+    int got = strcmp(symm_coll_last_algo(), "copy-engine") == 0;
+    if (got != want) {
+        g_ct_failures++;
+        fprintf(stderr, "[pe %d] ce: %s of %zu bytes per peer ran %s, expected %s\n", me, what, bytes,
+                symm_coll_last_algo(), want ? "copy-engine" : "another algorithm");
+    }
+}
+
+static void part_ce(void) {
+    static const symm_dtype_t types[] = {SYMM_DTYPE_U8, SYMM_DTYPE_F32};
+    static const size_t counts[] = {1000, 4099, 300001};
+    int combo = 0;
+    for (int ti = 0; ti < 2; ti++)
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+            for (int v = 0; v < 4; v++) {
+                int symm_buf = v & 1, inplace = (v >> 1) & 1, tk = ++combo & 1;
+                size_t off = combo % 3 == 0 ? 1 : 0, n = counts[c], bytes;
+                if (n * ct_esz(types[ti]) * npes * 2 + 4 * GUARD > POOL)
+                    n = (POOL / 2 - 4 * GUARD) / (ct_esz(types[ti]) * npes);
+                bytes = n * ct_esz(types[ti]);
+                check_move(MV_AG, types[ti], n, symm_buf, inplace, off, tk, 0);
+                expect_ce("all_gather", bytes, symm_buf && bytes >= 1024);
+                check_move(MV_A2A, types[ti], n, symm_buf, 0, off, tk, 0);
+                expect_ce("all_to_all", bytes, symm_buf && bytes >= 1024);
+            }
+    /* recv symmetric on the odd PEs only: every PE must leave the copy engines */
+    check_move(MV_AG, SYMM_DTYPE_F32, 40000, me & 1, 0, 0, 0, 0);
+    expect_ce("all_gather, mixed buffers", 160000, 0);
+    check_move(MV_A2A, SYMM_DTYPE_F32, 40000, me & 1, 0, 0, 0, 0);
+    expect_ce("all_to_all, mixed buffers", 160000, 0);
+    if (me == 0)
+        printf("ce: %lld checked calls\n", g_checks);
+    part_graph(100);
 }
 
 /* ---- big --------------------------------------------------------------------------------- */
@@ -566,6 +611,8 @@ int main(int argc, char **argv) {
     const char *part = argc > 2 ? argv[2] : "all";
     int all = strcmp(part, "all") == 0;
     symm_test_require_gpus(need);
+    if (!strcmp(part, "ce") && setenv("SYMM_COLL_CE_MIN", "1024", 1) != 0)
+        TEST_FAIL("setenv SYMM_COLL_CE_MIN");
     SYMM_CHECK(symm_init());
     me = symm_my_pe();
     npes = symm_n_pes();
@@ -590,6 +637,7 @@ int main(int argc, char **argv) {
     if (all || !strcmp(part, "graph")) part_graph(1000);
     if (all || !strcmp(part, "b2b")) part_b2b(10000);
     if (all || !strcmp(part, "big")) part_big();
+    if (!strcmp(part, "ce")) part_ce();
 
     CUDA_CHECK(cudaDeviceSynchronize());
     SYMM_CHECK(symm_free(symm_b));

@@ -1,0 +1,108 @@
+/*
+ * coll_ce.cu - all-gather and all-to-all of large pieces through the copy
+ * engines: each PE copies its pieces straight into the peers' symmetric recv
+ * with cudaMemcpyAsync, between two stream-ordered team barriers.
+ *
+ * Why: on 4x H200 one copy-engine stream that visits the peers in turn moves
+ * 378 GB/s out of each GPU with 256 MiB per peer, where the best SM kernel
+ * moves 350 and the direct kernel 313-335 (scratch probe of 2026-11-21,
+ * bench/results/2026-11-21-h200-4gpu-ce-probe.md). Copies to several peers
+ * at once on separate streams do worse (197 GB/s), so the peers are visited
+ * one after the other, PE me + 1 first: at any moment each PE receives from
+ * about one sender. Below some tens of MiB per peer the SM kernels win
+ * (per-copy overhead); SYMM_COLL_CE_MIN sets the crossover.
+ *
+ * Synchronisation: the first barrier makes every PE's recv free (its
+ * earlier stream work is done), the second tells each PE that every copy
+ * into its recv has completed (a copy completes before the sender's next
+ * stream operation, the barrier kernel, starts; the barrier's release and
+ * acquire carry that to the receiver). Both barriers keep their state in
+ * device memory, so the sequence captures into CUDA graphs. This PE's own
+ * piece goes on a side stream, forked and joined with events (graph edges
+ * under capture), so it overlaps the remote copies.
+ */
+#include <new>
+
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "core/log.h"
+#include "coll/coll.h"
+}
+
+struct symm__coll_ce {
+    cudaStream_t side;
+    cudaEvent_t fork, join;
+};
+
+static symm_status_t ce_fail(const char *what, cudaError_t e) {
+    return symm__error(SYMM_ERR_CUDA, "collectives (copy engines): %s: %s", what, cudaGetErrorString(e));
+}
+
+extern "C" symm_status_t symm__coll_ce_create(symm__coll_ce_t **out) {
+    symm__coll_ce_t *ce = new (std::nothrow) symm__coll_ce_t();
+    cudaError_t e;
+    if (ce == NULL)
+        return symm__error(SYMM_ERR_NO_MEMORY, "collectives: no memory for the copy-engine state");
+    if ((e = cudaStreamCreateWithFlags(&ce->side, cudaStreamNonBlocking)) != cudaSuccess) {
+        delete ce;
+        return ce_fail("creating the side stream", e);
+    }
+    if ((e = cudaEventCreateWithFlags(&ce->fork, cudaEventDisableTiming)) != cudaSuccess)
+        goto err_stream;
+    if ((e = cudaEventCreateWithFlags(&ce->join, cudaEventDisableTiming)) != cudaSuccess)
+        goto err_fork;
+    *out = ce;
+    return SYMM_SUCCESS;
+err_fork:
+    cudaEventDestroy(ce->fork);
+err_stream:
+    cudaStreamDestroy(ce->side);
+    delete ce;
+    return ce_fail("creating its events", e);
+}
+
+extern "C" void symm__coll_ce_destroy(symm__coll_ce_t *ce) {
+    if (ce == NULL)
+        return;
+    cudaEventDestroy(ce->join);
+    cudaEventDestroy(ce->fork);
+    cudaStreamDestroy(ce->side);
+    delete ce;
+}
+
+extern "C" symm_status_t symm__coll_ce_move(symm__coll_ce_t *ce, symm_team_t team, const void *send, void *recv,
+                                            uint64_t nbytes, uint64_t src_piece, uint64_t out_piece,
+                                            symm_stream_t stream) {
+    cudaStream_t s = (cudaStream_t)stream;
+    int n = symm_team_n_pes(team), me = symm_team_my_pe(team);
+    char *mine = (char *)recv + (uint64_t)me * out_piece;
+    const char *my_src = (const char *)send + (uint64_t)me * src_piece;
+    int local = mine != my_src;
+    symm_status_t st;
+    cudaError_t e;
+    if ((st = symm_team_barrier_on_stream(team, stream)) != SYMM_SUCCESS)
+        return st;
+    if (local) {
+        if ((e = cudaEventRecord(ce->fork, s)) != cudaSuccess || (e = cudaStreamWaitEvent(ce->side, ce->fork, 0)) !=
+            cudaSuccess)
+            return ce_fail("forking the side stream", e);
+        if ((e = cudaMemcpyAsync(mine, my_src, nbytes, cudaMemcpyDeviceToDevice, ce->side)) != cudaSuccess)
+            return ce_fail("copying this PE's piece", e);
+        if ((e = cudaEventRecord(ce->join, ce->side)) != cudaSuccess)
+            return ce_fail("joining the side stream", e);
+    }
+    for (int i = 1; i < n; i++) {
+        int p = (me + i) % n;
+        int wp = symm_team_translate_pe(team, p, symm_team_world());
+        void *dst = wp < 0 ? NULL : symm_ptr(mine, wp);
+        if (dst == NULL)
+            return symm__error(SYMM_ERR_INTERNAL, "collectives (copy engines): no address of PE %d's recv", p);
+        if ((e = cudaMemcpyAsync(dst, (const char *)send + (uint64_t)p * src_piece, nbytes,
+                                 cudaMemcpyDeviceToDevice, s)) != cudaSuccess)
+            return ce_fail("copying to a peer", e);
+    }
+    if (local && (e = cudaStreamWaitEvent(s, ce->join, 0)) != cudaSuccess)
+        return ce_fail("joining the side stream", e);
+    return symm_team_barrier_on_stream(team, stream);
+}
