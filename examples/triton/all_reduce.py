@@ -61,11 +61,13 @@ class AllReduce:
     NUM_WARPS = 8
     BLOCK = NUM_WARPS * 32 * 8                  # 16 B of bf16 per thread
 
-    def __init__(self, env, numel, dtype=torch.bfloat16):
+    def __init__(self, env, numel, dtype=torch.bfloat16, programs=0):
         self.env, self.numel = env, numel
         # each PE's shard, rounded up to 16 elements so every shard starts 32 B aligned
         self.shard = triton.cdiv(triton.cdiv(numel, env.world), 16) * 16
-        self.grid = (max(1, min(triton.cdiv(self.shard, self.BLOCK), C.num_sms(env.device))),)
+        # programs: at most one per SM (they wait for each other), fewer if asked
+        cap = C.num_sms(env.device) if programs <= 0 else min(programs, C.num_sms(env.device))
+        self.grid = (max(1, min(triton.cdiv(self.shard, self.BLOCK), cap)),)
         self.vec = True                         # offsets are me * shard + multiples of BLOCK
         self.x = symm.zeros((numel,), dtype)            # callers write their input here
         self.out = symm.zeros((numel,), dtype)          # and find the sum here
@@ -87,9 +89,9 @@ class AllReduce:
             symm.free_tensor(t)
 
 
-def run(numel=1024 * 1024 + 1, iters=50, bench=True, checks=3):
+def run(numel=1024 * 1024 + 1, iters=50, bench=True, checks=3, programs=0):
     env = C.setup()
-    op = AllReduce(env, numel)
+    op = AllReduce(env, numel, programs=programs)
     ok = True
     for it in range(checks):
         op.x.normal_(generator=torch.Generator(device=env.device).manual_seed(11000 * it + env.rank))
@@ -110,11 +112,11 @@ def run(numel=1024 * 1024 + 1, iters=50, bench=True, checks=3):
         y = torch.empty(numel, dtype=torch.bfloat16, device=env.device)
         t_c = C.bench(lambda: symm.all_reduce(op.x, out=y), iters)
     op.close()
-    C.report(env, "all_reduce", "%d iterations of %d bf16 elements equal the fp32 sum of all PEs"
-             % (checks, numel), ok,
+    C.report(env, "all_reduce", "%d iterations of %d bf16 elements equal the fp32 sum of all PEs "
+             "(%d programs)" % (checks, numel, op.grid[0]), ok,
              [("symm.triton", t_symm), ("torch+NCCL", t_ref), ("symm C all_reduce", t_c)])
     return {"ok": ok, "symm_us": t_symm, "ref_us": t_ref}
 
 
 if __name__ == "__main__":
-    C.main(run, __doc__.split("\n")[0], numel=1024 * 1024 + 1)
+    C.main(run, __doc__.split("\n")[0], numel=1024 * 1024 + 1, programs=0)
