@@ -19,7 +19,9 @@
  * acquire carry that to the receiver). Both barriers keep their state in
  * device memory, so the sequence captures into CUDA graphs. This PE's own
  * piece goes on a side stream, forked and joined with events (graph edges
- * under capture), so it overlaps the remote copies.
+ * under capture), so it overlaps the remote copies. The copies say
+ * cudaMemcpyDefault: send may be any memory the GPU can access (host memory
+ * mapped for it included), and unified addressing knows where it lives.
  */
 #include <new>
 
@@ -87,7 +89,7 @@ extern "C" symm_status_t symm__coll_ce_move(symm__coll_ce_t *ce, symm_team_t tea
         if ((e = cudaEventRecord(ce->fork, s)) != cudaSuccess || (e = cudaStreamWaitEvent(ce->side, ce->fork, 0)) !=
             cudaSuccess)
             return ce_fail("forking the side stream", e);
-        if ((e = cudaMemcpyAsync(mine, my_src, nbytes, cudaMemcpyDeviceToDevice, ce->side)) != cudaSuccess)
+        if ((e = cudaMemcpyAsync(mine, my_src, nbytes, cudaMemcpyDefault, ce->side)) != cudaSuccess)
             return ce_fail("copying this PE's piece", e);
         if ((e = cudaEventRecord(ce->join, ce->side)) != cudaSuccess)
             return ce_fail("joining the side stream", e);
@@ -99,7 +101,7 @@ extern "C" symm_status_t symm__coll_ce_move(symm__coll_ce_t *ce, symm_team_t tea
         if (dst == NULL)
             return symm__error(SYMM_ERR_INTERNAL, "collectives (copy engines): no address of PE %d's recv", p);
         if ((e = cudaMemcpyAsync(dst, (const char *)send + (uint64_t)p * src_piece, nbytes,
-                                 cudaMemcpyDeviceToDevice, s)) != cudaSuccess)
+                                 cudaMemcpyDefault, s)) != cudaSuccess)
             return ce_fail("copying to a peer", e);
     }
     if (local && (e = cudaStreamWaitEvent(s, ce->join, 0)) != cudaSuccess)
