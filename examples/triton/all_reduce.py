@@ -44,7 +44,9 @@ def all_reduce_kernel(ctx, out, x, n, shard, entry, done, gen,
     lo = me * shard
     for t in range(pid, tl.cdiv(shard, BLOCK), nprog):
         offs = lo + t * BLOCK + tl.arange(0, BLOCK)
-        mask = (offs < lo + shard) & (offs < n)   # two tests keep 16 B accesses provable
+        # both bounds multiples of 16 elements (the host pads to whole shards):
+        # Triton can then prove 16 B per thread for the masked accesses
+        mask = (offs < lo + shard) & (offs < n)
         acc = tl.zeros((BLOCK,), tl.float32)
         for q in range(0, npes):                  # PE order: the same sum everywhere
             ptrs = C.vec_ptrs(st.peer_ptr(ctx, x, q), offs, VEC, BLOCK)
@@ -69,15 +71,24 @@ class AllReduce:
         cap = C.num_sms(env.device) if programs <= 0 else min(programs, C.num_sms(env.device))
         self.grid = (max(1, min(triton.cdiv(self.shard, self.BLOCK), cap)),)
         self.vec = True                         # offsets are me * shard + multiples of BLOCK
-        self.x = symm.zeros((numel,), dtype)            # callers write their input here
-        self.out = symm.zeros((numel,), dtype)          # and find the sum here
+        # The buffers hold n_pes whole shards (the tail past numel stays zero)
+        # and the kernel's bound is that padded length: a multiple of 16,
+        # which Triton then knows (it specialises such integer arguments), so
+        # the masked loads and stores stay 16 B per thread. With the odd
+        # numel as bound they became 2-byte accesses, 8 per thread and PE
+        # (sm_90 PTX, tests/python/test_examples_aot.py's specialisation).
+        self.padded = self.shard * env.world
+        self._xbuf = symm.zeros((self.padded,), dtype)
+        self._obuf = symm.zeros((self.padded,), dtype)
+        self.x = self._xbuf[:numel]                     # callers write their input here
+        self.out = self._obuf[:numel]                   # and find the sum here
         self.entry = symm.zeros((self.grid[0],), torch.int64)
         self.done = symm.zeros((self.grid[0],), torch.int64)
         self.gen = torch.zeros((self.grid[0],), dtype=torch.int64, device=env.device)
         symm.barrier()
 
     def __call__(self):
-        st.launch(all_reduce_kernel, self.grid, self.env.ctx, self.out, self.x, self.numel,
+        st.launch(all_reduce_kernel, self.grid, self.env.ctx, self._obuf, self._xbuf, self.padded,
                   self.shard, self.entry, self.done, self.gen, VEC=self.vec, BLOCK=self.BLOCK,
                   num_warps=self.NUM_WARPS)
         return self.out
@@ -85,7 +96,7 @@ class AllReduce:
     def close(self):
         torch.cuda.synchronize()
         symm.barrier()
-        for t in (self.done, self.entry, self.out, self.x):
+        for t in (self.done, self.entry, self._obuf, self._xbuf):
             symm.free_tensor(t)
 
 
