@@ -2,7 +2,7 @@
 # The GPU run: build (unless a carried build is usable), run the GPU tests on
 # 1, 2 and all GPUs, then the benchmarks; logs under $OUT, a short table last.
 #   scripts/gpu_suite.sh [stage...]   stages: build tests tests-2gpu tests-1gpu quick bench
-#   variants python (default: build tests tests-2gpu tests-1gpu bench python)
+#   variants probes examples python (default: build tests tests-2gpu tests-1gpu bench python)
 # Multicast stays off: the three disabling variables are forced on and
 # SYMM_ENABLE_MULTICAST is removed, whatever the caller had.
 set -uo pipefail
@@ -11,6 +11,8 @@ OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 unset SYMM_ENABLE_MULTICAST
+# a lost signal stops its kernel with a message instead of hanging the stage
+export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${SYMM_BUILD_DIR:-build-gpu}
 stages=${*:-build tests tests-2gpu tests-1gpu bench python}
@@ -92,6 +94,28 @@ if stage variants && [ -x "$build/tests/device/device_put_variants" ]; then
   tail -40 "$OUT/put_variants.log"
 fi
 
+if stage probes; then
+  # standalone probes (bench/probes): copy engines vs SM stores, flag ping-pong by memory kind
+  for p in ce_probe pingpong_probe; do
+    [ -x "$build/bench/$p" ] || continue
+    timeout -k 5 "${PROBE_WALL:-90}" "$build/bench/$p" >"$OUT/$p.md" 2>&1
+    note "probe $p" "rc=$?"
+    cat "$OUT/$p.md"
+  done
+fi
+
+if stage examples && [ -f examples/triton/run_all.py ]; then
+  bc=${SYMM_BITCODE_DIR:-$PWD/build-lead/bitcode}
+  if PYTHONPATH=$PWD/python SYMM_LIBRARY=$PWD/$build/src/libsymm.so SYMM_BITCODE_DIR=$bc \
+      timeout -k 10 "${EXAMPLES_WALL:-240}" torchrun --nproc-per-node "$ngpu" --master-port 29631 \
+      examples/triton/run_all.py --out "$OUT/triton_examples.md" >"$OUT/run_all.log" 2>&1; then
+    note "triton examples" "ok"
+  else
+    note "triton examples" "FAILED rc=$?"
+  fi
+  grep -E '^\| ' "$OUT/triton_examples.md" 2>/dev/null | head -14
+fi
+
 if stage python && [ -d tests/python ]; then
   # The bitcode needs clang-19, which the GPU machine lacks: it is built on the
   # build machine and carried (SYMM_BITCODE_DIR); Triton compiles on first use.
@@ -99,7 +123,7 @@ if stage python && [ -d tests/python ]; then
   for n in ${PY_NPES:-2 4}; do
     [ "$ngpu" -ge "$n" ] || continue
     if PYTHONPATH=$PWD/python SYMM_LIBRARY=$PWD/$build/src/libsymm.so SYMM_BITCODE_DIR=$bc \
-        timeout -k 10 "${PY_WALL:-240}" torchrun --nproc-per-node "$n" -m pytest -q -x tests/python \
+        timeout -k 10 "${PY_WALL:-480}" torchrun --nproc-per-node "$n" -m pytest -q -x tests/python \
         >"$OUT/pytest_$n.log" 2>&1; then
       note "python tests ($n gpu)" "$(tail -1 "$OUT/pytest_$n.log")"
     else
