@@ -79,16 +79,26 @@ class SeqAllToAll:
         self.counters = symm.zeros((2, 1), torch.int64)
         self.gen = torch.zeros((2, w * self.per_dest), dtype=torch.int64, device=env.device)
         self.calls = 0
+        self._launches = self._launch_input = None
         symm.barrier()
 
-    def __call__(self, x):
+    def _prepare(self, x):
+        """One prepared launch per buffer parity, for input x."""
         env = self.env
+        return [st.prepare(seq_all_to_all_kernel, (env.world * self.per_dest,), env.ctx,
+                           self.out[par], x, self.counters[par], self.gen[par], self.s_loc,
+                           self.h * self.d, self.h_loc * self.d, self.blocks, self.per_dest,
+                           VEC=self.vec, BS=self.BS, BC=self.BC, num_warps=4)
+                for par in (0, 1)]
+
+    def __call__(self, x):
         par = self.calls % 2
         self.calls += 1
-        st.launch(seq_all_to_all_kernel, (env.world * self.per_dest,), env.ctx, self.out[par], x,
-                  self.counters[par], self.gen[par], self.s_loc, self.h * self.d,
-                  self.h_loc * self.d, self.blocks, self.per_dest, VEC=self.vec, BS=self.BS,
-                  BC=self.BC, num_warps=4)
+        # fixed arguments but for the input: prepared once per input tensor,
+        # so repeated calls skip Triton's per-call argument handling
+        if self._launches is None or self._launch_input is not x:
+            self._launches, self._launch_input = self._prepare(x), x
+        self._launches[par]()
         return self.out[par]
 
     def close(self):

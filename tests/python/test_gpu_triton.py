@@ -485,3 +485,75 @@ def test_one_thread_results_reach_every_thread(pe, K):
     assert bool((outs == outs[:, :1]).all())
     assert sorted(outs[:, 0].tolist()) == list(range(G))
     symm.free_tensor(target)
+
+
+def test_prepared_launch(pe, K):
+    """st.prepare gives st.launch's results, call after call with fresh data
+    written in place, on whatever stream is current at each call: torch's
+    default stream, a side stream (the data is written there after a sleep:
+    a launch on another stream would send the zeros from before) and a CUDA
+    graph's capture stream (the graph is replayed with new data each time)."""
+    torch = pe.torch
+    size, nbytes, value = 40000, 33333, 9
+    nxt, prv = ring(pe)
+    dst = symm.zeros((size,), torch.uint8)
+    sig = symm.zeros((1,), torch.int64)
+    mine = torch.zeros(size, dtype=torch.uint8, device=pe.device)
+    recv = torch.zeros(size, dtype=torch.uint8, device=pe.device)
+    out = torch.zeros(1, dtype=torch.int64, device=pe.device)
+    args = (symm.ctx(), dst[1:], mine[3:], nbytes, sig, value, st.SIGNAL_SET.value, value, recv,
+            out, nxt)
+    kw = dict(FN=st.put_signal_block, BLOCK=1024)
+    p = st.prepare(K.k_put_signal, (1,), *args, **kw)
+    side = torch.cuda.Stream(pe.device)
+    sync()
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: the NCCL watchdog thread may query events meanwhile
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        p()
+    sync()
+
+    def reset():        # on every PE before anyone sends (the signal is SET, then awaited)
+        for t in (dst, sig, recv, out, mine):
+            t.zero_()
+        sync()
+
+    def result():
+        sync()
+        return recv[:nbytes].cpu(), out.item(), sig.item()
+
+    got, wants = [], []
+    for _ in range(3):
+        seed = pe.next_seed()
+        data = rand(torch, (size,), torch.uint8, seed + pe.rank).to(pe.device)
+        wants.append(rand(torch, (size,), torch.uint8, seed + prv)[3:3 + nbytes])
+        reset()
+        mine.copy_(data)
+        launch(K.k_put_signal, (1,), *args, **kw)
+        got.append(("launch", result()))
+        reset()
+        mine.copy_(data)
+        p()
+        got.append(("prepared", result()))
+        reset()
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(50_000_000)
+            mine.copy_(data)
+            p()
+        got.append(("prepared on a side stream", result()))
+        reset()
+        mine.copy_(data)
+        graph.replay()
+        got.append(("graph replay", result()))
+    del graph
+    sync()
+    symm.free_tensor(sig)
+    symm.free_tensor(dst)
+    from symm.triton import _launch
+    v = _launch._triton_version()
+    if v is not None and _launch._CHECKED_TRITON[0] <= v <= _launch._CHECKED_TRITON[1]:
+        assert p.fast, p.reason      # a Triton prepare() was written for: the direct launch
+    for i, (how, (data, o, s)) in enumerate(got):
+        want = wants[i // 4]
+        assert o == value and s == value, "%s, call %d: signal %d, seen %d" % (how, i // 4, s, o)
+        assert torch.equal(data, want), "%s, call %d: wrong data" % (how, i // 4)

@@ -60,7 +60,7 @@ from . import raw  # noqa: E402,F401
 from ._api import *  # noqa: E402,F401,F403
 from ._api import __all__ as _api_all  # noqa: E402
 from ._api import ctx_my_pe, ctx_n_pes, ctx_ptr  # noqa: E402
-from ._launch import extern_libs, launch  # noqa: E402,F401
+from ._launch import PreparedLaunch, extern_libs, launch, prepare  # noqa: E402,F401
 from ._signatures import FUNCTIONS  # noqa: E402
 from ._util import broadcast_from_thread0, tid  # noqa: E402,F401
 
@@ -85,6 +85,6 @@ OP_SUM, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR = (tl.constexpr(i) for i in ran
 ALGO_AUTO, ALGO_PACKET, ALGO_ONESHOT, ALGO_TWOSHOT, ALGO_MULTIMEM = (tl.constexpr(i) for i in range(5))
 
 __all__ = list(_api_all) + [
-    "raw", "extern_libs", "launch", "tid", "broadcast_from_thread0", "my_pe", "n_pes",
-    "peer_ptr", "MODES",
+    "raw", "extern_libs", "launch", "prepare", "PreparedLaunch", "tid", "broadcast_from_thread0",
+    "my_pe", "n_pes", "peer_ptr", "MODES",
 ]
