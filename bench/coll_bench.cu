@@ -43,6 +43,8 @@
 /* Internal tuning hook of libsymm (src/coll/coll.h). */
 extern "C" void symm__coll_tune(int direct_blocks, uint64_t packet_max, uint64_t oneshot_max);
 extern "C" void symm__coll_tune_units(uint32_t units);
+extern "C" void symm__coll_tune_bcast(uint64_t hop1_max, uint64_t packet_max);
+extern "C" symm_status_t symm__coll_tune_nbmax(uint32_t nbmax);
 
 enum { K_AR, K_AR_BF16, K_RS, K_AG, K_A2A, K_BCAST, K_COUNT };
 static const char *k_name[K_COUNT] = {"all-reduce f32 sum", "all-reduce bf16 sum", "reduce-scatter f32 sum",
@@ -629,6 +631,101 @@ static void run_sweep(bench_env_t *env) {
         }
         symm__coll_tune_units(0);
         bench_table_emit(env->report, tu);
+    }
+    {
+        /* broadcast (root 0, out of place): one-hop packets, two-hop packets,
+         * the direct kernel; NCCL for reference */
+        static const size_t bsz[] = {16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20,
+                                     2 << 20, 8 << 20};
+        const char *hb[] = {"size", "1-hop packet us", "2-hop packet us", "direct us", "NCCL us"};
+        bench_table_t *tb = bench_table_new("broadcast f32 root 0: forms (graph us; (x): what ran instead)", 5, hb);
+        for (size_t i = 0; i < sizeof(bsz) / sizeof(bsz[0]); i++) {
+            const char *cells[5];
+            static const uint64_t big = (uint64_t)1 << 30;
+            const uint64_t hop1[3] = {big, 1, 0}, pmax[3] = {big, big, 1};
+            static const char *want[3] = {"packet", "packet-2hop", "direct"};
+            coll_case_t c = {K_BCAST, 0, env, a, b, bsz[i] / 4, SYMM_COLL_ALGO_AUTO};
+            coll_case_t cn = {K_BCAST, 1, env, a, b, bsz[i] / 4, SYMM_COLL_ALGO_AUTO};
+            cells[0] = bench_fmt_bytes(bsz[i]);
+            for (int k = 0; k < 3; k++) {
+                if (k < 2 && bsz[i] > ((size_t)2 << 20)) {
+                    cells[1 + k] = "-";
+                    continue;
+                }
+                symm__coll_tune_bcast(hop1[k], pmax[k]);
+                enqueue(&c, env->stream);
+                char used[40];
+                snprintf(used, sizeof(used), "%s", symm_coll_last_algo());
+                bench_barrier();
+                double ms = bench_time_graph(enqueue, &c, env->stream, 20, 2, 10, 5);
+                cells[1 + k] = strcmp(used, want[k]) == 0 ? bench_fmt("%.2f", ms * 1e3)
+                                                          : bench_fmt("(%s) %.2f", used, ms * 1e3);
+            }
+            symm__coll_tune_bcast(0, 0);
+            if (env->nccl_ok) {
+                bench_barrier();
+                cells[4] = bench_fmt("%.2f", bench_time_graph(enqueue, &cn, env->stream, 20, 2, 10, 5) * 1e3);
+            } else {
+                cells[4] = "n/a";
+            }
+            bench_table_row(tb, cells);
+        }
+        bench_table_emit(env->report, tb);
+    }
+    {
+        /* block slots of the packet / one-shot regions: more slots spread a
+         * call over more SMs (each slot is one block), in smaller regions */
+        static const uint32_t nbs[] = {32, 64, 128, 192};
+        struct slot_case { int kind; size_t bytes; symm_coll_algo_t algo; uint64_t hop1; const char *name; };
+        static const slot_case cs[] = {
+            {K_AR, 64 << 10, SYMM_COLL_ALGO_PACKET, 0, "AR 64K packet"},
+            {K_AR, 128 << 10, SYMM_COLL_ALGO_PACKET, 0, "AR 128K packet"},
+            {K_AR, 128 << 10, SYMM_COLL_ALGO_ONESHOT, 0, "AR 128K oneshot"},
+            {K_AR, 256 << 10, SYMM_COLL_ALGO_ONESHOT, 0, "AR 256K oneshot"},
+            {K_AR, 512 << 10, SYMM_COLL_ALGO_ONESHOT, 0, "AR 512K oneshot"},
+            {K_AG, 32 << 10, SYMM_COLL_ALGO_AUTO, 0, "AG 32K/rank"},
+            {K_BCAST, 128 << 10, SYMM_COLL_ALGO_AUTO, (uint64_t)1 << 30, "BC 128K 1-hop"},
+            {K_BCAST, 256 << 10, SYMM_COLL_ALGO_AUTO, (uint64_t)1 << 30, "BC 256K 1-hop"},
+            {K_BCAST, 256 << 10, SYMM_COLL_ALGO_AUTO, 1, "BC 256K 2-hop"},
+            {K_BCAST, 512 << 10, SYMM_COLL_ALGO_AUTO, 1, "BC 512K 2-hop"},
+            {K_BCAST, 1 << 20, SYMM_COLL_ALGO_AUTO, 1, "BC 1M 2-hop"},
+        };
+        enum { NC = 11 };
+        static_assert(sizeof(cs) / sizeof(cs[0]) == NC, "one column per case");
+        const char *hn[1 + NC];
+        hn[0] = "slots";
+        for (int k = 0; k < NC; k++)
+            hn[1 + k] = cs[k].name;
+        bench_table_t *tn = bench_table_new("packet / one-shot region slots (graph us; (x): what ran instead)", 1 + NC,
+                                            hn);
+        for (size_t i = 0; i < sizeof(nbs) / sizeof(nbs[0]); i++) {
+            const char *cells[1 + NC];
+            BENCH_CUDA(cudaStreamSynchronize(env->stream));
+            bench_barrier();
+            BENCH_SYMM(symm__coll_tune_nbmax(nbs[i]));
+            bench_barrier();
+            cells[0] = bench_fmt("%u", nbs[i]);
+            for (int k = 0; k < NC; k++) {
+                coll_case_t c = {cs[k].kind, 0, env, a, b, cs[k].bytes / 4, cs[k].algo};
+                symm__coll_tune_bcast(cs[k].hop1, (uint64_t)1 << 30);
+                enqueue(&c, env->stream);
+                char used[40];
+                snprintf(used, sizeof(used), "%s", symm_coll_last_algo());
+                bench_barrier();
+                double ms = bench_time_graph(enqueue, &c, env->stream, 20, 2, 10, 5);
+                int ok = cs[k].kind == K_BCAST ? (strncmp(used, "packet", 6) == 0)
+                                               : cs[k].algo == SYMM_COLL_ALGO_AUTO ||
+                                                     strcmp(used, symm_coll_algo_name(cs[k].algo)) == 0;
+                cells[1 + k] = ok ? bench_fmt("%.2f", ms * 1e3) : bench_fmt("(%s) %.2f", used, ms * 1e3);
+            }
+            symm__coll_tune_bcast(0, 0);
+            bench_table_row(tn, cells);
+        }
+        BENCH_CUDA(cudaStreamSynchronize(env->stream));
+        bench_barrier();
+        BENCH_SYMM(symm__coll_tune_nbmax(0));
+        bench_barrier();
+        bench_table_emit(env->report, tn);
     }
     {
         static const int blocks[] = {8, 16, 32, 48, 64, 96, 120, 128, 132};

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <algorithm>
 #include <vector>
+#include <string>
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -31,17 +32,18 @@ __device__ __forceinline__ void st_flag(int *p, int v, int f) {
     else asm volatile("st.release.sys.global.s32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
 
-// role 0 writes first; both poll their local flag and write the other's; values never repeat
-__global__ void pingpong(int role, int *local, int *remote, int base, int warm, int iters, int f,
+// role 0 writes first; each polls `poll` and writes `write` (push: poll the local flag, write the
+// peer's; pull: write the local flag, poll the peer's over NVLink); values never repeat
+__global__ void pingpong(int role, int *poll, int *write, int base, int warm, int iters, int f,
                          unsigned long long *ns, int *err) {
     uint64_t t0 = 0, deadline = gtimer() + 5000000000ull;
     for (int k = 0; k < warm + iters; k++) {
         int v = base + k + 1;
         if (k == warm) t0 = gtimer();
-        if (role == 0) st_flag(remote, v, f);
-        for (unsigned s = 0; ld_flag(local, f) != v; s++)
+        if (role == 0) st_flag(write, v, f);
+        for (unsigned s = 0; ld_flag(poll, f) != v; s++)
             if ((s & 4095u) == 4095u && gtimer() > deadline) { *err = 1; return; }
-        if (role == 1) st_flag(remote, v, f);
+        if (role == 1) st_flag(write, v, f);
     }
     if (role == 0) *ns = gtimer() - t0;
 }
@@ -120,5 +122,53 @@ int main() {
             }
             fflush(stdout);
         }
+
+    // every pair of GPUs, volatile flags in cudaMalloc memory: push (as above) and pull
+    {
+        int g = n < 8 ? n : 8;
+        int *fm[8];
+        cudaStream_t gs[8];
+        for (int d = 0; d < g; d++) {
+            CK(cudaSetDevice(d));
+            for (int e = 0; e < g; e++)
+                if (e != d) {
+                    cudaError_t pe = cudaDeviceEnablePeerAccess(e, 0);
+                    if (pe != cudaSuccess && pe != cudaErrorPeerAccessAlreadyEnabled) CK(pe);
+                    (void)cudaGetLastError();
+                }
+            CK(cudaMalloc(&fm[d], 4096));
+            CK(cudaMemset(fm[d], 0, 4096));
+            CK(cudaStreamCreateWithFlags(&gs[d], cudaStreamNonBlocking));
+        }
+        printf("\n| GPU pair | push: poll local, write peer (us) | pull: write local, poll peer (us) |\n"
+               "| --- | ---: | ---: |\n");
+        for (int a = 0; a < g; a++)
+            for (int b = a + 1; b < g; b++) {
+                double med[2] = {-1, -1};
+                for (int pull = 0; pull < 2; pull++) {
+                    std::vector<double> v;
+                    int dev[2] = {a, b};
+                    for (int r = 0; r < 7; r++) {
+                        *err = 0;
+                        for (int i = 1; i >= 0; i--) {
+                            int d = dev[i], o = dev[1 - i];
+                            CK(cudaSetDevice(d));
+                            int *poll = pull ? fm[o] + 16 * i : fm[d] + 16 * i;   // distinct words per role
+                            int *write = pull ? fm[d] + 16 * (1 - i) : fm[o] + 16 * (1 - i);
+                            pingpong<<<1, 1, 0, gs[d]>>>(i, poll, write, base, warm, iters, VOLATILE, ns, err);
+                            CK(cudaGetLastError());
+                        }
+                        for (int i = 0; i < 2; i++) { CK(cudaSetDevice(dev[i])); CK(cudaStreamSynchronize(gs[dev[i]])); }
+                        base += warm + iters;
+                        if (*err) break;
+                        v.push_back((double)*ns / iters / 2 / 1000.0);
+                    }
+                    if (v.size() == 7) { std::sort(v.begin(), v.end()); med[pull] = v[3]; }
+                }
+                printf("| %d-%d | %s | %s |\n", a, b, med[0] < 0 ? "timed out" : std::to_string(med[0]).substr(0, 5).c_str(),
+                       med[1] < 0 ? "timed out" : std::to_string(med[1]).substr(0, 5).c_str());
+                fflush(stdout);
+            }
+    }
     return 0;
 }

@@ -101,7 +101,11 @@ symm_status_t symm_all_to_allv(const void *send, const size_t *send_counts, cons
                                symm_dtype_t dtype, symm_team_t team, symm_stream_t stream);
 
 /* recv of every PE gets `count` elements of root's send (send is read on
- * the root only; send == recv on the root is allowed). */
+ * the root only; send == recv on the root is allowed). Algorithms: "packet"
+ * sends the root's data as packets to every PE up to 128 KiB, and from 3
+ * PEs up to 256 KiB in two hops ("packet-2hop": each non-root gets one part
+ * from the root and forwards it to the others); "twoshot" is the direct
+ * kernel ("direct"), which scatters pieces that the non-roots forward. */
 symm_status_t symm_broadcast(const void *send, void *recv, size_t count, symm_dtype_t dtype, int root,
                              symm_team_t team, symm_stream_t stream);
 

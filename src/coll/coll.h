@@ -23,6 +23,15 @@ extern "C" {
  * pay two handshakes (about 4 us) that packets do not. */
 #define SYMM__COLL_PACKET_MAX  ((uint64_t)128 << 10)
 #define SYMM__COLL_ONESHOT_MAX ((uint64_t)256 << 10)
+/* Broadcast from 3 PEs: packets from the root to every non-root up to
+ * HOP1_MAX bytes, then in two hops (root -> one non-root per part -> the
+ * others) up to PACKET_MAX, then the direct kernel (symm__c_bcast_pieces).
+ * On 4x H200 (graph us, bench/results/2026-11-21-h200-4gpu-coll-s4-bcast.md)
+ * one hop wins to 128 KiB (6.76 vs 8.30 two-hop), two hops at 256 KiB (9.37
+ * vs 9.74 one-hop, 11.33 direct), the direct kernel from 512 KiB (12.08 vs
+ * 12.93 two-hop). Packets also need to fit the workspace's regions. */
+#define SYMM__COLL_BCAST_HOP1_MAX   ((uint64_t)128 << 10)
+#define SYMM__COLL_BCAST_PACKET_MAX ((uint64_t)256 << 10)
 /* Region units per block of the packet and one-shot kernels (up to the
  * workspace's SYMM__COLL_WS_NBMAX blocks): 128 spreads an 8 KiB all-reduce
  * over 8 blocks, 3.76 us against 4.00 with 512 units per block
@@ -67,6 +76,16 @@ symm_status_t symm__coll_debug_set_epoch(symm_team_t team, uint64_t count);
  * precedence over SYMM_COLL_BLOCKS) and the AUTO thresholds (0 = default).
  * Not thread-safe; every PE must set the same values. */
 void symm__coll_tune(int direct_blocks, uint64_t packet_max, uint64_t oneshot_max);
+/* Tuning (bench): block slots of the packet / one-shot data regions of the
+ * stream collectives (1 .. SYMM_COLL_MAX_BLOCKS - 1; 0 = SYMM__COLL_WS_NBMAX;
+ * the regions shrink as the slots grow). Changes where the regions lie:
+ * only with every PE's collectives idle (stream synchronised, then a
+ * barrier, then a barrier after this call before the next collective),
+ * every PE alike; it clears the regions. Errors: SYMM_ERR_CUDA. */
+symm_status_t symm__coll_tune_nbmax(uint32_t nbmax);
+/* Tuning (bench): the broadcast's one-hop and packet limits in bytes (0 =
+ * the defaults above). */
+void symm__coll_tune_bcast(uint64_t hop1_max, uint64_t packet_max);
 /* Tuning (bench): region units (packet words, one-shot 16-byte units) per
  * block of the packet and one-shot kernels (0 = SYMM__COLL_REGION_UNITS). */
 void symm__coll_tune_units(uint32_t units);

@@ -35,6 +35,8 @@ static coll_team_t g_team[2]; /* world, node */
 static int g_direct_blocks;
 static uint64_t g_packet_max = SYMM__COLL_PACKET_MAX, g_oneshot_max = SYMM__COLL_ONESHOT_MAX;
 static uint64_t g_region_units = SYMM__COLL_REGION_UNITS;
+static uint32_t g_nbmax;
+static uint64_t g_bcast_hop1_max = SYMM__COLL_BCAST_HOP1_MAX, g_bcast_packet_max = SYMM__COLL_BCAST_PACKET_MAX;
 static _Thread_local char t_last_algo[32] = "none";
 
 void symm__coll_finalize(void) {
@@ -50,6 +52,11 @@ void symm__coll_tune(int direct_blocks, uint64_t packet_max, uint64_t oneshot_ma
 }
 
 void symm__coll_tune_units(uint32_t units) { g_region_units = units ? units : SYMM__COLL_REGION_UNITS; }
+
+void symm__coll_tune_bcast(uint64_t hop1_max, uint64_t packet_max) {
+    g_bcast_hop1_max = hop1_max ? hop1_max : SYMM__COLL_BCAST_HOP1_MAX;
+    g_bcast_packet_max = packet_max ? packet_max : SYMM__COLL_BCAST_PACKET_MAX;
+}
 
 const char *symm_coll_algo_name(symm_coll_algo_t algo) {
     switch (algo) {
@@ -71,6 +78,34 @@ static void set_last(symm_coll_algo_t algo, const char *direct_name, int staged)
 }
 
 /* ---- teams and workspace ---------------------------------------------------------- */
+
+/* The data regions of t's workspace: SYMM__COLL_WS_NBMAX block slots unless
+ * symm__coll_tune_nbmax said otherwise. */
+static void set_geometry(coll_team_t *t) {
+    uint32_t nb = g_nbmax ? g_nbmax : SYMM__COLL_WS_NBMAX;
+    t->ws.nbmax = nb;
+    t->ws.region = (uint32_t)SYMM__COLL_WS_REGION_NB(t->ctx.scratch_size, t->ctx.n_pes, nb);
+    t->ws.data = t->ws.region ? t->ctx.scratch + SYMM__COLL_WS_SYNC_BYTES : 0;
+}
+
+symm_status_t symm__coll_tune_nbmax(uint32_t nbmax) {
+    symm_status_t st;
+    g_nbmax = nbmax < SYMM_COLL_MAX_BLOCKS ? nbmax : 0;
+    for (size_t i = 0; i < sizeof(g_team) / sizeof(g_team[0]); i++) {
+        coll_team_t *t = &g_team[i];
+        if (!t->ready)
+            continue;
+        set_geometry(t);
+        /* a stale packet of another slot, now under a region of this one,
+         * could carry the flag this slot's next call uses: clear them all
+         * (0 is never a flag) */
+        if (t->ctx.scratch_size > SYMM__COLL_WS_SYNC_BYTES &&
+            (st = symm__coll_zero(t->ctx.scratch + SYMM__COLL_WS_SYNC_BYTES,
+                                  t->ctx.scratch_size - SYMM__COLL_WS_SYNC_BYTES)) != SYMM_SUCCESS)
+            return st;
+    }
+    return SYMM_SUCCESS;
+}
 
 static symm_status_t get_team(symm_team_t team, symm_stream_t stream, const char *call, coll_team_t **out) {
     coll_team_t *t = NULL;
@@ -117,9 +152,7 @@ static symm_status_t get_team(symm_team_t team, symm_stream_t stream, const char
     }
     t->team = team;
     t->ws.base = t->ctx.scratch;
-    t->ws.nbmax = SYMM__COLL_WS_NBMAX;
-    t->ws.region = (uint32_t)SYMM__COLL_WS_REGION(t->ctx.scratch_size, t->ctx.n_pes);
-    t->ws.data = t->ws.region ? t->ctx.scratch + SYMM__COLL_WS_SYNC_BYTES : 0;
+    set_geometry(t);
     t->stage = stage;
     t->ready = 1;
     *out = t;
@@ -279,6 +312,28 @@ static int region_blocks(const coll_team_t *t, uint64_t units) {
         if (cdiv(units, per_region) > t->ws.nbmax)
             return 0;
         nb = t->ws.nbmax;
+    }
+    return (int)nb;
+}
+
+/*
+ * Blocks of the two-hop packet broadcast for `words` 8-byte words, or 0 when
+ * its parts do not fit the regions: a slot's words are cut into m parts and
+ * each region holds the packets of one part (symm__c_bcast_packet2).
+ */
+static int bcast2_blocks(const coll_team_t *t, uint64_t words, int m) {
+    uint64_t per_region = t->ws.region / 16, nb;
+    if (per_region == 0 || m < 2)
+        return 0;
+    nb = cdiv(words, g_region_units);
+    if (nb < 1)
+        nb = 1;
+    if (nb > t->ws.nbmax)
+        nb = t->ws.nbmax;
+    while (cdiv(cdiv(words, nb), (uint64_t)m) > per_region) {
+        if (nb == t->ws.nbmax)
+            return 0;
+        nb++;
     }
     return (int)nb;
 }
@@ -539,6 +594,19 @@ static symm_status_t move(coll_team_t *t, const char *call, const void *send, vo
     }
     if (algo == SYMM_COLL_ALGO_AUTO)
         algo = nbytes <= packet_max ? SYMM_COLL_ALGO_PACKET : SYMM_COLL_ALGO_TWOSHOT;
+    /* broadcast: past g_bcast_hop1_max the root's packets go to one
+     * non-root each and are forwarded from there (n >= 3) */
+    if (algo == SYMM_COLL_ALGO_PACKET && root >= 0 && n >= 3 && nbytes > g_bcast_hop1_max &&
+        (nb = bcast2_blocks(t, cdiv(nbytes, 8), n - 1)) > 0) {
+        base_launch(&l, t, SYMM__CK_BCAST_PACKET2, nb);
+        l.dst = recv;
+        l.src = send;
+        l.nbytes = nbytes;
+        l.root = root;
+        if ((st = symm__coll_launch(&l, stream)) == SYMM_SUCCESS)
+            snprintf(t_last_algo, sizeof(t_last_algo), "packet-2hop");
+        return st;
+    }
     if (algo == SYMM_COLL_ALGO_PACKET && (nb = region_blocks(t, cdiv(nbytes, 8))) > 0) {
         base_launch(&l, t, SYMM__CK_MOVE_PACKET, nb);
         l.dst = recv;
@@ -635,7 +703,9 @@ symm_status_t symm_broadcast(const void *send, void *recv, size_t count, symm_dt
     }
     if ((st = check_buf(call, "recv", recv, nbytes)) != SYMM_SUCCESS)
         return st;
-    return move(t, call, send, recv, nbytes, 0, 0, root, g_packet_max, stream);
+    /* two-hop packets need a third PE */
+    return move(t, call, send, recv, nbytes, 0, 0, root, t->ctx.n_pes >= 3 ? g_bcast_packet_max : g_packet_max,
+                stream);
 }
 
 /* ---- all_to_allv ------------------------------------------------------------------------ */

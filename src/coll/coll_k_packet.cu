@@ -1,7 +1,7 @@
 /*
  * coll_k_packet.cu - PACKET kernels: reductions (all-reduce, reduce-scatter)
  * and data movement (all-gather, all-to-all, broadcast) with the flag in the
- * data.
+ * data; broadcast also in two hops (root -> one non-root -> the others).
  */
 #include "coll/coll_kernels.cuh"
 
@@ -18,7 +18,18 @@ symm__k_move_packet(const __grid_constant__ symm_ctx_t ctx, const __grid_constan
     symm__c_move_packet(&ctx, &ws, dst, src, nbytes, piece, out_stride, root, blockIdx.x, gridDim.x);
 }
 
+__global__ void __launch_bounds__(SYMM__COLL_THREADS)
+symm__k_bcast_packet2(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
+                      char *dst, const char *src, uint64_t nbytes, int root) {
+    symm__c_bcast_packet2(&ctx, &ws, dst, src, nbytes, root, blockIdx.x, gridDim.x);
+}
+
 symm_status_t symm__coll_launch_packet(const symm__coll_launch_t *l, cudaStream_t s) {
+    if (l->kernel == SYMM__CK_BCAST_PACKET2) {
+        symm__k_bcast_packet2<<<l->nblocks, l->nthreads, 0, s>>>(l->ctx, l->ws, (char *)l->dst,
+                                                                 (const char *)l->src, l->nbytes, l->root);
+        return symm__coll_launched("the two-hop packet broadcast kernel");
+    }
     if (l->kernel == SYMM__CK_RED_PACKET) {
         symm__k_red_packet<<<l->nblocks, l->nthreads, 0, s>>>(l->ctx, l->ws, (char *)l->dst,
                                                               (const char *)l->src, l->nbytes, l->piece,

@@ -20,6 +20,7 @@ typedef enum symm__ck {
     SYMM__CK_AR_MULTIMEM,
     SYMM__CK_RS_DIRECT,
     SYMM__CK_MOVE_PACKET,    /* all-gather, all-to-all, broadcast */
+    SYMM__CK_BCAST_PACKET2,  /* broadcast, two hops */
     SYMM__CK_MOVE_DIRECT,
     SYMM__CK_A2AV_DIRECT,
     SYMM__CK_COUNT

@@ -466,12 +466,12 @@ __global__ void g_check(const float *r, size_t n, const float *g, size_t m, int 
 
 /* Count elements of the broadcast result b (n) that differ from the root's input. */
 __global__ void g_check_bcast(const float *b, size_t n, int root, const unsigned long long *seedp,
-                              unsigned long long *bad) {
+                              unsigned long long *bad, int which) {
     uint64_t seed = *seedp;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float want = (float)ct_fval(SYMM_DTYPE_F32, seed, root, i);
         if (b[i] != want && atomicAdd(bad, 1ull) == 0) {
-            bad[1] = 4; bad[2] = i; bad[3] = __float_as_uint(want); bad[4] = __float_as_uint(b[i]);
+            bad[1] = which; bad[2] = i; bad[3] = __float_as_uint(want); bad[4] = __float_as_uint(b[i]);
         }
     }
 }
@@ -480,12 +480,16 @@ __global__ void g_next(unsigned long long *seedp) { *seedp = *seedp * 6364136223
 
 static void part_graph(int replays) {
     /* three sizes so the three all-reduce algorithms run in one graph; a
-     * broadcast big enough for the direct form with several pieces per block */
-    const size_t n1 = 1000, n2 = 30000, n3 = 300000, m = 5000, mb = 600001;
+     * broadcast big enough for the direct form with several pieces per block
+     * (out of place: the root's own copy on the copy engine, a side stream
+     * forked and joined inside the capture), one for the packet forms (two
+     * hops from 3 PEs) */
+    const size_t n1 = 1000, n2 = 30000, n3 = 300000, m = 5000, mb = 600001, mp = 50001;
     const int root = npes - 1;
     float *a1 = (float *)(symm_a), *a2 = a1 + n1 + 64, *a3 = a2 + n2 + 64, *r3 = (float *)symm_b;
     float *gsrc = (float *)(dev_a), *gdst = (float *)(symm_b) + n3 + 64;
     float *bsrc = (float *)(symm_a) + ((size_t)1 << 20), *bdst = (float *)(symm_b) + ((size_t)1 << 20);
+    float *psrc = (float *)(symm_a) + ((size_t)2 << 20), *pdst = (float *)(dev_b) + ((size_t)2 << 20);
     unsigned long long *d, h[6];
     cudaGraph_t graph;
     cudaGraphExec_t exec;
@@ -503,16 +507,19 @@ static void part_graph(int replays) {
     g_fill<<<64, 256, 0, st>>>(a3, n3, d, me);
     g_fill<<<64, 256, 0, st>>>(gsrc, m, d, me);
     g_fill<<<64, 256, 0, st>>>(bsrc, mb, d, me);
+    g_fill<<<64, 256, 0, st>>>(psrc, mp, d, me);
     SYMM_CHECK(symm_all_reduce(a1, a1, n1, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
     SYMM_CHECK(symm_all_reduce(a2, a2, n2, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
     SYMM_CHECK(symm_all_reduce_ex(a3, r3, n3, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_TWOSHOT,
                                   NULL, st));
     SYMM_CHECK(symm_all_gather(gsrc, gdst, m, SYMM_DTYPE_F32, NULL, st));
     SYMM_CHECK(symm_broadcast(bsrc, bdst, mb, SYMM_DTYPE_F32, root, NULL, st));
+    SYMM_CHECK(symm_broadcast(psrc, pdst, mp, SYMM_DTYPE_F32, 0, NULL, st));
     g_check<<<64, 256, 0, st>>>(a1, n1, gdst, m, npes, d, d + 1, 0);
     g_check<<<64, 256, 0, st>>>(a2, n2, gdst, 0, npes, d, d + 1, 1);
     g_check<<<64, 256, 0, st>>>(r3, n3, gdst, 0, npes, d, d + 1, 2);
-    g_check_bcast<<<64, 256, 0, st>>>(bdst, mb, root, d, d + 1);
+    g_check_bcast<<<64, 256, 0, st>>>(bdst, mb, root, d, d + 1, 4);
+    g_check_bcast<<<64, 256, 0, st>>>(pdst, mp, 0, d, d + 1, 5);
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     for (int i = 0; i < replays; i++)
@@ -522,14 +529,15 @@ static void part_graph(int replays) {
     if (h[1] != 0) {
         static const char *names[] = {"packet all-reduce (1000)", "oneshot all-reduce (30000)",
                                       "twoshot all-reduce (300000, out of place)", "all-gather (5000)",
-                                      "direct broadcast (600001, root npes - 1)"};
+                                      "direct broadcast (600001, root npes - 1)",
+                                      "packet broadcast (50001, root 0, into cudaMalloc memory)"};
         float fw, fg;
         uint32_t bw = (uint32_t)h[4], bg = (uint32_t)h[5];
         memcpy(&fw, &bw, 4);
         memcpy(&fg, &bg, 4);
         g_ct_failures++;
         fprintf(stderr, "FAIL [pe %d] graph: %llu wrong elements over %d replays; first seen: %s element %llu want %g "
-                        "got %g\n", me, h[1], replays, names[h[2] < 5 ? h[2] : 0], h[3], fw, fg);
+                        "got %g\n", me, h[1], replays, names[h[2] < 6 ? h[2] : 0], h[3], fw, fg);
     }
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
@@ -556,6 +564,7 @@ static void part_wrap(void) {
             check_move(MV_AG, SYMM_DTYPE_F32, 100, 1, 0, 0, tk, 0);
             check_move(MV_AG, SYMM_DTYPE_F32, 30000, 1, 0, 0, tk, 0);
             check_move(MV_BCAST, SYMM_DTYPE_U8, 77, 0, 0, 0, tk, i % npes);
+            check_move(MV_BCAST, SYMM_DTYPE_BF16, 100001, i & 1, 0, 1, tk, (i + 2) % npes); /* 2-hop packets */
             check_move(MV_BCAST, SYMM_DTYPE_F32, 300001, 1, i & 1, 0, tk, (i + 1) % npes);
             check_a2av(SYMM_DTYPE_F32, 100, 1, tk);
         }

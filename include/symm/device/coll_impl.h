@@ -749,6 +749,74 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
 }
 
 /*
+ * Two-hop PACKET broadcast: the root's egress is its weak point (one hop
+ * sends every word to all n - 1 others: 2 (n - 1) bytes of packets per data
+ * byte). Here the slot's words are cut into m = n - 1 parts; the root sends
+ * part j once, as packets, to non-root j, which forwards each packet as it
+ * arrives to the other non-roots. The root sends 2 bytes per data byte, each
+ * non-root receives 2 and sends 2 (m - 1) / m, for one more hop of latency.
+ *
+ * Packet slots in the regions are compacted per part: a word's position is
+ * its index within its part, so each region needs only the largest part
+ * (the host checks that it fits: SYMM__C_BCAST2 words per region). Region
+ * reuse: as for the one-hop form, the non-roots first tell the root they
+ * have arrived; a non-root forwards only what the root sent in this call,
+ * so its writes into a peer's region also come after that peer arrived.
+ */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
+    const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes, int root,
+    uint32_t slot, uint32_t nslots) {
+    int me = ctx->my_pe, n = ctx->n_pes, m = n - 1;
+    uint64_t t = symm__block_tid(), nt = symm__block_nthreads();
+    uint64_t lo, hi, plo, phi, k;
+    int j, mine = (me - root - 1 + n) % n; /* this non-root's part */
+    symm__c_ep_t e = symm__c_epoch_begin(ws, slot);
+    symm__c_arrive_root(ctx, ws, e, slot, root);
+    symm__c_split((nbytes + 7) / 8, nslots, slot, &lo, &hi);
+    if (me == root) {
+        for (j = 0; j < m; j++) {
+            int q = (root + 1 + j) % n;
+            char *reg = symm__c_peer(ctx, symm__c_region(ws, e.par, slot, n, root), q);
+            symm__c_split(hi - lo, (uint32_t)m, (uint32_t)j, &plo, &phi);
+            for (k = plo + t; k < phi; k += nt) {
+                uint64_t b = 8 * (lo + k);
+                uint32_t nb = (nbytes - b < 8) ? (uint32_t)(nbytes - b) : 8u;
+                uint64_t w = symm__c_ldw(src + b, nb);
+                symm__c_st16_vol(reg + (k - plo) * 16, symm__c_pkt(w, e.flag));
+                if (dst != src)
+                    symm__c_stw(dst + b, w, nb);
+            }
+        }
+    } else {
+        /* my part first: the others wait for what this PE forwards */
+        symm__c_split(hi - lo, (uint32_t)m, (uint32_t)mine, &plo, &phi);
+        for (k = plo + t; k < phi; k += nt) {
+            uint64_t b = 8 * (lo + k);
+            uint32_t nb = (nbytes - b < 8) ? (uint32_t)(nbytes - b) : 8u;
+            uint64_t w = symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, root) + (k - plo) * 16, e.flag);
+            for (int i = 1; i < m; i++) {
+                int q = (root + 1 + (mine + i) % m) % n;
+                symm__c_st16_vol(symm__c_peer(ctx, symm__c_region(ws, e.par, slot, n, me) + (k - plo) * 16, q),
+                                 symm__c_pkt(w, e.flag));
+            }
+            symm__c_stw(dst + b, w, nb);
+        }
+        for (int i = 1; i < m; i++) {
+            j = (mine + i) % m;
+            const char *reg = symm__c_region(ws, e.par, slot, n, (root + 1 + j) % n);
+            symm__c_split(hi - lo, (uint32_t)m, (uint32_t)j, &plo, &phi);
+            for (k = plo + t; k < phi; k += nt) {
+                uint64_t b = 8 * (lo + k);
+                uint32_t nb = (nbytes - b < 8) ? (uint32_t)(nbytes - b) : 8u;
+                symm__c_stw(dst + b, symm__c_wait_pkt(ctx, reg + (k - plo) * 16, e.flag), nb);
+            }
+        }
+    }
+    symm__block_sync();
+    symm__c_epoch_end(ws, slot, e);
+}
+
+/*
  * The peer that block `slot` of PE `me` serves at step i of a loop over the
  * n PEs. Every block starts at a different PE, so at any moment this PE's
  * blocks write to all peers at once (its egress is spread over every link,

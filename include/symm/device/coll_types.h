@@ -142,13 +142,16 @@ typedef enum symm_coll_algo {
  * 0 when there is no room. Host and device compute it alike, so both agree
  * on every PE (same scratch size, same team). */
 #define SYMM__COLL_WS_NBMAX 32u
-#define SYMM__COLL_WS_REGION(size, n)                                                      \
+#define SYMM__COLL_WS_REGION(size, n) SYMM__COLL_WS_REGION_NB(size, n, SYMM__COLL_WS_NBMAX)
+/* The same for `nb` block slots (the stream collectives' tuning hook may
+ * use another count than NBMAX; the device forms always use NBMAX). */
+#define SYMM__COLL_WS_REGION_NB(size, n, nb)                                               \
     (((uint64_t)(size) <= SYMM__COLL_WS_SYNC_BYTES || (n) <= 0) ? 0ull                     \
      : ((((uint64_t)(size) - SYMM__COLL_WS_SYNC_BYTES) /                                   \
-         (2ull * SYMM__COLL_WS_NBMAX * (uint64_t)(n))) & ~255ull) > (1ull << 30)            \
+         (2ull * (uint64_t)(nb) * (uint64_t)(n))) & ~255ull) > (1ull << 30)                 \
          ? (1ull << 30)                                                                    \
          : ((((uint64_t)(size) - SYMM__COLL_WS_SYNC_BYTES) /                               \
-             (2ull * SYMM__COLL_WS_NBMAX * (uint64_t)(n))) & ~255ull))
+             (2ull * (uint64_t)(nb) * (uint64_t)(n))) & ~255ull))
 
 /* What a kernel needs to find its workspace: the sync area, the data regions
  * and their geometry (the same on every PE). */
