@@ -758,7 +758,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
  *
  * Packet slots in the regions are compacted per part: a word's position is
  * its index within its part, so each region needs only the largest part
- * (the host checks that it fits: SYMM__C_BCAST2 words per region). Region
+ * (the host picks the block count so that it fits: bcast2_blocks). Region
  * reuse: as for the one-hop form, the non-roots first tell the root they
  * have arrived; a non-root forwards only what the root sent in this call,
  * so its writes into a peer's region also come after that peer arrived.
