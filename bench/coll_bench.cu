@@ -584,6 +584,19 @@ static int run_kind(bench_env_t *env, int kind, bars_t *bars) {
     return 0;
 }
 
+/* One cell of the tuning tables: the call once (to see which algorithm it
+ * takes), then its graph time; "(algo) time" when that is not `want` (NULL:
+ * any; prefix: want need only start the name). */
+static const char *sweep_cell(bench_env_t *env, coll_case_t *c, const char *want, int prefix) {
+    char used[40];
+    enqueue(c, env->stream);
+    snprintf(used, sizeof(used), "%s", symm_coll_last_algo());
+    bench_barrier();
+    double ms = bench_time_graph(enqueue, c, env->stream, 20, 2, 10, 5);
+    int ok = want == NULL || (prefix ? strncmp(used, want, strlen(want)) == 0 : strcmp(used, want) == 0);
+    return ok ? bench_fmt("%.2f", ms * 1e3) : bench_fmt("(%s) %.2f", used, ms * 1e3);
+}
+
 /* Tuning tables: forced algorithms by size, and direct-kernel block counts. */
 static void run_sweep(bench_env_t *env) {
     static const size_t sizes[] = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20};
@@ -599,12 +612,7 @@ static void run_sweep(bench_env_t *env) {
         cells[0] = bench_fmt_bytes(sizes[i]);
         for (int k = 0; k < 3; k++) {
             coll_case_t c = {K_AR, 0, env, a, b, sizes[i] / 4, algos[k]};
-            enqueue(&c, env->stream);
-            const char *used = symm_coll_last_algo();
-            int same = strncmp(used, symm_coll_algo_name(algos[k]), strlen(symm_coll_algo_name(algos[k]))) == 0;
-            bench_barrier();
-            double ms = bench_time_graph(enqueue, &c, env->stream, 20, 2, 10, 5);
-            cells[1 + k] = same ? bench_fmt("%.2f", ms * 1e3) : bench_fmt("(%s) %.2f", used, ms * 1e3);
+            cells[1 + k] = sweep_cell(env, &c, symm_coll_algo_name(algos[k]), 1);
         }
         bench_table_row(t, cells);
     }
@@ -653,13 +661,7 @@ static void run_sweep(bench_env_t *env) {
                     continue;
                 }
                 symm__coll_tune_bcast(hop1[k], pmax[k]);
-                enqueue(&c, env->stream);
-                char used[40];
-                snprintf(used, sizeof(used), "%s", symm_coll_last_algo());
-                bench_barrier();
-                double ms = bench_time_graph(enqueue, &c, env->stream, 20, 2, 10, 5);
-                cells[1 + k] = strcmp(used, want[k]) == 0 ? bench_fmt("%.2f", ms * 1e3)
-                                                          : bench_fmt("(%s) %.2f", used, ms * 1e3);
+                cells[1 + k] = sweep_cell(env, &c, want[k], 0);
             }
             symm__coll_tune_bcast(0, 0);
             if (env->nccl_ok) {
@@ -708,15 +710,10 @@ static void run_sweep(bench_env_t *env) {
             for (int k = 0; k < NC; k++) {
                 coll_case_t c = {cs[k].kind, 0, env, a, b, cs[k].bytes / 4, cs[k].algo};
                 symm__coll_tune_bcast(cs[k].hop1, (uint64_t)1 << 30);
-                enqueue(&c, env->stream);
-                char used[40];
-                snprintf(used, sizeof(used), "%s", symm_coll_last_algo());
-                bench_barrier();
-                double ms = bench_time_graph(enqueue, &c, env->stream, 20, 2, 10, 5);
-                int ok = cs[k].kind == K_BCAST ? (strncmp(used, "packet", 6) == 0)
-                                               : cs[k].algo == SYMM_COLL_ALGO_AUTO ||
-                                                     strcmp(used, symm_coll_algo_name(cs[k].algo)) == 0;
-                cells[1 + k] = ok ? bench_fmt("%.2f", ms * 1e3) : bench_fmt("(%s) %.2f", used, ms * 1e3);
+                /* broadcast: either packet form; the others: the forced algorithm */
+                cells[1 + k] = cs[k].kind == K_BCAST ? sweep_cell(env, &c, "packet", 1)
+                               : sweep_cell(env, &c, cs[k].algo == SYMM_COLL_ALGO_AUTO ? NULL
+                                                     : symm_coll_algo_name(cs[k].algo), 0);
             }
             symm__coll_tune_bcast(0, 0);
             bench_table_row(tn, cells);

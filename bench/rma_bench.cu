@@ -586,11 +586,6 @@ static void run_latencies(rma_t *r, lat_result_t *lr) {
     bench_table_emit(env->report, t);
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The raw flag and symm's p ping-pong at the same addresses, page by page:
  * their ratio at each placement, and the spread of each over the pages. */
 static void run_placements(rma_t *r, lat_result_t *lr) {
@@ -607,6 +602,10 @@ static void run_placements(rma_t *r, lat_result_t *lr) {
         r->lat = (struct lat_words *)(buf + (size_t)i * LAT_PLACEMENT_STRIDE);
         double a = run_latency(r, LAT_RAW, 0), b = run_latency(r, LAT_SYMM_PTR, BENCH_LAT_P);
         if (env->me == 0 && a > 0 && b > 0) {
+            lr->raw_min = n == 0 || a < lr->raw_min ? a : lr->raw_min;
+            lr->raw_max = n == 0 || a > lr->raw_max ? a : lr->raw_max;
+            lr->p_min = n == 0 || b < lr->p_min ? b : lr->p_min;
+            lr->p_max = n == 0 || b > lr->p_max ? b : lr->p_max;
             raw[n] = a;
             p[n] = b;
             n++;
@@ -622,12 +621,6 @@ static void run_placements(rma_t *r, lat_result_t *lr) {
         lr->nplaced = n;
         lr->raw_med = bench_median(raw, n);
         lr->p_med = bench_median(p, n);
-        qsort(raw, (size_t)n, sizeof raw[0], cmp_double);
-        qsort(p, (size_t)n, sizeof p[0], cmp_double);
-        lr->raw_min = raw[0];
-        lr->raw_max = raw[n - 1];
-        lr->p_min = p[0];
-        lr->p_max = p[n - 1];
         bench_table_note(t, bench_fmt("over %d pages: raw flag median %.3f (%.3f-%.3f), symm p median %.3f "
                                       "(%.3f-%.3f); each cell: median of launches as in the latency table",
                                       n, lr->raw_med, lr->raw_min, lr->raw_max, lr->p_med, lr->p_min, lr->p_max));

@@ -295,47 +295,36 @@ static symm_status_t check_pair(const char *call, const void *send, uint64_t sby
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 /* Blocks for `units` 16-byte region slots (one per packet word or one-shot
- * unit): one per SYMM__COLL_REGION_UNITS units (symm__coll_tune_units), so
- * small calls spread their remote stores over several SMs, and never more
- * per block than a region holds. 0 when even every slot's region is too
- * small. */
-static int region_blocks(const coll_team_t *t, uint64_t units) {
-    uint64_t per_region = t->ws.region / 16, nb;
-    if (per_region == 0)
+ * unit) when a block's region holds `per_block` of them: one per
+ * SYMM__COLL_REGION_UNITS units (symm__coll_tune_units), so small calls
+ * spread their remote stores over several SMs, and never more per block than
+ * fit. 0 when even every slot's region is too small. */
+static int region_blocks_of(const coll_team_t *t, uint64_t units, uint64_t per_block) {
+    uint64_t nb;
+    if (per_block == 0)
         return 0;
     nb = cdiv(units, g_region_units);
-    if (nb < cdiv(units, per_region))
-        nb = cdiv(units, per_region);
+    if (nb < cdiv(units, per_block))
+        nb = cdiv(units, per_block);
     if (nb < 1)
         nb = 1;
     if (nb > t->ws.nbmax) {
-        if (cdiv(units, per_region) > t->ws.nbmax)
+        if (cdiv(units, per_block) > t->ws.nbmax)
             return 0;
         nb = t->ws.nbmax;
     }
     return (int)nb;
 }
 
-/*
- * Blocks of the two-hop packet broadcast for `words` 8-byte words, or 0 when
- * its parts do not fit the regions: a slot's words are cut into m parts and
- * each region holds the packets of one part (symm__c_bcast_packet2).
- */
+static int region_blocks(const coll_team_t *t, uint64_t units) {
+    return region_blocks_of(t, units, t->ws.region / 16);
+}
+
+/* The two-hop packet broadcast cuts a slot's words into m parts and each
+ * region holds the packets of one part (symm__c_bcast_packet2): a block
+ * takes up to m regions' worth of words. */
 static int bcast2_blocks(const coll_team_t *t, uint64_t words, int m) {
-    uint64_t per_region = t->ws.region / 16, nb;
-    if (per_region == 0 || m < 2)
-        return 0;
-    nb = cdiv(words, g_region_units);
-    if (nb < 1)
-        nb = 1;
-    if (nb > t->ws.nbmax)
-        nb = t->ws.nbmax;
-    while (cdiv(cdiv(words, nb), (uint64_t)m) > per_region) {
-        if (nb == t->ws.nbmax)
-            return 0;
-        nb++;
-    }
-    return (int)nb;
+    return m < 2 ? 0 : region_blocks_of(t, words, (uint64_t)m * (t->ws.region / 16));
 }
 
 /* Blocks of a direct kernel moving `bytes` per block slot row: one per
