@@ -30,8 +30,10 @@
  * contributes (the bars are stated per rank).
  *
  * Environment (bench only): SYMM_BENCH_COLL_SWEEP=1 adds tuning tables
- * (block counts of the direct kernels; forced algorithms by size), and
- * SYMM_BENCH_COLL_BLOCKS=N runs everything with N blocks for direct kernels.
+ * (block counts of the direct kernels; forced algorithms by size; the push
+ * pipeline against two-shot), SYMM_BENCH_COLL_PUSH=1 only the push table,
+ * and SYMM_BENCH_COLL_BLOCKS=N runs everything with N blocks for direct
+ * kernels.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +47,7 @@ extern "C" void symm__coll_tune(int direct_blocks, uint64_t packet_max, uint64_t
 extern "C" void symm__coll_tune_units(uint32_t units);
 extern "C" void symm__coll_tune_bcast(uint64_t hop1_max, uint64_t packet_max);
 extern "C" symm_status_t symm__coll_tune_nbmax(uint32_t nbmax);
+extern "C" void symm__coll_tune_push(uint64_t ar_min, uint64_t rs_min, int blocks, int slots);
 
 enum { K_AR, K_AR_BF16, K_RS, K_AG, K_A2A, K_BCAST, K_COUNT };
 static const char *k_name[K_COUNT] = {"all-reduce f32 sum", "all-reduce bf16 sum", "reduce-scatter f32 sum",
@@ -103,7 +106,8 @@ static void enqueue(void *arg, cudaStream_t s) {
                                           c->algo, NULL, s));
             break;
         case K_RS:
-            BENCH_SYMM(symm_reduce_scatter(c->send, c->recv, c->count, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, s));
+            BENCH_SYMM(symm_reduce_scatter_ex(c->send, c->recv, c->count, SYMM_DTYPE_F32, SYMM_OP_SUM,
+                                              SYMM_DTYPE_DEFAULT, c->algo, NULL, s));
             break;
         case K_AG: BENCH_SYMM(symm_all_gather(c->send, c->recv, c->count, SYMM_DTYPE_F32, NULL, s)); break;
         case K_A2A: BENCH_SYMM(symm_all_to_all(c->send, c->recv, c->count, SYMM_DTYPE_F32, NULL, s)); break;
@@ -597,6 +601,69 @@ static const char *sweep_cell(bench_env_t *env, coll_case_t *c, const char *want
     return ok ? bench_fmt("%.2f", ms * 1e3) : bench_fmt("(%s) %.2f", used, ms * 1e3);
 }
 
+/* The push pipeline (all-reduce and reduce-scatter) against two-shot and
+ * NCCL, by size and by push blocks. */
+static void run_push_table(bench_env_t *env) {
+    static const size_t sizes[] = {1 << 20, 4 << 20, 16 << 20, 64 << 20, (size_t)256 << 20};
+    /* push forms: {most blocks, block slots}; fewer slots, larger buffers */
+    static const int pform[4][2] = {{0, 0}, {64, 0}, {0, 64}, {0, 32}};
+    const char *hdr[] = {"case", "twoshot us", "push us", "push 64 blocks us", "push 64 slots us",
+                         "push 32 slots us", "NCCL us", "NCCL / push", "push busbw GB/s"};
+    bench_table_t *t = bench_table_new("all-reduce and reduce-scatter f32: push pipeline vs two-shot (graph us; "
+                                       "push: the default, 128 slots of 2 x 32 KiB buffers per peer, a block "
+                                       "per buffer of chunk up to 128)", 9, hdr);
+    void *a, *b;
+    BENCH_SYMM(symm_malloc((size_t)256 << 20, &a));
+    BENCH_SYMM(symm_malloc((size_t)256 << 20, &b));
+    fill_kernel<<<256, 256, 0, env->stream>>>(a, (size_t)64 << 20, 0, 3);
+    for (int kind = 0; kind < 2; kind++)
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+            int k = kind ? K_RS : K_AR, big = sizes[i] >= ((size_t)64 << 20);
+            size_t count = kind ? sizes[i] / 4 / (size_t)env->npes : sizes[i] / 4;
+            const char *cells[9];
+            double push_ms = 0, nccl_ms = 0;
+            cells[0] = bench_fmt("%s %s", kind ? "RS" : "AR", bench_fmt_bytes(sizes[i]));
+            for (int j = 0; j < 5; j++) {
+                coll_case_t c = {k, 0, env, a, b, count, j ? SYMM_COLL_ALGO_PUSH : SYMM_COLL_ALGO_TWOSHOT};
+                char used[40];
+                double ms;
+                /* slots move the buffers: every PE idle around the change */
+                BENCH_CUDA(cudaStreamSynchronize(env->stream));
+                bench_barrier();
+                symm__coll_tune_push(0, 0, j ? pform[j - 1][0] : 0, j ? pform[j - 1][1] : 0);
+                bench_barrier();
+                enqueue(&c, env->stream);
+                snprintf(used, sizeof(used), "%s", symm_coll_last_algo());
+                bench_barrier();
+                ms = big ? bench_time_graph(enqueue, &c, env->stream, 2, 1, 3, 3)
+                         : bench_time_graph(enqueue, &c, env->stream, 20, 2, 10, 5);
+                cells[1 + j] = bench_fmt("%s%.2f", strcmp(used, j ? "push" : kind ? "direct" : "twoshot") == 0 ? ""
+                                                   : bench_fmt("(%s) ", used), ms * 1e3);
+                if (j == 1)
+                    push_ms = ms;
+            }
+            BENCH_CUDA(cudaStreamSynchronize(env->stream));
+            bench_barrier();
+            symm__coll_tune_push(0, 0, 0, 0);
+            bench_barrier();
+            if (env->nccl_ok) {
+                coll_case_t cn = {k, 1, env, a, b, count, SYMM_COLL_ALGO_AUTO};
+                bench_barrier();
+                nccl_ms = big ? bench_time_graph(enqueue, &cn, env->stream, 2, 1, 3, 3)
+                              : bench_time_graph(enqueue, &cn, env->stream, 20, 2, 10, 5);
+            }
+            cells[6] = nccl_ms > 0 ? bench_fmt("%.2f", nccl_ms * 1e3) : "n/a";
+            cells[7] = nccl_ms > 0 ? bench_fmt("%.2fx", nccl_ms / push_ms) : "-";
+            cells[8] = bench_fmt("%.1f", busbw(k, sizes[i], push_ms, env->npes));
+            bench_table_row(t, cells);
+        }
+    bench_table_note(t, "NCCL/push > 1: push faster; RS size: the whole send buffer (n pieces)");
+    bench_table_emit(env->report, t);
+    BENCH_CUDA(cudaStreamSynchronize(env->stream));
+    BENCH_SYMM(symm_free(b));
+    BENCH_SYMM(symm_free(a));
+}
+
 /* Tuning tables: forced algorithms by size, and direct-kernel block counts. */
 static void run_sweep(bench_env_t *env) {
     static const size_t sizes[] = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20};
@@ -771,6 +838,9 @@ static int run_coll(bench_env_t *env) {
     else
         bench_report_text(env->report, "coll: %d PEs; NCCL: %s; NVSHMEM on-stream collectives: n/a (%s)", env->npes,
                           env->nccl_status, env->nvshmem_status);
+    if ((getenv("SYMM_BENCH_COLL_SWEEP") && atoi(getenv("SYMM_BENCH_COLL_SWEEP"))) ||
+        (getenv("SYMM_BENCH_COLL_PUSH") && atoi(getenv("SYMM_BENCH_COLL_PUSH"))))
+        run_push_table(env);
     if (getenv("SYMM_BENCH_COLL_SWEEP") && atoi(getenv("SYMM_BENCH_COLL_SWEEP")))
         run_sweep(env);
     for (int k = 0; k < K_COUNT; k++)

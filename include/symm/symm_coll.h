@@ -20,7 +20,7 @@
  * be aligned to their element type; 16-byte-aligned buffers are fastest.
  *
  * Algorithms (symm_coll_algo_t, device/coll_types.h) are picked by size and
- * team size; SYMM_COLL_ALGO=packet|oneshot|twoshot|multimem overrides the
+ * team size; SYMM_COLL_ALGO=packet|oneshot|twoshot|multimem|push overrides the
  * choice (an algorithm that cannot run a given call falls back to one that
  * can, with the same results; multimem always falls back while symm has no
  * multicast object). symm_coll_last_algo names what the last call used.

@@ -21,7 +21,7 @@ _DTYPE_CODES = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3, "int32"
                 "int64": 6, "uint64": 7, "float8_e4m3fn": 8, "float8_e5m2": 9, "uint8": 10}
 DTYPE_DEFAULT = -1
 OPS = {"sum": 0, "min": 1, "max": 2, "band": 3, "bor": 4, "bxor": 5}
-ALGOS = {"auto": 0, "packet": 1, "oneshot": 2, "twoshot": 3, "multimem": 4}
+ALGOS = {"auto": 0, "packet": 1, "oneshot": 2, "twoshot": 3, "multimem": 4, "push": 5}
 _INTEGER = {"int32", "uint32", "int64", "uint64"}
 _ACCS = {None: DTYPE_DEFAULT, "float32": 0, "float16": 1}
 
@@ -111,7 +111,7 @@ def _run(call, fn, *args):
 def all_reduce(tensor, op="sum", *, out=None, team=None, stream=None, algo="auto", acc=None):
     """out[i] = op over PEs of tensor[i] (in place when out is None); returns
     the result tensor. op: sum, min, max, band, bor, bxor. algo: auto,
-    packet, oneshot, twoshot, multimem (one that cannot run falls back).
+    packet, oneshot, twoshot, multimem, push (one that cannot run falls back).
     acc: the accumulator for fp8 (torch.float32 default, or torch.float16)."""
     torch = _torch()
     call = "symm.all_reduce"

@@ -48,6 +48,50 @@ extern "C" {
  * (bench/results/2026-11-21-h200-4gpu-coll-s3-r1.md, blocks table). */
 #define SYMM__COLL_MOVE_BLOCKS 128
 
+/* Push pipeline (coll_k_push.cu): the reduce-scatter and two-shot
+ * all-reduce whose only NVLink traffic is stores. Each PE stores every peer's
+ * piece into that peer's buffers (a ring of SYMM__COLL_PUSH_K buffers per
+ * block slot and source PE), the owner reduces from its buffers, and the
+ * all-reduce stores the result into every peer's recv. Loads from peers
+ * (the two-shot kernel's first half) moved 277 GB/s per GPU in a 256 MiB
+ * reduce-scatter against 335 for stores (all-gather), coll-s4-final.md.
+ * Its area is a symmetric allocation of its own, made with the staging area,
+ * so it never shares memory with the packet regions:
+ *   [0, 2 KiB)          uint64 steps[MAX_BLOCKS]         steps made so far by slot b
+ *   [2 KiB, +64 KiB)    uint32 ready[MAX_BLOCKS][MAX_PES] steps of PE p in my buffers
+ *   [66 KiB, +64 KiB)   uint32 freed[MAX_BLOCKS][MAX_PES] my steps PE p has consumed
+ *   [130 KiB, +128 KiB) uint64 aux[MAX_BLOCKS][MAX_PES]   PE p's recv (heap offset)
+ *   [PUSH_SYNC, ..)     buffers [slots][n][K] of SYMM__COLL_PUSH_BUF(slots, n) bytes,
+ *                       slots = SYMM__COLL_PUSH_SLOTS unless tuned
+ * The counters count steps, not calls, so they never reset and graphs
+ * replay; a wait compares them modulo 2^32. */
+#define SYMM__COLL_PUSH_K         2u
+#define SYMM__COLL_PUSH_SLOTS     128u
+#define SYMM__COLL_PUSH_STEPS_OFF 0u
+#define SYMM__COLL_PUSH_READY_OFF (SYMM_COLL_MAX_BLOCKS * 8u)
+#define SYMM__COLL_PUSH_FREED_OFF (SYMM__COLL_PUSH_READY_OFF + SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 4u)
+#define SYMM__COLL_PUSH_AUX_OFF   (SYMM__COLL_PUSH_FREED_OFF + SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 4u)
+#define SYMM__COLL_PUSH_SYNC      (512u * 1024u)
+#define SYMM__COLL_PUSH_DATA      (32u * 1024u * 1024u)
+#define SYMM__COLL_PUSH_BYTES     ((uint64_t)SYMM__COLL_PUSH_SYNC + SYMM__COLL_PUSH_DATA)
+/* Bytes of one buffer with `slots` block slots for a team of n PEs (a
+ * multiple of 256; 32 KiB at n = 4 with SYMM__COLL_PUSH_SLOTS). */
+#define SYMM__COLL_PUSH_BUF(slots, n) \
+    ((SYMM__COLL_PUSH_DATA / ((uint64_t)(slots) * (uint64_t)(n) * SYMM__COLL_PUSH_K)) & ~(uint64_t)255)
+#if SYMM__COLL_PUSH_AUX_OFF + SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 8u > SYMM__COLL_PUSH_SYNC
+#  error "the push pipeline's sync words must fit below SYMM__COLL_PUSH_SYNC"
+#endif
+/* Sizes from which AUTO picks the push pipeline: all-reduce bytes, and
+ * reduce-scatter bytes per PE. On 4x H200 (graph us, run 1 of
+ * bench/results/2026-11-21-h200-4gpu-coll-s5-push.md) the all-reduce wins
+ * from 16 MiB (82.1 against 89.6 two-shot; 1204 against 1338 at 256 MiB)
+ * and loses at 4 MiB (28.1 against 27.4). The reduce-scatter lost to the
+ * direct kernel at 64 and 256 MiB (195 against 179, 751 against 726: its
+ * blocks reduce while they do not send) and won only at 16 MiB, so AUTO
+ * never picks it; it stays for SYMM_COLL_ALGO=push (it stages nothing). */
+#define SYMM__COLL_PUSH_AR_MIN ((uint64_t)16 << 20)
+#define SYMM__COLL_PUSH_RS_MIN UINT64_MAX
+
 /* Copy-engine data movement (coll_ce.cu): a side stream and two events per
  * team, made when the team's first collective sets it up. */
 typedef struct symm__coll_ce symm__coll_ce_t;
@@ -66,9 +110,10 @@ symm_status_t symm__coll_ce_move(symm__coll_ce_t *ce, symm_team_t team, const vo
 void symm__coll_finalize(void);
 
 /* Testing: set the call counters of every block slot of `team`'s workspace
- * to `count` and clear its flags and regions (on this PE; every PE must do
- * the same, between collectives, with every PE's device idle), so the next
- * calls run near the 2^32 wrap of the flag values. */
+ * to `count` and clear its flags and regions, and set the push pipeline's
+ * step counters (and its ready/freed words) to `count` (on this PE; every
+ * PE must do the same, between collectives, with every PE's device idle),
+ * so the next calls run near the 2^32 wrap of the flag values. */
 symm_status_t symm__coll_debug_set_epoch(symm_team_t team, uint64_t count);
 
 /* Tuning (bench): override the most blocks of a direct kernel (1 ..
@@ -89,6 +134,12 @@ void symm__coll_tune_bcast(uint64_t hop1_max, uint64_t packet_max);
 /* Tuning (bench): region units (packet words, one-shot 16-byte units) per
  * block of the packet and one-shot kernels (0 = SYMM__COLL_REGION_UNITS). */
 void symm__coll_tune_units(uint32_t units);
+/* Tuning (bench): the push pipeline's AUTO limits (all-reduce bytes,
+ * reduce-scatter bytes per PE; 0 = the defaults, UINT64_MAX = never), its
+ * most blocks (0 = as many as slots) and its block slots (0 =
+ * SYMM__COLL_PUSH_SLOTS; fewer slots, larger buffers). A change of slots
+ * moves the buffers: only with every PE's collectives idle, every PE alike. */
+void symm__coll_tune_push(uint64_t ar_min, uint64_t rs_min, int blocks, int slots);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
  * symmetric staging area, in pieces of at most its size.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,6 +29,7 @@ typedef struct coll_team {
     symm_ctx_t ctx;        /* the team's context (fields the kernels use never change) */
     symm__coll_ws_t ws;
     char *stage;           /* SYMM__COLL_STAGE_BYTES of symmetric heap */
+    char *push;            /* SYMM__COLL_PUSH_BYTES of zeroed symmetric heap (coll.h) */
     symm__coll_ce_t *ce;   /* side stream and events of the copy-engine path */
 } coll_team_t;
 
@@ -37,6 +39,8 @@ static uint64_t g_packet_max = SYMM__COLL_PACKET_MAX, g_oneshot_max = SYMM__COLL
 static uint64_t g_region_units = SYMM__COLL_REGION_UNITS;
 static uint32_t g_nbmax;
 static uint64_t g_bcast_hop1_max = SYMM__COLL_BCAST_HOP1_MAX, g_bcast_packet_max = SYMM__COLL_BCAST_PACKET_MAX;
+static uint64_t g_push_ar_min = SYMM__COLL_PUSH_AR_MIN, g_push_rs_min = SYMM__COLL_PUSH_RS_MIN;
+static int g_push_blocks, g_push_slots;
 static _Thread_local char t_last_algo[32] = "none";
 
 void symm__coll_finalize(void) {
@@ -50,6 +54,15 @@ void symm__coll_tune(int direct_blocks, uint64_t packet_max, uint64_t oneshot_ma
     g_packet_max = packet_max ? packet_max : SYMM__COLL_PACKET_MAX;
     g_oneshot_max = oneshot_max ? oneshot_max : SYMM__COLL_ONESHOT_MAX;
 }
+
+void symm__coll_tune_push(uint64_t ar_min, uint64_t rs_min, int blocks, int slots) {
+    g_push_ar_min = ar_min ? ar_min : SYMM__COLL_PUSH_AR_MIN;
+    g_push_rs_min = rs_min ? rs_min : SYMM__COLL_PUSH_RS_MIN;
+    g_push_slots = slots > 0 && slots <= (int)SYMM__COLL_PUSH_SLOTS ? slots : 0;
+    g_push_blocks = blocks > 0 && blocks <= (int)SYMM__COLL_PUSH_SLOTS ? blocks : 0;
+}
+
+static uint32_t push_slots(void) { return g_push_slots ? (uint32_t)g_push_slots : SYMM__COLL_PUSH_SLOTS; }
 
 void symm__coll_tune_units(uint32_t units) { g_region_units = units ? units : SYMM__COLL_REGION_UNITS; }
 
@@ -65,6 +78,7 @@ const char *symm_coll_algo_name(symm_coll_algo_t algo) {
     case SYMM_COLL_ALGO_ONESHOT: return "oneshot";
     case SYMM_COLL_ALGO_TWOSHOT: return "twoshot";
     case SYMM_COLL_ALGO_MULTIMEM: return "multimem";
+    case SYMM_COLL_ALGO_PUSH: return "push";
     default: return "unknown";
     }
 }
@@ -110,7 +124,7 @@ symm_status_t symm__coll_tune_nbmax(uint32_t nbmax) {
 static symm_status_t get_team(symm_team_t team, symm_stream_t stream, const char *call, coll_team_t **out) {
     coll_team_t *t = NULL;
     symm_status_t st;
-    void *stage = NULL;
+    void *stage = NULL, *push = NULL;
     if (!symm_initialized())
         return symm__error(SYMM_ERR_NOT_INITIALIZED, "%s: symm is not initialized", call);
     if (symm__env()->coll_blocks < 0 || symm__env()->coll_blocks >= SYMM_COLL_MAX_BLOCKS)
@@ -146,7 +160,13 @@ static symm_status_t get_team(symm_team_t team, symm_stream_t stream, const char
                            call, (unsigned long long)t->ctx.scratch_size);
     if ((st = symm_malloc(SYMM__COLL_STAGE_BYTES, &stage)) != SYMM_SUCCESS)
         return st;
+    /* zeroed on every PE before any returns: the push counters start at 0 */
+    if ((st = symm_calloc(1, SYMM__COLL_PUSH_BYTES, &push)) != SYMM_SUCCESS) {
+        symm_free(stage);
+        return st;
+    }
     if ((st = symm__coll_ce_create(&t->ce)) != SYMM_SUCCESS) {
+        symm_free(push);
         symm_free(stage);
         return st;
     }
@@ -154,6 +174,7 @@ static symm_status_t get_team(symm_team_t team, symm_stream_t stream, const char
     t->ws.base = t->ctx.scratch;
     set_geometry(t);
     t->stage = stage;
+    t->push = push;
     t->ready = 1;
     *out = t;
     return SYMM_SUCCESS;
@@ -345,6 +366,27 @@ static int direct_blocks_max(uint64_t bytes, int def_max) {
 
 static int direct_blocks(uint64_t bytes) { return direct_blocks_max(bytes, SYMM__COLL_DIRECT_BLOCKS); }
 
+/* Blocks of a push kernel whose chunks are `chunk` bytes: one per buffer
+ * (a step) up to the slots, or symm__coll_tune_push's or SYMM_COLL_BLOCKS's
+ * cap. The same on every PE (sizes and shared settings). */
+static int push_blocks(const coll_team_t *t, uint64_t chunk) {
+    uint64_t slots = push_slots(), nb = cdiv(chunk, SYMM__COLL_PUSH_BUF(slots, t->ctx.n_pes));
+    long long env = symm__env()->coll_blocks;
+    uint64_t max = g_push_blocks                       ? (uint64_t)g_push_blocks
+                 : env > 0 && env < (long long)slots ? (uint64_t)env
+                                                      : slots;
+    if (max > slots)
+        max = slots;
+    if (nb < 1)
+        nb = 1;
+    return (int)(nb > max ? max : nb);
+}
+
+static void push_launch(symm__coll_launch_t *l, const coll_team_t *t) {
+    l->push = (uint64_t)(uintptr_t)t->push;
+    l->push_buf = SYMM__COLL_PUSH_BUF(push_slots(), t->ctx.n_pes);
+}
+
 static void base_launch(symm__coll_launch_t *l, const coll_team_t *t, symm__ck_t k, int nblocks) {
     memset(l, 0, sizeof(*l));
     l->kernel = k;
@@ -385,8 +427,10 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
         return st;
     n = t->ctx.n_pes;
     if (algo == SYMM_COLL_ALGO_AUTO)
-        algo = nbytes <= g_packet_max ? SYMM_COLL_ALGO_PACKET
-             : nbytes <= g_oneshot_max ? SYMM_COLL_ALGO_ONESHOT : SYMM_COLL_ALGO_TWOSHOT;
+        algo = nbytes <= g_packet_max    ? SYMM_COLL_ALGO_PACKET
+             : nbytes <= g_oneshot_max   ? SYMM_COLL_ALGO_ONESHOT
+             : nbytes >= g_push_ar_min   ? SYMM_COLL_ALGO_PUSH
+                                         : SYMM_COLL_ALGO_TWOSHOT;
     /* No multicast object exists (symm creates none yet): the unicast twin. */
     if (algo == SYMM_COLL_ALGO_MULTIMEM)
         algo = SYMM_COLL_ALGO_TWOSHOT;
@@ -413,9 +457,12 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
             set_last(SYMM_COLL_ALGO_ONESHOT, NULL, 0);
         return st;
     }
-    /* TWOSHOT between the buffers, or through the stage in pieces. */
+    /* TWOSHOT or PUSH between the buffers, or through the stage in pieces
+     * (PUSH reads send only locally, so only a recv outside the heap is
+     * staged). */
     {
-        int sym_s = in_heap(send, nbytes), sym_r = in_heap(recv, nbytes);
+        int push = algo == SYMM_COLL_ALGO_PUSH;
+        int sym_s = push || in_heap(send, nbytes), sym_r = in_heap(recv, nbytes);
         uint64_t piece = stage_piece(1), off;
         for (off = 0; off < nbytes; off += piece) {
             uint64_t len = nbytes - off < piece ? nbytes - off : piece;
@@ -428,7 +475,12 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
             }
             if (!sym_r)
                 d = t->stage;
-            base_launch(&l, t, SYMM__CK_AR_TWOSHOT, direct_blocks(cdiv(len, (uint64_t)n)));
+            if (push) {
+                base_launch(&l, t, SYMM__CK_AR_PUSH, push_blocks(t, cdiv(len, (uint64_t)n)));
+                push_launch(&l, t);
+            } else {
+                base_launch(&l, t, SYMM__CK_AR_TWOSHOT, direct_blocks(cdiv(len, (uint64_t)n)));
+            }
             l.dst = d;
             l.src = s;
             l.nbytes = len;
@@ -439,7 +491,7 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
             if (!sym_r && (st = symm__coll_copy((char *)recv + off, t->stage, len, stream)) != SYMM_SUCCESS)
                 return st;
         }
-        set_last(SYMM_COLL_ALGO_TWOSHOT, NULL, !(sym_s && sym_r));
+        set_last(push ? SYMM_COLL_ALGO_PUSH : SYMM_COLL_ALGO_TWOSHOT, NULL, !(sym_s && sym_r));
     }
     return SYMM_SUCCESS;
 }
@@ -476,7 +528,23 @@ symm_status_t symm_reduce_scatter_ex(const void *send, void *recv, size_t recv_c
     if ((st = requested(call, algo, &algo)) != SYMM_SUCCESS)
         return st;
     if (algo == SYMM_COLL_ALGO_AUTO)
-        algo = nbytes <= g_packet_max ? SYMM_COLL_ALGO_PACKET : SYMM_COLL_ALGO_TWOSHOT;
+        algo = nbytes <= g_packet_max  ? SYMM_COLL_ALGO_PACKET
+             : nbytes >= g_push_rs_min ? SYMM_COLL_ALGO_PUSH
+                                       : SYMM_COLL_ALGO_TWOSHOT;
+    if (algo == SYMM_COLL_ALGO_PUSH) {
+        /* one launch whatever the buffers: every load is local */
+        base_launch(&l, t, SYMM__CK_RS_PUSH, push_blocks(t, nbytes));
+        push_launch(&l, t);
+        l.dst = recv;
+        l.src = send;
+        l.nbytes = nbytes;
+        l.piece = nbytes;
+        l.kind = kind;
+        l.op = (int)op;
+        if ((st = symm__coll_launch(&l, stream)) == SYMM_SUCCESS)
+            set_last(algo, NULL, 0);
+        return st;
+    }
     if (algo == SYMM_COLL_ALGO_PACKET && (nb = region_blocks(t, cdiv(nbytes, 8))) > 0) {
         base_launch(&l, t, SYMM__CK_RED_PACKET, nb);
         l.dst = recv;
@@ -784,5 +852,24 @@ symm_status_t symm__coll_debug_set_epoch(symm_team_t team, uint64_t count) {
     if ((st = symm__coll_zero(t->ctx.scratch + SYMM__COLL_WS_GRID_OFF,
                               t->ctx.scratch_size - SYMM__COLL_WS_GRID_OFF)) != SYMM_SUCCESS)
         return st;
-    return symm__coll_write(t->ctx.scratch + SYMM__COLL_WS_EPOCH_OFF, words, sizeof(words));
+    if ((st = symm__coll_write(t->ctx.scratch + SYMM__COLL_WS_EPOCH_OFF, words, sizeof(words))) != SYMM_SUCCESS)
+        return st;
+    /* The push pipeline as if `count` steps of every slot had been made:
+     * its step counters, and every ready and freed word at their value. */
+    {
+        uint64_t base = (uint64_t)(uintptr_t)t->push;
+        size_t nw = (size_t)SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES;
+        uint32_t *w32 = (uint32_t *)malloc(nw * sizeof(uint32_t));
+        if (w32 == NULL)
+            return symm__error(SYMM_ERR_INTERNAL, "symm__coll_debug_set_epoch: out of host memory");
+        for (size_t i = 0; i < nw; i++)
+            w32[i] = (uint32_t)count;
+        st = symm__coll_write(base + SYMM__COLL_PUSH_STEPS_OFF, words, sizeof(words));
+        if (st == SYMM_SUCCESS)
+            st = symm__coll_write(base + SYMM__COLL_PUSH_READY_OFF, w32, nw * sizeof(uint32_t));
+        if (st == SYMM_SUCCESS)
+            st = symm__coll_write(base + SYMM__COLL_PUSH_FREED_OFF, w32, nw * sizeof(uint32_t));
+        free(w32);
+        return st;
+    }
 }

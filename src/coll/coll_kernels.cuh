@@ -32,5 +32,6 @@ symm_status_t symm__coll_launch_packet(const symm__coll_launch_t *l, cudaStream_
 symm_status_t symm__coll_launch_oneshot(const symm__coll_launch_t *l, cudaStream_t s);
 symm_status_t symm__coll_launch_twoshot(const symm__coll_launch_t *l, cudaStream_t s);
 symm_status_t symm__coll_launch_direct(const symm__coll_launch_t *l, cudaStream_t s);
+symm_status_t symm__coll_launch_push(const symm__coll_launch_t *l, cudaStream_t s);
 
 #endif /* SYMM_COLL_KERNELS_CUH */

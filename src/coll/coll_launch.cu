@@ -16,6 +16,8 @@ extern "C" symm_status_t symm__coll_launch(const symm__coll_launch_t *l, symm_st
     case SYMM__CK_RS_DIRECT:
     case SYMM__CK_MOVE_DIRECT:
     case SYMM__CK_A2AV_DIRECT: return symm__coll_launch_direct(l, s);
+    case SYMM__CK_AR_PUSH:
+    case SYMM__CK_RS_PUSH: return symm__coll_launch_push(l, s);
     default: return symm__error(SYMM_ERR_INTERNAL, "collectives: unknown kernel %d", (int)l->kernel);
     }
 }

@@ -23,6 +23,8 @@ typedef enum symm__ck {
     SYMM__CK_BCAST_PACKET2,  /* broadcast, two hops */
     SYMM__CK_MOVE_DIRECT,
     SYMM__CK_A2AV_DIRECT,
+    SYMM__CK_AR_PUSH,        /* coll_k_push.cu */
+    SYMM__CK_RS_PUSH,
     SYMM__CK_COUNT
 } symm__ck_t;
 
@@ -40,6 +42,8 @@ typedef struct symm__coll_launch {
     uint32_t esz;
     uint64_t mc_dst, mc_src;   /* multimem: multicast addresses */
     const uint64_t *a2av;      /* all_to_allv: 4 * n_pes host words (scount, sdispl, rcount, rdispl) */
+    uint64_t push;             /* push pipeline: heap address of the team's push area */
+    uint64_t push_buf;         /* push pipeline: bytes per buffer */
 } symm__coll_launch_t;
 
 /* Enqueue one kernel. Errors: SYMM_ERR_CUDA. */

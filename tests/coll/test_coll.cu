@@ -154,8 +154,9 @@ static void check_reduce_scatter(symm_dtype_t t, symm_redop_t op, symm_coll_algo
 
 static const size_t COUNTS[] = {1, 2, 3, 7, 17, 255, 1000, 4097, 33333, 70001};
 #define N_COUNTS (sizeof(COUNTS) / sizeof(COUNTS[0]))
-static const symm_coll_algo_t ALGOS[] = {SYMM_COLL_ALGO_AUTO, SYMM_COLL_ALGO_PACKET, SYMM_COLL_ALGO_ONESHOT,
-                                         SYMM_COLL_ALGO_TWOSHOT, SYMM_COLL_ALGO_MULTIMEM};
+static const symm_coll_algo_t ALGOS[] = {SYMM_COLL_ALGO_AUTO,    SYMM_COLL_ALGO_PACKET,   SYMM_COLL_ALGO_ONESHOT,
+                                         SYMM_COLL_ALGO_TWOSHOT, SYMM_COLL_ALGO_MULTIMEM, SYMM_COLL_ALGO_PUSH};
+#define N_ALGOS (sizeof(ALGOS) / sizeof(ALGOS[0]))
 
 static void part_matrix(void) {
     int combo = 0;
@@ -165,19 +166,41 @@ static void part_matrix(void) {
         for (int acc_i = 0; acc_i < (fp8 ? 2 : 1); acc_i++) {
             symm_dtype_t acc = acc_i ? SYMM_DTYPE_F16 : SYMM_DTYPE_DEFAULT;
             for (int op = 0; op < ct_nops(t); op++)
-                for (int a = 0; a < 5; a++)
+                for (int a = 0; a < (int)N_ALGOS; a++)
                     for (size_t c = 0; c < N_COUNTS; c++) {
                         /* vary the remaining dimensions over the combinations */
                         combo++;
                         int symm_buf = (combo >> 1) & 1, inplace = combo & 1, tk = (combo >> 2) & 1;
                         size_t off = (combo % 3 == 0) ? 1 : 0;
                         check_all_reduce(t, (symm_redop_t)op, acc, ALGOS[a], COUNTS[c], symm_buf, inplace, off, tk);
-                        if (a == 0 || a == 1 || a == 3)
+                        if (a == 0 || a == 1 || a == 3 || a == 5)
                             check_reduce_scatter(t, (symm_redop_t)op, ALGOS[a], COUNTS[c] / 2 + 1, symm_buf,
                                                  (combo >> 3) & 1, off, tk);
                     }
         }
     }
+    /* PUSH with PEs whose buffers differ in kind (a cudaMalloc recv is
+     * staged, and each PE publishes where its result goes), with one block
+     * (each call makes several steps and reuses its buffers), and with 3
+     * block slots (other buffer places and sizes; changed with every PE idle) */
+    for (int v = 0; v < 6; v++) {
+        if (v == 4) {
+            CUDA_CHECK(cudaDeviceSynchronize());
+            SYMM_CHECK(symm_barrier_all());
+        }
+        symm__coll_tune_push(0, 0, v == 2 || v == 3 ? 1 : 0, v >= 4 ? 3 : 0);
+        if (v == 4)
+            SYMM_CHECK(symm_barrier_all());
+        check_all_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_PUSH, 300001, (me + v) & 1,
+                         0, v == 3, v & 1);
+        check_all_reduce(SYMM_DTYPE_BF16, SYMM_OP_MAX, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_PUSH, 100003,
+                         (me + v) & 1, v & 1, 0, 0);
+        check_reduce_scatter(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_COLL_ALGO_PUSH, 40001, (me + v) & 1, v & 1, v == 2, 0);
+    }
+    CUDA_CHECK(cudaDeviceSynchronize());
+    SYMM_CHECK(symm_barrier_all());
+    symm__coll_tune_push(0, 0, 0, 0);
+    SYMM_CHECK(symm_barrier_all());
     if (me == 0)
         printf("matrix: %lld checked calls\n", g_checks);
 }
@@ -359,6 +382,23 @@ static void part_big(void) {
     uint64_t bad = ct_check("big all_reduce 256 MiB f32 in place", SYMM_DTYPE_F32, h, r, count);
     if (me == 0)
         printf("big: all_reduce 256 MiB f32 (%s) %s\n", symm_coll_last_algo(), bad ? "WRONG" : "ok");
+    /* reduce-scatter of the same 256 MiB, in place, by the push pipeline
+     * (AUTO takes the direct kernel; push makes many steps per block here) */
+    {
+        size_t c = count / npes;
+        seed = next_seed();
+        ct_fill(SYMM_DTYPE_F32, seed, me, 0, count, h);
+        to_dev(buf, h, bytes);
+        SYMM_CHECK(symm_reduce_scatter_ex(buf, buf + (size_t)me * c, c, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT,
+                                          SYMM_COLL_ALGO_PUSH, NULL, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        from_dev(h, buf + (size_t)me * c, c * 4);
+        for (size_t i = 0; i < c; i++)
+            ct_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, seed, npes, (uint64_t)me * c + i, r + i * 4);
+        bad = ct_check("big reduce_scatter 256 MiB f32 in place", SYMM_DTYPE_F32, h, r, c);
+        if (me == 0)
+            printf("big: reduce_scatter 256 MiB f32 (%s) %s\n", symm_coll_last_algo(), bad ? "WRONG" : "ok");
+    }
     /* all-gather, 64 MiB per PE, cudaMalloc'd destination (staged in pieces) */
     {
         size_t per = bytes / 4 / npes, c = per / 4;
@@ -416,7 +456,9 @@ static void part_b2b(int total) {
         for (int k = 0; k < batch; k++) {
             char *s = symm_a + k * slot;
             char *d = (k % 3 == 0) ? s : (k % 3 == 1 ? symm_b : dev_b) + k * slot; /* in place, symm, cudaMalloc */
-            SYMM_CHECK(symm_all_reduce(s, d, cnt[k], SYMM_DTYPE_F32, SYMM_OP_SUM, (k & 4) ? symm_team_node() : NULL, st));
+            SYMM_CHECK(symm_all_reduce_ex(s, d, cnt[k], SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT,
+                                          k % 5 == 4 ? SYMM_COLL_ALGO_PUSH : SYMM_COLL_ALGO_AUTO,
+                                          (k & 4) ? symm_team_node() : NULL, st));
         }
         CUDA_CHECK(cudaStreamSynchronize(st));
         for (int k = 0; k < batch; k++) {
@@ -424,8 +466,9 @@ static void part_b2b(int total) {
             from_dev(h_out, d, cnt[k] * 4);
             for (size_t i = 0; i < cnt[k]; i++) ct_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, seeds[k], npes, i, h_ref + i * 4);
             char what[160];
-            snprintf(what, sizeof(what), "back-to-back call %d (count %zu, %s, team %s)", b0 + k, cnt[k],
-                     k % 3 == 0 ? "in place" : k % 3 == 1 ? "symm recv" : "cudaMalloc recv", (k & 4) ? "node" : "world");
+            snprintf(what, sizeof(what), "back-to-back call %d (count %zu, %s, team %s, %s)", b0 + k, cnt[k],
+                     k % 3 == 0 ? "in place" : k % 3 == 1 ? "symm recv" : "cudaMalloc recv", (k & 4) ? "node" : "world",
+                     k % 5 == 4 ? "push" : "auto");
             ct_check(what, SYMM_DTYPE_F32, h_out, h_ref, cnt[k]);
             g_checks++;
         }
@@ -490,6 +533,7 @@ static void part_graph(int replays) {
     float *gsrc = (float *)(dev_a), *gdst = (float *)(symm_b) + n3 + 64;
     float *bsrc = (float *)(symm_a) + ((size_t)1 << 20), *bdst = (float *)(symm_b) + ((size_t)1 << 20);
     float *psrc = (float *)(symm_a) + ((size_t)2 << 20), *pdst = (float *)(dev_b) + ((size_t)2 << 20);
+    float *r4 = (float *)(dev_b) + ((size_t)3 << 20); /* push all-reduce of a3, staged */
     unsigned long long *d, h[6];
     cudaGraph_t graph;
     cudaGraphExec_t exec;
@@ -515,6 +559,11 @@ static void part_graph(int replays) {
     SYMM_CHECK(symm_all_gather(gsrc, gdst, m, SYMM_DTYPE_F32, NULL, st));
     SYMM_CHECK(symm_broadcast(bsrc, bdst, mb, SYMM_DTYPE_F32, root, NULL, st));
     SYMM_CHECK(symm_broadcast(psrc, pdst, mp, SYMM_DTYPE_F32, 0, NULL, st));
+    symm__coll_tune_push(0, 0, 2, 0); /* several steps per block in every replay */
+    SYMM_CHECK(symm_all_reduce_ex(a3, r4, n3, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_PUSH,
+                                  NULL, st));
+    symm__coll_tune_push(0, 0, 0, 0);
+    g_check<<<64, 256, 0, st>>>(r4, n3, gdst, 0, npes, d, d + 1, 6);
     g_check<<<64, 256, 0, st>>>(a1, n1, gdst, m, npes, d, d + 1, 0);
     g_check<<<64, 256, 0, st>>>(a2, n2, gdst, 0, npes, d, d + 1, 1);
     g_check<<<64, 256, 0, st>>>(r3, n3, gdst, 0, npes, d, d + 1, 2);
@@ -530,20 +579,21 @@ static void part_graph(int replays) {
         static const char *names[] = {"packet all-reduce (1000)", "oneshot all-reduce (30000)",
                                       "twoshot all-reduce (300000, out of place)", "all-gather (5000)",
                                       "direct broadcast (600001, root npes - 1)",
-                                      "packet broadcast (50001, root 0, into cudaMalloc memory)"};
+                                      "packet broadcast (50001, root 0, into cudaMalloc memory)",
+                                      "push all-reduce (300000, out of place into cudaMalloc memory)"};
         float fw, fg;
         uint32_t bw = (uint32_t)h[4], bg = (uint32_t)h[5];
         memcpy(&fw, &bw, 4);
         memcpy(&fg, &bg, 4);
         g_ct_failures++;
         fprintf(stderr, "FAIL [pe %d] graph: %llu wrong elements over %d replays; first seen: %s element %llu want %g "
-                        "got %g\n", me, h[1], replays, names[h[2] < 6 ? h[2] : 0], h[3], fw, fg);
+                        "got %g\n", me, h[1], replays, names[h[2] < 7 ? h[2] : 0], h[3], fw, fg);
     }
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
     CUDA_CHECK(cudaFree(d));
     if (me == 0)
-        printf("graph: %d replays of packet/oneshot/twoshot all-reduce + all-gather + broadcast %s\n", replays,
+        printf("graph: %d replays of packet/oneshot/twoshot/push all-reduce + all-gather + broadcast %s\n", replays,
                h[1] ? "WRONG" : "ok");
 }
 
@@ -561,6 +611,12 @@ static void part_wrap(void) {
             check_all_reduce(SYMM_DTYPE_BF16, SYMM_OP_MAX, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_ONESHOT, 5000, 0, 1, 0, tk);
             check_all_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_TWOSHOT, 70001, 1, i & 1, 0, tk);
             check_reduce_scatter(SYMM_DTYPE_I32, SYMM_OP_SUM, SYMM_COLL_ALGO_TWOSHOT, 3000, 1, 0, 0, tk);
+            check_all_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_PUSH, 70001, 1, i & 1, 0, tk);
+            symm__coll_tune_push(0, 0, 1, 0); /* several steps per call */
+            check_all_reduce(SYMM_DTYPE_BF16, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_PUSH, 100003, i & 1, 0,
+                             i % 3 == 0, tk);
+            check_reduce_scatter(SYMM_DTYPE_I32, SYMM_OP_SUM, SYMM_COLL_ALGO_PUSH, 30001, 1, i & 1, 0, tk);
+            symm__coll_tune_push(0, 0, 0, 0);
             check_move(MV_AG, SYMM_DTYPE_F32, 100, 1, 0, 0, tk, 0);
             check_move(MV_AG, SYMM_DTYPE_F32, 30000, 1, 0, 0, tk, 0);
             check_move(MV_BCAST, SYMM_DTYPE_U8, 77, 0, 0, 0, tk, i % npes);

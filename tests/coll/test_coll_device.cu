@@ -6,13 +6,16 @@
  *   - block-scope and grid-scope all-reduce (f32, bf16), reduce-scatter,
  *     all-gather, all-to-all, all_to_allv (counts in device memory),
  *     broadcast, checked on the host;
- *   - two collectives and a block barrier in one launch.
+ *   - two collectives and a block barrier in one launch;
+ *   - a packet call after a one-shot call of the same slot and parity, whose
+ *     plain data carried the packet call's flag value (stale_scratch).
  *   test_coll_device <npes>
  */
 #include <stdlib.h>
 
 #include "symm/symm_device.h"
 #include "coll_test.h"
+#include "coll/coll.h"
 
 static int me, npes;
 static const symm_ctx_t *ctx;
@@ -70,7 +73,81 @@ __global__ void k_two(const symm_ctx_t *c, float *a, float *b, size_t n) {
     symm_all_reduce_block(c, b, b, n, SYMM_DTYPE_F32, SYMM_OP_MAX);
 }
 
+/*
+ * Three block-scope all-reduces of int32 on slot 0: ONESHOT of `a` (whose
+ * 16-byte units are {x, F, y, F}, F the flag value of the third call), a
+ * PACKET call of the other parity, then a PACKET call of `b` for which PE 0
+ * first waits 20 ms. The third call's readers poll the packet region of the
+ * first call's parity while PE 0's packets are late: plain data of the
+ * first call there would pass for PE 0's packets ({x, F, y, F} reads as the
+ * word y:x with flag F in both halves).
+ */
+__global__ void k_stale(const symm_ctx_t *c, const int32_t *a, const int32_t *b, int32_t *r1, int32_t *r2,
+                        int32_t *r3, size_t n1, size_t n3) {
+    symm_all_reduce_ex_grid(c, r1, a, n1, SYMM_DTYPE_I32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_ONESHOT,
+                            0, 1);
+    symm_all_reduce_ex_grid(c, r2, b, 2, SYMM_DTYPE_I32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_PACKET, 0,
+                            1);
+    if (c->my_pe == 0) {
+        uint64_t t0;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        for (;;) {
+            uint64_t t;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+            if (t - t0 > 20000000ull)
+                break;
+        }
+    }
+    __syncthreads();
+    symm_all_reduce_ex_grid(c, r3, b, n3, SYMM_DTYPE_I32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_PACKET, 0,
+                            1);
+}
+
 static char *sa, *sb, *h_in, *h_out, *h_ref;
+
+/* k_stale with the slot's call counter set so that the third call's flag is
+ * known; checks the third result (and the first). */
+static void part_stale_scratch(void) {
+    const size_t n1 = 256, n3 = 128;
+    const uint64_t c0 = 1000; /* calls so far: the calls get counts 1001..1003, flags 1002..1004 */
+    const int32_t F = (int32_t)((c0 + 3) % 0xffffffffull + 1);
+    int32_t *a = (int32_t *)h_in, *b = a + n1, *out = (int32_t *)h_out;
+    int32_t *da = (int32_t *)sa, *db = da + n1, *r1 = (int32_t *)sb, *r2 = r1 + n1, *r3 = r2 + 64;
+    int bad1 = 0, bad3 = 0;
+    for (size_t i = 0; i < n1; i++)
+        a[i] = (i & 1) ? F : (int32_t)(i * 3 + (size_t)me);
+    for (size_t i = 0; i < n3; i++)
+        b[i] = (int32_t)(100000 + i * 7 + (size_t)me * 11);
+    CUDA_CHECK(cudaMemcpy(da, a, (n1 + n3) * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    SYMM_CHECK(symm_barrier_all());
+    SYMM_CHECK(symm__coll_debug_set_epoch(NULL, c0));
+    SYMM_CHECK(symm_barrier_all());
+    k_stale<<<1, 256>>>(ctx, da, db, r1, r2, r3, n1, n3);
+    CUDA_CHECK_KERNEL();
+    CUDA_CHECK(cudaMemcpy(out, r1, n1 * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n1; i++) {
+        int64_t want = 0;
+        for (int p = 0; p < npes; p++) want += (i & 1) ? F : (int64_t)(i * 3 + (size_t)p);
+        bad1 += out[i] != (int32_t)want;
+    }
+    CUDA_CHECK(cudaMemcpy(out, r3, n3 * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n3; i++) {
+        int64_t want = 0;
+        for (int p = 0; p < npes; p++) want += 100000 + (int64_t)i * 7 + p * 11;
+        if (out[i] != (int32_t)want && bad3++ < 4)
+            fprintf(stderr, "FAIL [pe %d] stale scratch: packet all-reduce element %zu is %d, want %d\n", me, i,
+                    out[i], (int32_t)want);
+    }
+    if (bad1 || bad3) {
+        g_ct_failures++;
+        fprintf(stderr, "FAIL [pe %d] stale scratch: %d wrong one-shot and %d wrong packet elements (npes %d)\n", me,
+                bad1, bad3, npes);
+    }
+    if (me == 0)
+        printf("stale scratch: packet call after a one-shot call holding its flag %s\n",
+               bad1 || bad3 ? "WRONG" : "ok");
+}
 #define POOL ((size_t)16 << 20)
 
 static void run(int which, int grid, int nblocks, symm_dtype_t t, symm_redop_t op, size_t n, int root) {
@@ -212,6 +289,7 @@ int main(int argc, char **argv) {
         if (me == 0)
             printf("block and grid scope collectives done (%lld failed checks so far)\n", g_ct_failures);
     }
+    part_stale_scratch();
     /* two collectives and a barrier in one launch */
     {
         size_t n = 3000;

@@ -162,9 +162,9 @@ def test_stream_collectives_match_nccl(pe, symmetric):
             seed = pe.next_seed()
             x = buf((n,), dtype)
             x.copy_(rand(torch, (n,), dtype, seed + pe.rank))
-            for op in ("sum", "max"):
+            for op, algo in (("sum", "auto"), ("max", "auto"), ("sum", "push")):
                 out = buf((n,), dtype)
-                symm.all_reduce(x, op, out=out)
+                symm.all_reduce(x, op, out=out, algo=algo)
                 ref = _ref_all_reduce(torch, x, op)
                 if dtype.is_floating_point:
                     tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
@@ -180,15 +180,16 @@ def test_stream_collectives_match_nccl(pe, symmetric):
             # reduce_scatter (exact for integers; floats with a tolerance)
             big = buf((pe.world * n,), dtype)
             big.copy_(rand(torch, (pe.world * n,), dtype, seed + 100 + pe.rank))
-            rs = buf((n,), dtype)
-            symm.reduce_scatter(rs, big)
-            ref = torch.empty_like(rs)
+            ref = torch.empty((n,), dtype=dtype, device=pe.device)
             dist.reduce_scatter_tensor(ref, big)
-            if dtype.is_floating_point:
-                tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
-                torch.testing.assert_close(rs, ref, rtol=tol, atol=tol * pe.world)
-            else:
-                assert torch.equal(rs, ref)
+            for algo in ("auto", "push"):
+                rs = buf((n,), dtype)
+                symm.reduce_scatter(rs, big, algo=algo)
+                if dtype.is_floating_point:
+                    tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
+                    torch.testing.assert_close(rs, ref, rtol=tol, atol=tol * pe.world)
+                else:
+                    assert torch.equal(rs, ref)
             # all_to_all
             a2a = buf((pe.world * n,), dtype)
             symm.all_to_all(a2a, big)

@@ -166,10 +166,18 @@ SYMM__DEVICE_INTERNAL uint32_t *symm__c_flag(const symm__coll_ws_t *ws, uint32_t
            (((kind * 2u + par) * SYMM_COLL_MAX_BLOCKS + slot) * SYMM_COLL_MAX_PES + (uint32_t)src);
 }
 
+/* The packet region of (parity, slot, source PE). */
 SYMM__DEVICE_INTERNAL char *symm__c_region(const symm__coll_ws_t *ws, uint32_t par, uint32_t slot,
                                            int n, int src) {
     return (char *)(uintptr_t)ws->data +
            ((uint64_t)(par * ws->nbmax + slot) * (uint64_t)n + (uint64_t)src) * ws->region;
+}
+
+/* The plain-data region (ONESHOT) of (parity, slot, source PE): in the
+ * second half of the data area, never under a packet region (coll_types.h). */
+SYMM__DEVICE_INTERNAL char *symm__c_region_raw(const symm__coll_ws_t *ws, uint32_t par, uint32_t slot,
+                                               int n, int src) {
+    return symm__c_region(ws, par + 2u, slot, n, src);
 }
 
 SYMM__DEVICE_INTERNAL uint64_t *symm__c_epoch_word(const symm__coll_ws_t *ws, uint32_t slot) {
@@ -378,7 +386,7 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_RED_PACKET)
         uint64_t lo, hi, u;                                                                       \
         int fast = (((uintptr_t)src | (uintptr_t)dst) & 15u) == 0;                                \
         symm__c_ep_t e = symm__c_epoch_begin(ws, slot);                                           \
-        char *mine = symm__c_region(ws, e.par, slot, n, me);                                      \
+        char *mine = symm__c_region_raw(ws, e.par, slot, n, me);                                  \
         symm__c_split((nbytes + 15) / 16, nslots, slot, &lo, &hi);                                \
         for (u = lo + t; u < hi; u += nt) {                                                       \
             uint64_t rem = nbytes - 16 * u;                                                       \
@@ -411,7 +419,7 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_RED_PACKET)
                         w1 = rem > 8 ? symm__c_ldw(src + 16 * u + 8, rem >= 16 ? 8u : (uint32_t)(rem - 8)) : 0; \
                     }                                                                             \
                 } else {                                                                          \
-                    symm__v4_t v = symm__c_ld16(symm__c_region(ws, e.par, slot, n, p) + (u - lo) * 16); \
+                    symm__v4_t v = symm__c_ld16(symm__c_region_raw(ws, e.par, slot, n, p) + (u - lo) * 16); \
                     w0 = ((uint64_t)v.y << 32) | v.x; w1 = ((uint64_t)v.w << 32) | v.z;          \
                 }                                                                                 \
                 if (p == 0) { symm__c_first_##S(&a0, w0); symm__c_first_##S(&a1, w1); }           \

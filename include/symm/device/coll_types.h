@@ -71,6 +71,11 @@ typedef enum symm_redop {
  *   MULTIMEM  NVLS multimem.ld_reduce / multimem.st through a multicast
  *             address; only when one exists (never yet: it falls back to
  *             TWOSHOT, its unicast twin, with identical results).
+ *   PUSH      (stream all-reduce and reduce-scatter) two-shot in which every
+ *             byte crosses NVLink as a store: each PE stores the peers'
+ *             pieces into their scratch in pipelined steps, the owner
+ *             reduces, and the all-reduce stores the result into every
+ *             peer's recv. Largest sizes. Device calls fall back to TWOSHOT.
  * For the data-movement collectives PACKET is the flag-in-data form and
  * every other choice means the direct form.
  */
@@ -80,7 +85,8 @@ typedef enum symm_coll_algo {
     SYMM_COLL_ALGO_ONESHOT  = 2,
     SYMM_COLL_ALGO_TWOSHOT  = 3,
     SYMM_COLL_ALGO_MULTIMEM = 4,
-    SYMM_COLL_ALGO_COUNT    = 5
+    SYMM_COLL_ALGO_PUSH     = 5,
+    SYMM_COLL_ALGO_COUNT    = 6
 } symm_coll_algo_t;
 
 /* Limits of the collectives: PEs in a team, and blocks of one grid-scope
@@ -113,8 +119,15 @@ typedef enum symm_coll_algo {
  *                                                the heap offsets of its src and dst (and
  *                                                for all_to_allv where and how
  *                                                much this PE may write there)
- *   [SYNC_BYTES, ..)  data regions [2 parity][nbmax][n_pes][region bytes]
- *                                                what PACKET/ONESHOT write
+ *   [SYNC_BYTES, ..)  data regions [2 form][2 parity][nbmax][n_pes][region bytes]
+ *                                                form 0: PACKET's packets; form 1:
+ *                                                ONESHOT's plain data. Apart,
+ *                                                because a packet reader polls its
+ *                                                region: plain data left there by
+ *                                                an earlier call could hold the
+ *                                                flag value of a later packet in
+ *                                                both halves of a 16-byte unit
+ *                                                and pass for a packet
  * Slot b is used only by block b of a call (nothing is shared between slots
  * but the grid-barrier words), so calls whose grid sizes differ may follow
  * each other, and the blocks of a grid-scope device call need not wait for
@@ -148,10 +161,10 @@ typedef enum symm_coll_algo {
 #define SYMM__COLL_WS_REGION_NB(size, n, nb)                                               \
     (((uint64_t)(size) <= SYMM__COLL_WS_SYNC_BYTES || (n) <= 0) ? 0ull                     \
      : ((((uint64_t)(size) - SYMM__COLL_WS_SYNC_BYTES) /                                   \
-         (2ull * (uint64_t)(nb) * (uint64_t)(n))) & ~255ull) > (1ull << 30)                 \
+         (4ull * (uint64_t)(nb) * (uint64_t)(n))) & ~255ull) > (1ull << 30)                 \
          ? (1ull << 30)                                                                    \
          : ((((uint64_t)(size) - SYMM__COLL_WS_SYNC_BYTES) /                               \
-             (2ull * (uint64_t)(nb) * (uint64_t)(n))) & ~255ull))
+             (4ull * (uint64_t)(nb) * (uint64_t)(n))) & ~255ull))
 
 /* What a kernel needs to find its workspace: the sync area, the data regions
  * and their geometry (the same on every PE). */

@@ -82,7 +82,8 @@ DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_F64, DTYPE_I32, DTYPE_U32, DTYPE_I64, DT
 DTYPE_DEFAULT = tl.constexpr(-1)
 OP_SUM, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR = (tl.constexpr(i) for i in range(6))
 # enum symm_coll_algo (device/coll_types.h)
-ALGO_AUTO, ALGO_PACKET, ALGO_ONESHOT, ALGO_TWOSHOT, ALGO_MULTIMEM = (tl.constexpr(i) for i in range(5))
+# (device calls run PUSH as TWOSHOT: it is a stream algorithm)
+ALGO_AUTO, ALGO_PACKET, ALGO_ONESHOT, ALGO_TWOSHOT, ALGO_MULTIMEM, ALGO_PUSH = (tl.constexpr(i) for i in range(6))
 
 __all__ = list(_api_all) + [
     "raw", "extern_libs", "launch", "prepare", "PreparedLaunch", "tid", "broadcast_from_thread0",
