@@ -39,14 +39,16 @@
  * pointer the GPU cannot access); SYMM_ERR_UNSUPPORTED (a dtype/op/accumulator
  * pair outside the list in coll_types.h, or a backend without GPU
  * collectives); SYMM_ERR_HEAP_EXHAUSTED (the first call on a team allocates
- * the staging area, 64 MiB of symmetric heap); SYMM_ERR_CUDA (a launch or copy
+ * the staging area and the push buffers, 96.5 MiB of symmetric heap);
+ * SYMM_ERR_CUDA (a launch or copy
  * failed). Arguments that differ between PEs are not detected by the host;
  * the device side then stops with a message (count mismatch in
  * all_to_allv) or waits until SYMM_WAIT_TIMEOUT.
  *
- * The first collective on a team allocates its staging area (collective,
- * through the symmetric heap): make it outside CUDA graph capture (a call
- * during capture that would allocate fails with SYMM_ERR_INVALID_ARG).
+ * The first collective on a team allocates its staging area and push
+ * buffers (collective, through the symmetric heap): make it outside CUDA
+ * graph capture (a call during capture that would allocate fails with
+ * SYMM_ERR_INVALID_ARG).
  */
 #ifndef SYMM_COLL_H
 #define SYMM_COLL_H

@@ -531,22 +531,16 @@ symm_status_t symm_reduce_scatter_ex(const void *send, void *recv, size_t recv_c
         algo = nbytes <= g_packet_max  ? SYMM_COLL_ALGO_PACKET
              : nbytes >= g_push_rs_min ? SYMM_COLL_ALGO_PUSH
                                        : SYMM_COLL_ALGO_TWOSHOT;
-    if (algo == SYMM_COLL_ALGO_PUSH) {
-        /* one launch whatever the buffers: every load is local */
-        base_launch(&l, t, SYMM__CK_RS_PUSH, push_blocks(t, nbytes));
-        push_launch(&l, t);
-        l.dst = recv;
-        l.src = send;
-        l.nbytes = nbytes;
-        l.piece = nbytes;
-        l.kind = kind;
-        l.op = (int)op;
-        if ((st = symm__coll_launch(&l, stream)) == SYMM_SUCCESS)
-            set_last(algo, NULL, 0);
-        return st;
-    }
-    if (algo == SYMM_COLL_ALGO_PACKET && (nb = region_blocks(t, cdiv(nbytes, 8))) > 0) {
-        base_launch(&l, t, SYMM__CK_RED_PACKET, nb);
+    /* PUSH and PACKET: one launch whatever the buffers (the peers' data
+     * reaches this PE through its scratch; every load is local) */
+    if (algo == SYMM_COLL_ALGO_PUSH ||
+        (algo == SYMM_COLL_ALGO_PACKET && (nb = region_blocks(t, cdiv(nbytes, 8))) > 0)) {
+        if (algo == SYMM_COLL_ALGO_PUSH) {
+            base_launch(&l, t, SYMM__CK_RS_PUSH, push_blocks(t, nbytes));
+            push_launch(&l, t);
+        } else {
+            base_launch(&l, t, SYMM__CK_RED_PACKET, nb);
+        }
         l.dst = recv;
         l.src = send;
         l.nbytes = nbytes;
