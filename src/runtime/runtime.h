@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 /* Internal symmetric scratch per team, for the stream collectives. */
-#define SYMM__TEAM_SCRATCH_BYTES ((size_t)16 << 20)
+#define SYMM__TEAM_SCRATCH_BYTES ((size_t)32 << 20)
 /* Barrier words are 64-bit (epochs never wrap). */
 #define SYMM__BARRIER_WORD_BYTES 8u
 
