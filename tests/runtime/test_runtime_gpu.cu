@@ -190,7 +190,7 @@ static void scenario_growth(void) {
 
 static void scenario_exhaust(void) {
     /* The limit leaves room for the runtime's own blocks (team barriers and
-     * the collectives' scratch, ~33 MiB) plus `a` and `fit`, not for `big`. */
+     * the collectives' scratch, ~65 MiB) plus `a` and `fit`, not for `big`. */
     setenv("SYMM_HEAP_LIMIT", "128M", 1);
     setenv("SYMM_HEAP_CHUNK", "2M", 1);
     init_gpu();
