@@ -82,6 +82,27 @@ def vec_ok(*elems):
     return all(e % 8 == 0 for e in elems)
 
 
+class PreparedPerInput:
+    """Kernel launches whose arguments are fixed but for one input tensor:
+    `make(inp)` (symm.triton.prepare calls) runs once per input tensor and
+    its result is kept until another one comes, so repeated calls on the
+    same tensor skip Triton's per-call argument handling. get(inp) returns
+    what make built; calling the object launches it (make built one)."""
+
+    def __init__(self, make):
+        self._make = make
+        self._prepared = self._input = None
+
+    def get(self, inp):
+        if self._prepared is None or self._input is not inp:
+            self._prepared = self._make(inp)
+            self._input = inp
+        return self._prepared
+
+    def __call__(self, inp):
+        self.get(inp)()
+
+
 class Env:
     def __init__(self):
         self.rank = symm.my_pe()
