@@ -32,6 +32,7 @@
  * Environment (bench only): SYMM_BENCH_COLL_SWEEP=1 adds tuning tables
  * (block counts of the direct kernels; forced algorithms by size; the push
  * pipeline against two-shot), SYMM_BENCH_COLL_PUSH=1 only the push table,
+ * SYMM_BENCH_COLL_AR2=1 only the mid-size all-reduce forms table,
  * and SYMM_BENCH_COLL_BLOCKS=N runs everything with N blocks for direct
  * kernels.
  */
@@ -48,6 +49,7 @@ extern "C" void symm__coll_tune_units(uint32_t units);
 extern "C" void symm__coll_tune_bcast(uint64_t hop1_max, uint64_t packet_max);
 extern "C" symm_status_t symm__coll_tune_nbmax(uint32_t nbmax);
 extern "C" void symm__coll_tune_push(uint64_t ar_min, uint64_t rs_min, int blocks, int slots);
+extern "C" void symm__coll_tune_ar_packet(uint64_t two_min, uint64_t packet_max);
 
 enum { K_AR, K_AR_BF16, K_RS, K_AG, K_A2A, K_BCAST, K_COUNT };
 static const char *k_name[K_COUNT] = {"all-reduce f32 sum", "all-reduce bf16 sum", "reduce-scatter f32 sum",
@@ -664,6 +666,84 @@ static void run_push_table(bench_env_t *env) {
     BENCH_SYMM(symm_free(a));
 }
 
+/* Mid-size all-reduce forms: one-shot and two-shot packets (the latter also
+ * with 64 region slots: more, smaller blocks), the one-shot and two-shot
+ * direct kernels, and NCCL. */
+static void run_ar2_table(bench_env_t *env) {
+    static const size_t sizes[] = {32 << 10,  64 << 10,  96 << 10, 128 << 10, 192 << 10, 256 << 10,
+                                   384 << 10, 512 << 10, 768 << 10, 1 << 20,   3 << 19,   2 << 20};
+    enum { NS = sizeof(sizes) / sizeof(sizes[0]), NCOL = 8 };
+    static const char *hdr[NCOL] = {"size",       "1-hop packet us", "2-shot packet us", "2-shot 64 slots us",
+                                    "oneshot us", "twoshot us",      "NCCL us",          "NCCL / best"};
+    /* forced forms of pass 0: {algorithm, two-shot from (bytes), name, column} */
+    static const struct { symm_coll_algo_t algo; uint64_t two_min; const char *want; int col; } form[4] = {
+        {SYMM_COLL_ALGO_PACKET, UINT64_MAX, "packet", 1},
+        {SYMM_COLL_ALGO_PACKET, 1, "packet-2shot", 2},
+        {SYMM_COLL_ALGO_ONESHOT, 0, "oneshot", 4},
+        {SYMM_COLL_ALGO_TWOSHOT, 0, "twoshot", 5},
+    };
+    static char text[NS][NCOL][48]; /* bench_fmt's ring is shorter than the table */
+    double nccl_ms[NS];
+    bench_table_t *t = bench_table_new("all-reduce f32, mid sizes: packet forms against the direct kernels (graph us; "
+                                       "(x): what ran instead)", NCOL, hdr);
+    void *a, *b;
+    BENCH_SYMM(symm_malloc((size_t)4 << 20, &a));
+    BENCH_SYMM(symm_malloc((size_t)4 << 20, &b));
+    fill_kernel<<<64, 256, 0, env->stream>>>(a, (size_t)1 << 20, 0, 3);
+    for (int pass = 0; pass < 2; pass++) {
+        /* pass 1: the two-shot packets with 64 region slots (the regions
+         * move: every PE idle around the change) */
+        BENCH_CUDA(cudaStreamSynchronize(env->stream));
+        bench_barrier();
+        BENCH_SYMM(symm__coll_tune_nbmax(pass ? 64 : 0));
+        bench_barrier();
+        for (int i = 0; i < NS; i++) {
+            size_t count = sizes[i] / 4;
+            if (pass) {
+                coll_case_t c = {K_AR, 0, env, a, b, count, SYMM_COLL_ALGO_PACKET};
+                symm__coll_tune_ar_packet(1, 0);
+                snprintf(text[i][3], sizeof text[i][3], "%s", sweep_cell(env, &c, "packet-2shot", 0));
+                continue;
+            }
+            snprintf(text[i][0], sizeof text[i][0], "%s", bench_fmt_bytes(sizes[i]));
+            for (int k = 0; k < 4; k++) {
+                coll_case_t c = {K_AR, 0, env, a, b, count, form[k].algo};
+                symm__coll_tune_ar_packet(form[k].two_min, 0);
+                snprintf(text[i][form[k].col], sizeof text[i][0], "%s", sweep_cell(env, &c, form[k].want, 0));
+            }
+            nccl_ms[i] = 0;
+            if (env->nccl_ok) {
+                coll_case_t cn = {K_AR, 1, env, a, b, count, SYMM_COLL_ALGO_AUTO};
+                bench_barrier();
+                nccl_ms[i] = bench_time_graph(enqueue, &cn, env->stream, 20, 2, 10, 5);
+            }
+        }
+        symm__coll_tune_ar_packet(0, 0);
+    }
+    BENCH_CUDA(cudaStreamSynchronize(env->stream));
+    bench_barrier();
+    BENCH_SYMM(symm__coll_tune_nbmax(0));
+    bench_barrier();
+    for (int i = 0; i < NS; i++) {
+        /* NCCL over the fastest symm form that ran as asked */
+        const char *cells[NCOL];
+        double f = 0;
+        for (int k = 1; k <= 5; k++)
+            if (text[i][k][0] != '(' && (f == 0 || atof(text[i][k]) < f))
+                f = atof(text[i][k]);
+        snprintf(text[i][6], sizeof text[i][6], "%s", nccl_ms[i] > 0 ? bench_fmt("%.2f", nccl_ms[i] * 1e3) : "n/a");
+        snprintf(text[i][7], sizeof text[i][7], "%s",
+                 nccl_ms[i] > 0 && f > 0 ? bench_fmt("%.2fx", nccl_ms[i] * 1e3 / f) : "-");
+        for (int k = 0; k < NCOL; k++)
+            cells[k] = text[i][k];
+        bench_table_row(t, cells);
+    }
+    bench_table_emit(env->report, t);
+    BENCH_CUDA(cudaStreamSynchronize(env->stream));
+    BENCH_SYMM(symm_free(b));
+    BENCH_SYMM(symm_free(a));
+}
+
 /* Tuning tables: forced algorithms by size, and direct-kernel block counts. */
 static void run_sweep(bench_env_t *env) {
     static const size_t sizes[] = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20};
@@ -841,6 +921,9 @@ static int run_coll(bench_env_t *env) {
     if ((getenv("SYMM_BENCH_COLL_SWEEP") && atoi(getenv("SYMM_BENCH_COLL_SWEEP"))) ||
         (getenv("SYMM_BENCH_COLL_PUSH") && atoi(getenv("SYMM_BENCH_COLL_PUSH"))))
         run_push_table(env);
+    if ((getenv("SYMM_BENCH_COLL_SWEEP") && atoi(getenv("SYMM_BENCH_COLL_SWEEP"))) ||
+        (getenv("SYMM_BENCH_COLL_AR2") && atoi(getenv("SYMM_BENCH_COLL_AR2"))))
+        run_ar2_table(env);
     if (getenv("SYMM_BENCH_COLL_SWEEP") && atoi(getenv("SYMM_BENCH_COLL_SWEEP")))
         run_sweep(env);
     for (int k = 0; k < K_COUNT; k++)

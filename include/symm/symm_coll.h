@@ -23,7 +23,10 @@
  * team size; SYMM_COLL_ALGO=packet|oneshot|twoshot|multimem|push overrides the
  * choice (an algorithm that cannot run a given call falls back to one that
  * can, with the same results; multimem always falls back while symm has no
- * multicast object). symm_coll_last_algo names what the last call used.
+ * multicast object). From 3 PEs a "packet" all-reduce above 128 KiB goes
+ * in two shots ("packet-2shot": each PE sends each piece to its owner, which
+ * sends the reduced piece to all), and AUTO picks it up to 512 KiB.
+ * symm_coll_last_algo names what the last call used.
  * SYMM_COLL_BLOCKS=N (1..255, default 64; 128 for all-gather, all-to-all
  * and broadcast) caps the blocks of the direct kernels; set it alike on
  * every PE. All-gather and all-to-all with pieces of at least

@@ -23,6 +23,18 @@ extern "C" {
  * pay two handshakes (about 4 us) that packets do not. */
 #define SYMM__COLL_PACKET_MAX  ((uint64_t)128 << 10)
 #define SYMM__COLL_ONESHOT_MAX ((uint64_t)256 << 10)
+/* All-reduce from 3 PEs: PACKET sends every word to every peer (one shot)
+ * up to AR_PACKET2_MIN bytes and in two shots above it (to the owner of its
+ * piece, which sends the result to all: symm__c_ar_packet2), and AUTO picks
+ * PACKET up to AR_PACKET_MAX. On 4x H200 (graph us, the mid-size table of
+ * bench/results/2026-11-21-h200-4gpu-coll-s6-r1.md) one shot wins to 128
+ * KiB (6.46 against 6.59 two-shot, 6.51 one-shot direct); two shots tie
+ * with the one-shot direct kernel at 192-256 KiB (7.08 / 7.06, 7.64 / 7.75)
+ * and beat the two-shot direct kernel at 384-512 KiB (8.72 / 9.74, 9.68 /
+ * 10.21), which wins from 768 KiB (11.02 against 14.83). The second hop
+ * costs about 1.7 us (32 KiB: 6.13 against 4.43 in one shot). */
+#define SYMM__COLL_AR_PACKET2_MIN ((uint64_t)128 << 10)
+#define SYMM__COLL_AR_PACKET_MAX  ((uint64_t)512 << 10)
 /* Broadcast from 3 PEs: packets from the root to every non-root up to
  * HOP1_MAX bytes, then in two hops (root -> one non-root per part -> the
  * others) up to PACKET_MAX, then the direct kernel (symm__c_bcast_pieces).
@@ -128,6 +140,10 @@ void symm__coll_tune(int direct_blocks, uint64_t packet_max, uint64_t oneshot_ma
  * barrier, then a barrier after this call before the next collective),
  * every PE alike; it clears the regions. Errors: SYMM_ERR_CUDA. */
 symm_status_t symm__coll_tune_nbmax(uint32_t nbmax);
+/* Tuning (bench): the all-reduce's PACKET limits in bytes: two shots above
+ * two_min (UINT64_MAX: never), AUTO picks PACKET up to packet_max (0 = the
+ * defaults above). */
+void symm__coll_tune_ar_packet(uint64_t two_min, uint64_t packet_max);
 /* Tuning (bench): the broadcast's one-hop and packet limits in bytes (0 =
  * the defaults above). */
 void symm__coll_tune_bcast(uint64_t hop1_max, uint64_t packet_max);

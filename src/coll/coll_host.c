@@ -37,6 +37,7 @@ static coll_team_t g_team[2]; /* world, node */
 static int g_direct_blocks;
 static uint64_t g_packet_max = SYMM__COLL_PACKET_MAX, g_oneshot_max = SYMM__COLL_ONESHOT_MAX;
 static uint64_t g_region_units = SYMM__COLL_REGION_UNITS;
+static uint64_t g_ar_packet2_min = SYMM__COLL_AR_PACKET2_MIN, g_ar_packet_max = SYMM__COLL_AR_PACKET_MAX;
 static uint32_t g_nbmax;
 static uint64_t g_bcast_hop1_max = SYMM__COLL_BCAST_HOP1_MAX, g_bcast_packet_max = SYMM__COLL_BCAST_PACKET_MAX;
 static uint64_t g_push_ar_min = SYMM__COLL_PUSH_AR_MIN, g_push_rs_min = SYMM__COLL_PUSH_RS_MIN;
@@ -65,6 +66,11 @@ void symm__coll_tune_push(uint64_t ar_min, uint64_t rs_min, int blocks, int slot
 static uint32_t push_slots(void) { return g_push_slots ? (uint32_t)g_push_slots : SYMM__COLL_PUSH_SLOTS; }
 
 void symm__coll_tune_units(uint32_t units) { g_region_units = units ? units : SYMM__COLL_REGION_UNITS; }
+
+void symm__coll_tune_ar_packet(uint64_t two_min, uint64_t packet_max) {
+    g_ar_packet2_min = two_min ? two_min : SYMM__COLL_AR_PACKET2_MIN;
+    g_ar_packet_max = packet_max ? packet_max : SYMM__COLL_AR_PACKET_MAX;
+}
 
 void symm__coll_tune_bcast(uint64_t hop1_max, uint64_t packet_max) {
     g_bcast_hop1_max = hop1_max ? hop1_max : SYMM__COLL_BCAST_HOP1_MAX;
@@ -348,6 +354,23 @@ static int bcast2_blocks(const coll_team_t *t, uint64_t words, int m) {
     return m < 2 ? 0 : region_blocks_of(t, words, (uint64_t)m * (t->ws.region / 16));
 }
 
+/* The two-shot packet all-reduce (symm__c_ar_packet2) puts a slot's share of
+ * the longest piece (symm__c_split: ceil(longest / nb) words, the last slot
+ * the rest) in each half of a region, and needs at least two words in every
+ * slot, the last included, so that every piece reaches every slot. 0: it
+ * cannot run. */
+static int ar_packet2_blocks(const coll_team_t *t, uint64_t words) {
+    uint64_t longest = cdiv(words, (uint64_t)t->ctx.n_pes), per_block = t->ws.region / 32;
+    for (int nb = region_blocks_of(t, longest, per_block); nb > 0; nb--) {
+        uint64_t per = cdiv(longest, (uint64_t)nb);
+        if (per > per_block)
+            return 0;
+        if (longest >= (uint64_t)(nb - 1) * per + 2)
+            return nb;
+    }
+    return 0;
+}
+
 /* Blocks of a direct kernel moving `bytes` per block slot row: one per
  * 16 KiB (a round of 2 vectors per thread), at most symm__coll_tune's value,
  * else SYMM_COLL_BLOCKS (checked by get_team), else SYMM__COLL_DIRECT_BLOCKS.
@@ -427,13 +450,25 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
         return st;
     n = t->ctx.n_pes;
     if (algo == SYMM_COLL_ALGO_AUTO)
-        algo = nbytes <= g_packet_max    ? SYMM_COLL_ALGO_PACKET
-             : nbytes <= g_oneshot_max   ? SYMM_COLL_ALGO_ONESHOT
-             : nbytes >= g_push_ar_min   ? SYMM_COLL_ALGO_PUSH
-                                         : SYMM_COLL_ALGO_TWOSHOT;
+        algo = nbytes <= (n >= 3 ? g_ar_packet_max : g_packet_max) ? SYMM_COLL_ALGO_PACKET
+             : nbytes <= g_oneshot_max                            ? SYMM_COLL_ALGO_ONESHOT
+             : nbytes >= g_push_ar_min                            ? SYMM_COLL_ALGO_PUSH
+                                                                  : SYMM_COLL_ALGO_TWOSHOT;
     /* No multicast object exists (symm creates none yet): the unicast twin. */
     if (algo == SYMM_COLL_ALGO_MULTIMEM)
         algo = SYMM_COLL_ALGO_TWOSHOT;
+    if (algo == SYMM_COLL_ALGO_PACKET && n >= 3 && nbytes > g_ar_packet2_min &&
+        (nb = ar_packet2_blocks(t, cdiv(nbytes, 8))) > 0) {
+        base_launch(&l, t, SYMM__CK_AR_PACKET2, nb);
+        l.dst = recv;
+        l.src = send;
+        l.nbytes = nbytes;
+        l.kind = kind;
+        l.op = (int)op;
+        if ((st = symm__coll_launch(&l, stream)) == SYMM_SUCCESS)
+            snprintf(t_last_algo, sizeof(t_last_algo), "packet-2shot");
+        return st;
+    }
     if (algo == SYMM_COLL_ALGO_PACKET && (nb = region_blocks(t, cdiv(nbytes, 8))) > 0) {
         base_launch(&l, t, SYMM__CK_RED_PACKET, nb);
         l.dst = recv;

@@ -1,7 +1,8 @@
 /*
  * coll_k_packet.cu - PACKET kernels: reductions (all-reduce, reduce-scatter)
  * and data movement (all-gather, all-to-all, broadcast) with the flag in the
- * data; broadcast also in two hops (root -> one non-root -> the others).
+ * data; all-reduce also in two shots (to the piece's owner, then from it)
+ * and broadcast in two hops (root -> one non-root -> the others).
  */
 #include "coll/coll_kernels.cuh"
 
@@ -9,6 +10,12 @@ __global__ void __launch_bounds__(SYMM__COLL_THREADS)
 symm__k_red_packet(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
                    char *dst, const char *src, uint64_t nbytes, uint64_t piece, int kind, int op) {
     symm__c_red_packet(&ctx, &ws, dst, src, nbytes, piece, kind, op, blockIdx.x, gridDim.x);
+}
+
+__global__ void __launch_bounds__(SYMM__COLL_THREADS)
+symm__k_ar_packet2(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
+                   char *dst, const char *src, uint64_t nbytes, int kind, int op) {
+    symm__c_ar_packet2(&ctx, &ws, dst, src, nbytes, kind, op, blockIdx.x, gridDim.x);
 }
 
 __global__ void __launch_bounds__(SYMM__COLL_THREADS)
@@ -35,6 +42,11 @@ symm_status_t symm__coll_launch_packet(const symm__coll_launch_t *l, cudaStream_
                                                               (const char *)l->src, l->nbytes, l->piece,
                                                               l->kind, l->op);
         return symm__coll_launched("the packet reduction kernel");
+    }
+    if (l->kernel == SYMM__CK_AR_PACKET2) {
+        symm__k_ar_packet2<<<l->nblocks, l->nthreads, 0, s>>>(l->ctx, l->ws, (char *)l->dst,
+                                                              (const char *)l->src, l->nbytes, l->kind, l->op);
+        return symm__coll_launched("the two-shot packet all-reduce kernel");
     }
     symm__k_move_packet<<<l->nblocks, l->nthreads, 0, s>>>(l->ctx, l->ws, (char *)l->dst, (const char *)l->src,
                                                            l->nbytes, l->piece, l->out, l->root);

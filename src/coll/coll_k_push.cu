@@ -26,6 +26,12 @@
  * arguments, so the counters stay equal across PEs; they count steps over
  * all calls and are compared modulo 2^32.
  *
+ * Tried and dropped: half of each block's warps only sending while the other
+ * half only reduced (named barriers per half), so that a block's stores go
+ * on during its reductions. Slower or even: all-reduce 256 MiB 1248 against
+ * 1205 us, reduce-scatter 256 MiB 731 against 754, 64 MiB 201 against 199
+ * (bench/results/2026-11-21-h200-4gpu-coll-s6-r2.md, push table).
+ *
  * The all-reduce stores into the peers' recv at the heap offset each peer
  * publishes before its first release (aux[b][p]); peers are inside the call
  * when their first data arrives, so their recv is free by then. In place is
@@ -74,6 +80,24 @@ __device__ void wait_reach(const symm_ctx_t *ctx, const uint32_t *p, uint32_t wa
     }
 }
 
+/* Threads t < n of the block: wait until every peer's counter `off` here
+ * has reached `want`. */
+__device__ void wait_peers(const symm_ctx_t *ctx, const push_area &a, uint64_t off, uint32_t slot, int n, int me,
+                           uint32_t want) {
+    for (int p = (int)symm__block_tid(); p < n; p += (int)symm__block_nthreads())
+        if (p != me)
+            wait_reach(ctx, push_word(a, off, slot, p), want);
+}
+
+/* Threads t < n of the block: release this PE's counter `off` on every peer
+ * (after a block barrier, the release covers the whole block's stores). */
+__device__ void release_peers(const symm_ctx_t *ctx, const push_area &a, uint64_t off, uint32_t slot, int n, int me,
+                              uint32_t value) {
+    for (int p = (int)symm__block_tid(); p < n; p += (int)symm__block_nthreads())
+        if (p != me)
+            symm__c_st4_release(symm__c_peer(ctx, push_word(a, off, slot, me), p), value);
+}
+
 /* What one call computes, the same on every PE. */
 struct push_call {
     int n, me, ar;
@@ -81,8 +105,7 @@ struct push_call {
     uint64_t piece;   /* distance between chunks of src */
     uint64_t total;   /* bytes of src: chunk p holds [p * piece, min(p * piece + L, total)) */
     uint64_t lo, hi;  /* this slot's share of every chunk, bytes */
-    uint64_t step;    /* bytes per step (one buffer) */
-    uint64_t ns;      /* steps of this slot */
+    uint64_t ns;      /* steps of this slot (one buffer, push_area.buf bytes, each) */
 };
 
 __device__ __forceinline__ uint64_t chunk_len(const push_call &c, int p) {
@@ -91,8 +114,9 @@ __device__ __forceinline__ uint64_t chunk_len(const push_call &c, int p) {
 }
 
 /* Step s of the slot's share, clipped to chunk p: [*x0, *x1). */
-__device__ __forceinline__ void step_range(const push_call &c, uint64_t s, int p, uint64_t *x0, uint64_t *x1) {
-    uint64_t len = chunk_len(c, p), a = c.lo + s * c.step, b = a + c.step < c.hi ? a + c.step : c.hi;
+__device__ __forceinline__ void step_range(const push_area &ar, const push_call &c, uint64_t s, int p, uint64_t *x0,
+                                           uint64_t *x1) {
+    uint64_t len = chunk_len(c, p), a = c.lo + s * ar.buf, b = a + ar.buf < c.hi ? a + ar.buf : c.hi;
     *x0 = a < len ? a : len;
     *x1 = b < len ? b : len;
 }
@@ -103,22 +127,17 @@ __device__ void send_step(const symm_ctx_t *ctx, const push_area &a, const push_
     uint64_t g = T + s + 1, x0, x1;
     uint32_t q = (uint32_t)((T + s) % SYMM__COLL_PUSH_K);
     if (g > SYMM__COLL_PUSH_K)
-        for (int p = (int)t; p < c.n; p += (int)nt)
-            if (p != c.me)
-                wait_reach(ctx, push_word(a, SYMM__COLL_PUSH_FREED_OFF, slot, p), (uint32_t)(g - SYMM__COLL_PUSH_K));
+        wait_peers(ctx, a, SYMM__COLL_PUSH_FREED_OFF, slot, c.n, c.me, (uint32_t)(g - SYMM__COLL_PUSH_K));
     symm__block_sync();
     for (int i = 0; i < c.n; i++) {
         int p = symm__c_step_pe(c.me, i, slot, c.n);
-        step_range(c, s, p, &x0, &x1);
+        step_range(a, c, s, p, &x0, &x1);
         if (p != c.me && x1 > x0)
             symm__copy(symm__c_peer(ctx, push_buf(a, c.n, slot, c.me, q), p), src + (uint64_t)p * c.piece + x0,
                        x1 - x0, t, nt, 1);
     }
     symm__block_sync(); /* the releases below cover every thread's stores */
-    for (int p = (int)t; p < c.n; p += (int)nt)
-        if (p != c.me)
-            symm__c_st4_release(symm__c_peer(ctx, push_word(a, SYMM__COLL_PUSH_READY_OFF, slot, c.me), p),
-                                (uint32_t)g);
+    release_peers(ctx, a, SYMM__COLL_PUSH_READY_OFF, slot, c.n, c.me, (uint32_t)g);
 }
 
 /* 16 bytes (nb < 16: the chunk's short last unit) at p, any alignment. */
@@ -208,8 +227,7 @@ symm__k_push(const __grid_constant__ symm_ctx_t ctx_, uint64_t base, uint64_t bu
     symm__c_split((L + 15) / 16, nslots, slot, &lo, &hi);
     c.lo = 16 * lo;
     c.hi = 16 * hi;
-    c.step = a.buf;
-    c.ns = (c.hi - c.lo + c.step - 1) / c.step;
+    c.ns = (c.hi - c.lo + a.buf - 1) / a.buf;
     T = symm__c_ld8_vol(push_steps(a, slot));
     if (ar)
         for (int p = (int)t; p < c.n; p += (int)nt)
@@ -222,26 +240,19 @@ symm__k_push(const __grid_constant__ symm_ctx_t ctx_, uint64_t base, uint64_t bu
         uint32_t q = (uint32_t)((T + s) % SYMM__COLL_PUSH_K);
         if (s + 1 < c.ns)
             send_step(ctx, a, c, src, slot, T, s + 1);
-        for (int p = (int)t; p < c.n; p += (int)nt)
-            if (p != c.me)
-                wait_reach(ctx, push_word(a, SYMM__COLL_PUSH_READY_OFF, slot, p), (uint32_t)g);
+        wait_peers(ctx, a, SYMM__COLL_PUSH_READY_OFF, slot, c.n, c.me, (uint32_t)g);
         if (s == 0 && ar)
             for (int p = (int)t; p < c.n; p += (int)nt)
                 peer_dst[p] = p == c.me ? dst
                                         : (char *)(uintptr_t)(ctx->heap_base + symm__c_ld8_vol(push_aux(a, slot, p)));
         symm__block_sync();
-        step_range(c, s, c.me, &x0, &x1);
+        step_range(a, c, s, c.me, &x0, &x1);
         switch (kind) { SYMM__C_FOR_EACH_RED(SYMM__C_CASE_PUSH) default: break; }
         symm__block_sync(); /* every load of the buffers and store of results is made */
-        for (int p = (int)t; p < c.n; p += (int)nt)
-            if (p != c.me)
-                symm__c_st4_release(symm__c_peer(ctx, push_word(a, SYMM__COLL_PUSH_FREED_OFF, slot, c.me), p),
-                                    (uint32_t)g);
+        release_peers(ctx, a, SYMM__COLL_PUSH_FREED_OFF, slot, c.n, c.me, (uint32_t)g);
     }
     if (ar)
-        for (int p = (int)t; p < c.n; p += (int)nt)
-            if (p != c.me)
-                wait_reach(ctx, push_word(a, SYMM__COLL_PUSH_FREED_OFF, slot, p), (uint32_t)(T + c.ns));
+        wait_peers(ctx, a, SYMM__COLL_PUSH_FREED_OFF, slot, c.n, c.me, (uint32_t)(T + c.ns));
     symm__block_sync();
     if (t == 0)
         symm__c_st8_vol(push_steps(a, slot), T + c.ns);

@@ -8,6 +8,7 @@ extern "C" symm_status_t symm__coll_launch(const symm__coll_launch_t *l, symm_st
     cudaStream_t s = (cudaStream_t)stream;
     switch (l->kernel) {
     case SYMM__CK_RED_PACKET:
+    case SYMM__CK_AR_PACKET2:
     case SYMM__CK_MOVE_PACKET:
     case SYMM__CK_BCAST_PACKET2: return symm__coll_launch_packet(l, s);
     case SYMM__CK_AR_ONESHOT: return symm__coll_launch_oneshot(l, s);

@@ -15,6 +15,7 @@ extern "C" {
 /* Kernels (each runs one algorithm of coll_impl.h, block b = slot b). */
 typedef enum symm__ck {
     SYMM__CK_RED_PACKET = 0, /* all-reduce (piece 0) / reduce-scatter (piece = nbytes) */
+    SYMM__CK_AR_PACKET2,     /* all-reduce, two shots of packets */
     SYMM__CK_AR_ONESHOT,
     SYMM__CK_AR_TWOSHOT,
     SYMM__CK_AR_MULTIMEM,

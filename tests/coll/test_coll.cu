@@ -14,7 +14,7 @@
  *         broadcast 64 MiB in place.
  * b2b     10^4 all-reduces back to back (no host sync between them), with
  *         fresh data, sizes (so algorithms and grid sizes) changing every call.
- * graph   a captured sequence (fill, all-reduces of three algorithms,
+ * graph   a captured sequence (fill, all-reduces of five algorithms,
  *         all-gather, direct broadcast, on-device check) replayed 1000 times,
  *         each replay with a new seed.
  * wrap    the call counters set just below the 2^32 wrap of the flag values,
@@ -36,6 +36,7 @@ static int me, npes;
 static cudaStream_t st;
 static uint64_t g_seed = 1000;
 static long long g_checks;
+static long long g_packet2; /* all-reduces that ran as two-shot packets */
 
 #define POOL (size_t)(24u << 20)
 #define GUARD 256
@@ -102,6 +103,7 @@ static void check_all_reduce(symm_dtype_t t, symm_redop_t op, symm_dtype_t acc, 
     if (s != SYMM_SUCCESS)
         TEST_FAIL("all_reduce %s op %d count %zu: %s (%s)", ct_type_name(t), op, count, symm_strerror(s),
                   symm_last_error());
+    g_packet2 += strcmp(symm_coll_last_algo(), "packet-2shot") == 0;
     CUDA_CHECK(cudaStreamSynchronize(st));
     from_dev(h_out, recv, bytes);
     for (size_t i = 0; i < count; i++)
@@ -201,8 +203,21 @@ static void part_matrix(void) {
     SYMM_CHECK(symm_barrier_all());
     symm__coll_tune_push(0, 0, 0, 0);
     SYMM_CHECK(symm_barrier_all());
+    /* two-shot packets at every count (from 3 PEs; the smallest, with fewer
+     * than two words per PE, fall back to one shot), several types and ops */
+    symm__coll_tune_ar_packet(1, 0);
+    for (size_t c = 0; c < N_COUNTS; c++)
+        for (int v = 0; v < 4; v++) {
+            static const symm_dtype_t types[4] = {SYMM_DTYPE_F32, SYMM_DTYPE_BF16, SYMM_DTYPE_I64, SYMM_DTYPE_FP8_E4M3};
+            static const symm_redop_t ops[4] = {SYMM_OP_SUM, SYMM_OP_MAX, SYMM_OP_MIN, SYMM_OP_SUM};
+            check_all_reduce(types[v], ops[v], v == 3 ? SYMM_DTYPE_F16 : SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_PACKET,
+                             COUNTS[c] + (size_t)v, (int)(c + (size_t)v) & 1, v >> 1, (c % 3 == 1) ? 1 : 0, v & 1);
+        }
+    symm__coll_tune_ar_packet(0, 0);
+    if (npes >= 3 ? g_packet2 == 0 : g_packet2 != 0)
+        TEST_FAIL("the two-shot packet all-reduce ran %lld times on %d PEs (it runs from 3 PEs only)", g_packet2, npes);
     if (me == 0)
-        printf("matrix: %lld checked calls\n", g_checks);
+        printf("matrix: %lld checked calls (%lld two-shot packet all-reduces)\n", g_checks, g_packet2);
 }
 
 /* ---- data movement ---------------------------------------------------------------- */
@@ -527,9 +542,10 @@ static void part_graph(int replays) {
      * (out of place: the root's own copy on the copy engine, a side stream
      * forked and joined inside the capture), one for the packet forms (two
      * hops from 3 PEs) */
-    const size_t n1 = 1000, n2 = 30000, n3 = 300000, m = 5000, mb = 600001, mp = 50001;
+    const size_t n1 = 1000, n2 = 30000, n3 = 300000, n5 = 50001, m = 5000, mb = 600001, mp = 50001;
     const int root = npes - 1;
-    float *a1 = (float *)(symm_a), *a2 = a1 + n1 + 64, *a3 = a2 + n2 + 64, *r3 = (float *)symm_b;
+    float *a1 = (float *)(symm_a), *a2 = a1 + n1 + 64, *a3 = a2 + n2 + 64, *a5 = a3 + n3 + 64;
+    float *r3 = (float *)symm_b;
     float *gsrc = (float *)(dev_a), *gdst = (float *)(symm_b) + n3 + 64;
     float *bsrc = (float *)(symm_a) + ((size_t)1 << 20), *bdst = (float *)(symm_b) + ((size_t)1 << 20);
     float *psrc = (float *)(symm_a) + ((size_t)2 << 20), *pdst = (float *)(dev_b) + ((size_t)2 << 20);
@@ -549,11 +565,15 @@ static void part_graph(int replays) {
     g_fill<<<64, 256, 0, st>>>(a1, n1, d, me);
     g_fill<<<64, 256, 0, st>>>(a2, n2, d, me);
     g_fill<<<64, 256, 0, st>>>(a3, n3, d, me);
+    g_fill<<<64, 256, 0, st>>>(a5, n5, d, me);
     g_fill<<<64, 256, 0, st>>>(gsrc, m, d, me);
     g_fill<<<64, 256, 0, st>>>(bsrc, mb, d, me);
     g_fill<<<64, 256, 0, st>>>(psrc, mp, d, me);
     SYMM_CHECK(symm_all_reduce(a1, a1, n1, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
-    SYMM_CHECK(symm_all_reduce(a2, a2, n2, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
+    SYMM_CHECK(symm_all_reduce_ex(a2, a2, n2, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_ONESHOT,
+                                  NULL, st));
+    /* AUTO: two-shot packets from 3 PEs, one-shot with 2 */
+    SYMM_CHECK(symm_all_reduce(a5, a5, n5, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
     SYMM_CHECK(symm_all_reduce_ex(a3, r3, n3, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_TWOSHOT,
                                   NULL, st));
     SYMM_CHECK(symm_all_gather(gsrc, gdst, m, SYMM_DTYPE_F32, NULL, st));
@@ -567,6 +587,7 @@ static void part_graph(int replays) {
     g_check<<<64, 256, 0, st>>>(a1, n1, gdst, m, npes, d, d + 1, 0);
     g_check<<<64, 256, 0, st>>>(a2, n2, gdst, 0, npes, d, d + 1, 1);
     g_check<<<64, 256, 0, st>>>(r3, n3, gdst, 0, npes, d, d + 1, 2);
+    g_check<<<64, 256, 0, st>>>(a5, n5, gdst, 0, npes, d, d + 1, 7);
     g_check_bcast<<<64, 256, 0, st>>>(bdst, mb, root, d, d + 1, 4);
     g_check_bcast<<<64, 256, 0, st>>>(pdst, mp, 0, d, d + 1, 5);
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
@@ -580,21 +601,22 @@ static void part_graph(int replays) {
                                       "twoshot all-reduce (300000, out of place)", "all-gather (5000)",
                                       "direct broadcast (600001, root npes - 1)",
                                       "packet broadcast (50001, root 0, into cudaMalloc memory)",
-                                      "push all-reduce (300000, out of place into cudaMalloc memory)"};
+                                      "push all-reduce (300000, out of place into cudaMalloc memory)",
+                                      "auto all-reduce (50001; two-shot packets from 3 PEs)"};
         float fw, fg;
         uint32_t bw = (uint32_t)h[4], bg = (uint32_t)h[5];
         memcpy(&fw, &bw, 4);
         memcpy(&fg, &bg, 4);
         g_ct_failures++;
         fprintf(stderr, "FAIL [pe %d] graph: %llu wrong elements over %d replays; first seen: %s element %llu want %g "
-                        "got %g\n", me, h[1], replays, names[h[2] < 7 ? h[2] : 0], h[3], fw, fg);
+                        "got %g\n", me, h[1], replays, names[h[2] < 8 ? h[2] : 0], h[3], fw, fg);
     }
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
     CUDA_CHECK(cudaFree(d));
     if (me == 0)
-        printf("graph: %d replays of packet/oneshot/twoshot/push all-reduce + all-gather + broadcast %s\n", replays,
-               h[1] ? "WRONG" : "ok");
+        printf("graph: %d replays of packet/packet-2shot/oneshot/twoshot/push all-reduce + all-gather + broadcast %s\n",
+               replays, h[1] ? "WRONG" : "ok");
 }
 
 /* ---- epoch wrap ------------------------------------------------------------------------------ */
@@ -608,6 +630,8 @@ static void part_wrap(void) {
         SYMM_CHECK(symm_barrier_all());
         for (int i = 0; i < 12; i++) {
             check_all_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_PACKET, 999, 1, 0, 0, tk);
+            check_all_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_PACKET, 50001, i & 1, 0, 1,
+                             tk); /* two-shot packets from 3 PEs */
             check_all_reduce(SYMM_DTYPE_BF16, SYMM_OP_MAX, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_ONESHOT, 5000, 0, 1, 0, tk);
             check_all_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_TWOSHOT, 70001, 1, i & 1, 0, tk);
             check_reduce_scatter(SYMM_DTYPE_I32, SYMM_OP_SUM, SYMM_COLL_ALGO_TWOSHOT, 3000, 1, 0, 0, tk);

@@ -372,6 +372,92 @@ SYMM__NOINLINE void symm__c_fail_a2av(int pe, int to, unsigned long long count, 
 SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_RED_PACKET)
 #undef SYMM__C_DEFINE_RED_PACKET
 
+/* Piece p of `words` cut into n pieces whose lengths differ by at most one
+ * (the longest first): its first word and its length. */
+SYMM__DEVICE_INTERNAL void symm__c_piece(uint64_t words, int n, int p, uint64_t *start, uint64_t *len) {
+    uint64_t q = words / (uint64_t)n, r = words % (uint64_t)n;
+    *start = (uint64_t)p * q + ((uint64_t)p < r ? (uint64_t)p : r);
+    *len = q + ((uint64_t)p < r ? 1u : 0u);
+}
+
+/*
+ * Two-shot PACKET all-reduce (3 PEs or more). The words are cut into n
+ * pieces (symm__c_piece) and PE r owns piece r. Word k of piece p goes as a
+ * packet to PE p (the first half of this PE's region there); the owner
+ * reduces its piece from the packets in PE order, stores it and sends every
+ * result word as a packet to all peers (the second half), which copy it out.
+ * Each PE sends 2 (n - 1) / n packets per data word instead of the one-shot
+ * form's n - 1 (for n = 4: 1.5 against 3), for one more hop of latency, and
+ * like it needs no fence and no handshake.
+ *
+ * Block `slot` takes relative words [lo, hi) of every piece, so each half
+ * region holds hi - lo packets. The host makes the slot's share at least two
+ * words, so every piece (the shortest lacks only the last word of the
+ * longest) has a word in every slot: each block then waits for a packet from
+ * every peer in every call, which is what lets the regions alternate by
+ * parity whatever the sizes of consecutive calls (coll_types.h).
+ */
+#define SYMM__C_DEFINE_AR_PACKET2(S)                                                              \
+    SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_ar_packet2_##S(                           \
+        const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src,             \
+        uint64_t nbytes, int op, uint32_t slot, uint32_t nslots) {                                \
+        int me = ctx->my_pe, n = ctx->n_pes;                                                      \
+        uint64_t t = symm__block_tid(), nt = symm__block_nthreads();                              \
+        uint64_t words = (nbytes + 7) / 8, half = (uint64_t)(ws->region / 32u) * 16u;             \
+        uint64_t lo, hi, k, ms, ml, ps, pl;                                                       \
+        symm__c_ep_t e = symm__c_epoch_begin(ws, slot);                                           \
+        char *out = symm__c_region(ws, e.par, slot, n, me); /* mine, on the peers */            \
+        symm__c_piece(words, n, me, &ms, &ml);                                                    \
+        symm__c_split((words + (uint64_t)n - 1) / (uint64_t)n, nslots, slot, &lo, &hi);           \
+        for (k = lo + t; k < hi; k += nt)                                                         \
+            for (int i = 1; i < n; i++) {                                                         \
+                int p = me + i < n ? me + i : me + i - n;                                         \
+                symm__c_piece(words, n, p, &ps, &pl);                                             \
+                if (k < pl) {                                                                     \
+                    uint64_t g = ps + k;                                                          \
+                    uint32_t nb = (nbytes - 8 * g < 8) ? (uint32_t)(nbytes - 8 * g) : 8u;         \
+                    symm__c_st16_vol(symm__c_peer(ctx, out + (k - lo) * 16, p),                   \
+                                     symm__c_pkt(symm__c_ldw(src + 8 * g, nb), e.flag));          \
+                }                                                                                 \
+            }                                                                                     \
+        for (k = lo + t; k < hi && k < ml; k += nt) {                                             \
+            uint64_t g = ms + k;                                                                  \
+            uint32_t nb = (nbytes - 8 * g < 8) ? (uint32_t)(nbytes - 8 * g) : 8u;                 \
+            symm__c_acc_##S a;                                                                    \
+            uint64_t r;                                                                           \
+            for (int p = 0; p < n; p++) {                                                         \
+                uint64_t w = (p == me) ? symm__c_ldw(src + 8 * g, nb)                             \
+                                       : symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p) + \
+                                                                   (k - lo) * 16, e.flag);        \
+                if (p == 0) symm__c_first_##S(&a, w);                                             \
+                else symm__c_next_##S(&a, w, op);                                                 \
+            }                                                                                     \
+            r = symm__c_last_##S(&a);                                                             \
+            symm__c_stw(dst + 8 * g, r, nb);                                                      \
+            for (int i = 1; i < n; i++) {                                                         \
+                int p = me + i < n ? me + i : me + i - n;                                         \
+                symm__c_st16_vol(symm__c_peer(ctx, out + half + (k - lo) * 16, p),                \
+                                 symm__c_pkt(r, e.flag));                                         \
+            }                                                                                     \
+        }                                                                                         \
+        for (k = lo + t; k < hi; k += nt)                                                         \
+            for (int i = 1; i < n; i++) {                                                         \
+                int p = me + i < n ? me + i : me + i - n;                                         \
+                symm__c_piece(words, n, p, &ps, &pl);                                             \
+                if (k < pl) {                                                                     \
+                    uint64_t g = ps + k;                                                          \
+                    uint32_t nb = (nbytes - 8 * g < 8) ? (uint32_t)(nbytes - 8 * g) : 8u;         \
+                    symm__c_stw(dst + 8 * g,                                                      \
+                                symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p) + half + \
+                                                          (k - lo) * 16, e.flag), nb);            \
+                }                                                                                 \
+            }                                                                                     \
+        symm__block_sync();                                                                       \
+        symm__c_epoch_end(ws, slot, e);                                                           \
+    }
+SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_PACKET2)
+#undef SYMM__C_DEFINE_AR_PACKET2
+
 /*
  * ONESHOT all-reduce: push this PE's slice into every peer's region, one
  * release flag per peer, then reduce the n copies locally. 16-byte units; the
@@ -1088,6 +1174,15 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_red_packet(
     switch (kind) { SYMM__C_FOR_EACH_RED(SYMM__C_CASE_PACKET) default: break; }
 }
 #undef SYMM__C_CASE_PACKET
+
+#define SYMM__C_CASE_PACKET2(S)                                                             \
+    case SYMM__C_RED_##S: symm__c_ar_packet2_##S(ctx, ws, dst, src, nbytes, op, slot, nslots); break;
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_ar_packet2(
+    const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes,
+    int kind, int op, uint32_t slot, uint32_t nslots) {
+    switch (kind) { SYMM__C_FOR_EACH_RED(SYMM__C_CASE_PACKET2) default: break; }
+}
+#undef SYMM__C_CASE_PACKET2
 
 #define SYMM__C_CASE_ONESHOT(S)                                                             \
     case SYMM__C_RED_##S: symm__c_ar_oneshot_##S(ctx, ws, dst, src, nbytes, op, slot, nslots); break;
