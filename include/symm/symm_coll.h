@@ -31,9 +31,10 @@
  * and broadcast) caps the blocks of the direct kernels; set it alike on
  * every PE. All-gather and all-to-all with pieces of at least
  * SYMM_COLL_CE_MIN bytes (default 64 MiB per peer) into a recv that is
- * symmetric on every PE go through the copy engines instead (between two
- * stream barriers; no SMs taken); the PEs agree on that over the bootstrap,
- * a host round trip, so such calls do not return before every PE made them.
+ * symmetric, at the same heap offset, on every PE go through the copy
+ * engines instead (between two stream barriers; no SMs taken); the PEs
+ * agree on that over the bootstrap, a host round trip, so such calls do not
+ * return before every PE made them.
  *
  * Errors (nothing is enqueued): SYMM_ERR_NOT_INITIALIZED; SYMM_ERR_ENV (a bad
  * SYMM_COLL_ALGO or SYMM_COLL_BLOCKS); SYMM_ERR_INVALID_ARG

@@ -22,6 +22,12 @@
  * under capture), so it overlaps the remote copies. The copies say
  * cudaMemcpyDefault: send may be any memory the GPU can access (host memory
  * mapped for it included), and unified addressing knows where it lives.
+ *
+ * Tried and dropped: the all-reduce's all-gather half on the copy engines
+ * (a side stream copying each chunk's reduced pieces while the reduce-scatter
+ * kernel works on the next chunk). Its copies and the kernel's NVLink loads
+ * did not overlap: 256 MiB took 1492 us in 2 chunks and 1713 in 4, against
+ * 1213 for the push pipeline (bench/results/2026-11-21-h200-4gpu-coll-s6-r3.md).
  */
 #include <new>
 

@@ -624,27 +624,30 @@ symm_status_t symm_reduce_scatter(const void *send, void *recv, size_t recv_coun
 /*
  * Does this all-gather / all-to-all go through the copy engines? Only pieces
  * of at least SYMM_COLL_CE_MIN bytes, on a team that is the whole world, and
- * only when recv is in the symmetric heap on every PE: PEs may differ in
- * which of their buffers are symmetric, and a PE whose recv is not must not
- * be left in the direct kernel's handshake while its peers copy. Each PE's
- * answer is exchanged through the bootstrap (a host round trip between the
- * PEs, only for calls this large; under graph capture it happens once, at
- * capture, which fixes the buffers).
+ * only when recv is in the symmetric heap at the same offset on every PE:
+ * the copies write to the peer's copy of this PE's address (symm_ptr), so a
+ * PE whose recv lies elsewhere would get its data in the wrong place; and
+ * PEs may differ in which of their buffers are symmetric, but a PE whose
+ * recv is not must not be left in the direct kernel's handshake while its
+ * peers copy. Each PE's recv offset is exchanged through the bootstrap (a
+ * host round trip between the PEs, only for calls this large; under graph
+ * capture it happens once, at capture, which fixes the buffers).
  */
 static symm_status_t want_ce(coll_team_t *t, const char *call, const void *recv, uint64_t recv_bytes,
                              uint64_t nbytes, int *out) {
     uint64_t min = (uint64_t)symm__env()->coll_ce_min;
-    unsigned char mine, all[SYMM_COLL_MAX_PES];
+    uint64_t mine, all[SYMM_COLL_MAX_PES];
     int n = t->ctx.n_pes;
     symm_status_t st;
     *out = 0;
     if (min == 0 || nbytes < min || t->ce == NULL || n != symm_n_pes() || n > SYMM_COLL_MAX_PES)
         return SYMM_SUCCESS;
-    mine = (unsigned char)in_heap(recv, recv_bytes);
-    if ((st = symm_host_allgather(&mine, all, 1)) != SYMM_SUCCESS)
+    /* recv's heap offset, or UINT64_MAX outside the heap */
+    mine = in_heap(recv, recv_bytes) ? (uint64_t)(uintptr_t)recv - t->ctx.heap_base : UINT64_MAX;
+    if ((st = symm_host_allgather(&mine, all, sizeof(mine))) != SYMM_SUCCESS)
         return symm__error(st, "%s: agreeing on the copy-engine path: %s", call, symm_strerror(st));
     for (int p = 0; p < n; p++)
-        if (!all[p])
+        if (all[p] == UINT64_MAX || all[p] != all[0])
             return SYMM_SUCCESS;
     *out = 1;
     return SYMM_SUCCESS;

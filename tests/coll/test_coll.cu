@@ -372,6 +372,12 @@ static void part_ce(void) {
     expect_ce("all_gather, mixed buffers", 160000, 0);
     check_move(MV_A2A, SYMM_DTYPE_F32, 40000, me & 1, 0, 0, 0, 0);
     expect_ce("all_to_all, mixed buffers", 160000, 0);
+    /* recv symmetric everywhere but one element further on the odd PEs: the
+     * copies would write to this PE's offset in the peer, so no copy engines */
+    check_move(MV_AG, SYMM_DTYPE_F32, 40000, 1, 0, (size_t)(me & 1), 0, 0);
+    expect_ce("all_gather, recv at different heap offsets", 160000, 0);
+    check_move(MV_A2A, SYMM_DTYPE_F32, 40000, 1, 0, (size_t)(me & 1), 0, 0);
+    expect_ce("all_to_all, recv at different heap offsets", 160000, 0);
     if (me == 0)
         printf("ce: %lld checked calls\n", g_checks);
     part_graph(100);
