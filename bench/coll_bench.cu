@@ -33,7 +33,9 @@
  * (block counts of the direct kernels; forced algorithms by size; the push
  * pipeline against two-shot), SYMM_BENCH_COLL_PUSH=1 only the push table,
  * SYMM_BENCH_COLL_AR2=1 only the mid-size all-reduce forms table,
- * and SYMM_BENCH_COLL_BLOCKS=N runs everything with N blocks for direct
+ * SYMM_BENCH_COLL_BCAST=1 only the broadcast in place / out of place table,
+ * SYMM_BENCH_COLL_TABLES_ONLY=1 skips the main tables (and the bars), and
+ * SYMM_BENCH_COLL_BLOCKS=N runs everything with N blocks for direct
  * kernels.
  */
 #include <stdio.h>
@@ -744,6 +746,48 @@ static void run_ar2_table(bench_env_t *env) {
     BENCH_SYMM(symm_free(a));
 }
 
+/* Broadcast (root 0) out of place and in place (where the root makes no
+ * copy of its own), symm and NCCL. */
+static void run_bcast_table(bench_env_t *env) {
+    static const size_t sizes[] = {(size_t)512 << 10, (size_t)1 << 20, (size_t)4 << 20, (size_t)16 << 20,
+                                   (size_t)64 << 20, (size_t)256 << 20};
+    const char *hdr[] = {"size", "algo", "out of place us", "in place us", "NCCL out of place us", "NCCL in place us"};
+    bench_table_t *t = bench_table_new("broadcast f32 root 0: out of place and in place (graph us)", 6, hdr);
+    void *a, *b;
+    BENCH_SYMM(symm_malloc((size_t)256 << 20, &a));
+    BENCH_SYMM(symm_malloc((size_t)256 << 20, &b));
+    fill_kernel<<<256, 256, 0, env->stream>>>(a, (size_t)64 << 20, 0, 3);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        char text[6][48];
+        const char *cells[6];
+        int big = sizes[i] >= ((size_t)64 << 20);
+        snprintf(text[0], sizeof text[0], "%s", bench_fmt_bytes(sizes[i]));
+        for (int k = 0; k < 4; k++) {
+            int lib = k >= 2, inplace = k & 1;
+            coll_case_t c = {K_BCAST, lib, env, inplace ? b : a, b, sizes[i] / 4, SYMM_COLL_ALGO_AUTO};
+            double ms;
+            if (lib && !env->nccl_ok) {
+                snprintf(text[2 + k], sizeof text[0], "n/a");
+                continue;
+            }
+            enqueue(&c, env->stream);
+            if (k == 0)
+                snprintf(text[1], sizeof text[0], "%s", symm_coll_last_algo());
+            bench_barrier();
+            ms = big ? bench_time_graph(enqueue, &c, env->stream, 2, 1, 3, 3)
+                     : bench_time_graph(enqueue, &c, env->stream, 20, 2, 10, 5);
+            snprintf(text[2 + k], sizeof text[0], "%.2f", ms * 1e3);
+        }
+        for (int k = 0; k < 6; k++)
+            cells[k] = text[k];
+        bench_table_row(t, cells);
+    }
+    bench_table_emit(env->report, t);
+    BENCH_CUDA(cudaStreamSynchronize(env->stream));
+    BENCH_SYMM(symm_free(b));
+    BENCH_SYMM(symm_free(a));
+}
+
 /* Tuning tables: forced algorithms by size, and direct-kernel block counts. */
 static void run_sweep(bench_env_t *env) {
     static const size_t sizes[] = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20};
@@ -924,8 +968,13 @@ static int run_coll(bench_env_t *env) {
     if ((getenv("SYMM_BENCH_COLL_SWEEP") && atoi(getenv("SYMM_BENCH_COLL_SWEEP"))) ||
         (getenv("SYMM_BENCH_COLL_AR2") && atoi(getenv("SYMM_BENCH_COLL_AR2"))))
         run_ar2_table(env);
+    if ((getenv("SYMM_BENCH_COLL_SWEEP") && atoi(getenv("SYMM_BENCH_COLL_SWEEP"))) ||
+        (getenv("SYMM_BENCH_COLL_BCAST") && atoi(getenv("SYMM_BENCH_COLL_BCAST"))))
+        run_bcast_table(env);
     if (getenv("SYMM_BENCH_COLL_SWEEP") && atoi(getenv("SYMM_BENCH_COLL_SWEEP")))
         run_sweep(env);
+    if (getenv("SYMM_BENCH_COLL_TABLES_ONLY") && atoi(getenv("SYMM_BENCH_COLL_TABLES_ONLY")))
+        return 0;
     for (int k = 0; k < K_COUNT; k++)
         run_kind(env, k, &bars);
     symm__coll_tune(0, 0, 0);

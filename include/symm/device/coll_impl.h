@@ -943,6 +943,14 @@ SYMM__DEVICE_INTERNAL int symm__c_step_pe(int me, int i, uint32_t slot, int n) {
  * indexed by piece (written only by the root of the call, with the call's
  * flag value, which no earlier call of the slot used). The number of pieces
  * depends only on nbytes, n and the slot, so it is the same on every PE.
+ *
+ * 16 pieces of at least 16 KiB measured best on 4x H200: 8 tie, 4, 32 and
+ * 64 lose (64 MiB: 244, 236, 239 against 217 us), each piece's release
+ * costing more than the shorter pipeline ends save; and the root's own copy
+ * is not the limit (in place, where it makes none, is no faster), so having
+ * the non-roots fill its dst instead lost out of place (256 MiB 926 against
+ * 867 us): bench/results/2026-11-21-h200-4gpu-coll-s6-bcast-pieces.md and
+ * -s6-bcast.md.
  */
 #ifndef SYMM__C_BCAST_PIECES
 #  define SYMM__C_BCAST_PIECES 16u
