@@ -52,6 +52,7 @@ extern "C" void symm__coll_tune_bcast(uint64_t hop1_max, uint64_t packet_max);
 extern "C" symm_status_t symm__coll_tune_nbmax(uint32_t nbmax);
 extern "C" void symm__coll_tune_push(uint64_t ar_min, uint64_t rs_min, int blocks, int slots);
 extern "C" void symm__coll_tune_ar_packet(uint64_t two_min, uint64_t packet_max);
+extern "C" void symm__coll_tune_ar_stores(uint64_t max);
 
 enum { K_AR, K_AR_BF16, K_RS, K_AG, K_A2A, K_BCAST, K_COUNT };
 static const char *k_name[K_COUNT] = {"all-reduce f32 sum", "all-reduce bf16 sum", "reduce-scatter f32 sum",
@@ -669,29 +670,37 @@ static void run_push_table(bench_env_t *env) {
 }
 
 /* Mid-size all-reduce forms: one-shot and two-shot packets (the latter also
- * with 64 region slots: more, smaller blocks), the one-shot and two-shot
- * direct kernels, and NCCL. */
+ * with 64 region slots: more, smaller blocks), the one-shot kernel, the
+ * two-shot kernel loading from the peers and storing only, and NCCL. */
 static void run_ar2_table(bench_env_t *env) {
-    static const size_t sizes[] = {32 << 10,  64 << 10,  96 << 10, 128 << 10, 192 << 10, 256 << 10,
-                                   384 << 10, 512 << 10, 768 << 10, 1 << 20,   3 << 19,   2 << 20};
-    enum { NS = sizeof(sizes) / sizeof(sizes[0]), NCOL = 8 };
-    static const char *hdr[NCOL] = {"size",       "1-hop packet us", "2-shot packet us", "2-shot 64 slots us",
-                                    "oneshot us", "twoshot us",      "NCCL us",          "NCCL / best"};
-    /* forced forms of pass 0: {algorithm, two-shot from (bytes), name, column} */
-    static const struct { symm_coll_algo_t algo; uint64_t two_min; const char *want; int col; } form[4] = {
-        {SYMM_COLL_ALGO_PACKET, UINT64_MAX, "packet", 1},
-        {SYMM_COLL_ALGO_PACKET, 1, "packet-2shot", 2},
-        {SYMM_COLL_ALGO_ONESHOT, 0, "oneshot", 4},
-        {SYMM_COLL_ALGO_TWOSHOT, 0, "twoshot", 5},
+    static const size_t sizes[] = {32 << 10, 64 << 10, 96 << 10, 128 << 10, 192 << 10, 256 << 10, 384 << 10, 512 << 10,
+                                   768 << 10, 1 << 20, 3 << 19, 2 << 20, 3 << 20, 4 << 20, 6 << 20};
+    enum { NS = sizeof(sizes) / sizeof(sizes[0]), NCOL = 9 };
+    static const char *hdr[NCOL] = {"size",       "1-hop packet us", "2-shot packet us",  "2-shot 64 slots us",
+                                    "oneshot us", "twoshot us",      "twoshot stores us", "NCCL us",
+                                    "NCCL / best"};
+    /* forced forms of pass 0: {algorithm, two-shot packets from, stores-only
+     * two-shot up to (bytes), name, column} */
+    static const struct {
+        symm_coll_algo_t algo;
+        uint64_t two_min, stores_max;
+        const char *want;
+        int col;
+    } form[5] = {
+        {SYMM_COLL_ALGO_PACKET, UINT64_MAX, 0, "packet", 1},
+        {SYMM_COLL_ALGO_PACKET, 1, 0, "packet-2shot", 2},
+        {SYMM_COLL_ALGO_ONESHOT, 0, 0, "oneshot", 4},
+        {SYMM_COLL_ALGO_TWOSHOT, 0, 1, "twoshot", 5},
+        {SYMM_COLL_ALGO_TWOSHOT, 0, UINT64_MAX, "twoshot-stores", 6},
     };
     static char text[NS][NCOL][48]; /* bench_fmt's ring is shorter than the table */
     double nccl_ms[NS];
     bench_table_t *t = bench_table_new("all-reduce f32, mid sizes: packet forms against the direct kernels (graph us; "
                                        "(x): what ran instead)", NCOL, hdr);
     void *a, *b;
-    BENCH_SYMM(symm_malloc((size_t)4 << 20, &a));
-    BENCH_SYMM(symm_malloc((size_t)4 << 20, &b));
-    fill_kernel<<<64, 256, 0, env->stream>>>(a, (size_t)1 << 20, 0, 3);
+    BENCH_SYMM(symm_malloc((size_t)8 << 20, &a));
+    BENCH_SYMM(symm_malloc((size_t)8 << 20, &b));
+    fill_kernel<<<64, 256, 0, env->stream>>>(a, (size_t)2 << 20, 0, 3);
     for (int pass = 0; pass < 2; pass++) {
         /* pass 1: the two-shot packets with 64 region slots (the regions
          * move: every PE idle around the change) */
@@ -708,11 +717,13 @@ static void run_ar2_table(bench_env_t *env) {
                 continue;
             }
             snprintf(text[i][0], sizeof text[i][0], "%s", bench_fmt_bytes(sizes[i]));
-            for (int k = 0; k < 4; k++) {
+            for (int k = 0; k < 5; k++) {
                 coll_case_t c = {K_AR, 0, env, a, b, count, form[k].algo};
                 symm__coll_tune_ar_packet(form[k].two_min, 0);
+                symm__coll_tune_ar_stores(form[k].stores_max);
                 snprintf(text[i][form[k].col], sizeof text[i][0], "%s", sweep_cell(env, &c, form[k].want, 0));
             }
+            symm__coll_tune_ar_stores(0);
             nccl_ms[i] = 0;
             if (env->nccl_ok) {
                 coll_case_t cn = {K_AR, 1, env, a, b, count, SYMM_COLL_ALGO_AUTO};
@@ -730,11 +741,11 @@ static void run_ar2_table(bench_env_t *env) {
         /* NCCL over the fastest symm form that ran as asked */
         const char *cells[NCOL];
         double f = 0;
-        for (int k = 1; k <= 5; k++)
+        for (int k = 1; k <= 6; k++)
             if (text[i][k][0] != '(' && (f == 0 || atof(text[i][k]) < f))
                 f = atof(text[i][k]);
-        snprintf(text[i][6], sizeof text[i][6], "%s", nccl_ms[i] > 0 ? bench_fmt("%.2f", nccl_ms[i] * 1e3) : "n/a");
-        snprintf(text[i][7], sizeof text[i][7], "%s",
+        snprintf(text[i][7], sizeof text[i][7], "%s", nccl_ms[i] > 0 ? bench_fmt("%.2f", nccl_ms[i] * 1e3) : "n/a");
+        snprintf(text[i][8], sizeof text[i][8], "%s",
                  nccl_ms[i] > 0 && f > 0 ? bench_fmt("%.2fx", nccl_ms[i] * 1e3 / f) : "-");
         for (int k = 0; k < NCOL; k++)
             cells[k] = text[i][k];

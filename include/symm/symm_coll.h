@@ -25,7 +25,9 @@
  * can, with the same results; multimem always falls back while symm has no
  * multicast object). From 3 PEs a "packet" all-reduce above 128 KiB goes
  * in two shots ("packet-2shot": each PE sends each piece to its owner, which
- * sends the reduced piece to all), and AUTO picks it up to 512 KiB.
+ * sends the reduced piece to all), and AUTO picks it up to 512 KiB; a
+ * "twoshot" all-reduce up to 4 MiB stores each piece into its owner's
+ * scratch instead of the owner loading it ("twoshot-stores").
  * symm_coll_last_algo names what the last call used.
  * SYMM_COLL_BLOCKS=N (1..255, default 64; 128 for all-gather, all-to-all
  * and broadcast) caps the blocks of the direct kernels; set it alike on

@@ -35,6 +35,14 @@ extern "C" {
  * costs about 1.7 us (32 KiB: 6.13 against 4.43 in one shot). */
 #define SYMM__COLL_AR_PACKET2_MIN ((uint64_t)128 << 10)
 #define SYMM__COLL_AR_PACKET_MAX  ((uint64_t)512 << 10)
+/* All-reduce from 3 PEs: TWOSHOT up to AR_STORES_MAX bytes stores each
+ * piece into its owner's plain-data region instead of the owner loading it
+ * (symm__c_ar_twoshot_st), when a slot's share fits a region. On 4x H200
+ * (graph us, AUTO in the main tables of bench/results/2026-11-21-h200-4gpu-
+ * coll-s6-final.md against -s6-r4.md) f32 2 MiB 17.09 against 18.26, 4 MiB
+ * 26.00 against 27.26, 1 MiB 12.33 against 12.42; the mid-size table of
+ * -s6-final.md has the rest within +-0.5 us either way (768 KiB to 6 MiB). */
+#define SYMM__COLL_AR_STORES_MAX  ((uint64_t)4 << 20)
 /* Broadcast from 3 PEs: packets from the root to every non-root up to
  * HOP1_MAX bytes, then in two hops (root -> one non-root per part -> the
  * others) up to PACKET_MAX, then the direct kernel (symm__c_bcast_pieces).
@@ -144,6 +152,9 @@ symm_status_t symm__coll_tune_nbmax(uint32_t nbmax);
  * two_min (UINT64_MAX: never), AUTO picks PACKET up to packet_max (0 = the
  * defaults above). */
 void symm__coll_tune_ar_packet(uint64_t two_min, uint64_t packet_max);
+/* Tuning (bench, tests): the stores-only TWOSHOT up to `max` bytes (0 = the
+ * default above, 1 = never). */
+void symm__coll_tune_ar_stores(uint64_t max);
 /* Tuning (bench): the broadcast's one-hop and packet limits in bytes (0 =
  * the defaults above). */
 void symm__coll_tune_bcast(uint64_t hop1_max, uint64_t packet_max);

@@ -38,6 +38,7 @@ static int g_direct_blocks;
 static uint64_t g_packet_max = SYMM__COLL_PACKET_MAX, g_oneshot_max = SYMM__COLL_ONESHOT_MAX;
 static uint64_t g_region_units = SYMM__COLL_REGION_UNITS;
 static uint64_t g_ar_packet2_min = SYMM__COLL_AR_PACKET2_MIN, g_ar_packet_max = SYMM__COLL_AR_PACKET_MAX;
+static uint64_t g_ar_stores_max = SYMM__COLL_AR_STORES_MAX;
 static uint32_t g_nbmax;
 static uint64_t g_bcast_hop1_max = SYMM__COLL_BCAST_HOP1_MAX, g_bcast_packet_max = SYMM__COLL_BCAST_PACKET_MAX;
 static uint64_t g_push_ar_min = SYMM__COLL_PUSH_AR_MIN, g_push_rs_min = SYMM__COLL_PUSH_RS_MIN;
@@ -71,6 +72,8 @@ void symm__coll_tune_ar_packet(uint64_t two_min, uint64_t packet_max) {
     g_ar_packet2_min = two_min ? two_min : SYMM__COLL_AR_PACKET2_MIN;
     g_ar_packet_max = packet_max ? packet_max : SYMM__COLL_AR_PACKET_MAX;
 }
+
+void symm__coll_tune_ar_stores(uint64_t max) { g_ar_stores_max = max ? max : SYMM__COLL_AR_STORES_MAX; }
 
 void symm__coll_tune_bcast(uint64_t hop1_max, uint64_t packet_max) {
     g_bcast_hop1_max = hop1_max ? hop1_max : SYMM__COLL_BCAST_HOP1_MAX;
@@ -496,7 +499,7 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
      * (PUSH reads send only locally, so only a recv outside the heap is
      * staged). */
     {
-        int push = algo == SYMM_COLL_ALGO_PUSH;
+        int push = algo == SYMM_COLL_ALGO_PUSH, stores = 0;
         int sym_s = push || in_heap(send, nbytes), sym_r = in_heap(recv, nbytes);
         uint64_t piece = stage_piece(1), off;
         for (off = 0; off < nbytes; off += piece) {
@@ -513,6 +516,12 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
             if (push) {
                 base_launch(&l, t, SYMM__CK_AR_PUSH, push_blocks(t, cdiv(len, (uint64_t)n)));
                 push_launch(&l, t);
+            } else if (n >= 3 && len <= g_ar_stores_max &&
+                       (nb = region_blocks(t, cdiv(len, 16 * (uint64_t)n))) > 0) {
+                /* each piece into its owner's region (a slot's share of the
+                 * ceil(len / n)-byte pieces, in 16-byte units, must fit) */
+                base_launch(&l, t, SYMM__CK_AR_TWOSHOT_ST, nb);
+                stores = 1;
             } else {
                 base_launch(&l, t, SYMM__CK_AR_TWOSHOT, direct_blocks(cdiv(len, (uint64_t)n)));
             }
@@ -526,7 +535,8 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
             if (!sym_r && (st = symm__coll_copy((char *)recv + off, t->stage, len, stream)) != SYMM_SUCCESS)
                 return st;
         }
-        set_last(push ? SYMM_COLL_ALGO_PUSH : SYMM_COLL_ALGO_TWOSHOT, NULL, !(sym_s && sym_r));
+        set_last(push ? SYMM_COLL_ALGO_PUSH : SYMM_COLL_ALGO_TWOSHOT, stores ? "twoshot-stores" : NULL,
+                 !(sym_s && sym_r));
     }
     return SYMM_SUCCESS;
 }

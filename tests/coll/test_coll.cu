@@ -14,7 +14,7 @@
  *         broadcast 64 MiB in place.
  * b2b     10^4 all-reduces back to back (no host sync between them), with
  *         fresh data, sizes (so algorithms and grid sizes) changing every call.
- * graph   a captured sequence (fill, all-reduces of five algorithms,
+ * graph   a captured sequence (fill, all-reduces of every algorithm,
  *         all-gather, direct broadcast, on-device check) replayed 1000 times,
  *         each replay with a new seed.
  * wrap    the call counters set just below the 2^32 wrap of the flag values,
@@ -37,6 +37,7 @@ static cudaStream_t st;
 static uint64_t g_seed = 1000;
 static long long g_checks;
 static long long g_packet2; /* all-reduces that ran as two-shot packets */
+static long long g_stores;  /* ... as the stores-only two-shot kernel */
 
 #define POOL (size_t)(24u << 20)
 #define GUARD 256
@@ -104,6 +105,7 @@ static void check_all_reduce(symm_dtype_t t, symm_redop_t op, symm_dtype_t acc, 
         TEST_FAIL("all_reduce %s op %d count %zu: %s (%s)", ct_type_name(t), op, count, symm_strerror(s),
                   symm_last_error());
     g_packet2 += strcmp(symm_coll_last_algo(), "packet-2shot") == 0;
+    g_stores += strncmp(symm_coll_last_algo(), "twoshot-stores", 14) == 0;
     CUDA_CHECK(cudaStreamSynchronize(st));
     from_dev(h_out, recv, bytes);
     for (size_t i = 0; i < count; i++)
@@ -216,8 +218,23 @@ static void part_matrix(void) {
     symm__coll_tune_ar_packet(0, 0);
     if (npes >= 3 ? g_packet2 == 0 : g_packet2 != 0)
         TEST_FAIL("the two-shot packet all-reduce ran %lld times on %d PEs (it runs from 3 PEs only)", g_packet2, npes);
+    /* TWOSHOT took the stores-only kernel above (from 3 PEs); here the one
+     * that loads from the peers, at every count */
+    symm__coll_tune_ar_stores(1);
+    for (size_t c = 0; c < N_COUNTS; c++)
+        for (int v = 0; v < 4; v++) {
+            static const symm_dtype_t types[4] = {SYMM_DTYPE_F32, SYMM_DTYPE_F16, SYMM_DTYPE_U32, SYMM_DTYPE_FP8_E5M2};
+            static const symm_redop_t ops[4] = {SYMM_OP_SUM, SYMM_OP_MIN, SYMM_OP_MAX, SYMM_OP_SUM};
+            check_all_reduce(types[v], ops[v], v == 3 ? SYMM_DTYPE_F32 : SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_TWOSHOT,
+                             COUNTS[c] + (size_t)v, (int)(c + (size_t)v) & 1, v >> 1, (c % 3 == 2) ? 1 : 0, v & 1);
+        }
+    symm__coll_tune_ar_stores(0);
+    if (npes >= 3 ? g_stores == 0 : g_stores != 0)
+        TEST_FAIL("the stores-only two-shot all-reduce ran %lld times on %d PEs (it runs from 3 PEs only)", g_stores,
+                  npes);
     if (me == 0)
-        printf("matrix: %lld checked calls (%lld two-shot packet all-reduces)\n", g_checks, g_packet2);
+        printf("matrix: %lld checked calls (%lld two-shot packet, %lld stores-only two-shot all-reduces)\n", g_checks,
+               g_packet2, g_stores);
 }
 
 /* ---- data movement ---------------------------------------------------------------- */
@@ -556,6 +573,7 @@ static void part_graph(int replays) {
     float *bsrc = (float *)(symm_a) + ((size_t)1 << 20), *bdst = (float *)(symm_b) + ((size_t)1 << 20);
     float *psrc = (float *)(symm_a) + ((size_t)2 << 20), *pdst = (float *)(dev_b) + ((size_t)2 << 20);
     float *r4 = (float *)(dev_b) + ((size_t)3 << 20); /* push all-reduce of a3, staged */
+    float *r7 = (float *)(symm_b) + ((size_t)3 << 20); /* two-shot all-reduce of a3, the other kernel */
     unsigned long long *d, h[6];
     cudaGraph_t graph;
     cudaGraphExec_t exec;
@@ -580,8 +598,13 @@ static void part_graph(int replays) {
                                   NULL, st));
     /* AUTO: two-shot packets from 3 PEs, one-shot with 2 */
     SYMM_CHECK(symm_all_reduce(a5, a5, n5, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
+    /* two-shot: the stores-only kernel (from 3 PEs), then the one that loads */
+    SYMM_CHECK(symm_all_reduce_ex(a3, r7, n3, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_TWOSHOT,
+                                  NULL, st));
+    symm__coll_tune_ar_stores(1);
     SYMM_CHECK(symm_all_reduce_ex(a3, r3, n3, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_TWOSHOT,
                                   NULL, st));
+    symm__coll_tune_ar_stores(0);
     SYMM_CHECK(symm_all_gather(gsrc, gdst, m, SYMM_DTYPE_F32, NULL, st));
     SYMM_CHECK(symm_broadcast(bsrc, bdst, mb, SYMM_DTYPE_F32, root, NULL, st));
     SYMM_CHECK(symm_broadcast(psrc, pdst, mp, SYMM_DTYPE_F32, 0, NULL, st));
@@ -594,6 +617,7 @@ static void part_graph(int replays) {
     g_check<<<64, 256, 0, st>>>(a2, n2, gdst, 0, npes, d, d + 1, 1);
     g_check<<<64, 256, 0, st>>>(r3, n3, gdst, 0, npes, d, d + 1, 2);
     g_check<<<64, 256, 0, st>>>(a5, n5, gdst, 0, npes, d, d + 1, 7);
+    g_check<<<64, 256, 0, st>>>(r7, n3, gdst, 0, npes, d, d + 1, 8);
     g_check_bcast<<<64, 256, 0, st>>>(bdst, mb, root, d, d + 1, 4);
     g_check_bcast<<<64, 256, 0, st>>>(pdst, mp, 0, d, d + 1, 5);
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
@@ -608,14 +632,15 @@ static void part_graph(int replays) {
                                       "direct broadcast (600001, root npes - 1)",
                                       "packet broadcast (50001, root 0, into cudaMalloc memory)",
                                       "push all-reduce (300000, out of place into cudaMalloc memory)",
-                                      "auto all-reduce (50001; two-shot packets from 3 PEs)"};
+                                      "auto all-reduce (50001; two-shot packets from 3 PEs)",
+                                      "twoshot all-reduce (300000, out of place; stores only from 3 PEs)"};
         float fw, fg;
         uint32_t bw = (uint32_t)h[4], bg = (uint32_t)h[5];
         memcpy(&fw, &bw, 4);
         memcpy(&fg, &bg, 4);
         g_ct_failures++;
         fprintf(stderr, "FAIL [pe %d] graph: %llu wrong elements over %d replays; first seen: %s element %llu want %g "
-                        "got %g\n", me, h[1], replays, names[h[2] < 8 ? h[2] : 0], h[3], fw, fg);
+                        "got %g\n", me, h[1], replays, names[h[2] < 9 ? h[2] : 0], h[3], fw, fg);
     }
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
@@ -640,6 +665,9 @@ static void part_wrap(void) {
                              tk); /* two-shot packets from 3 PEs */
             check_all_reduce(SYMM_DTYPE_BF16, SYMM_OP_MAX, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_ONESHOT, 5000, 0, 1, 0, tk);
             check_all_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_TWOSHOT, 70001, 1, i & 1, 0, tk);
+            symm__coll_tune_ar_stores(1); /* the two-shot kernel that loads */
+            check_all_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_TWOSHOT, 70001, 0, i & 1, 1, tk);
+            symm__coll_tune_ar_stores(0);
             check_reduce_scatter(SYMM_DTYPE_I32, SYMM_OP_SUM, SYMM_COLL_ALGO_TWOSHOT, 3000, 1, 0, 0, tk);
             check_all_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_PUSH, 70001, 1, i & 1, 0, tk);
             symm__coll_tune_push(0, 0, 1, 0); /* several steps per call */

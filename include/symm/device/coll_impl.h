@@ -137,6 +137,33 @@ SYMM__DEVICE_INTERNAL void symm__c_stw(void *p, uint64_t w, uint32_t nb) {
         symm__c_st1(c + i, (uint32_t)(w >> (8 * i)) & 0xffu);
 }
 
+/* The 16-byte unit at p of which `rem` (>= 1) bytes exist, as two words: one
+ * load when `wide` (p 16-byte aligned) and the unit whole, else word loads. */
+SYMM__DEVICE_INTERNAL void symm__c_ld_unit(const char *p, uint64_t rem, int wide, uint64_t *w0, uint64_t *w1) {
+    if (wide && rem >= 16) {
+        symm__v4_t v = symm__c_ld16(p);
+        *w0 = ((uint64_t)v.y << 32) | v.x;
+        *w1 = ((uint64_t)v.w << 32) | v.z;
+        return;
+    }
+    *w0 = symm__c_ldw(p, rem >= 8 ? 8u : (uint32_t)rem);
+    *w1 = rem > 8 ? symm__c_ldw(p + 8, rem >= 16 ? 8u : (uint32_t)(rem - 8)) : 0;
+}
+
+/* Store the `rem` (>= 1) existing bytes of a unit; as symm__c_ld_unit. */
+SYMM__DEVICE_INTERNAL void symm__c_st_unit(char *p, uint64_t rem, int wide, uint64_t w0, uint64_t w1) {
+    if (wide && rem >= 16) {
+        symm__v4_t v;
+        v.x = (uint32_t)w0; v.y = (uint32_t)(w0 >> 32);
+        v.z = (uint32_t)w1; v.w = (uint32_t)(w1 >> 32);
+        symm__c_st16(p, v);
+        return;
+    }
+    symm__c_stw(p, w0, rem >= 8 ? 8u : (uint32_t)rem);
+    if (rem > 8)
+        symm__c_stw(p + 8, w1, rem >= 16 ? 8u : (uint32_t)(rem - 8));
+}
+
 /* [lo, hi) of part `i` when `total` units are cut into `parts` near-equal
  * contiguous parts. */
 SYMM__DEVICE_INTERNAL void symm__c_split(uint64_t total, uint32_t parts, uint32_t i, uint64_t *lo,
@@ -146,6 +173,18 @@ SYMM__DEVICE_INTERNAL void symm__c_split(uint64_t total, uint32_t parts, uint32_
     if (a > total) a = total;
     *lo = a;
     *hi = (a + per > total) ? total : a + per;
+}
+
+/*
+ * The peer that block `slot` of PE `me` serves at step i of a loop over the
+ * n PEs. Every block starts at a different PE, so at any moment this PE's
+ * blocks write to all peers at once (its egress is spread over every link,
+ * and the PEs' blocks do not all aim at the same destination), and the
+ * local copy of some blocks overlaps the remote traffic of the others.
+ * Only the order changes: each block still visits every PE once.
+ */
+SYMM__DEVICE_INTERNAL int symm__c_step_pe(int me, int i, uint32_t slot, int n) {
+    return (int)(((uint32_t)me + (uint32_t)i + slot) % (uint32_t)n);
 }
 
 SYMM__DEVICE_INTERNAL char *symm__c_peer(const symm_ctx_t *ctx, const void *p, int pe) {
@@ -469,25 +508,16 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_PACKET2)
         uint64_t nbytes, int op, uint32_t slot, uint32_t nslots) {                                \
         int me = ctx->my_pe, n = ctx->n_pes;                                                      \
         uint64_t t = symm__block_tid(), nt = symm__block_nthreads();                              \
-        uint64_t lo, hi, u;                                                                       \
+        uint64_t lo, hi, u, w0, w1;                                                               \
         int fast = (((uintptr_t)src | (uintptr_t)dst) & 15u) == 0;                                \
         symm__c_ep_t e = symm__c_epoch_begin(ws, slot);                                           \
         char *mine = symm__c_region_raw(ws, e.par, slot, n, me);                                  \
         symm__c_split((nbytes + 15) / 16, nslots, slot, &lo, &hi);                                \
         for (u = lo + t; u < hi; u += nt) {                                                       \
-            uint64_t rem = nbytes - 16 * u;                                                       \
-            symm__v4_t v;                                                                         \
-            if (fast && rem >= 16) {                                                              \
-                v = symm__c_ld16(src + 16 * u);                                                   \
-            } else {                                                                              \
-                uint64_t w0 = symm__c_ldw(src + 16 * u, rem >= 8 ? 8u : (uint32_t)rem);           \
-                uint64_t w1 = rem > 8 ? symm__c_ldw(src + 16 * u + 8, rem >= 16 ? 8u : (uint32_t)(rem - 8)) : 0; \
-                v.x = (uint32_t)w0; v.y = (uint32_t)(w0 >> 32);                                   \
-                v.z = (uint32_t)w1; v.w = (uint32_t)(w1 >> 32);                                   \
-            }                                                                                     \
+            symm__c_ld_unit(src + 16 * u, nbytes - 16 * u, fast, &w0, &w1);                       \
             for (int i = 1; i < n; i++) {                                                         \
                 int p = me + i < n ? me + i : me + i - n;                                         \
-                symm__c_st16(symm__c_peer(ctx, mine + (u - lo) * 16, p), v);                      \
+                symm__c_st_unit(symm__c_peer(ctx, mine + (u - lo) * 16, p), 16, 1, w0, w1);       \
             }                                                                                     \
         }                                                                                         \
         symm__c_handshake(ctx, ws, 0, e, slot);                                                   \
@@ -495,34 +525,15 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_PACKET2)
             uint64_t rem = nbytes - 16 * u;                                                       \
             symm__c_acc_##S a0, a1;                                                               \
             for (int p = 0; p < n; p++) {                                                         \
-                uint64_t w0, w1;                                                                  \
-                if (p == me) {                                                                    \
-                    if (fast && rem >= 16) {                                                      \
-                        symm__v4_t v = symm__c_ld16(src + 16 * u);                                \
-                        w0 = ((uint64_t)v.y << 32) | v.x; w1 = ((uint64_t)v.w << 32) | v.z;      \
-                    } else {                                                                      \
-                        w0 = symm__c_ldw(src + 16 * u, rem >= 8 ? 8u : (uint32_t)rem);            \
-                        w1 = rem > 8 ? symm__c_ldw(src + 16 * u + 8, rem >= 16 ? 8u : (uint32_t)(rem - 8)) : 0; \
-                    }                                                                             \
-                } else {                                                                          \
-                    symm__v4_t v = symm__c_ld16(symm__c_region_raw(ws, e.par, slot, n, p) + (u - lo) * 16); \
-                    w0 = ((uint64_t)v.y << 32) | v.x; w1 = ((uint64_t)v.w << 32) | v.z;          \
-                }                                                                                 \
+                if (p == me)                                                                      \
+                    symm__c_ld_unit(src + 16 * u, rem, fast, &w0, &w1);                           \
+                else                                                                              \
+                    symm__c_ld_unit(symm__c_region_raw(ws, e.par, slot, n, p) + (u - lo) * 16, 16, 1, \
+                                    &w0, &w1);                                                    \
                 if (p == 0) { symm__c_first_##S(&a0, w0); symm__c_first_##S(&a1, w1); }           \
                 else { symm__c_next_##S(&a0, w0, op); symm__c_next_##S(&a1, w1, op); }            \
             }                                                                                     \
-            if (fast && rem >= 16) {                                                              \
-                uint64_t r0 = symm__c_last_##S(&a0), r1 = symm__c_last_##S(&a1);                  \
-                symm__v4_t v;                                                                     \
-                v.x = (uint32_t)r0; v.y = (uint32_t)(r0 >> 32);                                   \
-                v.z = (uint32_t)r1; v.w = (uint32_t)(r1 >> 32);                                   \
-                symm__c_st16(dst + 16 * u, v);                                                    \
-            } else {                                                                              \
-                symm__c_stw(dst + 16 * u, symm__c_last_##S(&a0), rem >= 8 ? 8u : (uint32_t)rem);  \
-                if (rem > 8)                                                                      \
-                    symm__c_stw(dst + 16 * u + 8, symm__c_last_##S(&a1),                          \
-                                rem >= 16 ? 8u : (uint32_t)(rem - 8));                            \
-            }                                                                                     \
+            symm__c_st_unit(dst + 16 * u, rem, fast, symm__c_last_##S(&a0), symm__c_last_##S(&a1)); \
         }                                                                                         \
         symm__block_sync();                                                                       \
         symm__c_epoch_end(ws, slot, e);                                                           \
@@ -773,6 +784,68 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_TWOSHOT)
 #undef SYMM__C_DEFINE_AR_TWOSHOT
 
 /*
+ * TWOSHOT with stores only: pieces of ceil(nbytes / n) rounded up to 16
+ * bytes, PE r owning piece r. This PE stores its copy of piece p into its
+ * plain-data region on PE p (as ONESHOT does with all of it), then the start
+ * handshake (which publishes dst, and whose release covers those stores),
+ * then it reduces its piece from its regions and src in PE order and stores
+ * the result into every PE's dst; the end handshake. The first half's loads
+ * are local: the two-shot kernel's remote loads each wait a round trip.
+ * Block `slot` takes relative units [lo, hi) of every piece (the host makes
+ * them fit a region). In place is safe: a peer stores into this PE's dst
+ * only after the start handshake, which this PE releases after its loads of
+ * src for the peers; its own piece it reads and writes unit by unit.
+ */
+#define SYMM__C_DEFINE_AR_TWOSHOT_ST(S)                                                           \
+    SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_ar_twoshot_st_##S(                        \
+        const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src,             \
+        uint64_t nbytes, int op, uint32_t slot, uint32_t nslots) {                                \
+        int me = ctx->my_pe, n = ctx->n_pes;                                                      \
+        uint64_t t = symm__block_tid(), nt = symm__block_nthreads();                              \
+        uint64_t piece = ((nbytes + (uint64_t)n - 1) / (uint64_t)n + 15) & ~(uint64_t)15;         \
+        uint64_t lo, hi, u, w0, w1;                                                               \
+        int fast = (((uintptr_t)src | (uintptr_t)dst) & 15u) == 0, wide;                          \
+        symm__c_ep_t e = symm__c_epoch_begin(ws, slot);                                           \
+        char *mine = symm__c_region_raw(ws, e.par, slot, n, me);                                  \
+        symm__c_xs_t x;                                                                           \
+        symm__c_split(piece / 16, nslots, slot, &lo, &hi);                                        \
+        for (u = lo + t; u < hi; u += nt)                                                         \
+            for (int i = 1; i < n; i++) {                                                         \
+                int p = me + i < n ? me + i : me + i - n;                                         \
+                uint64_t g = (uint64_t)p * piece + 16 * u;                                        \
+                if (g < nbytes) {                                                                 \
+                    symm__c_ld_unit(src + g, nbytes - g, fast, &w0, &w1);                         \
+                    symm__c_st_unit(symm__c_peer(ctx, mine + (u - lo) * 16, p), 16, 1, w0, w1);   \
+                }                                                                                 \
+            }                                                                                     \
+        x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0);                              \
+        wide = fast && x.sym[1]; /* every PE's dst aligned as this one */                         \
+        for (u = lo + t; u < hi && (uint64_t)me * piece + 16 * u < nbytes; u += nt) {             \
+            uint64_t g = (uint64_t)me * piece + 16 * u, rem = nbytes - g;                         \
+            symm__c_acc_##S a0, a1;                                                               \
+            for (int p = 0; p < n; p++) {                                                         \
+                if (p == me)                                                                      \
+                    symm__c_ld_unit(src + g, rem, fast, &w0, &w1);                                \
+                else                                                                              \
+                    symm__c_ld_unit(symm__c_region_raw(ws, e.par, slot, n, p) + (u - lo) * 16, 16, 1, \
+                                    &w0, &w1);                                                    \
+                if (p == 0) { symm__c_first_##S(&a0, w0); symm__c_first_##S(&a1, w1); }           \
+                else { symm__c_next_##S(&a0, w0, op); symm__c_next_##S(&a1, w1, op); }            \
+            }                                                                                     \
+            w0 = symm__c_last_##S(&a0);                                                           \
+            w1 = symm__c_last_##S(&a1);                                                           \
+            for (int i = 0; i < n; i++) {                                                         \
+                int q = symm__c_step_pe(me, i, slot, n);                                          \
+                symm__c_st_unit(symm__c_xaddr(&x, dst, q, 1) + g, rem, q == me ? fast : wide, w0, w1); \
+            }                                                                                     \
+        }                                                                                         \
+        symm__c_handshake(ctx, ws, 1, e, slot);                                                   \
+        symm__c_epoch_end(ws, slot, e);                                                           \
+    }
+SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_TWOSHOT_ST)
+#undef SYMM__C_DEFINE_AR_TWOSHOT_ST
+
+/*
  * Direct reduce-scatter: PE r reduces piece r (nbytes at r * piece of every
  * PE's src) into its own dst.
  */
@@ -908,18 +981,6 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
     }
     symm__block_sync();
     symm__c_epoch_end(ws, slot, e);
-}
-
-/*
- * The peer that block `slot` of PE `me` serves at step i of a loop over the
- * n PEs. Every block starts at a different PE, so at any moment this PE's
- * blocks write to all peers at once (its egress is spread over every link,
- * and the PEs' blocks do not all aim at the same destination), and the
- * local copy of some blocks overlaps the remote traffic of the others.
- * Only the order changes: each block still visits every PE once.
- */
-SYMM__DEVICE_INTERNAL int symm__c_step_pe(int me, int i, uint32_t slot, int n) {
-    return (int)(((uint32_t)me + (uint32_t)i + slot) % (uint32_t)n);
 }
 
 /*
@@ -1209,6 +1270,15 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_ar_twoshot(
     switch (kind) { SYMM__C_FOR_EACH_RED(SYMM__C_CASE_TWOSHOT) default: break; }
 }
 #undef SYMM__C_CASE_TWOSHOT
+
+#define SYMM__C_CASE_TWOSHOT_ST(S)                                                          \
+    case SYMM__C_RED_##S: symm__c_ar_twoshot_st_##S(ctx, ws, dst, src, nbytes, op, slot, nslots); break;
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_ar_twoshot_st(
+    const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes,
+    int kind, int op, uint32_t slot, uint32_t nslots) {
+    switch (kind) { SYMM__C_FOR_EACH_RED(SYMM__C_CASE_TWOSHOT_ST) default: break; }
+}
+#undef SYMM__C_CASE_TWOSHOT_ST
 
 #define SYMM__C_CASE_RS(S)                                                                  \
     case SYMM__C_RED_##S: symm__c_rs_direct_##S(ctx, ws, dst, src, nbytes, piece, op, slot, nslots); break;
