@@ -460,40 +460,34 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
     /* No multicast object exists (symm creates none yet): the unicast twin. */
     if (algo == SYMM_COLL_ALGO_MULTIMEM)
         algo = SYMM_COLL_ALGO_TWOSHOT;
-    if (algo == SYMM_COLL_ALGO_PACKET && n >= 3 && nbytes > g_ar_packet2_min &&
-        (nb = ar_packet2_blocks(t, cdiv(nbytes, 8))) > 0) {
-        base_launch(&l, t, SYMM__CK_AR_PACKET2, nb);
-        l.dst = recv;
-        l.src = send;
-        l.nbytes = nbytes;
-        l.kind = kind;
-        l.op = (int)op;
-        if ((st = symm__coll_launch(&l, stream)) == SYMM_SUCCESS)
-            snprintf(t_last_algo, sizeof(t_last_algo), "packet-2shot");
-        return st;
-    }
-    if (algo == SYMM_COLL_ALGO_PACKET && (nb = region_blocks(t, cdiv(nbytes, 8))) > 0) {
-        base_launch(&l, t, SYMM__CK_RED_PACKET, nb);
-        l.dst = recv;
-        l.src = send;
-        l.nbytes = nbytes;
-        l.kind = kind;
-        l.op = (int)op;
-        if ((st = symm__coll_launch(&l, stream)) == SYMM_SUCCESS)
-            set_last(algo, NULL, 0);
-        return st;
-    }
-    if ((algo == SYMM_COLL_ALGO_PACKET || algo == SYMM_COLL_ALGO_ONESHOT) &&
-        (nb = region_blocks(t, cdiv(nbytes, 16))) > 0) {
-        base_launch(&l, t, SYMM__CK_AR_ONESHOT, nb);
-        l.dst = recv;
-        l.src = send;
-        l.nbytes = nbytes;
-        l.kind = kind;
-        l.op = (int)op;
-        if ((st = symm__coll_launch(&l, stream)) == SYMM_SUCCESS)
-            set_last(SYMM_COLL_ALGO_ONESHOT, NULL, 0);
-        return st;
+    /* the kernels that need only their own buffers (scratch regions carry
+     * the peers' data): one launch whatever the buffers */
+    {
+        symm__ck_t k = SYMM__CK_COUNT;
+        const char *name = NULL;
+        if (algo == SYMM_COLL_ALGO_PACKET && n >= 3 && nbytes > g_ar_packet2_min &&
+            (nb = ar_packet2_blocks(t, cdiv(nbytes, 8))) > 0) {
+            k = SYMM__CK_AR_PACKET2;
+            name = "packet-2shot";
+        } else if (algo == SYMM_COLL_ALGO_PACKET && (nb = region_blocks(t, cdiv(nbytes, 8))) > 0) {
+            k = SYMM__CK_RED_PACKET;
+            name = "packet";
+        } else if ((algo == SYMM_COLL_ALGO_PACKET || algo == SYMM_COLL_ALGO_ONESHOT) &&
+                   (nb = region_blocks(t, cdiv(nbytes, 16))) > 0) {
+            k = SYMM__CK_AR_ONESHOT;
+            name = "oneshot";
+        }
+        if (k != SYMM__CK_COUNT) {
+            base_launch(&l, t, k, nb);
+            l.dst = recv;
+            l.src = send;
+            l.nbytes = nbytes;
+            l.kind = kind;
+            l.op = (int)op;
+            if ((st = symm__coll_launch(&l, stream)) == SYMM_SUCCESS)
+                snprintf(t_last_algo, sizeof(t_last_algo), "%s", name);
+            return st;
+        }
     }
     /* TWOSHOT or PUSH between the buffers, or through the stage in pieces
      * (PUSH reads send only locally, so only a recv outside the heap is
