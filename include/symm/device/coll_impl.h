@@ -1244,41 +1244,22 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_red_packet(
 }
 #undef SYMM__C_CASE_PACKET
 
-#define SYMM__C_CASE_PACKET2(S)                                                             \
-    case SYMM__C_RED_##S: symm__c_ar_packet2_##S(ctx, ws, dst, src, nbytes, op, slot, nslots); break;
-SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_ar_packet2(
-    const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes,
-    int kind, int op, uint32_t slot, uint32_t nslots) {
-    switch (kind) { SYMM__C_FOR_EACH_RED(SYMM__C_CASE_PACKET2) default: break; }
-}
-#undef SYMM__C_CASE_PACKET2
-
-#define SYMM__C_CASE_ONESHOT(S)                                                             \
-    case SYMM__C_RED_##S: symm__c_ar_oneshot_##S(ctx, ws, dst, src, nbytes, op, slot, nslots); break;
-SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_ar_oneshot(
-    const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes,
-    int kind, int op, uint32_t slot, uint32_t nslots) {
-    switch (kind) { SYMM__C_FOR_EACH_RED(SYMM__C_CASE_ONESHOT) default: break; }
-}
-#undef SYMM__C_CASE_ONESHOT
-
-#define SYMM__C_CASE_TWOSHOT(S)                                                             \
-    case SYMM__C_RED_##S: symm__c_ar_twoshot_##S(ctx, ws, dst, src, nbytes, op, slot, nslots); break;
-SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_ar_twoshot(
-    const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes,
-    int kind, int op, uint32_t slot, uint32_t nslots) {
-    switch (kind) { SYMM__C_FOR_EACH_RED(SYMM__C_CASE_TWOSHOT) default: break; }
-}
-#undef SYMM__C_CASE_TWOSHOT
-
-#define SYMM__C_CASE_TWOSHOT_ST(S)                                                          \
-    case SYMM__C_RED_##S: symm__c_ar_twoshot_st_##S(ctx, ws, dst, src, nbytes, op, slot, nslots); break;
-SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_ar_twoshot_st(
-    const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes,
-    int kind, int op, uint32_t slot, uint32_t nslots) {
-    switch (kind) { SYMM__C_FOR_EACH_RED(SYMM__C_CASE_TWOSHOT_ST) default: break; }
-}
-#undef SYMM__C_CASE_TWOSHOT_ST
+/* symm__c_NAME(ctx, ws, dst, src, nbytes, kind, op, slot, nslots): the form
+ * of the all-reduce NAME for reduction kind `kind`. */
+#define SYMM__C_CASE_AR(S, NAME)                                                            \
+    case SYMM__C_RED_##S: symm__c_##NAME##_##S(ctx, ws, dst, src, nbytes, op, slot, nslots); break;
+#define SYMM__C_DEFINE_AR_DISPATCH(NAME)                                                    \
+    SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_##NAME(                             \
+        const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes, \
+        int kind, int op, uint32_t slot, uint32_t nslots) {                                 \
+        switch (kind) { SYMM__C_FOR_EACH_RED_WITH(SYMM__C_CASE_AR, NAME) default: break; }  \
+    }
+SYMM__C_DEFINE_AR_DISPATCH(ar_packet2)
+SYMM__C_DEFINE_AR_DISPATCH(ar_oneshot)
+SYMM__C_DEFINE_AR_DISPATCH(ar_twoshot)
+SYMM__C_DEFINE_AR_DISPATCH(ar_twoshot_st)
+#undef SYMM__C_DEFINE_AR_DISPATCH
+#undef SYMM__C_CASE_AR
 
 #define SYMM__C_CASE_RS(S)                                                                  \
     case SYMM__C_RED_##S: symm__c_rs_direct_##S(ctx, ws, dst, src, nbytes, piece, op, slot, nslots); break;

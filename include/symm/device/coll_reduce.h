@@ -388,6 +388,10 @@ SYMM__C_DEFINE_ACC_Q8H(e5m2h, symm__c_e5m2_to_f16, symm__c_f32_to_e5m2)
  * one of these. */
 #define SYMM__C_FOR_EACH_RED(X)                                                             \
     X(f32) X(f64) X(f16) X(bf16) X(i32) X(u32) X(i64) X(u64) X(e4m3) X(e5m2) X(e4m3h) X(e5m2h)
+/* The same with one more argument: X(suffix, A). */
+#define SYMM__C_FOR_EACH_RED_WITH(X, A)                                                     \
+    X(f32, A) X(f64, A) X(f16, A) X(bf16, A) X(i32, A) X(u32, A) X(i64, A) X(u64, A)         \
+    X(e4m3, A) X(e5m2, A) X(e4m3h, A) X(e5m2h, A)
 
 /* Reduction kinds, in the order of SYMM__C_FOR_EACH_RED; -1 = unsupported. */
 enum {
