@@ -162,6 +162,24 @@ static const symm_coll_algo_t ALGOS[] = {SYMM_COLL_ALGO_AUTO,    SYMM_COLL_ALGO_
                                          SYMM_COLL_ALGO_TWOSHOT, SYMM_COLL_ALGO_MULTIMEM, SYMM_COLL_ALGO_PUSH};
 #define N_ALGOS (sizeof(ALGOS) / sizeof(ALGOS[0]))
 
+/* All-reduce `algo` at every count of COUNTS (plus v) for four (type, op)
+ * pairs v, the fp8 one (v = 3) accumulating in fp8_acc; buffer kind, place
+ * and team vary with v, one element of offset when c % 3 == off_phase. */
+static void check_all_reduce_counts(symm_coll_algo_t algo, const symm_dtype_t types[4], const symm_redop_t ops[4],
+                                    symm_dtype_t fp8_acc, size_t off_phase) {
+    for (size_t c = 0; c < N_COUNTS; c++)
+        for (int v = 0; v < 4; v++)
+            check_all_reduce(types[v], ops[v], v == 3 ? fp8_acc : SYMM_DTYPE_DEFAULT, algo, COUNTS[c] + (size_t)v,
+                             (int)(c + (size_t)v) & 1, v >> 1, (c % 3 == off_phase) ? 1 : 0, v & 1);
+}
+
+/* A kernel that runs from 3 PEs only ran `ran` times: some with 3 or more
+ * PEs, none with 2. */
+static void expect_from_3(const char *what, long long ran) {
+    if (npes >= 3 ? ran == 0 : ran != 0)
+        TEST_FAIL("%s ran %lld times on %d PEs (it runs from 3 PEs only)", what, ran, npes);
+}
+
 static void part_matrix(void) {
     int combo = 0;
     for (int ti = 0; ti < CT_N_RED_TYPES; ti++) {
@@ -207,31 +225,24 @@ static void part_matrix(void) {
     SYMM_CHECK(symm_barrier_all());
     /* two-shot packets at every count (from 3 PEs; the smallest, with fewer
      * than two words per PE, fall back to one shot), several types and ops */
-    symm__coll_tune_ar_packet(1, 0);
-    for (size_t c = 0; c < N_COUNTS; c++)
-        for (int v = 0; v < 4; v++) {
-            static const symm_dtype_t types[4] = {SYMM_DTYPE_F32, SYMM_DTYPE_BF16, SYMM_DTYPE_I64, SYMM_DTYPE_FP8_E4M3};
-            static const symm_redop_t ops[4] = {SYMM_OP_SUM, SYMM_OP_MAX, SYMM_OP_MIN, SYMM_OP_SUM};
-            check_all_reduce(types[v], ops[v], v == 3 ? SYMM_DTYPE_F16 : SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_PACKET,
-                             COUNTS[c] + (size_t)v, (int)(c + (size_t)v) & 1, v >> 1, (c % 3 == 1) ? 1 : 0, v & 1);
-        }
-    symm__coll_tune_ar_packet(0, 0);
-    if (npes >= 3 ? g_packet2 == 0 : g_packet2 != 0)
-        TEST_FAIL("the two-shot packet all-reduce ran %lld times on %d PEs (it runs from 3 PEs only)", g_packet2, npes);
+    {
+        static const symm_dtype_t types[4] = {SYMM_DTYPE_F32, SYMM_DTYPE_BF16, SYMM_DTYPE_I64, SYMM_DTYPE_FP8_E4M3};
+        static const symm_redop_t ops[4] = {SYMM_OP_SUM, SYMM_OP_MAX, SYMM_OP_MIN, SYMM_OP_SUM};
+        symm__coll_tune_ar_packet(1, 0);
+        check_all_reduce_counts(SYMM_COLL_ALGO_PACKET, types, ops, SYMM_DTYPE_F16, 1);
+        symm__coll_tune_ar_packet(0, 0);
+        expect_from_3("the two-shot packet all-reduce", g_packet2);
+    }
     /* TWOSHOT took the stores-only kernel above (from 3 PEs); here the one
      * that loads from the peers, at every count */
-    symm__coll_tune_ar_stores(1);
-    for (size_t c = 0; c < N_COUNTS; c++)
-        for (int v = 0; v < 4; v++) {
-            static const symm_dtype_t types[4] = {SYMM_DTYPE_F32, SYMM_DTYPE_F16, SYMM_DTYPE_U32, SYMM_DTYPE_FP8_E5M2};
-            static const symm_redop_t ops[4] = {SYMM_OP_SUM, SYMM_OP_MIN, SYMM_OP_MAX, SYMM_OP_SUM};
-            check_all_reduce(types[v], ops[v], v == 3 ? SYMM_DTYPE_F32 : SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_TWOSHOT,
-                             COUNTS[c] + (size_t)v, (int)(c + (size_t)v) & 1, v >> 1, (c % 3 == 2) ? 1 : 0, v & 1);
-        }
-    symm__coll_tune_ar_stores(0);
-    if (npes >= 3 ? g_stores == 0 : g_stores != 0)
-        TEST_FAIL("the stores-only two-shot all-reduce ran %lld times on %d PEs (it runs from 3 PEs only)", g_stores,
-                  npes);
+    {
+        static const symm_dtype_t types[4] = {SYMM_DTYPE_F32, SYMM_DTYPE_F16, SYMM_DTYPE_U32, SYMM_DTYPE_FP8_E5M2};
+        static const symm_redop_t ops[4] = {SYMM_OP_SUM, SYMM_OP_MIN, SYMM_OP_MAX, SYMM_OP_SUM};
+        symm__coll_tune_ar_stores(1);
+        check_all_reduce_counts(SYMM_COLL_ALGO_TWOSHOT, types, ops, SYMM_DTYPE_F32, 2);
+        symm__coll_tune_ar_stores(0);
+        expect_from_3("the stores-only two-shot all-reduce", g_stores);
+    }
     if (me == 0)
         printf("matrix: %lld checked calls (%lld two-shot packet, %lld stores-only two-shot all-reduces)\n", g_checks,
                g_packet2, g_stores);

@@ -123,6 +123,11 @@ SYMM__DEVICE_INTERNAL uint64_t symm__c_ldw(const void *p, uint32_t nb) {
     return w;
 }
 
+/* Bytes of word k (8 bytes each) of an nbytes buffer: 8, fewer for a short last one. */
+SYMM__DEVICE_INTERNAL uint32_t symm__c_word_nb(uint64_t nbytes, uint64_t k) {
+    return nbytes - 8 * k < 8 ? (uint32_t)(nbytes - 8 * k) : 8u;
+}
+
 SYMM__DEVICE_INTERNAL void symm__c_stw(void *p, uint64_t w, uint32_t nb) {
     char *c = (char *)p;
     uint32_t i = 0;
@@ -382,7 +387,7 @@ SYMM__NOINLINE void symm__c_fail_a2av(int pe, int to, unsigned long long count, 
         symm__c_ep_t e = symm__c_epoch_begin(ws, slot);                                           \
         symm__c_split((nbytes + 7) / 8, nslots, slot, &lo, &hi);                                  \
         for (k = lo + t; k < hi; k += nt) {                                                       \
-            uint32_t nb = (nbytes - 8 * k < 8) ? (uint32_t)(nbytes - 8 * k) : 8u;                 \
+            uint32_t nb = symm__c_word_nb(nbytes, k);                                             \
             uint64_t w0 = piece ? 0 : symm__c_ldw(src + 8 * k, nb);                               \
             for (int i = 1; i < n; i++) {                                                         \
                 int p = me + i < n ? me + i : me + i - n;                                         \
@@ -393,7 +398,7 @@ SYMM__NOINLINE void symm__c_fail_a2av(int pe, int to, unsigned long long count, 
             }                                                                                     \
         }                                                                                         \
         for (k = lo + t; k < hi; k += nt) {                                                       \
-            uint32_t nb = (nbytes - 8 * k < 8) ? (uint32_t)(nbytes - 8 * k) : 8u;                 \
+            uint32_t nb = symm__c_word_nb(nbytes, k);                                             \
             symm__c_acc_##S a;                                                                    \
             for (int p = 0; p < n; p++) {                                                         \
                 uint64_t w = (p == me)                                                            \
@@ -454,14 +459,14 @@ SYMM__DEVICE_INTERNAL void symm__c_piece(uint64_t words, int n, int p, uint64_t 
                 symm__c_piece(words, n, p, &ps, &pl);                                             \
                 if (k < pl) {                                                                     \
                     uint64_t g = ps + k;                                                          \
-                    uint32_t nb = (nbytes - 8 * g < 8) ? (uint32_t)(nbytes - 8 * g) : 8u;         \
+                    uint32_t nb = symm__c_word_nb(nbytes, g);                                     \
                     symm__c_st16_vol(symm__c_peer(ctx, out + (k - lo) * 16, p),                   \
                                      symm__c_pkt(symm__c_ldw(src + 8 * g, nb), e.flag));          \
                 }                                                                                 \
             }                                                                                     \
         for (k = lo + t; k < hi && k < ml; k += nt) {                                             \
             uint64_t g = ms + k;                                                                  \
-            uint32_t nb = (nbytes - 8 * g < 8) ? (uint32_t)(nbytes - 8 * g) : 8u;                 \
+            uint32_t nb = symm__c_word_nb(nbytes, g);                                             \
             symm__c_acc_##S a;                                                                    \
             uint64_t r;                                                                           \
             for (int p = 0; p < n; p++) {                                                         \
@@ -485,7 +490,7 @@ SYMM__DEVICE_INTERNAL void symm__c_piece(uint64_t words, int n, int p, uint64_t 
                 symm__c_piece(words, n, p, &ps, &pl);                                             \
                 if (k < pl) {                                                                     \
                     uint64_t g = ps + k;                                                          \
-                    uint32_t nb = (nbytes - 8 * g < 8) ? (uint32_t)(nbytes - 8 * g) : 8u;         \
+                    uint32_t nb = symm__c_word_nb(nbytes, g);                                     \
                     symm__c_stw(dst + 8 * g,                                                      \
                                 symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p) + half + \
                                                           (k - lo) * 16, e.flag), nb);            \
@@ -725,7 +730,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT symm__c_xs_t symm__c_handshake_pub(
         uint64_t nt) {                                                                            \
         int n = x->ctx->n_pes;                                                                    \
         for (uint64_t k = k0 + t; k < k1; k += nt) {                                              \
-            uint32_t nb = (nbytes - 8 * k < 8) ? (uint32_t)(nbytes - 8 * k) : 8u;                 \
+            uint32_t nb = symm__c_word_nb(nbytes, k);                                             \
             symm__c_acc_##S a;                                                                    \
             for (int p = 0; p < n; p++) {                                                         \
                 uint64_t w = symm__c_ldw(symm__c_xaddr(x, src, p, 0) + src_off + 8 * k, nb);      \
@@ -886,7 +891,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
     symm__c_split((nbytes + 7) / 8, nslots, slot, &lo, &hi);
     if (sends) {
         for (k = lo + t; k < hi; k += nt) {
-            uint32_t nb = (nbytes - 8 * k < 8) ? (uint32_t)(nbytes - 8 * k) : 8u;
+            uint32_t nb = symm__c_word_nb(nbytes, k);
             uint64_t w0 = piece ? 0 : symm__c_ldw(src + 8 * k, nb);
             for (int i = 1; i < n; i++) {
                 int p = me + i < n ? me + i : me + i - n;
@@ -903,7 +908,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
         }
     }
     for (k = lo + t; k < hi; k += nt) {
-        uint32_t nb = (nbytes - 8 * k < 8) ? (uint32_t)(nbytes - 8 * k) : 8u;
+        uint32_t nb = symm__c_word_nb(nbytes, k);
         for (int p = 0; p < n; p++) {
             if (p == me || (root >= 0 && p != root))
                 continue;
@@ -947,7 +952,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
             symm__c_split(hi - lo, (uint32_t)m, (uint32_t)j, &plo, &phi);
             for (k = plo + t; k < phi; k += nt) {
                 uint64_t b = 8 * (lo + k);
-                uint32_t nb = (nbytes - b < 8) ? (uint32_t)(nbytes - b) : 8u;
+                uint32_t nb = symm__c_word_nb(nbytes, lo + k);
                 uint64_t w = symm__c_ldw(src + b, nb);
                 symm__c_st16_vol(reg + (k - plo) * 16, symm__c_pkt(w, e.flag));
                 if (dst != src)
@@ -959,7 +964,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
         symm__c_split(hi - lo, (uint32_t)m, (uint32_t)mine, &plo, &phi);
         for (k = plo + t; k < phi; k += nt) {
             uint64_t b = 8 * (lo + k);
-            uint32_t nb = (nbytes - b < 8) ? (uint32_t)(nbytes - b) : 8u;
+            uint32_t nb = symm__c_word_nb(nbytes, lo + k);
             uint64_t w = symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, root) + (k - plo) * 16, e.flag);
             for (int i = 1; i < m; i++) {
                 int q = (root + 1 + (mine + i) % m) % n;
@@ -974,7 +979,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
             symm__c_split(hi - lo, (uint32_t)m, (uint32_t)j, &plo, &phi);
             for (k = plo + t; k < phi; k += nt) {
                 uint64_t b = 8 * (lo + k);
-                uint32_t nb = (nbytes - b < 8) ? (uint32_t)(nbytes - b) : 8u;
+                uint32_t nb = symm__c_word_nb(nbytes, lo + k);
                 symm__c_stw(dst + b, symm__c_wait_pkt(ctx, reg + (k - plo) * 16, e.flag), nb);
             }
         }
