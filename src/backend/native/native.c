@@ -128,10 +128,10 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
         return symm__error(SYMM_ERR_ENV, "SYMM_DEBUG_DENY_PEER='%s' is not 'i:j'", args->deny_peer);
     /* Every PE learns whether every other found a device, so a node where
      * only some PEs fail does not hang the others in the next exchange. */
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    int32_t ok = (e == cudaSuccess && count > 0);
-    (void)cudaGetLastError();
+    const char *why = NULL;
+    int count = symm__native_gpu_count(&why);
+    int32_t ok = count > 0;
+    cudaError_t e;
     int world = symm__bootstrap_nranks(args->boot);
     int32_t *oks = calloc((size_t)world, sizeof(int32_t));
     if (!oks)
@@ -145,12 +145,10 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
     if (st != SYMM_SUCCESS)
         return st;
     if (!ok)
-        return symm__error(SYMM_ERR_NO_DEVICE,
-                           "no usable CUDA device (%s); run on a GPU machine, or set "
-                           "SYMM_BACKEND=host for CPU-only testing",
-                           e == cudaSuccess ? "device count is 0" : cudaGetErrorString(e));
+        return symm__error(SYMM_ERR_NO_DEVICE, "%s; run on a GPU machine, or set SYMM_BACKEND=host for "
+                           "CPU-only testing", why);
     if (first_bad >= 0)
-        return symm__error(SYMM_ERR_NO_DEVICE, "PE %d found no usable CUDA device", first_bad);
+        return symm__error(SYMM_ERR_NO_DEVICE, "PE %d found no usable GPU", first_bad);
 
     int dev = args->local_rank % count;
     if ((e = cudaSetDevice(dev)) != cudaSuccess)
