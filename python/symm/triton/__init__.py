@@ -44,8 +44,12 @@ type) and use tl.load / tl.store / tl.atomic_* on the result, e.g.
 Constants for the int parameters: CMP_*, SIGNAL_SET/ADD, SEM_*, SCOPE_*,
 DTYPE_*, OP_*, ALGO_* (tl.constexpr).
 """
-import triton
-import triton.language as tl
+try:
+    import triton
+    import triton.language as tl
+except ImportError as _e:
+    raise ImportError("symm.triton needs Triton 3.4 to 3.6, which is not installed (%s): "
+                      "pip install symm[triton]" % _e) from _e
 
 
 def _version(v):
@@ -53,8 +57,8 @@ def _version(v):
 
 
 if _version(triton.__version__) < (3, 4):
-    raise ImportError("symm.triton needs Triton 3.4 or newer (builtins take _semantic); found %s"
-                      % triton.__version__)
+    raise ImportError("symm.triton needs Triton 3.4 or newer (builtins take _semantic); found %s: "
+                      "pip install symm[triton]" % triton.__version__)
 
 from . import raw  # noqa: E402,F401
 from ._api import *  # noqa: E402,F401,F403
