@@ -9,7 +9,7 @@
  * few device-memory helpers. A new backend fills one symm__backend_ops_t and
  * adds itself to symm__backend_find (registry.c).
  *
- * Layout (DESIGN.md decision 2): one reservation per process; node PE i's
+ * Layout (docs/design.md decision 2): one reservation per process; node PE i's
  * heap lives at slot0 + i * stride, so a peer address is arithmetic.
  */
 #ifndef SYMM_BACKEND_H

@@ -1,5 +1,5 @@
 /*
- * ipc.c - passing file descriptors between the PEs of a node (DESIGN.md
+ * ipc.c - passing file descriptors between the PEs of a node (docs/design.md
  * decision 3): each PE binds a Unix datagram socket in the abstract
  * namespace, named after the job id the bootstrap agreed on, and sends its
  * descriptor to every other PE with SCM_RIGHTS.

@@ -583,7 +583,7 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_ONESHOT)
  * every "peer" load read this PE's own buffer, so every direct algorithm was
  * wrong.) The common case, every PE passing the same symmetric pointers, is
  * detected during the handshake (`sym`) and then uses plain arithmetic
- * (DESIGN.md decision 2); otherwise (a PE that staged through scratch, or
+ * (docs/design.md decision 2); otherwise (a PE that staged through scratch, or
  * different heap pointers per PE) the loops use the published offsets. A
  * buffer outside the heap is published as SYMM__C_NOT_HEAP; the caller says
  * which buffers the peers dereference, and when one of those is outside the
@@ -1081,13 +1081,9 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
  * flag value, which no earlier call of the slot used). The number of pieces
  * depends only on nbytes, n and the slot, so it is the same on every PE.
  *
- * 16 pieces of at least 16 KiB measured best on 4x H200: 8 tie, 4, 32 and
- * 64 lose (64 MiB: 244, 236, 239 against 217 us), each piece's release
- * costing more than the shorter pipeline ends save; and the root's own copy
- * is not the limit (in place, where it makes none, is no faster), so having
- * the non-roots fill its dst instead lost out of place (256 MiB 926 against
- * 867 us): bench/results/2026-11-21-h200-4gpu-coll-s6-bcast-pieces.md and
- * -s6-bcast.md.
+ * 16 pieces of at least 16 KiB: fewer or more lose (64 MiB: 217 us against
+ * 244 with 4 and 239 with 64), each piece's release costing more than the
+ * shorter pipeline ends save (docs/tuning.md).
  */
 #ifndef SYMM__C_BCAST_PIECES
 #  define SYMM__C_BCAST_PIECES 16u

@@ -155,11 +155,8 @@ typedef enum symm_coll_algo {
 /* Data-region geometry of a workspace of `size` bytes for a team of n PEs:
  * NBMAX block slots, each region a multiple of 256 bytes, at most 1 GiB;
  * 0 when there is no room. The packet regions fill the first half of the
- * workspace after the sync words (the places they had in a 16 MiB workspace
- * before the one-shot regions moved out of them: the 128-256 KiB
- * all-reduces were 0.2-0.3 us slower with the regions packed closer,
- * bench/results/2026-11-21-h200-4gpu-coll-s5-run3.md against -s5-final.md),
- * the one-shot regions follow. Host and device compute it alike, so both
+ * workspace after the sync words, the one-shot regions follow (packed
+ * closer, the 128-256 KiB all-reduces were 0.2-0.3 us slower: docs/tuning.md). Host and device compute it alike, so both
  * agree on every PE (same scratch size, same team). */
 #define SYMM__COLL_WS_NBMAX 32u
 #define SYMM__COLL_WS_REGION(size, n) SYMM__COLL_WS_REGION_NB(size, n, SYMM__COLL_WS_NBMAX)

@@ -9,7 +9,7 @@
 
 /*
  * PE pe's copy of the symmetric address p is p + (pe - my_pe) * stride
- * (DESIGN.md decision 2); no range check on the hot path (symm_ctx_ptr is the
+ * (docs/design.md decision 2); no range check on the hot path (symm_ctx_ptr is the
  * checked form).
  *
  * my_pe and stride never change while a kernel runs (the host writes the
@@ -19,11 +19,10 @@
  * compiler a pure function of the pointer, so it loads them once, ahead of
  * the caller's loops, instead of again after every "memory" clobber, barrier,
  * call and acquire in them (after an acquire, which invalidates L1, the
- * reload came from L2: 0.940 vs 0.795 us per p ping-pong with the context
- * copied to registers, bench/results/2026-11-21-h200-4gpu-rma.md). The
- * compiler may execute that asm where the context is not global (it did:
- * 6432ab0 reverted a version that faulted on a local context), so the asm
- * tests the address space itself and loads nothing (yields 0) elsewhere. A
+ * reload comes from L2: 0.940 against 0.795 us per p ping-pong,
+ * docs/tuning.md). The compiler may execute that asm where the context is
+ * not global, so the asm tests the address space itself and loads nothing
+ * (yields 0) elsewhere. A
  * context elsewhere (a local copy, a __grid_constant__ or by-value kernel
  * parameter) takes plain loads, which the compiler keeps in registers; nvcc
  * copies a by-value (not __grid_constant__) parameter to local memory once

@@ -1,6 +1,6 @@
 /*
  * native.c - the native backend: CUDA VMM chunks shared by POSIX file
- * descriptors and mapped into every node PE's slot (DESIGN.md decisions 2-3).
+ * descriptors and mapped into every node PE's slot (docs/design.md decisions 2-3).
  *
  * Each chunk: cuMemCreate on this PE's GPU -> cuMemExportToShareableHandle
  * (an fd; the runtime passes it around) -> on every PE cuMemImport of each
@@ -41,7 +41,7 @@ static symm_status_t cuda_err(const char *what, cudaError_t e) {
     return symm__error(SYMM_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
-/* PEs sharing one GPU (DESIGN.md decision 9): how many node PEs have this
+/* PEs sharing one GPU (docs/design.md decision 9): how many node PEs have this
  * PE's bus id, and which is the first of them (it logs the mode once). */
 typedef struct gpu_sharing {
     int pes;   /* node PEs on this GPU, this one included */
