@@ -119,9 +119,6 @@ int symm__parse_deny_peer(const char *text, int *i, int *j);
  * (host backend). Honours ctx->timeout_ns and the abort flag. */
 symm_status_t symm__host_team_barrier(const symm_ctx_t *ctx);
 
-/* Launch the stream barrier kernel (src/runtime/stream_barrier.cu). */
-symm_status_t symm__launch_stream_barrier(const symm_ctx_t *d_ctx, symm_stream_t stream);
-
 #ifdef __cplusplus
 }
 #endif

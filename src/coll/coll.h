@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "symm/symm.h"
+#include "symm/device/coll_auto.h"
+#include "symm/device/coll_layout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -16,29 +18,6 @@ extern "C" {
  * first collective on the team). */
 #define SYMM__COLL_STAGE_BYTES ((size_t)64 << 20)
 
-/* Sizes (bytes per PE; per peer for all-to-all) up to which AUTO picks each
- * algorithm; docs/tuning.md gives the measurements behind every limit here.
- * Packets need no handshake, the direct kernels two (about 4 us). */
-#define SYMM__COLL_PACKET_MAX  ((uint64_t)128 << 10)
-#define SYMM__COLL_ONESHOT_MAX ((uint64_t)256 << 10)
-/* All-reduce from 3 PEs: PACKET sends every word to every peer (one shot)
- * up to AR_PACKET2_MIN bytes and in two shots above it (to the owner of its
- * piece, which sends the result to all: symm__c_ar_packet2), and AUTO picks
- * PACKET up to AR_PACKET_MAX: two shots beat the two-shot direct kernel at
- * 384-512 KiB (8.63 against 9.68 us at 384 KiB, bench/results/latest/coll.md). */
-#define SYMM__COLL_AR_PACKET2_MIN ((uint64_t)128 << 10)
-#define SYMM__COLL_AR_PACKET_MAX  ((uint64_t)512 << 10)
-/* All-reduce from 3 PEs: TWOSHOT up to AR_STORES_MAX bytes stores each
- * piece into its owner's plain-data region instead of the owner loading it
- * (symm__c_ar_twoshot_st), when a slot's share fits a region: local loads,
- * no round trip per load (2 MiB: 17.09 against 18.26 us). */
-#define SYMM__COLL_AR_STORES_MAX  ((uint64_t)4 << 20)
-/* Broadcast from 3 PEs: packets from the root to every non-root up to
- * HOP1_MAX bytes, then in two hops (root -> one non-root per part -> the
- * others) up to PACKET_MAX, then the direct kernel (symm__c_bcast_pieces).
- * Packets also need to fit the workspace's regions. */
-#define SYMM__COLL_BCAST_HOP1_MAX   ((uint64_t)128 << 10)
-#define SYMM__COLL_BCAST_PACKET_MAX ((uint64_t)256 << 10)
 /* Region units per block of the packet and one-shot kernels (up to the
  * workspace's SYMM__COLL_WS_NBMAX blocks): small calls spread over several
  * blocks (8 KiB over 8: 3.76 us against 4.00 with 512 units per block). */
@@ -85,13 +64,6 @@ extern "C" {
 #if SYMM__COLL_PUSH_AUX_OFF + SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 8u > SYMM__COLL_PUSH_SYNC
 #  error "the push pipeline's sync words must fit below SYMM__COLL_PUSH_SYNC"
 #endif
-/* Sizes from which AUTO picks the push pipeline: all-reduce bytes (from
- * 16 MiB: 82.1 against 89.6 us two-shot, bench/results/latest/coll-push.md),
- * and reduce-scatter bytes per PE: never, its blocks' reductions leave their
- * stores idle (256 MiB: 751 against 726 us); SYMM_COLL_ALGO=push still
- * runs it (it stages nothing). */
-#define SYMM__COLL_PUSH_AR_MIN ((uint64_t)16 << 20)
-#define SYMM__COLL_PUSH_RS_MIN UINT64_MAX
 
 /* Copy-engine data movement (coll_ce.cu): a side stream and two events per
  * team, made when the team's first collective sets it up. */
@@ -104,11 +76,6 @@ void symm__coll_ce_destroy(symm__coll_ce_t *ce);
  * SYMM_ERR_INTERNAL. */
 symm_status_t symm__coll_ce_move(symm__coll_ce_t *ce, symm_team_t team, const void *send, void *recv,
                                  uint64_t nbytes, uint64_t src_piece, uint64_t out_piece, symm_stream_t stream);
-
-/* Forget every team's collective state (its memory belongs to the heap,
- * which finalize releases). To be called by symm_finalize before the heap
- * is unmapped; also safe to call when nothing was set up. */
-void symm__coll_finalize(void);
 
 /* Testing: set the call counters of every block slot of `team`'s workspace
  * to `count` and clear its flags and regions, and set the push pipeline's

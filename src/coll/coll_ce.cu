@@ -30,6 +30,7 @@
 
 extern "C" {
 #include "core/log.h"
+#include "heap/heap.h"
 #include "coll/coll.h"
 }
 
@@ -97,8 +98,9 @@ extern "C" symm_status_t symm__coll_ce_move(symm__coll_ce_t *ce, symm_team_t tea
     }
     for (int i = 1; i < n; i++) {
         int p = (me + i) % n;
+        /* one node (the native backend's rule): world PE wp is node PE wp */
         int wp = symm_team_translate_pe(team, p, symm_team_world());
-        void *dst = wp < 0 ? NULL : symm_ptr(mine, wp);
+        void *dst = wp < 0 ? NULL : symm__heap_peer(mine, wp);
         if (dst == NULL)
             return symm__error(SYMM_ERR_INTERNAL, "collectives (copy engines): no address of PE %d's recv", p);
         if ((e = cudaMemcpyAsync(dst, (const char *)send + (uint64_t)p * src_piece, nbytes,

@@ -1,110 +1,139 @@
 /*
- * heap.c - symm_malloc / calloc / align / free / ptr / heap_info.
- *
- * Every collective call first gathers (op, size, alignment) from every PE, so
- * a PE that disagrees is reported on every PE and nothing happens anywhere;
- * after that all PEs run the same allocator steps and get the same offsets.
+ * heap.c - the heap's state, its set-up and teardown, and the internal
+ * allocation calls (heap.h). The public symm_malloc family, which first
+ * checks that every PE passed the same arguments, is src/runtime/malloc.c.
  */
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/runtime.h"
+#include "heap/heap.h"
+#include "bootstrap/agree.h"
+#include "core/log.h"
 
-enum { OP_MALLOC = 1, OP_CALLOC = 2, OP_ALIGN = 3, OP_FREE = 4 };
-/* rec.bad: */
-enum { REC_OK = 0, REC_BAD_ARG = 1, REC_NULL = 2, REC_OUTSIDE = 3 };
-
-typedef struct heap_rec {
-    uint32_t op;
-    int32_t bad;
-    uint64_t size;  /* bytes, or the offset for a free */
-    uint64_t align;
-} heap_rec_t;
-
-static const char *op_name(uint32_t op) {
-    switch (op) {
-    case OP_MALLOC: return "symm_malloc";
-    case OP_CALLOC: return "symm_calloc";
-    case OP_ALIGN: return "symm_align";
-    case OP_FREE: return "symm_free";
-    default: return "?";
-    }
-}
-
-/* Gather every PE's record; SYMM_ERR_MISMATCH (same message everywhere,
- * listing each PE's arguments) when they differ. */
-static symm_status_t gather_check(const heap_rec_t *mine, const char *what) {
-    symm__runtime_t *rt = &symm__rt;
-    heap_rec_t *all = calloc((size_t)rt->nranks, sizeof(*all));
-    if (!all)
-        return symm__error(SYMM_ERR_NO_MEMORY, "%s: out of host memory", what);
-    symm_status_t st = symm__bootstrap_allgather(rt->boot, mine, all, sizeof(*mine));
-    if (st != SYMM_SUCCESS)
-        goto out;
-    int same = 1;
-    for (int r = 1; r < rt->nranks; r++)
-        same &= all[r].op == all[0].op && all[r].bad == all[0].bad &&
-                all[r].size == all[0].size && all[r].align == all[0].align;
-    if (!same) {
-        char msg[1200];
-        size_t len = 0;
-        for (int r = 0; r < rt->nranks && len < sizeof(msg) - 100; r++) {
-            const heap_rec_t *x = &all[r];
-            int n;
-            if (x->op == OP_FREE)
-                n = snprintf(msg + len, sizeof(msg) - len, "%sPE %d: %s(%s %" PRIu64 ")",
-                             r ? "; " : "", r, op_name(x->op),
-                             x->bad == REC_NULL ? "NULL" : x->bad == REC_OUTSIDE ? "outside heap"
-                                                                                 : "offset",
-                             x->bad == REC_OK ? x->size : 0);
-            else
-                n = snprintf(msg + len, sizeof(msg) - len,
-                             "%sPE %d: %s(size %" PRIu64 ", alignment %" PRIu64 "%s)",
-                             r ? "; " : "", r, op_name(x->op), x->size, x->align,
-                             x->bad ? ", invalid" : "");
-            if (n < 0)
-                break;
-            len += (size_t)n;
-        }
-        if (len >= sizeof(msg) - 100)
-            snprintf(msg + sizeof(msg) - 100, 100, "; ...");
-        st = symm__error(SYMM_ERR_MISMATCH, "%s: arguments differ across PEs: %s", what, msg);
-    }
-out:
-    free(all);
-    return st;
-}
+symm__heap_t symm__heap;
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
+/* Agree on stride, granularity, limit and growth step: every PE must use the
+ * same ones, or offsets and mappings would differ. */
+static symm_status_t agree_layout(void) {
+    symm__heap_t *h = &symm__heap;
+    const symm__heap_job_t *job = &h->job;
+    int nranks = symm__bootstrap_nranks(job->boot);
+    uint64_t mine[4] = {job->be->stride_hint, job->be->granularity, job->limit, job->chunk};
+    uint64_t *all = calloc((size_t)nranks * 4, sizeof(uint64_t));
+    if (!all)
+        return symm__error(SYMM_ERR_NO_MEMORY, "init: out of host memory");
+    symm_status_t st = symm__bootstrap_allgather(job->boot, mine, all, sizeof(mine));
+    if (st != SYMM_SUCCESS) {
+        free(all);
+        return st;
+    }
+    uint64_t stride = 0, gran = 1, limit = UINT64_MAX, chunk = 0;
+    for (int r = 0; r < nranks; r++) {
+        const uint64_t *v = all + 4 * r;
+        stride = v[0] > stride ? v[0] : stride;
+        gran = v[1] > gran ? v[1] : gran; /* powers of two: the max is a multiple of all */
+        if (v[2] && v[2] < limit)
+            limit = v[2];
+        chunk = v[3] > chunk ? v[3] : chunk;
+    }
+    free(all);
+    stride = round_up(stride, gran);
+    if (limit > stride)
+        limit = stride;
+    limit = limit / gran * gran;
+    chunk = chunk ? round_up(chunk, gran) : gran;
+    if (limit < gran)
+        return symm__error(SYMM_ERR_ENV, "SYMM_HEAP_LIMIT (%llu) is below the allocation "
+                           "granularity (%llu bytes)", (unsigned long long)job->limit,
+                           (unsigned long long)gran);
+    h->stride = stride;
+    h->limit = limit;
+    h->chunk_bytes = chunk;
+    SYMM_LOG_INFO("heap: stride %zu, limit %zu, growth step %zu, granularity %llu", h->stride,
+                  h->limit, h->chunk_bytes, (unsigned long long)gran);
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm__heap_setup(const symm__heap_job_t *job) {
+    symm__heap_t *h = &symm__heap;
+    symm_status_t st;
+    memset(h, 0, sizeof(*h));
+    h->job = *job;
+    if ((st = agree_layout()) != SYMM_SUCCESS)
+        goto fail;
+    if ((st = symm__va_setup()) != SYMM_SUCCESS)
+        goto fail;
+    st = symm__alloc_create(h->limit, &h->alloc);
+    if (st != SYMM_SUCCESS)
+        st = symm__error(st, "creating the heap allocator (limit %zu)", h->limit);
+    if ((st = symm__bootstrap_agree(job->boot, st, SYMM_SUCCESS, "heap allocator creation")) != SYMM_SUCCESS)
+        goto fail;
+    return SYMM_SUCCESS;
+fail:
+    symm__heap_teardown();
+    return st;
+}
+
+void symm__heap_teardown(void) {
+    symm__heap_t *h = &symm__heap;
+    symm__alloc_destroy(h->alloc);
+    symm__heap_unmap_all();
+    symm__va_release();
+    memset(h, 0, sizeof(*h));
+}
+
+void symm__heap_set_on_grow(symm_status_t (*fn)(void *arg), void *arg) {
+    symm__heap.on_grow = fn;
+    symm__heap.on_grow_arg = arg;
+}
+
+int symm__heap_offset(const void *p, size_t n, size_t *off) {
+    uintptr_t a = (uintptr_t)p, base = symm__heap_base();
+    if (!p || n == 0 || !symm__heap.mapped || a < base || a - base >= symm__heap.mapped ||
+        n > symm__heap.mapped - (a - base))
+        return 0;
+    if (off)
+        *off = a - base;
+    return 1;
+}
+
+void *symm__heap_peer(const void *p, int pe) {
+    size_t off;
+    if (pe < 0 || pe >= symm__heap.job.n_node || !symm__heap_offset(p, 1, &off))
+        return NULL;
+    return (void *)(symm__heap.slot0 + (uintptr_t)pe * symm__heap.stride + off);
+}
+
 symm_status_t symm__heap_alloc(size_t size, size_t alignment, int zero, size_t *offset) {
-    symm__runtime_t *rt = &symm__rt;
+    symm__heap_t *h = &symm__heap;
     size_t off = 0;
-    symm_status_t st = symm__alloc_place(rt->alloc, size, alignment, &off);
+    symm_status_t st = symm__alloc_place(h->alloc, size, alignment, &off);
     if (st == SYMM_ERR_HEAP_EXHAUSTED)
         return symm__error(st, "no free range of %zu bytes aligned to %zu in the heap (limit %zu "
                            "bytes, %zu in use; raise SYMM_HEAP_LIMIT/SYMM_HEAP_RESERVE)",
-                           size, alignment, rt->limit, symm__alloc_live_bytes(rt->alloc));
+                           size, alignment, h->limit, symm__alloc_live_bytes(h->alloc));
     if (st != SYMM_SUCCESS)
         return symm__error(st, "allocating %zu bytes aligned to %zu", size, alignment);
     size_t end = off + round_up(size, SYMM__ALLOC_MIN_ALIGN);
-    if (end > rt->mapped) {
-        size_t target = round_up(end, rt->chunk_bytes);
-        if (target > rt->limit)
-            target = rt->limit; /* end <= limit: the allocator never places past it */
+    if (end > h->mapped) {
+        size_t target = round_up(end, h->chunk_bytes);
+        if (target > h->limit)
+            target = h->limit; /* end <= limit: the allocator never places past it */
         if ((st = symm__heap_grow(target)) != SYMM_SUCCESS)
             return st;
     }
-    if ((st = symm__alloc_commit(rt->alloc, off, size)) != SYMM_SUCCESS)
+    if ((st = symm__alloc_commit(h->alloc, off, size)) != SYMM_SUCCESS)
         return symm__error(st, "recording a %zu-byte block at offset %zu", size, off);
     if (zero) {
-        st = rt->be->ops->memset_sync(rt->be, (void *)(symm__heap_base() + off), 0, size);
+        symm__backend_t *be = h->job.be;
+        st = be->ops->memset_sync(be, (void *)(symm__heap_base() + off), 0, size);
         /* No PE may store into a peer's copy before that peer zeroed it:
          * the agreement doubles as the barrier. */
-        if ((st = symm__agree(st, SYMM_SUCCESS, "zeroing a heap block")) != SYMM_SUCCESS) {
-            (void)symm__alloc_free(rt->alloc, off, NULL);
+        if ((st = symm__bootstrap_agree(h->job.boot, st, SYMM_SUCCESS, "zeroing a heap block")) !=
+            SYMM_SUCCESS) {
+            (void)symm__alloc_free(h->alloc, off, NULL);
             return st;
         }
     }
@@ -112,101 +141,20 @@ symm_status_t symm__heap_alloc(size_t size, size_t alignment, int zero, size_t *
     return SYMM_SUCCESS;
 }
 
-static symm_status_t user_alloc(uint32_t op, size_t size, size_t alignment, int bad, void **ptr) {
-    const char *what = op_name(op);
-    SYMM__REQUIRE_INIT(what);
-    if (!ptr)
-        return symm__error(SYMM_ERR_INVALID_ARG, "%s: ptr is NULL", what);
-    heap_rec_t rec = {op, bad, size, alignment};
-    symm_status_t st = gather_check(&rec, what);
-    if (st != SYMM_SUCCESS)
-        return st;
-    if (bad)
-        return symm__error(SYMM_ERR_INVALID_ARG, "%s: %s", what,
-                           op == OP_CALLOC ? "count * size overflows"
-                                           : "alignment must be a power of two");
-    if (size == 0) {
-        *ptr = NULL;
-        return SYMM_SUCCESS;
-    }
+symm_status_t symm__heap_malloc(size_t size, int zero, void **ptr) {
     size_t off;
-    if ((st = symm__heap_alloc(size, alignment, op == OP_CALLOC, &off)) != SYMM_SUCCESS)
-        return st;
-    *ptr = (void *)(symm__heap_base() + off);
-    return SYMM_SUCCESS;
+    symm_status_t st = symm__heap_alloc(size, SYMM__ALLOC_MIN_ALIGN, zero, &off);
+    if (st == SYMM_SUCCESS)
+        *ptr = (void *)(symm__heap_base() + off);
+    return st;
 }
 
-symm_status_t symm_malloc(size_t size, void **ptr) {
-    return user_alloc(OP_MALLOC, size, SYMM__ALLOC_MIN_ALIGN, 0, ptr);
-}
-
-symm_status_t symm_calloc(size_t count, size_t size, void **ptr) {
-    int overflow = size != 0 && count > SIZE_MAX / size;
-    return user_alloc(OP_CALLOC, overflow ? 0 : count * size, SYMM__ALLOC_MIN_ALIGN, overflow, ptr);
-}
-
-symm_status_t symm_align(size_t alignment, size_t size, void **ptr) {
-    int bad = alignment == 0 || (alignment & (alignment - 1)) != 0;
-    return user_alloc(OP_ALIGN, size, alignment, bad, ptr);
-}
-
-/* In [base, base + mapped)? */
-static int in_heap(const void *ptr, size_t *offset) {
-    uintptr_t p = (uintptr_t)ptr, base = symm__heap_base();
-    if (p < base || p - base >= symm__rt.mapped)
-        return 0;
-    *offset = p - base;
-    return 1;
-}
-
-symm_status_t symm_free(void *ptr) {
-    SYMM__REQUIRE_INIT("symm_free");
-    symm__runtime_t *rt = &symm__rt;
-    heap_rec_t rec = {OP_FREE, REC_OK, 0, 0};
-    size_t off = 0;
-    if (!ptr)
-        rec.bad = REC_NULL;
-    else if (!in_heap(ptr, &off))
-        rec.bad = REC_OUTSIDE;
-    rec.size = off;
-    /* Kernels of this PE that use the block finish first. The gather below
-     * returns on a PE only once every PE contributed, i.e. once every PE's
-     * device is drained too: it is the barrier that makes reuse safe. */
-    symm_status_t st_sync = rt->be->ops->synchronize(rt->be);
-    symm_status_t st = gather_check(&rec, "symm_free");
-    if (st != SYMM_SUCCESS)
-        return st;
-    if (rec.bad == REC_NULL)
-        return st_sync;
-    if (rec.bad == REC_OUTSIDE)
-        return symm__error(SYMM_ERR_NOT_SYMMETRIC, "symm_free: %p is not in the symmetric heap", ptr);
-    size_t start = 0;
-    st = symm__alloc_free(rt->alloc, off, NULL);
-    if (st == SYMM_ERR_INVALID_POINTER)
-        return symm__alloc_lookup(rt->alloc, off, &start, NULL)
-                   ? symm__error(st, "symm_free: %p is inside the block at offset %zu, not its start",
-                                 ptr, start)
-                   : symm__error(st, "symm_free: %p (offset %zu) is not a live allocation (already "
-                                 "freed, or never allocated)", ptr, off);
-    if (st != SYMM_SUCCESS)
-        return symm__error(st, "symm_free: %p", ptr);
-    return st_sync;
-}
-
-void *symm_ptr(const void *ptr, int pe) {
-    symm__runtime_t *rt = &symm__rt;
+symm_status_t symm__heap_release(void *p) {
     size_t off;
-    if (!rt->initialized || pe < 0 || pe >= rt->nranks || !in_heap(ptr, &off))
-        return NULL;
-    /* One node (init checks it), so world PE pe is node PE pe. */
-    return (void *)(rt->slot0 + (uintptr_t)pe * rt->stride + off);
-}
-
-symm_status_t symm_heap_info(size_t *mapped, size_t *limit) {
-    SYMM__REQUIRE_INIT("symm_heap_info");
-    if (!mapped || !limit)
-        return symm__error(SYMM_ERR_INVALID_ARG, "symm_heap_info: NULL output");
-    *mapped = symm__rt.mapped;
-    *limit = symm__rt.limit;
+    if (!symm__heap_offset(p, 1, &off))
+        return symm__error(SYMM_ERR_NOT_SYMMETRIC, "releasing %p: not in the symmetric heap", p);
+    symm_status_t st = symm__alloc_free(symm__heap.alloc, off, NULL);
+    if (st != SYMM_SUCCESS)
+        return symm__error(st, "releasing %p (offset %zu): not the start of a live block", p, off);
     return SYMM_SUCCESS;
 }

@@ -10,56 +10,60 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "runtime/runtime.h"
+#include "heap/heap.h"
+#include "bootstrap/agree.h"
+#include "core/log.h"
 
 symm_status_t symm__heap_grow(size_t new_mapped) {
-    symm__runtime_t *rt = &symm__rt;
-    symm__backend_t *be = rt->be;
-    const size_t off = rt->mapped, size = new_mapped - rt->mapped;
+    symm__heap_t *h = &symm__heap;
+    symm__backend_t *be = h->job.be;
+    symm__bootstrap_t *boot = h->job.boot;
+    const int n_node = h->job.n_node;
+    const size_t off = h->mapped, size = new_mapped - h->mapped;
     symm__chunk_t *c = NULL;
     int *fds = NULL;
     uintptr_t *addrs = NULL;
     symm_status_t st;
 
-    if (rt->n_chunks == rt->cap_chunks) {
-        int cap = rt->cap_chunks ? 2 * rt->cap_chunks : 16;
-        symm__heap_chunk_t *nc = realloc(rt->chunks, (size_t)cap * sizeof(*nc));
+    if (h->n_chunks == h->cap_chunks) {
+        int cap = h->cap_chunks ? 2 * h->cap_chunks : 16;
+        symm__heap_chunk_t *nc = realloc(h->chunks, (size_t)cap * sizeof(*nc));
         st = nc ? SYMM_SUCCESS : symm__error(SYMM_ERR_NO_MEMORY, "heap growth: out of host memory");
         if (nc) {
-            rt->chunks = nc;
-            rt->cap_chunks = cap;
+            h->chunks = nc;
+            h->cap_chunks = cap;
         }
-        if ((st = symm__agree(st, SYMM_ERR_HEAP_EXHAUSTED, "heap growth")) != SYMM_SUCCESS)
+        if ((st = symm__bootstrap_agree(boot, st, SYMM_ERR_HEAP_EXHAUSTED, "heap growth")) != SYMM_SUCCESS)
             return st;
     }
 
     st = be->ops->chunk_create(be, size, &c);
-    if ((st = symm__agree(st, SYMM_ERR_HEAP_EXHAUSTED, "heap growth")) != SYMM_SUCCESS)
+    if ((st = symm__bootstrap_agree(boot, st, SYMM_ERR_HEAP_EXHAUSTED, "heap growth")) != SYMM_SUCCESS)
         goto out;
 
-    fds = malloc((size_t)rt->n_node * sizeof(int));
-    addrs = malloc((size_t)rt->n_node * sizeof(uintptr_t));
+    fds = malloc((size_t)n_node * sizeof(int));
+    addrs = malloc((size_t)n_node * sizeof(uintptr_t));
     if (!fds || !addrs) {
         st = symm__error(SYMM_ERR_NO_MEMORY, "heap growth: out of host memory");
         goto out; /* the exchange below never started: peers fail on this PE's exit */
     }
-    st = symm__ipc_allgather_fd(rt->ipc, be->ops->chunk_fd(c), ++rt->ipc_tag, fds);
+    st = symm__ipc_allgather_fd(h->job.ipc, be->ops->chunk_fd(c), ++h->ipc_tag, fds);
     if (st != SYMM_SUCCESS)
         goto out;
-    for (int i = 0; i < rt->n_node; i++)
-        addrs[i] = rt->slot0 + (uintptr_t)i * rt->stride + off;
-    st = be->ops->chunk_map(be, c, addrs, fds, rt->n_node, rt->node_me);
-    for (int i = 0; i < rt->n_node; i++)
+    for (int i = 0; i < n_node; i++)
+        addrs[i] = h->slot0 + (uintptr_t)i * h->stride + off;
+    st = be->ops->chunk_map(be, c, addrs, fds, n_node, h->job.node_me);
+    for (int i = 0; i < n_node; i++)
         if (fds[i] >= 0)
             close(fds[i]);
-    if ((st = symm__agree(st, SYMM_ERR_HEAP_EXHAUSTED, "heap growth")) != SYMM_SUCCESS)
+    if ((st = symm__bootstrap_agree(boot, st, SYMM_ERR_HEAP_EXHAUSTED, "heap growth")) != SYMM_SUCCESS)
         goto out;
 
-    rt->chunks[rt->n_chunks++] = (symm__heap_chunk_t){off, size, c};
+    h->chunks[h->n_chunks++] = (symm__heap_chunk_t){off, size, c};
     c = NULL;
-    rt->mapped = new_mapped;
+    h->mapped = new_mapped;
     SYMM_LOG_DEBUG("heap grew to %zu bytes", new_mapped);
-    st = symm__teams_update_heap_size();
+    st = h->on_grow ? h->on_grow(h->on_grow_arg) : SYMM_SUCCESS;
 out:
     if (c)
         be->ops->chunk_destroy(be, c);
@@ -69,11 +73,11 @@ out:
 }
 
 void symm__heap_unmap_all(void) {
-    symm__runtime_t *rt = &symm__rt;
-    for (int i = rt->n_chunks - 1; i >= 0; i--)
-        rt->be->ops->chunk_destroy(rt->be, rt->chunks[i].chunk);
-    free(rt->chunks);
-    rt->chunks = NULL;
-    rt->n_chunks = rt->cap_chunks = 0;
-    rt->mapped = 0;
+    symm__heap_t *h = &symm__heap;
+    for (int i = h->n_chunks - 1; i >= 0; i--)
+        h->job.be->ops->chunk_destroy(h->job.be, h->chunks[i].chunk);
+    free(h->chunks);
+    h->chunks = NULL;
+    h->n_chunks = h->cap_chunks = 0;
+    h->mapped = 0;
 }

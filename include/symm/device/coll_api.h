@@ -6,10 +6,7 @@
 #ifndef SYMM_DEVICE_COLL_API_H
 #define SYMM_DEVICE_COLL_API_H
 
-/* Sizes up to which the device calls prefer PACKET / ONESHOT (bytes one PE
- * contributes), when the scratch has room. */
-#define SYMM__C_DEV_PACKET_MAX  (32u * 1024u)
-#define SYMM__C_DEV_ONESHOT_MAX (256u * 1024u)
+#include "symm/device/coll_auto.h" /* SYMM__COLL_DEV_PACKET_MAX, SYMM__COLL_DEV_ONESHOT_MAX */
 
 /* Check the shared preconditions; returns the element size or stops. */
 SYMM__DEVICE_INTERNAL uint32_t symm__c_dev_check(const symm_ctx_t *ctx, const char *call, int dtype, int op,
@@ -44,8 +41,8 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_all_reduce(const symm_ct
     uint64_t nbytes = (uint64_t)count * esz;
     int kind = symm__c_red_kind(dtype, op, acc);
     if (algo == SYMM_COLL_ALGO_AUTO)
-        algo = nbytes <= SYMM__C_DEV_PACKET_MAX ? SYMM_COLL_ALGO_PACKET
-             : nbytes <= SYMM__C_DEV_ONESHOT_MAX ? SYMM_COLL_ALGO_ONESHOT : SYMM_COLL_ALGO_TWOSHOT;
+        algo = nbytes <= SYMM__COLL_DEV_PACKET_MAX ? SYMM_COLL_ALGO_PACKET
+             : nbytes <= SYMM__COLL_DEV_ONESHOT_MAX ? SYMM_COLL_ALGO_ONESHOT : SYMM_COLL_ALGO_TWOSHOT;
     if (algo == SYMM_COLL_ALGO_PACKET && !symm__c_fits(&ws, nbytes, nblocks, 1))
         algo = SYMM_COLL_ALGO_ONESHOT;
     if (algo == SYMM_COLL_ALGO_ONESHOT && !symm__c_fits(&ws, nbytes, nblocks, 0))
@@ -75,7 +72,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_reduce_scatter(const sym
     uint64_t nbytes = (uint64_t)count * esz;
     int kind = symm__c_red_kind(dtype, op, acc);
     if (algo == SYMM_COLL_ALGO_AUTO)
-        algo = nbytes <= SYMM__C_DEV_PACKET_MAX ? SYMM_COLL_ALGO_PACKET : SYMM_COLL_ALGO_TWOSHOT;
+        algo = nbytes <= SYMM__COLL_DEV_PACKET_MAX ? SYMM_COLL_ALGO_PACKET : SYMM_COLL_ALGO_TWOSHOT;
     if (algo == SYMM_COLL_ALGO_PACKET && symm__c_fits(&ws, nbytes, nblocks, 1))
         symm__c_red_packet(ctx, &ws, (char *)dest, (const char *)src, nbytes, nbytes, kind, op,
                            (uint32_t)block, (uint32_t)nblocks);
@@ -91,7 +88,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_move(const symm_ctx_t *c
     uint32_t esz = symm__c_dev_check(ctx, call, dtype, 0, -1, block, nblocks, 0);
     symm__coll_ws_t ws = symm__c_ctx_ws(ctx);
     uint64_t nbytes = (uint64_t)count * esz;
-    if (nbytes <= SYMM__C_DEV_PACKET_MAX && symm__c_fits(&ws, nbytes, nblocks, 1))
+    if (nbytes <= SYMM__COLL_DEV_PACKET_MAX && symm__c_fits(&ws, nbytes, nblocks, 1))
         symm__c_move_packet(ctx, &ws, (char *)dest, (const char *)src, nbytes, a2a ? nbytes : 0, nbytes, -1,
                             (uint32_t)block, (uint32_t)nblocks);
     else
@@ -107,7 +104,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_broadcast(const symm_ctx
     uint64_t nbytes = (uint64_t)count * esz;
     if (root < 0 || root >= ctx->n_pes)
         symm__c_fail(ctx->world_pe, "symm_broadcast", "root outside the team", dtype, root, -1);
-    if (nbytes <= SYMM__C_DEV_PACKET_MAX && symm__c_fits(&ws, nbytes, nblocks, 1))
+    if (nbytes <= SYMM__COLL_DEV_PACKET_MAX && symm__c_fits(&ws, nbytes, nblocks, 1))
         symm__c_move_packet(ctx, &ws, (char *)dest, (const char *)src, nbytes, 0, 0, root, (uint32_t)block,
                             (uint32_t)nblocks);
     else

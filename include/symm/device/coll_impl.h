@@ -11,7 +11,7 @@
  * the same slot on the other PEs (its handshake words and data regions are
  * its own), so the blocks of one call need not wait for each other.
  *
- * Synchronisation state is in the workspace (coll_types.h): per slot a call
+ * Synchronisation state is in the workspace (coll_layout.h): per slot a call
  * counter (epoch); the flag value of a call is never 0 and the data regions
  * alternate by call parity, so nothing is ever reset and calls captured in
  * CUDA graphs replay correctly. Every call of a slot waits for something
@@ -28,7 +28,7 @@
 #ifndef SYMM_DEVICE_COLL_IMPL_H
 #define SYMM_DEVICE_COLL_IMPL_H
 
-#include "symm/device/coll_types.h"
+#include "symm/device/coll_layout.h"
 #include "symm/device/coll_reduce.h"
 
 /* ---- small PTX helpers ------------------------------------------------------- */
@@ -189,7 +189,7 @@ SYMM__DEVICE_INTERNAL void symm__c_split(uint64_t total, uint32_t parts, uint32_
  * next call of the same parity (and store into a peer's region of it) while
  * that peer still reads the previous one. The share depends only on
  * arguments every PE passes alike, so every PE skips the same slots and the
- * slot's count stays the same on all of them (coll_types.h).
+ * slot's count stays the same on all of them (coll_layout.h).
  */
 SYMM__DEVICE_INTERNAL int symm__c_slot_idle(uint64_t units, uint32_t nslots, uint32_t slot) {
     uint64_t lo, hi;
@@ -235,7 +235,7 @@ SYMM__DEVICE_INTERNAL char *symm__c_region(const symm__coll_ws_t *ws, uint32_t p
 }
 
 /* The plain-data region (ONESHOT) of (parity, slot, source PE): in the
- * second half of the data area, never under a packet region (coll_types.h). */
+ * second half of the data area, never under a packet region (coll_layout.h). */
 SYMM__DEVICE_INTERNAL char *symm__c_region_raw(const symm__coll_ws_t *ws, uint32_t par, uint32_t slot,
                                                int n, int src) {
     return symm__c_region(ws, par + 2u, slot, n, src);
@@ -459,7 +459,7 @@ SYMM__DEVICE_INTERNAL void symm__c_piece(uint64_t words, int n, int p, uint64_t 
  * words, so every piece (the shortest lacks only the last word of the
  * longest) has a word in every slot: each block then waits for a packet from
  * every peer in every call, which is what lets the regions alternate by
- * parity whatever the sizes of consecutive calls (coll_types.h).
+ * parity whatever the sizes of consecutive calls (coll_layout.h).
  */
 #define SYMM__C_DEFINE_AR_PACKET2(S)                                                              \
     SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_ar_packet2_##S(                           \

@@ -24,7 +24,7 @@
 
 #include <stdint.h>
 #include "symm/device/defs.h"
-#include "symm/device/coll_types.h"
+#include "symm/symm_coll_types.h"
 
 #if SYMM_DEVICE_CODE
 #  define SYMM__C_FN SYMM__DEVICE_INTERNAL

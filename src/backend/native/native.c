@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "backend/native/driver.h"
+#include "backend/native/stream_barrier.h"
 #include "core/log.h"
 
 typedef struct symm__native_backend {
