@@ -318,7 +318,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    symm_test_require_gpus(atoi(argv[2]));
+    symm_test_require_pes(atoi(argv[2]));
     const char *s = argv[1];
     if (strcmp(s, "basic") == 0)
         scenario_basic();
