@@ -180,3 +180,21 @@ class Library:
 def load(folder):
     """The Library of cubins in folder (its manifest.json)."""
     return Library(folder)
+
+
+def kernels(source, folder=None):
+    """name -> launcher for the Kernels of `source` (a Python file defining
+    symm.cute.Kernels): their cubins in `folder` when given (no CuTe DSL
+    needed), else the Kernels compiled just in time for this GPU with CuTe
+    DSL. Either way each launcher is called as (grid, *args, stream=None)."""
+    if folder:
+        lib = load(folder)
+        return {name: lib[name] for name in lib}
+    import importlib.util
+    path = os.path.abspath(source)
+    spec = importlib.util.spec_from_file_location(
+        "symm_jit_" + os.path.splitext(os.path.basename(path))[0], path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    from symm.cute.aot import kernels_of
+    return {k.name: k.compile() for k in kernels_of(mod)}

@@ -1,0 +1,138 @@
+"""What the CuTe DSL examples (and the library's GPU check) share: set-up
+under torchrun, the kernels (cubins or just-in-time), timing and tables.
+
+Kernels come from examples/cute/kernels.py and tests/python/cute_kernels.py:
+with --cubins DIR (or SYMM_CUTE_CUBINS) the cubins built ahead of time by
+examples/cute/build_cubins.py are launched through symm.cubin (no CuTe DSL
+on this machine); without it the same Kernels are compiled just in time
+with CuTe DSL for this GPU. Everything else is the same code.
+"""
+import argparse
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+if os.path.isdir(os.path.join(REPO, "python", "symm")):
+    sys.path.insert(0, os.path.join(REPO, "python"))  # a source checkout
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+import symm  # noqa: E402
+import symm.cubin  # noqa: E402
+
+SOURCES = (os.path.join(HERE, "kernels.py"), os.path.join(REPO, "tests", "python", "cute_kernels.py"))
+
+
+class Env:
+    """This PE: rank, world, device, seed, the kernels, and whether PEs share a GPU."""
+
+    def __init__(self, kernels, rank, world, device, seed, shared, iters):
+        self.k, self.rank, self.world, self.device = kernels, rank, world, device
+        self.seed, self.shared, self.iters = seed, shared, iters
+        self.ctx = symm.ctx()
+        self._it = 0
+
+    def next_seed(self):
+        """A fresh seed per call, the same on every PE."""
+        self._it += 1
+        return self.seed * 1000003 + self._it
+
+    def gen(self, seed, pe):
+        g = torch.Generator(device=self.device)
+        g.manual_seed(seed * 131 + pe)
+        return g
+
+    def log(self, *a):
+        if self.rank == 0:
+            print(*a, flush=True)
+
+
+def parser(doc):
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--cubins", default=os.environ.get("SYMM_CUTE_CUBINS"),
+                    help="folder of cubins built by build_cubins.py (default: compile with CuTe DSL)")
+    ap.add_argument("--iters", type=int, default=5, help="checked iterations (fresh data each)")
+    ap.add_argument("--quick", action="store_true", help="fewer sizes and timing repetitions")
+    ap.add_argument("--out", help="append the result table (markdown) to this file")
+    return ap
+
+
+def setup(args):
+    """torch on this PE's GPU, a gloo group (NCCL refuses two ranks on one
+    GPU), symm, a common seed, and the kernels."""
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    ngpu = torch.cuda.device_count()
+    if ngpu == 0:
+        raise SystemExit("SKIP: no CUDA device")
+    torch.cuda.set_device(local % ngpu)
+    torch.empty(1, device="cuda")  # the CUDA context, before cubins load into it
+    os.environ.setdefault("SYMM_WAIT_TIMEOUT", "15")
+    if "WORLD_SIZE" not in os.environ:
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", "29517"))
+    dist.init_process_group("gloo")
+    symm.init()
+    seed = int.from_bytes(symm.host_broadcast(os.urandom(4), 0), "little") % (1 << 30)
+    world = symm.n_pes()
+    shared = world > ngpu
+    kern = {}
+    for src in SOURCES:
+        kern.update(symm.cubin.kernels(src, args.cubins))
+    return Env(kern, symm.my_pe(), world, torch.device("cuda", local % ngpu), seed, shared,
+               args.iters)
+
+
+def finish():
+    torch.cuda.synchronize()
+    symm.barrier()
+    symm.finalize()
+    dist.destroy_process_group()
+
+
+def time_us(fn, reps=20, warmup=3):
+    """Median time of fn() in microseconds, each call between host barriers
+    of every PE (so the PEs start together)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        symm.barrier()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0)
+    # the slowest PE's median is the collective's time
+    med = statistics.median(times)
+    return max(float(x) for x in symm.host_allgather(repr(med).encode()))
+
+
+def title(env, what):
+    if env.shared:
+        return ("%s: %d PEs sharing one GPU (time-sliced or under MPS; not a measure of NVLink)"
+                % (what, env.world))
+    return "%s: %d PEs, one GPU each" % (what, env.world)
+
+
+def table(env, what, header, rows, out=None):
+    """Print (and append to `out`) a markdown table on PE 0."""
+    if env.rank != 0:
+        return
+    lines = ["", "### " + title(env, what), "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    text = "\n".join(lines)
+    print(text, flush=True)
+    if out:
+        with open(out, "a") as f:
+            f.write(text + "\n")
+
+
+def check_all_pes(ok):
+    """True only if `ok` on every PE."""
+    return all(x == b"1" for x in symm.host_allgather(b"1" if ok else b"0"))
