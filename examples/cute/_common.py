@@ -136,3 +136,67 @@ def table(env, what, header, rows, out=None):
 def check_all_pes(ok):
     """True only if `ok` on every PE."""
     return all(x == b"1" for x in symm.host_allgather(b"1" if ok else b"0"))
+
+
+def main(run, doc):
+    """Run one example as a script under torchrun: `run(env, args)` returns
+    (title, header, rows, ok)."""
+    args = parser(doc).parse_args()
+    env = setup(args)
+    what, header, rows, ok = run(env, args)
+    table(env, what, header, rows, args.out)
+    finish()
+    if not ok:
+        raise SystemExit(1)
+
+
+def check_and_time(env, args, call, fill, verify, base=None):
+    """env.iters times: fill(seed) the inputs, call(), verify(seed) on every
+    PE (a fresh seed each time); then the median time of call() and of the
+    baseline base(). Returns (ok on every PE, us, baseline us or None)."""
+    good = True
+    for _ in range(env.iters):
+        s = env.next_seed()
+        fill(s)
+        torch.cuda.synchronize()
+        symm.barrier()
+        call()
+        torch.cuda.synchronize()
+        symm.barrier()
+        good = bool(verify(s)) and good
+    good = check_all_pes(good)
+    reps = 5 if args.quick else 20
+    t = time_us(call, reps)
+    tb = time_us(base, reps) if base is not None else None
+    return good, t, tb
+
+
+def row(name, nbytes, good, t, tb):
+    return (name, nbytes, "ok" if good else "WRONG", "%.1f" % t,
+            "%.1f" % tb if tb is not None else "-", "%.2f" % (tb / t) if tb else "-")
+
+
+class Epochs:
+    """Per-kernel call counters (the epoch a call's signals carry)."""
+
+    def __init__(self):
+        self.n = {}
+
+    def next(self, name):
+        self.n[name] = self.n.get(name, 0) + 1
+        return self.n[name]
+
+
+def coll_blocks(nbytes):
+    """CTAs of a grid-scope collective call: one per 16 KiB, at most 32 and
+    never more than this PE's share of SMs (a grid that waits on peers must
+    fit on the GPU at once)."""
+    return max(1, min(32, symm.sm_share(), -(-nbytes // 16384)))
+
+
+def data(env, seed, pe, n, dtype=torch.float32, integer=False):
+    """PE pe's input for a seed (every PE can rebuild every PE's input)."""
+    g = env.gen(seed, pe)
+    if integer:
+        return torch.randint(-8, 8, (n,), generator=g, device=env.device).to(dtype)
+    return torch.randn(n, generator=g, device=env.device).to(dtype)

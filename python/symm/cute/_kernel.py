@@ -122,10 +122,10 @@ class Kernel:
 
     # -- ahead of time ---------------------------------------------------------
 
-    def aot(self, out_dir, arch=90, options=None):
+    def aot(self, out_dir, arch=90, options=None, keep_ptx=False):
         """Compile for `arch` (no GPU needed) into out_dir/<name>.cubin and
-        return its manifest entry (symm.cubin reads it). The PTX is kept as
-        out_dir/<name>.ptx for inspection."""
+        return its manifest entry (symm.cubin reads it); keep_ptx also
+        writes out_dir/<name>.ptx."""
         os.makedirs(out_dir, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="symm-cute-") as dump:
             opts = "--gpu-arch %s --keep-ptx --keep-cubin --dump-dir %s %s" % (
@@ -147,8 +147,9 @@ class Kernel:
                                "Kernel declares %s" % (self.name, entry, sizes, want))
         with open(os.path.join(out_dir, self.name + ".cubin"), "wb") as f:
             f.write(cubin)
-        with open(os.path.join(out_dir, self.name + ".ptx"), "w") as f:
-            f.write(ptx)
+        if keep_ptx:
+            with open(os.path.join(out_dir, self.name + ".ptx"), "w") as f:
+                f.write(ptx)
         return {"cubin": self.name + ".cubin", "entry": entry, "arch": parse_arch(arch),
                 "params": [[n, k] for (n, _), k in zip(self.params, self.kinds)],
                 "block": list(self.block), "smem": self.smem}

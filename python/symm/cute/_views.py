@@ -19,7 +19,7 @@ import cutlass
 import cutlass.cute as cute
 
 from . import raw
-from ._convert import address, is_pointer, is_tensor
+from ._convert import is_pointer, is_tensor
 from ._signatures import CONSTANTS
 
 _C = {name: value for name, value, _ in CONSTANTS}

@@ -41,7 +41,7 @@ def kernels_of(module):
     return list(found)
 
 
-def build(sources, out_dir, arch=90, log=print):
+def build(sources, out_dir, arch=90, log=print, keep_ptx=False):
     """Compile every Kernel of the sources; returns the manifest path."""
     kernels = {}
     for src in sources:
@@ -52,7 +52,7 @@ def build(sources, out_dir, arch=90, log=print):
     entries = {}
     for name in sorted(kernels):
         t0 = time.time()
-        entries[name] = kernels[name].aot(out_dir, arch=arch)
+        entries[name] = kernels[name].aot(out_dir, arch=arch, keep_ptx=keep_ptx)
         log("  %-40s %5.1f s" % (name, time.time() - t0))
     return write_manifest(out_dir, entries)
 
@@ -62,9 +62,10 @@ def main(argv=None):
     ap.add_argument("sources", nargs="+", help="Python files or module names defining Kernels")
     ap.add_argument("-o", "--out", default="build-cute", help="output folder (default build-cute)")
     ap.add_argument("--arch", default="90", help="compute capability, e.g. 90 (sm_90a) or 80")
+    ap.add_argument("--ptx", action="store_true", help="also write <name>.ptx")
     args = ap.parse_args(argv)
     t0 = time.time()
-    path = build(args.sources, args.out, arch=args.arch)
+    path = build(args.sources, args.out, arch=args.arch, keep_ptx=args.ptx)
     print("wrote %s (%.1f s)" % (path, time.time() - t0))
     return 0
 
