@@ -171,6 +171,24 @@ def check_and_time(env, args, call, fill, verify, base=None):
     return good, t, tb
 
 
+def run_each(env, args, calls, fill, verify, base, size):
+    """check_and_time each of calls {name: call} against one baseline;
+    returns (ok, table rows)."""
+    ok, rows = True, []
+    for name, call in calls.items():
+        good, t, tb = check_and_time(env, args, call, fill, verify, base)
+        ok &= good
+        rows.append(row(name, size, good, t, tb))
+    return ok, rows
+
+
+def gemm_row(name, mnk, good, t, tb):
+    """A table row of a GEMM example: shape, check, times, ratio, TFLOP/s."""
+    m, n, k = mnk
+    return (name, "%dx%dx%d" % (m, n, k), "ok" if good else "WRONG", "%.1f" % t, "%.1f" % tb,
+            "%.2f" % (tb / t), "%.1f" % (2.0 * m * n * k / t / 1e6))
+
+
 def row(name, nbytes, good, t, tb):
     return (name, nbytes, "ok" if good else "WRONG", "%.1f" % t,
             "%.1f" % tb if tb is not None else "-", "%.2f" % (tb / t) if tb else "-")

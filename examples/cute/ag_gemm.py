@@ -60,9 +60,7 @@ def run(env, args):
 
         good, t, tb = C.check_and_time(env, args, call, fill, verify, base)
         ok &= good
-        rows.append(("ag_gemm", "%dx%dx%d" % (w * m, n, k), "ok" if good else "WRONG",
-                     "%.1f" % t, "%.1f" % tb, "%.2f" % (tb / t),
-                     "%.1f" % (2.0 * w * m * n * k / t / 1e6)))
+        rows.append(C.gemm_row("ag_gemm", (w * m, n, k), good, t, tb))
         symm.free_tensor(a_local)
         symm.free_tensor(a_full)
     symm.free_tensor(sig)

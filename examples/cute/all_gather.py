@@ -38,11 +38,10 @@ def run(env, args):
             "ag_push": lambda: env.k["ag_push"](CTAS, env.ctx, dst, src, sig, n, ep.next("ag_push")),
             "ag_device": lambda: env.k["ag_device"](nb, env.ctx, dst, src, n),
         }
-        for name, call in calls.items():
-            good, t, tb = C.check_and_time(env, args, call, fill, verify,
-                                           lambda: symm.all_gather(dst, src))
-            ok &= good
-            rows.append(C.row(name, 4 * n * w, good, t, tb))
+        good, r = C.run_each(env, args, calls, fill, verify, lambda: symm.all_gather(dst, src),
+                             4 * n * w)
+        ok &= good
+        rows += r
         symm.free_tensor(src)
         symm.free_tensor(dst)
     symm.free_tensor(sig)

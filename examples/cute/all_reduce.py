@@ -53,11 +53,10 @@ def run(env, args):
                                                       ep.next("ar_oneshot")),
             "ar_device": lambda: env.k["ar_device"](nb, env.ctx, dst, src, n),
         }
-        for name, call in calls.items():
-            good, t, tb = C.check_and_time(env, args, call, fill, verify,
-                                           lambda: symm.all_reduce(src, out=dst))
-            ok &= good
-            rows.append(C.row(name, 4 * n, good, t, tb))
+        good, r = C.run_each(env, args, calls, fill, verify,
+                             lambda: symm.all_reduce(src, out=dst), 4 * n)
+        ok &= good
+        rows += r
         if n == SIZES[0]:
             rows.append(multicast_row(env, src))
         symm.free_tensor(src)

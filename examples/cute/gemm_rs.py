@@ -60,9 +60,7 @@ def run(env, args):
 
         good, t, tb = C.check_and_time(env, args, call, fill, verify, base)
         ok &= good
-        rows.append(("gemm_rs", "%dx%dx%d" % (w * m, n, k), "ok" if good else "WRONG",
-                     "%.1f" % t, "%.1f" % tb, "%.2f" % (tb / t),
-                     "%.1f" % (2.0 * w * m * n * k / t / 1e6)))
+        rows.append(C.gemm_row("gemm_rs", (w * m, n, k), good, t, tb))
         for x in (sig, recv, part, out_ref):
             symm.free_tensor(x)
     header = ("kernel", "M x N x K", "check", "CuTe us", "torch.matmul + reduce_scatter us",

@@ -40,11 +40,10 @@ def run(env, args):
                                                       ep.next("rs_oneshot")),
             "rs_device": lambda: env.k["rs_device"](nb, env.ctx, dst, src, n),
         }
-        for name, call in calls.items():
-            good, t, tb = C.check_and_time(env, args, call, fill, verify,
-                                           lambda: symm.reduce_scatter(dst, src))
-            ok &= good
-            rows.append(C.row(name, 4 * n * w, good, t, tb))
+        good, r = C.run_each(env, args, calls, fill, verify,
+                             lambda: symm.reduce_scatter(dst, src), 4 * n * w)
+        ok &= good
+        rows += r
         symm.free_tensor(src)
         symm.free_tensor(dst)
     symm.free_tensor(flags)

@@ -39,12 +39,12 @@ def run(env, args):
             peer_dst.copy_(src)
             symm.barrier_on_stream()
 
-        for name in ("ring_put", "ring_get"):
-            def call(name=name):
-                env.k[name](CTAS, env.ctx, dst, src, words[name], n, ep.next(name))
-            good, t, tb = C.check_and_time(env, args, call, fill, verify, base)
-            ok &= good
-            rows.append(C.row(name, 4 * n, good, t, tb))
+        calls = {name: (lambda name=name: env.k[name](CTAS, env.ctx, dst, src, words[name], n,
+                                                       ep.next(name)))
+                 for name in ("ring_put", "ring_get")}
+        good, r = C.run_each(env, args, calls, fill, verify, base, 4 * n)
+        ok &= good
+        rows += r
         symm.free_tensor(src)
         symm.free_tensor(dst)
     symm.free_tensor(sig)

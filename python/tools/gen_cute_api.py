@@ -24,7 +24,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-import gen_triton_api  # noqa: E402  (the header parser is shared)
+import gen_triton_api  # noqa: E402  (the header parser and file writer are shared)
 
 OUT_DIR = os.path.join(REPO, "python", "symm", "cute")
 ENUM_HEADERS = ("symm/symm_types.h", "symm/device/coll_types.h")
@@ -169,24 +169,10 @@ def main(argv=None):
     funcs = gen_triton_api.read_functions(args.cc, args.include)
     enums = read_enums(args.include)
     files = {"_signatures.py": render_signatures(funcs, enums), "raw.py": render_raw(funcs)}
-    stale = []
-    for fname, text in files.items():
-        path = os.path.join(OUT_DIR, fname)
-        old = open(path).read() if os.path.exists(path) else None
-        if old == text:
-            continue
-        if args.check:
-            stale.append(fname)
-        else:
-            with open(path, "w") as f:
-                f.write(text)
-            print("wrote", path)
-    if stale:
-        print("stale: %s; run python3 python/tools/gen_cute_api.py" % ", ".join(stale))
+    if not gen_triton_api.write_or_check(OUT_DIR, files, args.check, "python/tools/gen_cute_api.py"):
         return 1
     print("%d device functions, %d constants" % (len(funcs), len(enums)))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,17 +20,11 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from symm_testutil import PYTHON_DIR, in_ci  # noqa: E402
+from symm_testutil import PYTHON_DIR, optional_import  # noqa: E402
 
 sys.path.insert(0, PYTHON_DIR)
 
-try:
-    import cutlass.cute  # noqa: F401
-    HAVE_CUTE = True
-except ImportError:
-    if in_ci():
-        raise
-    HAVE_CUTE = False
+HAVE_CUTE = optional_import("cutlass.cute") is not None
 
 pytestmark = pytest.mark.skipif(not HAVE_CUTE, reason="CuTe DSL not installed "
                                 "(pip install 'nvidia-cutlass-dsl[cu13]==4.8.1')")

@@ -24,7 +24,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from symm_testutil import INCLUDE_DIR, PYTHON_DIR, REPO, in_ci, run_python  # noqa: E402
+from symm_testutil import INCLUDE_DIR, PYTHON_DIR, REPO, optional_import, run_python  # noqa: E402
 
 sys.path.insert(0, PYTHON_DIR)
 sys.path.insert(0, os.path.join(REPO, "tests", "bitcode"))
@@ -32,13 +32,7 @@ import check_bitcode  # noqa: E402
 
 CC = os.environ.get("CC", "cc")
 
-try:
-    import cutlass  # noqa: F401
-    HAVE_CUTE = True
-except ImportError:
-    if in_ci():
-        raise
-    HAVE_CUTE = False
+HAVE_CUTE = optional_import("cutlass.cute") is not None
 
 needs_cute = pytest.mark.skipif(not HAVE_CUTE, reason="CuTe DSL not installed "
                                 "(pip install 'nvidia-cutlass-dsl[cu13]==4.8.1')")
@@ -100,10 +94,7 @@ except ImportError as e:
 
 def _compile_kernel(body, params="ctx: cutlass.Int64, buf: cutlass.Int64, n: cutlass.Int32"):
     """Compile a one-kernel launcher whose kernel body is `body` (source)."""
-    import cutlass  # noqa: F401
-    import cutlass.cute as cute  # noqa: F401
-
-    import symm.cute as sc  # noqa: F401
+    import symm.cute as sc
     src = ("@cute.kernel\ndef k(%s):\n%s\n\n@cute.jit\ndef launch(%s):\n    k(%s).launch("
            "grid=[1, 1, 1], block=[32, 1, 1])\n") % (
         params, "\n".join("    " + x for x in body), params,
