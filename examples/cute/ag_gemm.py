@@ -1,11 +1,11 @@
 """All-gather + GEMM with symm.cute: C = all_gather(A) @ Bt^T, the GEMM
 starting on the chunks of A that have arrived.
 
-ag_gemm_comm (on a side stream) puts this PE's A shard into every PE's
-a_full with put_signal_block, ADD 1 on the chunk's word; ag_gemm (tensor
-cores: mma.sync bf16 -> f32 tiles, kernels.py gemm_tile) visits row tiles
-starting with its own chunk, and before a chunk's rows thread 0 waits for the
-chunk's word (acquire). Checked exactly against torch (integer-valued bf16
+One grid (kernels.py ag_gemm): its first CTAs put this PE's A shard into
+every PE's a_full with put_signal_block, ADD 1 on the chunk's word; the other
+CTAs compute C tiles on tensor cores (mma.sync bf16 -> f32, gemm_tile),
+visiting row tiles starting with their own chunk, and before a chunk's rows
+thread 0 waits for the chunk's word (acquire). Checked exactly against torch (integer-valued bf16
 data: every product and sum is exact in f32), timed next to symm.all_gather
 followed by torch.matmul (run one after the other).
 
@@ -26,7 +26,6 @@ def run(env, args):
     w, me = env.world, env.rank
     sig = symm.zeros((w,), torch.uint64)
     ep = C.Epochs()
-    side = torch.cuda.Stream()
     for m, n, k in (SHAPES[:2] if args.quick else SHAPES):
         a_local = symm.tensor((m, k), torch.bfloat16)
         a_full = symm.tensor((w * m, k), torch.bfloat16)
@@ -45,14 +44,8 @@ def run(env, args):
             return torch.equal(c, a @ bt.float().t())
 
         def call():
-            e = ep.next("ag_gemm")
-            cur = torch.cuda.current_stream()
-            side.wait_stream(cur)
-            with torch.cuda.stream(side):
-                env.k["ag_gemm_comm"](COMM_CTAS, env.ctx, a_full, a_local, sig, m, k, e)
-            env.k["ag_gemm"]((w * m // BM, n // BN), env.ctx, c, a_full, bt, sig, m, n, k,
-                             COMM_CTAS, e)
-            cur.wait_stream(side)
+            env.k["ag_gemm"](COMM_CTAS + (w * m // BM) * (n // BN), env.ctx, c, a_full, a_local,
+                             bt, sig, m, n, k, COMM_CTAS, ep.next("ag_gemm"))
 
         def base():
             symm.all_gather(a_full, a_local)

@@ -299,16 +299,12 @@ def gemm_tile(a_ptr, bt_ptr, gC, k, tm, tn):
 # All-gather + GEMM: the GEMM starts on the chunks that have arrived
 # ---------------------------------------------------------------------------
 
-@cute.kernel
-def ag_gemm_comm(ctx: I64, a_full: cute.Pointer, a_local: cute.Pointer, sig: cute.Pointer,
-                 m: I32, k: I32, epoch: I64):
-    """The all-gather half, on its own stream: CTA b puts its rows of this
-    PE's A shard (m x k bf16) into row block me of every PE's a_full, each
-    put followed by ADD 1 on that PE's chunk word sig[me]
-    (put_signal_block). Peers in ring order from this PE, so every PE's own
-    chunk comes first."""
-    b, _, _ = cute.arch.block_idx()
-    nb, _, _ = cute.arch.grid_dim()
+@cute.jit
+def push_shard(ctx, a_full, a_local, sig, m, k, b, nb):
+    """The all-gather half, by CTA b of nb: its rows of this PE's A shard
+    (m x k bf16) go into row block me of every PE's a_full, each put followed
+    by ADD 1 on that PE's chunk word sig[me] (put_signal_block). Peers in
+    ring order from this PE, so every PE's own chunk comes first."""
     me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
     lo, hi = cta_range(m, b, nb)
     s = vec(a_local + lo * k, (hi - lo) * k)
@@ -318,24 +314,34 @@ def ag_gemm_comm(ctx: I64, a_full: cute.Pointer, a_local: cute.Pointer, sig: cut
 
 
 @cute.kernel
-def ag_gemm(ctx: I64, c: cute.Pointer, a_full: cute.Pointer, bt: cute.Pointer, sig: cute.Pointer,
-            m: I32, n: I32, k: I32, comm_ctas: I32, epoch: I64):
-    """C (n_pes*m x n, f32) = all_gather(A) @ Bt^T. Row tiles are visited
-    starting at this PE's own chunk; before loading a chunk's rows, thread 0
-    waits until the chunk's word counts comm_ctas puts for this epoch
-    (acquire), and the CTA barrier orders the tile's loads after it."""
+def ag_gemm(ctx: I64, c: cute.Pointer, a_full: cute.Pointer, a_local: cute.Pointer,
+            bt: cute.Pointer, sig: cute.Pointer, m: I32, n: I32, k: I32, comm_ctas: I32,
+            epoch: I64):
+    """C (n_pes*m x n, f32) = all_gather(A) @ Bt^T in one grid: the first
+    comm_ctas CTAs push this PE's shard to every PE (push_shard); every other
+    CTA computes one C tile. Row tiles are visited starting at this PE's own
+    chunk; before loading a chunk's rows, thread 0 waits until the chunk's
+    word counts comm_ctas puts for this epoch (acquire), and the CTA barrier
+    orders the tile's loads after it. The pushing CTAs have the lowest
+    indices, so they are running before any tile waits for them."""
     tid, _, _ = cute.arch.thread_idx()
-    bx, by, _ = cute.arch.block_idx()
+    bx, _, _ = cute.arch.block_idx()
     me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
-    tiles_m = (m * npes) // BM
-    tm = (bx + me * (m // BM)) % tiles_m
-    chunk = (tm * BM) // m
-    if tid == 0:
-        sc.signal_wait_until(ctx, sig + chunk, sc.CMP_GE,
-                             cutlass.Uint64(epoch) * cutlass.Uint64(comm_ctas))
-    cute.arch.barrier()
-    gC = cute.make_tensor(c + (tm * BM * n + by * BN), cute.make_layout((BM, BN), stride=(n, 1)))
-    gemm_tile(a_full, bt, gC, k, tm, by)
+    if bx < comm_ctas:
+        push_shard(ctx, a_full, a_local, sig, m, k, bx, comm_ctas)
+    else:
+        t = bx - comm_ctas
+        tiles_n = n // BN
+        tiles_m = (m * npes) // BM
+        tm = (t // tiles_n + me * (m // BM)) % tiles_m
+        tn = t % tiles_n
+        chunk = (tm * BM) // m
+        if tid == 0:
+            sc.signal_wait_until(ctx, sig + chunk, sc.CMP_GE,
+                                 cutlass.Uint64(epoch) * cutlass.Uint64(comm_ctas))
+        cute.arch.barrier()
+        gC = cute.make_tensor(c + (tm * BM * n + tn * BN), cute.make_layout((BM, BN), stride=(n, 1)))
+        gemm_tile(a_full, bt, gC, k, tm, tn)
 
 
 # ---------------------------------------------------------------------------
@@ -407,11 +413,9 @@ KERNELS = [
     Kernel(rs_device, [("ctx", I64), ("dst", P), ("src", P), ("n", I32)], block=512),
     Kernel(ar_multimem, [("ctx", I64), ("mc_dst", I64), ("mc_src", I64), ("flags", S), ("n", I32),
                          ("epoch", I64)], block=THREADS),
-    Kernel(ag_gemm_comm, [("ctx", I64), ("a_full", PB), ("a_local", PB), ("sig", S), ("m", I32),
-                          ("k", I32), ("epoch", I64)], block=THREADS),
-    Kernel(ag_gemm, [("ctx", I64), ("c", P), ("a_full", PB), ("bt", PB), ("sig", S), ("m", I32),
-                     ("n", I32), ("k", I32), ("comm_ctas", I32), ("epoch", I64)],
-           block=GEMM_THREADS, smem=GEMM_SMEM),
+    Kernel(ag_gemm, [("ctx", I64), ("c", P), ("a_full", PB), ("a_local", PB), ("bt", PB),
+                     ("sig", S), ("m", I32), ("n", I32), ("k", I32), ("comm_ctas", I32),
+                     ("epoch", I64)], block=GEMM_THREADS, smem=GEMM_SMEM),
     Kernel(gemm_rs, [("ctx", I64), ("recv", P), ("a", PB), ("bt", PB), ("sig", S), ("m", I32),
                      ("n", I32), ("k", I32)], block=GEMM_THREADS, smem=GEMM_SMEM),
     Kernel(rs_reduce, [("ctx", I64), ("out", P), ("recv", P), ("sig", S), ("m", I32), ("n", I32),

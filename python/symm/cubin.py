@@ -124,8 +124,7 @@ class CubinKernel:
     def __call__(self, grid, *args, stream=None):
         func = self._load()
         vals = self.pack(args)
-        ptrs = (ctypes.c_void_p * max(1, len(vals)))(
-            *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in vals])
+        ptrs = (ctypes.c_void_p * max(1, len(vals)))(*[ctypes.addressof(v) for v in vals])
         gx, gy, gz = _dims(grid)
         bx, by, bz = self.block
         _check("cuLaunchKernel(%s)" % self.name,
