@@ -8,9 +8,12 @@
 #     build       configure and build $SYMM_BUILD_DIR (default build-gpu), or reuse it
 #     tests       ctest -L gpu: every GPU test, 1 to 8 PEs (PEs beyond the GPUs share them)
 #     tests-1gpu  the same with every PE on GPU 0 (machines with several GPUs)
+#     tests-timesliced  the 2-PE device, runtime and some coll tests on GPU 0 without MPS
 #     python      the Python GPU suite under torchrun: 1 PE (in PY_SHARDS parallel jobs,
 #                 which compile the Triton kernels in parallel), then 2 and 4 PEs
 #     examples    examples/triton/run_all.py --quick on 2 and 4 PEs
+#     tilelang    scripts/gpu_tilelang.sh over kernels built ahead of time ($TL_AOT,
+#                 default build-tilelang: examples/tilelang/build.py makes it where TileLang is)
 #     bench       symm-bench --mode rma and coll;  quick: symm-bench --quick
 #     mps-kill    a PE job under scripts/with_mps.sh stopped by its timeout leaves no
 #                 process, GPU context or MPS daemon behind
@@ -54,6 +57,21 @@ done
 # one Triton cache for every stage of the run: later stages reuse what the first compiled
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$here/$build/triton-cache}
 
+run_ctest() { # $1 label for the log, rest: env
+  local tag=$1; shift
+  local log="$OUT/ctest_$tag.log" t0
+  t0=$(date +%s)
+  # ctest can wait forever on a stuck grandchild holding its pipe: bound it.
+  env "$@" timeout -k 10 "${CTEST_WALL:-300}" \
+    ctest --test-dir "$build" -L gpu --output-on-failure --timeout "${CTEST_TIMEOUT:-120}" \
+    ${CTEST_ARGS:-} >"$log" 2>&1
+  local line skipped
+  line=$(grep -E 'tests passed|tests failed' "$log" | tail -1)
+  skipped=$(grep -c -E '\*\*\*Skipped|Not Run' "$log")
+  note "gpu tests ($tag)" "${line:-no result}, $skipped skipped ($(since "$t0"))"
+  grep -E '^\s*[0-9]+/[0-9]+ Test.*(Failed|Timeout|Exception|Not Run|Skipped)' "$log" | head -20
+}
+
 # ---- the outer run: build, then the GPU stages (under a private MPS daemon when
 # the PEs outnumber the GPUs), then the MPS clean-up check, then the summary ----
 if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
@@ -76,7 +94,7 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
     fi
   fi
   inner=""
-  for s in $stages; do case $s in build|mps-kill) ;; *) inner="$inner $s" ;; esac; done
+  for s in $stages; do case $s in build|mps-kill|tests-timesliced) ;; *) inner="$inner $s" ;; esac; done
   if [ -n "$inner" ]; then
     wall=${SUITE_WALL:-$(( 570 - ($(date +%s) - t_start) ))}
     if [ "${SYMM_SUITE_MPS:-1}" != 0 ] && [ "$ngpu" -gt 0 ] && [ "$ngpu" -lt "$max_pes" ] &&
@@ -87,6 +105,11 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
       env SYMM_SUITE_INNER=1 OUT="$OUT" timeout -k 10 "$wall" bash "$here/scripts/gpu_suite.sh" $inner
     fi
     [ $? = 124 ] && note "GPU stages" "STOPPED after ${wall} s (their processes and the MPS daemon stopped)"
+  fi
+  if stage tests-timesliced; then
+    # two PEs on one GPU without MPS take turns on it: slow, and still correct
+    CTEST_ARGS="-R ^(device_.*|coll_(errors|move|every|device)|runtime_gpu_.*)_2$ ${CTEST_ARGS:-}" \
+      run_ctest "2pe_timesliced" CUDA_VISIBLE_DEVICES=0
   fi
   if stage mps-kill && [ -x "$build/tests/device/test_device_deadline" ]; then
     t0=$(date +%s)
@@ -104,21 +127,6 @@ fi
 
 # ---- the GPU stages (the inner run) ----
 echo "GPU stages:$stages (MPS: ${CUDA_MPS_PIPE_DIRECTORY:-none})" >>"$OUT/machine.txt"
-
-run_ctest() { # $1 label for the log, rest: env
-  local tag=$1; shift
-  local log="$OUT/ctest_$tag.log" t0
-  t0=$(date +%s)
-  # ctest can wait forever on a stuck grandchild holding its pipe: bound it.
-  env "$@" timeout -k 10 "${CTEST_WALL:-300}" \
-    ctest --test-dir "$build" -L gpu --output-on-failure --timeout "${CTEST_TIMEOUT:-120}" \
-    ${CTEST_ARGS:-} >"$log" 2>&1
-  local line skipped
-  line=$(grep -E 'tests passed|tests failed' "$log" | tail -1)
-  skipped=$(grep -c -E '\*\*\*Skipped|Not Run' "$log")
-  note "gpu tests ($tag)" "${line:-no result}, $skipped skipped ($(since "$t0"))"
-  grep -E '^\s*[0-9]+/[0-9]+ Test.*(Failed|Timeout|Exception|Not Run|Skipped)' "$log" | head -20
-}
 
 if stage tests; then
   run_ctest "${ngpu}gpu" X=1
@@ -184,6 +192,13 @@ if stage examples && [ -f examples/triton/run_all.py ]; then
       tail -20 "$OUT/run_all_$n.log"
     fi
   done
+fi
+
+if stage tilelang && [ -f "${TL_AOT:-build-tilelang}/manifest.json" ]; then
+  t0=$(date +%s)
+  env "${pyenv[@]}" SYMM_BUILD_DIR="$build" bash scripts/gpu_tilelang.sh "${TL_AOT:-build-tilelang}" \
+    >"$OUT/tilelang.log" 2>&1
+  note "tilelang (1, 2, 4 PEs)" "rc=$? ($(since "$t0")): $(grep -E '^tilelang [0-9] PE' "$OUT/tilelang.log" | tr -s ' ' | tr '\n' ';')"
 fi
 
 if stage quick && [ -x "$build/bench/symm-bench" ]; then

@@ -39,8 +39,9 @@ used0=$(used_mib)
 folders0=$(folders)
 mps0=$(pgrep -c -f "nvidia-cuda-mps-(control|server)" || true)
 
-# 4 PEs on one GPU, each waiting forever for a value nobody writes (no deadline)
-hang=(env SYMM_WAIT_TIMEOUT=0 "$build/tools/symmrun" -n 4 "$exe" timeout 4)
+# 4 PEs on one GPU, each waiting for a value nobody writes, with a deadline
+# (an hour) far beyond the stop
+hang=(env SYMM_WAIT_TIMEOUT=3600 "$build/tools/symmrun" -n 4 "$exe" timeout 4)
 
 t0=$(date +%s)
 scripts/with_mps.sh --timeout 8 -- "${hang[@]}"

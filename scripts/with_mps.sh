@@ -42,7 +42,10 @@ stop_group() { # $1: the group's leader pid
 
 cleanup() {
   trap '' INT TERM
-  [ "$watchdog" -gt 0 ] && { pkill -P "$watchdog" 2>/dev/null; kill "$watchdog" 2>/dev/null; }
+  if [ "$watchdog" -gt 0 ]; then # its sleep, so it ends without signalling
+    pkill -P "$watchdog" 2>/dev/null
+    wait "$watchdog" 2>/dev/null
+  fi
   [ "$child" -gt 0 ] && stop_group "$child"
   if [ "$daemon_up" = 1 ]; then
     echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
@@ -68,15 +71,23 @@ daemon_up=1
 for _ in $(seq 50); do [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ] && break; sleep 0.1; done
 echo "with_mps.sh: MPS daemon up (pipes in $CUDA_MPS_PIPE_DIRECTORY)" >&2
 
+on_timeout() {
+  : >"$dir/timed_out"
+  echo "with_mps.sh: --timeout $timeout_s s passed: stopping the command" >&2
+  stop_group "$child"
+}
+trap on_timeout USR1
+
 setsid "$@" &
 child=$!
 if [ "$timeout_s" != 0 ]; then
-  (sleep "$timeout_s"; : >"$dir/timed_out"
-   echo "with_mps.sh: --timeout $timeout_s s passed: stopping the command" >&2
-   kill -TERM -- "-$child" 2>/dev/null; sleep 10; kill -KILL -- "-$child" 2>/dev/null) &
+  { sleep "$timeout_s" && kill -USR1 $$; } 2>/dev/null &
   watchdog=$!
 fi
 wait "$child"
 rc=$?
-[ -e "$dir/timed_out" ] && rc=124
+if [ -e "$dir/timed_out" ]; then
+  wait "$child" 2>/dev/null
+  rc=124
+fi
 exit "$rc"

@@ -78,11 +78,24 @@ def setup(args):
     seed = int.from_bytes(symm.host_broadcast(os.urandom(4), 0), "little") % (1 << 30)
     world = symm.n_pes()
     shared = world > ngpu
-    kern = {}
-    for src in SOURCES:
-        kern.update(symm.cubin.kernels(src, args.cubins))
+    kern = load_kernels(args.cubins)
     return Env(kern, symm.my_pe(), world, torch.device("cuda", local % ngpu), seed, shared,
                args.iters)
+
+
+def load_kernels(cubins=None):
+    """name -> launch(grid, *args, stream=None) for every Kernel of SOURCES:
+    their cubins in `cubins` (symm.cubin, no CuTe DSL needed), else the
+    Kernels compiled just in time for this GPU with CuTe DSL."""
+    if cubins:
+        found = symm.cubin.load(cubins)
+    else:
+        from symm.cute.aot import _load_source, kernels_of
+        found = {k.name: k.compile() for src in SOURCES for k in kernels_of(_load_source(src))}
+
+    def launcher(k):
+        return lambda grid, *a, stream=None: k(*a, grid=grid, stream=stream)
+    return {name: launcher(k) for name, k in found.items()}
 
 
 def finish():

@@ -34,6 +34,21 @@ def test_tensor_basics(pe):
     symm.free_tensor(z)
 
 
+def test_gpu_sharing_is_seen(pe):
+    torch = pe.torch
+    import torch.distributed as dist
+    bus = str(torch.cuda.get_device_properties(pe.device).uuid)
+    buses = [None] * pe.world
+    dist.all_gather_object(buses, bus)
+    assert symm.gpu_pes() == buses.count(bus)
+    share = symm.sm_share()
+    sms = torch.cuda.get_device_properties(pe.device).multi_processor_count
+    assert 1 <= share <= sms // symm.gpu_pes()
+    shares = [None] * pe.world
+    dist.all_gather_object(shares, share)
+    assert shares == [share] * pe.world
+
+
 def test_peer_tensors_see_every_pe(pe):
     torch = pe.torch
     for it in range(3):

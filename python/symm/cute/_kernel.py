@@ -9,9 +9,9 @@ block shape and dynamic shared memory. Both forms are called the same way:
     k = symm.cute.Kernel(ring_kernel, [("ctx", cutlass.Int64), ("dst", Ptr(cutlass.Float32)),
                                        ("n", cutlass.Int32)], block=256)
     run = k.compile()                    # JIT, this GPU (or k.compile(arch=90))
-    run(grid, symm.ctx(), dst_tensor, n)  # on torch's current stream (stream= to choose)
+    run(symm.ctx(), dst_tensor, n, grid=g)   # torch's current stream (stream= to choose)
 
-    k.aot("build-cute", arch=90)         # cubin + manifest entry (no GPU needed)
+    python -m symm.cute.aot -o build-cute FILE   # cubins + manifest.json (no GPU needed)
     run = symm.cubin.load("build-cute")["ring_kernel"]   # same call, no CuTe DSL
 
 Scalars and pointers keep the kernel's parameter list plain, so the cubin's
@@ -175,15 +175,15 @@ def ptx_entry_params(ptx, entry=None):
 
 
 class JitLaunch:
-    """A Kernel compiled by CuTe DSL: call it as (grid, *args, stream=None).
-
-    Pointer arguments take torch tensors (their data pointer), cute.Pointers
-    or integer addresses; the stream defaults to torch's current stream."""
+    """A Kernel compiled by CuTe DSL, called like a symm.cubin kernel:
+    (*args, grid=, stream=None). Pointer arguments take torch tensors (their
+    data pointer), cute.Pointers or integer addresses; the stream defaults to
+    torch's current stream."""
 
     def __init__(self, kernel, fn):
         self.kernel, self.fn = kernel, fn
 
-    def __call__(self, grid, *args, stream=None):
+    def __call__(self, *args, grid, stream=None):
         k = self.kernel
         if len(args) != len(k.params):
             raise TypeError("%s takes %d arguments (%s), got %d" % (
@@ -211,16 +211,3 @@ def _stream_handle(stream):
         import torch
         return torch.cuda.current_stream().cuda_stream
     return int(getattr(stream, "cuda_stream", stream))
-
-
-def write_manifest(out_dir, entries):
-    """Merge {name: entry} into out_dir/manifest.json."""
-    path = os.path.join(out_dir, "manifest.json")
-    manifest = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            manifest = json.load(f)
-    manifest.update(entries)
-    with open(path, "w") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True)
-    return path

@@ -5,8 +5,8 @@
 SOURCE is a Python file or a module name; every symm.cute.Kernel it defines
 at module level (or lists in a KERNELS sequence) is compiled for the
 architecture with CuTe DSL, and out/<name>.cubin plus an entry of
-out/manifest.json are written. symm.cubin.load(out) launches them on a machine
-that has the CUDA driver and torch but no CuTe DSL. Two kernels with the same
+out/manifest.json (symm.cubin's format) are written. symm.cubin.load(out)
+launches them on a machine with the CUDA driver and torch but no CuTe DSL. Two kernels with the same
 name in the sources are an error.
 """
 import argparse
@@ -16,7 +16,8 @@ import os
 import sys
 import time
 
-from ._kernel import Kernel, write_manifest
+from ..cubin import write_manifest
+from ._kernel import Kernel
 
 
 def _load_source(src):
