@@ -19,7 +19,6 @@ entry point takes exactly these parameters in this order (8-byte pointers and
 64-bit integers, 4-byte 32-bit values), which is all a launcher without CuTe
 needs to know.
 """
-import json
 import os
 import re
 import tempfile
