@@ -10,6 +10,7 @@ with CuTe DSL for this GPU. Everything else is the same code.
 import argparse
 import os
 import statistics
+import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -122,7 +123,8 @@ def time_us(fn, reps=20, warmup=3):
         times.append(a.elapsed_time(b) * 1000.0)
     # the slowest PE's median is the collective's time
     med = statistics.median(times)
-    return max(float(x) for x in symm.host_allgather(repr(med).encode()))
+    # host_allgather wants the same length on every PE: a fixed-width double
+    return max(struct.unpack("<d", x)[0] for x in symm.host_allgather(struct.pack("<d", med)))
 
 
 def title(env, what):
