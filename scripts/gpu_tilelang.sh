@@ -4,7 +4,8 @@
 # built ahead of time (examples/tilelang/build.py, carried as build-tilelang/).
 #   scripts/gpu_tilelang.sh [build folder]      logs and tables under $OUT
 # PEs beyond the GPU count share GPUs; above 2 per GPU under a private MPS
-# daemon with an equal share of the SMs each. Multicast stays off.
+# daemon (scripts/with_mps.sh) with an equal share of the SMs each. Multicast
+# stays off.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -32,37 +33,26 @@ if [ -z "${SYMM_LIBRARY:-}" ]; then
 fi
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-mps_dir=""
-start_mps() { # private MPS daemon, so that more than two PEs per GPU run side by side
-  mps_dir=$(mktemp -d /tmp/symm-tl-mps.XXXXXX)
-  export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d
-}
-stop_mps() {
-  [ -n "$mps_dir" ] || return 0
-  echo quit | nvidia-cuda-mps-control
-  sleep 1
-  rm -rf "$mps_dir"
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
-  mps_dir=""
-}
-trap stop_mps EXIT
+most=0
+for n in ${TL_PES:-1 2 4}; do [ "$n" -gt "$most" ] && most=$n; done
+# more than two PEs per GPU run side by side only under MPS: a private daemon
+# for the whole script (scripts/with_mps.sh always stops it), unless one is there
+if [ "$ngpu" -gt 0 ] && [ $(( (most + ngpu - 1) / ngpu )) -gt 2 ] &&
+   [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
+  exec scripts/with_mps.sh -- bash "$PWD/scripts/gpu_tilelang.sh" "$aot"
+fi
 
 for n in ${TL_PES:-1 2 4}; do
   per_gpu=$(( (n + ngpu - 1) / (ngpu > 0 ? ngpu : 1) ))
-  if [ "$per_gpu" -gt 2 ] && [ -z "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then
-    start_mps
-    export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(( 100 / per_gpu ))
-  fi
+  share=X=1
+  [ "$per_gpu" -gt 1 ] && share=CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(( 100 / per_gpu ))
   t0=$(date +%s)
-  timeout -k 10 "${TL_WALL:-200}" torchrun --nproc-per-node "$n" --master-port $((29700 + n)) \
+  env "$share" timeout -k 10 "${TL_WALL:-200}" torchrun --nproc-per-node "$n" --master-port $((29700 + n)) \
     examples/tilelang/run_all.py --aot "$aot" --iters "${TL_ITERS:-10}" --checks "${TL_CHECKS:-2}" \
     --out "$OUT/tilelang_${n}pe.md" >"$OUT/tilelang_${n}pe.log" 2>&1
   rc=$?
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/tilelang_${n}pe.log" | tail -1)
   summary+=("$(printf '%-22s rc=%-3s %-24s %ss' "tilelang ${n} PE" "$rc" "${line:-no result}" $(( $(date +%s) - t0 )))")
-  stop_mps
 done
 
 for n in ${TL_PES:-1 2 4}; do

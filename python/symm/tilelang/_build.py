@@ -199,6 +199,8 @@ def nvcc_command(source, output, arch=90, fmt="cubin", werror=True, nvcc="nvcc")
     With werror every warning is an error except those TileLang's own
     headers are known to raise (TILELANG_HEADER_DIAGS)."""
     a = str(arch).lower().replace("sm_", "").rstrip("a")
+    # Hopper's wgmma (TileLang's GEMMs) exists only in the arch-specific sm_90a
+    a = a + "a" if a == "90" else a
     cmd = [nvcc, "-std=c++20", "-O3", "-lineinfo", "-arch=sm_%s" % a, "--" + fmt]
     if werror:
         cmd += ["-Werror", "all-warnings"]
