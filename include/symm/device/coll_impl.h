@@ -579,9 +579,8 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_ONESHOT)
  * all_to_allv, where and how much that peer may write). An offset, not the
  * address: in PE p's process its src is p's own heap, while the same number
  * in this process is this PE's own heap; PE p's copy is reached here at
- * peer(heap_base + offset, p). (The first GPU run published raw addresses:
- * every "peer" load read this PE's own buffer, so every direct algorithm was
- * wrong.) The common case, every PE passing the same symmetric pointers, is
+ * peer(heap_base + offset, p) (a raw address would name this PE's own
+ * buffer here). The common case, every PE passing the same symmetric pointers, is
  * detected during the handshake (`sym`) and then uses plain arithmetic
  * (docs/design.md decision 2); otherwise (a PE that staged through scratch, or
  * different heap pointers per PE) the loops use the published offsets. A
