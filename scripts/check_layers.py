@@ -19,6 +19,9 @@ Two graphs are checked:
 Since every edge must point to an equal or lower layer and siblings may not
 reference each other, the module graph has no cycle. Exit status 1 lists
 every offending edge with the file and the name that makes it.
+
+It also checks that hand-written PTX (an asm statement) appears only in
+include/symm/device/impl_ptx.h, among the files of src/, include/ and bitcode/.
 """
 import argparse
 import os
@@ -30,6 +33,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(REPO, "src")  # --src changes it (tests/tree checks the checker on a made-up tree)
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# an asm statement (not an asm label such as __asm__("vprintf") on a declaration)
+ASM_RE = re.compile(r'\basm\s*(?:volatile\s*)?\(|__asm__\s+volatile|__asm__\s*\(\s*"[^"]*[\s%;{]')
+PTX_HOME = os.path.join("include", "symm", "device", "impl_ptx.h")
 
 
 def read_layers(path):
@@ -97,6 +103,23 @@ def include_edges(files):
                 target = os.path.join(os.path.dirname(rel), inc)
             if os.path.exists(os.path.join(SRC, target)):
                 yield rel, module_of(target), inc
+
+
+def ptx_outside(root):
+    """Files under root's src/, include/ and bitcode/ with an asm statement,
+    impl_ptx.h excepted."""
+    bad = []
+    for top in ("src", "include", "bitcode"):
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for name in sorted(files):
+                rel = os.path.relpath(os.path.join(dirpath, name), root)
+                if not name.endswith(SOURCE_EXT) or rel == PTX_HOME:
+                    continue
+                with open(os.path.join(root, rel), errors="replace") as f:
+                    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", f.read(), flags=re.S)
+                if ASM_RE.search(text):
+                    bad.append(rel)
+    return bad
 
 
 def object_symbols(build):
@@ -179,16 +202,18 @@ def main():
         if not allowed(src, dst, layers):
             for w in sorted(why):
                 bad.append("%s -> %s: %s" % (src, dst, w))
+    for rel in ptx_outside(os.path.dirname(SRC)):
+        bad.append("%s: hand-written PTX outside %s (add a helper there)" % (rel, PTX_HOME))
     if args.graph:
         for (src, dst), why in sorted(graph.items()):
             print("%-16s -> %-16s (%d)" % (src, dst, len(why)))
     if bad:
-        print("check_layers: %d edges break src/LAYERS (a lower layer may not include or call a "
-              "higher one, nor a sibling):" % len(bad))
+        print("check_layers: %d problems (a lower layer may not include or call a higher one, nor "
+              "a sibling; PTX only in %s):" % (len(bad), PTX_HOME))
         for b in bad:
             print("  " + b)
         return 1
-    print("check_layers: %d files, %d module edges, all downward (%s)"
+    print("check_layers: %d files, %d module edges, all downward (%s); PTX only in impl_ptx.h"
           % (len(files), len(graph), " < ".join(
               "/".join(m for m in layers if layers[m] == r) for r in sorted(set(layers.values())))))
     return 0

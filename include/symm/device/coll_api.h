@@ -232,8 +232,8 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_coll_barrier_grid(const symm_ctx_t *ct
     if (symm__block_tid() == 0) {
         uint64_t *grid = (uint64_t *)(uintptr_t)(ws.base + SYMM__COLL_WS_GRID_OFF);
         uint64_t gen, old;
-        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(gen) : "l"(grid + 1) : "memory");
-        asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(grid) : "memory");
+        gen = symm__grid_ld_acquire(grid + 1);
+        old = symm__grid_arrive(grid);
         if (old == (uint64_t)nblocks - 1) {
             const uint32_t slot = SYMM_COLL_MAX_BLOCKS - 1;
             uint64_t *ep = (uint64_t *)(uintptr_t)(ws.base + SYMM__COLL_WS_EPOCH_OFF) + slot;
@@ -243,19 +243,19 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_coll_barrier_grid(const symm_ctx_t *ct
             e.flag = (uint32_t)(c % 0xffffffffull) + 1u;
             e.par = (uint32_t)(c & 1u);
             symm__c_st8_vol(ep, c);
-            asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(grid), "l"((uint64_t)0) : "memory");
+            symm__grid_st_relaxed(grid, (uint64_t)0);
             for (int p = 0; p < n; p++)
                 if (p != me)
                     symm__c_st4_release(symm__c_peer(ctx, symm__c_flag(&ws, 0, e.par, slot, me), p), e.flag);
             for (int p = 0; p < n; p++)
                 if (p != me)
                     symm__c_wait_flag(ctx, symm__c_flag(&ws, 0, e.par, slot, p), e.flag);
-            asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(grid + 1), "l"(gen + 1) : "memory");
+            symm__grid_st_release(grid + 1, gen + 1);
         } else {
             uint32_t polls = 0;
             uint64_t t0 = 0, v;
             for (;;) {
-                asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(grid + 1) : "memory");
+                v = symm__grid_ld_acquire(grid + 1);
                 if (v != gen)
                     break;
                 if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
