@@ -37,23 +37,14 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/env.h"
+#include "bootstrap/launch_env.h"
 #include "core/log.h"
 #include "symm_test.h"
+#include "symm_test_time.h"
 
 extern int symm_core_test_pe;
 
 #define DEATH_BOUND_S 10.0 /* correctness bound from the issue, not a benchmark */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* ======================================================================= */
 /* child side                                                               */
@@ -220,7 +211,7 @@ static void ipc_rounds(symm__bootstrap_t *b, uint64_t seed, int count) {
         TEST_ASSERT(write(fd, text, (size_t)len) == len, "write memfd");
         /* Uneven pace, so fast PEs send the next round early. */
         if (symm_test_rand(&st) % 3 == 0)
-            sleep_ms((int)(symm_test_rand(&st) % 4));
+            symm_test_sleep_ms((int)(symm_test_rand(&st) % 4));
         SYMM_CHECK(symm__ipc_allgather_fd(ipc, fd, tag, fds));
         close(fd); /* the exchanged copies keep the memory alive */
         for (int r = 0; r < n; r++) {
@@ -293,13 +284,13 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int stop) {
         SYMM_CHECK(symm__ipc_create(b, ranks, c->n, c->rank, &ipc));
     SYMM_CHECK(symm__bootstrap_barrier(b));
     if (c->rank == victim) {
-        sleep_ms(200); /* let the others block first */
+        symm_test_sleep_ms(200); /* let the others block first */
         raise(stop ? SIGSTOP : SIGKILL);
         /* SIGSTOP: the driver kills us once the others are done. */
         for (;;)
             pause();
     }
-    double t0 = now_s();
+    double t0 = symm_test_now_s();
     symm_status_t s;
     if (in_ipc) {
         int fd = memfd_create("symm-test", MFD_CLOEXEC);
@@ -310,9 +301,9 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int stop) {
         /* Keep calling collectives: some may still complete before the death. */
         do {
             s = symm__bootstrap_barrier(b);
-        } while (s == SYMM_SUCCESS && now_s() - t0 < 60);
+        } while (s == SYMM_SUCCESS && symm_test_now_s() - t0 < 60);
     }
-    double waited = now_s() - t0;
+    double waited = symm_test_now_s() - t0;
     TEST_ASSERT(s == SYMM_ERR_PEER_DIED, "got %s (%s), expected SYMM_ERR_PEER_DIED", symm_strerror(s),
                 symm_last_error());
     TEST_ASSERT(waited < DEATH_BOUND_S, "took %.2f s to notice the death (bound %g s)", waited, DEATH_BOUND_S);
@@ -346,10 +337,10 @@ static void scenario_setup_error(child_t *c) {
     int claim = c->n;
     if (strcmp(c->scenario, "bad_nranks") == 0 && c->rank == c->n - 1)
         claim = c->n + 1;
-    double t0 = now_s();
+    double t0 = symm_test_now_s();
     symm_status_t s = first_init(c, claim, &b);
     const char *msg = symm_last_error();
-    printf("PE %d: %s: %s (%.2f s)\n", c->rank, symm_strerror(s), msg, now_s() - t0);
+    printf("PE %d: %s: %s (%.2f s)\n", c->rank, symm_strerror(s), msg, symm_test_now_s() - t0);
     TEST_ASSERT(s != SYMM_SUCCESS && b == NULL, "init should fail");
     if (strcmp(c->scenario, "missing") == 0) {
         TEST_ASSERT(s == SYMM_ERR_TIMEOUT, "missing root: %s", symm_strerror(s));
@@ -441,17 +432,8 @@ static pid_t start_child(const char *self, const char *scenario, const char *mod
                            "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID"};
     for (size_t i = 0; i < sizeof clear / sizeof clear[0]; i++)
         unsetenv(clear[i]);
-    if (strcmp(mode, "env") == 0) {
-        snprintf(v, sizeof v, "%d", env_rank);
-        setenv("RANK", v, 1);
-        setenv("LOCAL_RANK", v, 1);
-        snprintf(v, sizeof v, "%d", n);
-        setenv("WORLD_SIZE", v, 1);
-        setenv("LOCAL_WORLD_SIZE", v, 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1);
-        snprintf(v, sizeof v, "%d", port);
-        setenv("SYMM_BOOTSTRAP_PORT", v, 1);
-    }
+    if (strcmp(mode, "env") == 0)
+        symm__launch_env_set(env_rank, n, 0, port);
     if (uid_hex)
         setenv("TB_UID", uid_hex, 1);
     if (uid_fd >= 0) {
@@ -522,7 +504,7 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
     }
 
     /* Collect. A PE that hangs fails the test (after a generous bound). */
-    double deadline = now_s() + 240;
+    double deadline = symm_test_now_s() + 240;
     int failed = 0, left = 0;
     for (int r = 0; r < n; r++)
         left += pids[r] > 0;
@@ -545,15 +527,15 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
         if (stop && left == 1 && !done[victim]) {
             kill(pids[victim], SIGKILL);
         }
-        if (now_s() > deadline) {
+        if (symm_test_now_s() > deadline) {
             fprintf(stderr, "FAIL: PEs still running after 240 s: killing them\n");
             for (int r = 0; r < n; r++)
                 if (pids[r] > 0 && !done[r])
                     kill(pids[r], SIGKILL);
             failed = 1;
-            deadline = now_s() + 3600;
+            deadline = symm_test_now_s() + 3600;
         }
-        sleep_ms(10);
+        symm_test_sleep_ms(10);
     }
     for (int r = 0; r < n; r++) {
         if (pids[r] <= 0)
