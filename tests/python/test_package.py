@@ -261,6 +261,8 @@ symm.init()
 me, n = symm.my_pe(), symm.n_pes()
 assert n == 3, n
 assert symm.host_allgather(bytes([me]) * 4) == [bytes([p]) * 4 for p in range(n)]
+assert symm.host_allgather(b"x" * me) == [b"x" * p for p in range(n)]  # lengths differ
+assert symm.host_allgather(b"") == [b""] * n
 assert symm.host_broadcast(b"from%d" % me, root=2) == b"from2"
 p = symm.malloc(4096)
 # write my PE number into my copy, then read every peer's copy through peer_ptr
