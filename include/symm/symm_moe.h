@@ -297,9 +297,9 @@ symm_status_t symm_moe_ht_recv_buffers(const symm_moe_t *moe, symm_moe_ht_recv_t
  * Combine: out[t] = sum over the PEs p that token t went to of y_p[row],
  * row being where p received t, in float32, for t < the last dispatch's
  * num_tokens (every one of them is written; a token sent nowhere gets 0).
- *   y     [>= the rows received][hidden] of bf16 or f16 (row stride y_stride);
- *         row i is the output for received row i (y may be the receive x
- *         buffer's own memory, reused).
+ *   y     [y_rows][hidden] of bf16 or f16 (row stride y_stride): row i is the
+ *         output for received row i. y_rows below the rows received is an
+ *         error found on the device (the rows past it are not returned).
  *   out   [>= num_tokens][hidden] of bf16 or f16 (row stride out_stride).
  */
 symm_status_t symm_moe_ht_combine(symm_moe_t *moe, const void *y, symm_dtype_t y_dtype, int64_t y_stride,
