@@ -24,9 +24,9 @@ from ._errors import *  # noqa: F401,F403 - the exception classes
 from ._errors import SymmError, error_class  # noqa: F401
 from ._lib import LibraryNotFoundError, bitcode_path, include_dir, library_path  # noqa: F401
 from ._runtime import (  # noqa: F401
-    Team, barrier, barrier_on_stream, ctx, device, finalize, free, get_unique_id, heap_info,
-    host_allgather, host_broadcast, init, initialized, malloc, multicast_allowed, my_pe,
-    n_pes, peer_ptr, scope, team_node, team_world,
+    Team, barrier, barrier_on_stream, ctx, device, finalize, free, get_unique_id, gpu_pes,
+    heap_info, host_allgather, host_broadcast, init, initialized, malloc, multicast_allowed,
+    my_pe, n_pes, peer_ptr, scope, sm_share, team_node, team_world,
 )
 from ._tensor import (  # noqa: F401
     free_tensor, get_multicast_tensor, get_peer_tensor, is_symmetric, tensor, zeros,

@@ -124,6 +124,8 @@ PROTOTYPES = {
     "symm_my_pe": (_c_int, []),
     "symm_n_pes": (_c_int, []),
     "symm_device": (_c_int, []),
+    "symm_gpu_pes": (_c_int, [_P(_c_int)]),
+    "symm_sm_share": (_c_int, [_P(_c_int)]),
     "symm_team_world": (_c_void_p, []),
     "symm_team_node": (_c_void_p, []),
     "symm_team_my_pe": (_c_int, [_c_void_p]),

@@ -194,6 +194,23 @@ def device():
     return _c().symm_device()
 
 
+def gpu_pes():
+    """The PEs of this node on this PE's GPU, this one included (1: the GPU is
+    its own). Several PEs on one GPU is how kernels are developed on one GPU."""
+    n = ctypes.c_int()
+    _check("symm_gpu_pes", _c().symm_gpu_pes(ctypes.byref(n)))
+    return n.value
+
+
+def sm_share():
+    """The SMs a grid of this PE that waits on peers may fill (the GPU's SMs,
+    divided among the PEs sharing it; the same on every PE): size such grids
+    (device barriers, grid-scope collectives, spinning on signals) with it."""
+    n = ctypes.c_int()
+    _check("symm_sm_share", _c().symm_sm_share(ctypes.byref(n)))
+    return n.value
+
+
 # ---------------------------------------------------------------------------
 # Teams and device contexts
 # ---------------------------------------------------------------------------

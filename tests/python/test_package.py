@@ -149,6 +149,10 @@ def test_calls_before_init_raise_not_initialized():
         symm.ctx()
     with pytest.raises(symm.NotInitializedError):
         symm.finalize()
+    with pytest.raises(symm.NotInitializedError):
+        symm.gpu_pes()
+    with pytest.raises(symm.NotInitializedError):
+        symm.sm_share()
 
 
 def test_bad_arguments_raise_before_c():
@@ -226,6 +230,13 @@ except symm.AlreadyInitializedError as e:
 symm.barrier()
 assert symm.host_broadcast(b"abc") == b"abc"
 assert symm.host_allgather(b"xy") == [b"xy"]
+assert symm.gpu_pes() == 1
+try:
+    symm.sm_share()
+except symm.UnsupportedError as e:
+    assert "has no GPU" in str(e), e
+else:
+    raise AssertionError("sm_share on the host backend did not raise")
 symm.free(p)
 symm.finalize()            # frees z and a
 assert not symm.initialized()
