@@ -8,13 +8,12 @@
 #   OUT=/some/dir bash scripts/gpu_moe.sh [stage...]   stages: build ctest python bench
 #
 # PEs share GPUs when there are fewer GPUs than PEs (each PE takes GPU
-# LOCAL_RANK % count). Then, unless MOE_MPS=0 or an MPS daemon is already
-# given (CUDA_MPS_PIPE_DIRECTORY), this script starts a private MPS control
-# daemon (pipe and log folders under /tmp), gives every PE
-# CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = 100 / (PEs per GPU), and stops the
-# daemon at the end. Knobs: MOE_CTEST_NPES ("1 2 4"), MOE_PY_NPES ("2 4"),
-# MOE_BENCH_NPES ("2 4"), MOE_BENCH_ARGS (e.g. --quick), SYMM_BUILD_DIR
-# (build-gpu). Multicast stays off; SYMM_WAIT_TIMEOUT (default 15 s) turns a
+# LOCAL_RANK % count). Then, unless MOE_MPS=0 or an MPS daemon is running
+# already, the script reruns itself under scripts/with_mps.sh (a private MPS
+# daemon, always stopped; MOE_WALL bounds it, default 900 s), and every PE
+# gets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = 100 / (PEs per GPU).
+# Knobs: MOE_CTEST_NPES ("1 2 4"), MOE_PY_NPES ("2 4"), MOE_BENCH_NPES
+# ("2 4"), MOE_BENCH_ARGS (e.g. --quick), SYMM_BUILD_DIR (build-gpu). Multicast stays off; SYMM_WAIT_TIMEOUT (default 15 s) turns a
 # lost signal into a message naming the PE and the word.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -43,37 +42,19 @@ if [ "$ngpu" -lt 1 ]; then
   exit 0
 fi
 
-# ---- MPS for PEs that share a GPU ------------------------------------------------------
-mps_dir=""
-stop_mps() {
-  if [ -n "$mps_dir" ]; then
-    echo quit | CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe" nvidia-cuda-mps-control >/dev/null 2>&1
-    sleep 1
-    rm -rf "$mps_dir"
-    mps_dir=""
-  fi
-}
-trap stop_mps EXIT
-need_mps=0
-for n in $ctest_npes $py_npes $bench_npes; do [ "$n" -gt "$ngpu" ] && need_mps=1; done
-if [ "$need_mps" = 1 ] && [ "${MOE_MPS:-1}" != 0 ] && [ -z "${CUDA_MPS_PIPE_DIRECTORY:-}" ] &&
-   command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
-  mps_dir=$(mktemp -d /tmp/symm-moe-mps.XXXXXX)
-  mkdir -p "$mps_dir/pipe" "$mps_dir/log"
-  export CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe" CUDA_MPS_LOG_DIRECTORY="$mps_dir/log"
-  if nvidia-cuda-mps-control -d >"$OUT/moe_mps.log" 2>&1; then
-    note "mps daemon" ok 0 "$mps_dir"
-  else
-    note "mps daemon" FAIL 0 "could not start (see moe_mps.log); PEs time-slice"
-    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-    mps_dir=""
-  fi
+# ---- MPS for PEs that share a GPU: rerun this script under scripts/with_mps.sh -------
+max_pes=1
+for n in $ctest_npes $py_npes $bench_npes; do [ "$n" -gt "$max_pes" ] && max_pes=$n; done
+if [ -z "${MOE_INNER:-}" ] && [ "${MOE_MPS:-1}" != 0 ] && [ "$ngpu" -lt "$max_pes" ] &&
+   [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
+  MOE_INNER=1 OUT="$OUT" scripts/with_mps.sh --timeout "${MOE_WALL:-900}" -- bash "$0" "$@"
+  exit $?
 fi
 
-# The environment of a run with n PEs: the MPS share of each PE when they share GPUs.
+# torchrun's PEs get their MPS share here (symmrun gives its own PEs theirs).
 share_env() {
-  local n=$1 per=$(( ($1 + ngpu - 1) / ngpu ))
-  if [ "$per" -gt 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then
+  local per=$(( ($1 + ngpu - 1) / ngpu ))
+  if [ "$per" -gt 1 ] && [ -z "${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-}" ]; then
     echo "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(( 100 / per ))"
   else
     echo "X_SYMM_MOE=1"
@@ -115,7 +96,7 @@ if stage ctest && [ -x "$build/tests/moe/test_moe" ]; then
   for n in $ctest_npes; do
     for part in ll ht graph errors; do
       run "test_moe $part ($n PEs)" 150 "$OUT/moe_c_${part}_$n.log" \
-        env $(share_env "$n") "$symmrun" -n "$n" --timeout 140 "$build/tests/moe/test_moe" "$n" "$part"
+        "$symmrun" -n "$n" --timeout 140 "$build/tests/moe/test_moe" "$n" "$part"
     done
   done
 fi
@@ -135,13 +116,12 @@ if stage bench && [ -x "$build/bench/symm-bench" ]; then
     extra=""
     [ "$n" -gt "$ngpu" ] && extra="--no-nccl --no-nvshmem"  # NCCL refuses two ranks on one GPU
     run "symm-bench --mode moe ($n PEs)" 200 "$OUT/moe_bench_$n.log" \
-      env $(share_env "$n") "$build/bench/symm-bench" --mode moe --npes "$n" --timeout 190 --phase-timeout 60 \
+      "$build/bench/symm-bench" --mode moe --npes "$n" --timeout 190 --phase-timeout 60 \
       $extra ${MOE_BENCH_ARGS:-} --out "$OUT/bench_moe_$n.md"
     grep -E '^\|' "$OUT/bench_moe_$n.md" 2>/dev/null | head -40
   done
 fi
 
-stop_mps
 echo "==== gpu_moe.sh summary ($ngpu GPU(s), $(( $(date +%s) - t_all )) s) ===="
 printf '%s\n' "${summary[@]}"
 exit $failed

@@ -40,11 +40,14 @@ static int clamp_blocks(uint64_t want, int sms) {
 }
 
 /* Grid sizes, fixed per handle (a graph replays them; the device reads the
- * call's true sizes). */
+ * call's true sizes). Every kernel but the layout waits on peers: at most
+ * the SMs such a grid may fill where PEs share a GPU (symm_sm_share). */
 static void plan_blocks(symm_moe_t *h) {
     const symm__moe_geom_t *g = &h->g;
     const uint64_t M = h->cfg.max_num_tokens, K = h->cfg.experts_per_token, n = (uint64_t)g->n;
-    int sms = symm__moe_sm_count();
+    int sms = 0;
+    if (symm_sm_share(&sms) != SYMM_SUCCESS || sms < 1)
+        sms = symm__moe_sm_count();
     uint64_t rows_max = (uint64_t)g->local * g->rows;
     if (rows_max > (uint64_t)g->groups * M * K)
         rows_max = (uint64_t)g->groups * M * K;

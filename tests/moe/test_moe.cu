@@ -737,7 +737,7 @@ static void part_errors(void) {
 int main(int argc, char **argv) {
     int want = argc > 1 ? atoi(argv[1]) : 0;
     const char *part = argc > 2 ? argv[2] : "ll";
-    symm_test_require_gpus(1);
+    symm_test_require_pes(want > 0 ? want : 1);
     SYMM_CHECK(symm_init());
     me = symm_my_pe();
     npes = symm_n_pes();

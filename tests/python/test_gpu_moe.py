@@ -15,28 +15,19 @@ fresh data; send and receive halves with a matmul between them; errors.
 HighThroughput: 4096 tokens per PE (fp8 + scales, bf16 combine): the layout,
 every received row in order, indices, weights, sources, counts, the combine.
 """
-import os
-
 import pytest
 
 torch = pytest.importorskip("torch")
 import symm  # noqa: E402
 
-UNDER_LAUNCHER = "WORLD_SIZE" in os.environ and "LOCAL_RANK" in os.environ
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def env():
-    if not UNDER_LAUNCHER:
-        pytest.skip("GPU test: run with torchrun --nproc-per-node N -m pytest tests/python/test_gpu_moe.py")
-    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
-        pytest.skip("no CUDA device on this machine")
-    if not symm.initialized():
-        symm.init()
-    torch.cuda.set_device(symm.device())
+def env(pe):
+    """symm.moe over the session's PEs (conftest's pe: symm and a gloo group)."""
     import symm.moe as moe
-    return moe, symm.my_pe(), symm.n_pes(), torch.device("cuda", symm.device())
+    return moe, pe.rank, pe.world, pe.device
 
 
 def expert_scale(e):
