@@ -668,9 +668,11 @@ static void error_round(LL &t, int dup, int round) {
     symm_moe_dispatch_args_t d;
     symm_moe_combine_args_t c;
     symm_status_t st;
-    std::vector<Batch> bs = ll_batches(t, 3, round, 0, -1);
+    std::vector<Batch> bs(t.G);
+    for (uint32_t g = 0; g < t.G; g++)
+        make_batch(bs[g], t.M, t.M, t.E, t.K, t.H, t.esz, t.cols, 31337 + (uint64_t)round * 101 + g);
     Batch &b = bs[me];
-    int inject = me == 0 && b.m >= 3;
+    int inject = me == 0;
     if (inject) {
         if (dup)
             b.idx[2 * 3 + 1] = b.idx[2 * 3 + 0];
