@@ -71,6 +71,23 @@ template <typename T> static T *dev(size_t n) {
     return p;
 }
 
+/* A handle of `mode` for fp8 tokens with scales, dp_size 1. */
+static symm_moe_t *fp8_handle(int mode, uint32_t E, uint32_t K, uint32_t H, uint32_t m) {
+    symm_moe_config_t cfg;
+    symm_moe_t *h = NULL;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.mode = mode;
+    cfg.max_num_tokens = m;
+    cfg.num_experts = E;
+    cfg.experts_per_token = K;
+    cfg.hidden_dim = H;
+    cfg.hidden_dim_bytes = H;
+    cfg.hidden_dim_scale_bytes = (size_t)(H + 127) / 128 * 4;
+    cfg.dp_size = 1;
+    BENCH_SYMM(symm_moe_create(&cfg, NULL, &h));
+    return h;
+}
+
 /* ---- NCCL all-to-all of `per_peer` bytes to every PE ---------------------------------- */
 
 typedef struct a2a_arg {
@@ -170,21 +187,11 @@ static void ll_step(void *arg, cudaStream_t s, int half) {
 static void ll_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32_t K, uint32_t H, uint32_t m, int quick) {
     const int n = env->npes;
     const uint32_t cols = (H + 127) / 128;
-    symm_moe_config_t cfg;
     ll_case_t l;
     double d_us, c_us, nd, nc;
     size_t disp_bytes = (size_t)m * K * (H + cols * 4), comb_bytes = (size_t)m * K * H * 2;
     bench_phase_begin("moe low latency E%u K%u H%u tokens %u", E, K, H, m);
-    memset(&cfg, 0, sizeof cfg);
-    cfg.mode = SYMM_MOE_LOW_LATENCY;
-    cfg.max_num_tokens = m;
-    cfg.num_experts = E;
-    cfg.experts_per_token = K;
-    cfg.hidden_dim = H;
-    cfg.hidden_dim_bytes = H;
-    cfg.hidden_dim_scale_bytes = (size_t)cols * 4;
-    cfg.dp_size = 1;
-    BENCH_SYMM(symm_moe_create(&cfg, NULL, &l.h));
+    l.h = fp8_handle(SYMM_MOE_LOW_LATENCY, E, K, H, m);
     const uint32_t L = (uint32_t)symm_moe_local_experts(l.h), rows = m * (uint32_t)n;
     std::vector<uint32_t> idx = route(m, E, K, 1000 + (uint64_t)env->me * 7 + m);
     uint32_t *d_idx = dev<uint32_t>(idx.size());
@@ -264,22 +271,12 @@ static void ht_step(void *arg, cudaStream_t s, int half) {
 static void ht_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32_t K, uint32_t H, uint32_t m, int quick) {
     const int n = env->npes;
     const uint32_t cols = (H + 127) / 128;
-    symm_moe_config_t cfg;
     symm_moe_ht_recv_t r;
     ht_case_t c;
     double d_us, c_us, nd, nc;
     int32_t got = 0;
     bench_phase_begin("moe high throughput E%u K%u H%u tokens %u", E, K, H, m);
-    memset(&cfg, 0, sizeof cfg);
-    cfg.mode = SYMM_MOE_HIGH_THROUGHPUT;
-    cfg.max_num_tokens = m;
-    cfg.num_experts = E;
-    cfg.experts_per_token = K;
-    cfg.hidden_dim = H;
-    cfg.hidden_dim_bytes = H;
-    cfg.hidden_dim_scale_bytes = (size_t)cols * 4;
-    cfg.dp_size = 1;
-    BENCH_SYMM(symm_moe_create(&cfg, NULL, &c.h));
+    c.h = fp8_handle(SYMM_MOE_HIGH_THROUGHPUT, E, K, H, m);
     BENCH_SYMM(symm_moe_ht_recv_buffers(c.h, &r));
     const uint32_t L = (uint32_t)symm_moe_local_experts(c.h);
     std::vector<uint32_t> idx = route(m, E, K, 5000 + (uint64_t)env->me * 11);

@@ -179,18 +179,27 @@ struct LL {
     uint16_t *d_out;
 };
 
+/* A configuration with fp8 (esz 1) or 2-byte tokens and optional scales. */
+static symm_moe_config_t moe_config(int mode, uint32_t E, uint32_t K, uint32_t H, uint32_t M, int esz,
+                                    uint32_t cols, int dp) {
+    symm_moe_config_t c;
+    memset(&c, 0, sizeof(c));
+    c.mode = mode;
+    c.max_num_tokens = M;
+    c.num_experts = E;
+    c.experts_per_token = K;
+    c.hidden_dim = H;
+    c.hidden_dim_bytes = (size_t)H * esz;
+    c.hidden_dim_scale_bytes = (size_t)cols * 4;
+    c.dp_size = dp;
+    return c;
+}
+
 static void ll_make(LL &t, uint32_t E, uint32_t K, uint32_t H, uint32_t M, int esz, int scales, int dp) {
     memset(&t, 0, sizeof(t));
     t.E = E; t.K = K; t.H = H; t.M = M; t.esz = esz; t.D = (uint32_t)dp;
     t.cols = scales ? (H + 127) / 128 : 0;
-    t.cfg.mode = SYMM_MOE_LOW_LATENCY;
-    t.cfg.max_num_tokens = M;
-    t.cfg.num_experts = E;
-    t.cfg.experts_per_token = K;
-    t.cfg.hidden_dim = H;
-    t.cfg.hidden_dim_bytes = (size_t)H * esz;
-    t.cfg.hidden_dim_scale_bytes = (size_t)t.cols * 4;
-    t.cfg.dp_size = dp;
+    t.cfg = moe_config(SYMM_MOE_LOW_LATENCY, E, K, H, M, esz, t.cols, dp);
     SYMM_CHECK(symm_moe_create(&t.cfg, NULL, &t.h));
     t.L = (uint32_t)symm_moe_local_experts(t.h);
     t.first = (uint32_t)symm_moe_first_expert(t.h);
@@ -396,14 +405,7 @@ static void ht_make(HT &t, uint32_t E, uint32_t K, uint32_t H, uint32_t M, int e
     memset(&t, 0, sizeof(t));
     t.E = E; t.K = K; t.H = H; t.M = M; t.esz = esz;
     t.cols = scales ? (H + 127) / 128 : 0;
-    t.cfg.mode = SYMM_MOE_HIGH_THROUGHPUT;
-    t.cfg.max_num_tokens = M;
-    t.cfg.num_experts = E;
-    t.cfg.experts_per_token = K;
-    t.cfg.hidden_dim = H;
-    t.cfg.hidden_dim_bytes = (size_t)H * esz;
-    t.cfg.hidden_dim_scale_bytes = (size_t)t.cols * 4;
-    t.cfg.dp_size = 1;
+    t.cfg = moe_config(SYMM_MOE_HIGH_THROUGHPUT, E, K, H, M, esz, t.cols, 1);
     SYMM_CHECK(symm_moe_create(&t.cfg, NULL, &t.h));
     SYMM_CHECK(symm_moe_ht_recv_buffers(t.h, &t.r));
     t.L = (uint32_t)symm_moe_local_experts(t.h);

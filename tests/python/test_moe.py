@@ -11,7 +11,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from symm_testutil import INCLUDE_DIR, PYTHON_DIR, in_ci, run_pes, run_python  # noqa: E402
+from symm_testutil import INCLUDE_DIR, PYTHON_DIR, have_library, run_pes, run_python  # noqa: E402
 
 sys.path.insert(0, PYTHON_DIR)
 import symm  # noqa: E402
@@ -22,16 +22,6 @@ except ImportError:
     torch = None
 
 needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed (symm.moe needs it)")
-
-
-def have_library():
-    try:
-        symm.library_path()
-        return True
-    except symm.LibraryNotFoundError:
-        if in_ci():
-            raise
-        return False
 
 
 needs_lib = pytest.mark.skipif(not have_library(), reason="libsymm.so not built (set SYMM_LIBRARY)")
