@@ -14,7 +14,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from symm_testutil import INCLUDE_DIR, PYTHON_DIR, have_library, run_pes, run_python  # noqa: E402
 
 sys.path.insert(0, PYTHON_DIR)
-import symm  # noqa: E402
 
 try:
     import torch
