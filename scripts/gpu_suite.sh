@@ -12,6 +12,10 @@
 #     python      the Python GPU suite under torchrun: 1 PE (in PY_SHARDS parallel jobs,
 #                 which compile the Triton kernels in parallel), then 2 and 4 PEs
 #     examples    examples/triton/run_all.py --quick on 2 and 4 PEs
+#     cute        scripts/cute_gpu.sh over cubins built ahead of time (build-cute:
+#                 examples/cute/build_cubins.py makes it where CuTe DSL is)
+#     tilelang    scripts/gpu_tilelang.sh over kernels built ahead of time ($TL_AOT,
+#                 default build-tilelang: examples/tilelang/build.py makes it where TileLang is)
 #     bench       symm-bench --mode rma and coll;  quick: symm-bench --quick
 #     mps-kill    a PE job under scripts/with_mps.sh stopped by its timeout leaves no
 #                 process, GPU context or MPS daemon behind
@@ -190,6 +194,19 @@ if stage examples && [ -f examples/triton/run_all.py ]; then
       tail -20 "$OUT/run_all_$n.log"
     fi
   done
+fi
+
+if stage tilelang && [ -f "${TL_AOT:-build-tilelang}/manifest.json" ]; then
+  t0=$(date +%s)
+  env "${pyenv[@]}" SYMM_BUILD_DIR="$build" bash scripts/gpu_tilelang.sh "${TL_AOT:-build-tilelang}" \
+    >"$OUT/tilelang.log" 2>&1
+  note "tilelang (1, 2, 4 PEs)" "rc=$? ($(since "$t0")): $(grep -E '^tilelang [0-9] PE' "$OUT/tilelang.log" | tr -s ' ' | tr '\n' ';')"
+fi
+
+if stage cute && [ -f "${SYMM_CUTE_CUBINS:-build-cute}/manifest.json" ]; then
+  t0=$(date +%s)
+  SYMM_BUILD_DIR="$build" bash scripts/cute_gpu.sh >"$OUT/cute.log" 2>&1
+  note "cute (1, 2, 4 PEs)" "rc=$? ($(since "$t0")): $(tail -4 "$OUT/cute_summary.txt" 2>/dev/null | tr -s ' ' | tr '\n' ';')"
 fi
 
 if stage quick && [ -x "$build/bench/symm-bench" ]; then

@@ -27,6 +27,18 @@ def have_library():
         return False
 
 
+def optional_import(name):
+    """Import module `name`; None where it is missing, but in CI (which
+    installs it) the ImportError is a failure rather than a skip."""
+    import importlib
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if in_ci():
+            raise
+        return None
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
