@@ -9,22 +9,12 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from symm_testutil import (INCLUDE_DIR, PYTHON_DIR, REPO, describe, in_ci,  # noqa: E402
+from symm_testutil import (INCLUDE_DIR, PYTHON_DIR, REPO, describe, have_library,  # noqa: E402
                            run_pes, run_python)
 
 sys.path.insert(0, PYTHON_DIR)
 import symm  # noqa: E402
 from symm import _dlpack  # noqa: E402
-
-
-def have_library():
-    try:
-        symm.library_path()
-        return True
-    except symm.LibraryNotFoundError:
-        if in_ci():
-            raise
-        return False
 
 
 needs_lib = pytest.mark.skipif(not have_library(), reason="libsymm.so not built (set SYMM_LIBRARY)")
