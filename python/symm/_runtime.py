@@ -418,12 +418,22 @@ def host_broadcast(data, root=0):
 
 
 def host_allgather(data):
-    """Every PE's bytes, as a list indexed by PE (small data only; equal
-    lengths on every PE)."""
+    """Every PE's bytes, as a list indexed by PE (small data; the lengths may
+    differ between PEs: they are exchanged first)."""
     data = bytes(data)
     n = n_pes()
     if n < 1:
         _check("symm_host_allgather", -2)
+    lens = _allgather_fixed(len(data).to_bytes(8, "little"), n)
+    lens = [int.from_bytes(x, "little") for x in lens]
+    most = max(lens)
+    if most == 0:
+        return [b""] * n
+    padded = _allgather_fixed(data + bytes(most - len(data)), n)
+    return [p[:k] for p, k in zip(padded, lens)]
+
+
+def _allgather_fixed(data, n):
     mine = ctypes.create_string_buffer(data, len(data))
     out = ctypes.create_string_buffer(len(data) * n)
     _check("symm_host_allgather", _c().symm_host_allgather(mine, out, len(data)))
