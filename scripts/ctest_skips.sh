@@ -12,8 +12,10 @@ echo
 echo "Skipped tests ($(wc -l <<<"$skipped")) and why:"
 awk -v names="$skipped" '
   BEGIN { n = split(names, a, "\n"); for (i = 1; i <= n; i++) { want[a[i]] = 1; order[i] = a[i] } }
-  / Test: / { name = $NF; next }
-  /SKIP:/ && (name in want) {
+  / Test: / { name = $NF; out = 0; next }
+  /^Output:/ { out = 1; next }
+  /^<end of output>/ { out = 0; next }
+  out && /SKIP:/ && (name in want) {
     why = $0; sub(/.*SKIP: */, "", why)
     if (!((name, why) in seen)) { seen[name, why] = 1; r = nr[name]++ ? reasons[name] "; " why : why; reasons[name] = r }
   }
