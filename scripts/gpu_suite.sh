@@ -22,8 +22,8 @@
 #     variants probes   standalone measurement programs
 #   default: build tests python examples mps-kill
 #
-# The GPU stages run as a child of this script, bounded by SUITE_WALL seconds
-# (default: what is left of 570). When the PEs of a stage can outnumber the
+# The whole run is bounded by SUITE_WALL seconds (default 570): the GPU stages
+# run as a child of this script and get what the build and the later stages leave. When the PEs of a stage can outnumber the
 # GPUs (up to 8 PEs), they run under scripts/with_mps.sh: a private MPS daemon
 # (own pipe and log folders), stopped at the end also on failure, timeout or a
 # signal; mps-kill then checks that such a stop leaves nothing behind.
@@ -98,7 +98,12 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
   inner=""
   for s in $stages; do case $s in build|mps-kill|tests-timesliced) ;; *) inner="$inner $s" ;; esac; done
   if [ -n "$inner" ]; then
-    wall=${SUITE_WALL:-$(( 570 - ($(date +%s) - t_start) ))}
+    # SUITE_WALL bounds the whole run: the GPU stages get what the build left,
+    # less what the stages after them need
+    reserve=0
+    stage mps-kill && reserve=$((reserve + 30))
+    stage tests-timesliced && reserve=$((reserve + 150))
+    wall=$(( ${SUITE_WALL:-570} - ($(date +%s) - t_start) - reserve ))
     if [ "${SYMM_SUITE_MPS:-1}" != 0 ] && [ "$ngpu" -gt 0 ] && [ "$ngpu" -lt "$max_pes" ] &&
        [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
       env SYMM_SUITE_INNER=1 OUT="$OUT" scripts/with_mps.sh --timeout "$wall" -- \
@@ -154,7 +159,7 @@ torchrun_env() { # $1: PEs
 
 if stage python && [ -d tests/python ]; then
   t0=$(date +%s)
-  k=${PY_SHARDS:-6}
+  k=${PY_SHARDS:-12}
   pids=()
   for i in $(seq 0 $((k - 1))); do
     # independent one-PE jobs side by side: each gets its share of the GPU
