@@ -5,7 +5,9 @@
  *
  * Each process gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
  * MASTER_ADDR=127.0.0.1, MASTER_PORT and SYMM_BOOTSTRAP_PORT (two ports free
- * at start-up) and runs in its own process group. Its stdout and stderr are
+ * at start-up), SYMM_BOOTSTRAP_SECRET (256 random bits for this job, unless
+ * the caller set one: only processes holding it can join the job) and runs
+ * in its own process group. Its stdout and stderr are
  * forwarded line by line with a "[rank] " prefix, each line in one write so
  * lines of different ranks never mix. The first rank to fail decides the
  * exit code (a signal death counts as 128 + signal) and the others are
@@ -26,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -59,7 +62,8 @@ static void usage(FILE *f) {
             "  --timeout SECONDS  stop every rank and exit 124 after this long (0: never)\n"
             "  --grace SECONDS    after SIGTERM, wait this long before SIGKILL (default 3)\n"
             "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
-            "MASTER_PORT and SYMM_BOOTSTRAP_PORT. Output lines are prefixed with \"[rank] \".\n"
+            "MASTER_PORT, SYMM_BOOTSTRAP_PORT and SYMM_BOOTSTRAP_SECRET (random per job unless\n"
+            "set). Output lines are prefixed with \"[rank] \".\n"
             "Exit code: the first failing rank's (128+signal for a signal), 0 if all passed,\n"
             "77 if all exited 77 (skipped), 124 on timeout, 2 on a usage error.\n");
 }
@@ -325,6 +329,30 @@ int main(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
+
+    /* The job secret, inherited by every rank (their environment is
+     * readable by this user only). */
+    const char *given = getenv("SYMM_BOOTSTRAP_SECRET");
+    if (!given || !*given) {
+        unsigned char r[32];
+        char hex[2 * sizeof r + 1];
+        size_t got = 0;
+        while (got < sizeof r) {
+            ssize_t k = getrandom(r + got, sizeof r - got, 0);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0) {
+                fprintf(stderr, "symmrun: no random bytes for the job secret: %s\n", strerror(errno));
+                return 1;
+            }
+            got += (size_t)k;
+        }
+        for (size_t k = 0; k < sizeof r; k++)
+            snprintf(hex + 2 * k, 3, "%02x", r[k]);
+        setenv("SYMM_BOOTSTRAP_SECRET", hex, 1);
+        memset(r, 0, sizeof r);
+        memset(hex, 0, sizeof hex);
+    }
 
     int keep1 = -1, keep2 = -1;
     int port = free_port(&keep1), bport = free_port(&keep2);

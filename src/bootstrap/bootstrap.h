@@ -31,7 +31,10 @@ symm_status_t symm__launch_info_from_env(symm__launch_info_t *info);
 symm_status_t symm__bootstrap_make_uid(symm_unique_id_t *uid);
 
 /* Connect the job: every rank calls one of these. Blocks until all nranks
- * ranks have joined or SYMM_BOOTSTRAP_TIMEOUT passes (SYMM_ERR_TIMEOUT). */
+ * ranks have joined or SYMM_BOOTSTRAP_TIMEOUT passes (SYMM_ERR_TIMEOUT).
+ * Only processes that hold the job key join (auth.h says where it comes
+ * from); rank 0 listens only on the root address (env) or the address in
+ * the unique id. */
 symm_status_t symm__bootstrap_init_env(const symm__launch_info_t *info, symm__bootstrap_t **out);
 symm_status_t symm__bootstrap_init_uid(const symm_unique_id_t *uid, int rank, int nranks,
                                        symm__bootstrap_t **out);
@@ -66,9 +69,11 @@ void symm__bootstrap_destroy(symm__bootstrap_t *b);
 
 typedef struct symm__ipc symm__ipc_t;
 
-/* Open this PE's Unix socket. `local_ranks[i]` is the world rank of node PE
- * i, `me` this PE's index among them. Collective over the node's PEs (uses
- * the bootstrap to agree on a job id for the socket names). */
+/* Connect this PE to the other PEs of its node over Unix sockets, checking
+ * each peer's credentials (same user, the pid that joined the bootstrap as
+ * that PE). `local_ranks[i]` is the world rank of node PE i, `me` this PE's
+ * index among them. Collective over the world (every PE calls it; the
+ * socket names and pids travel over the bootstrap). */
 symm_status_t symm__ipc_create(symm__bootstrap_t *b, const int *local_ranks, int n_local, int me,
                                symm__ipc_t **out);
 

@@ -4,7 +4,8 @@
  * X(field, NAME, type, default, help). The parser (env.c) and the symm-info
  * listing are generated from it; add a variable by adding a row here and
  * reading symm__env()->field. Types: BOOL, INT, SIZE (bytes, with K/M/G/T
- * suffixes), SECONDS (a double), STRING, LOGLEVEL.
+ * suffixes), SECONDS (a double), STRING, SECRET (a string symm-info does not
+ * show), LOGLEVEL.
  */
 #define SYMM__ENV_TABLE(X)                                                                   \
     X(log_level,          SYMM_LOG_LEVEL,          LOGLEVEL, "warn",                         \
@@ -21,6 +22,9 @@
       "address of the bootstrap root (default MASTER_ADDR, else 127.0.0.1)")                 \
     X(bootstrap_port,     SYMM_BOOTSTRAP_PORT,     INT,      "0",                            \
       "port of the bootstrap root (default MASTER_PORT + 1, else derived from the job id)") \
+    X(bootstrap_secret,   SYMM_BOOTSTRAP_SECRET,   SECRET,   "",                             \
+      "the job secret (16+ characters, the same on every PE; symmrun sets a random one): only " \
+      "processes that hold it may join; unset: a key file in /tmp/symm-<uid> (one node)")    \
     X(heap_reserve,       SYMM_HEAP_RESERVE,       SIZE,     "0",                            \
       "virtual bytes reserved per PE for the heap; 0 = the GPU's memory size, rounded up")  \
     X(heap_limit,         SYMM_HEAP_LIMIT,         SIZE,     "0",                            \

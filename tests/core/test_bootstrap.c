@@ -16,9 +16,24 @@
  *   death_root  the same with PE 0 (whose death every rank sees directly)
  *   death_ipc   a PE dies while the others wait in the fd exchange
  *   stop        PE N-1 stops (SIGSTOP): declared dead after SYMM_PEER_TIMEOUT
- *   bad_nranks  PE N-1 claims another job size: a clear error on every PE
- *   dup_rank    two processes claim the same rank: a clear error, no hang
+ *   bad_nranks  PE N-1 claims another job size: turned away with the reason,
+ *               which the root's timeout names on every PE
+ *   dup_rank    two processes claim the same rank: the second is turned away,
+ *               the timeout names it; no hang
  *   missing     only rank 1 of 2 starts: SYMM_ERR_TIMEOUT, no hang
+ * Attacks on a job whose last rank starts only after the attack
+ * (bootstrap_attacker.c); each time the job must form and pass its rounds
+ * and fd exchange, and the attacker must get nothing:
+ *   attack_outsider  HELLOs without the key (the old computable nonce, a
+ *                    made-up proof)
+ *   attack_replay    a HELLO signed for one connection's challenge, sent
+ *                    on another (SYMM_BOOTSTRAP_SECRET given to the job)
+ *   attack_silent    40 connections that never say anything (served one
+ *                    after another at 5 s each, the job could not form
+ *                    within its 20 s SYMM_BOOTSTRAP_TIMEOUT)
+ *   attack_user      as uid 65534: the key file, HELLOs without the key, and
+ *                    every node socket of the job while it exchanges memory
+ *                    handles; "SKIP:" where the test cannot switch users
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -36,6 +51,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap_attacker.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "symm_test.h"
@@ -355,18 +371,34 @@ static void scenario_setup_error(child_t *c) {
         TEST_ASSERT(s == SYMM_ERR_TIMEOUT, "missing root: %s", symm_strerror(s));
         return;
     }
-    /* The root saw the problem and says what it is; a PE that had connected
-     * is told the same. A PE that came too late finds no root: it times out
-     * reaching it, or (connection torn down half-way) is told to look at
-     * PE 0's error. */
+    /* The root turns the offending process away, telling it why, and keeps
+     * waiting for the rank it lacks; when the job cannot form by the
+     * deadline its timeout message (which every PE that joined gets too)
+     * says what it turned away. A PE that came too late finds no root: it
+     * times out reaching it, or is told to look at PE 0's error. */
     const char *what = strcmp(c->scenario, "bad_nranks") == 0 ? "started with" : "claim rank";
     if (c->rank == 0)
-        TEST_ASSERT(s == SYMM_ERR_BOOTSTRAP && strstr(msg, what), "PE 0: expected \"%s\" in: %s", what, msg);
+        TEST_ASSERT(s == SYMM_ERR_TIMEOUT && strstr(msg, what), "PE 0: expected \"%s\" in: %s", what, msg);
     else if (s == SYMM_ERR_BOOTSTRAP)
         TEST_ASSERT(strstr(msg, what) || strstr(msg, "see PE 0's error"), "PE %d: expected \"%s\" in: %s",
                     c->rank, what, msg);
     else
         TEST_ASSERT(s == SYMM_ERR_TIMEOUT, "PE %d: %s", c->rank, symm_strerror(s));
+}
+
+/* The job under attack: it must form and work as if nothing happened. */
+static void scenario_attacked(child_t *c) {
+    int fds_before = count_dir("/proc/self/fd");
+    symm__bootstrap_t *b = NULL;
+    SYMM_CHECK(first_init(c, c->n, &b));
+    rounds(b, c->seed, 20);
+    if (c->rank == c->n - 1 && getenv("TB_IPC_DELAY_MS"))
+        sleep_ms(atoi(getenv("TB_IPC_DELAY_MS"))); /* the others' node sockets wait, in view */
+    ipc_rounds(b, c->seed, 5);
+    SYMM_CHECK(symm__bootstrap_barrier(b));
+    symm__bootstrap_destroy(b);
+    int fds_after = count_dir("/proc/self/fd");
+    TEST_ASSERT(fds_after == fds_before, "fds: %d before, %d after", fds_before, fds_after);
 }
 
 static int child_main(const char *scenario, const char *mode) {
@@ -397,6 +429,8 @@ static int child_main(const char *scenario, const char *mode) {
     else if (strcmp(scenario, "bad_nranks") == 0 || strcmp(scenario, "dup_rank") == 0 ||
              strcmp(scenario, "missing") == 0)
         scenario_setup_error(&c);
+    else if (strncmp(scenario, "attack_", 7) == 0)
+        scenario_attacked(&c);
     else
         TEST_FAIL("unknown scenario %s", scenario);
     fflush(stdout);
@@ -463,6 +497,48 @@ static pid_t start_child(const char *self, const char *scenario, const char *mod
     _exit(127);
 }
 
+/* The attacker of an attack scenario, in a child of the driver: it attacks
+ * the bootstrap, writes a byte to `ready` (the driver then starts the last
+ * rank), and for the node-socket part keeps going until `stop` closes.
+ * Exit 0: the job gave it nothing; 77: it cannot run here. */
+static int attacker_main(const char *scenario, int port, int n, int ready, int stop) {
+    int rc = 0, silent[40], seen = 0;
+    uid_t victim = getuid();
+    char go = 1;
+    load_env();
+    if (strcmp(scenario, "attack_user") == 0) {
+        if (attack_drop_privileges() != 0) {
+            if (write(ready, &go, 1) < 0) { /* the driver sees the exit either way */ }
+            return 77;
+        }
+        printf("attacker: now uid %u\n", (unsigned)getuid());
+        rc |= attack_key_file(victim);
+    }
+    if (strcmp(scenario, "attack_silent") == 0)
+        rc |= attack_silent_open(port, 40, silent);
+    else if (strcmp(scenario, "attack_replay") == 0)
+        rc |= attack_replay(port, n, n - 1);
+    else
+        rc |= attack_old_nonce(port, n, n - 1);
+    fflush(stdout);
+    if (write(ready, &go, 1) != 1)
+        return 1;
+    if (strcmp(scenario, "attack_user") == 0) {
+        int got = attack_node_sockets(stop, n, &seen);
+        printf("attacker: saw %d node socket name(s), received %d descriptor(s)\n", seen, got);
+        if (got) {
+            fprintf(stderr, "FAIL attacker: received %d file descriptor(s) of the job's memory\n", got);
+            rc = 1;
+        }
+    } else {
+        char x;
+        while (read(stop, &x, 1) > 0) {
+        }
+    }
+    fflush(stdout);
+    return rc;
+}
+
 static int driver(const char *self, const char *scenario, const char *mode, int n) {
     uint64_t seed = (uint64_t)time(NULL) * 1000003u ^ (uint64_t)getpid();
     if (getenv("TB_SEED"))
@@ -478,8 +554,21 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
     if (strcmp(scenario, "bad_nranks") == 0 || strcmp(scenario, "dup_rank") == 0 ||
         strcmp(scenario, "missing") == 0)
         setenv("SYMM_BOOTSTRAP_TIMEOUT", "3", 1);
+    else if (strncmp(scenario, "attack_", 7) == 0)
+        setenv("SYMM_BOOTSTRAP_TIMEOUT", "20", 1);
     else
         setenv("SYMM_BOOTSTRAP_TIMEOUT", "60", 1);
+    int attack = strncmp(scenario, "attack_", 7) == 0;
+    if (strcmp(scenario, "attack_replay") == 0) {
+        char secret[65];
+        uint64_t st = seed ^ 0xa5a5;
+        for (int i = 0; i < 64; i++)
+            secret[i] = "0123456789abcdef"[symm_test_rand(&st) & 15];
+        secret[64] = '\0';
+        setenv("SYMM_BOOTSTRAP_SECRET", secret, 1);
+    }
+    if (strcmp(scenario, "attack_user") == 0)
+        setenv("TB_IPC_DELAY_MS", "1500", 1);
 
     int port = free_port();
     pid_t *pids = calloc((size_t)n, sizeof *pids);
@@ -515,8 +604,28 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
         TEST_ASSERT(got == 2 * SYMM_UNIQUE_ID_BYTES, "rank 0 did not publish its unique id");
         first = 1;
     }
+    pid_t attacker = -1;
+    int stop_pipe[2] = {-1, -1}, attacker_status = 0, attacker_done = 0;
     for (int r = first; r < n; r++) {
         int env_rank = strcmp(scenario, "dup_rank") == 0 && r == n - 1 ? 1 : r;
+        if (attack && r == n - 1) {
+            /* the job is forming without its last rank: attack it now */
+            int ready[2];
+            char x;
+            TEST_ASSERT(pipe(ready) == 0 && pipe(stop_pipe) == 0, "pipe");
+            fflush(stdout);
+            attacker = fork();
+            TEST_ASSERT(attacker >= 0, "fork");
+            if (attacker == 0) {
+                close(ready[0]);
+                close(stop_pipe[1]);
+                _exit(attacker_main(scenario, port, n, ready[1], stop_pipe[0]));
+            }
+            close(ready[1]);
+            close(stop_pipe[0]);
+            TEST_ASSERT(read(ready[0], &x, 1) == 1, "the attacker did not finish its bootstrap part");
+            close(ready[0]);
+        }
         pids[r] = start_child(self, scenario, mode, r, env_rank, n, port, seed, uid_hex[0] ? uid_hex : NULL,
                               -1);
     }
@@ -532,6 +641,11 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
     while (left > 0) {
         int st;
         pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p > 0 && p == attacker) {
+            attacker_status = st;
+            attacker_done = 1;
+            continue;
+        }
         if (p > 0) {
             for (int r = 0; r < n; r++)
                 if (pids[r] == p) {
@@ -555,6 +669,19 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
         }
         sleep_ms(10);
     }
+    int skipped = 0;
+    if (attacker > 0) {
+        close(stop_pipe[1]); /* the job is done: the attacker stops */
+        if (!attacker_done)
+            TEST_ASSERT(waitpid(attacker, &attacker_status, 0) == attacker, "waitpid attacker");
+        if (WIFEXITED(attacker_status) && WEXITSTATUS(attacker_status) == 77) {
+            printf("SKIP: %s: this process cannot switch to another user (needs root)\n", scenario);
+            skipped = 1;
+        } else if (!(WIFEXITED(attacker_status) && WEXITSTATUS(attacker_status) == 0)) {
+            fprintf(stderr, "FAIL: the attacker got something from the job (status 0x%x)\n", attacker_status);
+            failed = 1;
+        }
+    }
     for (int r = 0; r < n; r++) {
         if (pids[r] <= 0)
             continue;
@@ -573,8 +700,8 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
     free(pids);
     free(status);
     free(done);
-    printf("test_bootstrap %s %s %d: %s\n", scenario, mode, n, failed ? "FAILED" : "OK");
-    return failed ? 1 : 0;
+    printf("test_bootstrap %s %s %d: %s\n", scenario, mode, n, failed ? "FAILED" : skipped ? "SKIPPED" : "OK");
+    return failed ? 1 : skipped ? 77 : 0;
 }
 
 int main(int argc, char **argv) {

@@ -43,7 +43,7 @@ static int child(const char *mode) {
     int rank = atoi(getenv("RANK") ? getenv("RANK") : "-1");
     if (strcmp(mode, "env") == 0) {
         const char *names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                               "MASTER_PORT", "SYMM_BOOTSTRAP_PORT"};
+                               "MASTER_PORT", "SYMM_BOOTSTRAP_PORT", "SYMM_BOOTSTRAP_SECRET"};
         printf("env");
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             printf(" %s=%s", names[i], getenv(names[i]) ? getenv(names[i]) : "(unset)");
@@ -235,20 +235,27 @@ static void done(result_t *r) {
 #define A(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 static void test_env_and_prefixes(void) {
+    static char first_secret[80];
     result_t r = run(A("-n", "3", "SELF", "child", "env"), 0, 0);
     TEST_ASSERT(r.code == 0, "exit %d, stderr:\n%s", r.code, r.err);
     int master = -1, bport = -1;
+    char secret0[80] = "";
     for (int rank = 0; rank < 3; rank++) {
         char prefix[16], *p;
         snprintf(prefix, sizeof prefix, "[%d] env ", rank);
         TEST_ASSERT((p = strstr(r.out, prefix)) != NULL, "no env line of rank %d in:\n%s", rank, r.out);
         int vr, ws, lr, lws, mp, bp;
-        char addr[64];
+        char addr[64], secret[80];
         TEST_ASSERT(sscanf(p + strlen(prefix),
                            "RANK=%d WORLD_SIZE=%d LOCAL_RANK=%d LOCAL_WORLD_SIZE=%d MASTER_ADDR=%63s "
-                           "MASTER_PORT=%d SYMM_BOOTSTRAP_PORT=%d",
-                           &vr, &ws, &lr, &lws, addr, &mp, &bp) == 7,
+                           "MASTER_PORT=%d SYMM_BOOTSTRAP_PORT=%d SYMM_BOOTSTRAP_SECRET=%79s",
+                           &vr, &ws, &lr, &lws, addr, &mp, &bp, secret) == 8,
                     "env line of rank %d: %.200s", rank, p);
+        /* a job secret: 256 random bits, the same on every rank of the job */
+        TEST_ASSERT(strlen(secret) == 64 && strspn(secret, "0123456789abcdef") == 64, "secret \"%s\"", secret);
+        if (!secret0[0])
+            snprintf(secret0, sizeof secret0, "%s", secret);
+        TEST_ASSERT(strcmp(secret, secret0) == 0, "rank %d has another secret", rank);
         TEST_ASSERT(vr == rank && ws == 3 && lr == rank && lws == 3, "rank %d sees %d/%d %d/%d", rank, vr, ws,
                     lr, lws);
         TEST_ASSERT(strcmp(addr, "127.0.0.1") == 0, "MASTER_ADDR %s", addr);
@@ -269,6 +276,11 @@ static void test_env_and_prefixes(void) {
         snprintf(line, sizeof line, "[%d] to stderr from %d", rank, rank);
         TEST_ASSERT(count_lines(r.err, line) == 1, "stderr line of rank %d missing in:\n%s", rank, r.err);
     }
+    /* A new job, a new secret. */
+    if (first_secret[0])
+        TEST_ASSERT(strcmp(first_secret, secret0) != 0, "two jobs got the same secret");
+    else
+        snprintf(first_secret, sizeof first_secret, "%s", secret0);
     /* Every output line carries a prefix. */
     for (const char *p = r.out; *p;) {
         TEST_ASSERT(p[0] == '[' && (p[1] >= '0' && p[1] <= '2') && p[2] == ']' && p[3] == ' ',
@@ -491,7 +503,9 @@ int main(int argc, char **argv) {
     ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
     TEST_ASSERT(n > 0, "readlink");
     g_self[n] = '\0';
+    unsetenv("SYMM_BOOTSTRAP_SECRET"); /* symmrun makes one per job */
     test_usage();
+    test_env_and_prefixes();
     test_env_and_prefixes();
     test_skip_and_pass();
     test_failures();
