@@ -94,6 +94,10 @@ struct symm__backend_ops {
     symm_status_t (*memcpy_sync)(symm__backend_t *be, void *dst, const void *src, size_t size);
     /* Wait for all of this PE's device work. */
     symm_status_t (*synchronize)(symm__backend_t *be);
+    /* Has this PE's device failed for good (a sticky CUDA error: a kernel
+     * trapped or faulted)? Non-zero with a reason; never blocks; called from
+     * the bootstrap's watcher thread. NULL: a backend that cannot fail so. */
+    int (*health)(symm__backend_t *be, char *why, size_t size);
 
     /* A barrier over the team of `h_ctx` ordered on `stream` (see
      * symm_team_barrier_on_stream); d_ctx is the same context as kernels see it. */

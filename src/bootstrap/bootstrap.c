@@ -100,9 +100,23 @@ static int peer_left(symm__bootstrap_t *b, int peer) {
     return peer == 0 ? atomic_load(&b->root_left) : (b->peer_left ? atomic_load(&b->peer_left[peer]) : 0);
 }
 
+/* How long a rank waits for the root's answer beyond SYMM_WAIT_TIMEOUT: the
+ * root, waiting as long for a stuck PE, names it first. */
+#define RANK_GRACE_S 5.0
+
 static symm_status_t io_error(symm__bootstrap_t *b, enum symm__io io, int peer, const char *what) {
     if (io == SYMM__IO_DEAD)
         return symm__bs_check_dead(b, what);
+    if (io == SYMM__IO_TIMEOUT) {
+        /* Alive (its heartbeats come) but not in this collective: out of
+         * the job, so every PE's calls fail naming it instead of waiting. */
+        char why[160];
+        snprintf(why, sizeof why, "did not reach %s #%llu within SYMM_WAIT_TIMEOUT=%g s%s", what,
+                 (unsigned long long)b->seq, symm__env()->wait_timeout,
+                 peer == 0 && b->rank != 0 ? " (+5 s, as the root)" : "; alive, but stuck or not calling it");
+        symm__bs_mark_out(b, peer, SYMM__OUT_STUCK, why);
+        return symm__bs_check_dead(b, what);
+    }
     if (io == SYMM__IO_EOF) {
         /* The watcher reads the liveness channel, which says why the peer
          * went away ("PE k died" relayed just before the root closed, a
@@ -155,19 +169,21 @@ typedef struct coll {
     void *(*gather)(const struct coll *c, int r, size_t n);
     void *ctx;
     const char *what;
+    double deadline; /* SYMM_WAIT_TIMEOUT from the call (0: none) */
 } coll_t;
 
 static symm_status_t rank_collective(symm__bootstrap_t *b, coll_t *c) {
+    const double dl = c->deadline > 0 ? c->deadline + RANK_GRACE_S : 0;
     /* The header carries the size the caller asked for; a local error sends
      * no payload and the root answers everyone with it. */
     symm__bs_hdr_t h = {SYMM__BS_MAGIC, c->me.op, c->me.seq, c->me.nbytes, c->me.root, c->me.status};
-    enum symm__io io = symm__send_all(b, b->main_fd, &h, sizeof h, 0);
+    enum symm__io io = symm__send_all(b, b->main_fd, &h, sizeof h, dl);
     if (io == SYMM__IO_OK && !c->me.status && c->send_n)
-        io = symm__send_all(b, b->main_fd, c->send, c->send_n, 0);
+        io = symm__send_all(b, b->main_fd, c->send, c->send_n, dl);
     if (io != SYMM__IO_OK)
         return io_error(b, io, 0, c->what);
     symm__bs_hdr_t r;
-    io = symm__recv_all(b, b->main_fd, &r, sizeof r, 0);
+    io = symm__recv_all(b, b->main_fd, &r, sizeof r, dl);
     if (io != SYMM__IO_OK)
         return io_error(b, io, 0, c->what);
     if (r.magic != SYMM__BS_MAGIC || r.op != SYMM__OP_REPLY || r.seq != c->me.seq)
@@ -176,9 +192,9 @@ static symm_status_t rank_collective(symm__bootstrap_t *b, coll_t *c) {
     if (r.status != 0) {
         char text[1024];
         size_t n = r.nbytes < sizeof text ? (size_t)r.nbytes : sizeof text - 1;
-        io = symm__recv_all(b, b->main_fd, text, n, 0);
+        io = symm__recv_all(b, b->main_fd, text, n, dl);
         if (io == SYMM__IO_OK && r.nbytes > n)
-            io = symm__recv_drop(b, b->main_fd, r.nbytes - n, 0);
+            io = symm__recv_drop(b, b->main_fd, r.nbytes - n, dl);
         if (io != SYMM__IO_OK)
             return io_error(b, io, 0, c->what);
         text[n] = '\0';
@@ -187,7 +203,7 @@ static symm_status_t rank_collective(symm__bootstrap_t *b, coll_t *c) {
     if (r.nbytes != c->result_n)
         return symm__error(SYMM_ERR_BOOTSTRAP, "%s: protocol error (reply of %llu bytes, expected %zu)",
                            c->what, (unsigned long long)r.nbytes, c->result_n);
-    if (c->result_n && (io = symm__recv_all(b, b->main_fd, c->result, c->result_n, 0)) != SYMM__IO_OK)
+    if (c->result_n && (io = symm__recv_all(b, b->main_fd, c->result, c->result_n, dl)) != SYMM__IO_OK)
         return io_error(b, io, 0, c->what);
     return SYMM_SUCCESS;
 }
@@ -210,7 +226,7 @@ static symm_status_t root_collective(symm__bootstrap_t *b, coll_t *c) {
     for (int r = 1; r < n; r++) {
         int fd = b->peer_main[r];
         symm__bs_hdr_t h;
-        enum symm__io io = symm__recv_all(b, fd, &h, sizeof h, 0);
+        enum symm__io io = symm__recv_all(b, fd, &h, sizeof h, c->deadline);
         if (io != SYMM__IO_OK) {
             s = io_error(b, io, r, c->what);
             goto out;
@@ -241,7 +257,8 @@ static symm_status_t root_collective(symm__bootstrap_t *b, coll_t *c) {
             dst = c->gather(c, r, (size_t)payload);
         else if (!same_request(&q, &c->me))
             mismatch = 1;
-        io = dst ? symm__recv_all(b, fd, dst, (size_t)payload, 0) : symm__recv_drop(b, fd, payload, 0);
+        io = dst ? symm__recv_all(b, fd, dst, (size_t)payload, c->deadline)
+                 : symm__recv_drop(b, fd, payload, c->deadline);
         if (io != SYMM__IO_OK) {
             s = io_error(b, io, r, c->what);
             goto out;
@@ -275,10 +292,10 @@ static symm_status_t root_collective(symm__bootstrap_t *b, coll_t *c) {
     for (int r = 1; r < n; r++) {
         symm__bs_hdr_t h = {SYMM__BS_MAGIC, SYMM__OP_REPLY, c->me.seq,
                             verdict ? strlen(text) + 1 : c->result_n, -1, verdict};
-        enum symm__io io = symm__send_all(b, b->peer_main[r], &h, sizeof h, 0);
+        enum symm__io io = symm__send_all(b, b->peer_main[r], &h, sizeof h, c->deadline);
         if (io == SYMM__IO_OK)
-            io = verdict ? symm__send_all(b, b->peer_main[r], text, h.nbytes, 0)
-                         : (c->result_n ? symm__send_all(b, b->peer_main[r], c->result, c->result_n, 0)
+            io = verdict ? symm__send_all(b, b->peer_main[r], text, h.nbytes, c->deadline)
+                         : (c->result_n ? symm__send_all(b, b->peer_main[r], c->result, c->result_n, c->deadline)
                                         : SYMM__IO_OK);
         if (io != SYMM__IO_OK) {
             s = io_error(b, io, r, c->what);
@@ -296,6 +313,7 @@ static symm_status_t collective(symm__bootstrap_t *b, coll_t *c) {
     symm_status_t s = symm__bs_check_dead(b, c->what);
     if (s)
         return s;
+    c->deadline = symm__env()->wait_timeout > 0 ? symm__now() + symm__env()->wait_timeout : 0;
     if (b->nranks == 1) {
         if (c->me.status)
             return symm__error((symm_status_t)c->me.status, "%s: invalid arguments", c->what);

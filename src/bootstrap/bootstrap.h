@@ -49,7 +49,9 @@ int symm__bootstrap_nranks(const symm__bootstrap_t *b);
  * bcast root, which collective) or are invalid on one rank (NULL buffer) give
  * the same error on every rank, and the next collective works. On failure
  * the contents of `all` / `buf` are unspecified. A blocked call returns
- * SYMM_ERR_PEER_DIED soon after any PE dies; there is no other deadline. */
+ * SYMM_ERR_PEER_DIED soon after any PE dies or reports a failure; and when a
+ * PE does not arrive within SYMM_WAIT_TIMEOUT (alive but stuck), the root
+ * declares it dead, so every PE gets SYMM_ERR_PEER_DIED naming it. */
 symm_status_t symm__bootstrap_allgather(symm__bootstrap_t *b, const void *mine, void *all, size_t nbytes);
 symm_status_t symm__bootstrap_bcast(symm__bootstrap_t *b, void *buf, size_t nbytes, int root);
 symm_status_t symm__bootstrap_barrier(symm__bootstrap_t *b);
@@ -60,6 +62,18 @@ void symm__bootstrap_set_abort_flag(symm__bootstrap_t *b, volatile uint32_t *fla
 
 /* The first PE found dead, or -1. */
 int symm__bootstrap_dead_pe(const symm__bootstrap_t *b);
+
+/* This PE has failed (a CUDA error, a kernel that trapped): every PE learns
+ * it through the liveness channel as it would a death, within a slice, and
+ * this PE's own later bootstrap calls fail too (nobody waits for it). The
+ * first death or failure is the one reported. */
+void symm__bootstrap_report_failure(symm__bootstrap_t *b, const char *why);
+
+/* A check the watcher thread runs about once a second: non-zero (with a
+ * reason in `why`) once this process has failed, which it then reports.
+ * Called with the bootstrap's lock held; NULL stops it. */
+typedef int (*symm__health_fn)(void *arg, char *why, size_t size);
+void symm__bootstrap_set_health(symm__bootstrap_t *b, symm__health_fn fn, void *arg);
 
 /* Close sockets and stop the watcher thread. Not collective (finalize puts a
  * barrier before it). NULL is a no-op. */

@@ -99,9 +99,13 @@ struct symm__bootstrap {
     atomic_int dead_pe;
     atomic_int root_left;  /* non-root: the root said BYE */
     atomic_int *peer_left; /* root: rank r said BYE */
-    pthread_mutex_t lock;  /* guards abort_flag and dead_reason */
+    pthread_mutex_t lock;  /* guards abort_flag, dead_reason and health */
     volatile uint32_t *abort_flag;
     char dead_reason[160];
+    int dead_kind;         /* enum symm__out_kind of dead_pe */
+    atomic_int report;     /* this PE failed: the watcher tells the others */
+    symm__health_fn health;
+    void *health_arg;
 
     pthread_t watcher;
     int watcher_started;
@@ -111,7 +115,15 @@ struct symm__bootstrap {
 /* ---- liveness.c --------------------------------------------------------- */
 symm_status_t symm__liveness_start(symm__bootstrap_t *b);
 void symm__liveness_stop(symm__bootstrap_t *b);
-/* Record that `pe` died (first call wins), raise the abort flag, log it. */
+/* How a PE left the job (the DIED message carries it in its status). */
+enum symm__out_kind {
+    SYMM__OUT_DIED = 0,   /* exited, killed, or silent past SYMM_PEER_TIMEOUT */
+    SYMM__OUT_FAILED = 1, /* reported its own failure (CUDA error, trapped kernel) */
+    SYMM__OUT_STUCK = 2   /* alive, but did not reach a collective within SYMM_WAIT_TIMEOUT */
+};
+/* Record that `pe` left the job (first call wins), raise the abort flag,
+ * log it; symm__bs_mark_dead is the DIED kind. */
+void symm__bs_mark_out(symm__bootstrap_t *b, int pe, int kind, const char *why);
 void symm__bs_mark_dead(symm__bootstrap_t *b, int pe, const char *why);
 /* SYMM_ERR_PEER_DIED (raised with a message naming the PE) if a PE died,
  * else SYMM_SUCCESS. `what` names the call. */

@@ -13,7 +13,9 @@
     X(backend,            SYMM_BACKEND,            STRING,   "native",                       \
       "backend: native (CUDA VMM + NVLink), host (CPU shared memory, for tests without a GPU)") \
     X(wait_timeout,       SYMM_WAIT_TIMEOUT,       SECONDS,  SYMM__DEFAULT_WAIT_TIMEOUT,     \
-      "deadline of every device spin-wait in seconds; 0 = none (debug builds default to 60)") \
+      "deadline in seconds of every wait for another PE: device spin-waits stop the kernel with " \
+      "a message, host collectives name the PE that did not arrive; 0 = none (default 600, " \
+      "debug builds 60)")                                                                    \
     X(bootstrap_timeout,  SYMM_BOOTSTRAP_TIMEOUT,  SECONDS,  "120",                          \
       "how long init waits for all PEs to connect, in seconds")                              \
     X(peer_timeout,       SYMM_PEER_TIMEOUT,       SECONDS,  "5",                            \
@@ -46,8 +48,12 @@
       "pieces (bytes per peer) from which all-gather and all-to-all into symmetric buffers use " \
       "the copy engines; 0 = never. Set it alike on every PE")
 
+/* 600 s in release builds: no wait lasts forever (the README's promise),
+ * and as long as torch.distributed's default collective timeout, so a peer
+ * busy for minutes (checkpointing, compiling) is not taken for a hang. A PE
+ * that dies or fails is reported within seconds by other means (liveness). */
 #ifdef SYMM_DEBUG
 #  define SYMM__DEFAULT_WAIT_TIMEOUT "60"
 #else
-#  define SYMM__DEFAULT_WAIT_TIMEOUT "0"
+#  define SYMM__DEFAULT_WAIT_TIMEOUT "600"
 #endif

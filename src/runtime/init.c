@@ -46,6 +46,22 @@ symm_status_t symm__agree(symm_status_t mine, symm_status_t prefer, const char *
     return symm__error(res, "%s failed on PE %d: %s", what, pick, symm_strerror(res));
 }
 
+symm_status_t symm__synchronize_or_report(const char *what) {
+    symm__runtime_t *rt = &symm__rt;
+    symm_status_t st = rt->be->ops->synchronize(rt->be);
+    if (st == SYMM_ERR_CUDA) {
+        char why[160];
+        snprintf(why, sizeof why, "%s: %.140s", what, symm_last_error());
+        symm__bootstrap_report_failure(rt->boot, why);
+    }
+    return st;
+}
+
+static int backend_health(void *arg, char *why, size_t size) {
+    symm__backend_t *be = arg;
+    return be->ops->health(be, why, size);
+}
+
 /* Node identity: PEs with the same host name and boot id share CPU memory
  * and (for the native backend) NVLink. */
 static uint64_t node_hash(void) {
@@ -155,8 +171,10 @@ static void teardown(void) {
     symm__alloc_destroy(rt->alloc);
     symm__heap_unmap_all();
     symm__va_release();
-    if (rt->boot)
+    if (rt->boot) {
         symm__bootstrap_set_abort_flag(rt->boot, NULL);
+        symm__bootstrap_set_health(rt->boot, NULL, NULL);
+    }
     if (rt->abort_host)
         rt->be->ops->flag_free(rt->be, rt->abort_host);
     if (rt->be)
@@ -205,6 +223,9 @@ static symm_status_t init_with(symm__bootstrap_t *boot, int launcher_local_rank)
         rt->be = be;
     if ((st = symm__agree(st, SYMM_SUCCESS, "backend initialisation")) != SYMM_SUCCESS)
         goto fail;
+    /* a device that fails from now on is reported to the others */
+    if (rt->be->ops->health)
+        symm__bootstrap_set_health(boot, backend_health, rt->be);
 
     st = rt->be->ops->flag_alloc(rt->be, &rt->abort_host, &rt->abort_dev);
     if ((st = symm__agree(st, SYMM_SUCCESS, "abort flag allocation")) != SYMM_SUCCESS)
@@ -295,7 +316,7 @@ symm_status_t symm_finalize(void) {
     /* Nobody unmaps while a peer's kernels may still read this PE's heap:
      * drain this device, then meet every PE. A dead peer turns the barrier
      * into an error; local resources are released either way. */
-    symm_status_t st = rt->be->ops->synchronize(rt->be);
+    symm_status_t st = symm__synchronize_or_report("symm_finalize");
     symm_status_t st_bar = symm__bootstrap_barrier(rt->boot);
     rt->initialized = 0;
     teardown();

@@ -79,6 +79,10 @@ static inline uintptr_t symm__heap_base(void) {
  * is what everyone returns. */
 symm_status_t symm__agree(symm_status_t mine, symm_status_t prefer, const char *what);
 
+/* Wait for this PE's device work; a CUDA failure there (a trapped kernel)
+ * is reported to every PE before it is returned (`what` names the call). */
+symm_status_t symm__synchronize_or_report(const char *what);
+
 /* Grow the mapping of every node PE to `new_mapped` bytes (collective,
  * all-or-nothing: on failure every PE unmaps what this call mapped). */
 symm_status_t symm__heap_grow(size_t new_mapped);

@@ -16,6 +16,15 @@
  *   death_root  the same with PE 0 (whose death every rank sees directly)
  *   death_ipc   a PE dies while the others wait in the fd exchange
  *   stop        PE N-1 stops (SIGSTOP): declared dead after SYMM_PEER_TIMEOUT
+ *   failed      PE N-1 reports a failure of its own (a CUDA error, say) and
+ *               stays alive: every PE learns it, naming it and why, within
+ *               10 s; the failed PE's own calls fail at once (failed_root:
+ *               PE 0 fails)
+ *   health      the same through the health check the watcher runs
+ *   stuck       PE N-1 is alive but stays out of a barrier past
+ *               SYMM_WAIT_TIMEOUT=2: declared stuck, every PE (itself too,
+ *               when it comes back) gets SYMM_ERR_PEER_DIED naming it
+ *               (stuck_root: PE 0, named by each rank's own deadline)
  *   bad_nranks  PE N-1 claims another job size: turned away with the reason,
  *               which the root's timeout names on every PE
  *   dup_rank    two processes claim the same rank: the second is turned away,
@@ -41,6 +50,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,8 +303,23 @@ static void scenario_basic(child_t *c) {
     TEST_ASSERT(tasks == 1, "%d threads left", tasks);
 }
 
-/* A PE dies (or stops); the others must learn it, by name, in bounded time. */
-static void scenario_death(child_t *c, int victim, int in_ipc, int stop) {
+/* How the victim of scenario_death leaves the job. */
+enum { V_KILL, V_STOP, V_REPORT, V_HEALTH, V_STUCK };
+
+static atomic_int g_health_calls;
+static int failing_health(void *arg, char *why, size_t size) {
+    (void)arg;
+    if (atomic_fetch_add(&g_health_calls, 1) < 1)
+        return 0; /* healthy at first */
+    snprintf(why, size, "test: the health check says this device failed");
+    return 1;
+}
+
+/* A PE dies, stops, reports a failure (directly or through its health
+ * check) or gets stuck (alive, not calling collectives); the others must
+ * learn it, by name, in bounded time. */
+static void scenario_death(child_t *c, int victim, int in_ipc, int how) {
+    int stop = how == V_STOP;
     symm__bootstrap_t *b = NULL;
     SYMM_CHECK(first_init(c, c->n, &b));
     volatile uint32_t flag = 0;
@@ -308,12 +333,40 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int stop) {
     if (in_ipc)
         SYMM_CHECK(symm__ipc_create(b, ranks, c->n, c->rank, &ipc));
     SYMM_CHECK(symm__bootstrap_barrier(b));
-    if (c->rank == victim) {
+    if (c->rank == victim && (how == V_KILL || how == V_STOP)) {
         sleep_ms(200); /* let the others block first */
         raise(stop ? SIGSTOP : SIGKILL);
         /* SIGSTOP: the driver kills us once the others are done. */
         for (;;)
             pause();
+    }
+    if (c->rank == victim) {
+        /* alive throughout: its watcher keeps sending heartbeats */
+        double t0 = now_s();
+        sleep_ms(200);
+        if (how == V_REPORT)
+            symm__bootstrap_report_failure(b, "test: this PE's device failed");
+        else if (how == V_HEALTH)
+            symm__bootstrap_set_health(b, failing_health, NULL);
+        else /* stuck past SYMM_WAIT_TIMEOUT while the others wait in a barrier (the root past
+              * the ranks' SYMM_WAIT_TIMEOUT + 5 s) */
+            sleep_ms(victim == 0 ? 9000 : 4000);
+        /* failed: its own calls fail at once, nobody waits for it; stuck:
+         * once back, it hears it was declared out */
+        symm_status_t s = SYMM_SUCCESS;
+        while (s == SYMM_SUCCESS && now_s() - t0 < 60)
+            s = symm__bootstrap_barrier(b);
+        TEST_ASSERT(s == SYMM_ERR_PEER_DIED, "the victim itself: %s (%s)", symm_strerror(s), symm_last_error());
+        /* (a stuck root hears nothing: the ranks named it by their own deadline and left) */
+        TEST_ASSERT(symm__bootstrap_dead_pe(b) == victim || (how == V_STUCK && victim == 0),
+                    "the victim's dead_pe %d", symm__bootstrap_dead_pe(b));
+        symm__bootstrap_set_health(b, NULL, NULL);
+        symm__bootstrap_set_abort_flag(b, NULL);
+        symm__bootstrap_destroy(b);
+        free(ranks);
+        free(fds);
+        printf("PE %d (the victim) was told after %.3f s: %s\n", c->rank, now_s() - t0, symm_last_error());
+        return;
     }
     double t0 = now_s();
     symm_status_t s;
@@ -337,6 +390,12 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int stop) {
     TEST_ASSERT(strstr(symm_last_error(), name), "message names %s: %s", name, symm_last_error());
     if (stop)
         TEST_ASSERT(strstr(symm_last_error(), "silent"), "message says why: %s", symm_last_error());
+    if (how == V_REPORT || how == V_HEALTH)
+        TEST_ASSERT(strstr(symm_last_error(), "failed") && strstr(symm_last_error(), "test: "),
+                    "message says it failed, and why: %s", symm_last_error());
+    if (how == V_STUCK)
+        TEST_ASSERT(strstr(symm_last_error(), "is stuck") && strstr(symm_last_error(), "SYMM_WAIT_TIMEOUT"),
+                    "message says it is stuck: %s", symm_last_error());
     TEST_ASSERT(symm__bootstrap_dead_pe(b) == victim, "dead_pe %d", symm__bootstrap_dead_pe(b));
     TEST_ASSERT(flag == (uint32_t)victim + 1, "abort flag %u, expected %d", flag, victim + 1);
     /* Every later call fails the same way, at once. */
@@ -353,7 +412,8 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int stop) {
     symm__bootstrap_destroy(b);
     free(ranks);
     free(fds);
-    printf("PE %d noticed PE %d's %s after %.3f s\n", c->rank, victim, stop ? "stop" : "death", waited);
+    static const char *names[] = {"death", "stop", "failure report", "failed health check", "stuck state"};
+    printf("PE %d noticed PE %d's %s after %.3f s\n", c->rank, victim, names[how], waited);
 }
 
 /* Setup errors: every PE fails clearly (never hangs). */
@@ -419,13 +479,23 @@ static int child_main(const char *scenario, const char *mode) {
     if (strcmp(scenario, "basic") == 0)
         scenario_basic(&c);
     else if (strcmp(scenario, "death_last") == 0)
-        scenario_death(&c, c.n - 1, 0, 0);
+        scenario_death(&c, c.n - 1, 0, V_KILL);
     else if (strcmp(scenario, "death_root") == 0)
-        scenario_death(&c, 0, 0, 0);
+        scenario_death(&c, 0, 0, V_KILL);
     else if (strcmp(scenario, "death_ipc") == 0)
-        scenario_death(&c, c.n / 2, 1, 0);
+        scenario_death(&c, c.n / 2, 1, V_KILL);
     else if (strcmp(scenario, "stop") == 0)
-        scenario_death(&c, c.n - 1, 0, 1);
+        scenario_death(&c, c.n - 1, 0, V_STOP);
+    else if (strcmp(scenario, "failed") == 0)
+        scenario_death(&c, c.n - 1, 0, V_REPORT);
+    else if (strcmp(scenario, "failed_root") == 0)
+        scenario_death(&c, 0, 0, V_REPORT);
+    else if (strcmp(scenario, "health") == 0)
+        scenario_death(&c, c.n - 1, 0, V_HEALTH);
+    else if (strcmp(scenario, "stuck") == 0)
+        scenario_death(&c, c.n - 1, 0, V_STUCK);
+    else if (strcmp(scenario, "stuck_root") == 0)
+        scenario_death(&c, 0, 0, V_STUCK);
     else if (strcmp(scenario, "bad_nranks") == 0 || strcmp(scenario, "dup_rank") == 0 ||
              strcmp(scenario, "missing") == 0)
         scenario_setup_error(&c);
@@ -551,6 +621,10 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
     setenv("SYMM_LOG_LEVEL", "error", 1);
     if (strcmp(scenario, "stop") == 0)
         setenv("SYMM_PEER_TIMEOUT", "1", 1);
+    if (strncmp(scenario, "stuck", 5) == 0)
+        setenv("SYMM_WAIT_TIMEOUT", "2", 1);
+    else
+        unsetenv("SYMM_WAIT_TIMEOUT");
     if (strcmp(scenario, "bad_nranks") == 0 || strcmp(scenario, "dup_rank") == 0 ||
         strcmp(scenario, "missing") == 0)
         setenv("SYMM_BOOTSTRAP_TIMEOUT", "3", 1);

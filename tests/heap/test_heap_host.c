@@ -17,6 +17,8 @@
  *             pair on every PE; after it a normal init works
  *   death     the last PE is killed while the others wait in symm_barrier_all:
  *             they get SYMM_ERR_PEER_DIED (mp_driver --killed N-1)
+ *   stuck     the last PE stays out of barriers, alive: the others' waits end
+ *             (SYMM_WAIT_TIMEOUT=2) naming it, then every PE's, its own too
  *   uid       symm_get_unique_id on rank 0, passed to the others through a file,
  *             then symm_init_with_uid on every PE
  *   nodevice  native backend on a machine without GPU -> SYMM_ERR_NO_DEVICE
@@ -402,6 +404,44 @@ static void scenario_death(void) {
     TEST_ASSERT(!symm_initialized(), "finalized");
 }
 
+static double secs_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+/* The last PE is alive but stays out (busy for longer than
+ * SYMM_WAIT_TIMEOUT=2): the team barrier on the CPU says which team PE it
+ * waited for; symm_barrier_all declares it stuck on every PE (itself too,
+ * once it comes back); finalize then returns instead of hanging. */
+static void scenario_stuck(void) {
+    struct timespec t0;
+    char name[16];
+    setenv("SYMM_WAIT_TIMEOUT", "2", 1);
+    init_host();
+    SYMM_CHECK(symm_barrier_all());
+    snprintf(name, sizeof name, "PE %d", npes - 1);
+    if (me == npes - 1) {
+        sleep(3);
+        SYMM_CHECK(symm_barrier_all_on_stream(NULL)); /* the others announced theirs */
+    } else {
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        SYMM_EXPECT(symm_barrier_all_on_stream(NULL), SYMM_ERR_TIMEOUT);
+        TEST_ASSERT(strstr(symm_last_error(), "team PE"), "team barrier names whom it waited for: %s",
+                    symm_last_error());
+        printf("PE %d: team barrier gave up after %.2f s: %s\n", me, secs_since(&t0), symm_last_error());
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (me == npes - 1)
+        sleep(4);
+    SYMM_EXPECT(symm_barrier_all(), SYMM_ERR_PEER_DIED);
+    TEST_ASSERT(strstr(symm_last_error(), name) && strstr(symm_last_error(), "stuck"),
+                "names the stuck PE: %s", symm_last_error());
+    printf("PE %d: symm_barrier_all failed after %.2f s: %s\n", me, secs_since(&t0), symm_last_error());
+    symm_status_t st = symm_finalize();
+    TEST_ASSERT(st == SYMM_ERR_PEER_DIED && !symm_initialized(), "finalize -> %s", symm_strerror(st));
+}
+
 static void scenario_uid(void) {
     const char *port = getenv("SYMM_BOOTSTRAP_PORT"), *rank_s = getenv("RANK"),
                *size_s = getenv("WORLD_SIZE");
@@ -486,6 +526,8 @@ int main(int argc, char **argv) {
         scenario_death();
     else if (strcmp(s, "uid") == 0)
         scenario_uid();
+    else if (strcmp(s, "stuck") == 0)
+        scenario_stuck();
     else if (strcmp(s, "nodevice") == 0)
         scenario_nodevice();
     else

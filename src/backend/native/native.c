@@ -20,6 +20,7 @@
 typedef struct symm__native_backend {
     symm__backend_t base;
     const symm__cu_t *cu;
+    cudaStream_t probe; /* an idle stream: querying it reports a sticky error */
 } symm__native_backend_t;
 
 struct symm__chunk {
@@ -183,6 +184,10 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
     symm__native_backend_t *nb = calloc(1, sizeof(*nb));
     if (!nb)
         return symm__error(SYMM_ERR_NO_MEMORY, "out of host memory");
+    if ((e = cudaStreamCreateWithFlags(&nb->probe, cudaStreamNonBlocking)) != cudaSuccess) {
+        free(nb);
+        return cuda_err("cudaStreamCreateWithFlags (health probe)", e);
+    }
     nb->base.ops = &symm__backend_native_ops;
     nb->cu = cu;
     nb->base.device = dev;
@@ -195,7 +200,27 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
     return SYMM_SUCCESS;
 }
 
-static void native_close(symm__backend_t *be) { free(be); }
+static void native_close(symm__backend_t *be) {
+    symm__native_backend_t *nb = (symm__native_backend_t *)be;
+    (void)cudaStreamDestroy(nb->probe); /* fails after a sticky error: nothing to do then */
+    (void)cudaGetLastError();
+    free(be);
+}
+
+/* A kernel that trapped (a symm deadline, a failed check, a fault) leaves
+ * the context with a sticky error that every later call returns, this idle
+ * stream's query included; the query itself never blocks. */
+static int native_health(symm__backend_t *be, char *why, size_t size) {
+    symm__native_backend_t *nb = (symm__native_backend_t *)be;
+    cudaError_t e = cudaSetDevice(be->device); /* this thread's current device */
+    if (e == cudaSuccess)
+        e = cudaStreamQuery(nb->probe);
+    if (e == cudaSuccess || e == cudaErrorNotReady)
+        return 0;
+    snprintf(why, size, "its GPU %d reports %s (%s): a kernel trapped or faulted there (see its message)",
+             be->device, cudaGetErrorName(e), cudaGetErrorString(e));
+    return 1;
+}
 
 static symm_status_t native_reserve(symm__backend_t *be, size_t size, uintptr_t hint, uintptr_t *addr) {
     CUdeviceptr p = 0;
@@ -415,5 +440,6 @@ const symm__backend_ops_t symm__backend_native_ops = {
     .memset_sync = native_memset_sync,
     .memcpy_sync = native_memcpy_sync,
     .synchronize = native_synchronize,
+    .health = native_health,
     .barrier_on_stream = native_barrier_on_stream,
 };
