@@ -39,14 +39,15 @@
     X(debug_deny_peer,    SYMM_DEBUG_DENY_PEER,    STRING,   "",                             \
       "testing: 'i:j' makes init treat node PEs i and j as having no peer access")           \
     X(coll_algo,          SYMM_COLL_ALGO,          STRING,   "",                             \
-      "force a collective algorithm: oneshot, twoshot, packet, multimem (default: by size)") \
+      "force a collective algorithm: oneshot, twoshot, packet, multimem, push (default: by size); " \
+      "the same on every PE (init checks)") \
     X(coll_blocks,        SYMM_COLL_BLOCKS,        INT,      "0",                            \
       "most blocks of a direct stream collective (two-shot all-reduce, reduce-scatter, "    \
       "all-gather, all-to-all, broadcast, all_to_allv), 1..255, one per 16 KiB moved; 0 = "  \
-      "built-in default (64; 128 for all-gather, all-to-all, broadcast). Set it alike on every PE") \
+      "built-in default (64; 128 for all-gather, all-to-all, broadcast). The same on every PE (init checks)") \
     X(coll_ce_min,        SYMM_COLL_CE_MIN,        SIZE,     "64M",                          \
       "pieces (bytes per peer) from which all-gather and all-to-all into symmetric buffers use " \
-      "the copy engines; 0 = never. Set it alike on every PE")
+      "the copy engines; 0 = never. The same on every PE (init checks)")
 
 /* 600 s in release builds: no wait lasts forever (the README's promise),
  * and as long as torch.distributed's default collective timeout, so a peer

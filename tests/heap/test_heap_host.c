@@ -17,6 +17,8 @@
  *             pair on every PE; after it a normal init works
  *   death     the last PE is killed while the others wait in symm_barrier_all:
  *             they get SYMM_ERR_PEER_DIED (mp_driver --killed N-1)
+ *   collenv   SYMM_COLL_ALGO / _BLOCKS / _CE_MIN set on the last PE only:
+ *             SYMM_ERR_ENV on every PE naming the variable and both values
  *   stuck     the last PE stays out of barriers, alive: the others' waits end
  *             (SYMM_WAIT_TIMEOUT=2) naming it, then every PE's, its own too
  *   uid       symm_get_unique_id on rank 0, passed to the others through a file,
@@ -442,6 +444,35 @@ static void scenario_stuck(void) {
     TEST_ASSERT(st == SYMM_ERR_PEER_DIED && !symm_initialized(), "finalize -> %s", symm_strerror(st));
 }
 
+/* The collectives' settings differ on the last PE: init fails on every PE
+ * with SYMM_ERR_ENV naming the variable and both values (a bad value on
+ * one PE fails everywhere too); with them alike, init works. */
+static void scenario_collenv(void) {
+    static const char *cases[][3] = {
+        {"SYMM_COLL_BLOCKS", "8", "PE 0 has 0, PE %d 8"},
+        {"SYMM_COLL_ALGO", "oneshot", "PE 0 has \"\", PE %d \"oneshot\""},
+        {"SYMM_COLL_CE_MIN", "1M", "PE 0 has 67108864, PE %d 1048576"},
+        {"SYMM_COLL_ALGO", "bogus", "is not one of"},
+    };
+    int rank = atoi(getenv("RANK")), n = atoi(getenv("WORLD_SIZE"));
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char want[96];
+        if (rank == n - 1)
+            setenv(cases[c][0], cases[c][1], 1);
+        snprintf(want, sizeof want, cases[c][2], n - 1);
+        SYMM_EXPECT(symm_init(), SYMM_ERR_ENV);
+        TEST_ASSERT(strstr(symm_last_error(), cases[c][0]) &&
+                        (strstr(symm_last_error(), want) || (c == 3 && rank != n - 1)),
+                    "case %zu: the message names %s and both values (\"%s\"): %s", c, cases[c][0], want,
+                    symm_last_error());
+        TEST_ASSERT(!symm_initialized(), "a failed init leaves nothing");
+        unsetenv(cases[c][0]);
+    }
+    init_host();
+    SYMM_CHECK(symm_barrier_all());
+    SYMM_CHECK(symm_finalize());
+}
+
 static void scenario_uid(void) {
     const char *port = getenv("SYMM_BOOTSTRAP_PORT"), *rank_s = getenv("RANK"),
                *size_s = getenv("WORLD_SIZE");
@@ -528,6 +559,8 @@ int main(int argc, char **argv) {
         scenario_uid();
     else if (strcmp(s, "stuck") == 0)
         scenario_stuck();
+    else if (strcmp(s, "collenv") == 0)
+        scenario_collenv();
     else if (strcmp(s, "nodevice") == 0)
         scenario_nodevice();
     else
