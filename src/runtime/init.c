@@ -159,8 +159,14 @@ static symm_status_t agree_layout(void) {
     rt->stride = stride;
     rt->limit = limit;
     rt->chunk_bytes = chunk;
-    SYMM_LOG_INFO("heap: stride %zu, limit %zu, growth step %zu, granularity %llu", rt->stride,
-                  rt->limit, rt->chunk_bytes, (unsigned long long)gran);
+    /* Heap bases aligned to the largest power of two dividing the stride
+     * (va.c reserves so), at most SYMM__HEAP_ALIGN_MAX: symm_align's
+     * offsets then give pointers aligned as asked, on every PE. */
+    rt->heap_align = stride & (~stride + 1);
+    if (rt->heap_align > SYMM__HEAP_ALIGN_MAX)
+        rt->heap_align = SYMM__HEAP_ALIGN_MAX;
+    SYMM_LOG_INFO("heap: stride %zu, limit %zu, growth step %zu, granularity %llu, base alignment %zu",
+                  rt->stride, rt->limit, rt->chunk_bytes, (unsigned long long)gran, rt->heap_align);
     return SYMM_SUCCESS;
 }
 

@@ -56,6 +56,7 @@ typedef struct symm__runtime {
     uintptr_t va_base, slot0;
     size_t va_size, stride;
     size_t limit;             /* most bytes the heap may map (same on every PE) */
+    size_t heap_align;        /* every PE's heap base is a multiple of it (a power of two) */
     size_t chunk_bytes;       /* growth step (same on every PE) */
     size_t mapped;            /* bytes mapped per PE, from offset 0 */
     symm__heap_chunk_t *chunks;
@@ -67,6 +68,10 @@ typedef struct symm__runtime {
 } symm__runtime_t;
 
 extern symm__runtime_t symm__rt;
+
+/* The largest alignment symm_align guarantees (heap bases are aligned to
+ * it when the stride allows). */
+#define SYMM__HEAP_ALIGN_MAX ((size_t)1 << 30)
 
 /* This PE's heap base. */
 static inline uintptr_t symm__heap_base(void) {

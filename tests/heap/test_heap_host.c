@@ -241,6 +241,39 @@ static void scenario_api(void) {
     check_same_on_all((uint64_t)(uintptr_t)al, "symm_align pointer");
     SYMM_EXPECT(symm_align(3000, 100, &q), SYMM_ERR_INVALID_ARG);
     SYMM_EXPECT(symm_align(0, 100, &q), SYMM_ERR_INVALID_ARG);
+    /* Alignments past the allocation granularity, up to 64 MiB: the pointer
+     * (not only its heap offset) aligned, the same on every PE, and usable. */
+    for (size_t a = (size_t)4 << 10; a <= (size_t)64 << 20; a <<= 2) {
+        void *big;
+        SYMM_CHECK(symm_align(a, 4096 + 8, &big));
+        TEST_ASSERT((uintptr_t)big % a == 0, "symm_align(%zu) gave %p on PE %d", a, big, me);
+        check_same_on_all((uint64_t)(uintptr_t)big, "symm_align pointer");
+        unsigned char *next = symm_ptr(big, (me + 1) % npes);
+        TEST_ASSERT(next != NULL, "symm_ptr of an aligned block");
+        next[4096 + me % 8] = (unsigned char)(0x40 + me);
+        SYMM_CHECK(symm_barrier_all());
+        int prev = (me + npes - 1) % npes;
+        TEST_ASSERT(((unsigned char *)big)[4096 + prev % 8] == (unsigned char)(0x40 + prev),
+                    "aligned block (%zu): PE %d's store not seen", a, prev);
+        SYMM_CHECK(symm_barrier_all());
+        SYMM_CHECK(symm_free(big));
+    }
+    /* The heap's descriptors are not inherited by programs this PE starts,
+     * however many chunks it grows by. */
+    {
+        int before = symm_test_inherited_fds();
+        void *grow[3];
+        for (int i = 0; i < 3; i++)
+            SYMM_CHECK(symm_malloc(((size_t)256 << 20) + 4096, &grow[i]));
+        int after = symm_test_inherited_fds();
+        TEST_ASSERT(after == before, "a fork+exec child inherits %d descriptors after the heap grew, %d before",
+                    after, before);
+        for (int i = 2; i >= 0; i--)
+            SYMM_CHECK(symm_free(grow[i]));
+    }
+    /* Past what the heap bases are aligned to: refused on every PE. */
+    SYMM_EXPECT(symm_align((size_t)1 << 31, 100, &q), SYMM_ERR_INVALID_ARG);
+    TEST_ASSERT(strstr(symm_last_error(), "heap base"), "says why: %s", symm_last_error());
 
     /* Bad frees, symm_ptr edge cases. */
     int local = 0;
@@ -539,6 +572,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s api|mismatch|exhaust|rollback|deny|death|uid|nodevice\n", argv[0]);
         return 2;
     }
+    if (strcmp(argv[1], "--count-fds") == 0)
+        return symm_test_count_fds();
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *s = argv[1];
     if (strcmp(s, "nodevice") != 0)

@@ -8,6 +8,8 @@
  * read/write for this PE's GPU. No multicast object is ever created here.
  */
 #include <cuda_runtime.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,9 +224,11 @@ static int native_health(symm__backend_t *be, char *why, size_t size) {
     return 1;
 }
 
-static symm_status_t native_reserve(symm__backend_t *be, size_t size, uintptr_t hint, uintptr_t *addr) {
+static symm_status_t native_reserve(symm__backend_t *be, size_t size, uintptr_t hint, size_t align,
+                                    uintptr_t *addr) {
     CUdeviceptr p = 0;
-    CUresult r = cu_of(be)->MemAddressReserve(&p, size, be->granularity, (CUdeviceptr)hint, 0);
+    CUresult r = cu_of(be)->MemAddressReserve(&p, size, align > be->granularity ? align : be->granularity,
+                                              (CUdeviceptr)hint, 0);
     if (r != CUDA_SUCCESS && hint)
         return SYMM_ERR_NO_MEMORY; /* an expected answer while looking for a common address */
     if (r != CUDA_SUCCESS)
@@ -269,6 +273,15 @@ static symm_status_t native_chunk_create(symm__backend_t *be, size_t size, symm_
         (void)cu->MemRelease(c->own);
         free(c);
         return symm__error(SYMM_ERR_CUDA, "cuMemExportToShareableHandle: %s", symm__cu_errstr(r));
+    }
+    /* Until the exchange is over it is a handle on this PE's GPU memory: no
+     * program this process starts may inherit it. */
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+        int e = errno;
+        close(fd);
+        (void)cu->MemRelease(c->own);
+        free(c);
+        return symm__error(SYMM_ERR_CUDA, "marking the heap chunk's descriptor close-on-exec: %s", strerror(e));
     }
     c->fd = fd;
     c->size = size;
@@ -316,6 +329,11 @@ static symm_status_t native_chunk_map(symm__backend_t *be, symm__chunk_t *c, con
             return symm__error(SYMM_ERR_CUDA,
                                "cuMemSetAccess for GPU %d on node PE %d's heap chunk: %s",
                                be->device, i, symm__cu_errstr(r));
+    }
+    /* The peers imported their copies; the handle keeps the memory. */
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
     }
     return SYMM_SUCCESS;
 }
