@@ -72,6 +72,24 @@ static int child(const char *mode) {
         printf("finished\n");
         return 0;
     }
+    if (strcmp(mode, "burst") == 0) { /* rank 1 writes a burst to stderr and fails at once */
+        if (rank == 1) {
+            for (int i = 0; i < 300; i++)
+                fprintf(stderr, "burst line %d of rank 1\n", i);
+            fprintf(stderr, "last words of rank 1, without a newline");
+            fflush(stderr);
+            /* a child that keeps the output pipe open: no end of stream
+             * tells symmrun the line is complete */
+            if (fork() == 0) {
+                sleep(5);
+                _exit(0);
+            }
+            sleep_ms(100);
+            return 3;
+        }
+        sleep(60);
+        return 0;
+    }
     if (strcmp(mode, "stubborn") == 0) { /* rank 0 fails; rank 1 ignores SIGTERM */
         if (rank == 1) {
             signal(SIGTERM, SIG_IGN);
@@ -311,10 +329,21 @@ static void test_failures(void) {
     TEST_ASSERT(r.seconds < STOP_BOUND_S, "took %.1f s: SIGKILL never came", r.seconds);
     done(&r);
 
-    /* A signal death counts as 128 + signal. */
+    /* A signal death counts as 128 + signal, and is named. */
     r = run(A("-n", "3", "SELF", "child", "killed"), 0, 0);
     TEST_ASSERT(r.code == 128 + SIGKILL, "exit %d, expected %d", r.code, 128 + SIGKILL);
     TEST_ASSERT(!strstr(r.out, "finished") && r.seconds < STOP_BOUND_S, "others stopped");
+    TEST_ASSERT(strstr(r.err, "rank 2 was killed by SIGKILL"), "names the signal:\n%s", r.err);
+    done(&r);
+
+    /* What a rank wrote comes before symmrun's line about its end. */
+    r = run(A("-n", "2", "SELF", "child", "burst"), 0, 0);
+    TEST_ASSERT(r.code == 3, "exit %d, expected 3", r.code);
+    {
+        const char *last = strstr(r.err, "[1] last words of rank 1, without a newline\n");
+        const char *ended = strstr(r.err, "rank 1 exited with code 3");
+        TEST_ASSERT(last && ended && last < ended, "rank 1's output before its exit line:\n%s", r.err);
+    }
     done(&r);
 
     /* The failing rank's own children are stopped too (its process group). */
@@ -329,11 +358,26 @@ static void test_failures(void) {
     TEST_ASSERT(!strstr(r.out, "grandchild finished"), "grandchild ran to the end");
     done(&r);
 
-    /* Exec failure. */
-    r = run(A("-n", "2", "/nonexistent/program"), 0, 0);
-    TEST_ASSERT(r.code == 127, "exit %d, expected 127", r.code);
-    TEST_ASSERT(strstr(r.err, "cannot run '/nonexistent/program'"), "says why:\n%s", r.err);
-    done(&r);
+    /* Exec failure: 127 when not found, without a stray signal line (the
+     * SIGTERM that stops the other ranks must not come back to symmrun). */
+    for (int i = 0; i < 5; i++) {
+        r = run(A("-n", "8", "/nonexistent/program"), 0, 0);
+        TEST_ASSERT(r.code == 127, "exit %d, expected 127", r.code);
+        TEST_ASSERT(strstr(r.err, "cannot run '/nonexistent/program'"), "says why:\n%s", r.err);
+        TEST_ASSERT(!strstr(r.err, "symmrun: got "), "a signal symmrun never got:\n%s", r.err);
+        done(&r);
+    }
+    /* 126 when found but not executable. */
+    {
+        char path[] = "/tmp/symm_test_noexec_XXXXXX";
+        int fd = mkstemp(path);
+        TEST_ASSERT(fd >= 0 && write(fd, "#!/bin/sh\n", 10) == 10 && fchmod(fd, 0644) == 0, "temp file");
+        close(fd);
+        r = run(A("-n", "2", path), 0, 0);
+        unlink(path);
+        TEST_ASSERT(r.code == 126, "a file that cannot be executed: exit %d, expected 126\n%s", r.code, r.err);
+        done(&r);
+    }
 }
 
 static void test_timeout_and_signals(void) {
@@ -351,6 +395,7 @@ static void test_timeout_and_signals(void) {
     for (int i = 0; i < 2; i++) {
         r = run(A("-n", "2", "SELF", "child", "ready"), sigs[i], 2);
         TEST_ASSERT(r.code == 128 + sigs[i], "exit %d after signal %d", r.code, sigs[i]);
+        TEST_ASSERT(strstr(r.err, i ? "got SIGINT" : "got SIGTERM"), "names the signal:\n%s", r.err);
         TEST_ASSERT(r.seconds < STOP_BOUND_S, "took %.1f s", r.seconds);
         done(&r);
     }
