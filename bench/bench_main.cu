@@ -444,8 +444,10 @@ int main(int argc, char **argv) {
         printf("symm-bench: no CUDA GPU found; nothing to measure\n");
         return 0;
     }
+    /* One PE per GPU; on a one-GPU machine two PEs share it, so the peer
+     * measurements still run (their tables say the GPU is shared). */
     if (!under_launcher())
-        relaunch(argc, argv, o.npes > 0 ? o.npes : ngpu, o.timeout);
+        relaunch(argc, argv, o.npes > 0 ? o.npes : ngpu > 1 ? ngpu : 2, o.timeout);
 
     /* Before any library starts: one node, no network transport, no multicast. */
     setenv("NVSHMEM_REMOTE_TRANSPORT", "none", 1);
@@ -475,14 +477,34 @@ int main(int argc, char **argv) {
     BENCH_CUDA(cudaStreamCreateWithFlags(&env.stream, cudaStreamNonBlocking));
     BENCH_SYMM(symm_ctx(&env.ctx));
     bench_phase_end();
+    /* PEs sharing a GPU measure the library, not NVLink; NCCL refuses two
+     * ranks on one GPU, and NVSHMEM turns off its on-stream collectives and
+     * device barriers for them (its limited multi-PE-per-GPU mode). */
+    int gpu_pes = 1;
+    BENCH_SYMM(symm_gpu_pes(&gpu_pes));
+    env.shared = !bench_all_true(gpu_pes == 1);
+    if (env.shared) {
+        bench_table_label("PEs share one GPU: not a measure of NVLink");
+        if (!o.no_nccl)
+            snprintf(g_nccl_status, sizeof g_nccl_status,
+                     "NCCL: n/a (it refuses two ranks on one GPU, and PEs share one here)");
+        if (!o.no_nvshmem && !env_flag("SYMM_BENCH_SHARED_NVSHMEM"))
+            snprintf(g_nv_status, sizeof g_nv_status,
+                     "n/a (PEs share a GPU: NVSHMEM's mode for that turns off its on-stream collectives and "
+                     "device barriers; SYMM_BENCH_SHARED_NVSHMEM=1 tries it anyway)");
+    }
     bench_note("%d PEs, GPU %d, NVSHMEM %s, NCCL %s", env.npes, env.device,
                o.no_nvshmem ? "off" : (SYMM_BENCH_HAVE_NVSHMEM ? "on" : "not built"),
                o.no_nccl ? "off" : (SYMM_BENCH_HAVE_NCCL ? "on" : "not built"));
     env.report = bench_report_new(env.me == 0);
 
-    init_nvshmem(&env, o.no_nvshmem);
+    env.nccl_status = g_nccl_status;
+    env.nvshmem_status = g_nv_status;
+    if (!env.shared || env_flag("SYMM_BENCH_SHARED_NVSHMEM"))
+        init_nvshmem(&env, o.no_nvshmem);
     BENCH_CUDA(cudaSetDevice(env.device));
-    init_nccl(&env, o.no_nccl);
+    if (!env.shared)
+        init_nccl(&env, o.no_nccl);
     BENCH_CUDA(cudaSetDevice(env.device));
 
     bench_phase_begin("header (machine description)");

@@ -30,6 +30,7 @@ typedef struct bench_env {
     int me, npes;              /* symm world PE and size */
     int device;                /* CUDA device of this PE */
     int quick;                 /* --quick: fewer sizes, repeats and iterations */
+    int shared;                /* some PEs share a GPU: not a measure of NVLink */
     bench_report_t *report;    /* prints on rank 0 only; the --out file */
     const symm_ctx_t *ctx;     /* world team device context */
     cudaStream_t stream;       /* a non-blocking stream on `device` */

@@ -489,13 +489,17 @@ void bench_report_section(bench_report_t *r, const char *title) {
     md_append(r, "\n\n");
 }
 
+static const char *g_table_label;
+
+void bench_table_label(const char *label) { g_table_label = label; }
+
 bench_table_t *bench_table_new(const char *title, int ncols, const char *const *headers) {
     bench_table_t *t = (bench_table_t *)calloc(1, sizeof *t);
     if (!t)
         bench_fatal(__FILE__, __LINE__, "calloc", "out of memory");
     if (ncols > BENCH_TABLE_MAX_COLS)
         bench_fatal(__FILE__, __LINE__, "bench_table_new", "too many columns");
-    t->title = xstrdup(title);
+    t->title = xstrdup(g_table_label ? bench_fmt("%s: %s", g_table_label, title) : title);
     t->ncols = ncols;
     for (int c = 0; c < ncols; ++c)
         t->headers[c] = xstrdup(headers[c]);

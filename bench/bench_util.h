@@ -164,6 +164,9 @@ void bench_report_section(bench_report_t *r, const char *title);
 /* Tables: up to 16 columns; cells are copied. bench_table_emit prints the
  * table (aligned) and appends it to the report as markdown, then frees it. */
 bench_table_t *bench_table_new(const char *title, int ncols, const char *const *headers);
+/* Put `label` before the title of every table made from now on (NULL: none):
+ * what holds for every table of the run, such as PEs sharing one GPU. */
+void bench_table_label(const char *label);
 void bench_table_row(bench_table_t *t, const char *const *cells);
 void bench_table_note(bench_table_t *t, const char *note); /* printed under the table */
 void bench_table_emit(bench_report_t *r, bench_table_t *t);

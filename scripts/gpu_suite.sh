@@ -1,12 +1,38 @@
 #!/usr/bin/env bash
-# The GPU run: build (unless a carried build is usable), run the GPU tests on
-# 1, 2 and all GPUs, then the benchmarks; logs under $OUT, a short table last.
-#   scripts/gpu_suite.sh [stage...]   stages: build tests tests-2gpu tests-1gpu quick bench
-#   variants probes examples python (default: build tests tests-2gpu tests-1gpu bench python)
+# The GPU run: build (unless a carried build is usable), the GPU tests on 1,
+# 2, 4 and 8 PEs, the Python suite under torchrun on 1, 2 and 4 PEs, the
+# Triton examples on 2 and 4 PEs, the benchmarks when asked; logs under $OUT,
+# a short table last.
+#
+#   scripts/gpu_suite.sh [stage...]
+#     build       configure and build $SYMM_BUILD_DIR (default build-gpu), or reuse it
+#     tests       ctest -L gpu: every GPU test, 1 to 8 PEs (PEs beyond the GPUs share them)
+#     tests-1gpu  the same with every PE on GPU 0 (machines with several GPUs)
+#     tests-timesliced  the 2-PE device, runtime and some coll tests on GPU 0 without MPS
+#     python      the Python GPU suite under torchrun: 1 PE (in PY_SHARDS parallel jobs,
+#                 which compile the Triton kernels in parallel), then 2 and 4 PEs
+#     examples    examples/triton/run_all.py --quick on 2 and 4 PEs
+#     cute        scripts/cute_gpu.sh over cubins built ahead of time (build-cute:
+#                 examples/cute/build_cubins.py makes it where CuTe DSL is)
+#     tilelang    scripts/gpu_tilelang.sh over kernels built ahead of time ($TL_AOT,
+#                 default build-tilelang: examples/tilelang/build.py makes it where TileLang is)
+#     bench       symm-bench --mode rma and coll;  quick: symm-bench --quick
+#     mps-kill    a PE job under scripts/with_mps.sh stopped by its timeout leaves no
+#                 process, GPU context or MPS daemon behind
+#     variants probes   standalone measurement programs
+#   default: build tests python examples mps-kill
+#
+# The GPU stages run as a child of this script, bounded by SUITE_WALL seconds
+# (default: what is left of 570). When the PEs of a stage can outnumber the
+# GPUs (up to 8 PEs), they run under scripts/with_mps.sh: a private MPS daemon
+# (own pipe and log folders), stopped at the end also on failure, timeout or a
+# signal; mps-kill then checks that such a stop leaves nothing behind.
 # Multicast stays off: the three disabling variables are forced on and
-# SYMM_ENABLE_MULTICAST is removed, whatever the caller had.
+# SYMM_ENABLE_MULTICAST is removed, whatever the caller had. No GPU setting is
+# ever changed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+here=$PWD
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -15,70 +41,185 @@ unset SYMM_ENABLE_MULTICAST
 export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${SYMM_BUILD_DIR:-build-gpu}
-stages=${*:-build tests tests-2gpu tests-1gpu bench python}
-summary=()
+stages=${*:-build tests python examples mps-kill}
+max_pes=${SUITE_MAX_PES:-8}
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+
+stage() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
+
+summary_file=$OUT/summary.txt
+note() { printf '%-30s %s\n' "$1" "$2" >>"$summary_file"; }
+since() { echo "$(( $(date +%s) - $1 )) s"; }
 
 py=$(command -v python3)
 for pkg in nccl nvshmem; do
   d=$($py -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) && \
     export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
-
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-{ date -u; hostname; nvidia-smi -L; nvidia-smi topo -m; nvcc --version | tail -1; } >"$OUT/machine.txt" 2>&1
-
-stage() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
-note() { summary+=("$(printf '%-28s %s' "$1" "$2")"); }
-
-if stage build; then
-  t0=$(date +%s)
-  if [ -f "$build/CMakeCache.txt" ] && cmake --build "$build" -j "$(nproc)" >"$OUT/build.log" 2>&1; then
-    note build "reused $build ($(( $(date +%s) - t0 )) s)"
-  else
-    rm -rf "$build"
-    if cmake -S . -B "$build" -DCMAKE_CUDA_ARCHITECTURES=90 -DSYMM_WERROR=${SYMM_WERROR:-ON} \
-         -DSYMM_GPU_TEST_TIMEOUT=${GPU_TEST_TIMEOUT:-120} >"$OUT/build.log" 2>&1 &&
-       cmake --build "$build" -j "$(nproc)" >>"$OUT/build.log" 2>&1; then
-      note build "fresh ($(( $(date +%s) - t0 )) s)"
-    else
-      note build "FAILED (see build.log)"; tail -30 "$OUT/build.log"
-    fi
-  fi
-fi
+# one Triton cache for every stage of the run: later stages reuse what the first compiled
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$here/$build/triton-cache}
 
 run_ctest() { # $1 label for the log, rest: env
   local tag=$1; shift
-  local log="$OUT/ctest_$tag.log"
+  local log="$OUT/ctest_$tag.log" t0
+  t0=$(date +%s)
   # ctest can wait forever on a stuck grandchild holding its pipe: bound it.
-  env "$@" timeout -k 10 "${CTEST_WALL:-400}" \
-    ctest --test-dir "$build" -L gpu --output-on-failure --timeout "${CTEST_TIMEOUT:-120}" >"$log" 2>&1
-  local line
+  env "$@" timeout -k 10 "${CTEST_WALL:-300}" \
+    ctest --test-dir "$build" -L gpu --output-on-failure --timeout "${CTEST_TIMEOUT:-120}" \
+    ${CTEST_ARGS:-} >"$log" 2>&1
+  local line skipped
   line=$(grep -E 'tests passed|tests failed' "$log" | tail -1)
-  note "gpu tests ($tag)" "${line:-no result}"
-  grep -E '^\s*[0-9]+/[0-9]+ Test.*(Failed|Timeout|Exception|Not Run)' "$log" | head -20
+  skipped=$(grep -c -E '\*\*\*Skipped|Not Run' "$log")
+  note "gpu tests ($tag)" "${line:-no result}, $skipped skipped ($(since "$t0"))"
+  grep -E '^\s*[0-9]+/[0-9]+ Test.*(Failed|Timeout|Exception|Not Run|Skipped)' "$log" | head -20
 }
+
+# ---- the outer run: build, then the GPU stages (under a private MPS daemon when
+# the PEs outnumber the GPUs), then the MPS clean-up check, then the summary ----
+if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
+  t_start=$(date +%s)
+  : >"$summary_file"
+  { date -u; hostname; nvidia-smi -L; nvidia-smi topo -m; nvcc --version | tail -1; } >"$OUT/machine.txt" 2>&1
+  if stage build; then
+    t0=$(date +%s)
+    if [ -f "$build/CMakeCache.txt" ] && cmake --build "$build" -j "$(nproc)" >"$OUT/build.log" 2>&1; then
+      note build "reused $build ($(since "$t0"))"
+    else
+      rm -rf "$build"
+      if cmake -S . -B "$build" -DCMAKE_CUDA_ARCHITECTURES=90 -DSYMM_WERROR=${SYMM_WERROR:-ON} \
+           -DSYMM_GPU_TEST_TIMEOUT=${GPU_TEST_TIMEOUT:-120} >"$OUT/build.log" 2>&1 &&
+         cmake --build "$build" -j "$(nproc)" >>"$OUT/build.log" 2>&1; then
+        note build "fresh ($(since "$t0"))"
+      else
+        note build "FAILED (see build.log)"; tail -30 "$OUT/build.log"
+      fi
+    fi
+  fi
+  inner=""
+  for s in $stages; do case $s in build|mps-kill|tests-timesliced) ;; *) inner="$inner $s" ;; esac; done
+  if [ -n "$inner" ]; then
+    wall=${SUITE_WALL:-$(( 570 - ($(date +%s) - t_start) ))}
+    if [ "${SYMM_SUITE_MPS:-1}" != 0 ] && [ "$ngpu" -gt 0 ] && [ "$ngpu" -lt "$max_pes" ] &&
+       [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
+      env SYMM_SUITE_INNER=1 OUT="$OUT" scripts/with_mps.sh --timeout "$wall" -- \
+        bash "$here/scripts/gpu_suite.sh" $inner
+    else
+      env SYMM_SUITE_INNER=1 OUT="$OUT" timeout -k 10 "$wall" bash "$here/scripts/gpu_suite.sh" $inner
+    fi
+    [ $? = 124 ] && note "GPU stages" "STOPPED after ${wall} s (their processes and the MPS daemon stopped)"
+  fi
+  if stage tests-timesliced; then
+    # two PEs on one GPU without MPS take turns on it: slow, and still correct
+    CTEST_ARGS="-R ^(device_.*|coll_(errors|move|every|device)|runtime_gpu_.*)_2$ ${CTEST_ARGS:-}" \
+      run_ctest "2pe_timesliced" CUDA_VISIBLE_DEVICES=0
+  fi
+  if stage mps-kill && [ -x "$build/tests/device/test_device_deadline" ]; then
+    t0=$(date +%s)
+    if scripts/test_mps_cleanup.sh "$build" >"$OUT/mps_kill.log" 2>&1; then
+      note "mps clean-up on timeout" "ok ($(since "$t0"))"
+    else
+      note "mps clean-up on timeout" "FAILED (mps_kill.log)"
+      tail -20 "$OUT/mps_kill.log"
+    fi
+  fi
+  echo "==== summary ($ngpu GPUs, $(since "$t_start")) ===="
+  cat "$summary_file"
+  exit 0
+fi
+
+# ---- the GPU stages (the inner run) ----
+echo "GPU stages:$stages (MPS: ${CUDA_MPS_PIPE_DIRECTORY:-none})" >>"$OUT/machine.txt"
 
 if stage tests; then
   run_ctest "${ngpu}gpu" X=1
-fi
-if stage tests-2gpu && [ "$ngpu" -gt 2 ]; then
-  run_ctest 2gpu CUDA_VISIBLE_DEVICES=0,1
 fi
 if stage tests-1gpu && [ "$ngpu" -gt 1 ]; then
   run_ctest 1gpu CUDA_VISIBLE_DEVICES=0
 fi
 
+# The Python package over this build and the carried bitcode (clang-19, which
+# builds it, is not on the GPU machines).
+bc=${SYMM_BITCODE_DIR:-$here/build-lead/bitcode}
+pyenv=(PYTHONPATH="$here/python" SYMM_LIBRARY="$here/$build/src/libsymm.so" SYMM_BITCODE_DIR="$bc"
+       PYTHONUNBUFFERED=1)
+# torchrun with n PEs: with fewer GPUs, each PE gets its share of the SMs under MPS
+torchrun_env() { # $1: PEs
+  local per=$(( ($1 + ngpu - 1) / ngpu ))
+  if [ "$per" -gt 1 ] && [ -z "${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-}" ]; then
+    echo "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(( 100 / per ))"
+  else
+    echo "X=1"
+  fi
+}
+
+if stage python && [ -d tests/python ]; then
+  t0=$(date +%s)
+  k=${PY_SHARDS:-6}
+  pids=()
+  for i in $(seq 0 $((k - 1))); do
+    # independent one-PE jobs side by side: each gets its share of the GPU
+    env "${pyenv[@]}" CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(( 100 / k )) timeout -k 10 "${PY_WALL:-240}" \
+      torchrun --nproc-per-node 1 --master-port $((29700 + i)) -m pytest -q -p no:cacheprovider \
+      tests/python --shard "$i/$k" >"$OUT/pytest_1_shard$i.log" 2>&1 &
+    pids+=($!)
+  done
+  failed=0 res=""
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || failed=$((failed + 1))
+    res="$res $(tail -1 "$OUT/pytest_1_shard$i.log" | grep -oE '[0-9]+ (passed|failed|skipped|error)[^,]*' | tr '\n' ' ')"
+  done
+  cat "$OUT"/pytest_1_shard*.log >"$OUT/pytest_1.log"; rm -f "$OUT"/pytest_1_shard*.log
+  note "python (1 PE, $k jobs)" "$([ $failed = 0 ] && echo ok || echo "FAILED ($failed jobs)"):$res ($(since "$t0"))"
+  for n in ${PY_NPES:-2 4}; do
+    t0=$(date +%s)
+    if env "${pyenv[@]}" $(torchrun_env "$n") timeout -k 10 "${PY_WALL:-240}" \
+        torchrun --nproc-per-node "$n" --master-port 29690 -m pytest -q -p no:cacheprovider tests/python \
+        >"$OUT/pytest_$n.log" 2>&1; then
+      note "python ($n PEs)" "$(tail -1 "$OUT/pytest_$n.log") ($(since "$t0"))"
+    else
+      note "python ($n PEs)" "FAILED: $(tail -1 "$OUT/pytest_$n.log") ($(since "$t0"))"
+    fi
+  done
+fi
+
+if stage examples && [ -f examples/triton/run_all.py ]; then
+  for n in ${EX_NPES:-2 4}; do
+    t0=$(date +%s)
+    if env "${pyenv[@]}" $(torchrun_env "$n") timeout -k 10 "${EXAMPLES_WALL:-180}" \
+        torchrun --nproc-per-node "$n" --master-port 29631 examples/triton/run_all.py --quick \
+        --out "$OUT/triton_examples_$n.md" >"$OUT/run_all_$n.log" 2>&1; then
+      note "triton examples ($n PEs)" "ok ($(since "$t0"))"
+    else
+      note "triton examples ($n PEs)" "FAILED rc=$? ($(since "$t0"))"
+      tail -20 "$OUT/run_all_$n.log"
+    fi
+  done
+fi
+
+if stage tilelang && [ -f "${TL_AOT:-build-tilelang}/manifest.json" ]; then
+  t0=$(date +%s)
+  env "${pyenv[@]}" SYMM_BUILD_DIR="$build" bash scripts/gpu_tilelang.sh "${TL_AOT:-build-tilelang}" \
+    >"$OUT/tilelang.log" 2>&1
+  note "tilelang (1, 2, 4 PEs)" "rc=$? ($(since "$t0")): $(grep -E '^tilelang [0-9] PE' "$OUT/tilelang.log" | tr -s ' ' | tr '\n' ';')"
+fi
+
+if stage cute && [ -f "${SYMM_CUTE_CUBINS:-build-cute}/manifest.json" ]; then
+  t0=$(date +%s)
+  SYMM_BUILD_DIR="$build" bash scripts/cute_gpu.sh >"$OUT/cute.log" 2>&1
+  note "cute (1, 2, 4 PEs)" "rc=$? ($(since "$t0")): $(tail -4 "$OUT/cute_summary.txt" 2>/dev/null | tr -s ' ' | tr '\n' ';')"
+fi
+
 if stage quick && [ -x "$build/bench/symm-bench" ]; then
-  timeout -k 10 "${BENCH_WALL:-240}" "$build/bench/symm-bench" --verbose --quick --timeout 200 --phase-timeout 60 --out "$OUT/bench_quick.md" \
-    >"$OUT/bench_quick.log" 2>&1
+  timeout -k 10 "${BENCH_WALL:-240}" "$build/bench/symm-bench" --verbose --quick --timeout 200 \
+    --phase-timeout 60 --out "$OUT/bench_quick.md" >"$OUT/bench_quick.log" 2>&1
   note "bench quick" "rc=$?"
   tail -60 "$OUT/bench_quick.log"
 fi
 
 if stage bench && [ -x "$build/bench/symm-bench" ]; then
   for mode in rma coll; do
-    if timeout -k 10 "${BENCH_WALL:-240}" "$build/bench/symm-bench" --verbose --mode $mode --timeout 200 --phase-timeout 60 \
-        --out "$OUT/bench_$mode.md" ${BENCH_ARGS:-} >"$OUT/bench_$mode.log" 2>&1; then
+    if timeout -k 10 "${BENCH_WALL:-240}" "$build/bench/symm-bench" --verbose --mode $mode --timeout 200 \
+        --phase-timeout 60 --out "$OUT/bench_$mode.md" ${BENCH_ARGS:-} >"$OUT/bench_$mode.log" 2>&1; then
       note "bench $mode" "ok"
     else
       note "bench $mode" "FAILED rc=$?"
@@ -104,33 +245,3 @@ if stage probes; then
   done
 fi
 
-if stage examples && [ -f examples/triton/run_all.py ]; then
-  bc=${SYMM_BITCODE_DIR:-$PWD/build-lead/bitcode}
-  if PYTHONPATH=$PWD/python SYMM_LIBRARY=$PWD/$build/src/libsymm.so SYMM_BITCODE_DIR=$bc \
-      timeout -k 10 "${EXAMPLES_WALL:-240}" torchrun --nproc-per-node "$ngpu" --master-port 29631 \
-      examples/triton/run_all.py --out "$OUT/triton_examples.md" >"$OUT/run_all.log" 2>&1; then
-    note "triton examples" "ok"
-  else
-    note "triton examples" "FAILED rc=$?"
-  fi
-  grep -E '^\| ' "$OUT/triton_examples.md" 2>/dev/null | head -14
-fi
-
-if stage python && [ -d tests/python ]; then
-  # The bitcode needs clang-19, which the GPU machine lacks: it is built on the
-  # build machine and carried (SYMM_BITCODE_DIR); Triton compiles on first use.
-  bc=${SYMM_BITCODE_DIR:-$PWD/build-lead/bitcode}
-  for n in ${PY_NPES:-2 4}; do
-    [ "$ngpu" -ge "$n" ] || continue
-    if PYTHONPATH=$PWD/python SYMM_LIBRARY=$PWD/$build/src/libsymm.so SYMM_BITCODE_DIR=$bc \
-        timeout -k 10 "${PY_WALL:-480}" torchrun --nproc-per-node "$n" -m pytest -q -x tests/python \
-        >"$OUT/pytest_$n.log" 2>&1; then
-      note "python tests ($n gpu)" "$(tail -1 "$OUT/pytest_$n.log")"
-    else
-      note "python tests ($n gpu)" "FAILED: $(tail -1 "$OUT/pytest_$n.log")"
-    fi
-  done
-fi
-
-echo "==== summary ($ngpu GPUs) ===="
-printf '%s\n' "${summary[@]}"

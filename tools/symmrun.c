@@ -7,7 +7,9 @@
  * MASTER_ADDR=127.0.0.1, MASTER_PORT and SYMM_BOOTSTRAP_PORT (two ports free
  * at start-up), SYMM_BOOTSTRAP_SECRET (256 random bits for this job, unless
  * the caller set one: only processes holding it can join the job) and runs
- * in its own process group. Its stdout and stderr are
+ * in its own process group. With more processes than GPUs, each also gets
+ * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = 100 / (processes on its GPU) unless
+ * that is set already (it matters only under MPS). Its stdout and stderr are
  * forwarded line by line with a "[rank] " prefix, each line in one write so
  * lines of different ranks never mix. The first rank to fail decides the
  * exit code (a signal death counts as 128 + signal, and is named: "rank 1
@@ -22,6 +24,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -67,7 +70,8 @@ static void usage(FILE *f) {
             "  --grace SECONDS    after SIGTERM, wait this long before SIGKILL (default 3)\n"
             "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
             "MASTER_PORT, SYMM_BOOTSTRAP_PORT and SYMM_BOOTSTRAP_SECRET (random per job unless\n"
-            "set). Output lines are prefixed with \"[rank] \".\n"
+            "set); with more ranks than GPUs, also CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (its\n"
+            "share of the GPU under MPS). Output lines are prefixed with \"[rank] \".\n"
             "Exit code: the first failing rank's (128+signal for a signal), 0 if all passed,\n"
             "77 if all exited 77 (skipped), 124 on timeout, 2 on a usage error.\n");
 }
@@ -202,6 +206,44 @@ static const char *sig_name(int sig, char *buf, size_t size) {
     return buf;
 }
 
+/* GPUs the ranks will see: CUDA_VISIBLE_DEVICES' entries when it is set,
+ * else the driver's list; 0 when neither says (no GPU, or unknown). Read
+ * without CUDA, which this tool does not load. */
+static int visible_gpus(void) {
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    int n = 0;
+    if (v) {
+        for (const char *p = v; *p && *p != '-';) { /* "-1" or "" hides every GPU */
+            const char *c = strchr(p, ',');
+            size_t len = c ? (size_t)(c - p) : strlen(p);
+            n += len > 0;
+            if (!c)
+                break;
+            p = c + 1;
+        }
+        return n;
+    }
+    DIR *d = opendir("/proc/driver/nvidia/gpus");
+    if (!d)
+        return 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* With more ranks than GPUs, rank r shares GPU r % gpus with the others of
+ * that GPU (symm's LOCAL_RANK % device_count). Under MPS each gets that
+ * share of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), so kernels that wait
+ * on peers cannot take the SMs the peers need; without MPS it has no effect.
+ * 0: leave the environment as it is (enough GPUs, or the user chose). */
+static int mps_percentage(int rank, int n, int gpus) {
+    if (gpus <= 0 || n <= gpus || getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"))
+        return 0;
+    int on_gpu = n / gpus + (rank % gpus < n % gpus);
+    return 100 / on_gpu;
+}
+
 static pid_t spawn(int rank, int n, int port, int bport, char **argv, rank_t *rk) {
     int out[2], err[2];
     pid_t parent = getpid();
@@ -267,6 +309,11 @@ static pid_t spawn(int rank, int n, int port, int bport, char **argv, rank_t *rk
         setenv("MASTER_PORT", v, 1);
         snprintf(v, sizeof v, "%d", bport);
         setenv("SYMM_BOOTSTRAP_PORT", v, 1);
+        int pct = mps_percentage(rank, n, visible_gpus());
+        if (pct > 0) {
+            snprintf(v, sizeof v, "%d", pct);
+            setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", v, 1);
+        }
         execvp(argv[0], argv);
         int e = errno;
         fprintf(stderr, "symmrun: cannot run '%s': %s\n", argv[0], strerror(e));
@@ -404,6 +451,12 @@ int main(int argc, char **argv) {
     }
     for (int r = 0; r < n; r++)
         ranks[r].s[0].fd = ranks[r].s[1].fd = -1;
+
+    int gpus = visible_gpus();
+    if (mps_percentage(0, n, gpus) > 0)
+        fprintf(stderr, "symmrun: %d ranks share %d GPU%s: each gets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d "
+                        "(its share of the SMs under MPS)\n",
+                n, gpus, gpus == 1 ? "" : "s", mps_percentage(0, n, gpus));
 
     double start = now_s();
     double deadline = timeout > 0 ? start + timeout : 0;

@@ -74,7 +74,9 @@ def end_epoch(gen, epoch):
 
 
 def num_sms(device):
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    """Programs a grid that waits on peers may have: one per SM of this PE's
+    share of the GPU (all of it unless PEs share the GPU; symm.sm_share)."""
+    return symm.sm_share()
 
 
 def vec_ok(*elems):
@@ -109,20 +111,82 @@ class Env:
         self.world = symm.n_pes()
         self.device = torch.device("cuda", symm.device())
         self.ctx = symm.ctx()
+        self.shared = SHARED
+
+
+class HostRef:
+    """The torch.distributed calls the examples take their references from,
+    on host copies over gloo: NCCL refuses two ranks on one GPU, which is how
+    PEs share a GPU. Checks only; nothing here is timed."""
+    ReduceOp = dist.ReduceOp
+
+    @staticmethod
+    def _gather(x):
+        parts = [torch.empty_like(x, device="cpu") for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, x.detach().cpu().contiguous())
+        return parts
+
+    def all_gather(self, outs, x):
+        for o, p in zip(outs, self._gather(x)):
+            o.copy_(p)
+
+    def all_gather_into_tensor(self, out, x):
+        out.copy_(torch.cat([p.reshape(-1) for p in self._gather(x)]).view_as(out))
+
+    def all_reduce(self, t, op=dist.ReduceOp.SUM):
+        host = t.detach().cpu()
+        acc = host.double() if host.is_floating_point() else host
+        dist.all_reduce(acc, op=op)
+        t.copy_(acc.to(host.dtype))
+
+    def reduce_scatter_tensor(self, out, x):
+        full = x.detach().cpu().reshape(-1).clone()
+        self.all_reduce(full)
+        n = out.numel()
+        out.copy_(full[dist.get_rank() * n:(dist.get_rank() + 1) * n].view_as(out))
+
+    def all_to_all_single(self, out, x, out_splits=None, in_splits=None):
+        w, r = dist.get_world_size(), dist.get_rank()
+        splits = [None] * w
+        dist.all_gather_object(splits, list(in_splits) if in_splits else [x.shape[0] // w] * w)
+        rows = max(sum(s) for s in splits)
+        padded = torch.zeros((rows,) + tuple(x.shape[1:]), dtype=x.dtype)
+        padded[:x.shape[0]] = x.detach().cpu()
+        parts = self._gather(padded)
+        got = [parts[p][sum(splits[p][:r]):sum(splits[p][:r + 1])] for p in range(w)]
+        out.copy_(torch.cat(got).view_as(out))
 
 
 def setup():
-    """torch.distributed (NCCL, for the reference) and symm, once per process."""
+    """symm, then torch.distributed for the references: NCCL where every PE
+    has its own GPU, else gloo with host references (HostRef); symm and the
+    group are made once per process (a test harness may have made them)."""
+    global REF, SHARED
     if not symm.initialized():
         local = int(os.environ.get("LOCAL_RANK", "0"))
-        torch.cuda.set_device(local)
-        if not dist.is_initialized():
-            dist.init_process_group("nccl")
+        torch.cuda.set_device(local % torch.cuda.device_count())
         # a wait that can never finish stops its kernel with a message
         # (PE, address, values) instead of hanging every PE
         os.environ.setdefault("SYMM_WAIT_TIMEOUT", "30")
         symm.init()
+    shares = symm.host_allgather(symm.gpu_pes().to_bytes(4, "little"))
+    SHARED = max(int.from_bytes(b, "little") for b in shares) > 1
+    if not dist.is_initialized():
+        dist.init_process_group("gloo" if SHARED else "nccl")
+    REF = dist if dist.get_backend() == "nccl" else HostRef()
     return Env()
+
+
+# Where the references come from (torch.distributed over NCCL, or HostRef),
+# and whether PEs share a GPU; set by setup().
+REF = dist
+SHARED = False
+
+
+def bench_ref(fn, iters=50):
+    """bench() of a torch.distributed reference, or None without NCCL (PEs
+    sharing a GPU): the report says n/a."""
+    return bench(fn, iters) if REF is dist else None
 
 
 def teardown():
@@ -155,7 +219,7 @@ def _in_step():
 
 def _slowest(us):
     """The slowest PE's value: what a user waits for."""
-    t = torch.tensor([us], dtype=torch.float64, device="cuda")
+    t = torch.tensor([us], dtype=torch.float64, device="cpu" if SHARED else "cuda")
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return t.item()
 
@@ -239,7 +303,7 @@ def bench(fn, iters=50):
 
 def all_ok(ok):
     """True only if every PE's check passed."""
-    t = torch.tensor([0 if ok else 1], device="cuda")
+    t = torch.tensor([0 if ok else 1], device="cpu" if SHARED else "cuda")
     dist.all_reduce(t)
     return t.item() == 0
 
@@ -251,7 +315,11 @@ def report(env, name, checked, ok, timings=()):
     times faster than that one, by the same method."""
     if env.rank != 0:
         return
-    line = "%s [%d PEs]: %s: %s" % (name, env.world, checked, "OK" if ok else "FAILED")
+    where = ", sharing one GPU: not a measure of NVLink" if env.shared else ""
+    line = "%s [%d PEs%s]: %s: %s" % (name, env.world, where, checked, "OK" if ok else "FAILED")
+    why = "NCCL refuses PEs that share a GPU" if env.shared else "no NCCL group"
+    if timings and timings[0][1] is not None:  # timed: say which party could not be
+        line += "".join(" | %s: n/a (%s)" % (k, why) for k, v in timings[1:] if v is None and "NCCL" in k)
     timings = [(k, v if isinstance(v, tuple) else (v, None)) for k, v in timings
                if v is not None]
     base = timings[0][1] if timings else (None, None)
@@ -264,7 +332,7 @@ def report(env, name, checked, ok, timings=()):
             line += " (x%.2f)" % (gus / base[1])
     print(line, flush=True)
     RESULTS.append({"name": name, "pes": env.world, "checked": checked, "ok": ok,
-                    "timings": timings})
+                    "shared": env.shared, "timings": timings})
 
 
 def _fmt(us):

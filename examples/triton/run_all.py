@@ -3,7 +3,8 @@
     torchrun --nproc-per-node 4 examples/triton/run_all.py [--out bench/results/triton_examples.md]
              [--quick] [--only ag_gemm,gemm_rs]
 
-Each example checks its result against torch + NCCL first, then times the
+Each example checks its result against torch + NCCL first (host copies over
+gloo where PEs share a GPU, whose tables then say so), then times the
 symm.triton kernel, the unfused torch + NCCL equivalent and, for the plain
 collectives, symm's own CUDA C stream collective, each by the same two
 methods (back-to-back stream launches, and CUDA graph replay;
@@ -63,12 +64,16 @@ def write_table(path, env, args):
     for r in C.RESULTS:
         t = r["timings"]
         base = t[0][1] if t else (None, None)
-        others = t[1:] or [("-", (None, None))]
+        others = t[1:] or [("- (n/a with PEs sharing a GPU)" if r["shared"] else "-", (None, None))]
         for label, (us, gus) in others:
             rows.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 r["name"], r["pes"], "OK" if r["ok"] else "FAILED", _us(base[0]), _us(base[1]),
                 label, _us(us), _us(gus), _ratio(us, base[0]), _ratio(gus, base[1])))
-    text = ["# symm.triton examples vs torch + NCCL", "",
+    title = "# symm.triton examples vs torch + NCCL"
+    if env.shared:
+        title = ("# symm.triton examples, PEs sharing one GPU: not a measure of NVLink (torch + NCCL: "
+                 "n/a, NCCL refuses PEs that share a GPU)")
+    text = [title, "",
             "- date: %s" % datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "- command: `torchrun --nproc-per-node %d examples/triton/run_all.py %s`"
             % (env.world, " ".join(sys.argv[1:])),

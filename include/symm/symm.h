@@ -116,6 +116,29 @@ int symm_n_pes(void);
 /* The CUDA device ordinal this PE uses; -1 before init or without a GPU. */
 int symm_device(void);
 
+/*
+ * PEs sharing one GPU. Several PEs (processes) may run on one GPU: it is how
+ * kernels are developed on one GPU (README, "Develop on one GPU"). Two PEs
+ * take turns on a GPU without MPS (correct, slow); more need an MPS daemon.
+ * Under MPS the PEs' kernels run side by side, so a grid that waits on
+ * peers must leave room for the waiting grids of the other PEs on its GPU,
+ * or it holds SMs that a peer's grid needs to make the progress it waits for.
+ *
+ * symm_gpu_pes: *npes = the PEs of this node on this PE's GPU, this one
+ * included (1: it has the GPU to itself).
+ * symm_sm_share: *sms = the SMs a grid of this PE that waits on peers may
+ * fill: this process's SMs (fewer under MPS with
+ * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) and at most the GPU's SMs divided
+ * among the PEs on it; the least such value over all PEs, so it is the same
+ * on every PE. Size such grids (device barriers, grid-scope collectives,
+ * anything spinning on a signal) at most one block per shared SM; symm's
+ * own collectives do. Equal to the SM count when the GPU is not shared.
+ * Errors: SYMM_ERR_NOT_INITIALIZED, SYMM_ERR_INVALID_ARG (NULL),
+ * SYMM_ERR_UNSUPPORTED (symm_sm_share with a backend that has no GPU).
+ */
+symm_status_t symm_gpu_pes(int *npes);
+symm_status_t symm_sm_share(int *sms);
+
 /* ======================================================================== */
 /* Teams                                                                     */
 /* ======================================================================== */

@@ -15,7 +15,9 @@ calls that take or return tensors, libsymm on the first call that needs it.
     symm.finalize()
 
 Stream collectives on tensors (current torch stream): all_reduce,
-reduce_scatter, all_gather, all_to_all, all_to_allv, broadcast.
+reduce_scatter, all_gather, all_to_all, all_to_allv, broadcast. MoE token
+dispatch and combine: symm.moe (pplx-kernels' AllToAll, and HighThroughput;
+imported on its own, it needs torch).
 
 Errors from C raise SymmError subclasses (symm.MismatchError, ...) carrying
 the C message; bad arguments raise TypeError/ValueError before anything runs.
@@ -24,9 +26,9 @@ from ._errors import *  # noqa: F401,F403 - the exception classes
 from ._errors import SymmError, error_class  # noqa: F401
 from ._lib import LibraryNotFoundError, bitcode_path, include_dir, library_path  # noqa: F401
 from ._runtime import (  # noqa: F401
-    Team, barrier, barrier_on_stream, ctx, device, finalize, free, get_unique_id, heap_info,
-    host_allgather, host_broadcast, init, initialized, malloc, multicast_allowed, my_pe,
-    n_pes, peer_ptr, scope, team_node, team_world,
+    Team, barrier, barrier_on_stream, ctx, device, finalize, free, get_unique_id, gpu_pes,
+    heap_info, host_allgather, host_broadcast, init, initialized, malloc, multicast_allowed,
+    my_pe, n_pes, peer_ptr, scope, sm_share, team_node, team_world,
 )
 from ._tensor import (  # noqa: F401
     free_tensor, get_multicast_tensor, get_peer_tensor, is_symmetric, tensor, zeros,

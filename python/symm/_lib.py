@@ -124,6 +124,8 @@ PROTOTYPES = {
     "symm_my_pe": (_c_int, []),
     "symm_n_pes": (_c_int, []),
     "symm_device": (_c_int, []),
+    "symm_gpu_pes": (_c_int, [_P(_c_int)]),
+    "symm_sm_share": (_c_int, [_P(_c_int)]),
     "symm_team_world": (_c_void_p, []),
     "symm_team_node": (_c_void_p, []),
     "symm_team_my_pe": (_c_int, [_c_void_p]),
@@ -156,12 +158,28 @@ PROTOTYPES = {
                                 _c_void_p]),
     "symm_coll_algo_name": (ctypes.c_char_p, [_c_int]),
     "symm_coll_last_algo": (ctypes.c_char_p, []),
+    # MoE dispatch/combine (symm_moe.h); structures travel by address (symm/moe.py)
+    "symm_moe_create": (_c_int, [_c_void_p, _c_void_p, _P(_c_void_p)]),
+    "symm_moe_destroy": (_c_int, [_c_void_p]),
+    "symm_moe_heap_bytes": (_c_size_t, [_c_void_p, _c_int]),
+    "symm_moe_local_experts": (_c_size_t, [_c_void_p]),
+    "symm_moe_first_expert": (_c_size_t, [_c_void_p]),
+    "symm_moe_check": (_c_int, [_c_void_p, _c_void_p]),
+    "symm_moe_dispatch": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_void_p]),
+    "symm_moe_combine": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_void_p]),
+    "symm_moe_ht_layout": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_size_t, _c_void_p, _c_void_p, _c_void_p,
+                                    _c_void_p]),
+    "symm_moe_ht_dispatch": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_void_p]),
+    "symm_moe_ht_recv_buffers": (_c_int, [_c_void_p, _c_void_p]),
+    "symm_moe_ht_combine": (_c_int, [_c_void_p, _c_void_p, _c_int, ctypes.c_int64, _c_size_t, _c_void_p, _c_int,
+                                     ctypes.c_int64, _c_size_t, _c_int, _c_void_p]),
 }
 
 # Calls that newer or optional parts of the C library provide; absent ones are
 # reported when used (see has()).
 OPTIONAL = {"symm_all_reduce_ex", "symm_reduce_scatter_ex", "symm_all_gather", "symm_all_to_all",
             "symm_all_to_allv", "symm_broadcast", "symm_coll_algo_name", "symm_coll_last_algo"}
+OPTIONAL |= {name for name in PROTOTYPES if name.startswith("symm_moe_")}
 
 
 def _declare(lib):

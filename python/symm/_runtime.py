@@ -194,6 +194,23 @@ def device():
     return _c().symm_device()
 
 
+def gpu_pes():
+    """The PEs of this node on this PE's GPU, this one included (1: the GPU is
+    its own). Several PEs on one GPU is how kernels are developed on one GPU."""
+    n = ctypes.c_int()
+    _check("symm_gpu_pes", _c().symm_gpu_pes(ctypes.byref(n)))
+    return n.value
+
+
+def sm_share():
+    """The SMs a grid of this PE that waits on peers may fill (the GPU's SMs,
+    divided among the PEs sharing it; the same on every PE): size such grids
+    (device barriers, grid-scope collectives, spinning on signals) with it."""
+    n = ctypes.c_int()
+    _check("symm_sm_share", _c().symm_sm_share(ctypes.byref(n)))
+    return n.value
+
+
 # ---------------------------------------------------------------------------
 # Teams and device contexts
 # ---------------------------------------------------------------------------
@@ -422,12 +439,22 @@ def host_broadcast(data, root=0):
 
 
 def host_allgather(data):
-    """Every PE's bytes, as a list indexed by PE (small data only; equal
-    lengths on every PE)."""
+    """Every PE's bytes, as a list indexed by PE (small data; the lengths may
+    differ between PEs: they are exchanged first)."""
     data = bytes(data)
     n = n_pes()
     if n < 1:
         _check("symm_host_allgather", -2)
+    lens = _allgather_fixed(len(data).to_bytes(8, "little"), n)
+    lens = [int.from_bytes(x, "little") for x in lens]
+    most = max(lens)
+    if most == 0:
+        return [b""] * n
+    padded = _allgather_fixed(data + bytes(most - len(data)), n)
+    return [p[:k] for p, k in zip(padded, lens)]
+
+
+def _allgather_fixed(data, n):
     mine = ctypes.create_string_buffer(data, len(data))
     out = ctypes.create_string_buffer(len(data) * n)
     _check("symm_host_allgather", _c().symm_host_allgather(mine, out, len(data)))

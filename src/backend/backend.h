@@ -34,6 +34,9 @@ typedef struct symm__backend {
     int device;          /* CUDA ordinal, -1 for none */
     size_t granularity;  /* chunk sizes and offsets are multiples of it */
     size_t stride_hint;  /* this PE's preferred stride (the runtime takes the max) */
+    int gpu_pes;         /* node PEs on this PE's GPU, itself included (1: a GPU of its own) */
+    int sm_share;        /* SMs a grid of one PE that waits on peers may fill; the same on
+                            every PE (the least over them); 0 without a GPU */
 } symm__backend_t;
 
 /* What open() needs to know about the job. */

@@ -31,6 +31,7 @@ typedef struct coll_team {
     char *stage;           /* SYMM__COLL_STAGE_BYTES of symmetric heap */
     char *push;            /* SYMM__COLL_PUSH_BYTES of zeroed symmetric heap (coll.h) */
     symm__coll_ce_t *ce;   /* side stream and events of the copy-engine path */
+    int sm_cap;            /* most blocks of one launch: symm_sm_share (PEs sharing a GPU) */
 } coll_team_t;
 
 static coll_team_t g_team[2]; /* world, node */
@@ -167,6 +168,10 @@ static symm_status_t get_team(symm_team_t team, symm_stream_t stream, const char
     if (t->ctx.scratch == 0 || t->ctx.scratch_size < SYMM__COLL_WS_SYNC_BYTES)
         return symm__error(SYMM_ERR_INTERNAL, "%s: the team's scratch is missing or too small (%llu bytes)",
                            call, (unsigned long long)t->ctx.scratch_size);
+    /* the kernels' blocks wait on the peers' blocks: with PEs sharing a GPU,
+     * every PE's grid must fit on it at once */
+    if ((st = symm_sm_share(&t->sm_cap)) != SYMM_SUCCESS)
+        return st;
     if ((st = symm_malloc(SYMM__COLL_STAGE_BYTES, &stage)) != SYMM_SUCCESS)
         return st;
     /* zeroed on every PE before any returns: the push counters start at 0 */
@@ -330,7 +335,7 @@ static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
  * spread their remote stores over several SMs, and never more per block than
  * fit. 0 when even every slot's region is too small. */
 static int region_blocks_of(const coll_team_t *t, uint64_t units, uint64_t per_block) {
-    uint64_t nb;
+    uint64_t nb, lim = t->ws.nbmax < (uint32_t)t->sm_cap ? t->ws.nbmax : (uint64_t)t->sm_cap;
     if (per_block == 0)
         return 0;
     nb = cdiv(units, g_region_units);
@@ -338,10 +343,10 @@ static int region_blocks_of(const coll_team_t *t, uint64_t units, uint64_t per_b
         nb = cdiv(units, per_block);
     if (nb < 1)
         nb = 1;
-    if (nb > t->ws.nbmax) {
-        if (cdiv(units, per_block) > t->ws.nbmax)
+    if (nb > lim) {
+        if (cdiv(units, per_block) > lim)
             return 0;
-        nb = t->ws.nbmax;
+        nb = lim;
     }
     return (int)nb;
 }
@@ -376,21 +381,26 @@ static int ar_packet2_blocks(const coll_team_t *t, uint64_t words) {
 
 /* Blocks of a direct kernel moving `bytes` per block slot row: one per
  * 16 KiB (a round of 2 vectors per thread), at most symm__coll_tune's value,
- * else SYMM_COLL_BLOCKS (checked by get_team), else SYMM__COLL_DIRECT_BLOCKS.
- * It must come out the same on every PE (block b handshakes with block b of
- * the peers): it depends only on the size and on settings every PE shares. */
-static int direct_blocks_max(uint64_t bytes, int def_max) {
+ * else SYMM_COLL_BLOCKS (checked by get_team), else SYMM__COLL_DIRECT_BLOCKS,
+ * and never more than the team's share of SMs (symm_sm_share). It must come
+ * out the same on every PE (block b handshakes with block b of the peers):
+ * it depends only on the size and on settings every PE shares. */
+static int direct_blocks_max(const coll_team_t *t, uint64_t bytes, int def_max) {
     uint64_t nb = cdiv(bytes, (uint64_t)THREADS * 32);
     long long env = symm__env()->coll_blocks;
     int max = g_direct_blocks                                   ? g_direct_blocks
             : env > 0 && env < (long long)SYMM_COLL_MAX_BLOCKS ? (int)env
                                                                 : def_max;
+    if (max > t->sm_cap)
+        max = t->sm_cap;
     if (nb < 1)
         nb = 1;
     return nb > (uint64_t)max ? max : (int)nb;
 }
 
-static int direct_blocks(uint64_t bytes) { return direct_blocks_max(bytes, SYMM__COLL_DIRECT_BLOCKS); }
+static int direct_blocks(const coll_team_t *t, uint64_t bytes) {
+    return direct_blocks_max(t, bytes, SYMM__COLL_DIRECT_BLOCKS);
+}
 
 /* Blocks of a push kernel whose chunks are `chunk` bytes: one per buffer
  * (a step) up to the slots, or symm__coll_tune_push's or SYMM_COLL_BLOCKS's
@@ -403,6 +413,8 @@ static int push_blocks(const coll_team_t *t, uint64_t chunk) {
                                                       : slots;
     if (max > slots)
         max = slots;
+    if (max > (uint64_t)t->sm_cap)
+        max = (uint64_t)t->sm_cap;
     if (nb < 1)
         nb = 1;
     return (int)(nb > max ? max : nb);
@@ -517,7 +529,7 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
                 base_launch(&l, t, SYMM__CK_AR_TWOSHOT_ST, nb);
                 stores = 1;
             } else {
-                base_launch(&l, t, SYMM__CK_AR_TWOSHOT, direct_blocks(cdiv(len, (uint64_t)n)));
+                base_launch(&l, t, SYMM__CK_AR_TWOSHOT, direct_blocks(t, cdiv(len, (uint64_t)n)));
             }
             l.dst = d;
             l.src = s;
@@ -595,7 +607,7 @@ symm_status_t symm_reduce_scatter_ex(const void *send, void *recv, size_t recv_c
         uint64_t piece = stage_piece((uint64_t)n), off;
         for (off = 0; off < nbytes; off += piece) {
             uint64_t len = nbytes - off < piece ? nbytes - off : piece;
-            base_launch(&l, t, SYMM__CK_RS_DIRECT, direct_blocks(len));
+            base_launch(&l, t, SYMM__CK_RS_DIRECT, direct_blocks(t, len));
             l.dst = (char *)recv + off;
             l.src = (const char *)send + off;
             l.nbytes = len;
@@ -717,7 +729,7 @@ static symm_status_t move(coll_team_t *t, const char *call, const void *send, vo
         uint64_t piece = stage_piece(rows), off;
         for (off = 0; off < nbytes; off += piece) {
             uint64_t len = nbytes - off < piece ? nbytes - off : piece;
-            base_launch(&l, t, SYMM__CK_MOVE_DIRECT, direct_blocks_max(len, SYMM__COLL_MOVE_BLOCKS));
+            base_launch(&l, t, SYMM__CK_MOVE_DIRECT, direct_blocks_max(t, len, SYMM__COLL_MOVE_BLOCKS));
             l.src = send ? (const char *)send + off : NULL;
             l.nbytes = len;
             l.piece = src_piece;
@@ -856,7 +868,7 @@ symm_status_t symm_all_to_allv(const void *send, const size_t *send_counts, cons
      * cannot depend on this PE's counts: a PE sending less launched fewer
      * blocks, the others' extra blocks waited forever (the move-part hang of
      * GPU run 3) or desynchronised those slots' call counters. */
-    base_launch(&l, t, SYMM__CK_A2AV_DIRECT, direct_blocks(SYMM__COLL_STAGE_BYTES));
+    base_launch(&l, t, SYMM__CK_A2AV_DIRECT, direct_blocks(t, SYMM__COLL_STAGE_BYTES));
     l.dst = sym_r ? recv : t->stage;
     l.src = send;
     l.esz = esz;

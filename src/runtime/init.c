@@ -385,3 +385,22 @@ int symm_initialized(void) { return symm__rt.initialized; }
 int symm_my_pe(void) { return symm__rt.initialized ? symm__rt.rank : -1; }
 int symm_n_pes(void) { return symm__rt.initialized ? symm__rt.nranks : -1; }
 int symm_device(void) { return symm__rt.initialized ? symm__rt.be->device : -1; }
+
+symm_status_t symm_gpu_pes(int *npes) {
+    SYMM__REQUIRE_INIT("symm_gpu_pes");
+    if (!npes)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_gpu_pes: npes is NULL");
+    *npes = symm__rt.be->gpu_pes;
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm_sm_share(int *sms) {
+    SYMM__REQUIRE_INIT("symm_sm_share");
+    if (!sms)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_sm_share: sms is NULL");
+    if (symm__rt.be->sm_share < 1)
+        return symm__error(SYMM_ERR_UNSUPPORTED, "symm_sm_share: the %s backend has no GPU",
+                           symm__rt.be->ops->name);
+    *sms = symm__rt.be->sm_share;
+    return SYMM_SUCCESS;
+}

@@ -1,8 +1,9 @@
 /*
- * test_coll.cu - the stream collectives (symm_coll.h) on 2 and 4 GPUs.
+ * test_coll.cu - the stream collectives (symm_coll.h) on 2 to 8 PEs (one GPU
+ * each, or sharing GPUs).
  *
  *   test_coll <npes> [part]     part: all (default), matrix, move, big, b2b,
- *                                     graph, wrap, errors
+ *                                     every, graph, wrap, errors
  *
  * matrix  all-reduce and reduce-scatter: every type x op (x fp8 accumulator)
  *         x algorithm x {in place, out of place} x {symmetric, cudaMalloc}
@@ -14,6 +15,8 @@
  *         broadcast 64 MiB in place.
  * b2b     10^4 all-reduces back to back (no host sync between them), with
  *         fresh data, sizes (so algorithms and grid sizes) changing every call.
+ * every   10^3 iterations of every collective back to back, fresh data each
+ *         iteration, symmetric and cudaMalloc buffers, checked bit for bit.
  * graph   a captured sequence (fill, all-reduces of every algorithm,
  *         all-gather, direct broadcast, on-device check) replayed 1000 times,
  *         each replay with a new seed.
@@ -526,6 +529,113 @@ static void part_b2b(int total) {
         printf("b2b: %d back-to-back all-reduces %s\n", total, g_ct_failures ? "WRONG" : "ok");
 }
 
+/*
+ * every: `iters` iterations of all six collectives (all-reduce,
+ * reduce-scatter, all-gather, all-to-all, all_to_allv, broadcast), f32 with
+ * fresh data every iteration, enqueued back to back in batches with no host
+ * sync inside a batch; counts cycle so AUTO takes packets, one-shot and the
+ * direct kernels; even iterations use symmetric buffers, odd ones cudaMalloc
+ * buffers (staged). Every result is checked bit for bit.
+ */
+enum { EV_AR, EV_RS, EV_AG, EV_A2A, EV_A2AV, EV_BC, EV_N };
+
+/* Where collective e's send (in the send slot) and recv (in the recv slot)
+ * start, in floats, for count c: room for the larger of the two. */
+static void every_layout(size_t c, size_t off[EV_N + 1]) {
+    const size_t n = (size_t)npes, room[EV_N] = {c, c * n, c * n, c * n, c * n, c};
+    off[0] = 0;
+    for (int e = 0; e < EV_N; e++)
+        off[e + 1] = off[e] + ((room[e] + 3) & ~(size_t)3);
+}
+
+static void part_every(int iters) {
+    static const size_t counts[] = {1, 3, 257, 5001, 70001};
+    static const char *names[EV_N] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all",
+                                      "all_to_allv", "broadcast"};
+    const size_t n = (size_t)npes, cmax = 70001;
+    /* an iteration's sends and its recvs each take, per collective, the larger of the two:
+     * c (AR), c*n (RS, AG, A2A, A2AV: at most c per peer), c (broadcast), rounded up to 16 bytes */
+    const size_t slot = (2 * cmax + 4 * cmax * n + 6 * 4) * 4;
+    const int batch = (int)(POOL / slot) < 1 ? 1 : (int)(POOL / slot);
+    TEST_ASSERT(slot <= POOL, "pool too small for %zu PEs", n);
+    size_t sc[SYMM_COLL_MAX_PES], sd[SYMM_COLL_MAX_PES], rc[SYMM_COLL_MAX_PES], rd[SYMM_COLL_MAX_PES];
+    for (int i0 = 0; i0 < iters; i0 += batch) {
+        int nb = iters - i0 < batch ? iters - i0 : batch;
+        uint64_t seeds[64];
+        TEST_ASSERT(nb <= 64, "batch of %d", nb);
+        for (int k = 0; k < nb; k++) {
+            int it = i0 + k, sym = !(it & 1);
+            size_t c = counts[it % 5], off[EV_N + 1];
+            float *hs = (float *)(h_in + (size_t)k * slot);
+            char *sb = (sym ? symm_a : dev_a) + (size_t)k * slot, *rb = (sym ? symm_b : dev_b) + (size_t)k * slot;
+            size_t in_n[EV_N] = {c, c * n, c, c * n, c * n, c};
+            uint64_t seed = seeds[k] = next_seed();
+            every_layout(c, off);
+            for (int e = 0; e < EV_N; e++)
+                ct_fill(SYMM_DTYPE_F32, seed + (uint64_t)e, me, 0, in_n[e], hs + off[e]);
+            CUDA_CHECK(cudaMemcpyAsync(sb, hs, off[EV_N] * 4, cudaMemcpyHostToDevice, st));
+            /* all_to_allv: PE a sends (a + b + it) % 3 * c / 2 elements to PE b, packed */
+            size_t spos = 0, rpos = 0;
+            for (size_t p = 0; p < n; p++) {
+                sc[p] = ((size_t)me + p + (size_t)it) % 3 * c / 2;
+                sd[p] = spos;
+                spos += sc[p];
+                rc[p] = (p + (size_t)me + (size_t)it) % 3 * c / 2;
+                rd[p] = rpos;
+                rpos += rc[p];
+            }
+#define EV_S(e) ((const float *)sb + off[e])
+#define EV_R(e) ((float *)rb + off[e])
+            SYMM_CHECK(symm_all_reduce(EV_S(EV_AR), EV_R(EV_AR), c, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
+            SYMM_CHECK(symm_reduce_scatter(EV_S(EV_RS), EV_R(EV_RS), c, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
+            SYMM_CHECK(symm_all_gather(EV_S(EV_AG), EV_R(EV_AG), c, SYMM_DTYPE_F32, NULL, st));
+            SYMM_CHECK(symm_all_to_all(EV_S(EV_A2A), EV_R(EV_A2A), c, SYMM_DTYPE_F32, NULL, st));
+            SYMM_CHECK(symm_all_to_allv(EV_S(EV_A2AV), sc, sd, EV_R(EV_A2AV), rc, rd, SYMM_DTYPE_F32, NULL, st));
+            SYMM_CHECK(symm_broadcast(EV_S(EV_BC), EV_R(EV_BC), c, SYMM_DTYPE_F32, it % npes, NULL, st));
+#undef EV_S
+#undef EV_R
+        }
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        for (int k = 0; k < nb; k++) {
+            int it = i0 + k, sym = !(it & 1);
+            size_t c = counts[it % 5], off[EV_N + 1], want_n[EV_N] = {c, c, c * n, c * n, 0, c};
+            float *ref = (float *)h_ref, *got = (float *)h_out;
+            every_layout(c, off);
+            from_dev(got, (sym ? symm_b : dev_b) + (size_t)k * slot, off[EV_N] * 4);
+            for (size_t i = 0; i < c; i++) {
+                ct_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, seeds[k] + EV_AR, npes, i, ref + off[EV_AR] + i);
+                ct_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, seeds[k] + EV_RS, npes, (uint64_t)me * c + i,
+                          ref + off[EV_RS] + i);
+            }
+            for (size_t p = 0; p < n; p++) {
+                ct_fill(SYMM_DTYPE_F32, seeds[k] + EV_AG, (int)p, 0, c, ref + off[EV_AG] + p * c);
+                ct_fill(SYMM_DTYPE_F32, seeds[k] + EV_A2A, (int)p, (uint64_t)me * c, c, ref + off[EV_A2A] + p * c);
+            }
+            /* all_to_allv: PE p's elements for me start after what it sends to PEs < me */
+            size_t rpos = 0;
+            for (size_t p = 0; p < n; p++) {
+                size_t cnt = (p + (size_t)me + (size_t)it) % 3 * c / 2, pd = 0;
+                for (size_t q = 0; q < (size_t)me; q++)
+                    pd += (p + q + (size_t)it) % 3 * c / 2;
+                ct_fill(SYMM_DTYPE_F32, seeds[k] + EV_A2AV, (int)p, pd, cnt, ref + off[EV_A2AV] + rpos);
+                rpos += cnt;
+            }
+            want_n[EV_A2AV] = rpos;
+            ct_fill(SYMM_DTYPE_F32, seeds[k] + EV_BC, it % npes, 0, c, ref + off[EV_BC]);
+            for (int e = 0; e < EV_N; e++) {
+                char what[160];
+                snprintf(what, sizeof(what), "iteration %d: %s count %zu (%s buffers, npes %d)", it, names[e], c,
+                         sym ? "symmetric" : "cudaMalloc", npes);
+                ct_check(what, SYMM_DTYPE_F32, got + off[e], ref + off[e], want_n[e]);
+                g_checks++;
+            }
+        }
+    }
+    if (me == 0)
+        printf("every: %d iterations of the six collectives back to back %s\n", iters,
+               g_ct_failures ? "WRONG" : "ok");
+}
+
 /* ---- graphs ------------------------------------------------------------------------------ */
 
 __global__ void g_fill(float *a, size_t n, const unsigned long long *seedp, int pe) {
@@ -744,7 +854,7 @@ int main(int argc, char **argv) {
     int need = argc > 1 ? atoi(argv[1]) : 2;
     const char *part = argc > 2 ? argv[2] : "all";
     int all = strcmp(part, "all") == 0;
-    symm_test_require_gpus(need);
+    symm_test_require_pes(need);
     if (!strcmp(part, "ce") && setenv("SYMM_COLL_CE_MIN", "1024", 1) != 0)
         TEST_FAIL("setenv SYMM_COLL_CE_MIN");
     SYMM_CHECK(symm_init());
@@ -771,6 +881,7 @@ int main(int argc, char **argv) {
     if (all || !strcmp(part, "graph")) part_graph(1000);
     if (all || !strcmp(part, "b2b")) part_b2b(10000);
     if (all || !strcmp(part, "big")) part_big();
+    if (all || !strcmp(part, "every")) part_every(1000);
     if (!strcmp(part, "ce")) part_ce();
 
     CUDA_CHECK(cudaDeviceSynchronize());

@@ -1,11 +1,13 @@
 /*
- * symm_test_cuda.h - CUDA side of the test helpers: error checks and the
- * GPU-count skip. Include after symm_test.h in .cu tests.
+ * symm_test_cuda.h - CUDA side of the test helpers: error checks, the
+ * GPU/PE requirement and grid sizes for PEs sharing a GPU. Include after
+ * symm_test.h in .cu tests.
  */
 #ifndef SYMM_TEST_CUDA_H
 #define SYMM_TEST_CUDA_H
 
 #include <cuda_runtime.h>
+#include <unistd.h>
 #include "symm_test.h"
 
 #define CUDA_CHECK(call)                                                          \
@@ -22,14 +24,45 @@
         CUDA_CHECK(cudaDeviceSynchronize());                                      \
     } while (0)
 
-/* Skip (exit 77) unless this node has at least `need` GPUs. Call before
- * symm_init, on every PE, so all PEs skip together. */
-static inline void symm_test_require_gpus(int need) {
+/* Is an MPS control daemon there for this process to join (its pipe in
+ * CUDA_MPS_PIPE_DIRECTORY, by default /tmp/nvidia-mps)? */
+static inline int symm_test_mps_running(void) {
+    const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/control", dir && dir[0] ? dir : "/tmp/nvidia-mps");
+    return access(path, F_OK) == 0;
+}
+
+/* A GPU test asks for PEs, not GPUs: it skips (exit 77) only when there is
+ * no GPU. With fewer GPUs than PEs the PEs share them (README, "Develop on
+ * one GPU"), which rank 0 says in a line; more than two PEs on one GPU need
+ * an MPS daemon (without one every wait on a peer costs a time slice), so
+ * the test skips without one. Call before symm_init, on every PE, so all PEs
+ * decide alike. */
+static inline void symm_test_require_pes(int npes) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
         TEST_SKIP("no CUDA device on this machine");
-    if (n < need)
-        TEST_SKIP("needs %d GPUs, found %d", need, n);
+    if (n >= npes)
+        return;
+    int per_gpu = (npes + n - 1) / n;
+    if (per_gpu > 2 && !symm_test_mps_running())
+        TEST_SKIP("%d PEs on %d GPU%s need an MPS daemon (time-sliced, each wait on a peer costs "
+                  "milliseconds): start one (README, 'Develop on one GPU'; scripts/gpu_suite.sh does)",
+                  npes, n, n == 1 ? "" : "s");
+    const char *rank = getenv("RANK");
+    if (!rank || strcmp(rank, "0") == 0)
+        printf("NOTE: %d PEs share %d GPU%s (%d per GPU%s): not a measure of NVLink\n", npes, n,
+               n == 1 ? "" : "s", per_gpu, symm_test_mps_running() ? ", under MPS" : ", time-sliced");
+    fflush(stdout);
+}
+
+/* Grid size for a kernel whose blocks wait on the peers' blocks: `want`, or
+ * fewer when PEs share the GPU (symm_sm_share). */
+static inline int symm_test_waiting_grid(int want) {
+    int share = 0;
+    SYMM_CHECK(symm_sm_share(&share));
+    return want < share ? want : share;
 }
 
 #endif /* SYMM_TEST_CUDA_H */

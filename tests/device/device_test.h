@@ -67,7 +67,7 @@ typedef struct dt_env {
 } dt_env_t;
 
 static inline void dt_init(dt_env_t *e, int need_pes) {
-    symm_test_require_gpus(need_pes);
+    symm_test_require_pes(need_pes);
     SYMM_CHECK(symm_init());
     e->me = symm_my_pe();
     e->npes = symm_n_pes();

@@ -21,19 +21,19 @@ def k_ctx(ctx, out, ptr_in, ptr_out):
 
 # ---- p / g: one element per program --------------------------------------------
 
-@triton.jit
+@triton.jit(do_not_specialize=["pe"])
 def k_p(ctx, dest, vals, pe, FN: tl.constexpr):
     i = tl.program_id(0)
     FN(ctx, dest + i, tl.load(vals + i), pe)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["pe"])
 def k_g(ctx, src, out, pe, FN: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(out + offs, FN(ctx, src + offs, pe))   # element-wise, every thread
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["pe"])
 def k_g_scalar(ctx, src, out, pe, FN: tl.constexpr):
     i = tl.program_id(0)
     tl.store(out + i, FN(ctx, src + i, pe))
@@ -41,7 +41,7 @@ def k_g_scalar(ctx, src, out, pe, FN: tl.constexpr):
 
 # ---- bulk put / get, with the quiet that completes nbi forms -----------------------
 
-@triton.jit
+@triton.jit(do_not_specialize=["pe"])
 def k_copy(ctx, dest, src, nbytes, pe, FN: tl.constexpr, QUIET: tl.constexpr):
     FN(ctx, dest, src, nbytes, pe)
     if QUIET is not None:
@@ -50,7 +50,7 @@ def k_copy(ctx, dest, src, nbytes, pe, FN: tl.constexpr, QUIET: tl.constexpr):
 
 # ---- put with signal: send to the next PE, wait for the previous one ---------------
 
-@triton.jit
+@triton.jit(do_not_specialize=["nxt"])
 def k_put_signal(ctx, dest, src, nbytes, sig, value, sig_op, wait_for, recv, out, nxt,
                  FN: tl.constexpr, BLOCK: tl.constexpr):
     FN(ctx, dest, src, nbytes, sig, value, sig_op, nxt)
@@ -89,7 +89,7 @@ def k_wait_until(ctx, ivar, value, out, STORE: tl.constexpr, WAIT: tl.constexpr)
 
 # ---- remote ld / st with every ordering ---------------------------------------------
 
-@triton.jit
+@triton.jit(do_not_specialize=["pe"])
 def k_st_all(ctx, dest, vals, pe, FN: tl.constexpr):
     # slot s*3 + c: stored with sem s (WEAK, RELAXED, RELEASE, VOLATILE) at scope c
     for s in tl.static_range(4):
@@ -98,7 +98,7 @@ def k_st_all(ctx, dest, vals, pe, FN: tl.constexpr):
             FN(ctx, dest + s * 3 + c, tl.load(vals + s * 3 + c), pe, s + (s >= 2), c)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["pe"])
 def k_ld_all(ctx, src, out, pe, FN: tl.constexpr):
     for s in tl.static_range(4):
         for c in tl.static_range(3):
@@ -108,7 +108,7 @@ def k_ld_all(ctx, src, out, pe, FN: tl.constexpr):
 
 # ---- atomics ------------------------------------------------------------------------
 
-@triton.jit
+@triton.jit(do_not_specialize=["pe"])
 def k_fetch_op(ctx, target, value, pe, outs, FN: tl.constexpr, NT: tl.constexpr,
                PER_PROGRAM: tl.constexpr):
     """Every program applies FN once (with value + program id when
@@ -121,36 +121,36 @@ def k_fetch_op(ctx, target, value, pe, outs, FN: tl.constexpr, NT: tl.constexpr,
     tl.store(outs + pid * NT + tl.arange(0, NT), r + tl.zeros((NT,), r.dtype))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["pe"])
 def k_fetch_inc(ctx, target, pe, outs, FN: tl.constexpr, NT: tl.constexpr):
     r = FN(ctx, target, pe)
     pid = tl.program_id(0)
     tl.store(outs + pid * NT + tl.arange(0, NT), r + tl.zeros((NT,), r.dtype))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["pe"])
 def k_op(ctx, target, value, pe, FN: tl.constexpr):
     FN(ctx, target, value, pe)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["pe"])
 def k_inc(ctx, target, pe, FN: tl.constexpr):
     FN(ctx, target, pe)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["pe"])
 def k_cas(ctx, target, cond, value, pe, outs, FN: tl.constexpr):
     tl.store(outs + tl.program_id(0), FN(ctx, target, cond, value, pe))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["pe"])
 def k_fetch(ctx, target, pe, out, FN: tl.constexpr):
     tl.store(out + tl.program_id(0), FN(ctx, target, pe))
 
 
 # ---- fence / quiet between dependent stores ----------------------------------------
 
-@triton.jit
+@triton.jit(do_not_specialize=["pe"])
 def k_ordered_p(ctx, data, flag, vals, n, pe, ORDER: tl.constexpr):
     """Thread-0 p's of the data, ORDER (fence or quiet, any scope), then the
     flag: a PE that sees the flag with an acquire load sees the data."""

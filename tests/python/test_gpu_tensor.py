@@ -3,7 +3,7 @@
 Run: torchrun --nproc-per-node N -m pytest tests/python  (N = 1, 2, 4...).
 Every PE runs every test in the same order (they are collective); fresh
 random data each iteration, sizes that are not multiples of 16 bytes, views
-with offsets. References come from the data's seeds or from NCCL.
+with offsets. References come from the data's seeds (torch on the host).
 """
 import pytest
 
@@ -32,6 +32,21 @@ def test_tensor_basics(pe):
     assert e.numel() == 0
     symm.free_tensor(e)
     symm.free_tensor(z)
+
+
+def test_gpu_sharing_is_seen(pe):
+    torch = pe.torch
+    import torch.distributed as dist
+    bus = str(torch.cuda.get_device_properties(pe.device).uuid)
+    buses = [None] * pe.world
+    dist.all_gather_object(buses, bus)
+    assert symm.gpu_pes() == buses.count(bus)
+    share = symm.sm_share()
+    sms = torch.cuda.get_device_properties(pe.device).multi_processor_count
+    assert 1 <= share <= sms // symm.gpu_pes()
+    shares = [None] * pe.world
+    dist.all_gather_object(shares, share)
+    assert shares == [share] * pe.world
 
 
 def test_peer_tensors_see_every_pe(pe):
@@ -152,7 +167,7 @@ def test_wrong_arguments_raise_before_anything_runs(pe):
     with pytest.raises(ValueError, match="op"):
         symm.all_reduce(t, op="mean")
     with pytest.raises(ValueError, match="n_pes"):
-        symm.all_gather(t, t)
+        symm.all_gather(t, t[:15])
     with pytest.raises(TypeError, match="must match"):
         symm.all_gather(torch.zeros(16 * pe.world, dtype=torch.float16, device=pe.device), t)
     with pytest.raises(ValueError, match="root"):
@@ -160,21 +175,42 @@ def test_wrong_arguments_raise_before_anything_runs(pe):
     symm.free_tensor(t)
 
 
-def _ref_all_reduce(torch, x, op):
-    import torch.distributed as dist
-    y = x.clone()
-    dist.all_reduce(y, op={"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN,
-                           "max": dist.ReduceOp.MAX}[op])
-    return y
+def _inputs(pe, shape, dtype, seed):
+    """Every PE's input under `seed` (PE p's is rand(seed + p)), on the CPU."""
+    return [rand(pe.torch, shape, dtype, seed + p) for p in range(pe.world)]
+
+
+def _reduce(torch, parts, op):
+    """The reduction of the PEs' parts, accumulated in float64 for floats
+    (the tests compare floats with a tolerance, integers exactly)."""
+    if parts[0].dtype.is_floating_point:
+        stack = torch.stack([p.double() for p in parts])
+    else:
+        stack = torch.stack(parts)
+    red = {"sum": lambda t: t.sum(0), "min": lambda t: t.min(0).values,
+           "max": lambda t: t.max(0).values}[op](stack)
+    return red.to(parts[0].dtype)
+
+
+def _assert_reduced(pe, got, want, dtype):
+    torch = pe.torch
+    want = want.to(got.device)
+    if dtype.is_floating_point:
+        tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol * pe.world)
+    else:
+        assert torch.equal(got, want)
 
 
 @pytest.mark.parametrize("symmetric", [True, False], ids=["symmetric", "plain"])
-def test_stream_collectives_match_nccl(pe, symmetric):
+def test_stream_collectives_match_torch(pe, symmetric):
+    """Every stream collective against a reference rebuilt with torch from
+    every PE's seeded input (no NCCL: it refuses PEs that share a GPU)."""
     torch = pe.torch
-    import torch.distributed as dist
     make = (lambda shape, dtype: symm.zeros(shape, dtype)) if symmetric else \
         (lambda shape, dtype: torch.zeros(shape, dtype=dtype, device=pe.device))
     made = []
+    w, r = pe.world, pe.rank
 
     def buf(shape, dtype):
         t = make(shape, dtype)
@@ -184,65 +220,50 @@ def test_stream_collectives_match_nccl(pe, symmetric):
     for dtype in (torch.float32, torch.bfloat16, torch.int32):
         for n in (7, 4099, 1 << 18):
             seed = pe.next_seed()
+            xs = _inputs(pe, (n,), dtype, seed)
             x = buf((n,), dtype)
-            x.copy_(rand(torch, (n,), dtype, seed + pe.rank))
+            x.copy_(xs[r])
             for op, algo in (("sum", "auto"), ("max", "auto"), ("sum", "push")):
                 out = buf((n,), dtype)
                 symm.all_reduce(x, op, out=out, algo=algo)
-                ref = _ref_all_reduce(torch, x, op)
-                if dtype.is_floating_point:
-                    tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
-                    torch.testing.assert_close(out, ref, rtol=tol, atol=tol * pe.world)
-                else:
-                    assert torch.equal(out, ref)
+                _assert_reduced(pe, out, _reduce(torch, xs, op), dtype)
             # all_gather
-            g = buf((pe.world * n,), dtype)
+            g = buf((w * n,), dtype)
             symm.all_gather(g, x)
-            ref = torch.empty_like(g)
-            dist.all_gather_into_tensor(ref, x)
-            assert torch.equal(g, ref)
+            assert torch.equal(g.cpu(), torch.cat(xs))
             # reduce_scatter (exact for integers; floats with a tolerance)
-            big = buf((pe.world * n,), dtype)
-            big.copy_(rand(torch, (pe.world * n,), dtype, seed + 100 + pe.rank))
-            ref = torch.empty((n,), dtype=dtype, device=pe.device)
-            dist.reduce_scatter_tensor(ref, big)
+            bigs = _inputs(pe, (w * n,), dtype, seed + 100)
+            big = buf((w * n,), dtype)
+            big.copy_(bigs[r])
+            want = _reduce(torch, [b[r * n:(r + 1) * n] for b in bigs], "sum")
             for algo in ("auto", "push"):
                 rs = buf((n,), dtype)
                 symm.reduce_scatter(rs, big, algo=algo)
-                if dtype.is_floating_point:
-                    tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
-                    torch.testing.assert_close(rs, ref, rtol=tol, atol=tol * pe.world)
-                else:
-                    assert torch.equal(rs, ref)
-            # all_to_all
-            a2a = buf((pe.world * n,), dtype)
+                _assert_reduced(pe, rs, want, dtype)
+            # all_to_all: block p of PE p's input lands at block p here
+            a2a = buf((w * n,), dtype)
             symm.all_to_all(a2a, big)
-            ref = torch.empty_like(a2a)
-            dist.all_to_all_single(ref, big)
-            assert torch.equal(a2a, ref)
+            assert torch.equal(a2a.cpu(), torch.cat([b[r * n:(r + 1) * n] for b in bigs]))
             # broadcast from the last PE, in place
-            root = pe.world - 1
+            root = w - 1
             b = buf((n,), dtype)
             b.copy_(x)
             symm.broadcast(b, root)
-            ref = x.clone()
-            dist.broadcast(ref, root)
-            assert torch.equal(b, ref)
-    # all_to_allv with uneven splits: PE r sends r + p + 1 rows of 3 to PE p
-    w, r = pe.world, pe.rank
+            assert torch.equal(b.cpu(), xs[root])
+    # all_to_allv with uneven splits: PE q sends q + p + 1 rows of 3 to PE p
     send_sizes = [r + p + 1 for p in range(w)]
     recv_sizes = [p + r + 1 for p in range(w)]
     seed = pe.next_seed()
+    ins = [rand(torch, (sum(q + p + 1 for p in range(w)), 3), torch.float32, seed + q) for q in range(w)]
     # A symmetric allocation has the same size on every PE: take the largest
     # row count any PE needs (PE w-1 sends and receives the most) and slice.
     most = w * (w - 1) + w * (w + 1) // 2
     inp = buf((most, 3), torch.float32)[:sum(send_sizes)]
-    inp.copy_(rand(torch, (sum(send_sizes), 3), torch.float32, seed + r))
+    inp.copy_(ins[r])
     out = buf((most, 3), torch.float32)[:sum(recv_sizes)]
     symm.all_to_allv(out, inp, recv_sizes, send_sizes)
-    ref = torch.empty_like(out)
-    dist.all_to_all_single(ref, inp, recv_sizes, send_sizes)
-    assert torch.equal(out, ref)
+    want = torch.cat([ins[q][sum(q + p + 1 for p in range(r)):][:q + r + 1] for q in range(w)])
+    assert torch.equal(out.cpu(), want)
     torch.cuda.synchronize()
     symm.barrier()
     if symmetric:

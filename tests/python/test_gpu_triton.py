@@ -207,10 +207,12 @@ def test_ld_st_every_ordering(pe, K, t):
 
 
 def _gather_ints(pe, t):
+    """Every PE's t (small), gathered on the host (gloo carries CPU tensors)."""
     import torch.distributed as dist
-    out = [pe.torch.empty_like(t) for _ in range(pe.world)]
-    dist.all_gather(out, t)
-    return pe.torch.cat(out)
+    host = t.cpu()
+    out = [pe.torch.empty_like(host) for _ in range(pe.world)]
+    dist.all_gather(out, host)
+    return pe.torch.cat(out).to(t.device)
 
 
 @pytest.mark.parametrize("t", AMO)

@@ -9,22 +9,12 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from symm_testutil import (INCLUDE_DIR, PYTHON_DIR, REPO, describe, in_ci,  # noqa: E402
+from symm_testutil import (INCLUDE_DIR, PYTHON_DIR, REPO, describe, have_library,  # noqa: E402
                            run_pes, run_python)
 
 sys.path.insert(0, PYTHON_DIR)
 import symm  # noqa: E402
 from symm import _dlpack  # noqa: E402
-
-
-def have_library():
-    try:
-        symm.library_path()
-        return True
-    except symm.LibraryNotFoundError:
-        if in_ci():
-            raise
-        return False
 
 
 needs_lib = pytest.mark.skipif(not have_library(), reason="libsymm.so not built (set SYMM_LIBRARY)")
@@ -149,6 +139,10 @@ def test_calls_before_init_raise_not_initialized():
         symm.ctx()
     with pytest.raises(symm.NotInitializedError):
         symm.finalize()
+    with pytest.raises(symm.NotInitializedError):
+        symm.gpu_pes()
+    with pytest.raises(symm.NotInitializedError):
+        symm.sm_share()
 
 
 def test_bad_arguments_raise_before_c():
@@ -226,6 +220,13 @@ except symm.AlreadyInitializedError as e:
 symm.barrier()
 assert symm.host_broadcast(b"abc") == b"abc"
 assert symm.host_allgather(b"xy") == [b"xy"]
+assert symm.gpu_pes() == 1
+try:
+    symm.sm_share()
+except symm.UnsupportedError as e:
+    assert "has no GPU" in str(e), e
+else:
+    raise AssertionError("sm_share on the host backend did not raise")
 symm.free(p)
 symm.finalize()            # frees z and a
 assert not symm.initialized()
@@ -250,6 +251,8 @@ symm.init()
 me, n = symm.my_pe(), symm.n_pes()
 assert n == 3, n
 assert symm.host_allgather(bytes([me]) * 4) == [bytes([p]) * 4 for p in range(n)]
+assert symm.host_allgather(b"x" * me) == [b"x" * p for p in range(n)]  # lengths differ
+assert symm.host_allgather(b"") == [b""] * n
 assert symm.host_broadcast(b"from%d" % me, root=2) == b"from2"
 p = symm.malloc(4096)
 # write my PE number into my copy, then read every peer's copy through peer_ptr

@@ -81,7 +81,8 @@ def test_wheel_builds_and_finds_its_parts(tmp_path):
     names = set(zipfile.ZipFile(wheels[0]).namelist())
     for need in ("symm/__init__.py", "symm/lib/libsymm.so", "symm/include/symm/symm.h",
                  "symm/include/symm/symm_device.h", "symm/include/symm/device/impl.h",
-                 "symm/triton/__init__.py", "symm/triton/_api.py", "symm/triton/raw.py"):
+                 "symm/triton/__init__.py", "symm/triton/_api.py", "symm/triton/raw.py",
+                 "symm/cute/__init__.py", "symm/cute/raw.py", "symm/cubin.py"):
         assert need in names, need
     have_bitcode = bool(shutil.which("clang-19")) and bool(shutil.which("llvm-dis-19"))
     if have_bitcode:

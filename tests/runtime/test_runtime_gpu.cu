@@ -93,8 +93,34 @@ __global__ void store_through_ctx(const symm_ctx_t *ctx, uint32_t *p, size_t n, 
         dst[(size_t)writer * n + i] = (uint32_t)(i * 2654435761u) ^ (uint32_t)(writer << 24) ^ (uint32_t)pe;
 }
 
+/* symm_gpu_pes counts the PEs whose GPU has this PE's bus id; symm_sm_share
+ * is positive, the same on every PE, at most the GPU's SMs divided among its
+ * PEs (and the SMs this process may use). */
+static void check_gpu_sharing(void) {
+    char bus[32] = {0};
+    int dev = symm_device(), gpu_pes = 0, share = 0, sms = 0;
+    CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, dev));
+    char *all = (char *)calloc((size_t)npes, sizeof bus);
+    TEST_ASSERT(all, "calloc");
+    SYMM_CHECK(symm_host_allgather(bus, all, sizeof bus));
+    int want = 0;
+    for (int r = 0; r < npes; r++)
+        want += strncmp(all + (size_t)r * sizeof bus, bus, sizeof bus) == 0;
+    free(all);
+    SYMM_CHECK(symm_gpu_pes(&gpu_pes));
+    TEST_ASSERT(gpu_pes == want, "symm_gpu_pes %d, but %d PEs have GPU %s", gpu_pes, want, bus);
+    SYMM_CHECK(symm_sm_share(&share));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    TEST_ASSERT(share >= 1 && share <= sms / gpu_pes, "symm_sm_share %d with %d SMs for %d PEs", share, sms,
+                gpu_pes);
+    check_same_on_all((uint64_t)share, "symm_sm_share");
+    SYMM_EXPECT(symm_gpu_pes(NULL), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_sm_share(NULL), SYMM_ERR_INVALID_ARG);
+}
+
 static void scenario_basic(void) {
     init_gpu();
+    check_gpu_sharing();
     const size_t slice = 1000003; /* not a multiple of 16 */
     unsigned char *p;
     SYMM_CHECK(symm_malloc(slice * (size_t)npes, (void **)&p));
@@ -345,7 +371,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    symm_test_require_gpus(atoi(argv[2]));
+    symm_test_require_pes(atoi(argv[2]));
     const char *s = argv[1];
     if (strcmp(s, "basic") == 0)
         scenario_basic();

@@ -159,7 +159,9 @@ SYMM__C_FN uint32_t symm__c_f64_to_small(double x, int eb, int mb, int satfinite
 
 SYMM__C_FN uint32_t symm__c_f32_to_bf16(float f) {
     uint32_t u = SYMM__C_F2U(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
+    /* NaN test on u << 1 (the sign shifted out): clang turns the masked form
+     * into llvm.fabs, which libNVVM (CuTe DSL's backend) rejects in bitcode */
+    if ((u << 1) > 0xff000000u)
         return ((u >> 16) | 0x40u) & 0xffffu; /* quiet NaN, sign kept */
     u += 0x7fffu + ((u >> 16) & 1u);
     return u >> 16;

@@ -51,6 +51,8 @@ static symm_status_t host_open(const symm__backend_args_t *args, symm__backend_t
     hb->base.device = -1;
     hb->base.granularity = page > 0 ? (size_t)page : 4096;
     hb->base.stride_hint = args->heap_reserve ? args->heap_reserve : SYMM__HOST_DEFAULT_STRIDE;
+    hb->base.gpu_pes = 1;
+    hb->base.sm_share = 0; /* no GPU */
     *out = &hb->base;
     return SYMM_SUCCESS;
 }

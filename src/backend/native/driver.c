@@ -48,6 +48,13 @@ symm_status_t symm__cu_load(const symm__cu_t **out) {
             if (st != SYMM_SUCCESS)
                 return st;
         }
+        enum cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuCtxGetExecAffinity", (void **)&cu.CtxGetExecAffinity,
+                                             SYMM__CU_ABI, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess) {
+            (void)cudaGetLastError();
+            cu.CtxGetExecAffinity = NULL;
+        }
         g_cu = cu;
         g_loaded = 1;
     }

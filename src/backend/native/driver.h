@@ -25,6 +25,9 @@ typedef struct symm__cu {
     CUresult (*MemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
     CUresult (*MemUnmap)(CUdeviceptr, size_t);
     CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    /* Optional (NULL when the driver lacks it): the SMs the current context
+     * may use, which MPS limits with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE. */
+    CUresult (*CtxGetExecAffinity)(CUexecAffinityParam *, CUexecAffinityType);
 } symm__cu_t;
 
 /* Resolve every entry point once; SYMM_ERR_CUDA naming the missing one. */

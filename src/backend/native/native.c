@@ -44,11 +44,21 @@ static symm_status_t cuda_err(const char *what, cudaError_t e) {
     return symm__error(SYMM_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
+/* PEs sharing one GPU (DESIGN.md decision 9): how many node PEs have this
+ * PE's bus id, and which is the first of them (it logs the mode once). */
+typedef struct gpu_sharing {
+    int pes;   /* node PEs on this GPU, this one included */
+    int first; /* world rank of the lowest of them */
+    int last;  /* world rank of the highest of them */
+} gpu_sharing_t;
+
 /* Check every pair of node PEs whose GPUs this process can see, and the
  * SYMM_DEBUG_DENY_PEER hook. Every PE computes the same answer from the
  * gathered bus ids and its own view; the verdicts are then gathered so the
- * error (naming the pair) is raised on every PE. */
-static symm_status_t check_peers(const symm__backend_args_t *a, int dev) {
+ * error (naming the pair) is raised on every PE. Two PEs on the same GPU
+ * reach each other's memory like any process reaches its own. Also counts
+ * the node PEs that share this PE's GPU (*share). */
+static symm_status_t check_peers(const symm__backend_args_t *a, int dev, gpu_sharing_t *share) {
     const int n = a->n_node;
     char mine[BUSID_LEN] = {0};
     cudaError_t e = cudaDeviceGetPCIBusId(mine, BUSID_LEN, dev);
@@ -66,6 +76,17 @@ static symm_status_t check_peers(const symm__backend_args_t *a, int dev) {
     st = symm__bootstrap_allgather(a->boot, mine, all, BUSID_LEN);
     if (st != SYMM_SUCCESS)
         goto out;
+    share->pes = 0;
+    share->first = share->last = -1;
+    for (int i = 0; i < n; i++) {
+        int r = a->node_ranks[i];
+        if (strncmp(all + (size_t)r * BUSID_LEN, mine, BUSID_LEN) != 0)
+            continue;
+        share->pes++;
+        if (share->first < 0)
+            share->first = r;
+        share->last = r;
+    }
     int di = -1, dj = -1;
     int deny = symm__parse_deny_peer(a->deny_peer, &di, &dj);
     /* My verdict: the first pair (i, j) found without access, or (-1, -1). */
@@ -114,6 +135,61 @@ static symm_status_t check_peers(const symm__backend_args_t *a, int dev) {
 out:
     free(ord);
     free(verdicts);
+    free(all);
+    return st;
+}
+
+/* Is an MPS control daemon there for this process to join? The driver looks
+ * for its pipe in CUDA_MPS_PIPE_DIRECTORY, by default /tmp/nvidia-mps. Only
+ * for the advice in the log: nothing depends on the answer. */
+static int mps_daemon_found(void) {
+    const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/control", dir && dir[0] ? dir : "/tmp/nvidia-mps");
+    return access(path, F_OK) == 0;
+}
+
+/* The SMs a grid of this PE that waits on peers may fill, so that the
+ * waiting grids of every PE on the GPU are resident at once (a grid whose
+ * blocks cannot all be resident waits, under MPS, for SMs that the peers'
+ * waiting grids never give back): the SMs this context may use (fewer
+ * under MPS with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), and at most the GPU's
+ * SMs divided among the PEs on it. */
+static symm_status_t sm_share_of(const symm__cu_t *cu, int dev, int gpu_pes, int *sms_gpu, int *sms_ctx,
+                                 int *share) {
+    int total = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&total, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess)
+        return cuda_err("cudaDeviceGetAttribute(multiProcessorCount)", e);
+    int ctx = total;
+    CUexecAffinityParam aff;
+    memset(&aff, 0, sizeof aff);
+    if (cu->CtxGetExecAffinity && cu->CtxGetExecAffinity(&aff, CU_EXEC_AFFINITY_TYPE_SM_COUNT) == CUDA_SUCCESS &&
+        aff.param.smCount.val > 0 && (int)aff.param.smCount.val < ctx)
+        ctx = (int)aff.param.smCount.val;
+    int s = total / (gpu_pes > 0 ? gpu_pes : 1);
+    if (ctx < s)
+        s = ctx;
+    *sms_gpu = total;
+    *sms_ctx = ctx;
+    *share = s > 0 ? s : 1;
+    return SYMM_SUCCESS;
+}
+
+/* The least share over every PE, so grid sizes derived from it are the same
+ * everywhere (a collective's block b meets block b of every peer). */
+static symm_status_t agree_share(symm__bootstrap_t *boot, int mine, int *least) {
+    int world = symm__bootstrap_nranks(boot);
+    int32_t m = mine, *all = calloc((size_t)world, sizeof(int32_t));
+    if (!all)
+        return symm__error(SYMM_ERR_NO_MEMORY, "out of host memory");
+    symm_status_t st = symm__bootstrap_allgather(boot, &m, all, sizeof(m));
+    if (st == SYMM_SUCCESS) {
+        for (int r = 0; r < world; r++)
+            if (all[r] < m)
+                m = all[r];
+        *least = m;
+    }
     free(all);
     return st;
 }
@@ -179,9 +255,32 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
     if ((e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess)
         return cuda_err("cudaMemGetInfo", e);
 
-    st = check_peers(args, dev);
+    gpu_sharing_t share = {1, -1, -1};
+    st = check_peers(args, dev, &share);
     if (st != SYMM_SUCCESS)
         return st;
+    int sms_gpu = 0, sms_ctx = 0, sm_mine = 0, sm_share = 0;
+    st = sm_share_of(cu, dev, share.pes, &sms_gpu, &sms_ctx, &sm_mine);
+    /* every PE joins the exchange, a failed one with 0, so none waits alone */
+    symm_status_t st_agree = agree_share(args->boot, st == SYMM_SUCCESS ? sm_mine : 0, &sm_share);
+    if (st != SYMM_SUCCESS)
+        return st;
+    if (st_agree != SYMM_SUCCESS)
+        return st_agree;
+    if (sm_share < 1)
+        return symm__error(SYMM_ERR_CUDA, "another PE could not read its GPU's SM count");
+    if (share.pes > 1 && symm__bootstrap_rank(args->boot) == share.first) {
+        int mps = mps_daemon_found();
+        SYMM_LOG_INFO("PEs %d-%d share GPU %d (%d PEs on one GPU, %s): each PE's waiting grids use at "
+                      "most %d of its %d SMs (this process may use %d)",
+                      share.first, share.last, dev, share.pes,
+                      mps ? "an MPS daemon is running" : "no MPS daemon: the PEs take turns on the GPU",
+                      sm_share, sms_gpu, sms_ctx);
+        if (!mps && share.pes > 2)
+            SYMM_LOG_WARN("%d PEs share GPU %d without MPS: every wait on a peer costs a time slice of "
+                          "the GPU (milliseconds); start an MPS daemon (README, 'Develop on one GPU')",
+                          share.pes, dev);
+    }
 
     symm__native_backend_t *nb = calloc(1, sizeof(*nb));
     if (!nb)
@@ -196,6 +295,8 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
     nb->base.granularity = gran;
     /* Room for the whole GPU: the heap can never need more. */
     nb->base.stride_hint = args->heap_reserve ? args->heap_reserve : pow2_at_least(total_b);
+    nb->base.gpu_pes = share.pes;
+    nb->base.sm_share = sm_share;
     SYMM_LOG_INFO("native backend: GPU %d, granularity %zu, %zu bytes of device memory", dev, gran,
                   total_b);
     *out = &nb->base;
