@@ -55,6 +55,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+LIVE = set()  # process groups of running PEs: killed at the end whatever happens
+
+
+def kill_live():
+    for pgid in list(LIVE):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        LIVE.discard(pgid)
+
+
 class Job:
     """One run: N fault_pe processes of one job, their lines as they come."""
 
@@ -83,6 +95,7 @@ class Job:
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  start_new_session=True)
             self.procs.append(p)
+            LIVE.add(p.pid)
             t = threading.Thread(target=self._read, args=(r, p), daemon=True)
             t.start()
             self.threads.append(t)
@@ -168,6 +181,7 @@ class Job:
                 os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            LIVE.discard(p.pid)
         return hung, leaked
 
 
@@ -384,6 +398,9 @@ def main():
     try:
         if a.mps:
             mps = Mps()
+        # Each PE's share of the SMs under MPS (an MPS daemon may also run
+        # outside this script, as in gpu_suite.sh); no effect without MPS.
+        if a.backend == "native" and "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in os.environ:
             a.mps_pct = max(5, 100 // (a.npes * a.parallel))
         rows = rows_for(a)
         plan = []
@@ -416,6 +433,7 @@ def main():
             t.join()
         worker([p for p in plan if p[0].get("serial")])
     finally:
+        kill_live()  # (an interrupted run): no PE outlives the script or holds the daemon
         if mps:
             mps.stop()
     elapsed = time.monotonic() - t0
