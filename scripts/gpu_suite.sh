@@ -19,6 +19,10 @@
 #     bench       symm-bench --mode rma and coll;  quick: symm-bench --quick
 #     mps-kill    a PE job under scripts/with_mps.sh stopped by its timeout leaves no
 #                 process, GPU context or MPS daemon behind
+#     fault       scripts/fault_matrix.py: the fault matrix on 4 PEs (about 4-5 min;
+#                 FAULT_ARGS adds options, e.g. --quick); its table in $OUT/fault/
+#     sanitize    scripts/gpu_sanitize.sh: compute-sanitizer over the device tests on
+#                 1 and 2 PEs (without MPS)
 #     variants probes   standalone measurement programs
 #   default: build tests python examples mps-kill
 #
@@ -96,7 +100,7 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
     fi
   fi
   inner=""
-  for s in $stages; do case $s in build|mps-kill|tests-timesliced) ;; *) inner="$inner $s" ;; esac; done
+  for s in $stages; do case $s in build|mps-kill|tests-timesliced|sanitize) ;; *) inner="$inner $s" ;; esac; done
   if [ -n "$inner" ]; then
     # SUITE_WALL bounds the whole run: the GPU stages get what the build left,
     # less what the stages after them need
@@ -117,6 +121,15 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
     # two PEs on one GPU without MPS take turns on it: slow, and still correct
     CTEST_ARGS="-R ^(device_.*|coll_(errors|move|every|device)|runtime_gpu_.*)_2$ ${CTEST_ARGS:-}" \
       run_ctest "2pe_timesliced" CUDA_VISIBLE_DEVICES=0
+  fi
+  if stage sanitize; then
+    t0=$(date +%s)
+    if OUT="$OUT" timeout -k 10 "${SAN_SUITE_WALL:-900}" scripts/gpu_sanitize.sh "$build" >"$OUT/sanitize.log" 2>&1; then
+      note "compute-sanitizer" "clean ($(since "$t0"))"
+    else
+      note "compute-sanitizer" "NOT CLEAN rc=$? ($(since "$t0"), sanitize.log)"
+    fi
+    tail -40 "$OUT/sanitize.log"
   fi
   if stage mps-kill && [ -x "$build/tests/device/test_device_deadline" ]; then
     t0=$(date +%s)
@@ -219,6 +232,17 @@ if stage quick && [ -x "$build/bench/symm-bench" ]; then
     --phase-timeout 60 --out "$OUT/bench_quick.md" >"$OUT/bench_quick.log" 2>&1
   note "bench quick" "rc=$?"
   tail -60 "$OUT/bench_quick.log"
+fi
+
+if stage fault && [ -x "$build/tests/fault/fault_pe" ]; then
+  t0=$(date +%s)
+  if python3 scripts/fault_matrix.py --build "$build" --npes 4 --parallel 2 --out "$OUT/fault" ${FAULT_ARGS:-} \
+      >"$OUT/fault_matrix.log" 2>&1; then
+    note "fault matrix" "ok ($(since "$t0"))"
+  else
+    note "fault matrix" "FAILED rc=$? ($(since "$t0"), fault_matrix.log)"
+  fi
+  tail -25 "$OUT/fault_matrix.log"
 fi
 
 if stage bench && [ -x "$build/bench/symm-bench" ]; then

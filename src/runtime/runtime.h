@@ -56,6 +56,7 @@ typedef struct symm__runtime {
     uintptr_t va_base, slot0;
     size_t va_size, stride;
     size_t limit;             /* most bytes the heap may map (same on every PE) */
+    size_t heap_align;        /* every PE's heap base is a multiple of it (a power of two) */
     size_t chunk_bytes;       /* growth step (same on every PE) */
     size_t mapped;            /* bytes mapped per PE, from offset 0 */
     symm__heap_chunk_t *chunks;
@@ -68,6 +69,10 @@ typedef struct symm__runtime {
 
 extern symm__runtime_t symm__rt;
 
+/* The largest alignment symm_align guarantees (heap bases are aligned to
+ * it when the stride allows). */
+#define SYMM__HEAP_ALIGN_MAX ((size_t)1 << 30)
+
 /* This PE's heap base. */
 static inline uintptr_t symm__heap_base(void) {
     return symm__rt.slot0 + (uintptr_t)symm__rt.node_me * symm__rt.stride;
@@ -78,6 +83,10 @@ static inline uintptr_t symm__heap_base(void) {
  * PE, "<what> failed on PE k" elsewhere). If any PE reports `prefer`, that
  * is what everyone returns. */
 symm_status_t symm__agree(symm_status_t mine, symm_status_t prefer, const char *what);
+
+/* Wait for this PE's device work; a CUDA failure there (a trapped kernel)
+ * is reported to every PE before it is returned (`what` names the call). */
+symm_status_t symm__synchronize_or_report(const char *what);
 
 /* Grow the mapping of every node PE to `new_mapped` bytes (collective,
  * all-or-nothing: on failure every PE unmaps what this call mapped). */

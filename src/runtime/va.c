@@ -46,7 +46,7 @@ symm_status_t symm__va_setup(void) {
                            rt->stride, n);
     const size_t window = (2 * n - 1) * rt->stride;
     uintptr_t own = 0;
-    symm_status_t st = be->ops->reserve(be, window, 0, &own);
+    symm_status_t st = be->ops->reserve(be, window, 0, rt->heap_align, &own);
     if ((st = symm__agree(st, SYMM_SUCCESS, "reserving heap address space")) != SYMM_SUCCESS) {
         if (own)
             be->ops->unreserve(be, own, window);
@@ -67,8 +67,8 @@ symm_status_t symm__va_setup(void) {
                                               (uintptr_t)(c - rt->nranks) * SYMM__VA_FIXED_STEP;
         uintptr_t got = 0;
         int ok = cand == own;
-        if (!ok && cand % be->granularity == 0)
-            ok = be->ops->reserve(be, window, cand, &got) == SYMM_SUCCESS;
+        if (!ok && cand % rt->heap_align == 0)
+            ok = be->ops->reserve(be, window, cand, rt->heap_align, &got) == SYMM_SUCCESS;
         int all_ok = 0;
         if ((st = all_true(ok, &all_ok)) != SYMM_SUCCESS) {
             if (got)
@@ -88,6 +88,7 @@ symm_status_t symm__va_setup(void) {
         rt->va_base = chosen;
         rt->slot0 = chosen + (n - 1 - me) * rt->stride;
     } else {
+        /* (every window start is aligned to heap_align, and so every base) */
         SYMM_LOG_WARN("no address is free in every process for the heap; symmetric pointers "
                       "will differ between PEs (offsets still match)");
         rt->va_base = own;

@@ -14,7 +14,9 @@
  * Synchronisation state is in the workspace (coll_types.h): per slot a call
  * counter (epoch); the flag value of a call is never 0 and the data regions
  * alternate by call parity, so nothing is ever reset and calls captured in
- * CUDA graphs replay correctly.
+ * CUDA graphs replay correctly. Every call of a slot waits for something
+ * each peer sent in it (a packet call's slot with no words sits it out
+ * uncounted), so no peer gets two calls ahead of a reader.
  *
  * Ordering (PTX memory model, system scope): data to a peer is stored with
  * plain stores; after a block barrier one thread per peer publishes a flag
@@ -178,6 +180,21 @@ SYMM__DEVICE_INTERNAL void symm__c_split(uint64_t total, uint32_t parts, uint32_
     if (a > total) a = total;
     *lo = a;
     *hi = (a + per > total) ? total : a + per;
+}
+
+/*
+ * Does slot `slot` of `nslots` get none of `units`? Such a slot takes no
+ * part in a packet call and does not count it: a call that exchanges nothing
+ * waits for nothing from the peers, so counting it would let a PE start the
+ * next call of the same parity (and store into a peer's region of it) while
+ * that peer still reads the previous one. The share depends only on
+ * arguments every PE passes alike, so every PE skips the same slots and the
+ * slot's count stays the same on all of them (coll_types.h).
+ */
+SYMM__DEVICE_INTERNAL int symm__c_slot_idle(uint64_t units, uint32_t nslots, uint32_t slot) {
+    uint64_t lo, hi;
+    symm__c_split(units, nslots, slot, &lo, &hi);
+    return hi <= lo;
 }
 
 /*
@@ -384,7 +401,10 @@ SYMM__NOINLINE void symm__c_fail_a2av(int pe, int to, unsigned long long count, 
         int me = ctx->my_pe, n = ctx->n_pes;                                                      \
         uint64_t t = symm__block_tid(), nt = symm__block_nthreads();                              \
         uint64_t lo, hi, k;                                                                       \
-        symm__c_ep_t e = symm__c_epoch_begin(ws, slot);                                           \
+        symm__c_ep_t e;                                                                           \
+        if (symm__c_slot_idle((nbytes + 7) / 8, nslots, slot))                                    \
+            return;                                                                               \
+        e = symm__c_epoch_begin(ws, slot);                                                        \
         symm__c_split((nbytes + 7) / 8, nslots, slot, &lo, &hi);                                  \
         for (k = lo + t; k < hi; k += nt) {                                                       \
             uint32_t nb = symm__c_word_nb(nbytes, k);                                             \
@@ -449,8 +469,12 @@ SYMM__DEVICE_INTERNAL void symm__c_piece(uint64_t words, int n, int p, uint64_t 
         uint64_t t = symm__block_tid(), nt = symm__block_nthreads();                              \
         uint64_t words = (nbytes + 7) / 8, half = (uint64_t)(ws->region / 32u) * 16u;             \
         uint64_t lo, hi, k, ms, ml, ps, pl;                                                       \
-        symm__c_ep_t e = symm__c_epoch_begin(ws, slot);                                           \
-        char *out = symm__c_region(ws, e.par, slot, n, me); /* mine, on the peers */            \
+        symm__c_ep_t e;                                                                           \
+        char *out;                                                                                \
+        if (symm__c_slot_idle((words + (uint64_t)n - 1) / (uint64_t)n, nslots, slot))             \
+            return;                                                                               \
+        e = symm__c_epoch_begin(ws, slot);                                                        \
+        out = symm__c_region(ws, e.par, slot, n, me); /* mine, on the peers */                    \
         symm__c_piece(words, n, me, &ms, &ml);                                                    \
         symm__c_split((words + (uint64_t)n - 1) / (uint64_t)n, nslots, slot, &lo, &hi);           \
         for (k = lo + t; k < hi; k += nt)                                                         \
@@ -561,8 +585,10 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_ONESHOT)
  * detected during the handshake (`sym`) and then uses plain arithmetic
  * (DESIGN.md decision 2); otherwise (a PE that staged through scratch, or
  * different heap pointers per PE) the loops use the published offsets. A
- * buffer outside the heap is published too (as a meaningless offset) but the
- * host side stages every buffer that a peer dereferences, so no peer uses it.
+ * buffer outside the heap is published as SYMM__C_NOT_HEAP; the caller says
+ * which buffers the peers dereference, and when one of those is outside the
+ * heap on any PE every PE stops with a message naming it (the host side
+ * stages such buffers, so only a device call can meet this).
  */
 typedef struct symm__c_xs {
     const symm_ctx_t *ctx;
@@ -574,11 +600,17 @@ SYMM__DEVICE_INTERNAL uint64_t *symm__c_aux(const symm__coll_ws_t *ws, uint32_t 
     return (uint64_t *)(uintptr_t)(ws->base + SYMM__COLL_WS_AUX_OFF) + (uint64_t)slot * SYMM_COLL_MAX_PES * 4u;
 }
 
-/* The heap offset of a local pointer (wraps for a pointer outside the heap,
- * which then never matches a peer's offset of a heap buffer). */
+/* The heap offset of a local pointer, or SYMM__C_NOT_HEAP when it lies
+ * outside this PE's heap range (one stride from heap_base). */
+#define SYMM__C_NOT_HEAP (~0ull)
 SYMM__DEVICE_INTERNAL uint64_t symm__c_heap_off(const symm_ctx_t *ctx, const void *p) {
-    return (uint64_t)(uintptr_t)p - ctx->heap_base;
+    uint64_t off = (uint64_t)(uintptr_t)p - ctx->heap_base;
+    return off < (uint64_t)ctx->stride ? off : SYMM__C_NOT_HEAP;
 }
+
+/* Which of (src, dst) the peers dereference (symm__c_handshake_pub). */
+#define SYMM__C_PEERS_SRC 1
+#define SYMM__C_PEERS_DST 2
 
 /* PE p's buffer `which` (0 src, 1 dst) whose local copy is `mine`. */
 SYMM__DEVICE_INTERNAL char *symm__c_xaddr(const symm__c_xs_t *x, const void *mine, int p, int which) {
@@ -595,27 +627,52 @@ SYMM__DEVICE_INTERNAL char *symm__c_xaddr(const symm__c_xs_t *x, const void *min
 #  define SYMM__C_SYNC_AND(x) __nvvm_bar0_and(x)
 #endif
 
+#define SYMM__C_MSG_HEAP                                                                        \
+    "symm: PE %d: device collective: the %s buffer of team PE %d is not in the symmetric heap, "  \
+    "and the peers must reach it (allocate it with symm_malloc)\n"
+SYMM__NOINLINE void symm__c_fail_heap(int pe, const char *which, int owner) {
+#if defined(__CUDACC__)
+    printf(SYMM__C_MSG_HEAP, pe, which, owner);
+#else
+    struct { int pe; const char *which; int owner; } a = { pe, which, owner };
+    symm__vprintf(SYMM__C_MSG_HEAP, &a);
+#endif
+    symm__trap();
+}
+
+/* Stop if PE p's buffers that the peers dereference (`peers`, a mask of
+ * SYMM__C_PEERS_*) have offsets (so, dof) outside the heap. */
+SYMM__DEVICE_INTERNAL void symm__c_check_heap(const symm_ctx_t *ctx, int peers, int p, uint64_t so, uint64_t dof) {
+    if ((peers & SYMM__C_PEERS_SRC) && so == SYMM__C_NOT_HEAP)
+        symm__c_fail_heap(ctx->world_pe, "src", p);
+    if ((peers & SYMM__C_PEERS_DST) && dof == SYMM__C_NOT_HEAP)
+        symm__c_fail_heap(ctx->world_pe, "dest", p);
+}
+
 /*
  * Start handshake of a direct algorithm: publish the heap offsets of
  * (src, dst) [and xv[p], yv[p]]
  * into every peer's aux[me], release the flag, wait for every peer's flag,
- * and find out whether all addresses are the symmetric ones.
+ * and find out whether all addresses are the symmetric ones. `peers` says
+ * which of src and dst the peers dereference: every PE checks them all
+ * (its own and each peer's) after the flags, so all stop alike.
  */
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT symm__c_xs_t symm__c_handshake_pub(
     const symm_ctx_t *ctx, const symm__coll_ws_t *ws, symm__c_ep_t e, uint32_t slot, const void *src,
-    const void *dst, const uint64_t *xv, const uint64_t *yv) {
+    const void *dst, const uint64_t *xv, const uint64_t *yv, int peers) {
     int me = ctx->my_pe, n = ctx->n_pes;
     int t = (int)symm__block_tid(), nt = (int)symm__block_nthreads();
     uint64_t *aux = symm__c_aux(ws, slot);
-    int ok_src = 1, ok_dst = 1, p;
+    uint64_t so = symm__c_heap_off(ctx, src), dof = symm__c_heap_off(ctx, dst);
+    int ok_src = so != SYMM__C_NOT_HEAP, ok_dst = dof != SYMM__C_NOT_HEAP, p;
     symm__c_xs_t x;
     symm__block_sync();
     for (p = t; p < n; p += nt) {
         if (p == me)
             continue;
         uint64_t *a = (uint64_t *)symm__c_peer(ctx, aux + 4 * me, p);
-        symm__c_st8(a, symm__c_heap_off(ctx, src));
-        symm__c_st8(a + 1, symm__c_heap_off(ctx, dst));
+        symm__c_st8(a, so);
+        symm__c_st8(a + 1, dof);
         if (xv) {
             symm__c_st8(a + 2, xv[p]);
             symm__c_st8(a + 3, yv[p]);
@@ -626,9 +683,15 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT symm__c_xs_t symm__c_handshake_pub(
         if (p == me)
             continue;
         symm__c_wait_flag(ctx, symm__c_flag(ws, 0, e.par, slot, p), e.flag);
-        ok_src &= symm__c_ld8_vol(aux + 4 * p) == symm__c_heap_off(ctx, src);
-        ok_dst &= symm__c_ld8_vol(aux + 4 * p + 1) == symm__c_heap_off(ctx, dst);
+        {
+            uint64_t ps = symm__c_ld8_vol(aux + 4 * p), pd = symm__c_ld8_vol(aux + 4 * p + 1);
+            symm__c_check_heap(ctx, peers, p, ps, pd);
+            ok_src &= ps == so;
+            ok_dst &= pd == dof;
+        }
     }
+    if (t == 0 && n > 1) /* after the flags: the peers have this PE's offsets too */
+        symm__c_check_heap(ctx, peers, me, so, dof);
     x.ctx = ctx;
     x.aux = aux;
     x.sym[0] = SYMM__C_SYNC_AND(ok_src);
@@ -779,7 +842,8 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_RED_DIRECT)
         const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src,             \
         uint64_t nbytes, int op, uint32_t slot, uint32_t nslots) {                                \
         symm__c_ep_t e = symm__c_epoch_begin(ws, slot);                                           \
-        symm__c_xs_t x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0);                 \
+        symm__c_xs_t x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0,                  \
+                                                SYMM__C_PEERS_SRC | SYMM__C_PEERS_DST);           \
         symm__c_red_range_##S(&x, dst, 0, src, 0, nbytes, 0, ctx->n_pes, op,                      \
                               (uint32_t)ctx->my_pe * nslots + slot, (uint32_t)ctx->n_pes * nslots); \
         symm__c_handshake(ctx, ws, 1, e, slot);                                                   \
@@ -823,7 +887,7 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_TWOSHOT)
                     symm__c_st_unit(symm__c_peer(ctx, mine + (u - lo) * 16, p), 16, 1, w0, w1);   \
                 }                                                                                 \
             }                                                                                     \
-        x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0);                              \
+        x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0, SYMM__C_PEERS_DST);           \
         wide = fast && x.sym[1]; /* every PE's dst aligned as this one */                         \
         for (u = lo + t; u < hi && (uint64_t)me * piece + 16 * u < nbytes; u += nt) {             \
             uint64_t g = (uint64_t)me * piece + 16 * u, rem = nbytes - g;                         \
@@ -859,7 +923,8 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_TWOSHOT_ST)
         const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src,             \
         uint64_t nbytes, uint64_t piece, int op, uint32_t slot, uint32_t nslots) {                \
         symm__c_ep_t e = symm__c_epoch_begin(ws, slot);                                           \
-        symm__c_xs_t x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0);                 \
+        symm__c_xs_t x =                                                                          \
+            symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0, SYMM__C_PEERS_SRC);           \
         symm__c_red_range_##S(&x, dst, 0, src, (uint64_t)ctx->my_pe * piece, nbytes, ctx->my_pe,  \
                               ctx->my_pe + 1, op, slot, nslots);                                  \
         symm__c_handshake(ctx, ws, 1, e, slot);                                                   \
@@ -884,8 +949,11 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
     int me = ctx->my_pe, n = ctx->n_pes;
     uint64_t t = symm__block_tid(), nt = symm__block_nthreads();
     uint64_t lo, hi, k;
-    symm__c_ep_t e = symm__c_epoch_begin(ws, slot);
+    symm__c_ep_t e;
     int sends = (root < 0 || root == me);
+    if (symm__c_slot_idle((nbytes + 7) / 8, nslots, slot))
+        return;
+    e = symm__c_epoch_begin(ws, slot);
     if (root >= 0)
         symm__c_arrive_root(ctx, ws, e, slot, root);
     symm__c_split((nbytes + 7) / 8, nslots, slot, &lo, &hi);
@@ -942,7 +1010,10 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
     uint64_t t = symm__block_tid(), nt = symm__block_nthreads();
     uint64_t lo, hi, plo, phi, k;
     int j, mine = (me - root - 1 + n) % n; /* this non-root's part */
-    symm__c_ep_t e = symm__c_epoch_begin(ws, slot);
+    symm__c_ep_t e;
+    if (symm__c_slot_idle((nbytes + 7) / 8, nslots, slot))
+        return;
+    e = symm__c_epoch_begin(ws, slot);
     symm__c_arrive_root(ctx, ws, e, slot, root);
     symm__c_split((nbytes + 7) / 8, nslots, slot, &lo, &hi);
     if (me == root) {
@@ -1099,7 +1170,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_direct(
     uint32_t t = symm__block_tid(), nt = symm__block_nthreads();
     uint64_t lo, hi;
     symm__c_ep_t e = symm__c_epoch_begin(ws, slot);
-    symm__c_xs_t x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0);
+    symm__c_xs_t x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0, SYMM__C_PEERS_DST);
     /* cut at 16-byte boundaries so every part keeps the buffers' alignment */
     symm__c_split((nbytes + 15) / 16, nslots, slot, &lo, &hi);
     lo *= 16;
@@ -1133,7 +1204,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_a2av_direct(
     int me = ctx->my_pe, n = ctx->n_pes;
     uint32_t t = symm__block_tid(), nt = symm__block_nthreads();
     symm__c_ep_t e = symm__c_epoch_begin(ws, slot);
-    symm__c_xs_t x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, rdispl, rcount);
+    symm__c_xs_t x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, rdispl, rcount, SYMM__C_PEERS_DST);
     for (int i = 0; i < n; i++) {
         int p = symm__c_step_pe(me, i, slot, n);
         uint64_t nbytes = scount[p] * esz, lo, hi, off, want;

@@ -134,7 +134,9 @@ typedef enum symm_coll_algo {
  * each other between calls. Flags are compared for equality with a value that
  * is never 0 and repeats only every 2^32-1 calls of a slot, and the data
  * regions alternate by call parity: a peer can never be two calls ahead of a
- * reader, because each call waits for something every peer sent in it.
+ * reader, because each call waits for something every peer sent in it. A
+ * slot that gets no data of a packet call would wait for nothing, so it sits
+ * the call out without counting it, on every PE alike (symm__c_slot_idle).
  */
 #define SYMM__COLL_WS_EPOCH_OFF 0u
 #define SYMM__COLL_WS_GRID_OFF  (SYMM_COLL_MAX_BLOCKS * 8u)
