@@ -19,11 +19,15 @@
 #     bench       symm-bench --mode rma and coll;  quick: symm-bench --quick
 #     mps-kill    a PE job under scripts/with_mps.sh stopped by its timeout leaves no
 #                 process, GPU context or MPS daemon behind
+#     fault       scripts/fault_matrix.py: the fault matrix on 4 PEs (about 4-5 min;
+#                 FAULT_ARGS adds options, e.g. --quick); its table in $OUT/fault/
+#     sanitize    scripts/gpu_sanitize.sh: compute-sanitizer over the device tests on
+#                 1 and 2 PEs (without MPS)
 #     variants probes   standalone measurement programs
 #   default: build tests python examples mps-kill
 #
-# The GPU stages run as a child of this script, bounded by SUITE_WALL seconds
-# (default: what is left of 570). When the PEs of a stage can outnumber the
+# The whole run is bounded by SUITE_WALL seconds (default 570): the GPU stages
+# run as a child of this script and get what the build and the later stages leave. When the PEs of a stage can outnumber the
 # GPUs (up to 8 PEs), they run under scripts/with_mps.sh: a private MPS daemon
 # (own pipe and log folders), stopped at the end also on failure, timeout or a
 # signal; mps-kill then checks that such a stop leaves nothing behind.
@@ -96,9 +100,14 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
     fi
   fi
   inner=""
-  for s in $stages; do case $s in build|mps-kill|tests-timesliced) ;; *) inner="$inner $s" ;; esac; done
+  for s in $stages; do case $s in build|mps-kill|tests-timesliced|sanitize) ;; *) inner="$inner $s" ;; esac; done
   if [ -n "$inner" ]; then
-    wall=${SUITE_WALL:-$(( 570 - ($(date +%s) - t_start) ))}
+    # SUITE_WALL bounds the whole run: the GPU stages get what the build left,
+    # less what the stages after them need
+    reserve=0
+    stage mps-kill && reserve=$((reserve + 30))
+    stage tests-timesliced && reserve=$((reserve + 150))
+    wall=$(( ${SUITE_WALL:-570} - ($(date +%s) - t_start) - reserve ))
     if [ "${SYMM_SUITE_MPS:-1}" != 0 ] && [ "$ngpu" -gt 0 ] && [ "$ngpu" -lt "$max_pes" ] &&
        [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
       env SYMM_SUITE_INNER=1 OUT="$OUT" scripts/with_mps.sh --timeout "$wall" -- \
@@ -112,6 +121,15 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
     # two PEs on one GPU without MPS take turns on it: slow, and still correct
     CTEST_ARGS="-R ^(device_.*|coll_(errors|move|every|device)|runtime_gpu_.*)_2$ ${CTEST_ARGS:-}" \
       run_ctest "2pe_timesliced" CUDA_VISIBLE_DEVICES=0
+  fi
+  if stage sanitize; then
+    t0=$(date +%s)
+    if OUT="$OUT" timeout -k 10 "${SAN_SUITE_WALL:-900}" scripts/gpu_sanitize.sh "$build" >"$OUT/sanitize.log" 2>&1; then
+      note "compute-sanitizer" "clean ($(since "$t0"))"
+    else
+      note "compute-sanitizer" "NOT CLEAN rc=$? ($(since "$t0"), sanitize.log)"
+    fi
+    tail -40 "$OUT/sanitize.log"
   fi
   if stage mps-kill && [ -x "$build/tests/device/test_device_deadline" ]; then
     t0=$(date +%s)
@@ -154,7 +172,7 @@ torchrun_env() { # $1: PEs
 
 if stage python && [ -d tests/python ]; then
   t0=$(date +%s)
-  k=${PY_SHARDS:-6}
+  k=${PY_SHARDS:-12}
   pids=()
   for i in $(seq 0 $((k - 1))); do
     # independent one-PE jobs side by side: each gets its share of the GPU
@@ -214,6 +232,17 @@ if stage quick && [ -x "$build/bench/symm-bench" ]; then
     --phase-timeout 60 --out "$OUT/bench_quick.md" >"$OUT/bench_quick.log" 2>&1
   note "bench quick" "rc=$?"
   tail -60 "$OUT/bench_quick.log"
+fi
+
+if stage fault && [ -x "$build/tests/fault/fault_pe" ]; then
+  t0=$(date +%s)
+  if python3 scripts/fault_matrix.py --build "$build" --npes 4 --parallel 2 --out "$OUT/fault" ${FAULT_ARGS:-} \
+      >"$OUT/fault_matrix.log" 2>&1; then
+    note "fault matrix" "ok ($(since "$t0"))"
+  else
+    note "fault matrix" "FAILED rc=$? ($(since "$t0"), fault_matrix.log)"
+  fi
+  tail -25 "$OUT/fault_matrix.log"
 fi
 
 if stage bench && [ -x "$build/bench/symm-bench" ]; then

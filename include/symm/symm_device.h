@@ -38,8 +38,9 @@
  *                 every PE when it returns.
  *
  * No hangs (docs/design.md 6): every spin-wait checks ctx->timeout_ns (set from
- * SYMM_WAIT_TIMEOUT; a debug build has a default) and the context's abort
- * flag (raised by the host when a peer dies). On expiry it prints
+ * SYMM_WAIT_TIMEOUT: 600 s by default, 60 in a debug build) and the
+ * context's abort flag (raised by the host when a peer dies or reports a
+ * failure). On expiry it prints
  *   symm: PE <pe>: wait timed out after <s> s at <addr>: waiting for
  *   <cmp> <expected>, last seen <value>
  * and traps, which fails the kernel (cudaErrorLaunchFailure on the host).

@@ -311,9 +311,30 @@ def _free_key(key):
         raise ValueError("symm.free: %#x is not a live allocation made by symm" % key
                          if key > 0 else "symm.free: not a live allocation made by symm")
     _sync_torch()
+    # The C free first: when it fails (arguments differ between PEs, a peer
+    # died) the allocation is still live and stays registered, so a later
+    # free() or finalize() releases it.
+    _check("symm_free", _c().symm_free(a.ptr or None))
     _invalidate(a)
     del _allocs[key]
-    _check("symm_free", _c().symm_free(a.ptr or None))
+
+
+def _settle(key, err, what):
+    """Collective end of a call that allocated `key` and then did local work
+    that may have failed (err: its exception, or None) on some PEs: if it
+    failed anywhere, every PE frees the allocation (a free on the failing PEs
+    alone would be a collective the others never join) and raises; the
+    failing PE raises its own exception."""
+    flags = host_allgather(b"\x01" if err is not None else b"\x00")
+    bad = [pe for pe, f in enumerate(flags) if f != b"\x00"]
+    if not bad:
+        return
+    _free_key(key)
+    if err is not None:
+        raise err
+    from ._errors import SymmError
+    raise SymmError(what, None, "PE(s) %s failed after allocating; the memory is freed on every PE"
+                    % ", ".join(str(pe) for pe in bad), strerror="failed on another PE")
 
 
 def free(ptr):

@@ -78,18 +78,6 @@ void symm__coll_tune_bcast(uint64_t hop1_max, uint64_t packet_max) {
     g_bcast_packet_max = packet_max ? packet_max : SYMM__COLL_BCAST_PACKET_MAX;
 }
 
-const char *symm_coll_algo_name(symm_coll_algo_t algo) {
-    switch (algo) {
-    case SYMM_COLL_ALGO_AUTO: return "auto";
-    case SYMM_COLL_ALGO_PACKET: return "packet";
-    case SYMM_COLL_ALGO_ONESHOT: return "oneshot";
-    case SYMM_COLL_ALGO_TWOSHOT: return "twoshot";
-    case SYMM_COLL_ALGO_MULTIMEM: return "multimem";
-    case SYMM_COLL_ALGO_PUSH: return "push";
-    default: return "unknown";
-    }
-}
-
 const char *symm_coll_last_algo(void) { return t_last_algo; }
 
 static void set_last(symm_coll_algo_t algo, const char *direct_name, int staged) {

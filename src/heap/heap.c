@@ -51,8 +51,14 @@ static symm_status_t agree_layout(void) {
     h->stride = stride;
     h->limit = limit;
     h->chunk_bytes = chunk;
-    SYMM_LOG_INFO("heap: stride %zu, limit %zu, growth step %zu, granularity %llu", h->stride,
-                  h->limit, h->chunk_bytes, (unsigned long long)gran);
+    /* Heap bases aligned to the largest power of two dividing the stride
+     * (va.c reserves so), at most SYMM__HEAP_ALIGN_MAX: symm_align's
+     * offsets then give pointers aligned as asked, on every PE. */
+    h->heap_align = stride & (~stride + 1);
+    if (h->heap_align > SYMM__HEAP_ALIGN_MAX)
+        h->heap_align = SYMM__HEAP_ALIGN_MAX;
+    SYMM_LOG_INFO("heap: stride %zu, limit %zu, growth step %zu, granularity %llu, base alignment %zu",
+                  h->stride, h->limit, h->chunk_bytes, (unsigned long long)gran, h->heap_align);
     return SYMM_SUCCESS;
 }
 

@@ -48,6 +48,7 @@ typedef struct symm__heap {
     uintptr_t va_base, slot0;
     size_t va_size, stride;
     size_t limit;             /* most bytes the heap may map (same on every PE) */
+    size_t heap_align;        /* every PE's heap base is a multiple of it (a power of two) */
     size_t chunk_bytes;       /* growth step (same on every PE) */
     size_t mapped;            /* bytes mapped per PE, from offset 0 */
     symm__heap_chunk_t *chunks;
@@ -61,6 +62,10 @@ typedef struct symm__heap {
 } symm__heap_t;
 
 extern symm__heap_t symm__heap;
+
+/* The largest alignment symm_align guarantees (heap bases are aligned to
+ * it when the stride allows). */
+#define SYMM__HEAP_ALIGN_MAX ((size_t)1 << 30)
 
 /* Agree with every PE on stride, granularity, limit and growth step, reserve
  * the address space and create the allocator; nothing is mapped yet.

@@ -34,7 +34,7 @@ symm_status_t symm__va_setup(void) {
                            h->stride, n);
     const size_t window = (2 * n - 1) * h->stride;
     uintptr_t own = 0;
-    symm_status_t st = be->ops->reserve(be, window, 0, &own);
+    symm_status_t st = be->ops->reserve(be, window, 0, h->heap_align, &own);
     if ((st = symm__bootstrap_agree(boot, st, SYMM_SUCCESS, "reserving heap address space")) != SYMM_SUCCESS) {
         if (own)
             be->ops->unreserve(be, own, window);
@@ -55,8 +55,8 @@ symm_status_t symm__va_setup(void) {
                                               (uintptr_t)(c - nranks) * SYMM__VA_FIXED_STEP;
         uintptr_t got = 0;
         int ok = cand == own;
-        if (!ok && cand % be->granularity == 0)
-            ok = be->ops->reserve(be, window, cand, &got) == SYMM_SUCCESS;
+        if (!ok && cand % h->heap_align == 0)
+            ok = be->ops->reserve(be, window, cand, h->heap_align, &got) == SYMM_SUCCESS;
         int all_ok = 0;
         if ((st = symm__bootstrap_all_true(boot, ok, &all_ok)) != SYMM_SUCCESS) {
             if (got)
@@ -76,6 +76,7 @@ symm_status_t symm__va_setup(void) {
         h->va_base = chosen;
         h->slot0 = chosen + (n - 1 - me) * h->stride;
     } else {
+        /* (every window start is aligned to heap_align, and so every base) */
         SYMM_LOG_WARN("no address is free in every process for the heap; symmetric pointers "
                       "will differ between PEs (offsets still match)");
         h->va_base = own;

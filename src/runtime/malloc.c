@@ -87,6 +87,11 @@ static symm_status_t user_alloc(uint32_t op, size_t size, size_t alignment, int 
     symm_status_t st = gather_check(&rec, what);
     if (st != SYMM_SUCCESS)
         return st;
+    if (bad == 2)
+        return symm__error(SYMM_ERR_INVALID_ARG,
+                           "%s: alignment %zu is above the %zu bytes every PE's heap base is aligned to "
+                           "(a power-of-two SYMM_HEAP_RESERVE raises it, up to 1 GiB)",
+                           what, alignment, symm__heap.heap_align);
     if (bad)
         return symm__error(SYMM_ERR_INVALID_ARG, "%s: %s", what,
                            op == OP_CALLOC ? "count * size overflows"
@@ -112,7 +117,10 @@ symm_status_t symm_calloc(size_t count, size_t size, void **ptr) {
 }
 
 symm_status_t symm_align(size_t alignment, size_t size, void **ptr) {
-    int bad = alignment == 0 || (alignment & (alignment - 1)) != 0;
+    /* the offset's alignment is the pointer's only up to the bases' own */
+    int bad = alignment == 0 || (alignment & (alignment - 1)) != 0 ? 1
+            : symm__rt.initialized && alignment > symm__heap.heap_align ? 2
+                                                                        : 0;
     return user_alloc(OP_ALIGN, size, alignment, bad, ptr);
 }
 

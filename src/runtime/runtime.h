@@ -61,6 +61,10 @@ extern symm__runtime_t symm__rt;
 
 /* symm__agree (team.h): symm__bootstrap_agree over the world. */
 
+/* Wait for this PE's device work; a CUDA failure there (a trapped kernel)
+ * is reported to every PE before it is returned (`what` names the call). */
+symm_status_t symm__synchronize_or_report(const char *what);
+
 /* Teams: build the world and node teams and their device contexts, free
  * them (each module's team state first, team.h). symm__teams_update_heap_size
  * refreshes the contexts after growth (the heap's on_grow hook). */

@@ -22,6 +22,7 @@
  */
 #include <algorithm>
 #include <string.h>
+#include <string>
 #include <vector>
 
 #include "symm_test.h"
@@ -657,10 +658,14 @@ static void part_graph(void) {
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
+static void expect_msg_in(symm_status_t st, const char *msg, symm_status_t want, const char *needle,
+                          const char *what) {
+    CHECKF(st == want, "%s: status %d, expected %d (%s)", what, (int)st, (int)want, msg);
+    CHECKF(strstr(msg, needle) != NULL, "%s: message '%s' lacks '%s'", what, msg, needle);
+}
+
 static void expect_msg(symm_status_t st, symm_status_t want, const char *needle, const char *what) {
-    CHECKF(st == want, "%s: status %d, expected %d (%s)", what, (int)st, (int)want, symm_last_error());
-    CHECKF(strstr(symm_last_error(), needle) != NULL, "%s: message '%s' lacks '%s'", what, symm_last_error(),
-           needle);
+    expect_msg_in(st, symm_last_error(), want, needle, what);
 }
 
 /* One round whose PE 0 names a bad expert (`dup`: token 2 repeats its slot 0
@@ -685,20 +690,26 @@ static void error_round(LL &t, int dup, int round) {
     ll_args(t, b, 0, &d, &c);
     /* every call is enqueued; PE 0's error comes from whichever call looks
      * after the kernel recorded it, or from the check */
+    std::string msg; /* the report's message, kept before a later call clears it */
     st = symm_moe_dispatch(t.h, &d, SYMM_MOE_SEND_RECV, stream);
+    msg = symm_last_error();
     ll_experts_launch(t);
-    if (st == SYMM_SUCCESS)
+    if (st == SYMM_SUCCESS) {
         st = symm_moe_combine(t.h, &c, SYMM_MOE_SEND_RECV, stream);
-    else
+        msg = symm_last_error();
+    } else {
         CHECKF(symm_moe_combine(t.h, &c, SYMM_MOE_SEND_RECV, stream) == SYMM_SUCCESS, "combine after the report");
+    }
     if (inject) {
-        if (st == SYMM_SUCCESS)
+        if (st == SYMM_SUCCESS) {
             st = symm_moe_check(t.h, stream);
-        expect_msg(st, SYMM_ERR_INVALID_ARG,
-                   dup ? "indices[2][1] = " : "indices[1][2] = 99 is outside [0, num_experts 8)",
-                   dup ? "repeated expert" : "expert out of range");
+            msg = symm_last_error();
+        }
+        expect_msg_in(st, msg.c_str(), SYMM_ERR_INVALID_ARG,
+                      dup ? "indices[2][1] = " : "indices[1][2] = 99 is outside [0, num_experts 8)",
+                      dup ? "repeated expert" : "expert out of range");
         if (dup)
-            expect_msg(st, SYMM_ERR_INVALID_ARG, "repeats an earlier expert", "repeated expert");
+            expect_msg_in(st, msg.c_str(), SYMM_ERR_INVALID_ARG, "repeats an earlier expert", "repeated expert");
         expect_msg(symm_moe_check(t.h, stream), SYMM_SUCCESS, "", "reported once");
     } else {
         SYMM_CHECK(st);

@@ -399,7 +399,7 @@ def ht_data(seed, p, device, m, cfg, drop=True):
     gen = torch.Generator(device=device)
     gen.manual_seed(seed * 131 + p)
     E, K, H = cfg["experts"], cfg["topk"], cfg["hidden"]
-    idx = torch.rand((m, E), generator=gen, device=device).argsort(dim=1)[:, :K].to(torch.int64)
+    idx = torch.rand((m, E), generator=gen, device=device).argsort(dim=1)[:, :K].to(torch.int64).contiguous()
     if drop:
         idx[::13, -1] = -1  # masked slots, as DeepEP's top-k gives them
     w = torch.rand((m, K), generator=gen, device=device)

@@ -301,6 +301,50 @@ def test_host_backend_three_pes():
         assert "DONE" in r.stdout, describe(res)
 
 
+SETTLE_PES = r"""
+import symm
+from symm import _runtime
+symm.init()
+me = symm.my_pe()
+# a free whose arguments differ between PEs fails on every PE and loses nothing
+a, b = symm.malloc(64), symm.malloc(64)
+try:
+    symm.free(a if me == 0 else b)
+except symm.MismatchError:
+    print("FREE MISMATCH")
+assert a in _runtime._allocs and b in _runtime._allocs
+symm.free(b)
+symm.free(a)
+# local work after an allocation fails on PE 1 only (as symm.tensor()'s
+# wrapping may): every PE frees the allocation and raises
+key, alloc = _runtime._malloc(256)
+err = ValueError("local failure") if me == 1 else None
+try:
+    _runtime._settle(key, err, "test")
+except ValueError:
+    print("RAISED OWN")
+except symm.SymmError as e:
+    assert "PE(s) 1" in str(e), e
+    print("RAISED PEER")
+assert key not in _runtime._allocs
+key2, _ = _runtime._malloc(128)
+_runtime._settle(key2, None, "test")  # nobody failed: kept
+assert key2 in _runtime._allocs
+symm.barrier()
+symm.finalize()
+print("DONE")
+"""
+
+
+@needs_lib
+def test_failed_free_and_failed_local_work_stay_collective():
+    res = run_pes(SETTLE_PES, 3)
+    for i, r in enumerate(res):
+        assert r.returncode == 0, describe(res)
+        assert "FREE MISMATCH" in r.stdout and "DONE" in r.stdout, describe(res)
+        assert ("RAISED OWN" if i == 1 else "RAISED PEER") in r.stdout, describe(res)
+
+
 UID_PES = r"""
 import os, symm
 rank, world = int(os.environ["T_RANK"]), int(os.environ["T_WORLD"])

@@ -5,7 +5,8 @@
  *
  *   basic    init; same pointers; each PE cudaMemcpy's random data into every
  *            peer's copy (symm_ptr) and a kernel stores through the device
- *            context (symm_ctx_ptr); each PE checks its own copy
+ *            context (symm_ctx_ptr); each PE checks its own copy; symm_align
+ *            up to 64 MiB; no heap descriptor inherited by a fork+exec child
  *   growth   allocations over several chunks keep their data, and the device
  *            context's heap_size follows the growth
  *   exhaust  SYMM_HEAP_LIMIT -> SYMM_ERR_HEAP_EXHAUSTED on every PE, mapped
@@ -155,6 +156,30 @@ static void scenario_basic(void) {
     CUDA_CHECK(cudaFree(bad));
     SYMM_CHECK(symm_free(q));
     SYMM_CHECK(symm_free(p));
+
+    /* symm_align past the 2 MiB granularity, up to 64 MiB: the pointer is
+     * aligned on every PE, the same everywhere, and reaches the peers. */
+    for (size_t a = 64 << 10; a <= 64 * MiB; a <<= 1) {
+        unsigned char *al;
+        SYMM_CHECK(symm_align(a, 4096, (void **)&al));
+        TEST_ASSERT((uintptr_t)al % a == 0, "symm_align(%zu) gave %p on PE %d", a, (void *)al, me);
+        check_same_on_all((uint64_t)(uintptr_t)al, "symm_align pointer");
+        exchange_memcpy(al, 4096 / (size_t)npes, (int)(a >> 16));
+        SYMM_CHECK(symm_free(al));
+    }
+    /* The heap's descriptors are not inherited by programs this PE starts,
+     * however many chunks it grows by. */
+    {
+        int before = symm_test_inherited_fds();
+        void *grow[3];
+        for (int i = 0; i < 3; i++)
+            SYMM_CHECK(symm_malloc(300 * MiB, &grow[i]));
+        int after = symm_test_inherited_fds();
+        TEST_ASSERT(after == before, "a fork+exec child inherits %d descriptors after the heap grew, %d before",
+                    after, before);
+        for (int i = 2; i >= 0; i--)
+            SYMM_CHECK(symm_free(grow[i]));
+    }
     SYMM_CHECK(symm_finalize());
     /* And again in the same process. */
     init_gpu();
@@ -339,6 +364,8 @@ static void scenario_abort(void) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--count-fds") == 0)
+        return symm_test_count_fds();
     if (argc < 3) {
         fprintf(stderr, "usage: %s basic|growth|exhaust|deny|graph|abort NGPUS\n", argv[0]);
         return 2;

@@ -8,7 +8,9 @@
  *   cp.async.bulk global -> shared   (completion counted on an mbarrier)
  *   cp.async.bulk shared -> peer global (a bulk async-group)
  * keeping SYMM_TMA_STAGES - 1 loads ahead of the stores and two stores in
- * flight. Another thread copies the unaligned head and tail bytes. Before
+ * flight. Another thread copies the unaligned head and tail bytes. It starts
+ * with a proxy fence and a block barrier, so bytes the block stored to the
+ * source earlier in the kernel are what the bulk loads read. Before
  * returning, thread 0 waits for every bulk store to complete and orders them
  * with the generic proxy (fence.proxy.async), so fence/quiet/signals after
  * the put cover them exactly as they cover SM stores; the nbi forms therefore
@@ -51,6 +53,7 @@ SYMM__DEVICE_INTERNAL void symm__tma_stream(char *d, const char *s, size_t n, un
     uint32_t sbuf = symm__smem_addr(buf), sbar = symm__smem_addr(bars);
     size_t c;
     int k;
+    asm volatile("fence.proxy.async.global;" ::: "memory");
     for (k = 0; k < SYMM_TMA_STAGES; k++)
         symm__mbar_init(sbar + 8u * (uint32_t)k);
     /* Make the initialised barriers visible to the bulk-copy (async) proxy. */
@@ -99,6 +102,12 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__tma_put_block(void *dst, const
         symm__copy(dst, src, n, tid, nthr, 1);
         return;
     }
+    /* The bulk loads read src through the async proxy: each thread's earlier
+     * generic stores to it are ordered before them by its own proxy fence,
+     * gathered by the barrier for thread 0 (which fences again for what it
+     * acquired from elsewhere). */
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+    symm__block_sync();
     head = (size_t)(-(uintptr_t)d) & 15;
     body = (n - head) & ~(size_t)15;
     /* Head and tail by the last thread, so thread 0 starts the stream at once. */

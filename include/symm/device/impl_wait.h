@@ -37,7 +37,7 @@ SYMM__DEVICE_INTERNAL const char *symm__cmp_name(int cmp) {
 
 #define SYMM__MSG_TIMEOUT \
     "symm: PE %d: wait timed out after %.1f s at %p: waiting for %s %llu, last seen %llu\n"
-#define SYMM__MSG_ABORT "symm: PE %d: aborting wait at %p: PE %d died (flag %u)\n"
+#define SYMM__MSG_ABORT "symm: PE %d: aborting wait at %p: PE %d died or failed (flag %u)\n"
 #define SYMM__MSG_BADCMP "symm: PE %d: wait at %p: invalid comparison %d\n"
 
 SYMM__NOINLINE void symm__report_timeout(int pe, double secs, const void *addr, const char *cmp,

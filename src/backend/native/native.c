@@ -8,6 +8,8 @@
  * read/write for this PE's GPU. No multicast object is ever created here.
  */
 #include <cuda_runtime.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@
 typedef struct symm__native_backend {
     symm__backend_t base;
     const symm__cu_t *cu;
+    cudaStream_t probe; /* an idle stream: querying it reports a sticky error */
 } symm__native_backend_t;
 
 struct symm__chunk {
@@ -281,6 +284,10 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
     symm__native_backend_t *nb = calloc(1, sizeof(*nb));
     if (!nb)
         return symm__error(SYMM_ERR_NO_MEMORY, "out of host memory");
+    if ((e = cudaStreamCreateWithFlags(&nb->probe, cudaStreamNonBlocking)) != cudaSuccess) {
+        free(nb);
+        return cuda_err("cudaStreamCreateWithFlags (health probe)", e);
+    }
     nb->base.ops = &symm__backend_native_ops;
     nb->cu = cu;
     nb->base.device = dev;
@@ -295,11 +302,33 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
     return SYMM_SUCCESS;
 }
 
-static void native_close(symm__backend_t *be) { free(be); }
+static void native_close(symm__backend_t *be) {
+    symm__native_backend_t *nb = (symm__native_backend_t *)be;
+    (void)cudaStreamDestroy(nb->probe); /* fails after a sticky error: nothing to do then */
+    (void)cudaGetLastError();
+    free(be);
+}
 
-static symm_status_t native_reserve(symm__backend_t *be, size_t size, uintptr_t hint, uintptr_t *addr) {
+/* A kernel that trapped (a symm deadline, a failed check, a fault) leaves
+ * the context with a sticky error that every later call returns, this idle
+ * stream's query included; the query itself never blocks. */
+static int native_health(symm__backend_t *be, char *why, size_t size) {
+    symm__native_backend_t *nb = (symm__native_backend_t *)be;
+    cudaError_t e = cudaSetDevice(be->device); /* this thread's current device */
+    if (e == cudaSuccess)
+        e = cudaStreamQuery(nb->probe);
+    if (e == cudaSuccess || e == cudaErrorNotReady)
+        return 0;
+    snprintf(why, size, "its GPU %d reports %s (%s): a kernel trapped or faulted there (see its message)",
+             be->device, cudaGetErrorName(e), cudaGetErrorString(e));
+    return 1;
+}
+
+static symm_status_t native_reserve(symm__backend_t *be, size_t size, uintptr_t hint, size_t align,
+                                    uintptr_t *addr) {
     CUdeviceptr p = 0;
-    CUresult r = cu_of(be)->MemAddressReserve(&p, size, be->granularity, (CUdeviceptr)hint, 0);
+    CUresult r = cu_of(be)->MemAddressReserve(&p, size, align > be->granularity ? align : be->granularity,
+                                              (CUdeviceptr)hint, 0);
     if (r != CUDA_SUCCESS && hint)
         return SYMM_ERR_NO_MEMORY; /* an expected answer while looking for a common address */
     if (r != CUDA_SUCCESS)
@@ -344,6 +373,15 @@ static symm_status_t native_chunk_create(symm__backend_t *be, size_t size, symm_
         (void)cu->MemRelease(c->own);
         free(c);
         return symm__error(SYMM_ERR_CUDA, "cuMemExportToShareableHandle: %s", symm__cu_errstr(r));
+    }
+    /* Until the exchange is over it is a handle on this PE's GPU memory: no
+     * program this process starts may inherit it. */
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+        int e = errno;
+        close(fd);
+        (void)cu->MemRelease(c->own);
+        free(c);
+        return symm__error(SYMM_ERR_CUDA, "marking the heap chunk's descriptor close-on-exec: %s", strerror(e));
     }
     c->fd = fd;
     c->size = size;
@@ -391,6 +429,11 @@ static symm_status_t native_chunk_map(symm__backend_t *be, symm__chunk_t *c, con
             return symm__error(SYMM_ERR_CUDA,
                                "cuMemSetAccess for GPU %d on node PE %d's heap chunk: %s",
                                be->device, i, symm__cu_errstr(r));
+    }
+    /* The peers imported their copies; the handle keeps the memory. */
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
     }
     return SYMM_SUCCESS;
 }
@@ -515,5 +558,6 @@ const symm__backend_ops_t symm__backend_native_ops = {
     .memset_sync = native_memset_sync,
     .memcpy_sync = native_memcpy_sync,
     .synchronize = native_synchronize,
+    .health = native_health,
     .barrier_on_stream = native_barrier_on_stream,
 };
