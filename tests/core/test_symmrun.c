@@ -74,7 +74,7 @@ static int child(const char *mode) {
                 sleep(5);
                 _exit(0);
             }
-            sleep_ms(100);
+            symm_test_sleep_ms(100);
             return 3;
         }
         sleep(60);

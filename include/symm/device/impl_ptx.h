@@ -548,6 +548,12 @@ SYMM__DEVICE_INTERNAL void symm__bulk_wait_read_all_but_1(void) {
     asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
 }
 
+/* Generic accesses of this thread so far ordered before its later async-proxy
+ * (bulk copy) accesses to global memory. */
+SYMM__DEVICE_INTERNAL void symm__fence_proxy_async_global(void) {
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+
 /* Every bulk store complete, then ordered with later generic accesses. */
 SYMM__DEVICE_INTERNAL void symm__bulk_wait_all(void) {
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");

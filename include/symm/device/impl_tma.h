@@ -53,7 +53,7 @@ SYMM__DEVICE_INTERNAL void symm__tma_stream(char *d, const char *s, size_t n, un
     uint32_t sbuf = symm__smem_addr(buf), sbar = symm__smem_addr(bars);
     size_t c;
     int k;
-    asm volatile("fence.proxy.async.global;" ::: "memory");
+    symm__fence_proxy_async_global();
     for (k = 0; k < SYMM_TMA_STAGES; k++)
         symm__mbar_init(sbar + 8u * (uint32_t)k);
     /* Make the initialised barriers visible to the bulk-copy (async) proxy. */
@@ -106,7 +106,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__tma_put_block(void *dst, const
      * generic stores to it are ordered before them by its own proxy fence,
      * gathered by the barrier for thread 0 (which fences again for what it
      * acquired from elsewhere). */
-    asm volatile("fence.proxy.async.global;" ::: "memory");
+    symm__fence_proxy_async_global();
     symm__block_sync();
     head = (size_t)(-(uintptr_t)d) & 15;
     body = (n - head) & ~(size_t)15;
