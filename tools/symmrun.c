@@ -40,6 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bootstrap/launch_env.h" /* header-only: symmrun links no libsymm */
+
 #define LINE_MAX_BYTES 65536
 #define EXIT_SKIP 77
 #define EXIT_TIMEOUT 124
@@ -298,17 +300,7 @@ static pid_t spawn(int rank, int n, int port, int bport, char **argv, rank_t *rk
             }
         }
         char v[32];
-        snprintf(v, sizeof v, "%d", rank);
-        setenv("RANK", v, 1);
-        setenv("LOCAL_RANK", v, 1);
-        snprintf(v, sizeof v, "%d", n);
-        setenv("WORLD_SIZE", v, 1);
-        setenv("LOCAL_WORLD_SIZE", v, 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1);
-        snprintf(v, sizeof v, "%d", port);
-        setenv("MASTER_PORT", v, 1);
-        snprintf(v, sizeof v, "%d", bport);
-        setenv("SYMM_BOOTSTRAP_PORT", v, 1);
+        symm__launch_env_set(rank, n, port, bport);
         int pct = mps_percentage(rank, n, visible_gpus());
         if (pct > 0) {
             snprintf(v, sizeof v, "%d", pct);

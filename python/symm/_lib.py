@@ -5,10 +5,11 @@ Nothing here needs a GPU or torch. The library is loaded on first use, not at
 by the first call that needs it, with the places that were searched.
 
 Search order (first hit wins):
-  library   $SYMM_LIBRARY, <package>/lib/libsymm.so (pip install),
+  library   $SYMM_LIBRARY, <package>/lib/libsymm.so.0 (pip install),
             <repo>/build*/src/libsymm.so (a source checkout, newest first)
   bitcode   $SYMM_BITCODE_DIR, <package>/lib, <repo>/build*/bitcode
   headers   <package>/include, <repo>/include
+  programs  <package>/bin (symmrun, symm-info), <repo>/build*/tools
 """
 import ctypes
 import glob
@@ -37,7 +38,8 @@ def _library_candidates():
     env = os.environ.get("SYMM_LIBRARY")
     if env:
         return [env]
-    cands = [os.path.join(_PKG_DIR, "lib", "libsymm.so")]
+    # the wheel's copy carries its SONAME, which symm-info (symm/bin) links against
+    cands = [os.path.join(_PKG_DIR, "lib", "libsymm.so.0")]
     cands += [os.path.join(d, "src", "libsymm.so") for d in _build_dirs()]
     return cands
 
@@ -88,6 +90,17 @@ def bitcode_path(arch=None):
         raise ValueError("symm needs compute capability 8.0 or newer (got %d)" % arch)
     name = "libsymm_device_sm80.bc" if arch < 90 else "libsymm_device_sm90.bc"
     return os.path.join(d, name)
+
+
+def tool_path(name):
+    """Path of the symm program `name` ("symmrun" or "symm-info")."""
+    cands = [os.path.join(_PKG_DIR, "bin", name)] + \
+        [os.path.join(d, "tools", name) for d in _build_dirs()]
+    for c in cands:
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    raise LibraryNotFoundError("%s not found; looked at: %s. Install the package (pip install .) "
+                               "or build symm (cmake --build build)" % (name, ", ".join(cands)))
 
 
 def include_dir():

@@ -184,7 +184,7 @@ def get_multicast_tensor(t):
     """The multicast (NVLS) view of the symmetric tensor t: stores reach every
     PE's copy, multimem reductions read them all.
 
-    Multicast is opt-in (DESIGN.md decision 7): this raises UnsupportedError
+    Multicast is opt-in (docs/design.md decision 7): this raises UnsupportedError
     unless symm.multicast_allowed() and the C library provides a multicast
     address for the allocation. It never creates a multicast object itself.
     Every symm collective has a unicast path, so this is an optimisation only.

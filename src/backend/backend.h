@@ -9,7 +9,7 @@
  * few device-memory helpers. A new backend fills one symm__backend_ops_t and
  * adds itself to symm__backend_find (registry.c).
  *
- * Layout (DESIGN.md decision 2): one reservation per process; node PE i's
+ * Layout (docs/design.md decision 2): one reservation per process; node PE i's
  * heap lives at slot0 + i * stride, so a peer address is arithmetic.
  */
 #ifndef SYMM_BACKEND_H
@@ -124,9 +124,6 @@ int symm__parse_deny_peer(const char *text, int *i, int *j);
 /* Host-side barrier over a team's barrier words in CPU-visible shared memory
  * (host backend). Honours ctx->timeout_ns and the abort flag. */
 symm_status_t symm__host_team_barrier(const symm_ctx_t *ctx);
-
-/* Launch the stream barrier kernel (src/runtime/stream_barrier.cu). */
-symm_status_t symm__launch_stream_barrier(const symm_ctx_t *d_ctx, symm_stream_t stream);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /*
  * bootstrap.h - the out-of-band network between the PEs of a job.
  *
- * Plain TCP in a star around rank 0 (DESIGN.md decision 4): small host-side
+ * Plain TCP in a star around rank 0 (docs/design.md decision 4): small host-side
  * collectives for setup (allgather, broadcast, barrier), plus a liveness
  * channel watched by a thread in every process, so a PE that dies turns every
  * other PE's next bootstrap call (and device waits, through the abort flag)

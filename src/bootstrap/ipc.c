@@ -1,5 +1,5 @@
 /*
- * ipc.c - passing file descriptors between the PEs of a node (DESIGN.md
+ * ipc.c - passing file descriptors between the PEs of a node (docs/design.md
  * decision 3) over Unix sockets with SCM_RIGHTS.
  *
  * Who gets a descriptor matters: it maps this PE's GPU memory read/write.

@@ -16,35 +16,12 @@
 #include <unistd.h>
 
 #include "runtime/runtime.h"
-#include "coll/coll.h"
+#include "bootstrap/agree.h"
 
 symm__runtime_t symm__rt;
 
 symm_status_t symm__agree(symm_status_t mine, symm_status_t prefer, const char *what) {
-    int32_t m = (int32_t)mine;
-    int32_t *all = calloc((size_t)symm__rt.nranks, sizeof(int32_t));
-    if (!all)
-        return symm__error(SYMM_ERR_NO_MEMORY, "%s: out of host memory", what);
-    symm_status_t st = symm__bootstrap_allgather(symm__rt.boot, &m, all, sizeof(m));
-    if (st != SYMM_SUCCESS) {
-        free(all);
-        return st;
-    }
-    int first = -1, pref = -1;
-    for (int r = 0; r < symm__rt.nranks; r++) {
-        if (all[r] == SYMM_SUCCESS)
-            continue;
-        if (first < 0)
-            first = r;
-        if (prefer != SYMM_SUCCESS && all[r] == (int32_t)prefer && pref < 0)
-            pref = r;
-    }
-    int pick = pref >= 0 ? pref : first;
-    symm_status_t res = pick >= 0 ? (symm_status_t)all[pick] : SYMM_SUCCESS;
-    free(all);
-    if (res == SYMM_SUCCESS || mine == res)
-        return res; /* success, or this PE's own message stands */
-    return symm__error(res, "%s failed on PE %d: %s", what, pick, symm_strerror(res));
+    return symm__bootstrap_agree(symm__rt.boot, mine, prefer, what);
 }
 
 symm_status_t symm__synchronize_or_report(const char *what) {
@@ -121,55 +98,6 @@ static symm_status_t find_node(void) {
     return SYMM_SUCCESS;
 }
 
-static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
-
-/* Agree on stride, granularity, limit and growth step: every PE must use the
- * same ones, or offsets and mappings would differ. */
-static symm_status_t agree_layout(void) {
-    symm__runtime_t *rt = &symm__rt;
-    const symm__env_t *env = symm__env();
-    uint64_t mine[4] = {rt->be->stride_hint, rt->be->granularity, env->heap_limit, env->heap_chunk};
-    uint64_t *all = calloc((size_t)rt->nranks * 4, sizeof(uint64_t));
-    if (!all)
-        return symm__error(SYMM_ERR_NO_MEMORY, "init: out of host memory");
-    symm_status_t st = symm__bootstrap_allgather(rt->boot, mine, all, sizeof(mine));
-    if (st != SYMM_SUCCESS) {
-        free(all);
-        return st;
-    }
-    uint64_t stride = 0, gran = 1, limit = UINT64_MAX, chunk = 0;
-    for (int r = 0; r < rt->nranks; r++) {
-        const uint64_t *v = all + 4 * r;
-        stride = v[0] > stride ? v[0] : stride;
-        gran = v[1] > gran ? v[1] : gran; /* powers of two: the max is a multiple of all */
-        if (v[2] && v[2] < limit)
-            limit = v[2];
-        chunk = v[3] > chunk ? v[3] : chunk;
-    }
-    free(all);
-    stride = round_up(stride, gran);
-    if (limit > stride)
-        limit = stride;
-    limit = limit / gran * gran;
-    chunk = chunk ? round_up(chunk, gran) : gran;
-    if (limit < gran)
-        return symm__error(SYMM_ERR_ENV, "SYMM_HEAP_LIMIT (%llu) is below the allocation "
-                           "granularity (%llu bytes)", (unsigned long long)env->heap_limit,
-                           (unsigned long long)gran);
-    rt->stride = stride;
-    rt->limit = limit;
-    rt->chunk_bytes = chunk;
-    /* Heap bases aligned to the largest power of two dividing the stride
-     * (va.c reserves so), at most SYMM__HEAP_ALIGN_MAX: symm_align's
-     * offsets then give pointers aligned as asked, on every PE. */
-    rt->heap_align = stride & (~stride + 1);
-    if (rt->heap_align > SYMM__HEAP_ALIGN_MAX)
-        rt->heap_align = SYMM__HEAP_ALIGN_MAX;
-    SYMM_LOG_INFO("heap: stride %zu, limit %zu, growth step %zu, granularity %llu, base alignment %zu",
-                  rt->stride, rt->limit, rt->chunk_bytes, (unsigned long long)gran, rt->heap_align);
-    return SYMM_SUCCESS;
-}
-
 /* The collectives' settings must match too: a PE that picks another
  * algorithm or block count than its peers waits forever in a handshake
  * nobody answers. Every PE sees every PE's values, so all fail alike, with
@@ -221,11 +149,9 @@ static symm_status_t agree_coll_settings(void) {
 /* Release everything, in reverse order of creation; safe on a partial init. */
 static void teardown(void) {
     symm__runtime_t *rt = &symm__rt;
-    symm__coll_finalize(); /* its staging buffers live in the heap unmapped below */
-    symm__teams_destroy();
-    symm__alloc_destroy(rt->alloc);
-    symm__heap_unmap_all();
-    symm__va_release();
+    symm__teams_destroy(); /* the modules' team state first: it may point into the heap */
+    if (rt->heap_ready)
+        symm__heap_teardown();
     if (rt->boot) {
         symm__bootstrap_set_abort_flag(rt->boot, NULL);
         symm__bootstrap_set_health(rt->boot, NULL, NULL);
@@ -287,18 +213,22 @@ static symm_status_t init_with(symm__bootstrap_t *boot, int launcher_local_rank)
         goto fail;
     symm__bootstrap_set_abort_flag(boot, rt->abort_host);
 
-    if ((st = agree_layout()) != SYMM_SUCCESS)
-        goto fail;
     st = agree_coll_settings();
     if ((st = symm__agree(st, SYMM_ERR_ENV, "collective settings")) != SYMM_SUCCESS)
         goto fail;
-    if ((st = symm__va_setup()) != SYMM_SUCCESS)
+    const symm__heap_job_t job = {
+        .boot = boot,
+        .ipc = rt->ipc,
+        .be = rt->be,
+        .n_node = rt->n_node,
+        .node_me = rt->node_me,
+        .limit = env->heap_limit,
+        .chunk = env->heap_chunk,
+    };
+    if ((st = symm__heap_setup(&job)) != SYMM_SUCCESS)
         goto fail;
-    st = symm__alloc_create(rt->limit, &rt->alloc);
-    if (st != SYMM_SUCCESS)
-        st = symm__error(st, "creating the heap allocator (limit %zu)", rt->limit);
-    if ((st = symm__agree(st, SYMM_SUCCESS, "heap allocator creation")) != SYMM_SUCCESS)
-        goto fail;
+    rt->heap_ready = 1;
+    symm__heap_set_on_grow(symm__teams_update_heap_size, NULL);
     if ((st = symm__teams_create()) != SYMM_SUCCESS)
         goto fail;
     if ((st = symm__bootstrap_barrier(boot)) != SYMM_SUCCESS)

@@ -63,23 +63,14 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap_attacker.h"
 #include "core/env.h"
+#include "bootstrap/launch_env.h"
 #include "core/log.h"
 #include "symm_test.h"
+#include "symm_test_time.h"
 
 extern int symm_core_test_pe;
 
 #define DEATH_BOUND_S 10.0 /* correctness bound from the issue, not a benchmark */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* ======================================================================= */
 /* child side                                                               */
@@ -246,7 +237,7 @@ static void ipc_rounds(symm__bootstrap_t *b, uint64_t seed, int count) {
         TEST_ASSERT(write(fd, text, (size_t)len) == len, "write memfd");
         /* Uneven pace, so fast PEs send the next round early. */
         if (symm_test_rand(&st) % 3 == 0)
-            sleep_ms((int)(symm_test_rand(&st) % 4));
+            symm_test_sleep_ms((int)(symm_test_rand(&st) % 4));
         SYMM_CHECK(symm__ipc_allgather_fd(ipc, fd, tag, fds));
         close(fd); /* the exchanged copies keep the memory alive */
         for (int r = 0; r < n; r++) {
@@ -334,7 +325,7 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int how) {
         SYMM_CHECK(symm__ipc_create(b, ranks, c->n, c->rank, &ipc));
     SYMM_CHECK(symm__bootstrap_barrier(b));
     if (c->rank == victim && (how == V_KILL || how == V_STOP)) {
-        sleep_ms(200); /* let the others block first */
+        symm_test_sleep_ms(200); /* let the others block first */
         raise(stop ? SIGSTOP : SIGKILL);
         /* SIGSTOP: the driver kills us once the others are done. */
         for (;;)
@@ -342,19 +333,19 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int how) {
     }
     if (c->rank == victim) {
         /* alive throughout: its watcher keeps sending heartbeats */
-        double t0 = now_s();
-        sleep_ms(200);
+        double t0 = symm_test_now_s();
+        symm_test_sleep_ms(200);
         if (how == V_REPORT)
             symm__bootstrap_report_failure(b, "test: this PE's device failed");
         else if (how == V_HEALTH)
             symm__bootstrap_set_health(b, failing_health, NULL);
         else /* stuck past SYMM_WAIT_TIMEOUT while the others wait in a barrier (the root past
               * the ranks' SYMM_WAIT_TIMEOUT + 5 s) */
-            sleep_ms(victim == 0 ? 9000 : 4000);
+            symm_test_sleep_ms(victim == 0 ? 9000 : 4000);
         /* failed: its own calls fail at once, nobody waits for it; stuck:
          * once back, it hears it was declared out */
         symm_status_t s = SYMM_SUCCESS;
-        while (s == SYMM_SUCCESS && now_s() - t0 < 60)
+        while (s == SYMM_SUCCESS && symm_test_now_s() - t0 < 60)
             s = symm__bootstrap_barrier(b);
         TEST_ASSERT(s == SYMM_ERR_PEER_DIED, "the victim itself: %s (%s)", symm_strerror(s), symm_last_error());
         /* (a stuck root hears nothing: the ranks named it by their own deadline and left) */
@@ -365,10 +356,10 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int how) {
         symm__bootstrap_destroy(b);
         free(ranks);
         free(fds);
-        printf("PE %d (the victim) was told after %.3f s: %s\n", c->rank, now_s() - t0, symm_last_error());
+        printf("PE %d (the victim) was told after %.3f s: %s\n", c->rank, symm_test_now_s() - t0, symm_last_error());
         return;
     }
-    double t0 = now_s();
+    double t0 = symm_test_now_s();
     symm_status_t s;
     if (in_ipc) {
         int fd = memfd_create("symm-test", MFD_CLOEXEC);
@@ -379,9 +370,9 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int how) {
         /* Keep calling collectives: some may still complete before the death. */
         do {
             s = symm__bootstrap_barrier(b);
-        } while (s == SYMM_SUCCESS && now_s() - t0 < 60);
+        } while (s == SYMM_SUCCESS && symm_test_now_s() - t0 < 60);
     }
-    double waited = now_s() - t0;
+    double waited = symm_test_now_s() - t0;
     TEST_ASSERT(s == SYMM_ERR_PEER_DIED, "got %s (%s), expected SYMM_ERR_PEER_DIED", symm_strerror(s),
                 symm_last_error());
     TEST_ASSERT(waited < DEATH_BOUND_S, "took %.2f s to notice the death (bound %g s)", waited, DEATH_BOUND_S);
@@ -422,10 +413,10 @@ static void scenario_setup_error(child_t *c) {
     int claim = c->n;
     if (strcmp(c->scenario, "bad_nranks") == 0 && c->rank == c->n - 1)
         claim = c->n + 1;
-    double t0 = now_s();
+    double t0 = symm_test_now_s();
     symm_status_t s = first_init(c, claim, &b);
     const char *msg = symm_last_error();
-    printf("PE %d: %s: %s (%.2f s)\n", c->rank, symm_strerror(s), msg, now_s() - t0);
+    printf("PE %d: %s: %s (%.2f s)\n", c->rank, symm_strerror(s), msg, symm_test_now_s() - t0);
     TEST_ASSERT(s != SYMM_SUCCESS && b == NULL, "init should fail");
     if (strcmp(c->scenario, "missing") == 0) {
         TEST_ASSERT(s == SYMM_ERR_TIMEOUT, "missing root: %s", symm_strerror(s));
@@ -453,7 +444,7 @@ static void scenario_attacked(child_t *c) {
     SYMM_CHECK(first_init(c, c->n, &b));
     rounds(b, c->seed, 20);
     if (c->rank == c->n - 1 && getenv("TB_IPC_DELAY_MS"))
-        sleep_ms(atoi(getenv("TB_IPC_DELAY_MS"))); /* the others' node sockets wait, in view */
+        symm_test_sleep_ms(atoi(getenv("TB_IPC_DELAY_MS"))); /* the others' node sockets wait, in view */
     ipc_rounds(b, c->seed, 5);
     SYMM_CHECK(symm__bootstrap_barrier(b));
     symm__bootstrap_destroy(b);
@@ -545,17 +536,8 @@ static pid_t start_child(const char *self, const char *scenario, const char *mod
                            "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID"};
     for (size_t i = 0; i < sizeof clear / sizeof clear[0]; i++)
         unsetenv(clear[i]);
-    if (strcmp(mode, "env") == 0) {
-        snprintf(v, sizeof v, "%d", env_rank);
-        setenv("RANK", v, 1);
-        setenv("LOCAL_RANK", v, 1);
-        snprintf(v, sizeof v, "%d", n);
-        setenv("WORLD_SIZE", v, 1);
-        setenv("LOCAL_WORLD_SIZE", v, 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1);
-        snprintf(v, sizeof v, "%d", port);
-        setenv("SYMM_BOOTSTRAP_PORT", v, 1);
-    }
+    if (strcmp(mode, "env") == 0)
+        symm__launch_env_set(env_rank, n, 0, port);
     if (uid_hex)
         setenv("TB_UID", uid_hex, 1);
     if (uid_fd >= 0) {
@@ -705,7 +687,7 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
     }
 
     /* Collect. A PE that hangs fails the test (after a generous bound). */
-    double deadline = now_s() + 240;
+    double deadline = symm_test_now_s() + 240;
     int failed = 0, left = 0;
     for (int r = 0; r < n; r++)
         left += pids[r] > 0;
@@ -733,15 +715,15 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
         if (stop && left == 1 && !done[victim]) {
             kill(pids[victim], SIGKILL);
         }
-        if (now_s() > deadline) {
+        if (symm_test_now_s() > deadline) {
             fprintf(stderr, "FAIL: PEs still running after 240 s: killing them\n");
             for (int r = 0; r < n; r++)
                 if (pids[r] > 0 && !done[r])
                     kill(pids[r], SIGKILL);
             failed = 1;
-            deadline = now_s() + 3600;
+            deadline = symm_test_now_s() + 3600;
         }
-        sleep_ms(10);
+        symm_test_sleep_ms(10);
     }
     int skipped = 0;
     if (attacker > 0) {

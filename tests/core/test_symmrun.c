@@ -21,21 +21,11 @@
 #include <unistd.h>
 
 #include "symm_test.h"
+#include "symm_test_time.h"
 
 /* Correctness bounds (the children would otherwise sleep 60 s): a launcher
  * that does not stop them fails, one that does passes with a wide margin. */
 #define STOP_BOUND_S 30.0
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* ---- children ------------------------------------------------------------ */
 
@@ -53,7 +43,7 @@ static int child(const char *mode) {
         for (int i = 0; i < 5; i++) {
             printf("piece%d-of-rank%d ", i, rank);
             fflush(stdout);
-            sleep_ms(10);
+            symm_test_sleep_ms(10);
         }
         printf("end\n");
         fprintf(stderr, "to stderr from %d\n", rank);
@@ -65,7 +55,7 @@ static int child(const char *mode) {
         printf("started\n");
         fflush(stdout);
         if (rank == 1) {
-            sleep_ms(200);
+            symm_test_sleep_ms(200);
             return 3;
         }
         sleep(60);
@@ -84,7 +74,7 @@ static int child(const char *mode) {
                 sleep(5);
                 _exit(0);
             }
-            sleep_ms(100);
+            symm_test_sleep_ms(100);
             return 3;
         }
         sleep(60);
@@ -99,12 +89,12 @@ static int child(const char *mode) {
             printf("finished\n");
             return 0;
         }
-        sleep_ms(300);
+        symm_test_sleep_ms(300);
         return 5;
     }
     if (strcmp(mode, "killed") == 0) { /* rank 2 dies of SIGKILL */
         if (rank == 2) {
-            sleep_ms(200);
+            symm_test_sleep_ms(200);
             raise(SIGKILL);
         }
         sleep(60);
@@ -121,7 +111,7 @@ static int child(const char *mode) {
             }
             printf("grandchild %d\n", (int)g);
             fflush(stdout);
-            sleep_ms(300);
+            symm_test_sleep_ms(300);
             return 4;
         }
         sleep(60);
@@ -203,7 +193,7 @@ static result_t run(const char *const *args, int sig, int ready_lines) {
     for (int i = 0; args[i]; i++)
         argv[k++] = strcmp(args[i], "SELF") == 0 ? g_self : args[i];
     argv[k] = NULL;
-    double t0 = now_s();
+    double t0 = symm_test_now_s();
     pid_t pid = fork();
     TEST_ASSERT(pid >= 0, "fork");
     if (pid == 0) {
@@ -213,7 +203,7 @@ static result_t run(const char *const *args, int sig, int ready_lines) {
         _exit(126);
     }
     if (sig) {
-        double until = now_s() + 20;
+        double until = symm_test_now_s() + 20;
         for (;;) {
             char *o = slurp(out);
             int ready = 0;
@@ -222,15 +212,15 @@ static result_t run(const char *const *args, int sig, int ready_lines) {
             free(o);
             if (ready >= ready_lines)
                 break;
-            TEST_ASSERT(now_s() < until, "children never got ready");
-            sleep_ms(20);
+            TEST_ASSERT(symm_test_now_s() < until, "children never got ready");
+            symm_test_sleep_ms(20);
         }
         kill(pid, sig);
     }
     int st;
     TEST_ASSERT(waitpid(pid, &st, 0) == pid, "waitpid");
     result_t r;
-    r.seconds = now_s() - t0;
+    r.seconds = symm_test_now_s() - t0;
     if (sig == SIGKILL) {
         TEST_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "symmrun should have been killed");
         r.code = 128 + SIGKILL;
@@ -403,7 +393,7 @@ static void test_timeout_and_signals(void) {
 
 /* Gone, or a zombie waiting for its reaper, within 10 s. */
 static void expect_gone(pid_t pid, const char *what) {
-    double until = now_s() + 10;
+    double until = symm_test_now_s() + 10;
     for (;;) {
         char path[64], stat[256] = "";
         snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -415,8 +405,8 @@ static void expect_gone(pid_t pid, const char *what) {
         char *close_paren = ok ? strrchr(stat, ')') : NULL;
         if (close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z')
             return;
-        TEST_ASSERT(now_s() < until, "%s %d still running: %s", what, (int)pid, stat);
-        sleep_ms(50);
+        TEST_ASSERT(symm_test_now_s() < until, "%s %d still running: %s", what, (int)pid, stat);
+        symm_test_sleep_ms(50);
     }
 }
 
@@ -457,7 +447,7 @@ static void test_killed_launcher_closes_pipe(int sig) {
     char *buf = calloc(1, cap);
     TEST_ASSERT(buf, "calloc");
     int killed = 0, eof = 0;
-    double until = now_s() + 20, eof_by = 0;
+    double until = symm_test_now_s() + 20, eof_by = 0;
     while (!eof) {
         ssize_t r = read(fds[0], buf + len, cap - 1 - len);
         if (r > 0) {
@@ -469,7 +459,7 @@ static void test_killed_launcher_closes_pipe(int sig) {
             break;
         } else {
             TEST_ASSERT(errno == EAGAIN || errno == EINTR, "read: %s", strerror(errno));
-            sleep_ms(20);
+            symm_test_sleep_ms(20);
         }
         if (!killed) {
             int ready = 0;
@@ -478,11 +468,11 @@ static void test_killed_launcher_closes_pipe(int sig) {
             if (ready >= 2) {
                 kill(pid, sig);
                 killed = 1;
-                eof_by = now_s() + 10;
+                eof_by = symm_test_now_s() + 10;
             }
-            TEST_ASSERT(now_s() < until, "children never got ready:\n%s", buf);
+            TEST_ASSERT(symm_test_now_s() < until, "children never got ready:\n%s", buf);
         } else {
-            TEST_ASSERT(now_s() < eof_by, "signal %d: symmrun's output pipe still open 10 s after the signal "
+            TEST_ASSERT(symm_test_now_s() < eof_by, "signal %d: symmrun's output pipe still open 10 s after the signal "
                         "(a rank holds it):\n%s", sig, buf);
         }
     }

@@ -62,7 +62,7 @@ def test_every_device_function_is_declared():
 def test_constants_mirror_the_enums():
     import symm.cute as sc
     src = open(os.path.join(INCLUDE_DIR, "symm", "symm_types.h")).read() + \
-        open(os.path.join(INCLUDE_DIR, "symm", "device", "coll_types.h")).read()
+        open(os.path.join(INCLUDE_DIR, "symm", "symm_coll_types.h")).read()
     for short, cname in (("CMP_GE", "SYMM_CMP_GE"), ("SIGNAL_ADD", "SYMM_SIGNAL_ADD"),
                          ("SEM_RELEASE", "SYMM_SEM_RELEASE"), ("SCOPE_SYS", "SYMM_SCOPE_SYS"),
                          ("DTYPE_BF16", "SYMM_DTYPE_BF16"), ("OP_BXOR", "SYMM_OP_BXOR"),

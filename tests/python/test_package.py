@@ -33,6 +33,25 @@ def test_import_needs_neither_torch_nor_gpu():
     assert r.stdout.strip() == symm.__version__
 
 
+def test_symm_triton_without_triton_says_what_to_install():
+    r = run_python("import sys\n"
+                   "sys.modules['triton'] = None  # as if Triton were not installed\n"
+                   "try:\n"
+                   "    import symm.triton\n"
+                   "except ImportError as e:\n"
+                   "    print('IMPORTERROR', e)\n")
+    assert r.returncode == 0, r.stderr
+    assert "IMPORTERROR" in r.stdout and "pip install symm[triton]" in r.stdout, r.stdout
+
+
+def test_triton_versions_agree():
+    """pyproject's triton extra and python/README name the same versions."""
+    pyproject = open(os.path.join(REPO, "pyproject.toml")).read()
+    lo, hi = re.search(r'triton = \["triton>=3\.(\d+),<3\.(\d+)"\]', pyproject).groups()
+    readme = open(os.path.join(PYTHON_DIR, "README.md")).read()
+    assert "Triton 3.%s to 3.%d" % (lo, int(hi) - 1) in readme
+
+
 def test_versions_agree():
     cmake = open(os.path.join(REPO, "CMakeLists.txt")).read()
     pyproject = open(os.path.join(REPO, "pyproject.toml")).read()

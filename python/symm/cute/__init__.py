@@ -56,7 +56,7 @@ from ._views import __all__ as _views_all  # noqa: E402
 SCOPES = {name: scope for name, _, _, scope in FUNCTIONS}
 
 # enum symm_cmp, symm_signal_op, symm_sem, symm_scope (symm_types.h), symm_dtype,
-# symm_redop and symm_coll_algo (device/coll_types.h): CMP_GE, SIGNAL_ADD, ...
+# symm_redop and symm_coll_algo (symm_coll_types.h): CMP_GE, SIGNAL_ADD, ...
 globals().update({_name: _value for _name, _value, _ in CONSTANTS})
 
 # Every raw function whose name the view layer does not take (fence, quiet,

@@ -85,7 +85,7 @@ def get_peer_tensor(t, pe, **kwargs):
 
 def get_multicast_tensor(t, **kwargs):
     """The multicast (NVLS) view of the symmetric tensor t as a CuTe tensor, for
-    multimem instructions. Multicast is opt-in and gated (DESIGN.md decision
+    multimem instructions. Multicast is opt-in and gated (docs/design.md decision
     7): this raises symm.UnsupportedError unless it is enabled and the library
     provides a multicast address (symm.get_multicast_tensor)."""
     return as_tensor(_tensor.get_multicast_tensor(t), **kwargs)

@@ -2,7 +2,7 @@
 
 The multicast address of a symmetric buffer comes from the host
 (symm.cute.host.get_multicast_tensor), which raises unless multicast is
-enabled (DESIGN.md decision 7: opt-in and gated). These helpers compile on
+enabled (docs/design.md decision 7: opt-in and gated). These helpers compile on
 any machine; a kernel using them runs only where a multicast object exists.
 `addr` is a byte address (cutlass.Int64) into the multicast mapping, 16-byte
 aligned.

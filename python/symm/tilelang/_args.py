@@ -6,17 +6,21 @@ from tvm import tirx
 
 import tilelang.language as T
 
+from .. import _consts as C
+
 # enum symm_scope / symm_sem / symm_cmp / symm_signal_op (symm_types.h)
-SCOPES = {"cta": 0, "gpu": 1, "sys": 2}
-SEMS = {"weak": 0, "relaxed": 1, "acquire": 2, "release": 3, "volatile": 4}
-CMPS = {"eq": 0, "ne": 1, "gt": 2, "ge": 3, "lt": 4, "le": 5}
-SIGNAL_OPS = {"set": 0, "add": 1}
-# enum symm_redop / symm_coll_algo / symm_dtype (device/coll_types.h)
-REDOPS = {"sum": 0, "min": 1, "max": 2, "band": 3, "bor": 4, "bxor": 5}
-ALGOS = {"auto": 0, "packet": 1, "oneshot": 2, "twoshot": 3, "multimem": 4, "push": 5}
-COLL_DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3, "int32": 4, "uint32": 5,
-               "int64": 6, "uint64": 7, "float8_e4m3fn": 8, "float8_e4m3": 8, "float8_e5m2": 9,
-               "uint8": 10, "int8": 10, "bool": 10}
+SCOPES = C.names("symm_scope", "SYMM_SCOPE_")
+SEMS = C.names("symm_sem", "SYMM_SEM_")
+CMPS = C.names("symm_cmp", "SYMM_CMP_")
+SIGNAL_OPS = C.names("symm_signal_op", "SYMM_SIGNAL_")
+# enum symm_redop / symm_coll_algo / symm_dtype (symm_coll_types.h)
+REDOPS = C.names("symm_redop", "SYMM_OP_")
+ALGOS = C.names("symm_coll_algo", "SYMM_COLL_ALGO_")
+COLL_DTYPES = {"float32": C.DTYPE_F32, "float16": C.DTYPE_F16, "bfloat16": C.DTYPE_BF16,
+               "float64": C.DTYPE_F64, "int32": C.DTYPE_I32, "uint32": C.DTYPE_U32,
+               "int64": C.DTYPE_I64, "uint64": C.DTYPE_U64, "float8_e4m3fn": C.DTYPE_FP8_E4M3,
+               "float8_e4m3": C.DTYPE_FP8_E4M3, "float8_e5m2": C.DTYPE_FP8_E5M2,
+               "uint8": C.DTYPE_U8, "int8": C.DTYPE_U8, "bool": C.DTYPE_U8}
 
 # Type suffix of the one-element families, by TileLang dtype
 _SUFFIX = {"int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",

@@ -1,6 +1,6 @@
 /*
  * native.c - the native backend: CUDA VMM chunks shared by POSIX file
- * descriptors and mapped into every node PE's slot (DESIGN.md decisions 2-3).
+ * descriptors and mapped into every node PE's slot (docs/design.md decisions 2-3).
  *
  * Each chunk: cuMemCreate on this PE's GPU -> cuMemExportToShareableHandle
  * (an fd; the runtime passes it around) -> on every PE cuMemImport of each
@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "backend/native/driver.h"
+#include "backend/native/stream_barrier.h"
 #include "core/log.h"
 
 typedef struct symm__native_backend {
@@ -44,7 +45,7 @@ static symm_status_t cuda_err(const char *what, cudaError_t e) {
     return symm__error(SYMM_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
-/* PEs sharing one GPU (DESIGN.md decision 9): how many node PEs have this
+/* PEs sharing one GPU (docs/design.md decision 9): how many node PEs have this
  * PE's bus id, and which is the first of them (it logs the mode once). */
 typedef struct gpu_sharing {
     int pes;   /* node PEs on this GPU, this one included */
@@ -207,10 +208,10 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
         return symm__error(SYMM_ERR_ENV, "SYMM_DEBUG_DENY_PEER='%s' is not 'i:j'", args->deny_peer);
     /* Every PE learns whether every other found a device, so a node where
      * only some PEs fail does not hang the others in the next exchange. */
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    int32_t ok = (e == cudaSuccess && count > 0);
-    (void)cudaGetLastError();
+    const char *why = NULL;
+    int count = symm__native_gpu_count(&why);
+    int32_t ok = count > 0;
+    cudaError_t e;
     int world = symm__bootstrap_nranks(args->boot);
     int32_t *oks = calloc((size_t)world, sizeof(int32_t));
     if (!oks)
@@ -224,12 +225,10 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
     if (st != SYMM_SUCCESS)
         return st;
     if (!ok)
-        return symm__error(SYMM_ERR_NO_DEVICE,
-                           "no usable CUDA device (%s); run on a GPU machine, or set "
-                           "SYMM_BACKEND=host for CPU-only testing",
-                           e == cudaSuccess ? "device count is 0" : cudaGetErrorString(e));
+        return symm__error(SYMM_ERR_NO_DEVICE, "%s; run on a GPU machine, or set SYMM_BACKEND=host for "
+                           "CPU-only testing", why);
     if (first_bad >= 0)
-        return symm__error(SYMM_ERR_NO_DEVICE, "PE %d found no usable CUDA device", first_bad);
+        return symm__error(SYMM_ERR_NO_DEVICE, "PE %d found no usable GPU", first_bad);
 
     int dev = args->local_rank % count;
     if ((e = cudaSetDevice(dev)) != cudaSuccess)

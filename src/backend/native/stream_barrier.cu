@@ -10,7 +10,7 @@
 
 extern "C" {
 #include "core/log.h"
-#include "backend/backend.h"
+#include "backend/native/stream_barrier.h"
 }
 
 /* One warp is enough: the barrier's peer loop is spread over the block's

@@ -13,7 +13,9 @@
  */
 #include <stdlib.h>
 
-#include "runtime/runtime.h"
+#include "heap/heap.h"
+#include "bootstrap/agree.h"
+#include "core/log.h"
 
 /* Fixed candidates: 16..72 TiB, far from where Linux puts libraries, stacks
  * and the program (x86-64 and aarch64 with 48-bit address spaces). */
@@ -21,56 +23,42 @@
 #define SYMM__VA_FIXED_STEP  ((uintptr_t)1 << 43)
 #define SYMM__VA_FIXED_COUNT 8
 
-/* Every PE says whether `mine` holds; 1 on every PE if all do. */
-static symm_status_t all_true(int mine, int *all_ok) {
-    int32_t m = mine != 0;
-    int32_t *all = calloc((size_t)symm__rt.nranks, sizeof(int32_t));
-    if (!all)
-        return symm__error(SYMM_ERR_NO_MEMORY, "out of host memory");
-    symm_status_t st = symm__bootstrap_allgather(symm__rt.boot, &m, all, sizeof(m));
-    int ok = 1;
-    for (int r = 0; st == SYMM_SUCCESS && r < symm__rt.nranks; r++)
-        ok &= all[r] != 0;
-    free(all);
-    if (st == SYMM_SUCCESS)
-        *all_ok = ok;
-    return st;
-}
-
 symm_status_t symm__va_setup(void) {
-    symm__runtime_t *rt = &symm__rt;
-    symm__backend_t *be = rt->be;
-    const size_t n = (size_t)rt->n_node, me = (size_t)rt->node_me;
-    if (rt->stride > SIZE_MAX / (2 * n))
+    symm__heap_t *h = &symm__heap;
+    symm__backend_t *be = h->job.be;
+    symm__bootstrap_t *boot = h->job.boot;
+    const int nranks = symm__bootstrap_nranks(boot);
+    const size_t n = (size_t)h->job.n_node, me = (size_t)h->job.node_me;
+    if (h->stride > SIZE_MAX / (2 * n))
         return symm__error(SYMM_ERR_ENV, "heap stride %zu times %zu PEs overflows the address space",
-                           rt->stride, n);
-    const size_t window = (2 * n - 1) * rt->stride;
+                           h->stride, n);
+    const size_t window = (2 * n - 1) * h->stride;
     uintptr_t own = 0;
-    symm_status_t st = be->ops->reserve(be, window, 0, rt->heap_align, &own);
-    if ((st = symm__agree(st, SYMM_SUCCESS, "reserving heap address space")) != SYMM_SUCCESS) {
+    symm_status_t st = be->ops->reserve(be, window, 0, h->heap_align, &own);
+    if ((st = symm__bootstrap_agree(boot, st, SYMM_SUCCESS, "reserving heap address space")) != SYMM_SUCCESS) {
         if (own)
             be->ops->unreserve(be, own, window);
         return st;
     }
-    uint64_t *starts = calloc((size_t)rt->nranks, sizeof(uint64_t));
+    uint64_t *starts = calloc((size_t)nranks, sizeof(uint64_t));
     if (!starts) {
         st = symm__error(SYMM_ERR_NO_MEMORY, "out of host memory");
         goto fail_own;
     }
     uint64_t own64 = own;
-    if ((st = symm__bootstrap_allgather(rt->boot, &own64, starts, sizeof(own64))) != SYMM_SUCCESS)
+    if ((st = symm__bootstrap_allgather(boot, &own64, starts, sizeof(own64))) != SYMM_SUCCESS)
         goto fail_starts;
     uintptr_t chosen = 0;
-    for (int c = 0; c < rt->nranks + SYMM__VA_FIXED_COUNT && !chosen; c++) {
-        uintptr_t cand = c < rt->nranks ? (uintptr_t)starts[c]
+    for (int c = 0; c < nranks + SYMM__VA_FIXED_COUNT && !chosen; c++) {
+        uintptr_t cand = c < nranks ? (uintptr_t)starts[c]
                                         : SYMM__VA_FIXED_FIRST +
-                                              (uintptr_t)(c - rt->nranks) * SYMM__VA_FIXED_STEP;
+                                              (uintptr_t)(c - nranks) * SYMM__VA_FIXED_STEP;
         uintptr_t got = 0;
         int ok = cand == own;
-        if (!ok && cand % rt->heap_align == 0)
-            ok = be->ops->reserve(be, window, cand, rt->heap_align, &got) == SYMM_SUCCESS;
+        if (!ok && cand % h->heap_align == 0)
+            ok = be->ops->reserve(be, window, cand, h->heap_align, &got) == SYMM_SUCCESS;
         int all_ok = 0;
-        if ((st = all_true(ok, &all_ok)) != SYMM_SUCCESS) {
+        if ((st = symm__bootstrap_all_true(boot, ok, &all_ok)) != SYMM_SUCCESS) {
             if (got)
                 be->ops->unreserve(be, got, window);
             goto fail_starts;
@@ -81,18 +69,18 @@ symm_status_t symm__va_setup(void) {
             be->ops->unreserve(be, got, window);
     }
     free(starts);
-    rt->va_size = window;
+    h->va_size = window;
     if (chosen) {
         if (chosen != own)
             be->ops->unreserve(be, own, window);
-        rt->va_base = chosen;
-        rt->slot0 = chosen + (n - 1 - me) * rt->stride;
+        h->va_base = chosen;
+        h->slot0 = chosen + (n - 1 - me) * h->stride;
     } else {
         /* (every window start is aligned to heap_align, and so every base) */
         SYMM_LOG_WARN("no address is free in every process for the heap; symmetric pointers "
                       "will differ between PEs (offsets still match)");
-        rt->va_base = own;
-        rt->slot0 = own;
+        h->va_base = own;
+        h->slot0 = own;
     }
     return SYMM_SUCCESS;
 fail_starts:
@@ -103,9 +91,9 @@ fail_own:
 }
 
 void symm__va_release(void) {
-    symm__runtime_t *rt = &symm__rt;
-    if (rt->va_base && rt->be)
-        rt->be->ops->unreserve(rt->be, rt->va_base, rt->va_size);
-    rt->va_base = rt->slot0 = 0;
-    rt->va_size = 0;
+    symm__heap_t *h = &symm__heap;
+    if (h->va_base && h->job.be)
+        h->job.be->ops->unreserve(h->job.be, h->va_base, h->va_size);
+    h->va_base = h->slot0 = 0;
+    h->va_size = 0;
 }

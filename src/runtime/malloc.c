@@ -1,5 +1,6 @@
 /*
- * heap.c - symm_malloc / calloc / align / free / ptr / heap_info.
+ * malloc.c - symm_malloc / calloc / align / free / ptr / heap_info: the
+ * public face of the heap (src/heap).
  *
  * Every collective call first gathers (op, size, alignment) from every PE, so
  * a PE that disagrees is reported on every PE and nothing happens anywhere;
@@ -77,41 +78,6 @@ out:
     return st;
 }
 
-static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
-
-symm_status_t symm__heap_alloc(size_t size, size_t alignment, int zero, size_t *offset) {
-    symm__runtime_t *rt = &symm__rt;
-    size_t off = 0;
-    symm_status_t st = symm__alloc_place(rt->alloc, size, alignment, &off);
-    if (st == SYMM_ERR_HEAP_EXHAUSTED)
-        return symm__error(st, "no free range of %zu bytes aligned to %zu in the heap (limit %zu "
-                           "bytes, %zu in use; raise SYMM_HEAP_LIMIT/SYMM_HEAP_RESERVE)",
-                           size, alignment, rt->limit, symm__alloc_live_bytes(rt->alloc));
-    if (st != SYMM_SUCCESS)
-        return symm__error(st, "allocating %zu bytes aligned to %zu", size, alignment);
-    size_t end = off + round_up(size, SYMM__ALLOC_MIN_ALIGN);
-    if (end > rt->mapped) {
-        size_t target = round_up(end, rt->chunk_bytes);
-        if (target > rt->limit)
-            target = rt->limit; /* end <= limit: the allocator never places past it */
-        if ((st = symm__heap_grow(target)) != SYMM_SUCCESS)
-            return st;
-    }
-    if ((st = symm__alloc_commit(rt->alloc, off, size)) != SYMM_SUCCESS)
-        return symm__error(st, "recording a %zu-byte block at offset %zu", size, off);
-    if (zero) {
-        st = rt->be->ops->memset_sync(rt->be, (void *)(symm__heap_base() + off), 0, size);
-        /* No PE may store into a peer's copy before that peer zeroed it:
-         * the agreement doubles as the barrier. */
-        if ((st = symm__agree(st, SYMM_SUCCESS, "zeroing a heap block")) != SYMM_SUCCESS) {
-            (void)symm__alloc_free(rt->alloc, off, NULL);
-            return st;
-        }
-    }
-    *offset = off;
-    return SYMM_SUCCESS;
-}
-
 static symm_status_t user_alloc(uint32_t op, size_t size, size_t alignment, int bad, void **ptr) {
     const char *what = op_name(op);
     SYMM__REQUIRE_INIT(what);
@@ -125,7 +91,7 @@ static symm_status_t user_alloc(uint32_t op, size_t size, size_t alignment, int 
         return symm__error(SYMM_ERR_INVALID_ARG,
                            "%s: alignment %zu is above the %zu bytes every PE's heap base is aligned to "
                            "(a power-of-two SYMM_HEAP_RESERVE raises it, up to 1 GiB)",
-                           what, alignment, symm__rt.heap_align);
+                           what, alignment, symm__heap.heap_align);
     if (bad)
         return symm__error(SYMM_ERR_INVALID_ARG, "%s: %s", what,
                            op == OP_CALLOC ? "count * size overflows"
@@ -153,18 +119,9 @@ symm_status_t symm_calloc(size_t count, size_t size, void **ptr) {
 symm_status_t symm_align(size_t alignment, size_t size, void **ptr) {
     /* the offset's alignment is the pointer's only up to the bases' own */
     int bad = alignment == 0 || (alignment & (alignment - 1)) != 0 ? 1
-            : symm__rt.initialized && alignment > symm__rt.heap_align ? 2
+            : symm__rt.initialized && alignment > symm__heap.heap_align ? 2
                                                                         : 0;
     return user_alloc(OP_ALIGN, size, alignment, bad, ptr);
-}
-
-/* In [base, base + mapped)? */
-static int in_heap(const void *ptr, size_t *offset) {
-    uintptr_t p = (uintptr_t)ptr, base = symm__heap_base();
-    if (p < base || p - base >= symm__rt.mapped)
-        return 0;
-    *offset = p - base;
-    return 1;
 }
 
 symm_status_t symm_free(void *ptr) {
@@ -174,7 +131,7 @@ symm_status_t symm_free(void *ptr) {
     size_t off = 0;
     if (!ptr)
         rec.bad = REC_NULL;
-    else if (!in_heap(ptr, &off))
+    else if (!symm__heap_offset(ptr, 1, &off))
         rec.bad = REC_OUTSIDE;
     rec.size = off;
     /* Kernels of this PE that use the block finish first. The gather below
@@ -189,9 +146,9 @@ symm_status_t symm_free(void *ptr) {
     if (rec.bad == REC_OUTSIDE)
         return symm__error(SYMM_ERR_NOT_SYMMETRIC, "symm_free: %p is not in the symmetric heap", ptr);
     size_t start = 0;
-    st = symm__alloc_free(rt->alloc, off, NULL);
+    st = symm__alloc_free(symm__heap.alloc, off, NULL);
     if (st == SYMM_ERR_INVALID_POINTER)
-        return symm__alloc_lookup(rt->alloc, off, &start, NULL)
+        return symm__alloc_lookup(symm__heap.alloc, off, &start, NULL)
                    ? symm__error(st, "symm_free: %p is inside the block at offset %zu, not its start",
                                  ptr, start)
                    : symm__error(st, "symm_free: %p (offset %zu) is not a live allocation (already "
@@ -202,19 +159,17 @@ symm_status_t symm_free(void *ptr) {
 }
 
 void *symm_ptr(const void *ptr, int pe) {
-    symm__runtime_t *rt = &symm__rt;
-    size_t off;
-    if (!rt->initialized || pe < 0 || pe >= rt->nranks || !in_heap(ptr, &off))
+    if (!symm__rt.initialized || pe < 0 || pe >= symm__rt.nranks)
         return NULL;
     /* One node (init checks it), so world PE pe is node PE pe. */
-    return (void *)(rt->slot0 + (uintptr_t)pe * rt->stride + off);
+    return symm__heap_peer(ptr, pe);
 }
 
 symm_status_t symm_heap_info(size_t *mapped, size_t *limit) {
     SYMM__REQUIRE_INIT("symm_heap_info");
     if (!mapped || !limit)
         return symm__error(SYMM_ERR_INVALID_ARG, "symm_heap_info: NULL output");
-    *mapped = symm__rt.mapped;
-    *limit = symm__rt.limit;
+    *mapped = symm__heap.mapped;
+    *limit = symm__heap.limit;
     return SYMM_SUCCESS;
 }
