@@ -132,7 +132,9 @@ typedef struct symm_ctx {
     uint64_t scratch;      /* internal symmetric scratch for collectives (heap address) */
     uint64_t scratch_size;
     uint64_t backend_state;/* device address of backend-specific state (scale-out) */
-    uint64_t reserved[6];
+    uint64_t wait_report;  /* device address of this PE's uint32 count of waits that gave
+                              up (deadline or abort): the first prints, with the count */
+    uint64_t reserved[5];
 } symm_ctx_t;
 
 #ifdef __cplusplus
