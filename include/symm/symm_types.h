@@ -97,7 +97,7 @@ enum symm_backend_kind {
 /* ------------------------------------------------------------------------ */
 
 #define SYMM_CTX_MAGIC   0x73796d6du /* "symm" */
-#define SYMM_CTX_VERSION 1u
+#define SYMM_CTX_VERSION 2u
 
 /* Words of a team's device-barrier state (in the symmetric heap): word 0 is
  * this PE's epoch (only this PE writes it), word 1 + p is the last epoch PE p
@@ -112,8 +112,10 @@ enum symm_backend_kind {
  * no other device state: no __constant__ symbol, nothing a module loader must
  * initialise. Peer addresses are arithmetic (DESIGN.md decision 2):
  *     peer(p, pe) = p + (pe - my_pe) * stride
- * Fields are fixed-width so the layout is identical for nvcc, clang-nvptx and
- * the host compiler; reserved words keep it stable as fields are added.
+ * for team PEs in [ldst_first, ldst_first + ldst_count); the other PEs are
+ * reached through the backend's device calls (docs/backends.md). Fields are
+ * fixed-width so the layout is identical for nvcc, clang-nvptx and the host
+ * compiler; reserved words keep it stable as fields are added.
  */
 typedef struct symm_ctx {
     uint32_t magic;        /* SYMM_CTX_MAGIC */
@@ -132,7 +134,9 @@ typedef struct symm_ctx {
     uint64_t scratch;      /* internal symmetric scratch for collectives (heap address) */
     uint64_t scratch_size;
     uint64_t backend_state;/* device address of backend-specific state (scale-out) */
-    uint64_t reserved[6];
+    int32_t  ldst_first;   /* the team PEs reached by load/store at the arithmetic */
+    int32_t  ldst_count;   /*   above: [ldst_first, ldst_first + ldst_count) */
+    uint64_t reserved[5];
 } symm_ctx_t;
 
 #ifdef __cplusplus
