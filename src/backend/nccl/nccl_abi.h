@@ -60,6 +60,31 @@ enum {
     SYMM__NCCL_MIN = 3
 };
 
+/* ncclConfig_t as of NCCL 2.28 (versioned by its size, magic and version,
+ * which NCCL checks): symm sets `blocking` = 0 so that no call waits in NCCL
+ * for a PE that is gone; every other field stays "undefined". */
+#define SYMM__NCCL_CONFIG_MAGIC 0xcafebeefu
+#define SYMM__NCCL_UNDEF_INT (-2147483647 - 1)
+typedef struct symm__nccl_config {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    int blocking;
+    int cgaClusterSize;
+    int minCTAs;
+    int maxCTAs;
+    const char *netName;
+    int splitShare;
+    int trafficClass;
+    const char *commName;
+    int collnetEnable;
+    int CTAPolicy;
+    int shrinkShare;
+    int nvlsCTAs;
+    int nChannelsPerNetPeer;
+    int nvlinkCentricSched;
+} symm__nccl_config_t;
+
 /* ncclCommWindowRegister flags and the alignment a window needs. */
 #define SYMM__NCCL_WIN_COLL_SYMMETRIC 0x01
 #define SYMM__NCCL_WIN_ALIGNMENT 4096

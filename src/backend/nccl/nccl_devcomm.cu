@@ -68,6 +68,19 @@ extern "C" symm_status_t symm__nccl_devcomm_create(const symm__nccl_lib_t *lib, 
     return SYMM_SUCCESS;
 }
 
+extern "C" symm_status_t symm__nccl_window_layout(symm__nccl_window_t win, uintptr_t *self, size_t *stride) {
+    ncclWindow_vidmem w;
+    cudaError_t e = cudaMemcpy(&w, (const void *)win, sizeof w, cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess)
+        return symm__error(SYMM_ERR_CUDA, "reading the heap window's layout: %s", cudaGetErrorString(e));
+    /* NCCL's own arithmetic (ncclGetLocalPointer): rank i of the LSA team at
+     * lsaFlatBase + i * stride4G * 4 GiB. */
+    const uint64_t step = (uint64_t)w.stride4G << 32;
+    *self = (uintptr_t)w.lsaFlatBase + (uintptr_t)((uint64_t)(uint32_t)w.lsaRank * step);
+    *stride = (size_t)step;
+    return SYMM_SUCCESS;
+}
+
 extern "C" void symm__nccl_devcomm_destroy(const symm__nccl_lib_t *lib, symm__nccl_comm_t comm,
                                            symm__nccl_devcomm_t *h) {
     if (!h)

@@ -6,6 +6,7 @@
 #define SYMM_BACKEND_NCCL_DEVCOMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend/nccl/nccl_lib.h"
 
@@ -27,6 +28,12 @@ size_t symm__nccl_state_bytes(void);
  * GIN-capable network). */
 symm_status_t symm__nccl_devcomm_create(const symm__nccl_lib_t *lib, symm__nccl_comm_t comm, int force_gin,
                                         symm__nccl_devcomm_t **out);
+
+/* Where the heap window puts this PE's memory in NCCL's flat mapping of the
+ * LSA team (*self), and the distance between two LSA ranks' copies (*stride):
+ * symm uses *self as this PE's heap, so its own load/store arithmetic holds
+ * for the whole LSA team. Local (reads the window's device struct). */
+symm_status_t symm__nccl_window_layout(symm__nccl_window_t win, uintptr_t *self, size_t *stride);
 
 /* Collective. NULL is a no-op. */
 void symm__nccl_devcomm_destroy(const symm__nccl_lib_t *lib, symm__nccl_comm_t comm, symm__nccl_devcomm_t *h);

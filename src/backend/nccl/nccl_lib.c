@@ -35,7 +35,7 @@ symm_status_t symm__nccl_lib_open(const char *where, symm__nccl_lib_t *out) {
         S(ncclGetErrorString, get_error_string),
         S(ncclGetLastError, get_last_error),
         S(ncclGetUniqueId, get_unique_id),
-        S(ncclCommInitRank, comm_init_rank),
+        S(ncclCommInitRankConfig, comm_init_rank_config),
         S(ncclCommFinalize, comm_finalize),
         S(ncclCommDestroy, comm_destroy),
         S(ncclCommAbort, comm_abort),

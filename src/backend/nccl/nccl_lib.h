@@ -24,7 +24,8 @@ typedef struct symm__nccl_lib {
     const char *(*get_error_string)(symm__nccl_result_t result);
     const char *(*get_last_error)(symm__nccl_comm_t comm);
     symm__nccl_result_t (*get_unique_id)(symm__nccl_uid_t *uid);
-    symm__nccl_result_t (*comm_init_rank)(symm__nccl_comm_t *comm, int nranks, symm__nccl_uid_t uid, int rank);
+    symm__nccl_result_t (*comm_init_rank_config)(symm__nccl_comm_t *comm, int nranks, symm__nccl_uid_t uid,
+                                                 int rank, symm__nccl_config_t *config);
     symm__nccl_result_t (*comm_finalize)(symm__nccl_comm_t comm);
     symm__nccl_result_t (*comm_destroy)(symm__nccl_comm_t comm);
     symm__nccl_result_t (*comm_abort)(symm__nccl_comm_t comm);

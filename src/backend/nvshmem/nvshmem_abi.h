@@ -52,10 +52,15 @@ typedef struct symm__nvshmem_init_attr {
     symm__nvshmem_init_args_t args;
 } symm__nvshmem_init_attr_t;
 
-_Static_assert(sizeof(symm__nvshmem_uid_t) == 128, "nvshmemx_uniqueid_t is 128 bytes");
-_Static_assert(sizeof(symm__nvshmem_uid_args_t) == 24, "nvshmemx_uniqueid_args_t is 24 bytes");
-_Static_assert(sizeof(symm__nvshmem_init_args_t) == 128, "nvshmemx_init_args_t is 128 bytes");
-_Static_assert(sizeof(symm__nvshmem_init_attr_t) == 144, "nvshmemx_init_attr_t is 144 bytes");
+#ifdef __cplusplus
+#  define SYMM__NVSHMEM_STATIC_ASSERT static_assert
+#else
+#  define SYMM__NVSHMEM_STATIC_ASSERT _Static_assert
+#endif
+SYMM__NVSHMEM_STATIC_ASSERT(sizeof(symm__nvshmem_uid_t) == 128, "nvshmemx_uniqueid_t is 128 bytes");
+SYMM__NVSHMEM_STATIC_ASSERT(sizeof(symm__nvshmem_uid_args_t) == 24, "nvshmemx_uniqueid_args_t is 24 bytes");
+SYMM__NVSHMEM_STATIC_ASSERT(sizeof(symm__nvshmem_init_args_t) == 128, "nvshmemx_init_args_t is 128 bytes");
+SYMM__NVSHMEM_STATIC_ASSERT(sizeof(symm__nvshmem_init_attr_t) == 144, "nvshmemx_init_attr_t is 144 bytes");
 
 /* NVSHMEM writes (1 << 16) + sizeof(struct) into each version field. */
 #define SYMM__NVSHMEM_VERSION_OF(type) ((1 << 16) + (int)sizeof(type))
