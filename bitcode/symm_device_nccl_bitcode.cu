@@ -8,10 +8,11 @@
  * backend file (include/symm/device/backend_nccl.h), and with SYMM_BITCODE
  * every public symm_* function is exported with its plain C name, exactly as
  * in the plain-C libsymm_device_sm*.bc. A DSL links this one file; nothing of
- * NCCL needs linking besides (the ncclDevComm travels in the context).
+ * NCCL needs linking besides (the ncclDevComm travels in the context). What
+ * clang needs beyond nvcc to read NCCL's headers is in backend_nccl.h, and an
+ * empty texture_fetch_functions.h the build puts on the include path (CUDA 13
+ * dropped it; clang-19's CUDA wrapper still includes it).
  */
-#include "nccl_clang_compat.h"
-
 #if !defined(SYMM_BITCODE) || !defined(__CUDA__)
 #  error "compile with clang -x cuda --cuda-device-only -DSYMM_BITCODE (bitcode/CMakeLists.txt)"
 #endif

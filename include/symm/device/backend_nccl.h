@@ -18,6 +18,16 @@
 #ifndef SYMM_DEVICE_BACKEND_NCCL_H
 #define SYMM_DEVICE_BACKEND_NCCL_H
 
+/* clang in CUDA mode (the nccl bitcode) needs two things nvcc gives NCCL's
+ * headers: __CUDACC__ with a value (NCCL tests `#if __CUDACC__`, clang
+ * defines it empty), and __stwt for uint4 (the write-through store of GIN's
+ * proxy queue, missing from clang's CUDA headers). */
+#if defined(__clang__) && defined(__CUDA__)
+#  undef __CUDACC__
+#  define __CUDACC__ 1
+static __device__ __forceinline__ void __stwt(uint4 *p, uint4 v) { symm__st_wt_v4(p, v.x, v.y, v.z, v.w); }
+#endif
+
 /* NCCL's headers are not -Wextra clean (unused parameters) for the host compiler. */
 #if defined(__GNUC__)
 #  pragma GCC diagnostic push
