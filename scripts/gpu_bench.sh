@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Build symm-bench if needed and run it on the local GPUs; the markdown goes to
-# bench/results/<date>-<host>-<n>gpu-<mode>.md (or $OUT/ when OUT is set).
+# bench/results/archive/<date>-<host>-<n>gpu-<mode>.md (or $OUT/ when OUT is set).
 #   scripts/gpu_bench.sh [MODE] [more symm-bench args...]     MODE defaults to rma
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
-# No multicast objects, whatever the caller had (DESIGN.md decision 7).
+# No multicast objects, whatever the caller had (docs/design.md decision 7).
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 unset SYMM_ENABLE_MULTICAST
 build=${SYMM_BUILD_DIR:-build-gpu}
@@ -18,7 +18,7 @@ fi
 cmake --build "$build" -j "$(nproc)" --target symm-bench symmrun
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-dir=${OUT:-bench/results}
+dir=${OUT:-bench/results/archive}
 mkdir -p "$dir"
 out="$dir/$(date -u +%F)-$(hostname -s)-${ngpu}gpu-$mode.md"
 "$build/bench/symm-bench" --mode "$mode" --out "$out" "$@"

@@ -8,17 +8,26 @@
 #     build       configure and build $SYMM_BUILD_DIR (default build-gpu), or reuse it
 #     tests       ctest -L gpu: every GPU test, 1 to 8 PEs (PEs beyond the GPUs share them)
 #     tests-1gpu  the same with every PE on GPU 0 (machines with several GPUs)
+#     tests-timesliced  the 2-PE device, runtime and some coll tests on GPU 0 without MPS
 #     python      the Python GPU suite under torchrun: 1 PE (in PY_SHARDS parallel jobs,
 #                 which compile the Triton kernels in parallel), then 2 and 4 PEs
 #     examples    examples/triton/run_all.py --quick on 2 and 4 PEs
+#     cute        scripts/cute_gpu.sh over cubins built ahead of time (build-cute:
+#                 examples/cute/build_cubins.py makes it where CuTe DSL is)
+#     tilelang    scripts/gpu_tilelang.sh over kernels built ahead of time ($TL_AOT,
+#                 default build-tilelang: examples/tilelang/build.py makes it where TileLang is)
 #     bench       symm-bench --mode rma and coll;  quick: symm-bench --quick
 #     mps-kill    a PE job under scripts/with_mps.sh stopped by its timeout leaves no
 #                 process, GPU context or MPS daemon behind
+#     fault       scripts/fault_matrix.py: the fault matrix on 4 PEs (about 4-5 min;
+#                 FAULT_ARGS adds options, e.g. --quick); its table in $OUT/fault/
+#     sanitize    scripts/gpu_sanitize.sh: compute-sanitizer over the device tests on
+#                 1 and 2 PEs (without MPS)
 #     variants probes   standalone measurement programs
 #   default: build tests python examples mps-kill
 #
-# The GPU stages run as a child of this script, bounded by SUITE_WALL seconds
-# (default: what is left of 570). When the PEs of a stage can outnumber the
+# The whole run is bounded by SUITE_WALL seconds (default 570): the GPU stages
+# run as a child of this script and get what the build and the later stages leave. When the PEs of a stage can outnumber the
 # GPUs (up to 8 PEs), they run under scripts/with_mps.sh: a private MPS daemon
 # (own pipe and log folders), stopped at the end also on failure, timeout or a
 # signal; mps-kill then checks that such a stop leaves nothing behind.
@@ -54,6 +63,21 @@ done
 # one Triton cache for every stage of the run: later stages reuse what the first compiled
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$here/$build/triton-cache}
 
+run_ctest() { # $1 label for the log, rest: env
+  local tag=$1; shift
+  local log="$OUT/ctest_$tag.log" t0
+  t0=$(date +%s)
+  # ctest can wait forever on a stuck grandchild holding its pipe: bound it.
+  env "$@" timeout -k 10 "${CTEST_WALL:-300}" \
+    ctest --test-dir "$build" -L gpu --output-on-failure --timeout "${CTEST_TIMEOUT:-120}" \
+    ${CTEST_ARGS:-} >"$log" 2>&1
+  local line skipped
+  line=$(grep -E 'tests passed|tests failed' "$log" | tail -1)
+  skipped=$(grep -c -E '\*\*\*Skipped|Not Run' "$log")
+  note "gpu tests ($tag)" "${line:-no result}, $skipped skipped ($(since "$t0"))"
+  grep -E '^\s*[0-9]+/[0-9]+ Test.*(Failed|Timeout|Exception|Not Run|Skipped)' "$log" | head -20
+}
+
 # ---- the outer run: build, then the GPU stages (under a private MPS daemon when
 # the PEs outnumber the GPUs), then the MPS clean-up check, then the summary ----
 if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
@@ -76,9 +100,14 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
     fi
   fi
   inner=""
-  for s in $stages; do case $s in build|mps-kill) ;; *) inner="$inner $s" ;; esac; done
+  for s in $stages; do case $s in build|mps-kill|tests-timesliced|sanitize) ;; *) inner="$inner $s" ;; esac; done
   if [ -n "$inner" ]; then
-    wall=${SUITE_WALL:-$(( 570 - ($(date +%s) - t_start) ))}
+    # SUITE_WALL bounds the whole run: the GPU stages get what the build left,
+    # less what the stages after them need
+    reserve=0
+    stage mps-kill && reserve=$((reserve + 30))
+    stage tests-timesliced && reserve=$((reserve + 150))
+    wall=$(( ${SUITE_WALL:-570} - ($(date +%s) - t_start) - reserve ))
     if [ "${SYMM_SUITE_MPS:-1}" != 0 ] && [ "$ngpu" -gt 0 ] && [ "$ngpu" -lt "$max_pes" ] &&
        [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
       env SYMM_SUITE_INNER=1 OUT="$OUT" scripts/with_mps.sh --timeout "$wall" -- \
@@ -87,6 +116,20 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
       env SYMM_SUITE_INNER=1 OUT="$OUT" timeout -k 10 "$wall" bash "$here/scripts/gpu_suite.sh" $inner
     fi
     [ $? = 124 ] && note "GPU stages" "STOPPED after ${wall} s (their processes and the MPS daemon stopped)"
+  fi
+  if stage tests-timesliced; then
+    # two PEs on one GPU without MPS take turns on it: slow, and still correct
+    CTEST_ARGS="-R ^(device_.*|coll_(errors|move|every|device)|runtime_gpu_.*)_2$ ${CTEST_ARGS:-}" \
+      run_ctest "2pe_timesliced" CUDA_VISIBLE_DEVICES=0
+  fi
+  if stage sanitize; then
+    t0=$(date +%s)
+    if OUT="$OUT" timeout -k 10 "${SAN_SUITE_WALL:-900}" scripts/gpu_sanitize.sh "$build" >"$OUT/sanitize.log" 2>&1; then
+      note "compute-sanitizer" "clean ($(since "$t0"))"
+    else
+      note "compute-sanitizer" "NOT CLEAN rc=$? ($(since "$t0"), sanitize.log)"
+    fi
+    tail -40 "$OUT/sanitize.log"
   fi
   if stage mps-kill && [ -x "$build/tests/device/test_device_deadline" ]; then
     t0=$(date +%s)
@@ -104,21 +147,6 @@ fi
 
 # ---- the GPU stages (the inner run) ----
 echo "GPU stages:$stages (MPS: ${CUDA_MPS_PIPE_DIRECTORY:-none})" >>"$OUT/machine.txt"
-
-run_ctest() { # $1 label for the log, rest: env
-  local tag=$1; shift
-  local log="$OUT/ctest_$tag.log" t0
-  t0=$(date +%s)
-  # ctest can wait forever on a stuck grandchild holding its pipe: bound it.
-  env "$@" timeout -k 10 "${CTEST_WALL:-300}" \
-    ctest --test-dir "$build" -L gpu --output-on-failure --timeout "${CTEST_TIMEOUT:-120}" \
-    ${CTEST_ARGS:-} >"$log" 2>&1
-  local line skipped
-  line=$(grep -E 'tests passed|tests failed' "$log" | tail -1)
-  skipped=$(grep -c -E '\*\*\*Skipped|Not Run' "$log")
-  note "gpu tests ($tag)" "${line:-no result}, $skipped skipped ($(since "$t0"))"
-  grep -E '^\s*[0-9]+/[0-9]+ Test.*(Failed|Timeout|Exception|Not Run|Skipped)' "$log" | head -20
-}
 
 if stage tests; then
   run_ctest "${ngpu}gpu" X=1
@@ -144,7 +172,7 @@ torchrun_env() { # $1: PEs
 
 if stage python && [ -d tests/python ]; then
   t0=$(date +%s)
-  k=${PY_SHARDS:-6}
+  k=${PY_SHARDS:-12}
   pids=()
   for i in $(seq 0 $((k - 1))); do
     # independent one-PE jobs side by side: each gets its share of the GPU
@@ -186,11 +214,35 @@ if stage examples && [ -f examples/triton/run_all.py ]; then
   done
 fi
 
+if stage tilelang && [ -f "${TL_AOT:-build-tilelang}/manifest.json" ]; then
+  t0=$(date +%s)
+  env "${pyenv[@]}" SYMM_BUILD_DIR="$build" bash scripts/gpu_tilelang.sh "${TL_AOT:-build-tilelang}" \
+    >"$OUT/tilelang.log" 2>&1
+  note "tilelang (1, 2, 4 PEs)" "rc=$? ($(since "$t0")): $(grep -E '^tilelang [0-9] PE' "$OUT/tilelang.log" | tr -s ' ' | tr '\n' ';')"
+fi
+
+if stage cute && [ -f "${SYMM_CUTE_CUBINS:-build-cute}/manifest.json" ]; then
+  t0=$(date +%s)
+  SYMM_BUILD_DIR="$build" bash scripts/cute_gpu.sh >"$OUT/cute.log" 2>&1
+  note "cute (1, 2, 4 PEs)" "rc=$? ($(since "$t0")): $(tail -4 "$OUT/cute_summary.txt" 2>/dev/null | tr -s ' ' | tr '\n' ';')"
+fi
+
 if stage quick && [ -x "$build/bench/symm-bench" ]; then
   timeout -k 10 "${BENCH_WALL:-240}" "$build/bench/symm-bench" --verbose --quick --timeout 200 \
     --phase-timeout 60 --out "$OUT/bench_quick.md" >"$OUT/bench_quick.log" 2>&1
   note "bench quick" "rc=$?"
   tail -60 "$OUT/bench_quick.log"
+fi
+
+if stage fault && [ -x "$build/tests/fault/fault_pe" ]; then
+  t0=$(date +%s)
+  if python3 scripts/fault_matrix.py --build "$build" --npes 4 --parallel 2 --out "$OUT/fault" ${FAULT_ARGS:-} \
+      >"$OUT/fault_matrix.log" 2>&1; then
+    note "fault matrix" "ok ($(since "$t0"))"
+  else
+    note "fault matrix" "FAILED rc=$? ($(since "$t0"), fault_matrix.log)"
+  fi
+  tail -25 "$OUT/fault_matrix.log"
 fi
 
 if stage bench && [ -x "$build/bench/symm-bench" ]; then

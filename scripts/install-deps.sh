@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Install what a fresh Debian machine with the CUDA toolkit lacks to build and
-# test symm: CMake, clang-19 (the device bitcode) and the Python packages the
-# Python/Triton tests use. Idempotent; needs root for apt.
+# test symm: CMake, pkg-config, clang-19 (the device bitcode) with apt, and the
+# Python packages the Python/Triton tests use with pip, into the python3 on
+# PATH (the system Python unless a virtual environment is active).
+# Idempotent; needs root for apt.
 set -euo pipefail
 
 apt_need=()
 command -v cmake    >/dev/null 2>&1 || apt_need+=(cmake)
+command -v pkg-config >/dev/null 2>&1 || apt_need+=(pkg-config)
 command -v clang-19 >/dev/null 2>&1 || apt_need+=(clang-19)
 command -v llvm-dis-19 >/dev/null 2>&1 || apt_need+=(llvm-19)
 if ((${#apt_need[@]})); then
@@ -19,5 +22,6 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 
 if [ -f "$(dirname "$0")/python-requirements.txt" ]; then
+  echo "install-deps: pip install -r scripts/python-requirements.txt into $(python3 -c 'import sys; print(sys.prefix)')"
   python3 -m pip install -q -r "$(dirname "$0")/python-requirements.txt"
 fi

@@ -10,13 +10,14 @@
 #include <cuda_runtime_api.h>
 
 #include "symm/symm.h"
+#include "backend/native/driver.h" /* symm__native_gpu_count, exported by libsymm */
 
 static int print_devices(void) {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0) {
-        printf("GPUs: none found (%s)\n",
-               e != cudaSuccess ? cudaGetErrorString(e) : "the CUDA runtime reports 0 devices");
+    const char *why = NULL;
+    int n = symm__native_gpu_count(&why);
+    cudaError_t e;
+    if (n == 0) {
+        printf("GPUs: %s\n", why);
         return 0;
     }
     printf("GPUs: %d\n", n);

@@ -5,13 +5,18 @@
  *
  * Each process gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
  * MASTER_ADDR=127.0.0.1, MASTER_PORT and SYMM_BOOTSTRAP_PORT (two ports free
- * at start-up) and runs in its own process group. With more processes than
- * GPUs, each also gets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = 100 / (processes
- * on its GPU) unless that is set already (it matters only under MPS). Its stdout and stderr are
+ * at start-up), SYMM_BOOTSTRAP_SECRET (256 random bits for this job, unless
+ * the caller set one: only processes holding it can join the job) and runs
+ * in its own process group. With more processes than GPUs, each also gets
+ * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = 100 / (processes on its GPU) unless
+ * that is set already (it matters only under MPS). Its stdout and stderr are
  * forwarded line by line with a "[rank] " prefix, each line in one write so
  * lines of different ranks never mix. The first rank to fail decides the
- * exit code (a signal death counts as 128 + signal) and the others are
- * stopped: SIGTERM to their process groups, SIGKILL after the grace period.
+ * exit code (a signal death counts as 128 + signal, and is named: "rank 1
+ * was killed by SIGSEGV"; a program that cannot be run: 127 if not found,
+ * 126 otherwise) and the others are stopped: SIGTERM to their process
+ * groups, SIGKILL after the grace period. A rank's output comes before the
+ * line saying it ended.
  * --timeout stops everything and exits 124. SIGINT/SIGTERM are forwarded.
  * Exit: 0 all passed; 77 all skipped (exit 77); 2 usage error.
  *
@@ -29,10 +34,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "bootstrap/launch_env.h" /* header-only: symmrun links no libsymm */
 
 #define LINE_MAX_BYTES 65536
 #define EXIT_SKIP 77
@@ -50,6 +58,7 @@ typedef struct rank {
     pid_t pid;     /* also its process group id */
     int running;
     int code;      /* exit code, 128 + signal for a signal death */
+    char how[64];  /* "exited with code 3", "was killed by SIGSEGV (exit 139)" */
     stream_t s[2];
 } rank_t;
 
@@ -62,9 +71,9 @@ static void usage(FILE *f) {
             "  --timeout SECONDS  stop every rank and exit 124 after this long (0: never)\n"
             "  --grace SECONDS    after SIGTERM, wait this long before SIGKILL (default 3)\n"
             "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
-            "MASTER_PORT and SYMM_BOOTSTRAP_PORT; with more ranks than GPUs, also\n"
-            "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (its share of the GPU under MPS).\n"
-            "Output lines are prefixed with \"[rank] \".\n"
+            "MASTER_PORT, SYMM_BOOTSTRAP_PORT and SYMM_BOOTSTRAP_SECRET (random per job unless\n"
+            "set); with more ranks than GPUs, also CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (its\n"
+            "share of the GPU under MPS). Output lines are prefixed with \"[rank] \".\n"
             "Exit code: the first failing rank's (128+signal for a signal), 0 if all passed,\n"
             "77 if all exited 77 (skipped), 124 on timeout, 2 on a usage error.\n");
 }
@@ -184,6 +193,21 @@ static int rank_of(rank_t *ranks, int n, pid_t pid) {
     return -1;
 }
 
+/* "SIGSEGV" for the usual signals, else "signal N". */
+static const char *sig_name(int sig, char *buf, size_t size) {
+    static const struct { int sig; const char *name; } names[] = {
+        {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+        {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+        {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+        {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"},
+        {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].sig == sig)
+            return names[i].name;
+    snprintf(buf, size, "signal %d", sig);
+    return buf;
+}
+
 /* GPUs the ranks will see: CUDA_VISIBLE_DEVICES' entries when it is set,
  * else the driver's list; 0 when neither says (no GPU, or unknown). Read
  * without CUDA, which this tool does not load. */
@@ -225,6 +249,7 @@ static int mps_percentage(int rank, int n, int gpus) {
 static pid_t spawn(int rank, int n, int port, int bport, char **argv, rank_t *rk) {
     int out[2], err[2];
     pid_t parent = getpid();
+    sigset_t stop_sigs, old;
     if (pipe2(out, O_CLOEXEC) != 0)
         return -1;
     if (pipe2(err, O_CLOEXEC) != 0) {
@@ -232,12 +257,21 @@ static pid_t spawn(int rank, int n, int port, int bport, char **argv, rank_t *rk
         close(out[1]);
         return -1;
     }
+    /* Until the child has dropped our handler, a signal sent to it would run
+     * that handler there and reach our signal pipe as if sent to us. */
+    sigemptyset(&stop_sigs);
+    sigaddset(&stop_sigs, SIGINT);
+    sigaddset(&stop_sigs, SIGTERM);
+    sigprocmask(SIG_BLOCK, &stop_sigs, &old);
     pid_t pid = fork();
     if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
         close(out[0]); close(out[1]); close(err[0]); close(err[1]);
         return -1;
     }
     if (pid == 0) {
+        close(g_sig_pipe[0]);
+        close(g_sig_pipe[1]);
         /* Own process group, so a stop reaches the rank's children too. */
         setpgid(0, 0);
         /* If symmrun itself is killed (SIGKILL cannot be forwarded), the
@@ -266,26 +300,19 @@ static pid_t spawn(int rank, int n, int port, int bport, char **argv, rank_t *rk
             }
         }
         char v[32];
-        snprintf(v, sizeof v, "%d", rank);
-        setenv("RANK", v, 1);
-        setenv("LOCAL_RANK", v, 1);
-        snprintf(v, sizeof v, "%d", n);
-        setenv("WORLD_SIZE", v, 1);
-        setenv("LOCAL_WORLD_SIZE", v, 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1);
-        snprintf(v, sizeof v, "%d", port);
-        setenv("MASTER_PORT", v, 1);
-        snprintf(v, sizeof v, "%d", bport);
-        setenv("SYMM_BOOTSTRAP_PORT", v, 1);
+        symm__launch_env_set(rank, n, port, bport);
         int pct = mps_percentage(rank, n, visible_gpus());
         if (pct > 0) {
             snprintf(v, sizeof v, "%d", pct);
             setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", v, 1);
         }
         execvp(argv[0], argv);
-        fprintf(stderr, "symmrun: cannot run '%s': %s\n", argv[0], strerror(errno));
-        _exit(127);
+        int e = errno;
+        fprintf(stderr, "symmrun: cannot run '%s': %s\n", argv[0], strerror(e));
+        /* the shells' codes: found but not executable 126, not found 127 */
+        _exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
     }
+    sigprocmask(SIG_SETMASK, &old, NULL);
     setpgid(pid, pid); /* also here: no race with the signals we may send */
     close(out[1]);
     close(err[1]);
@@ -374,6 +401,30 @@ int main(int argc, char **argv) {
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
 
+    /* The job secret, inherited by every rank (their environment is
+     * readable by this user only). */
+    const char *given = getenv("SYMM_BOOTSTRAP_SECRET");
+    if (!given || !*given) {
+        unsigned char r[32];
+        char hex[2 * sizeof r + 1];
+        size_t got = 0;
+        while (got < sizeof r) {
+            ssize_t k = getrandom(r + got, sizeof r - got, 0);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0) {
+                fprintf(stderr, "symmrun: no random bytes for the job secret: %s\n", strerror(errno));
+                return 1;
+            }
+            got += (size_t)k;
+        }
+        for (size_t k = 0; k < sizeof r; k++)
+            snprintf(hex + 2 * k, 3, "%02x", r[k]);
+        setenv("SYMM_BOOTSTRAP_SECRET", hex, 1);
+        memset(r, 0, sizeof r);
+        memset(hex, 0, sizeof hex);
+    }
+
     int keep1 = -1, keep2 = -1;
     int port = free_port(&keep1), bport = free_port(&keep2);
     if (keep1 >= 0)
@@ -428,6 +479,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     double drain_until = 0; /* after the last rank exits, read leftovers this long */
+    char sigbuf[32];
     for (;;) {
         /* Reap. */
         int status;
@@ -442,12 +494,27 @@ int main(int argc, char **argv) {
                             : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                                                   : 1;
             int code = ranks[r].code;
+            /* what the rank wrote before it ended comes before our line about
+             * it, an unfinished last line too (a child of the rank may hold
+             * the pipe, so its end may not come now) */
+            for (int j = 0; j < 2; j++)
+                if (ranks[r].s[j].fd >= 0) {
+                    pump(r, &ranks[r].s[j]);
+                    if (ranks[r].s[j].len) {
+                        emit(r, ranks[r].s[j].out, ranks[r].s[j].buf, ranks[r].s[j].len);
+                        ranks[r].s[j].len = 0;
+                    }
+                }
+            if (WIFSIGNALED(status))
+                snprintf(ranks[r].how, sizeof ranks[r].how, "was killed by %s (exit %d)",
+                         sig_name(WTERMSIG(status), sigbuf, sizeof sigbuf), code);
+            else
+                snprintf(ranks[r].how, sizeof ranks[r].how, "exited with code %d", code);
             if (code != 0 && code != EXIT_SKIP && first_fail_rank < 0) {
                 first_fail = code;
                 first_fail_rank = r;
                 if (!stopping && running > 0) {
-                    fprintf(stderr, "symmrun: rank %d exited with code %d; stopping the other ranks\n", r,
-                            code);
+                    fprintf(stderr, "symmrun: rank %d %s; stopping the other ranks\n", r, ranks[r].how);
                 }
                 if (!stopping) {
                     stopping = 1;
@@ -508,7 +575,8 @@ int main(int argc, char **argv) {
             unsigned char sigs[16];
             ssize_t got = read(g_sig_pipe[0], sigs, sizeof sigs);
             for (ssize_t q = 0; q < got; q++) {
-                fprintf(stderr, "symmrun: got signal %d; forwarding it to the ranks\n", sigs[q]);
+                fprintf(stderr, "symmrun: got %s; forwarding it to the ranks\n",
+                        sig_name(sigs[q], sigbuf, sizeof sigbuf));
                 signal_groups(ranks, n, sigs[q]);
                 if (!stopping) {
                     stopping = 1;
@@ -546,7 +614,8 @@ int main(int argc, char **argv) {
         }
     }
     if (result != 0 && result != EXIT_SKIP && !timed_out && first_fail_rank >= 0)
-        fprintf(stderr, "symmrun: exit %d (first failure: rank %d)\n", result, first_fail_rank);
+        fprintf(stderr, "symmrun: exit %d (first failure: rank %d %s)\n", result, first_fail_rank,
+                ranks[first_fail_rank].how[0] ? ranks[first_fail_rank].how : "could not start");
     free(pfds);
     free(owner);
     free(ranks);

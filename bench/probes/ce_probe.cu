@@ -1,6 +1,6 @@
 // Probe: copy-engine vs SM bandwidth for all-gather style traffic, one process driving all GPUs.
 // Build: nvcc -O2 -arch=sm_90 -o ce_probe bench/probes/ce_probe.cu   (run: ./ce_probe, all GPUs of the node, up to 4)
-// Results: bench/results/2026-11-21-h200-4gpu-ce-probe.md
+// Results: bench/results/latest/copy-engine-probe.md
 #include <cstdio>
 #include <cstdlib>
 #include <vector>

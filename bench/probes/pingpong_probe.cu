@@ -1,6 +1,6 @@
 // Probe: one-way latency of a flag ping-pong between GPU 0 and GPU 1, one process, by flag memory
-// and by the load/store flavour, to find why symm-bench's raw ping-pong (0.775 us one way on 4x
-// H200, bench/results/2026-11-21-h200-4gpu-rma-s3.md) is slower than the 0.58 us DESIGN.md records.
+// and by the load/store flavour: what symm-bench's raw ping-pong depends on besides symm
+// (results: bench/results/latest/latency-probe.md).
 // Tables: GPUs 0-1 by flag memory (cudaMalloc, VMM) and load/store flavour; GPUs 0-1 by flag
 // offset inside one allocation; every GPU pair, push and pull; the first table again at the end.
 // Build: nvcc -O2 -arch=sm_90 -o pingpong_probe bench/probes/pingpong_probe.cu -lcuda

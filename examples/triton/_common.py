@@ -105,6 +105,52 @@ class PreparedPerInput:
         self.get(inp)()
 
 
+class TiledPush:
+    """A persistent-grid kernel that moves `numel` elements per block in tiles
+    of BLOCK (about one program per SM, each looping over tiles i, i+P...)
+    into a symmetric output of `out_numel` elements, with per-program
+    counters in the heap and a per-program call count on the GPU; launched
+    through a prepared launch per input tensor. The shape of all_gather,
+    all_to_all and ring_shift, whose kernels take (ctx, out, inp, numel,
+    *counters, gen, VEC=, BLOCK=)."""
+    NUM_WARPS = 8
+    BLOCK = 2 * NUM_WARPS * 32 * 8              # 2 x 16 B of bf16 per thread
+
+    def __init__(self, env, kernel, numel, out_numel, ncounters=2, dtype=torch.bfloat16):
+        self.env, self.numel = env, numel
+        self.grid = (max(1, min(triton.cdiv(numel, self.BLOCK), num_sms(env.device))),)
+        self.vec = vec_ok(numel)
+        self.out = symm.zeros((out_numel,), dtype)
+        self.counters = [symm.zeros((self.grid[0],), torch.int64) for _ in range(ncounters)]
+        self.gen = torch.zeros((self.grid[0],), dtype=torch.int64, device=env.device)
+        self._launch = PreparedPerInput(
+            lambda inp: st.prepare(kernel, self.grid, env.ctx, self.out, inp, numel, *self.counters,
+                                   self.gen, VEC=self.vec, BLOCK=self.BLOCK, num_warps=self.NUM_WARPS))
+        symm.barrier()
+
+    def __call__(self, inp):
+        self._launch(inp)
+        return self.out
+
+    def close(self):
+        torch.cuda.synchronize()
+        symm.barrier()
+        for t in self.counters + [self.out]:
+            symm.free_tensor(t)
+
+
+def bench_symm_c(collective, inp, out_shape, iters=50):
+    """Time symm's CUDA C stream collective `collective(out, inp)` on
+    symmetric copies of the buffers (its fast path), for comparison."""
+    c_in, c_out = symm.tensor(inp.shape, inp.dtype), symm.tensor(out_shape, inp.dtype)
+    c_in.copy_(inp)
+    t = bench(lambda: collective(c_out, c_in), iters)
+    torch.cuda.synchronize()
+    symm.free_tensor(c_out)
+    symm.free_tensor(c_in)
+    return t
+
+
 class Env:
     def __init__(self):
         self.rank = symm.my_pe()

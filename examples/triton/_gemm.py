@@ -16,12 +16,12 @@ import triton
 import triton.language as tl
 
 # ag_gemm: 4 stages, the winner of tune_gemm.py on one H200
-# (bench/results/2026-11-21-h200-tune-gemm.md). gemm_rs (its own band, with the
-# reduction in the epilogue): 3 stages, although 4 won the plain GEMM there: the
-# earlier fused kernel (epilogue reduction and remote stores) ran 714.8 us
-# (graph) with 3 stages and 756.2 us with 4 on 4 H200s
-# (bench/results/2026-11-21-h200-4gpu-triton-examples*.md); gemm_rs.py --stages
-# overrides it. gemm_rs_partial: the other PEs' partial bands when gemm_rs.py
+# (bench/results/latest/tune-gemm.md). gemm_rs (its own band, with the
+# reduction in the epilogue): 3 stages, although 4 won the plain GEMM there:
+# with the epilogue's reduction and remote stores 3 stages ran 714.8 us
+# (graph) and 4 ran 756.2 us on 4 H200s
+# (bench/results/archive/2026-11-21-h200-4gpu-triton-examples.md); gemm_rs.py
+# --stages overrides it. gemm_rs_partial: the other PEs' partial bands when gemm_rs.py
 # runs them in Triton (--partial triton): a plain GEMM, so the plain winner.
 GEMM_CONFIG = {
     "ag_gemm": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=4),

@@ -24,10 +24,10 @@ through events, which capture records as graph edges.
 A_full and the flags are double-buffered by call parity: a peer's push for call
 e+2 can only start after this PE finished the GEMM of call e (it waited for
 that peer's call-e+1 push, which starts after the peer's call-e GEMM).
-PEs sharing one GPU: a copy between two PEs' memory on the same GPU runs on its
-SMs, not on the copy engines, so it could wait behind waiting GEMM tiles that
-hold those SMs; there the GEMM starts after this PE's pushes (no overlap, the
-same results).
+PEs sharing one GPU: their kernels run side by side only as far as the SMs
+allow, so a peer's push could wait behind waiting GEMM tiles that hold those
+SMs; there every PE's pushes land (join, then a stream barrier) before any GEMM
+starts (no overlap, the same results).
 
     torchrun --nproc-per-node 4 examples/triton/ag_gemm.py --M 8192 --K 8192 --N 8192
 
@@ -100,9 +100,11 @@ class AGGemm:
                     self.peer_a[q][par, rows][r].copy_(a[r])
                     self.peer_flags[q][par, f:f + 1].copy_(self.epoch_dev)
         if env.shared:
-            # PEs on one GPU: copies between them run on its SMs, not the copy
-            # engines, and could wait behind the waiting tiles of this kernel
+            # PEs on one GPU run side by side only as far as SMs allow: every
+            # PE's pushes land before any GEMM starts, so its tiles never spin
+            # on SMs a peer's push needs
             main.wait_stream(self.side)
+            symm.barrier_on_stream()
         grid = ((self.m // self.cx["BM"]) * triton.cdiv(self.n, self.cx["BN"]),)
         st.launch(ag_gemm_kernel, grid, env.ctx, a, self.a_full[par], b, c, self.flags[par],
                   self.epoch_dev, self.m, self.n, self.k, self.m_loc, self.chunk_m, self.chunks,

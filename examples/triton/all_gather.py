@@ -52,34 +52,11 @@ def all_gather_kernel(ctx, out, shard, n, entry, arrived, gen,
     C.end_epoch(gen + pid, epoch)
 
 
-class AllGather:
-    NUM_WARPS = 8
-    BLOCK = 2 * NUM_WARPS * 32 * 8              # 2 x 16 B of bf16 per thread
+class AllGather(C.TiledPush):
+    """op(shard) -> the gathered output (symmetric), counters (entry, arrived)."""
 
     def __init__(self, env, numel, dtype=torch.bfloat16):
-        self.env, self.numel = env, numel
-        self.grid = (max(1, min(triton.cdiv(numel, self.BLOCK), C.num_sms(env.device))),)
-        self.vec = C.vec_ok(numel)
-        self.out = symm.zeros((env.world * numel,), dtype)
-        self.arrived = symm.zeros((self.grid[0],), torch.int64)
-        self.entry = symm.zeros((self.grid[0],), torch.int64)
-        self.gen = torch.zeros((self.grid[0],), dtype=torch.int64, device=env.device)
-        self._launch = C.PreparedPerInput(
-            lambda shard: st.prepare(all_gather_kernel, self.grid, env.ctx, self.out, shard, numel,
-                                     self.entry, self.arrived, self.gen, VEC=self.vec,
-                                     BLOCK=self.BLOCK, num_warps=self.NUM_WARPS))
-        symm.barrier()
-
-    def __call__(self, shard):
-        self._launch(shard)
-        return self.out
-
-    def close(self):
-        torch.cuda.synchronize()
-        symm.barrier()
-        symm.free_tensor(self.entry)
-        symm.free_tensor(self.arrived)
-        symm.free_tensor(self.out)
+        super().__init__(env, all_gather_kernel, numel, env.world * numel, dtype=dtype)
 
 
 def run(numel=4 * 1024 * 1024 + 5, iters=50, bench=True, checks=3):
@@ -100,13 +77,7 @@ def run(numel=4 * 1024 * 1024 + 5, iters=50, bench=True, checks=3):
 
         t_symm = C.bench(lambda: op(shard), iters)
         t_ref = C.bench_ref(lambda: C.REF.all_gather_into_tensor(ref, shard), iters)
-        # symm's CUDA C stream collective on symmetric buffers, for comparison
-        c_in, c_out = symm.tensor(shard.shape, shard.dtype), symm.tensor(ref.shape, ref.dtype)
-        c_in.copy_(shard)
-        t_c = C.bench(lambda: symm.all_gather(c_out, c_in), iters)
-        torch.cuda.synchronize()
-        symm.free_tensor(c_out)
-        symm.free_tensor(c_in)
+        t_c = C.bench_symm_c(symm.all_gather, shard, ref.shape, iters)
     op.close()
     C.report(env, "all_gather", "%d iterations, %d bf16 elements per PE, equal to NCCL's"
              % (checks, numel), ok,

@@ -50,34 +50,12 @@ def all_to_all_kernel(ctx, out, inp, n, entry, arrived, gen,
     C.end_epoch(gen + pid, epoch)
 
 
-class AllToAll:
-    NUM_WARPS = 8
-    BLOCK = 2 * NUM_WARPS * 32 * 8              # 2 x 16 B of bf16 per thread
+class AllToAll(C.TiledPush):
+    """op(inp) -> the exchanged blocks (symmetric); numel is elements per
+    block; counters (entry, arrived)."""
 
     def __init__(self, env, numel, dtype=torch.bfloat16):
-        self.env, self.numel = env, numel          # elements per block
-        self.grid = (max(1, min(triton.cdiv(numel, self.BLOCK), C.num_sms(env.device))),)
-        self.vec = C.vec_ok(numel)
-        self.out = symm.zeros((env.world * numel,), dtype)
-        self.arrived = symm.zeros((self.grid[0],), torch.int64)
-        self.entry = symm.zeros((self.grid[0],), torch.int64)
-        self.gen = torch.zeros((self.grid[0],), dtype=torch.int64, device=env.device)
-        self._launch = C.PreparedPerInput(
-            lambda inp: st.prepare(all_to_all_kernel, self.grid, env.ctx, self.out, inp, numel,
-                                   self.entry, self.arrived, self.gen, VEC=self.vec,
-                                   BLOCK=self.BLOCK, num_warps=self.NUM_WARPS))
-        symm.barrier()
-
-    def __call__(self, inp):
-        self._launch(inp)
-        return self.out
-
-    def close(self):
-        torch.cuda.synchronize()
-        symm.barrier()
-        symm.free_tensor(self.entry)
-        symm.free_tensor(self.arrived)
-        symm.free_tensor(self.out)
+        super().__init__(env, all_to_all_kernel, numel, env.world * numel, dtype=dtype)
 
 
 def run(numel=1024 * 1024 + 7, iters=50, bench=True, checks=3):
@@ -98,13 +76,7 @@ def run(numel=1024 * 1024 + 7, iters=50, bench=True, checks=3):
 
         t_symm = C.bench(lambda: op(inp), iters)
         t_ref = C.bench_ref(lambda: C.REF.all_to_all_single(ref, inp), iters)
-        # symm's CUDA C stream collective on symmetric buffers, for comparison
-        c_in, c_out = symm.tensor(inp.shape, inp.dtype), symm.tensor(inp.shape, inp.dtype)
-        c_in.copy_(inp)
-        t_c = C.bench(lambda: symm.all_to_all(c_out, c_in), iters)
-        torch.cuda.synchronize()
-        symm.free_tensor(c_out)
-        symm.free_tensor(c_in)
+        t_c = C.bench_symm_c(symm.all_to_all, inp, inp.shape, iters)
     op.close()
     C.report(env, "all_to_all", "%d iterations, %d bf16 elements per block, equal to NCCL's"
              % (checks, numel), ok,

@@ -79,10 +79,11 @@ together):
   still could not finish (a bug, a dead peer) stops the kernel after
   SYMM_WAIT_TIMEOUT seconds with a message instead of hanging.
 
-  PEs sharing one GPU: a copy between two PEs' memory on the same GPU runs on
-  its SMs, not on the copy engines, so it could wait behind waiting tiles that
-  hold those SMs; there the own kernel starts after this PE's copies (no
-  overlap of the last chunk, the same results).
+  PEs sharing one GPU: their kernels run side by side only as far as the SMs
+  allow, so a peer's partial GEMM or copy could wait behind waiting tiles that
+  hold those SMs; there every PE's copies land (join, then a stream barrier)
+  before any own kernel starts, whose waits then pass at once (no overlap, the
+  same results).
 
   Ordering of data and flag: the flag copy follows the data copy on the same
   stream (it starts after the data copy completed); the waiting threads
@@ -228,10 +229,12 @@ class GemmRS:
                 dst.copy_(staged)              # into the owner's slot `me`...
                 flag.copy_(self.epoch)         # ...then its flags, after the data
         if self.env.shared:
-            # PEs on one GPU: copies between them run on its SMs, not the copy
-            # engines, and could wait behind the waiting tiles of the own kernel
+            # PEs on one GPU run side by side only as far as SMs allow: every
+            # PE's copies land before any own kernel starts, so its tiles
+            # never spin on SMs a peer's partial GEMM or copy needs
             for side in self.sides:
                 main.wait_stream(side)
+            symm.barrier_on_stream()
         grid = (self.row_tiles * triton.cdiv(self.n, self.cx["BN"]),)
         vec = self.vec and out.data_ptr() % 16 == 0
         st.launch(gemm_rs_kernel, grid, self.env.ctx, a, b, self.recv_par[par], self.flags_par[par],

@@ -26,7 +26,6 @@ import triton
 import triton.language as tl
 
 import _common as C
-import symm
 import symm.triton as st
 
 
@@ -51,34 +50,12 @@ def ring_shift_kernel(ctx, dst, src, n, sig, entry, gen, VEC: tl.constexpr, BLOC
     C.end_epoch(gen + pid, epoch)
 
 
-class RingShift:
-    NUM_WARPS = 8
-    BLOCK = 2 * NUM_WARPS * 32 * 8              # 2 x 16 B of bf16 per thread
+class RingShift(C.TiledPush):
+    """op(src) -> this PE's dst (symmetric), holding the previous PE's src;
+    counters (sig, entry)."""
 
     def __init__(self, env, numel, dtype=torch.bfloat16):
-        self.env, self.numel = env, numel
-        self.grid = (max(1, min(triton.cdiv(numel, self.BLOCK), C.num_sms(env.device))),)
-        self.vec = C.vec_ok(numel)
-        self.dst = symm.zeros((numel,), dtype)
-        self.sig = symm.zeros((self.grid[0],), torch.int64)
-        self.entry = symm.zeros((self.grid[0],), torch.int64)
-        self.gen = torch.zeros((self.grid[0],), dtype=torch.int64, device=env.device)
-        self._launch = C.PreparedPerInput(
-            lambda src: st.prepare(ring_shift_kernel, self.grid, env.ctx, self.dst, src, numel,
-                                   self.sig, self.entry, self.gen, VEC=self.vec,
-                                   BLOCK=self.BLOCK, num_warps=self.NUM_WARPS))
-        symm.barrier()
-
-    def __call__(self, src):
-        self._launch(src)
-        return self.dst
-
-    def close(self):
-        torch.cuda.synchronize()
-        symm.barrier()
-        symm.free_tensor(self.entry)
-        symm.free_tensor(self.sig)
-        symm.free_tensor(self.dst)
+        super().__init__(env, ring_shift_kernel, numel, numel, dtype=dtype)
 
 
 def run(numel=16 * 1024 * 1024 + 3, iters=50, bench=True, checks=3):

@@ -1,6 +1,6 @@
 """Run every Triton example at its benchmark shapes and write the results.
 
-    torchrun --nproc-per-node 4 examples/triton/run_all.py [--out bench/results/triton_examples.md]
+    torchrun --nproc-per-node 4 examples/triton/run_all.py [--out bench/results/archive/<date>-<host>-4gpu-triton-examples.md]
              [--quick] [--only ag_gemm,gemm_rs]
 
 Each example checks its result against torch + NCCL first (host copies over

@@ -265,7 +265,7 @@ void symm_print_env(void *stream);
 /* Non-zero when this process may create a multicast (NVLS) object: only if
  * SYMM_ENABLE_MULTICAST=1 and none of NCCL_NVLS_ENABLE=0,
  * NVSHMEM_DISABLE_NVLS=1, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 is set
- * (DESIGN.md decision 7). Every multimem path checks it. */
+ * (docs/design.md decision 7). Every multimem path checks it. */
 int symm_multicast_allowed(void);
 
 #ifdef __cplusplus

@@ -19,7 +19,7 @@
  * their buffers are symmetric. Pointers need only
  * be aligned to their element type; 16-byte-aligned buffers are fastest.
  *
- * Algorithms (symm_coll_algo_t, device/coll_types.h) are picked by size and
+ * Algorithms (symm_coll_algo_t, symm_coll_types.h) are picked by size and
  * team size; SYMM_COLL_ALGO=packet|oneshot|twoshot|multimem|push overrides the
  * choice (an algorithm that cannot run a given call falls back to one that
  * can, with the same results; multimem always falls back while symm has no
@@ -43,7 +43,7 @@
  * (NULL buffer with count > 0, a count whose byte size overflows, a bad enum,
  * root outside the team, buffers that overlap other than as allowed, a
  * pointer the GPU cannot access); SYMM_ERR_UNSUPPORTED (a dtype/op/accumulator
- * pair outside the list in coll_types.h, or a backend without GPU
+ * pair outside the list in symm_coll_types.h, or a backend without GPU
  * collectives); SYMM_ERR_HEAP_EXHAUSTED (the first call on a team allocates
  * the staging area and the push buffers, 96.5 MiB of symmetric heap);
  * SYMM_ERR_CUDA (a launch or copy
@@ -61,7 +61,7 @@
 
 #include <stddef.h>
 #include "symm/symm.h" /* symm_status_t, symm_team_t, symm_stream_t (guarded both ways) */
-#include "symm/device/coll_types.h"
+#include "symm/symm_coll_types.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -14,7 +14,7 @@
  *   _block  every thread of the block calls it together, with the same
  *           arguments (it contains __syncthreads-like barriers).
  *
- * Memory semantics (OpenSHMEM's, over NVLink load/store; DESIGN.md 5):
+ * Memory semantics (OpenSHMEM's, over NVLink load/store; docs/design.md 5):
  *   put / p       Blocking: on return the source may be reused. Delivery to the
  *                 target is not yet guaranteed visible: use fence (ordering
  *                 between puts to one PE), quiet (all prior puts visible), a
@@ -37,9 +37,10 @@
  *   barrier       Includes quiet: all prior puts of every PE are visible to
  *                 every PE when it returns.
  *
- * No hangs (DESIGN.md 6): every spin-wait checks ctx->timeout_ns (set from
- * SYMM_WAIT_TIMEOUT; a debug build has a default) and the context's abort
- * flag (raised by the host when a peer dies). On expiry it prints
+ * No hangs (docs/design.md 6): every spin-wait checks ctx->timeout_ns (set from
+ * SYMM_WAIT_TIMEOUT: 600 s by default, 60 in a debug build) and the
+ * context's abort flag (raised by the host when a peer dies or reports a
+ * failure). On expiry it prints
  *   symm: PE <pe>: wait timed out after <s> s at <addr>: waiting for
  *   <cmp> <expected>, last seen <value>
  * and traps, which fails the kernel (cudaErrorLaunchFailure on the host).

@@ -6,7 +6,7 @@
  * heap (the same pointer on every PE: `dest` and `src` must be symmetric),
  * and needs no host help: this is what a fused kernel calls, e.g. an
  * all-reduce in a GEMM epilogue. Types, operations and algorithms are the
- * enums of device/coll_types.h, passed as int. Counts are in elements.
+ * enums of symm_coll_types.h, passed as int. Counts are in elements.
  * Every PE of the team must make the same calls, in the same order, with the
  * same counts, types, operations and (grid forms) block counts.
  *
@@ -44,7 +44,7 @@
 /* The device API first (its implementation is what this one builds on);
  * the include guards make either include order work. */
 #include "symm/symm_device.h"
-#include "symm/device/coll_types.h"
+#include "symm/symm_coll_types.h"
 
 #ifdef __cplusplus
 extern "C" {

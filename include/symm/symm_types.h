@@ -84,7 +84,7 @@ enum symm_sem {
 };
 
 /* Which engine a context's device calls go to. The native backend is load/store
- * over NVLink; the others are scale-out engines (DESIGN.md decision 8). */
+ * over NVLink; the others are scale-out engines (docs/design.md decision 8). */
 enum symm_backend_kind {
     SYMM_BACKEND_NATIVE  = 0,
     SYMM_BACKEND_HOST    = 1, /* CPU shared memory: CI and tests without a GPU */
@@ -110,7 +110,7 @@ enum symm_backend_kind {
  * The host fills it (symm_team_ctx) and device functions read it through a
  * pointer; CUDA C users may copy it by value into kernel parameters. There is
  * no other device state: no __constant__ symbol, nothing a module loader must
- * initialise. Peer addresses are arithmetic (DESIGN.md decision 2):
+ * initialise. Peer addresses are arithmetic (docs/design.md decision 2):
  *     peer(p, pe) = p + (pe - my_pe) * stride
  * for team PEs in [ldst_first, ldst_first + ldst_count); the other PEs are
  * reached through the backend's device calls (docs/backends.md). Fields are

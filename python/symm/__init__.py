@@ -15,7 +15,9 @@ calls that take or return tensors, libsymm on the first call that needs it.
     symm.finalize()
 
 Stream collectives on tensors (current torch stream): all_reduce,
-reduce_scatter, all_gather, all_to_all, all_to_allv, broadcast.
+reduce_scatter, all_gather, all_to_all, all_to_allv, broadcast. MoE token
+dispatch and combine: symm.moe (pplx-kernels' AllToAll, and HighThroughput;
+imported on its own, it needs torch).
 
 Errors from C raise SymmError subclasses (symm.MismatchError, ...) carrying
 the C message; bad arguments raise TypeError/ValueError before anything runs.

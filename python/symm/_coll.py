@@ -13,17 +13,20 @@ TypeError/ValueError and nothing is enqueued.
 """
 import ctypes
 
+from . import _consts as C
 from . import _lib, _runtime
 from ._errors import UnsupportedError
 
-# enum symm_dtype / symm_redop / symm_coll_algo (device/coll_types.h)
-_DTYPE_CODES = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3, "int32": 4, "uint32": 5,
-                "int64": 6, "uint64": 7, "float8_e4m3fn": 8, "float8_e5m2": 9, "uint8": 10}
-DTYPE_DEFAULT = -1
-OPS = {"sum": 0, "min": 1, "max": 2, "band": 3, "bor": 4, "bxor": 5}
-ALGOS = {"auto": 0, "packet": 1, "oneshot": 2, "twoshot": 3, "multimem": 4, "push": 5}
+# torch dtype name -> enum symm_dtype (symm_coll_types.h)
+_DTYPE_CODES = {"float32": C.DTYPE_F32, "float16": C.DTYPE_F16, "bfloat16": C.DTYPE_BF16,
+                "float64": C.DTYPE_F64, "int32": C.DTYPE_I32, "uint32": C.DTYPE_U32,
+                "int64": C.DTYPE_I64, "uint64": C.DTYPE_U64, "float8_e4m3fn": C.DTYPE_FP8_E4M3,
+                "float8_e5m2": C.DTYPE_FP8_E5M2, "uint8": C.DTYPE_U8}
+DTYPE_DEFAULT = C.DTYPE_DEFAULT
+OPS = C.names("symm_redop", "SYMM_OP_")
+ALGOS = C.names("symm_coll_algo", "SYMM_COLL_ALGO_")
 _INTEGER = {"int32", "uint32", "int64", "uint64"}
-_ACCS = {None: DTYPE_DEFAULT, "float32": 0, "float16": 1}
+_ACCS = {None: DTYPE_DEFAULT, "float32": C.DTYPE_F32, "float16": C.DTYPE_F16}
 
 
 def _torch():

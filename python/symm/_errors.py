@@ -6,28 +6,33 @@ reason). Arguments that are wrong on the Python side (dtype, shape, device,
 a tensor that is not symmetric) raise TypeError/ValueError before any C call.
 """
 
-# (status, C name, exception class name, base class): must match
-# include/symm/symm_types.h (tests/python/test_package.py checks it).
-STATUSES = [
-    (-1, "SYMM_ERR_INVALID_ARG", "InvalidArgumentError", ValueError),
-    (-2, "SYMM_ERR_NOT_INITIALIZED", "NotInitializedError", None),
-    (-3, "SYMM_ERR_ALREADY_INITIALIZED", "AlreadyInitializedError", None),
-    (-4, "SYMM_ERR_NO_MEMORY", "NoMemoryError", MemoryError),
-    (-5, "SYMM_ERR_HEAP_EXHAUSTED", "HeapExhaustedError", MemoryError),
-    (-6, "SYMM_ERR_MISMATCH", "MismatchError", None),
-    (-7, "SYMM_ERR_INVALID_PE", "InvalidPEError", ValueError),
-    (-8, "SYMM_ERR_NOT_SYMMETRIC", "NotSymmetricError", ValueError),
-    (-9, "SYMM_ERR_INVALID_POINTER", "InvalidPointerError", ValueError),
-    (-10, "SYMM_ERR_BOOTSTRAP", "BootstrapError", None),
-    (-11, "SYMM_ERR_PEER_DIED", "PeerDiedError", None),
-    (-12, "SYMM_ERR_TIMEOUT", "SymmTimeoutError", TimeoutError),
-    (-13, "SYMM_ERR_CUDA", "CudaError", None),
-    (-14, "SYMM_ERR_NO_DEVICE", "NoDeviceError", None),
-    (-15, "SYMM_ERR_NO_PEER_ACCESS", "NoPeerAccessError", None),
-    (-16, "SYMM_ERR_UNSUPPORTED", "UnsupportedError", None),
-    (-17, "SYMM_ERR_ENV", "EnvironmentVariableError", None),
-    (-18, "SYMM_ERR_INTERNAL", "InternalError", None),
+from . import _consts
+
+# (C name, exception class name, extra base class); the codes come from
+# symm._consts (include/symm/symm_types.h); test_package.py checks that every
+# status has a class.
+_CLASSES = [
+    ("SYMM_ERR_INVALID_ARG", "InvalidArgumentError", ValueError),
+    ("SYMM_ERR_NOT_INITIALIZED", "NotInitializedError", None),
+    ("SYMM_ERR_ALREADY_INITIALIZED", "AlreadyInitializedError", None),
+    ("SYMM_ERR_NO_MEMORY", "NoMemoryError", MemoryError),
+    ("SYMM_ERR_HEAP_EXHAUSTED", "HeapExhaustedError", MemoryError),
+    ("SYMM_ERR_MISMATCH", "MismatchError", None),
+    ("SYMM_ERR_INVALID_PE", "InvalidPEError", ValueError),
+    ("SYMM_ERR_NOT_SYMMETRIC", "NotSymmetricError", ValueError),
+    ("SYMM_ERR_INVALID_POINTER", "InvalidPointerError", ValueError),
+    ("SYMM_ERR_BOOTSTRAP", "BootstrapError", None),
+    ("SYMM_ERR_PEER_DIED", "PeerDiedError", None),
+    ("SYMM_ERR_TIMEOUT", "SymmTimeoutError", TimeoutError),
+    ("SYMM_ERR_CUDA", "CudaError", None),
+    ("SYMM_ERR_NO_DEVICE", "NoDeviceError", None),
+    ("SYMM_ERR_NO_PEER_ACCESS", "NoPeerAccessError", None),
+    ("SYMM_ERR_UNSUPPORTED", "UnsupportedError", None),
+    ("SYMM_ERR_ENV", "EnvironmentVariableError", None),
+    ("SYMM_ERR_INTERNAL", "InternalError", None),
 ]
+# (status, C name, exception class name, base class)
+STATUSES = [(_consts.ENUMS["symm_status"][c], c, py, base) for c, py, base in _CLASSES]
 
 
 class SymmError(RuntimeError):

@@ -5,10 +5,11 @@ Nothing here needs a GPU or torch. The library is loaded on first use, not at
 by the first call that needs it, with the places that were searched.
 
 Search order (first hit wins):
-  library   $SYMM_LIBRARY, <package>/lib/libsymm.so (pip install),
+  library   $SYMM_LIBRARY, <package>/lib/libsymm.so.0 (pip install),
             <repo>/build*/src/libsymm.so (a source checkout, newest first)
   bitcode   $SYMM_BITCODE_DIR, <package>/lib, <repo>/build*/bitcode
   headers   <package>/include, <repo>/include
+  programs  <package>/bin (symmrun, symm-info), <repo>/build*/tools
 """
 import ctypes
 import glob
@@ -37,7 +38,8 @@ def _library_candidates():
     env = os.environ.get("SYMM_LIBRARY")
     if env:
         return [env]
-    cands = [os.path.join(_PKG_DIR, "lib", "libsymm.so")]
+    # the wheel's copy carries its SONAME, which symm-info (symm/bin) links against
+    cands = [os.path.join(_PKG_DIR, "lib", "libsymm.so.0")]
     cands += [os.path.join(d, "src", "libsymm.so") for d in _build_dirs()]
     return cands
 
@@ -88,6 +90,17 @@ def bitcode_path(arch=None):
         raise ValueError("symm needs compute capability 8.0 or newer (got %d)" % arch)
     name = "libsymm_device_sm80.bc" if arch < 90 else "libsymm_device_sm90.bc"
     return os.path.join(d, name)
+
+
+def tool_path(name):
+    """Path of the symm program `name` ("symmrun" or "symm-info")."""
+    cands = [os.path.join(_PKG_DIR, "bin", name)] + \
+        [os.path.join(d, "tools", name) for d in _build_dirs()]
+    for c in cands:
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    raise LibraryNotFoundError("%s not found; looked at: %s. Install the package (pip install .) "
+                               "or build symm (cmake --build build)" % (name, ", ".join(cands)))
 
 
 def include_dir():
@@ -158,12 +171,28 @@ PROTOTYPES = {
                                 _c_void_p]),
     "symm_coll_algo_name": (ctypes.c_char_p, [_c_int]),
     "symm_coll_last_algo": (ctypes.c_char_p, []),
+    # MoE dispatch/combine (symm_moe.h); structures travel by address (symm/moe.py)
+    "symm_moe_create": (_c_int, [_c_void_p, _c_void_p, _P(_c_void_p)]),
+    "symm_moe_destroy": (_c_int, [_c_void_p]),
+    "symm_moe_heap_bytes": (_c_size_t, [_c_void_p, _c_int]),
+    "symm_moe_local_experts": (_c_size_t, [_c_void_p]),
+    "symm_moe_first_expert": (_c_size_t, [_c_void_p]),
+    "symm_moe_check": (_c_int, [_c_void_p, _c_void_p]),
+    "symm_moe_dispatch": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_void_p]),
+    "symm_moe_combine": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_void_p]),
+    "symm_moe_ht_layout": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_size_t, _c_void_p, _c_void_p, _c_void_p,
+                                    _c_void_p]),
+    "symm_moe_ht_dispatch": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_void_p]),
+    "symm_moe_ht_recv_buffers": (_c_int, [_c_void_p, _c_void_p]),
+    "symm_moe_ht_combine": (_c_int, [_c_void_p, _c_void_p, _c_int, ctypes.c_int64, _c_size_t, _c_void_p, _c_int,
+                                     ctypes.c_int64, _c_size_t, _c_int, _c_void_p]),
 }
 
 # Calls that newer or optional parts of the C library provide; absent ones are
 # reported when used (see has()).
 OPTIONAL = {"symm_all_reduce_ex", "symm_reduce_scatter_ex", "symm_all_gather", "symm_all_to_all",
             "symm_all_to_allv", "symm_broadcast", "symm_coll_algo_name", "symm_coll_last_algo"}
+OPTIONAL |= {name for name in PROTOTYPES if name.startswith("symm_moe_")}
 
 
 def _declare(lib):

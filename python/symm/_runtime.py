@@ -311,9 +311,30 @@ def _free_key(key):
         raise ValueError("symm.free: %#x is not a live allocation made by symm" % key
                          if key > 0 else "symm.free: not a live allocation made by symm")
     _sync_torch()
+    # The C free first: when it fails (arguments differ between PEs, a peer
+    # died) the allocation is still live and stays registered, so a later
+    # free() or finalize() releases it.
+    _check("symm_free", _c().symm_free(a.ptr or None))
     _invalidate(a)
     del _allocs[key]
-    _check("symm_free", _c().symm_free(a.ptr or None))
+
+
+def _settle(key, err, what):
+    """Collective end of a call that allocated `key` and then did local work
+    that may have failed (err: its exception, or None) on some PEs: if it
+    failed anywhere, every PE frees the allocation (a free on the failing PEs
+    alone would be a collective the others never join) and raises; the
+    failing PE raises its own exception."""
+    flags = host_allgather(b"\x01" if err is not None else b"\x00")
+    bad = [pe for pe, f in enumerate(flags) if f != b"\x00"]
+    if not bad:
+        return
+    _free_key(key)
+    if err is not None:
+        raise err
+    from ._errors import SymmError
+    raise SymmError(what, None, "PE(s) %s failed after allocating; the memory is freed on every PE"
+                    % ", ".join(str(pe) for pe in bad), strerror="failed on another PE")
 
 
 def free(ptr):
@@ -418,12 +439,22 @@ def host_broadcast(data, root=0):
 
 
 def host_allgather(data):
-    """Every PE's bytes, as a list indexed by PE (small data only; equal
-    lengths on every PE)."""
+    """Every PE's bytes, as a list indexed by PE (small data; the lengths may
+    differ between PEs: they are exchanged first)."""
     data = bytes(data)
     n = n_pes()
     if n < 1:
         _check("symm_host_allgather", -2)
+    lens = _allgather_fixed(len(data).to_bytes(8, "little"), n)
+    lens = [int.from_bytes(x, "little") for x in lens]
+    most = max(lens)
+    if most == 0:
+        return [b""] * n
+    padded = _allgather_fixed(data + bytes(most - len(data)), n)
+    return [p[:k] for p, k in zip(padded, lens)]
+
+
+def _allgather_fixed(data, n):
     mine = ctypes.create_string_buffer(data, len(data))
     out = ctypes.create_string_buffer(len(data) * n)
     _check("symm_host_allgather", _c().symm_host_allgather(mine, out, len(data)))

@@ -106,14 +106,15 @@ def tensor(shape, dtype=None, *, zero=False):
     nbytes = numel * _itemsize(torch, dtype)
     key, alloc = _runtime._malloc(nbytes, zero)
     ptr = alloc.ptr
+    t = err = None
     try:
         if nbytes == 0:
             t = torch.empty(dims, dtype=dtype, device=dev)
         else:
             t = _wrap(torch, ptr, nbytes, dev, dtype, dims)
-    except BaseException:
-        _runtime._free_key(key)
-        raise
+    except BaseException as e:  # noqa: BLE001 - settled on every PE, then re-raised
+        err = e
+    _runtime._settle(key, err, "symm.tensor")
     _keys[id(t)] = key
     weakref.finalize(t, _keys.pop, id(t), None)
     alloc.invalidators.append(lambda r=weakref.ref(t): _empty_out(r))
@@ -183,7 +184,7 @@ def get_multicast_tensor(t):
     """The multicast (NVLS) view of the symmetric tensor t: stores reach every
     PE's copy, multimem reductions read them all.
 
-    Multicast is opt-in (DESIGN.md decision 7): this raises UnsupportedError
+    Multicast is opt-in (docs/design.md decision 7): this raises UnsupportedError
     unless symm.multicast_allowed() and the C library provides a multicast
     address for the allocation. It never creates a multicast object itself.
     Every symm collective has a unicast path, so this is an optimisation only.

@@ -136,23 +136,30 @@ def main(argv=None):
     args = ap.parse_args(argv)
     funcs = read_functions(args.cc, args.include)
     files = {"_signatures.py": render_signatures(funcs), "_api.py": render_api(funcs)}
+    if not write_or_check(OUT_DIR, files, args.check, "python/tools/gen_triton_api.py"):
+        return 1
+    print("%d device functions" % len(funcs))
+    return 0
+
+
+def write_or_check(out_dir, files, check, tool):
+    """Write {file name: text} into out_dir (only what changed), or with
+    check say which are stale; False when some are."""
     stale = []
     for fname, text in files.items():
-        path = os.path.join(OUT_DIR, fname)
+        path = os.path.join(out_dir, fname)
         old = open(path).read() if os.path.exists(path) else None
         if old == text:
             continue
-        if args.check:
+        if check:
             stale.append(fname)
         else:
             with open(path, "w") as f:
                 f.write(text)
             print("wrote", path)
     if stale:
-        print("stale: %s; run python3 python/tools/gen_triton_api.py" % ", ".join(stale))
-        return 1
-    print("%d device functions" % len(funcs))
-    return 0
+        print("stale: %s; run python3 %s" % (", ".join(stale), tool))
+    return not stale
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@
  * few device-memory helpers. A new backend fills one symm__backend_ops_t and
  * adds itself to symm__backend_find (registry.c).
  *
- * Layout (DESIGN.md decision 2): one reservation per process; node PE i's
+ * Layout (docs/design.md decision 2): one reservation per process; node PE i's
  * heap lives at slot0 + i * stride, so a peer address is arithmetic.
  */
 #ifndef SYMM_BACKEND_H
@@ -61,12 +61,13 @@ struct symm__backend_ops {
     void (*close)(symm__backend_t *be);
 
     /* Reserve `size` bytes of address space, at `hint` when it is non-zero
-     * and free (else anywhere, *addr then says where). Local. */
-    symm_status_t (*reserve)(symm__backend_t *be, size_t size, uintptr_t hint, uintptr_t *addr);
+     * and free (else anywhere aligned to `align`, a power of two at least the
+     * granularity; *addr then says where). Local. */
+    symm_status_t (*reserve)(symm__backend_t *be, size_t size, uintptr_t hint, size_t align, uintptr_t *addr);
     void (*unreserve)(symm__backend_t *be, uintptr_t addr, size_t size);
 
     /* Create this PE's piece of a new chunk (`size` bytes of memory) and a
-     * file descriptor that shares it. Out of memory is
+     * close-on-exec file descriptor that shares it. Out of memory is
      * SYMM_ERR_HEAP_EXHAUSTED. Local. */
     symm_status_t (*chunk_create)(symm__backend_t *be, size_t size, symm__chunk_t **out);
     int (*chunk_fd)(const symm__chunk_t *c);
@@ -74,7 +75,8 @@ struct symm__backend_ops {
      * memory, fds[me] unused) at addrs[i] and make it readable and writable
      * here, for i in [0, n).
      * Local; on failure the pieces mapped so far stay recorded in the chunk,
-     * for chunk_destroy. The caller keeps ownership of fds. */
+     * for chunk_destroy. The caller keeps ownership of fds. On success the
+     * chunk's own descriptor (chunk_fd) is closed: the exchange is over. */
     symm_status_t (*chunk_map)(symm__backend_t *be, symm__chunk_t *c, const uintptr_t *addrs,
                                const int *fds, int n, int me);
     /* Unmap every mapped piece (the address space stays reserved), release
@@ -97,6 +99,10 @@ struct symm__backend_ops {
     symm_status_t (*memcpy_sync)(symm__backend_t *be, void *dst, const void *src, size_t size);
     /* Wait for all of this PE's device work. */
     symm_status_t (*synchronize)(symm__backend_t *be);
+    /* Has this PE's device failed for good (a sticky CUDA error: a kernel
+     * trapped or faulted)? Non-zero with a reason; never blocks; called from
+     * the bootstrap's watcher thread. NULL: a backend that cannot fail so. */
+    int (*health)(symm__backend_t *be, char *why, size_t size);
 
     /* A barrier over the team of `h_ctx` ordered on `stream` (see
      * symm_team_barrier_on_stream); d_ctx is the same context as kernels see it. */
@@ -118,9 +124,6 @@ int symm__parse_deny_peer(const char *text, int *i, int *j);
 /* Host-side barrier over a team's barrier words in CPU-visible shared memory
  * (host backend). Honours ctx->timeout_ns and the abort flag. */
 symm_status_t symm__host_team_barrier(const symm_ctx_t *ctx);
-
-/* Launch the stream barrier kernel (src/runtime/stream_barrier.cu). */
-symm_status_t symm__launch_stream_barrier(const symm_ctx_t *d_ctx, symm_stream_t stream);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /*
- * bootstrap.c - forming the job (a star around rank 0) and the collectives
- * over it.
+ * bootstrap.c - the bootstrap object and the collectives over the star
+ * around rank 0 (join.c forms the job).
  *
  * Every rank opens two connections to the root: "main" carries collectives,
  * "live" carries heartbeats (liveness.c). A collective is a gather at the
@@ -12,7 +12,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +23,6 @@
 #include "core/env.h"
 #include "core/log.h"
 
-/* How long the root waits for a newly accepted connection's HELLO. */
-#define SYMM__HELLO_WAIT_S 5.0
-
 static const char *op_name(uint32_t op) {
     switch (op) {
     case SYMM__OP_ALLGATHER: return "allgather";
@@ -36,8 +32,6 @@ static const char *op_name(uint32_t op) {
     }
 }
 
-static double deadline_from(double seconds) { return seconds > 0 ? symm__now() + seconds : 0; }
-
 static void close_fd(int *fd) {
     if (*fd >= 0) {
         close(*fd);
@@ -45,13 +39,12 @@ static void close_fd(int *fd) {
     }
 }
 
-static symm__bootstrap_t *bs_alloc(int rank, int nranks, uint64_t nonce) {
+symm__bootstrap_t *symm__bs_alloc(int rank, int nranks) {
     symm__bootstrap_t *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
     b->rank = rank;
     b->nranks = nranks;
-    b->nonce = nonce;
     b->main_fd = b->live_fd = -1;
     b->wake_pipe[0] = b->wake_pipe[1] = -1;
     atomic_init(&b->dead_pe, -1);
@@ -81,7 +74,7 @@ static symm__bootstrap_t *bs_alloc(int rank, int nranks, uint64_t nonce) {
     return b;
 }
 
-static void bs_free(symm__bootstrap_t *b) {
+void symm__bs_free(symm__bootstrap_t *b) {
     close_fd(&b->main_fd);
     close_fd(&b->live_fd);
     if (b->peer_main)
@@ -96,256 +89,6 @@ static void bs_free(symm__bootstrap_t *b) {
     free(b);
 }
 
-/* Send a REJECT with `msg` (best effort: the peer may be gone). */
-static void send_reject(int fd, symm_status_t status, const char *msg) {
-    symm__bs_hdr_t h = {SYMM__BS_MAGIC, SYMM__OP_REJECT, 0, strlen(msg) + 1, -1, status};
-    double d = symm__now() + 1.0;
-    if (symm__send_all(NULL, fd, &h, sizeof h, d) == SYMM__IO_OK)
-        (void)symm__send_all(NULL, fd, msg, h.nbytes, d);
-}
-
-/* Root: the job cannot form. Tell every rank that already connected, and
- * those whose connections wait in the listen queue, why. */
-static symm_status_t root_fail(symm__bootstrap_t *b, int listen_fd, int extra_fd, symm_status_t status,
-                               const char *msg) {
-    for (int r = 1; r < b->nranks; r++)
-        if (b->peer_main[r] >= 0)
-            send_reject(b->peer_main[r], status, msg);
-    if (extra_fd >= 0)
-        send_reject(extra_fd, status, msg);
-    for (int fd; (fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
-        send_reject(fd, status, msg);
-        close(fd);
-    }
-    return symm__error(status, "%s", msg);
-}
-
-static void missing_ranks(const symm__bootstrap_t *b, char *out, size_t size) {
-    size_t len = 0;
-    int shown = 0;
-    out[0] = '\0';
-    for (int r = 1; r < b->nranks && len + 16 < size; r++)
-        if (b->peer_main[r] < 0 || b->peer_live[r] < 0) {
-            if (shown == 16) {
-                len += (size_t)snprintf(out + len, size - len, ", ...");
-                break;
-            }
-            len += (size_t)snprintf(out + len, size - len, "%s%d", shown ? ", " : "", r);
-            shown++;
-        }
-}
-
-/* Root: accept until every other rank has both connections, then WELCOME. */
-static symm_status_t root_accept(symm__bootstrap_t *b, int listen_fd, double deadline) {
-    char msg[512];
-    int want = 2 * (b->nranks - 1), have = 0;
-    while (have < want) {
-        enum symm__io io = symm__wait_fd(NULL, listen_fd, POLLIN, deadline);
-        if (io == SYMM__IO_TIMEOUT) {
-            char miss[256];
-            missing_ranks(b, miss, sizeof miss);
-            snprintf(msg, sizeof msg,
-                     "bootstrap: timed out after SYMM_BOOTSTRAP_TIMEOUT=%g s waiting for PE(s) %s "
-                     "(of %d) to join",
-                     symm__env()->bootstrap_timeout, miss, b->nranks);
-            return root_fail(b, listen_fd, -1, SYMM_ERR_TIMEOUT, msg);
-        }
-        if (io != SYMM__IO_OK) {
-            snprintf(msg, sizeof msg, "bootstrap: poll on the root socket: %s", strerror(errno));
-            return root_fail(b, listen_fd, -1, SYMM_ERR_BOOTSTRAP, msg);
-        }
-        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
-                continue;
-            snprintf(msg, sizeof msg, "bootstrap: accept: %s", strerror(errno));
-            return root_fail(b, listen_fd, -1, SYMM_ERR_BOOTSTRAP, msg);
-        }
-        symm__tcp_tune(fd);
-        symm__bs_hdr_t h;
-        symm__bs_hello_t hello;
-        double hd = symm__now() + SYMM__HELLO_WAIT_S;
-        if (deadline > 0 && deadline < hd)
-            hd = deadline;
-        if (symm__recv_all(NULL, fd, &h, sizeof h, hd) != SYMM__IO_OK || h.magic != SYMM__BS_MAGIC ||
-            h.op != SYMM__OP_HELLO || h.nbytes != sizeof hello ||
-            symm__recv_all(NULL, fd, &hello, sizeof hello, hd) != SYMM__IO_OK) {
-            /* Not one of ours (a port scanner, a stale process): ignore it. */
-            SYMM_LOG_WARN("bootstrap: ignoring a connection that did not introduce itself");
-            close(fd);
-            continue;
-        }
-        if (hello.version != SYMM__BS_VERSION || hello.nonce != b->nonce) {
-            /* A PE of another job (or another symm version) found our port. */
-            SYMM_LOG_WARN("bootstrap: turning away PE %d of another job (version %u, nonce %llx)",
-                          hello.rank, hello.version, (unsigned long long)hello.nonce);
-            send_reject(fd, SYMM_ERR_BOOTSTRAP,
-                        "bootstrap: the root at this address belongs to another job "
-                        "(different unique id / port)");
-            close(fd);
-            continue;
-        }
-        if (hello.nranks != b->nranks) {
-            snprintf(msg, sizeof msg,
-                     "bootstrap: PE %d was started with %d PEs but the root (PE 0) with %d: every "
-                     "PE must be given the same number of PEs",
-                     hello.rank, hello.nranks, b->nranks);
-            symm_status_t s = root_fail(b, listen_fd, fd, SYMM_ERR_BOOTSTRAP, msg);
-            close(fd);
-            return s;
-        }
-        if (hello.rank <= 0 || hello.rank >= b->nranks ||
-            (hello.kind != SYMM__CONN_MAIN && hello.kind != SYMM__CONN_LIVE)) {
-            snprintf(msg, sizeof msg,
-                     "bootstrap: a peer claims rank %d, %s (valid ranks 1..%d join the root)",
-                     hello.rank, hello.rank == 0 ? "which is the root's" : "out of range",
-                     b->nranks - 1);
-            symm_status_t s = root_fail(b, listen_fd, fd, SYMM_ERR_BOOTSTRAP, msg);
-            close(fd);
-            return s;
-        }
-        int *slot = hello.kind == SYMM__CONN_MAIN ? &b->peer_main[hello.rank] : &b->peer_live[hello.rank];
-        if (*slot >= 0) {
-            snprintf(msg, sizeof msg,
-                     "bootstrap: two processes claim rank %d (duplicate rank: check RANK / the "
-                     "rank passed to symm_init_with_uid)",
-                     hello.rank);
-            symm_status_t s = root_fail(b, listen_fd, fd, SYMM_ERR_BOOTSTRAP, msg);
-            close(fd);
-            return s;
-        }
-        *slot = fd;
-        have++;
-    }
-    /* Everyone is here: send the job id. */
-    for (int r = 1; r < b->nranks; r++) {
-        symm__bs_hdr_t h = {SYMM__BS_MAGIC, SYMM__OP_WELCOME, 0, sizeof b->job_id, -1, 0};
-        if (symm__send_all(NULL, b->peer_main[r], &h, sizeof h, deadline) != SYMM__IO_OK ||
-            symm__send_all(NULL, b->peer_main[r], &b->job_id, sizeof b->job_id, deadline) !=
-                SYMM__IO_OK) {
-            snprintf(msg, sizeof msg, "bootstrap: PE %d left while the job was forming", r);
-            return root_fail(b, listen_fd, -1, SYMM_ERR_BOOTSTRAP, msg);
-        }
-    }
-    return SYMM_SUCCESS;
-}
-
-static symm_status_t send_hello(symm__bootstrap_t *b, int fd, uint32_t kind, double deadline) {
-    symm__bs_hello_t hello = {SYMM__BS_VERSION, kind, b->nonce, b->rank, b->nranks};
-    symm__bs_hdr_t h = {SYMM__BS_MAGIC, SYMM__OP_HELLO, 0, sizeof hello, -1, 0};
-    if (symm__send_all(NULL, fd, &h, sizeof h, deadline) != SYMM__IO_OK ||
-        symm__send_all(NULL, fd, &hello, sizeof hello, deadline) != SYMM__IO_OK)
-        return symm__error(SYMM_ERR_BOOTSTRAP, "bootstrap: PE %d could not introduce itself to the root",
-                           b->rank);
-    return SYMM_SUCCESS;
-}
-
-/* Non-root: read the root's verdict on the main connection: WELCOME (the
- * job id) or REJECT (the reason). */
-static symm_status_t read_verdict(symm__bootstrap_t *b, double deadline, symm_status_t fallback) {
-    symm__bs_hdr_t h;
-    enum symm__io io = symm__recv_all(NULL, b->main_fd, &h, sizeof h, deadline);
-    if (io == SYMM__IO_TIMEOUT && fallback)
-        return fallback;
-    if (io == SYMM__IO_TIMEOUT)
-        return symm__error(SYMM_ERR_TIMEOUT,
-                           "bootstrap: PE %d reached the root but the job did not form within "
-                           "SYMM_BOOTSTRAP_TIMEOUT=%g s (other PEs missing?)",
-                           b->rank, symm__env()->bootstrap_timeout);
-    if (io != SYMM__IO_OK || h.magic != SYMM__BS_MAGIC)
-        return fallback ? fallback
-                        : symm__error(SYMM_ERR_BOOTSTRAP,
-                                      "bootstrap: the root closed the connection before the job formed "
-                                      "(see PE 0's error)");
-    if (h.op == SYMM__OP_REJECT) {
-        char text[512] = "";
-        size_t n = h.nbytes < sizeof text ? (size_t)h.nbytes : sizeof text - 1;
-        if (symm__recv_all(NULL, b->main_fd, text, n, symm__now() + 1.0) != SYMM__IO_OK)
-            snprintf(text, sizeof text, "(no reason given)");
-        text[sizeof text - 1] = '\0';
-        return symm__error(h.status ? h.status : SYMM_ERR_BOOTSTRAP, "root refused PE %d: %s", b->rank,
-                           text);
-    }
-    if (h.op != SYMM__OP_WELCOME || h.nbytes != sizeof b->job_id ||
-        symm__recv_all(NULL, b->main_fd, &b->job_id, sizeof b->job_id, deadline) != SYMM__IO_OK)
-        return fallback ? fallback
-                        : symm__error(SYMM_ERR_BOOTSTRAP, "bootstrap: protocol error while joining (op %u)",
-                                      h.op);
-    /* A WELCOME after a failure here cannot happen (the root needs both
-     * connections first); report the failure. */
-    return fallback;
-}
-
-/* Non-root: connect both channels and wait for WELCOME (or REJECT). */
-static symm_status_t rank_join(symm__bootstrap_t *b, const char *addr, int port, double deadline) {
-    symm_status_t s = symm__tcp_connect(addr, port, deadline, -1, &b->main_fd);
-    if (s)
-        return s;
-    if ((s = send_hello(b, b->main_fd, SYMM__CONN_MAIN, deadline)) ||
-        (s = symm__tcp_connect(addr, port, deadline, b->main_fd, &b->live_fd)) ||
-        (s = send_hello(b, b->live_fd, SYMM__CONN_LIVE, deadline))) {
-        /* The root may have turned us away meanwhile: its reason beats ours. */
-        double d = symm__now() + 1.0;
-        return read_verdict(b, deadline > 0 && deadline < d ? deadline : d, s);
-    }
-    return read_verdict(b, deadline, SYMM_SUCCESS);
-}
-
-symm_status_t symm__bootstrap_connect(int rank, int nranks, uint64_t nonce, int listen_fd,
-                                      const char *addr, int port, symm__bootstrap_t **out) {
-    symm_status_t s;
-    symm__bootstrap_t *b = bs_alloc(rank, nranks, nonce);
-    if (!b) {
-        if (listen_fd >= 0)
-            close(listen_fd);
-        return symm__error(SYMM_ERR_NO_MEMORY, "bootstrap: out of memory");
-    }
-    double deadline = deadline_from(symm__env()->bootstrap_timeout);
-    if (rank == 0) {
-        b->job_id = symm__random64();
-        s = nranks > 1 ? root_accept(b, listen_fd, deadline) : SYMM_SUCCESS;
-        /* Nobody else may join now. */
-        if (listen_fd >= 0)
-            close(listen_fd);
-    } else {
-        s = rank_join(b, addr, port, deadline);
-    }
-    if (s)
-        goto fail;
-    if (nranks > 1 && (s = symm__liveness_start(b)))
-        goto fail;
-    SYMM_LOG_DEBUG("bootstrap: PE %d of %d joined job %016llx", rank, nranks,
-                   (unsigned long long)b->job_id);
-    *out = b;
-    return SYMM_SUCCESS;
-fail:
-    bs_free(b);
-    return s;
-}
-
-symm_status_t symm__bootstrap_init_env(const symm__launch_info_t *info, symm__bootstrap_t **out) {
-    if (!info || !out)
-        return symm__error(SYMM_ERR_INVALID_ARG, "bootstrap: NULL argument");
-    if (info->nranks < 1 || info->rank < 0 || info->rank >= info->nranks)
-        return symm__error(SYMM_ERR_INVALID_ARG, "bootstrap: rank %d of %d is out of range",
-                           info->rank, info->nranks);
-    if (info->nranks > 1 && (info->root_port <= 0 || info->root_port > 65535))
-        return symm__error(SYMM_ERR_INVALID_ARG, "bootstrap: no valid root port (%d)", info->root_port);
-    /* Same job, same port: the nonce keeps two jobs that share a port apart
-     * only by their size; the uid path has a random nonce. */
-    uint64_t key[2] = {(uint64_t)info->root_port, (uint64_t)info->nranks};
-    uint64_t nonce = symm__hash64(key, sizeof key, 0);
-    int listen_fd = -1;
-    if (info->rank == 0 && info->nranks > 1) {
-        int port;
-        symm_status_t s = symm__tcp_listen(htonl(INADDR_ANY), info->root_port, &listen_fd, &port);
-        if (s)
-            return s;
-    }
-    return symm__bootstrap_connect(info->rank, info->nranks, nonce, listen_fd, info->root_addr,
-                                   info->root_port, out);
-}
-
 int symm__bootstrap_rank(const symm__bootstrap_t *b) { return b ? b->rank : -1; }
 int symm__bootstrap_nranks(const symm__bootstrap_t *b) { return b ? b->nranks : -1; }
 
@@ -357,9 +100,23 @@ static int peer_left(symm__bootstrap_t *b, int peer) {
     return peer == 0 ? atomic_load(&b->root_left) : (b->peer_left ? atomic_load(&b->peer_left[peer]) : 0);
 }
 
+/* How long a rank waits for the root's answer beyond SYMM_WAIT_TIMEOUT: the
+ * root, waiting as long for a stuck PE, names it first. */
+#define RANK_GRACE_S 5.0
+
 static symm_status_t io_error(symm__bootstrap_t *b, enum symm__io io, int peer, const char *what) {
     if (io == SYMM__IO_DEAD)
         return symm__bs_check_dead(b, what);
+    if (io == SYMM__IO_TIMEOUT) {
+        /* Alive (its heartbeats come) but not in this collective: out of
+         * the job, so every PE's calls fail naming it instead of waiting. */
+        char why[160];
+        snprintf(why, sizeof why, "did not reach %s #%llu within SYMM_WAIT_TIMEOUT=%g s%s", what,
+                 (unsigned long long)b->seq, symm__env()->wait_timeout,
+                 peer == 0 && b->rank != 0 ? " (+5 s, as the root)" : "; alive, but stuck or not calling it");
+        symm__bs_mark_out(b, peer, SYMM__OUT_STUCK, why);
+        return symm__bs_check_dead(b, what);
+    }
     if (io == SYMM__IO_EOF) {
         /* The watcher reads the liveness channel, which says why the peer
          * went away ("PE k died" relayed just before the root closed, a
@@ -412,19 +169,21 @@ typedef struct coll {
     void *(*gather)(const struct coll *c, int r, size_t n);
     void *ctx;
     const char *what;
+    double deadline; /* SYMM_WAIT_TIMEOUT from the call (0: none) */
 } coll_t;
 
 static symm_status_t rank_collective(symm__bootstrap_t *b, coll_t *c) {
+    const double dl = c->deadline > 0 ? c->deadline + RANK_GRACE_S : 0;
     /* The header carries the size the caller asked for; a local error sends
      * no payload and the root answers everyone with it. */
     symm__bs_hdr_t h = {SYMM__BS_MAGIC, c->me.op, c->me.seq, c->me.nbytes, c->me.root, c->me.status};
-    enum symm__io io = symm__send_all(b, b->main_fd, &h, sizeof h, 0);
+    enum symm__io io = symm__send_all(b, b->main_fd, &h, sizeof h, dl);
     if (io == SYMM__IO_OK && !c->me.status && c->send_n)
-        io = symm__send_all(b, b->main_fd, c->send, c->send_n, 0);
+        io = symm__send_all(b, b->main_fd, c->send, c->send_n, dl);
     if (io != SYMM__IO_OK)
         return io_error(b, io, 0, c->what);
     symm__bs_hdr_t r;
-    io = symm__recv_all(b, b->main_fd, &r, sizeof r, 0);
+    io = symm__recv_all(b, b->main_fd, &r, sizeof r, dl);
     if (io != SYMM__IO_OK)
         return io_error(b, io, 0, c->what);
     if (r.magic != SYMM__BS_MAGIC || r.op != SYMM__OP_REPLY || r.seq != c->me.seq)
@@ -433,9 +192,9 @@ static symm_status_t rank_collective(symm__bootstrap_t *b, coll_t *c) {
     if (r.status != 0) {
         char text[1024];
         size_t n = r.nbytes < sizeof text ? (size_t)r.nbytes : sizeof text - 1;
-        io = symm__recv_all(b, b->main_fd, text, n, 0);
+        io = symm__recv_all(b, b->main_fd, text, n, dl);
         if (io == SYMM__IO_OK && r.nbytes > n)
-            io = symm__recv_drop(b, b->main_fd, r.nbytes - n, 0);
+            io = symm__recv_drop(b, b->main_fd, r.nbytes - n, dl);
         if (io != SYMM__IO_OK)
             return io_error(b, io, 0, c->what);
         text[n] = '\0';
@@ -444,7 +203,7 @@ static symm_status_t rank_collective(symm__bootstrap_t *b, coll_t *c) {
     if (r.nbytes != c->result_n)
         return symm__error(SYMM_ERR_BOOTSTRAP, "%s: protocol error (reply of %llu bytes, expected %zu)",
                            c->what, (unsigned long long)r.nbytes, c->result_n);
-    if (c->result_n && (io = symm__recv_all(b, b->main_fd, c->result, c->result_n, 0)) != SYMM__IO_OK)
+    if (c->result_n && (io = symm__recv_all(b, b->main_fd, c->result, c->result_n, dl)) != SYMM__IO_OK)
         return io_error(b, io, 0, c->what);
     return SYMM_SUCCESS;
 }
@@ -467,7 +226,7 @@ static symm_status_t root_collective(symm__bootstrap_t *b, coll_t *c) {
     for (int r = 1; r < n; r++) {
         int fd = b->peer_main[r];
         symm__bs_hdr_t h;
-        enum symm__io io = symm__recv_all(b, fd, &h, sizeof h, 0);
+        enum symm__io io = symm__recv_all(b, fd, &h, sizeof h, c->deadline);
         if (io != SYMM__IO_OK) {
             s = io_error(b, io, r, c->what);
             goto out;
@@ -498,7 +257,8 @@ static symm_status_t root_collective(symm__bootstrap_t *b, coll_t *c) {
             dst = c->gather(c, r, (size_t)payload);
         else if (!same_request(&q, &c->me))
             mismatch = 1;
-        io = dst ? symm__recv_all(b, fd, dst, (size_t)payload, 0) : symm__recv_drop(b, fd, payload, 0);
+        io = dst ? symm__recv_all(b, fd, dst, (size_t)payload, c->deadline)
+                 : symm__recv_drop(b, fd, payload, c->deadline);
         if (io != SYMM__IO_OK) {
             s = io_error(b, io, r, c->what);
             goto out;
@@ -532,10 +292,10 @@ static symm_status_t root_collective(symm__bootstrap_t *b, coll_t *c) {
     for (int r = 1; r < n; r++) {
         symm__bs_hdr_t h = {SYMM__BS_MAGIC, SYMM__OP_REPLY, c->me.seq,
                             verdict ? strlen(text) + 1 : c->result_n, -1, verdict};
-        enum symm__io io = symm__send_all(b, b->peer_main[r], &h, sizeof h, 0);
+        enum symm__io io = symm__send_all(b, b->peer_main[r], &h, sizeof h, c->deadline);
         if (io == SYMM__IO_OK)
-            io = verdict ? symm__send_all(b, b->peer_main[r], text, h.nbytes, 0)
-                         : (c->result_n ? symm__send_all(b, b->peer_main[r], c->result, c->result_n, 0)
+            io = verdict ? symm__send_all(b, b->peer_main[r], text, h.nbytes, c->deadline)
+                         : (c->result_n ? symm__send_all(b, b->peer_main[r], c->result, c->result_n, c->deadline)
                                         : SYMM__IO_OK);
         if (io != SYMM__IO_OK) {
             s = io_error(b, io, r, c->what);
@@ -553,6 +313,7 @@ static symm_status_t collective(symm__bootstrap_t *b, coll_t *c) {
     symm_status_t s = symm__bs_check_dead(b, c->what);
     if (s)
         return s;
+    c->deadline = symm__env()->wait_timeout > 0 ? symm__now() + symm__env()->wait_timeout : 0;
     if (b->nranks == 1) {
         if (c->me.status)
             return symm__error((symm_status_t)c->me.status, "%s: invalid arguments", c->what);
@@ -643,5 +404,5 @@ void symm__bootstrap_destroy(symm__bootstrap_t *b) {
     if (!b)
         return;
     symm__liveness_stop(b); /* says BYE on the live channels first */
-    bs_free(b);
+    symm__bs_free(b);
 }

@@ -1,7 +1,7 @@
 /*
  * bootstrap.h - the out-of-band network between the PEs of a job.
  *
- * Plain TCP in a star around rank 0 (DESIGN.md decision 4): small host-side
+ * Plain TCP in a star around rank 0 (docs/design.md decision 4): small host-side
  * collectives for setup (allgather, broadcast, barrier), plus a liveness
  * channel watched by a thread in every process, so a PE that dies turns every
  * other PE's next bootstrap call (and device waits, through the abort flag)
@@ -31,7 +31,10 @@ symm_status_t symm__launch_info_from_env(symm__launch_info_t *info);
 symm_status_t symm__bootstrap_make_uid(symm_unique_id_t *uid);
 
 /* Connect the job: every rank calls one of these. Blocks until all nranks
- * ranks have joined or SYMM_BOOTSTRAP_TIMEOUT passes (SYMM_ERR_TIMEOUT). */
+ * ranks have joined or SYMM_BOOTSTRAP_TIMEOUT passes (SYMM_ERR_TIMEOUT).
+ * Only processes that hold the job key join (auth.h says where it comes
+ * from); rank 0 listens only on the root address (env) or the address in
+ * the unique id. */
 symm_status_t symm__bootstrap_init_env(const symm__launch_info_t *info, symm__bootstrap_t **out);
 symm_status_t symm__bootstrap_init_uid(const symm_unique_id_t *uid, int rank, int nranks,
                                        symm__bootstrap_t **out);
@@ -46,7 +49,9 @@ int symm__bootstrap_nranks(const symm__bootstrap_t *b);
  * bcast root, which collective) or are invalid on one rank (NULL buffer) give
  * the same error on every rank, and the next collective works. On failure
  * the contents of `all` / `buf` are unspecified. A blocked call returns
- * SYMM_ERR_PEER_DIED soon after any PE dies; there is no other deadline. */
+ * SYMM_ERR_PEER_DIED soon after any PE dies or reports a failure; and when a
+ * PE does not arrive within SYMM_WAIT_TIMEOUT (alive but stuck), the root
+ * declares it dead, so every PE gets SYMM_ERR_PEER_DIED naming it. */
 symm_status_t symm__bootstrap_allgather(symm__bootstrap_t *b, const void *mine, void *all, size_t nbytes);
 symm_status_t symm__bootstrap_bcast(symm__bootstrap_t *b, void *buf, size_t nbytes, int root);
 symm_status_t symm__bootstrap_barrier(symm__bootstrap_t *b);
@@ -58,6 +63,18 @@ void symm__bootstrap_set_abort_flag(symm__bootstrap_t *b, volatile uint32_t *fla
 /* The first PE found dead, or -1. */
 int symm__bootstrap_dead_pe(const symm__bootstrap_t *b);
 
+/* This PE has failed (a CUDA error, a kernel that trapped): every PE learns
+ * it through the liveness channel as it would a death, within a slice, and
+ * this PE's own later bootstrap calls fail too (nobody waits for it). The
+ * first death or failure is the one reported. */
+void symm__bootstrap_report_failure(symm__bootstrap_t *b, const char *why);
+
+/* A check the watcher thread runs about once a second: non-zero (with a
+ * reason in `why`) once this process has failed, which it then reports.
+ * Called with the bootstrap's lock held; NULL stops it. */
+typedef int (*symm__health_fn)(void *arg, char *why, size_t size);
+void symm__bootstrap_set_health(symm__bootstrap_t *b, symm__health_fn fn, void *arg);
+
 /* Close sockets and stop the watcher thread. Not collective (finalize puts a
  * barrier before it). NULL is a no-op. */
 void symm__bootstrap_destroy(symm__bootstrap_t *b);
@@ -66,9 +83,11 @@ void symm__bootstrap_destroy(symm__bootstrap_t *b);
 
 typedef struct symm__ipc symm__ipc_t;
 
-/* Open this PE's Unix socket. `local_ranks[i]` is the world rank of node PE
- * i, `me` this PE's index among them. Collective over the node's PEs (uses
- * the bootstrap to agree on a job id for the socket names). */
+/* Connect this PE to the other PEs of its node over Unix sockets, checking
+ * each peer's credentials (same user, the pid that joined the bootstrap as
+ * that PE). `local_ranks[i]` is the world rank of node PE i, `me` this PE's
+ * index among them. Collective over the world (every PE calls it; the
+ * socket names and pids travel over the bootstrap). */
 symm_status_t symm__ipc_create(symm__bootstrap_t *b, const int *local_ranks, int n_local, int me,
                                symm__ipc_t **out);
 

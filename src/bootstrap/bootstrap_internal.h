@@ -9,10 +9,11 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 
 #define SYMM__BS_MAGIC   0x73796d42u /* "symB" */
-#define SYMM__BS_VERSION 1u
+#define SYMM__BS_VERSION 2u          /* 2: challenge-response joins */
 #define SYMM__UID_MAGIC  0x73796d55u /* "symU" */
 
 /* Waits on sockets are cut into slices this long so a dead peer (noticed by
@@ -33,7 +34,9 @@ enum symm__bs_op {
     SYMM__OP_REPLY,       /* root -> rank: result of a collective */
     SYMM__OP_HEARTBEAT,   /* liveness channel */
     SYMM__OP_DIED,        /* liveness, root -> rank: PE `root` died */
-    SYMM__OP_BYE          /* liveness: orderly shutdown, the EOF that follows is not a death */
+    SYMM__OP_BYE,         /* liveness: orderly shutdown, the EOF that follows is not a death */
+    SYMM__OP_CHALLENGE,   /* root -> new connection, first: key id and a fresh nonce */
+    SYMM__OP_ACCEPT       /* root -> rank: this connection is the rank's (HELLO verified) */
 };
 
 /* Every message starts with this header (host byte order: the ranks of one
@@ -47,19 +50,41 @@ typedef struct symm__bs_hdr {
     int32_t  status; /* REPLY/REJECT: the outcome; from a rank: a local argument error */
 } symm__bs_hdr_t;
 
-/* HELLO payload. */
+/*
+ * Joining (bootstrap.c): the root sends every new connection a CHALLENGE;
+ * the rank answers with a HELLO whose mac proves it holds the job key
+ * (auth.h) for this very challenge, so a HELLO seen once is worth nothing
+ * on another connection; the root answers ACCEPT or REJECT. A rank's live
+ * connection names its main connection's nonce, so both are one process.
+ * Once all have joined, WELCOME carries the job id and the root's proof.
+ */
+#define SYMM__NONCE_BYTES 32
+typedef struct symm__bs_challenge {
+    uint32_t version;
+    uint32_t reserved;
+    uint64_t key_id;                           /* which key the root uses (auth.h) */
+    unsigned char nonce[SYMM__NONCE_BYTES];    /* fresh per connection */
+} symm__bs_challenge_t;
+
 enum symm__bs_conn_kind { SYMM__CONN_MAIN = 1, SYMM__CONN_LIVE = 2 };
 typedef struct symm__bs_hello {
     uint32_t version;
     uint32_t kind;
-    uint64_t nonce;
     int32_t  rank;
     int32_t  nranks;
+    int64_t  pid;
+    unsigned char nonce[SYMM__NONCE_BYTES];      /* the rank's, fresh per connection */
+    unsigned char main_nonce[SYMM__NONCE_BYTES]; /* LIVE: the nonce of its MAIN connection */
+    unsigned char mac[SYMM__SHA256_BYTES];       /* HMAC(key, "hello", challenge nonce, all above) */
 } symm__bs_hello_t;
+
+typedef struct symm__bs_welcome {
+    uint64_t job_id;
+    unsigned char mac[SYMM__SHA256_BYTES];       /* HMAC(key, "welcome", both main nonces, job_id) */
+} symm__bs_welcome_t;
 
 struct symm__bootstrap {
     int rank, nranks;
-    uint64_t nonce;   /* names the job's root; peers with another nonce are turned away */
     uint64_t job_id;  /* random, chosen by the root, same on every rank */
     uint64_t seq;     /* collectives made so far */
     uint32_t ipc_count;
@@ -74,9 +99,13 @@ struct symm__bootstrap {
     atomic_int dead_pe;
     atomic_int root_left;  /* non-root: the root said BYE */
     atomic_int *peer_left; /* root: rank r said BYE */
-    pthread_mutex_t lock;  /* guards abort_flag and dead_reason */
+    pthread_mutex_t lock;  /* guards abort_flag, dead_reason and health */
     volatile uint32_t *abort_flag;
     char dead_reason[160];
+    int dead_kind;         /* enum symm__out_kind of dead_pe */
+    atomic_int report;     /* this PE failed: the watcher tells the others */
+    symm__health_fn health;
+    void *health_arg;
 
     pthread_t watcher;
     int watcher_started;
@@ -86,7 +115,15 @@ struct symm__bootstrap {
 /* ---- liveness.c --------------------------------------------------------- */
 symm_status_t symm__liveness_start(symm__bootstrap_t *b);
 void symm__liveness_stop(symm__bootstrap_t *b);
-/* Record that `pe` died (first call wins), raise the abort flag, log it. */
+/* How a PE left the job (the DIED message carries it in its status). */
+enum symm__out_kind {
+    SYMM__OUT_DIED = 0,   /* exited, killed, or silent past SYMM_PEER_TIMEOUT */
+    SYMM__OUT_FAILED = 1, /* reported its own failure (CUDA error, trapped kernel) */
+    SYMM__OUT_STUCK = 2   /* alive, but did not reach a collective within SYMM_WAIT_TIMEOUT */
+};
+/* Record that `pe` left the job (first call wins), raise the abort flag,
+ * log it; symm__bs_mark_dead is the DIED kind. */
+void symm__bs_mark_out(symm__bootstrap_t *b, int pe, int kind, const char *why);
 void symm__bs_mark_dead(symm__bootstrap_t *b, int pe, const char *why);
 /* SYMM_ERR_PEER_DIED (raised with a message naming the PE) if a PE died,
  * else SYMM_SUCCESS. `what` names the call. */
@@ -94,13 +131,20 @@ symm_status_t symm__bs_check_dead(symm__bootstrap_t *b, const char *what);
 
 /* ---- uid.c --------------------------------------------------------------- */
 /* Rank 0 of a uid job: take over the listening socket symm__bootstrap_make_uid
- * left behind (checked against the uid's nonce). */
-symm_status_t symm__uid_adopt_listener(uint64_t nonce, int *fd);
+ * left behind (checked against the uid's key id). */
+symm_status_t symm__uid_adopt_listener(uint64_t key_id, int *fd);
 
 /* ---- bootstrap.c --------------------------------------------------------- */
+/* A bootstrap object with no connections (NULL: out of memory), and its
+ * release (closes every socket; the watcher must be stopped). */
+symm__bootstrap_t *symm__bs_alloc(int rank, int nranks);
+void symm__bs_free(symm__bootstrap_t *b);
+
+/* ---- join.c -------------------------------------------------------------- */
 /* Form the job. Root: `listen_fd` is its listening socket (taken over: closed
- * on return). Others: connect to addr:port. */
-symm_status_t symm__bootstrap_connect(int rank, int nranks, uint64_t nonce, int listen_fd,
+ * on return). Others: connect to addr:port. `key` says where the job key
+ * comes from; it is wiped (and the root's key file removed) on return. */
+symm_status_t symm__bootstrap_connect(int rank, int nranks, symm__key_src_t *key, int listen_fd,
                                       const char *addr, int port, symm__bootstrap_t **out);
 
 /* ---- tcp.c --------------------------------------------------------------- */

@@ -1,14 +1,21 @@
 /*
- * ipc.c - passing file descriptors between the PEs of a node (DESIGN.md
- * decision 3): each PE binds a Unix datagram socket in the abstract
- * namespace, named after the job id the bootstrap agreed on, and sends its
- * descriptor to every other PE with SCM_RIGHTS.
+ * ipc.c - passing file descriptors between the PEs of a node (docs/design.md
+ * decision 3) over Unix sockets with SCM_RIGHTS.
  *
- * Datagrams need no connection set-up and keep message boundaries; a peer
- * that is ahead sends the next round early, and those messages wait in a
- * list keyed by tag. Sends and receives are interleaved (the kernel queues
- * only a few datagrams per socket), and every wait checks the bootstrap's
- * dead state, so a dead peer ends the call with SYMM_ERR_PEER_DIED.
+ * Who gets a descriptor matters: it maps this PE's GPU memory read/write.
+ * Each PE listens on a Unix socket in the abstract namespace under a random
+ * name, and the PEs learn each other's names and pids over the
+ * authenticated bootstrap. Each PE then connects to every other's socket
+ * and sends only after SO_PEERCRED on that connection shows the same user
+ * and the pid that joined as that PE: a process that took the name first
+ * (abstract names carry no permissions) gets nothing. Each PE accepts
+ * connections only from those pids, so nothing foreign is ever read.
+ *
+ * Connections are made once, at creation; a round sends this PE's
+ * descriptor on each and reads one from each. A peer that is ahead sends
+ * the next round early; those wait in a list keyed by tag. Sends and
+ * receives are interleaved, and every wait checks the bootstrap's dead
+ * state, so a dead peer ends the call with SYMM_ERR_PEER_DIED.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,12 +34,21 @@
 #include "core/log.h"
 
 #define SYMM__IPC_MAGIC 0x73796d49u /* "symI" */
+#define NAME_HEX 32                 /* 128 random bits */
 
 typedef struct ipc_msg {
     uint32_t magic;
     int32_t sender; /* node index */
     uint64_t tag;
 } ipc_msg_t;
+
+/* What each PE tells the others over the bootstrap. */
+typedef struct ipc_card {
+    uint32_t magic;
+    uint32_t uid;
+    int64_t pid;
+    char name[NAME_HEX + 1];
+} ipc_card_t;
 
 typedef struct pending {
     uint64_t tag;
@@ -43,20 +59,144 @@ typedef struct pending {
 struct symm__ipc {
     symm__bootstrap_t *b;
     int n, me;
-    int fd;
-    uint64_t job_id;
-    uint32_t instance;
+    int listen_fd;
+    int *out;     /* out[i]: connected to node PE i's socket (checked), -1 for me */
+    int *in;      /* in[i]: node PE i's connection to this socket (checked), -1 for me */
+    int64_t *pid; /* node PE i's pid */
+    int *world;   /* node PE i's world rank */
     pending_t *pending;
     size_t n_pending, cap_pending;
 };
 
-static socklen_t make_addr(const symm__ipc_t *ipc, int index, struct sockaddr_un *sa) {
+static socklen_t make_addr(const char *name, struct sockaddr_un *sa) {
     memset(sa, 0, sizeof *sa);
     sa->sun_family = AF_UNIX;
     /* sun_path[0] == 0: abstract namespace, nothing to unlink, gone with the socket. */
-    int len = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "symm-%016llx-%u-%d",
-                       (unsigned long long)ipc->job_id, ipc->instance, index);
+    int len = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "symm-%s", name);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+}
+
+static int peer_cred(int fd, struct ucred *cr) {
+    socklen_t len = sizeof *cr;
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &len) == 0 && len == sizeof *cr ? 0 : -1;
+}
+
+static void close_all(int *fds, int n) {
+    if (!fds)
+        return;
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+void symm__ipc_destroy(symm__ipc_t *ipc) {
+    if (!ipc)
+        return;
+    for (size_t i = 0; i < ipc->n_pending; i++)
+        close(ipc->pending[i].fd);
+    free(ipc->pending);
+    close_all(ipc->out, ipc->n);
+    close_all(ipc->in, ipc->n);
+    free(ipc->out);
+    free(ipc->in);
+    free(ipc->pid);
+    free(ipc->world);
+    if (ipc->listen_fd >= 0)
+        close(ipc->listen_fd);
+    free(ipc);
+}
+
+/* Bind a listening socket under a fresh random name. */
+static symm_status_t listen_random(symm__ipc_t *ipc, char name[NAME_HEX + 1]) {
+    unsigned char r[NAME_HEX / 2];
+    struct sockaddr_un sa;
+    socklen_t len;
+    ipc->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (ipc->listen_fd < 0)
+        return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: socket: %s", strerror(errno));
+    if (symm__random_bytes(r, sizeof r) != 0)
+        return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: no random bytes: %s", strerror(errno));
+    for (size_t i = 0; i < sizeof r; i++)
+        snprintf(name + 2 * i, 3, "%02x", r[i]);
+    len = make_addr(name, &sa);
+    if (bind(ipc->listen_fd, (struct sockaddr *)&sa, len) != 0 || listen(ipc->listen_fd, ipc->n) != 0)
+        return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: bind/listen @symm-%s: %s", name, strerror(errno));
+    return SYMM_SUCCESS;
+}
+
+/* Connect to node PE i's socket and check who holds it. */
+static symm_status_t connect_peer(symm__ipc_t *ipc, int i, const ipc_card_t *card, double deadline) {
+    struct sockaddr_un sa;
+    socklen_t len = make_addr(card->name, &sa);
+    struct ucred cr;
+    int fd;
+    for (;;) {
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: socket: %s", strerror(errno));
+        if (connect(fd, (struct sockaddr *)&sa, len) == 0)
+            break;
+        int e = errno;
+        close(fd);
+        /* a full backlog: the peer is still accepting the others */
+        if (e != EAGAIN && e != EINTR)
+            return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: connect to node PE %d (@symm-%s): %s", i, card->name,
+                               strerror(e));
+        symm_status_t s = symm__bs_check_dead(ipc->b, "ipc setup");
+        if (s)
+            return s;
+        if (deadline > 0 && symm__now() > deadline)
+            return symm__error(SYMM_ERR_TIMEOUT, "ipc: node PE %d's socket did not take the connection", i);
+        symm__sleep_ms(1);
+    }
+    if (peer_cred(fd, &cr) != 0 || cr.uid != getuid() || (int64_t)cr.pid != card->pid) {
+        close(fd);
+        return symm__error(SYMM_ERR_BOOTSTRAP,
+                           "ipc: the socket of node PE %d (@symm-%s) is held by pid %ld uid %u, not by that PE "
+                           "(pid %lld uid %u): no memory handle is sent to it",
+                           i, card->name, (long)cr.pid, (unsigned)cr.uid, (long long)card->pid, (unsigned)getuid());
+    }
+    ipc->out[i] = fd;
+    return SYMM_SUCCESS;
+}
+
+/* Accept the other node PEs' connections; anything else is closed unread. */
+static symm_status_t accept_peers(symm__ipc_t *ipc, double deadline) {
+    int need = ipc->n - 1;
+    while (need > 0) {
+        struct ucred cr;
+        int fd = accept4(ipc->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+                return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: accept: %s", strerror(errno));
+            symm_status_t s = symm__bs_check_dead(ipc->b, "ipc setup");
+            if (s)
+                return s;
+            if (deadline > 0 && symm__now() > deadline)
+                return symm__error(SYMM_ERR_TIMEOUT, "ipc: %d node PE(s) did not connect to this PE's socket",
+                                   need);
+            struct pollfd p = {.fd = ipc->listen_fd, .events = POLLIN};
+            (void)poll(&p, 1, SYMM__BS_SLICE_MS);
+            continue;
+        }
+        int who = -1;
+        if (peer_cred(fd, &cr) == 0 && cr.uid == getuid())
+            for (int i = 0; i < ipc->n; i++)
+                if (i != ipc->me && ipc->in[i] < 0 && ipc->pid[i] == (int64_t)cr.pid)
+                    who = i;
+        if (who < 0) {
+            SYMM_LOG_WARN("ipc: refused a connection to this PE's socket from pid %ld uid %u (not a PE of this "
+                          "node)", (long)cr.pid, (unsigned)cr.uid);
+            close(fd);
+            continue;
+        }
+        ipc->in[who] = fd;
+        need--;
+    }
+    /* nobody else may connect now */
+    close(ipc->listen_fd);
+    ipc->listen_fd = -1;
+    return SYMM_SUCCESS;
 }
 
 symm_status_t symm__ipc_create(symm__bootstrap_t *b, const int *local_ranks, int n_local, int me,
@@ -66,42 +206,69 @@ symm_status_t symm__ipc_create(symm__bootstrap_t *b, const int *local_ranks, int
     if (local_ranks[me] != b->rank)
         return symm__error(SYMM_ERR_INVALID_ARG, "ipc: local_ranks[%d]=%d but this is PE %d", me,
                            local_ranks[me], b->rank);
+    int nw = b->nranks;
+    symm_status_t s;
+    ipc_card_t mine, *all = NULL;
     symm__ipc_t *ipc = calloc(1, sizeof *ipc);
     if (!ipc)
         return symm__error(SYMM_ERR_NO_MEMORY, "ipc: out of memory");
     ipc->b = b;
     ipc->n = n_local;
     ipc->me = me;
-    /* The job id is the same on every PE; the instance count advances alike
-     * on every node PE as long as they create their ipc objects in the same
-     * order, so a second ipc in the same job gets fresh names. The world
-     * ranks of the node enter too, in case two node teams share a job id. */
-    ipc->job_id = symm__hash64(local_ranks, sizeof(int) * (size_t)n_local, b->job_id);
-    ipc->instance = b->ipc_count++;
-    ipc->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (ipc->fd < 0) {
-        int e = errno;
-        free(ipc);
-        return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: socket: %s", strerror(e));
+    ipc->listen_fd = -1;
+    ipc->out = malloc(sizeof(int) * (size_t)n_local);
+    ipc->in = malloc(sizeof(int) * (size_t)n_local);
+    ipc->pid = calloc((size_t)n_local, sizeof *ipc->pid);
+    ipc->world = malloc(sizeof(int) * (size_t)n_local);
+    all = calloc((size_t)nw, sizeof *all);
+    if (!ipc->out || !ipc->in || !ipc->pid || !ipc->world || !all) {
+        s = symm__error(SYMM_ERR_NO_MEMORY, "ipc: out of memory");
+        goto fail;
     }
-    int one = 1;
-    /* Credentials with every message: only our own user may hand us memory. */
-    if (setsockopt(ipc->fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0) {
-        int e = errno;
-        close(ipc->fd);
-        free(ipc);
-        return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: SO_PASSCRED: %s", strerror(e));
+    for (int i = 0; i < n_local; i++) {
+        ipc->out[i] = ipc->in[i] = -1;
+        ipc->world[i] = local_ranks[i];
     }
-    struct sockaddr_un sa;
-    socklen_t len = make_addr(ipc, me, &sa);
-    if (bind(ipc->fd, (struct sockaddr *)&sa, len) != 0) {
-        int e = errno;
-        close(ipc->fd);
-        free(ipc);
-        return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: bind @%s: %s", sa.sun_path + 1, strerror(e));
+    memset(&mine, 0, sizeof mine);
+    mine.magic = SYMM__IPC_MAGIC;
+    mine.uid = (uint32_t)getuid();
+    mine.pid = (int64_t)getpid();
+    /* every PE makes the exchange below, even one that failed here */
+    s = listen_random(ipc, mine.name);
+    if (s)
+        mine.magic = 0;
+    {
+        symm_status_t sa = symm__bootstrap_allgather(b, &mine, all, sizeof mine);
+        if (!s)
+            s = sa;
     }
+    if (s)
+        goto fail;
+    for (int i = 0; i < n_local; i++) {
+        const ipc_card_t *c = &all[local_ranks[i]];
+        if (local_ranks[i] < 0 || local_ranks[i] >= nw || c->magic != SYMM__IPC_MAGIC ||
+            memchr(c->name, '\0', sizeof c->name) == NULL) {
+            s = symm__error(SYMM_ERR_BOOTSTRAP, "ipc: node PE %d (world PE %d) has no socket", i, local_ranks[i]);
+            goto fail;
+        }
+        ipc->pid[i] = c->pid;
+    }
+    double timeout = symm__env()->bootstrap_timeout;
+    double deadline = timeout > 0 ? symm__now() + timeout : 0;
+    for (int k = 1; k < n_local; k++) {
+        int i = (me + k) % n_local;
+        if ((s = connect_peer(ipc, i, &all[local_ranks[i]], deadline)))
+            goto fail;
+    }
+    if ((s = accept_peers(ipc, deadline)))
+        goto fail;
+    free(all);
     *out = ipc;
     return SYMM_SUCCESS;
+fail:
+    free(all);
+    symm__ipc_destroy(ipc);
+    return s;
 }
 
 static int add_pending(symm__ipc_t *ipc, uint64_t tag, int sender, int fd) {
@@ -128,9 +295,6 @@ static int try_send(symm__ipc_t *ipc, int to, int my_fd, uint64_t tag) {
     memset(&ctl, 0, sizeof ctl);
     struct msghdr mh;
     memset(&mh, 0, sizeof mh);
-    struct sockaddr_un sa;
-    mh.msg_name = &sa;
-    mh.msg_namelen = make_addr(ipc, to, &sa);
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
     mh.msg_control = ctl.buf;
@@ -140,21 +304,20 @@ static int try_send(symm__ipc_t *ipc, int to, int my_fd, uint64_t tag) {
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(c), &my_fd, sizeof(int));
-    if (sendmsg(ipc->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof m)
+    if (sendmsg(ipc->out[to], &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof m)
         return 1;
-    /* Not bound yet (peer still creating its socket), or its queue is full. */
-    if (errno == ECONNREFUSED || errno == ENOENT || errno == EAGAIN || errno == EWOULDBLOCK ||
-        errno == EINTR || errno == ENOBUFS)
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ENOBUFS)
         return 0;
     return -1;
 }
 
-/* Receive one datagram: 1 got one (*sender, *tag, *fd set), 0 none, <0 error. */
-static int try_recv(symm__ipc_t *ipc, int *sender, uint64_t *tag, int *fd) {
+/* Receive one message from node PE `from`: 1 got one (*tag, *fd set), 0
+ * none yet, -1 the connection closed, -2 a malformed message. */
+static int try_recv(symm__ipc_t *ipc, int from, uint64_t *tag, int *fd) {
     ipc_msg_t m;
     struct iovec iov = {&m, sizeof m};
     union {
-        char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
+        char buf[CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
     } ctl;
     struct msghdr mh;
@@ -163,41 +326,47 @@ static int try_recv(symm__ipc_t *ipc, int *sender, uint64_t *tag, int *fd) {
     mh.msg_iovlen = 1;
     mh.msg_control = ctl.buf;
     mh.msg_controllen = sizeof ctl.buf;
-    ssize_t r = recvmsg(ipc->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    ssize_t r = recvmsg(ipc->in[from], &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (r < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
-    int got_fd = -1, uid_ok = 0;
+    if (r == 0)
+        return -1;
+    int got_fd = -1;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-        if (c->cmsg_level != SOL_SOCKET)
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
             continue;
-        if (c->cmsg_type == SCM_RIGHTS && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
-            /* Close any descriptor beyond the first: we asked for one. */
-            size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (size_t i = 0; i < nfd; i++) {
-                int f;
-                memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
-                if (got_fd < 0)
-                    got_fd = f;
-                else
-                    close(f);
-            }
-        } else if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
-            struct ucred cr;
-            memcpy(&cr, CMSG_DATA(c), sizeof cr);
-            uid_ok = cr.uid == getuid();
+        /* Close any descriptor beyond the first: we asked for one. */
+        size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < nfd; i++) {
+            int f;
+            memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
+            if (got_fd < 0)
+                got_fd = f;
+            else
+                close(f);
         }
     }
-    if (r != (ssize_t)sizeof m || m.magic != SYMM__IPC_MAGIC || m.sender < 0 || m.sender >= ipc->n ||
-        m.sender == ipc->me || got_fd < 0 || !uid_ok || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-        SYMM_LOG_WARN("ipc: dropping a malformed or foreign message on the node socket");
+    if (r != (ssize_t)sizeof m || m.magic != SYMM__IPC_MAGIC || m.sender != from || got_fd < 0 ||
+        (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
         if (got_fd >= 0)
             close(got_fd);
-        return 0; /* not ours: ignore, keep waiting for the real ones */
+        return -2;
     }
-    *sender = m.sender;
     *tag = m.tag;
     *fd = got_fd;
     return 1;
+}
+
+/* Node PE i's connection ended (or broke the protocol) mid-round: the same
+ * error as the bootstrap gives for a death. The watcher usually knows the
+ * cause first ("PE k died" relayed by the root); give it a moment. */
+static symm_status_t peer_gone(symm__ipc_t *ipc, int i, const char *why) {
+    double until = symm__now() + 1.0;
+    while (symm__bootstrap_dead_pe(ipc->b) < 0 && ipc->b->watcher_started && symm__now() < until)
+        symm__sleep_ms(5);
+    if (symm__bootstrap_dead_pe(ipc->b) < 0)
+        symm__bs_mark_dead(ipc->b, ipc->world[i], why);
+    return symm__bs_check_dead(ipc->b, "ipc allgather");
 }
 
 symm_status_t symm__ipc_allgather_fd(symm__ipc_t *ipc, int my_fd, uint64_t tag, int *fds) {
@@ -207,9 +376,11 @@ symm_status_t symm__ipc_allgather_fd(symm__ipc_t *ipc, int my_fd, uint64_t tag, 
     int n = ipc->n;
     int *got = malloc(sizeof(int) * (size_t)n);
     char *sent = calloc((size_t)n, 1);
-    if (!got || !sent) {
+    struct pollfd *pfds = calloc((size_t)n, sizeof *pfds);
+    if (!got || !sent || !pfds) {
         free(got);
         free(sent);
+        free(pfds);
         return symm__error(SYMM_ERR_NO_MEMORY, "ipc allgather: out of memory");
     }
     for (int i = 0; i < n; i++)
@@ -241,8 +412,13 @@ symm_status_t symm__ipc_allgather_fd(symm__ipc_t *ipc, int my_fd, uint64_t tag, 
                 continue;
             int r = try_send(ipc, i, my_fd, tag);
             if (r < 0) {
-                s = symm__error(SYMM_ERR_BOOTSTRAP, "ipc allgather: send to node PE %d: %s", i,
-                                strerror(errno));
+                if ((s = symm__bs_check_dead(ipc->b, "ipc allgather")))
+                    goto out;
+                if (errno == EPIPE || errno == ECONNRESET)
+                    s = peer_gone(ipc, i, "its node socket closed");
+                else
+                    s = symm__error(SYMM_ERR_BOOTSTRAP, "ipc allgather: send to node PE %d: %s", i,
+                                    strerror(errno));
                 goto out;
             }
             if (r) {
@@ -251,24 +427,30 @@ symm_status_t symm__ipc_allgather_fd(symm__ipc_t *ipc, int my_fd, uint64_t tag, 
                 progress = 1;
             }
         }
-        for (;;) {
-            int sender, fd;
-            uint64_t t;
-            int r = try_recv(ipc, &sender, &t, &fd);
-            if (r < 0) {
-                s = symm__error(SYMM_ERR_BOOTSTRAP, "ipc allgather: receive: %s", strerror(errno));
-                goto out;
-            }
-            if (r == 0)
-                break;
-            progress = 1;
-            if (t == tag && got[sender] < 0) {
-                got[sender] = fd;
-                n_got++;
-            } else if (add_pending(ipc, t, sender, fd) != 0) {
-                close(fd);
-                s = symm__error(SYMM_ERR_NO_MEMORY, "ipc allgather: out of memory");
-                goto out;
+        /* Read from a peer only while this round needs it: a peer that
+         * finished may have closed its end, and its next round waits in
+         * the socket (a peer is at most one round ahead). */
+        for (int i = 0; i < n; i++) {
+            while (got[i] < 0) {
+                uint64_t t;
+                int fd, r = try_recv(ipc, i, &t, &fd);
+                if (r == 0)
+                    break;
+                if (r < 0) {
+                    s = peer_gone(ipc, i, r == -1 ? "its node socket closed" : "it sent a malformed message");
+                    goto out;
+                }
+                progress = 1;
+                if (t == tag) {
+                    got[i] = fd;
+                    n_got++;
+                } else if (t < tag) {
+                    close(fd); /* left over from a round that failed */
+                } else if (add_pending(ipc, t, i, fd) != 0) {
+                    close(fd);
+                    s = symm__error(SYMM_ERR_NO_MEMORY, "ipc allgather: out of memory");
+                    goto out;
+                }
             }
         }
         if (n_got == n && n_sent == n)
@@ -287,9 +469,12 @@ symm_status_t symm__ipc_allgather_fd(symm__ipc_t *ipc, int my_fd, uint64_t tag, 
             goto out;
         }
         if (!progress) {
-            /* Wake for incoming messages; sends are retried each slice. */
-            struct pollfd p = {.fd = ipc->fd, .events = POLLIN};
-            (void)poll(&p, 1, n_sent < n ? 5 : SYMM__BS_SLICE_MS);
+            /* Wake for incoming messages; blocked sends are retried each slice. */
+            int k = 0;
+            for (int i = 0; i < n; i++)
+                if (got[i] < 0)
+                    pfds[k++] = (struct pollfd){.fd = ipc->in[i], .events = POLLIN};
+            (void)poll(pfds, (nfds_t)k, n_sent < n ? 5 : SYMM__BS_SLICE_MS);
         }
     }
     memcpy(fds, got, sizeof(int) * (size_t)n);
@@ -300,16 +485,6 @@ out:
                 close(got[i]);
     free(got);
     free(sent);
+    free(pfds);
     return s;
-}
-
-void symm__ipc_destroy(symm__ipc_t *ipc) {
-    if (!ipc)
-        return;
-    for (size_t i = 0; i < ipc->n_pending; i++)
-        close(ipc->pending[i].fd);
-    free(ipc->pending);
-    if (ipc->fd >= 0)
-        close(ipc->fd);
-    free(ipc);
 }

@@ -5,8 +5,10 @@
  * process exchanges heartbeats over it. A connection that reaches EOF without
  * a BYE (the process exited or was killed: the kernel closes its sockets), or
  * stays silent longer than SYMM_PEER_TIMEOUT (the process hangs or is
- * stopped), marks that PE dead. The root relays "PE k died" to every other
- * rank, so all of them learn it within a heartbeat. Marking a PE dead raises
+ * stopped), marks that PE dead; so does a PE's own report that it failed
+ * (a CUDA error, a kernel that trapped: symm__bootstrap_report_failure, or
+ * the health check the watcher runs). The root relays "PE k died/failed"
+ * to every other rank, so all of them learn it within a heartbeat. Marking a PE dead raises
  * the abort flag (device waits poll it) and turns every blocked or later
  * bootstrap call into SYMM_ERR_PEER_DIED (socket waits check it between
  * short slices, see tcp.c).
@@ -24,19 +26,30 @@
 #include "bootstrap/bootstrap_internal.h"
 #include "core/log.h"
 
-void symm__bs_mark_dead(symm__bootstrap_t *b, int pe, const char *why) {
+static const char *out_verb(int kind) {
+    return kind == SYMM__OUT_FAILED ? "failed" : kind == SYMM__OUT_STUCK ? "is stuck" : "died";
+}
+
+void symm__bs_mark_out(symm__bootstrap_t *b, int pe, int kind, const char *why) {
     int expect = -1;
-    if (!atomic_compare_exchange_strong(&b->dead_pe, &expect, pe))
-        return; /* the first death is the one reported */
     pthread_mutex_lock(&b->lock);
+    if (!atomic_compare_exchange_strong(&b->dead_pe, &expect, pe)) {
+        pthread_mutex_unlock(&b->lock);
+        return; /* the first one out is the one reported */
+    }
     snprintf(b->dead_reason, sizeof b->dead_reason, "%s", why);
+    b->dead_kind = kind;
     if (b->abort_flag) {
         atomic_thread_fence(memory_order_seq_cst);
         *b->abort_flag = (uint32_t)pe + 1u;
         atomic_thread_fence(memory_order_seq_cst);
     }
     pthread_mutex_unlock(&b->lock);
-    SYMM_LOG_ERROR("PE %d died (%s)", pe, why);
+    SYMM_LOG_ERROR("PE %d %s (%s)", pe, out_verb(kind), why);
+}
+
+void symm__bs_mark_dead(symm__bootstrap_t *b, int pe, const char *why) {
+    symm__bs_mark_out(b, pe, SYMM__OUT_DIED, why);
 }
 
 symm_status_t symm__bs_check_dead(symm__bootstrap_t *b, const char *what) {
@@ -44,10 +57,29 @@ symm_status_t symm__bs_check_dead(symm__bootstrap_t *b, const char *what) {
     if (pe < 0)
         return SYMM_SUCCESS;
     char why[sizeof b->dead_reason];
+    int kind;
     pthread_mutex_lock(&b->lock);
     memcpy(why, b->dead_reason, sizeof why);
+    kind = b->dead_kind;
     pthread_mutex_unlock(&b->lock);
-    return symm__error(SYMM_ERR_PEER_DIED, "%s: PE %d died (%s)", what, pe, why);
+    return symm__error(SYMM_ERR_PEER_DIED, "%s: PE %d %s (%s)", what, pe, out_verb(kind), why);
+}
+
+void symm__bootstrap_report_failure(symm__bootstrap_t *b, const char *why) {
+    if (!b)
+        return;
+    symm__bs_mark_out(b, b->rank, SYMM__OUT_FAILED, why);
+    if (atomic_load(&b->dead_pe) == b->rank && b->nranks > 1)
+        atomic_store(&b->report, 1);
+}
+
+void symm__bootstrap_set_health(symm__bootstrap_t *b, symm__health_fn fn, void *arg) {
+    if (!b)
+        return;
+    pthread_mutex_lock(&b->lock);
+    b->health = fn;
+    b->health_arg = arg;
+    pthread_mutex_unlock(&b->lock);
 }
 
 void symm__bootstrap_set_abort_flag(symm__bootstrap_t *b, volatile uint32_t *flag) {
@@ -76,8 +108,9 @@ typedef struct watched {
     char reason[REASON_MAX]; /* payload of a DIED message */
 } watched_t;
 
-/* A liveness message: a header and, for DIED, the reason as text. */
-static void send_small(int fd, uint32_t op, int32_t pe, const char *text) {
+/* A liveness message: a header and, for DIED, the reason as text (and in
+ * the status how the PE left). */
+static void send_small(int fd, uint32_t op, int32_t pe, int32_t status, const char *text) {
     struct {
         symm__bs_hdr_t h;
         char text[REASON_MAX];
@@ -85,7 +118,7 @@ static void send_small(int fd, uint32_t op, int32_t pe, const char *text) {
     size_t len = text ? strlen(text) + 1 : 0;
     if (len > REASON_MAX)
         len = REASON_MAX;
-    m.h = (symm__bs_hdr_t){SYMM__BS_MAGIC, op, 0, len, pe, 0};
+    m.h = (symm__bs_hdr_t){SYMM__BS_MAGIC, op, 0, len, pe, status};
     if (len) {
         memcpy(m.text, text, len);
         m.text[len - 1] = '\0';
@@ -96,17 +129,20 @@ static void send_small(int fd, uint32_t op, int32_t pe, const char *text) {
     (void)send(fd, &m, sizeof m.h + len, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-/* The root tells the others that `dead` died, and why. */
+/* The root tells the others that `dead` left the job, how and why (the PE
+ * itself too: a stuck PE that comes back learns it was declared out). */
 static void relay_death(symm__bootstrap_t *b, int dead, int (*skip)(void *, int), void *ctx) {
     char why[sizeof b->dead_reason];
+    int kind;
     pthread_mutex_lock(&b->lock);
     memcpy(why, b->dead_reason, sizeof why);
+    kind = b->dead_kind;
     pthread_mutex_unlock(&b->lock);
     char text[REASON_MAX];
-    snprintf(text, sizeof text, "%.120s; reported by PE 0", why);
+    snprintf(text, sizeof text, "%.120s%s", why, strstr(why, "; reported by PE") ? "" : "; reported by PE 0");
     for (int r = 1; r < b->nranks; r++)
-        if (r != dead && b->peer_live[r] >= 0 && !(skip && skip(ctx, r)))
-            send_small(b->peer_live[r], SYMM__OP_DIED, dead, text);
+        if (b->peer_live[r] >= 0 && !(skip && skip(ctx, r)))
+            send_small(b->peer_live[r], SYMM__OP_DIED, dead, kind, text);
 }
 
 static double heartbeat_interval(const symm__bootstrap_t *b) {
@@ -171,9 +207,13 @@ static void drain(symm__bootstrap_t *b, watched_t *w, double now) {
             else
                 atomic_store(&b->root_left, 1);
             break;
-        case SYMM__OP_DIED:
+        case SYMM__OP_DIED: /* relayed by the root, or (at the root) a rank's own failure */
             if (w->hdr.root >= 0 && w->hdr.root < b->nranks)
-                symm__bs_mark_dead(b, w->hdr.root, w->reason[0] ? w->reason : "reported by PE 0");
+                symm__bs_mark_out(b, w->hdr.root,
+                                  w->hdr.status == SYMM__OUT_FAILED || w->hdr.status == SYMM__OUT_STUCK
+                                      ? w->hdr.status
+                                      : SYMM__OUT_DIED,
+                                  w->reason[0] ? w->reason : "reported by PE 0");
             break;
         default:
             break;
@@ -200,7 +240,7 @@ static void *watcher_main(void *arg) {
         ws[i].pe = b->rank == 0 ? i + 1 : 0;
         ws[i].last = now;
     }
-    double interval = heartbeat_interval(b), next_beat = now;
+    double interval = heartbeat_interval(b), next_beat = now, next_health = now + 1.0;
     int relayed = -1;
     for (;;) {
         int k = 0;
@@ -232,6 +272,27 @@ static void *watcher_main(void *arg) {
             symm__bs_mark_dead(b, ws[i].pe, why);
             ws[i].gone = 1;
         }
+        /* This process failed (its device, say): check about once a second. */
+        if (now >= next_health && atomic_load(&b->dead_pe) < 0) {
+            char why[REASON_MAX];
+            int failed = 0;
+            pthread_mutex_lock(&b->lock);
+            if (b->health)
+                failed = b->health(b->health_arg, why, sizeof why);
+            pthread_mutex_unlock(&b->lock);
+            if (failed)
+                symm__bootstrap_report_failure(b, why);
+            next_health = now + 1.0;
+        }
+        /* A rank tells the root about its own failure (the root relays it). */
+        if (atomic_exchange(&b->report, 0) && b->rank != 0) {
+            char why[sizeof b->dead_reason];
+            pthread_mutex_lock(&b->lock);
+            memcpy(why, b->dead_reason, sizeof why);
+            pthread_mutex_unlock(&b->lock);
+            if (!ws[0].gone)
+                send_small(ws[0].fd, SYMM__OP_DIED, b->rank, SYMM__OUT_FAILED, why);
+        }
         /* The root tells everyone else about the first death it learns of. */
         int dead = atomic_load(&b->dead_pe);
         if (b->rank == 0 && dead >= 0 && relayed < 0) {
@@ -241,7 +302,7 @@ static void *watcher_main(void *arg) {
         if (now >= next_beat) {
             for (int i = 0; i < n; i++)
                 if (!ws[i].gone)
-                    send_small(ws[i].fd, SYMM__OP_HEARTBEAT, b->rank, NULL);
+                    send_small(ws[i].fd, SYMM__OP_HEARTBEAT, b->rank, 0, NULL);
             next_beat = now + interval;
         }
     }
@@ -283,9 +344,17 @@ void symm__liveness_stop(symm__bootstrap_t *b) {
             relay_death(b, dead, NULL, NULL);
         for (int r = 1; r < b->nranks; r++)
             if (b->peer_live[r] >= 0)
-                send_small(b->peer_live[r], SYMM__OP_BYE, 0, NULL);
+                send_small(b->peer_live[r], SYMM__OP_BYE, 0, 0, NULL);
     } else if (b->live_fd >= 0) {
-        send_small(b->live_fd, SYMM__OP_BYE, b->rank, NULL);
+        /* a failure the watcher had no time to send goes out first */
+        if (atomic_exchange(&b->report, 0)) {
+            char why[sizeof b->dead_reason];
+            pthread_mutex_lock(&b->lock);
+            memcpy(why, b->dead_reason, sizeof why);
+            pthread_mutex_unlock(&b->lock);
+            send_small(b->live_fd, SYMM__OP_DIED, b->rank, SYMM__OUT_FAILED, why);
+        }
+        send_small(b->live_fd, SYMM__OP_BYE, b->rank, 0, NULL);
     }
     for (int i = 0; i < 2; i++)
         if (b->wake_pipe[i] >= 0) {

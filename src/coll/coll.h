@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "symm/symm.h"
+#include "symm/device/coll_auto.h"
+#include "symm/device/coll_layout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -16,46 +18,9 @@ extern "C" {
  * first collective on the team). */
 #define SYMM__COLL_STAGE_BYTES ((size_t)64 << 20)
 
-/* Sizes (bytes per PE; per peer for all-to-all) up to which AUTO picks each
- * algorithm. Packets win over the direct kernels up to 128 KiB for every
- * collective on 4x H200 (forced-packet run in
- * bench/results/2026-11-21-h200-4gpu-coll-packet.md): the direct kernels
- * pay two handshakes (about 4 us) that packets do not. */
-#define SYMM__COLL_PACKET_MAX  ((uint64_t)128 << 10)
-#define SYMM__COLL_ONESHOT_MAX ((uint64_t)256 << 10)
-/* All-reduce from 3 PEs: PACKET sends every word to every peer (one shot)
- * up to AR_PACKET2_MIN bytes and in two shots above it (to the owner of its
- * piece, which sends the result to all: symm__c_ar_packet2), and AUTO picks
- * PACKET up to AR_PACKET_MAX. On 4x H200 (graph us, the mid-size table of
- * bench/results/2026-11-21-h200-4gpu-coll-s6-r1.md) one shot wins to 128
- * KiB (6.46 against 6.59 two-shot, 6.51 one-shot direct); two shots tie
- * with the one-shot direct kernel at 192-256 KiB (7.08 / 7.06, 7.64 / 7.75)
- * and beat the two-shot direct kernel at 384-512 KiB (8.72 / 9.74, 9.68 /
- * 10.21), which wins from 768 KiB (11.02 against 14.83). The second hop
- * costs about 1.7 us (32 KiB: 6.13 against 4.43 in one shot). */
-#define SYMM__COLL_AR_PACKET2_MIN ((uint64_t)128 << 10)
-#define SYMM__COLL_AR_PACKET_MAX  ((uint64_t)512 << 10)
-/* All-reduce from 3 PEs: TWOSHOT up to AR_STORES_MAX bytes stores each
- * piece into its owner's plain-data region instead of the owner loading it
- * (symm__c_ar_twoshot_st), when a slot's share fits a region. On 4x H200
- * (graph us, AUTO in the main tables of bench/results/2026-11-21-h200-4gpu-
- * coll-s6-final.md against -s6-r4.md) f32 2 MiB 17.09 against 18.26, 4 MiB
- * 26.00 against 27.26, 1 MiB 12.33 against 12.42; the mid-size table of
- * -s6-final.md has the rest within +-0.5 us either way (768 KiB to 6 MiB). */
-#define SYMM__COLL_AR_STORES_MAX  ((uint64_t)4 << 20)
-/* Broadcast from 3 PEs: packets from the root to every non-root up to
- * HOP1_MAX bytes, then in two hops (root -> one non-root per part -> the
- * others) up to PACKET_MAX, then the direct kernel (symm__c_bcast_pieces).
- * On 4x H200 (graph us, bench/results/2026-11-21-h200-4gpu-coll-s4-bcast.md)
- * one hop wins to 128 KiB (6.76 vs 8.30 two-hop), two hops at 256 KiB (9.37
- * vs 9.74 one-hop, 11.33 direct), the direct kernel from 512 KiB (12.08 vs
- * 12.93 two-hop). Packets also need to fit the workspace's regions. */
-#define SYMM__COLL_BCAST_HOP1_MAX   ((uint64_t)128 << 10)
-#define SYMM__COLL_BCAST_PACKET_MAX ((uint64_t)256 << 10)
 /* Region units per block of the packet and one-shot kernels (up to the
- * workspace's SYMM__COLL_WS_NBMAX blocks): 128 spreads an 8 KiB all-reduce
- * over 8 blocks, 3.76 us against 4.00 with 512 units per block
- * (bench/results/2026-11-21-h200-4gpu-coll-sweep-s3.md). */
+ * workspace's SYMM__COLL_WS_NBMAX blocks): small calls spread over several
+ * blocks (8 KiB over 8: 3.76 us against 4.00 with 512 units per block). */
 #define SYMM__COLL_REGION_UNITS 128u
 /* Most blocks a direct kernel (two-shot all-reduce, direct reduce-scatter,
  * all-gather, all-to-all, broadcast, all_to_allv) uses unless
@@ -63,19 +28,17 @@ extern "C" {
  * block per 16 KiB up to this many. */
 #define SYMM__COLL_DIRECT_BLOCKS 64
 /* The same for the data-movement kernels (all-gather, all-to-all,
- * broadcast), which keep more stores in flight with more blocks: 335 vs 312
- * GB/s for a 64 MiB-per-rank all-gather with 128 vs 64 blocks
- * (bench/results/2026-11-21-h200-4gpu-coll-s3-r1.md, blocks table). */
+ * broadcast), which keep more stores in flight with more blocks (all-gather
+ * 64 MiB per rank: 335 against 312 GB/s with 64 blocks). */
 #define SYMM__COLL_MOVE_BLOCKS 128
 
 /* Push pipeline (coll_k_push.cu): the reduce-scatter and two-shot
- * all-reduce whose only NVLink traffic is stores. Each PE stores every peer's
- * piece into that peer's buffers (a ring of SYMM__COLL_PUSH_K buffers per
- * block slot and source PE), the owner reduces from its buffers, and the
- * all-reduce stores the result into every peer's recv. Loads from peers
- * (the two-shot kernel's first half) moved 277 GB/s per GPU in a 256 MiB
- * reduce-scatter against 335 for stores (all-gather), coll-s4-final.md.
- * Its area is a symmetric allocation of its own, made with the staging area,
+ * all-reduce whose only NVLink traffic is stores, which move more than the
+ * two-shot kernel's loads from peers (335 against 277 GB/s per GPU). Each PE
+ * stores every peer's piece into that peer's buffers (a ring of
+ * SYMM__COLL_PUSH_K buffers per block slot and source PE), the owner reduces
+ * from its buffers, and the all-reduce stores the result into every peer's
+ * recv. Its area is a symmetric allocation of its own, made with the staging area,
  * so it never shares memory with the packet regions:
  *   [0, 2 KiB)          uint64 steps[MAX_BLOCKS]         steps made so far by slot b
  *   [2 KiB, +64 KiB)    uint32 ready[MAX_BLOCKS][MAX_PES] steps of PE p in my buffers
@@ -101,16 +64,6 @@ extern "C" {
 #if SYMM__COLL_PUSH_AUX_OFF + SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 8u > SYMM__COLL_PUSH_SYNC
 #  error "the push pipeline's sync words must fit below SYMM__COLL_PUSH_SYNC"
 #endif
-/* Sizes from which AUTO picks the push pipeline: all-reduce bytes, and
- * reduce-scatter bytes per PE. On 4x H200 (graph us, run 1 of
- * bench/results/2026-11-21-h200-4gpu-coll-s5-push.md) the all-reduce wins
- * from 16 MiB (82.1 against 89.6 two-shot; 1204 against 1338 at 256 MiB)
- * and loses at 4 MiB (28.1 against 27.4). The reduce-scatter lost to the
- * direct kernel at 64 and 256 MiB (195 against 179, 751 against 726: its
- * blocks reduce while they do not send) and won only at 16 MiB, so AUTO
- * never picks it; it stays for SYMM_COLL_ALGO=push (it stages nothing). */
-#define SYMM__COLL_PUSH_AR_MIN ((uint64_t)16 << 20)
-#define SYMM__COLL_PUSH_RS_MIN UINT64_MAX
 
 /* Copy-engine data movement (coll_ce.cu): a side stream and two events per
  * team, made when the team's first collective sets it up. */
@@ -123,11 +76,6 @@ void symm__coll_ce_destroy(symm__coll_ce_t *ce);
  * SYMM_ERR_INTERNAL. */
 symm_status_t symm__coll_ce_move(symm__coll_ce_t *ce, symm_team_t team, const void *send, void *recv,
                                  uint64_t nbytes, uint64_t src_piece, uint64_t out_piece, symm_stream_t stream);
-
-/* Forget every team's collective state (its memory belongs to the heap,
- * which finalize releases). To be called by symm_finalize before the heap
- * is unmapped; also safe to call when nothing was set up. */
-void symm__coll_finalize(void);
 
 /* Testing: set the call counters of every block slot of `team`'s workspace
  * to `count` and clear its flags and regions, and set the push pipeline's

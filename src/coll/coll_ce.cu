@@ -3,14 +3,13 @@
  * engines: each PE copies its pieces straight into the peers' symmetric recv
  * with cudaMemcpyAsync, between two stream-ordered team barriers.
  *
- * Why: on 4x H200 one copy-engine stream that visits the peers in turn moves
- * 378 GB/s out of each GPU with 256 MiB per peer, where the best SM kernel
- * moves 350 and the direct kernel 313-335 (scratch probe of 2026-11-21,
- * bench/results/2026-11-21-h200-4gpu-ce-probe.md). Copies to several peers
- * at once on separate streams do worse (197 GB/s), so the peers are visited
- * one after the other, PE me + 1 first: at any moment each PE receives from
- * about one sender. Below some tens of MiB per peer the SM kernels win
- * (per-copy overhead); SYMM_COLL_CE_MIN sets the crossover.
+ * Why: one copy-engine stream visiting the peers in turn moves more than SM
+ * stores at these sizes (256 MiB per peer: 378 against 350 GB/s,
+ * bench/results/latest/copy-engine-probe.md), and more than copies to
+ * several peers at once (197), so the peers are visited one after the
+ * other, PE me + 1 first: at any moment each PE receives from about one
+ * sender. Below some tens of MiB per peer the per-copy cost makes the SM
+ * kernels win; SYMM_COLL_CE_MIN sets the crossover.
  *
  * Synchronisation: the first barrier makes every PE's recv free (its
  * earlier stream work is done), the second tells each PE that every copy
@@ -22,12 +21,8 @@
  * under capture), so it overlaps the remote copies. The copies say
  * cudaMemcpyDefault: send may be any memory the GPU can access (host memory
  * mapped for it included), and unified addressing knows where it lives.
- *
- * Tried and dropped: the all-reduce's all-gather half on the copy engines
- * (a side stream copying each chunk's reduced pieces while the reduce-scatter
- * kernel works on the next chunk). Its copies and the kernel's NVLink loads
- * did not overlap: 256 MiB took 1492 us in 2 chunks and 1713 in 4, against
- * 1213 for the push pipeline (bench/results/2026-11-21-h200-4gpu-coll-s6-r3.md).
+ * The all-reduce does not use this path: copies of one chunk's result do not
+ * overlap the next chunk's reduce-scatter kernel (docs/tuning.md).
  */
 #include <new>
 
@@ -35,6 +30,7 @@
 
 extern "C" {
 #include "core/log.h"
+#include "heap/heap.h"
 #include "coll/coll.h"
 }
 
@@ -102,8 +98,9 @@ extern "C" symm_status_t symm__coll_ce_move(symm__coll_ce_t *ce, symm_team_t tea
     }
     for (int i = 1; i < n; i++) {
         int p = (me + i) % n;
+        /* one node (the native backend's rule): world PE wp is node PE wp */
         int wp = symm_team_translate_pe(team, p, symm_team_world());
-        void *dst = wp < 0 ? NULL : symm_ptr(mine, wp);
+        void *dst = wp < 0 ? NULL : symm__heap_peer(mine, wp);
         if (dst == NULL)
             return symm__error(SYMM_ERR_INTERNAL, "collectives (copy engines): no address of PE %d's recv", p);
         if ((e = cudaMemcpyAsync(dst, (const char *)send + (uint64_t)p * src_piece, nbytes,

@@ -20,11 +20,14 @@
 #include "symm/device/coll_reduce.h"
 #include "core/env.h"
 #include "core/log.h"
+#include "heap/heap.h"
+#include "runtime/team.h"
 #include "coll/coll.h"
 #include "coll/coll_launch.h"
 
+/* A team's collective state, kept with the team (runtime/team.h): made by
+ * the first collective on it, freed by the runtime when the team goes. */
 typedef struct coll_team {
-    int ready;
     symm_team_t team;
     symm_ctx_t ctx;        /* the team's context (fields the kernels use never change) */
     symm__coll_ws_t ws;
@@ -34,7 +37,7 @@ typedef struct coll_team {
     int sm_cap;            /* most blocks of one launch: symm_sm_share (PEs sharing a GPU) */
 } coll_team_t;
 
-static coll_team_t g_team[2]; /* world, node */
+static const char g_team_key; /* finds coll_team_t among a team's module state */
 static int g_direct_blocks;
 static uint64_t g_packet_max = SYMM__COLL_PACKET_MAX, g_oneshot_max = SYMM__COLL_ONESHOT_MAX;
 static uint64_t g_region_units = SYMM__COLL_REGION_UNITS;
@@ -45,12 +48,6 @@ static uint64_t g_bcast_hop1_max = SYMM__COLL_BCAST_HOP1_MAX, g_bcast_packet_max
 static uint64_t g_push_ar_min = SYMM__COLL_PUSH_AR_MIN, g_push_rs_min = SYMM__COLL_PUSH_RS_MIN;
 static int g_push_blocks, g_push_slots;
 static _Thread_local char t_last_algo[32] = "none";
-
-void symm__coll_finalize(void) {
-    for (size_t i = 0; i < sizeof(g_team) / sizeof(g_team[0]); i++)
-        symm__coll_ce_destroy(g_team[i].ce);
-    memset(g_team, 0, sizeof(g_team));
-}
 
 void symm__coll_tune(int direct_blocks, uint64_t packet_max, uint64_t oneshot_max) {
     g_direct_blocks = direct_blocks > 0 && direct_blocks <= SYMM_COLL_MAX_BLOCKS - 1 ? direct_blocks : 0;
@@ -81,18 +78,6 @@ void symm__coll_tune_bcast(uint64_t hop1_max, uint64_t packet_max) {
     g_bcast_packet_max = packet_max ? packet_max : SYMM__COLL_BCAST_PACKET_MAX;
 }
 
-const char *symm_coll_algo_name(symm_coll_algo_t algo) {
-    switch (algo) {
-    case SYMM_COLL_ALGO_AUTO: return "auto";
-    case SYMM_COLL_ALGO_PACKET: return "packet";
-    case SYMM_COLL_ALGO_ONESHOT: return "oneshot";
-    case SYMM_COLL_ALGO_TWOSHOT: return "twoshot";
-    case SYMM_COLL_ALGO_MULTIMEM: return "multimem";
-    case SYMM_COLL_ALGO_PUSH: return "push";
-    default: return "unknown";
-    }
-}
-
 const char *symm_coll_last_algo(void) { return t_last_algo; }
 
 static void set_last(symm_coll_algo_t algo, const char *direct_name, int staged) {
@@ -115,9 +100,10 @@ static void set_geometry(coll_team_t *t) {
 symm_status_t symm__coll_tune_nbmax(uint32_t nbmax) {
     symm_status_t st;
     g_nbmax = nbmax < SYMM_COLL_MAX_BLOCKS ? nbmax : 0;
-    for (size_t i = 0; i < sizeof(g_team) / sizeof(g_team[0]); i++) {
-        coll_team_t *t = &g_team[i];
-        if (!t->ready)
+    symm_team_t team;
+    for (int i = 0; (team = symm__team_at(i)) != NULL; i++) {
+        coll_team_t *t = symm__team_ext_get(team, &g_team_key);
+        if (!t)
             continue;
         set_geometry(t);
         /* a stale packet of another slot, now under a region of this one,
@@ -131,24 +117,27 @@ symm_status_t symm__coll_tune_nbmax(uint32_t nbmax) {
     return SYMM_SUCCESS;
 }
 
+/* The runtime's teardown hook (symm__team_ext_set): the staging and push
+ * buffers go with the heap. */
+static void coll_team_fini(void *state) {
+    coll_team_t *t = state;
+    symm__coll_ce_destroy(t->ce);
+    free(t);
+}
+
 static symm_status_t get_team(symm_team_t team, symm_stream_t stream, const char *call, coll_team_t **out) {
     coll_team_t *t = NULL;
     symm_status_t st;
     void *stage = NULL, *push = NULL;
+    int sm_cap = 0;
     if (!symm_initialized())
         return symm__error(SYMM_ERR_NOT_INITIALIZED, "%s: symm is not initialized", call);
     if (symm__env()->coll_blocks < 0 || symm__env()->coll_blocks >= SYMM_COLL_MAX_BLOCKS)
         return symm__error(SYMM_ERR_ENV, "%s: SYMM_COLL_BLOCKS=%lld is not in 0..%d", call,
                            symm__env()->coll_blocks, SYMM_COLL_MAX_BLOCKS - 1);
-    if (team == NULL)
-        team = symm_team_world();
-    if (team == symm_team_world())
-        t = &g_team[0];
-    else if (team == symm_team_node())
-        t = &g_team[1];
-    else
+    if ((team = symm__team_resolve(team)) == NULL)
         return symm__error(SYMM_ERR_INVALID_ARG, "%s: not a team handle", call);
-    if (t->ready) {
+    if ((t = symm__team_ext_get(team, &g_team_key)) != NULL) {
         *out = t;
         return SYMM_SUCCESS;
     }
@@ -157,52 +146,59 @@ static symm_status_t get_team(symm_team_t team, symm_stream_t stream, const char
         return symm__error(SYMM_ERR_INVALID_ARG,
                            "%s: the first collective on a team allocates its staging area and must be "
                            "made outside CUDA graph capture", call);
-    if ((st = symm_team_ctx_copy(team, &t->ctx)) != SYMM_SUCCESS)
-        return st;
-    if (t->ctx.backend != SYMM_BACKEND_NATIVE)
+    const symm_ctx_t *ctx = symm__team_host_ctx(team);
+    if (ctx->backend != SYMM_BACKEND_NATIVE)
         return symm__error(SYMM_ERR_UNSUPPORTED, "%s: stream collectives need the native backend (this is %u)",
-                           call, t->ctx.backend);
-    if (t->ctx.n_pes > SYMM_COLL_MAX_PES)
+                           call, ctx->backend);
+    if (ctx->n_pes > SYMM_COLL_MAX_PES)
         return symm__error(SYMM_ERR_UNSUPPORTED, "%s: team of %d PEs (collectives support %d)", call,
-                           t->ctx.n_pes, SYMM_COLL_MAX_PES);
-    if (t->ctx.scratch == 0 || t->ctx.scratch_size < SYMM__COLL_WS_SYNC_BYTES)
+                           ctx->n_pes, SYMM_COLL_MAX_PES);
+    if (ctx->scratch == 0 || ctx->scratch_size < SYMM__COLL_WS_SYNC_BYTES)
         return symm__error(SYMM_ERR_INTERNAL, "%s: the team's scratch is missing or too small (%llu bytes)",
-                           call, (unsigned long long)t->ctx.scratch_size);
+                           call, (unsigned long long)ctx->scratch_size);
     /* the kernels' blocks wait on the peers' blocks: with PEs sharing a GPU,
      * every PE's grid must fit on it at once */
-    if ((st = symm_sm_share(&t->sm_cap)) != SYMM_SUCCESS)
+    if ((st = symm_sm_share(&sm_cap)) != SYMM_SUCCESS)
         return st;
-    if ((st = symm_malloc(SYMM__COLL_STAGE_BYTES, &stage)) != SYMM_SUCCESS)
-        return st;
+    /* From here every step's outcome is agreed, so that all PEs keep the
+     * same heap blocks (the allocator must see the same calls everywhere). */
+    t = calloc(1, sizeof(*t));
+    st = t ? SYMM_SUCCESS : symm__error(SYMM_ERR_NO_MEMORY, "%s: out of host memory", call);
+    if ((st = symm__agree(st, SYMM_SUCCESS, "setting up the collectives")) != SYMM_SUCCESS)
+        goto fail;
+    if ((st = symm__heap_malloc(SYMM__COLL_STAGE_BYTES, 0, &stage)) != SYMM_SUCCESS)
+        goto fail;
     /* zeroed on every PE before any returns: the push counters start at 0 */
-    if ((st = symm_calloc(1, SYMM__COLL_PUSH_BYTES, &push)) != SYMM_SUCCESS) {
-        symm_free(stage);
-        return st;
-    }
-    if ((st = symm__coll_ce_create(&t->ce)) != SYMM_SUCCESS) {
-        symm_free(push);
-        symm_free(stage);
-        return st;
-    }
+    if ((st = symm__heap_malloc(SYMM__COLL_PUSH_BYTES, 1, &push)) != SYMM_SUCCESS)
+        goto fail_stage;
+    st = symm__coll_ce_create(&t->ce);
+    if ((st = symm__agree(st, SYMM_SUCCESS, "setting up the collectives' copy engines")) != SYMM_SUCCESS)
+        goto fail_push;
     t->team = team;
+    t->ctx = *ctx;
     t->ws.base = t->ctx.scratch;
     set_geometry(t);
     t->stage = stage;
     t->push = push;
-    t->ready = 1;
+    t->sm_cap = sm_cap;
+    if ((st = symm__team_ext_set(team, &g_team_key, t, coll_team_fini)) != SYMM_SUCCESS)
+        goto fail_push;
     *out = t;
     return SYMM_SUCCESS;
+fail_push:
+    symm__coll_ce_destroy(t->ce);
+    (void)symm__heap_release(push);
+fail_stage:
+    (void)symm__heap_release(stage);
+fail:
+    free(t);
+    return st;
 }
 
 /* ---- argument checks -------------------------------------------------------------- */
 
 /* Is [p, p + n) inside this PE's heap? */
-static int in_heap(const void *p, uint64_t n) {
-    int me = symm_my_pe();
-    if (p == NULL || n == 0)
-        return 0;
-    return symm_ptr(p, me) != NULL && symm_ptr((const char *)p + (n - 1), me) != NULL;
-}
+static int in_heap(const void *p, uint64_t n) { return symm__heap_offset(p, (size_t)n, NULL); }
 
 static int overlap(const void *a, uint64_t na, const void *b, uint64_t nb) {
     uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;

@@ -26,11 +26,8 @@
  * arguments, so the counters stay equal across PEs; they count steps over
  * all calls and are compared modulo 2^32.
  *
- * Tried and dropped: half of each block's warps only sending while the other
- * half only reduced (named barriers per half), so that a block's stores go
- * on during its reductions. Slower or even: all-reduce 256 MiB 1248 against
- * 1205 us, reduce-scatter 256 MiB 731 against 754, 64 MiB 201 against 199
- * (bench/results/2026-11-21-h200-4gpu-coll-s6-r2.md, push table).
+ * Every warp of a block both sends and reduces: warps split into senders and
+ * reducers were no faster (docs/tuning.md).
  *
  * The all-reduce stores into the peers' recv at the heap offset each peer
  * publishes before its first release (aux[b][p]); peers are inside the call
@@ -171,11 +168,9 @@ __device__ __forceinline__ void push_st(char *p, uint32_t nb, uint64_t w0, uint6
  * recvs may not be (any pointer aligned to its element type works, so the
  * choice of this algorithm never depends on a PE's own buffers).
  *
- * One unit at a time per thread. Loading 4 units of 4 PEs before using any
- * (as symm__c_red_units does for NVLink loads) made the kernel slower
- * (all-reduce 256 MiB 1313 against 1204 us): it spilled (ptxas: 14-50 KB of
- * spill stores), and these loads are local
- * (bench/results/2026-11-21-h200-4gpu-coll-s5-push.md).
+ * One unit at a time per thread: these loads are local, and batching them as
+ * symm__c_red_units does for NVLink loads spills (all-reduce 256 MiB 1313
+ * against 1204 us, bench/results/latest/coll-push.md).
  */
 #define SYMM__C_DEFINE_PUSH_REDUCE(S)                                                             \
     __device__ void push_reduce_##S(const symm_ctx_t *ctx, const push_area &a, const push_call &c,  \

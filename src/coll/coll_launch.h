@@ -17,7 +17,7 @@ typedef enum symm__ck {
     SYMM__CK_RED_PACKET = 0, /* all-reduce (piece 0) / reduce-scatter (piece = nbytes) */
     SYMM__CK_AR_PACKET2,     /* all-reduce, two shots of packets */
     SYMM__CK_AR_ONESHOT,
-    SYMM__CK_AR_TWOSHOT_ST,  /* two-shot all-reduce, stores only (coll_k_oneshot.cu) */
+    SYMM__CK_AR_TWOSHOT_ST,  /* two-shot all-reduce, stores only */
     SYMM__CK_AR_TWOSHOT,
     SYMM__CK_AR_MULTIMEM,
     SYMM__CK_RS_DIRECT,

@@ -15,7 +15,7 @@
 #include "core/env.h"
 #include "core/log.h"
 
-enum env_type { T_BOOL, T_INT, T_SIZE, T_SECONDS, T_STRING, T_LOGLEVEL };
+enum env_type { T_BOOL, T_INT, T_SIZE, T_SECONDS, T_STRING, T_SECRET, T_LOGLEVEL };
 
 typedef struct env_row {
     const char *name;
@@ -172,6 +172,7 @@ static const char *expected(enum env_type type) {
     case T_SIZE:     return "expected a byte count with optional K/M/G/T suffix, e.g. 256M";
     case T_SECONDS:  return "expected a non-negative number of seconds";
     case T_STRING:   return "expected a string";
+    case T_SECRET:   return "expected a string";
     case T_LOGLEVEL: return "expected error, warn, info or debug";
     }
     return "?";
@@ -211,6 +212,7 @@ static int parse_row(const env_row_t *row, const char *text, symm__env_t *env) {
         return 0;
     }
     case T_STRING:
+    case T_SECRET:
         memcpy(field, &text, sizeof text);
         return 0;
     case T_LOGLEVEL: {
@@ -269,7 +271,7 @@ symm_status_t symm__env_load(symm__env_t *out) {
         const char *v = env_value(row->name);
         if (!v)
             continue;
-        if (row->type == T_STRING) {
+        if (row->type == T_STRING || row->type == T_SECRET) {
             v = intern(v);
             if (!v)
                 return symm__error(SYMM_ERR_NO_MEMORY, "environment: cannot copy %s", row->name);
@@ -290,6 +292,7 @@ static void print_value(FILE *f, const env_row_t *row, const symm__env_t *env) {
     case T_SIZE: { size_t v; memcpy(&v, field, sizeof v); fprintf(f, "%zu", v); break; }
     case T_SECONDS: { double v; memcpy(&v, field, sizeof v); fprintf(f, "%g", v); break; }
     case T_STRING: { const char *v; memcpy(&v, field, sizeof v); fprintf(f, "\"%s\"", v); break; }
+    case T_SECRET: fprintf(f, "(set, not shown)"); break;
     case T_LOGLEVEL: {
         symm__log_level_t v;
         memcpy(&v, field, sizeof v);
@@ -313,7 +316,9 @@ void symm__env_print(FILE *stream) {
             /* Show what the value parses to, or that it would be rejected. */
             symm__env_t tmp;
             fill_defaults(&tmp);
-            if (parse_row(row, v, &tmp))
+            if (row->type == T_SECRET)
+                fprintf(f, "(set, %zu characters, not shown)", strlen(v));
+            else if (parse_row(row, v, &tmp))
                 fprintf(f, "\"%.80s\" (INVALID: %s)", v, expected(row->type));
             else if (row->type == T_STRING)
                 fprintf(f, "\"%.200s\"", v);

@@ -21,6 +21,7 @@ typedef struct symm__env {
 #define SYMM__ENV_FIELD_SIZE     size_t
 #define SYMM__ENV_FIELD_SECONDS  double
 #define SYMM__ENV_FIELD_STRING   const char *
+#define SYMM__ENV_FIELD_SECRET   const char *
 #define SYMM__ENV_FIELD_LOGLEVEL symm__log_level_t
 #define SYMM__ENV_DECLARE(field, name, type, def, help) SYMM__ENV_FIELD_##type field;
     SYMM__ENV_TABLE(SYMM__ENV_DECLARE)

@@ -4,7 +4,8 @@
  * X(field, NAME, type, default, help). The parser (env.c) and the symm-info
  * listing are generated from it; add a variable by adding a row here and
  * reading symm__env()->field. Types: BOOL, INT, SIZE (bytes, with K/M/G/T
- * suffixes), SECONDS (a double), STRING, LOGLEVEL.
+ * suffixes), SECONDS (a double), STRING, SECRET (a string symm-info does not
+ * show), LOGLEVEL.
  */
 #define SYMM__ENV_TABLE(X)                                                                   \
     X(log_level,          SYMM_LOG_LEVEL,          LOGLEVEL, "warn",                         \
@@ -12,7 +13,9 @@
     X(backend,            SYMM_BACKEND,            STRING,   "native",                       \
       "backend: native (CUDA VMM + NVLink), host (CPU shared memory, for tests without a GPU)") \
     X(wait_timeout,       SYMM_WAIT_TIMEOUT,       SECONDS,  SYMM__DEFAULT_WAIT_TIMEOUT,     \
-      "deadline of every device spin-wait in seconds; 0 = none (debug builds default to 60)") \
+      "deadline in seconds of every wait for another PE: device spin-waits stop the kernel with " \
+      "a message, host collectives name the PE that did not arrive; 0 = none (default 600, " \
+      "debug builds 60)")                                                                    \
     X(bootstrap_timeout,  SYMM_BOOTSTRAP_TIMEOUT,  SECONDS,  "120",                          \
       "how long init waits for all PEs to connect, in seconds")                              \
     X(peer_timeout,       SYMM_PEER_TIMEOUT,       SECONDS,  "5",                            \
@@ -21,6 +24,9 @@
       "address of the bootstrap root (default MASTER_ADDR, else 127.0.0.1)")                 \
     X(bootstrap_port,     SYMM_BOOTSTRAP_PORT,     INT,      "0",                            \
       "port of the bootstrap root (default MASTER_PORT + 1, else derived from the job id)") \
+    X(bootstrap_secret,   SYMM_BOOTSTRAP_SECRET,   SECRET,   "",                             \
+      "the job secret (16+ characters, the same on every PE; symmrun sets a random one): only " \
+      "processes that hold it may join; unset: a key file in /tmp/symm-<uid> (one node)")    \
     X(heap_reserve,       SYMM_HEAP_RESERVE,       SIZE,     "0",                            \
       "virtual bytes reserved per PE for the heap; 0 = the GPU's memory size, rounded up")  \
     X(heap_limit,         SYMM_HEAP_LIMIT,         SIZE,     "0",                            \
@@ -33,17 +39,22 @@
     X(debug_deny_peer,    SYMM_DEBUG_DENY_PEER,    STRING,   "",                             \
       "testing: 'i:j' makes init treat node PEs i and j as having no peer access")           \
     X(coll_algo,          SYMM_COLL_ALGO,          STRING,   "",                             \
-      "force a collective algorithm: oneshot, twoshot, packet, multimem (default: by size)") \
+      "force a collective algorithm: oneshot, twoshot, packet, multimem, push (default: by size); " \
+      "the same on every PE (init checks)") \
     X(coll_blocks,        SYMM_COLL_BLOCKS,        INT,      "0",                            \
       "most blocks of a direct stream collective (two-shot all-reduce, reduce-scatter, "    \
       "all-gather, all-to-all, broadcast, all_to_allv), 1..255, one per 16 KiB moved; 0 = "  \
-      "built-in default (64; 128 for all-gather, all-to-all, broadcast). Set it alike on every PE") \
+      "built-in default (64; 128 for all-gather, all-to-all, broadcast). The same on every PE (init checks)") \
     X(coll_ce_min,        SYMM_COLL_CE_MIN,        SIZE,     "64M",                          \
       "pieces (bytes per peer) from which all-gather and all-to-all into symmetric buffers use " \
-      "the copy engines; 0 = never. Set it alike on every PE")
+      "the copy engines; 0 = never. The same on every PE (init checks)")
 
+/* 600 s in release builds: no wait lasts forever (the README's promise),
+ * and as long as torch.distributed's default collective timeout, so a peer
+ * busy for minutes (checkpointing, compiling) is not taken for a hang. A PE
+ * that dies or fails is reported within seconds by other means (liveness). */
 #ifdef SYMM_DEBUG
 #  define SYMM__DEFAULT_WAIT_TIMEOUT "60"
 #else
-#  define SYMM__DEFAULT_WAIT_TIMEOUT "0"
+#  define SYMM__DEFAULT_WAIT_TIMEOUT "600"
 #endif

@@ -73,7 +73,9 @@ symm_status_t symm__error(symm_status_t status, const char *fmt, ...) {
         snprintf(t_last_error, sizeof t_last_error, "pe %d: %s", pe, msg);
     else
         snprintf(t_last_error, sizeof t_last_error, "pe ?: %s", msg);
-    symm__log(SYMM__LOG_ERROR, "%s", msg);
+    /* The caller gets the message (symm_last_error, the Python exception):
+     * printing it too would show it twice. SYMM_LOG_LEVEL=debug traces it. */
+    symm__log(SYMM__LOG_DEBUG, "%s", msg);
     return status;
 }
 

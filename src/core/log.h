@@ -27,8 +27,11 @@ void symm__log(symm__log_level_t level, const char *fmt, ...) SYMM__PRINTF(2, 3)
 #define SYMM_LOG_DEBUG(...) symm__log(SYMM__LOG_DEBUG, __VA_ARGS__)
 
 /* Record `status` with a formatted message as the calling thread's last error
- * (symm_last_error), log it at error level, and return `status`, so a failure
- * reads: return symm__error(SYMM_ERR_X, "what: %s", why); */
+ * (symm_last_error) and return `status`, so a failure reads:
+ *     return symm__error(SYMM_ERR_X, "what: %s", why);
+ * The message reaches the user through the status, once: it is logged only at
+ * debug level. What no caller receives (a watcher thread's finding) goes
+ * through SYMM_LOG_ERROR instead. */
 symm_status_t symm__error(symm_status_t status, const char *fmt, ...) SYMM__PRINTF(2, 3);
 
 /* Clear the last-error message (each public entry point calls it). */

@@ -1,6 +1,6 @@
 /*
  * multicast_gate.c - whether this process may create multicast (NVLS)
- * objects (DESIGN.md decision 7): opt-in with SYMM_ENABLE_MULTICAST=1, and
+ * objects (docs/design.md decision 7): opt-in with SYMM_ENABLE_MULTICAST=1, and
  * off whenever another library in the process was told to keep NVLS off,
  * because NVLS resources are shared by the node and a user who disabled them
  * for NCCL, NVSHMEM or torch means "no multicast on this job".

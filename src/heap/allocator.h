@@ -4,7 +4,7 @@
  * It hands out offsets in [0, limit) and knows nothing about memory: the
  * runtime maps whatever the offsets need. Every PE runs the same sequence of
  * calls on its own instance, so the same sequence gives the same offsets on
- * every PE (DESIGN.md decision 3): the allocator depends on nothing but its
+ * every PE (docs/design.md decision 3): the allocator depends on nothing but its
  * call history. Pure C, no CUDA, no logging: it returns a status and the
  * caller words the message.
  *

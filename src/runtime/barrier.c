@@ -9,9 +9,9 @@
 
 symm_status_t symm_barrier_all(void) {
     SYMM__REQUIRE_INIT("symm_barrier_all");
-    symm_status_t st = symm__rt.be->ops->synchronize(symm__rt.be);
-    /* Meet the others even if this device failed, so they are not left
-     * waiting; report the device error first. */
+    symm_status_t st = symm__synchronize_or_report("symm_barrier_all");
+    /* A failed device was reported to the others (they stop waiting for this
+     * PE), and the barrier then fails at once; report the device error first. */
     symm_status_t st_bar = symm__bootstrap_barrier(symm__rt.boot);
     return st != SYMM_SUCCESS ? st : st_bar;
 }

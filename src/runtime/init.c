@@ -3,7 +3,8 @@
  * symm_finalize, and the process-wide runtime state.
  *
  * Init order: environment -> bootstrap -> node discovery -> backend (device,
- * peer access) -> abort flag -> common address space -> allocator -> teams
+ * peer access) -> abort flag -> layout and collective settings agreed ->
+ * common address space -> allocator -> teams
  * (their internal heap blocks map the first chunk) -> barrier. Any failure
  * unwinds everything in reverse (teardown), so a failed init leaves nothing
  * behind and a later init starts from scratch.
@@ -15,35 +16,28 @@
 #include <unistd.h>
 
 #include "runtime/runtime.h"
-#include "coll/coll.h"
+#include "bootstrap/agree.h"
 
 symm__runtime_t symm__rt;
 
 symm_status_t symm__agree(symm_status_t mine, symm_status_t prefer, const char *what) {
-    int32_t m = (int32_t)mine;
-    int32_t *all = calloc((size_t)symm__rt.nranks, sizeof(int32_t));
-    if (!all)
-        return symm__error(SYMM_ERR_NO_MEMORY, "%s: out of host memory", what);
-    symm_status_t st = symm__bootstrap_allgather(symm__rt.boot, &m, all, sizeof(m));
-    if (st != SYMM_SUCCESS) {
-        free(all);
-        return st;
+    return symm__bootstrap_agree(symm__rt.boot, mine, prefer, what);
+}
+
+symm_status_t symm__synchronize_or_report(const char *what) {
+    symm__runtime_t *rt = &symm__rt;
+    symm_status_t st = rt->be->ops->synchronize(rt->be);
+    if (st == SYMM_ERR_CUDA) {
+        char why[160];
+        snprintf(why, sizeof why, "%s: %.140s", what, symm_last_error());
+        symm__bootstrap_report_failure(rt->boot, why);
     }
-    int first = -1, pref = -1;
-    for (int r = 0; r < symm__rt.nranks; r++) {
-        if (all[r] == SYMM_SUCCESS)
-            continue;
-        if (first < 0)
-            first = r;
-        if (prefer != SYMM_SUCCESS && all[r] == (int32_t)prefer && pref < 0)
-            pref = r;
-    }
-    int pick = pref >= 0 ? pref : first;
-    symm_status_t res = pick >= 0 ? (symm_status_t)all[pick] : SYMM_SUCCESS;
-    free(all);
-    if (res == SYMM_SUCCESS || mine == res)
-        return res; /* success, or this PE's own message stands */
-    return symm__error(res, "%s failed on PE %d: %s", what, pick, symm_strerror(res));
+    return st;
+}
+
+static int backend_health(void *arg, char *why, size_t size) {
+    symm__backend_t *be = arg;
+    return be->ops->health(be, why, size);
 }
 
 /* Node identity: PEs with the same host name and boot id share CPU memory
@@ -104,59 +98,64 @@ static symm_status_t find_node(void) {
     return SYMM_SUCCESS;
 }
 
-static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
-
-/* Agree on stride, granularity, limit and growth step: every PE must use the
- * same ones, or offsets and mappings would differ. */
-static symm_status_t agree_layout(void) {
+/* The collectives' settings must match too: a PE that picks another
+ * algorithm or block count than its peers waits forever in a handshake
+ * nobody answers. Every PE sees every PE's values, so all fail alike, with
+ * a message naming the variable and both values. */
+static symm_status_t agree_coll_settings(void) {
     symm__runtime_t *rt = &symm__rt;
     const symm__env_t *env = symm__env();
-    uint64_t mine[4] = {rt->be->stride_hint, rt->be->granularity, env->heap_limit, env->heap_chunk};
-    uint64_t *all = calloc((size_t)rt->nranks * 4, sizeof(uint64_t));
-    if (!all)
-        return symm__error(SYMM_ERR_NO_MEMORY, "init: out of host memory");
-    symm_status_t st = symm__bootstrap_allgather(rt->boot, mine, all, sizeof(mine));
-    if (st != SYMM_SUCCESS) {
-        free(all);
-        return st;
-    }
-    uint64_t stride = 0, gran = 1, limit = UINT64_MAX, chunk = 0;
-    for (int r = 0; r < rt->nranks; r++) {
-        const uint64_t *v = all + 4 * r;
-        stride = v[0] > stride ? v[0] : stride;
-        gran = v[1] > gran ? v[1] : gran; /* powers of two: the max is a multiple of all */
-        if (v[2] && v[2] < limit)
-            limit = v[2];
-        chunk = v[3] > chunk ? v[3] : chunk;
+    struct coll_settings {
+        char algo[24];
+        int64_t blocks;
+        uint64_t ce_min;
+    } mine, *all;
+    const char *a = env->coll_algo ? env->coll_algo : "";
+    int known = a[0] == '\0';
+    for (int i = 0; !known && i < SYMM_COLL_ALGO_COUNT; i++)
+        known = strcmp(a, symm_coll_algo_name((symm_coll_algo_t)i)) == 0;
+    /* a bad value here still takes part in the exchange (the others wait in it) */
+    symm_status_t bad = SYMM_SUCCESS;
+    if (!known)
+        bad = symm__error(SYMM_ERR_ENV, "SYMM_COLL_ALGO=\"%.40s\" is not one of auto, packet, oneshot, twoshot, "
+                          "multimem, push", a);
+    else if (env->coll_blocks < 0 || env->coll_blocks >= SYMM_COLL_MAX_BLOCKS)
+        bad = symm__error(SYMM_ERR_ENV, "SYMM_COLL_BLOCKS=%lld is not in 0..%d", env->coll_blocks,
+                          SYMM_COLL_MAX_BLOCKS - 1);
+    memset(&mine, 0, sizeof mine);
+    snprintf(mine.algo, sizeof mine.algo, "%s", a);
+    mine.blocks = env->coll_blocks;
+    mine.ce_min = env->coll_ce_min;
+    all = calloc((size_t)rt->nranks, sizeof *all);
+    symm_status_t st = symm__bootstrap_allgather(rt->boot, &mine, all, all ? sizeof mine : 0);
+    if (st == SYMM_SUCCESS && !all)
+        st = symm__error(SYMM_ERR_NO_MEMORY, "init: out of host memory");
+    for (int r = 1; st == SYMM_SUCCESS && bad == SYMM_SUCCESS && r < rt->nranks; r++) {
+        if (strcmp(all[r].algo, all[0].algo) != 0)
+            st = symm__error(SYMM_ERR_ENV, "SYMM_COLL_ALGO differs between PEs: PE 0 has \"%s\", PE %d \"%s\"; "
+                             "set it alike on every PE", all[0].algo, r, all[r].algo);
+        else if (all[r].blocks != all[0].blocks)
+            st = symm__error(SYMM_ERR_ENV, "SYMM_COLL_BLOCKS differs between PEs: PE 0 has %lld, PE %d %lld; set "
+                             "it alike on every PE", (long long)all[0].blocks, r, (long long)all[r].blocks);
+        else if (all[r].ce_min != all[0].ce_min)
+            st = symm__error(SYMM_ERR_ENV, "SYMM_COLL_CE_MIN differs between PEs: PE 0 has %llu, PE %d %llu "
+                             "bytes; set it alike on every PE", (unsigned long long)all[0].ce_min, r,
+                             (unsigned long long)all[r].ce_min);
     }
     free(all);
-    stride = round_up(stride, gran);
-    if (limit > stride)
-        limit = stride;
-    limit = limit / gran * gran;
-    chunk = chunk ? round_up(chunk, gran) : gran;
-    if (limit < gran)
-        return symm__error(SYMM_ERR_ENV, "SYMM_HEAP_LIMIT (%llu) is below the allocation "
-                           "granularity (%llu bytes)", (unsigned long long)env->heap_limit,
-                           (unsigned long long)gran);
-    rt->stride = stride;
-    rt->limit = limit;
-    rt->chunk_bytes = chunk;
-    SYMM_LOG_INFO("heap: stride %zu, limit %zu, growth step %zu, granularity %llu", rt->stride,
-                  rt->limit, rt->chunk_bytes, (unsigned long long)gran);
-    return SYMM_SUCCESS;
+    return bad != SYMM_SUCCESS ? bad : st;
 }
 
 /* Release everything, in reverse order of creation; safe on a partial init. */
 static void teardown(void) {
     symm__runtime_t *rt = &symm__rt;
-    symm__coll_finalize(); /* its staging buffers live in the heap unmapped below */
-    symm__teams_destroy();
-    symm__alloc_destroy(rt->alloc);
-    symm__heap_unmap_all();
-    symm__va_release();
-    if (rt->boot)
+    symm__teams_destroy(); /* the modules' team state first: it may point into the heap */
+    if (rt->heap_ready)
+        symm__heap_teardown();
+    if (rt->boot) {
         symm__bootstrap_set_abort_flag(rt->boot, NULL);
+        symm__bootstrap_set_health(rt->boot, NULL, NULL);
+    }
     if (rt->abort_host)
         rt->be->ops->flag_free(rt->be, rt->abort_host);
     if (rt->be)
@@ -205,21 +204,31 @@ static symm_status_t init_with(symm__bootstrap_t *boot, int launcher_local_rank)
         rt->be = be;
     if ((st = symm__agree(st, SYMM_SUCCESS, "backend initialisation")) != SYMM_SUCCESS)
         goto fail;
+    /* a device that fails from now on is reported to the others */
+    if (rt->be->ops->health)
+        symm__bootstrap_set_health(boot, backend_health, rt->be);
 
     st = rt->be->ops->flag_alloc(rt->be, &rt->abort_host, &rt->abort_dev);
     if ((st = symm__agree(st, SYMM_SUCCESS, "abort flag allocation")) != SYMM_SUCCESS)
         goto fail;
     symm__bootstrap_set_abort_flag(boot, rt->abort_host);
 
-    if ((st = agree_layout()) != SYMM_SUCCESS)
+    st = agree_coll_settings();
+    if ((st = symm__agree(st, SYMM_ERR_ENV, "collective settings")) != SYMM_SUCCESS)
         goto fail;
-    if ((st = symm__va_setup()) != SYMM_SUCCESS)
+    const symm__heap_job_t job = {
+        .boot = boot,
+        .ipc = rt->ipc,
+        .be = rt->be,
+        .n_node = rt->n_node,
+        .node_me = rt->node_me,
+        .limit = env->heap_limit,
+        .chunk = env->heap_chunk,
+    };
+    if ((st = symm__heap_setup(&job)) != SYMM_SUCCESS)
         goto fail;
-    st = symm__alloc_create(rt->limit, &rt->alloc);
-    if (st != SYMM_SUCCESS)
-        st = symm__error(st, "creating the heap allocator (limit %zu)", rt->limit);
-    if ((st = symm__agree(st, SYMM_SUCCESS, "heap allocator creation")) != SYMM_SUCCESS)
-        goto fail;
+    rt->heap_ready = 1;
+    symm__heap_set_on_grow(symm__teams_update_heap_size, NULL);
     if ((st = symm__teams_create()) != SYMM_SUCCESS)
         goto fail;
     if ((st = symm__bootstrap_barrier(boot)) != SYMM_SUCCESS)
@@ -295,7 +304,7 @@ symm_status_t symm_finalize(void) {
     /* Nobody unmaps while a peer's kernels may still read this PE's heap:
      * drain this device, then meet every PE. A dead peer turns the barrier
      * into an error; local resources are released either way. */
-    symm_status_t st = rt->be->ops->synchronize(rt->be);
+    symm_status_t st = symm__synchronize_or_report("symm_finalize");
     symm_status_t st_bar = symm__bootstrap_barrier(rt->boot);
     rt->initialized = 0;
     teardown();

@@ -1,6 +1,7 @@
 /*
  * runtime.h - the process-wide state of an initialised symm, shared by the
- * files of src/runtime (init, teams, heap, barriers).
+ * files of src/runtime (init, teams, malloc, barriers). Modules above the
+ * runtime use src/runtime/team.h instead.
  */
 #ifndef SYMM_RUNTIME_H
 #define SYMM_RUNTIME_H
@@ -13,7 +14,8 @@
 #include "bootstrap/bootstrap.h"
 #include "core/env.h"
 #include "core/log.h"
-#include "heap/allocator.h"
+#include "heap/heap.h"
+#include "runtime/team.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,13 +33,13 @@ struct symm_team {
     size_t scratch_off;
     symm_ctx_t host_ctx;      /* what d_ctx holds */
     symm_ctx_t *d_ctx;        /* device-visible copy (backend dev_alloc) */
+    struct {                  /* state of the modules above (team.h) */
+        const void *key;
+        void *state;
+        void (*fini)(void *state);
+    } ext[SYMM__TEAM_EXT_MAX];
+    int n_ext;
 };
-
-/* One mapped piece of the heap: [off, off + size) on every node PE. */
-typedef struct symm__heap_chunk {
-    size_t off, size;
-    symm__chunk_t *chunk;
-} symm__heap_chunk_t;
 
 typedef struct symm__runtime {
     int initialized;
@@ -51,52 +53,23 @@ typedef struct symm__runtime {
     volatile uint32_t *abort_host;
     uint64_t abort_dev;
 
-    /* Address space: [va_base, va_base + va_size) is reserved; node PE i's
-     * heap starts at slot0 + i * stride. */
-    uintptr_t va_base, slot0;
-    size_t va_size, stride;
-    size_t limit;             /* most bytes the heap may map (same on every PE) */
-    size_t chunk_bytes;       /* growth step (same on every PE) */
-    size_t mapped;            /* bytes mapped per PE, from offset 0 */
-    symm__heap_chunk_t *chunks;
-    int n_chunks, cap_chunks;
-    uint64_t ipc_tag;
-
-    symm__allocator_t *alloc;
+    int heap_ready;           /* symm__heap_setup succeeded (src/heap holds the heap) */
     struct symm_team world, node;
 } symm__runtime_t;
 
 extern symm__runtime_t symm__rt;
 
-/* This PE's heap base. */
-static inline uintptr_t symm__heap_base(void) {
-    return symm__rt.slot0 + (uintptr_t)symm__rt.node_me * symm__rt.stride;
-}
+/* symm__agree (team.h): symm__bootstrap_agree over the world. */
 
-/* Every PE passes its own status; the result is the same on every PE: success
- * when all succeeded, else the failing PE's status (its own message on that
- * PE, "<what> failed on PE k" elsewhere). If any PE reports `prefer`, that
- * is what everyone returns. */
-symm_status_t symm__agree(symm_status_t mine, symm_status_t prefer, const char *what);
+/* Wait for this PE's device work; a CUDA failure there (a trapped kernel)
+ * is reported to every PE before it is returned (`what` names the call). */
+symm_status_t symm__synchronize_or_report(const char *what);
 
-/* Grow the mapping of every node PE to `new_mapped` bytes (collective,
- * all-or-nothing: on failure every PE unmaps what this call mapped). */
-symm_status_t symm__heap_grow(size_t new_mapped);
-/* Unmap every chunk (finalize, failed init). Local. */
-void symm__heap_unmap_all(void);
-/* Collective allocation of internal or user blocks: place, grow if needed,
- * commit, zero if asked. Every PE must pass the same arguments. */
-symm_status_t symm__heap_alloc(size_t size, size_t alignment, int zero, size_t *offset);
-
-/* Agree on a common address for this PE's heap (same pointers on every PE)
- * and reserve the address space. Collective. */
-symm_status_t symm__va_setup(void);
-void symm__va_release(void);
-
-/* Teams: build the world and node teams and their device contexts, refresh
- * the contexts after growth, free them. */
+/* Teams: build the world and node teams and their device contexts, free
+ * them (each module's team state first, team.h). symm__teams_update_heap_size
+ * refreshes the contexts after growth (the heap's on_grow hook). */
 symm_status_t symm__teams_create(void);
-symm_status_t symm__teams_update_heap_size(void);
+symm_status_t symm__teams_update_heap_size(void *unused);
 void symm__teams_destroy(void);
 
 /* Guard of every public call that needs an initialised runtime. */

@@ -37,8 +37,8 @@ static symm_status_t team_create(struct symm_team *t, int n, const int *world_pe
     c->world_pe = rt->rank;
     c->backend = rt->be->ops->kind;
     c->heap_base = base;
-    c->heap_size = rt->mapped;
-    c->stride = (int64_t)rt->stride;
+    c->heap_size = symm__heap.mapped;
+    c->stride = (int64_t)symm__heap.stride;
     double timeout = symm__env()->wait_timeout;
     c->timeout_ns = timeout > 0 ? (uint64_t)(timeout * 1e9) : 0;
     c->abort_flag = rt->abort_dev;
@@ -63,6 +63,9 @@ symm_status_t symm__teams_create(void) {
 }
 
 static void team_destroy(struct symm_team *t) {
+    for (int i = t->n_ext - 1; i >= 0; i--)
+        if (t->ext[i].fini)
+            t->ext[i].fini(t->ext[i].state);
     if (t->d_ctx)
         symm__rt.be->ops->dev_free(symm__rt.be, t->d_ctx);
     free(t->world_pe);
@@ -76,11 +79,12 @@ void symm__teams_destroy(void) {
 
 /* The pointer form of the context must see the grown heap (symm_ctx_ptr
  * bounds-checks against heap_size). */
-symm_status_t symm__teams_update_heap_size(void) {
+symm_status_t symm__teams_update_heap_size(void *unused) {
+    (void)unused;
     struct symm_team *teams[2] = {&symm__rt.world, &symm__rt.node};
     for (int i = 0; i < 2; i++) {
         struct symm_team *t = teams[i];
-        t->host_ctx.heap_size = symm__rt.mapped;
+        t->host_ctx.heap_size = symm__heap.mapped;
         if (!t->d_ctx)
             continue;
         symm_status_t st = symm__rt.be->ops->dev_write(symm__rt.be, t->d_ctx, &t->host_ctx,
@@ -97,6 +101,43 @@ static struct symm_team *valid_team(symm_team_t team) {
         return NULL;
     return team == &symm__rt.world || team == &symm__rt.node ? team : NULL;
 }
+
+/* ---- team.h: for the modules above the runtime ------------------------------------ */
+
+symm_team_t symm__team_resolve(symm_team_t team) { return valid_team(team ? team : &symm__rt.world); }
+
+symm_team_t symm__team_at(int i) {
+    if (!symm__rt.initialized)
+        return NULL;
+    return i == 0 ? &symm__rt.world : i == 1 ? &symm__rt.node : NULL;
+}
+
+const symm_ctx_t *symm__team_host_ctx(symm_team_t team) { return &team->host_ctx; }
+const symm_ctx_t *symm__team_dev_ctx(symm_team_t team) { return team->d_ctx; }
+
+symm_status_t symm__team_ext_set(symm_team_t team, const void *key, void *state, void (*fini)(void *state)) {
+    struct symm_team *t = valid_team(team);
+    if (!t || !key || symm__team_ext_get(team, key))
+        return symm__error(SYMM_ERR_INVALID_ARG, "team state: %s",
+                           !t ? "not a team handle" : !key ? "NULL key" : "key already set");
+    if (t->n_ext == SYMM__TEAM_EXT_MAX)
+        return symm__error(SYMM_ERR_INTERNAL, "team state: more than %d modules", SYMM__TEAM_EXT_MAX);
+    t->ext[t->n_ext].key = key;
+    t->ext[t->n_ext].state = state;
+    t->ext[t->n_ext].fini = fini;
+    t->n_ext++;
+    return SYMM_SUCCESS;
+}
+
+void *symm__team_ext_get(symm_team_t team, const void *key) {
+    struct symm_team *t = valid_team(team);
+    for (int i = 0; t && i < t->n_ext; i++)
+        if (t->ext[i].key == key)
+            return t->ext[i].state;
+    return NULL;
+}
+
+/* ---- the public team calls --------------------------------------------------------- */
 
 symm_team_t symm_team_world(void) { return symm__rt.initialized ? &symm__rt.world : NULL; }
 symm_team_t symm_team_node(void) { return symm__rt.initialized ? &symm__rt.node : NULL; }

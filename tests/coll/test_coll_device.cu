@@ -8,10 +8,17 @@
  *     broadcast, checked on the host;
  *   - two collectives and a block barrier in one launch;
  *   - a packet call after a one-shot call of the same slot and parity, whose
- *     plain data carried the packet call's flag value (stale_scratch).
- *   test_coll_device <npes>
+ *     plain data carried the packet call's flag value (stale_scratch);
+ *   - one-shot calls alternating with calls that give a slot nothing to
+ *     exchange (count 0, more blocks than words), no barrier between them,
+ *     the last PE much slower than the others (ahead);
+ *   - a direct call whose dest lies outside the heap on the last PE must
+ *     stop every PE with a message naming it (notheap, a run of its own:
+ *     the CUDA context is gone after the trap).
+ *   test_coll_device <npes> [ahead|notheap]
  */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "symm/symm_device.h"
 #include "coll_test.h"
@@ -66,6 +73,11 @@ __global__ void k_coll(const symm_ctx_t *c, int which, int grid, void *dst, cons
     }
 }
 
+/* A two-shot all-reduce of int32, block scope. */
+__global__ void k_coll_ex(const symm_ctx_t *c, void *dst, const void *src, size_t n) {
+    symm_all_reduce_ex_block(c, dst, src, n, SYMM_DTYPE_I32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_TWOSHOT);
+}
+
 /* Two all-reduces and a block barrier in one launch (block scope). */
 __global__ void k_two(const symm_ctx_t *c, float *a, float *b, size_t n) {
     symm_all_reduce_block(c, a, a, n, SYMM_DTYPE_F32, SYMM_OP_SUM);
@@ -103,7 +115,95 @@ __global__ void k_stale(const symm_ctx_t *c, const int32_t *a, const int32_t *b,
                             1);
 }
 
+/*
+ * `iters` one-shot all-reduces of int32 (n elements, input and result of
+ * call i at i * n), each followed by a call that leaves slots empty: count 0
+ * (block scope), or 3 elements over the grid's 8 blocks (packet all-reduce,
+ * all-gather, broadcast in turn: one or two words, so blocks 2..7 have none).
+ * No barrier between the calls. The last PE runs this with 32 threads, the
+ * others with 512, so they finish each one-shot call long before it does:
+ * had the empty call counted, their next one-shot call would store into the
+ * region the slow PE is still reducing from.
+ */
+__global__ void k_ahead(const symm_ctx_t *c, int32_t *r, const int32_t *a, int32_t *small, size_t n, int iters,
+                        int grid) {
+    int b = grid ? (int)blockIdx.x : 0, nb = grid ? (int)gridDim.x : 1;
+    for (int i = 0; i < iters; i++) {
+        symm_all_reduce_ex_grid(c, r + (size_t)i * n, a + (size_t)i * n, n, SYMM_DTYPE_I32, SYMM_OP_SUM,
+                                SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_ONESHOT, b, nb);
+        if (!grid)
+            symm_all_reduce_block(c, small, a, 0, SYMM_DTYPE_I32, SYMM_OP_SUM);
+        else if (i % 3 == 0)
+            symm_all_reduce_grid(c, small, a, 3, SYMM_DTYPE_I32, SYMM_OP_SUM, b, nb);
+        else if (i % 3 == 1)
+            symm_all_gather_grid(c, small, a, 1, SYMM_DTYPE_I32, b, nb);
+        else
+            symm_broadcast_grid(c, small, a, 3, SYMM_DTYPE_I32, 0, b, nb);
+    }
+}
+
+static int32_t ahead_val(int pe, int i, size_t k) { return (int32_t)((uint32_t)(pe + 1) * 1000003u + (uint32_t)i * 7919u + (uint32_t)k); }
+
 static char *sa, *sb, *h_in, *h_out, *h_ref;
+
+static void part_ahead(void) {
+    int32_t *a = (int32_t *)h_in, *out = (int32_t *)h_out;
+    int32_t *da = (int32_t *)sa, *dr = (int32_t *)sb;
+    for (int grid = 0; grid < 2; grid++) {
+        /* 24 KiB per block slot: one-shot fits a region on up to 8 PEs */
+        const size_t n = grid ? 8 * 6144 : 6144;
+        const int iters = grid ? 30 : 40;
+        int32_t *small = dr + (size_t)iters * n;
+        long long bad = 0;
+        for (int i = 0; i < iters; i++)
+            for (size_t k = 0; k < n; k++)
+                a[(size_t)i * n + k] = ahead_val(me, i, k);
+        CUDA_CHECK(cudaMemcpy(da, a, (size_t)iters * n * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemset(dr, 0x5a, (size_t)iters * n * 4));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        SYMM_CHECK(symm_barrier_all());
+        k_ahead<<<grid ? 8 : 1, me == npes - 1 ? 32 : 512>>>(ctx, dr, da, small, n, iters, grid);
+        CUDA_CHECK_KERNEL();
+        CUDA_CHECK(cudaMemcpy(out, dr, (size_t)iters * n * 4, cudaMemcpyDeviceToHost));
+        for (int i = 0; i < iters; i++)
+            for (size_t k = 0; k < n; k++) {
+                uint32_t want = 0;
+                for (int p = 0; p < npes; p++) want += (uint32_t)ahead_val(p, i, k);
+                if (out[(size_t)i * n + k] != (int32_t)want && bad++ < 4)
+                    fprintf(stderr, "FAIL [pe %d] ahead (%s): call %d element %zu is %d, want %d\n", me,
+                            grid ? "grid of 8, 3 elements between" : "block, count 0 between", i, k,
+                            out[(size_t)i * n + k], (int32_t)want);
+            }
+        if (bad) {
+            g_ct_failures++;
+            fprintf(stderr, "FAIL [pe %d] ahead: %lld wrong elements (npes %d)\n", me, bad, npes);
+        }
+        if (me == 0)
+            printf("one-shot calls around calls that leave slots empty (%s): %s\n",
+                   grid ? "grid, more blocks than words" : "block, count 0", bad ? "WRONG" : "ok");
+    }
+}
+
+/* PE npes - 1 passes a dest outside the heap to a direct all-reduce; every
+ * PE's kernel must stop with the message (ctest matches it). */
+static int part_notheap(void) {
+    const size_t n = 100000;
+    int32_t *dst = (int32_t *)sb;
+    cudaError_t err;
+    if (me == npes - 1)
+        CUDA_CHECK(cudaMalloc((void **)&dst, n * 4));
+    CUDA_CHECK(cudaMemset(sa, 0, n * 4));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    SYMM_CHECK(symm_barrier_all());
+    k_coll_ex<<<1, 256>>>(ctx, dst, sa, n);
+    CUDA_CHECK(cudaGetLastError());
+    err = cudaDeviceSynchronize();
+    TEST_ASSERT(err != cudaSuccess, "a direct all-reduce with dest outside the heap on PE %d returned", npes - 1);
+    printf("test_coll_device notheap: PE %d: the kernel stopped with %s, as it should\n", me,
+           cudaGetErrorName(err));
+    fflush(stdout);
+    _exit(0);
+}
 
 /* k_stale with the slot's call counter set so that the third call's flag is
  * known; checks the third result (and the first). */
@@ -218,6 +318,7 @@ static void run_a2av(int grid, int nblocks, size_t scale) {
 
 int main(int argc, char **argv) {
     int need = argc > 1 ? atoi(argv[1]) : 2;
+    const char *only = argc > 2 ? argv[2] : "";
     unsigned long long *bad, hbad[33];
     float *buf, *out;
     symm_test_require_pes(need);
@@ -235,6 +336,13 @@ int main(int argc, char **argv) {
     h_out = (char *)malloc(POOL);
     h_ref = (char *)malloc(POOL);
     TEST_ASSERT(h_in && h_out && h_ref, "host memory");
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (strcmp(only, "notheap") == 0)
+        return part_notheap();
+    if (strcmp(only, "ahead") == 0) {
+        part_ahead();
+        goto done;
+    }
 
     /* fused kernel, grid size and algorithm changing each launch */
     {
@@ -292,6 +400,7 @@ int main(int argc, char **argv) {
             printf("block and grid scope collectives done (%lld failed checks so far)\n", g_ct_failures);
     }
     part_stale_scratch();
+    part_ahead();
     /* two collectives and a barrier in one launch */
     {
         size_t n = 3000;
@@ -322,6 +431,7 @@ int main(int argc, char **argv) {
         }
         ct_check("two-call kernel: max all-reduce (block scope, 3000 f32)", SYMM_DTYPE_F32, h_out, h_ref, n);
     }
+done:
     CUDA_CHECK(cudaDeviceSynchronize());
     SYMM_CHECK(symm_free(sb));
     SYMM_CHECK(symm_free(sa));

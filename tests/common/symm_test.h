@@ -82,4 +82,37 @@ static inline void symm_test_fill(void *buf, size_t n, uint64_t seed) {
     }
 }
 
+/* Descriptors a program this process starts would inherit: a child forks
+ * and execs this binary with "--count-fds", whose main answers with
+ * symm_test_count_fds() (its open descriptors, as its exit status). */
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static inline int symm_test_count_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    struct dirent *e;
+    if (!d)
+        return 255;
+    while ((e = readdir(d)))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1; /* the directory's own */
+}
+
+static inline int symm_test_inherited_fds(void) {
+    int st;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    TEST_ASSERT(pid >= 0, "fork");
+    if (pid == 0) {
+        execl("/proc/self/exe", "symm-test-count-fds", "--count-fds", (char *)NULL);
+        _exit(254);
+    }
+    TEST_ASSERT(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) < 254, "fd-count child");
+    return WEXITSTATUS(st);
+}
+
 #endif /* SYMM_TEST_H */

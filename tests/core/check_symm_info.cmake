@@ -1,6 +1,6 @@
 # Runs symm-info (-DSYMM_INFO=<path>) and checks what it prints: the version,
 # every variable of src/core/env_table.h, the multicast line, and a GPU
-# section (a list of devices, or "none found" where there are none, as in CI).
+# section (a list of devices, or "no GPU found" where there are none, as in CI).
 execute_process(COMMAND ${SYMM_INFO} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "symm-info exited ${rc}\n${out}\n${err}")
@@ -18,7 +18,7 @@ foreach(row ${rows})
   endif()
 endforeach()
 foreach(want "symm [0-9]+\\.[0-9]+\\.[0-9]+\n" "multicast \\(NVLS\\) allowed: (yes|no)\n"
-             "GPUs: ([0-9]+\n|none found)")
+             "GPUs: ([0-9]+\n|no GPU found)")
   if(NOT out MATCHES "${want}")
     message(FATAL_ERROR "symm-info output lacks /${want}/:\n${out}")
   endif()

@@ -16,9 +16,33 @@
  *   death_root  the same with PE 0 (whose death every rank sees directly)
  *   death_ipc   a PE dies while the others wait in the fd exchange
  *   stop        PE N-1 stops (SIGSTOP): declared dead after SYMM_PEER_TIMEOUT
- *   bad_nranks  PE N-1 claims another job size: a clear error on every PE
- *   dup_rank    two processes claim the same rank: a clear error, no hang
+ *   failed      PE N-1 reports a failure of its own (a CUDA error, say) and
+ *               stays alive: every PE learns it, naming it and why, within
+ *               10 s; the failed PE's own calls fail at once (failed_root:
+ *               PE 0 fails)
+ *   health      the same through the health check the watcher runs
+ *   stuck       PE N-1 is alive but stays out of a barrier past
+ *               SYMM_WAIT_TIMEOUT=2: declared stuck, every PE (itself too,
+ *               when it comes back) gets SYMM_ERR_PEER_DIED naming it
+ *               (stuck_root: PE 0, named by each rank's own deadline)
+ *   bad_nranks  PE N-1 claims another job size: turned away with the reason,
+ *               which the root's timeout names on every PE
+ *   dup_rank    two processes claim the same rank: the second is turned away,
+ *               the timeout names it; no hang
  *   missing     only rank 1 of 2 starts: SYMM_ERR_TIMEOUT, no hang
+ * Attacks on a job whose last rank starts only after the attack
+ * (bootstrap_attacker.c); each time the job must form and pass its rounds
+ * and fd exchange, and the attacker must get nothing:
+ *   attack_outsider  HELLOs without the key (the old computable nonce, a
+ *                    made-up proof)
+ *   attack_replay    a HELLO signed for one connection's challenge, sent
+ *                    on another (SYMM_BOOTSTRAP_SECRET given to the job)
+ *   attack_silent    40 connections that never say anything (served one
+ *                    after another at 5 s each, the job could not form
+ *                    within its 20 s SYMM_BOOTSTRAP_TIMEOUT)
+ *   attack_user      as uid 65534: the key file, HELLOs without the key, and
+ *                    every node socket of the job while it exchanges memory
+ *                    handles; "SKIP:" where the test cannot switch users
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -26,6 +50,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,24 +61,16 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap_attacker.h"
 #include "core/env.h"
+#include "bootstrap/launch_env.h"
 #include "core/log.h"
 #include "symm_test.h"
+#include "symm_test_time.h"
 
 extern int symm_core_test_pe;
 
 #define DEATH_BOUND_S 10.0 /* correctness bound from the issue, not a benchmark */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* ======================================================================= */
 /* child side                                                               */
@@ -220,7 +237,7 @@ static void ipc_rounds(symm__bootstrap_t *b, uint64_t seed, int count) {
         TEST_ASSERT(write(fd, text, (size_t)len) == len, "write memfd");
         /* Uneven pace, so fast PEs send the next round early. */
         if (symm_test_rand(&st) % 3 == 0)
-            sleep_ms((int)(symm_test_rand(&st) % 4));
+            symm_test_sleep_ms((int)(symm_test_rand(&st) % 4));
         SYMM_CHECK(symm__ipc_allgather_fd(ipc, fd, tag, fds));
         close(fd); /* the exchanged copies keep the memory alive */
         for (int r = 0; r < n; r++) {
@@ -277,8 +294,23 @@ static void scenario_basic(child_t *c) {
     TEST_ASSERT(tasks == 1, "%d threads left", tasks);
 }
 
-/* A PE dies (or stops); the others must learn it, by name, in bounded time. */
-static void scenario_death(child_t *c, int victim, int in_ipc, int stop) {
+/* How the victim of scenario_death leaves the job. */
+enum { V_KILL, V_STOP, V_REPORT, V_HEALTH, V_STUCK };
+
+static atomic_int g_health_calls;
+static int failing_health(void *arg, char *why, size_t size) {
+    (void)arg;
+    if (atomic_fetch_add(&g_health_calls, 1) < 1)
+        return 0; /* healthy at first */
+    snprintf(why, size, "test: the health check says this device failed");
+    return 1;
+}
+
+/* A PE dies, stops, reports a failure (directly or through its health
+ * check) or gets stuck (alive, not calling collectives); the others must
+ * learn it, by name, in bounded time. */
+static void scenario_death(child_t *c, int victim, int in_ipc, int how) {
+    int stop = how == V_STOP;
     symm__bootstrap_t *b = NULL;
     SYMM_CHECK(first_init(c, c->n, &b));
     volatile uint32_t flag = 0;
@@ -292,14 +324,42 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int stop) {
     if (in_ipc)
         SYMM_CHECK(symm__ipc_create(b, ranks, c->n, c->rank, &ipc));
     SYMM_CHECK(symm__bootstrap_barrier(b));
-    if (c->rank == victim) {
-        sleep_ms(200); /* let the others block first */
+    if (c->rank == victim && (how == V_KILL || how == V_STOP)) {
+        symm_test_sleep_ms(200); /* let the others block first */
         raise(stop ? SIGSTOP : SIGKILL);
         /* SIGSTOP: the driver kills us once the others are done. */
         for (;;)
             pause();
     }
-    double t0 = now_s();
+    if (c->rank == victim) {
+        /* alive throughout: its watcher keeps sending heartbeats */
+        double t0 = symm_test_now_s();
+        symm_test_sleep_ms(200);
+        if (how == V_REPORT)
+            symm__bootstrap_report_failure(b, "test: this PE's device failed");
+        else if (how == V_HEALTH)
+            symm__bootstrap_set_health(b, failing_health, NULL);
+        else /* stuck past SYMM_WAIT_TIMEOUT while the others wait in a barrier (the root past
+              * the ranks' SYMM_WAIT_TIMEOUT + 5 s) */
+            symm_test_sleep_ms(victim == 0 ? 9000 : 4000);
+        /* failed: its own calls fail at once, nobody waits for it; stuck:
+         * once back, it hears it was declared out */
+        symm_status_t s = SYMM_SUCCESS;
+        while (s == SYMM_SUCCESS && symm_test_now_s() - t0 < 60)
+            s = symm__bootstrap_barrier(b);
+        TEST_ASSERT(s == SYMM_ERR_PEER_DIED, "the victim itself: %s (%s)", symm_strerror(s), symm_last_error());
+        /* (a stuck root hears nothing: the ranks named it by their own deadline and left) */
+        TEST_ASSERT(symm__bootstrap_dead_pe(b) == victim || (how == V_STUCK && victim == 0),
+                    "the victim's dead_pe %d", symm__bootstrap_dead_pe(b));
+        symm__bootstrap_set_health(b, NULL, NULL);
+        symm__bootstrap_set_abort_flag(b, NULL);
+        symm__bootstrap_destroy(b);
+        free(ranks);
+        free(fds);
+        printf("PE %d (the victim) was told after %.3f s: %s\n", c->rank, symm_test_now_s() - t0, symm_last_error());
+        return;
+    }
+    double t0 = symm_test_now_s();
     symm_status_t s;
     if (in_ipc) {
         int fd = memfd_create("symm-test", MFD_CLOEXEC);
@@ -310,9 +370,9 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int stop) {
         /* Keep calling collectives: some may still complete before the death. */
         do {
             s = symm__bootstrap_barrier(b);
-        } while (s == SYMM_SUCCESS && now_s() - t0 < 60);
+        } while (s == SYMM_SUCCESS && symm_test_now_s() - t0 < 60);
     }
-    double waited = now_s() - t0;
+    double waited = symm_test_now_s() - t0;
     TEST_ASSERT(s == SYMM_ERR_PEER_DIED, "got %s (%s), expected SYMM_ERR_PEER_DIED", symm_strerror(s),
                 symm_last_error());
     TEST_ASSERT(waited < DEATH_BOUND_S, "took %.2f s to notice the death (bound %g s)", waited, DEATH_BOUND_S);
@@ -321,6 +381,12 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int stop) {
     TEST_ASSERT(strstr(symm_last_error(), name), "message names %s: %s", name, symm_last_error());
     if (stop)
         TEST_ASSERT(strstr(symm_last_error(), "silent"), "message says why: %s", symm_last_error());
+    if (how == V_REPORT || how == V_HEALTH)
+        TEST_ASSERT(strstr(symm_last_error(), "failed") && strstr(symm_last_error(), "test: "),
+                    "message says it failed, and why: %s", symm_last_error());
+    if (how == V_STUCK)
+        TEST_ASSERT(strstr(symm_last_error(), "is stuck") && strstr(symm_last_error(), "SYMM_WAIT_TIMEOUT"),
+                    "message says it is stuck: %s", symm_last_error());
     TEST_ASSERT(symm__bootstrap_dead_pe(b) == victim, "dead_pe %d", symm__bootstrap_dead_pe(b));
     TEST_ASSERT(flag == (uint32_t)victim + 1, "abort flag %u, expected %d", flag, victim + 1);
     /* Every later call fails the same way, at once. */
@@ -337,7 +403,8 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int stop) {
     symm__bootstrap_destroy(b);
     free(ranks);
     free(fds);
-    printf("PE %d noticed PE %d's %s after %.3f s\n", c->rank, victim, stop ? "stop" : "death", waited);
+    static const char *names[] = {"death", "stop", "failure report", "failed health check", "stuck state"};
+    printf("PE %d noticed PE %d's %s after %.3f s\n", c->rank, victim, names[how], waited);
 }
 
 /* Setup errors: every PE fails clearly (never hangs). */
@@ -346,27 +413,43 @@ static void scenario_setup_error(child_t *c) {
     int claim = c->n;
     if (strcmp(c->scenario, "bad_nranks") == 0 && c->rank == c->n - 1)
         claim = c->n + 1;
-    double t0 = now_s();
+    double t0 = symm_test_now_s();
     symm_status_t s = first_init(c, claim, &b);
     const char *msg = symm_last_error();
-    printf("PE %d: %s: %s (%.2f s)\n", c->rank, symm_strerror(s), msg, now_s() - t0);
+    printf("PE %d: %s: %s (%.2f s)\n", c->rank, symm_strerror(s), msg, symm_test_now_s() - t0);
     TEST_ASSERT(s != SYMM_SUCCESS && b == NULL, "init should fail");
     if (strcmp(c->scenario, "missing") == 0) {
         TEST_ASSERT(s == SYMM_ERR_TIMEOUT, "missing root: %s", symm_strerror(s));
         return;
     }
-    /* The root saw the problem and says what it is; a PE that had connected
-     * is told the same. A PE that came too late finds no root: it times out
-     * reaching it, or (connection torn down half-way) is told to look at
-     * PE 0's error. */
+    /* The root turns the offending process away, telling it why, and keeps
+     * waiting for the rank it lacks; when the job cannot form by the
+     * deadline its timeout message (which every PE that joined gets too)
+     * says what it turned away. A PE that came too late finds no root: it
+     * times out reaching it, or is told to look at PE 0's error. */
     const char *what = strcmp(c->scenario, "bad_nranks") == 0 ? "started with" : "claim rank";
     if (c->rank == 0)
-        TEST_ASSERT(s == SYMM_ERR_BOOTSTRAP && strstr(msg, what), "PE 0: expected \"%s\" in: %s", what, msg);
+        TEST_ASSERT(s == SYMM_ERR_TIMEOUT && strstr(msg, what), "PE 0: expected \"%s\" in: %s", what, msg);
     else if (s == SYMM_ERR_BOOTSTRAP)
         TEST_ASSERT(strstr(msg, what) || strstr(msg, "see PE 0's error"), "PE %d: expected \"%s\" in: %s",
                     c->rank, what, msg);
     else
         TEST_ASSERT(s == SYMM_ERR_TIMEOUT, "PE %d: %s", c->rank, symm_strerror(s));
+}
+
+/* The job under attack: it must form and work as if nothing happened. */
+static void scenario_attacked(child_t *c) {
+    int fds_before = count_dir("/proc/self/fd");
+    symm__bootstrap_t *b = NULL;
+    SYMM_CHECK(first_init(c, c->n, &b));
+    rounds(b, c->seed, 20);
+    if (c->rank == c->n - 1 && getenv("TB_IPC_DELAY_MS"))
+        symm_test_sleep_ms(atoi(getenv("TB_IPC_DELAY_MS"))); /* the others' node sockets wait, in view */
+    ipc_rounds(b, c->seed, 5);
+    SYMM_CHECK(symm__bootstrap_barrier(b));
+    symm__bootstrap_destroy(b);
+    int fds_after = count_dir("/proc/self/fd");
+    TEST_ASSERT(fds_after == fds_before, "fds: %d before, %d after", fds_before, fds_after);
 }
 
 static int child_main(const char *scenario, const char *mode) {
@@ -387,16 +470,28 @@ static int child_main(const char *scenario, const char *mode) {
     if (strcmp(scenario, "basic") == 0)
         scenario_basic(&c);
     else if (strcmp(scenario, "death_last") == 0)
-        scenario_death(&c, c.n - 1, 0, 0);
+        scenario_death(&c, c.n - 1, 0, V_KILL);
     else if (strcmp(scenario, "death_root") == 0)
-        scenario_death(&c, 0, 0, 0);
+        scenario_death(&c, 0, 0, V_KILL);
     else if (strcmp(scenario, "death_ipc") == 0)
-        scenario_death(&c, c.n / 2, 1, 0);
+        scenario_death(&c, c.n / 2, 1, V_KILL);
     else if (strcmp(scenario, "stop") == 0)
-        scenario_death(&c, c.n - 1, 0, 1);
+        scenario_death(&c, c.n - 1, 0, V_STOP);
+    else if (strcmp(scenario, "failed") == 0)
+        scenario_death(&c, c.n - 1, 0, V_REPORT);
+    else if (strcmp(scenario, "failed_root") == 0)
+        scenario_death(&c, 0, 0, V_REPORT);
+    else if (strcmp(scenario, "health") == 0)
+        scenario_death(&c, c.n - 1, 0, V_HEALTH);
+    else if (strcmp(scenario, "stuck") == 0)
+        scenario_death(&c, c.n - 1, 0, V_STUCK);
+    else if (strcmp(scenario, "stuck_root") == 0)
+        scenario_death(&c, 0, 0, V_STUCK);
     else if (strcmp(scenario, "bad_nranks") == 0 || strcmp(scenario, "dup_rank") == 0 ||
              strcmp(scenario, "missing") == 0)
         scenario_setup_error(&c);
+    else if (strncmp(scenario, "attack_", 7) == 0)
+        scenario_attacked(&c);
     else
         TEST_FAIL("unknown scenario %s", scenario);
     fflush(stdout);
@@ -441,17 +536,8 @@ static pid_t start_child(const char *self, const char *scenario, const char *mod
                            "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID"};
     for (size_t i = 0; i < sizeof clear / sizeof clear[0]; i++)
         unsetenv(clear[i]);
-    if (strcmp(mode, "env") == 0) {
-        snprintf(v, sizeof v, "%d", env_rank);
-        setenv("RANK", v, 1);
-        setenv("LOCAL_RANK", v, 1);
-        snprintf(v, sizeof v, "%d", n);
-        setenv("WORLD_SIZE", v, 1);
-        setenv("LOCAL_WORLD_SIZE", v, 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1);
-        snprintf(v, sizeof v, "%d", port);
-        setenv("SYMM_BOOTSTRAP_PORT", v, 1);
-    }
+    if (strcmp(mode, "env") == 0)
+        symm__launch_env_set(env_rank, n, 0, port);
     if (uid_hex)
         setenv("TB_UID", uid_hex, 1);
     if (uid_fd >= 0) {
@@ -461,6 +547,48 @@ static pid_t start_child(const char *self, const char *scenario, const char *mod
     execl(self, self, "child", scenario, mode, (char *)NULL);
     fprintf(stderr, "exec %s: %s\n", self, strerror(errno));
     _exit(127);
+}
+
+/* The attacker of an attack scenario, in a child of the driver: it attacks
+ * the bootstrap, writes a byte to `ready` (the driver then starts the last
+ * rank), and for the node-socket part keeps going until `stop` closes.
+ * Exit 0: the job gave it nothing; 77: it cannot run here. */
+static int attacker_main(const char *scenario, int port, int n, int ready, int stop) {
+    int rc = 0, silent[40], seen = 0;
+    uid_t victim = getuid();
+    char go = 1;
+    load_env();
+    if (strcmp(scenario, "attack_user") == 0) {
+        if (attack_drop_privileges() != 0) {
+            if (write(ready, &go, 1) < 0) { /* the driver sees the exit either way */ }
+            return 77;
+        }
+        printf("attacker: now uid %u\n", (unsigned)getuid());
+        rc |= attack_key_file(victim);
+    }
+    if (strcmp(scenario, "attack_silent") == 0)
+        rc |= attack_silent_open(port, 40, silent);
+    else if (strcmp(scenario, "attack_replay") == 0)
+        rc |= attack_replay(port, n, n - 1);
+    else
+        rc |= attack_old_nonce(port, n, n - 1);
+    fflush(stdout);
+    if (write(ready, &go, 1) != 1)
+        return 1;
+    if (strcmp(scenario, "attack_user") == 0) {
+        int got = attack_node_sockets(stop, n, &seen);
+        printf("attacker: saw %d node socket name(s), received %d descriptor(s)\n", seen, got);
+        if (got) {
+            fprintf(stderr, "FAIL attacker: received %d file descriptor(s) of the job's memory\n", got);
+            rc = 1;
+        }
+    } else {
+        char x;
+        while (read(stop, &x, 1) > 0) {
+        }
+    }
+    fflush(stdout);
+    return rc;
 }
 
 static int driver(const char *self, const char *scenario, const char *mode, int n) {
@@ -475,11 +603,28 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
     setenv("SYMM_LOG_LEVEL", "error", 1);
     if (strcmp(scenario, "stop") == 0)
         setenv("SYMM_PEER_TIMEOUT", "1", 1);
+    if (strncmp(scenario, "stuck", 5) == 0)
+        setenv("SYMM_WAIT_TIMEOUT", "2", 1);
+    else
+        unsetenv("SYMM_WAIT_TIMEOUT");
     if (strcmp(scenario, "bad_nranks") == 0 || strcmp(scenario, "dup_rank") == 0 ||
         strcmp(scenario, "missing") == 0)
         setenv("SYMM_BOOTSTRAP_TIMEOUT", "3", 1);
+    else if (strncmp(scenario, "attack_", 7) == 0)
+        setenv("SYMM_BOOTSTRAP_TIMEOUT", "20", 1);
     else
         setenv("SYMM_BOOTSTRAP_TIMEOUT", "60", 1);
+    int attack = strncmp(scenario, "attack_", 7) == 0;
+    if (strcmp(scenario, "attack_replay") == 0) {
+        char secret[65];
+        uint64_t st = seed ^ 0xa5a5;
+        for (int i = 0; i < 64; i++)
+            secret[i] = "0123456789abcdef"[symm_test_rand(&st) & 15];
+        secret[64] = '\0';
+        setenv("SYMM_BOOTSTRAP_SECRET", secret, 1);
+    }
+    if (strcmp(scenario, "attack_user") == 0)
+        setenv("TB_IPC_DELAY_MS", "1500", 1);
 
     int port = free_port();
     pid_t *pids = calloc((size_t)n, sizeof *pids);
@@ -515,14 +660,34 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
         TEST_ASSERT(got == 2 * SYMM_UNIQUE_ID_BYTES, "rank 0 did not publish its unique id");
         first = 1;
     }
+    pid_t attacker = -1;
+    int stop_pipe[2] = {-1, -1}, attacker_status = 0, attacker_done = 0;
     for (int r = first; r < n; r++) {
         int env_rank = strcmp(scenario, "dup_rank") == 0 && r == n - 1 ? 1 : r;
+        if (attack && r == n - 1) {
+            /* the job is forming without its last rank: attack it now */
+            int ready[2];
+            char x;
+            TEST_ASSERT(pipe(ready) == 0 && pipe(stop_pipe) == 0, "pipe");
+            fflush(stdout);
+            attacker = fork();
+            TEST_ASSERT(attacker >= 0, "fork");
+            if (attacker == 0) {
+                close(ready[0]);
+                close(stop_pipe[1]);
+                _exit(attacker_main(scenario, port, n, ready[1], stop_pipe[0]));
+            }
+            close(ready[1]);
+            close(stop_pipe[0]);
+            TEST_ASSERT(read(ready[0], &x, 1) == 1, "the attacker did not finish its bootstrap part");
+            close(ready[0]);
+        }
         pids[r] = start_child(self, scenario, mode, r, env_rank, n, port, seed, uid_hex[0] ? uid_hex : NULL,
                               -1);
     }
 
     /* Collect. A PE that hangs fails the test (after a generous bound). */
-    double deadline = now_s() + 240;
+    double deadline = symm_test_now_s() + 240;
     int failed = 0, left = 0;
     for (int r = 0; r < n; r++)
         left += pids[r] > 0;
@@ -532,6 +697,11 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
     while (left > 0) {
         int st;
         pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p > 0 && p == attacker) {
+            attacker_status = st;
+            attacker_done = 1;
+            continue;
+        }
         if (p > 0) {
             for (int r = 0; r < n; r++)
                 if (pids[r] == p) {
@@ -545,15 +715,28 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
         if (stop && left == 1 && !done[victim]) {
             kill(pids[victim], SIGKILL);
         }
-        if (now_s() > deadline) {
+        if (symm_test_now_s() > deadline) {
             fprintf(stderr, "FAIL: PEs still running after 240 s: killing them\n");
             for (int r = 0; r < n; r++)
                 if (pids[r] > 0 && !done[r])
                     kill(pids[r], SIGKILL);
             failed = 1;
-            deadline = now_s() + 3600;
+            deadline = symm_test_now_s() + 3600;
         }
-        sleep_ms(10);
+        symm_test_sleep_ms(10);
+    }
+    int skipped = 0;
+    if (attacker > 0) {
+        close(stop_pipe[1]); /* the job is done: the attacker stops */
+        if (!attacker_done)
+            TEST_ASSERT(waitpid(attacker, &attacker_status, 0) == attacker, "waitpid attacker");
+        if (WIFEXITED(attacker_status) && WEXITSTATUS(attacker_status) == 77) {
+            printf("SKIP: %s: this process cannot switch to another user (needs root)\n", scenario);
+            skipped = 1;
+        } else if (!(WIFEXITED(attacker_status) && WEXITSTATUS(attacker_status) == 0)) {
+            fprintf(stderr, "FAIL: the attacker got something from the job (status 0x%x)\n", attacker_status);
+            failed = 1;
+        }
     }
     for (int r = 0; r < n; r++) {
         if (pids[r] <= 0)
@@ -573,8 +756,8 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
     free(pids);
     free(status);
     free(done);
-    printf("test_bootstrap %s %s %d: %s\n", scenario, mode, n, failed ? "FAILED" : "OK");
-    return failed ? 1 : 0;
+    printf("test_bootstrap %s %s %d: %s\n", scenario, mode, n, failed ? "FAILED" : skipped ? "SKIPPED" : "OK");
+    return failed ? 1 : skipped ? 77 : 0;
 }
 
 int main(int argc, char **argv) {

@@ -76,10 +76,11 @@ static void test_defaults(void) {
     TEST_ASSERT(e->heap_reserve == 0 && e->heap_limit == 0, "heap defaults");
     TEST_ASSERT(e->heap_chunk == (size_t)256 << 20, "heap_chunk default %zu", e->heap_chunk);
     TEST_ASSERT(e->enable_multicast == 0, "enable_multicast default");
+    TEST_ASSERT(strcmp(e->bootstrap_secret, "") == 0, "bootstrap_secret default");
 #ifdef SYMM_DEBUG
     TEST_ASSERT(e->wait_timeout == 60.0, "wait_timeout debug default");
 #else
-    TEST_ASSERT(e->wait_timeout == 0.0, "wait_timeout default");
+    TEST_ASSERT(e->wait_timeout == 600.0, "wait_timeout default %g (no wait lasts forever)", e->wait_timeout);
 #endif
     /* Defaults hold before any load even when the environment says otherwise. */
     setenv("SYMM_HEAP_CHUNK", "1M", 1);

@@ -129,11 +129,17 @@ static void test_log(void) {
     TEST_ASSERT(strstr(out, "...\n") != NULL, "cut marked");
     free(out);
 
-    /* symm__error: last error set, logged at error level. */
+    /* symm__error: last error set; printed only at debug level (the caller
+     * reports it: once). */
     symm__error_clear();
     TEST_ASSERT(strcmp(symm_last_error(), "") == 0, "cleared");
     out = capture_stderr(raise_error);
-    TEST_ASSERT(strcmp(out, "[symm pe 3] ERROR: sizes differ: 8 vs 9\n") == 0, "got \"%s\"", out);
+    TEST_ASSERT(strcmp(out, "") == 0, "printed at error level: \"%s\"", out);
+    free(out);
+    env.log_level = SYMM__LOG_DEBUG;
+    symm__env_set(&env);
+    out = capture_stderr(raise_error);
+    TEST_ASSERT(strcmp(out, "[symm pe 3] DEBUG: sizes differ: 8 vs 9\n") == 0, "got \"%s\"", out);
     free(out);
     TEST_ASSERT(strcmp(symm_last_error(), "pe 3: sizes differ: 8 vs 9") == 0, "last error \"%s\"",
                 symm_last_error());

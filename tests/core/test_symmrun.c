@@ -21,21 +21,11 @@
 #include <unistd.h>
 
 #include "symm_test.h"
+#include "symm_test_time.h"
 
 /* Correctness bounds (the children would otherwise sleep 60 s): a launcher
  * that does not stop them fails, one that does passes with a wide margin. */
 #define STOP_BOUND_S 30.0
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* ---- children ------------------------------------------------------------ */
 
@@ -43,7 +33,7 @@ static int child(const char *mode) {
     int rank = atoi(getenv("RANK") ? getenv("RANK") : "-1");
     if (strcmp(mode, "env") == 0) {
         const char *names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                               "MASTER_PORT", "SYMM_BOOTSTRAP_PORT"};
+                               "MASTER_PORT", "SYMM_BOOTSTRAP_PORT", "SYMM_BOOTSTRAP_SECRET"};
         printf("env");
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             printf(" %s=%s", names[i], getenv(names[i]) ? getenv(names[i]) : "(unset)");
@@ -53,7 +43,7 @@ static int child(const char *mode) {
         for (int i = 0; i < 5; i++) {
             printf("piece%d-of-rank%d ", i, rank);
             fflush(stdout);
-            sleep_ms(10);
+            symm_test_sleep_ms(10);
         }
         printf("end\n");
         fprintf(stderr, "to stderr from %d\n", rank);
@@ -65,11 +55,29 @@ static int child(const char *mode) {
         printf("started\n");
         fflush(stdout);
         if (rank == 1) {
-            sleep_ms(200);
+            symm_test_sleep_ms(200);
             return 3;
         }
         sleep(60);
         printf("finished\n");
+        return 0;
+    }
+    if (strcmp(mode, "burst") == 0) { /* rank 1 writes a burst to stderr and fails at once */
+        if (rank == 1) {
+            for (int i = 0; i < 300; i++)
+                fprintf(stderr, "burst line %d of rank 1\n", i);
+            fprintf(stderr, "last words of rank 1, without a newline");
+            fflush(stderr);
+            /* a child that keeps the output pipe open: no end of stream
+             * tells symmrun the line is complete */
+            if (fork() == 0) {
+                sleep(5);
+                _exit(0);
+            }
+            symm_test_sleep_ms(100);
+            return 3;
+        }
+        sleep(60);
         return 0;
     }
     if (strcmp(mode, "stubborn") == 0) { /* rank 0 fails; rank 1 ignores SIGTERM */
@@ -81,12 +89,12 @@ static int child(const char *mode) {
             printf("finished\n");
             return 0;
         }
-        sleep_ms(300);
+        symm_test_sleep_ms(300);
         return 5;
     }
     if (strcmp(mode, "killed") == 0) { /* rank 2 dies of SIGKILL */
         if (rank == 2) {
-            sleep_ms(200);
+            symm_test_sleep_ms(200);
             raise(SIGKILL);
         }
         sleep(60);
@@ -103,7 +111,7 @@ static int child(const char *mode) {
             }
             printf("grandchild %d\n", (int)g);
             fflush(stdout);
-            sleep_ms(300);
+            symm_test_sleep_ms(300);
             return 4;
         }
         sleep(60);
@@ -185,7 +193,7 @@ static result_t run(const char *const *args, int sig, int ready_lines) {
     for (int i = 0; args[i]; i++)
         argv[k++] = strcmp(args[i], "SELF") == 0 ? g_self : args[i];
     argv[k] = NULL;
-    double t0 = now_s();
+    double t0 = symm_test_now_s();
     pid_t pid = fork();
     TEST_ASSERT(pid >= 0, "fork");
     if (pid == 0) {
@@ -195,7 +203,7 @@ static result_t run(const char *const *args, int sig, int ready_lines) {
         _exit(126);
     }
     if (sig) {
-        double until = now_s() + 20;
+        double until = symm_test_now_s() + 20;
         for (;;) {
             char *o = slurp(out);
             int ready = 0;
@@ -204,15 +212,15 @@ static result_t run(const char *const *args, int sig, int ready_lines) {
             free(o);
             if (ready >= ready_lines)
                 break;
-            TEST_ASSERT(now_s() < until, "children never got ready");
-            sleep_ms(20);
+            TEST_ASSERT(symm_test_now_s() < until, "children never got ready");
+            symm_test_sleep_ms(20);
         }
         kill(pid, sig);
     }
     int st;
     TEST_ASSERT(waitpid(pid, &st, 0) == pid, "waitpid");
     result_t r;
-    r.seconds = now_s() - t0;
+    r.seconds = symm_test_now_s() - t0;
     if (sig == SIGKILL) {
         TEST_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "symmrun should have been killed");
         r.code = 128 + SIGKILL;
@@ -235,20 +243,27 @@ static void done(result_t *r) {
 #define A(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 static void test_env_and_prefixes(void) {
+    static char first_secret[80];
     result_t r = run(A("-n", "3", "SELF", "child", "env"), 0, 0);
     TEST_ASSERT(r.code == 0, "exit %d, stderr:\n%s", r.code, r.err);
     int master = -1, bport = -1;
+    char secret0[80] = "";
     for (int rank = 0; rank < 3; rank++) {
         char prefix[16], *p;
         snprintf(prefix, sizeof prefix, "[%d] env ", rank);
         TEST_ASSERT((p = strstr(r.out, prefix)) != NULL, "no env line of rank %d in:\n%s", rank, r.out);
         int vr, ws, lr, lws, mp, bp;
-        char addr[64];
+        char addr[64], secret[80];
         TEST_ASSERT(sscanf(p + strlen(prefix),
                            "RANK=%d WORLD_SIZE=%d LOCAL_RANK=%d LOCAL_WORLD_SIZE=%d MASTER_ADDR=%63s "
-                           "MASTER_PORT=%d SYMM_BOOTSTRAP_PORT=%d",
-                           &vr, &ws, &lr, &lws, addr, &mp, &bp) == 7,
+                           "MASTER_PORT=%d SYMM_BOOTSTRAP_PORT=%d SYMM_BOOTSTRAP_SECRET=%79s",
+                           &vr, &ws, &lr, &lws, addr, &mp, &bp, secret) == 8,
                     "env line of rank %d: %.200s", rank, p);
+        /* a job secret: 256 random bits, the same on every rank of the job */
+        TEST_ASSERT(strlen(secret) == 64 && strspn(secret, "0123456789abcdef") == 64, "secret \"%s\"", secret);
+        if (!secret0[0])
+            snprintf(secret0, sizeof secret0, "%s", secret);
+        TEST_ASSERT(strcmp(secret, secret0) == 0, "rank %d has another secret", rank);
         TEST_ASSERT(vr == rank && ws == 3 && lr == rank && lws == 3, "rank %d sees %d/%d %d/%d", rank, vr, ws,
                     lr, lws);
         TEST_ASSERT(strcmp(addr, "127.0.0.1") == 0, "MASTER_ADDR %s", addr);
@@ -269,6 +284,11 @@ static void test_env_and_prefixes(void) {
         snprintf(line, sizeof line, "[%d] to stderr from %d", rank, rank);
         TEST_ASSERT(count_lines(r.err, line) == 1, "stderr line of rank %d missing in:\n%s", rank, r.err);
     }
+    /* A new job, a new secret. */
+    if (first_secret[0])
+        TEST_ASSERT(strcmp(first_secret, secret0) != 0, "two jobs got the same secret");
+    else
+        snprintf(first_secret, sizeof first_secret, "%s", secret0);
     /* Every output line carries a prefix. */
     for (const char *p = r.out; *p;) {
         TEST_ASSERT(p[0] == '[' && (p[1] >= '0' && p[1] <= '2') && p[2] == ']' && p[3] == ' ',
@@ -299,10 +319,21 @@ static void test_failures(void) {
     TEST_ASSERT(r.seconds < STOP_BOUND_S, "took %.1f s: SIGKILL never came", r.seconds);
     done(&r);
 
-    /* A signal death counts as 128 + signal. */
+    /* A signal death counts as 128 + signal, and is named. */
     r = run(A("-n", "3", "SELF", "child", "killed"), 0, 0);
     TEST_ASSERT(r.code == 128 + SIGKILL, "exit %d, expected %d", r.code, 128 + SIGKILL);
     TEST_ASSERT(!strstr(r.out, "finished") && r.seconds < STOP_BOUND_S, "others stopped");
+    TEST_ASSERT(strstr(r.err, "rank 2 was killed by SIGKILL"), "names the signal:\n%s", r.err);
+    done(&r);
+
+    /* What a rank wrote comes before symmrun's line about its end. */
+    r = run(A("-n", "2", "SELF", "child", "burst"), 0, 0);
+    TEST_ASSERT(r.code == 3, "exit %d, expected 3", r.code);
+    {
+        const char *last = strstr(r.err, "[1] last words of rank 1, without a newline\n");
+        const char *ended = strstr(r.err, "rank 1 exited with code 3");
+        TEST_ASSERT(last && ended && last < ended, "rank 1's output before its exit line:\n%s", r.err);
+    }
     done(&r);
 
     /* The failing rank's own children are stopped too (its process group). */
@@ -317,11 +348,26 @@ static void test_failures(void) {
     TEST_ASSERT(!strstr(r.out, "grandchild finished"), "grandchild ran to the end");
     done(&r);
 
-    /* Exec failure. */
-    r = run(A("-n", "2", "/nonexistent/program"), 0, 0);
-    TEST_ASSERT(r.code == 127, "exit %d, expected 127", r.code);
-    TEST_ASSERT(strstr(r.err, "cannot run '/nonexistent/program'"), "says why:\n%s", r.err);
-    done(&r);
+    /* Exec failure: 127 when not found, without a stray signal line (the
+     * SIGTERM that stops the other ranks must not come back to symmrun). */
+    for (int i = 0; i < 5; i++) {
+        r = run(A("-n", "8", "/nonexistent/program"), 0, 0);
+        TEST_ASSERT(r.code == 127, "exit %d, expected 127", r.code);
+        TEST_ASSERT(strstr(r.err, "cannot run '/nonexistent/program'"), "says why:\n%s", r.err);
+        TEST_ASSERT(!strstr(r.err, "symmrun: got "), "a signal symmrun never got:\n%s", r.err);
+        done(&r);
+    }
+    /* 126 when found but not executable. */
+    {
+        char path[] = "/tmp/symm_test_noexec_XXXXXX";
+        int fd = mkstemp(path);
+        TEST_ASSERT(fd >= 0 && write(fd, "#!/bin/sh\n", 10) == 10 && fchmod(fd, 0644) == 0, "temp file");
+        close(fd);
+        r = run(A("-n", "2", path), 0, 0);
+        unlink(path);
+        TEST_ASSERT(r.code == 126, "a file that cannot be executed: exit %d, expected 126\n%s", r.code, r.err);
+        done(&r);
+    }
 }
 
 static void test_timeout_and_signals(void) {
@@ -339,6 +385,7 @@ static void test_timeout_and_signals(void) {
     for (int i = 0; i < 2; i++) {
         r = run(A("-n", "2", "SELF", "child", "ready"), sigs[i], 2);
         TEST_ASSERT(r.code == 128 + sigs[i], "exit %d after signal %d", r.code, sigs[i]);
+        TEST_ASSERT(strstr(r.err, i ? "got SIGINT" : "got SIGTERM"), "names the signal:\n%s", r.err);
         TEST_ASSERT(r.seconds < STOP_BOUND_S, "took %.1f s", r.seconds);
         done(&r);
     }
@@ -346,7 +393,7 @@ static void test_timeout_and_signals(void) {
 
 /* Gone, or a zombie waiting for its reaper, within 10 s. */
 static void expect_gone(pid_t pid, const char *what) {
-    double until = now_s() + 10;
+    double until = symm_test_now_s() + 10;
     for (;;) {
         char path[64], stat[256] = "";
         snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -358,8 +405,8 @@ static void expect_gone(pid_t pid, const char *what) {
         char *close_paren = ok ? strrchr(stat, ')') : NULL;
         if (close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z')
             return;
-        TEST_ASSERT(now_s() < until, "%s %d still running: %s", what, (int)pid, stat);
-        sleep_ms(50);
+        TEST_ASSERT(symm_test_now_s() < until, "%s %d still running: %s", what, (int)pid, stat);
+        symm_test_sleep_ms(50);
     }
 }
 
@@ -400,7 +447,7 @@ static void test_killed_launcher_closes_pipe(int sig) {
     char *buf = calloc(1, cap);
     TEST_ASSERT(buf, "calloc");
     int killed = 0, eof = 0;
-    double until = now_s() + 20, eof_by = 0;
+    double until = symm_test_now_s() + 20, eof_by = 0;
     while (!eof) {
         ssize_t r = read(fds[0], buf + len, cap - 1 - len);
         if (r > 0) {
@@ -412,7 +459,7 @@ static void test_killed_launcher_closes_pipe(int sig) {
             break;
         } else {
             TEST_ASSERT(errno == EAGAIN || errno == EINTR, "read: %s", strerror(errno));
-            sleep_ms(20);
+            symm_test_sleep_ms(20);
         }
         if (!killed) {
             int ready = 0;
@@ -421,11 +468,11 @@ static void test_killed_launcher_closes_pipe(int sig) {
             if (ready >= 2) {
                 kill(pid, sig);
                 killed = 1;
-                eof_by = now_s() + 10;
+                eof_by = symm_test_now_s() + 10;
             }
-            TEST_ASSERT(now_s() < until, "children never got ready:\n%s", buf);
+            TEST_ASSERT(symm_test_now_s() < until, "children never got ready:\n%s", buf);
         } else {
-            TEST_ASSERT(now_s() < eof_by, "signal %d: symmrun's output pipe still open 10 s after the signal "
+            TEST_ASSERT(symm_test_now_s() < eof_by, "signal %d: symmrun's output pipe still open 10 s after the signal "
                         "(a rank holds it):\n%s", sig, buf);
         }
     }
@@ -491,7 +538,9 @@ int main(int argc, char **argv) {
     ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
     TEST_ASSERT(n > 0, "readlink");
     g_self[n] = '\0';
+    unsetenv("SYMM_BOOTSTRAP_SECRET"); /* symmrun makes one per job */
     test_usage();
+    test_env_and_prefixes();
     test_env_and_prefixes();
     test_skip_and_pass();
     test_failures();

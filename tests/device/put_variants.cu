@@ -47,8 +47,8 @@ static const struct { pv_fn fn; pv_small_fn small; const char *name, *desc; } va
  * formulation's destination is poisoned on PE 1 before and checked byte for
  * byte after. Formulations (each changes one thing):
  *   api        symm_put_block(ctx, ...) as built (the library under test)
- *   old        the put_block of 32355c1 (before the fast path), kept here
- *              verbatim: per-call plain context loads + head/width/tail copy
+ *   old        the baseline: symm_put_block without its fast path, frozen
+ *              here (per-call plain context loads + head/width/tail copy)
  *   api_local  symm_put_block with the context copied into a local first
  *   old_peer1  old copy engine, peer address computed once outside the loop
  *   lib_peer1  the library's symm__copy, peer address computed once
@@ -65,7 +65,9 @@ static const struct { pv_fn fn; pv_small_fn small; const char *name, *desc; } va
 #define SM_REPS 7
 #define SM_THREADS 1024
 
-/* -- the put_block of 32355c1, verbatim but renamed (pv_old_ prefix) -- */
+/* -- the measured baseline (column "old" of bench/results/latest/small-puts.md):
+ * symm_put_block's copy loop without the fast path, frozen on purpose, so it
+ * repeats impl_copy.h's loop and must not follow its changes -- */
 #define PV_OLD_LOOP(W)                                                                              \
     __device__ __forceinline__ static void pv_old_loop##W(char *d, const char *s, size_t n, size_t lane, \
                                                           size_t nlanes, int remote_dst) {        \

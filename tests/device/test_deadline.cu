@@ -1,6 +1,6 @@
 /*
  * test_deadline.cu - device waits that can never complete must stop the
- * kernel with a message instead of hanging (DESIGN.md decision 6).
+ * kernel with a message instead of hanging (docs/design.md decision 6).
  *
  *   timeout  every PE waits on a local word nobody writes, with a comparison
  *            that depends on the PE (==, !=, >, >=, <, <=, signal and

@@ -9,7 +9,9 @@
  * alignment. Blocking forms are also checked for their promise: after a
  * blocking put the group overwrites its source (the destination must still
  * get the original), after a blocking get the group reads back every byte in
- * a different thread assignment than the copy used.
+ * a different thread assignment than the copy used. A block put of a source
+ * the block wrote in the same kernel must carry the new bytes (with the
+ * bulk-copy engine: the proxy fence before its loads).
  *
  * Usage: test_device_rma <npes>   (under symmrun)
  */
@@ -292,6 +294,40 @@ static void test_ctx(dt_env_t *e, uint8_t *heap_obj) {
     CUDA_CHECK(cudaFree(outside));
 }
 
+/* The block writes src, then puts it (64 KiB: the bulk-copy engine in the
+ * TMA build), `rounds` times in one kernel, each round a new stream into its
+ * own slice of dst on the next PE. The bulk engine reads src through the
+ * async proxy: without a proxy fence after the block's stores it may read
+ * what src held before. */
+#define FRESH_N ((size_t)64 << 10)
+#define FRESH_ROUNDS 16
+__global__ static void fresh_src_kernel(const symm_ctx_t *ctx, uint8_t *dst, uint8_t *src, uint64_t seed, int pe) {
+    for (int r = 0; r < FRESH_ROUNDS; r++) {
+        for (size_t i = threadIdx.x; i < FRESH_N; i += blockDim.x)
+            src[i] = dt_byte(seed + (uint64_t)r, i);
+        __syncthreads();
+        symm_put_block(ctx, dst + (size_t)r * FRESH_N, src, FRESH_N, pe);
+    }
+}
+
+static void test_fresh_src(dt_env_t *e, bufs_t *b) {
+    uint64_t seed = dt_seed(77, 0, e->me), peer_seed = dt_seed(77, 0, (e->me + e->npes - 1) % e->npes);
+    dt_fill(b->dbuf, FRESH_N * FRESH_ROUNDS, 0, 0);
+    dt_fill_byte(b->sbuf, FRESH_N, 0xee);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    SYMM_CHECK(symm_barrier_all());
+    fresh_src_kernel<<<1, 256>>>(e->ctx, b->dbuf, b->sbuf, seed, (e->me + 1) % e->npes);
+    CUDA_CHECK_KERNEL();
+    SYMM_CHECK(symm_barrier_all());
+    for (int r = 0; r < FRESH_ROUNDS; r++) {
+        char what[128];
+        snprintf(what, sizeof what, "block put of a source written in the same kernel, round %d", r);
+        dt_check(e, b->dbuf + (size_t)r * FRESH_N, FRESH_N, peer_seed + (uint64_t)r, 0, 0, what);
+    }
+    n_cases += FRESH_ROUNDS;
+    n_bytes += FRESH_N * FRESH_ROUNDS;
+}
+
 int main(int argc, char **argv) {
     dt_env_t e;
     dt_init(&e, argc > 1 ? atoi(argv[1]) : 1);
@@ -303,6 +339,7 @@ int main(int argc, char **argv) {
 
     test_ctx(&e, b.sbuf);
     test_pg(&e, b.dbuf);
+    test_fresh_src(&e, &b);
 
     static const size_t small[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128,
                                    129, 255, 256, 257, 1000, 1023, 1024, 1025, 4095, 4096, 4097, 65535, 65536,

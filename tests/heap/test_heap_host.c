@@ -17,6 +17,10 @@
  *             pair on every PE; after it a normal init works
  *   death     the last PE is killed while the others wait in symm_barrier_all:
  *             they get SYMM_ERR_PEER_DIED (mp_driver --killed N-1)
+ *   collenv   SYMM_COLL_ALGO / _BLOCKS / _CE_MIN set on the last PE only:
+ *             SYMM_ERR_ENV on every PE naming the variable and both values
+ *   stuck     the last PE stays out of barriers, alive: the others' waits end
+ *             (SYMM_WAIT_TIMEOUT=2) naming it, then every PE's, its own too
  *   uid       symm_get_unique_id on rank 0, passed to the others through a file,
  *             then symm_init_with_uid on every PE
  *   nodevice  native backend on a machine without GPU -> SYMM_ERR_NO_DEVICE
@@ -237,6 +241,39 @@ static void scenario_api(void) {
     check_same_on_all((uint64_t)(uintptr_t)al, "symm_align pointer");
     SYMM_EXPECT(symm_align(3000, 100, &q), SYMM_ERR_INVALID_ARG);
     SYMM_EXPECT(symm_align(0, 100, &q), SYMM_ERR_INVALID_ARG);
+    /* Alignments past the allocation granularity, up to 64 MiB: the pointer
+     * (not only its heap offset) aligned, the same on every PE, and usable. */
+    for (size_t a = (size_t)4 << 10; a <= (size_t)64 << 20; a <<= 2) {
+        void *big;
+        SYMM_CHECK(symm_align(a, 4096 + 8, &big));
+        TEST_ASSERT((uintptr_t)big % a == 0, "symm_align(%zu) gave %p on PE %d", a, big, me);
+        check_same_on_all((uint64_t)(uintptr_t)big, "symm_align pointer");
+        unsigned char *next = symm_ptr(big, (me + 1) % npes);
+        TEST_ASSERT(next != NULL, "symm_ptr of an aligned block");
+        next[4096 + me % 8] = (unsigned char)(0x40 + me);
+        SYMM_CHECK(symm_barrier_all());
+        int prev = (me + npes - 1) % npes;
+        TEST_ASSERT(((unsigned char *)big)[4096 + prev % 8] == (unsigned char)(0x40 + prev),
+                    "aligned block (%zu): PE %d's store not seen", a, prev);
+        SYMM_CHECK(symm_barrier_all());
+        SYMM_CHECK(symm_free(big));
+    }
+    /* The heap's descriptors are not inherited by programs this PE starts,
+     * however many chunks it grows by. */
+    {
+        int before = symm_test_inherited_fds();
+        void *grow[3];
+        for (int i = 0; i < 3; i++)
+            SYMM_CHECK(symm_malloc(((size_t)256 << 20) + 4096, &grow[i]));
+        int after = symm_test_inherited_fds();
+        TEST_ASSERT(after == before, "a fork+exec child inherits %d descriptors after the heap grew, %d before",
+                    after, before);
+        for (int i = 2; i >= 0; i--)
+            SYMM_CHECK(symm_free(grow[i]));
+    }
+    /* Past what the heap bases are aligned to: refused on every PE. */
+    SYMM_EXPECT(symm_align((size_t)1 << 31, 100, &q), SYMM_ERR_INVALID_ARG);
+    TEST_ASSERT(strstr(symm_last_error(), "heap base"), "says why: %s", symm_last_error());
 
     /* Bad frees, symm_ptr edge cases. */
     int local = 0;
@@ -402,6 +439,73 @@ static void scenario_death(void) {
     TEST_ASSERT(!symm_initialized(), "finalized");
 }
 
+static double secs_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+/* The last PE is alive but stays out (busy for longer than
+ * SYMM_WAIT_TIMEOUT=2): the team barrier on the CPU says which team PE it
+ * waited for; symm_barrier_all declares it stuck on every PE (itself too,
+ * once it comes back); finalize then returns instead of hanging. */
+static void scenario_stuck(void) {
+    struct timespec t0;
+    char name[16];
+    setenv("SYMM_WAIT_TIMEOUT", "2", 1);
+    init_host();
+    SYMM_CHECK(symm_barrier_all());
+    snprintf(name, sizeof name, "PE %d", npes - 1);
+    if (me == npes - 1) {
+        sleep(3);
+        SYMM_CHECK(symm_barrier_all_on_stream(NULL)); /* the others announced theirs */
+    } else {
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        SYMM_EXPECT(symm_barrier_all_on_stream(NULL), SYMM_ERR_TIMEOUT);
+        TEST_ASSERT(strstr(symm_last_error(), "team PE"), "team barrier names whom it waited for: %s",
+                    symm_last_error());
+        printf("PE %d: team barrier gave up after %.2f s: %s\n", me, secs_since(&t0), symm_last_error());
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (me == npes - 1)
+        sleep(4);
+    SYMM_EXPECT(symm_barrier_all(), SYMM_ERR_PEER_DIED);
+    TEST_ASSERT(strstr(symm_last_error(), name) && strstr(symm_last_error(), "stuck"),
+                "names the stuck PE: %s", symm_last_error());
+    printf("PE %d: symm_barrier_all failed after %.2f s: %s\n", me, secs_since(&t0), symm_last_error());
+    symm_status_t st = symm_finalize();
+    TEST_ASSERT(st == SYMM_ERR_PEER_DIED && !symm_initialized(), "finalize -> %s", symm_strerror(st));
+}
+
+/* The collectives' settings differ on the last PE: init fails on every PE
+ * with SYMM_ERR_ENV naming the variable and both values (a bad value on
+ * one PE fails everywhere too); with them alike, init works. */
+static void scenario_collenv(void) {
+    static const char *cases[][3] = {
+        {"SYMM_COLL_BLOCKS", "8", "PE 0 has 0, PE %d 8"},
+        {"SYMM_COLL_ALGO", "oneshot", "PE 0 has \"\", PE %d \"oneshot\""},
+        {"SYMM_COLL_CE_MIN", "1M", "PE 0 has 67108864, PE %d 1048576"},
+        {"SYMM_COLL_ALGO", "bogus", "is not one of"},
+    };
+    int rank = atoi(getenv("RANK")), n = atoi(getenv("WORLD_SIZE"));
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char want[96];
+        if (rank == n - 1)
+            setenv(cases[c][0], cases[c][1], 1);
+        snprintf(want, sizeof want, cases[c][2], n - 1);
+        SYMM_EXPECT(symm_init(), SYMM_ERR_ENV);
+        TEST_ASSERT(strstr(symm_last_error(), cases[c][0]) &&
+                        (strstr(symm_last_error(), want) || (c == 3 && rank != n - 1)),
+                    "case %zu: the message names %s and both values (\"%s\"): %s", c, cases[c][0], want,
+                    symm_last_error());
+        TEST_ASSERT(!symm_initialized(), "a failed init leaves nothing");
+        unsetenv(cases[c][0]);
+    }
+    init_host();
+    SYMM_CHECK(symm_barrier_all());
+    SYMM_CHECK(symm_finalize());
+}
+
 static void scenario_uid(void) {
     const char *port = getenv("SYMM_BOOTSTRAP_PORT"), *rank_s = getenv("RANK"),
                *size_s = getenv("WORLD_SIZE");
@@ -468,6 +572,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s api|mismatch|exhaust|rollback|deny|death|uid|nodevice\n", argv[0]);
         return 2;
     }
+    if (strcmp(argv[1], "--count-fds") == 0)
+        return symm_test_count_fds();
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *s = argv[1];
     if (strcmp(s, "nodevice") != 0)
@@ -486,6 +592,10 @@ int main(int argc, char **argv) {
         scenario_death();
     else if (strcmp(s, "uid") == 0)
         scenario_uid();
+    else if (strcmp(s, "stuck") == 0)
+        scenario_stuck();
+    else if (strcmp(s, "collenv") == 0)
+        scenario_collenv();
     else if (strcmp(s, "nodevice") == 0)
         scenario_nodevice();
     else

@@ -14,6 +14,31 @@ def in_ci():
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+def have_library():
+    """Is libsymm.so there for the package to load? In CI it must be."""
+    sys.path.insert(0, PYTHON_DIR)
+    import symm
+    try:
+        symm.library_path()
+        return True
+    except symm.LibraryNotFoundError:
+        if in_ci():
+            raise
+        return False
+
+
+def optional_import(name):
+    """Import module `name`; None where it is missing, but in CI (which
+    installs it) the ImportError is a failure rather than a skip."""
+    import importlib
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if in_ci():
+            raise
+        return None
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

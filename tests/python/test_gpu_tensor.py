@@ -34,6 +34,21 @@ def test_tensor_basics(pe):
     symm.free_tensor(z)
 
 
+def test_gpu_sharing_is_seen(pe):
+    torch = pe.torch
+    import torch.distributed as dist
+    bus = str(torch.cuda.get_device_properties(pe.device).uuid)
+    buses = [None] * pe.world
+    dist.all_gather_object(buses, bus)
+    assert symm.gpu_pes() == buses.count(bus)
+    share = symm.sm_share()
+    sms = torch.cuda.get_device_properties(pe.device).multi_processor_count
+    assert 1 <= share <= sms // symm.gpu_pes()
+    shares = [None] * pe.world
+    dist.all_gather_object(shares, share)
+    assert shares == [share] * pe.world
+
+
 def test_peer_tensors_see_every_pe(pe):
     torch = pe.torch
     for it in range(3):
@@ -98,6 +113,30 @@ def test_scope_and_finalize_free(pe):
     symm.init(group=dist.group.WORLD)
     assert symm.heap_info()[0] <= mapped_before
     assert symm.my_pe() == pe.rank and symm.n_pes() == pe.world
+
+
+def test_tensor_failing_on_one_pe_fails_on_every_pe(pe, monkeypatch):
+    """symm.tensor() allocates (collective), then wraps the memory locally: a
+    wrap that fails on the last PE only must free the memory on every PE
+    (a free there alone would be a collective nobody joins) and raise on
+    every PE; the next tensor() works."""
+    torch = pe.torch
+    from symm import _tensor
+    real = _tensor._wrap
+    if pe.rank == pe.world - 1:
+        def broken(*a, **k):
+            raise RuntimeError("test: wrapping failed here")
+        monkeypatch.setattr(_tensor, "_wrap", broken)
+    live = len(symm._runtime._allocs)
+    with pytest.raises((RuntimeError, symm.SymmError)) as info:
+        symm.tensor((1000,), torch.float32)
+    if pe.rank != pe.world - 1:
+        assert "PE(s) %d" % (pe.world - 1) in str(info.value)
+    assert len(symm._runtime._allocs) == live
+    monkeypatch.setattr(_tensor, "_wrap", real)
+    t = symm.tensor((1000,), torch.float32)
+    symm.barrier()
+    symm.free_tensor(t)
 
 
 def test_wrong_arguments_raise_before_anything_runs(pe):

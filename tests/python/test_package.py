@@ -9,22 +9,12 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from symm_testutil import (INCLUDE_DIR, PYTHON_DIR, REPO, describe, in_ci,  # noqa: E402
+from symm_testutil import (INCLUDE_DIR, PYTHON_DIR, REPO, describe, have_library,  # noqa: E402
                            run_pes, run_python)
 
 sys.path.insert(0, PYTHON_DIR)
 import symm  # noqa: E402
 from symm import _dlpack  # noqa: E402
-
-
-def have_library():
-    try:
-        symm.library_path()
-        return True
-    except symm.LibraryNotFoundError:
-        if in_ci():
-            raise
-        return False
 
 
 needs_lib = pytest.mark.skipif(not have_library(), reason="libsymm.so not built (set SYMM_LIBRARY)")
@@ -41,6 +31,25 @@ def test_import_needs_neither_torch_nor_gpu():
                    "print(symm.__version__)")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == symm.__version__
+
+
+def test_symm_triton_without_triton_says_what_to_install():
+    r = run_python("import sys\n"
+                   "sys.modules['triton'] = None  # as if Triton were not installed\n"
+                   "try:\n"
+                   "    import symm.triton\n"
+                   "except ImportError as e:\n"
+                   "    print('IMPORTERROR', e)\n")
+    assert r.returncode == 0, r.stderr
+    assert "IMPORTERROR" in r.stdout and "pip install symm[triton]" in r.stdout, r.stdout
+
+
+def test_triton_versions_agree():
+    """pyproject's triton extra and python/README name the same versions."""
+    pyproject = open(os.path.join(REPO, "pyproject.toml")).read()
+    lo, hi = re.search(r'triton = \["triton>=3\.(\d+),<3\.(\d+)"\]', pyproject).groups()
+    readme = open(os.path.join(PYTHON_DIR, "README.md")).read()
+    assert "Triton 3.%s to 3.%d" % (lo, int(hi) - 1) in readme
 
 
 def test_versions_agree():
@@ -149,6 +158,10 @@ def test_calls_before_init_raise_not_initialized():
         symm.ctx()
     with pytest.raises(symm.NotInitializedError):
         symm.finalize()
+    with pytest.raises(symm.NotInitializedError):
+        symm.gpu_pes()
+    with pytest.raises(symm.NotInitializedError):
+        symm.sm_share()
 
 
 def test_bad_arguments_raise_before_c():
@@ -226,6 +239,13 @@ except symm.AlreadyInitializedError as e:
 symm.barrier()
 assert symm.host_broadcast(b"abc") == b"abc"
 assert symm.host_allgather(b"xy") == [b"xy"]
+assert symm.gpu_pes() == 1
+try:
+    symm.sm_share()
+except symm.UnsupportedError as e:
+    assert "has no GPU" in str(e), e
+else:
+    raise AssertionError("sm_share on the host backend did not raise")
 symm.free(p)
 symm.finalize()            # frees z and a
 assert not symm.initialized()
@@ -250,6 +270,8 @@ symm.init()
 me, n = symm.my_pe(), symm.n_pes()
 assert n == 3, n
 assert symm.host_allgather(bytes([me]) * 4) == [bytes([p]) * 4 for p in range(n)]
+assert symm.host_allgather(b"x" * me) == [b"x" * p for p in range(n)]  # lengths differ
+assert symm.host_allgather(b"") == [b""] * n
 assert symm.host_broadcast(b"from%d" % me, root=2) == b"from2"
 p = symm.malloc(4096)
 # write my PE number into my copy, then read every peer's copy through peer_ptr
@@ -277,6 +299,50 @@ def test_host_backend_three_pes():
         assert r.returncode == 0, describe(res)
         assert "MISMATCH symm_malloc failed: SYMM_ERR_MISMATCH" in r.stdout, describe(res)
         assert "DONE" in r.stdout, describe(res)
+
+
+SETTLE_PES = r"""
+import symm
+from symm import _runtime
+symm.init()
+me = symm.my_pe()
+# a free whose arguments differ between PEs fails on every PE and loses nothing
+a, b = symm.malloc(64), symm.malloc(64)
+try:
+    symm.free(a if me == 0 else b)
+except symm.MismatchError:
+    print("FREE MISMATCH")
+assert a in _runtime._allocs and b in _runtime._allocs
+symm.free(b)
+symm.free(a)
+# local work after an allocation fails on PE 1 only (as symm.tensor()'s
+# wrapping may): every PE frees the allocation and raises
+key, alloc = _runtime._malloc(256)
+err = ValueError("local failure") if me == 1 else None
+try:
+    _runtime._settle(key, err, "test")
+except ValueError:
+    print("RAISED OWN")
+except symm.SymmError as e:
+    assert "PE(s) 1" in str(e), e
+    print("RAISED PEER")
+assert key not in _runtime._allocs
+key2, _ = _runtime._malloc(128)
+_runtime._settle(key2, None, "test")  # nobody failed: kept
+assert key2 in _runtime._allocs
+symm.barrier()
+symm.finalize()
+print("DONE")
+"""
+
+
+@needs_lib
+def test_failed_free_and_failed_local_work_stay_collective():
+    res = run_pes(SETTLE_PES, 3)
+    for i, r in enumerate(res):
+        assert r.returncode == 0, describe(res)
+        assert "FREE MISMATCH" in r.stdout and "DONE" in r.stdout, describe(res)
+        assert ("RAISED OWN" if i == 1 else "RAISED PEER") in r.stdout, describe(res)
 
 
 UID_PES = r"""

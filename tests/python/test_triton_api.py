@@ -85,9 +85,9 @@ def test_constants_match_headers():
     import symm.triton as st
     checks = [("symm_types.h", "SYMM_CMP_", "CMP_"), ("symm_types.h", "SYMM_SIGNAL_", "SIGNAL_"),
               ("symm_types.h", "SYMM_SEM_", "SEM_"), ("symm_types.h", "SYMM_SCOPE_", "SCOPE_"),
-              ("device/coll_types.h", "SYMM_DTYPE_", "DTYPE_"),
-              ("device/coll_types.h", "SYMM_OP_", "OP_"),
-              ("device/coll_types.h", "SYMM_COLL_ALGO_", "ALGO_")]
+              ("symm_coll_types.h", "SYMM_DTYPE_", "DTYPE_"),
+              ("symm_coll_types.h", "SYMM_OP_", "OP_"),
+              ("symm_coll_types.h", "SYMM_COLL_ALGO_", "ALGO_")]
     for path, cprefix, pyprefix in checks:
         values = _enum(path, cprefix)
         assert values, cprefix

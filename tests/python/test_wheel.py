@@ -37,7 +37,7 @@ site = sys.argv[1]
 import symm
 assert symm.__file__.startswith(site), symm.__file__
 lib = os.path.join(site, "symm", "lib")
-assert symm.library_path() == os.path.join(lib, "libsymm.so"), symm.library_path()
+assert symm.library_path() == os.path.join(lib, "libsymm.so.0"), symm.library_path()
 assert symm.include_dir() == os.path.join(site, "symm", "include")
 assert os.path.isfile(os.path.join(symm.include_dir(), "symm", "symm_device.h"))
 if sys.argv[2] == "1":
@@ -79,9 +79,11 @@ def test_wheel_builds_and_finds_its_parts(tmp_path):
     assert os.path.basename(wheels[0]).endswith("-py3-none-linux_x86_64.whl"), wheels[0]
 
     names = set(zipfile.ZipFile(wheels[0]).namelist())
-    for need in ("symm/__init__.py", "symm/lib/libsymm.so", "symm/include/symm/symm.h",
+    for need in ("symm/__init__.py", "symm/lib/libsymm.so.0", "symm/bin/symmrun", "symm/bin/symm-info",
+                 "symm/include/symm/symm.h",
                  "symm/include/symm/symm_device.h", "symm/include/symm/device/impl.h",
-                 "symm/triton/__init__.py", "symm/triton/_api.py", "symm/triton/raw.py"):
+                 "symm/triton/__init__.py", "symm/triton/_api.py", "symm/triton/raw.py",
+                 "symm/cute/__init__.py", "symm/cute/raw.py", "symm/cubin.py"):
         assert need in names, need
     have_bitcode = bool(shutil.which("clang-19")) and bool(shutil.which("llvm-dis-19"))
     if have_bitcode:
@@ -100,3 +102,18 @@ def test_wheel_builds_and_finds_its_parts(tmp_path):
     assert r.stdout.strip().endswith("OK"), r.stdout
     if not os.path.exists("/dev/nvidia0"):
         assert "NODEVICE symm_init failed: SYMM_ERR_NO_DEVICE" in r.stdout, r.stdout
+        assert "no GPU found" in r.stdout, r.stdout
+        # the message comes once, in the exception: nothing on stderr
+        assert "no GPU found" not in r.stderr, r.stderr
+
+    # the console commands pip made (--target puts them in site/bin) run the
+    # wheel's programs, which find the wheel's libsymm
+    r = subprocess.run([str(site / "bin" / "symm-info")], env=run_env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and "symm 0.1.0" in r.stdout and "SYMM_LOG_LEVEL" in r.stdout, \
+        r.stdout + r.stderr
+    if not os.path.exists("/dev/nvidia0"):
+        assert "GPUs: no GPU found" in r.stdout, r.stdout
+    r = subprocess.run([str(site / "bin" / "symmrun"), "-n", "2", "true"], env=run_env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr

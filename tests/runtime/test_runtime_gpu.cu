@@ -5,7 +5,8 @@
  *
  *   basic    init; same pointers; each PE cudaMemcpy's random data into every
  *            peer's copy (symm_ptr) and a kernel stores through the device
- *            context (symm_ctx_ptr); each PE checks its own copy
+ *            context (symm_ctx_ptr); each PE checks its own copy; symm_align
+ *            up to 64 MiB; no heap descriptor inherited by a fork+exec child
  *   growth   allocations over several chunks keep their data, and the device
  *            context's heap_size follows the growth
  *   exhaust  SYMM_HEAP_LIMIT -> SYMM_ERR_HEAP_EXHAUSTED on every PE, mapped
@@ -92,8 +93,34 @@ __global__ void store_through_ctx(const symm_ctx_t *ctx, uint32_t *p, size_t n, 
         dst[(size_t)writer * n + i] = (uint32_t)(i * 2654435761u) ^ (uint32_t)(writer << 24) ^ (uint32_t)pe;
 }
 
+/* symm_gpu_pes counts the PEs whose GPU has this PE's bus id; symm_sm_share
+ * is positive, the same on every PE, at most the GPU's SMs divided among its
+ * PEs (and the SMs this process may use). */
+static void check_gpu_sharing(void) {
+    char bus[32] = {0};
+    int dev = symm_device(), gpu_pes = 0, share = 0, sms = 0;
+    CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, dev));
+    char *all = (char *)calloc((size_t)npes, sizeof bus);
+    TEST_ASSERT(all, "calloc");
+    SYMM_CHECK(symm_host_allgather(bus, all, sizeof bus));
+    int want = 0;
+    for (int r = 0; r < npes; r++)
+        want += strncmp(all + (size_t)r * sizeof bus, bus, sizeof bus) == 0;
+    free(all);
+    SYMM_CHECK(symm_gpu_pes(&gpu_pes));
+    TEST_ASSERT(gpu_pes == want, "symm_gpu_pes %d, but %d PEs have GPU %s", gpu_pes, want, bus);
+    SYMM_CHECK(symm_sm_share(&share));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    TEST_ASSERT(share >= 1 && share <= sms / gpu_pes, "symm_sm_share %d with %d SMs for %d PEs", share, sms,
+                gpu_pes);
+    check_same_on_all((uint64_t)share, "symm_sm_share");
+    SYMM_EXPECT(symm_gpu_pes(NULL), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_sm_share(NULL), SYMM_ERR_INVALID_ARG);
+}
+
 static void scenario_basic(void) {
     init_gpu();
+    check_gpu_sharing();
     const size_t slice = 1000003; /* not a multiple of 16 */
     unsigned char *p;
     SYMM_CHECK(symm_malloc(slice * (size_t)npes, (void **)&p));
@@ -129,6 +156,30 @@ static void scenario_basic(void) {
     CUDA_CHECK(cudaFree(bad));
     SYMM_CHECK(symm_free(q));
     SYMM_CHECK(symm_free(p));
+
+    /* symm_align past the 2 MiB granularity, up to 64 MiB: the pointer is
+     * aligned on every PE, the same everywhere, and reaches the peers. */
+    for (size_t a = 64 << 10; a <= 64 * MiB; a <<= 1) {
+        unsigned char *al;
+        SYMM_CHECK(symm_align(a, 4096, (void **)&al));
+        TEST_ASSERT((uintptr_t)al % a == 0, "symm_align(%zu) gave %p on PE %d", a, (void *)al, me);
+        check_same_on_all((uint64_t)(uintptr_t)al, "symm_align pointer");
+        exchange_memcpy(al, 4096 / (size_t)npes, (int)(a >> 16));
+        SYMM_CHECK(symm_free(al));
+    }
+    /* The heap's descriptors are not inherited by programs this PE starts,
+     * however many chunks it grows by. */
+    {
+        int before = symm_test_inherited_fds();
+        void *grow[3];
+        for (int i = 0; i < 3; i++)
+            SYMM_CHECK(symm_malloc(300 * MiB, &grow[i]));
+        int after = symm_test_inherited_fds();
+        TEST_ASSERT(after == before, "a fork+exec child inherits %d descriptors after the heap grew, %d before",
+                    after, before);
+        for (int i = 2; i >= 0; i--)
+            SYMM_CHECK(symm_free(grow[i]));
+    }
     SYMM_CHECK(symm_finalize());
     /* And again in the same process. */
     init_gpu();
@@ -313,6 +364,8 @@ static void scenario_abort(void) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--count-fds") == 0)
+        return symm_test_count_fds();
     if (argc < 3) {
         fprintf(stderr, "usage: %s basic|growth|exhaust|deny|graph|abort NGPUS\n", argv[0]);
         return 2;

@@ -6,10 +6,7 @@
 #ifndef SYMM_DEVICE_COLL_API_H
 #define SYMM_DEVICE_COLL_API_H
 
-/* Sizes up to which the device calls prefer PACKET / ONESHOT (bytes one PE
- * contributes), when the scratch has room. */
-#define SYMM__C_DEV_PACKET_MAX  (32u * 1024u)
-#define SYMM__C_DEV_ONESHOT_MAX (256u * 1024u)
+#include "symm/device/coll_auto.h" /* SYMM__COLL_DEV_PACKET_MAX, SYMM__COLL_DEV_ONESHOT_MAX */
 
 /* Check the shared preconditions; returns the element size or stops. */
 SYMM__DEVICE_INTERNAL uint32_t symm__c_dev_check(const symm_ctx_t *ctx, const char *call, int dtype, int op,
@@ -44,8 +41,8 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_all_reduce(const symm_ct
     uint64_t nbytes = (uint64_t)count * esz;
     int kind = symm__c_red_kind(dtype, op, acc);
     if (algo == SYMM_COLL_ALGO_AUTO)
-        algo = nbytes <= SYMM__C_DEV_PACKET_MAX ? SYMM_COLL_ALGO_PACKET
-             : nbytes <= SYMM__C_DEV_ONESHOT_MAX ? SYMM_COLL_ALGO_ONESHOT : SYMM_COLL_ALGO_TWOSHOT;
+        algo = nbytes <= SYMM__COLL_DEV_PACKET_MAX ? SYMM_COLL_ALGO_PACKET
+             : nbytes <= SYMM__COLL_DEV_ONESHOT_MAX ? SYMM_COLL_ALGO_ONESHOT : SYMM_COLL_ALGO_TWOSHOT;
     if (algo == SYMM_COLL_ALGO_PACKET && !symm__c_fits(&ws, nbytes, nblocks, 1))
         algo = SYMM_COLL_ALGO_ONESHOT;
     if (algo == SYMM_COLL_ALGO_ONESHOT && !symm__c_fits(&ws, nbytes, nblocks, 0))
@@ -75,7 +72,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_reduce_scatter(const sym
     uint64_t nbytes = (uint64_t)count * esz;
     int kind = symm__c_red_kind(dtype, op, acc);
     if (algo == SYMM_COLL_ALGO_AUTO)
-        algo = nbytes <= SYMM__C_DEV_PACKET_MAX ? SYMM_COLL_ALGO_PACKET : SYMM_COLL_ALGO_TWOSHOT;
+        algo = nbytes <= SYMM__COLL_DEV_PACKET_MAX ? SYMM_COLL_ALGO_PACKET : SYMM_COLL_ALGO_TWOSHOT;
     if (algo == SYMM_COLL_ALGO_PACKET && symm__c_fits(&ws, nbytes, nblocks, 1))
         symm__c_red_packet(ctx, &ws, (char *)dest, (const char *)src, nbytes, nbytes, kind, op,
                            (uint32_t)block, (uint32_t)nblocks);
@@ -91,7 +88,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_move(const symm_ctx_t *c
     uint32_t esz = symm__c_dev_check(ctx, call, dtype, 0, -1, block, nblocks, 0);
     symm__coll_ws_t ws = symm__c_ctx_ws(ctx);
     uint64_t nbytes = (uint64_t)count * esz;
-    if (nbytes <= SYMM__C_DEV_PACKET_MAX && symm__c_fits(&ws, nbytes, nblocks, 1))
+    if (nbytes <= SYMM__COLL_DEV_PACKET_MAX && symm__c_fits(&ws, nbytes, nblocks, 1))
         symm__c_move_packet(ctx, &ws, (char *)dest, (const char *)src, nbytes, a2a ? nbytes : 0, nbytes, -1,
                             (uint32_t)block, (uint32_t)nblocks);
     else
@@ -107,7 +104,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_broadcast(const symm_ctx
     uint64_t nbytes = (uint64_t)count * esz;
     if (root < 0 || root >= ctx->n_pes)
         symm__c_fail(ctx->world_pe, "symm_broadcast", "root outside the team", dtype, root, -1);
-    if (nbytes <= SYMM__C_DEV_PACKET_MAX && symm__c_fits(&ws, nbytes, nblocks, 1))
+    if (nbytes <= SYMM__COLL_DEV_PACKET_MAX && symm__c_fits(&ws, nbytes, nblocks, 1))
         symm__c_move_packet(ctx, &ws, (char *)dest, (const char *)src, nbytes, 0, 0, root, (uint32_t)block,
                             (uint32_t)nblocks);
     else
@@ -235,8 +232,8 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_coll_barrier_grid(const symm_ctx_t *ct
     if (symm__block_tid() == 0) {
         uint64_t *grid = (uint64_t *)(uintptr_t)(ws.base + SYMM__COLL_WS_GRID_OFF);
         uint64_t gen, old;
-        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(gen) : "l"(grid + 1) : "memory");
-        asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(grid) : "memory");
+        gen = symm__grid_ld_acquire(grid + 1);
+        old = symm__grid_arrive(grid);
         if (old == (uint64_t)nblocks - 1) {
             const uint32_t slot = SYMM_COLL_MAX_BLOCKS - 1;
             uint64_t *ep = (uint64_t *)(uintptr_t)(ws.base + SYMM__COLL_WS_EPOCH_OFF) + slot;
@@ -246,19 +243,19 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_coll_barrier_grid(const symm_ctx_t *ct
             e.flag = (uint32_t)(c % 0xffffffffull) + 1u;
             e.par = (uint32_t)(c & 1u);
             symm__c_st8_vol(ep, c);
-            asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(grid), "l"((uint64_t)0) : "memory");
+            symm__grid_st_relaxed(grid, (uint64_t)0);
             for (int p = 0; p < n; p++)
                 if (p != me)
                     symm__c_st4_release(symm__c_peer(ctx, symm__c_flag(&ws, 0, e.par, slot, me), p), e.flag);
             for (int p = 0; p < n; p++)
                 if (p != me)
                     symm__c_wait_flag(ctx, symm__c_flag(&ws, 0, e.par, slot, p), e.flag);
-            asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(grid + 1), "l"(gen + 1) : "memory");
+            symm__grid_st_release(grid + 1, gen + 1);
         } else {
             uint32_t polls = 0;
             uint64_t t0 = 0, v;
             for (;;) {
-                asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(grid + 1) : "memory");
+                v = symm__grid_ld_acquire(grid + 1);
                 if (v != gen)
                     break;
                 if (++polls % SYMM__WAIT_CHECK_EVERY == 0)

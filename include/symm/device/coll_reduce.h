@@ -24,7 +24,10 @@
 
 #include <stdint.h>
 #include "symm/device/defs.h"
-#include "symm/device/coll_types.h"
+#if SYMM_DEVICE_CODE
+#  include "symm/device/impl_ptx.h" /* the conversions and f16 arithmetic */
+#endif
+#include "symm/symm_coll_types.h"
 
 #if SYMM_DEVICE_CODE
 #  define SYMM__C_FN SYMM__DEVICE_INTERNAL
@@ -90,10 +93,7 @@ SYMM__C_FN double symm__c_small_to_f64(uint32_t v, int eb, int mb, int nan_all_o
 
 SYMM__C_FN float symm__c_f16_to_f32(uint32_t h) {
 #if SYMM_DEVICE_CODE
-    float f;
-    unsigned short s = (unsigned short)h;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(s));
-    return f;
+    return symm__cvt_f32_f16((unsigned short)h);
 #else
     return (float)symm__c_small_to_f64(h & 0xffffu, 5, 10, 0);
 #endif
@@ -159,7 +159,9 @@ SYMM__C_FN uint32_t symm__c_f64_to_small(double x, int eb, int mb, int satfinite
 
 SYMM__C_FN uint32_t symm__c_f32_to_bf16(float f) {
     uint32_t u = SYMM__C_F2U(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
+    /* NaN test on u << 1 (the sign shifted out): clang turns the masked form
+     * into llvm.fabs, which libNVVM (CuTe DSL's backend) rejects in bitcode */
+    if ((u << 1) > 0xff000000u)
         return ((u >> 16) | 0x40u) & 0xffffu; /* quiet NaN, sign kept */
     u += 0x7fffu + ((u >> 16) & 1u);
     return u >> 16;
@@ -167,9 +169,7 @@ SYMM__C_FN uint32_t symm__c_f32_to_bf16(float f) {
 
 SYMM__C_FN uint32_t symm__c_f32_to_f16(float f) {
 #if SYMM_DEVICE_CODE
-    unsigned short s;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(s) : "f"(f));
-    return s;
+    return symm__cvt_f16_f32(f);
 #else
     return symm__c_f64_to_small((double)f, 5, 10, 0, 0);
 #endif
@@ -186,20 +186,13 @@ SYMM__C_FN uint32_t symm__c_f64_to_f16(double d) { return symm__c_f64_to_small(d
 #if SYMM_DEVICE_CODE && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
 #  define SYMM__C_HW_FP8 1
 SYMM__C_FN uint32_t symm__c_e4m3_to_f16(uint32_t v) {
-    unsigned short in = (unsigned short)((v & 0xffu) * 0x101u);
-    uint32_t out;
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(out) : "h"(in));
-    return out & 0xffffu;
+    return symm__cvt_f16x2_e4m3x2((unsigned short)((v & 0xffu) * 0x101u)) & 0xffffu;
 }
 SYMM__C_FN uint32_t symm__c_f32_to_e4m3(float f) {
-    unsigned short out;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;" : "=h"(out) : "f"(f));
-    return out & 0xffu;
+    return symm__cvt_e4m3x2_f32(f) & 0xffu;
 }
 SYMM__C_FN uint32_t symm__c_f32_to_e5m2(float f) {
-    unsigned short out;
-    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %1;" : "=h"(out) : "f"(f));
-    return out & 0xffu;
+    return symm__cvt_e5m2x2_f32(f) & 0xffu;
 }
 #else
 #  define SYMM__C_HW_FP8 0
@@ -354,9 +347,9 @@ SYMM__C_FN uint32_t symm__c_oph(uint32_t a, uint32_t b, int op) {
 #if SYMM_DEVICE_CODE
     unsigned short x = (unsigned short)a, y = (unsigned short)b, r;
     switch (op) {
-    case SYMM_OP_MIN: asm("min.f16 %0, %1, %2;" : "=h"(r) : "h"(x), "h"(y)); break;
-    case SYMM_OP_MAX: asm("max.f16 %0, %1, %2;" : "=h"(r) : "h"(x), "h"(y)); break;
-    default: asm("add.rn.f16 %0, %1, %2;" : "=h"(r) : "h"(x), "h"(y)); break;
+    case SYMM_OP_MIN: r = symm__min_f16(x, y); break;
+    case SYMM_OP_MAX: r = symm__max_f16(x, y); break;
+    default: r = symm__add_f16(x, y); break;
     }
     return r;
 #else

@@ -31,6 +31,12 @@
 #  define SYMM_DEVICE_FN extern
 #endif
 
+/* The acquire/release PTX and the 16-byte vector paths need sm_80; say so
+ * here rather than let ptxas reject an instruction deep in the headers. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#  error "symm's device API needs sm_80 or newer: compile with -arch=sm_80 (or sm_90) or above"
+#endif
+
 /* restrict spelled for C and C++ */
 #if defined(__cplusplus)
 #  define SYMM_RESTRICT __restrict__

@@ -22,8 +22,8 @@
 #  error "include symm/symm_device.h, not symm/device/impl.h"
 #endif
 
+#include "symm/device/impl_ptx.h" /* every PTX instruction: first, the others call it */
 #include "symm/device/impl_arch.h"
-#include "symm/device/impl_ptx.h"
 #include "symm/device/impl_wait.h"
 #include "symm/device/impl_copy.h"
 #include "symm/device/impl_tma.h"

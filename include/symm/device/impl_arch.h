@@ -51,14 +51,6 @@ SYMM__DEVICE_INTERNAL uint32_t symm__block_nthreads(void) {
     return SYMM__NTID_X() * SYMM__NTID_Y() * SYMM__NTID_Z();
 }
 
-/* Lane of the calling thread in its warp (warps are cut from the linear
- * thread index, so this is right for any block shape). */
-SYMM__DEVICE_INTERNAL uint32_t symm__lane(void) {
-    uint32_t lane;
-    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
-    return lane;
-}
-
 /* ---- barriers within a block ---------------------------------------------- */
 
 /* bar.sync 0 over the whole block; it also orders the memory accesses of the
@@ -81,29 +73,6 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__warp_sync(void) {
 #endif
 }
 
-/* ---- time ------------------------------------------------------------------ */
-
-/* %globaltimer: nanoseconds, shared by every SM of the GPU. */
-SYMM__DEVICE_INTERNAL uint64_t symm__globaltimer(void) {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-/* ---- fences ------------------------------------------------------------------ */
-
-/* fence.acq_rel.sys: orders this thread's earlier memory operations before its
- * later ones as seen from any PE (and the host). What symm_fence needs. */
-SYMM__DEVICE_INTERNAL void symm__fence_acq_rel_sys(void) {
-    asm volatile("fence.acq_rel.sys;" ::: "memory");
-}
-
-/* fence.sc.sys: sequentially consistent at system scope; after it, every
- * earlier store of this thread is visible to all PEs. What symm_quiet needs. */
-SYMM__DEVICE_INTERNAL void symm__fence_sc_sys(void) {
-    asm volatile("fence.sc.sys;" ::: "memory");
-}
-
 /* ---- reporting and stopping ------------------------------------------------- */
 
 /* Device printf takes the format and a buffer holding the arguments, each at
@@ -117,10 +86,5 @@ SYMM__DEVICE_INTERNAL void symm__fence_sc_sys(void) {
 extern int symm__vprintf(const char *format, void *args) __asm__("vprintf");
 #endif
 
-/* Stop the kernel: the launch fails with an illegal-instruction error that the
- * host sees at its next synchronisation. */
-SYMM__DEVICE_INTERNAL void symm__trap(void) {
-    asm volatile("trap;" ::: "memory");
-}
 
 #endif /* SYMM_DEVICE_IMPL_ARCH_H */

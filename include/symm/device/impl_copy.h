@@ -35,83 +35,13 @@
 #ifndef SYMM_COPY_UNROLL
 #  define SYMM_COPY_UNROLL 4
 #endif
-#ifndef SYMM_COPY_VARIANT
-#  define SYMM_COPY_VARIANT 0
-#endif
 #if SYMM_COPY_UNROLL < 1 || SYMM_COPY_UNROLL > 8
 #  error "SYMM_COPY_UNROLL must be 1..8"
-#endif
-
-#if SYMM_COPY_VARIANT == 1
-#  if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 /* the prefetch-size hint is sm_80+ */
-#    define SYMM__LD_LOCAL "ld.global.L1::no_allocate.L2::256B"
-#  else
-#    define SYMM__LD_LOCAL "ld.global.L1::no_allocate"
-#  endif
-#  define SYMM__ST_LOCAL  "st.global"
-#  define SYMM__LD_REMOTE "ld.global.L1::no_allocate"
-#  define SYMM__ST_REMOTE "st.global"
-#elif SYMM_COPY_VARIANT == 0
-#  define SYMM__LD_LOCAL  "ld"
-#  define SYMM__ST_LOCAL  "st"
-#  define SYMM__LD_REMOTE "ld.global"
-#  define SYMM__ST_REMOTE "st.global"
-#else
-#  error "SYMM_COPY_VARIANT must be 0 or 1"
 #endif
 
 #define SYMM__STR_(x) #x
 #define SYMM__STR(x) SYMM__STR_(x)
 #define SYMM__PRAGMA_UNROLL _Pragma(SYMM__STR(unroll SYMM_COPY_UNROLL))
-
-typedef struct symm__v4 {
-    uint32_t x, y, z, w;
-} symm__v4_t;
-
-/* ---- one element of each width, local or remote ------------------------------ */
-/* `remote` is a constant after inlining, so each call is one instruction. */
-
-SYMM__DEVICE_INTERNAL symm__v4_t symm__cld16(const void *p, int remote) {
-    symm__v4_t v;
-    if (remote)
-        asm volatile(SYMM__LD_REMOTE ".v4.u32 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
-    else
-        asm volatile(SYMM__LD_LOCAL ".v4.u32 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
-    return v;
-}
-
-SYMM__DEVICE_INTERNAL void symm__cst16(void *p, symm__v4_t v, int remote) {
-    if (remote)
-        asm volatile(SYMM__ST_REMOTE ".v4.u32 [%0], {%1, %2, %3, %4};"
-                     ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-    else
-        asm volatile(SYMM__ST_LOCAL ".v4.u32 [%0], {%1, %2, %3, %4};"
-                     ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-}
-
-#define SYMM__DEFINE_CLDST(W, RT, C, TY)                                                     \
-    SYMM__DEVICE_INTERNAL RT symm__cld##W(const void *p, int remote) {                      \
-        RT v;                                                                               \
-        if (remote)                                                                         \
-            asm volatile(SYMM__LD_REMOTE "." TY " %0, [%1];" : "=" C(v) : "l"(p) : "memory"); \
-        else                                                                                \
-            asm volatile(SYMM__LD_LOCAL "." TY " %0, [%1];" : "=" C(v) : "l"(p) : "memory"); \
-        return v;                                                                           \
-    }                                                                                       \
-    SYMM__DEVICE_INTERNAL void symm__cst##W(void *p, RT v, int remote) {                    \
-        if (remote)                                                                         \
-            asm volatile(SYMM__ST_REMOTE "." TY " [%0], %1;" ::"l"(p), C(v) : "memory");    \
-        else                                                                                \
-            asm volatile(SYMM__ST_LOCAL "." TY " [%0], %1;" ::"l"(p), C(v) : "memory");     \
-    }
-
-SYMM__DEFINE_CLDST(8, uint64_t, "l", "u64")
-SYMM__DEFINE_CLDST(4, uint32_t, "r", "u32")
-SYMM__DEFINE_CLDST(2, uint32_t, "r", "u16")
-SYMM__DEFINE_CLDST(1, uint32_t, "r", "u8")
-#undef SYMM__DEFINE_CLDST
 
 typedef symm__v4_t symm__e16_t;
 typedef uint64_t symm__e8_t;

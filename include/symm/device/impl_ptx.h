@@ -1,13 +1,15 @@
 /*
- * device/impl_ptx.h - PTX loads, stores and atomics by width, ordering and
- * scope: the only place the device API spells memory instructions (the bulk
- * copy loops in impl_copy.h have their own vector forms).
+ * device/impl_ptx.h - the only place for hand-written PTX in symm's device
+ * code: every other header (the device API, the collectives, the bitcode
+ * source) calls the functions here and spells no instruction itself
+ * (ctest tree_layers checks it).
  *
- * Every access is `asm volatile` with a "memory" clobber, so the compiler
- * neither reorders it against other memory accesses of the thread nor caches
- * values across it: the ordering is the PTX one written here, nothing less.
- * Addresses are generic pointers into global memory (a heap address, a peer's
- * copy of one, or the host-mapped abort flag), hence the .global forms.
+ * Memory accesses are `asm volatile` with a "memory" clobber, so the
+ * compiler neither reorders them against other memory accesses of the thread
+ * nor caches values across them: the ordering is the PTX one written here,
+ * nothing less. Addresses are generic pointers into global memory (a heap
+ * address, a peer's copy of one, or the host-mapped abort flag), hence the
+ * .global forms.
  *
  * sem/scope are the int values of enum symm_sem / enum symm_scope; inlined
  * with constants the switches fold to one instruction. Widths 8 and 16 travel
@@ -15,6 +17,49 @@
  */
 #ifndef SYMM_DEVICE_IMPL_PTX_H
 #define SYMM_DEVICE_IMPL_PTX_H
+
+#include <stdint.h>
+#include "symm/symm_types.h"
+#include "symm/device/defs.h"
+
+/* ---- special registers, fences, stopping ------------------------------------- */
+
+/* Lane of the calling thread in its warp (warps are cut from the linear
+ * thread index, so this is right for any block shape). */
+SYMM__DEVICE_INTERNAL uint32_t symm__lane(void) {
+    uint32_t lane;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    return lane;
+}
+
+/* ---- time ------------------------------------------------------------------ */
+
+/* %globaltimer: nanoseconds, shared by every SM of the GPU. */
+SYMM__DEVICE_INTERNAL uint64_t symm__globaltimer(void) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* ---- fences ------------------------------------------------------------------ */
+
+/* fence.acq_rel.sys: orders this thread's earlier memory operations before its
+ * later ones as seen from any PE (and the host). What symm_fence needs. */
+SYMM__DEVICE_INTERNAL void symm__fence_acq_rel_sys(void) {
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+
+/* fence.sc.sys: sequentially consistent at system scope; after it, every
+ * earlier store of this thread is visible to all PEs. What symm_quiet needs. */
+SYMM__DEVICE_INTERNAL void symm__fence_sc_sys(void) {
+    asm volatile("fence.sc.sys;" ::: "memory");
+}
+
+/* Stop the kernel: the launch fails with an illegal-instruction error that the
+ * host sees at its next synchronisation. */
+SYMM__DEVICE_INTERNAL void symm__trap(void) {
+    asm volatile("trap;" ::: "memory");
+}
 
 /* ---- load / store with ordering and scope ---------------------------------- */
 
@@ -159,5 +204,361 @@ SYMM__DEVICE_INTERNAL void symm__signal_set_release(uint64_t *p, uint64_t v) {
 SYMM__DEVICE_INTERNAL void symm__signal_add_release(uint64_t *p, uint64_t v) {
     asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+
+/* ---- the grid barrier's words (symm_coll_barrier_grid, coll_api.h): GPU scope -- */
+
+/* Arrive: acq_rel increment of the arrival counter; the count before it. */
+SYMM__DEVICE_INTERNAL uint64_t symm__grid_arrive(uint64_t *p) {
+    uint64_t old;
+    asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(p) : "memory");
+    return old;
+}
+
+SYMM__DEVICE_INTERNAL uint64_t symm__grid_ld_acquire(const uint64_t *p) {
+    uint64_t v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+SYMM__DEVICE_INTERNAL void symm__grid_st_relaxed(uint64_t *p, uint64_t v) {
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+SYMM__DEVICE_INTERNAL void symm__grid_st_release(uint64_t *p, uint64_t v) {
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+/* ---- the context's fields, through the read-only path (impl_rma.h) --------------- */
+
+/*
+ * PE pe's copy of the symmetric address p is p + (pe - my_pe) * stride
+ * (docs/design.md decision 2); no range check on the hot path (symm_ctx_ptr is the
+ * checked form).
+ *
+ * my_pe and stride never change while a kernel runs (the host writes the
+ * context before kernels use it). When the context is in global memory, the
+ * device pointer the host hands out, the public calls read both through the
+ * read-only path with an asm statement that has no memory operand: to the
+ * compiler a pure function of the pointer, so it loads them once, ahead of
+ * the caller's loops, instead of again after every "memory" clobber, barrier,
+ * call and acquire in them (after an acquire, which invalidates L1, the
+ * reload comes from L2: 0.940 against 0.795 us per p ping-pong,
+ * docs/tuning.md). The compiler may execute that asm where the context is
+ * not global, so the asm tests the address space itself and loads nothing
+ * (yields 0) elsewhere. A
+ * context elsewhere (a local copy, a __grid_constant__ or by-value kernel
+ * parameter) takes plain loads, which the compiler keeps in registers; nvcc
+ * copies a by-value (not __grid_constant__) parameter to local memory once
+ * when its address reaches the test.
+ */
+SYMM__DEVICE_INTERNAL void symm__ctx_pe_stride(const symm_ctx_t *ctx, int32_t *my_pe, int64_t *stride) {
+#if defined(__CUDACC__)
+    const int global = __isGlobal(ctx) != 0;
+#else
+    const int global = __nvvm_isspacep_global(ctx);
+#endif
+    if (global) {
+        int32_t m;
+        int64_t s;
+        asm("{\n\t.reg .pred g;\n\t.reg .u64 a, b;\n\t"
+            "isspacep.global g, %2;\n\t"
+            "mov.b32 %0, 0;\n\tmov.b64 %1, 0;\n\t"
+            "@g cvta.to.global.u64 a, %2;\n\t@g cvta.to.global.u64 b, %3;\n\t"
+            "@g ld.global.nc.b32 %0, [a];\n\t@g ld.global.nc.b64 %1, [b];\n\t}"
+            : "=r"(m), "=l"(s) : "l"(&ctx->my_pe), "l"(&ctx->stride));
+        *my_pe = m;
+        *stride = s;
+    } else {
+        *my_pe = ctx->my_pe;
+        *stride = ctx->stride;
+    }
+}
+
+/* ---- bulk copy loops: one element of each width, local or remote (impl_copy.h) ---- */
+
+#ifndef SYMM_COPY_VARIANT
+#  define SYMM_COPY_VARIANT 0
+#endif
+#if SYMM_COPY_VARIANT == 1
+#  if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 /* the prefetch-size hint is sm_80+ */
+#    define SYMM__LD_LOCAL "ld.global.L1::no_allocate.L2::256B"
+#  else
+#    define SYMM__LD_LOCAL "ld.global.L1::no_allocate"
+#  endif
+#  define SYMM__ST_LOCAL  "st.global"
+#  define SYMM__LD_REMOTE "ld.global.L1::no_allocate"
+#  define SYMM__ST_REMOTE "st.global"
+#elif SYMM_COPY_VARIANT == 0
+#  define SYMM__LD_LOCAL  "ld"
+#  define SYMM__ST_LOCAL  "st"
+#  define SYMM__LD_REMOTE "ld.global"
+#  define SYMM__ST_REMOTE "st.global"
+#else
+#  error "SYMM_COPY_VARIANT must be 0 or 1"
+#endif
+
+typedef struct symm__v4 {
+    uint32_t x, y, z, w;
+} symm__v4_t;
+
+/* `remote` is a constant after inlining, so each call is one instruction. */
+
+SYMM__DEVICE_INTERNAL symm__v4_t symm__cld16(const void *p, int remote) {
+    symm__v4_t v;
+    if (remote)
+        asm volatile(SYMM__LD_REMOTE ".v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    else
+        asm volatile(SYMM__LD_LOCAL ".v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+
+SYMM__DEVICE_INTERNAL void symm__cst16(void *p, symm__v4_t v, int remote) {
+    if (remote)
+        asm volatile(SYMM__ST_REMOTE ".v4.u32 [%0], {%1, %2, %3, %4};"
+                     ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+    else
+        asm volatile(SYMM__ST_LOCAL ".v4.u32 [%0], {%1, %2, %3, %4};"
+                     ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
+#define SYMM__DEFINE_CLDST(W, RT, C, TY)                                                     \
+    SYMM__DEVICE_INTERNAL RT symm__cld##W(const void *p, int remote) {                      \
+        RT v;                                                                               \
+        if (remote)                                                                         \
+            asm volatile(SYMM__LD_REMOTE "." TY " %0, [%1];" : "=" C(v) : "l"(p) : "memory"); \
+        else                                                                                \
+            asm volatile(SYMM__LD_LOCAL "." TY " %0, [%1];" : "=" C(v) : "l"(p) : "memory"); \
+        return v;                                                                           \
+    }                                                                                       \
+    SYMM__DEVICE_INTERNAL void symm__cst##W(void *p, RT v, int remote) {                    \
+        if (remote)                                                                         \
+            asm volatile(SYMM__ST_REMOTE "." TY " [%0], %1;" ::"l"(p), C(v) : "memory");    \
+        else                                                                                \
+            asm volatile(SYMM__ST_LOCAL "." TY " [%0], %1;" ::"l"(p), C(v) : "memory");     \
+    }
+
+SYMM__DEFINE_CLDST(8, uint64_t, "l", "u64")
+SYMM__DEFINE_CLDST(4, uint32_t, "r", "u32")
+SYMM__DEFINE_CLDST(2, uint32_t, "r", "u16")
+SYMM__DEFINE_CLDST(1, uint32_t, "r", "u8")
+#undef SYMM__DEFINE_CLDST
+
+/* ---- the collectives' words and units (coll_units.h, coll_sync.h, coll_packet.h) --- */
+
+SYMM__DEVICE_INTERNAL symm__v4_t symm__c_ld16(const void *p) {
+    symm__v4_t v;
+    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+
+SYMM__DEVICE_INTERNAL void symm__c_st16(void *p, symm__v4_t v) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                 ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
+/* Packets: volatile so every poll reaches memory and the 16-byte store is not
+ * split or merged by the compiler. Each 8-byte half is single-copy atomic. */
+SYMM__DEVICE_INTERNAL symm__v4_t symm__c_ld16_vol(const void *p) {
+    symm__v4_t v;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+
+SYMM__DEVICE_INTERNAL void symm__c_st16_vol(void *p, symm__v4_t v) {
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                 ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
+SYMM__DEVICE_INTERNAL uint64_t symm__c_ld8(const void *p) {
+    uint64_t v;
+    asm volatile("ld.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+SYMM__DEVICE_INTERNAL void symm__c_st8(void *p, uint64_t v) {
+    asm volatile("st.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+SYMM__DEVICE_INTERNAL uint32_t symm__c_ld1(const void *p) {
+    uint32_t v;
+    asm volatile("ld.global.u8 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+SYMM__DEVICE_INTERNAL void symm__c_st1(void *p, uint32_t v) {
+    asm volatile("st.global.u8 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+SYMM__DEVICE_INTERNAL uint32_t symm__c_ld4(const void *p) {
+    uint32_t v;
+    asm volatile("ld.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+SYMM__DEVICE_INTERNAL void symm__c_st4(void *p, uint32_t v) {
+    asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+SYMM__DEVICE_INTERNAL uint64_t symm__c_ld8_vol(const void *p) {
+    uint64_t v;
+    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+SYMM__DEVICE_INTERNAL void symm__c_st8_vol(void *p, uint64_t v) {
+    asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+SYMM__DEVICE_INTERNAL void symm__c_st4_release(void *p, uint32_t v) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+SYMM__DEVICE_INTERNAL uint32_t symm__c_ld4_acquire(const void *p) {
+    uint32_t v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* ---- conversions and f16 arithmetic (the collectives' reductions) ----------------- */
+
+SYMM__DEVICE_INTERNAL float symm__cvt_f32_f16(unsigned short s) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(s));
+    return f;
+}
+
+SYMM__DEVICE_INTERNAL unsigned short symm__cvt_f16_f32(float f) {
+    unsigned short s;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(s) : "f"(f));
+    return s;
+}
+
+SYMM__DEVICE_INTERNAL unsigned short symm__min_f16(unsigned short x, unsigned short y) {
+    unsigned short r;
+    asm("min.f16 %0, %1, %2;" : "=h"(r) : "h"(x), "h"(y));
+    return r;
+}
+
+SYMM__DEVICE_INTERNAL unsigned short symm__max_f16(unsigned short x, unsigned short y) {
+    unsigned short r;
+    asm("max.f16 %0, %1, %2;" : "=h"(r) : "h"(x), "h"(y));
+    return r;
+}
+
+SYMM__DEVICE_INTERNAL unsigned short symm__add_f16(unsigned short x, unsigned short y) {
+    unsigned short r;
+    asm("add.rn.f16 %0, %1, %2;" : "=h"(r) : "h"(x), "h"(y));
+    return r;
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 /* fp8 conversions: sm_89+ */
+/* One fp8 pair to two f16; the callers put the value in both halves. */
+SYMM__DEVICE_INTERNAL uint32_t symm__cvt_f16x2_e4m3x2(unsigned short in) {
+    uint32_t out;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(out) : "h"(in));
+    return out;
+}
+
+SYMM__DEVICE_INTERNAL unsigned short symm__cvt_e4m3x2_f32(float f) {
+    unsigned short out;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;" : "=h"(out) : "f"(f));
+    return out;
+}
+
+SYMM__DEVICE_INTERNAL unsigned short symm__cvt_e5m2x2_f32(float f) {
+    unsigned short out;
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %1;" : "=h"(out) : "f"(f));
+    return out;
+}
+#endif
+
+/* ---- multimem (NVLS) reductions and stores (coll_direct.h) ------------------------ */
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#  define SYMM__C_MM_LDRED(OPTY, v, a)                                                      \
+    asm volatile("multimem.ld_reduce.relaxed.sys.global." OPTY " {%0, %1, %2, %3}, [%4];"  \
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(a) : "memory")
+#  define SYMM__C_MM_ST(TY, v, a)                                                           \
+    asm volatile("multimem.st.relaxed.sys.global." TY " [%0], {%1, %2, %3, %4};"          \
+                 ::"l"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory")
+#endif
+
+/* ---- the bulk-copy (TMA) engine, sm_90 (impl_tma.h) -------------------------------- */
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* 32-bit shared-window address of a generic pointer to shared memory. */
+SYMM__DEVICE_INTERNAL uint32_t symm__smem_addr(const void *p) {
+    uint32_t a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+SYMM__DEVICE_INTERNAL void symm__mbar_init(uint32_t bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+}
+
+SYMM__DEVICE_INTERNAL void symm__mbar_inval(uint32_t bar) {
+    asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
+/* Non-zero when p points to global memory (a source in shared memory, which
+ * the bulk load cannot read, takes the SM path). */
+SYMM__DEVICE_INTERNAL int symm__is_global(const void *p) {
+    uint32_t r;
+    asm("{ .reg .pred q; isspacep.global q, %1; selp.u32 %0, 1, 0, q; }" : "=r"(r) : "l"(p));
+    return (int)r;
+}
+
+/* Bulk load of `bytes` from global `src` into shared `dst`, its completion
+ * (the bytes arriving) tracked by mbarrier `bar`. */
+SYMM__DEVICE_INTERNAL void symm__tma_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+
+SYMM__DEVICE_INTERNAL void symm__mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+
+/* Bulk store of `bytes` from shared `src` to global (peer) `dst`, as one
+ * bulk async-group. */
+SYMM__DEVICE_INTERNAL void symm__tma_store(void *dst, uint32_t src, uint32_t bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+/* The barriers just initialised, visible to the bulk-copy (async) proxy. */
+SYMM__DEVICE_INTERNAL void symm__fence_mbar_init(void) {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+/* Every bulk store group but the newest done reading its source. */
+SYMM__DEVICE_INTERNAL void symm__bulk_wait_read_all_but_1(void) {
+    asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+}
+
+/* Generic accesses of this thread so far ordered before its later async-proxy
+ * (bulk copy) accesses to global memory. */
+SYMM__DEVICE_INTERNAL void symm__fence_proxy_async_global(void) {
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+
+/* Every bulk store complete, then ordered with later generic accesses. */
+SYMM__DEVICE_INTERNAL void symm__bulk_wait_all(void) {
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+#endif
 
 #endif /* SYMM_DEVICE_IMPL_PTX_H */

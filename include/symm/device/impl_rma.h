@@ -7,51 +7,6 @@
 
 /* ---- peers ----------------------------------------------------------------- */
 
-/*
- * PE pe's copy of the symmetric address p is p + (pe - my_pe) * stride
- * (DESIGN.md decision 2); no range check on the hot path (symm_ctx_ptr is the
- * checked form).
- *
- * my_pe and stride never change while a kernel runs (the host writes the
- * context before kernels use it). When the context is in global memory, the
- * device pointer the host hands out, the public calls read both through the
- * read-only path with an asm statement that has no memory operand: to the
- * compiler a pure function of the pointer, so it loads them once, ahead of
- * the caller's loops, instead of again after every "memory" clobber, barrier,
- * call and acquire in them (after an acquire, which invalidates L1, the
- * reload came from L2: 0.940 vs 0.795 us per p ping-pong with the context
- * copied to registers, bench/results/2026-11-21-h200-4gpu-rma.md). The
- * compiler may execute that asm where the context is not global (it did:
- * 6432ab0 reverted a version that faulted on a local context), so the asm
- * tests the address space itself and loads nothing (yields 0) elsewhere. A
- * context elsewhere (a local copy, a __grid_constant__ or by-value kernel
- * parameter) takes plain loads, which the compiler keeps in registers; nvcc
- * copies a by-value (not __grid_constant__) parameter to local memory once
- * when its address reaches the test.
- */
-SYMM__DEVICE_INTERNAL void symm__ctx_pe_stride(const symm_ctx_t *ctx, int32_t *my_pe, int64_t *stride) {
-#if defined(__CUDACC__)
-    const int global = __isGlobal(ctx) != 0;
-#else
-    const int global = __nvvm_isspacep_global(ctx);
-#endif
-    if (global) {
-        int32_t m;
-        int64_t s;
-        asm("{\n\t.reg .pred g;\n\t.reg .u64 a, b;\n\t"
-            "isspacep.global g, %2;\n\t"
-            "mov.b32 %0, 0;\n\tmov.b64 %1, 0;\n\t"
-            "@g cvta.to.global.u64 a, %2;\n\t@g cvta.to.global.u64 b, %3;\n\t"
-            "@g ld.global.nc.b32 %0, [a];\n\t@g ld.global.nc.b64 %1, [b];\n\t}"
-            : "=r"(m), "=l"(s) : "l"(&ctx->my_pe), "l"(&ctx->stride));
-        *my_pe = m;
-        *stride = s;
-    } else {
-        *my_pe = ctx->my_pe;
-        *stride = ctx->stride;
-    }
-}
-
 /* PE pe's copy of p, for the public calls (put/get, p/g, ld/st, atomics). */
 SYMM__DEVICE_INTERNAL void *symm__peer_api(const symm_ctx_t *ctx, const void *p, int pe) {
     int32_t my;

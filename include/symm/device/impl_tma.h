@@ -8,7 +8,9 @@
  *   cp.async.bulk global -> shared   (completion counted on an mbarrier)
  *   cp.async.bulk shared -> peer global (a bulk async-group)
  * keeping SYMM_TMA_STAGES - 1 loads ahead of the stores and two stores in
- * flight. Another thread copies the unaligned head and tail bytes. Before
+ * flight. Another thread copies the unaligned head and tail bytes. It starts
+ * with a proxy fence and a block barrier, so bytes the block stored to the
+ * source earlier in the kernel are what the bulk loads read. Before
  * returning, thread 0 waits for every bulk store to complete and orders them
  * with the generic proxy (fence.proxy.async), so fence/quiet/signals after
  * the put cover them exactly as they cover SM stores; the nbi forms therefore
@@ -44,53 +46,6 @@
 #  error "SYMM_TMA_CHUNK must be a multiple of 16 and SYMM_TMA_STAGES at least 2"
 #endif
 
-/* 32-bit shared-window address of a generic pointer to shared memory. */
-SYMM__DEVICE_INTERNAL uint32_t symm__smem_addr(const void *p) {
-    uint32_t a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-
-SYMM__DEVICE_INTERNAL void symm__mbar_init(uint32_t bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-}
-
-SYMM__DEVICE_INTERNAL void symm__mbar_inval(uint32_t bar) {
-    asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
-
-/* Non-zero when p points to global memory (a source in shared memory, which
- * the bulk load cannot read, takes the SM path). */
-SYMM__DEVICE_INTERNAL int symm__is_global(const void *p) {
-    uint32_t r;
-    asm("{ .reg .pred q; isspacep.global q, %1; selp.u32 %0, 1, 0, q; }" : "=r"(r) : "l"(p));
-    return (int)r;
-}
-
-/* Bulk load of `bytes` from global `src` into shared `dst`, its completion
- * (the bytes arriving) tracked by mbarrier `bar`. */
-SYMM__DEVICE_INTERNAL void symm__tma_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-
-SYMM__DEVICE_INTERNAL void symm__mbar_wait(uint32_t bar, uint32_t parity) {
-    uint32_t done;
-    do {
-        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    } while (!done);
-}
-
-/* Bulk store of `bytes` from shared `src` to global (peer) `dst`, as one
- * bulk async-group. */
-SYMM__DEVICE_INTERNAL void symm__tma_store(void *dst, uint32_t src, uint32_t bytes) {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes)
-                 : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-
 /* Body of the pipeline, run by one thread: n is a multiple of 16, d and s
  * are 16-byte aligned. */
 SYMM__DEVICE_INTERNAL void symm__tma_stream(char *d, const char *s, size_t n, unsigned char *buf, uint64_t *bars) {
@@ -98,11 +53,11 @@ SYMM__DEVICE_INTERNAL void symm__tma_stream(char *d, const char *s, size_t n, un
     uint32_t sbuf = symm__smem_addr(buf), sbar = symm__smem_addr(bars);
     size_t c;
     int k;
+    symm__fence_proxy_async_global();
     for (k = 0; k < SYMM_TMA_STAGES; k++)
         symm__mbar_init(sbar + 8u * (uint32_t)k);
     /* Make the initialised barriers visible to the bulk-copy (async) proxy. */
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    symm__fence_mbar_init();
     for (c = 0; c < nchunks && c < SYMM_TMA_STAGES; c++) {
         size_t off = c * SYMM_TMA_CHUNK, len = n - off < SYMM_TMA_CHUNK ? n - off : SYMM_TMA_CHUNK;
         symm__tma_load(sbuf + (uint32_t)(c * SYMM_TMA_CHUNK), s + off, (uint32_t)len, sbar + 8u * (uint32_t)c);
@@ -118,14 +73,13 @@ SYMM__DEVICE_INTERNAL void symm__tma_stream(char *d, const char *s, size_t n, un
             size_t next = c - 1 + SYMM_TMA_STAGES, noff = next * SYMM_TMA_CHUNK;
             size_t nlen = n - noff < SYMM_TMA_CHUNK ? n - noff : SYMM_TMA_CHUNK;
             uint32_t nstage = (uint32_t)((c - 1) % SYMM_TMA_STAGES);
-            asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+            symm__bulk_wait_read_all_but_1();
             symm__tma_load(sbuf + nstage * SYMM_TMA_CHUNK, s + noff, (uint32_t)nlen, sbar + 8u * nstage);
         }
     }
     /* Every store complete (not only read), then ordered with later generic
      * accesses of this thread: fence/quiet/signal after the put cover it. */
-    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-    asm volatile("fence.proxy.async.global;" ::: "memory");
+    symm__bulk_wait_all();
     for (k = 0; k < SYMM_TMA_STAGES; k++)
         symm__mbar_inval(sbar + 8u * (uint32_t)k);
 }
@@ -148,6 +102,12 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__tma_put_block(void *dst, const
         symm__copy(dst, src, n, tid, nthr, 1);
         return;
     }
+    /* The bulk loads read src through the async proxy: each thread's earlier
+     * generic stores to it are ordered before them by its own proxy fence,
+     * gathered by the barrier for thread 0 (which fences again for what it
+     * acquired from elsewhere). */
+    symm__fence_proxy_async_global();
+    symm__block_sync();
     head = (size_t)(-(uintptr_t)d) & 15;
     body = (n - head) & ~(size_t)15;
     /* Head and tail by the last thread, so thread 0 starts the stream at once. */

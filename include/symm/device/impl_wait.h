@@ -1,7 +1,7 @@
 /*
  * device/impl_wait.h - the spin-wait behind signal_wait_until, wait_until_*
  * and the device barrier, with its deadline and the abort flag
- * (DESIGN.md decision 6: no hangs).
+ * (docs/design.md decision 6: no hangs).
  *
  * The hot loop is one ld.acquire.sys, a compare and a counter. Every
  * SYMM__WAIT_CHECK_EVERY polls it calls an out-of-line check that reads
@@ -37,7 +37,7 @@ SYMM__DEVICE_INTERNAL const char *symm__cmp_name(int cmp) {
 
 #define SYMM__MSG_TIMEOUT \
     "symm: PE %d: wait timed out after %.1f s at %p: waiting for %s %llu, last seen %llu\n"
-#define SYMM__MSG_ABORT "symm: PE %d: aborting wait at %p: PE %d died (flag %u)\n"
+#define SYMM__MSG_ABORT "symm: PE %d: aborting wait at %p: PE %d died or failed (flag %u)\n"
 #define SYMM__MSG_BADCMP "symm: PE %d: wait at %p: invalid comparison %d\n"
 
 SYMM__NOINLINE void symm__report_timeout(int pe, double secs, const void *addr, const char *cmp,
@@ -87,10 +87,9 @@ SYMM__NOINLINE uint64_t symm__wait_check(const symm_ctx_t *ctx, const void *addr
     if (t0 == 0)
         t0 = now;
     /* The abort flag is host memory: each read crosses PCIe, and reads from
-     * many waiting warps queue behind each other (a suspected cause of the
-     * ~100 us collective outliers in bench/results/2026-11-21-h200-4gpu-coll.md).
-     * Only waits that already lasted SYMM__ABORT_CHECK_NS read it; a dead
-     * peer is still reported within milliseconds. */
+     * many waiting warps queue behind each other (docs/tuning.md). Only waits
+     * that already lasted SYMM__ABORT_CHECK_NS read it; a dead peer is still
+     * reported within milliseconds. */
     if (ctx->abort_flag != 0 && now - t0 >= SYMM__ABORT_CHECK_NS) {
         /* Host-mapped memory written by the host's watcher thread: a strong
          * system-scope load, so no stale cached copy hides the update. */

@@ -44,8 +44,12 @@ type) and use tl.load / tl.store / tl.atomic_* on the result, e.g.
 Constants for the int parameters: CMP_*, SIGNAL_SET/ADD, SEM_*, SCOPE_*,
 DTYPE_*, OP_*, ALGO_* (tl.constexpr).
 """
-import triton
-import triton.language as tl
+try:
+    import triton
+    import triton.language as tl
+except ImportError as _e:
+    raise ImportError("symm.triton needs Triton 3.4 to 3.6, which is not installed (%s): "
+                      "pip install symm[triton]" % _e) from _e
 
 
 def _version(v):
@@ -53,8 +57,8 @@ def _version(v):
 
 
 if _version(triton.__version__) < (3, 4):
-    raise ImportError("symm.triton needs Triton 3.4 or newer (builtins take _semantic); found %s"
-                      % triton.__version__)
+    raise ImportError("symm.triton needs Triton 3.4 or newer (builtins take _semantic); found %s: "
+                      "pip install symm[triton]" % triton.__version__)
 
 from . import raw  # noqa: E402,F401
 from ._api import *  # noqa: E402,F401,F403
@@ -63,6 +67,7 @@ from ._api import ctx_my_pe, ctx_n_pes, ctx_ptr  # noqa: E402
 from ._launch import PreparedLaunch, extern_libs, launch, prepare  # noqa: E402,F401
 from ._signatures import FUNCTIONS  # noqa: E402
 from ._util import broadcast_from_thread0, tid  # noqa: E402,F401
+from .. import _consts  # noqa: E402
 
 # Short names for the context queries.
 my_pe = ctx_my_pe
@@ -71,21 +76,17 @@ peer_ptr = ctx_ptr
 
 MODES = {name: mode for name, _, _, mode in FUNCTIONS}
 
-# enum symm_cmp, symm_signal_op, symm_sem, symm_scope (symm_types.h)
-CMP_EQ, CMP_NE, CMP_GT, CMP_GE, CMP_LT, CMP_LE = (tl.constexpr(i) for i in range(6))
-SIGNAL_SET, SIGNAL_ADD = tl.constexpr(0), tl.constexpr(1)
-SEM_WEAK, SEM_RELAXED, SEM_ACQUIRE, SEM_RELEASE, SEM_VOLATILE = (tl.constexpr(i) for i in range(5))
-SCOPE_CTA, SCOPE_GPU, SCOPE_SYS = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
-# enum symm_dtype, symm_redop (device/coll_types.h)
-DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_F64, DTYPE_I32, DTYPE_U32, DTYPE_I64, DTYPE_U64, \
-    DTYPE_FP8_E4M3, DTYPE_FP8_E5M2, DTYPE_U8 = (tl.constexpr(i) for i in range(11))
-DTYPE_DEFAULT = tl.constexpr(-1)
-OP_SUM, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR = (tl.constexpr(i) for i in range(6))
-# enum symm_coll_algo (device/coll_types.h)
-# (device calls run PUSH as TWOSHOT: it is a stream algorithm)
-ALGO_AUTO, ALGO_PACKET, ALGO_ONESHOT, ALGO_TWOSHOT, ALGO_MULTIMEM, ALGO_PUSH = (tl.constexpr(i) for i in range(6))
+# The enums as tl.constexpr, from symm._consts (the C headers): CMP_*,
+# SIGNAL_*, SEM_*, SCOPE_* (symm_types.h); DTYPE_*, OP_*, ALGO_*
+# (symm_coll_types.h; device calls run ALGO_PUSH as TWOSHOT: it is a stream
+# algorithm).
+_CONST_PREFIXES = ("CMP_", "SIGNAL_", "SEM_", "SCOPE_", "DTYPE_", "OP_", "COLL_ALGO_")
+CONSTANTS = {(n[len("COLL_"):] if n.startswith("COLL_ALGO_") else n): tl.constexpr(v)
+             for n, v in vars(_consts).items()
+             if n.startswith(_CONST_PREFIXES) and not n.endswith("_COUNT")}
+globals().update(CONSTANTS)
 
 __all__ = list(_api_all) + [
     "raw", "extern_libs", "launch", "prepare", "PreparedLaunch", "tid", "broadcast_from_thread0",
-    "my_pe", "n_pes", "peer_ptr", "MODES",
-]
+    "my_pe", "n_pes", "peer_ptr", "MODES", "CONSTANTS",
+] + sorted(CONSTANTS)

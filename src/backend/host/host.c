@@ -59,11 +59,26 @@ static symm_status_t host_open(const symm__backend_args_t *args, symm__backend_t
 
 static void host_close(symm__backend_t *be) { free(be); }
 
-static symm_status_t host_reserve(symm__backend_t *be, size_t size, uintptr_t hint, uintptr_t *addr) {
+static symm_status_t host_reserve(symm__backend_t *be, size_t size, uintptr_t hint, size_t align,
+                                  uintptr_t *addr) {
     (void)be;
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
     if (hint)
         flags |= MAP_FIXED_NOREPLACE;
+    else if (align > 1 && size <= SIZE_MAX - align) {
+        /* anywhere, aligned: reserve `align` more, give back both ends */
+        void *q = mmap(NULL, size + align, PROT_NONE, flags, -1, 0);
+        if (q == MAP_FAILED)
+            return symm__error(SYMM_ERR_NO_MEMORY, "reserving %zu bytes of address space: %s", size + align,
+                               strerror(errno));
+        uintptr_t a = ((uintptr_t)q + align - 1) & ~(uintptr_t)(align - 1);
+        if (a > (uintptr_t)q)
+            munmap(q, a - (uintptr_t)q);
+        if ((uintptr_t)q + size + align > a + size)
+            munmap((void *)(a + size), (uintptr_t)q + size + align - (a + size));
+        *addr = a;
+        return SYMM_SUCCESS;
+    }
     void *p = mmap((void *)hint, size, PROT_NONE, flags, -1, 0);
     /* A taken hint is an expected answer while the runtime looks for a
      * common address, so it is not logged as an error. */
@@ -126,6 +141,10 @@ static symm_status_t host_chunk_map(symm__backend_t *be, symm__chunk_t *c, const
                                strerror(errno));
         c->mapped[c->n_mapped++] = addrs[i];
     }
+    /* The peers have their copies and the mappings keep the memory: the
+     * descriptor would only be one more handle on this PE's heap. */
+    close(c->fd);
+    c->fd = -1;
     return SYMM_SUCCESS;
 }
 

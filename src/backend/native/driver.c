@@ -2,6 +2,7 @@
  * driver.c - resolve the driver entry points of driver.h.
  */
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <stdio.h>
 
 #include "backend/native/driver.h"
@@ -60,6 +61,31 @@ symm_status_t symm__cu_load(const symm__cu_t **out) {
     }
     *out = &g_cu;
     return SYMM_SUCCESS;
+}
+
+int symm__native_gpu_count(const char **why) {
+    static _Thread_local char buf[200];
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    (void)cudaGetLastError();
+    if (e == cudaSuccess && n > 0) {
+        *why = NULL;
+        return n;
+    }
+    /* Without a driver the runtime says "driver version is insufficient",
+     * which sends users after a driver upgrade on a machine with no GPU. */
+    void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (cuda)
+        dlclose(cuda);
+    if (!cuda)
+        *why = "no GPU found (no NVIDIA driver is installed)";
+    else if (e == cudaSuccess || e == cudaErrorNoDevice)
+        *why = "no GPU found (the NVIDIA driver sees no device)";
+    else {
+        snprintf(buf, sizeof(buf), "no usable GPU: %s", cudaGetErrorString(e));
+        *why = buf;
+    }
+    return 0;
 }
 
 const char *symm__cu_errstr(CUresult r) {

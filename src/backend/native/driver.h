@@ -33,6 +33,10 @@ typedef struct symm__cu {
 /* Resolve every entry point once; SYMM_ERR_CUDA naming the missing one. */
 symm_status_t symm__cu_load(const symm__cu_t **out);
 
+/* The GPUs this process can use; with none, *why says so in words a user
+ * acts on ("no GPU found (no NVIDIA driver is installed)"), else NULL. */
+int symm__native_gpu_count(const char **why);
+
 /* "CUDA_ERROR_X (text)" for messages; never NULL. */
 const char *symm__cu_errstr(CUresult r);
 

@@ -1,6 +1,6 @@
 /*
  * native.c - the native backend: CUDA VMM chunks shared by POSIX file
- * descriptors and mapped into every node PE's slot (DESIGN.md decisions 2-3).
+ * descriptors and mapped into every node PE's slot (docs/design.md decisions 2-3).
  *
  * Each chunk: cuMemCreate on this PE's GPU -> cuMemExportToShareableHandle
  * (an fd; the runtime passes it around) -> on every PE cuMemImport of each
@@ -8,6 +8,8 @@
  * read/write for this PE's GPU. No multicast object is ever created here.
  */
 #include <cuda_runtime.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,11 +17,13 @@
 
 #include "backend/backend.h"
 #include "backend/native/driver.h"
+#include "backend/native/stream_barrier.h"
 #include "core/log.h"
 
 typedef struct symm__native_backend {
     symm__backend_t base;
     const symm__cu_t *cu;
+    cudaStream_t probe; /* an idle stream: querying it reports a sticky error */
 } symm__native_backend_t;
 
 struct symm__chunk {
@@ -41,7 +45,7 @@ static symm_status_t cuda_err(const char *what, cudaError_t e) {
     return symm__error(SYMM_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
-/* PEs sharing one GPU (DESIGN.md decision 9): how many node PEs have this
+/* PEs sharing one GPU (docs/design.md decision 9): how many node PEs have this
  * PE's bus id, and which is the first of them (it logs the mode once). */
 typedef struct gpu_sharing {
     int pes;   /* node PEs on this GPU, this one included */
@@ -204,10 +208,10 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
         return symm__error(SYMM_ERR_ENV, "SYMM_DEBUG_DENY_PEER='%s' is not 'i:j'", args->deny_peer);
     /* Every PE learns whether every other found a device, so a node where
      * only some PEs fail does not hang the others in the next exchange. */
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    int32_t ok = (e == cudaSuccess && count > 0);
-    (void)cudaGetLastError();
+    const char *why = NULL;
+    int count = symm__native_gpu_count(&why);
+    int32_t ok = count > 0;
+    cudaError_t e;
     int world = symm__bootstrap_nranks(args->boot);
     int32_t *oks = calloc((size_t)world, sizeof(int32_t));
     if (!oks)
@@ -221,12 +225,10 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
     if (st != SYMM_SUCCESS)
         return st;
     if (!ok)
-        return symm__error(SYMM_ERR_NO_DEVICE,
-                           "no usable CUDA device (%s); run on a GPU machine, or set "
-                           "SYMM_BACKEND=host for CPU-only testing",
-                           e == cudaSuccess ? "device count is 0" : cudaGetErrorString(e));
+        return symm__error(SYMM_ERR_NO_DEVICE, "%s; run on a GPU machine, or set SYMM_BACKEND=host for "
+                           "CPU-only testing", why);
     if (first_bad >= 0)
-        return symm__error(SYMM_ERR_NO_DEVICE, "PE %d found no usable CUDA device", first_bad);
+        return symm__error(SYMM_ERR_NO_DEVICE, "PE %d found no usable GPU", first_bad);
 
     int dev = args->local_rank % count;
     if ((e = cudaSetDevice(dev)) != cudaSuccess)
@@ -282,6 +284,10 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
     symm__native_backend_t *nb = calloc(1, sizeof(*nb));
     if (!nb)
         return symm__error(SYMM_ERR_NO_MEMORY, "out of host memory");
+    if ((e = cudaStreamCreateWithFlags(&nb->probe, cudaStreamNonBlocking)) != cudaSuccess) {
+        free(nb);
+        return cuda_err("cudaStreamCreateWithFlags (health probe)", e);
+    }
     nb->base.ops = &symm__backend_native_ops;
     nb->cu = cu;
     nb->base.device = dev;
@@ -296,11 +302,33 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
     return SYMM_SUCCESS;
 }
 
-static void native_close(symm__backend_t *be) { free(be); }
+static void native_close(symm__backend_t *be) {
+    symm__native_backend_t *nb = (symm__native_backend_t *)be;
+    (void)cudaStreamDestroy(nb->probe); /* fails after a sticky error: nothing to do then */
+    (void)cudaGetLastError();
+    free(be);
+}
 
-static symm_status_t native_reserve(symm__backend_t *be, size_t size, uintptr_t hint, uintptr_t *addr) {
+/* A kernel that trapped (a symm deadline, a failed check, a fault) leaves
+ * the context with a sticky error that every later call returns, this idle
+ * stream's query included; the query itself never blocks. */
+static int native_health(symm__backend_t *be, char *why, size_t size) {
+    symm__native_backend_t *nb = (symm__native_backend_t *)be;
+    cudaError_t e = cudaSetDevice(be->device); /* this thread's current device */
+    if (e == cudaSuccess)
+        e = cudaStreamQuery(nb->probe);
+    if (e == cudaSuccess || e == cudaErrorNotReady)
+        return 0;
+    snprintf(why, size, "its GPU %d reports %s (%s): a kernel trapped or faulted there (see its message)",
+             be->device, cudaGetErrorName(e), cudaGetErrorString(e));
+    return 1;
+}
+
+static symm_status_t native_reserve(symm__backend_t *be, size_t size, uintptr_t hint, size_t align,
+                                    uintptr_t *addr) {
     CUdeviceptr p = 0;
-    CUresult r = cu_of(be)->MemAddressReserve(&p, size, be->granularity, (CUdeviceptr)hint, 0);
+    CUresult r = cu_of(be)->MemAddressReserve(&p, size, align > be->granularity ? align : be->granularity,
+                                              (CUdeviceptr)hint, 0);
     if (r != CUDA_SUCCESS && hint)
         return SYMM_ERR_NO_MEMORY; /* an expected answer while looking for a common address */
     if (r != CUDA_SUCCESS)
@@ -345,6 +373,15 @@ static symm_status_t native_chunk_create(symm__backend_t *be, size_t size, symm_
         (void)cu->MemRelease(c->own);
         free(c);
         return symm__error(SYMM_ERR_CUDA, "cuMemExportToShareableHandle: %s", symm__cu_errstr(r));
+    }
+    /* Until the exchange is over it is a handle on this PE's GPU memory: no
+     * program this process starts may inherit it. */
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+        int e = errno;
+        close(fd);
+        (void)cu->MemRelease(c->own);
+        free(c);
+        return symm__error(SYMM_ERR_CUDA, "marking the heap chunk's descriptor close-on-exec: %s", strerror(e));
     }
     c->fd = fd;
     c->size = size;
@@ -392,6 +429,11 @@ static symm_status_t native_chunk_map(symm__backend_t *be, symm__chunk_t *c, con
             return symm__error(SYMM_ERR_CUDA,
                                "cuMemSetAccess for GPU %d on node PE %d's heap chunk: %s",
                                be->device, i, symm__cu_errstr(r));
+    }
+    /* The peers imported their copies; the handle keeps the memory. */
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
     }
     return SYMM_SUCCESS;
 }
@@ -516,5 +558,6 @@ const symm__backend_ops_t symm__backend_native_ops = {
     .memset_sync = native_memset_sync,
     .memcpy_sync = native_memcpy_sync,
     .synchronize = native_synchronize,
+    .health = native_health,
     .barrier_on_stream = native_barrier_on_stream,
 };

@@ -1,0 +1,235 @@
+"""What the CuTe DSL examples (and the library's GPU check) share: set-up
+under torchrun, the kernels (cubins or just-in-time), timing and tables.
+
+Kernels come from examples/cute/kernels.py and tests/python/cute_kernels.py:
+with --cubins DIR (or SYMM_CUTE_CUBINS) the cubins built ahead of time by
+examples/cute/build_cubins.py are launched through symm.cubin (no CuTe DSL
+on this machine); without it the same Kernels are compiled just in time
+with CuTe DSL for this GPU. Everything else is the same code.
+"""
+import argparse
+import os
+import statistics
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+if os.path.isdir(os.path.join(REPO, "python", "symm")):
+    sys.path.insert(0, os.path.join(REPO, "python"))  # a source checkout
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+import symm  # noqa: E402
+import symm.cubin  # noqa: E402
+
+SOURCES = (os.path.join(HERE, "kernels.py"), os.path.join(REPO, "tests", "python", "cute_kernels.py"))
+
+
+class Env:
+    """This PE: rank, world, device, seed, the kernels, and whether PEs share a GPU."""
+
+    def __init__(self, kernels, rank, world, device, seed, shared, iters):
+        self.k, self.rank, self.world, self.device = kernels, rank, world, device
+        self.seed, self.shared, self.iters = seed, shared, iters
+        self.ctx = symm.ctx()
+        self._it = 0
+
+    def next_seed(self):
+        """A fresh seed per call, the same on every PE."""
+        self._it += 1
+        return self.seed * 1000003 + self._it
+
+    def gen(self, seed, pe):
+        g = torch.Generator(device=self.device)
+        g.manual_seed(seed * 131 + pe)
+        return g
+
+    def log(self, *a):
+        if self.rank == 0:
+            print(*a, flush=True)
+
+
+def parser(doc):
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--cubins", default=os.environ.get("SYMM_CUTE_CUBINS"),
+                    help="folder of cubins built by build_cubins.py (default: compile with CuTe DSL)")
+    ap.add_argument("--iters", type=int, default=5, help="checked iterations (fresh data each)")
+    ap.add_argument("--quick", action="store_true", help="fewer sizes and timing repetitions")
+    ap.add_argument("--out", help="append the result table (markdown) to this file")
+    return ap
+
+
+def setup(args):
+    """torch on this PE's GPU, a gloo group (NCCL refuses two ranks on one
+    GPU), symm, a common seed, and the kernels."""
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    ngpu = torch.cuda.device_count()
+    if ngpu == 0:
+        raise SystemExit("SKIP: no CUDA device")
+    torch.cuda.set_device(local % ngpu)
+    torch.empty(1, device="cuda")  # the CUDA context, before cubins load into it
+    os.environ.setdefault("SYMM_WAIT_TIMEOUT", "15")
+    if "WORLD_SIZE" not in os.environ:
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", "29517"))
+    dist.init_process_group("gloo")
+    symm.init()
+    seed = int.from_bytes(symm.host_broadcast(os.urandom(4), 0), "little") % (1 << 30)
+    world = symm.n_pes()
+    shared = world > ngpu
+    kern = load_kernels(args.cubins)
+    return Env(kern, symm.my_pe(), world, torch.device("cuda", local % ngpu), seed, shared,
+               args.iters)
+
+
+def load_kernels(cubins=None):
+    """name -> launch(grid, *args, stream=None) for every Kernel of SOURCES:
+    their cubins in `cubins` (symm.cubin, no CuTe DSL needed), else the
+    Kernels compiled just in time for this GPU with CuTe DSL."""
+    if cubins:
+        found = symm.cubin.load(cubins)
+    else:
+        from symm.cute.aot import _load_source, kernels_of
+        found = {k.name: k.compile() for src in SOURCES for k in kernels_of(_load_source(src))}
+
+    def launcher(k):
+        return lambda grid, *a, stream=None: k(*a, grid=grid, stream=stream)
+    return {name: launcher(k) for name, k in found.items()}
+
+
+def finish():
+    torch.cuda.synchronize()
+    symm.barrier()
+    symm.finalize()
+    dist.destroy_process_group()
+
+
+def time_us(fn, reps=20, warmup=3):
+    """Median time of fn() in microseconds, each call between host barriers
+    of every PE (so the PEs start together)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        symm.barrier()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0)
+    # the slowest PE's median is the collective's time
+    med = statistics.median(times)
+    # host_allgather wants the same length on every PE: a fixed-width double
+    return max(struct.unpack("<d", x)[0] for x in symm.host_allgather(struct.pack("<d", med)))
+
+
+def title(env, what):
+    if env.shared:
+        return ("%s: %d PEs sharing one GPU (time-sliced or under MPS; not a measure of NVLink)"
+                % (what, env.world))
+    return "%s: %d PEs, one GPU each" % (what, env.world)
+
+
+def table(env, what, header, rows, out=None):
+    """Print (and append to `out`) a markdown table on PE 0."""
+    if env.rank != 0:
+        return
+    lines = ["", "### " + title(env, what), "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    text = "\n".join(lines)
+    print(text, flush=True)
+    if out:
+        with open(out, "a") as f:
+            f.write(text + "\n")
+
+
+def check_all_pes(ok):
+    """True only if `ok` on every PE."""
+    return all(x == b"1" for x in symm.host_allgather(b"1" if ok else b"0"))
+
+
+def main(run, doc):
+    """Run one example as a script under torchrun: `run(env, args)` returns
+    (title, header, rows, ok)."""
+    args = parser(doc).parse_args()
+    env = setup(args)
+    what, header, rows, ok = run(env, args)
+    table(env, what, header, rows, args.out)
+    finish()
+    if not ok:
+        raise SystemExit(1)
+
+
+def check_and_time(env, args, call, fill, verify, base=None):
+    """env.iters times: fill(seed) the inputs, call(), verify(seed) on every
+    PE (a fresh seed each time); then the median time of call() and of the
+    baseline base(). Returns (ok on every PE, us, baseline us or None)."""
+    good = True
+    for _ in range(env.iters):
+        s = env.next_seed()
+        fill(s)
+        torch.cuda.synchronize()
+        symm.barrier()
+        call()
+        torch.cuda.synchronize()
+        symm.barrier()
+        good = bool(verify(s)) and good
+    good = check_all_pes(good)
+    reps = 5 if args.quick else 20
+    t = time_us(call, reps)
+    tb = time_us(base, reps) if base is not None else None
+    return good, t, tb
+
+
+def run_each(env, args, calls, fill, verify, base, size):
+    """check_and_time each of calls {name: call} against one baseline;
+    returns (ok, table rows)."""
+    ok, rows = True, []
+    for name, call in calls.items():
+        good, t, tb = check_and_time(env, args, call, fill, verify, base)
+        ok &= good
+        rows.append(row(name, size, good, t, tb))
+    return ok, rows
+
+
+def gemm_row(name, mnk, good, t, tb):
+    """A table row of a GEMM example: shape, check, times, ratio, TFLOP/s."""
+    m, n, k = mnk
+    return (name, "%dx%dx%d" % (m, n, k), "ok" if good else "WRONG", "%.1f" % t, "%.1f" % tb,
+            "%.2f" % (tb / t), "%.1f" % (2.0 * m * n * k / t / 1e6))
+
+
+def row(name, nbytes, good, t, tb):
+    return (name, nbytes, "ok" if good else "WRONG", "%.1f" % t,
+            "%.1f" % tb if tb is not None else "-", "%.2f" % (tb / t) if tb else "-")
+
+
+class Epochs:
+    """Per-kernel call counters (the epoch a call's signals carry)."""
+
+    def __init__(self):
+        self.n = {}
+
+    def next(self, name):
+        self.n[name] = self.n.get(name, 0) + 1
+        return self.n[name]
+
+
+def coll_blocks(nbytes):
+    """CTAs of a grid-scope collective call: one per 16 KiB, at most 32 and
+    never more than this PE's share of SMs (a grid that waits on peers must
+    fit on the GPU at once)."""
+    return max(1, min(32, symm.sm_share(), -(-nbytes // 16384)))
+
+
+def data(env, seed, pe, n, dtype=torch.float32, integer=False):
+    """PE pe's input for a seed (every PE can rebuild every PE's input)."""
+    g = env.gen(seed, pe)
+    if integer:
+        return torch.randint(-8, 8, (n,), generator=g, device=env.device).to(dtype)
+    return torch.randn(n, generator=g, device=env.device).to(dtype)

@@ -1,0 +1,70 @@
+"""All-reduce (f32 sum) with symm.cute.
+
+ar_oneshot reads the peers' tensors directly: a handshake (every PE's src is
+ready), each CTA sums its share of every PE's src over NVLink into its own
+dst (16-byte loads), a second handshake. ar_device calls the device-callable
+collective all_reduce_grid from CuTe. Checked against the sum of every PE's
+data (integer-valued, so every order of summation is exact), timed next to
+symm.all_reduce (the stream collective, CUDA C). The multimem twin
+(ar_multimem: multimem.ld_reduce + multimem.st through the multicast
+address) is compiled with the others but runs only where multicast is
+enabled: here symm.cute.host.get_multicast_tensor raises, which this example
+checks and reports.
+
+    torchrun --nproc-per-node 2 examples/cute/all_reduce.py [--cubins build-cute]
+"""
+import torch
+
+import _common as C
+import symm
+
+SIZES = (1000, 1 << 15, 1 << 20, 1 << 23)
+CTAS = 8
+FLAG_WORDS = 4096
+
+
+def multicast_row(env, buf):
+    """The multimem twin: run only with a multicast address; say why not."""
+    try:
+        symm.get_multicast_tensor(buf)
+    except symm.SymmError as e:
+        return ("ar_multimem", "-", "not run: %s" % str(e).split(":")[-1].strip()[:60], "-", "-", "-")
+    return ("ar_multimem", "-", "multicast available: not exercised by this example", "-", "-", "-")
+
+
+def run(env, args):
+    rows, ok = [], True
+    w = env.world
+    flags = symm.zeros((2 * FLAG_WORDS,), torch.uint64)
+    ep = C.Epochs()
+    for n in (SIZES[:2] if args.quick else SIZES):
+        src, dst = symm.tensor((n,), torch.float32), symm.tensor((n,), torch.float32)
+        nb = C.coll_blocks(4 * n)
+
+        def fill(s):
+            src.copy_(C.data(env, s, env.rank, n, integer=True))
+            dst.zero_()
+
+        def verify(s):
+            return torch.equal(dst, sum(C.data(env, s, p, n, integer=True) for p in range(w)))
+
+        calls = {
+            "ar_oneshot": lambda: env.k["ar_oneshot"](CTAS, env.ctx, dst, src, flags, n,
+                                                      ep.next("ar_oneshot")),
+            "ar_device": lambda: env.k["ar_device"](nb, env.ctx, dst, src, n),
+        }
+        good, r = C.run_each(env, args, calls, fill, verify,
+                             lambda: symm.all_reduce(src, out=dst), 4 * n)
+        ok &= good
+        rows += r
+        if n == SIZES[0]:
+            rows.append(multicast_row(env, src))
+        symm.free_tensor(src)
+        symm.free_tensor(dst)
+    symm.free_tensor(flags)
+    header = ("kernel", "bytes", "check", "CuTe us", "symm.all_reduce us", "ratio (C / CuTe)")
+    return "all-reduce f32 sum (symm.cute)", header, rows, ok
+
+
+if __name__ == "__main__":
+    C.main(run, __doc__)

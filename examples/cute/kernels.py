@@ -1,0 +1,423 @@
+"""The CuTe DSL kernels of the examples, as symm.cute.Kernels.
+
+Each kernel takes the context and plain pointers and sizes (so its cubin can
+be launched without CuTe DSL, symm.cubin), builds tensor views inside, and
+calls symm through symm.cute. The drivers (ring.py, all_gather.py, ...) run
+them, check them against torch and time them; build_cubins.py compiles them
+ahead of time. Conventions:
+  - `epoch` counts the calls (1, 2, ...): signal words are never reset, a
+    call waits for the value its own epoch makes;
+  - f32 data moves as 16-byte vectors (4 elements) with a scalar tail;
+  - block-scope calls are made by every thread of the CTA, thread-scope
+    ones by the threads named in the code.
+"""
+import cutlass
+import cutlass.cute as cute
+
+import symm.cute as sc
+from symm.cute import Kernel, Ptr, multimem
+
+F32, BF16, I32, I64, U64 = cutlass.Float32, cutlass.BFloat16, cutlass.Int32, cutlass.Int64, cutlass.Uint64
+THREADS = 256
+
+
+def vec(ptr, n):
+    return cute.make_tensor(ptr, cute.make_layout(n))
+
+
+def vec4(ptr, n4):
+    """n4 rows of 4 f32: row i is one 16-byte load or store."""
+    return cute.make_tensor(ptr, cute.make_layout((n4, 4), stride=(4, 1)))
+
+
+def cta_range(n, b, nb):
+    """[lo, hi) of n items for CTA b of nb (contiguous, balanced)."""
+    per = (n + nb - 1) // nb
+    lo = cutlass.min(b * per, n)
+    hi = cutlass.min(lo + per, n)
+    return lo, hi
+
+
+FLAG_WORDS = 4096  # one handshake's words: [CTA][PE]; the second one follows
+
+
+@cute.jit
+def handshake(ctx, flags, b, epoch):
+    """CTA b of every PE waits for CTA b of every other PE: thread p < n_pes
+    sets word [b][me] on PE p to epoch (release) and waits for its own word
+    [b][p] (acquire); the CTA barrier then orders the whole CTA after it."""
+    tid, _, _ = cute.arch.thread_idx()
+    me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
+    cute.arch.barrier()
+    if tid < npes:
+        sc.signal_op(ctx, flags + (b * npes + me), cutlass.Uint64(epoch), sc.SIGNAL_SET, tid)
+        sc.signal_wait_until(ctx, flags + (b * npes + tid), sc.CMP_GE, cutlass.Uint64(epoch))
+    cute.arch.barrier()
+
+
+# ---------------------------------------------------------------------------
+# Ring: put with signal, and get after a signal
+# ---------------------------------------------------------------------------
+
+@cute.kernel
+def ring_put(ctx: I64, dst: cute.Pointer, src: cute.Pointer, sig: cute.Pointer, n: I32,
+             epoch: I64):
+    """CTA b puts its share of src into the next PE's dst and sets the next
+    PE's signal word b to epoch (put_signal_block: data, then the release
+    signal); then it waits for its own word b from the previous PE."""
+    b, _, _ = cute.arch.block_idx()
+    nb, _, _ = cute.arch.grid_dim()
+    me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
+    lo, hi = cta_range(n, b, nb)
+    d = vec(dst + lo, hi - lo)
+    s = vec(src + lo, hi - lo)
+    sc.put_signal_block(ctx, d, s, sig + b, cutlass.Uint64(epoch), sc.SIGNAL_SET, (me + 1) % npes)
+    sc.signal_wait_until(ctx, sig + b, sc.CMP_GE, cutlass.Uint64(epoch))
+
+
+@cute.kernel
+def ring_get(ctx: I64, dst: cute.Pointer, src: cute.Pointer, sig: cute.Pointer, n: I32,
+             epoch: I64):
+    """Every PE tells the next one that its src is ready (signal_op SET
+    epoch on word b), waits for the previous PE's word, and gets the previous
+    PE's src into dst (get_block); a second word (b + nb) then tells the
+    previous PE that its src may change again."""
+    tid, _, _ = cute.arch.thread_idx()
+    b, _, _ = cute.arch.block_idx()
+    nb, _, _ = cute.arch.grid_dim()
+    me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
+    nxt, prv = (me + 1) % npes, (me + npes - 1) % npes
+    lo, hi = cta_range(n, b, nb)
+    if tid == 0:
+        sc.signal_op(ctx, sig + b, cutlass.Uint64(epoch), sc.SIGNAL_SET, nxt)
+        sc.signal_wait_until(ctx, sig + b, sc.CMP_GE, cutlass.Uint64(epoch))
+    cute.arch.barrier()
+    sc.get_block(ctx, vec(dst + lo, hi - lo), vec(src + lo, hi - lo), prv)
+    if tid == 0:
+        sc.signal_op(ctx, sig + (nb + b), cutlass.Uint64(epoch), sc.SIGNAL_SET, prv)
+        sc.signal_wait_until(ctx, sig + (nb + b), sc.CMP_GE, cutlass.Uint64(epoch))
+    cute.arch.barrier()
+
+
+# ---------------------------------------------------------------------------
+# All-gather
+# ---------------------------------------------------------------------------
+
+@cute.kernel
+def ag_push(ctx: I64, dst: cute.Pointer, src: cute.Pointer, sig: cute.Pointer, n: I32,
+            epoch: I64):
+    """dst (n_pes * n) gets PE p's src at p * n: CTA b puts its share of src
+    into every PE's dst (itself included) with put_signal_block, ADD 1 on
+    that PE's word [b]; then waits until its word [b] counts n_pes per
+    epoch."""
+    b, _, _ = cute.arch.block_idx()
+    nb, _, _ = cute.arch.grid_dim()
+    me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
+    lo, hi = cta_range(n, b, nb)
+    s = vec(src + lo, hi - lo)
+    d = vec(dst + (me * n + lo), hi - lo)
+    for i in cutlass.range(npes):
+        sc.put_signal_block(ctx, d, s, sig + b, cutlass.Uint64(1), sc.SIGNAL_ADD, (me + i) % npes)
+    sc.signal_wait_until(ctx, sig + b, sc.CMP_GE, cutlass.Uint64(epoch) * cutlass.Uint64(npes))
+
+
+@cute.kernel
+def ag_device(ctx: I64, dst: cute.Pointer, src: cute.Pointer, n: I32):
+    """The same all-gather through the device-callable collective
+    (all_gather_grid: the CUDA C algorithms of symm_device_coll.h)."""
+    b, _, _ = cute.arch.block_idx()
+    nb, _, _ = cute.arch.grid_dim()
+    sc.all_gather_grid(ctx, vec(dst, n * sc.n_pes(ctx)), vec(src, n), b, nb)
+
+
+# ---------------------------------------------------------------------------
+# All-reduce and reduce-scatter (f32 sum)
+# ---------------------------------------------------------------------------
+
+@cute.jit
+def _sum_scalar(ctx, dst, src, lo, hi, npes):
+    tid, _, _ = cute.arch.thread_idx()
+    j = lo + tid
+    while j < hi:
+        a = sc.peer_tensor(ctx, vec(src, hi), 0)[j]
+        for p in cutlass.range(1, npes):
+            a = a + sc.peer_tensor(ctx, vec(src, hi), p)[j]
+        vec(dst, hi)[j] = a
+        j += THREADS
+
+
+@cute.jit
+def _sum_peers(ctx, dst, src, lo, hi, npes):
+    """dst[i] = sum over PEs of src[i] for i in [lo, hi), loading the peers'
+    copies over NVLink: 16-byte vectors (dst and src 16-byte aligned) where
+    lo and hi allow, scalars for the ends."""
+    tid, _, _ = cute.arch.thread_idx()
+    lo4 = (lo + 3) // 4
+    hi4 = cutlass.max(hi // 4, lo4)
+    d4 = vec4(dst, hi4)
+    i = lo4 + tid
+    while i < hi4:
+        acc = sc.peer_tensor(ctx, vec4(src, hi4), 0)[i, None].load()
+        for p in cutlass.range(1, npes):
+            acc = acc + sc.peer_tensor(ctx, vec4(src, hi4), p)[i, None].load()
+        d4[i, None].store(acc)
+        i += THREADS
+    _sum_scalar(ctx, dst, src, lo, cutlass.min(lo4 * 4, hi), npes)
+    _sum_scalar(ctx, dst, src, hi4 * 4, hi, npes)
+
+
+@cute.kernel
+def ar_oneshot(ctx: I64, dst: cute.Pointer, src: cute.Pointer, flags: cute.Pointer, n: I32,
+               epoch: I64):
+    """One-shot all-reduce reading the peers' tensors: after a handshake
+    (every PE's src is ready), CTA b sums its share of every PE's src into
+    its own dst, then a second handshake (the next FLAG_WORDS words) keeps
+    the peers' src unchanged until everyone has read it."""
+    b, _, _ = cute.arch.block_idx()
+    nb, _, _ = cute.arch.grid_dim()
+    npes = sc.n_pes(ctx)
+    handshake(ctx, flags, b, epoch)
+    lo, hi = cta_range(n, b, nb)
+    _sum_peers(ctx, dst, src, lo, hi, npes)
+    handshake(ctx, flags + FLAG_WORDS, b, epoch)
+
+
+@cute.kernel
+def rs_oneshot(ctx: I64, dst: cute.Pointer, src: cute.Pointer, flags: cute.Pointer, n: I32,
+               epoch: I64):
+    """Reduce-scatter reading the peers' tensors: src holds n_pes pieces of
+    n; PE r's dst gets the sum over PEs of piece r."""
+    b, _, _ = cute.arch.block_idx()
+    nb, _, _ = cute.arch.grid_dim()
+    me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
+    handshake(ctx, flags, b, epoch)
+    lo, hi = cta_range(n, b, nb)
+    # piece me of src (n % 4 == 0, so the piece stays 16-byte aligned)
+    _sum_peers(ctx, dst, (src + me * n).align(16), lo, hi, npes)
+    handshake(ctx, flags + FLAG_WORDS, b, epoch)
+
+
+@cute.kernel
+def ar_device(ctx: I64, dst: cute.Pointer, src: cute.Pointer, n: I32):
+    """All-reduce through the device-callable collective (all_reduce_grid)."""
+    b, _, _ = cute.arch.block_idx()
+    nb, _, _ = cute.arch.grid_dim()
+    sc.all_reduce_grid(ctx, vec(dst, n), vec(src, n), sc.OP_SUM, b, nb)
+
+
+@cute.kernel
+def rs_device(ctx: I64, dst: cute.Pointer, src: cute.Pointer, n: I32):
+    """Reduce-scatter through the device-callable collective."""
+    b, _, _ = cute.arch.block_idx()
+    nb, _, _ = cute.arch.grid_dim()
+    sc.reduce_scatter_grid(ctx, vec(dst, n), vec(src, n * sc.n_pes(ctx)), sc.OP_SUM, b, nb)
+
+
+@cute.kernel
+def ar_multimem(ctx: I64, mc_dst: I64, mc_src: I64, flags: cute.Pointer, n: I32, epoch: I64):
+    """The multimem twin of ar_oneshot (n a multiple of 4): PE r reduces
+    slice r of the multicast src with multimem.ld_reduce and stores the sums
+    to every PE's dst with multimem.st; a handshake before (src ready) and
+    after (every slice stored). mc_dst / mc_src are multicast byte addresses
+    (symm.cute.host.get_multicast_tensor): compiled here, run only where
+    multicast is enabled."""
+    tid, _, _ = cute.arch.thread_idx()
+    b, _, _ = cute.arch.block_idx()
+    nb, _, _ = cute.arch.grid_dim()
+    me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
+    handshake(ctx, flags, b, epoch)
+    lo, hi = cta_range(n // 4, me * nb + b, npes * nb)
+    i = lo + tid
+    while i < hi:
+        v = multimem.ld_reduce_add_v4_f32(mc_src + cutlass.Int64(i) * 16)
+        multimem.st_v4_f32(mc_dst + cutlass.Int64(i) * 16, v)
+        i += THREADS
+    sc.fence_block(ctx)
+    handshake(ctx, flags + FLAG_WORDS, b, epoch)
+
+
+# ---------------------------------------------------------------------------
+# GEMM tiles on tensor cores (bf16 in, f32 accumulate): C = A @ Bt^T
+# ---------------------------------------------------------------------------
+
+BM, BN, BK = 128, 128, 32
+GEMM_THREADS = 128          # 4 warps, 2 x 2 over the tile
+SMEM_PITCH = BK + 8         # padded rows: fewer shared-memory bank conflicts
+GEMM_SMEM = 2 * BM * SMEM_PITCH * 2 + 256
+
+
+@cute.jit
+def gemm_tile(a_ptr, bt_ptr, gC, k, tm, tn):
+    """gC (a BM x BN f32 view) = rows tm*BM.. of A (bf16, k per row) times
+    rows tn*BN.. of Bt (bf16, k per row), transposed: a tile of A @ Bt^T.
+    M, N, K are multiples of the tile (the drivers choose them so). Warp-level
+    MMA (mma.sync m16n8k16, bf16 in, f32 accumulate) over shared-memory tiles
+    filled with 16-byte loads by all 128 threads."""
+    tid, _, _ = cute.arch.thread_idx()
+    kk = cute.assume(k, divby=BK)  # rows stay 16-byte aligned
+    gA = cute.make_tensor((a_ptr + tm * BM * kk).align(16), cute.make_layout((BM, kk), stride=(kk, 1)))
+    gB = cute.make_tensor((bt_ptr + tn * BN * kk).align(16), cute.make_layout((BN, kk), stride=(kk, 1)))
+
+    smem = cutlass.utils.SmemAllocator()
+    s_layout = cute.make_layout((BM, BK), stride=(SMEM_PITCH, 1))
+    sA = smem.allocate_tensor(BF16, s_layout, 16)
+    sB = smem.allocate_tensor(BF16, s_layout, 16)
+
+    # gmem -> smem: 128 threads as 32 rows x 4 columns of 8 bf16 (16 bytes)
+    atom_g2s = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BF16, num_bits_per_copy=128)
+    copy_g2s = cute.make_tiled_copy_tv(atom_g2s, cute.make_layout((32, 4), stride=(4, 1)),
+                                       cute.make_layout((1, 8)))
+    thr_g2s = copy_g2s.get_slice(tid)
+    tAsA = thr_g2s.partition_D(sA)
+    tBsB = thr_g2s.partition_D(sB)
+
+    op = cute.nvgpu.warp.MmaF16BF16Op(BF16, F32, (16, 8, 16))
+    tiled_mma = cute.make_tiled_mma(op, cute.make_layout((2, 2, 1)))
+    thr_mma = tiled_mma.get_slice(tid)
+    tCsA = thr_mma.partition_A(sA)
+    tCsB = thr_mma.partition_B(sB)
+    tCgC = thr_mma.partition_C(gC)
+    tCrA = tiled_mma.make_fragment_A(tCsA)
+    tCrB = tiled_mma.make_fragment_B(tCsB)
+    acc = tiled_mma.make_fragment_C(tCgC)
+    acc.fill(0.0)
+
+    for kt in cutlass.range(kk // BK):
+        gAk = cute.local_tile(gA, (BM, BK), (0, kt))
+        gBk = cute.local_tile(gB, (BN, BK), (0, kt))
+        cute.copy(copy_g2s, thr_g2s.partition_S(gAk), tAsA)
+        cute.copy(copy_g2s, thr_g2s.partition_S(gBk), tBsB)
+        cute.arch.barrier()
+        cute.autovec_copy(tCsA, tCrA)
+        cute.autovec_copy(tCsB, tCrB)
+        cute.gemm(tiled_mma, acc, tCrA, tCrB, acc)
+        cute.arch.barrier()
+    tCgC.store(acc.load())
+
+
+# ---------------------------------------------------------------------------
+# All-gather + GEMM: the GEMM starts on the chunks that have arrived
+# ---------------------------------------------------------------------------
+
+@cute.jit
+def push_shard(ctx, a_full, a_local, sig, m, k, b, nb):
+    """The all-gather half, by CTA b of nb: its rows of this PE's A shard
+    (m x k bf16) go into row block me of every PE's a_full, each put followed
+    by ADD 1 on that PE's chunk word sig[me] (put_signal_block). Peers in
+    ring order from this PE, so every PE's own chunk comes first."""
+    me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
+    lo, hi = cta_range(m, b, nb)
+    s = vec(a_local + lo * k, (hi - lo) * k)
+    d = vec(a_full + (me * m + lo) * k, (hi - lo) * k)
+    for i in cutlass.range(npes):
+        sc.put_signal_block(ctx, d, s, sig + me, cutlass.Uint64(1), sc.SIGNAL_ADD, (me + i) % npes)
+
+
+@cute.kernel
+def ag_gemm(ctx: I64, c: cute.Pointer, a_full: cute.Pointer, a_local: cute.Pointer,
+            bt: cute.Pointer, sig: cute.Pointer, m: I32, n: I32, k: I32, comm_ctas: I32,
+            epoch: I64):
+    """C (n_pes*m x n, f32) = all_gather(A) @ Bt^T in one grid: the first
+    comm_ctas CTAs push this PE's shard to every PE (push_shard); every other
+    CTA computes one C tile. Row tiles are visited starting at this PE's own
+    chunk; before loading a chunk's rows, thread 0 waits until the chunk's
+    word counts comm_ctas puts for this epoch (acquire), and the CTA barrier
+    orders the tile's loads after it. The pushing CTAs have the lowest
+    indices, so they are running before any tile waits for them."""
+    tid, _, _ = cute.arch.thread_idx()
+    bx, _, _ = cute.arch.block_idx()
+    me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
+    if bx < comm_ctas:
+        push_shard(ctx, a_full, a_local, sig, m, k, bx, comm_ctas)
+    else:
+        t = bx - comm_ctas
+        tiles_n = n // BN
+        tiles_m = (m * npes) // BM
+        tm = (t // tiles_n + me * (m // BM)) % tiles_m
+        tn = t % tiles_n
+        chunk = (tm * BM) // m
+        if tid == 0:
+            sc.signal_wait_until(ctx, sig + chunk, sc.CMP_GE,
+                                 cutlass.Uint64(epoch) * cutlass.Uint64(comm_ctas))
+        cute.arch.barrier()
+        gC = cute.make_tensor(c + (tm * BM * n + tn * BN), cute.make_layout((BM, BN), stride=(n, 1)))
+        gemm_tile(a_full, bt, gC, k, tm, tn)
+
+
+# ---------------------------------------------------------------------------
+# GEMM + reduce-scatter in the epilogue
+# ---------------------------------------------------------------------------
+
+@cute.kernel
+def gemm_rs(ctx: I64, recv: cute.Pointer, a: cute.Pointer, bt: cute.Pointer, sig: cute.Pointer,
+            m: I32, n: I32, k: I32):
+    """Partial C = A (n_pes*m x k) @ Bt^T on every PE; the epilogue stores
+    each tile straight into slot my_pe of its owner's recv (owner = the PE
+    whose rows these are: recv is n_pes slots of m x n f32) over NVLink, and
+    thread 0 then adds 1 to the owner's word for that row tile (signal_op:
+    release, ordered after the CTA's stores by the barrier before it)."""
+    tid, _, _ = cute.arch.thread_idx()
+    bx, by, _ = cute.arch.block_idx()
+    me = sc.my_pe(ctx)
+    owner = (bx * BM) // m
+    row0 = bx * BM - owner * m
+    slot = sc.peer_ptr(ctx, recv + me * m * n, owner)
+    tile = cute.make_tensor(slot + (row0 * n + by * BN), cute.make_layout((BM, BN), stride=(n, 1)))
+    gemm_tile(a, bt, tile, k, bx, by)
+    cute.arch.barrier()
+    if tid == 0:
+        sc.signal_op(ctx, sig + row0 // BM, cutlass.Uint64(1), sc.SIGNAL_ADD, owner)
+
+
+@cute.kernel
+def rs_reduce(ctx: I64, out: cute.Pointer, recv: cute.Pointer, sig: cute.Pointer, m: I32, n: I32,
+              epoch: I64):
+    """The owner's half: CTA r waits until row tile r of its chunk has come
+    from every PE's every column tile (n_pes * n / BN adds per epoch), then
+    sums the n_pes slots into out (m x n f32)."""
+    tid, _, _ = cute.arch.thread_idx()
+    r, _, _ = cute.arch.block_idx()
+    npes = sc.n_pes(ctx)
+    if tid == 0:
+        sc.signal_wait_until(ctx, sig + r, sc.CMP_GE,
+                             cutlass.Uint64(epoch) * cutlass.Uint64(npes * (n // BN)))
+    cute.arch.barrier()
+    rows4 = BM * n // 4
+    base = r * BM * n
+    o = vec4(out + base, rows4)
+    i = tid
+    while i < rows4:
+        acc = vec4(recv + base, rows4)[i, None].load()
+        for p in cutlass.range(1, npes):
+            acc = acc + vec4(recv + (p * m * n + base), rows4)[i, None].load()
+        o[i, None].store(acc)
+        i += THREADS
+
+
+P = Ptr(F32)
+PB = Ptr(BF16)
+S = Ptr(U64, 8)
+KERNELS = [
+    Kernel(ring_put, [("ctx", I64), ("dst", P), ("src", P), ("sig", S), ("n", I32), ("epoch", I64)],
+           block=THREADS),
+    Kernel(ring_get, [("ctx", I64), ("dst", P), ("src", P), ("sig", S), ("n", I32), ("epoch", I64)],
+           block=THREADS),
+    Kernel(ag_push, [("ctx", I64), ("dst", P), ("src", P), ("sig", S), ("n", I32), ("epoch", I64)],
+           block=THREADS),
+    Kernel(ag_device, [("ctx", I64), ("dst", P), ("src", P), ("n", I32)], block=512),
+    Kernel(ar_oneshot, [("ctx", I64), ("dst", P), ("src", P), ("flags", S), ("n", I32),
+                        ("epoch", I64)], block=THREADS),
+    Kernel(rs_oneshot, [("ctx", I64), ("dst", P), ("src", P), ("flags", S), ("n", I32),
+                        ("epoch", I64)], block=THREADS),
+    Kernel(ar_device, [("ctx", I64), ("dst", P), ("src", P), ("n", I32)], block=512),
+    Kernel(rs_device, [("ctx", I64), ("dst", P), ("src", P), ("n", I32)], block=512),
+    Kernel(ar_multimem, [("ctx", I64), ("mc_dst", I64), ("mc_src", I64), ("flags", S), ("n", I32),
+                         ("epoch", I64)], block=THREADS),
+    Kernel(ag_gemm, [("ctx", I64), ("c", P), ("a_full", PB), ("a_local", PB), ("bt", PB),
+                     ("sig", S), ("m", I32), ("n", I32), ("k", I32), ("comm_ctas", I32),
+                     ("epoch", I64)], block=GEMM_THREADS, smem=GEMM_SMEM),
+    Kernel(gemm_rs, [("ctx", I64), ("recv", P), ("a", PB), ("bt", PB), ("sig", S), ("m", I32),
+                     ("n", I32), ("k", I32)], block=GEMM_THREADS, smem=GEMM_SMEM),
+    Kernel(rs_reduce, [("ctx", I64), ("out", P), ("recv", P), ("sig", S), ("m", I32), ("n", I32),
+                       ("epoch", I64)], block=THREADS),
+]

@@ -1,0 +1,95 @@
+"""The host side all_gather.py and all_to_all.py share: check both TileLang
+kernels (by hand, and symm's device collective inside TileLang) against a
+reference computed from every PE's reproducible input, and time them next to
+symm's stream collective and torch.distributed."""
+import torch
+import torch.distributed as dist
+
+import symm
+
+from _common import all_ok, rand, row, sync_all, time_host, time_op, torch_dist_ref
+
+
+def names(kind, world, cfg):
+    key = "p%d_n%d" % (world, cfg["n"])
+    return "%s_hand_%s" % (kind, key), "%s_coll_%s" % (kind, key)
+
+
+def builders(kind, world, cfg):
+    def hand():
+        from _tiles import exchange_kernel
+        return exchange_kernel(kind, cfg["n"], world, cfg["block"])
+
+    def coll():
+        from _tiles import device_coll_kernel
+        return device_coll_kernel(kind, cfg["n"], world, cfg["coll_blocks"])
+    h, c = names(kind, world, cfg)
+    return {h: hand, c: coll}
+
+
+def run(env, ks, cfg, args, kind, example):
+    n, P, me = cfg["n"], env.world, env.rank
+    hand, coll = (ks[x] for x in names(kind, P, cfg))
+    in_n = n if kind == "gather" else P * n
+    nb = n // cfg["block"]
+    rows = []
+    with symm.scope():
+        inp = symm.tensor((in_n,), torch.float16)
+        out = symm.zeros((P * n,), torch.float16)
+        entry, arrived = symm.zeros((nb,), torch.uint64), symm.zeros((nb,), torch.uint64)
+        epoch = [0]
+
+        def run_hand():
+            epoch[0] += 1
+            hand(env.ctx, inp, out, entry, arrived, epoch[0])
+
+        def run_coll():
+            coll(env.ctx, inp, out)
+
+        def want(it):
+            xs = [rand((in_n,), torch.float16, env.device, example, it, p) for p in range(P)]
+            return torch.cat(xs) if kind == "gather" else torch.cat([x[me * n:(me + 1) * n] for x in xs])
+
+        stream = symm.all_gather if kind == "gather" else symm.all_to_all
+        for label, op in (("by hand (put_block + signals)", run_hand), ("symm device collective", run_coll)):
+            ok = True
+            for it in range(args.checks):
+                inp.copy_(rand((in_n,), torch.float16, env.device, example, it, me))
+                out.zero_()
+                sync_all()
+                op()
+                sync_all()
+                ok = ok and torch.equal(out, want(it))
+            times = {}
+            if not args.no_bench:
+                t = time_op(op, args.iters)
+                s = time_op(lambda: stream(out, inp), args.iters)
+                times.update({"tilelang us": t, "symm stream us": s, "ratio": s / t})
+                times.update(_dist_time(env, kind, inp, out, args))
+            rows.append(row(example, "%s, %d KiB per PE" % (label, 2 * n // 1024), env, all_ok(ok), **times))
+    return rows
+
+
+def _dist_time(env, kind, inp, out, args):
+    def gpu():
+        if kind == "gather":
+            dist.all_gather_into_tensor(out, inp)
+        else:
+            dist.all_to_all_single(out, inp)
+
+    def make_cpu():
+        ci, co = inp.cpu(), out.cpu()
+
+        def cpu():
+            ci.copy_(inp)
+            if kind == "gather":
+                dist.all_gather_into_tensor(co, ci)
+            else:
+                dist.all_to_all_single(co, ci)
+            out.copy_(co)
+        return cpu
+    fn, label = torch_dist_ref(env, gpu, make_cpu)
+    if fn is None:
+        return {"torch.distributed": "n/a"}
+    timer = time_op if label == "nccl" else time_host
+    return {"torch.distributed us": timer(fn, max(3, args.iters // 4)), "torch.distributed": label}

@@ -1,0 +1,98 @@
+"""Pieces the TileLang example kernels share (imported by kernel builders
+only: it needs TileLang). The helpers are T.macro, so that their Python
+`if` on device values becomes device code as in a prim_func body."""
+import tilelang.language as T
+
+import symm.tilelang as sT
+
+DTYPE = "float16"
+ACC = "float32"
+
+
+@T.macro
+def ticket(ctx, counter, nblocks):
+    """This block's place in the order blocks actually started (an atomic
+    ticket; the counter is never reset: each launch adds nblocks). Blocks
+    that others wait for take the first tickets, so they are running before
+    any block that waits for them: no deadlock whatever the block scheduler
+    does or how many blocks fit."""
+    slot = T.alloc_shared((1,), "int32")
+    if T.get_thread_binding(0) == 0:
+        slot[0] = sT.atomic_fetch_add(ctx, counter[0], 1)
+    T.sync_threads()
+    return slot[0] % nblocks
+
+
+@T.macro
+def wait_all_threads(ctx, words, i, value):
+    """Thread 0 waits (acquire) until words[i] >= value, then the whole
+    block goes on: the block barrier extends the acquire to every thread.
+    (A macro's arguments are values, so the word comes as buffer + index.)"""
+    if T.get_thread_binding(0) == 0:
+        sT.wait_ge(ctx, words[i], value)
+    T.sync_threads()
+
+
+@T.macro
+def gemm_k(A, B, acc, m0, n0, k0, k_len, BM, BN, BK, stages=3):
+    """acc += A[m0:m0+BM, k0:k0+k_len] @ B[k0:k0+k_len, n0:n0+BN]."""
+    A_s = T.alloc_shared((BM, BK), DTYPE)
+    B_s = T.alloc_shared((BK, BN), DTYPE)
+    for k in T.Pipelined(k_len // BK, num_stages=stages):
+        T.copy(A[m0, k0 + k * BK], A_s)
+        T.copy(B[k0 + k * BK, n0], B_s)
+        T.gemm(A_s, B_s, acc)
+
+
+@T.macro
+def arrive_and_wait(ctx, counters, i, peers_value, npes):
+    """Add 1 to counters[i] on every PE (release, after the block's stores:
+    the block barrier orders them before thread t's signal to PE t), then
+    wait until this PE's counters[i] reaches peers_value (acquire)."""
+    tx = T.get_thread_binding(0)
+    T.sync_threads()
+    if tx < npes:
+        sT.signal_op(ctx, counters[i], 1, "add", tx)
+    wait_all_threads(ctx, counters, i, peers_value)
+
+
+def exchange_kernel(kind, n, npes_static, blk, threads=256):
+    """TileScale-style all-gather (kind "gather": out[p*n:] = inp of PE p)
+    or all-to-all ("a2a": piece p of inp goes to PE p, landing at piece me of
+    its out) by hand: each block takes a slice, enters with an arrive-and-wait
+    (no PE writes into a peer still reading the previous call's output),
+    puts its slice to every PE (nbi), quiets, and signals its arrival."""
+    nb = n // blk
+    in_n = n if kind == "gather" else npes_static * n
+
+    @T.prim_func
+    def exchange(ctx: T.uint64, inp: T.Tensor((in_n,), DTYPE), out: T.Tensor((npes_static * n,), DTYPE),
+                 entry: T.Tensor((nb,), "uint64"), arrived: T.Tensor((nb,), "uint64"), epoch: T.uint64):
+        with T.Kernel(nb, threads=threads) as bx:
+            me = sT.get_rank(ctx)
+            npes = sT.get_num_ranks(ctx)
+            arrive_and_wait(ctx, entry, bx, epoch * npes, npes)
+            for i in T.serial(npes):
+                p = (me + i) % npes
+                if kind == "gather":
+                    sT.put_block(ctx, inp[bx * blk], out[me * n + bx * blk], blk, p, nbi=True)
+                else:
+                    sT.put_block(ctx, inp[p * n + bx * blk], out[me * n + bx * blk], blk, p, nbi=True)
+            sT.quiet_block(ctx)
+            arrive_and_wait(ctx, arrived, bx, epoch * npes, npes)
+    return exchange
+
+
+def device_coll_kernel(kind, n, npes_static, nblocks, threads=256):
+    """The same collective as one call of symm's device collective
+    (all_gather_grid / all_to_all_grid) inside a TileLang kernel."""
+    in_n = n if kind == "gather" else npes_static * n
+
+    @T.prim_func
+    def coll(ctx: T.uint64, inp: T.Tensor((in_n,), DTYPE), out: T.Tensor((npes_static * n,), DTYPE)):
+        with T.Kernel(nblocks, threads=threads):
+            if kind == "gather":
+                sT.all_gather_grid(ctx, out, inp, n)
+            else:
+                sT.all_to_all_grid(ctx, out, inp, n)
+    return coll

@@ -1,0 +1,140 @@
+"""All-gather + GEMM: C = all_gather(A_shard) @ B, A sharded by rows.
+plain: the all-gather kernel (by hand), then a TileLang GEMM.
+overlapped: one kernel; its first blocks (by ticket) push this PE's shard
+to every PE with put_signal_block, the GEMM tiles wait on the signal of the
+row chunk they need (their own chunk first), so the GEMM runs while the
+shards arrive. Against torch.matmul after symm.all_gather.
+
+    torchrun --nproc-per-node N examples/tilelang/ag_gemm.py [--aot build-tilelang]"""
+import sys
+
+import torch
+
+import symm
+
+from _common import all_ok, close, example_main, rand, row, sync_all, time_op
+
+CONFIGS = [dict(m_loc=1024, k=4096, n=4096)]
+BM, BN, BK, THREADS = 128, 128, 64, 256
+AG_BLOCK = 131072   # elements per block of the all-gather kernel (32 blocks)
+
+
+def k_gemm(M, N, K):
+    import tilelang.language as T
+    from _tiles import ACC, DTYPE, gemm_k
+
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), DTYPE), B: T.Tensor((K, N), DTYPE), C: T.Tensor((M, N), DTYPE)):
+        with T.Kernel(N // BN, M // BM, threads=THREADS) as (bx, by):
+            acc = T.alloc_fragment((BM, BN), ACC)
+            T.clear(acc)
+            gemm_k(A, B, acc, by * BM, bx * BN, 0, K, BM, BN, BK)
+            T.copy(acc, C[by * BM, bx * BN])
+    return gemm
+
+
+def k_overlapped(P, m_loc, N, K):
+    import tilelang.language as T
+    import symm.tilelang as sT
+    from _tiles import ACC, DTYPE, gemm_k, ticket, wait_all_threads
+    M = P * m_loc
+    tiles_n, tiles_chunk = N // BN, (m_loc // BM) * (N // BN)
+    nblocks = P + P * tiles_chunk
+
+    @T.prim_func
+    def ag_gemm(ctx: T.uint64, A: T.Tensor((m_loc, K), DTYPE), Afull: T.Tensor((M, K), DTYPE),
+                B: T.Tensor((K, N), DTYPE), C: T.Tensor((M, N), DTYPE), entry: T.Tensor((P,), "uint64"),
+                ready: T.Tensor((P,), "uint64"), counter: T.Tensor((1,), "int32"), epoch: T.uint64):
+        with T.Kernel(nblocks, threads=THREADS):
+            t = ticket(ctx, counter, nblocks)
+            me = sT.get_rank(ctx)
+            if t < P:
+                # push this PE's shard to PE d once d has entered this call
+                # (so its previous GEMM no longer reads Afull)
+                d = (me + t) % P
+                if T.get_thread_binding(0) == 0:
+                    sT.signal_op(ctx, entry[me], 1, "add", d)
+                wait_all_threads(ctx, entry, d, epoch)
+                sT.put_signal_block(ctx, A, Afull[me * m_loc, 0], m_loc * K, ready[me], 1, "add", d)
+            else:
+                g = t - P
+                c = (me + g // tiles_chunk) % P        # this PE's chunk first
+                r = g % tiles_chunk
+                m0 = c * m_loc + (r // tiles_n) * BM
+                n0 = (r % tiles_n) * BN
+                wait_all_threads(ctx, ready, c, epoch)
+                acc = T.alloc_fragment((BM, BN), ACC)
+                T.clear(acc)
+                gemm_k(Afull, B, acc, m0, n0, 0, K, BM, BN, BK)
+                T.copy(acc, C[m0, n0])
+    return ag_gemm
+
+
+def _names(world, cfg):
+    key = "p%d_m%d_k%d_n%d" % (world, cfg["m_loc"], cfg["k"], cfg["n"])
+    return {"ag": "ag_gemm_ag_" + key, "gemm": "ag_gemm_gemm_" + key, "fused": "ag_gemm_overlapped_" + key}
+
+
+def kernels(world, cfg):
+    nm = _names(world, cfg)
+    m_loc, K, N = cfg["m_loc"], cfg["k"], cfg["n"]
+
+    def ag():
+        from _tiles import exchange_kernel
+        return exchange_kernel("gather", m_loc * K, world, AG_BLOCK)
+    return {nm["ag"]: ag, nm["gemm"]: lambda: k_gemm(world * m_loc, N, K),
+            nm["fused"]: lambda: k_overlapped(world, m_loc, N, K)}
+
+
+def run(env, ks, cfg, args):
+    P, me = env.world, env.rank
+    m_loc, K, N = cfg["m_loc"], cfg["k"], cfg["n"]
+    M = P * m_loc
+    nm = _names(P, cfg)
+    ag, gemm, fused = ks[nm["ag"]], ks[nm["gemm"]], ks[nm["fused"]]
+    nb = m_loc * K // AG_BLOCK
+    rows = []
+    with symm.scope():
+        A = symm.tensor((m_loc, K), torch.float16)
+        Afull = symm.zeros((M, K), torch.float16)
+        B = torch.empty((K, N), dtype=torch.float16, device=env.device)
+        C = torch.zeros((M, N), dtype=torch.float16, device=env.device)
+        entry, arrived = symm.zeros((nb,), torch.uint64), symm.zeros((nb,), torch.uint64)
+        fentry, ready = symm.zeros((P,), torch.uint64), symm.zeros((P,), torch.uint64)
+        counter = symm.zeros((1,), torch.int32)
+        epoch = {"plain": 0, "fused": 0}
+
+        def plain():
+            epoch["plain"] += 1
+            ag(env.ctx, A.view(-1), Afull.view(-1), entry, arrived, epoch["plain"])
+            gemm(Afull, B, C)
+
+        def overlapped():
+            epoch["fused"] += 1
+            fused(env.ctx, A, Afull, B, C, fentry, ready, counter, epoch["fused"])
+
+        for label, op in (("plain (all-gather, then GEMM)", plain), ("overlapped (tiles wait per chunk)", overlapped)):
+            ok = True
+            for it in range(args.checks):
+                A.copy_(rand((m_loc, K), torch.float16, env.device, "agA", it, me) / 8)
+                B.copy_(rand((K, N), torch.float16, env.device, "agB", it) / 8)
+                C.zero_()
+                sync_all()
+                op()
+                sync_all()
+                full = torch.cat([rand((m_loc, K), torch.float16, env.device, "agA", it, p) / 8 for p in range(P)])
+                ok = ok and close(C, full @ B, 2e-2, 2e-2)
+            times = {}
+            if not args.no_bench:
+                t = time_op(op, args.iters)
+                ref = time_op(lambda: (symm.all_gather(Afull.view(-1), A.view(-1)), torch.matmul(Afull, B, out=C)),
+                              args.iters)
+                mm = time_op(lambda: torch.matmul(Afull, B, out=C), args.iters)
+                times.update({"tilelang us": t, "symm.all_gather + torch.matmul us": ref, "ratio": ref / t,
+                              "torch.matmul alone us": mm})
+            rows.append(row("ag_gemm", "%s, M=%d K=%d N=%d" % (label, M, K, N), env, all_ok(ok), **times))
+    return rows
+
+
+if __name__ == "__main__":
+    example_main(sys.modules[__name__], "all-gather + GEMM")

@@ -1,0 +1,54 @@
+"""Every TileLang example (the primitives first) on this torchrun job's PEs,
+each checked against torch with fresh random data and timed; one table.
+
+    torchrun --nproc-per-node N examples/tilelang/run_all.py --aot build-tilelang [--out table.md]
+    torchrun --nproc-per-node N examples/tilelang/run_all.py        # TileLang compiles here"""
+import importlib
+import sys
+import time
+import traceback
+
+from _common import Kernels, all_ok, parse, row, setup, sync_all, table, teardown, title_note
+from build import EXAMPLES
+
+
+def main():
+    args = parse(__doc__.splitlines()[0])
+    env = setup()
+    ks = Kernels(args.aot)
+    rows = []
+    for modname in EXAMPLES:
+        mod = importlib.import_module(modname)
+        for cfg in mod.CONFIGS:
+            t0 = time.time()
+            try:
+                got = mod.run(env, ks.module(mod, env.world, cfg), cfg, args)
+                ok = True
+            except Exception:  # noqa: BLE001 - one example failing must not hide the others
+                traceback.print_exc()
+                got, ok = [], False
+            ok = all_ok(ok)
+            if not ok:
+                got = [row(modname, "raised (see the log)", env, False)]
+            for r in got:
+                r["s"] = round(time.time() - t0, 1)
+            rows += got
+            sync_all()
+            if env.rank == 0:
+                print("%s %s: %s" % (modname, cfg, ", ".join(r["check"] for r in got)), flush=True)
+    text = table(rows, "symm.tilelang examples, %s, kernels %s" % (
+        title_note(env), "built ahead of time" if ks.mode == "aot" else "compiled by TileLang"))
+    if env.rank == 0:
+        print(text)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(text)
+    failed = sum(r["check"] != "ok" for r in rows)
+    if env.rank == 0:
+        print("%d passed, %d failed" % (len(rows) - failed, failed))
+    teardown()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,308 @@
+/*
+ * device/coll_move.h - data movement: all-gather, all-to-all(v) and
+ * broadcast, as packets and directly.
+ * Part of the collectives' device code: included by coll_impl.h, in
+ * order, after coll_layout.h and coll_reduce.h; never include it alone.
+ */
+#ifndef SYMM_DEVICE_COLL_MOVE_H
+#define SYMM_DEVICE_COLL_MOVE_H
+
+/* ---- data movement --------------------------------------------------------------- */
+
+/*
+ * PACKET all-gather / all-to-all / broadcast: this PE sends words of
+ * src + piece * p to PE p (piece 0: the same data to all) as packets into
+ * its region there and writes its own share locally, then polls every
+ * sender's packets into dst + out_stride * p. root >= 0 (broadcast): only
+ * the root sends, everything lands at dst, and the non-roots first tell the
+ * root they have arrived (the root must not reuse a region still being read).
+ */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
+    const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes,
+    uint64_t piece, uint64_t out_stride, int root, uint32_t slot, uint32_t nslots) {
+    int me = ctx->my_pe, n = ctx->n_pes;
+    uint64_t t = symm__block_tid(), nt = symm__block_nthreads();
+    uint64_t lo, hi, k;
+    symm__c_ep_t e;
+    int sends = (root < 0 || root == me);
+    if (symm__c_slot_idle((nbytes + 7) / 8, nslots, slot))
+        return;
+    e = symm__c_epoch_begin(ws, slot);
+    if (root >= 0)
+        symm__c_arrive_root(ctx, ws, e, slot, root);
+    symm__c_split((nbytes + 7) / 8, nslots, slot, &lo, &hi);
+    if (sends) {
+        for (k = lo + t; k < hi; k += nt) {
+            uint32_t nb = symm__c_word_nb(nbytes, k);
+            uint64_t w0 = piece ? 0 : symm__c_ldw(src + 8 * k, nb);
+            for (int i = 1; i < n; i++) {
+                int p = me + i < n ? me + i : me + i - n;
+                uint64_t w = piece ? symm__c_ldw(src + (uint64_t)p * piece + 8 * k, nb) : w0;
+                symm__c_st16_vol(symm__c_peer(ctx, symm__c_region(ws, e.par, slot, n, me) + (k - lo) * 16, p),
+                                 symm__c_pkt(w, e.flag));
+            }
+            {
+                const char *s = src + (uint64_t)me * piece + 8 * k;
+                char *d = dst + (uint64_t)(root < 0 ? me : 0) * out_stride + 8 * k;
+                if (s != d)
+                    symm__c_stw(d, piece ? symm__c_ldw(s, nb) : w0, nb);
+            }
+        }
+    }
+    for (k = lo + t; k < hi; k += nt) {
+        uint32_t nb = symm__c_word_nb(nbytes, k);
+        for (int p = 0; p < n; p++) {
+            if (p == me || (root >= 0 && p != root))
+                continue;
+            uint64_t w = symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p) + (k - lo) * 16, e.flag);
+            symm__c_stw(dst + (uint64_t)(root < 0 ? p : 0) * out_stride + 8 * k, w, nb);
+        }
+    }
+    symm__block_sync();
+    symm__c_epoch_end(ws, slot, e);
+}
+
+/*
+ * Two-hop PACKET broadcast: the root's egress is its weak point (one hop
+ * sends every word to all n - 1 others: 2 (n - 1) bytes of packets per data
+ * byte). Here the slot's words are cut into m = n - 1 parts; the root sends
+ * part j once, as packets, to non-root j, which forwards each packet as it
+ * arrives to the other non-roots. The root sends 2 bytes per data byte, each
+ * non-root receives 2 and sends 2 (m - 1) / m, for one more hop of latency.
+ *
+ * Packet slots in the regions are compacted per part: a word's position is
+ * its index within its part, so each region needs only the largest part
+ * (the host picks the block count so that it fits: bcast2_blocks). Region
+ * reuse: as for the one-hop form, the non-roots first tell the root they
+ * have arrived; a non-root forwards only what the root sent in this call,
+ * so its writes into a peer's region also come after that peer arrived.
+ */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
+    const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes, int root,
+    uint32_t slot, uint32_t nslots) {
+    int me = ctx->my_pe, n = ctx->n_pes, m = n - 1;
+    uint64_t t = symm__block_tid(), nt = symm__block_nthreads();
+    uint64_t lo, hi, plo, phi, k;
+    int j, mine = (me - root - 1 + n) % n; /* this non-root's part */
+    symm__c_ep_t e;
+    if (symm__c_slot_idle((nbytes + 7) / 8, nslots, slot))
+        return;
+    e = symm__c_epoch_begin(ws, slot);
+    symm__c_arrive_root(ctx, ws, e, slot, root);
+    symm__c_split((nbytes + 7) / 8, nslots, slot, &lo, &hi);
+    if (me == root) {
+        for (j = 0; j < m; j++) {
+            int q = (root + 1 + j) % n;
+            char *reg = symm__c_peer(ctx, symm__c_region(ws, e.par, slot, n, root), q);
+            symm__c_split(hi - lo, (uint32_t)m, (uint32_t)j, &plo, &phi);
+            for (k = plo + t; k < phi; k += nt) {
+                uint64_t b = 8 * (lo + k);
+                uint32_t nb = symm__c_word_nb(nbytes, lo + k);
+                uint64_t w = symm__c_ldw(src + b, nb);
+                symm__c_st16_vol(reg + (k - plo) * 16, symm__c_pkt(w, e.flag));
+                if (dst != src)
+                    symm__c_stw(dst + b, w, nb);
+            }
+        }
+    } else {
+        /* my part first: the others wait for what this PE forwards */
+        symm__c_split(hi - lo, (uint32_t)m, (uint32_t)mine, &plo, &phi);
+        for (k = plo + t; k < phi; k += nt) {
+            uint64_t b = 8 * (lo + k);
+            uint32_t nb = symm__c_word_nb(nbytes, lo + k);
+            uint64_t w = symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, root) + (k - plo) * 16, e.flag);
+            for (int i = 1; i < m; i++) {
+                int q = (root + 1 + (mine + i) % m) % n;
+                symm__c_st16_vol(symm__c_peer(ctx, symm__c_region(ws, e.par, slot, n, me) + (k - plo) * 16, q),
+                                 symm__c_pkt(w, e.flag));
+            }
+            symm__c_stw(dst + b, w, nb);
+        }
+        for (int i = 1; i < m; i++) {
+            j = (mine + i) % m;
+            const char *reg = symm__c_region(ws, e.par, slot, n, (root + 1 + j) % n);
+            symm__c_split(hi - lo, (uint32_t)m, (uint32_t)j, &plo, &phi);
+            for (k = plo + t; k < phi; k += nt) {
+                uint64_t b = 8 * (lo + k);
+                uint32_t nb = symm__c_word_nb(nbytes, lo + k);
+                symm__c_stw(dst + b, symm__c_wait_pkt(ctx, reg + (k - plo) * 16, e.flag), nb);
+            }
+        }
+    }
+    symm__block_sync();
+    symm__c_epoch_end(ws, slot, e);
+}
+
+/*
+ * Direct broadcast inside one slot: scatter, then all-gather, pipelined by
+ * pieces, so the root sends about S (not (n - 1) S) and the non-roots share
+ * the forwarding. The m = n - 1 non-roots are numbered
+ * j = (pe - root - 1) mod n. The slot's share [lo, hi) is cut into at most
+ * SYMM__C_BCAST_PIECES pieces of at least SYMM__C_BCAST_PIECE_MIN bytes,
+ * and each piece into m parts (16-byte units). For every piece the root
+ * stores part j into non-root j's dst only, then (after a block barrier)
+ * releases flag[2][par][slot][piece] on every non-root and makes its own copy
+ * of the piece (src to dst, unless in place) while the non-roots forward:
+ * non-root j waits for the piece's flag and copies part j from its own dst
+ * to the other m - 1 non-roots, while the root goes on with the next piece.
+ * Every byte of every dst is written once, by one PE, so the result is that
+ * of a plain copy. The caller's end handshake covers the forwarded stores;
+ * its start handshake made every dst free. With n = 2 the one non-root gets
+ * everything from the root and no flag is used.
+ *
+ * Flag words: kind 2 of a slot has SYMM_COLL_MAX_PES words per parity,
+ * indexed by piece (written only by the root of the call, with the call's
+ * flag value, which no earlier call of the slot used). The number of pieces
+ * depends only on nbytes, n and the slot, so it is the same on every PE.
+ *
+ * 16 pieces of at least 16 KiB: fewer or more lose (64 MiB: 217 us against
+ * 244 with 4 and 239 with 64), each piece's release costing more than the
+ * shorter pipeline ends save (docs/tuning.md).
+ */
+#ifndef SYMM__C_BCAST_PIECES
+#  define SYMM__C_BCAST_PIECES 16u
+#endif
+#ifndef SYMM__C_BCAST_PIECE_MIN
+#  define SYMM__C_BCAST_PIECE_MIN 16384u
+#endif
+#if SYMM__C_BCAST_PIECES < 1 || SYMM__C_BCAST_PIECES > SYMM_COLL_MAX_PES
+#  error "SYMM__C_BCAST_PIECES must be 1..SYMM_COLL_MAX_PES (one kind-2 flag word per piece)"
+#endif
+#define SYMM__C_KIND_PIECE 2u
+
+/* Part j of m of the 16-byte units of [plo, phi) (plo a multiple of 16). */
+SYMM__DEVICE_INTERNAL void symm__c_part(uint64_t plo, uint64_t phi, int m, int j, uint64_t *clo, uint64_t *chi) {
+    uint64_t a, b;
+    symm__c_split((phi - plo + 15) / 16, (uint32_t)m, (uint32_t)j, &a, &b);
+    *clo = plo + 16 * a;
+    *chi = plo + 16 * b < phi ? plo + 16 * b : phi;
+}
+
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_pieces(
+    const symm_ctx_t *ctx, const symm__coll_ws_t *ws, const symm__c_xs_t *x, char *dst, const char *src,
+    uint64_t lo, uint64_t hi, int root, symm__c_ep_t e, uint32_t slot) {
+    int me = ctx->my_pe, n = ctx->n_pes, m = n - 1;
+    int mine = (me - root - 1 + n) % n; /* this non-root's part (unused on the root) */
+    uint32_t t = symm__block_tid(), nt = symm__block_nthreads();
+    uint64_t len = hi > lo ? hi - lo : 0, clo, chi;
+    uint64_t per = ((len + SYMM__C_BCAST_PIECES - 1) / SYMM__C_BCAST_PIECES + 15) & ~(uint64_t)15;
+    uint32_t np, k;
+    if (per < SYMM__C_BCAST_PIECE_MIN)
+        per = SYMM__C_BCAST_PIECE_MIN;
+    np = (uint32_t)((len + per - 1) / per); /* <= SYMM__C_BCAST_PIECES */
+    for (k = 0; k < np; k++) {
+        uint64_t plo = lo + (uint64_t)k * per, phi = hi - plo > per ? plo + per : hi;
+        if (me == root) {
+            /* parts in a different order per slot and piece: the root's
+             * blocks write to all non-roots at once */
+            for (int i = 0; i < m; i++) {
+                int j = (int)(((uint32_t)i + slot + k) % (uint32_t)m);
+                symm__c_part(plo, phi, m, j, &clo, &chi);
+                if (chi > clo)
+                    symm__copy(symm__c_xaddr(x, dst, (root + 1 + j) % n, 1) + clo, src + clo, chi - clo, t,
+                               nt, 1);
+            }
+            if (m > 1) {
+                symm__block_sync(); /* the release below covers every thread's stores */
+                for (int q = (int)t; q < n; q += (int)nt)
+                    if (q != me)
+                        symm__c_st4_release(
+                            symm__c_peer(ctx, symm__c_flag(ws, SYMM__C_KIND_PIECE, e.par, slot, (int)k), q),
+                            e.flag);
+            }
+            if (dst != src)
+                symm__copy(dst + plo, src + plo, phi - plo, t, nt, 0);
+        } else if (m > 1) {
+            if (t == 0)
+                symm__c_wait_flag(ctx, symm__c_flag(ws, SYMM__C_KIND_PIECE, e.par, slot, (int)k), e.flag);
+            symm__block_sync();
+            symm__c_part(plo, phi, m, mine, &clo, &chi);
+            if (chi > clo)
+                for (int i = 1; i < m; i++) {
+                    int j = (mine + 1 + (int)(((uint32_t)i - 1u + slot + k) % (uint32_t)(m - 1))) % m;
+                    symm__copy(symm__c_xaddr(x, dst, (root + 1 + j) % n, 1) + clo, dst + clo, chi - clo, t, nt,
+                               1);
+                }
+        }
+    }
+}
+
+/*
+ * Direct movement into the peers' dst: start handshake, this PE copies its
+ * slot's share of src + piece * p to PE p's dst + out_off for every p (skipping
+ * the copy onto itself in place), end handshake. root >= 0 (broadcast,
+ * out_off 0): symm__c_bcast_pieces.
+ */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_direct(
+    const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes,
+    uint64_t piece, uint64_t out_off, int root, uint32_t slot, uint32_t nslots) {
+    int me = ctx->my_pe, n = ctx->n_pes;
+    uint32_t t = symm__block_tid(), nt = symm__block_nthreads();
+    uint64_t lo, hi;
+    symm__c_ep_t e = symm__c_epoch_begin(ws, slot);
+    symm__c_xs_t x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0, SYMM__C_PEERS_DST);
+    /* cut at 16-byte boundaries so every part keeps the buffers' alignment */
+    symm__c_split((nbytes + 15) / 16, nslots, slot, &lo, &hi);
+    lo *= 16;
+    hi = hi * 16 > nbytes ? nbytes : hi * 16;
+    if (root >= 0) {
+        symm__c_bcast_pieces(ctx, ws, &x, dst, src, lo, hi, root, e, slot);
+    } else if (hi > lo) {
+        for (int i = 0; i < n; i++) {
+            int p = symm__c_step_pe(me, i, slot, n);
+            const char *s = src + (uint64_t)p * piece + lo;
+            char *d = symm__c_xaddr(&x, dst, p, 1) + out_off + lo;
+            if (d != s)
+                symm__copy(d, s, hi - lo, t, nt, p != me);
+        }
+    }
+    symm__c_handshake(ctx, ws, 1, e, slot);
+    symm__c_epoch_end(ws, slot, e);
+}
+
+/*
+ * Variable all-to-all, direct: every PE publishes, per peer, where (rdispl)
+ * and how much (rcount) that peer may write into its dst; each PE then copies
+ * its share of src[sdispl[p] .. + scount[p]) to p's dst + p's rdispl[me]. A
+ * count that differs from what p expects stops the kernel with a message
+ * before anything is written to p.
+ */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_a2av_direct(
+    const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src,
+    const uint64_t *scount, const uint64_t *sdispl, const uint64_t *rcount, const uint64_t *rdispl,
+    uint32_t esz, uint32_t slot, uint32_t nslots) {
+    int me = ctx->my_pe, n = ctx->n_pes;
+    uint32_t t = symm__block_tid(), nt = symm__block_nthreads();
+    symm__c_ep_t e = symm__c_epoch_begin(ws, slot);
+    symm__c_xs_t x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, rdispl, rcount, SYMM__C_PEERS_DST);
+    for (int i = 0; i < n; i++) {
+        int p = symm__c_step_pe(me, i, slot, n);
+        uint64_t nbytes = scount[p] * esz, lo, hi, off, want;
+        if (p == me) {
+            off = rdispl[me] * esz;
+            want = rcount[me] * esz;
+        } else {
+            off = symm__c_ld8_vol(x.aux + 4 * p + 2) * esz;
+            want = symm__c_ld8_vol(x.aux + 4 * p + 3) * esz;
+        }
+        if (want != nbytes) {
+            if (t == 0)
+                symm__c_fail_a2av(ctx->world_pe, p, (unsigned long long)scount[p],
+                                  (unsigned long long)(want / (esz ? esz : 1)));
+            symm__trap();
+        }
+        symm__c_split((nbytes + 15) / 16, nslots, slot, &lo, &hi);
+        lo *= 16;
+        hi = hi * 16 > nbytes ? nbytes : hi * 16;
+        if (hi > lo) {
+            const char *s = src + sdispl[p] * esz + lo;
+            char *d = symm__c_xaddr(&x, dst, p, 1) + off + lo;
+            if (d != s)
+                symm__copy(d, s, hi - lo, t, nt, p != me);
+        }
+    }
+    symm__c_handshake(ctx, ws, 1, e, slot);
+    symm__c_epoch_end(ws, slot, e);
+}
+
+#endif /* SYMM_DEVICE_COLL_MOVE_H */

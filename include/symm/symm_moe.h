@@ -1,0 +1,313 @@
+/*
+ * symm_moe.h - mixture-of-experts token exchange (dispatch and combine) on
+ * one node's PEs.
+ *
+ * Dispatch moves every token to the PEs that hold its top-k experts; combine
+ * brings the experts' outputs back to the token's PE and sums them. Two
+ * modes, chosen when the handle is made:
+ *
+ *   SYMM_MOE_LOW_LATENCY   decode-sized batches, pplx-kernels' layout: each
+ *       local expert gets its own rows, out_expert_x[expert][row][hidden],
+ *       filled to out_expert_num_tokens[expert]; a token is sent once per
+ *       expert; combine weights each expert's row by the token's router
+ *       weight and sums them. Tokens are owned by data-parallel groups of
+ *       dp_size PEs that hold the same tokens (tensor-parallel replicas):
+ *       each token is sent once per group (by PE group * dp_size + token %
+ *       dp_size) and its combined output reaches every PE of the group.
+ *   SYMM_MOE_HIGH_THROUGHPUT   prefill-sized batches (thousands of tokens),
+ *       DeepEP's "normal" layout: a layout step says how many tokens go to
+ *       each PE and each expert and which tokens go where; a token is sent
+ *       once per destination PE (not per expert) with its top-k indices
+ *       mapped to that PE's local experts (-1 elsewhere) and its weights;
+ *       the receive side is a list of rows ordered by source PE, then token.
+ *       Combine sums, per token, the rows the PEs send back (the caller
+ *       applies the weights in its expert computation).
+ *
+ * Every call is collective over the handle's team (the same calls, in the
+ * same order, on every PE), enqueues its kernels on `stream` and returns
+ * without waiting: nothing synchronises the host, and every call captures
+ * into a CUDA graph and replays (the synchronisation state lives in device
+ * memory and is never reset by the host). The calls of one handle follow the
+ * cycle dispatch, combine, dispatch, ... (SYMM_ERR_INVALID_ARG otherwise).
+ *
+ * Send and receive halves: `flags` of a dispatch or combine is SYMM_MOE_SEND,
+ * SYMM_MOE_RECV or both (SYMM_MOE_SEND_RECV). The send half pushes this PE's
+ * data and returns; the receive half waits for the peers' data and lays it
+ * out. Between the two the stream may run other work (that is what they are
+ * for: overlap compute with the transfer); the halves of one call must come
+ * in that order on the same stream, with nothing of this handle between.
+ *
+ * Inputs the host cannot see (token indices, bound_m) are checked on the
+ * device: a route to an expert outside [0, num_experts) (or, in the
+ * low-latency mode, an expert listed twice for one token) is skipped, and
+ * the first such error is recorded in host-mapped memory. The next call on
+ * the handle reports it (SYMM_ERR_INVALID_ARG, with the token, slot and
+ * value), without synchronising; symm_moe_check synchronises the stream and
+ * reports it at once. Everything the host can see is checked before any
+ * launch: sizes against the handle's configuration, dtypes, strides, NULL
+ * pointers, the call order.
+ *
+ * Buffers are device memory of this PE's GPU (anywhere; they need not be in
+ * the symmetric heap). The handle's own buffers are symmetric allocations,
+ * made by symm_moe_create (collective; outside graph capture).
+ *
+ * Make handles after symm_init and destroy them before symm_finalize.
+ */
+#ifndef SYMM_MOE_H
+#define SYMM_MOE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "symm/symm.h" /* symm_status_t, symm_team_t, symm_stream_t, symm_dtype_t */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct symm_moe symm_moe_t;
+
+enum symm_moe_mode {
+    SYMM_MOE_LOW_LATENCY     = 0,
+    SYMM_MOE_HIGH_THROUGHPUT = 1
+};
+
+/* `flags` of dispatch and combine. */
+#define SYMM_MOE_SEND      1
+#define SYMM_MOE_RECV      2
+#define SYMM_MOE_SEND_RECV 3
+
+/* Width of a scale block: one float32 scale per 128 elements of hidden. */
+#define SYMM_MOE_SCALE_BLOCK 128
+
+/*
+ * symm_moe_config_t - what a handle is made for (pplx-kernels' names).
+ *   mode                    enum symm_moe_mode.
+ *   max_num_tokens          low latency: most tokens of one DP group per call;
+ *                           high throughput: most tokens of one PE per call.
+ *   num_experts             experts in all; a multiple of the team size, each
+ *                           PE holding num_experts / n_pes consecutive ones
+ *                           (expert e lives on PE e / local_experts).
+ *   experts_per_token       top-k (1..64).
+ *   hidden_dim              elements per token; a multiple of 8.
+ *   hidden_dim_bytes        bytes per token of x: hidden_dim * element size
+ *                           (1, 2 or 4 bytes); a multiple of 16.
+ *   hidden_dim_scale_bytes  bytes of float32 scales per token, 0 for none;
+ *                           else 4 * ceil(hidden_dim / 128).
+ *   dp_size                 low latency: PEs per data-parallel group (the team
+ *                           size a multiple of it); high throughput: 1.
+ *   max_recv_tokens         high throughput: rows of the receive buffers; 0 =
+ *                           max_num_tokens * n_pes, which always suffices (a
+ *                           smaller one saves memory; a dispatch that would
+ *                           overflow it drops the rows past it and reports
+ *                           the error). Low latency: 0.
+ */
+typedef struct symm_moe_config {
+    int mode;
+    size_t max_num_tokens;
+    size_t num_experts;
+    size_t experts_per_token;
+    size_t hidden_dim;
+    size_t hidden_dim_bytes;
+    size_t hidden_dim_scale_bytes;
+    int dp_size;
+    size_t max_recv_tokens;
+} symm_moe_config_t;
+
+/*
+ * symm_moe_create - make a handle over `team` (NULL = world; it must be a
+ * team whose PEs share one node, i.e. world or node). Collective: every PE
+ * passes the same configuration (else SYMM_ERR_MISMATCH on every PE).
+ * Allocates the handle's symmetric buffers (see symm_moe_heap_bytes).
+ * Errors: SYMM_ERR_NOT_INITIALIZED; SYMM_ERR_INVALID_ARG (a field out of
+ * range, with its name and value); SYMM_ERR_MISMATCH; SYMM_ERR_UNSUPPORTED
+ * (a backend without GPU kernels, e.g. SYMM_BACKEND=host);
+ * SYMM_ERR_HEAP_EXHAUSTED; SYMM_ERR_NO_MEMORY; SYMM_ERR_CUDA.
+ */
+symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, symm_moe_t **moe);
+
+/* Collective: release the handle's buffers (after the device is done with
+ * them). NULL is a no-op. Errors: as symm_free. */
+symm_status_t symm_moe_destroy(symm_moe_t *moe);
+
+/* Bytes of symmetric heap a handle with this configuration takes on each PE
+ * of a team of n_pes; 0 for a configuration symm_moe_create rejects. */
+size_t symm_moe_heap_bytes(const symm_moe_config_t *cfg, int n_pes);
+
+/* The handle's local experts (num_experts / n_pes), and this PE's first. */
+size_t symm_moe_local_experts(const symm_moe_t *moe);
+size_t symm_moe_first_expert(const symm_moe_t *moe);
+
+/*
+ * symm_moe_check - wait for `stream`, then report an error the device
+ * recorded for this handle (see above) as SYMM_ERR_INVALID_ARG with its
+ * message, and clear it. SYMM_SUCCESS when there is none. Not collective.
+ * Errors also: SYMM_ERR_CUDA (the stream failed).
+ */
+symm_status_t symm_moe_check(symm_moe_t *moe, symm_stream_t stream);
+
+/* ======================================================================== */
+/* Low-latency mode (pplx-kernels' AllToAll)                                 */
+/* ======================================================================== */
+
+/*
+ * Strides are in elements, as torch gives them; the last dimension of x,
+ * expert_x, expert_y, out_tokens, indices and weights is contiguous, the
+ * scales may have any strides (e.g. column-major for a GEMM's TMA).
+ * L = local experts, G = n_pes / dp_size DP groups, M = max_num_tokens.
+ *
+ *   out_expert_num_tokens  int32 [L]: tokens each local expert got.
+ *   out_expert_x           [L][rows][hidden] of x_dtype, rows >= M * G
+ *                          (strides out_expert_x_stride[0], [1]). Expert l's
+ *                          tokens fill rows 0 .. out_expert_num_tokens[l]-1,
+ *                          ordered by source PE (then in no fixed order).
+ *   out_expert_x_scale     float32 [L][rows][hidden_dim_scale_bytes / 4], or
+ *                          NULL without scales.
+ *   dp_x                   [num_tokens][hidden] of x_dtype, row stride dp_x_stride.
+ *   dp_x_scale             float32 [num_tokens][scale cols], or NULL.
+ *   indices                uint32 [num_tokens][experts_per_token], contiguous.
+ *   num_tokens             tokens of this DP group, <= max_num_tokens.
+ *   bound_m                NULL, or a device uint32: only tokens < *bound_m
+ *                          are sent (it must be <= num_tokens; a larger value
+ *                          is an error, treated as num_tokens).
+ * x_dtype is any 1-, 2- or 4-byte type of symm_dtype_t with hidden_dim *
+ * size == hidden_dim_bytes (the bytes are moved as they are).
+ */
+typedef struct symm_moe_dispatch_args {
+    int32_t *out_expert_num_tokens;
+    void *out_expert_x;
+    int64_t out_expert_x_stride[2];
+    size_t out_expert_rows;
+    float *out_expert_x_scale;
+    int64_t out_expert_x_scale_stride[3];
+    const void *dp_x;
+    int64_t dp_x_stride;
+    const float *dp_x_scale;
+    int64_t dp_x_scale_stride[2];
+    const uint32_t *indices;
+    size_t num_tokens;
+    const uint32_t *bound_m;
+    symm_dtype_t x_dtype;
+} symm_moe_dispatch_args_t;
+
+/*
+ * Combine: out_tokens[t] = sum over k of weights[t][k] * expert_y[e][r], e =
+ * indices[t][k] and r the row dispatch gave that route, for tokens t <
+ * bound_m (or num_tokens), accumulated in float32, on every PE of the DP
+ * group. Rows of out_tokens past the bound are not written.
+ *   out_tokens   [out_rows >= num_tokens][hidden] bf16 or f16, row stride out_stride.
+ *   indices      uint32 [num_tokens][k] and weights float32 [num_tokens][k]:
+ *                the same indices as the dispatch, contiguous.
+ *   expert_y     [L][rows >= M * G][hidden] of f32, bf16 or f16 (strides
+ *                expert_y_stride[0], [1]): the experts' outputs, row for row
+ *                as dispatch filled out_expert_x.
+ *   bound_m      as for dispatch (the same value).
+ */
+typedef struct symm_moe_combine_args {
+    void *out_tokens;
+    int64_t out_stride;
+    size_t out_rows;
+    symm_dtype_t out_dtype;
+    const uint32_t *indices;
+    const float *weights;
+    size_t num_tokens;
+    const void *expert_y;
+    int64_t expert_y_stride[2];
+    size_t expert_y_rows;
+    symm_dtype_t y_dtype;
+    const uint32_t *bound_m;
+} symm_moe_combine_args_t;
+
+symm_status_t symm_moe_dispatch(symm_moe_t *moe, const symm_moe_dispatch_args_t *args, int flags,
+                                symm_stream_t stream);
+symm_status_t symm_moe_combine(symm_moe_t *moe, const symm_moe_combine_args_t *args, int flags,
+                               symm_stream_t stream);
+
+/* ======================================================================== */
+/* High-throughput mode (DeepEP's normal kernels, intranode)                  */
+/* ======================================================================== */
+
+/*
+ * symm_moe_ht_layout - the layout of a batch, on `stream`, from the token
+ * indices alone (local; no communication): how many tokens go to each PE
+ * (num_tokens_per_rank, int32 [n_pes]) and to each expert
+ * (num_tokens_per_expert, int32 [num_experts]), and which go where
+ * (is_token_in_rank, uint8 [num_tokens][n_pes], 0/1). Any output may be NULL.
+ * indices: [num_tokens][experts_per_token], contiguous, of SYMM_DTYPE_I32,
+ * U32 or I64; -1 (in a signed type) means "no expert" and is skipped.
+ * Dispatch computes the same layout itself; this call is for callers that
+ * want it (e.g. to plan their expert GEMMs).
+ */
+symm_status_t symm_moe_ht_layout(symm_moe_t *moe, const void *indices, symm_dtype_t indices_dtype,
+                                 size_t num_tokens, int32_t *num_tokens_per_rank,
+                                 int32_t *num_tokens_per_expert, uint8_t *is_token_in_rank,
+                                 symm_stream_t stream);
+
+/*
+ *   x             [num_tokens][hidden] of x_dtype (row stride x_stride).
+ *   x_scale       float32 [num_tokens][scale cols] (strides), or NULL.
+ *   indices       as for symm_moe_ht_layout.
+ *   weights       float32 [num_tokens][k] contiguous, or NULL (received as 0).
+ *   num_tokens    <= max_num_tokens.
+ */
+typedef struct symm_moe_ht_dispatch_args {
+    const void *x;
+    int64_t x_stride;
+    symm_dtype_t x_dtype;
+    const float *x_scale;
+    int64_t x_scale_stride[2];
+    const void *indices;
+    symm_dtype_t indices_dtype;
+    const float *weights;
+    size_t num_tokens;
+} symm_moe_ht_dispatch_args_t;
+
+/*
+ * What a high-throughput dispatch receives: device buffers owned by the
+ * handle (symmetric), rewritten by the next dispatch. Rows 0 .. *num_recv - 1
+ * are valid, ordered by source PE, then by token index.
+ *   x                   [capacity][hidden] of the dispatch's x_dtype.
+ *   x_scale             float32 [capacity][scale cols], NULL without scales.
+ *   indices             int32 [capacity][k]: the token's experts as local
+ *                       expert numbers of this PE (0 .. L-1), -1 for experts
+ *                       elsewhere.
+ *   weights             float32 [capacity][k], the token's router weights.
+ *   src                 int32 [capacity][2]: source PE, token index there.
+ *   num_recv            int32 [1]: rows received.
+ *   num_recv_per_expert int32 [L]: tokens per local expert.
+ */
+typedef struct symm_moe_ht_recv {
+    void *x;
+    float *x_scale;
+    int32_t *indices;
+    float *weights;
+    int32_t *src;
+    int32_t *num_recv;
+    int32_t *num_recv_per_expert;
+    size_t capacity;
+    size_t scale_cols;
+} symm_moe_ht_recv_t;
+
+symm_status_t symm_moe_ht_dispatch(symm_moe_t *moe, const symm_moe_ht_dispatch_args_t *args, int flags,
+                                   symm_stream_t stream);
+
+/* The receive buffers (the same on every call). Errors: SYMM_ERR_INVALID_ARG. */
+symm_status_t symm_moe_ht_recv_buffers(const symm_moe_t *moe, symm_moe_ht_recv_t *recv);
+
+/*
+ * Combine: out[t] = sum over the PEs p that token t went to of y_p[row],
+ * row being where p received t, in float32, for t < the last dispatch's
+ * num_tokens (every one of them is written; a token sent nowhere gets 0).
+ *   y     [y_rows][hidden] of bf16 or f16 (row stride y_stride): row i is the
+ *         output for received row i. y_rows below the rows received is an
+ *         error found on the device (the rows past it are not returned).
+ *   out   [>= num_tokens][hidden] of bf16 or f16 (row stride out_stride).
+ */
+symm_status_t symm_moe_ht_combine(symm_moe_t *moe, const void *y, symm_dtype_t y_dtype, int64_t y_stride,
+                                  size_t y_rows, void *out, symm_dtype_t out_dtype, int64_t out_stride,
+                                  size_t out_rows, int flags, symm_stream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SYMM_MOE_H */

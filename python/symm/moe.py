@@ -1,0 +1,606 @@
+"""MoE token dispatch and combine on symm (include/symm/symm_moe.h).
+
+Two classes, thin over the C API (ctypes), registered as torch custom ops
+(torch.ops.symm.moe_*) so torch.compile traces through them:
+
+AllToAll -- pplx-kernels' API: a pplx user changes the import and nothing else::
+
+    from symm.moe import AllToAll          # was: from pplx_kernels import AllToAll
+    ata = AllToAll.intranode(max_num_tokens, num_experts, experts_per_token, rank,
+                             world_size, dp_size, hidden_dim, hidden_dim_bytes,
+                             hidden_dim_scale_bytes)
+    ata.dispatch(out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x,
+                 dp_x_scale, indices, bound_m, do_send=True, do_recv=True)
+    ata.combine(out_tokens, indices, weights, expert_y, bound_m, do_send=True, do_recv=True)
+    ata.destroy()
+
+HighThroughput -- prefill-sized batches (DeepEP's "normal" layout): a layout
+step, dispatch of thousands of tokens (once per destination PE, fp8 with
+scales or bf16), combine in bf16.
+
+Everything runs on torch's current stream without a host synchronisation and
+captures into CUDA graphs. do_send / do_recv split a call into its send and
+receive halves so other work can run between them. Every call is collective:
+all PEs make the same calls in the same order (dispatch, combine, dispatch...).
+
+Arguments are checked before anything runs (TypeError / ValueError, or the C
+library's InvalidArgumentError for sizes against the configuration). Expert
+indices live on the GPU: a bad one is found there, the route is skipped, and
+the error is raised by the next call on the object (or by check(), which
+synchronises the stream).
+"""
+import ctypes
+import itertools
+from typing import List, Optional
+
+from . import _lib, _runtime
+from ._coll import _DTYPE_CODES
+from ._errors import UnsupportedError
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - the message is the point
+    raise ImportError("symm.moe needs torch (pip install torch)") from None
+
+LOW_LATENCY, HIGH_THROUGHPUT = 0, 1
+SEND, RECV = 1, 2
+SCALE_BLOCK = 128
+
+_c_int, _c_size_t, _c_void_p, _c_int64 = ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int64
+
+
+# ---------------------------------------------------------------------------
+# The C structures (symm_moe.h); tests/python/test_moe.py checks the layouts
+# ---------------------------------------------------------------------------
+
+class Config(ctypes.Structure):
+    _fields_ = [("mode", _c_int), ("max_num_tokens", _c_size_t), ("num_experts", _c_size_t),
+                ("experts_per_token", _c_size_t), ("hidden_dim", _c_size_t), ("hidden_dim_bytes", _c_size_t),
+                ("hidden_dim_scale_bytes", _c_size_t), ("dp_size", _c_int), ("max_recv_tokens", _c_size_t)]
+
+
+class DispatchArgs(ctypes.Structure):
+    _fields_ = [("out_expert_num_tokens", _c_void_p), ("out_expert_x", _c_void_p),
+                ("out_expert_x_stride", _c_int64 * 2), ("out_expert_rows", _c_size_t),
+                ("out_expert_x_scale", _c_void_p), ("out_expert_x_scale_stride", _c_int64 * 3),
+                ("dp_x", _c_void_p), ("dp_x_stride", _c_int64), ("dp_x_scale", _c_void_p),
+                ("dp_x_scale_stride", _c_int64 * 2), ("indices", _c_void_p), ("num_tokens", _c_size_t),
+                ("bound_m", _c_void_p), ("x_dtype", _c_int)]
+
+
+class CombineArgs(ctypes.Structure):
+    _fields_ = [("out_tokens", _c_void_p), ("out_stride", _c_int64), ("out_rows", _c_size_t),
+                ("out_dtype", _c_int), ("indices", _c_void_p), ("weights", _c_void_p),
+                ("num_tokens", _c_size_t), ("expert_y", _c_void_p), ("expert_y_stride", _c_int64 * 2),
+                ("expert_y_rows", _c_size_t), ("y_dtype", _c_int), ("bound_m", _c_void_p)]
+
+
+class HtDispatchArgs(ctypes.Structure):
+    _fields_ = [("x", _c_void_p), ("x_stride", _c_int64), ("x_dtype", _c_int), ("x_scale", _c_void_p),
+                ("x_scale_stride", _c_int64 * 2), ("indices", _c_void_p), ("indices_dtype", _c_int),
+                ("weights", _c_void_p), ("num_tokens", _c_size_t)]
+
+
+class HtRecv(ctypes.Structure):
+    _fields_ = [("x", _c_void_p), ("x_scale", _c_void_p), ("indices", _c_void_p), ("weights", _c_void_p),
+                ("src", _c_void_p), ("num_recv", _c_void_p), ("num_recv_per_expert", _c_void_p),
+                ("capacity", _c_size_t), ("scale_cols", _c_size_t)]
+
+
+STRUCTS = {"symm_moe_config_t": Config, "symm_moe_dispatch_args_t": DispatchArgs,
+           "symm_moe_combine_args_t": CombineArgs, "symm_moe_ht_dispatch_args_t": HtDispatchArgs,
+           "symm_moe_ht_recv_t": HtRecv}
+
+
+def _fn(name):
+    if not _lib.has(name):
+        raise UnsupportedError(name, UnsupportedError.status, "this libsymm has no MoE exchange (symm_moe.h)")
+    return getattr(_lib.load(), name)
+
+
+def _call(name, *args):
+    _runtime._check(name, _fn(name)(*args))
+
+
+# ---------------------------------------------------------------------------
+# Checks on tensors (no GPU needed: `device` None skips the device check)
+# ---------------------------------------------------------------------------
+
+def _dtype_code(t):
+    return _DTYPE_CODES.get(str(t.dtype).replace("torch.", ""), -1)
+
+
+def _tensor(t, what, call, dims, dtypes=None, device=None, contiguous=False, last_contiguous=True):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError("%s: %s must be a torch.Tensor, got %s" % (call, what, type(t).__name__))
+    if t.dim() != dims:
+        raise ValueError("%s: %s must have %d dimensions, got shape %s" % (call, what, dims, tuple(t.shape)))
+    if dtypes is not None and t.dtype not in dtypes:
+        raise TypeError("%s: %s is %s; expected %s" % (call, what, t.dtype,
+                                                       " or ".join(str(d) for d in dtypes)))
+    if device is not None and t.device != device:
+        raise ValueError("%s: %s is on %s; this PE runs on %s" % (call, what, t.device, device))
+    if contiguous and not t.is_contiguous():
+        raise ValueError("%s: %s must be contiguous" % (call, what))
+    if last_contiguous and t.numel() > 0 and dims > 0 and t.stride(-1) != 1 and t.size(-1) > 1:
+        raise ValueError("%s: %s must be contiguous in its last dimension (stride %s)" % (call, what, t.stride()))
+    return t
+
+
+def _shape(t, what, call, want):
+    got = tuple(t.shape)
+    for i, w in enumerate(want):
+        if w is not None and got[i] != w:
+            raise ValueError("%s: %s has shape %s; expected %s" % (
+                call, what, got, "(" + ", ".join("*" if x is None else str(x) for x in want) + ")"))
+
+
+_X_DTYPES = (torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e5m2, torch.float32, torch.uint8)
+_OUT_DTYPES = (torch.bfloat16, torch.float16)
+_Y_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_IDX_DTYPES = (torch.uint32, torch.int32, torch.int64)
+
+
+def _ll_indices(indices, call, m, k, device):
+    _tensor(indices, "indices", call, 2, _IDX_DTYPES, device, contiguous=True)
+    _shape(indices, "indices", call, (m, k))
+    if indices.dtype == torch.int64:
+        indices = indices.to(torch.int32)
+    return indices
+
+
+def _bound(bound_m, call, device):
+    if bound_m is None:
+        return None
+    _tensor(bound_m, "bound_m", call, 1, (torch.uint32, torch.int32), device)
+    if bound_m.numel() != 1:
+        raise ValueError("%s: bound_m must hold one element, got %d" % (call, bound_m.numel()))
+    return bound_m
+
+
+def check_dispatch(spec, out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x, dp_x_scale, indices,
+                   bound_m, device=None):
+    """The Python-side checks of AllToAll.dispatch against `spec` (a dict of
+    the configuration: local_experts, rows, hidden_dim, experts_per_token,
+    scale_cols, has_scales); returns the indices to pass (int64 converted)."""
+    call = "AllToAll.dispatch"
+    L, H, K = spec["local_experts"], spec["hidden_dim"], spec["experts_per_token"]
+    _tensor(out_expert_num_tokens, "out_expert_num_tokens", call, 1, (torch.int32,), device, contiguous=True)
+    _shape(out_expert_num_tokens, "out_expert_num_tokens", call, (L,))
+    _tensor(dp_x, "dp_x", call, 2, _X_DTYPES, device)
+    _shape(dp_x, "dp_x", call, (None, H))
+    _tensor(out_expert_x, "out_expert_x", call, 3, (dp_x.dtype,), device)
+    _shape(out_expert_x, "out_expert_x", call, (L, None, H))
+    m = dp_x.size(0)
+    if spec["has_scales"]:
+        if out_expert_x_scale is None or dp_x_scale is None:
+            raise ValueError("%s: the AllToAll was made with scales (hidden_dim_scale_bytes > 0): "
+                             "out_expert_x_scale and dp_x_scale must be given" % call)
+        _tensor(dp_x_scale, "dp_x_scale", call, 2, (torch.float32,), device, last_contiguous=False)
+        _shape(dp_x_scale, "dp_x_scale", call, (m, spec["scale_cols"]))
+        _tensor(out_expert_x_scale, "out_expert_x_scale", call, 3, (torch.float32,), device,
+                last_contiguous=False)
+        _shape(out_expert_x_scale, "out_expert_x_scale", call, (L, out_expert_x.size(1), spec["scale_cols"]))
+    elif out_expert_x_scale is not None or dp_x_scale is not None:
+        raise ValueError("%s: the AllToAll was made without scales (hidden_dim_scale_bytes 0): "
+                         "out_expert_x_scale and dp_x_scale must be None" % call)
+    indices = _ll_indices(indices, call, m, K, device)
+    _bound(bound_m, call, device)
+    return indices
+
+
+def check_combine(spec, out_tokens, indices, weights, expert_y, bound_m, device=None):
+    """The Python-side checks of AllToAll.combine; returns the indices to pass."""
+    call = "AllToAll.combine"
+    L, H, K = spec["local_experts"], spec["hidden_dim"], spec["experts_per_token"]
+    _tensor(out_tokens, "out_tokens", call, 2, _OUT_DTYPES, device)
+    _shape(out_tokens, "out_tokens", call, (None, H))
+    m = indices.size(0) if isinstance(indices, torch.Tensor) and indices.dim() == 2 else None
+    indices = _ll_indices(indices, call, m, K, device)
+    _tensor(weights, "weights", call, 2, (torch.float32,), device, contiguous=True)
+    _shape(weights, "weights", call, (indices.size(0), K))
+    _tensor(expert_y, "expert_y", call, 3, _Y_DTYPES, device)
+    _shape(expert_y, "expert_y", call, (L, None, H))
+    if out_tokens.size(0) < indices.size(0):
+        raise ValueError("%s: out_tokens has %d rows, below the %d tokens of indices" % (
+            call, out_tokens.size(0), indices.size(0)))
+    _bound(bound_m, call, device)
+    return indices
+
+
+def _ptr(t):
+    return None if t is None else t.data_ptr()
+
+
+def _stream():
+    return torch.cuda.current_stream().cuda_stream
+
+
+# ---------------------------------------------------------------------------
+# Handles and the custom ops
+# ---------------------------------------------------------------------------
+
+_live = {}
+_keys = itertools.count(1)
+
+
+def _handle(key):
+    h = _live.get(key)
+    if h is None:
+        raise ValueError("symm.moe: the handle was destroyed")
+    return h
+
+
+def _ensure_init():
+    if not _runtime.initialized():
+        _runtime.init()
+
+
+class _Handle:
+    """A symm_moe_t: made collectively, destroyed with destroy()."""
+
+    def __init__(self, cfg, call):
+        _ensure_init()
+        self._cfg = cfg
+        self._c = ctypes.c_void_p()
+        _call("symm_moe_create", ctypes.addressof(cfg), None, ctypes.byref(self._c))
+        self.local_experts = int(_fn("symm_moe_local_experts")(self._c))
+        self.first_expert = int(_fn("symm_moe_first_expert")(self._c))
+        self.device = torch.device("cuda", _runtime.device())
+        self._key = next(_keys)
+        _live[self._key] = self
+        self._call_name = call
+
+    def _h(self):
+        if self._c is None or not self._c.value:
+            raise ValueError("%s: the object was destroyed" % self._call_name)
+        return self._c
+
+    def check(self):
+        """Wait for the current stream, then raise the error the device
+        recorded (a bad expert index, bound_m above the tokens, ...), if any."""
+        _call("symm_moe_check", self._h(), _stream())
+
+    def destroy(self):
+        """Release the buffers. Collective (every PE calls it); idempotent."""
+        if self._c is not None and self._c.value:
+            torch.cuda.current_stream().synchronize()
+            _live.pop(self._key, None)
+            c, self._c = self._c, None
+            _call("symm_moe_destroy", c)
+
+    def heap_bytes(self):
+        """Bytes of symmetric memory the object holds on each PE."""
+        return int(_fn("symm_moe_heap_bytes")(ctypes.addressof(self._cfg), _runtime.n_pes()))
+
+
+def _flags(do_send, do_recv, call):
+    f = (SEND if do_send else 0) | (RECV if do_recv else 0)
+    if f == 0:
+        raise ValueError("%s: do_send and do_recv cannot both be False" % call)
+    return f
+
+
+@torch.library.custom_op("symm::moe_dispatch",
+                         mutates_args=("out_expert_num_tokens", "out_expert_x", "out_expert_x_scale"))
+def _moe_dispatch(handle: int, out_expert_num_tokens: torch.Tensor, out_expert_x: torch.Tensor,
+                  out_expert_x_scale: Optional[torch.Tensor], dp_x: torch.Tensor,
+                  dp_x_scale: Optional[torch.Tensor], indices: torch.Tensor, bound_m: Optional[torch.Tensor],
+                  do_send: bool, do_recv: bool) -> None:
+    _handle(handle)._dispatch(out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x, dp_x_scale, indices,
+                              bound_m, do_send, do_recv)
+
+
+@_moe_dispatch.register_fake
+def _(handle, out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x, dp_x_scale, indices, bound_m,
+      do_send, do_recv):
+    return None
+
+
+@torch.library.custom_op("symm::moe_combine", mutates_args=("out_tokens",))
+def _moe_combine(handle: int, out_tokens: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor,
+                 expert_y: torch.Tensor, bound_m: Optional[torch.Tensor], do_send: bool, do_recv: bool) -> None:
+    _handle(handle)._combine(out_tokens, indices, weights, expert_y, bound_m, do_send, do_recv)
+
+
+@_moe_combine.register_fake
+def _(handle, out_tokens, indices, weights, expert_y, bound_m, do_send, do_recv):
+    return None
+
+
+class AllToAll(_Handle):
+    """pplx-kernels' AllToAll on symm (see the module docstring).
+
+    max_num_tokens is per DP group; ranks rank // dp_size share tokens (tensor
+    parallel replicas): each token is sent once per group and its combined
+    output reaches every rank of the group. Experts are split evenly, expert e
+    on rank e // (num_experts // world_size)."""
+
+    def __init__(self, max_num_tokens, num_experts, experts_per_token, rank, world_size, dp_size, hidden_dim,
+                 hidden_dim_bytes, hidden_dim_scale_bytes):
+        call = "AllToAll.intranode"
+        for name, v in (("max_num_tokens", max_num_tokens), ("num_experts", num_experts),
+                        ("experts_per_token", experts_per_token), ("rank", rank), ("world_size", world_size),
+                        ("dp_size", dp_size), ("hidden_dim", hidden_dim), ("hidden_dim_bytes", hidden_dim_bytes),
+                        ("hidden_dim_scale_bytes", hidden_dim_scale_bytes)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError("%s: %s must be an int >= 0, got %r" % (call, name, v))
+        if dp_size < 1 or world_size < 1 or world_size % dp_size:
+            raise ValueError("%s: world_size %d is not a multiple of dp_size %d" % (call, world_size, dp_size))
+        _ensure_init()
+        if world_size != _runtime.n_pes() or rank != _runtime.my_pe():
+            raise ValueError("%s: rank %d of world_size %d, but symm runs this process as PE %d of %d" % (
+                call, rank, world_size, _runtime.my_pe(), _runtime.n_pes()))
+        cfg = Config(LOW_LATENCY, max_num_tokens, num_experts, experts_per_token, hidden_dim, hidden_dim_bytes,
+                     hidden_dim_scale_bytes, dp_size, 0)
+        super().__init__(cfg, call)
+        self.max_num_tokens, self.num_experts, self.experts_per_token = max_num_tokens, num_experts, experts_per_token
+        self.rank, self.world_size, self.dp_size, self.hidden_dim = rank, world_size, dp_size, hidden_dim
+        self.num_dp = world_size // dp_size
+        self._has_scales = hidden_dim_scale_bytes > 0
+        self._spec = {"local_experts": self.local_experts, "hidden_dim": hidden_dim,
+                      "experts_per_token": experts_per_token, "has_scales": self._has_scales,
+                      "scale_cols": hidden_dim_scale_bytes // 4, "rows": max_num_tokens * self.num_dp}
+
+    @classmethod
+    def intranode(cls, max_num_tokens, num_experts, experts_per_token, rank, world_size, dp_size, hidden_dim,
+                  hidden_dim_bytes, hidden_dim_scale_bytes, group_name="default"):
+        """pplx's constructor (group_name is accepted and unused: symm's own
+        bootstrap connects the PEs). Collective."""
+        return cls(max_num_tokens, num_experts, experts_per_token, rank, world_size, dp_size, hidden_dim,
+                   hidden_dim_bytes, hidden_dim_scale_bytes)
+
+    @classmethod
+    def internode(cls, max_num_tokens, num_experts, experts_per_token, rank, world_size, dp_size, hidden_dim,
+                  hidden_dim_bytes, hidden_dim_scale_bytes):
+        """As intranode: symm's native backend spans one node (every PE loads and
+        stores the others' memory), which is what intranode needs."""
+        return cls(max_num_tokens, num_experts, experts_per_token, rank, world_size, dp_size, hidden_dim,
+                   hidden_dim_bytes, hidden_dim_scale_bytes)
+
+    def dispatch(self, out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x, dp_x_scale, indices,
+                 bound_m, do_send=True, do_recv=True):
+        """Send each token of dp_x to its experts; fill out_expert_num_tokens
+        (int32 [local_experts]), out_expert_x ([local_experts, max_num_tokens *
+        num_dp, hidden]) and, with scales, out_expert_x_scale (float32,
+        [local_experts, rows, ceil(hidden / 128)])."""
+        torch.ops.symm.moe_dispatch(self._key, out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x,
+                                    dp_x_scale, indices, bound_m, bool(do_send), bool(do_recv))
+
+    def combine(self, out_tokens, indices, weights, expert_y, bound_m, do_send=True, do_recv=True):
+        """out_tokens[t] = sum_k weights[t, k] * expert_y[row of (t, k)], for t
+        below bound_m (or indices.size(0)), in float32, stored as bf16/f16."""
+        torch.ops.symm.moe_combine(self._key, out_tokens, indices, weights, expert_y, bound_m, bool(do_send),
+                                   bool(do_recv))
+
+    def _dispatch(self, out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x, dp_x_scale, indices,
+                  bound_m, do_send, do_recv):
+        call = "AllToAll.dispatch"
+        flags = _flags(do_send, do_recv, call)
+        indices = check_dispatch(self._spec, out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x,
+                                 dp_x_scale, indices, bound_m, self.device)
+        a = DispatchArgs()
+        a.out_expert_num_tokens = out_expert_num_tokens.data_ptr()
+        a.out_expert_x = out_expert_x.data_ptr()
+        a.out_expert_x_stride[0], a.out_expert_x_stride[1] = out_expert_x.stride(0), out_expert_x.stride(1)
+        a.out_expert_rows = out_expert_x.size(1)
+        if self._has_scales:
+            a.out_expert_x_scale = out_expert_x_scale.data_ptr()
+            for i in range(3):
+                a.out_expert_x_scale_stride[i] = out_expert_x_scale.stride(i)
+            a.dp_x_scale = dp_x_scale.data_ptr()
+            a.dp_x_scale_stride[0], a.dp_x_scale_stride[1] = dp_x_scale.stride(0), dp_x_scale.stride(1)
+        a.dp_x = dp_x.data_ptr()
+        a.dp_x_stride = dp_x.stride(0)
+        a.indices = indices.data_ptr()
+        a.num_tokens = dp_x.size(0)
+        a.bound_m = _ptr(bound_m)
+        a.x_dtype = _dtype_code(dp_x)
+        _call("symm_moe_dispatch", self._h(), ctypes.addressof(a), flags, _stream())
+
+    def _combine(self, out_tokens, indices, weights, expert_y, bound_m, do_send, do_recv):
+        call = "AllToAll.combine"
+        flags = _flags(do_send, do_recv, call)
+        indices = check_combine(self._spec, out_tokens, indices, weights, expert_y, bound_m, self.device)
+        a = CombineArgs()
+        a.out_tokens = out_tokens.data_ptr()
+        a.out_stride = out_tokens.stride(0)
+        a.out_rows = out_tokens.size(0)
+        a.out_dtype = _dtype_code(out_tokens)
+        a.indices = indices.data_ptr()
+        a.weights = weights.data_ptr()
+        a.num_tokens = indices.size(0)
+        a.expert_y = expert_y.data_ptr()
+        a.expert_y_stride[0], a.expert_y_stride[1] = expert_y.stride(0), expert_y.stride(1)
+        a.expert_y_rows = expert_y.size(1)
+        a.y_dtype = _dtype_code(expert_y)
+        a.bound_m = _ptr(bound_m)
+        _call("symm_moe_combine", self._h(), ctypes.addressof(a), flags, _stream())
+
+
+def nvshmem_init(global_rank=None, local_rank=None, world_size=None, device=None):
+    """pplx_kernels.nvshmem_init's place: start symm (from the torchrun
+    environment) if it is not running yet; the arguments are checked against it."""
+    _ensure_init()
+    if global_rank is not None and global_rank != _runtime.my_pe():
+        raise ValueError("nvshmem_init: global_rank %d, but symm runs this process as PE %d"
+                         % (global_rank, _runtime.my_pe()))
+    if world_size is not None and world_size != _runtime.n_pes():
+        raise ValueError("nvshmem_init: world_size %d, but symm has %d PEs" % (world_size, _runtime.n_pes()))
+
+
+# ---------------------------------------------------------------------------
+# High-throughput mode
+# ---------------------------------------------------------------------------
+
+@torch.library.custom_op("symm::moe_ht_dispatch",
+                         mutates_args=("recv_x", "recv_x_scale", "recv_indices", "recv_weights", "recv_src",
+                                       "num_recv", "num_recv_per_expert"))
+def _moe_ht_dispatch(handle: int, recv_x: torch.Tensor, recv_x_scale: Optional[torch.Tensor],
+                     recv_indices: torch.Tensor, recv_weights: torch.Tensor, recv_src: torch.Tensor,
+                     num_recv: torch.Tensor, num_recv_per_expert: torch.Tensor, x: torch.Tensor,
+                     x_scale: Optional[torch.Tensor], topk_idx: torch.Tensor, topk_weights: Optional[torch.Tensor],
+                     do_send: bool, do_recv: bool) -> None:
+    _handle(handle)._dispatch(x, x_scale, topk_idx, topk_weights, do_send, do_recv)
+
+
+@_moe_ht_dispatch.register_fake
+def _(handle, recv_x, recv_x_scale, recv_indices, recv_weights, recv_src, num_recv, num_recv_per_expert, x,
+      x_scale, topk_idx, topk_weights, do_send, do_recv):
+    return None
+
+
+@torch.library.custom_op("symm::moe_ht_combine", mutates_args=("out",))
+def _moe_ht_combine(handle: int, out: torch.Tensor, y: torch.Tensor, do_send: bool, do_recv: bool) -> None:
+    _handle(handle)._combine(out, y, do_send, do_recv)
+
+
+@_moe_ht_combine.register_fake
+def _(handle, out, y, do_send, do_recv):
+    return None
+
+
+@torch.library.custom_op("symm::moe_ht_layout",
+                         mutates_args=("num_tokens_per_rank", "num_tokens_per_expert", "is_token_in_rank"))
+def _moe_ht_layout(handle: int, topk_idx: torch.Tensor, num_tokens_per_rank: torch.Tensor,
+                   num_tokens_per_expert: torch.Tensor, is_token_in_rank: torch.Tensor) -> None:
+    _handle(handle)._layout(topk_idx, num_tokens_per_rank, num_tokens_per_expert, is_token_in_rank)
+
+
+@_moe_ht_layout.register_fake
+def _(handle, topk_idx, num_tokens_per_rank, num_tokens_per_expert, is_token_in_rank):
+    return None
+
+
+def _ht_indices(topk_idx, call, k, device):
+    _tensor(topk_idx, "topk_idx", call, 2, (torch.int64, torch.int32, torch.uint32), device, contiguous=True)
+    _shape(topk_idx, "topk_idx", call, (None, k))
+    return _DTYPE_CODES[str(topk_idx.dtype).replace("torch.", "")]
+
+
+class HighThroughput(_Handle):
+    """Dispatch and combine for prefill-sized batches (DeepEP's normal mode,
+    on one node). Each PE sends up to max_num_tokens tokens; a token goes
+    once to each PE holding one of its experts, arriving with its top-k
+    indices mapped to that PE's local experts (-1 for the others), its
+    weights and its origin; rows arrive ordered by source PE, then token.
+
+    dispatch() returns views of the object's receive buffers (rewritten by
+    the next dispatch), sized for the most a PE can receive (max_recv_tokens,
+    default max_num_tokens * world size): rows [0, num_recv) hold data, with
+    num_recv a device tensor (no host synchronisation). combine(y) sums, per
+    token, the rows y[i] the PEs return for the tokens they received."""
+
+    def __init__(self, num_experts, experts_per_token, hidden_dim, max_num_tokens, x_dtype=torch.bfloat16,
+                 scales=False, max_recv_tokens=0):
+        call = "HighThroughput"
+        if x_dtype not in _X_DTYPES:
+            raise TypeError("%s: x_dtype %s is not one of %s" % (call, x_dtype, ", ".join(map(str, _X_DTYPES))))
+        itemsize = torch.empty((), dtype=x_dtype).element_size()
+        scale_bytes = 4 * ((hidden_dim + SCALE_BLOCK - 1) // SCALE_BLOCK) if scales else 0
+        cfg = Config(HIGH_THROUGHPUT, max_num_tokens, num_experts, experts_per_token, hidden_dim,
+                     hidden_dim * itemsize, scale_bytes, 1, max_recv_tokens)
+        super().__init__(cfg, call)
+        self.num_experts, self.experts_per_token, self.hidden_dim = num_experts, experts_per_token, hidden_dim
+        self.max_num_tokens, self.x_dtype, self.has_scales = max_num_tokens, x_dtype, bool(scales)
+        self.world_size = _runtime.n_pes()
+        self._num_tokens = 0
+        r = HtRecv()
+        _call("symm_moe_ht_recv_buffers", self._h(), ctypes.addressof(r))
+        from ._tensor import _wrap
+        cap, k, L = int(r.capacity), experts_per_token, self.local_experts
+        self.capacity = cap
+
+        def view(ptr, dtype, shape):
+            n = 1
+            for d in shape:
+                n *= d
+            return _wrap(torch, ptr, n * torch.empty((), dtype=dtype).element_size(), self.device, dtype, shape)
+        self._recv_x = view(r.x, x_dtype, (cap, hidden_dim))
+        self._recv_scale = view(r.x_scale, torch.float32, (cap, int(r.scale_cols))) if scales else None
+        self._recv_idx = view(r.indices, torch.int32, (cap, k))
+        self._recv_w = view(r.weights, torch.float32, (cap, k))
+        self._recv_src = view(r.src, torch.int32, (cap, 2))
+        self._num_recv = view(r.num_recv, torch.int32, (1,))
+        self._num_recv_per_expert = view(r.num_recv_per_expert, torch.int32, (L,))
+
+    def get_dispatch_layout(self, topk_idx):
+        """(num_tokens_per_rank int32 [world], num_tokens_per_expert int32
+        [num_experts], is_token_in_rank bool [tokens, world]) of a batch, on
+        the current stream (local; no communication). -1 entries are skipped."""
+        m = topk_idx.size(0) if isinstance(topk_idx, torch.Tensor) else 0
+        per_rank = torch.empty(self.world_size, dtype=torch.int32, device=self.device)
+        per_expert = torch.empty(self.num_experts, dtype=torch.int32, device=self.device)
+        in_rank = torch.empty((m, self.world_size), dtype=torch.bool, device=self.device)
+        torch.ops.symm.moe_ht_layout(self._key, topk_idx, per_rank, per_expert, in_rank)
+        return per_rank, per_expert, in_rank
+
+    def _layout(self, topk_idx, per_rank, per_expert, in_rank):
+        call = "HighThroughput.get_dispatch_layout"
+        code = _ht_indices(topk_idx, call, self.experts_per_token, self.device)
+        _call("symm_moe_ht_layout", self._h(), topk_idx.data_ptr(), code, topk_idx.size(0), per_rank.data_ptr(),
+              per_expert.data_ptr(), in_rank.data_ptr(), _stream())
+
+    def dispatch(self, x, topk_idx, topk_weights=None, x_scale=None, do_send=True, do_recv=True):
+        """Returns (recv_x, recv_x_scale or None, recv_topk_idx, recv_topk_weights,
+        recv_src, num_recv, num_recv_per_expert): views of the receive buffers."""
+        self._h()
+        torch.ops.symm.moe_ht_dispatch(self._key, self._recv_x, self._recv_scale, self._recv_idx, self._recv_w,
+                                       self._recv_src, self._num_recv, self._num_recv_per_expert, x, x_scale,
+                                       topk_idx, topk_weights, bool(do_send), bool(do_recv))
+        return (self._recv_x, self._recv_scale, self._recv_idx, self._recv_w, self._recv_src, self._num_recv,
+                self._num_recv_per_expert)
+
+    def _dispatch(self, x, x_scale, topk_idx, topk_weights, do_send, do_recv):
+        call = "HighThroughput.dispatch"
+        flags = _flags(do_send, do_recv, call)
+        _tensor(x, "x", call, 2, (self.x_dtype,), self.device)
+        _shape(x, "x", call, (None, self.hidden_dim))
+        m = x.size(0)
+        code = _ht_indices(topk_idx, call, self.experts_per_token, self.device)
+        _shape(topk_idx, "topk_idx", call, (m, None))
+        a = HtDispatchArgs()
+        if self.has_scales:
+            if x_scale is None:
+                raise ValueError("%s: the object was made with scales: x_scale must be given" % call)
+            _tensor(x_scale, "x_scale", call, 2, (torch.float32,), self.device, last_contiguous=False)
+            _shape(x_scale, "x_scale", call, (m, (self.hidden_dim + SCALE_BLOCK - 1) // SCALE_BLOCK))
+            a.x_scale = x_scale.data_ptr()
+            a.x_scale_stride[0], a.x_scale_stride[1] = x_scale.stride(0), x_scale.stride(1)
+        elif x_scale is not None:
+            raise ValueError("%s: the object was made without scales: x_scale must be None" % call)
+        if topk_weights is not None:
+            _tensor(topk_weights, "topk_weights", call, 2, (torch.float32,), self.device, contiguous=True)
+            _shape(topk_weights, "topk_weights", call, (m, self.experts_per_token))
+            a.weights = topk_weights.data_ptr()
+        a.x = x.data_ptr()
+        a.x_stride = x.stride(0)
+        a.x_dtype = _dtype_code(x)
+        a.indices = topk_idx.data_ptr()
+        a.indices_dtype = code
+        a.num_tokens = m
+        _call("symm_moe_ht_dispatch", self._h(), ctypes.addressof(a), flags, _stream())
+        if flags & SEND:
+            self._num_tokens = m
+
+    def combine(self, y, out=None, out_dtype=torch.bfloat16, do_send=True, do_recv=True):
+        """out[t] (a new [tokens, hidden] tensor unless given) = the sum of the
+        rows y[i] the PEs return for token t of the last dispatch."""
+        self._h()
+        if out is None:
+            out = torch.empty((self._num_tokens, self.hidden_dim), dtype=out_dtype, device=self.device)
+        torch.ops.symm.moe_ht_combine(self._key, out, y, bool(do_send), bool(do_recv))
+        return out
+
+    def _combine(self, out, y, do_send, do_recv):
+        call = "HighThroughput.combine"
+        flags = _flags(do_send, do_recv, call)
+        _tensor(y, "y", call, 2, _OUT_DTYPES, self.device)
+        _shape(y, "y", call, (None, self.hidden_dim))
+        _tensor(out, "out", call, 2, _OUT_DTYPES, self.device)
+        _shape(out, "out", call, (None, self.hidden_dim))
+        _call("symm_moe_ht_combine", self._h(), y.data_ptr(), _dtype_code(y), y.stride(0), y.size(0),
+              out.data_ptr(), _dtype_code(out), out.stride(0), out.size(0), flags, _stream())
+
+
+__all__: List[str] = ["AllToAll", "HighThroughput", "nvshmem_init", "check_dispatch", "check_combine"]

@@ -1,0 +1,470 @@
+#!/usr/bin/env python3
+"""The fault matrix of docs/reliability.md: start N PEs of tests/fault/fault_pe,
+inject one fault per run, and check what every surviving PE reports, how
+soon, and that nothing is left behind.
+
+  python3 scripts/fault_matrix.py --build build [--backend native|host] [--npes 4]
+      [--runs-per-kind 9] [--parallel 2] [--mps] [--quick] [--out DIR]
+      [--doc docs/reliability.md]
+
+Faults: kill -9 of one PE at a random point of each kind of work (host
+barriers, allocations, host exchanges, stream barriers, every stream
+collective, device-side collectives, device RMA loops); a kernel that traps
+on one PE; a stopped PE (SIGSTOP); a PE that stays out while alive; a PE that
+exits without finalize; mismatched collective arguments and settings;
+outsiders on the bootstrap. For each run: every surviving PE's error and the
+time from the fault to it (bound: 10 s, or SYMM_WAIT_TIMEOUT + 10 s where a
+deadline is the only way to tell), no PE still running at the end (a hang),
+no process group left, no descriptor or thread left in a survivor after
+finalize, and (native) no GPU memory held by a process of the run.
+
+--mps starts a private MPS control daemon (pipe and log folders under /tmp)
+and always stops it at the end (leave it out where an MPS daemon already
+runs, as in scripts/gpu_suite.sh); without MPS the PEs of a shared GPU
+time-slice. Runs whose kernels trap run alone, after the others: under MPS a
+fault in one client can reach every client of the GPU. Prints a summary table and writes OUT/fault_matrix.{md,json}
+and every run's output; --doc replaces the table between the markers
+<!-- fault-matrix:BACKEND --> and <!-- /fault-matrix:BACKEND --> of that file.
+Exit 0 when every run met its bound.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HOST_KINDS = ["barrier", "malloc", "hostx", "teambar"]
+GPU_KINDS = ["ar", "ag", "a2a", "rs", "bcast", "a2av", "dev_ar", "rma"]
+BOUND_S = 10.0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+LIVE = set()  # process groups of running PEs: killed at the end whatever happens
+
+
+def kill_live():
+    for pgid in list(LIVE):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        LIVE.discard(pgid)
+
+
+class Job:
+    """One run: N fault_pe processes of one job, their lines as they come."""
+
+    def __init__(self, exe, npes, kind, fault, victim, fault_ms, limit, env, env_victim, mps_pct, delay_last=0.0):
+        self.port = free_port()
+        self.procs, self.lines = [], [[] for _ in range(npes)]
+        self.npes, self.victim, self.t_start = npes, victim, time.monotonic()
+        secret = secrets.token_hex(32)
+        self.threads = []
+        for r in range(npes):
+            e = dict(os.environ)
+            for v in ("SYMM_WAIT_TIMEOUT", "SYMM_COLL_BLOCKS", "SYMM_COLL_ALGO", "SYMM_COLL_CE_MIN"):
+                e.pop(v, None)
+            e.update({"RANK": str(r), "WORLD_SIZE": str(npes), "LOCAL_RANK": str(r),
+                      "LOCAL_WORLD_SIZE": str(npes), "MASTER_ADDR": "127.0.0.1",
+                      "SYMM_BOOTSTRAP_PORT": str(self.port), "SYMM_BOOTSTRAP_SECRET": secret,
+                      "SYMM_BOOTSTRAP_TIMEOUT": "60", "SYMM_HEAP_CHUNK": "64M"})
+            if mps_pct:
+                e["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(mps_pct)
+            e.update(env)
+            if r == victim:
+                e.update(env_victim)
+            if r == npes - 1 and delay_last:
+                self.hook_before_last(delay_last)
+            p = subprocess.Popen([exe, kind, fault, str(victim), str(fault_ms), str(limit)], env=e,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 start_new_session=True)
+            self.procs.append(p)
+            LIVE.add(p.pid)
+            t = threading.Thread(target=self._read, args=(r, p), daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def hook_before_last(self, seconds):
+        """Outsiders on the bootstrap while the job waits for its last rank."""
+        time.sleep(0.3)
+        self.outsider_fds = []
+        deadline = time.monotonic() + seconds
+        for _ in range(10):  # connections that never say anything
+            s = socket.socket()
+            try:
+                s.connect(("127.0.0.1", self.port))
+                self.outsider_fds.append(s)
+            except OSError:
+                s.close()
+        # the first protocol's HELLO, whose nonce anyone could compute
+        nonce = 0  # any value: the root must turn it away whatever it is
+        hello = struct.pack("<IIqii", 1, 1, nonce, self.npes - 1, self.npes)
+        hdr = struct.pack("<IIQQii", 0x73796d42, 1, 0, len(hello), -1, 0)
+        for _ in range(3):
+            s = socket.socket()
+            try:
+                s.connect(("127.0.0.1", self.port))
+                s.sendall(hdr + hello)
+                s.settimeout(2.0)
+                got = b""
+                while len(got) < 4096:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    got += chunk
+                    if b"refused" in got or b"authentication" in got or b"not a HELLO" in got:
+                        break
+                self.outsider_answers = getattr(self, "outsider_answers", []) + [got]
+            except OSError:
+                pass
+            finally:
+                s.close()
+        time.sleep(max(0.0, deadline - time.monotonic()))
+
+    def _read(self, r, p):
+        for line in p.stdout:
+            self.lines[r].append((time.monotonic(), line.rstrip("\n")))
+
+    def wait_ready(self, timeout):
+        until = time.monotonic() + timeout
+        while time.monotonic() < until:
+            ready = sum(any(l.startswith("READY") for _, l in self.lines[r]) for r in range(self.npes))
+            done = sum(p.poll() is not None for p in self.procs)
+            if ready == self.npes or done:
+                return ready == self.npes
+            time.sleep(0.01)
+        return False
+
+    def finish(self, limit, stop_victim=False):
+        """Wait for the PEs; those still running at `limit` hang. A stopped
+        victim is killed once the others are done."""
+        until = time.monotonic() + limit
+        hung = []
+        while time.monotonic() < until:
+            alive = [r for r, p in enumerate(self.procs) if p.poll() is None]
+            if stop_victim and alive == [self.victim]:
+                os.kill(self.procs[self.victim].pid, signal.SIGKILL)
+            if not alive:
+                break
+            time.sleep(0.02)
+        for r, p in enumerate(self.procs):
+            if p.poll() is None:
+                if not (stop_victim and r == self.victim):
+                    hung.append(r)
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        for t in self.threads:
+            t.join(timeout=5)
+        for s in getattr(self, "outsider_fds", []):
+            s.close()
+        leaked = []
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, 0)
+                leaked.append(p.pid)
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            LIVE.discard(p.pid)
+        return hung, leaked
+
+
+def gpu_memory_used():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=30).stdout
+        return sum(int(x) for x in out.split())
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+
+
+def gpu_pids():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return {int(x) for x in out.split() if x.strip().isdigit()}
+
+
+def parse(job):
+    """Per PE: result (time, status, message), who, leaks, fault time."""
+    out = []
+    for r in range(job.npes):
+        d = {"pe": r, "lines": [l for _, l in job.lines[r]]}
+        for t, l in job.lines[r]:
+            m = re.match(r"(READY|FAULT|RESULT|WHO) ([0-9.]+) ?(\S*) ?(.*)", l)
+            if m and m.group(1) == "RESULT" and "result" not in d:
+                d["result"] = (float(m.group(2)), m.group(3), m.group(4))
+            elif m and m.group(1) == "WHO":
+                d["who"] = m.group(3) + " " + m.group(4)
+            elif m and m.group(1) == "FAULT":
+                d["fault"] = float(m.group(2))
+            elif m and m.group(1) == "READY":
+                d["ready"] = float(m.group(2))
+            lm = re.match(r"LEAKS (-?\d+) (-?\d+)", l)
+            if lm:
+                d["leaks"] = (int(lm.group(1)), int(lm.group(2)))
+        out.append(d)
+    return out
+
+
+def run_one(a, row, kind, victim, fault_ms):
+    fault = row["fault"]
+    internal = fault in ("trap", "busy", "exit", "mismatch", "none")
+    limit = row.get("limit", 20.0)
+    gpu_before = gpu_pids() if a.backend == "native" else None
+    env = {"SYMM_BACKEND": a.backend}
+    env.update(row.get("env", {}))
+    job = Job(a.exe, a.npes, kind, fault if internal else "none", victim, fault_ms if internal else 10 ** 9,
+              limit, env, row.get("env_victim", {}), a.mps_pct, row.get("outsiders", 0.0))
+    t_fault = None
+    ready = job.wait_ready(90)
+    if ready and fault in ("kill", "stop"):
+        time.sleep(fault_ms / 1000.0)
+        t_fault = time.monotonic()
+        try:
+            os.kill(job.procs[victim].pid, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
+        except ProcessLookupError:
+            pass
+    hung, leaked = job.finish(limit + 40, stop_victim=fault in ("stop", "busy"))
+    pes = parse(job)
+    if t_fault is None:
+        t_fault = pes[victim].get("fault")
+    if t_fault is None:  # init-time faults (settings): from the start
+        t_fault = job.t_start
+    gpu_left = []
+    if a.backend == "native":
+        after = gpu_pids()
+        if after is not None:
+            gpu_left = sorted(after & {p.pid for p in job.procs} - (gpu_before or set()))
+    surv = []
+    for d in pes:
+        if d["pe"] == victim and fault not in ("none", "settings", "mismatch"):
+            continue
+        res = d.get("result")
+        s = {"pe": d["pe"], "status": res[1] if res else "NO RESULT", "message": (res[2] if res else "")[:300],
+             "who": d.get("who", ""), "leaks": d.get("leaks")}
+        s["seconds"] = round(res[0] - t_fault, 3) if res else None
+        s["names_victim"] = ("PE %d" % victim) in (s["message"] + " " + s["who"])
+        surv.append(s)
+    rec = {"row": row["name"], "kind": kind, "fault": fault, "victim": victim, "fault_ms": fault_ms,
+           "ready": ready, "hung": hung, "leaked_processes": leaked, "gpu_left": gpu_left, "survivors": surv,
+           "logs": [d["lines"] for d in pes]}
+    bound = row.get("bound", BOUND_S)
+    ok = ready or fault == "settings"
+    ok = ok and not hung and not leaked and not gpu_left
+    for s in surv:
+        want_error = row.get("expect", "error") == "error"
+        if want_error:
+            ok = ok and s["status"] not in ("NONE", "NO RESULT") and s["seconds"] is not None and \
+                s["seconds"] <= bound
+        else:
+            ok = ok and s["status"] == "NONE"
+        if s["leaks"] is not None:  # (the CUDA runtime starts threads of its own)
+            ok = ok and s["leaks"][0] <= 0 and (a.backend == "native" or s["leaks"][1] <= 0)
+    rec["ok"] = ok
+    return rec
+
+
+def rows_for(a):
+    kinds = HOST_KINDS + (GPU_KINDS if a.backend == "native" else [])
+    n = a.runs_per_kind
+    rows = [
+        {"name": "kill -9 of one PE at a random point", "fault": "kill", "kinds": kinds, "runs": n},
+        {"name": "a kernel traps on one PE", "fault": "trap", "serial": True,
+         "kinds": (["ar", "dev_ar", "rma", "barrier"] if a.backend == "native" else []), "runs": 1 if a.quick else 2},
+        {"name": "one PE stopped (SIGSTOP)", "fault": "stop",
+         "kinds": ["barrier", "teambar"] + (["ar", "rma"] if a.backend == "native" else []), "runs": 1},
+        {"name": "one PE exits without finalize", "fault": "exit",
+         "kinds": ["barrier", "hostx"] + (["rma"] if a.backend == "native" else []), "runs": 1},
+        {"name": "one PE alive but stays out (SYMM_WAIT_TIMEOUT=5)", "fault": "busy", "serial": True,
+         "kinds": ["barrier", "teambar"] + (["ar"] if a.backend == "native" else []), "runs": 1,
+         "env": {"SYMM_WAIT_TIMEOUT": "5"}, "bound": 15.0},
+        {"name": "mismatched malloc size on one PE", "fault": "mismatch", "kinds": ["malloc"], "runs": 1},
+        {"name": "mismatched all_to_allv counts on one PE", "fault": "mismatch", "serial": True,
+         "kinds": (["a2av"] if a.backend == "native" else []), "runs": 1},
+        {"name": "mismatched all-reduce count on one PE (SYMM_WAIT_TIMEOUT=5)", "fault": "mismatch", "serial": True,
+         "kinds": (["ar"] if a.backend == "native" else []), "runs": 1, "env": {"SYMM_WAIT_TIMEOUT": "5"},
+         "bound": 15.0},
+        {"name": "SYMM_COLL_BLOCKS set on one PE only", "fault": "settings", "kinds": ["barrier"], "runs": 1,
+         "env_victim": {"SYMM_COLL_BLOCKS": "8"}},
+        {"name": "outsiders on the bootstrap while the job forms", "fault": "none", "kinds": ["barrier"],
+         "runs": 1, "outsiders": 2.0, "limit": 2.0, "expect": "none"},
+    ]
+    if a.quick:  # the slow rows (5 s and more each) have their own CI tests
+        rows = [r for r in rows if r["fault"] not in ("stop", "busy")]
+    return [r for r in rows if r["kinds"]]
+
+
+def summarize(recs, rows):
+    lines = ["| fault | work | runs | surviving PEs' errors | names the PE | time to error: max (median) | "
+             "hangs | leaked processes, fds, threads, GPU memory | verdict |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        rs = [r for r in recs if r["row"] == row["name"]]
+        if not rs:
+            continue
+        surv = [s for r in rs for s in r["survivors"]]
+        statuses = {}
+        for s in surv:
+            key = s["status"].split(":")[0]
+            statuses[key] = statuses.get(key, 0) + 1
+        secs = [s["seconds"] for s in surv if s["seconds"] is not None and s["status"] not in ("NONE",)]
+        named = sum(s["names_victim"] for s in surv)
+        leaks = sum(bool(r["leaked_processes"]) for r in rs), \
+            sum(1 for s in surv if s["leaks"] and s["leaks"][0] > 0), \
+            sum(1 for s in surv if s["leaks"] and s["leaks"][1] > 0), sum(bool(r["gpu_left"]) for r in rs)
+        kinds = sorted({r["kind"] for r in rs})
+        t = "%.2f s (%.2f)" % (max(secs), statistics.median(secs)) if secs else "-"
+        lines.append("| %s | %s | %d | %s | %s | %s | %d | %d, %d, %d, %d | %s |" % (
+            row["name"], ", ".join(kinds), len(rs),
+            ", ".join("%s x%d" % kv for kv in sorted(statuses.items())),
+            "%d of %d" % (named, len(surv)) if row.get("expect", "error") == "error" else "-", t,
+            sum(bool(r["hung"]) for r in rs), *leaks,
+            "ok" if all(r["ok"] for r in rs) else "FAILED (%d runs)" % sum(not r["ok"] for r in rs)))
+    return "\n".join(lines)
+
+
+class Mps:
+    """A private MPS control daemon, always stopped at the end."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="symm-mps-")
+        self.env = {"CUDA_MPS_PIPE_DIRECTORY": os.path.join(self.dir, "pipe"),
+                    "CUDA_MPS_LOG_DIRECTORY": os.path.join(self.dir, "log")}
+        for d in self.env.values():
+            os.makedirs(d)
+        os.environ.update(self.env)
+        subprocess.run(["nvidia-cuda-mps-control", "-d"], check=True)
+        self.up = True
+
+    def stop(self):
+        if self.up:
+            self.up = False
+            subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, timeout=30)
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--backend", choices=["native", "host"], default="native")
+    ap.add_argument("--npes", type=int, default=4)
+    ap.add_argument("--runs-per-kind", type=int, default=9)
+    ap.add_argument("--parallel", type=int, default=1, help="jobs at once")
+    ap.add_argument("--mps", action="store_true")
+    ap.add_argument("--quick", action="store_true",
+                    help="one kill run per kind, no SIGSTOP / stays-out rows (CI)")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--doc", default=None)
+    a = ap.parse_args()
+    if a.quick:
+        a.runs_per_kind = 1
+    a.exe = os.path.join(a.build, "tests", "fault", "fault_pe")
+    if not os.access(a.exe, os.X_OK):
+        print("fault_matrix: %s is not built" % a.exe, file=sys.stderr)
+        return 2
+    seed = a.seed if a.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    a.out = a.out or os.path.join(os.environ.get("OUT", "."), "fault_matrix_%s" % a.backend)
+    os.makedirs(a.out, exist_ok=True)
+    mps = None
+    a.mps_pct = 0
+
+    def on_signal(sig, _):
+        raise SystemExit(128 + sig)
+    signal.signal(signal.SIGTERM, on_signal)
+    t0 = time.monotonic()
+    recs = []
+    mem0 = gpu_memory_used() if a.backend == "native" else None
+    try:
+        if a.mps:
+            mps = Mps()
+        # Each PE's share of the SMs under MPS (an MPS daemon may also run
+        # outside this script, as in gpu_suite.sh); no effect without MPS.
+        if a.backend == "native" and "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in os.environ:
+            a.mps_pct = max(5, 100 // (a.npes * a.parallel))
+        rows = rows_for(a)
+        plan = []
+        for row in rows:
+            for kind in row["kinds"]:
+                for _ in range(row["runs"]):
+                    victim = rng.randrange(a.npes) if row["fault"] != "settings" else a.npes - 1
+                    plan.append((row, kind, victim, rng.randrange(50, 800)))
+        print("fault_matrix: %s backend, %d PEs, %d runs, seed %d%s" % (
+            a.backend, a.npes, len(plan), seed, ", under MPS" if a.mps else ""), flush=True)
+        lock = threading.Lock()
+
+        def worker(items):
+            for row, kind, victim, ms in items:
+                rec = run_one(a, row, kind, victim, ms)
+                with lock:
+                    recs.append(rec)
+                    if not rec["ok"]:
+                        print("  FAILED: %s / %s, victim %d at %d ms: %s" % (
+                            row["name"], kind, victim, ms,
+                            json.dumps({k: rec[k] for k in ("hung", "leaked_processes", "gpu_left", "survivors")})),
+                            flush=True)
+        # Runs whose kernels trap go alone: under MPS a fault in one client can
+        # reach every client of the GPU, another job's PEs included.
+        side = [p for p in plan if not p[0].get("serial")]
+        threads = [threading.Thread(target=worker, args=(side[i::a.parallel],)) for i in range(a.parallel)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        worker([p for p in plan if p[0].get("serial")])
+    finally:
+        kill_live()  # (an interrupted run): no PE outlives the script or holds the daemon
+        if mps:
+            mps.stop()
+    elapsed = time.monotonic() - t0
+    mem1 = gpu_memory_used() if a.backend == "native" else None
+    table = summarize(recs, rows_for(a))
+    if mem0 is not None and mem1 is not None:
+        table += "\n\nGPU memory in use (nvidia-smi): %d MiB before the runs, %d MiB after." % (mem0, mem1)
+    head = ("Fault matrix, %s backend, %d PEs%s: %d runs in %.0f s (seed %d; "
+            "`python3 scripts/fault_matrix.py --backend %s --npes %d --runs-per-kind %d%s`)." % (
+                a.backend, a.npes, " sharing one GPU under MPS" if a.mps else "", len(recs), elapsed, seed,
+                a.backend, a.npes, a.runs_per_kind, " --mps" if a.mps else ""))
+    with open(os.path.join(a.out, "fault_matrix.md"), "w") as f:
+        f.write(head + "\n\n" + table + "\n")
+    with open(os.path.join(a.out, "fault_matrix.json"), "w") as f:
+        json.dump({"seed": seed, "elapsed_s": elapsed, "runs": recs}, f, indent=1)
+    print(head)
+    print(table)
+    if a.doc:
+        begin, end = "<!-- fault-matrix:%s -->" % a.backend, "<!-- /fault-matrix:%s -->" % a.backend
+        text = open(a.doc).read()
+        i, j = text.find(begin), text.find(end)
+        if i < 0 or j < i:
+            print("fault_matrix: %s has no %s ... %s markers" % (a.doc, begin, end), file=sys.stderr)
+        else:
+            text = text[:i + len(begin)] + "\n" + head + "\n\n" + table + "\n" + text[j:]
+            with open(a.doc, "w") as f:
+                f.write(text)
+    bad = sum(not r["ok"] for r in recs)
+    print("fault_matrix: %s" % ("all %d runs met their bounds" % len(recs) if not bad else "%d runs FAILED" % bad))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

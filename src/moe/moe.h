@@ -1,0 +1,79 @@
+/*
+ * moe.h - internal interface of the MoE token exchange (src/moe).
+ *
+ * moe_args.c holds the pure checks and the buffer layout (no runtime, no
+ * CUDA: unit-tested on their own); moe_host.c the handle and the calls;
+ * moe_launch.cu and moe_k_*.cu the CUDA side.
+ */
+#ifndef SYMM_MOE_INTERNAL_H
+#define SYMM_MOE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "symm/symm_moe.h"
+#include "moe/moe_launch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Limits of the kernels (masks of 64 PEs, shared arrays of top-k). */
+#define SYMM__MOE_MAX_PES 64
+#define SYMM__MOE_MAX_TOPK 64
+#define SYMM__MOE_MAX_EXPERTS 8192
+#define SYMM__MOE_MAX_TOKENS ((size_t)1 << 20)
+#define SYMM__MOE_MAX_HIDDEN ((size_t)1 << 16)
+
+/* Geometry derived from a configuration and the team size. */
+typedef struct symm__moe_geom {
+    int n, dp, groups;
+    uint32_t local, cap, scale_cols, tok_stride, rows, x_esz;
+    symm__moe_layout_t lay;
+} symm__moe_geom_t;
+
+/* Check `cfg` for a team of n PEs and derive the geometry; every error names
+ * the field and its value (prefixed with `call`). Errors: SYMM_ERR_INVALID_ARG. */
+symm_status_t symm__moe_geom(const char *call, const symm_moe_config_t *cfg, int n, symm__moe_geom_t *g);
+
+/* Bytes of an element of `dtype`, 0 for an unknown one. */
+uint32_t symm__moe_dtype_size(symm_dtype_t dtype);
+
+/* Argument checks of each call against the handle's configuration, before
+ * anything is launched; they fill the call's part of `a`. Errors:
+ * SYMM_ERR_INVALID_ARG with the argument's name and what was expected. */
+symm_status_t symm__moe_check_dispatch(const symm_moe_config_t *cfg, const symm__moe_geom_t *g,
+                                       const symm_moe_dispatch_args_t *args, symm__moe_kargs_t *a);
+symm_status_t symm__moe_check_combine(const symm_moe_config_t *cfg, const symm__moe_geom_t *g,
+                                      const symm_moe_combine_args_t *args, symm__moe_kargs_t *a);
+symm_status_t symm__moe_check_ht_indices(const char *call, const symm_moe_config_t *cfg, const void *indices,
+                                         symm_dtype_t dtype, size_t num_tokens, symm__moe_kargs_t *a);
+symm_status_t symm__moe_check_ht_dispatch(const symm_moe_config_t *cfg, const symm__moe_geom_t *g,
+                                          const symm_moe_ht_dispatch_args_t *args, symm__moe_kargs_t *a);
+symm_status_t symm__moe_check_ht_combine(const symm_moe_config_t *cfg, const void *y, symm_dtype_t y_dtype,
+                                         int64_t y_stride, size_t y_rows, void *out, symm_dtype_t out_dtype,
+                                         int64_t out_stride, size_t out_rows, size_t num_tokens,
+                                         symm__moe_kargs_t *a);
+/* flags is SYMM_MOE_SEND, SYMM_MOE_RECV or both. */
+symm_status_t symm__moe_check_flags(const char *call, int flags);
+
+/* The call order of a handle: the next step each call may take. */
+enum symm__moe_step {
+    SYMM__MOE_AT_DISPATCH_SEND = 0,
+    SYMM__MOE_AT_DISPATCH_RECV,
+    SYMM__MOE_AT_COMBINE_SEND,
+    SYMM__MOE_AT_COMBINE_RECV
+};
+
+/* Check that a dispatch (combine = 0) or combine (1) with `flags` may come
+ * at step *at, and return the step after it in *next. Errors:
+ * SYMM_ERR_INVALID_ARG naming what was expected. */
+symm_status_t symm__moe_check_order(const char *call, int at, int combine, int flags, int *next);
+
+/* The message of a device-recorded error (for SYMM_ERR_INVALID_ARG). */
+void symm__moe_err_message(const symm__moe_err_t *e, const symm_moe_config_t *cfg, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SYMM_MOE_INTERNAL_H */

@@ -1,0 +1,476 @@
+/*
+ * moe_args.c - the MoE exchange's checks and buffer layout: pure functions of
+ * the configuration and the call's arguments (no runtime, no CUDA), so every
+ * rule is unit-tested without a GPU (tests/moe/test_moe_args.c).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "moe/moe.h"
+
+#define BYTES_LIMIT ((uint64_t)1 << 46) /* 64 TiB: beyond any GPU, far from overflow */
+
+uint32_t symm__moe_dtype_size(symm_dtype_t dtype) {
+    switch (dtype) {
+    case SYMM_DTYPE_F64:
+    case SYMM_DTYPE_I64:
+    case SYMM_DTYPE_U64: return 8;
+    case SYMM_DTYPE_F32:
+    case SYMM_DTYPE_I32:
+    case SYMM_DTYPE_U32: return 4;
+    case SYMM_DTYPE_F16:
+    case SYMM_DTYPE_BF16: return 2;
+    case SYMM_DTYPE_FP8_E4M3:
+    case SYMM_DTYPE_FP8_E5M2:
+    case SYMM_DTYPE_U8: return 1;
+    default: return 0;
+    }
+}
+
+static uint64_t up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+/* Append a region of `bytes` (256-byte aligned) to the layout. */
+static uint64_t region(uint64_t *at, uint64_t bytes) {
+    uint64_t off = *at;
+    *at = up(off + (bytes ? bytes : 1), 256);
+    return off;
+}
+
+static void layout(const symm_moe_config_t *cfg, symm__moe_geom_t *g) {
+    symm__moe_layout_t *l = &g->lay;
+    const uint64_t n = (uint64_t)g->n, L = g->local, E = cfg->num_experts, K = cfg->experts_per_token;
+    const uint64_t M = cfg->max_num_tokens, H = cfg->hidden_dim, cap = g->cap;
+    uint64_t at = 0;
+    memset(l, 0, sizeof(*l));
+    l->state = region(&at, sizeof(symm__moe_state_t));
+    if (cfg->mode == SYMM_MOE_LOW_LATENCY) {
+        l->ll_ack = region(&at, n * 8);
+        l->ll_cnt = region(&at, n * L * 8);
+        l->ll_slot = region(&at, E * 4);
+        l->ll_rcnt = region(&at, L * 4);
+        l->ll_route = region(&at, L * g->rows * 8);
+        l->ll_cflag = region(&at, M * K * 8);
+        l->ll_cbuf = region(&at, M * K * H * 4);
+        l->ll_dbuf = region(&at, n * L * cap * g->tok_stride);
+    } else {
+        l->ht_mat = region(&at, n * n * 8);
+        l->ht_emat = region(&at, n * L * 8);
+        l->ht_ddone = region(&at, n * 8);
+        l->ht_cdone = region(&at, n * 8);
+        l->ht_mask = region(&at, M * 8);
+        l->ht_pos = region(&at, M * n * 4);
+        l->ht_cnt = region(&at, n * 4);
+        l->ht_ecnt = region(&at, E * 4);
+        l->ht_rx = region(&at, cap * cfg->hidden_dim_bytes);
+        l->ht_rscale = region(&at, cap * g->scale_cols * 4);
+        l->ht_ridx = region(&at, cap * K * 4);
+        l->ht_rw = region(&at, cap * K * 4);
+        l->ht_rsrc = region(&at, cap * 8);
+        l->ht_rnum = region(&at, 16);
+        l->ht_rpe = region(&at, L * 4);
+        l->ht_cbuf = region(&at, M * n * H * 2);
+    }
+    l->total = at;
+}
+
+#define BAD(...) symm__error(SYMM_ERR_INVALID_ARG, __VA_ARGS__)
+
+symm_status_t symm__moe_geom(const char *call, const symm_moe_config_t *cfg, int n, symm__moe_geom_t *g) {
+    symm__moe_geom_t r;
+    uint64_t x_esz, scale_cols;
+    memset(&r, 0, sizeof(r));
+    if (cfg == NULL)
+        return BAD("%s: config is NULL", call);
+    if (cfg->mode != SYMM_MOE_LOW_LATENCY && cfg->mode != SYMM_MOE_HIGH_THROUGHPUT)
+        return BAD("%s: mode %d is neither SYMM_MOE_LOW_LATENCY (0) nor SYMM_MOE_HIGH_THROUGHPUT (1)", call,
+                   cfg->mode);
+    if (n < 1 || n > SYMM__MOE_MAX_PES)
+        return BAD("%s: a team of %d PEs (the MoE exchange supports 1..%d)", call, n, SYMM__MOE_MAX_PES);
+    if (cfg->max_num_tokens < 1 || cfg->max_num_tokens > SYMM__MOE_MAX_TOKENS)
+        return BAD("%s: max_num_tokens %zu is not in 1..%zu", call, cfg->max_num_tokens, SYMM__MOE_MAX_TOKENS);
+    if (cfg->num_experts < 1 || cfg->num_experts > SYMM__MOE_MAX_EXPERTS)
+        return BAD("%s: num_experts %zu is not in 1..%d", call, cfg->num_experts, SYMM__MOE_MAX_EXPERTS);
+    if (cfg->num_experts % (size_t)n)
+        return BAD("%s: num_experts %zu is not a multiple of the team size %d (each PE holds an equal share)",
+                   call, cfg->num_experts, n);
+    if (cfg->experts_per_token < 1 || cfg->experts_per_token > SYMM__MOE_MAX_TOPK ||
+        cfg->experts_per_token > cfg->num_experts)
+        return BAD("%s: experts_per_token %zu is not in 1..min(%d, num_experts %zu)", call,
+                   cfg->experts_per_token, SYMM__MOE_MAX_TOPK, cfg->num_experts);
+    if (cfg->hidden_dim < 8 || cfg->hidden_dim > SYMM__MOE_MAX_HIDDEN || cfg->hidden_dim % 8)
+        return BAD("%s: hidden_dim %zu is not a multiple of 8 in 8..%zu", call, cfg->hidden_dim,
+                   SYMM__MOE_MAX_HIDDEN);
+    x_esz = cfg->hidden_dim_bytes / cfg->hidden_dim;
+    if (cfg->hidden_dim_bytes % cfg->hidden_dim || (x_esz != 1 && x_esz != 2 && x_esz != 4))
+        return BAD("%s: hidden_dim_bytes %zu is not hidden_dim %zu times an element size of 1, 2 or 4 bytes",
+                   call, cfg->hidden_dim_bytes, cfg->hidden_dim);
+    if (cfg->hidden_dim_bytes % 16)
+        return BAD("%s: hidden_dim_bytes %zu is not a multiple of 16", call, cfg->hidden_dim_bytes);
+    scale_cols = (cfg->hidden_dim + SYMM_MOE_SCALE_BLOCK - 1) / SYMM_MOE_SCALE_BLOCK;
+    if (cfg->hidden_dim_scale_bytes != 0 && cfg->hidden_dim_scale_bytes != scale_cols * 4)
+        return BAD("%s: hidden_dim_scale_bytes %zu: expected 0 (no scales) or %" PRIu64
+                   " (one float32 per %d elements of hidden_dim %zu)",
+                   call, cfg->hidden_dim_scale_bytes, scale_cols * 4, SYMM_MOE_SCALE_BLOCK, cfg->hidden_dim);
+    r.n = n;
+    r.local = (uint32_t)(cfg->num_experts / (size_t)n);
+    r.x_esz = (uint32_t)x_esz;
+    r.scale_cols = cfg->hidden_dim_scale_bytes ? (uint32_t)scale_cols : 0;
+    if (cfg->mode == SYMM_MOE_LOW_LATENCY) {
+        if (cfg->dp_size < 1 || n % cfg->dp_size)
+            return BAD("%s: world_size %d is not a multiple of dp_size %d", call, n, cfg->dp_size);
+        if (cfg->max_recv_tokens != 0)
+            return BAD("%s: max_recv_tokens %zu: the low-latency mode takes 0 (its rows are max_num_tokens x "
+                       "DP groups)", call, cfg->max_recv_tokens);
+        r.dp = cfg->dp_size;
+        r.groups = n / cfg->dp_size;
+        r.cap = (uint32_t)((cfg->max_num_tokens + (size_t)r.dp - 1) / (size_t)r.dp);
+        r.rows = (uint32_t)(cfg->max_num_tokens * (size_t)r.groups);
+        r.tok_stride = (uint32_t)(cfg->hidden_dim_bytes + up(cfg->hidden_dim_scale_bytes, 16) + 16);
+    } else {
+        if (cfg->dp_size != 1)
+            return BAD("%s: dp_size %d: the high-throughput mode takes 1 (every PE sends its own tokens)", call,
+                       cfg->dp_size);
+        if (cfg->max_recv_tokens > cfg->max_num_tokens * (size_t)n)
+            return BAD("%s: max_recv_tokens %zu is above max_num_tokens x n_pes = %zu (the most a PE can receive)",
+                       call, cfg->max_recv_tokens, cfg->max_num_tokens * (size_t)n);
+        r.dp = 1;
+        r.groups = n;
+        r.cap = (uint32_t)(cfg->max_recv_tokens ? cfg->max_recv_tokens : cfg->max_num_tokens * (size_t)n);
+        r.rows = r.cap;
+    }
+    layout(cfg, &r);
+    if (r.lay.total > BYTES_LIMIT)
+        return BAD("%s: the configuration needs %" PRIu64 " bytes of symmetric memory per PE", call, r.lay.total);
+    *g = r;
+    return SYMM_SUCCESS;
+}
+
+size_t symm_moe_heap_bytes(const symm_moe_config_t *cfg, int n_pes) {
+    symm__moe_geom_t g;
+    if (cfg == NULL || n_pes < 1 || n_pes > SYMM__MOE_MAX_PES)
+        return 0;
+    if (symm__moe_geom("symm_moe_heap_bytes", cfg, n_pes, &g) != SYMM_SUCCESS) {
+        symm__error_clear();
+        return 0;
+    }
+    return (size_t)g.lay.total;
+}
+
+symm_status_t symm__moe_check_flags(const char *call, int flags) {
+    if (flags != SYMM_MOE_SEND && flags != SYMM_MOE_RECV && flags != SYMM_MOE_SEND_RECV)
+        return BAD("%s: flags %d: expected SYMM_MOE_SEND (1), SYMM_MOE_RECV (2) or both (3); "
+                   "do_send and do_recv cannot both be false", call, flags);
+    return SYMM_SUCCESS;
+}
+
+static const char *step_name(int at) {
+    switch (at) {
+    case SYMM__MOE_AT_DISPATCH_SEND: return "a dispatch (its send half)";
+    case SYMM__MOE_AT_DISPATCH_RECV: return "the receive half of the dispatch";
+    case SYMM__MOE_AT_COMBINE_SEND: return "a combine (its send half)";
+    default: return "the receive half of the combine";
+    }
+}
+
+symm_status_t symm__moe_check_order(const char *call, int at, int combine, int flags, int *next) {
+    int first = combine ? SYMM__MOE_AT_COMBINE_SEND : SYMM__MOE_AT_DISPATCH_SEND;
+    int want = (flags & SYMM_MOE_SEND) ? first : first + 1;
+    symm_status_t st = symm__moe_check_flags(call, flags);
+    if (st != SYMM_SUCCESS)
+        return st;
+    if (at != want)
+        return BAD("%s: out of order: the handle expects %s next (calls go dispatch send, dispatch recv, "
+                   "combine send, combine recv, dispatch ...)", call, step_name(at));
+    *next = (flags & SYMM_MOE_RECV) ? (first + 2) % 4 : first + 1;
+    return SYMM_SUCCESS;
+}
+
+/* ---- per-call checks ---------------------------------------------------------------- */
+
+static symm_status_t check_row(const char *call, const char *what, int64_t stride, size_t hidden) {
+    if (stride < (int64_t)hidden)
+        return BAD("%s: %s row stride %" PRId64 " is below hidden_dim %zu (rows would overlap; the hidden "
+                   "dimension must be contiguous)", call, what, stride, hidden);
+    return SYMM_SUCCESS;
+}
+
+static symm_status_t check_x_dtype(const char *call, const char *what, const symm_moe_config_t *cfg,
+                                   symm_dtype_t dtype, uint32_t *esz) {
+    uint32_t s = symm__moe_dtype_size(dtype);
+    if (s == 0)
+        return BAD("%s: %s dtype %d is not a symm_dtype_t", call, what, (int)dtype);
+    if ((size_t)s * cfg->hidden_dim != cfg->hidden_dim_bytes)
+        return BAD("%s: %s has %u-byte elements: hidden_dim %zu x %u = %zu bytes, but the handle was made for "
+                   "hidden_dim_bytes %zu", call, what, s, cfg->hidden_dim, s, (size_t)s * cfg->hidden_dim,
+                   cfg->hidden_dim_bytes);
+    *esz = s;
+    return SYMM_SUCCESS;
+}
+
+static symm_status_t check_scales(const char *call, const symm_moe_config_t *cfg, const void *in,
+                                  const char *in_name, const void *out, const char *out_name) {
+    int want = cfg->hidden_dim_scale_bytes > 0;
+    if (want && (in == NULL || (out_name && out == NULL)))
+        return BAD("%s: the handle has scales (hidden_dim_scale_bytes %zu): %s%s%s must be given", call,
+                   cfg->hidden_dim_scale_bytes, in_name, out_name ? " and " : "", out_name ? out_name : "");
+    if (!want && (in != NULL || out != NULL))
+        return BAD("%s: the handle has no scales (hidden_dim_scale_bytes 0): %s%s%s must be NULL", call, in_name,
+                   out_name ? " and " : "", out_name ? out_name : "");
+    return SYMM_SUCCESS;
+}
+
+static int negative(const int64_t *s, int n) {
+    for (int i = 0; i < n; i++)
+        if (s[i] < 0)
+            return 1;
+    return 0;
+}
+
+symm_status_t symm__moe_check_dispatch(const symm_moe_config_t *cfg, const symm__moe_geom_t *g,
+                                       const symm_moe_dispatch_args_t *x, symm__moe_kargs_t *a) {
+    const char *call = "symm_moe_dispatch";
+    symm_status_t st;
+    uint32_t esz;
+    if (x == NULL)
+        return BAD("%s: args is NULL", call);
+    if (cfg->mode != SYMM_MOE_LOW_LATENCY)
+        return BAD("%s: the handle is in the high-throughput mode (use symm_moe_ht_dispatch)", call);
+    if (x->num_tokens > cfg->max_num_tokens)
+        return BAD("%s: num_tokens %zu is above max_num_tokens %zu", call, x->num_tokens, cfg->max_num_tokens);
+    if ((st = check_x_dtype(call, "dp_x", cfg, x->x_dtype, &esz)) != SYMM_SUCCESS)
+        return st;
+    if (x->out_expert_num_tokens == NULL || x->out_expert_x == NULL)
+        return BAD("%s: out_expert_num_tokens and out_expert_x must be given", call);
+    if (x->out_expert_rows < g->rows)
+        return BAD("%s: out_expert_x has %zu rows per expert; it needs max_num_tokens x DP groups = %u", call,
+                   x->out_expert_rows, g->rows);
+    if ((st = check_row(call, "out_expert_x", x->out_expert_x_stride[1], cfg->hidden_dim)) != SYMM_SUCCESS)
+        return st;
+    if (x->out_expert_x_stride[0] < (int64_t)(x->out_expert_rows - 1) * x->out_expert_x_stride[1] +
+                                        (int64_t)cfg->hidden_dim)
+        return BAD("%s: out_expert_x expert stride %" PRId64 " is too small for %zu rows of stride %" PRId64, call,
+                   x->out_expert_x_stride[0], x->out_expert_rows, x->out_expert_x_stride[1]);
+    if ((st = check_scales(call, cfg, x->dp_x_scale, "dp_x_scale", x->out_expert_x_scale, "out_expert_x_scale")) !=
+        SYMM_SUCCESS)
+        return st;
+    if (negative(x->out_expert_x_scale_stride, 3) || negative(x->dp_x_scale_stride, 2))
+        return BAD("%s: a scale stride is negative", call);
+    if (x->num_tokens > 0 && (x->dp_x == NULL || x->indices == NULL))
+        return BAD("%s: dp_x and indices must be given for %zu tokens", call, x->num_tokens);
+    if (x->num_tokens > 0 && (st = check_row(call, "dp_x", x->dp_x_stride, cfg->hidden_dim)) != SYMM_SUCCESS)
+        return st;
+    a->num_tokens = x->num_tokens;
+    a->bound = x->bound_m;
+    a->x = x->dp_x;
+    a->x_stride = x->dp_x_stride;
+    a->x_esz = esz;
+    a->x_scale = x->dp_x_scale;
+    a->xs_stride[0] = x->dp_x_scale_stride[0];
+    a->xs_stride[1] = x->dp_x_scale_stride[1];
+    a->idx = x->indices;
+    a->idx_kind = 0;
+    a->out_num = x->out_expert_num_tokens;
+    a->out_x = x->out_expert_x;
+    a->ox_stride[0] = x->out_expert_x_stride[0];
+    a->ox_stride[1] = x->out_expert_x_stride[1];
+    a->out_rows = x->out_expert_rows;
+    a->out_scale = x->out_expert_x_scale;
+    memcpy(a->os_stride, x->out_expert_x_scale_stride, sizeof(a->os_stride));
+    return SYMM_SUCCESS;
+}
+
+static symm_status_t check_out_kind(const char *call, const char *what, symm_dtype_t d) {
+    if (d != SYMM_DTYPE_BF16 && d != SYMM_DTYPE_F16)
+        return BAD("%s: %s dtype %d: expected bf16 (%d) or f16 (%d)", call, what, (int)d, SYMM_DTYPE_BF16,
+                   SYMM_DTYPE_F16);
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm__moe_check_combine(const symm_moe_config_t *cfg, const symm__moe_geom_t *g,
+                                      const symm_moe_combine_args_t *x, symm__moe_kargs_t *a) {
+    const char *call = "symm_moe_combine";
+    symm_status_t st;
+    if (x == NULL)
+        return BAD("%s: args is NULL", call);
+    if (cfg->mode != SYMM_MOE_LOW_LATENCY)
+        return BAD("%s: the handle is in the high-throughput mode (use symm_moe_ht_combine)", call);
+    if (x->num_tokens > cfg->max_num_tokens)
+        return BAD("%s: num_tokens %zu is above max_num_tokens %zu", call, x->num_tokens, cfg->max_num_tokens);
+    if ((st = check_out_kind(call, "out_tokens", x->out_dtype)) != SYMM_SUCCESS)
+        return st;
+    if (x->y_dtype != SYMM_DTYPE_F32 && x->y_dtype != SYMM_DTYPE_BF16 && x->y_dtype != SYMM_DTYPE_F16)
+        return BAD("%s: expert_y dtype %d: expected f32 (%d), bf16 (%d) or f16 (%d)", call, (int)x->y_dtype,
+                   SYMM_DTYPE_F32, SYMM_DTYPE_BF16, SYMM_DTYPE_F16);
+    if (x->expert_y == NULL)
+        return BAD("%s: expert_y must be given", call);
+    if (x->expert_y_rows < g->rows)
+        return BAD("%s: expert_y has %zu rows per expert; it needs max_num_tokens x DP groups = %u", call,
+                   x->expert_y_rows, g->rows);
+    if ((st = check_row(call, "expert_y", x->expert_y_stride[1], cfg->hidden_dim)) != SYMM_SUCCESS)
+        return st;
+    if (x->expert_y_stride[0] < (int64_t)(x->expert_y_rows - 1) * x->expert_y_stride[1] + (int64_t)cfg->hidden_dim)
+        return BAD("%s: expert_y expert stride %" PRId64 " is too small for %zu rows of stride %" PRId64, call,
+                   x->expert_y_stride[0], x->expert_y_rows, x->expert_y_stride[1]);
+    if (x->num_tokens > 0) {
+        if (x->out_tokens == NULL || x->indices == NULL || x->weights == NULL)
+            return BAD("%s: out_tokens, indices and weights must be given for %zu tokens", call, x->num_tokens);
+        if (x->out_rows < x->num_tokens)
+            return BAD("%s: out_tokens has %zu rows, below num_tokens %zu", call, x->out_rows, x->num_tokens);
+        if ((st = check_row(call, "out_tokens", x->out_stride, cfg->hidden_dim)) != SYMM_SUCCESS)
+            return st;
+    }
+    a->num_tokens = x->num_tokens;
+    a->bound = x->bound_m;
+    a->idx = x->indices;
+    a->idx_kind = 0;
+    a->weights = x->weights;
+    a->y = x->expert_y;
+    a->y_stride[0] = x->expert_y_stride[0];
+    a->y_stride[1] = x->expert_y_stride[1];
+    a->y_rows = x->expert_y_rows;
+    a->y_kind = (uint32_t)x->y_dtype;
+    a->out = x->out_tokens;
+    a->out_stride = x->out_stride;
+    a->out_kind = (uint32_t)x->out_dtype;
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm__moe_check_ht_indices(const char *call, const symm_moe_config_t *cfg, const void *indices,
+                                         symm_dtype_t dtype, size_t num_tokens, symm__moe_kargs_t *a) {
+    if (cfg->mode != SYMM_MOE_HIGH_THROUGHPUT)
+        return BAD("%s: the handle is in the low-latency mode (use symm_moe_dispatch / symm_moe_combine)", call);
+    if (num_tokens > cfg->max_num_tokens)
+        return BAD("%s: num_tokens %zu is above max_num_tokens %zu", call, num_tokens, cfg->max_num_tokens);
+    switch (dtype) {
+    case SYMM_DTYPE_U32: a->idx_kind = 0; break;
+    case SYMM_DTYPE_I32: a->idx_kind = 1; break;
+    case SYMM_DTYPE_I64: a->idx_kind = 2; break;
+    default:
+        return BAD("%s: indices dtype %d: expected int32 (%d), uint32 (%d) or int64 (%d)", call, (int)dtype,
+                   SYMM_DTYPE_I32, SYMM_DTYPE_U32, SYMM_DTYPE_I64);
+    }
+    if (num_tokens > 0 && indices == NULL)
+        return BAD("%s: indices must be given for %zu tokens", call, num_tokens);
+    a->idx = indices;
+    a->num_tokens = num_tokens;
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm__moe_check_ht_dispatch(const symm_moe_config_t *cfg, const symm__moe_geom_t *g,
+                                          const symm_moe_ht_dispatch_args_t *x, symm__moe_kargs_t *a) {
+    const char *call = "symm_moe_ht_dispatch";
+    symm_status_t st;
+    uint32_t esz;
+    (void)g;
+    if (x == NULL)
+        return BAD("%s: args is NULL", call);
+    if ((st = symm__moe_check_ht_indices(call, cfg, x->indices, x->indices_dtype, x->num_tokens, a)) !=
+        SYMM_SUCCESS)
+        return st;
+    if ((st = check_x_dtype(call, "x", cfg, x->x_dtype, &esz)) != SYMM_SUCCESS)
+        return st;
+    if ((st = check_scales(call, cfg, x->x_scale, "x_scale", NULL, NULL)) != SYMM_SUCCESS)
+        return st;
+    if (negative(x->x_scale_stride, 2))
+        return BAD("%s: a scale stride is negative", call);
+    if (x->num_tokens > 0) {
+        if (x->x == NULL)
+            return BAD("%s: x must be given for %zu tokens", call, x->num_tokens);
+        if ((st = check_row(call, "x", x->x_stride, cfg->hidden_dim)) != SYMM_SUCCESS)
+            return st;
+    }
+    a->x = x->x;
+    a->x_stride = x->x_stride;
+    a->x_esz = esz;
+    a->x_scale = x->x_scale;
+    a->xs_stride[0] = x->x_scale_stride[0];
+    a->xs_stride[1] = x->x_scale_stride[1];
+    a->weights = x->weights;
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm__moe_check_ht_combine(const symm_moe_config_t *cfg, const void *y, symm_dtype_t y_dtype,
+                                         int64_t y_stride, size_t y_rows, void *out, symm_dtype_t out_dtype,
+                                         int64_t out_stride, size_t out_rows, size_t num_tokens,
+                                         symm__moe_kargs_t *a) {
+    const char *call = "symm_moe_ht_combine";
+    symm_status_t st;
+    if (cfg->mode != SYMM_MOE_HIGH_THROUGHPUT)
+        return BAD("%s: the handle is in the low-latency mode (use symm_moe_combine)", call);
+    if ((st = check_out_kind(call, "y", y_dtype)) != SYMM_SUCCESS ||
+        (st = check_out_kind(call, "out", out_dtype)) != SYMM_SUCCESS)
+        return st;
+    if (y == NULL && y_rows > 0)
+        return BAD("%s: y is NULL with %zu rows", call, y_rows);
+    if (y_rows > 0 && (st = check_row(call, "y", y_stride, cfg->hidden_dim)) != SYMM_SUCCESS)
+        return st;
+    if (num_tokens > 0) {
+        if (out == NULL)
+            return BAD("%s: out must be given for the %zu tokens of the dispatch", call, num_tokens);
+        if (out_rows < num_tokens)
+            return BAD("%s: out has %zu rows, below the dispatch's num_tokens %zu", call, out_rows, num_tokens);
+        if ((st = check_row(call, "out", out_stride, cfg->hidden_dim)) != SYMM_SUCCESS)
+            return st;
+    }
+    a->num_tokens = num_tokens;
+    a->y = y;
+    a->y_stride[0] = 0;
+    a->y_stride[1] = y_stride;
+    a->y_rows = y_rows;
+    a->y_kind = (uint32_t)y_dtype;
+    a->out = out;
+    a->out_stride = out_stride;
+    a->out_kind = (uint32_t)out_dtype;
+    return SYMM_SUCCESS;
+}
+
+/* ---- device-recorded errors ------------------------------------------------------------ */
+
+static const char *kernel_name(uint32_t k) {
+    switch (k) {
+    case SYMM__MK_LL_DISPATCH_SEND:
+    case SYMM__MK_LL_DISPATCH_RECV: return "symm_moe_dispatch";
+    case SYMM__MK_LL_COMBINE_SEND:
+    case SYMM__MK_LL_COMBINE_RECV: return "symm_moe_combine";
+    case SYMM__MK_HT_LAYOUT: return "symm_moe_ht_layout/dispatch";
+    case SYMM__MK_HT_DISPATCH_SEND:
+    case SYMM__MK_HT_DISPATCH_RECV: return "symm_moe_ht_dispatch";
+    default: return "symm_moe_ht_combine";
+    }
+}
+
+void symm__moe_err_message(const symm__moe_err_t *e, const symm_moe_config_t *cfg, char *buf, size_t len) {
+    const char *k = kernel_name(e->call);
+    switch (e->code) {
+    case SYMM__MOE_ERR_EXPERT_RANGE:
+        snprintf(buf, len, "%s: indices[%" PRId64 "][%" PRId64 "] = %" PRId64 " is outside [0, num_experts %zu)%s; "
+                 "the route was skipped (found on the device)", k, e->a, e->b, e->c, cfg->num_experts,
+                 cfg->mode == SYMM_MOE_HIGH_THROUGHPUT ? " and is not -1" : "");
+        break;
+    case SYMM__MOE_ERR_EXPERT_DUP:
+        snprintf(buf, len, "%s: indices[%" PRId64 "][%" PRId64 "] = %" PRId64 " repeats an earlier expert of the "
+                 "same token; the repeat was skipped (found on the device)", k, e->a, e->b, e->c);
+        break;
+    case SYMM__MOE_ERR_BOUND:
+        snprintf(buf, len, "%s: bound_m = %" PRId64 " is above num_tokens %" PRId64 " (num_tokens was used; found "
+                 "on the device)", k, e->a, e->b);
+        break;
+    case SYMM__MOE_ERR_CAPACITY:
+        snprintf(buf, len, "%s: %" PRId64 " rows to receive, above max_recv_tokens %" PRId64 "; the rows past it "
+                 "were dropped (found on the device)", k, e->a, e->b);
+        break;
+    case SYMM__MOE_ERR_Y_ROWS:
+        snprintf(buf, len, "%s: %" PRId64 " rows were received, but y has %" PRId64 "; the rows past it were "
+                 "not sent (found on the device)", k, e->a, e->b);
+        break;
+    case SYMM__MOE_ERR_SLOTS:
+        snprintf(buf, len, "%s: expert %" PRId64 " got more than %" PRId64 " tokens from one PE (found on the "
+                 "device)", k, e->a, e->b);
+        break;
+    default:
+        snprintf(buf, len, "%s: the device recorded error code %u", k, e->code);
+        break;
+    }
+}

@@ -1,0 +1,352 @@
+/*
+ * moe_host.c - the MoE token exchange of symm_moe.h: handles, the call
+ * order, argument checks (moe_args.c), device-recorded errors, launches
+ * (moe_launch.h; kernels in moe_k_ll.cu and moe_k_ht.cu).
+ *
+ * A handle owns one symmetric allocation laid out by symm__moe_geom
+ * (moe_launch.h lists the regions). Its synchronisation words count
+ * dispatches (the epoch, kept on the device), so nothing is reset between
+ * calls and a captured graph replays.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "symm/symm_moe.h"
+#include "core/log.h"
+#include "moe/moe.h"
+
+struct symm_moe {
+    symm_moe_config_t cfg;
+    symm__moe_geom_t g;
+    symm_team_t team;
+    symm_ctx_t ctx;
+    int me;
+    char *base;            /* the symmetric region */
+    symm__moe_err_t *err;  /* host-mapped */
+    uint64_t err_dev;
+    int step;              /* enum symm__moe_step */
+    size_t ht_tokens;      /* num_tokens of the last high-throughput dispatch */
+    int blocks[SYMM__MK_COUNT];
+};
+
+static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+static int clamp_blocks(uint64_t want, int sms) {
+    if (want < 1)
+        want = 1;
+    return want > (uint64_t)sms ? sms : (int)want;
+}
+
+/* Grid sizes, fixed per handle (a graph replays them; the device reads the
+ * call's true sizes). Every kernel but the layout waits on peers: at most
+ * the SMs such a grid may fill where PEs share a GPU (symm_sm_share). */
+static void plan_blocks(symm_moe_t *h) {
+    const symm__moe_geom_t *g = &h->g;
+    const uint64_t M = h->cfg.max_num_tokens, K = h->cfg.experts_per_token, n = (uint64_t)g->n;
+    int sms = 0;
+    if (symm_sm_share(&sms) != SYMM_SUCCESS || sms < 1)
+        sms = symm__moe_sm_count();
+    uint64_t rows_max = (uint64_t)g->local * g->rows;
+    if (rows_max > (uint64_t)g->groups * M * K)
+        rows_max = (uint64_t)g->groups * M * K;
+    h->blocks[SYMM__MK_LL_DISPATCH_SEND] = clamp_blocks(cdiv((uint64_t)g->cap * K, SYMM__MOE_WARPS), sms);
+    h->blocks[SYMM__MK_LL_DISPATCH_RECV] = clamp_blocks(n * g->local, sms);
+    h->blocks[SYMM__MK_LL_COMBINE_SEND] = clamp_blocks(cdiv(rows_max, SYMM__MOE_WARPS), sms);
+    h->blocks[SYMM__MK_LL_COMBINE_RECV] = clamp_blocks(M, sms);
+    h->blocks[SYMM__MK_HT_LAYOUT] = 1;
+    h->blocks[SYMM__MK_HT_DISPATCH_SEND] = clamp_blocks(cdiv(M * n, SYMM__MOE_WARPS), sms);
+    h->blocks[SYMM__MK_HT_DISPATCH_RECV] = 1;
+    h->blocks[SYMM__MK_HT_COMBINE_SEND] = clamp_blocks(cdiv(g->cap, SYMM__MOE_WARPS), sms);
+    h->blocks[SYMM__MK_HT_COMBINE_RECV] = clamp_blocks(M, sms);
+}
+
+/* The fields every PE must agree on, named for the mismatch message. */
+#define CFG_FIELDS(X)                                                                                 \
+    X(mode) X(max_num_tokens) X(num_experts) X(experts_per_token) X(hidden_dim) X(hidden_dim_bytes) \
+    X(hidden_dim_scale_bytes) X(dp_size) X(max_recv_tokens)
+
+typedef struct cfg_words {
+#define W(f) uint64_t f;
+    CFG_FIELDS(W)
+#undef W
+} cfg_words_t;
+
+static symm_status_t same_everywhere(const symm_moe_config_t *cfg) {
+    cfg_words_t mine, *all;
+    int n = symm_n_pes();
+    symm_status_t st;
+#define W(f) mine.f = (uint64_t)cfg->f;
+    CFG_FIELDS(W)
+#undef W
+    all = (cfg_words_t *)calloc((size_t)n, sizeof(*all));
+    if (all == NULL)
+        return symm__error(SYMM_ERR_NO_MEMORY, "symm_moe_create: out of host memory");
+    if ((st = symm_host_allgather(&mine, all, sizeof(mine))) != SYMM_SUCCESS) {
+        free(all);
+        return st;
+    }
+    for (int p = 0; p < n; p++) {
+#define W(f)                                                                                               \
+        if (all[p].f != all[0].f) {                                                                        \
+            st = symm__error(SYMM_ERR_MISMATCH, "symm_moe_create: " #f " is %llu on PE 0 but %llu on PE %d", \
+                             (unsigned long long)all[0].f, (unsigned long long)all[p].f, p);               \
+            break;                                                                                         \
+        }
+        CFG_FIELDS(W)
+#undef W
+        if (st != SYMM_SUCCESS)
+            break;
+    }
+    free(all);
+    return st;
+}
+
+symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, symm_moe_t **out) {
+    const char *call = "symm_moe_create";
+    symm_moe_t *h;
+    symm_status_t st;
+    void *base = NULL;
+    symm__error_clear();
+    if (!symm_initialized())
+        return symm__error(SYMM_ERR_NOT_INITIALIZED, "%s: symm is not initialized", call);
+    if (out == NULL)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: the output handle pointer is NULL", call);
+    if (team == NULL)
+        team = symm_team_world();
+    if (team != symm_team_world() && team != symm_team_node())
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: the team must be the world or the node team", call);
+    h = (symm_moe_t *)calloc(1, sizeof(*h));
+    if (h == NULL)
+        return symm__error(SYMM_ERR_NO_MEMORY, "%s: out of host memory", call);
+    if ((st = symm__moe_geom(call, cfg, symm_team_n_pes(team), &h->g)) != SYMM_SUCCESS)
+        goto fail_handle;
+    if ((st = same_everywhere(cfg)) != SYMM_SUCCESS)
+        goto fail_handle;
+    if ((st = symm_team_ctx_copy(team, &h->ctx)) != SYMM_SUCCESS)
+        goto fail_handle;
+    if (h->ctx.backend != SYMM_BACKEND_NATIVE) {
+        st = symm__error(SYMM_ERR_UNSUPPORTED, "%s: the MoE exchange needs the native backend (GPUs); this is "
+                         "backend %u", call, h->ctx.backend);
+        goto fail_handle;
+    }
+    h->cfg = *cfg;
+    h->team = team;
+    h->me = symm_team_my_pe(team);
+    /* zeroed on every PE before any returns: every epoch word starts at 0 */
+    if ((st = symm_calloc(1, (size_t)h->g.lay.total, &base)) != SYMM_SUCCESS)
+        goto fail_handle;
+    h->base = (char *)base;
+    if ((st = symm__moe_err_alloc(&h->err, &h->err_dev)) != SYMM_SUCCESS)
+        goto fail_heap;
+    plan_blocks(h);
+    *out = h;
+    return SYMM_SUCCESS;
+
+fail_heap:
+    symm_free(base);
+fail_handle:
+    free(h);
+    return st;
+}
+
+symm_status_t symm_moe_destroy(symm_moe_t *h) {
+    symm_status_t st = SYMM_SUCCESS;
+    symm__error_clear();
+    if (h == NULL)
+        return SYMM_SUCCESS;
+    if (symm_initialized())
+        st = symm_free(h->base);
+    symm__moe_err_free(h->err);
+    free(h);
+    return st;
+}
+
+size_t symm_moe_local_experts(const symm_moe_t *h) { return h ? h->g.local : 0; }
+
+size_t symm_moe_first_expert(const symm_moe_t *h) { return h ? (size_t)h->g.local * (size_t)h->me : 0; }
+
+/* ---- device-recorded errors ------------------------------------------------------------ */
+
+/* Take the recorded error, if any: SYMM_ERR_INVALID_ARG with its message
+ * (prefixed by `how`), and clear the record. */
+static symm_status_t take_error(symm_moe_t *h, const char *how) {
+    volatile symm__moe_err_t *e = h->err;
+    symm__moe_err_t copy;
+    char msg[512];
+    if (e->code == 0)
+        return SYMM_SUCCESS;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    copy = *(const symm__moe_err_t *)h->err;
+    symm__moe_err_message(&copy, &h->cfg, msg, sizeof(msg));
+    e->code = 0;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    e->claim = 0;
+    return symm__error(SYMM_ERR_INVALID_ARG, "%s%s", how, msg);
+}
+
+symm_status_t symm_moe_check(symm_moe_t *h, symm_stream_t stream) {
+    symm_status_t st;
+    symm__error_clear();
+    if (h == NULL)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_moe_check: the handle is NULL");
+    if ((st = symm__moe_stream_sync(stream)) != SYMM_SUCCESS)
+        return st;
+    return take_error(h, "");
+}
+
+/* ---- the calls ------------------------------------------------------------------------- */
+
+static symm_status_t begin(const char *call, symm_moe_t *h, symm__moe_kargs_t *a) {
+    symm__error_clear();
+    if (h == NULL)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: the handle is NULL", call);
+    if (!symm_initialized())
+        return symm__error(SYMM_ERR_NOT_INITIALIZED, "%s: symm is not initialized", call);
+    memset(a, 0, sizeof(*a));
+    a->ctx = h->ctx;
+    a->base = (uint64_t)(uintptr_t)h->base;
+    a->lay = h->g.lay;
+    a->err = h->err_dev;
+    a->me = h->me;
+    a->n = h->g.n;
+    a->dp = h->g.dp;
+    a->experts = (uint32_t)h->cfg.num_experts;
+    a->local = h->g.local;
+    a->topk = (uint32_t)h->cfg.experts_per_token;
+    a->hidden = (uint32_t)h->cfg.hidden_dim;
+    a->max_tokens = (uint32_t)h->cfg.max_num_tokens;
+    a->cap = h->g.cap;
+    a->x_bytes = (uint32_t)h->cfg.hidden_dim_bytes;
+    a->scale_cols = h->g.scale_cols;
+    a->tok_stride = h->g.tok_stride;
+    a->rows = h->g.rows;
+    return SYMM_SUCCESS;
+}
+
+static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, symm_stream_t stream) {
+    a->kernel = (uint32_t)k;
+    a->nblocks = h->blocks[k];
+    return symm__moe_launch(a, stream);
+}
+
+/* Launch the send (ks) and/or receive (kr) kernel of a call, then report an
+ * error an earlier call left on the device. The launches happen first, so
+ * every PE enqueues the same kernels and none waits for a PE that gave up. */
+static symm_status_t run(const char *call, symm_moe_t *h, symm__moe_kargs_t *a, int flags, int next,
+                         symm__mk_t ks, symm__mk_t kr, symm_stream_t stream) {
+    symm_status_t st;
+    char how[96];
+    if ((flags & SYMM_MOE_SEND) && (st = launch(h, a, ks, stream)) != SYMM_SUCCESS)
+        return st;
+    if ((flags & SYMM_MOE_RECV) && (st = launch(h, a, kr, stream)) != SYMM_SUCCESS)
+        return st;
+    h->step = next;
+    snprintf(how, sizeof(how), "%s (this call was enqueued; the error is an earlier call's): ", call);
+    return take_error(h, how);
+}
+
+symm_status_t symm_moe_dispatch(symm_moe_t *h, const symm_moe_dispatch_args_t *args, int flags,
+                                symm_stream_t stream) {
+    const char *call = "symm_moe_dispatch";
+    symm__moe_kargs_t a;
+    symm_status_t st;
+    int next;
+    if ((st = begin(call, h, &a)) != SYMM_SUCCESS ||
+        (st = symm__moe_check_order(call, h->step, 0, flags, &next)) != SYMM_SUCCESS ||
+        (st = symm__moe_check_dispatch(&h->cfg, &h->g, args, &a)) != SYMM_SUCCESS)
+        return st;
+    return run(call, h, &a, flags, next, SYMM__MK_LL_DISPATCH_SEND, SYMM__MK_LL_DISPATCH_RECV, stream);
+}
+
+symm_status_t symm_moe_combine(symm_moe_t *h, const symm_moe_combine_args_t *args, int flags,
+                               symm_stream_t stream) {
+    const char *call = "symm_moe_combine";
+    symm__moe_kargs_t a;
+    symm_status_t st;
+    int next;
+    if ((st = begin(call, h, &a)) != SYMM_SUCCESS ||
+        (st = symm__moe_check_order(call, h->step, 1, flags, &next)) != SYMM_SUCCESS ||
+        (st = symm__moe_check_combine(&h->cfg, &h->g, args, &a)) != SYMM_SUCCESS)
+        return st;
+    return run(call, h, &a, flags, next, SYMM__MK_LL_COMBINE_SEND, SYMM__MK_LL_COMBINE_RECV, stream);
+}
+
+symm_status_t symm_moe_ht_layout(symm_moe_t *h, const void *indices, symm_dtype_t indices_dtype,
+                                 size_t num_tokens, int32_t *num_tokens_per_rank, int32_t *num_tokens_per_expert,
+                                 uint8_t *is_token_in_rank, symm_stream_t stream) {
+    const char *call = "symm_moe_ht_layout";
+    symm__moe_kargs_t a;
+    symm_status_t st;
+    if ((st = begin(call, h, &a)) != SYMM_SUCCESS ||
+        (st = symm__moe_check_ht_indices(call, &h->cfg, indices, indices_dtype, num_tokens, &a)) != SYMM_SUCCESS)
+        return st;
+    a.per_rank = num_tokens_per_rank;
+    a.per_expert = num_tokens_per_expert;
+    a.in_rank = is_token_in_rank;
+    a.write_state = 0; /* the handle's own layout belongs to its dispatch */
+    return launch(h, &a, SYMM__MK_HT_LAYOUT, stream);
+}
+
+symm_status_t symm_moe_ht_dispatch(symm_moe_t *h, const symm_moe_ht_dispatch_args_t *args, int flags,
+                                   symm_stream_t stream) {
+    const char *call = "symm_moe_ht_dispatch";
+    symm__moe_kargs_t a;
+    symm_status_t st;
+    char how[96];
+    int next;
+    if ((st = begin(call, h, &a)) != SYMM_SUCCESS ||
+        (st = symm__moe_check_order(call, h->step, 0, flags, &next)) != SYMM_SUCCESS ||
+        (st = symm__moe_check_ht_dispatch(&h->cfg, &h->g, args, &a)) != SYMM_SUCCESS)
+        return st;
+    if (flags & SYMM_MOE_SEND) {
+        a.write_state = 1;
+        if ((st = launch(h, &a, SYMM__MK_HT_LAYOUT, stream)) != SYMM_SUCCESS)
+            return st;
+        /* both halves: the send kernel's last block runs the receive half */
+        a.recv_tail = (flags & SYMM_MOE_RECV) != 0;
+        if ((st = launch(h, &a, SYMM__MK_HT_DISPATCH_SEND, stream)) != SYMM_SUCCESS)
+            return st;
+        h->ht_tokens = args->num_tokens;
+    }
+    if (flags == SYMM_MOE_RECV && (st = launch(h, &a, SYMM__MK_HT_DISPATCH_RECV, stream)) != SYMM_SUCCESS)
+        return st;
+    h->step = next;
+    snprintf(how, sizeof(how), "%s (this call was enqueued; the error is an earlier call's): ", call);
+    return take_error(h, how);
+}
+
+symm_status_t symm_moe_ht_recv_buffers(const symm_moe_t *h, symm_moe_ht_recv_t *r) {
+    symm__error_clear();
+    if (h == NULL || r == NULL)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_moe_ht_recv_buffers: NULL %s", h ? "output" : "handle");
+    if (h->cfg.mode != SYMM_MOE_HIGH_THROUGHPUT)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_moe_ht_recv_buffers: the handle is in the low-latency mode");
+    memset(r, 0, sizeof(*r));
+    r->x = h->base + h->g.lay.ht_rx;
+    r->x_scale = h->g.scale_cols ? (float *)(void *)(h->base + h->g.lay.ht_rscale) : NULL;
+    r->indices = (int32_t *)(void *)(h->base + h->g.lay.ht_ridx);
+    r->weights = (float *)(void *)(h->base + h->g.lay.ht_rw);
+    r->src = (int32_t *)(void *)(h->base + h->g.lay.ht_rsrc);
+    r->num_recv = (int32_t *)(void *)(h->base + h->g.lay.ht_rnum);
+    r->num_recv_per_expert = (int32_t *)(void *)(h->base + h->g.lay.ht_rpe);
+    r->capacity = h->g.cap;
+    r->scale_cols = h->g.scale_cols;
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm_moe_ht_combine(symm_moe_t *h, const void *y, symm_dtype_t y_dtype, int64_t y_stride,
+                                  size_t y_rows, void *out, symm_dtype_t out_dtype, int64_t out_stride,
+                                  size_t out_rows, int flags, symm_stream_t stream) {
+    const char *call = "symm_moe_ht_combine";
+    symm__moe_kargs_t a;
+    symm_status_t st;
+    int next;
+    if ((st = begin(call, h, &a)) != SYMM_SUCCESS ||
+        (st = symm__moe_check_order(call, h->step, 1, flags, &next)) != SYMM_SUCCESS ||
+        (st = symm__moe_check_ht_combine(&h->cfg, y, y_dtype, y_stride, y_rows, out, out_dtype, out_stride,
+                                         out_rows, h->ht_tokens, &a)) != SYMM_SUCCESS)
+        return st;
+    return run(call, h, &a, flags, next, SYMM__MK_HT_COMBINE_SEND, SYMM__MK_HT_COMBINE_RECV, stream);
+}

@@ -1,0 +1,215 @@
+/*
+ * moe_kernels.cuh - device helpers shared by the MoE kernels (moe_k_ll.cu,
+ * moe_k_ht.cu): the handle's regions, recorded errors, the last block of a
+ * grid, a block scan, index loads and 8-wide format conversions. Plain C on
+ * symm's device API (peer stores, release flags, deadline-checked waits).
+ */
+#ifndef SYMM_MOE_KERNELS_CUH
+#define SYMM_MOE_KERNELS_CUH
+
+#include <cuda_runtime.h>
+
+#include "symm/symm_device.h"
+#include "symm/device/coll_reduce.h"
+
+extern "C" {
+#include "core/log.h"
+#include "moe/moe_launch.h"
+}
+
+#define MOE_FULL 0xffffffffu
+
+/* A region of the handle's symmetric memory on this PE, by its layout field. */
+#define MOE_AT(A, field) ((char *)(uintptr_t)((A)->base + (A)->lay.field))
+#define MOE_U64(A, field) ((uint64_t *)(void *)MOE_AT(A, field))
+#define MOE_U32(A, field) ((uint32_t *)(void *)MOE_AT(A, field))
+#define MOE_I32(A, field) ((int32_t *)(void *)MOE_AT(A, field))
+
+SYMM__DEVICE_INTERNAL symm__moe_state_t *moe_state(const symm__moe_kargs_t *A) {
+    return (symm__moe_state_t *)(void *)MOE_AT(A, state);
+}
+
+/* PE pe's copy of the handle address p. */
+SYMM__DEVICE_INTERNAL void *moe_peer(const symm__moe_kargs_t *A, const void *p, int pe) {
+    return symm__peer(&A->ctx, p, pe);
+}
+
+/* Flags and counts: a release store at system scope into PE pe's copy. */
+SYMM__DEVICE_INTERNAL void moe_signal(const symm__moe_kargs_t *A, uint64_t *word, uint64_t v, int pe) {
+    symm__st_b64(moe_peer(A, word, pe), v, SYMM_SEM_RELEASE, SYMM_SCOPE_SYS);
+}
+
+/* Wait (acquire, with the deadline) until *word >= v; returns the value. */
+SYMM__DEVICE_INTERNAL uint64_t moe_wait(const symm__moe_kargs_t *A, const uint64_t *word, uint64_t v) {
+    return symm__wait_u64(&A->ctx, word, SYMM_CMP_GE, v);
+}
+
+/* Data words into a peer (ordered by the release that follows). */
+SYMM__DEVICE_INTERNAL void moe_put32(void *peer_addr, uint32_t v) {
+    symm__st_b32(peer_addr, v, SYMM_SEM_WEAK, SYMM_SCOPE_SYS);
+}
+
+/*
+ * Record the first error of the handle (moe_launch.h). The record is
+ * host-mapped memory, where device atomics are not atomic; a lock word in the
+ * handle's state serialises writers, and a record the host has not cleared
+ * yet is kept.
+ */
+SYMM__NOINLINE void moe_error(const symm__moe_kargs_t *A, uint32_t code, int64_t x, int64_t y, int64_t z) {
+    volatile symm__moe_err_t *e = (volatile symm__moe_err_t *)(uintptr_t)A->err;
+    uint32_t *lock = &moe_state(A)->err_lock;
+    if (e->code != 0 || atomicCAS(lock, 0u, 1u) != 0u)
+        return;
+    if (e->code == 0) {
+        e->call = A->kernel;
+        e->a = x;
+        e->b = y;
+        e->c = z;
+        __threadfence_system();
+        e->code = code;
+        __threadfence_system();
+    }
+    atomicExch(lock, 0u);
+}
+
+/* Every thread of every block calls it at the end of its work: non-zero in
+ * the block that finished last, whose threads then see every other block's
+ * stores (barrier, fence and the counter's atomic chain: the release stores
+ * it makes afterwards cover them). Resets the counter for the next launch. */
+SYMM__DEVICE_INTERNAL int moe_last_block(uint32_t *done) {
+    __shared__ int last;
+    symm__block_sync();
+    if (symm__block_tid() == 0) {
+        symm__fence_acq_rel_sys();
+        last = atomicAdd(done, 1u) == gridDim.x - 1;
+        if (last) {
+            atomicExch(done, 0u);
+            symm__fence_acq_rel_sys();
+        }
+    }
+    symm__block_sync();
+    return last;
+}
+
+/* Exclusive prefix sum of v over the block (SYMM__MOE_THREADS threads); the
+ * block's total in *total. Every thread calls it. */
+SYMM__DEVICE_INTERNAL uint32_t moe_block_scan(uint32_t v, uint32_t *total) {
+    __shared__ uint32_t warp_sum[SYMM__MOE_WARPS];
+    const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
+    uint32_t x = v, r;
+    for (uint32_t o = 1; o < 32; o <<= 1) {
+        uint32_t y = __shfl_up_sync(MOE_FULL, x, o);
+        if (lane >= o)
+            x += y;
+    }
+    if (lane == 31)
+        warp_sum[warp] = x;
+    symm__block_sync();
+    if (warp == 0) {
+        uint32_t w = lane < SYMM__MOE_WARPS ? warp_sum[lane] : 0;
+        for (uint32_t o = 1; o < 32; o <<= 1) {
+            uint32_t y = __shfl_up_sync(MOE_FULL, w, o);
+            if (lane >= o)
+                w += y;
+        }
+        if (lane < SYMM__MOE_WARPS)
+            warp_sum[lane] = w;
+    }
+    symm__block_sync();
+    r = (warp ? warp_sum[warp - 1] : 0) + x - v;
+    *total = warp_sum[SYMM__MOE_WARPS - 1];
+    symm__block_sync();
+    return r;
+}
+
+/* Element i of the call's index array (uint32, int32 or int64), as int64. */
+SYMM__DEVICE_INTERNAL int64_t moe_index(const symm__moe_kargs_t *A, uint64_t i) {
+    switch (A->idx_kind) {
+    case 0: return (int64_t)((const uint32_t *)A->idx)[i];
+    case 1: return (int64_t)((const int32_t *)A->idx)[i];
+    default: return ((const int64_t *)A->idx)[i];
+    }
+}
+
+/* The token's bound: *bound (when given and valid) else num_tokens. */
+SYMM__DEVICE_INTERNAL uint64_t moe_bound(const symm__moe_kargs_t *A, int report) {
+    uint64_t m = A->num_tokens, b;
+    if (A->bound == NULL)
+        return m;
+    b = *A->bound;
+    if (b <= m)
+        return b;
+    if (report)
+        moe_error(A, SYMM__MOE_ERR_BOUND, (int64_t)b, (int64_t)m, 0);
+    return m;
+}
+
+/* ---- 8 elements of f32 / bf16 / f16 --------------------------------------------------- */
+
+/* Load 8 elements of `kind` at p (16-byte aligned) as float. */
+SYMM__DEVICE_INTERNAL void moe_load8(const char *p, uint32_t kind, float *f) {
+    if (kind == SYMM_DTYPE_F32) {
+        symm__v4_t a = symm__cld16(p, 0), b = symm__cld16(p + 16, 0);
+        f[0] = symm__bits_f32(a.x); f[1] = symm__bits_f32(a.y);
+        f[2] = symm__bits_f32(a.z); f[3] = symm__bits_f32(a.w);
+        f[4] = symm__bits_f32(b.x); f[5] = symm__bits_f32(b.y);
+        f[6] = symm__bits_f32(b.z); f[7] = symm__bits_f32(b.w);
+        return;
+    }
+    {
+        symm__v4_t v = symm__cld16(p, 0);
+        uint32_t w[4];
+        w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+        for (int i = 0; i < 4; i++) {
+            if (kind == SYMM_DTYPE_BF16) {
+                f[2 * i] = symm__c_bf16_to_f32(w[i] & 0xffffu);
+                f[2 * i + 1] = symm__c_bf16_to_f32(w[i] >> 16);
+            } else {
+                f[2 * i] = symm__c_f16_to_f32(w[i] & 0xffffu);
+                f[2 * i + 1] = symm__c_f16_to_f32(w[i] >> 16);
+            }
+        }
+    }
+}
+
+/* Store 8 floats as bf16 or f16 at p (any 2-byte alignment). */
+SYMM__DEVICE_INTERNAL void moe_store8(char *p, uint32_t kind, const float *f) {
+    uint32_t w[4];
+    for (int i = 0; i < 4; i++) {
+        uint32_t lo, hi;
+        if (kind == SYMM_DTYPE_BF16) {
+            lo = symm__c_f32_to_bf16(f[2 * i]);
+            hi = symm__c_f32_to_bf16(f[2 * i + 1]);
+        } else {
+            lo = symm__c_f32_to_f16(f[2 * i]);
+            hi = symm__c_f32_to_f16(f[2 * i + 1]);
+        }
+        w[i] = (lo & 0xffffu) | (hi << 16);
+    }
+    if (((uintptr_t)p & 15u) == 0) {
+        symm__v4_t v;
+        v.x = w[0]; v.y = w[1]; v.z = w[2]; v.w = w[3];
+        symm__cst16(p, v, 0);
+    } else {
+        for (int i = 0; i < 4; i++) {
+            symm__cst2(p + 4 * i, w[i] & 0xffffu, 0);
+            symm__cst2(p + 4 * i + 2, w[i] >> 16, 0);
+        }
+    }
+}
+
+SYMM__DEVICE_INTERNAL uint32_t moe_kind_size(uint32_t kind) { return kind == SYMM_DTYPE_F32 ? 4u : 2u; }
+
+/* Launchers each kernel file defines (moe_launch.cu dispatches to them). */
+symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s);
+symm_status_t symm__moe_launch_ht(const symm__moe_kargs_t *a, cudaStream_t s);
+
+static inline symm_status_t symm__moe_launched(const char *what) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return symm__error(SYMM_ERR_CUDA, "launching %s: %s (%s)", what, cudaGetErrorName(e),
+                           cudaGetErrorString(e));
+    return SYMM_SUCCESS;
+}
+
+#endif /* SYMM_MOE_KERNELS_CUH */

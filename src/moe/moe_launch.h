@@ -1,0 +1,160 @@
+/*
+ * moe_launch.h - what the host side of the MoE exchange (moe_host.c, C11)
+ * asks the kernel side (moe_k_*.cu) to launch, and the CUDA calls it needs.
+ * Plain C, no CUDA headers.
+ */
+#ifndef SYMM_MOE_LAUNCH_H
+#define SYMM_MOE_LAUNCH_H
+
+#include <stdint.h>
+#include "symm/symm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Threads per block of every MoE kernel. */
+#define SYMM__MOE_THREADS 512
+#define SYMM__MOE_WARPS (SYMM__MOE_THREADS / 32)
+
+/* Kernels. */
+typedef enum symm__mk {
+    SYMM__MK_LL_DISPATCH_SEND = 0,
+    SYMM__MK_LL_DISPATCH_RECV,
+    SYMM__MK_LL_COMBINE_SEND,
+    SYMM__MK_LL_COMBINE_RECV,
+    SYMM__MK_HT_LAYOUT,        /* into the handle's layout (dispatch) and/or the user's outputs */
+    SYMM__MK_HT_DISPATCH_SEND, /* with recv_tail: the receive half in its last block */
+    SYMM__MK_HT_DISPATCH_RECV,
+    SYMM__MK_HT_COMBINE_SEND,
+    SYMM__MK_HT_COMBINE_RECV,
+    SYMM__MK_COUNT
+} symm__mk_t;
+
+/* Errors the device records (symm__moe_err_t.code). */
+enum symm__moe_err_code {
+    SYMM__MOE_ERR_NONE = 0,
+    SYMM__MOE_ERR_EXPERT_RANGE = 1, /* a: token, b: slot k, c: value */
+    SYMM__MOE_ERR_EXPERT_DUP = 2,   /* a: token, b: slot k, c: value */
+    SYMM__MOE_ERR_BOUND = 3,        /* a: *bound_m, b: num_tokens */
+    SYMM__MOE_ERR_CAPACITY = 4,     /* a: rows needed, b: capacity */
+    SYMM__MOE_ERR_Y_ROWS = 5,       /* a: rows received, b: rows of y */
+    SYMM__MOE_ERR_SLOTS = 6         /* a: expert, b: slots (an internal limit) */
+};
+
+/* The first error the device saw; host-mapped, written once per report
+ * (claim, then the fields, then code), cleared by the host. */
+typedef struct symm__moe_err {
+    uint32_t claim;
+    uint32_t code;
+    uint32_t call;  /* which kernel (symm__mk_t) */
+    uint32_t pad;
+    int64_t a, b, c;
+} symm__moe_err_t;
+
+/*
+ * Offsets (bytes from the handle's symmetric base) of its regions; 0 for the
+ * regions a mode does not use. Every PE has the same layout.
+ *   state       symm__moe_state_t: the epoch (dispatches so far), done counters, error lock
+ *   ll_ack      uint64 [n]: last dispatch PE p finished reading (low latency)
+ *   ll_cnt      uint64 [n][L]: (epoch << 32 | tokens) PE p sent to local expert l
+ *   ll_slot     uint32 [E]: slots taken per expert in this dispatch (local)
+ *   ll_rcnt     uint32 [L]: rows each local expert received (local)
+ *   ll_route    uint64 [L][rows]: source PE | slot k << 16 | token << 32 (local)
+ *   ll_cflag    uint64 [M][k]: epoch of the expert row in ll_cbuf[t][k]
+ *   ll_cbuf     [M][k][hidden * 4 bytes]: expert outputs for my tokens
+ *   ll_dbuf     [n][L][cap][tok_stride]: tokens from PE p for local expert l
+ *   ht_mat      uint64 [n][n]: (epoch << 32 | tokens) PE s sends PE r
+ *   ht_emat     uint64 [n][L]: (epoch << 32 | tokens) PE s sends my expert l
+ *   ht_ddone    uint64 [n]: epoch of PE p's last completed dispatch send to me
+ *   ht_cdone    uint64 [n]: the same for combine
+ *   ht_mask     uint64 [M]: bit r: token t goes to PE r (local)
+ *   ht_pos      int32 [M][n]: position of token t among those going to r (local)
+ *   ht_cnt      uint32 [n] and ht_ecnt uint32 [E]: this dispatch's counts (local)
+ *   ht_rx .. ht_rpe: the receive buffers (symm_moe_ht_recv_t)
+ *   ht_cbuf     [M][n][hidden * 2 bytes]: rows PE r returns for my token t
+ */
+typedef struct symm__moe_layout {
+    uint64_t state, ll_ack, ll_cnt, ll_slot, ll_rcnt, ll_route, ll_cflag, ll_cbuf, ll_dbuf;
+    uint64_t ht_mat, ht_emat, ht_ddone, ht_cdone, ht_mask, ht_pos, ht_cnt, ht_ecnt;
+    uint64_t ht_rx, ht_rscale, ht_ridx, ht_rw, ht_rsrc, ht_rnum, ht_rpe, ht_cbuf;
+    uint64_t total;
+} symm__moe_layout_t;
+
+/* The state words at `state`. */
+typedef struct symm__moe_state {
+    uint64_t epoch;
+    uint32_t done[SYMM__MK_COUNT]; /* blocks finished, per kernel (the last resets it) */
+    uint32_t err_lock;             /* serialises writers of the error record */
+} symm__moe_state_t;
+
+/*
+ * One kernel's arguments: the handle's geometry, then the call's buffers.
+ * Sizes in bytes unless said; strides in elements.
+ */
+typedef struct symm__moe_kargs {
+    symm_ctx_t ctx;
+    uint64_t base;           /* the handle's symmetric region on this PE */
+    symm__moe_layout_t lay;
+    uint64_t err;            /* device address of the symm__moe_err_t */
+    int32_t me, n, dp;       /* team PE, team size, dp_size */
+    uint32_t experts, local, topk, hidden;
+    uint32_t max_tokens;     /* M */
+    uint32_t cap;            /* low latency: slots per (source, expert); high throughput: receive rows */
+    uint32_t x_bytes;        /* hidden_dim_bytes */
+    uint32_t scale_cols;     /* float32 scales per token */
+    uint32_t tok_stride;     /* low latency: bytes per slot of ll_dbuf */
+    uint32_t rows;           /* low latency: rows per expert kept (M * groups) */
+    uint32_t kernel;         /* symm__mk_t */
+    uint32_t recv_tail;      /* HT dispatch send: run the receive half at the end */
+    uint64_t num_tokens;     /* m */
+    const uint32_t *bound;   /* device, or NULL */
+    /* dispatch */
+    const void *x;
+    int64_t x_stride;
+    uint32_t x_esz;
+    const float *x_scale;
+    int64_t xs_stride[2];
+    const void *idx;
+    uint32_t idx_kind;       /* 0: uint32, 1: int32, 2: int64 */
+    const float *weights;
+    int32_t *out_num;        /* LL out_expert_num_tokens */
+    void *out_x;
+    int64_t ox_stride[2];
+    uint64_t out_rows;
+    float *out_scale;
+    int64_t os_stride[3];
+    /* HT layout outputs (user), any may be NULL; write_state: into the handle */
+    int32_t *per_rank, *per_expert;
+    uint8_t *in_rank;
+    uint32_t write_state;
+    /* combine */
+    const void *y;
+    int64_t y_stride[2];
+    uint64_t y_rows;
+    uint32_t y_kind;         /* symm_dtype_t: F32, BF16, F16 */
+    void *out;
+    int64_t out_stride;
+    uint32_t out_kind;       /* BF16, F16 */
+    int nblocks;
+} symm__moe_kargs_t;
+
+/* Enqueue a kernel. Errors: SYMM_ERR_CUDA. */
+symm_status_t symm__moe_launch(const symm__moe_kargs_t *a, symm_stream_t stream);
+
+/* Host-mapped error record: allocate (zeroed), free, device address.
+ * Errors: SYMM_ERR_CUDA. */
+symm_status_t symm__moe_err_alloc(symm__moe_err_t **host, uint64_t *dev);
+void symm__moe_err_free(symm__moe_err_t *host);
+
+/* Multiprocessors of the current device (1 when unknown). */
+int symm__moe_sm_count(void);
+
+/* Wait for `stream`. Errors: SYMM_ERR_CUDA. */
+symm_status_t symm__moe_stream_sync(symm_stream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SYMM_MOE_LAUNCH_H */

@@ -1,0 +1,49 @@
+/*
+ * team.h - what the modules above the runtime (src/coll, src/moe...) use of
+ * a team: its context, per-team state that the runtime tears down with the
+ * team, and agreement among the PEs. They allocate their buffers from the
+ * heap (heap/heap.h), not through the public symm_malloc.
+ */
+#ifndef SYMM_RUNTIME_TEAM_H
+#define SYMM_RUNTIME_TEAM_H
+
+#include "symm/symm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Modules that may keep state on one team. */
+#define SYMM__TEAM_EXT_MAX 8
+
+/* The team a call names (NULL: the world team), or NULL when symm is not
+ * initialised or `team` is not a team handle. */
+symm_team_t symm__team_resolve(symm_team_t team);
+
+/* Teams by index (world, node, ...), for a module that visits its state on
+ * every team; NULL past the last or before init. */
+symm_team_t symm__team_at(int i);
+
+/* The team's context as the host keeps it (heap_size follows the heap's
+ * growth; the other fields never change) and the device copy kernels read. */
+const symm_ctx_t *symm__team_host_ctx(symm_team_t team);
+const symm_ctx_t *symm__team_dev_ctx(symm_team_t team);
+
+/* A module's state on `team`, found by `key` (the address of a static object
+ * of the module). The runtime calls fini(state) when the team goes away
+ * (symm_finalize, a failed init), modules in reverse order of registration,
+ * before the heap is unmapped: fini releases host resources (streams,
+ * events, memory), the heap blocks go with the heap.
+ * Errors: SYMM_ERR_INVALID_ARG (no such team, key already set),
+ * SYMM_ERR_INTERNAL (more than SYMM__TEAM_EXT_MAX modules). */
+symm_status_t symm__team_ext_set(symm_team_t team, const void *key, void *state, void (*fini)(void *state));
+void *symm__team_ext_get(symm_team_t team, const void *key);
+
+/* symm__bootstrap_agree over the world: every PE gets the same status. */
+symm_status_t symm__agree(symm_status_t mine, symm_status_t prefer, const char *what);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SYMM_RUNTIME_TEAM_H */

@@ -1,0 +1,780 @@
+/*
+ * test_moe.cu - the MoE exchange (symm_moe.h) on GPUs, through the C API,
+ * under symmrun (PEs may share a GPU). argv[1] = expected PEs, argv[2] = part:
+ *
+ *   ll      low-latency dispatch/combine: fp8 with scales and bf16, dp_size 1
+ *           and 2, bound_m below the tokens, a PE with no tokens, 50 calls
+ *           back to back with fresh data; every expert's received rows (bytes
+ *           and scales, as a multiset) and every combined token checked
+ *           exactly against a host reference
+ *   ht      high-throughput layout / dispatch / combine (fp8 + scales, 2048
+ *           tokens per PE): every received row, its order, mapped indices,
+ *           weights, source, the counts, and every combined token, exactly
+ *   graph   both modes captured into one CUDA graph with the send and
+ *           receive halves split by other work, replayed with fresh data
+ *   errors  an expert index out of range and a repeated one (skipped on the
+ *           device, reported by the next call and by symm_moe_check), calls
+ *           out of order, sizes above the configuration (nothing launched)
+ *
+ * Exactness: the data are small integers and eighths, so every product and
+ * sum the kernels form in float32 is exact, and the host forms the same
+ * float32 values in the same order before rounding to bf16.
+ */
+#include <algorithm>
+#include <string.h>
+#include <string>
+#include <vector>
+
+#include "symm_test.h"
+#include "symm_test_cuda.h"
+#include "symm/symm_moe.h"
+
+static int me, npes;
+static cudaStream_t stream;
+static int failures;
+
+#define CHECKF(cond, ...)                                                         \
+    do {                                                                          \
+        if (!(cond)) {                                                            \
+            if (failures++ < 20) {                                                \
+                fprintf(stderr, "FAIL [pe %d] %s:%d: ", me, __FILE__, __LINE__);  \
+                fprintf(stderr, __VA_ARGS__);                                     \
+                fprintf(stderr, "\n");                                            \
+            }                                                                     \
+        }                                                                         \
+    } while (0)
+
+/* ---- the model the test uses: values, expert function ------------------------------- */
+
+/* bf16 <-> f32 on host and device, rounding to nearest even as the kernels do. */
+__host__ __device__ static float bf16_f32(uint32_t h) {
+    union { uint32_t u; float f; } c;
+    c.u = (h & 0xffffu) << 16;
+    return c.f;
+}
+
+__host__ __device__ static uint32_t f32_bf16(float f) {
+    union { uint32_t u; float f; } c;
+    c.f = f;
+    return ((c.u + 0x7fffu + ((c.u >> 16) & 1u)) >> 16) & 0xffffu;
+}
+
+/* An element's value: bf16 bits as they are; fp8 bytes as (byte - 128) / 4. */
+__host__ __device__ static float conv(const unsigned char *x, int esz, uint32_t h) {
+    if (esz == 1)
+        return (float)((int)x[h] - 128) * 0.25f;
+    return bf16_f32((uint32_t)x[2 * h] | ((uint32_t)x[2 * h + 1] << 8));
+}
+
+__host__ __device__ static float expert_scale(uint32_t e) { return 1.0f + (float)(e % 4) * 0.25f; }
+
+/* Low-latency experts: y[l][r][h] = conv(x[l][r][h]) * scale(first + l), f32. */
+__global__ void ll_experts(const unsigned char *x, int esz, const int32_t *num, float *y, uint32_t L,
+                           uint32_t rows, uint32_t H, uint32_t first) {
+    for (uint32_t l = blockIdx.y; l < L; l += gridDim.y)
+        for (uint32_t r = blockIdx.x; r < (uint32_t)num[l]; r += gridDim.x)
+            for (uint32_t h = threadIdx.x; h < H; h += blockDim.x)
+                y[((uint64_t)l * rows + r) * H + h] =
+                    conv(x + ((uint64_t)l * rows + r) * H * esz, esz, h) * expert_scale(first + l);
+}
+
+/* High-throughput experts: y[r][h] = bf16(conv(x[r][h]) * sum over local k of w * scale). */
+__global__ void ht_experts(const unsigned char *x, int esz, const int32_t *idx, const float *w, const int32_t *num,
+                           uint16_t *y, uint32_t K, uint32_t H, uint32_t first) {
+    for (uint32_t r = blockIdx.x; r < (uint32_t)num[0]; r += gridDim.x) {
+        float ws = 0;
+        for (uint32_t k = 0; k < K; k++)
+            if (idx[r * K + k] >= 0)
+                ws += w[r * K + k] * expert_scale(first + (uint32_t)idx[r * K + k]);
+        for (uint32_t h = threadIdx.x; h < H; h += blockDim.x)
+            y[(uint64_t)r * H + h] = (uint16_t)f32_bf16(conv(x + (uint64_t)r * H * esz, esz, h) * ws);
+    }
+}
+
+__global__ void spin(uint64_t ns) {
+    uint64_t t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+
+/* ---- one batch of tokens per DP group (the same on every PE) --------------------------- */
+
+struct Batch {
+    uint32_t m;                     /* tokens */
+    uint32_t bound;                 /* tokens sent (<= m) */
+    std::vector<unsigned char> x;   /* m x H x esz */
+    std::vector<float> scale;       /* m x cols */
+    std::vector<uint32_t> idx;      /* m x K */
+    std::vector<float> w;           /* m x K */
+};
+
+static uint64_t rnd(uint64_t *s) { return symm_test_rand(s); }
+
+static void make_batch(Batch &b, uint32_t m, uint32_t bound, uint32_t E, uint32_t K, uint32_t H, int esz,
+                       uint32_t cols, uint64_t seed) {
+    uint64_t s = seed;
+    b.m = m;
+    b.bound = bound;
+    b.x.resize((size_t)m * H * esz);
+    for (size_t i = 0; i < (size_t)m * H; i++) {
+        if (esz == 1) {
+            b.x[i] = (unsigned char)rnd(&s);
+        } else {
+            float v = (float)((int)(rnd(&s) % 17) - 8) * 0.25f;
+            uint32_t bits = f32_bf16(v);
+            b.x[2 * i] = (unsigned char)bits;
+            b.x[2 * i + 1] = (unsigned char)(bits >> 8);
+        }
+    }
+    b.scale.resize((size_t)m * cols);
+    for (auto &v : b.scale)
+        v = (float)(rnd(&s) % 1000) / 64.0f;
+    b.idx.resize((size_t)m * K);
+    b.w.resize((size_t)m * K);
+    for (uint32_t t = 0; t < m; t++) {
+        std::vector<uint32_t> perm(E);
+        for (uint32_t e = 0; e < E; e++)
+            perm[e] = e;
+        for (uint32_t e = E - 1; e > 0; e--)
+            std::swap(perm[e], perm[rnd(&s) % (e + 1)]);
+        for (uint32_t k = 0; k < K; k++) {
+            b.idx[(size_t)t * K + k] = perm[k];
+            b.w[(size_t)t * K + k] = (float)(1 + rnd(&s) % 8) * 0.125f;
+        }
+    }
+}
+
+/* FNV-1a of a row and its scales: received rows are compared as multisets. */
+static uint64_t row_hash(const unsigned char *x, size_t nb, const float *sc, size_t cols, size_t sstride) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < nb; i++)
+        h = (h ^ x[i]) * 1099511628211ull;
+    for (size_t c = 0; c < cols; c++) {
+        uint32_t u;
+        memcpy(&u, &sc[c * sstride], 4);
+        for (int i = 0; i < 4; i++)
+            h = (h ^ ((u >> (8 * i)) & 0xff)) * 1099511628211ull;
+    }
+    return h;
+}
+
+template <typename T> static T *dalloc(size_t n) {
+    T *p = NULL;
+    CUDA_CHECK(cudaMalloc((void **)&p, (n ? n : 1) * sizeof(T)));
+    return p;
+}
+
+/* ---- low latency ---------------------------------------------------------------------- */
+
+struct LL {
+    symm_moe_config_t cfg;
+    symm_moe_t *h;
+    uint32_t E, K, H, M, L, G, D, rows, cols, first;
+    int esz;
+    int32_t *d_num;
+    unsigned char *d_ox, *d_x;
+    float *d_os, *d_xs, *d_y, *d_w;
+    uint32_t *d_idx, *d_bound;
+    uint16_t *d_out;
+};
+
+/* A configuration with fp8 (esz 1) or 2-byte tokens and optional scales. */
+static symm_moe_config_t moe_config(int mode, uint32_t E, uint32_t K, uint32_t H, uint32_t M, int esz,
+                                    uint32_t cols, int dp) {
+    symm_moe_config_t c;
+    memset(&c, 0, sizeof(c));
+    c.mode = mode;
+    c.max_num_tokens = M;
+    c.num_experts = E;
+    c.experts_per_token = K;
+    c.hidden_dim = H;
+    c.hidden_dim_bytes = (size_t)H * esz;
+    c.hidden_dim_scale_bytes = (size_t)cols * 4;
+    c.dp_size = dp;
+    return c;
+}
+
+static void ll_make(LL &t, uint32_t E, uint32_t K, uint32_t H, uint32_t M, int esz, int scales, int dp) {
+    memset(&t, 0, sizeof(t));
+    t.E = E; t.K = K; t.H = H; t.M = M; t.esz = esz; t.D = (uint32_t)dp;
+    t.cols = scales ? (H + 127) / 128 : 0;
+    t.cfg = moe_config(SYMM_MOE_LOW_LATENCY, E, K, H, M, esz, t.cols, dp);
+    SYMM_CHECK(symm_moe_create(&t.cfg, NULL, &t.h));
+    t.L = (uint32_t)symm_moe_local_experts(t.h);
+    t.first = (uint32_t)symm_moe_first_expert(t.h);
+    t.G = (uint32_t)npes / t.D;
+    t.rows = M * t.G;
+    t.d_num = dalloc<int32_t>(t.L);
+    t.d_ox = dalloc<unsigned char>((size_t)t.L * t.rows * H * esz);
+    t.d_os = dalloc<float>((size_t)t.L * t.rows * t.cols);
+    t.d_x = dalloc<unsigned char>((size_t)M * H * esz);
+    t.d_xs = dalloc<float>((size_t)M * t.cols);
+    t.d_idx = dalloc<uint32_t>((size_t)M * K);
+    t.d_w = dalloc<float>((size_t)M * K);
+    t.d_y = dalloc<float>((size_t)t.L * t.rows * H);
+    t.d_out = dalloc<uint16_t>((size_t)M * H);
+    t.d_bound = dalloc<uint32_t>(1);
+}
+
+static void ll_free(LL &t) {
+    SYMM_CHECK(symm_moe_destroy(t.h));
+    cudaFree(t.d_num); cudaFree(t.d_ox); cudaFree(t.d_os); cudaFree(t.d_x); cudaFree(t.d_xs);
+    cudaFree(t.d_idx); cudaFree(t.d_w); cudaFree(t.d_y); cudaFree(t.d_out); cudaFree(t.d_bound);
+}
+
+/* The batches of every DP group for call `it`; group `empty` has no tokens. */
+static std::vector<Batch> ll_batches(const LL &t, uint64_t seed, int it, int use_bound, int empty) {
+    std::vector<Batch> b(t.G);
+    uint64_t s = seed * 7919 + (uint64_t)it;
+    for (uint32_t g = 0; g < t.G; g++) {
+        uint32_t m = (int)g == empty ? 0 : 1 + (uint32_t)(rnd(&s) % t.M);
+        uint32_t bound = use_bound && m > 1 ? m - 1 - (uint32_t)(rnd(&s) % (m / 2)) : m;
+        make_batch(b[g], m, bound, t.E, t.K, t.H, t.esz, t.cols, s + g * 104729);
+    }
+    return b;
+}
+
+static void ll_upload(LL &t, const Batch &b) {
+    CUDA_CHECK(cudaMemcpyAsync(t.d_x, b.x.data(), b.x.size(), cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(t.d_xs, b.scale.data(), b.scale.size() * 4, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(t.d_idx, b.idx.data(), b.idx.size() * 4, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(t.d_w, b.w.data(), b.w.size() * 4, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(t.d_bound, &b.bound, 4, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+static void ll_args(LL &t, const Batch &b, int use_bound, symm_moe_dispatch_args_t *d, symm_moe_combine_args_t *c) {
+    memset(d, 0, sizeof(*d));
+    d->out_expert_num_tokens = t.d_num;
+    d->out_expert_x = t.d_ox;
+    d->out_expert_x_stride[0] = (int64_t)t.rows * t.H;
+    d->out_expert_x_stride[1] = t.H;
+    d->out_expert_rows = t.rows;
+    if (t.cols) {
+        /* column-major scales per expert, as a GEMM's TMA wants them */
+        d->out_expert_x_scale = t.d_os;
+        d->out_expert_x_scale_stride[0] = (int64_t)t.rows * t.cols;
+        d->out_expert_x_scale_stride[1] = 1;
+        d->out_expert_x_scale_stride[2] = t.rows;
+        d->dp_x_scale = t.d_xs;
+        d->dp_x_scale_stride[0] = t.cols;
+        d->dp_x_scale_stride[1] = 1;
+    }
+    d->dp_x = t.d_x;
+    d->dp_x_stride = t.H;
+    d->indices = t.d_idx;
+    d->num_tokens = b.m;
+    d->bound_m = use_bound ? t.d_bound : NULL;
+    d->x_dtype = t.esz == 1 ? SYMM_DTYPE_FP8_E4M3 : SYMM_DTYPE_BF16;
+    memset(c, 0, sizeof(*c));
+    c->out_tokens = t.d_out;
+    c->out_stride = t.H;
+    c->out_rows = t.M;
+    c->out_dtype = SYMM_DTYPE_BF16;
+    c->indices = t.d_idx;
+    c->weights = t.d_w;
+    c->num_tokens = b.m;
+    c->expert_y = t.d_y;
+    c->expert_y_stride[0] = (int64_t)t.rows * t.H;
+    c->expert_y_stride[1] = t.H;
+    c->expert_y_rows = t.rows;
+    c->y_dtype = SYMM_DTYPE_F32;
+    c->bound_m = use_bound ? t.d_bound : NULL;
+}
+
+static void ll_experts_launch(LL &t) {
+    dim3 grid(64, t.L < 64 ? t.L : 64);
+    ll_experts<<<grid, 256, 0, stream>>>(t.d_ox, t.esz, t.d_num, t.d_y, t.L, t.rows, t.H, t.first);
+}
+
+/* Check this PE's received rows and its group's combined tokens. */
+static void ll_verify(LL &t, const std::vector<Batch> &bs, const char *what) {
+    const uint32_t H = t.H, K = t.K, L = t.L, cols = t.cols;
+    std::vector<int32_t> num(L);
+    std::vector<unsigned char> ox((size_t)L * t.rows * H * t.esz);
+    std::vector<float> os((size_t)L * t.rows * cols);
+    std::vector<uint16_t> out((size_t)t.M * H);
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    CUDA_CHECK(cudaMemcpy(num.data(), t.d_num, L * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(ox.data(), t.d_ox, ox.size(), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(os.data(), t.d_os, os.size() * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(out.data(), t.d_out, out.size() * 2, cudaMemcpyDeviceToHost));
+    for (uint32_t l = 0; l < L; l++) {
+        std::vector<uint64_t> want, got;
+        uint32_t e = t.first + l;
+        for (uint32_t g = 0; g < t.G; g++)
+            for (uint32_t tok = 0; tok < bs[g].bound; tok++)
+                for (uint32_t k = 0; k < K; k++)
+                    if (bs[g].idx[(size_t)tok * K + k] == e)
+                        want.push_back(row_hash(&bs[g].x[(size_t)tok * H * t.esz], (size_t)H * t.esz,
+                                                cols ? &bs[g].scale[(size_t)tok * cols] : NULL, cols, 1));
+        CHECKF((size_t)num[l] == want.size(), "%s: expert %u got %d tokens, expected %zu", what, e, num[l],
+               want.size());
+        for (int r = 0; r < num[l] && r < (int)t.rows; r++)
+            got.push_back(row_hash(&ox[((size_t)l * t.rows + r) * H * t.esz], (size_t)H * t.esz,
+                                   cols ? &os[(size_t)l * t.rows * cols + r] : NULL, cols, t.rows));
+        std::sort(want.begin(), want.end());
+        std::sort(got.begin(), got.end());
+        CHECKF(want == got, "%s: expert %u received a different set of tokens/scales", what, e);
+    }
+    {
+        const Batch &b = bs[(uint32_t)me / t.D];
+        int bad = 0;
+        for (uint32_t tok = 0; tok < b.bound; tok++)
+            for (uint32_t h = 0; h < H; h++) {
+                float acc = 0;
+                for (uint32_t k = 0; k < K; k++) {
+                    uint32_t e = b.idx[(size_t)tok * K + k];
+                    acc += b.w[(size_t)tok * K + k] * (conv(&b.x[(size_t)tok * H * t.esz], t.esz, h) * expert_scale(e));
+                }
+                uint16_t wantb = (uint16_t)f32_bf16(acc);
+                if (out[(size_t)tok * H + h] != wantb && bad++ < 3)
+                    CHECKF(0, "%s: token %u h %u: combined %#x, expected %#x (%g)", what, tok, h,
+                           out[(size_t)tok * H + h], wantb, acc);
+            }
+        CHECKF(bad == 0, "%s: %d combined values differ", what, bad);
+    }
+}
+
+static void ll_round(LL &t, const std::vector<Batch> &bs, int use_bound, int split) {
+    symm_moe_dispatch_args_t d;
+    symm_moe_combine_args_t c;
+    const Batch &b = bs[(uint32_t)me / t.D];
+    ll_upload(t, b);
+    ll_args(t, b, use_bound, &d, &c);
+    if (split) {
+        SYMM_CHECK(symm_moe_dispatch(t.h, &d, SYMM_MOE_SEND, stream));
+        spin<<<1, 32, 0, stream>>>(20000);
+        SYMM_CHECK(symm_moe_dispatch(t.h, &d, SYMM_MOE_RECV, stream));
+    } else {
+        SYMM_CHECK(symm_moe_dispatch(t.h, &d, SYMM_MOE_SEND_RECV, stream));
+    }
+    ll_experts_launch(t);
+    if (split) {
+        SYMM_CHECK(symm_moe_combine(t.h, &c, SYMM_MOE_SEND, stream));
+        spin<<<1, 32, 0, stream>>>(20000);
+        SYMM_CHECK(symm_moe_combine(t.h, &c, SYMM_MOE_RECV, stream));
+    } else {
+        SYMM_CHECK(symm_moe_combine(t.h, &c, SYMM_MOE_SEND_RECV, stream));
+    }
+}
+
+static void part_ll(void) {
+    struct { uint32_t E, K, H, M; int esz, scales, dp, bound, empty, iters; } cases[] = {
+        {8, 3, 512, 10, 1, 1, 1, 0, -1, 3},
+        {8, 3, 512, 10, 1, 1, 2, 1, -1, 3},
+        {8, 3, 512, 10, 2, 0, 1, 1, 0, 3},
+        {8, 3, 512, 10, 2, 0, 2, 0, 1, 3},
+        {64, 6, 2048, 33, 1, 1, 1, 1, -1, 50},
+    };
+    for (auto &cs : cases) {
+        LL t;
+        char what[128];
+        if (cs.dp > npes || npes % cs.dp || cs.E % (uint32_t)npes)
+            continue;
+        ll_make(t, cs.E, cs.K, cs.H, cs.M, cs.esz, cs.scales, cs.dp);
+        for (int it = 0; it < cs.iters; it++) {
+            std::vector<Batch> bs = ll_batches(t, 1000 + cs.E + cs.H + cs.dp, it, cs.bound,
+                                               cs.empty >= (int)t.G ? -1 : cs.empty);
+            snprintf(what, sizeof what, "ll E%u K%u H%u M%u esz%d dp%d bound%d call %d", cs.E, cs.K, cs.H, cs.M,
+                     cs.esz, cs.dp, cs.bound, it);
+            ll_round(t, bs, cs.bound, it % 2);
+            ll_verify(t, bs, what);
+        }
+        SYMM_CHECK(symm_moe_check(t.h, stream));
+        ll_free(t);
+    }
+}
+
+/* ---- high throughput ------------------------------------------------------------------ */
+
+struct HT {
+    symm_moe_config_t cfg;
+    symm_moe_t *h;
+    symm_moe_ht_recv_t r;
+    uint32_t E, K, H, M, L, cols, first;
+    int esz;
+    unsigned char *d_x;
+    float *d_xs, *d_w;
+    int32_t *d_idx;
+    uint16_t *d_y, *d_out;
+};
+
+static void ht_make(HT &t, uint32_t E, uint32_t K, uint32_t H, uint32_t M, int esz, int scales) {
+    memset(&t, 0, sizeof(t));
+    t.E = E; t.K = K; t.H = H; t.M = M; t.esz = esz;
+    t.cols = scales ? (H + 127) / 128 : 0;
+    t.cfg = moe_config(SYMM_MOE_HIGH_THROUGHPUT, E, K, H, M, esz, t.cols, 1);
+    SYMM_CHECK(symm_moe_create(&t.cfg, NULL, &t.h));
+    SYMM_CHECK(symm_moe_ht_recv_buffers(t.h, &t.r));
+    t.L = (uint32_t)symm_moe_local_experts(t.h);
+    t.first = (uint32_t)symm_moe_first_expert(t.h);
+    t.d_x = dalloc<unsigned char>((size_t)M * H * esz);
+    t.d_xs = dalloc<float>((size_t)M * t.cols);
+    t.d_w = dalloc<float>((size_t)M * K);
+    t.d_idx = dalloc<int32_t>((size_t)M * K);
+    t.d_y = dalloc<uint16_t>(t.r.capacity * H);
+    t.d_out = dalloc<uint16_t>((size_t)M * H);
+}
+
+static void ht_free(HT &t) {
+    SYMM_CHECK(symm_moe_destroy(t.h));
+    cudaFree(t.d_x); cudaFree(t.d_xs); cudaFree(t.d_w); cudaFree(t.d_idx); cudaFree(t.d_y); cudaFree(t.d_out);
+}
+
+/* Every PE's batch (PE `empty` sends nothing); a few slots are -1. */
+static std::vector<Batch> ht_batches(const HT &t, uint64_t seed, int it, int empty) {
+    std::vector<Batch> b(npes);
+    uint64_t s = seed * 31337 + (uint64_t)it;
+    for (int p = 0; p < npes; p++) {
+        uint32_t m = p == empty ? 0 : t.M - (uint32_t)(rnd(&s) % (t.M / 4 + 1));
+        make_batch(b[p], m, m, t.E, t.K, t.H, t.esz, t.cols, s + (uint64_t)p * 7777);
+        for (uint32_t tok = 0; tok < m; tok += 13)
+            b[p].idx[(size_t)tok * t.K + t.K - 1] = 0xffffffffu; /* -1: no expert */
+    }
+    return b;
+}
+
+static void ht_round(HT &t, const Batch &b, int split) {
+    symm_moe_ht_dispatch_args_t d;
+    CUDA_CHECK(cudaMemcpyAsync(t.d_x, b.x.data(), b.x.size(), cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(t.d_xs, b.scale.data(), b.scale.size() * 4, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(t.d_idx, b.idx.data(), b.idx.size() * 4, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(t.d_w, b.w.data(), b.w.size() * 4, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    memset(&d, 0, sizeof(d));
+    d.x = t.d_x;
+    d.x_stride = t.H;
+    d.x_dtype = t.esz == 1 ? SYMM_DTYPE_FP8_E4M3 : SYMM_DTYPE_BF16;
+    d.x_scale = t.cols ? t.d_xs : NULL;
+    d.x_scale_stride[0] = t.cols;
+    d.x_scale_stride[1] = 1;
+    d.indices = t.d_idx;
+    d.indices_dtype = SYMM_DTYPE_I32;
+    d.weights = t.d_w;
+    d.num_tokens = b.m;
+    if (split) {
+        SYMM_CHECK(symm_moe_ht_dispatch(t.h, &d, SYMM_MOE_SEND, stream));
+        spin<<<1, 32, 0, stream>>>(20000);
+        SYMM_CHECK(symm_moe_ht_dispatch(t.h, &d, SYMM_MOE_RECV, stream));
+    } else {
+        SYMM_CHECK(symm_moe_ht_dispatch(t.h, &d, SYMM_MOE_SEND_RECV, stream));
+    }
+    ht_experts<<<256, 256, 0, stream>>>((const unsigned char *)t.r.x, t.esz, t.r.indices, t.r.weights, t.r.num_recv,
+                                        t.d_y, t.K, t.H, t.first);
+    SYMM_CHECK(symm_moe_ht_combine(t.h, t.d_y, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out, SYMM_DTYPE_BF16, t.H,
+                                   t.M, split ? SYMM_MOE_SEND : SYMM_MOE_SEND_RECV, stream));
+    if (split)
+        SYMM_CHECK(symm_moe_ht_combine(t.h, t.d_y, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out, SYMM_DTYPE_BF16,
+                                       t.H, t.M, SYMM_MOE_RECV, stream));
+}
+
+static void ht_verify(HT &t, const std::vector<Batch> &bs, const char *what) {
+    const uint32_t H = t.H, K = t.K, L = t.L, cols = t.cols, cap = (uint32_t)t.r.capacity;
+    const size_t xb = (size_t)H * t.esz;
+    int32_t num = 0;
+    std::vector<int32_t> per(L), idx((size_t)cap * K), src((size_t)cap * 2);
+    std::vector<unsigned char> x((size_t)cap * xb);
+    std::vector<float> sc((size_t)cap * cols), w((size_t)cap * K);
+    std::vector<uint16_t> out((size_t)t.M * H);
+    std::vector<int32_t> want_per(L, 0);
+    uint32_t row = 0;
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    CUDA_CHECK(cudaMemcpy(&num, t.r.num_recv, 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(per.data(), t.r.num_recv_per_expert, L * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(idx.data(), t.r.indices, idx.size() * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(src.data(), t.r.src, src.size() * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(x.data(), t.r.x, x.size(), cudaMemcpyDeviceToHost));
+    if (cols)
+        CUDA_CHECK(cudaMemcpy(sc.data(), t.r.x_scale, sc.size() * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(w.data(), t.r.weights, w.size() * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(out.data(), t.d_out, out.size() * 2, cudaMemcpyDeviceToHost));
+    for (int p = 0; p < npes; p++) {
+        const Batch &b = bs[p];
+        for (uint32_t tok = 0; tok < b.m; tok++) {
+            int here = 0;
+            for (uint32_t k = 0; k < K; k++) {
+                uint32_t e = b.idx[(size_t)tok * K + k];
+                if (e != 0xffffffffu && e / L == (uint32_t)me) {
+                    here = 1;
+                    want_per[e % L]++;
+                }
+            }
+            if (!here)
+                continue;
+            if (row < (uint32_t)num && row < cap) {
+                CHECKF(src[2 * row] == p && src[2 * row + 1] == (int32_t)tok, "%s: row %u from (%d, %d), expected "
+                       "(%d, %u)", what, row, src[2 * row], src[2 * row + 1], p, tok);
+                CHECKF(memcmp(&x[(size_t)row * xb], &b.x[(size_t)tok * xb], xb) == 0, "%s: row %u data", what, row);
+                CHECKF(cols == 0 || memcmp(&sc[(size_t)row * cols], &b.scale[(size_t)tok * cols], cols * 4) == 0,
+                       "%s: row %u scales", what, row);
+                for (uint32_t k = 0; k < K; k++) {
+                    uint32_t e = b.idx[(size_t)tok * K + k];
+                    int32_t le = e != 0xffffffffu && e / L == (uint32_t)me ? (int32_t)(e % L) : -1;
+                    CHECKF(idx[(size_t)row * K + k] == le, "%s: row %u slot %u index %d, expected %d", what, row, k,
+                           idx[(size_t)row * K + k], le);
+                    CHECKF(w[(size_t)row * K + k] == b.w[(size_t)tok * K + k], "%s: row %u weight", what, row);
+                }
+            }
+            row++;
+        }
+    }
+    CHECKF((uint32_t)num == row, "%s: received %d rows, expected %u", what, num, row);
+    CHECKF(per == want_per, "%s: tokens per local expert differ", what);
+    {
+        const Batch &b = bs[me];
+        int bad = 0;
+        for (uint32_t tok = 0; tok < b.m; tok++)
+            for (uint32_t h = 0; h < H; h++) {
+                float acc = 0;
+                for (int r = 0; r < npes; r++) {
+                    float ws = 0;
+                    int in = 0;
+                    for (uint32_t k = 0; k < K; k++) {
+                        uint32_t e = b.idx[(size_t)tok * K + k];
+                        if (e != 0xffffffffu && e / L == (uint32_t)r) {
+                            ws += b.w[(size_t)tok * K + k] * expert_scale(e);
+                            in = 1;
+                        }
+                    }
+                    if (in)
+                        acc += bf16_f32(
+                            f32_bf16(conv(&b.x[(size_t)tok * xb], t.esz, h) * ws));
+                }
+                uint16_t want = (uint16_t)f32_bf16(acc);
+                if (out[(size_t)tok * H + h] != want && bad++ < 3)
+                    CHECKF(0, "%s: token %u h %u: combined %#x, expected %#x", what, tok, h, out[(size_t)tok * H + h],
+                           want);
+            }
+        CHECKF(bad == 0, "%s: %d combined values differ", what, bad);
+    }
+}
+
+static void part_ht(void) {
+    HT t;
+    char what[96];
+    if (256 % npes)
+        return;
+    ht_make(t, 256, 8, 1024, 2048, 1, 1);
+    for (int it = 0; it < 4; it++) {
+        std::vector<Batch> bs = ht_batches(t, 77, it, it == 2 ? npes - 1 : -1);
+        snprintf(what, sizeof what, "ht call %d", it);
+        ht_round(t, bs[me], it % 2);
+        ht_verify(t, bs, what);
+    }
+    SYMM_CHECK(symm_moe_check(t.h, stream));
+    ht_free(t);
+}
+
+/* ---- graphs ---------------------------------------------------------------------------- */
+
+static void part_graph(void) {
+    LL l;
+    HT h;
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    symm_moe_dispatch_args_t d;
+    symm_moe_combine_args_t c;
+    symm_moe_ht_dispatch_args_t hd;
+    if (8 % npes || 256 % npes)
+        return;
+    ll_make(l, 8, 3, 512, 10, 1, 1, 1);
+    ht_make(h, 256, 8, 1024, 512, 1, 1);
+    /* warm-up call outside the capture, then capture both modes with split halves */
+    {
+        std::vector<Batch> bs = ll_batches(l, 5, 0, 0, -1);
+        ll_round(l, bs, 0, 0);
+        ll_verify(l, bs, "graph warm-up");
+    }
+    {
+        Batch dummy;
+        make_batch(dummy, l.M, l.M, l.E, l.K, l.H, l.esz, l.cols, 1);
+        ll_args(l, dummy, 1, &d, &c);
+    }
+    d.num_tokens = c.num_tokens = l.M; /* the graph keeps the sizes; bound_m says how many are real */
+    memset(&hd, 0, sizeof(hd));
+    hd.x = h.d_x;
+    hd.x_stride = h.H;
+    hd.x_dtype = SYMM_DTYPE_FP8_E4M3;
+    hd.x_scale = h.d_xs;
+    hd.x_scale_stride[0] = h.cols;
+    hd.x_scale_stride[1] = 1;
+    hd.indices = h.d_idx;
+    hd.indices_dtype = SYMM_DTYPE_I32;
+    hd.weights = h.d_w;
+    hd.num_tokens = h.M;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    SYMM_CHECK(symm_moe_dispatch(l.h, &d, SYMM_MOE_SEND, stream));
+    spin<<<1, 32, 0, stream>>>(10000);
+    SYMM_CHECK(symm_moe_dispatch(l.h, &d, SYMM_MOE_RECV, stream));
+    ll_experts_launch(l);
+    SYMM_CHECK(symm_moe_combine(l.h, &c, SYMM_MOE_SEND, stream));
+    SYMM_CHECK(symm_moe_ht_dispatch(h.h, &hd, SYMM_MOE_SEND, stream));
+    SYMM_CHECK(symm_moe_combine(l.h, &c, SYMM_MOE_RECV, stream));
+    SYMM_CHECK(symm_moe_ht_dispatch(h.h, &hd, SYMM_MOE_RECV, stream));
+    ht_experts<<<256, 256, 0, stream>>>((const unsigned char *)h.r.x, h.esz, h.r.indices, h.r.weights, h.r.num_recv,
+                                        h.d_y, h.K, h.H, h.first);
+    SYMM_CHECK(symm_moe_ht_combine(h.h, h.d_y, SYMM_DTYPE_BF16, h.H, h.r.capacity, h.d_out, SYMM_DTYPE_BF16, h.H,
+                                   h.M, SYMM_MOE_SEND_RECV, stream));
+    CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+    CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    for (int it = 0; it < 6; it++) {
+        char what[64];
+        std::vector<Batch> bs = ll_batches(l, 9, it, 1, -1);
+        std::vector<Batch> hb;
+        /* the graph sends M tokens; bound_m says how many count */
+        for (size_t g = 0; g < bs.size(); g++) {
+            Batch full;
+            make_batch(full, l.M, bs[g].bound, l.E, l.K, l.H, l.esz, l.cols, 4242 + (uint64_t)it * 31 + g);
+            bs[g] = full;
+        }
+        ll_upload(l, bs[(uint32_t)me / l.D]);
+        hb = ht_batches(h, 11, it, -1);
+        for (auto &b : hb) { /* the graph's num_tokens is M: give every PE full batches */
+            Batch full;
+            make_batch(full, h.M, h.M, h.E, h.K, h.H, h.esz, h.cols, 999 + (uint64_t)it * 17 + (uint64_t)(&b - &hb[0]));
+            b = full;
+        }
+        CUDA_CHECK(cudaMemcpy(h.d_x, hb[me].x.data(), hb[me].x.size(), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(h.d_xs, hb[me].scale.data(), hb[me].scale.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(h.d_idx, hb[me].idx.data(), hb[me].idx.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(h.d_w, hb[me].w.data(), hb[me].w.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaGraphLaunch(ge, stream));
+        snprintf(what, sizeof what, "graph replay %d (low latency)", it);
+        ll_verify(l, bs, what);
+        snprintf(what, sizeof what, "graph replay %d (high throughput)", it);
+        ht_verify(h, hb, what);
+        SYMM_CHECK(symm_barrier_all()); /* nobody uploads the next inputs while a peer still sends these */
+    }
+    CUDA_CHECK(cudaGraphExecDestroy(ge));
+    CUDA_CHECK(cudaGraphDestroy(g));
+    SYMM_CHECK(symm_moe_check(l.h, stream));
+    SYMM_CHECK(symm_moe_check(h.h, stream));
+    ll_free(l);
+    ht_free(h);
+}
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+static void expect_msg_in(symm_status_t st, const char *msg, symm_status_t want, const char *needle,
+                          const char *what) {
+    CHECKF(st == want, "%s: status %d, expected %d (%s)", what, (int)st, (int)want, msg);
+    CHECKF(strstr(msg, needle) != NULL, "%s: message '%s' lacks '%s'", what, msg, needle);
+}
+
+static void expect_msg(symm_status_t st, symm_status_t want, const char *needle, const char *what) {
+    expect_msg_in(st, symm_last_error(), want, needle, what);
+}
+
+/* One round whose PE 0 names a bad expert (`dup`: token 2 repeats its slot 0
+ * in slot 1; else token 1's slot 2 is 99): the route is skipped on the device,
+ * every PE completes, PE 0 gets the error (from the next call or the check). */
+static void error_round(LL &t, int dup, int round) {
+    symm_moe_dispatch_args_t d;
+    symm_moe_combine_args_t c;
+    symm_status_t st;
+    std::vector<Batch> bs(t.G);
+    for (uint32_t g = 0; g < t.G; g++)
+        make_batch(bs[g], t.M, t.M, t.E, t.K, t.H, t.esz, t.cols, 31337 + (uint64_t)round * 101 + g);
+    Batch &b = bs[me];
+    int inject = me == 0;
+    if (inject) {
+        if (dup)
+            b.idx[2 * 3 + 1] = b.idx[2 * 3 + 0];
+        else
+            b.idx[1 * 3 + 2] = 99;
+    }
+    ll_upload(t, b);
+    ll_args(t, b, 0, &d, &c);
+    /* every call is enqueued; PE 0's error comes from whichever call looks
+     * after the kernel recorded it, or from the check */
+    std::string msg; /* the report's message, kept before a later call clears it */
+    st = symm_moe_dispatch(t.h, &d, SYMM_MOE_SEND_RECV, stream);
+    msg = symm_last_error();
+    ll_experts_launch(t);
+    if (st == SYMM_SUCCESS) {
+        st = symm_moe_combine(t.h, &c, SYMM_MOE_SEND_RECV, stream);
+        msg = symm_last_error();
+    } else {
+        CHECKF(symm_moe_combine(t.h, &c, SYMM_MOE_SEND_RECV, stream) == SYMM_SUCCESS, "combine after the report");
+    }
+    if (inject) {
+        if (st == SYMM_SUCCESS) {
+            st = symm_moe_check(t.h, stream);
+            msg = symm_last_error();
+        }
+        expect_msg_in(st, msg.c_str(), SYMM_ERR_INVALID_ARG,
+                      dup ? "indices[2][1] = " : "indices[1][2] = 99 is outside [0, num_experts 8)",
+                      dup ? "repeated expert" : "expert out of range");
+        if (dup)
+            expect_msg_in(st, msg.c_str(), SYMM_ERR_INVALID_ARG, "repeats an earlier expert", "repeated expert");
+        expect_msg(symm_moe_check(t.h, stream), SYMM_SUCCESS, "", "reported once");
+    } else {
+        SYMM_CHECK(st);
+        SYMM_CHECK(symm_moe_check(t.h, stream));
+    }
+    SYMM_CHECK(symm_barrier_all());
+}
+
+static void part_errors(void) {
+    LL t;
+    symm_moe_dispatch_args_t d, bad;
+    symm_moe_combine_args_t c;
+    if (8 % npes)
+        return;
+    ll_make(t, 8, 3, 512, 10, 2, 0, 1);
+    {
+        std::vector<Batch> bs = ll_batches(t, 3, 0, 0, -1);
+        ll_upload(t, bs[me]);
+        ll_args(t, bs[me], 0, &d, &c);
+    }
+    /* out of order and too large: refused before anything is launched, on every PE */
+    expect_msg(symm_moe_combine(t.h, &c, SYMM_MOE_SEND_RECV, stream), SYMM_ERR_INVALID_ARG, "out of order",
+               "combine first");
+    bad = d;
+    bad.num_tokens = 11;
+    expect_msg(symm_moe_dispatch(t.h, &bad, SYMM_MOE_SEND_RECV, stream), SYMM_ERR_INVALID_ARG,
+               "above max_num_tokens", "too many tokens");
+    expect_msg(symm_moe_dispatch(t.h, &d, 0, stream), SYMM_ERR_INVALID_ARG, "cannot both be false", "flags 0");
+    error_round(t, 0, 1);
+    error_round(t, 1, 2);
+    /* and a clean round after them is exact again */
+    {
+        std::vector<Batch> bs = ll_batches(t, 4, 0, 0, -1);
+        ll_round(t, bs, 0, 0);
+        ll_verify(t, bs, "after the errors");
+    }
+    ll_free(t);
+}
+
+int main(int argc, char **argv) {
+    int want = argc > 1 ? atoi(argv[1]) : 0;
+    const char *part = argc > 2 ? argv[2] : "ll";
+    symm_test_require_pes(want > 0 ? want : 1);
+    SYMM_CHECK(symm_init());
+    me = symm_my_pe();
+    npes = symm_n_pes();
+    if (want && want != npes)
+        TEST_FAIL("expected %d PEs, got %d", want, npes);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    if (!strcmp(part, "ll"))
+        part_ll();
+    else if (!strcmp(part, "ht"))
+        part_ht();
+    else if (!strcmp(part, "graph"))
+        part_graph();
+    else if (!strcmp(part, "errors"))
+        part_errors();
+    else
+        TEST_FAIL("unknown part %s", part);
+    CUDA_CHECK(cudaStreamDestroy(stream));
+    SYMM_CHECK(symm_finalize());
+    if (failures) {
+        fprintf(stderr, "[pe %d] %s: %d checks failed\n", me, part, failures);
+        return 1;
+    }
+    printf("[pe %d] moe %s: passed on %d PEs\n", me, part, npes);
+    return 0;
+}

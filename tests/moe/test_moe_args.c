@@ -1,0 +1,280 @@
+/*
+ * test_moe_args.c - the MoE exchange's host-side rules without a GPU or a
+ * runtime (src/moe/moe_args.c): configuration checks and geometry, the
+ * buffer layout, per-call argument checks, the call order, and the messages
+ * of device-recorded errors. Each wrong input must fail with
+ * SYMM_ERR_INVALID_ARG and a message naming what is wrong.
+ */
+#include <string.h>
+
+#include "symm_test.h"
+#include "moe/moe.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                  \
+    do {                                                                  \
+        if (!(cond)) {                                                    \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);          \
+            fprintf(stderr, __VA_ARGS__);                                 \
+            fprintf(stderr, "\n");                                        \
+            failures++;                                                   \
+        }                                                                 \
+    } while (0)
+
+/* st must be INVALID_ARG and the last error must contain `needle`. */
+#define EXPECT_BAD(st, needle)                                                                          \
+    do {                                                                                                \
+        symm_status_t s__ = (st);                                                                       \
+        CHECK(s__ == SYMM_ERR_INVALID_ARG, "%s -> %d, expected SYMM_ERR_INVALID_ARG", #st, (int)s__);   \
+        CHECK(strstr(symm_last_error(), needle) != NULL, "%s: message '%s' lacks '%s'", #st,            \
+              symm_last_error(), needle);                                                               \
+    } while (0)
+
+static symm_moe_config_t pplx_small(void) {
+    symm_moe_config_t c;
+    memset(&c, 0, sizeof(c));
+    c.mode = SYMM_MOE_LOW_LATENCY;
+    c.max_num_tokens = 10;
+    c.num_experts = 8;
+    c.experts_per_token = 3;
+    c.hidden_dim = 512;
+    c.hidden_dim_bytes = 512;     /* fp8 */
+    c.hidden_dim_scale_bytes = 16; /* 4 blocks of 128 */
+    c.dp_size = 2;
+    return c;
+}
+
+static void test_config(void) {
+    symm_moe_config_t c = pplx_small(), b;
+    symm__moe_geom_t g;
+    CHECK(symm__moe_geom("t", &c, 4, &g) == SYMM_SUCCESS, "small config: %s", symm_last_error());
+    CHECK(g.local == 2 && g.dp == 2 && g.groups == 2 && g.cap == 5 && g.rows == 20 && g.scale_cols == 4,
+          "geometry local %u dp %d groups %d cap %u rows %u cols %u", g.local, g.dp, g.groups, g.cap, g.rows,
+          g.scale_cols);
+    CHECK(g.tok_stride == 512 + 16 + 16 && g.tok_stride % 16 == 0, "tok_stride %u", g.tok_stride);
+    CHECK(g.lay.ll_dbuf > 0 && g.lay.total >= g.lay.ll_dbuf + 4ull * 2 * 5 * g.tok_stride, "layout total");
+    CHECK(g.lay.ht_rx == 0, "the low-latency layout has no high-throughput regions");
+    CHECK(symm_moe_heap_bytes(&c, 4) == g.lay.total, "heap_bytes agrees with the layout");
+    CHECK(symm_moe_heap_bytes(&c, 3) == 0, "8 experts on 3 PEs is rejected");
+
+    b = c; b.dp_size = 3;
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "world_size 4 is not a multiple of dp_size 3");
+    b = c; b.dp_size = 0;
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "dp_size 0");
+    EXPECT_BAD(symm__moe_geom("t", &c, 3, &g), "not a multiple of the team size 3");
+    b = c; b.experts_per_token = 9;
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "experts_per_token 9");
+    b = c; b.hidden_dim = 500; b.hidden_dim_bytes = 500;
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "hidden_dim 500");
+    b = c; b.hidden_dim_bytes = 1536;
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "element size of 1, 2 or 4");
+    b = c; b.hidden_dim = 8; b.hidden_dim_bytes = 8; b.hidden_dim_scale_bytes = 4;
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "not a multiple of 16");
+    b = c; b.hidden_dim_scale_bytes = 12;
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "expected 0 (no scales) or 16");
+    b = c; b.max_num_tokens = 0;
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "max_num_tokens 0");
+    b = c; b.max_recv_tokens = 5;
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "low-latency mode takes 0");
+    b = c; b.mode = 7;
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "mode 7");
+    EXPECT_BAD(symm__moe_geom("t", NULL, 4, &g), "config is NULL");
+    EXPECT_BAD(symm__moe_geom("t", &c, 65, &g), "team of 65 PEs");
+
+    /* high throughput */
+    b = c; b.mode = SYMM_MOE_HIGH_THROUGHPUT; b.dp_size = 1; b.max_num_tokens = 4096;
+    CHECK(symm__moe_geom("t", &b, 4, &g) == SYMM_SUCCESS, "ht config: %s", symm_last_error());
+    CHECK(g.cap == 4096 * 4 && g.lay.ht_cbuf > 0 && g.lay.ll_dbuf == 0, "ht geometry cap %u", g.cap);
+    b.dp_size = 2;
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "high-throughput mode takes 1");
+    b.dp_size = 1; b.max_recv_tokens = 4096 * 4 + 1;
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "above max_num_tokens x n_pes");
+    b.max_recv_tokens = 1000;
+    CHECK(symm__moe_geom("t", &b, 4, &g) == SYMM_SUCCESS && g.cap == 1000, "max_recv_tokens sets the capacity");
+}
+
+static void test_dispatch_args(void) {
+    symm_moe_config_t c = pplx_small();
+    symm__moe_geom_t g;
+    symm_moe_dispatch_args_t a, b;
+    symm__moe_kargs_t k;
+    static char buf[64];
+    CHECK(symm__moe_geom("t", &c, 4, &g) == SYMM_SUCCESS, "geom");
+    memset(&a, 0, sizeof(a));
+    a.out_expert_num_tokens = (int32_t *)(void *)buf;
+    a.out_expert_x = buf;
+    a.out_expert_rows = 20;
+    a.out_expert_x_stride[1] = 512;
+    a.out_expert_x_stride[0] = 20 * 512;
+    a.out_expert_x_scale = (float *)(void *)buf;
+    a.dp_x = buf;
+    a.dp_x_stride = 512;
+    a.dp_x_scale = (float *)(void *)buf;
+    a.indices = (const uint32_t *)(const void *)buf;
+    a.num_tokens = 7;
+    a.x_dtype = SYMM_DTYPE_FP8_E4M3;
+    memset(&k, 0, sizeof(k));
+    CHECK(symm__moe_check_dispatch(&c, &g, &a, &k) == SYMM_SUCCESS, "good dispatch: %s", symm_last_error());
+    CHECK(k.num_tokens == 7 && k.x_esz == 1 && k.out_rows == 20, "kargs filled");
+
+    b = a; b.num_tokens = 11;
+    EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &b, &k), "num_tokens 11 is above max_num_tokens 10");
+    b = a; b.x_dtype = SYMM_DTYPE_BF16;
+    EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &b, &k), "hidden_dim_bytes 512");
+    b = a; b.x_dtype = (symm_dtype_t)42;
+    EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &b, &k), "dtype 42");
+    b = a; b.out_expert_rows = 19; b.out_expert_x_stride[0] = 19 * 512;
+    EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &b, &k), "it needs max_num_tokens x DP groups = 20");
+    b = a; b.out_expert_x_stride[1] = 256;
+    EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &b, &k), "row stride 256");
+    b = a; b.out_expert_x_stride[0] = 512;
+    EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &b, &k), "expert stride 512 is too small");
+    b = a; b.dp_x_scale = NULL;
+    EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &b, &k), "dp_x_scale and out_expert_x_scale must be given");
+    b = a; b.out_expert_x_scale_stride[2] = -1;
+    EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &b, &k), "negative");
+    b = a; b.indices = NULL;
+    EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &b, &k), "dp_x and indices must be given");
+    b = a; b.out_expert_num_tokens = NULL;
+    EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &b, &k), "out_expert_num_tokens and out_expert_x");
+    EXPECT_BAD(symm__moe_check_dispatch(&c, &g, NULL, &k), "args is NULL");
+    b = a; b.num_tokens = 0; b.dp_x = NULL; b.indices = NULL;
+    CHECK(symm__moe_check_dispatch(&c, &g, &b, &k) == SYMM_SUCCESS, "zero tokens need no input buffers: %s",
+          symm_last_error());
+
+    c.hidden_dim_scale_bytes = 0;
+    CHECK(symm__moe_geom("t", &c, 4, &g) == SYMM_SUCCESS, "geom without scales");
+    EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &a, &k), "must be NULL");
+    c.mode = SYMM_MOE_HIGH_THROUGHPUT;
+    EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &a, &k), "high-throughput mode");
+}
+
+static void test_combine_args(void) {
+    symm_moe_config_t c = pplx_small();
+    symm__moe_geom_t g;
+    symm_moe_combine_args_t a, b;
+    symm__moe_kargs_t k;
+    static char buf[64];
+    CHECK(symm__moe_geom("t", &c, 4, &g) == SYMM_SUCCESS, "geom");
+    memset(&a, 0, sizeof(a));
+    a.out_tokens = buf;
+    a.out_stride = 512;
+    a.out_rows = 10;
+    a.out_dtype = SYMM_DTYPE_BF16;
+    a.indices = (const uint32_t *)(const void *)buf;
+    a.weights = (const float *)(const void *)buf;
+    a.num_tokens = 9;
+    a.expert_y = buf;
+    a.expert_y_stride[1] = 512;
+    a.expert_y_stride[0] = 20 * 512;
+    a.expert_y_rows = 20;
+    a.y_dtype = SYMM_DTYPE_F16;
+    CHECK(symm__moe_check_combine(&c, &g, &a, &k) == SYMM_SUCCESS, "good combine: %s", symm_last_error());
+    b = a; b.out_dtype = SYMM_DTYPE_F32;
+    EXPECT_BAD(symm__moe_check_combine(&c, &g, &b, &k), "out_tokens dtype 0: expected bf16");
+    b = a; b.y_dtype = SYMM_DTYPE_FP8_E4M3;
+    EXPECT_BAD(symm__moe_check_combine(&c, &g, &b, &k), "expert_y dtype 8");
+    b = a; b.out_rows = 8;
+    EXPECT_BAD(symm__moe_check_combine(&c, &g, &b, &k), "out_tokens has 8 rows, below num_tokens 9");
+    b = a; b.num_tokens = 12;
+    EXPECT_BAD(symm__moe_check_combine(&c, &g, &b, &k), "num_tokens 12 is above max_num_tokens 10");
+    b = a; b.weights = NULL;
+    EXPECT_BAD(symm__moe_check_combine(&c, &g, &b, &k), "weights must be given");
+    b = a; b.expert_y_rows = 3;
+    EXPECT_BAD(symm__moe_check_combine(&c, &g, &b, &k), "expert_y has 3 rows");
+}
+
+static void test_ht_args(void) {
+    symm_moe_config_t c = pplx_small();
+    symm__moe_geom_t g;
+    symm_moe_ht_dispatch_args_t a, b;
+    symm__moe_kargs_t k;
+    static char buf[64];
+    c.mode = SYMM_MOE_HIGH_THROUGHPUT;
+    c.dp_size = 1;
+    c.max_num_tokens = 4096;
+    CHECK(symm__moe_geom("t", &c, 4, &g) == SYMM_SUCCESS, "geom");
+    memset(&a, 0, sizeof(a));
+    a.x = buf;
+    a.x_stride = 512;
+    a.x_dtype = SYMM_DTYPE_FP8_E4M3;
+    a.x_scale = (const float *)(const void *)buf;
+    a.indices = buf;
+    a.indices_dtype = SYMM_DTYPE_I64;
+    a.num_tokens = 4096;
+    CHECK(symm__moe_check_ht_dispatch(&c, &g, &a, &k) == SYMM_SUCCESS && k.idx_kind == 2, "good ht dispatch: %s",
+          symm_last_error());
+    b = a; b.indices_dtype = SYMM_DTYPE_F32;
+    EXPECT_BAD(symm__moe_check_ht_dispatch(&c, &g, &b, &k), "expected int32");
+    b = a; b.num_tokens = 4097;
+    EXPECT_BAD(symm__moe_check_ht_dispatch(&c, &g, &b, &k), "num_tokens 4097");
+    b = a; b.x_scale = NULL;
+    EXPECT_BAD(symm__moe_check_ht_dispatch(&c, &g, &b, &k), "x_scale must be given");
+    b = a; b.x_stride = 100;
+    EXPECT_BAD(symm__moe_check_ht_dispatch(&c, &g, &b, &k), "x row stride 100");
+    CHECK(symm__moe_check_ht_combine(&c, buf, SYMM_DTYPE_BF16, 512, 100, buf, SYMM_DTYPE_BF16, 512, 4096, 4096,
+                                     &k) == SYMM_SUCCESS, "good ht combine: %s", symm_last_error());
+    EXPECT_BAD(symm__moe_check_ht_combine(&c, buf, SYMM_DTYPE_F32, 512, 100, buf, SYMM_DTYPE_BF16, 512, 4096, 4096,
+                                          &k), "y dtype 0");
+    EXPECT_BAD(symm__moe_check_ht_combine(&c, buf, SYMM_DTYPE_BF16, 512, 100, buf, SYMM_DTYPE_BF16, 512, 10, 4096,
+                                          &k), "out has 10 rows");
+    c.mode = SYMM_MOE_LOW_LATENCY;
+    EXPECT_BAD(symm__moe_check_ht_dispatch(&c, &g, &a, &k), "low-latency mode");
+}
+
+static void test_order(void) {
+    int at = SYMM__MOE_AT_DISPATCH_SEND, next = -1;
+    CHECK(symm__moe_check_order("t", at, 0, SYMM_MOE_SEND, &next) == SYMM_SUCCESS &&
+          next == SYMM__MOE_AT_DISPATCH_RECV, "dispatch send");
+    EXPECT_BAD(symm__moe_check_order("t", next, 1, SYMM_MOE_SEND_RECV, &at), "receive half of the dispatch");
+    CHECK(symm__moe_check_order("t", next, 0, SYMM_MOE_RECV, &at) == SYMM_SUCCESS &&
+          at == SYMM__MOE_AT_COMBINE_SEND, "dispatch recv");
+    EXPECT_BAD(symm__moe_check_order("t", at, 0, SYMM_MOE_SEND_RECV, &next), "expects a combine");
+    CHECK(symm__moe_check_order("t", at, 1, SYMM_MOE_SEND_RECV, &next) == SYMM_SUCCESS &&
+          next == SYMM__MOE_AT_DISPATCH_SEND, "combine both halves");
+    EXPECT_BAD(symm__moe_check_order("t", next, 0, SYMM_MOE_RECV, &at), "expects a dispatch");
+    EXPECT_BAD(symm__moe_check_order("t", next, 0, 0, &at), "do_send and do_recv cannot both be false");
+    EXPECT_BAD(symm__moe_check_order("t", next, 0, 4, &at), "flags 4");
+}
+
+static void test_messages(void) {
+    symm_moe_config_t c = pplx_small();
+    symm__moe_err_t e;
+    char msg[512];
+    memset(&e, 0, sizeof(e));
+    e.code = SYMM__MOE_ERR_EXPERT_RANGE;
+    e.call = SYMM__MK_LL_DISPATCH_SEND;
+    e.a = 3;
+    e.b = 1;
+    e.c = 99;
+    symm__moe_err_message(&e, &c, msg, sizeof(msg));
+    CHECK(strstr(msg, "indices[3][1] = 99 is outside [0, num_experts 8)") != NULL, "range message: %s", msg);
+    e.code = SYMM__MOE_ERR_EXPERT_DUP;
+    symm__moe_err_message(&e, &c, msg, sizeof(msg));
+    CHECK(strstr(msg, "repeats an earlier expert") != NULL, "dup message: %s", msg);
+    e.code = SYMM__MOE_ERR_BOUND;
+    e.a = 12;
+    e.b = 7;
+    symm__moe_err_message(&e, &c, msg, sizeof(msg));
+    CHECK(strstr(msg, "bound_m = 12 is above num_tokens 7") != NULL, "bound message: %s", msg);
+    e.code = SYMM__MOE_ERR_CAPACITY;
+    e.call = SYMM__MK_HT_DISPATCH_SEND;
+    symm__moe_err_message(&e, &c, msg, sizeof(msg));
+    CHECK(strstr(msg, "symm_moe_ht_dispatch") && strstr(msg, "max_recv_tokens 7"), "capacity message: %s", msg);
+}
+
+int main(void) {
+    test_config();
+    test_dispatch_args();
+    test_combine_args();
+    test_ht_args();
+    test_order();
+    test_messages();
+    if (failures) {
+        fprintf(stderr, "%d checks failed\n", failures);
+        return 1;
+    }
+    printf("moe args: all checks passed\n");
+    return 0;
+}

@@ -1,0 +1,90 @@
+/*
+ * test_moe_host.c - symm_moe_create's collective checks over the host
+ * backend (no GPU), run as N processes by mp_driver:
+ *   - before init: SYMM_ERR_NOT_INITIALIZED;
+ *   - a bad configuration: SYMM_ERR_INVALID_ARG naming the field, on every PE;
+ *   - configurations that differ between PEs: SYMM_ERR_MISMATCH on every PE,
+ *     naming the field and both values;
+ *   - a good configuration: SYMM_ERR_UNSUPPORTED (the host backend has no GPU
+ *     kernels), and the runtime still works after all of them;
+ *   - calls on a NULL handle fail cleanly; destroy(NULL) is a no-op.
+ */
+#include <string.h>
+
+#include "symm_test.h"
+#include "symm/symm_moe.h"
+
+static symm_moe_config_t good(void) {
+    symm_moe_config_t c;
+    memset(&c, 0, sizeof(c));
+    c.mode = SYMM_MOE_LOW_LATENCY;
+    c.max_num_tokens = 16;
+    c.num_experts = 8;
+    c.experts_per_token = 2;
+    c.hidden_dim = 256;
+    c.hidden_dim_bytes = 512;
+    c.dp_size = 1;
+    return c;
+}
+
+static void expect_msg(const char *needle) {
+    if (strstr(symm_last_error(), needle) == NULL)
+        TEST_FAIL("message '%s' lacks '%s'", symm_last_error(), needle);
+}
+
+int main(void) {
+    symm_moe_t *h = NULL;
+    symm_moe_config_t c = good();
+    int me, n;
+    void *p = NULL;
+    SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_NOT_INITIALIZED);
+    SYMM_CHECK(symm_init());
+    me = symm_my_pe();
+    n = symm_n_pes();
+
+    c.hidden_dim_scale_bytes = 12;
+    SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
+    expect_msg("hidden_dim_scale_bytes 12");
+    TEST_ASSERT(h == NULL, "no handle on failure");
+    if (n > 1) {
+        c = good();
+        c.num_experts = (size_t)(2 * n + 1);
+        SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
+        expect_msg("num_experts");
+    }
+
+    c = good();
+    c.num_experts = (size_t)8 * (size_t)n;
+    c.dp_size = n + 1;
+    SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
+    expect_msg("is not a multiple of dp_size");
+
+    if (n > 1) {
+        c = good();
+        c.num_experts = (size_t)8 * (size_t)n;
+        c.max_num_tokens = me == n - 1 ? 32 : 16;
+        SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_MISMATCH);
+        expect_msg("max_num_tokens is 16 on PE 0 but 32");
+    }
+
+    c = good();
+    c.num_experts = (size_t)8 * (size_t)n;
+    SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_UNSUPPORTED);
+    expect_msg("native backend");
+    TEST_ASSERT(symm_moe_heap_bytes(&c, n) > 0, "heap_bytes of a good configuration");
+    SYMM_EXPECT(symm_moe_create(&c, symm_team_node(), NULL), SYMM_ERR_INVALID_ARG);
+
+    SYMM_EXPECT(symm_moe_dispatch(NULL, NULL, SYMM_MOE_SEND_RECV, NULL), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_moe_combine(NULL, NULL, SYMM_MOE_SEND_RECV, NULL), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_moe_ht_dispatch(NULL, NULL, SYMM_MOE_SEND_RECV, NULL), SYMM_ERR_INVALID_ARG);
+    SYMM_EXPECT(symm_moe_check(NULL, NULL), SYMM_ERR_INVALID_ARG);
+    SYMM_CHECK(symm_moe_destroy(NULL));
+    TEST_ASSERT(symm_moe_local_experts(NULL) == 0, "local experts of NULL");
+
+    /* the failed creations left the runtime usable and nothing allocated */
+    SYMM_CHECK(symm_malloc(4096, &p));
+    SYMM_CHECK(symm_free(p));
+    SYMM_CHECK(symm_finalize());
+    printf("moe host: pe %d of %d passed\n", me, n);
+    return 0;
+}

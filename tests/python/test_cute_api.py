@@ -1,0 +1,235 @@
+"""symm.cute covers exactly the device API of the headers, checks its
+arguments when a kernel is compiled, and its host side (compile helper,
+Kernel, AOT manifest, symm.cubin) works without a GPU.
+
+- The generated declarations are up to date with the headers.
+- Every declared function has a raw wrapper with the C parameters in order;
+  the constants mirror the C enums.
+- Without CuTe DSL, `import symm.cute` raises an ImportError that says what
+  to install; symm.cubin imports without it.
+- Wrong element types, pointers without a count, non-contiguous views are
+  errors at compile time that name the call.
+- The JIT path (Kernel.compile, symm.cute.compile on tensors) compiles for
+  sm_90a here; the AOT path writes a cubin and a manifest that symm.cubin
+  reads and packs arguments for.
+- The examples' and GPU check's kernels all compile ahead of time.
+"""
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from symm_testutil import INCLUDE_DIR, PYTHON_DIR, REPO, optional_import, run_python  # noqa: E402
+
+sys.path.insert(0, PYTHON_DIR)
+sys.path.insert(0, os.path.join(REPO, "tests", "bitcode"))
+import check_bitcode  # noqa: E402
+
+CC = os.environ.get("CC", "cc")
+
+HAVE_CUTE = optional_import("cutlass.cute") is not None
+
+needs_cute = pytest.mark.skipif(not HAVE_CUTE, reason="CuTe DSL not installed "
+                                "(pip install 'nvidia-cutlass-dsl[cu13]==4.8.1')")
+
+
+def test_generated_files_are_fresh():
+    r = subprocess.run([sys.executable, os.path.join(PYTHON_DIR, "tools", "gen_cute_api.py"),
+                        "--check", "--cc", CC], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@needs_cute
+def test_every_device_function_is_declared():
+    import symm.cute as sc
+    decls = check_bitcode.header_declarations(check_bitcode.preprocess_header(CC, INCLUDE_DIR))
+    names = {n[len("symm_"):] for n in decls}
+    assert set(sc.SCOPES) == names and set(sc.raw.__all__) == names
+    for cname, d in decls.items():
+        name = cname[len("symm_"):]
+        assert list(inspect.signature(getattr(sc.raw, name)).parameters) == d.names, name
+        assert callable(getattr(sc, name)), name  # reachable from the top level too
+    assert sc.SCOPES["put_signal_block_nbi"] == "block" and sc.SCOPES["put_warp"] == "warp"
+    assert sc.SCOPES["all_reduce_grid"] == "grid" and sc.SCOPES["p_f32"] == "thread"
+
+
+@needs_cute
+def test_constants_mirror_the_enums():
+    import symm.cute as sc
+    src = open(os.path.join(INCLUDE_DIR, "symm", "symm_types.h")).read() + \
+        open(os.path.join(INCLUDE_DIR, "symm", "symm_coll_types.h")).read()
+    for short, cname in (("CMP_GE", "SYMM_CMP_GE"), ("SIGNAL_ADD", "SYMM_SIGNAL_ADD"),
+                         ("SEM_RELEASE", "SYMM_SEM_RELEASE"), ("SCOPE_SYS", "SYMM_SCOPE_SYS"),
+                         ("DTYPE_BF16", "SYMM_DTYPE_BF16"), ("OP_BXOR", "SYMM_OP_BXOR"),
+                         ("ALGO_TWOSHOT", "SYMM_COLL_ALGO_TWOSHOT"),
+                         ("DTYPE_DEFAULT", "SYMM_DTYPE_DEFAULT")):
+        value = int(re.search(r"\b%s\s*=\s*(-?\d+)" % cname, src).group(1))
+        assert getattr(sc, short) == value, short
+
+
+def test_import_without_cute_says_what_to_install():
+    code = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "cutlass" or name.startswith("cutlass."):
+            raise ImportError("No module named " + repr(name))
+sys.meta_path.insert(0, Block())
+import symm.cubin  # the AOT launcher needs no CuTe DSL
+try:
+    import symm.cute
+except ImportError as e:
+    print("IMPORTERROR", e)
+"""
+    r = run_python(code)
+    assert r.returncode == 0, r.stderr
+    assert "IMPORTERROR" in r.stdout and "pip install 'symm[cute]'" in r.stdout, r.stdout
+    assert "nvidia-cutlass-dsl" in r.stdout
+
+
+def _compile_kernel(body, params="ctx: cutlass.Int64, buf: cutlass.Int64, n: cutlass.Int32"):
+    """Compile a one-kernel launcher whose kernel body is `body` (source)."""
+    import symm.cute as sc
+    src = ("@cute.kernel\ndef k(%s):\n%s\n\n@cute.jit\ndef launch(%s):\n    k(%s).launch("
+           "grid=[1, 1, 1], block=[32, 1, 1])\n") % (
+        params, "\n".join("    " + x for x in body), params,
+        ", ".join(p.split(":")[0] for p in params.split(",")))
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write("import cutlass\nimport cutlass.cute as cute\nimport symm.cute as sc\n\n" + src)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("cute_api_k", f.name)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return sc.compile(mod.launch, 0, 0, 0, arch=90)
+
+
+def _error_chain(excinfo):
+    out, e = [], excinfo.value
+    while e is not None:
+        out.append(str(e))
+        e = e.__cause__ or e.__context__
+    return "\n".join(out)
+
+
+VIEWS = ["d = cute.make_tensor(cute.make_ptr(cutlass.Float32, buf, cute.AddressSpace.gmem, "
+         "assumed_align=16), cute.make_layout(n))",
+         "i = cute.make_tensor(cute.make_ptr(cutlass.Int32, buf + 4096, cute.AddressSpace.gmem, "
+         "assumed_align=16), cute.make_layout(n))"]
+
+
+@needs_cute
+@pytest.mark.parametrize("stmt,message", [
+    ("sc.put_block(ctx, d, i, 0)", "symm.cute.put_block: dst and src element types differ "
+                                   "(Float32 and Int32)"),
+    ("sc.get_nbi(ctx, d.iterator, d.iterator, 0)", "pass nelems= when dst or src is a pointer"),
+    ("sc.atomic_add(ctx, d, cutlass.Float32(1), 0)", "symm.cute.atomic_add: element type Float32"),
+    ("sc.put_signal(ctx, d, d, i, 1, sc.SIGNAL_SET, 0)", "the signal word must be 64-bit"),
+    ("sc.put(ctx, cute.make_tensor(d.iterator, cute.make_layout(8, stride=2)), d, 0)",
+     "which is not contiguous"),
+    ("sc.p(ctx, buf, 1, 0)", "with an integer address use symm.cute.raw.p"),
+])
+def test_view_calls_reject_wrong_arguments_at_compile_time(stmt, message):
+    with pytest.raises(Exception) as info:
+        _compile_kernel(VIEWS + [stmt])
+    assert message in _error_chain(info), _error_chain(info)[-2000:]
+
+
+@needs_cute
+def test_jit_path_compiles_tensor_kernels_for_sm90():
+    """What a user with a GPU does, compiled here: a @cute.jit launcher taking
+    CuTe tensors (fake ones: no data needed) and the Kernel's JIT form."""
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_compact_tensor
+
+    import symm.cute as sc
+
+    @cute.kernel
+    def shift(ctx: cutlass.Int64, dst: cute.Tensor, src: cute.Tensor, sig: cute.Tensor):
+        me, n = sc.my_pe(ctx), sc.n_pes(ctx)
+        sc.put_signal_block(ctx, dst, src, sig, 1, sc.SIGNAL_ADD, (me + 1) % n)
+        sc.signal_wait_until(ctx, sig, sc.CMP_GE, 1)
+
+    @cute.jit
+    def launch(ctx: cutlass.Int64, dst: cute.Tensor, src: cute.Tensor, sig: cute.Tensor):
+        shift(ctx, dst, src, sig).launch(grid=[1, 1, 1], block=[128, 1, 1])
+
+    x = make_fake_compact_tensor(cutlass.Float32, (cute.sym_int(),), assumed_align=16)
+    s = make_fake_compact_tensor(cutlass.Uint64, (1,), assumed_align=8)
+    fn = sc.compile(launch, cutlass.Int64(0), x, x, s, arch=90,
+                    options="--keep-ptx --dump-dir %s" % _tmpdir())
+    assert "red.release.sys.global.add.u64" in fn.__ptx__
+    assert ".target sm_90a" in fn.__ptx__
+
+    sys.path.insert(0, os.path.join(REPO, "examples", "cute"))
+    from symm.cute.aot import _load_source, kernels_of
+    mod = _load_source(os.path.join(REPO, "examples", "cute", "kernels.py"))
+    k = {k.name: k for k in kernels_of(mod)}["ring_put"]
+    run = k.compile(arch=90)
+    assert run.kernel is k and callable(run)
+    with pytest.raises(TypeError, match="ring_put takes 6 arguments"):
+        run(0, 0, grid=1)
+
+
+def _tmpdir():
+    import tempfile
+    return tempfile.mkdtemp(prefix="symm-cute-api-")
+
+
+@needs_cute
+def test_aot_manifest_and_cubin_launcher(tmp_path):
+    """Kernel.aot writes a cubin and an entry whose parameters match the
+    cubin's entry point; symm.cubin reads it and packs arguments (no GPU:
+    nothing is launched)."""
+    import cutlass
+    import cutlass.cute as cute
+
+    import symm.cubin
+    import symm.cute as sc
+    from symm.cute._kernel import ptx_entry_params
+
+    @cute.kernel
+    def fill(ctx: cutlass.Int64, x: cute.Pointer, v: cutlass.Float32, n: cutlass.Int32):
+        t = cute.make_tensor(x, cute.make_layout(n))
+        tid, _, _ = cute.arch.thread_idx()
+        t[tid] = v + cutlass.Float32(sc.my_pe(ctx))
+
+    k = sc.Kernel(fill, [("ctx", cutlass.Int64), ("x", sc.Ptr(cutlass.Float32)),
+                         ("v", cutlass.Float32), ("n", cutlass.Int32)], block=64)
+    entry = k.aot(str(tmp_path), arch=90, keep_ptx=True)
+    symm.cubin.write_manifest(str(tmp_path), {k.name: entry})
+    assert (tmp_path / "fill.cubin").stat().st_size > 0
+    ptx = (tmp_path / "fill.ptx").read_text()
+    assert ptx_entry_params(ptx)[entry["entry"]] == [8, 8, 4, 4]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["fill"]["params"] == [["ctx", "i64"], ["x", "ptr"], ["v", "f32"], ["n", "i32"]]
+    lib = symm.cubin.load(str(tmp_path))
+    vals = lib["fill"].pack([5, 0x1000, 1.5, 7], {})
+    assert [v.value for v in vals] == [5, 0x1000, 1.5, 7]
+    with pytest.raises(TypeError, match="missing x, v, n"):
+        lib["fill"].pack([1], {})
+    with pytest.raises(TypeError, match="cutlass.Int32/Uint32/Int64/Uint64/Float32"):
+        sc.Kernel(fill, [("ctx", int)], block=64)
+
+
+@needs_cute
+def test_examples_and_gpu_check_kernels_compile(tmp_path):
+    """Every kernel examples/cute/build_cubins.py builds (the examples and the
+    GPU check) compiles for sm_90a, and the cubins fit in a few MiB."""
+    r = subprocess.run([sys.executable, os.path.join(REPO, "examples", "cute", "build_cubins.py"),
+                        "-o", str(tmp_path)], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, PYTHONPATH=PYTHON_DIR))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert {"ring_put", "ring_get", "ag_push", "ag_device", "ar_oneshot", "ar_device", "ar_multimem",
+            "rs_oneshot", "rs_device", "ag_gemm", "gemm_rs", "rs_reduce", "t_pg",
+            "t_bulk", "t_put_signal", "t_words", "t_amo", "t_sync", "t_coll",
+            "t_coll_grid"} <= set(manifest)
+    size = sum(f.stat().st_size for f in tmp_path.iterdir())
+    assert size < 8 << 20, size

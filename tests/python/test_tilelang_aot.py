@@ -1,0 +1,206 @@
+"""symm.tilelang without a GPU: every primitive in a kernel lowered for sm_90
+(examples/tilelang/primitives.py), the generated CUDA compiled by nvcc with
+warnings as errors, the memory operations each primitive promises present in
+the PTX, every device function of the headers reached, no module-scope state;
+the just-in-time path (tilelang.compile, which runs nvcc without a GPU); the
+ImportError without TileLang; symm.cubin's argument packing."""
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from symm_testutil import PYTHON_DIR, REPO, in_ci  # noqa: E402
+
+EXAMPLES = os.path.join(REPO, "examples", "tilelang")
+
+
+def _need_tilelang():
+    try:
+        import tilelang  # noqa: F401
+    except ImportError:
+        if in_ci():
+            raise
+        pytest.skip("tilelang not installed (pip install 'tilelang==0.1.15')")
+
+
+# kernel -> PTX that must appear (what the primitive promises)
+PTX_WANT = {
+    "prim_put_block_nbi": ["st.global", "fence.sc.sys"],          # stores to the peer, quiet
+    "prim_get_warp": ["ld.global"],
+    "prim_peer_copy": ["st.v4.u32"],                                # T.copy into a peer view
+    "prim_sync": ["st.release.sys.global", "ld.acquire.sys.global"],
+    "prim_signals": ["st.release.sys.global.u64",                   # signal SET after the data
+                     "red.release.sys.global.add.u64",              # signal ADD after the data
+                     "ld.acquire.sys.global.b64"],                  # signal waits and fetches
+    "prim_remote_st": ["st.relaxed.cta.global", "st.relaxed.gpu.global", "st.relaxed.sys.global",
+                       "st.release.cta.global", "st.release.gpu.global", "st.release.sys.global",
+                       "st.volatile.global", "ld.relaxed.sys.global", "ld.acquire.cta.global",
+                       "ld.acquire.gpu.global", "ld.acquire.sys.global", "ld.volatile.global"],
+    "prim_waits": ["ld.acquire.sys.global.b32", "ld.acquire.sys.global.b64"],
+    "prim_atomics": ["atom.relaxed.sys.global.add", "atom.relaxed.sys.global.cas",
+                     "atom.relaxed.sys.global.exch", "atom.relaxed.sys.global.and",
+                     "atom.relaxed.sys.global.or", "atom.relaxed.sys.global.xor",
+                     "red.relaxed.sys.global.add", "red.relaxed.sys.global.and",
+                     "red.relaxed.sys.global.or", "red.relaxed.sys.global.xor"],
+    "prim_fences": ["fence.acq_rel.sys", "fence.sc.sys", "membar.cta", "membar.gl", "membar.sys"],
+    "prim_barriers": ["fence.sc.sys", "st.relaxed.sys.global", "ld.acquire.sys.global"],
+    "prim_grid_barriers": ["atom.acq_rel.gpu.global.add", "st.release.sys.global", "ld.acquire.sys.global"],
+    "prim_coll_all_reduce_block": ["st.release.sys.global", "ld.acquire.sys.global"],
+}
+
+
+def _signature_names():
+    spec = importlib.util.spec_from_file_location(
+        "sigs", os.path.join(PYTHON_DIR, "symm", "triton", "_signatures.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return {"symm_" + f[0] for f in mod.FUNCTIONS}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """All primitive kernels lowered, in one translation unit, compiled once."""
+    _need_tilelang()
+    sys.path.insert(0, PYTHON_DIR)
+    sys.path.insert(0, EXAMPLES)
+    import primitives
+    import symm.tilelang as sT
+    d = tmp_path_factory.mktemp("tilelang")
+    srcs = {name: sT.lower(b(), 90, name=name).source for name, b in primitives.kernels(1, {}).items()}
+    cu = os.path.join(d, "all.cu")
+    with open(cu, "w") as f:
+        f.write("\n".join(srcs.values()))
+    cmd = sT.nvcc_command(cu, os.path.join(d, "all.cubin"), 90, "cubin") + ["-keep", "-keep-dir", str(d)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, "nvcc (warnings as errors) failed:\n" + (r.stdout + r.stderr)[-8000:]
+    with open(os.path.join(d, "all.ptx")) as f:
+        ptx = f.read()
+    return srcs, ptx
+
+
+def _entries(ptx):
+    out = {}
+    for part in re.split(r"(?=\.visible \.entry )", ptx):
+        m = re.match(r"\.visible \.entry (\w+)_kernel\(", part)
+        if m:
+            out[m.group(1)] = part
+    return out
+
+
+def test_every_primitive_compiles_with_warnings_as_errors(built):
+    srcs, ptx = built
+    entries = _entries(ptx)
+    assert sorted(entries) == sorted(srcs), "kernels missing from the PTX"
+
+
+@pytest.mark.parametrize("kernel", sorted(PTX_WANT))
+def test_ptx_has_the_promised_memory_operations(built, kernel):
+    body = _entries(built[1])[kernel]
+    missing = [w for w in PTX_WANT[kernel] if w not in body]
+    assert not missing, "%s: PTX lacks %s" % (kernel, missing)
+
+
+def test_every_device_function_is_reached(built):
+    called = set()
+    for src in built[0].values():
+        called |= set(re.findall(r"\b(symm_\w+)\s*\(", src))
+    missing = sorted(_signature_names() - called)
+    assert not missing, "no symm.tilelang kernel calls " + ", ".join(missing)
+
+
+def test_no_module_state(built):
+    """The context is a kernel argument: no __constant__ table, no global
+    variable a loader would have to fill (only printf format strings)."""
+    ptx = built[1]
+    assert not re.search(r"^\s*\.const\s", ptx, re.M)
+    for line in re.findall(r"^\s*\.global\s.*$", ptx, re.M):
+        assert re.search(r"\$str", line), "module-scope variable: " + line
+
+
+def test_aot_manifest_and_jit_compile(tmp_path):
+    """build(): cubin + manifest entry; compile(): TileLang's own nvcc run
+    (no GPU needed) with the same header hook and include folders."""
+    _need_tilelang()
+    sys.path.insert(0, PYTHON_DIR)
+    sys.path.insert(0, EXAMPLES)
+    import primitives
+    import symm.cubin
+    import symm.tilelang as sT
+    entry = sT.build(primitives.k_sync(), str(tmp_path), "sync")
+    assert entry["entry"] == "sync_kernel" and entry["block"] == [128, 1, 1]
+    assert [p[1] for p in entry["params"]].count("ptr") == 4
+    assert entry["call"] == ["ctx", "data", "recv", "out", "flag", "epoch"]
+    assert os.path.getsize(os.path.join(tmp_path, "sync.cubin")) > 0
+    symm.cubin.write_manifest(str(tmp_path), {"sync": entry})
+    k = symm.cubin.load(str(tmp_path))["sync"]
+    packed = k.pack((123, 1 << 20, 2 << 20, 3 << 20, 4 << 20, 7), {})
+    by_name = {p[0]: v.value for p, v in zip(k.params, packed)}
+    assert by_name == {"ctx": 123, "data": 1 << 20, "recv": 2 << 20, "out": 3 << 20, "flag": 4 << 20, "epoch": 7}
+    with pytest.raises(TypeError, match="missing"):
+        k.pack((1, 2), {})
+    with pytest.raises(TypeError, match="no parameter"):
+        k.pack((), {"bogus": 1})
+    jit = sT.compile(primitives.k_sync(), target=90, execution_backend="tvm_ffi")
+    src = jit.get_kernel_source()
+    assert '#include "symm_tilelang.h"' in src and "symm_wait_until_i32" in src
+
+
+def test_wrong_arguments_fail_early():
+    _need_tilelang()
+    sys.path.insert(0, PYTHON_DIR)
+    import tilelang.language as T
+    import symm.tilelang as sT
+
+    def lower(body):
+        @T.prim_func
+        def k(ctx: T.uint64, a: T.Tensor((64,), "float16"), s: T.Tensor((4,), "int32")):
+            with T.Kernel(1, threads=32):
+                body(ctx, a, s)
+        return sT.lower(k)
+
+    with pytest.raises(TypeError, match="signal words are uint64"):
+        lower(lambda ctx, a, s: sT.signal_op(ctx, s[0], 1, "add", 0))
+    with pytest.raises(ValueError, match="sem must be one of"):
+        lower(lambda ctx, a, s: sT.st(ctx, s[0], 1, sem="strong"))
+    with pytest.raises(ValueError, match="cannot acquire"):
+        lower(lambda ctx, a, s: sT.st(ctx, s[0], 1, sem="acquire"))
+    with pytest.raises(TypeError, match="element type float16 is not supported"):
+        lower(lambda ctx, a, s: sT.wait_ge(ctx, a[0], 1))
+    with pytest.raises(TypeError, match="exactly one of size"):
+        lower(lambda ctx, a, s: sT.put_block(ctx, a, a, 8, 0, nbytes=16))
+    with pytest.raises(TypeError, match="dst_pe is required"):
+        lower(lambda ctx, a, s: sT.put_block(ctx, a, a, 8))
+
+
+def test_import_error_names_the_extra():
+    code = ("import sys; sys.modules['tilelang'] = None\n"
+            "import symm.cubin\n"
+            "try:\n    import symm.tilelang\nexcept ImportError as e:\n    print(e)\n")
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "pip install 'symm[tilelang]'" in r.stdout and "symm.cubin" in r.stdout
+
+
+def test_examples_lower():
+    """Every example kernel lowers (the build's first half; build.py
+    compiles them)."""
+    _need_tilelang()
+    sys.path.insert(0, PYTHON_DIR)
+    sys.path.insert(0, EXAMPLES)
+    import build
+    import symm.tilelang as sT
+    jobs = build.jobs(pes=(4,), only_examples=True)
+    assert jobs
+    calls = 0
+    for name, builder in jobs:
+        low = sT.lower(builder(), 90, name=name)
+        uses = bool(re.search(r"\bsymm_\w+\(", low.source))
+        assert uses == ('#include "symm_tilelang.h"' in low.source), name
+        calls += uses
+    assert calls >= len(jobs) - 3   # only the plain GEMMs call no symm function
