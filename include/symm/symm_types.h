@@ -92,6 +92,19 @@ enum symm_backend_kind {
     SYMM_BACKEND_NCCL    = 3
 };
 
+/* What a backend does (symm_backend_caps; docs/backends.md). "Other peers"
+ * are the PEs a kernel cannot reach by load/store (other nodes). */
+enum symm_backend_cap {
+    SYMM_CAP_PEER_LDST     = 0x01u, /* peers reached by load/store (NVLink, the node) */
+    SYMM_CAP_REMOTE_PUT    = 0x02u, /* put, put_nbi, p to other peers */
+    SYMM_CAP_REMOTE_GET    = 0x04u, /* get, g, ld from other peers */
+    SYMM_CAP_REMOTE_SIGNAL = 0x08u, /* put_signal, signal_op to other peers */
+    SYMM_CAP_REMOTE_AMO    = 0x10u, /* atomics on other peers */
+    SYMM_CAP_REMOTE_QUIET  = 0x20u, /* quiet makes puts to other peers visible */
+    SYMM_CAP_COLL          = 0x40u, /* stream collectives */
+    SYMM_CAP_MULTI_NODE    = 0x80u  /* PEs on several nodes */
+};
+
 /* ------------------------------------------------------------------------ */
 /* Device context                                                             */
 /* ------------------------------------------------------------------------ */

@@ -11,12 +11,12 @@
 #include "backend/dlib.h"
 #include "core/log.h"
 
-/* Append "; <what>: <dlerror>" to the attempts so far. */
+/* Append the loader's reason (it names the file) to the attempts so far. */
 static void note(char *log, size_t cap, const char *what) {
     const char *why = dlerror();
     size_t len = strlen(log);
     if (len + 8 < cap)
-        snprintf(log + len, cap - len, "%s%s (%s)", len ? "; " : "", what, why ? why : "not found");
+        snprintf(log + len, cap - len, "%s%s", len ? "; " : "", why ? why : what);
 }
 
 static void *try_open(const char *file, int flags, char *log, size_t cap) {
@@ -41,8 +41,8 @@ symm_status_t symm__dlib_open(const char *soname, const char *where, const char 
             snprintf(file, sizeof file, "%s", where);
         h = try_open(file, RTLD_NOW | RTLD_LOCAL, log, sizeof log);
         if (!h)
-            return symm__error(SYMM_ERR_UNSUPPORTED, "%s=%s: cannot open %s: %s", where_var, where,
-                               file, log);
+            return symm__error(SYMM_ERR_UNSUPPORTED, "%s=%s: cannot open it (%s); %s, or point %s at "
+                               "the library or its folder", where_var, where, log, install, where_var);
     }
     if (!h) {
         snprintf(file, sizeof file, "%s", soname);
@@ -56,8 +56,8 @@ symm_status_t symm__dlib_open(const char *soname, const char *where, const char 
         h = try_open(hint, RTLD_NOW | RTLD_LOCAL, log, sizeof log);
     }
     if (!h)
-        return symm__error(SYMM_ERR_UNSUPPORTED, "%s not found (tried %s); %s, or set %s to the "
-                           "library or its folder", soname, log, install, where_var);
+        return symm__error(SYMM_ERR_UNSUPPORTED, "%s not found (%s); %s, or set %s to the library or "
+                           "its folder", soname, log, install, where_var);
     /* The file actually mapped, when the loader can say. */
     struct link_map *lm = NULL;
     if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0])

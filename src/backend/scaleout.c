@@ -62,6 +62,14 @@ symm_status_t symm__scaleout_synchronize(symm__backend_t *be) {
     return native_of(be)->ops->synchronize(native_of(be));
 }
 
+symm_status_t symm__scaleout_function_module(symm__backend_t *be, void *function, void **module) {
+    return native_of(be)->ops->function_module(native_of(be), function, module);
+}
+
+symm_status_t symm__scaleout_module_has_global(symm__backend_t *be, void *module, const char *name, int *found) {
+    return native_of(be)->ops->module_has_global(native_of(be), module, name, found);
+}
+
 symm_status_t symm__scaleout_share_id(symm__scaleout_t *so, void *id, size_t bytes,
                                       int (*make)(void *id, void *arg), void *arg, const char *what) {
     /* One message: rank 0's verdict travels with the id, so every rank gives

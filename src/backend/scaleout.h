@@ -36,6 +36,8 @@ void symm__scaleout_flag_free(symm__backend_t *be, volatile uint32_t *host);
 symm_status_t symm__scaleout_memset_sync(symm__backend_t *be, void *ptr, int value, size_t size);
 symm_status_t symm__scaleout_memcpy_sync(symm__backend_t *be, void *dst, const void *src, size_t size);
 symm_status_t symm__scaleout_synchronize(symm__backend_t *be);
+symm_status_t symm__scaleout_function_module(symm__backend_t *be, void *function, void **module);
+symm_status_t symm__scaleout_module_has_global(symm__backend_t *be, void *module, const char *name, int *found);
 
 /* Rank 0 makes a library's unique id with make(id, arg) (0: success) and
  * every rank receives it, with rank 0's verdict, over symm's bootstrap.

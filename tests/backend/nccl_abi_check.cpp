@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include <nccl.h>
+#include <nccl_device/core.h>
 
 #include "backend/nccl/nccl_abi.h"
 
@@ -20,6 +21,7 @@
 
 SAME_LAYOUT(symm__nccl_uid_t, ncclUniqueId);
 SAME_LAYOUT(symm__nccl_config_t, ncclConfig_t);
+SAME_LAYOUT(symm__nccl_team_t, ncclTeam_t);
 SAME_FIELD(magic);
 SAME_FIELD(version);
 SAME_FIELD(blocking);
@@ -54,6 +56,10 @@ static_assert(SYMM__NCCL_MIN_VERSION <= NCCL_VERSION_CODE, "these headers are at
 #define SAME_SIGNATURE(fn, type) static_assert(std::is_same<decltype(&fn), type>::value, #fn "'s signature")
 SAME_SIGNATURE(ncclCommInitRankConfig, ncclResult_t (*)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *));
 SAME_SIGNATURE(ncclCommGetAsyncError, ncclResult_t (*)(ncclComm_t, ncclResult_t *));
+/* ncclTeamLsa is overloaded (a device form takes the device communicator):
+ * the cast compiles only if the host form has this signature. */
+static_assert(sizeof(decltype(static_cast<ncclTeam_t (*)(ncclComm_t)>(&ncclTeamLsa))) == sizeof(void *),
+              "ncclTeamLsa(ncclComm_t)'s signature");
 SAME_SIGNATURE(ncclMemAlloc, ncclResult_t (*)(void **, size_t));
 SAME_SIGNATURE(ncclCommWindowRegister, ncclResult_t (*)(ncclComm_t, void *, size_t, ncclWindow_t *, int));
 SAME_SIGNATURE(ncclCommWindowDeregister, ncclResult_t (*)(ncclComm_t, ncclWindow_t));

@@ -76,7 +76,7 @@ SYMM__DEVICE_INTERNAL void *symm__nccl_ptr(const symm_ctx_t *ctx, const void *p,
     const ncclDevComm &comm = symm__nccl_comm(ctx);
     const int r = symm__nccl_rank(ctx, pe);
     const size_t off = symm__nccl_offset(ctx, p);
-    if ((st->flags & SYMM__BE_NO_PTR) || off == (size_t)-1 ||
+    if ((st->flags & (SYMM__BE_NO_PTR | SYMM__BE_NO_DEVCOMM)) || off == (size_t)-1 ||
         !ncclTeamRankIsMember(ncclTeamLsa(comm), ncclTeamWorld(comm), r))
         return NULL;
     return ncclGetPeerPointer(symm__nccl_window(ctx), off, r);
@@ -204,6 +204,10 @@ SYMM__DEVICE_INTERNAL void symm__nccl_barrier_coop(const symm_ctx_t *ctx, Coop c
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__nccl_barrier(const symm_ctx_t *ctx, int g, int quiet) {
     const symm__nccl_state_t *st = symm__nccl_state(ctx);
     const ncclDevComm &comm = symm__nccl_comm(ctx);
+    if (st->flags & SYMM__BE_NO_DEVCOMM) {
+        symm__no_path(ctx, "barrier", 0, SYMM__NCCL_NO_GIN);
+        return;
+    }
     /* A team other than the world is served only when it is exactly the LSA team. */
     if (!(st->flags & SYMM__BE_IDENTITY) && st->n_pes != comm.lsaSize) {
         symm__no_path(ctx, "barrier", 0, "the nccl backend has device barriers for the world team and "

@@ -15,6 +15,8 @@
 #define SYMM__BE_IDENTITY 1u /* team PE i is library PE i (the world team): no map */
 #define SYMM__BE_NO_PTR   2u /* SYMM_DEBUG_FORCE_REMOTE: never load/store through the
                                 library's addresses, so every call takes the library's path */
+#define SYMM__BE_NO_DEVCOMM 4u /* nccl: no device communicator (ranks on several nodes
+                                  without GIN): nothing of NCCL's device API is usable */
 
 /* ---- nvshmem ------------------------------------------------------------------ */
 

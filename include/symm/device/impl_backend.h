@@ -106,7 +106,9 @@ SYMM__DEVICE_INTERNAL int symm__ldst_peer(const symm_ctx_t *ctx, int pe) {
     (void)pe;
     return 1;
 #else
-    return (uint32_t)(pe - ctx->ldst_first) < (uint32_t)ctx->ldst_count;
+    int32_t first, count;
+    symm__ctx_ldst(ctx, &first, &count);
+    return (uint32_t)(pe - first) < (uint32_t)count;
 #endif
 }
 
@@ -117,7 +119,9 @@ SYMM__DEVICE_INTERNAL int symm__ldst_all(const symm_ctx_t *ctx) {
     (void)ctx;
     return 1;
 #else
-    return ctx->ldst_first == 0 && ctx->ldst_count == ctx->n_pes;
+    int32_t first, count;
+    symm__ctx_ldst(ctx, &first, &count);
+    return first == 0 && count == ctx->n_pes;
 #endif
 }
 

@@ -24,6 +24,28 @@
 #include "core/log.h"
 #include "symm/device/backend_state.h"
 
+#if !defined(SYMM_HAVE_NCCL_DEVICE)
+/* This libsymm was built without NCCL's device headers (cmake/symm_comm_libs.cmake). */
+size_t symm__nccl_state_bytes(void) { return SYMM__NCCL_DEVCOMM_OFFSET; }
+
+symm_status_t symm__nccl_devcomm_create(const symm__nccl_lib_t *lib, symm__nccl_comm_t comm, int force_gin,
+                                        symm__nccl_devcomm_t **out) {
+    (void)lib, (void)comm, (void)force_gin, (void)out;
+    return symm__error(SYMM_ERR_UNSUPPORTED, "this libsymm was built without NCCL's device headers "
+                       "(nccl_device.h): rebuild with NCCL 2.28+ found (SYMM_NCCL_HOME, or pip install "
+                       "nvidia-nccl-cu13)");
+}
+
+symm_status_t symm__nccl_window_layout(symm__nccl_window_t win, uintptr_t *self, size_t *stride) {
+    (void)win, (void)self, (void)stride;
+    return symm__error(SYMM_ERR_INTERNAL, "nccl backend: no window layout without NCCL's headers");
+}
+
+void symm__nccl_devcomm_destroy(const symm__nccl_lib_t *lib, symm__nccl_comm_t comm, symm__nccl_devcomm_t *h) {
+    (void)lib, (void)comm, (void)h;
+}
+#endif
+
 typedef struct symm__nccl_backend {
     symm__scaleout_t so;
     symm__nccl_lib_t lib;
@@ -33,7 +55,8 @@ typedef struct symm__nccl_backend {
     symm__nccl_window_t win;
     uintptr_t heap_base;    /* this PE's copy in NCCL's flat mapping */
     size_t heap_size;
-    int wfirst, wcount;     /* the LSA team, in world PEs */
+    int wfirst, wcount;     /* the load/store window (the LSA team), in world PEs */
+    int lsa_rank, lsa_size; /* this rank's LSA team (ncclTeamLsa) */
     int32_t *one;           /* device int for the stream barrier's all-reduce */
 } symm__nccl_backend_t;
 
@@ -91,6 +114,11 @@ static void drop_comm(symm__nccl_backend_t *b) {
     else
         (void)b->lib.comm_destroy(b->comm);
     b->comm = NULL;
+}
+
+static symm_status_t nccl_load(void) {
+    symm__nccl_lib_t lib;
+    return symm__nccl_lib_open(symm__env()->nccl_lib, &lib);
 }
 
 static symm_status_t nccl_open(const symm__backend_args_t *args, symm__backend_t **out) {
@@ -164,28 +192,48 @@ static symm_status_t nccl_heap_open(symm__backend_t *be, size_t size, symm__heap
                 "ncclCommWindowRegister (symmetric)");
     if ((st = symm__bootstrap_agree(b->so.boot, st, SYMM_SUCCESS, "NCCL heap window")) != SYMM_SUCCESS)
         goto fail;
+    {
+        symm__nccl_team_t lsa = b->lib.team_lsa(b->comm);
+        b->lsa_rank = lsa.rank;
+        b->lsa_size = lsa.nRanks;
+    }
+    if (b->lsa_size < 1 || b->lsa_size > b->so.nranks) {
+        st = symm__error(SYMM_ERR_INTERNAL, "ncclTeamLsa: a team of %d ranks", b->lsa_size);
+        goto fail;
+    }
     st = symm__nccl_devcomm_create(&b->lib, b->comm, symm__env()->debug_nccl_gin, &b->dc);
+    if (st != SYMM_SUCCESS && b->lsa_size < b->so.nranks && !symm__env()->debug_nccl_gin) {
+        /* Ranks on several nodes and no GIN: kernels still reach their LSA
+         * team by load/store and the collectives run through NCCL; a device
+         * call to another node stops with the no-GIN message. */
+        symm__nccl_result_t async = SYMM__NCCL_SUCCESS;
+        if (b->lib.comm_get_async_error(b->comm, &async) == SYMM__NCCL_SUCCESS && async == SYMM__NCCL_SUCCESS) {
+            SYMM_LOG_WARN("nccl backend: no device communicator across nodes (%s); kernels reach only their "
+                          "LSA team (%d ranks), the stream collectives work", symm_last_error(), b->lsa_size);
+            symm__error_clear();
+            st = SYMM_SUCCESS;
+        }
+    }
     if ((st = symm__bootstrap_agree(b->so.boot, st, SYMM_SUCCESS, "NCCL device communicator")) != SYMM_SUCCESS)
         goto fail;
     size_t stride = 0;
     if ((st = symm__nccl_window_layout(b->win, &b->heap_base, &stride)) != SYMM_SUCCESS)
         goto fail;
     b->heap_size = size;
-    b->wfirst = b->so.rank - b->dc->lsa_rank;
-    b->wcount = b->so.force_remote ? 0 : b->dc->lsa_size;
-    if (b->so.force_remote)
-        b->wfirst = b->so.rank;
+    b->wfirst = b->so.force_remote ? b->so.rank : b->so.rank - b->lsa_rank;
+    b->wcount = b->so.force_remote ? 0 : b->lsa_size;
     out->base = b->heap_base;
     out->size = size;
-    out->stride = b->dc->lsa_size > 1 ? stride : 0;
+    out->stride = b->lsa_size > 1 ? stride : 0;
     out->ldst_first = b->wfirst;
     out->ldst_count = b->wcount;
-    if (b->dc->gin_contexts > 0)
+    if (b->dc && b->dc->gin_contexts > 0)
         b->so.base.caps |= SYMM_CAP_REMOTE_PUT;
     SYMM_LOG_INFO("nccl backend: heap of %zu bytes, window at %#lx in NCCL's flat mapping; LSA team world "
-                  "PEs %d..%d (stride %zu); GIN contexts %d%s", size, (unsigned long)b->heap_base,
-                  b->so.rank - b->dc->lsa_rank, b->so.rank - b->dc->lsa_rank + b->dc->lsa_size - 1, stride,
-                  b->dc->gin_contexts, b->so.force_remote ? "; SYMM_DEBUG_FORCE_REMOTE" : "");
+                  "PEs %d..%d (stride %zu); %s%s", size, (unsigned long)b->heap_base, b->so.rank - b->lsa_rank,
+                  b->so.rank - b->lsa_rank + b->lsa_size - 1, stride,
+                  !b->dc ? "no device communicator" : b->dc->gin_contexts ? "GIN" : "no GIN (one LSA team)",
+                  b->so.force_remote ? "; SYMM_DEBUG_FORCE_REMOTE" : "");
     return SYMM_SUCCESS;
 fail:
     if (b->dc)
@@ -245,11 +293,14 @@ static symm_status_t nccl_team_open(symm__backend_t *be, const symm__team_desc_t
     hs->magic = SYMM__NCCL_STATE_MAGIC;
     hs->flags = (team->is_world ? SYMM__BE_IDENTITY : 0) | (b->so.force_remote ? SYMM__BE_NO_PTR : 0);
     hs->n_pes = team->n_pes;
-    hs->gin = b->dc->gin_contexts > 0;
+    hs->gin = b->dc && b->dc->gin_contexts > 0;
     hs->window = (uint64_t)(uintptr_t)b->win;
     hs->heap_base = b->heap_base;
     hs->heap_size = b->heap_size;
-    memcpy(host + SYMM__NCCL_DEVCOMM_OFFSET, b->dc->devcomm, b->dc->bytes);
+    if (b->dc)
+        memcpy(host + SYMM__NCCL_DEVCOMM_OFFSET, b->dc->devcomm, b->dc->bytes);
+    else
+        hs->flags |= SYMM__BE_NO_DEVCOMM;
     if (map_bytes) {
         int32_t *map = (int32_t *)(host + bytes);
         for (int i = 0; i < team->n_pes; i++)
@@ -358,6 +409,8 @@ const symm__backend_ops_t symm__backend_nccl_ops = {
     .name = "nccl",
     .kind = SYMM_BACKEND_NCCL,
     .on_native = 1,
+    .multi_node = 1,
+    .load = nccl_load,
     .open = nccl_open,
     .close = nccl_close,
     .heap_open = nccl_heap_open,
@@ -373,6 +426,8 @@ const symm__backend_ops_t symm__backend_nccl_ops = {
     .memset_sync = symm__scaleout_memset_sync,
     .memcpy_sync = symm__scaleout_memcpy_sync,
     .synchronize = symm__scaleout_synchronize,
+    .function_module = symm__scaleout_function_module,
+    .module_has_global = symm__scaleout_module_has_global,
     .barrier_on_stream = nccl_barrier_on_stream,
     .coll = nccl_coll,
 };

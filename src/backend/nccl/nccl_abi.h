@@ -85,6 +85,12 @@ typedef struct symm__nccl_config {
     int nvlinkCentricSched;
 } symm__nccl_config_t;
 
+/* ncclTeam_t: a team of ranks (ncclTeamLsa: the ranks this one reaches by
+ * load/store). */
+typedef struct symm__nccl_team {
+    int nRanks, rank, stride;
+} symm__nccl_team_t;
+
 /* ncclCommWindowRegister flags and the alignment a window needs. */
 #define SYMM__NCCL_WIN_COLL_SYMMETRIC 0x01
 #define SYMM__NCCL_WIN_ALIGNMENT 4096

@@ -44,6 +44,7 @@ symm_status_t symm__nccl_lib_open(const char *where, symm__nccl_lib_t *out) {
         S(ncclMemFree, mem_free),
         S(ncclCommWindowRegister, window_register),
         S(ncclCommWindowDeregister, window_deregister),
+        S(ncclTeamLsa, team_lsa),
         S(ncclDevCommCreate, dev_comm_create),
         S(ncclDevCommDestroy, dev_comm_destroy),
         S(ncclGroupStart, group_start),

@@ -35,6 +35,7 @@ typedef struct symm__nccl_lib {
     symm__nccl_result_t (*window_register)(symm__nccl_comm_t comm, void *buf, size_t size,
                                            symm__nccl_window_t *win, int flags);
     symm__nccl_result_t (*window_deregister)(symm__nccl_comm_t comm, symm__nccl_window_t win);
+    symm__nccl_team_t (*team_lsa)(symm__nccl_comm_t comm);
     /* ncclDevCommCreate / ncclDevCommDestroy: their struct arguments are C++
      * types, handled in nccl_devcomm.cu. */
     void *dev_comm_create;

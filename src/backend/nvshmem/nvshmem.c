@@ -17,6 +17,7 @@
 
 #include "backend/nvshmem/nvshmem_lib.h"
 #include "backend/scaleout.h"
+#include "bootstrap/agree.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "symm/device/backend_state.h"
@@ -56,6 +57,11 @@ static size_t heap_bytes_of(const symm__backend_t *be) {
     size_t want = symm__env()->heap_limit ? symm__env()->heap_limit : (size_t)1 << 30;
     size_t g = be->granularity ? be->granularity : 1;
     return (want + g - 1) / g * g;
+}
+
+static symm_status_t nvshmem_load(void) {
+    symm__nvshmem_lib_t lib;
+    return symm__nvshmem_lib_open(symm__env()->nvshmem_lib, &lib);
 }
 
 static symm_status_t nvshmem_open(const symm__backend_args_t *args, symm__backend_t **out) {
@@ -301,7 +307,13 @@ static symm_status_t nvshmem_coll(symm__backend_t *be, const symm__be_coll_t *c,
     return r == 0 ? SYMM_SUCCESS : symm__error(SYMM_ERR_CUDA, "%s through NVSHMEM returned %d", c->what, r);
 }
 
+/* Modules that do not link NVSHMEM's device library (most of a Triton
+ * program's) have nothing to set up. */
 static symm_status_t nvshmem_module_init(symm__backend_t *be, void *module) {
+    int found = 0;
+    symm_status_t st = be->ops->module_has_global(be, module, "nvshmemi_device_state_d", &found);
+    if (st != SYMM_SUCCESS || !found)
+        return st;
     int r = nvs(be)->lib.cumodule_init((symm__nvshmem_module_t)module);
     return r == 0 ? SYMM_SUCCESS
                   : symm__error(SYMM_ERR_UNSUPPORTED, "nvshmemx_cumodule_init: %d (does the module link "
@@ -312,6 +324,8 @@ const symm__backend_ops_t symm__backend_nvshmem_ops = {
     .name = "nvshmem",
     .kind = SYMM_BACKEND_NVSHMEM,
     .on_native = 1,
+    .multi_node = 1,
+    .load = nvshmem_load,
     .open = nvshmem_open,
     .close = nvshmem_close,
     .heap_open = nvshmem_heap_open,
@@ -327,6 +341,8 @@ const symm__backend_ops_t symm__backend_nvshmem_ops = {
     .memset_sync = symm__scaleout_memset_sync,
     .memcpy_sync = symm__scaleout_memcpy_sync,
     .synchronize = symm__scaleout_synchronize,
+    .function_module = symm__scaleout_function_module,
+    .module_has_global = symm__scaleout_module_has_global,
     .barrier_on_stream = nvshmem_barrier_on_stream,
     .coll = nvshmem_coll,
     .module_init = nvshmem_module_init,
