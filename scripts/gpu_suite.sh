@@ -12,6 +12,7 @@
 #     python      the Python GPU suite under torchrun: 1 PE (in PY_SHARDS parallel jobs,
 #                 which compile the Triton kernels in parallel), then 2 and 4 PEs
 #     examples    examples/triton/run_all.py --quick on 2 and 4 PEs
+#     examples-c  examples/c/run_all.sh: the C examples built against an install, 2 and 4 PEs
 #     cute        scripts/cute_gpu.sh over cubins built ahead of time (build-cute:
 #                 examples/cute/build_cubins.py makes it where CuTe DSL is)
 #     tilelang    scripts/gpu_tilelang.sh over kernels built ahead of time ($TL_AOT,
@@ -24,7 +25,7 @@
 #     sanitize    scripts/gpu_sanitize.sh: compute-sanitizer over the device tests on
 #                 1 and 2 PEs (without MPS)
 #     variants probes   standalone measurement programs
-#   default: build tests python examples mps-kill
+#   default: build tests python examples examples-c mps-kill
 #
 # The whole run is bounded by SUITE_WALL seconds (default 570): the GPU stages
 # run as a child of this script and get what the build and the later stages leave. When the PEs of a stage can outnumber the
@@ -45,7 +46,7 @@ unset SYMM_ENABLE_MULTICAST
 export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${SYMM_BUILD_DIR:-build-gpu}
-stages=${*:-build tests python examples mps-kill}
+stages=${*:-build tests python examples examples-c mps-kill}
 max_pes=${SUITE_MAX_PES:-8}
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 
@@ -219,6 +220,13 @@ if stage tilelang && [ -f "${TL_AOT:-build-tilelang}/manifest.json" ]; then
   env "${pyenv[@]}" SYMM_BUILD_DIR="$build" bash scripts/gpu_tilelang.sh "${TL_AOT:-build-tilelang}" \
     >"$OUT/tilelang.log" 2>&1
   note "tilelang (1, 2, 4 PEs)" "rc=$? ($(since "$t0")): $(grep -E '^tilelang [0-9] PE' "$OUT/tilelang.log" | tr -s ' ' | tr '\n' ';')"
+fi
+
+if stage examples-c && [ -f examples/c/run_all.sh ]; then
+  t0=$(date +%s)
+  SYMM_BUILD_DIR="$build" timeout -k 10 "${EXC_WALL:-180}" bash examples/c/run_all.sh "$OUT/examples_c" \
+    >"$OUT/examples_c.log" 2>&1
+  note "C examples (2, 4 PEs)" "rc=$? ($(since "$t0")): $(grep -cE 'ok|PASS' "$OUT/examples_c/summary.txt" 2>/dev/null) ok lines"
 fi
 
 if stage cute && [ -f "${SYMM_CUTE_CUBINS:-build-cute}/manifest.json" ]; then
