@@ -222,6 +222,15 @@ static int run_backends(bench_env_t *env) {
     return 0;
 }
 
+void bench_backends_failed(const char *label, const char *why) {
+    if (g_ncols == BE_MAX_COLS)
+        return;
+    be_col_t *c = &g_cols[g_ncols++];
+    snprintf(c->label, sizeof c->label, "%s", label);
+    for (int r = 0; r < BE_ROWS; r++)
+        snprintf(c->cell[r], sizeof c->cell[r], "init failed: %.30s", why);
+}
+
 void bench_backends_emit(bench_report_t *report, int npes) {
     if (g_ncols == 0)
         return;

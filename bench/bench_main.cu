@@ -511,7 +511,17 @@ int main(int argc, char **argv) {
         env.quick = o.quick;
         env.backend_label = label;
         bench_phase_begin("symm init%s%s", label ? ": backend " : "", label ? label : "");
-        BENCH_SYMM(symm_init());
+        symm_status_t init_st = symm_init();
+        if (init_st != SYMM_SUCCESS && label) {
+            /* symm_init agrees its status over the PEs: each leaves this entry
+             * alike, its column says why, and the next entry still runs */
+            fprintf(stderr, "symm-bench: backend %s: symm_init: %s\n", label, symm_strerror(init_st));
+            bench_backends_failed(label, symm_strerror(init_st));
+            rc = 1;
+            bench_phase_end();
+            continue;
+        }
+        BENCH_SYMM(init_st);
         env.me = symm_my_pe();
         rank0 = env.me == 0;
         env.npes = npes = symm_n_pes();
@@ -623,6 +633,12 @@ int main(int argc, char **argv) {
     } while (next_backend);
 
     bench_table_label(NULL);
+    if (!report) { /* no --backend entry initialised: the messages above say why */
+        bench_note("exit 1");
+        fflush(stdout);
+        fflush(stderr);
+        _exit(1);
+    }
     bench_backends_emit(report, npes);
     if (rank0 && o.out) {
         if (bench_report_write(report, o.out, "symm-bench results", header) != 0)

@@ -82,5 +82,7 @@ int bench_all_true(int x);
 /* The "backends" mode's side-by-side table (backends_bench.cu), after every
  * backend of --backend ran; nothing when the mode did not run. */
 void bench_backends_emit(bench_report_t *report, int npes);
+/* A --backend entry whose symm_init failed: its column reads `why`. */
+void bench_backends_failed(const char *label, const char *why);
 
 #endif /* SYMM_BENCH_MODES_H */
