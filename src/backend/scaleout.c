@@ -137,3 +137,21 @@ void symm__scaleout_team_window(const int *world_pe, int n, int my, int wfirst, 
     *first = lo;
     *count = hi - lo;
 }
+
+void symm__scaleout_team_place(const symm__team_desc_t *team, uint64_t state, int wfirst, int wcount,
+                               symm__team_backend_t *out) {
+    out->state = state;
+    if (wcount == 0)
+        out->ldst_first = team->my_pe, out->ldst_count = 0;
+    else
+        symm__scaleout_team_window(team->world_pe, team->n_pes, team->my_pe, wfirst, wcount, &out->ldst_first,
+                                   &out->ldst_count);
+}
+
+void symm__scaleout_team_close(symm__backend_t *be, symm__team_backend_t *tb) {
+    if (tb->state)
+        be->ops->dev_free(be, (void *)(uintptr_t)tb->state);
+    tb->state = 0;
+}
+
+int symm__scaleout_ldst_all(const symm_ctx_t *h) { return h->ldst_first == 0 && h->ldst_count == h->n_pes; }

@@ -62,6 +62,15 @@ void symm__scaleout_window(const uintptr_t *base, int n, int me, int *first, int
 void symm__scaleout_team_window(const int *world_pe, int n, int my, int wfirst, int wcount, int *first,
                                 int *count);
 
+/* team_open's last step: the team's device state at `state` and its window
+ * from the world's [wfirst, wfirst + wcount) (none when wcount is 0). Local. */
+void symm__scaleout_team_place(const symm__team_desc_t *team, uint64_t state, int wfirst, int wcount,
+                               symm__team_backend_t *out);
+/* team_close: free the team's device state. */
+void symm__scaleout_team_close(symm__backend_t *be, symm__team_backend_t *tb);
+/* 1 when every PE of the team is in its load/store window (symm's kernels serve it). */
+int symm__scaleout_ldst_all(const symm_ctx_t *h);
+
 #ifdef __cplusplus
 }
 #endif

@@ -313,22 +313,9 @@ static symm_status_t nccl_team_open(symm__backend_t *be, const symm__team_desc_t
         be->ops->dev_free(be, d);
         return st;
     }
-    out->state = (uint64_t)(uintptr_t)d;
-    if (b->wcount == 0)
-        out->ldst_first = team->my_pe, out->ldst_count = 0;
-    else
-        symm__scaleout_team_window(team->world_pe, team->n_pes, team->my_pe, b->wfirst, b->wcount,
-                                   &out->ldst_first, &out->ldst_count);
+    symm__scaleout_team_place(team, (uint64_t)(uintptr_t)d, b->wfirst, b->wcount, out);
     return SYMM_SUCCESS;
 }
-
-static void nccl_team_close(symm__backend_t *be, symm__team_backend_t *tb) {
-    if (tb->state)
-        be->ops->dev_free(be, (void *)(uintptr_t)tb->state);
-    tb->state = 0;
-}
-
-static int ldst_all(const symm_ctx_t *h) { return h->ldst_first == 0 && h->ldst_count == h->n_pes; }
 
 /* Only the world team is NCCL's communicator; the node team is served when
  * it is all in the load/store window. */
@@ -342,7 +329,7 @@ static symm_status_t world_only(const symm__nccl_backend_t *b, const symm_ctx_t 
 static symm_status_t nccl_barrier_on_stream(symm__backend_t *be, const symm_ctx_t *d_ctx,
                                             const symm_ctx_t *h_ctx, symm_stream_t stream) {
     symm__nccl_backend_t *b = ncb(be);
-    if (ldst_all(h_ctx))
+    if (symm__scaleout_ldst_all(h_ctx))
         return b->so.native->ops->barrier_on_stream(b->so.native, d_ctx, h_ctx, stream);
     symm_status_t st = world_only(b, h_ctx, "symm_barrier_all_on_stream");
     if (st != SYMM_SUCCESS)
@@ -417,7 +404,7 @@ const symm__backend_ops_t symm__backend_nccl_ops = {
     .heap_close = nccl_heap_close,
     .peer_ptr = nccl_peer_ptr,
     .team_open = nccl_team_open,
-    .team_close = nccl_team_close,
+    .team_close = symm__scaleout_team_close,
     .dev_alloc = symm__scaleout_dev_alloc,
     .dev_write = symm__scaleout_dev_write,
     .dev_free = symm__scaleout_dev_free,
