@@ -27,6 +27,8 @@
 #             is recorded)
 #   default: all of them in this order, bounded by BACKENDS_WALL seconds in all (default
 #   300, the build included); a step that would start too late is listed as not run.
+#   The 1-PE tests of a ctest step run side by side (BACKENDS_JOBS, default 4; 1 runs
+#   them one by one).
 #
 # Every step runs under `timeout -k`; SYMM_WAIT_TIMEOUT=15 turns a lost signal into a
 # message. Multicast stays off: NVSHMEM_DISABLE_NVLS=1, NCCL_NVLS_ENABLE=0 and
@@ -127,7 +129,7 @@ bg_step() { order+=("$1"); ( order=(); step "$@" ) & }
 # ctest over REGEX as one step, the tests side by side (1 PE each on the one GPU)
 ctest_step() { # NAME WANT REGEX [JOBS]
   step "$1" "$2" pass -- env CTEST_OUTPUT_ON_FAILURE=1 \
-    ctest --test-dir "$build" -R "$3" -j "${4:-4}" --timeout "$2" --no-tests=error
+    ctest --test-dir "$build" -R "$3" -j "${BACKENDS_JOBS:-${4:-4}}" --timeout "$2" --no-tests=error
   [ -f "$logs/$1.log" ] || return 0
   local tail total skipped
   tail=$(grep -E 'tests passed|tests failed' "$logs/$1.log" | tail -1)
