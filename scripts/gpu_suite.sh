@@ -240,7 +240,7 @@ if stage examples-c && [ -f examples/c/run_all.sh ]; then
   t0=$(date +%s)
   SYMM_BUILD_DIR="$build" timeout -k 10 "${EXC_WALL:-180}" bash examples/c/run_all.sh "$OUT/examples_c" \
     >"$OUT/examples_c.log" 2>&1
-  note "C examples (2, 4 PEs)" "rc=$? ($(since "$t0")): $(grep -cE 'ok|PASS' "$OUT/examples_c/summary.txt" 2>/dev/null) ok lines"
+  note "C examples (2, 4 PEs)" "rc=$? ($(since "$t0")): $(grep -c ' pass ' "$OUT/examples_c/summary.txt" 2>/dev/null) passed, $(grep -c ' FAIL' "$OUT/examples_c/summary.txt" 2>/dev/null) failed"
 fi
 
 if stage cute && [ -f "${SYMM_CUTE_CUBINS:-build-cute}/manifest.json" ]; then

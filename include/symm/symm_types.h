@@ -149,7 +149,9 @@ typedef struct symm_ctx {
     uint64_t backend_state;/* device address of backend-specific state (scale-out) */
     int32_t  ldst_first;   /* the team PEs reached by load/store at the arithmetic */
     int32_t  ldst_count;   /*   above: [ldst_first, ldst_first + ldst_count) */
-    uint64_t reserved[5];
+    uint64_t wait_report;  /* device address of this PE's uint32 count of waits that gave
+                              up (deadline or abort): the first prints, with the count */
+    uint64_t reserved[4];
 } symm_ctx_t;
 
 #ifdef __cplusplus

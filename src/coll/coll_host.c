@@ -899,7 +899,9 @@ symm_status_t symm_all_to_allv(const void *send, const size_t *send_counts, cons
         return st;
     if (overlap(send, sext, recv, rext))
         return symm__error(SYMM_ERR_INVALID_ARG, "%s: send and recv overlap", call);
-    sym_r = rext == 0 || in_heap(recv, rext);
+    /* a PE that receives nothing still publishes a dst to the peers' heap
+     * check: the stage stands in for it (nothing lands there) */
+    sym_r = rext != 0 && in_heap(recv, rext);
     if (!sym_r && rext > SYMM__COLL_STAGE_BYTES)
         return symm__error(SYMM_ERR_INVALID_ARG,
                            "%s: recv is not symmetric and its extent (%llu bytes) exceeds the staging area "
@@ -923,7 +925,7 @@ symm_status_t symm_all_to_allv(const void *send, const size_t *send_counts, cons
                 (st = symm__coll_copy((char *)recv + recv_displs[p] * esz, t->stage + recv_displs[p] * esz,
                                       recv_counts[p] * esz, stream)) != SYMM_SUCCESS)
                 return st;
-    set_last(SYMM_COLL_ALGO_TWOSHOT, "direct", !sym_r);
+    set_last(SYMM_COLL_ALGO_TWOSHOT, "direct", !sym_r && rext != 0);
     return SYMM_SUCCESS;
 }
 

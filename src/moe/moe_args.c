@@ -209,10 +209,12 @@ static symm_status_t check_x_dtype(const char *call, const char *what, const sym
     return SYMM_SUCCESS;
 }
 
+/* `in` is read only for `tokens` rows: with none it may be NULL (an empty
+ * tensor's data pointer often is). */
 static symm_status_t check_scales(const char *call, const symm_moe_config_t *cfg, const void *in,
-                                  const char *in_name, const void *out, const char *out_name) {
+                                  const char *in_name, size_t tokens, const void *out, const char *out_name) {
     int want = cfg->hidden_dim_scale_bytes > 0;
-    if (want && (in == NULL || (out_name && out == NULL)))
+    if (want && ((in == NULL && tokens > 0) || (out_name && out == NULL)))
         return BAD("%s: the handle has scales (hidden_dim_scale_bytes %zu): %s%s%s must be given", call,
                    cfg->hidden_dim_scale_bytes, in_name, out_name ? " and " : "", out_name ? out_name : "");
     if (!want && (in != NULL || out != NULL))
@@ -252,8 +254,8 @@ symm_status_t symm__moe_check_dispatch(const symm_moe_config_t *cfg, const symm_
                                         (int64_t)cfg->hidden_dim)
         return BAD("%s: out_expert_x expert stride %" PRId64 " is too small for %zu rows of stride %" PRId64, call,
                    x->out_expert_x_stride[0], x->out_expert_rows, x->out_expert_x_stride[1]);
-    if ((st = check_scales(call, cfg, x->dp_x_scale, "dp_x_scale", x->out_expert_x_scale, "out_expert_x_scale")) !=
-        SYMM_SUCCESS)
+    if ((st = check_scales(call, cfg, x->dp_x_scale, "dp_x_scale", x->num_tokens, x->out_expert_x_scale,
+                           "out_expert_x_scale")) != SYMM_SUCCESS)
         return st;
     if (negative(x->out_expert_x_scale_stride, 3) || negative(x->dp_x_scale_stride, 2))
         return BAD("%s: a scale stride is negative", call);
@@ -371,7 +373,7 @@ symm_status_t symm__moe_check_ht_dispatch(const symm_moe_config_t *cfg, const sy
         return st;
     if ((st = check_x_dtype(call, "x", cfg, x->x_dtype, &esz)) != SYMM_SUCCESS)
         return st;
-    if ((st = check_scales(call, cfg, x->x_scale, "x_scale", NULL, NULL)) != SYMM_SUCCESS)
+    if ((st = check_scales(call, cfg, x->x_scale, "x_scale", x->num_tokens, NULL, NULL)) != SYMM_SUCCESS)
         return st;
     if (negative(x->x_scale_stride, 2))
         return BAD("%s: a scale stride is negative", call);

@@ -54,6 +54,7 @@ typedef struct symm__runtime {
     symm__backend_t *be;
     volatile uint32_t *abort_host;
     uint64_t abort_dev;
+    size_t wait_report_off;   /* heap offset of the word behind symm_ctx_t.wait_report */
 
     int heap_ready;           /* symm__heap_setup succeeded (src/heap holds the heap) */
     struct symm_team world, node;

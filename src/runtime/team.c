@@ -62,6 +62,7 @@ static symm_status_t team_create(struct symm_team *t, int n, const int *world_pe
     double timeout = symm__env()->wait_timeout;
     c->timeout_ns = timeout > 0 ? (uint64_t)(timeout * 1e9) : 0;
     c->abort_flag = rt->abort_dev;
+    c->wait_report = base + rt->wait_report_off;
     c->barrier = base + t->barrier_off;
     c->scratch = base + t->scratch_off;
     c->scratch_size = SYMM__TEAM_SCRATCH_BYTES;
@@ -78,13 +79,18 @@ static symm_status_t team_create(struct symm_team *t, int n, const int *world_pe
 
 symm_status_t symm__teams_create(void) {
     symm__runtime_t *rt = &symm__rt;
+    /* one word per PE, shared by its teams: a PE's stuck waits print one line */
+    symm_status_t st = symm__heap_alloc(sizeof(uint64_t), 0, 1, &rt->wait_report_off);
+    if ((st = symm__agree(st, SYMM_SUCCESS, "wait report word")) != SYMM_SUCCESS)
+        return st;
+    /* the world's PEs are all the ranks, on one node or several */
     int *all = malloc((size_t)rt->nranks * sizeof(int));
     if (!all)
         return symm__agree(symm__error(SYMM_ERR_NO_MEMORY, "team: out of host memory"), SYMM_SUCCESS,
                            "team creation");
     for (int r = 0; r < rt->nranks; r++)
         all[r] = r;
-    symm_status_t st = team_create(&rt->world, rt->nranks, all, rt->rank);
+    st = team_create(&rt->world, rt->nranks, all, rt->rank);
     free(all);
     if (st == SYMM_SUCCESS)
         st = team_create(&rt->node, rt->n_node, rt->node_ranks, rt->node_me);

@@ -30,7 +30,7 @@ static uint64_t g_seed = 77;
 
 enum { C_AR, C_RS, C_AG, C_A2A, C_A2AV, C_BCAST };
 
-__global__ void k_fused(const symm_ctx_t *c, float *buf, float *out, size_t n, uint64_t seed, int me, int npes,
+__global__ void __launch_bounds__(512) k_fused(const symm_ctx_t *c, float *buf, float *out, size_t n, uint64_t seed, int me, int npes,
                         int algo, int it, unsigned long long *bad) {
     size_t t0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
     for (size_t i = t0; i < n; i += nt)
@@ -125,7 +125,7 @@ __global__ void k_stale(const symm_ctx_t *c, const int32_t *a, const int32_t *b,
  * had the empty call counted, their next one-shot call would store into the
  * region the slow PE is still reducing from.
  */
-__global__ void k_ahead(const symm_ctx_t *c, int32_t *r, const int32_t *a, int32_t *small, size_t n, int iters,
+__global__ void __launch_bounds__(512) k_ahead(const symm_ctx_t *c, int32_t *r, const int32_t *a, int32_t *small, size_t n, int iters,
                         int grid) {
     int b = grid ? (int)blockIdx.x : 0, nb = grid ? (int)gridDim.x : 1;
     for (int i = 0; i < iters; i++) {

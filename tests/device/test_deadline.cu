@@ -9,11 +9,16 @@
  *   abort    the last PE exits while the others wait for it (no deadline);
  *            the abort flag the runtime raises must stop the waits with the
  *            "aborting wait ... PE <n> died" line.
+ *   crowd    2048 threads per PE wait (SYMM_WAIT_TIMEOUT=1): the PE prints
+ *            one line, counting the other threads, not one per thread (the
+ *            test reads its own stdout back).
  * In both, the kernel must fail (the host sees an error) and the process
  * exits 0 without finalize (the CUDA context is gone after the trap).
  *
- * Usage: test_device_deadline timeout|abort <npes>   (under symmrun)
+ * Usage: test_device_deadline timeout|abort|crowd <npes>   (under symmrun)
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include "device_test.h"
 
@@ -29,9 +34,55 @@ __global__ static void wait_kernel(const symm_ctx_t *ctx, uint64_t *sig, int64_t
     }
 }
 
+__global__ static void crowd_kernel(const symm_ctx_t *ctx, int64_t *word) {
+    symm_wait_until_i64(ctx, word, SYMM_CMP_EQ, 11); /* *word is 10 */
+}
+
+enum { CROWD_BLOCKS = 8, CROWD_THREADS = 256 };
+
+/* Runs the crowd with this process's stdout (where the device's printf goes)
+ * in a file, then checks what was printed there. */
+static void crowd(const dt_env_t *e, int64_t *word) {
+    char path[] = "/tmp/symm_deadline_XXXXXX", text[8192];
+    int fd = mkstemp(path), saved;
+    TEST_ASSERT(fd >= 0, "mkstemp: %s", strerror(errno));
+    fflush(stdout);
+    saved = dup(1);
+    TEST_ASSERT(saved >= 0 && dup2(fd, 1) == 1, "redirecting stdout: %s", strerror(errno));
+    crowd_kernel<<<CROWD_BLOCKS, CROWD_THREADS>>>(e->ctx, word);
+    cudaError_t launch = cudaGetLastError(), err = cudaDeviceSynchronize();
+    fflush(stdout);
+    TEST_ASSERT(dup2(saved, 1) == 1, "restoring stdout: %s", strerror(errno));
+    close(saved);
+    ssize_t len = pread(fd, text, sizeof(text) - 1, 0);
+    close(fd);
+    unlink(path);
+    TEST_ASSERT(launch == cudaSuccess, "launch: %s", cudaGetErrorString(launch));
+    TEST_ASSERT(err != cudaSuccess, "a wait that cannot complete returned");
+    TEST_ASSERT(len >= 0, "reading the captured output: %s", strerror(errno));
+    text[len] = 0;
+    int lines = 0;
+    unsigned others = 0;
+    const char *first = NULL;
+    for (const char *q = strstr(text, "wait timed out"); q; q = strstr(q + 1, "wait timed out"))
+        if (lines++ == 0)
+            first = q;
+    TEST_ASSERT(lines == 1, "PE %d printed %d deadline lines for %d waiting threads (want 1):\n%s", e->me, lines,
+                CROWD_BLOCKS * CROWD_THREADS, text);
+    const char *o = strchr(first, '(');
+    TEST_ASSERT(o && sscanf(o, "(%u other", &others) == 1, "no count of the others in: %s", first);
+    /* all 2048 start together, so nearly all give up within the grace time */
+    TEST_ASSERT(others >= 1 && others < CROWD_BLOCKS * CROWD_THREADS, "count of the others %u", others);
+    printf("test_device_deadline crowd: PE %d: one line for %d waiting threads (%u counted): %s", e->me,
+           CROWD_BLOCKS * CROWD_THREADS, others + 1, first);
+    fflush(stdout);
+    _exit(0);
+}
+
 int main(int argc, char **argv) {
-    if (argc < 2 || (strcmp(argv[1], "timeout") != 0 && strcmp(argv[1], "abort") != 0)) {
-        fprintf(stderr, "usage: %s timeout|abort [npes]\n", argv[0]);
+    if (argc < 2 || (strcmp(argv[1], "timeout") != 0 && strcmp(argv[1], "abort") != 0 &&
+                     strcmp(argv[1], "crowd") != 0)) {
+        fprintf(stderr, "usage: %s timeout|abort|crowd [npes]\n", argv[0]);
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -52,6 +103,8 @@ int main(int argc, char **argv) {
     int64_t ten = 10;
     CUDA_CHECK(cudaMemcpy(word, &ten, sizeof ten, cudaMemcpyHostToDevice));
     SYMM_CHECK(symm_barrier_all());
+    if (strcmp(argv[1], "crowd") == 0)
+        crowd(&e, word);
     if (is_abort && e.me == e.npes - 1) {
         printf("PE %d: exiting while the others wait for it\n", e.me);
         fflush(stdout);

@@ -139,9 +139,11 @@ static void test_dispatch_args(void) {
     b = a; b.out_expert_num_tokens = NULL;
     EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &b, &k), "out_expert_num_tokens and out_expert_x");
     EXPECT_BAD(symm__moe_check_dispatch(&c, &g, NULL, &k), "args is NULL");
-    b = a; b.num_tokens = 0; b.dp_x = NULL; b.indices = NULL;
+    b = a; b.num_tokens = 0; b.dp_x = NULL; b.indices = NULL; b.dp_x_scale = NULL;
     CHECK(symm__moe_check_dispatch(&c, &g, &b, &k) == SYMM_SUCCESS, "zero tokens need no input buffers: %s",
           symm_last_error());
+    b.out_expert_x_scale = NULL; /* the output's scales are written whatever this PE sends */
+    EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &b, &k), "dp_x_scale and out_expert_x_scale must be given");
 
     c.hidden_dim_scale_bytes = 0;
     CHECK(symm__moe_geom("t", &c, 4, &g) == SYMM_SUCCESS, "geom without scales");
@@ -211,6 +213,9 @@ static void test_ht_args(void) {
     EXPECT_BAD(symm__moe_check_ht_dispatch(&c, &g, &b, &k), "num_tokens 4097");
     b = a; b.x_scale = NULL;
     EXPECT_BAD(symm__moe_check_ht_dispatch(&c, &g, &b, &k), "x_scale must be given");
+    b.num_tokens = 0; b.x = NULL;
+    CHECK(symm__moe_check_ht_dispatch(&c, &g, &b, &k) == SYMM_SUCCESS, "zero tokens need no x or x_scale: %s",
+          symm_last_error());
     b = a; b.x_stride = 100;
     EXPECT_BAD(symm__moe_check_ht_dispatch(&c, &g, &b, &k), "x row stride 100");
     CHECK(symm__moe_check_ht_combine(&c, buf, SYMM_DTYPE_BF16, 512, 100, buf, SYMM_DTYPE_BF16, 512, 4096, 4096,

@@ -41,6 +41,12 @@ SYMM__DEVICE_INTERNAL uint64_t symm__globaltimer(void) {
     return t;
 }
 
+/* Suspends the thread for about `ns` nanoseconds (at most 1 ms): lets a
+ * thread that only waits give its issue slots to the others. */
+SYMM__DEVICE_INTERNAL void symm__nanosleep(uint32_t ns) {
+    asm volatile("nanosleep.u32 %0;" ::"r"(ns));
+}
+
 /* ---- fences ------------------------------------------------------------------ */
 
 /* fence.acq_rel.sys: orders this thread's earlier memory operations before its

@@ -35,31 +35,72 @@ SYMM__DEVICE_INTERNAL const char *symm__cmp_name(int cmp) {
     }
 }
 
-#define SYMM__MSG_TIMEOUT \
-    "symm: PE %d: wait timed out after %.1f s at %p: waiting for %s %llu, last seen %llu\n"
-#define SYMM__MSG_ABORT "symm: PE %d: aborting wait at %p: PE %d died or failed (flag %u)\n"
+/* How long the first wait of a PE to give up waits for the others to
+ * count themselves before it prints (with their number) and traps. */
+#ifndef SYMM__REPORT_GRACE_NS
+#  define SYMM__REPORT_GRACE_NS 20000000ull
+#endif
+
+#define SYMM__MSG_TIMEOUT                                                                       \
+    "symm: PE %d: wait timed out after %.1f s at %p: waiting for %s %llu, last seen %llu "      \
+    "(%u other waiting threads of this PE stopped with it)\n"
+#define SYMM__MSG_ABORT                                                                         \
+    "symm: PE %d: aborting wait at %p: PE %d died or failed (flag %u; %u other waiting "       \
+    "threads of this PE stopped with it)\n"
 #define SYMM__MSG_BADCMP "symm: PE %d: wait at %p: invalid comparison %d\n"
 
-SYMM__NOINLINE void symm__report_timeout(int pe, double secs, const void *addr, const char *cmp,
+/*
+ * One message per PE, not one per waiting thread: every wait that gives up
+ * counts itself in the PE's report word (symm_ctx_t.wait_report); the first
+ * one waits SYMM__REPORT_GRACE_NS for the others, then returns their number
+ * and traps after printing; the others stay in symm__report_claim until
+ * that trap ends the kernel (bounded, in case it never comes) and return
+ * 0xffffffff. Without a report word every wait reports.
+ */
+SYMM__DEVICE_INTERNAL uint32_t symm__report_claim(const symm_ctx_t *ctx) {
+    uint32_t *word = (uint32_t *)(uintptr_t)ctx->wait_report;
+    uint64_t t0 = symm__globaltimer();
+    if (word == 0)
+        return 0;
+    if (symm__atom_add_b32(word, 1u) != 0) {
+        while (symm__globaltimer() - t0 < 50 * SYMM__REPORT_GRACE_NS)
+            symm__nanosleep(100000u);
+        return 0xffffffffu;
+    }
+    while (symm__globaltimer() - t0 < SYMM__REPORT_GRACE_NS)
+        symm__nanosleep(10000u);
+    return symm__ld_b32(word, SYMM_SEM_RELAXED, SYMM_SCOPE_GPU) - 1u;
+}
+
+SYMM__NOINLINE void symm__report_timeout(const symm_ctx_t *ctx, double secs, const void *addr, const char *cmp,
                                          unsigned long long expected, unsigned long long seen) {
+    uint32_t others = symm__report_claim(ctx);
+    int pe = ctx->world_pe;
+    if (others != 0xffffffffu) {
 #if defined(__CUDACC__)
-    printf(SYMM__MSG_TIMEOUT, pe, secs, addr, cmp, expected, seen);
+        printf(SYMM__MSG_TIMEOUT, pe, secs, addr, cmp, expected, seen, others);
 #else
-    struct { int pe; double secs; const void *addr; const char *cmp;
-             unsigned long long expected, seen; } a = { pe, secs, addr, cmp, expected, seen };
-    symm__vprintf(SYMM__MSG_TIMEOUT, &a);
+        struct { int pe; double secs; const void *addr; const char *cmp;
+                 unsigned long long expected, seen; uint32_t others; } a = { pe, secs, addr, cmp, expected, seen,
+                                                                             others };
+        symm__vprintf(SYMM__MSG_TIMEOUT, &a);
 #endif
+    }
     symm__trap();
 }
 
-SYMM__NOINLINE void symm__report_abort(int pe, const void *addr, uint32_t flag) {
-    int dead = (int)flag - 1;
+SYMM__NOINLINE void symm__report_abort(const symm_ctx_t *ctx, const void *addr, uint32_t flag) {
+    uint32_t others = symm__report_claim(ctx);
+    int pe = ctx->world_pe, dead = (int)flag - 1;
+    if (others != 0xffffffffu) {
 #if defined(__CUDACC__)
-    printf(SYMM__MSG_ABORT, pe, addr, dead, flag);
+        printf(SYMM__MSG_ABORT, pe, addr, dead, flag, others);
 #else
-    struct { int pe; const void *addr; int dead; uint32_t flag; } a = { pe, addr, dead, flag };
-    symm__vprintf(SYMM__MSG_ABORT, &a);
+        struct { int pe; const void *addr; int dead; uint32_t flag; uint32_t others; } a = { pe, addr, dead, flag,
+                                                                                            others };
+        symm__vprintf(SYMM__MSG_ABORT, &a);
 #endif
+    }
     symm__trap();
 }
 
@@ -96,10 +137,10 @@ SYMM__NOINLINE uint64_t symm__wait_check(const symm_ctx_t *ctx, const void *addr
         uint32_t flag = symm__ld_b32((const void *)(uintptr_t)ctx->abort_flag, SYMM_SEM_RELAXED,
                                      SYMM_SCOPE_SYS);
         if (flag != 0)
-            symm__report_abort(ctx->world_pe, addr, flag);
+            symm__report_abort(ctx, addr, flag);
     }
     if (ctx->timeout_ns != 0 && now - t0 >= ctx->timeout_ns)
-        symm__report_timeout(ctx->world_pe, (double)(now - t0) * 1e-9, addr, symm__cmp_name(cmp),
+        symm__report_timeout(ctx, (double)(now - t0) * 1e-9, addr, symm__cmp_name(cmp),
                              (unsigned long long)expected, (unsigned long long)seen);
     return t0;
 }
