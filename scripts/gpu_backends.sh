@@ -154,15 +154,17 @@ if stage build; then
   t0=$(date +%s)
   targets="symm symmrun symm-bench test_backend_coll test_backend_load test_coll"
   for t in rma signal amo ldst barrier; do targets="$targets test_device_${t}_be"; done
-  w=$(( $(left) - 60 ))
+  w=$(( $(left) - 30 ))
   [ $w -gt 240 ] && w=240
+  [ $w -lt 30 ] && w=30
   ok=1
   if [ ! -f "$build/CMakeCache.txt" ]; then
     timeout -k 10 "$w" cmake -S . -B "$build" -DCMAKE_CUDA_ARCHITECTURES=90 -DSYMM_WERROR=ON \
       -DSYMM_GPU_TEST_TIMEOUT=120 >"$logs/build.log" 2>&1 || ok=0
   fi
-  w=$(( $(left) - 60 ))
+  w=$(( $(left) - 30 ))
   [ $w -gt 240 ] && w=240
+  [ $w -lt 30 ] && w=30
   [ $ok = 1 ] && { timeout -k 10 "$w" cmake --build "$build" -j "$(nproc)" --target $targets \
                      >>"$logs/build.log" 2>&1 || ok=0; }
   # which NCCL and NVSHMEM the build found (none: their tests are not built)
