@@ -34,7 +34,17 @@ __global__ static void wait_kernel(const symm_ctx_t *ctx, uint64_t *sig, int64_t
     }
 }
 
-__global__ static void crowd_kernel(const symm_ctx_t *ctx, int64_t *word) {
+/* Every PE's waits start together (a device barrier, then a local go flag
+ * for the other blocks), so each PE's own deadline, not a peer's earlier
+ * trap (which under MPS can end every client's kernel), stops them. */
+__global__ static void crowd_kernel(const symm_ctx_t *ctx, int64_t *word, volatile int *go) {
+    if (blockIdx.x == 0) {
+        symm_barrier_block(ctx);
+        if (threadIdx.x == 0)
+            *go = 1;
+    }
+    while (*go == 0)
+        ;
     symm_wait_until_i64(ctx, word, SYMM_CMP_EQ, 11); /* *word is 10 */
 }
 
@@ -44,12 +54,14 @@ enum { CROWD_BLOCKS = 8, CROWD_THREADS = 256 };
  * in a file, then checks what was printed there. */
 static void crowd(const dt_env_t *e, int64_t *word) {
     char path[] = "/tmp/symm_deadline_XXXXXX", text[8192];
-    int fd = mkstemp(path), saved;
+    int fd = mkstemp(path), saved, *go;
     TEST_ASSERT(fd >= 0, "mkstemp: %s", strerror(errno));
+    CUDA_CHECK(cudaMalloc(&go, sizeof(int)));
+    CUDA_CHECK(cudaMemset(go, 0, sizeof(int)));
     fflush(stdout);
     saved = dup(1);
     TEST_ASSERT(saved >= 0 && dup2(fd, 1) == 1, "redirecting stdout: %s", strerror(errno));
-    crowd_kernel<<<CROWD_BLOCKS, CROWD_THREADS>>>(e->ctx, word);
+    crowd_kernel<<<CROWD_BLOCKS, CROWD_THREADS>>>(e->ctx, word, go);
     cudaError_t launch = cudaGetLastError(), err = cudaDeviceSynchronize();
     fflush(stdout);
     TEST_ASSERT(dup2(saved, 1) == 1, "restoring stdout: %s", strerror(errno));
