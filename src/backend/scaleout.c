@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend/scaleout.h"
+#include "bootstrap/bootstrap.h"
 #include "core/env.h"
 #include "core/log.h"
 
@@ -122,6 +123,28 @@ void symm__scaleout_window(const uintptr_t *base, int n, int me, int *first, int
     *first = lo;
     *count = hi - lo;
     *stride = hi - lo > 1 ? (size_t)s : 0;
+}
+
+symm_status_t symm__scaleout_agree_window(symm__scaleout_t *so, int *first, int *count, size_t *stride) {
+    int n = so->nranks, mine[2] = {*first, *count}, ok = 1;
+    int *all = malloc(2 * (size_t)n * sizeof(int));
+    if (!all)
+        return symm__error(SYMM_ERR_NO_MEMORY, "load/store window: out of host memory");
+    symm_status_t st = symm__bootstrap_allgather(so->boot, mine, all, sizeof mine);
+    for (int p = 0; st == SYMM_SUCCESS && p < n && ok; p++)
+        for (int q = all[2 * p]; all[2 * p + 1] > 0 && q < all[2 * p] + all[2 * p + 1]; q++)
+            if (q < 0 || q >= n || all[2 * q] != all[2 * p] || all[2 * q + 1] != all[2 * p + 1])
+                ok = 0;
+    if (st == SYMM_SUCCESS && !ok && *count > 0) {
+        if (so->rank == 0)
+            SYMM_LOG_INFO("load/store windows differ between PEs (the library maps some peers one way "
+                          "only): every PE reaches only itself by load/store");
+        *first = so->rank;
+        *count = 1;
+        *stride = 0;
+    }
+    free(all);
+    return st;
 }
 
 void symm__scaleout_team_window(const int *world_pe, int n, int my, int wfirst, int wcount, int *first,

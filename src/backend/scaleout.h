@@ -56,6 +56,13 @@ void symm__scaleout_setenv(const char *name, const char *value, int force);
  * itself) and *stride (0 when the run is me alone). Local. */
 void symm__scaleout_window(const uintptr_t *base, int n, int me, int *first, int *count, size_t *stride);
 
+/* Make the windows agree (collective): every PE of each PE's window must
+ * have that same window, since both ends of a device call and of a
+ * collective take the path it says. Where they do not (a library that maps
+ * a peer one way only), every PE keeps itself alone: *first = me, *count = 1,
+ * *stride = 0. A count of 0 (SYMM_DEBUG_FORCE_REMOTE) is left as it is. */
+symm_status_t symm__scaleout_agree_window(symm__scaleout_t *so, int *first, int *count, size_t *stride);
+
 /* A team's window from the world's: the team PEs i around team PE `my`
  * with world_pe[i] - world_pe[my] == i - my that lie in the world window
  * [wfirst, wfirst + wcount). Local. */

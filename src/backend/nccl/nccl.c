@@ -107,12 +107,32 @@ static size_t heap_bytes_of(const symm__backend_t *be) {
 static void drop_comm(symm__nccl_backend_t *b) {
     if (!b->comm)
         return;
-    /* Finalize is collective; with a PE gone only abort ends it. */
-    if (symm__bootstrap_dead_pe(b->so.boot) >= 0 ||
-        finish(b, b->lib.comm_finalize(b->comm), "ncclCommFinalize") != SYMM_SUCCESS)
-        (void)b->lib.comm_abort(b->comm);
-    else
+    /* Finalize is collective; with a PE gone, or a communicator that is in
+     * error (a failed init), only abort ends it. A failed finalize is logged:
+     * the error a failed init reports stays the one that made it fail. */
+    symm__nccl_result_t async = SYMM__NCCL_SUCCESS;
+    int finalize = symm__bootstrap_dead_pe(b->so.boot) < 0 &&
+                   b->lib.comm_get_async_error(b->comm, &async) == SYMM__NCCL_SUCCESS && async == SYMM__NCCL_SUCCESS;
+    if (finalize) {
+        symm__nccl_result_t r = b->lib.comm_finalize(b->comm);
+        const double deadline = now_s() + symm__env()->bootstrap_timeout;
+        while (r == SYMM__NCCL_IN_PROGRESS && symm__bootstrap_dead_pe(b->so.boot) < 0 && now_s() < deadline) {
+            struct timespec nap = {0, 100000};
+            nanosleep(&nap, NULL);
+            if (b->lib.comm_get_async_error(b->comm, &r) != SYMM__NCCL_SUCCESS)
+                break;
+        }
+        if (r != SYMM__NCCL_SUCCESS) {
+            SYMM_LOG_WARN("ncclCommFinalize: %s; aborting the communicator", symm__nccl_errstr(&b->lib, b->comm, r));
+            finalize = 0;
+        }
+    } else if (async != SYMM__NCCL_SUCCESS) {
+        SYMM_LOG_INFO("NCCL communicator in error (%s): aborting it", symm__nccl_errstr(&b->lib, b->comm, async));
+    }
+    if (finalize)
         (void)b->lib.comm_destroy(b->comm);
+    else
+        (void)b->lib.comm_abort(b->comm);
     b->comm = NULL;
 }
 

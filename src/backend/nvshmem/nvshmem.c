@@ -29,6 +29,8 @@ typedef struct symm__nvshmem_backend {
     void *heap;          /* nvshmem_align block */
     size_t heap_size;
     int wfirst, wcount;  /* the world load/store window */
+    int limited_mpg;     /* PEs share a GPU without MPS: NVSHMEM has no on-stream collectives
+                            then (it exits the process when one is called) */
 } symm__nvshmem_backend_t;
 
 static symm__nvshmem_backend_t *nvs(symm__backend_t *be) { return (symm__nvshmem_backend_t *)be; }
@@ -104,8 +106,10 @@ static symm_status_t nvshmem_open(const symm__backend_args_t *args, symm__backen
                   status == SYMM__NVSHMEM_STATUS_LIMITED_MPG
                       ? " (PEs share a GPU without MPS: NVSHMEM limits its collectives)"
                       : status == SYMM__NVSHMEM_STATUS_FULL_MPG ? " (PEs share a GPU under MPS)" : "");
+    b->limited_mpg = status == SYMM__NVSHMEM_STATUS_LIMITED_MPG;
     b->so.base.caps = SYMM_CAP_PEER_LDST | SYMM_CAP_REMOTE_PUT | SYMM_CAP_REMOTE_GET | SYMM_CAP_REMOTE_SIGNAL |
-                      SYMM_CAP_REMOTE_AMO | SYMM_CAP_REMOTE_QUIET | SYMM_CAP_COLL | SYMM_CAP_MULTI_NODE;
+                      SYMM_CAP_REMOTE_AMO | SYMM_CAP_REMOTE_QUIET | SYMM_CAP_MULTI_NODE |
+                      (b->limited_mpg ? 0u : SYMM_CAP_COLL);
     *out = &b->so.base;
     return SYMM_SUCCESS;
 fail:
@@ -157,6 +161,10 @@ static symm_status_t nvshmem_heap_open(symm__backend_t *be, size_t size, symm__h
     free(base);
     if (b->so.force_remote)
         b->wfirst = b->so.rank, b->wcount = 0;
+    if ((st = symm__scaleout_agree_window(&b->so, &b->wfirst, &b->wcount, &stride)) != SYMM_SUCCESS) {
+        b->lib.free(p);
+        return st;
+    }
     b->heap = p;
     b->heap_size = size;
     out->base = (uintptr_t)p;
@@ -176,7 +184,10 @@ static void nvshmem_heap_close(symm__backend_t *be) { nvs(be)->heap = NULL; }
 
 static void *nvshmem_peer_ptr(symm__backend_t *be, const void *p, int world_pe) {
     symm__nvshmem_backend_t *b = nvs(be);
-    return b->so.force_remote ? NULL : b->lib.ptr(p, world_pe);
+    /* outside the agreed window a peer is not load/store, whatever NVSHMEM maps */
+    if (world_pe < b->wfirst || world_pe >= b->wfirst + b->wcount)
+        return NULL;
+    return b->lib.ptr(p, world_pe);
 }
 
 static symm_status_t nvshmem_team_open(symm__backend_t *be, const symm__team_desc_t *team,
@@ -220,6 +231,10 @@ static symm_status_t nvshmem_barrier_on_stream(symm__backend_t *be, const symm_c
     symm__nvshmem_backend_t *b = nvs(be);
     if (symm__scaleout_ldst_all(h_ctx))
         return b->so.native->ops->barrier_on_stream(b->so.native, d_ctx, h_ctx, stream);
+    if (b->limited_mpg)
+        return symm__error(SYMM_ERR_UNSUPPORTED, "%s on the nvshmem backend: PEs share a GPU without an MPS "
+                           "daemon, where NVSHMEM has no on-stream collectives (start one: README, 'Develop "
+                           "on one GPU')", "symm_barrier_all_on_stream");
     if (h_ctx->n_pes == b->so.nranks) {
         b->lib.barrier_all_on_stream(stream);
         return SYMM_SUCCESS;
@@ -264,6 +279,10 @@ static symm_status_t nvshmem_coll(symm__backend_t *be, const symm__be_coll_t *c,
         c->h_ctx->n_pes == b->so.nranks ? SYMM__NVSHMEM_TEAM_WORLD : SYMM__NVSHMEM_TEAM_NODE;
     const size_t bytes = c->count * c->esize;
     int r;
+    if (b->limited_mpg)
+        return symm__error(SYMM_ERR_UNSUPPORTED, "%s on the nvshmem backend: PEs share a GPU without an MPS "
+                           "daemon, where NVSHMEM has no on-stream collectives (start one: README, 'Develop "
+                           "on one GPU')", c->what);
     if (!c->send_in_heap || !c->recv_in_heap)
         return symm__error(SYMM_ERR_UNSUPPORTED, "%s on the nvshmem backend: NVSHMEM's collectives need "
                            "send and recv in the symmetric heap (symm_malloc)", c->what);
