@@ -22,8 +22,9 @@
 #                 process, GPU context or MPS daemon behind
 #     fault       scripts/fault_matrix.py: the fault matrix on 4 PEs (about 4-5 min;
 #                 FAULT_ARGS adds options, e.g. --quick); its table in $OUT/fault/
-#     sanitize    scripts/gpu_sanitize.sh: compute-sanitizer over the device tests on
-#                 1 and 2 PEs (without MPS)
+#     sanitize    scripts/gpu_sanitize.sh: compute-sanitizer (SAN_TOOLS) over the 1-PE GPU
+#                 tests and the 2-PE device tests, sanitizer-sized, without MPS, within
+#                 SAN_SUITE_WALL s (default 540); its table in sanitize_summary.txt
 #     variants probes   standalone measurement programs
 #     backends    scripts/gpu_backends.sh on this build: the nvshmem and nccl backends on the
 #                 one GPU (about 5 min, BACKENDS_WALL); its table joins the summary, its logs
@@ -139,7 +140,10 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
   fi
   if stage sanitize; then
     t0=$(date +%s)
-    if OUT="$OUT" timeout -k 10 "${SAN_SUITE_WALL:-900}" scripts/gpu_sanitize.sh "$build" >"$OUT/sanitize.log" 2>&1; then
+    san_wall=${SAN_SUITE_WALL:-540}
+    # the script splits SAN_WALL over its runs; the margin covers its last kill and tar
+    if OUT="$OUT" SAN_WALL="${SAN_WALL:-$((san_wall - 25))}" timeout -k 10 "$san_wall" \
+         scripts/gpu_sanitize.sh "$build" >"$OUT/sanitize.log" 2>&1; then
       note "compute-sanitizer" "clean ($(since "$t0"))"
     else
       note "compute-sanitizer" "NOT CLEAN rc=$? ($(since "$t0"), sanitize.log)"

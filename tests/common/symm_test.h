@@ -60,6 +60,14 @@
         exit(SYMM_TEST_SKIP);                                                     \
     } while (0)
 
+/* SYMM_TEST_SMALL=1 (set by scripts/gpu_sanitize.sh): a test that knows it
+ * keeps every kind of case but runs fewer repetitions and smaller sizes, so
+ * that it fits under compute-sanitizer; unset or 0: the full run. */
+static inline int symm_test_small(void) {
+    const char *s = getenv("SYMM_TEST_SMALL");
+    return s && s[0] && strcmp(s, "0") != 0;
+}
+
 /* splitmix64: a fresh, reproducible stream per (seed, pe, iteration). */
 static inline uint64_t symm_test_rand(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);

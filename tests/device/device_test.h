@@ -66,6 +66,11 @@ typedef struct dt_env {
     unsigned long long *h_err; /* pinned mirror */
 } dt_env_t;
 
+/* A count of the full run, or of the sanitizer-sized one (symm_test_small). */
+static inline long dt_n(long full, long small) {
+    return symm_test_small() ? small : full;
+}
+
 static inline void dt_init(dt_env_t *e, int need_pes) {
     symm_test_require_pes(need_pes);
     SYMM_CHECK(symm_init());
@@ -74,6 +79,10 @@ static inline void dt_init(dt_env_t *e, int need_pes) {
     if (e->npes < need_pes) {
         symm_finalize();
         TEST_SKIP("needs %d PEs, run with %d", need_pes, e->npes);
+    }
+    if (e->me == 0 && symm_test_small()) {
+        printf("NOTE: SYMM_TEST_SMALL is set: every kind of case, fewer repetitions and sizes\n");
+        fflush(stdout);
     }
     SYMM_CHECK(symm_ctx(&e->ctx));
     SYMM_CHECK(symm_team_ctx_copy(symm_team_world(), &e->hctx));

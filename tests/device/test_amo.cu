@@ -224,7 +224,7 @@ int main(int argc, char **argv) {
     SYMM_CHECK(symm_malloc(area_bytes, &area));
     SYMM_CHECK(symm_malloc(nseen * sizeof(uint32_t), (void **)&seen_finc));
     SYMM_CHECK(symm_malloc(nseen * sizeof(uint32_t), (void **)&seen_swap));
-    const int rounds = 5;
+    const int rounds = (int)dt_n(5, 1);
     for (int r = 0; r < rounds; r++) {
         run_type<amo_i32>(&e, area, seen_finc, seen_swap);
         run_type<amo_i64>(&e, area, seen_finc, seen_swap);

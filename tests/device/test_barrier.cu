@@ -140,9 +140,13 @@ int main(int argc, char **argv) {
     dt_err_reset(&e);
     SYMM_CHECK(symm_barrier_all());
 
-    const int rounds = 10000;
+    /* small (sanitizer runs): every form and launch pattern, 1/100 of the rounds */
+    const int rounds = (int)dt_n(10000, 100);
+    const int launches = (int)dt_n(200, 20), per_launch = (int)dt_n(50, 5);
+    const int rot_rounds = (int)dt_n(2000, 40), replays = (int)dt_n(500, 5);
+    const uint32_t iters = (uint32_t)dt_n(2000, 20);
     unsigned long long total = 0;
-    /* 10^4 back to back in one launch, per form. */
+    /* `rounds` back to back in one launch, per form. */
     for (int f = 0; f < N_FORMS; f++) {
         barrier_kernel<<<1, NTHREADS>>>(e.ctx, f, rounds, base, slots, e.d_err);
         CUDA_CHECK_KERNEL();
@@ -151,17 +155,16 @@ int main(int argc, char **argv) {
                     form_name[f], e.h_err[0], e.h_err[1]);
     }
     /* Many launches, queued back to back with no host synchronisation. */
-    for (int l = 0; l < 200; l++)
-        barrier_kernel<<<1, NTHREADS>>>(e.ctx, F_MIXED, 50, base, slots, e.d_err);
+    for (int l = 0; l < launches; l++)
+        barrier_kernel<<<1, NTHREADS>>>(e.ctx, F_MIXED, per_launch, base, slots, e.d_err);
     CUDA_CHECK_KERNEL();
-    total += 200 * 50;
+    total += (unsigned long long)launches * per_launch;
     TEST_ASSERT(dt_err_read(&e, 0) == 0, "barriers across launches: %llu slots behind (first in round %llu)",
                 e.h_err[0], e.h_err[1]);
 
     /* Each round on another block/SM. */
     {
         uint64_t *turn;
-        const int rot_rounds = 2000;
         CUDA_CHECK(cudaMalloc(&turn, sizeof(uint64_t)));
         CUDA_CHECK(cudaMemset(turn, 0, sizeof(uint64_t)));
         rotate_kernel<<<8, NTHREADS>>>(e.ctx, rot_rounds, base, slots, turn, e.d_err);
@@ -188,7 +191,6 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaStreamEndCapture(s, &g));
     CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-    const int replays = 500;
     for (int r = 0; r < replays; r++)
         CUDA_CHECK(cudaGraphLaunch(ge, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
@@ -209,7 +211,6 @@ int main(int argc, char **argv) {
     SYMM_CHECK(symm_malloc(MSG, (void **)&out));
     SYMM_CHECK(symm_malloc(MSG, (void **)&inbox));
     SYMM_CHECK(symm_malloc(2 * sizeof(uint64_t), (void **)&flags));
-    const uint32_t iters = 2000;
     for (int v = 0; v < N_ORD; v++) {
         CUDA_CHECK(cudaMemset(flags, 0, 2 * sizeof(uint64_t)));
         SYMM_CHECK(symm_barrier_all());
@@ -227,10 +228,10 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaFree(base));
     SYMM_CHECK(symm_free(slots));
     if (e.me == 0)
-        printf("test_device_barrier: %d PEs: %llu device barriers (thread/warp/block/sync_block/mixed; 10^4 back to "
-               "back per form, 200 launches, rotating over 8 blocks, %d graph replays) with no PE passing early; fence/quiet at 3 scopes "
-               "x %u messages: OK\n",
-               e.npes, total, replays, iters);
+        printf("test_device_barrier: %d PEs: %llu device barriers (thread/warp/block/sync_block/mixed; %d back to "
+               "back per form, %d launches, rotating over 8 blocks, %d graph replays) with no PE passing early; "
+               "fence/quiet at 3 scopes x %u messages: OK\n",
+               e.npes, total, rounds, launches, replays, iters);
     dt_fini(&e);
     return 0;
 }

@@ -79,7 +79,8 @@ int main(int argc, char **argv) {
     SYMM_CHECK(symm_malloc((size_t)N_COMBO * e.npes * 8, &arr));
     SYMM_CHECK(symm_malloc(32 * sizeof(uint64_t), (void **)&mp));
 
-    for (int salt = 1; salt <= 4; salt++) {
+    const int salts = (int)dt_n(4, 1);
+    for (int salt = 1; salt <= salts; salt++) {
 #define LDST_RUN(S, T)                                                                               \
         {                                                                                            \
             CUDA_CHECK(cudaMemset(arr, 0x77, (size_t)N_COMBO * e.npes * sizeof(T)));                 \
@@ -109,7 +110,7 @@ int main(int argc, char **argv) {
 #undef LDST_RUN
     }
 
-    const uint32_t iters = 5000;
+    const uint32_t iters = (uint32_t)dt_n(5000, 50);
     CUDA_CHECK(cudaMemset(mp, 0, 32 * sizeof(uint64_t)));
     SYMM_CHECK(symm_barrier_all());
     dt_err_reset(&e);
@@ -125,8 +126,8 @@ int main(int argc, char **argv) {
     SYMM_CHECK(symm_free(arr));
     if (e.me == 0)
         printf("test_device_ldst: %d PEs: ld/st of i32/i64/u32/u64/f32/f64 x 5 orderings x 3 scopes to/from "
-               "peers; %u release/acquire messages with weak data: OK\n",
-               e.npes, iters);
+               "peers (%d values each); %u release/acquire messages with weak data: OK\n",
+               e.npes, salts, iters);
     dt_fini(&e);
     return 0;
 }

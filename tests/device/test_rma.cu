@@ -6,7 +6,10 @@
  * destination poisoned with its complement, between guard bytes, and checks
  * every byte and the guards on the GPU. Sizes run from 1 byte to 256 MiB with
  * odd sizes and source/destination offsets that share 16, 8, 4, 2 or 1 byte
- * alignment. Blocking forms are also checked for their promise: after a
+ * alignment. With SYMM_TEST_SMALL (compute-sanitizer runs) every size below
+ * 1 MiB runs with one offset pair each, the pairs rotating so that every
+ * (operation, scope) still meets all of them, and the large sizes stop at
+ * 1 MiB + 13. Blocking forms are also checked for their promise: after a
  * blocking put the group overwrites its source (the destination must still
  * get the original), after a blocking get the group reads back every byte in
  * a different thread assignment than the copy used. A block put of a source
@@ -238,7 +241,8 @@ __host__ __device__ static inline uint64_t pg_bits(int from, int at, int t, int 
 PG_TYPES(PG_KERNELS)
 
 static void test_pg(dt_env_t *e, void *arr_raw) {
-    for (int salt = 1; salt <= 3; salt++) {
+    const int salts = (int)dt_n(3, 1);
+    for (int salt = 1; salt <= salts; salt++) {
 #define PG_RUN(S, T, VAL)                                                                   \
         {                                                                                   \
             T *arr = (T *)arr_raw;                                                          \
@@ -332,47 +336,68 @@ static void test_fresh_src(dt_env_t *e, bufs_t *b) {
 int main(int argc, char **argv) {
     dt_env_t e;
     dt_init(&e, argc > 1 ? atoi(argv[1]) : 1);
-
-    bufs_t b;
-    SYMM_CHECK(symm_malloc(MAX_SIZE + 64 + GUARD, (void **)&b.sbuf));
-    SYMM_CHECK(symm_malloc(MAX_SIZE + 64 + GUARD, (void **)&b.dbuf));
-    CUDA_CHECK(cudaMalloc(&b.readback, MAX_SIZE + 64));
-
-    test_ctx(&e, b.sbuf);
-    test_pg(&e, b.dbuf);
-    test_fresh_src(&e, &b);
+    const int small_run = symm_test_small();
 
     static const size_t small[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128,
                                    129, 255, 256, 257, 1000, 1023, 1024, 1025, 4095, 4096, 4097, 65535, 65536,
                                    65537, 262147};
     static const size_t big[] = {(size_t)1 << 20, ((size_t)1 << 20) + 13, ((size_t)16 << 20) + 7, MAX_SIZE};
+    const size_t n_big = small_run ? 2 : sizeof big / sizeof big[0];
+    const size_t max_size = big[n_big - 1];
     /* (src, dst) offsets sharing 16, 16, 16, 8, 4, 2, 1, 1, 2, 16 bytes of alignment. */
     static const size_t offs[][2] = {{0, 0}, {1, 1}, {5, 21}, {0, 8}, {4, 8}, {2, 4}, {1, 0}, {3, 10}, {15, 1}, {7, 39}};
     const int n_offs = sizeof offs / sizeof offs[0];
     dim3 shapes[N_SCOPES][2] = {{dim3(1), dim3(128)}, {dim3(32), dim3(16, 4)}, {dim3(256), dim3(8, 4, 3)}};
     uint64_t iter = 0;
 
+    bufs_t b;
+    SYMM_CHECK(symm_malloc(max_size + 64 + GUARD, (void **)&b.sbuf));
+    SYMM_CHECK(symm_malloc(max_size + 64 + GUARD, (void **)&b.dbuf));
+    CUDA_CHECK(cudaMalloc(&b.readback, max_size + 64));
+
+    test_ctx(&e, b.sbuf);
+    test_pg(&e, b.dbuf);
+    test_fresh_src(&e, &b);
+
     for (int op = 0; op < N_OPS; op++)
         for (int sc = 0; sc < N_SCOPES; sc++)
             for (size_t si = 0; si < sizeof small / sizeof small[0]; si++)
                 for (int oi = 0; oi < n_offs; oi++) {
                     size_t n = small[si];
-                    run_case(&e, &b, op, sc, n, offs[oi][0], offs[oi][1], 0, shapes[sc][0], ++iter);
-                    /* Many groups, alternate block shapes (2-D/3-D blocks). */
-                    if (n >= 64 && oi % 3 == 0)
-                        run_case(&e, &b, op, sc, n, offs[oi][0], offs[oi][1], 1, shapes[sc][oi % 2], ++iter);
+                    if (!small_run) {
+                        run_case(&e, &b, op, sc, n, offs[oi][0], offs[oi][1], 0, shapes[sc][0], ++iter);
+                        /* Many groups, alternate block shapes (2-D/3-D blocks). */
+                        if (n >= 64 && oi % 3 == 0)
+                            run_case(&e, &b, op, sc, n, offs[oi][0], offs[oi][1], 1, shapes[sc][oi % 2], ++iter);
+                        continue;
+                    }
+                    /* small: one pair per size, the next size takes the next pair; many
+                     * groups on every other size from 64 on, again through all pairs */
+                    size_t rot = (size_t)op * N_SCOPES + (size_t)sc;
+                    if (oi == (int)((si + rot) % (size_t)n_offs))
+                        run_case(&e, &b, op, sc, n, offs[oi][0], offs[oi][1], 0, shapes[sc][0], ++iter);
+                    if (n >= 64 && si % 2 == 0 && oi == (int)((si / 2 + rot) % (size_t)n_offs))
+                        run_case(&e, &b, op, sc, n, offs[oi][0], offs[oi][1], 1, shapes[sc][(si / 2) % 2], ++iter);
                 }
     static const size_t smem_sizes[] = {1, 8, 15, 16, 33, 255, 1000, 4096 - 16, 4096};
+    int n_smem_offs = 0, smem_offs[sizeof offs / sizeof offs[0]];
+    for (int oi = 0; oi < n_offs; oi++)
+        if (offs[oi][0] <= 16 && offs[oi][1] <= 16)
+            smem_offs[n_smem_offs++] = oi;
     for (int is_put = 0; is_put < 2; is_put++)
         for (int sc = 0; sc < N_SCOPES; sc++)
             for (size_t si = 0; si < sizeof smem_sizes / sizeof smem_sizes[0]; si++)
-                for (int oi = 0; oi < n_offs; oi++)
-                    if (offs[oi][0] <= 16 && offs[oi][1] <= 16)
-                        run_smem_case(&e, &b, is_put, sc, smem_sizes[si], offs[oi][0], offs[oi][1], ++iter);
+                for (int k = 0; k < n_smem_offs; k++) {
+                    int pick = (int)((si + (size_t)is_put * N_SCOPES + (size_t)sc) % (size_t)n_smem_offs);
+                    if (small_run && k != pick)
+                        continue;
+                    int oi = smem_offs[k];
+                    run_smem_case(&e, &b, is_put, sc, smem_sizes[si], offs[oi][0], offs[oi][1], ++iter);
+                }
 
     for (int op = 0; op < N_OPS; op++)
         for (int sc = 0; sc < N_SCOPES; sc++)
-            for (size_t si = 0; si < sizeof big / sizeof big[0]; si++) {
+            for (size_t si = 0; si < n_big; si++) {
                 size_t n = big[si];
                 int oi = si % 2 ? 2 : 7; /* 16-byte co-aligned and byte-misaligned */
                 run_case(&e, &b, op, sc, n, offs[oi][0], offs[oi][1], 1, shapes[sc][1], ++iter);
@@ -387,9 +412,10 @@ int main(int argc, char **argv) {
     SYMM_CHECK(symm_free(b.dbuf));
     CUDA_CHECK(cudaFree(b.readback));
     if (e.me == 0)
-        printf("test_device_rma: %d PEs: %llu put/get cases (thread/warp/block, blocking+nbi, 1 B..256 MiB, "
-               "10 alignment pairs, local side in global or shared memory, %.1f MiB per PE checked byte by byte), p/g of 10 types, ctx queries: OK\n",
-               e.npes, n_cases, (double)n_bytes / (1 << 20));
+        printf("test_device_rma: %d PEs: %llu put/get cases (thread/warp/block, blocking+nbi, 1 B..%.1f MiB, "
+               "10 alignment pairs, local side in global or shared memory, %.1f MiB per PE checked byte by byte), "
+               "p/g of 10 types, ctx queries: OK\n",
+               e.npes, n_cases, (double)max_size / (1 << 20), (double)n_bytes / (1 << 20));
     dt_fini(&e);
     return 0;
 }

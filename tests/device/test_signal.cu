@@ -180,7 +180,8 @@ int main(int argc, char **argv) {
     SYMM_CHECK(symm_malloc(MSG_MAX, (void **)&inbox));
     SYMM_CHECK(symm_malloc(64 * sizeof(uint64_t), (void **)&sigs));
 
-    const uint32_t iters = 3000;
+    /* small: still every message length (msg_len cycles over N_LENS) three times */
+    const uint32_t iters = (uint32_t)dt_n(3000, 3 * N_LENS);
     unsigned long long n_msgs = 0;
     for (int scope = 0; scope < N_SCOPES; scope++)
         for (int nbi = 0; nbi < 2; nbi++)
@@ -204,7 +205,8 @@ int main(int argc, char **argv) {
                 SYMM_CHECK(symm_barrier_all());
             }
 
-    for (uint64_t k = 1; k <= 3; k++) {
+    const uint64_t add_rounds = (uint64_t)dt_n(3, 1);
+    for (uint64_t k = 1; k <= add_rounds; k++) {
         CUDA_CHECK(cudaMemset(sigs + 2, 0, sizeof(uint64_t)));
         SYMM_CHECK(symm_barrier_all());
         dt_err_reset(&e);
