@@ -68,25 +68,41 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Finish a call of the non-blocking communicator: poll until NCCL is done
- * with it, a peer died, or SYMM_BOOTSTRAP_TIMEOUT passed. */
-static symm_status_t finish(symm__nccl_backend_t *b, symm__nccl_result_t r, const char *what) {
+/* How polling a call of the non-blocking communicator ended. */
+enum { POLL_DONE, POLL_PEER_DIED, POLL_TIMEOUT };
+
+/* Poll a call of the non-blocking communicator until NCCL is done with it
+ * (or cannot say), a peer died (*dead) or SYMM_BOOTSTRAP_TIMEOUT passed;
+ * the call's last result in *r. Sets no error. */
+static int poll_call(symm__nccl_backend_t *b, symm__nccl_result_t *r, int *dead) {
     const double deadline = now_s() + symm__env()->bootstrap_timeout;
-    while (r == SYMM__NCCL_IN_PROGRESS) {
+    while (*r == SYMM__NCCL_IN_PROGRESS) {
         symm__nccl_result_t async = SYMM__NCCL_SUCCESS;
         if (b->lib.comm_get_async_error(b->comm, &async) != SYMM__NCCL_SUCCESS)
             break;
-        r = async;
-        if (r != SYMM__NCCL_IN_PROGRESS)
+        *r = async;
+        if (*r != SYMM__NCCL_IN_PROGRESS)
             break;
-        int dead = symm__bootstrap_dead_pe(b->so.boot);
-        if (dead >= 0)
-            return symm__error(SYMM_ERR_PEER_DIED, "%s: PE %d died", what, dead);
+        if ((*dead = symm__bootstrap_dead_pe(b->so.boot)) >= 0)
+            return POLL_PEER_DIED;
         if (now_s() > deadline)
-            return symm__error(SYMM_ERR_TIMEOUT, "%s: NCCL did not finish within SYMM_BOOTSTRAP_TIMEOUT "
-                               "(%.0f s)", what, symm__env()->bootstrap_timeout);
+            return POLL_TIMEOUT;
         struct timespec nap = {0, 100000};
         nanosleep(&nap, NULL);
+    }
+    return POLL_DONE;
+}
+
+/* Finish a call of the non-blocking communicator: poll_call, and an error
+ * naming `what` unless NCCL finished it with success. */
+static symm_status_t finish(symm__nccl_backend_t *b, symm__nccl_result_t r, const char *what) {
+    int dead = -1;
+    switch (poll_call(b, &r, &dead)) {
+    case POLL_PEER_DIED: return symm__error(SYMM_ERR_PEER_DIED, "%s: PE %d died", what, dead);
+    case POLL_TIMEOUT:
+        return symm__error(SYMM_ERR_TIMEOUT, "%s: NCCL did not finish within SYMM_BOOTSTRAP_TIMEOUT (%.0f s)", what,
+                           symm__env()->bootstrap_timeout);
+    default: break;
     }
     if (r != SYMM__NCCL_SUCCESS)
         return symm__error(SYMM_ERR_UNSUPPORTED, "%s: %s", what, symm__nccl_errstr(&b->lib, b->comm, r));
@@ -115,13 +131,8 @@ static void drop_comm(symm__nccl_backend_t *b) {
                    b->lib.comm_get_async_error(b->comm, &async) == SYMM__NCCL_SUCCESS && async == SYMM__NCCL_SUCCESS;
     if (finalize) {
         symm__nccl_result_t r = b->lib.comm_finalize(b->comm);
-        const double deadline = now_s() + symm__env()->bootstrap_timeout;
-        while (r == SYMM__NCCL_IN_PROGRESS && symm__bootstrap_dead_pe(b->so.boot) < 0 && now_s() < deadline) {
-            struct timespec nap = {0, 100000};
-            nanosleep(&nap, NULL);
-            if (b->lib.comm_get_async_error(b->comm, &r) != SYMM__NCCL_SUCCESS)
-                break;
-        }
+        int dead = -1;
+        (void)poll_call(b, &r, &dead); /* a peer gone or the deadline: r is still in progress */
         if (r != SYMM__NCCL_SUCCESS) {
             SYMM_LOG_WARN("ncclCommFinalize: %s; aborting the communicator", symm__nccl_errstr(&b->lib, b->comm, r));
             finalize = 0;
