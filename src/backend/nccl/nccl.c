@@ -29,8 +29,8 @@
 size_t symm__nccl_state_bytes(void) { return SYMM__NCCL_DEVCOMM_OFFSET; }
 
 symm_status_t symm__nccl_devcomm_create(const symm__nccl_lib_t *lib, symm__nccl_comm_t comm, int force_gin,
-                                        symm__nccl_devcomm_t **out) {
-    (void)lib, (void)comm, (void)force_gin, (void)out;
+                                        symm__nccl_wait_t wait, void *wait_arg, symm__nccl_devcomm_t **out) {
+    (void)lib, (void)comm, (void)force_gin, (void)wait, (void)wait_arg, (void)out;
     return symm__error(SYMM_ERR_UNSUPPORTED, "this libsymm was built without NCCL's device headers "
                        "(nccl_device.h): rebuild with NCCL 2.28+ found (SYMM_NCCL_HOME, or pip install "
                        "nvidia-nccl-cu13)");
@@ -73,10 +73,14 @@ enum { POLL_DONE, POLL_PEER_DIED, POLL_TIMEOUT };
 
 /* Poll a call of the non-blocking communicator until NCCL is done with it
  * (or cannot say), a peer died (*dead) or SYMM_BOOTSTRAP_TIMEOUT passed;
- * the call's last result in *r. Sets no error. */
+ * the call's last result in *r. A call that returned ncclSuccess is polled
+ * too: ncclCommWindowRegister and ncclDevCommCreate queue their work on
+ * NCCL's group thread and return ncclSuccess while it runs, and only
+ * ncclCommGetAsyncError says when it is done (and how it ended). Sets no
+ * error. */
 static int poll_call(symm__nccl_backend_t *b, symm__nccl_result_t *r, int *dead) {
     const double deadline = now_s() + symm__env()->bootstrap_timeout;
-    while (*r == SYMM__NCCL_IN_PROGRESS) {
+    while (*r == SYMM__NCCL_SUCCESS || *r == SYMM__NCCL_IN_PROGRESS) {
         symm__nccl_result_t async = SYMM__NCCL_SUCCESS;
         if (b->lib.comm_get_async_error(b->comm, &async) != SYMM__NCCL_SUCCESS)
             break;
@@ -91,6 +95,15 @@ static int poll_call(symm__nccl_backend_t *b, symm__nccl_result_t *r, int *dead)
         nanosleep(&nap, NULL);
     }
     return POLL_DONE;
+}
+
+/* Whether NCCL's group thread still runs a call of the communicator: what
+ * that call was given (the heap block, the device communicator's host copy)
+ * must outlive it. */
+static int comm_busy(const symm__nccl_backend_t *b) {
+    symm__nccl_result_t async = SYMM__NCCL_SUCCESS;
+    return b->comm && b->lib.comm_get_async_error(b->comm, &async) == SYMM__NCCL_SUCCESS &&
+           async == SYMM__NCCL_IN_PROGRESS;
 }
 
 /* Finish a call of the non-blocking communicator: poll_call, and an error
@@ -109,6 +122,11 @@ static symm_status_t finish(symm__nccl_backend_t *b, symm__nccl_result_t r, cons
     return SYMM_SUCCESS;
 }
 
+/* finish() for nccl_devcomm.cu, which issues ncclDevCommCreate. */
+static symm_status_t finish_cb(void *arg, symm__nccl_result_t r, const char *what) {
+    return finish(arg, r, what);
+}
+
 static int make_uid(void *id, void *arg) {
     symm__nccl_lib_t *lib = arg;
     return lib->get_unique_id((symm__nccl_uid_t *)id) == SYMM__NCCL_SUCCESS ? 0 : 1;
@@ -120,14 +138,15 @@ static size_t heap_bytes_of(const symm__backend_t *be) {
     return (want + g - 1) / g * g;
 }
 
-static void drop_comm(symm__nccl_backend_t *b) {
+/* abort: end it by ncclCommAbort even when it is healthy. */
+static void drop_comm(symm__nccl_backend_t *b, int abort) {
     if (!b->comm)
         return;
     /* Finalize is collective; with a PE gone, or a communicator that is in
      * error (a failed init), only abort ends it. A failed finalize is logged:
      * the error a failed init reports stays the one that made it fail. */
     symm__nccl_result_t async = SYMM__NCCL_SUCCESS;
-    int finalize = symm__bootstrap_dead_pe(b->so.boot) < 0 &&
+    int finalize = !abort && symm__bootstrap_dead_pe(b->so.boot) < 0 &&
                    b->lib.comm_get_async_error(b->comm, &async) == SYMM__NCCL_SUCCESS && async == SYMM__NCCL_SUCCESS;
     if (finalize) {
         symm__nccl_result_t r = b->lib.comm_finalize(b->comm);
@@ -152,20 +171,13 @@ static symm_status_t nccl_load(void) {
     return symm__nccl_lib_open(symm__env()->nccl_lib, &lib);
 }
 
-static symm_status_t nccl_open(const symm__backend_args_t *args, symm__backend_t **out) {
-    symm__nccl_backend_t *b = calloc(1, sizeof(*b));
-    if (!b)
-        return symm__error(SYMM_ERR_NO_MEMORY, "nccl backend: out of host memory");
-    symm__scaleout_init(&b->so, &symm__backend_nccl_ops, args);
-    symm_status_t st = symm__nccl_lib_open(symm__env()->nccl_lib, &b->lib);
-    if ((st = symm__bootstrap_agree(b->so.boot, st, SYMM_SUCCESS, "opening NCCL")) != SYMM_SUCCESS)
-        goto fail;
-    if (!symm_multicast_allowed())
-        symm__scaleout_setenv("NCCL_NVLS_ENABLE", "0", 1);
+/* The communicator over the world, from PE 0's unique id: non-blocking, so
+ * that no call waits inside NCCL for a PE that is gone. Collective. */
+static symm_status_t open_comm(symm__nccl_backend_t *b) {
     symm__nccl_uid_t uid;
-    if ((st = symm__scaleout_share_id(&b->so, &uid, sizeof uid, make_uid, &b->lib, "ncclGetUniqueId")) !=
-        SYMM_SUCCESS)
-        goto fail;
+    symm_status_t st = symm__scaleout_share_id(&b->so, &uid, sizeof uid, make_uid, &b->lib, "ncclGetUniqueId");
+    if (st != SYMM_SUCCESS)
+        return st;
     symm__nccl_config_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.size = sizeof cfg;
@@ -180,7 +192,20 @@ static symm_status_t nccl_open(const symm__backend_args_t *args, symm__backend_t
     st = b->comm ? finish(b, r, "ncclCommInitRankConfig")
                  : symm__error(SYMM_ERR_UNSUPPORTED, "ncclCommInitRankConfig: %s",
                                symm__nccl_errstr(&b->lib, NULL, r));
-    if ((st = symm__bootstrap_agree(b->so.boot, st, SYMM_SUCCESS, "NCCL communicator")) != SYMM_SUCCESS)
+    return symm__bootstrap_agree(b->so.boot, st, SYMM_SUCCESS, "NCCL communicator");
+}
+
+static symm_status_t nccl_open(const symm__backend_args_t *args, symm__backend_t **out) {
+    symm__nccl_backend_t *b = calloc(1, sizeof(*b));
+    if (!b)
+        return symm__error(SYMM_ERR_NO_MEMORY, "nccl backend: out of host memory");
+    symm__scaleout_init(&b->so, &symm__backend_nccl_ops, args);
+    symm_status_t st = symm__nccl_lib_open(symm__env()->nccl_lib, &b->lib);
+    if ((st = symm__bootstrap_agree(b->so.boot, st, SYMM_SUCCESS, "opening NCCL")) != SYMM_SUCCESS)
+        goto fail;
+    if (!symm_multicast_allowed())
+        symm__scaleout_setenv("NCCL_NVLS_ENABLE", "0", 1);
+    if ((st = open_comm(b)) != SYMM_SUCCESS)
         goto fail;
     if ((st = b->so.native->ops->dev_alloc(b->so.native, sizeof(int32_t), (void **)&b->one)) != SYMM_SUCCESS)
         goto fail;
@@ -193,7 +218,7 @@ static symm_status_t nccl_open(const symm__backend_args_t *args, symm__backend_t
 fail:
     if (b->one)
         b->so.native->ops->dev_free(b->so.native, b->one);
-    drop_comm(b);
+    drop_comm(b, 0);
     symm__scaleout_close(&b->so);
     free(b);
     return st;
@@ -203,9 +228,30 @@ static void nccl_close(symm__backend_t *be) {
     symm__nccl_backend_t *b = ncb(be);
     if (b->one)
         b->so.native->ops->dev_free(b->so.native, b->one);
-    drop_comm(b);
+    drop_comm(b, 0);
     symm__scaleout_close(&b->so);
     free(b);
+}
+
+/* The heap block as a symmetric window of the communicator. Collective. */
+static symm_status_t register_heap(symm__nccl_backend_t *b, size_t size) {
+    symm_status_t st = finish(b, b->lib.window_register(b->comm, b->mem, size, &b->win,
+                                                        SYMM__NCCL_WIN_COLL_SYMMETRIC),
+                              "ncclCommWindowRegister (symmetric)");
+    if (st == SYMM_SUCCESS && !b->win)
+        st = symm__error(SYMM_ERR_UNSUPPORTED, "ncclCommWindowRegister gave no window: this communicator has no "
+                         "symmetric memory support (NCCL_CUMEM_ENABLE=0, or registration disabled)");
+    return symm__bootstrap_agree(b->so.boot, st, SYMM_SUCCESS, "NCCL heap window");
+}
+
+/* This rank's LSA team (the ranks NCCL maps for load/store). Local. */
+static symm_status_t read_lsa_team(symm__nccl_backend_t *b) {
+    symm__nccl_team_t lsa = b->lib.team_lsa(b->comm);
+    b->lsa_rank = lsa.rank;
+    b->lsa_size = lsa.nRanks;
+    if (b->lsa_size < 1 || b->lsa_size > b->so.nranks)
+        return symm__error(SYMM_ERR_INTERNAL, "ncclTeamLsa: a team of %d ranks", b->lsa_size);
+    return SYMM_SUCCESS;
 }
 
 static symm_status_t nccl_heap_open(symm__backend_t *be, size_t size, symm__heap_place_t *out) {
@@ -219,30 +265,39 @@ static symm_status_t nccl_heap_open(symm__backend_t *be, size_t size, symm__heap
                                          symm__nccl_errstr(&b->lib, b->comm, r));
     if ((st = symm__bootstrap_agree(b->so.boot, st, SYMM_ERR_HEAP_EXHAUSTED, "NCCL heap")) != SYMM_SUCCESS)
         goto fail;
-    st = finish(b, b->lib.window_register(b->comm, b->mem, size, &b->win, SYMM__NCCL_WIN_COLL_SYMMETRIC),
-                "ncclCommWindowRegister (symmetric)");
-    if ((st = symm__bootstrap_agree(b->so.boot, st, SYMM_SUCCESS, "NCCL heap window")) != SYMM_SUCCESS)
+    if ((st = register_heap(b, size)) != SYMM_SUCCESS)
         goto fail;
-    {
-        symm__nccl_team_t lsa = b->lib.team_lsa(b->comm);
-        b->lsa_rank = lsa.rank;
-        b->lsa_size = lsa.nRanks;
-    }
-    if (b->lsa_size < 1 || b->lsa_size > b->so.nranks) {
-        st = symm__error(SYMM_ERR_INTERNAL, "ncclTeamLsa: a team of %d ranks", b->lsa_size);
+    if ((st = read_lsa_team(b)) != SYMM_SUCCESS)
         goto fail;
-    }
-    st = symm__nccl_devcomm_create(&b->lib, b->comm, symm__env()->debug_nccl_gin, &b->dc);
-    if (st != SYMM_SUCCESS && b->lsa_size < b->so.nranks && !symm__env()->debug_nccl_gin) {
-        /* Ranks on several nodes and no GIN: kernels still reach their LSA
-         * team by load/store and the collectives run through NCCL; a device
-         * call to another node stops with the no-GIN message. */
-        symm__nccl_result_t async = SYMM__NCCL_SUCCESS;
-        if (b->lib.comm_get_async_error(b->comm, &async) == SYMM__NCCL_SUCCESS && async == SYMM__NCCL_SUCCESS) {
+    st = symm__nccl_devcomm_create(&b->lib, b->comm, symm__env()->debug_nccl_gin, finish_cb, b, &b->dc);
+    if (b->lsa_size < b->so.nranks && !symm__env()->debug_nccl_gin && st != SYMM_ERR_TIMEOUT &&
+        st != SYMM_ERR_PEER_DIED) {
+        int all_ok = 0;
+        symm_status_t st2 = symm__bootstrap_all_true(b->so.boot, st == SYMM_SUCCESS, &all_ok);
+        if (st2 != SYMM_SUCCESS) {
+            st = st2;
+            goto fail;
+        }
+        if (!all_ok) {
+            /* Ranks on several nodes and no GIN. A device communicator that
+             * NCCL failed to create leaves the communicator in error, so it
+             * is rebuilt without one: kernels still reach their LSA team by
+             * load/store and the collectives run through NCCL; a device call
+             * to another node stops with the no-GIN message. */
             SYMM_LOG_WARN("nccl backend: no device communicator across nodes (%s); kernels reach only their "
-                          "LSA team (%d ranks), the stream collectives work", symm_last_error(), b->lsa_size);
+                          "LSA team (%d ranks), the stream collectives work", st != SYMM_SUCCESS ?
+                          symm_last_error() : "it failed on another PE", b->lsa_size);
             symm__error_clear();
-            st = SYMM_SUCCESS;
+            if (b->dc) { /* the abort below releases what NCCL holds for it */
+                free(b->dc->devcomm);
+                free(b->dc);
+                b->dc = NULL;
+            }
+            b->win = NULL; /* likewise */
+            drop_comm(b, 1);
+            if ((st = open_comm(b)) != SYMM_SUCCESS || (st = register_heap(b, size)) != SYMM_SUCCESS ||
+                (st = read_lsa_team(b)) != SYMM_SUCCESS)
+                goto fail;
         }
     }
     if ((st = symm__bootstrap_agree(b->so.boot, st, SYMM_SUCCESS, "NCCL device communicator")) != SYMM_SUCCESS)
@@ -267,10 +322,21 @@ static symm_status_t nccl_heap_open(symm__backend_t *be, size_t size, symm__heap
                   b->so.force_remote ? "; SYMM_DEBUG_FORCE_REMOTE" : "");
     return SYMM_SUCCESS;
 fail:
+    if (comm_busy(b)) {
+        /* NCCL's group thread may still use the block and the device
+         * communicator's host copy: freeing them under it is worse than
+         * leaving them. */
+        SYMM_LOG_WARN("nccl backend: NCCL still works on the heap's window; its block (%zu bytes) is not freed",
+                      size);
+        b->dc = NULL;
+        b->win = NULL;
+        b->mem = NULL;
+        return st;
+    }
     if (b->dc)
         symm__nccl_devcomm_destroy(&b->lib, b->comm, b->dc);
     b->dc = NULL;
-    if (b->win)
+    if (b->win && b->comm)
         (void)finish(b, b->lib.window_deregister(b->comm, b->win), "ncclCommWindowDeregister");
     b->win = NULL;
     if (b->mem)

@@ -33,7 +33,8 @@ typedef ncclResult_t (*devcomm_destroy_fn)(ncclComm_t, ncclDevComm_t const *);
 extern "C" size_t symm__nccl_state_bytes(void) { return SYMM__NCCL_DEVCOMM_OFFSET + sizeof(ncclDevComm); }
 
 extern "C" symm_status_t symm__nccl_devcomm_create(const symm__nccl_lib_t *lib, symm__nccl_comm_t comm,
-                                                   int force_gin, symm__nccl_devcomm_t **out) {
+                                                   int force_gin, symm__nccl_wait_t wait, void *wait_arg,
+                                                   symm__nccl_devcomm_t **out) {
     ncclDevCommRequirements_t reqs;
     memset(&reqs, 0, sizeof reqs);
     /* Barrier 0 serves the world team, barrier 1 a team that is the LSA team. */
@@ -48,13 +49,16 @@ extern "C" symm_status_t symm__nccl_devcomm_create(const symm__nccl_lib_t *lib, 
         free(h);
         return symm__error(SYMM_ERR_NO_MEMORY, "nccl backend: out of host memory");
     }
+    /* The call only queues the work (ncclSuccess while NCCL's group thread
+     * fills *dc): dc is read, or freed, once wait says NCCL is done. */
     ncclResult_t r = ((devcomm_create_fn)lib->dev_comm_create)((ncclComm_t)comm, &reqs, dc);
-    if (r != ncclSuccess) {
-        symm_status_t st = symm__error(SYMM_ERR_UNSUPPORTED, "ncclDevCommCreate (barriers, GIN %s): %s",
-                                       force_gin ? "required" : "where NCCL needs it",
-                                       symm__nccl_errstr(lib, comm, (int)r));
-        free(dc);
-        free(h);
+    symm_status_t st = wait(wait_arg, (int)r, force_gin ? "ncclDevCommCreate (barriers, GIN required)"
+                                                        : "ncclDevCommCreate (barriers, GIN where NCCL needs it)");
+    if (st != SYMM_SUCCESS) {
+        if (st != SYMM_ERR_TIMEOUT && st != SYMM_ERR_PEER_DIED) { /* else NCCL may still write *dc */
+            free(dc);
+            free(h);
+        }
         return st;
     }
     h->devcomm = dc;

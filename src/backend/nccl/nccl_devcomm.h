@@ -21,13 +21,19 @@ typedef struct symm__nccl_devcomm {
 /* Bytes of symm__nccl_state_t plus the ncclDevComm after it. */
 size_t symm__nccl_state_bytes(void);
 
+/* Waits for a call of the non-blocking communicator to finish: SYMM_SUCCESS,
+ * or an error naming `what` (SYMM_ERR_TIMEOUT / SYMM_ERR_PEER_DIED when NCCL
+ * may still be working on it). */
+typedef symm_status_t (*symm__nccl_wait_t)(void *arg, symm__nccl_result_t r, const char *what);
+
 /* Collective over the communicator: ncclDevCommCreate with two barriers (one
- * for the world team, one for the LSA team) and one GIN context when NCCL
- * needs GIN (ranks on several nodes) or force_gin. Errors:
+ * for the world team, one for the LSA team) and GIN when NCCL needs it
+ * (ranks on several nodes) or force_gin, finished through `wait` (NCCL
+ * fills the device communicator on its group thread). Errors:
  * SYMM_ERR_UNSUPPORTED with NCCL's reason (e.g. GIN not supported: no
- * GIN-capable network). */
+ * GIN-capable network), or wait's. */
 symm_status_t symm__nccl_devcomm_create(const symm__nccl_lib_t *lib, symm__nccl_comm_t comm, int force_gin,
-                                        symm__nccl_devcomm_t **out);
+                                        symm__nccl_wait_t wait, void *wait_arg, symm__nccl_devcomm_t **out);
 
 /* Where the heap window puts this PE's memory in NCCL's flat mapping of the
  * LSA team (*self), and the distance between two LSA ranks' copies (*stride):
