@@ -45,8 +45,9 @@
       "allow multicast (NVLS) objects; also needs NCCL_NVLS_ENABLE, NVSHMEM_DISABLE_NVLS and " \
       "TORCH_SYMM_MEM_DISABLE_MULTICAST not to disable them")                               \
     X(debug_force_remote, SYMM_DEBUG_FORCE_REMOTE, BOOL,     "0",                            \
-      "testing: nvshmem/nccl backends treat no peer as reachable by load/store, so every "   \
-      "device call and collective takes the library's path")                                 \
+      "testing: nvshmem/nccl backends treat no PE, this one included, as reachable by "      \
+      "load/store (symm_ptr is NULL for all), so every device call and collective takes the " \
+      "library's path")                                                                      \
     X(debug_nccl_gin,     SYMM_DEBUG_NCCL_GIN,     BOOL,     "0",                            \
       "testing: the nccl backend asks NCCL for GIN even when every rank is on one node")     \
     X(debug_deny_peer,    SYMM_DEBUG_DENY_PEER,    STRING,   "",                             \

@@ -188,6 +188,27 @@ def k_barrier(ctx, slots, out, rounds, BARRIER: tl.constexpr, NT: tl.constexpr):
 
 
 @triton.jit
+def k_barrier_put(ctx, slots, stage, out, rounds, BARRIER: tl.constexpr, NT: tl.constexpr):
+    """k_barrier where the next PE is not reachable by load/store (its pointer
+    is NULL): each round's values go there with put_block from a local row."""
+    me = st.my_pe(ctx)
+    n = st.n_pes(ctx)
+    nxt = (me + 1) % n
+    offs = tl.arange(0, NT)
+    bad = tl.zeros((NT,), tl.int32)
+    for r in range(0, rounds):
+        row = (r % 2) * NT
+        tl.store(stage + row + offs, r * 1000 + me * 10 + offs % 7)
+        tl.debug_barrier()
+        st.put_block(ctx, slots + row, stage + row, NT * 4, nxt)
+        BARRIER(ctx)
+        got = tl.load(slots + row + offs, volatile=True)
+        want = r * 1000 + ((me + n - 1) % n) * 10 + offs % 7
+        bad += (got != want).to(tl.int32)
+    tl.store(out + offs, bad)
+
+
+@triton.jit
 def k_coll_barrier_grid(ctx, slots, out, rounds, NT: tl.constexpr):
     pid = tl.program_id(0)
     nb = tl.num_programs(0)

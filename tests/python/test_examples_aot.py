@@ -78,6 +78,8 @@ GPU_SPECS = [
     ("k_ordered_p", dict(ctx="i64", data="*i32", flag="*i32", vals="*i32", n=I32, pe=I32), dict(ORDER="fence_warp")),
     ("k_await_flag", dict(ctx="i64", data="*i32", flag="*i32", out="*i32", n=I32), dict(BLOCK=256)),
     ("k_barrier", dict(ctx="i64", slots="*i32", out="*i32", rounds=I32), dict(BARRIER="barrier", NT=128)),
+    ("k_barrier_put", dict(ctx="i64", slots="*i32", stage="*i32", out="*i32", rounds=I32),
+     dict(BARRIER="barrier_warp", NT=128)),
     ("k_coll_barrier_grid", dict(ctx="i64", slots="*i32", out="*i32", rounds=I32), dict(NT=128)),
     ("k_coll", dict(ctx="i64", dest=F32, src=F32, count="i64"),
      dict(FN="all_reduce_ex_block", DT=0, OP=0, KIND=1, ALGO=3)),
