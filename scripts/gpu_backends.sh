@@ -6,27 +6,35 @@
 #   scripts/gpu_backends.sh [stage...]
 #     build   build the targets below in $SYMM_BUILD_DIR (default build-be): reuse a
 #             configured build (gpu_suite.sh's), else configure one
+#     probe   nccl_probe: NCCL alone, the nccl backend's calls in its order (blocking,
+#             non-blocking polled, non-blocking unpolled), each call's result: tells NCCL
+#             on this machine apart from symm's use of it (a few seconds)
 #     device  the device suites (rma, signal, amo, ldst, barrier) on 1 PE per backend:
 #             native, nvshmem, nvshmem with SYMM_DEBUG_FORCE_REMOTE=1 (every call through
 #             NVSHMEM's device library), nccl
 #     coll    capabilities, the stream collectives through symm's kernels and through the
 #             library's (forced remote), and test_coll's errors/move/matrix parts on
 #             native, nvshmem and nccl, 1 PE
-#     python  symm.triton kernels on nvshmem (forced remote: NVSHMEM's libnvshmem_device.bc
-#             linked into Triton) and nccl (symm's nccl bitcode), 1 PE; the bitcode is built
+#     python  symm.triton kernels on nccl (symm's nccl bitcode) and nvshmem (forced remote:
+#             NVSHMEM's libnvshmem_device.bc linked into Triton), 1 PE; the bitcode is built
 #             where clang-19 is (cmake --build build --target symm_device_bitcode) and
 #             carried: $SYMM_BITCODE_DIR, else the first of $SYMM_BUILD_DIR/bitcode,
 #             build/bitcode, build-lead/bitcode that has it
-#     bench   symm-bench --quick --backend native,nvshmem,nvshmem:remote,nccl,nccl:remote:
-#             rma, coll and the side-by-side table in one run
 #     hosts   NCCL with 2 ranks on the GPU: as they are (NCCL refuses), then as two "hosts"
 #             (NCCL_HOSTID, scripts/with_hostid.sh): collectives over NCCL's socket
 #             transport, and a device put to the other host stopping with the no-GIN message
 #     gin     what NCCL answers to GIN on 1 rank (SYMM_DEBUG_NCCL_GIN=1), default type, 2, 3
 #     shared  NVSHMEM with 2 PEs on the GPU: time-sliced, then under MPS (what it refuses
 #             is recorded)
-#   default: all of them in this order, bounded by BACKENDS_WALL seconds in all (default
-#   300, the build included); a step that would start too late is listed as not run.
+#     bench   symm-bench --quick --backend native,nvshmem,nvshmem:remote,nccl,nccl:remote:
+#             rma, coll and the side-by-side table in one run (alone on the GPU)
+#   default: all of them. They run in this order, NCCL first (the least verified):
+#   build, probe, the nccl 1-PE tests (device, coll), then the python shards in the
+#   background while hosts and gin (side by side) and the other backends' 1-PE tests
+#   run, then shared (MPS: after the python shards are done) and bench last. All of it
+#   is bounded by BACKENDS_WALL seconds (default 330, the build included): the python
+#   shards stop BACKENDS_TAIL seconds (default 110) before the end so that shared and
+#   bench keep their time; a step that would start too late is listed as not run.
 #   The 1-PE tests of a ctest step run side by side (BACKENDS_JOBS, default 4; 1 runs
 #   them one by one).
 #
@@ -51,7 +59,7 @@ export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${SYMM_BUILD_DIR:-build-be}
 case $build in /*) ;; *) build=$here/$build ;; esac
-all_stages="build device coll python bench hosts gin shared"
+all_stages="build probe device coll python hosts gin shared bench"
 stages=${*:-$all_stages}
 for s in $stages; do
   case " $all_stages " in *" $s "*) ;; *) echo "gpu_backends.sh: unknown stage '$s' (stages: $all_stages)" >&2; exit 2 ;; esac
@@ -59,7 +67,7 @@ done
 stage() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
 
 t_start=$(date +%s)
-deadline=$((t_start + ${BACKENDS_WALL:-300}))
+deadline=$((t_start + ${BACKENDS_WALL:-330}))
 logs=$OUT/backends
 rm -rf "$logs"
 mkdir -p "$logs"
@@ -72,11 +80,12 @@ left() { echo $((deadline - $(date +%s))); }
 result() { printf '%-30s %s\n' "$1" "$2" >"$logs/$1.res"; }
 # wall NAME WANT: the seconds step NAME may take (WANT, less when the run's time is
 # short), or nothing (and the step is listed as not run) under 15 s
+reserve=0 # seconds kept for the steps after the one starting (the python shards leave BACKENDS_TAIL)
 wall() {
   local l
-  l=$(( $(left) - 5 ))
+  l=$(( $(left) - 5 - reserve ))
   if [ "$l" -lt 15 ]; then
-    result "$1" "NOT RUN: out of time (BACKENDS_WALL=${BACKENDS_WALL:-300})"
+    result "$1" "NOT RUN: out of time (BACKENDS_WALL=${BACKENDS_WALL:-330}$([ "$reserve" = 0 ] || echo ", $reserve s kept for later steps"))"
     return 1
   fi
   [ "$l" -lt "$2" ] && echo "$l" || echo "$2"
@@ -103,10 +112,13 @@ step() {
   t0=$(date +%s)
   timeout -k 10 "$w" "$@" >"$log" 2>&1
   rc=$?
+  if [ $rc = 77 ]; then # the test's own skip (no GPU), whatever was expected
+    result "$name" "SKIP: $(grep -m1 -E 'SKIP' "$log" | cut -c1-140)"
+    return 0
+  fi
   case $expect in
     pass)
-      if [ $rc = 77 ]; then result "$name" "SKIP: $(grep -m1 -E 'SKIP' "$log" | cut -c1-140)"
-      elif [ $rc = 0 ] && grep -q -m1 -E '^(SKIP|symm-bench: no CUDA GPU)' "$log"; then
+      if [ $rc = 0 ] && grep -q -m1 -E '^(SKIP|symm-bench: no CUDA GPU)' "$log"; then
         result "$name" "SKIP: $(grep -m1 -E '^(SKIP|symm-bench: no CUDA GPU)' "$log" | cut -c1-140)"
       elif [ $rc = 0 ]; then result "$name" "PASS ($(since "$t0"))"
       elif [ $rc = 124 ] || [ $rc = 137 ]; then result "$name" "TIMEOUT after $w s"
@@ -132,7 +144,10 @@ step() {
   return 0
 }
 # bg_step ...: step in the background (the caller waits)
-bg_step() { order+=("$1"); ( order=(); step "$@" ) & }
+bg_pids=()
+bg_step() { order+=("$1"); ( order=(); step "$@" ) & bg_pids+=($!); }
+# wait for the bg_steps started since the last call (not for other background work)
+wait_bg() { local p; for p in "${bg_pids[@]}"; do wait "$p"; done; bg_pids=(); }
 
 # ctest over REGEX as one step, the tests side by side (1 PE each on the one GPU)
 ctest_step() { # NAME WANT REGEX [JOBS]
@@ -153,14 +168,14 @@ ctest_step() { # NAME WANT REGEX [JOBS]
 
 { date -u; hostname; nvidia-smi -L; nvcc --version | tail -1
   $py -c "import nvidia.nvshmem, nvidia.nccl; print('pip nvshmem/nccl:', nvidia.nvshmem.__path__[0], nvidia.nccl.__path__[0])"
-  echo "stages: $stages; build: $build; wall: ${BACKENDS_WALL:-300} s"
+  echo "stages: $stages; build: $build; wall: ${BACKENDS_WALL:-330} s"
 } >"$logs/machine.txt" 2>&1
 
 # ---- build -----------------------------------------------------------------------------
 if stage build; then
   order+=(build)
   t0=$(date +%s)
-  targets="symm symmrun symm-bench test_backend_coll test_backend_load test_coll"
+  targets="symm symmrun symm-bench test_backend_coll test_backend_load test_coll nccl_probe"
   for t in rma signal amo ldst barrier; do targets="$targets test_device_${t}_be"; done
   w=$(( $(left) - 30 ))
   [ $w -gt 240 ] && w=240
@@ -183,19 +198,23 @@ if stage build; then
   fi
 fi
 
-# ---- device suites, 1 PE per backend, side by side --------------------------------------
-if stage device; then
-  ctest_step device_suites 150 '^device_(rma|signal|amo|ldst|barrier)_(native|nvshmem|nvshmem_remote|nccl)_1$' 4
+# ---- NCCL alone, then symm's nccl backend on 1 PE: first, they are the least verified ----------
+if stage probe; then
+  step nccl_probe 40 pass -- "$(exe tests/backend/nccl_probe)"
+  grep -E '^probe .*(-> nccl[A-Z]|settled: nccl[A-Z][a-z]*Error|without the poll|FAIL)' "$logs/nccl_probe.log" |
+    grep -vE '\-> ncclSuccess|settled: ncclSuccess' | head -8 | cut -c1-150 | sed 's/^/  /' >>"$logs/nccl_probe.res"
+fi
+nccl_re=""
+stage device && nccl_re="device_(rma|signal|amo|ldst|barrier)_nccl_1"
+stage coll && nccl_re="${nccl_re:+$nccl_re|}backend_(caps|coll)_nccl(_remote)?_1|coll_(errors|move|matrix)_nccl_1"
+if [ -n "$nccl_re" ]; then
+  ctest_step nccl_1pe 120 "^($nccl_re)\$" 4
+  grep -hE '^[0-9]+: (backend |coll \(|world window|.*nccl backend: heap)' "$logs/nccl_1pe.log" 2>/dev/null |
+    sed 's/^[0-9]*: /  /' | cut -c1-160 | head -6 >>"$logs/nccl_1pe.res"
 fi
 
-# ---- capabilities and collectives, 1 PE -----------------------------------------------------
-if stage coll; then
-  ctest_step coll_backends 150 '^(backend_(caps|coll)_(nvshmem|nccl)(_remote)?_1|coll_(errors|move|matrix)_(native|nvshmem|nccl)_1)$' 4
-  grep -hE '^[0-9]+: (backend |coll \(|world window)' "$logs/coll_backends.log" | sed 's/^[0-9]*: /  /' |
-    cut -c1-160 | head -12 >>"$logs/coll_backends.res" 2>/dev/null
-fi
-
-# ---- symm.triton on the backends --------------------------------------------------------------
+# ---- symm.triton on the backends: in the background, while the steps below run ---------------
+py_names=()
 if stage python; then
   bc=${SYMM_BITCODE_DIR:-}
   if [ -z "$bc" ]; then
@@ -208,11 +227,13 @@ if stage python; then
     result python "NOT RUN: no nvshmem/nccl bitcode (build it where clang-19 is and carry build/bitcode, or set SYMM_BITCODE_DIR)"
   else
     sel="test_ctx or test_p_and_g or test_put_get or test_put_signal or test_signal_op or test_wait_until \
-or test_atomics or test_ld_st or test_fence_quiet or test_device_barriers"
+or test_atomics or test_ld_st or test_fence_quiet or test_device_barriers or test_coll_barrier_grid"
     k=${PY_SHARDS:-6}
-    for cfg in "nvshmem_remote SYMM_BACKEND=nvshmem SYMM_DEBUG_FORCE_REMOTE=1" "nccl SYMM_BACKEND=nccl"; do
+    reserve=${BACKENDS_TAIL:-110}
+    for cfg in "nccl SYMM_BACKEND=nccl" "nvshmem_remote SYMM_BACKEND=nvshmem SYMM_DEBUG_FORCE_REMOTE=1"; do
       set -- $cfg
       name=$1; shift
+      py_names+=("$name")
       for ((i = 0; i < k; i++)); do
         bg_step "python_${name}_$i" "${PY_STEP_S:-220}" pass -- env "$@" PYTHONPATH="$here/python" SYMM_BITCODE_DIR="$bc" \
           SYMM_LIBRARY="$build/src/libsymm.so" TRITON_CACHE_DIR="$build/triton-cache-$name" PYTHONUNBUFFERED=1 \
@@ -220,47 +241,21 @@ or test_atomics or test_ld_st or test_fence_quiet or test_device_barriers"
           -m pytest -q -p no:cacheprovider tests/python/test_gpu_triton.py -k "$sel" --shard "$i/$k"
       done
     done
-    wait
-    for name in nvshmem_remote nccl; do
-      res=$(cat "$logs"/python_"${name}"_*.log 2>/dev/null | grep -E -o '[0-9]+ (passed|failed|skipped|errors?)' |
-            awk '{n[$2]+=$1} END {for (k in n) printf "%d %s ", n[k], k}')
-      bad=$(cat "$logs"/python_"${name}"_*.res 2>/dev/null | grep -vc '^python_.* PASS')
-      order+=("python_$name")
-      if [ -z "$res" ]; then result "python_$name" "FAIL: no pytest result (python_${name}_*.log)"
-      elif ! echo "$res" | grep -qE 'passed|failed|error'; then result "python_$name" "SKIP: $res"
-      else result "python_$name" "$([ "$bad" = 0 ] && echo PASS || echo "FAIL ($bad of $k shards)"): $res"
-      fi
-      for ((i = 0; i < k; i++)); do
-        grep -E '^(FAILED|ERROR) ' "$logs/python_${name}_$i.log" 2>/dev/null | head -3 | cut -c1-150 |
-          sed 's/^/    /' >>"$logs/python_$name.res"
-      done
-    done
-    # the per-shard lines are folded into the two above
-    rest=()
-    for s in "${order[@]}"; do case $s in python_*_[0-9]*) rm -f "$logs/$s.res" ;; *) rest+=("$s") ;; esac; done
-    order=("${rest[@]}")
+    reserve=0
   fi
 fi
+py_pids=("${bg_pids[@]}")
+bg_pids=()
 
-# ---- symm-bench: rma, coll and the side-by-side table, one run ---------------------------------
-if stage bench; then
-  step bench_backends 150 pass -- "$(exe bench/symm-bench)" --quick --npes 1 --timeout 140 --phase-timeout 60 \
-    --backend native,nvshmem,nvshmem:remote,nccl,nccl:remote --out "$logs/bench_backends.md"
-  sed -n '/the same calls on each backend/,/^$/p' "$logs/bench_backends.log" | head -16 |
-    sed 's/^/  /' >>"$logs/bench_backends.res" 2>/dev/null
-fi
-
-# ---- NCCL, 2 ranks on the one GPU, and GIN on 1 rank (side by side) ------------------------------
+# ---- NCCL, 2 ranks on the one GPU, and GIN on 1 rank: side by side -------------------------------
 if stage hosts; then
-  step nccl_2rank_same_host 60 'refuse:Duplicate GPU|same GPU|busId|NCCL communicator' -- \
+  bg_step nccl_2rank_same_host 60 'refuse:Duplicate GPU|same GPU|busId|NCCL communicator' -- \
     env SYMM_BACKEND=nccl "$symmrun" -n 2 --timeout 50 "$(exe tests/backend/test_backend_coll)" 2 caps
   hostid=(env SYMM_BACKEND=nccl SYMM_LOG_LEVEL=info NCCL_NET=Socket "$symmrun" -n 2 --timeout 80
           scripts/with_hostid.sh)
-  step nccl_2host_caps 90 pass -- "${hostid[@]}" "$(exe tests/backend/test_backend_coll)" 2 caps
-  grep -m1 -hE 'nccl backend: heap' "$logs/nccl_2host_caps.log" | cut -c1-160 | sed 's/^/  /' \
-    >>"$logs/nccl_2host_caps.res" 2>/dev/null
-  step nccl_2host_coll 90 pass -- "${hostid[@]}" "$(exe tests/backend/test_backend_coll)" 2 coll far
-  step nccl_2host_put_nogin 60 'refuse:only through GIN' -- "${hostid[@]}" "$(exe tests/backend/test_backend_coll)" 2 nogin
+  bg_step nccl_2host_caps 90 pass -- "${hostid[@]}" "$(exe tests/backend/test_backend_coll)" 2 caps
+  bg_step nccl_2host_coll 90 pass -- "${hostid[@]}" "$(exe tests/backend/test_backend_coll)" 2 coll far
+  bg_step nccl_2host_put_nogin 60 'refuse:only through GIN' -- "${hostid[@]}" "$(exe tests/backend/test_backend_coll)" 2 nogin
 fi
 if stage gin; then
   for t in default 2 3; do
@@ -269,28 +264,75 @@ if stage gin; then
     bg_step "nccl_gin_$t" 60 'report:GIN|ncclDevCommCreate|NCCL.*(WARN|error)|caps' -- \
       "${ginenv[@]}" "$symmrun" -n 1 --timeout 50 "$(exe tests/backend/test_backend_coll)" 1 caps
   done
-  wait
+fi
+wait_bg
+grep -m1 -hE 'nccl backend: (heap|no device communicator)' "$logs/nccl_2host_caps.log" 2>/dev/null | cut -c1-160 |
+  sed 's/^/  /' >>"$logs/nccl_2host_caps.res"
+
+# ---- the other backends, 1 PE -------------------------------------------------------------------
+if stage device; then
+  ctest_step device_suites 150 '^device_(rma|signal|amo|ldst|barrier)_(native|nvshmem|nvshmem_remote)_1$' 4
+fi
+if stage coll; then
+  ctest_step coll_backends 150 '^(backend_(caps|coll)_nvshmem(_remote)?_1|coll_(errors|move|matrix)_(native|nvshmem)_1)$' 4
+  grep -hE '^[0-9]+: (backend |coll \(|world window)' "$logs/coll_backends.log" | sed 's/^[0-9]*: /  /' |
+    cut -c1-160 | head -12 >>"$logs/coll_backends.res" 2>/dev/null
 fi
 
-# ---- NVSHMEM, 2 PEs on the one GPU (last: MPS) ---------------------------------------------------
+# ---- the python shards' verdicts ------------------------------------------------------------------
+for p in "${py_pids[@]}"; do wait "$p"; done
+if [ ${#py_names[@]} -gt 0 ]; then
+  for name in "${py_names[@]}"; do
+    # pytest's closing line ("1 failed, 9 passed, 62 deselected in 122.23s") only
+    res=$(cat "$logs"/python_"${name}"_*.log 2>/dev/null | grep -E '(passed|failed|skipped|errors?|deselected).* in [0-9.]+s' |
+          grep -E -o '[0-9]+ (passed|failed|skipped|errors?)' |
+          awk '{n[$2]+=$1} END {for (k in n) printf "%d %s ", n[k], k}')
+    bad=$(cat "$logs"/python_"${name}"_*.res 2>/dev/null | grep -vc '^python_.* PASS')
+    order+=("python_$name")
+    if [ -z "$res" ]; then result "python_$name" "FAIL: no pytest result (python_${name}_*.log)"
+    elif ! echo "$res" | grep -qE 'passed|failed|error'; then result "python_$name" "SKIP: $res"
+    else result "python_$name" "$([ "$bad" = 0 ] && echo PASS || echo "FAIL ($bad of $k shards)"): $res"
+    fi
+    for ((i = 0; i < k; i++)); do
+      grep -hE '^python_' "$logs/python_${name}_$i.res" 2>/dev/null | grep -v ' PASS' | cut -c1-150 |
+        sed 's/^/    /' >>"$logs/python_$name.res"
+      grep -E '^(FAILED|ERROR) ' "$logs/python_${name}_$i.log" 2>/dev/null | head -3 | cut -c1-150 |
+        sed 's/^/    /' >>"$logs/python_$name.res"
+    done
+  done
+  # the per-shard lines are folded into the ones above
+  rest=()
+  for s in "${order[@]}"; do case $s in python_*_[0-9]*) rm -f "$logs/$s.res" ;; *) rest+=("$s") ;; esac; done
+  order=("${rest[@]}")
+fi
+
+# ---- NVSHMEM, 2 PEs on the one GPU (MPS: nothing else runs on it now) ------------------------------
 if stage shared; then
   nv2=(env SYMM_BACKEND=nvshmem SYMM_LOG_LEVEL=info)
   # NVSHMEM's limited mode: symm's kernels where NVSHMEM maps both PEs both ways, else a clean refusal
-  step nvshmem_2pe_timesliced 90 "either:no on-stream collectives" -- "${nv2[@]}" "$symmrun" -n 2 --timeout 80 \
+  step nvshmem_2pe_timesliced 60 "either:no on-stream collectives" -- "${nv2[@]}" "$symmrun" -n 2 --timeout 50 \
     "$(exe tests/backend/test_backend_coll)" 2 coll
-  grep -m2 -hE 'init status|windows differ|coll \(' "$logs/nvshmem_2pe_timesliced.log" | cut -c1-160 | sed 's/^/  /' \
-    >>"$logs/nvshmem_2pe_timesliced.res" 2>/dev/null
+  grep -m2 -hE 'init status|windows differ|coll \(' "$logs/nvshmem_2pe_timesliced.log" 2>/dev/null | cut -c1-160 |
+    sed 's/^/  /' >>"$logs/nvshmem_2pe_timesliced.res"
   if [ -e "${CUDA_MPS_PIPE_DIRECTORY:-/nonexistent}/control" ]; then
     mps=() # already under an MPS daemon
   else
-    mps=(scripts/with_mps.sh --timeout 85 --)
+    mps=(scripts/with_mps.sh --timeout 55 --)
   fi
-  step nvshmem_2pe_mps 90 pass -- "${mps[@]}" "${nv2[@]}" "$symmrun" -n 2 --timeout 80 \
+  step nvshmem_2pe_mps 60 pass -- "${mps[@]}" "${nv2[@]}" "$symmrun" -n 2 --timeout 50 \
     "$(exe tests/backend/test_backend_coll)" 2 coll
-  grep -m2 -hE 'init status|windows differ|coll \(' "$logs/nvshmem_2pe_mps.log" | cut -c1-160 | sed 's/^/  /' \
-    >>"$logs/nvshmem_2pe_mps.res" 2>/dev/null
-  step nvshmem_2pe_mps_signal 90 pass -- "${mps[@]}" env SYMM_BACKEND=nvshmem SYMM_DEBUG_FORCE_REMOTE=1 \
-    "$symmrun" -n 2 --timeout 80 "$(exe tests/device/test_device_signal_be)" 2
+  grep -m2 -hE 'init status|windows differ|coll \(' "$logs/nvshmem_2pe_mps.log" 2>/dev/null | cut -c1-160 |
+    sed 's/^/  /' >>"$logs/nvshmem_2pe_mps.res"
+  step nvshmem_2pe_mps_signal 60 pass -- "${mps[@]}" env SYMM_BACKEND=nvshmem SYMM_DEBUG_FORCE_REMOTE=1 \
+    "$symmrun" -n 2 --timeout 50 "$(exe tests/device/test_device_signal_be)" 2
+fi
+
+# ---- symm-bench: rma, coll and the side-by-side table, one run, alone on the GPU --------------------
+if stage bench; then
+  step bench_backends 100 pass -- "$(exe bench/symm-bench)" --quick --npes 1 --timeout 90 --phase-timeout 40 \
+    --backend native,nvshmem,nvshmem:remote,nccl,nccl:remote --out "$logs/bench_backends.md"
+  sed -n '/the same calls on each backend/,/^$/p' "$logs/bench_backends.log" 2>/dev/null | head -16 |
+    sed 's/^/  /' >>"$logs/bench_backends.res"
 fi
 
 # ---- the table, the logs ----------------------------------------------------------------------------

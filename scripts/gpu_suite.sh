@@ -112,7 +112,7 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
     reserve=0
     stage mps-kill && reserve=$((reserve + 30))
     stage tests-timesliced && reserve=$((reserve + 150))
-    stage backends && reserve=$((reserve + ${BACKENDS_WALL:-300} + 15))
+    stage backends && reserve=$((reserve + ${BACKENDS_WALL:-330} + 15))
     wall=$(( ${SUITE_WALL:-570} - ($(date +%s) - t_start) - reserve ))
     if [ "${SYMM_SUITE_MPS:-1}" != 0 ] && [ "$ngpu" -gt 0 ] && [ "$ngpu" -lt "$max_pes" ] &&
        [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
@@ -131,8 +131,8 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
   if stage backends; then
     # outside the suite's MPS daemon: the script starts one where it needs it
     t0=$(date +%s)
-    env OUT="$OUT" SYMM_BUILD_DIR="$build" BACKENDS_WALL="${BACKENDS_WALL:-300}" \
-      timeout -k 10 $(( ${BACKENDS_WALL:-300} + 60 )) bash scripts/gpu_backends.sh >/dev/null 2>&1
+    env OUT="$OUT" SYMM_BUILD_DIR="$build" BACKENDS_WALL="${BACKENDS_WALL:-330}" \
+      timeout -k 10 $(( ${BACKENDS_WALL:-330} + 60 )) bash scripts/gpu_backends.sh >/dev/null 2>&1
     rc=$?
     note "backends" "rc=$rc ($(since "$t0")): table below, logs in backends_logs.tar.gz"
     sed 's/^/  /' "$OUT/backends_summary.txt" >>"$summary_file" 2>/dev/null ||
