@@ -21,8 +21,16 @@ finalize, and (native) no GPU memory held by a process of the run.
 --mps starts a private MPS control daemon (pipe and log folders under /tmp)
 and always stops it at the end (leave it out where an MPS daemon already
 runs, as in scripts/gpu_suite.sh); without MPS the PEs of a shared GPU
-time-slice. Runs whose kernels trap run alone, after the others: under MPS a
-fault in one client can reach every client of the GPU. Prints a summary table and writes OUT/fault_matrix.{md,json}
+time-slice. Runs whose kernels trap run alone, after the others. Under MPS
+(--mps, CUDA_MPS_PIPE_DIRECTORY, or a daemon at /tmp/nvidia-mps) a client
+that dies or traps while a kernel of it runs disturbs every client of the
+server, other jobs' PEs included, and the server refuses new clients until
+all of them have gone: there every run whose fault can end a PE's kernel
+(any fault during GPU work) runs alone too, and before the next run starts
+the script waits (at most --mps-wait seconds) until a probe (fault_pe
+--probe) is served again. A run none of whose PEs got through init because
+the server refused them is started again, and counted apart.
+Prints a summary table and writes OUT/fault_matrix.{md,json}
 and every run's output; --doc replaces the table between the markers
 <!-- fault-matrix:BACKEND --> and <!-- /fault-matrix:BACKEND --> of that file.
 Exit 0 when every run met its bound.
@@ -46,7 +54,11 @@ import time
 
 HOST_KINDS = ["barrier", "malloc", "hostx", "teambar"]
 GPU_KINDS = ["ar", "ag", "a2a", "rs", "bcast", "a2av", "dev_ar", "rma"]
+KERNEL_KINDS = set(GPU_KINDS + ["teambar"])  # work that runs kernels (native backend)
 BOUND_S = 10.0
+# What a PE prints when the MPS server turns it away (recovering from a fault).
+MPS_REFUSED = ("MPS server is not ready", "cudaErrorMpsServerNotReady", "cudaErrorDevicesUnavailable",
+               "busy or unavailable")
 
 
 def free_port():
@@ -229,7 +241,6 @@ def run_one(a, row, kind, victim, fault_ms):
     fault = row["fault"]
     internal = fault in ("trap", "busy", "exit", "mismatch", "none")
     limit = row.get("limit", 20.0)
-    gpu_before = gpu_pids() if a.backend == "native" else None
     env = {"SYMM_BACKEND": a.backend}
     env.update(row.get("env", {}))
     job = Job(a.exe, a.npes, kind, fault if internal else "none", victim, fault_ms if internal else 10 ** 9,
@@ -253,7 +264,7 @@ def run_one(a, row, kind, victim, fault_ms):
     if a.backend == "native":
         after = gpu_pids()
         if after is not None:
-            gpu_left = sorted(after & {p.pid for p in job.procs} - (gpu_before or set()))
+            gpu_left = sorted(after & {p.pid for p in job.procs})
     surv = []
     for d in pes:
         if d["pe"] == victim and fault not in ("none", "settings", "mismatch"):
@@ -280,7 +291,61 @@ def run_one(a, row, kind, victim, fault_ms):
         if s["leaks"] is not None:  # (the CUDA runtime starts threads of its own)
             ok = ok and s["leaks"][0] <= 0 and (a.backend == "native" or s["leaks"][1] <= 0)
     rec["ok"] = ok
+    # Nothing was injected when no PE got through init: if the MPS server
+    # turned the PEs away, the run tested nothing and may start again.
+    rec["mps_refused"] = not ready and any(
+        any(m in l for m in MPS_REFUSED) for d in pes for l in d["lines"])
     return rec
+
+
+def alone(a, row, kind):
+    """Runs with nothing else on the GPU: those whose kernels trap, and under
+    MPS every fault during work that runs kernels (the victim, or a survivor
+    whose wait gives up, ends a client mid-kernel)."""
+    if row.get("serial"):
+        return True
+    return a.under_mps and row["fault"] not in ("none", "settings") and (
+        row["fault"] == "trap" or kind in KERNEL_KINDS)
+
+
+class MpsDown(Exception):
+    pass
+
+
+class MpsGate:
+    """Waits until the MPS server serves a new client (fault_pe --probe: a
+    context, an allocation and a memset), at most a.mps_wait seconds."""
+
+    def __init__(self, a):
+        self.a, self.waits, self.probes, self.total, self.longest = a, 0, 0, 0.0, 0.0
+
+    def wait(self, after):
+        if not self.a.under_mps:
+            return
+        t0 = time.monotonic()
+        last = ""
+        self.waits += 1
+        while True:
+            self.probes += 1
+            try:
+                r = subprocess.run([self.a.exe, "--probe"], capture_output=True, text=True, timeout=30)
+                last = (r.stdout + r.stderr).strip().splitlines()[-1:] or ["exit %d" % r.returncode]
+                last = last[0]
+                if r.returncode == 0:
+                    break
+            except subprocess.TimeoutExpired:
+                last = "the probe did not finish in 30 s"
+            if time.monotonic() - t0 > self.a.mps_wait:
+                raise MpsDown("the MPS server served no new client within %.0f s after %s (last probe: %s)" % (
+                    self.a.mps_wait, after, last))
+            time.sleep(0.2)
+        dt = time.monotonic() - t0
+        self.total += dt
+        self.longest = max(self.longest, dt)
+
+    def summary(self):
+        return "%d waits for the MPS server (%d probes, %.1f s in all, longest %.2f s)" % (
+            self.waits, self.probes, self.total, self.longest)
 
 
 def rows_for(a):
@@ -370,6 +435,8 @@ def main():
     ap.add_argument("--runs-per-kind", type=int, default=9)
     ap.add_argument("--parallel", type=int, default=1, help="jobs at once")
     ap.add_argument("--mps", action="store_true")
+    ap.add_argument("--mps-wait", type=float, default=60.0,
+                    help="seconds to wait for the MPS server to serve clients again (default 60)")
     ap.add_argument("--quick", action="store_true",
                     help="one kill run per kind, no SIGSTOP / stays-out rows (CI)")
     ap.add_argument("--seed", type=int, default=None)
@@ -388,6 +455,10 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     mps = None
     a.mps_pct = 0
+    a.under_mps = a.backend == "native" and (
+        a.mps or os.path.exists(os.path.join(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"),
+                                             "control")))
+    a.restarts, a.mps_gate, aborted = [], None, None
 
     def on_signal(sig, _):
         raise SystemExit(128 + sig)
@@ -409,29 +480,52 @@ def main():
                 for _ in range(row["runs"]):
                     victim = rng.randrange(a.npes) if row["fault"] != "settings" else a.npes - 1
                     plan.append((row, kind, victim, rng.randrange(50, 800)))
-        print("fault_matrix: %s backend, %d PEs, %d runs, seed %d%s" % (
-            a.backend, a.npes, len(plan), seed, ", under MPS" if a.mps else ""), flush=True)
+        print("fault_matrix: %s backend, %d PEs, %d runs (%d alone), seed %d%s" % (
+            a.backend, a.npes, len(plan), sum(alone(a, p[0], p[1]) for p in plan), seed,
+            ", under MPS" if a.under_mps else ""), flush=True)
         lock = threading.Lock()
 
-        def worker(items):
-            for row, kind, victim, ms in items:
-                rec = run_one(a, row, kind, victim, ms)
+        def run_logged(row, kind, victim, ms):
+            rec = run_one(a, row, kind, victim, ms)
+            if rec["mps_refused"] and a.under_mps:
+                # (at most once: a second refusal after the server answered
+                # a probe is a result)
                 with lock:
-                    recs.append(rec)
-                    if not rec["ok"]:
-                        print("  FAILED: %s / %s, victim %d at %d ms: %s" % (
-                            row["name"], kind, victim, ms,
-                            json.dumps({k: rec[k] for k in ("hung", "leaked_processes", "gpu_left", "survivors")})),
-                            flush=True)
-        # Runs whose kernels trap go alone: under MPS a fault in one client can
-        # reach every client of the GPU, another job's PEs included.
-        side = [p for p in plan if not p[0].get("serial")]
+                    a.restarts.append("%s / %s" % (row["name"], kind))
+                    print("  restarting %s / %s: the MPS server refused its PEs at init" % (row["name"], kind),
+                          flush=True)
+                a.mps_gate.wait("a run its server refused")
+                rec = run_one(a, row, kind, victim, ms)
+                rec["restarted"] = True
+            with lock:
+                recs.append(rec)
+                if not rec["ok"]:
+                    print("  FAILED: %s / %s, victim %d at %d ms: %s" % (
+                        row["name"], kind, victim, ms,
+                        json.dumps({k: rec[k] for k in ("hung", "leaked_processes", "gpu_left", "survivors")})),
+                        flush=True)
+
+        def worker(items):
+            for item in items:
+                run_logged(*item)
+        a.mps_gate = MpsGate(a)
+        a.mps_gate.wait("the start")
+        side = [p for p in plan if not alone(a, p[0], p[1])]
         threads = [threading.Thread(target=worker, args=(side[i::a.parallel],)) for i in range(a.parallel)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        worker([p for p in plan if p[0].get("serial")])
+        # Alone, and under MPS each after the server serves clients again.
+        for item in [p for p in plan if alone(a, p[0], p[1])]:
+            if a.under_mps:
+                a.mps_gate.wait("the previous run")
+            run_logged(*item)
+        if a.under_mps:
+            a.mps_gate.wait("the last run")
+    except MpsDown as e:
+        aborted = str(e)
+        print("fault_matrix: %s; the remaining runs were not made" % aborted, flush=True)
     finally:
         kill_live()  # (an interrupted run): no PE outlives the script or holds the daemon
         if mps:
@@ -441,9 +535,14 @@ def main():
     table = summarize(recs, rows_for(a))
     if mem0 is not None and mem1 is not None:
         table += "\n\nGPU memory in use (nvidia-smi): %d MiB before the runs, %d MiB after." % (mem0, mem1)
+    if a.under_mps and a.mps_gate:
+        table += "\n\nUnder MPS: %s; %d runs started again because the server refused their PEs at init%s." % (
+            a.mps_gate.summary(), len(a.restarts), (" (" + "; ".join(a.restarts) + ")") if a.restarts else "")
+    if aborted:
+        table += "\n\nSTOPPED: %s." % aborted
     head = ("Fault matrix, %s backend, %d PEs%s: %d runs in %.0f s (seed %d; "
             "`python3 scripts/fault_matrix.py --backend %s --npes %d --runs-per-kind %d%s`)." % (
-                a.backend, a.npes, " sharing one GPU under MPS" if a.mps else "", len(recs), elapsed, seed,
+                a.backend, a.npes, " under MPS" if a.under_mps else "", len(recs), elapsed, seed,
                 a.backend, a.npes, a.runs_per_kind, " --mps" if a.mps else ""))
     with open(os.path.join(a.out, "fault_matrix.md"), "w") as f:
         f.write(head + "\n\n" + table + "\n")
@@ -462,8 +561,9 @@ def main():
             with open(a.doc, "w") as f:
                 f.write(text)
     bad = sum(not r["ok"] for r in recs)
-    print("fault_matrix: %s" % ("all %d runs met their bounds" % len(recs) if not bad else "%d runs FAILED" % bad))
-    return 1 if bad else 0
+    print("fault_matrix: %s%s" % ("all %d runs met their bounds" % len(recs) if not bad else "%d runs FAILED" % bad,
+                                  "; STOPPED early" if aborted else ""))
+    return 1 if bad or aborted else 0
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
  * starts the PEs, injects the outside faults and reads what each prints).
  *
  *   fault_pe <kind> <fault> <victim> <fault_ms> <seconds>
+ *   fault_pe --probe    does the GPU serve a new client (under MPS: has the
+ *                       server recovered from a fault)? exit 0 if so
  *
  * Every PE runs `kind` in a loop for at most `seconds`:
  *   barrier   symm_barrier_all                 (any backend)
@@ -172,7 +174,25 @@ static symm_status_t step(job_t *j, int it, int odd) {
     return SYMM_SUCCESS;
 }
 
+/* A context, an allocation and a memset: what a PE's init needs from the GPU. */
+static int probe(void) {
+    void *p = NULL;
+    cudaError_t e = cudaFree(0);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&p, 4096);
+    if (e == cudaSuccess)
+        e = cudaMemset(p, 0, 4096);
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    if (p)
+        (void)cudaFree(p);
+    printf("PROBE %s %s\n", cudaGetErrorName(e), cudaGetErrorString(e));
+    return e == cudaSuccess ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--probe") == 0)
+        return probe();
     if (argc != 6) {
         fprintf(stderr, "usage: %s <kind> <fault> <victim> <fault_ms> <seconds>\n", argv[0]);
         return 2;
