@@ -5,6 +5,7 @@
  *   symm-bench [--mode NAME[,NAME...]] [--out FILE] [--quick] [--npes N]
  *              [--require-gpus N] [--require-no-gpu] [--timeout S]
  *              [--phase-timeout S] [--verbose] [--no-nvshmem] [--no-nccl] [--list]
+ *              [--backend LIST]
  *
  * Started by hand (no launcher variables) it re-executes itself as
  * `symmrun -n <GPUs> symm-bench ARGS` so that every GPU gets one PE.
@@ -76,6 +77,7 @@ typedef struct opts {
     int verbose;
     int no_nvshmem, no_nccl; /* skip the library entirely, not even init */
     int list;
+    const char *backends; /* --backend: comma list of native, nvshmem, nccl (":remote" each) */
 } opts_t;
 
 /* symmrun's whole-run limit when --timeout is not given (seconds): a full run
@@ -105,6 +107,10 @@ static void usage(FILE *f) {
             "                  (also SYMM_BENCH_VERBOSE=1)\n"
             "  --no-nvshmem    leave NVSHMEM out entirely, not even its init (SYMM_BENCH_NO_NVSHMEM=1)\n"
             "  --no-nccl       leave NCCL out entirely, not even its init (SYMM_BENCH_NO_NCCL=1)\n"
+            "  --backend LIST  run the modes once per symm backend of LIST (native, nvshmem, nccl; NAME:remote\n"
+            "                  sets SYMM_DEBUG_FORCE_REMOTE=1: every call takes the library's path), then the\n"
+            "                  backends mode's table side by side; default modes rma,coll,backends; the\n"
+            "                  NCCL/NVSHMEM comparison columns are left out (symm runs on them)\n"
             "SYMM_WAIT_TIMEOUT defaults to 20 s inside symm-bench, so a lost symm signal stops\n"
             "its kernel with a message instead of hanging.\n"
             "Started without a launcher it re-runs itself under symmrun (found next to it in\n"
@@ -168,6 +174,9 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
             ++i;
         } else if (!strcmp(a, "--timeout") && val && parse_int(val, &o->timeout) == 0) {
             ++i;
+        } else if (!strcmp(a, "--backend") && val) {
+            o->backends = val;
+            ++i;
         } else {
             fprintf(stderr, "symm-bench: bad argument '%s'\n", a);
             usage(stderr);
@@ -185,6 +194,22 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
             return -1;
         }
         p += len + (p[len] == ',');
+    }
+    for (const char *p = o->backends; p && *p;) {
+        size_t len = strcspn(p, ","), base = strcspn(p, ",:");
+        int known = (base == 6 && !strncmp(p, "native", 6)) || (base == 7 && !strncmp(p, "nvshmem", 7)) ||
+                    (base == 4 && !strncmp(p, "nccl", 4));
+        if (!known || (base < len && strncmp(p + base, ":remote", len - base) != 0)) {
+            fprintf(stderr, "symm-bench: --backend entry '%.*s' is not native, nvshmem or nccl (optionally "
+                            "with :remote)\n", (int)len, p);
+            return -1;
+        }
+        p += len + (p[len] == ',');
+    }
+    if (o->backends) {
+        o->no_nvshmem = o->no_nccl = 1;
+        if (!o->modes)
+            o->modes = "rma,coll,backends";
     }
     if (o->timeout < 0)
         o->timeout = o->quick ? BENCH_DEFAULT_TIMEOUT_QUICK : BENCH_DEFAULT_TIMEOUT;
@@ -462,102 +487,167 @@ int main(int argc, char **argv) {
      * (PE, address, value) instead of spinning forever. */
     setenv("SYMM_WAIT_TIMEOUT", "20", 0);
 
-    bench_env_t env;
-    memset(&env, 0, sizeof env);
-    env.quick = o.quick;
-    bench_phase_begin("symm init");
-    BENCH_SYMM(symm_init());
-    env.me = symm_my_pe();
-    env.npes = symm_n_pes();
-    env.device = symm_device();
-    bench_progress_set_pe(env.me);
-    bench_phase_begin("cuda set-up (device %d, stream)", env.device);
-    /* NVSHMEM and NCCL take the device of the calling thread's current context. */
-    BENCH_CUDA(cudaSetDevice(env.device));
-    BENCH_CUDA(cudaStreamCreateWithFlags(&env.stream, cudaStreamNonBlocking));
-    BENCH_SYMM(symm_ctx(&env.ctx));
-    bench_phase_end();
-    /* PEs sharing a GPU measure the library, not NVLink; NCCL refuses two
-     * ranks on one GPU, and NVSHMEM turns off its on-stream collectives and
-     * device barriers for them (its limited multi-PE-per-GPU mode). */
-    int gpu_pes = 1;
-    BENCH_SYMM(symm_gpu_pes(&gpu_pes));
-    env.shared = !bench_all_true(gpu_pes == 1);
-    if (env.shared) {
-        bench_table_label("PEs share one GPU: not a measure of NVLink");
-        if (!o.no_nccl)
-            snprintf(g_nccl_status, sizeof g_nccl_status,
-                     "NCCL: n/a (it refuses two ranks on one GPU, and PEs share one here)");
-        if (!o.no_nvshmem && !env_flag("SYMM_BENCH_SHARED_NVSHMEM"))
-            snprintf(g_nv_status, sizeof g_nv_status,
-                     "n/a (PEs share a GPU: NVSHMEM's mode for that turns off its on-stream collectives and "
-                     "device barriers; SYMM_BENCH_SHARED_NVSHMEM=1 tries it anyway)");
-    }
-    bench_note("%d PEs, GPU %d, NVSHMEM %s, NCCL %s", env.npes, env.device,
-               o.no_nvshmem ? "off" : (SYMM_BENCH_HAVE_NVSHMEM ? "on" : "not built"),
-               o.no_nccl ? "off" : (SYMM_BENCH_HAVE_NCCL ? "on" : "not built"));
-    env.report = bench_report_new(env.me == 0);
-
-    env.nccl_status = g_nccl_status;
-    env.nvshmem_status = g_nv_status;
-    if (!env.shared || env_flag("SYMM_BENCH_SHARED_NVSHMEM"))
-        init_nvshmem(&env, o.no_nvshmem);
-    BENCH_CUDA(cudaSetDevice(env.device));
-    if (!env.shared)
-        init_nccl(&env, o.no_nccl);
-    BENCH_CUDA(cudaSetDevice(env.device));
-
-    bench_phase_begin("header (machine description)");
-    char *header = make_header(&env, argc, argv);
-    if (env.me == 0) {
-        printf("symm-bench\n%s\n", header);
-        if (env.npes < 2)
-            printf("note: 1 GPU: the peer benchmarks need >= 2 GPUs; running what makes sense on one.\n");
-        fflush(stdout);
-    }
-    bench_phase_end();
-
-    for (bench_mode_t *m = g_modes; m; m = m->next) {
-        if (!mode_selected(&o, m))
-            continue;
-        /* Modes that name their steps (rma) are watched step by step; one
-         * that does not is still bounded, at 10x the phase timeout. */
-        bench_phase_begin_long(10.0, "mode %s", m->name);
-        bench_report_section(env.report, bench_fmt("%s: %s", m->name, m->help));
-        int r = m->run(&env);
-        bench_phase_begin("mode %s: closing barrier", m->name);
-        BENCH_CUDA(cudaSetDevice(env.device));
-        bench_barrier();
-        bench_phase_end();
-        if (r != 0) {
-            rc = 1;
-            bench_report_text(env.report, "mode %s FAILED (see the messages above)", m->name);
+    /* One run of the modes per --backend entry (symm_init ... symm_finalize
+     * each), else one with the environment's backend. */
+    char backend_list[256];
+    snprintf(backend_list, sizeof backend_list, "%s", o.backends ? o.backends : "");
+    char *next_backend = o.backends ? backend_list : NULL;
+    char *header = NULL;
+    bench_report_t *report = NULL;
+    int npes = 0, rank0 = 0;
+    do {
+        char *label = next_backend;
+        if (label) {
+            next_backend = strchr(label, ',');
+            if (next_backend)
+                *next_backend++ = '\0';
+            char base[16];
+            snprintf(base, sizeof base, "%.*s", (int)strcspn(label, ":"), label);
+            setenv("SYMM_BACKEND", base, 1);
+            setenv("SYMM_DEBUG_FORCE_REMOTE", strchr(label, ':') ? "1" : "0", 1);
         }
-    }
+        bench_env_t env;
+        memset(&env, 0, sizeof env);
+        env.quick = o.quick;
+        env.backend_label = label;
+        bench_phase_begin("symm init%s%s", label ? ": backend " : "", label ? label : "");
+        symm_status_t init_st = symm_init();
+        if (init_st != SYMM_SUCCESS && label) {
+            /* symm_init agrees its status over the PEs: each leaves this entry
+             * alike, its column says why, and the next entry still runs */
+            fprintf(stderr, "symm-bench: backend %s: symm_init: %s\n", label, symm_strerror(init_st));
+            bench_backends_failed(label, symm_strerror(init_st));
+            rc = 1;
+            bench_phase_end();
+            continue;
+        }
+        BENCH_SYMM(init_st);
+        env.me = symm_my_pe();
+        rank0 = env.me == 0;
+        env.npes = npes = symm_n_pes();
+        env.device = symm_device();
+        bench_progress_set_pe(env.me);
+        bench_phase_begin("cuda set-up (device %d, stream)", env.device);
+        /* NVSHMEM and NCCL take the device of the calling thread's current context. */
+        BENCH_CUDA(cudaSetDevice(env.device));
+        BENCH_CUDA(cudaStreamCreateWithFlags(&env.stream, cudaStreamNonBlocking));
+        BENCH_SYMM(symm_ctx(&env.ctx));
+        bench_phase_end();
+        /* PEs sharing a GPU measure the library, not NVLink; NCCL refuses two
+         * ranks on one GPU, and NVSHMEM turns off its on-stream collectives and
+         * device barriers for them (its limited multi-PE-per-GPU mode). */
+        int gpu_pes = 1;
+        BENCH_SYMM(symm_gpu_pes(&gpu_pes));
+        env.shared = !bench_all_true(gpu_pes == 1);
+        if (env.shared) {
+            if (!o.no_nccl)
+                snprintf(g_nccl_status, sizeof g_nccl_status,
+                         "NCCL: n/a (it refuses two ranks on one GPU, and PEs share one here)");
+            if (!o.no_nvshmem && !env_flag("SYMM_BENCH_SHARED_NVSHMEM"))
+                snprintf(g_nv_status, sizeof g_nv_status,
+                         "n/a (PEs share a GPU: NVSHMEM's mode for that turns off its on-stream collectives and "
+                         "device barriers; SYMM_BENCH_SHARED_NVSHMEM=1 tries it anyway)");
+        }
+        bench_table_label(label || env.shared
+                              ? bench_fmt("%s%s%s", label ? "backend " : "", label ? label : "",
+                                          env.shared ? (label ? "; PEs share one GPU: not a measure of NVLink"
+                                                              : "PEs share one GPU: not a measure of NVLink")
+                                                     : "")
+                              : NULL);
+        bench_note("%d PEs, GPU %d, NVSHMEM %s, NCCL %s", env.npes, env.device,
+                   o.no_nvshmem ? "off" : (SYMM_BENCH_HAVE_NVSHMEM ? "on" : "not built"),
+                   o.no_nccl ? "off" : (SYMM_BENCH_HAVE_NCCL ? "on" : "not built"));
+        if (!report)
+            report = bench_report_new(env.me == 0);
+        env.report = report;
 
-    if (env.me == 0 && o.out) {
-        if (bench_report_write(env.report, o.out, "symm-bench results", header) != 0)
+        env.nccl_status = g_nccl_status;
+        env.nvshmem_status = g_nv_status;
+        if (o.backends) {
+            snprintf(g_nccl_status, sizeof g_nccl_status, "NCCL: left out (--backend)");
+            snprintf(g_nv_status, sizeof g_nv_status, "left out (--backend)");
+        } else {
+            if (!env.shared || env_flag("SYMM_BENCH_SHARED_NVSHMEM"))
+                init_nvshmem(&env, o.no_nvshmem);
+            BENCH_CUDA(cudaSetDevice(env.device));
+            if (!env.shared)
+                init_nccl(&env, o.no_nccl);
+            BENCH_CUDA(cudaSetDevice(env.device));
+        }
+
+        if (!header) {
+            bench_phase_begin("header (machine description)");
+            header = make_header(&env, argc, argv);
+            if (env.me == 0) {
+                printf("symm-bench\n%s\n", header);
+                if (env.npes < 2)
+                    printf("note: 1 GPU: the peer benchmarks need >= 2 GPUs; running what makes sense on one.\n");
+                fflush(stdout);
+            }
+            bench_phase_end();
+        }
+        if (label)
+            bench_report_section(report, bench_fmt("backend %s (symm_backend_name: %s)", label,
+                                                   symm_backend_name()));
+
+        for (bench_mode_t *m = g_modes; m; m = m->next) {
+            if (!mode_selected(&o, m))
+                continue;
+            /* Device calls of the rma mode have no path without load/store
+             * peers unless the backend has one: its kernels carry the native
+             * backend only; the backends mode's kernels carry them all. */
+            if (label && strchr(label, ':') && !strcmp(m->name, "rma")) {
+                bench_report_text(report, "mode rma skipped for %s: its kernels are built for load/store "
+                                          "peers only (the backends table has these calls)", label);
+                continue;
+            }
+            /* Modes that name their steps (rma) are watched step by step; one
+             * that does not is still bounded, at 10x the phase timeout. */
+            bench_phase_begin_long(10.0, "mode %s", m->name);
+            bench_report_section(report, bench_fmt("%s: %s", m->name, m->help));
+            int r = m->run(&env);
+            bench_phase_begin("mode %s: closing barrier", m->name);
+            BENCH_CUDA(cudaSetDevice(env.device));
+            bench_barrier();
+            bench_phase_end();
+            if (r != 0) {
+                rc = 1;
+                bench_report_text(report, "mode %s FAILED (see the messages above)", m->name);
+            }
+        }
+
+#if SYMM_BENCH_HAVE_NCCL
+        if (env.nccl_ok) {
+            bench_phase_begin("nccl destroy");
+            (void)ncclCommDestroy(env.nccl);
+        }
+#endif
+        if (env.nvshmem_ok) {
+            bench_phase_begin("nvshmem finalize");
+            bench_nv_finalize();
+        }
+        bench_phase_begin("symm finalize");
+        BENCH_CUDA(cudaStreamDestroy(env.stream));
+        BENCH_SYMM(symm_finalize());
+        bench_phase_end();
+    } while (next_backend);
+
+    bench_table_label(NULL);
+    if (!report) { /* no --backend entry initialised: the messages above say why */
+        bench_note("exit 1");
+        fflush(stdout);
+        fflush(stderr);
+        _exit(1);
+    }
+    bench_backends_emit(report, npes);
+    if (rank0 && o.out) {
+        if (bench_report_write(report, o.out, "symm-bench results", header) != 0)
             rc = 1;
         else
             printf("\nresults written to %s\n", o.out);
     }
     free(header);
-    bench_report_free(env.report);
-
-#if SYMM_BENCH_HAVE_NCCL
-    if (env.nccl_ok) {
-        bench_phase_begin("nccl destroy");
-        (void)ncclCommDestroy(env.nccl);
-    }
-#endif
-    if (env.nvshmem_ok) {
-        bench_phase_begin("nvshmem finalize");
-        bench_nv_finalize();
-    }
-    bench_phase_begin("symm finalize");
-    BENCH_CUDA(cudaStreamDestroy(env.stream));
-    BENCH_SYMM(symm_finalize());
-    bench_phase_end();
+    bench_report_free(report);
     bench_note("exit %d", rc);
     /* The results are out; no exit handler (CUDA, NCCL, NVSHMEM teardown) gets
      * a chance to hang the end of a finished run. */

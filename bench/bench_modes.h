@@ -41,6 +41,7 @@ typedef struct bench_env {
     const char *nccl_status;   /* "NCCL 2.28.9" or why it is unavailable */
     int nvshmem_ok;            /* NVSHMEM is initialised over all PEs */
     const char *nvshmem_status;/* "NVSHMEM 3.4.5" or why it is unavailable */
+    const char *backend_label; /* --backend: this run's entry ("nvshmem:remote"), else NULL */
 } bench_env_t;
 
 typedef int (*bench_mode_run_fn)(bench_env_t *env);
@@ -77,5 +78,11 @@ int bench_bcast_int(int x);
 
 /* Logical AND over all PEs. */
 int bench_all_true(int x);
+
+/* The "backends" mode's side-by-side table (backends_bench.cu), after every
+ * backend of --backend ran; nothing when the mode did not run. */
+void bench_backends_emit(bench_report_t *report, int npes);
+/* A --backend entry whose symm_init failed: its column reads `why`. */
+void bench_backends_failed(const char *label, const char *why);
 
 #endif /* SYMM_BENCH_MODES_H */

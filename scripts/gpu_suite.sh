@@ -25,6 +25,9 @@
 #     sanitize    scripts/gpu_sanitize.sh: compute-sanitizer over the device tests on
 #                 1 and 2 PEs (without MPS)
 #     variants probes   standalone measurement programs
+#     backends    scripts/gpu_backends.sh on this build: the nvshmem and nccl backends on the
+#                 one GPU (about 5 min, BACKENDS_WALL); its table joins the summary, its logs
+#                 are $OUT/backends_logs.tar.gz
 #   default: build tests python examples examples-c mps-kill
 #
 # The whole run is bounded by SUITE_WALL seconds (default 570): the GPU stages
@@ -101,13 +104,14 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
     fi
   fi
   inner=""
-  for s in $stages; do case $s in build|mps-kill|tests-timesliced|sanitize) ;; *) inner="$inner $s" ;; esac; done
+  for s in $stages; do case $s in build|mps-kill|tests-timesliced|sanitize|backends) ;; *) inner="$inner $s" ;; esac; done
   if [ -n "$inner" ]; then
     # SUITE_WALL bounds the whole run: the GPU stages get what the build left,
     # less what the stages after them need
     reserve=0
     stage mps-kill && reserve=$((reserve + 30))
     stage tests-timesliced && reserve=$((reserve + 150))
+    stage backends && reserve=$((reserve + ${BACKENDS_WALL:-300} + 15))
     wall=$(( ${SUITE_WALL:-570} - ($(date +%s) - t_start) - reserve ))
     if [ "${SYMM_SUITE_MPS:-1}" != 0 ] && [ "$ngpu" -gt 0 ] && [ "$ngpu" -lt "$max_pes" ] &&
        [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
@@ -122,6 +126,16 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
     # two PEs on one GPU without MPS take turns on it: slow, and still correct
     CTEST_ARGS="-R ^(device_.*|coll_(errors|move|every|device)|runtime_gpu_.*)_2$ ${CTEST_ARGS:-}" \
       run_ctest "2pe_timesliced" CUDA_VISIBLE_DEVICES=0
+  fi
+  if stage backends; then
+    # outside the suite's MPS daemon: the script starts one where it needs it
+    t0=$(date +%s)
+    env OUT="$OUT" SYMM_BUILD_DIR="$build" BACKENDS_WALL="${BACKENDS_WALL:-300}" \
+      timeout -k 10 $(( ${BACKENDS_WALL:-300} + 60 )) bash scripts/gpu_backends.sh >/dev/null 2>&1
+    rc=$?
+    note "backends" "rc=$rc ($(since "$t0")): table below, logs in backends_logs.tar.gz"
+    sed 's/^/  /' "$OUT/backends_summary.txt" >>"$summary_file" 2>/dev/null ||
+      echo "  no backends_summary.txt" >>"$summary_file"
   fi
   if stage sanitize; then
     t0=$(date +%s)

@@ -25,3 +25,9 @@ if [ -f "$(dirname "$0")/python-requirements.txt" ]; then
   echo "install-deps: pip install -r scripts/python-requirements.txt into $(python3 -c 'import sys; print(sys.prefix)')"
   python3 -m pip install -q -r "$(dirname "$0")/python-requirements.txt"
 fi
+
+# The scale-out backends (docs/backends.md): NVSHMEM's and NCCL's headers and
+# device libraries for the build (ABI checks, the backend device files, the
+# nvshmem/nccl bitcode), their host libraries for the loading tests; libsymm
+# opens the libraries at run time and builds without them.
+python3 -m pip install -q nvidia-nvshmem-cu13==3.4.5 nvidia-nccl-cu13==2.28.9

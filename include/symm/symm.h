@@ -140,6 +140,36 @@ symm_status_t symm_gpu_pes(int *npes);
 symm_status_t symm_sm_share(int *sms);
 
 /* ======================================================================== */
+/* Backends (docs/backends.md)                                               */
+/* ======================================================================== */
+
+/* The backend this run uses ("native", "nvshmem", "nccl", "host"; chosen with
+ * SYMM_BACKEND), or NULL before init. */
+const char *symm_backend_name(void);
+
+/* *caps = what the backend does in this run (enum symm_backend_cap bits).
+ * Errors: SYMM_ERR_NOT_INITIALIZED, SYMM_ERR_INVALID_ARG (NULL). */
+symm_status_t symm_backend_caps(uint32_t *caps);
+
+/*
+ * symm_backend_module_init - make a loaded GPU module (a CUmodule) whose
+ * kernels call the backend's device library ready for them: NVSHMEM keeps
+ * its device state in every such module (nvshmemx_cumodule_init); nothing
+ * to do on the other backends, nor for a module that does not link the
+ * library. symm.triton calls it for every module Triton loads; CUDA C
+ * programs need not (symm_backend_module_source). Local.
+ * Errors: SYMM_ERR_NOT_INITIALIZED, SYMM_ERR_INVALID_ARG (NULL),
+ * SYMM_ERR_UNSUPPORTED (the library refused the module).
+ */
+symm_status_t symm_backend_module_init(void *cumodule);
+
+/* Register a function that returns a CUDA function (a CUfunction) of a
+ * module to set up as above, at init or at once when symm is up; the
+ * device header does this for CUDA C programs built with the nvshmem
+ * backend (include/symm/device/backend_nvshmem.h). Any thread, any time. */
+void symm_backend_module_source(void *(*find)(void));
+
+/* ======================================================================== */
 /* Teams                                                                     */
 /* ======================================================================== */
 

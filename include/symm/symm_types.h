@@ -92,12 +92,25 @@ enum symm_backend_kind {
     SYMM_BACKEND_NCCL    = 3
 };
 
+/* What a backend does (symm_backend_caps; docs/backends.md). "Other peers"
+ * are the PEs a kernel cannot reach by load/store (other nodes). */
+enum symm_backend_cap {
+    SYMM_CAP_PEER_LDST     = 0x01u, /* peers reached by load/store (NVLink, the node) */
+    SYMM_CAP_REMOTE_PUT    = 0x02u, /* put, put_nbi, p to other peers */
+    SYMM_CAP_REMOTE_GET    = 0x04u, /* get, g, ld from other peers */
+    SYMM_CAP_REMOTE_SIGNAL = 0x08u, /* put_signal, signal_op to other peers */
+    SYMM_CAP_REMOTE_AMO    = 0x10u, /* atomics on other peers */
+    SYMM_CAP_REMOTE_QUIET  = 0x20u, /* quiet makes puts to other peers visible */
+    SYMM_CAP_COLL          = 0x40u, /* stream collectives */
+    SYMM_CAP_MULTI_NODE    = 0x80u  /* PEs on several nodes */
+};
+
 /* ------------------------------------------------------------------------ */
 /* Device context                                                             */
 /* ------------------------------------------------------------------------ */
 
 #define SYMM_CTX_MAGIC   0x73796d6du /* "symm" */
-#define SYMM_CTX_VERSION 1u
+#define SYMM_CTX_VERSION 2u
 
 /* Words of a team's device-barrier state (in the symmetric heap): word 0 is
  * this PE's epoch (only this PE writes it), word 1 + p is the last epoch PE p
@@ -112,8 +125,10 @@ enum symm_backend_kind {
  * no other device state: no __constant__ symbol, nothing a module loader must
  * initialise. Peer addresses are arithmetic (docs/design.md decision 2):
  *     peer(p, pe) = p + (pe - my_pe) * stride
- * Fields are fixed-width so the layout is identical for nvcc, clang-nvptx and
- * the host compiler; reserved words keep it stable as fields are added.
+ * for team PEs in [ldst_first, ldst_first + ldst_count); the other PEs are
+ * reached through the backend's device calls (docs/backends.md). Fields are
+ * fixed-width so the layout is identical for nvcc, clang-nvptx and the host
+ * compiler; reserved words keep it stable as fields are added.
  */
 typedef struct symm_ctx {
     uint32_t magic;        /* SYMM_CTX_MAGIC */
@@ -132,9 +147,11 @@ typedef struct symm_ctx {
     uint64_t scratch;      /* internal symmetric scratch for collectives (heap address) */
     uint64_t scratch_size;
     uint64_t backend_state;/* device address of backend-specific state (scale-out) */
+    int32_t  ldst_first;   /* the team PEs reached by load/store at the arithmetic */
+    int32_t  ldst_count;   /*   above: [ldst_first, ldst_first + ldst_count) */
     uint64_t wait_report;  /* device address of this PE's uint32 count of waits that gave
                               up (deadline or abort): the first prints, with the count */
-    uint64_t reserved[5];
+    uint64_t reserved[4];
 } symm_ctx_t;
 
 #ifdef __cplusplus

@@ -24,9 +24,12 @@ the C message; bad arguments raise TypeError/ValueError before anything runs.
 """
 from ._errors import *  # noqa: F401,F403 - the exception classes
 from ._errors import SymmError, error_class  # noqa: F401
-from ._lib import LibraryNotFoundError, bitcode_path, include_dir, library_path  # noqa: F401
+from ._lib import (  # noqa: F401
+    LibraryNotFoundError, bitcode_path, include_dir, library_path, nvshmem_device_bitcode,
+)
 from ._runtime import (  # noqa: F401
-    Team, barrier, barrier_on_stream, ctx, device, finalize, free, get_unique_id, gpu_pes,
+    Team, backend, backend_caps, backend_module_init, barrier, barrier_on_stream, ctx, device, finalize, free,
+    get_unique_id, gpu_pes,
     heap_info, host_allgather, host_broadcast, init, initialized, malloc, multicast_allowed,
     my_pe, n_pes, peer_ptr, scope, sm_share, team_node, team_world,
 )

@@ -8,6 +8,8 @@ Search order (first hit wins):
   library   $SYMM_LIBRARY, <package>/lib/libsymm.so.0 (pip install),
             <repo>/build*/src/libsymm.so (a source checkout, newest first)
   bitcode   $SYMM_BITCODE_DIR, <package>/lib, <repo>/build*/bitcode
+  NVSHMEM's device bitcode (nvshmem backend, Triton)
+            $SYMM_NVSHMEM_DEVICE_BC, the pip package nvidia-nvshmem-cu13
   headers   <package>/include, <repo>/include
   programs  <package>/bin (symmrun, symm-info), <repo>/build*/tools
 """
@@ -69,27 +71,82 @@ def bitcode_dir():
         % ", ".join(cands))
 
 
-def bitcode_path(arch=None):
+SCALE_OUT_BACKENDS = ("nvshmem", "nccl")
+
+
+def bitcode_path(arch=None, backend=None):
     """The device bitcode for a GPU architecture.
 
     `arch` is a compute capability as an int (80, 86, 90, 100...), a string
     ("sm_90", "90") or None for the default file. Architectures 80-89 get
     libsymm_device_sm80.bc, 90 and newer libsymm_device_sm90.bc; older ones are
-    not supported by symm.
+    not supported by symm. `backend` "nvshmem" or "nccl" gives the file fixed
+    to that backend (docs/backends.md), built for sm_90 and newer.
     """
     d = bitcode_dir()
+    if backend not in (None, "native") + SCALE_OUT_BACKENDS:
+        raise ValueError("backend %r: expected native, nvshmem or nccl" % (backend,))
+    if backend in SCALE_OUT_BACKENDS:
+        if arch is not None and _arch_int(arch) < 90:
+            raise ValueError("the %s device bitcode is built for sm_90 and newer (got %s)" % (backend, arch))
+        path = os.path.join(d, "libsymm_device_%s_sm90.bc" % backend)
+        if not os.path.isfile(path):
+            raise LibraryNotFoundError("%s not found (built by CMake with clang-19%s)" % (
+                path, " and NCCL's device headers" if backend == "nccl" else ""))
+        return path
     if arch is None:
         return os.path.join(d, "libsymm_device.bc")
-    if isinstance(arch, str):
-        digits = arch.lower().replace("sm_", "").replace("sm", "").rstrip("a")
-        if not digits.isdigit():
-            raise ValueError("arch %r: expected e.g. 90, 'sm_90' or '90'" % arch)
-        arch = int(digits)
-    arch = int(arch)
+    arch = _arch_int(arch)
     if arch < 80:
         raise ValueError("symm needs compute capability 8.0 or newer (got %d)" % arch)
     name = "libsymm_device_sm80.bc" if arch < 90 else "libsymm_device_sm90.bc"
     return os.path.join(d, name)
+
+
+def _arch_int(arch):
+    if isinstance(arch, str):
+        digits = arch.lower().replace("sm_", "").replace("sm", "").rstrip("a")
+        if not digits.isdigit():
+            raise ValueError("arch %r: expected e.g. 90, 'sm_90' or '90'" % arch)
+        return int(digits)
+    return int(arch)
+
+
+def _pip_lib_dir(module):
+    """<site-packages>/nvidia/<module>/lib of a pip package, or None."""
+    try:
+        import importlib
+        m = importlib.import_module("nvidia." + module)
+    except ImportError:
+        return None
+    for p in getattr(m, "__path__", []):
+        if os.path.isdir(os.path.join(p, "lib")):
+            return os.path.join(p, "lib")
+    return None
+
+
+def nvshmem_device_bitcode():
+    """NVSHMEM's libnvshmem_device.bc, which a Triton kernel links next to
+    libsymm_device_nvshmem_sm90.bc (raises LibraryNotFoundError)."""
+    env = os.environ.get("SYMM_NVSHMEM_DEVICE_BC")
+    d = _pip_lib_dir("nvshmem")
+    cands = [env] if env else ([os.path.join(d, "libnvshmem_device.bc")] if d else [])
+    for c in cands:
+        if os.path.isfile(c):
+            return c
+    raise LibraryNotFoundError("libnvshmem_device.bc not found (looked at: %s); pip install "
+                               "nvidia-nvshmem-cu13 or set SYMM_NVSHMEM_DEVICE_BC" % (", ".join(cands) or "nothing"))
+
+
+def set_library_defaults():
+    """SYMM_NVSHMEM_LIB / SYMM_NCCL_LIB from the pip packages when they are
+    installed and the variables unset, so that the scale-out backends find
+    the same copies torch uses."""
+    for module, var in (("nvshmem", "SYMM_NVSHMEM_LIB"), ("nccl", "SYMM_NCCL_LIB")):
+        if not os.environ.get(var):
+            d = _pip_lib_dir(module)
+            if d:
+                os.environ[var] = d
 
 
 def tool_path(name):
@@ -128,6 +185,9 @@ _P = ctypes.POINTER
 # name: (restype, argtypes); functions that return symm_status_t use c_int.
 PROTOTYPES = {
     "symm_strerror": (ctypes.c_char_p, [_c_int]),
+    "symm_backend_name": (ctypes.c_char_p, []),
+    "symm_backend_caps": (_c_int, [_c_void_p]),
+    "symm_backend_module_init": (_c_int, [_c_void_p]),
     "symm_last_error": (ctypes.c_char_p, []),
     "symm_init": (_c_int, []),
     "symm_get_unique_id": (_c_int, [_P(UniqueId)]),
@@ -193,6 +253,7 @@ PROTOTYPES = {
 OPTIONAL = {"symm_all_reduce_ex", "symm_reduce_scatter_ex", "symm_all_gather", "symm_all_to_all",
             "symm_all_to_allv", "symm_broadcast", "symm_coll_algo_name", "symm_coll_last_algo"}
 OPTIONAL |= {name for name in PROTOTYPES if name.startswith("symm_moe_")}
+OPTIONAL |= {"symm_backend_name", "symm_backend_caps", "symm_backend_module_init"}
 
 
 def _declare(lib):

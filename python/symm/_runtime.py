@@ -8,7 +8,7 @@ torch is imported only by the calls that take or make tensors.
 import ctypes
 import sys
 
-from . import _lib
+from . import _consts, _lib
 from ._errors import raise_for
 
 _c_void_p = ctypes.c_void_p
@@ -144,6 +144,7 @@ def init(*, group=None, uid=None, rank=None, world=None):
     """
     if group is not None and uid is not None:
         raise ValueError("symm.init: pass group= or uid=, not both")
+    _lib.set_library_defaults()
     if group is not None:
         _init_group(group)
     elif uid is not None:
@@ -209,6 +210,29 @@ def sm_share():
     n = ctypes.c_int()
     _check("symm_sm_share", _c().symm_sm_share(ctypes.byref(n)))
     return n.value
+
+
+def backend():
+    """The backend of this run ("native", "nvshmem", "nccl", "host"; SYMM_BACKEND),
+    or None before init."""
+    name = _c().symm_backend_name()
+    return name.decode() if name else None
+
+
+def backend_caps():
+    """What the backend does here: a set of names of symm.CAP_* ("peer_ldst",
+    "remote_put", "remote_get", "remote_signal", "remote_amo", "remote_quiet",
+    "coll", "multi_node"; docs/backends.md)."""
+    caps = ctypes.c_uint32()
+    _check("symm_backend_caps", _c().symm_backend_caps(ctypes.byref(caps)))
+    return {name[len("SYMM_CAP_"):].lower() for name, bit in _consts.ENUMS["symm_backend_cap"].items()
+            if caps.value & bit}
+
+
+def backend_module_init(module):
+    """Set up a loaded CUDA module (a CUmodule handle, int) for the backend's
+    device library; symm.triton does it for every module Triton loads."""
+    _check("symm_backend_module_init", _c().symm_backend_module_init(ctypes.c_void_p(int(module))))
 
 
 # ---------------------------------------------------------------------------

@@ -32,6 +32,7 @@ ENUMS = [
     ("symm_types.h", "symm_scope"),
     ("symm_types.h", "symm_sem"),
     ("symm_types.h", "symm_backend_kind"),
+    ("symm_types.h", "symm_backend_cap"),
     ("symm_coll_types.h", "symm_dtype"),
     ("symm_coll_types.h", "symm_redop"),
     ("symm_coll_types.h", "symm_coll_algo"),

@@ -7,7 +7,13 @@
  * backend only does local work: pick a device, reserve address space, create
  * this PE's piece of a chunk, map every node PE's piece at its slot, and a
  * few device-memory helpers. A new backend fills one symm__backend_ops_t and
- * adds itself to symm__backend_find (registry.c).
+ * adds itself to symm__backend_find (registry.c); docs/backends.md.
+ *
+ * Scale-out backends (nvshmem, nccl) sit on the native backend of this PE's
+ * GPU (on_native: the registry opens it first and hands it over in
+ * args->native) and own the heap whole (heap_open), the peers outside the
+ * load/store window (team_open's device state, peer_ptr) and the collectives
+ * over them (coll).
  *
  * Layout (docs/design.md decision 2): one reservation per process; node PE i's
  * heap lives at slot0 + i * stride, so a peer address is arithmetic.
@@ -37,6 +43,7 @@ typedef struct symm__backend {
     int gpu_pes;         /* node PEs on this PE's GPU, itself included (1: a GPU of its own) */
     int sm_share;        /* SMs a grid of one PE that waits on peers may fill; the same on
                             every PE (the least over them); 0 without a GPU */
+    uint32_t caps;       /* enum symm_backend_cap: what this backend does here */
 } symm__backend_t;
 
 /* What open() needs to know about the job. */
@@ -47,11 +54,65 @@ typedef struct symm__backend_args {
     int local_rank;            /* launcher's LOCAL_RANK, else node_me: picks the GPU */
     size_t heap_reserve;       /* SYMM_HEAP_RESERVE (0: backend default) */
     const char *deny_peer;     /* SYMM_DEBUG_DENY_PEER ("" for none) */
+    symm__backend_t *native;   /* for on_native backends: the native backend of this PE's
+                                  GPU, opened by the registry; theirs from open() on */
 } symm__backend_args_t;
+
+/* Where a heap_open backend put the heap: this PE's copy at `base`, `size`
+ * bytes (mapped whole, never grown), and the world PEs [ldst_first,
+ * ldst_first + ldst_count) whose copies sit at base + (pe - me) * stride. */
+typedef struct symm__heap_place {
+    uintptr_t base;
+    size_t size;
+    size_t stride;
+    int ldst_first, ldst_count;
+} symm__heap_place_t;
+
+/* A team as team_open sees it: team PE i is world PE world_pe[i]. */
+typedef struct symm__team_desc {
+    int n_pes, my_pe;
+    const int *world_pe;
+    int is_world;
+} symm__team_desc_t;
+
+/* What team_open makes: the device address of the team's backend state
+ * (symm_ctx_t.backend_state) and the team's load/store window. */
+typedef struct symm__team_backend {
+    uint64_t state;
+    int32_t ldst_first, ldst_count;
+} symm__team_backend_t;
+
+/* A stream collective handed to the backend (its team has a PE outside the
+ * load/store window). Arguments are checked; count is per the public call. */
+enum {
+    SYMM__BE_COLL_ALL_REDUCE = 0,
+    SYMM__BE_COLL_REDUCE_SCATTER,
+    SYMM__BE_COLL_ALL_GATHER,
+    SYMM__BE_COLL_ALL_TO_ALL,
+    SYMM__BE_COLL_BROADCAST
+};
+typedef struct symm__be_coll {
+    const char *what;        /* the public call, for messages */
+    int kind;                /* SYMM__BE_COLL_* */
+    const void *send;
+    void *recv;
+    size_t count;            /* elements, as the public call counts them */
+    size_t esize;            /* bytes per element */
+    int dtype, op, root;     /* symm_dtype_t, symm_redop_t; root for broadcast */
+    int acc_default;         /* the accumulator is the type's default */
+    int send_in_heap, recv_in_heap;
+    const symm_ctx_t *h_ctx; /* the team */
+} symm__be_coll_t;
 
 struct symm__backend_ops {
     const char *name;
-    uint32_t kind; /* enum symm_backend_kind */
+    uint32_t kind;  /* enum symm_backend_kind */
+    int on_native;  /* opened on top of the native backend (args->native) */
+    int multi_node; /* may span several nodes */
+
+    /* Optional: open the backend's library before anything else, so that a
+     * machine without it says so (and not "no GPU" first). Local. */
+    symm_status_t (*load)(void);
 
     /* Choose and set up this PE's device and check that every pair of node
      * PEs can reach each other's memory. Collective over the world (it may
@@ -108,14 +169,46 @@ struct symm__backend_ops {
      * symm_team_barrier_on_stream); d_ctx is the same context as kernels see it. */
     symm_status_t (*barrier_on_stream)(symm__backend_t *be, const symm_ctx_t *d_ctx,
                                        const symm_ctx_t *h_ctx, symm_stream_t stream);
+
+    /* The module of a CUDA function (a CUfunction), for module set-up
+     * (symm_backend_module_source). Native: cuFuncGetModule. */
+    symm_status_t (*function_module)(symm__backend_t *be, void *function, void **module);
+    /* *found = whether a loaded module defines the global `name`. */
+    symm_status_t (*module_has_global)(symm__backend_t *be, void *module, const char *name, int *found);
+
+    /* ---- optional: NULL for the native and host backends ---- */
+
+    /* Map a heap of `size` bytes (0: the backend's default) on every PE at
+     * once, and say where (replaces reserve/chunk_*). Collective, the same
+     * status on every PE. heap_close forgets it (local; close releases). */
+    symm_status_t (*heap_open)(symm__backend_t *be, size_t size, symm__heap_place_t *out);
+    void (*heap_close)(symm__backend_t *be);
+    /* World PE pe's copy of the heap object at p as this GPU may load and
+     * store it, for a PE outside the window, or NULL (symm_ptr). Local. */
+    void *(*peer_ptr)(symm__backend_t *be, const void *p, int world_pe);
+    /* A team's device state and load/store window. Local (collective
+     * library state is made at open/heap_open). */
+    symm_status_t (*team_open)(symm__backend_t *be, const symm__team_desc_t *team, symm__team_backend_t *out);
+    void (*team_close)(symm__backend_t *be, symm__team_backend_t *tb);
+    /* A stream collective through the library. Collective. */
+    symm_status_t (*coll)(symm__backend_t *be, const symm__be_coll_t *c, symm_stream_t stream);
+    /* Make a loaded module able to use the backend's device library. */
+    symm_status_t (*module_init)(symm__backend_t *be, void *module);
 };
 
-/* The backend called `name` ("native", "host"), or NULL. */
+/* Open the backend `ops` (after the native one for on_native backends).
+ * Collective, like ops->open. */
+symm_status_t symm__backend_open(const symm__backend_ops_t *ops, const symm__backend_args_t *args,
+                                 symm__backend_t **out);
+
+/* The backend called `name` ("native", "host", "nvshmem", "nccl"), or NULL. */
 const symm__backend_ops_t *symm__backend_find(const char *name);
 
 /* The backends, for registry.c. */
 extern const symm__backend_ops_t symm__backend_native_ops;
 extern const symm__backend_ops_t symm__backend_host_ops;
+extern const symm__backend_ops_t symm__backend_nvshmem_ops;
+extern const symm__backend_ops_t symm__backend_nccl_ops;
 
 /* Parse SYMM_DEBUG_DENY_PEER ("i:j"): 1 and *i, *j when set and valid, 0 when
  * empty, -1 when malformed. */

@@ -6,11 +6,14 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "bootstrap/agree.h"
 
 const symm__backend_ops_t *symm__backend_find(const char *name) {
     static const symm__backend_ops_t *const all[] = {
         &symm__backend_native_ops,
         &symm__backend_host_ops,
+        &symm__backend_nvshmem_ops,
+        &symm__backend_nccl_ops,
     };
     if (!name || !*name)
         name = "native";
@@ -18,6 +21,22 @@ const symm__backend_ops_t *symm__backend_find(const char *name) {
         if (strcmp(all[i]->name, name) == 0)
             return all[i];
     return NULL;
+}
+
+symm_status_t symm__backend_open(const symm__backend_ops_t *ops, const symm__backend_args_t *args,
+                                 symm__backend_t **out) {
+    symm_status_t st = ops->load ? ops->load() : SYMM_SUCCESS;
+    if ((st = symm__bootstrap_agree(args->boot, st, SYMM_SUCCESS, "loading the backend's library")) !=
+        SYMM_SUCCESS)
+        return st;
+    if (!ops->on_native)
+        return ops->open(args, out);
+    symm__backend_args_t a = *args;
+    /* native open's status is the same on every PE */
+    st = symm__backend_native_ops.open(args, &a.native);
+    if (st != SYMM_SUCCESS)
+        return st;
+    return ops->open(&a, out); /* owns a.native from here, also on failure */
 }
 
 int symm__parse_deny_peer(const char *text, int *i, int *j) {

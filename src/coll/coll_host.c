@@ -35,6 +35,8 @@ typedef struct coll_team {
     char *push;            /* SYMM__COLL_PUSH_BYTES of zeroed symmetric heap (coll.h) */
     symm__coll_ce_t *ce;   /* side stream and events of the copy-engine path */
     int sm_cap;            /* most blocks of one launch: symm_sm_share (PEs sharing a GPU) */
+    int far;               /* a PE of the team is outside the load/store window: the
+                              backend's collectives run the calls (docs/backends.md) */
 } coll_team_t;
 
 static const char g_team_key; /* finds coll_team_t among a team's module state */
@@ -147,9 +149,8 @@ static symm_status_t get_team(symm_team_t team, symm_stream_t stream, const char
                            "%s: the first collective on a team allocates its staging area and must be "
                            "made outside CUDA graph capture", call);
     const symm_ctx_t *ctx = symm__team_host_ctx(team);
-    if (ctx->backend != SYMM_BACKEND_NATIVE)
-        return symm__error(SYMM_ERR_UNSUPPORTED, "%s: stream collectives need the native backend (this is %u)",
-                           call, ctx->backend);
+    if (ctx->backend == SYMM_BACKEND_HOST)
+        return symm__error(SYMM_ERR_UNSUPPORTED, "%s: the host backend has no GPU collectives", call);
     if (ctx->n_pes > SYMM_COLL_MAX_PES)
         return symm__error(SYMM_ERR_UNSUPPORTED, "%s: team of %d PEs (collectives support %d)", call,
                            ctx->n_pes, SYMM_COLL_MAX_PES);
@@ -181,6 +182,7 @@ static symm_status_t get_team(symm_team_t team, symm_stream_t stream, const char
     t->stage = stage;
     t->push = push;
     t->sm_cap = sm_cap;
+    t->far = !(ctx->ldst_first == 0 && ctx->ldst_count == ctx->n_pes);
     if ((st = symm__team_ext_set(team, &g_team_key, t, coll_team_fini)) != SYMM_SUCCESS)
         goto fail_push;
     *out = t;
@@ -438,6 +440,34 @@ static void base_launch(symm__coll_launch_t *l, const coll_team_t *t, symm__ck_t
  * make mixed buffer kinds work). */
 static uint64_t stage_piece(uint64_t rows) { return ((uint64_t)SYMM__COLL_STAGE_BYTES / rows) & ~(uint64_t)15; }
 
+/* ---- teams with PEs outside the load/store window ----------------------------------- */
+
+/* The call through the backend's library (its own staging and algorithms):
+ * symm's kernels need every peer's memory mapped. */
+static symm_status_t far_coll(coll_team_t *t, const char *call, int kind, const void *send, void *recv,
+                              size_t count, uint32_t esz, int dtype, int op, int acc, int root,
+                              uint64_t send_bytes, uint64_t recv_bytes, symm_stream_t stream) {
+    symm__be_coll_t c;
+    symm_status_t st;
+    memset(&c, 0, sizeof c);
+    c.what = call;
+    c.kind = kind;
+    c.send = send;
+    c.recv = recv;
+    c.count = count;
+    c.esize = esz;
+    c.dtype = dtype;
+    c.op = op;
+    c.root = root;
+    c.acc_default = acc == SYMM_DTYPE_DEFAULT || acc == dtype;
+    c.send_in_heap = send == NULL || in_heap(send, send_bytes);
+    c.recv_in_heap = in_heap(recv, recv_bytes);
+    c.h_ctx = &t->ctx;
+    if ((st = symm__team_backend_coll(t->team, &c, stream)) == SYMM_SUCCESS)
+        snprintf(t_last_algo, sizeof(t_last_algo), "backend");
+    return st;
+}
+
 /* ---- all-reduce ------------------------------------------------------------------- */
 
 symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, symm_dtype_t dtype, symm_redop_t op,
@@ -457,6 +487,9 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
     if ((st = check_pair(call, send, nbytes, recv, nbytes, 1, (uintptr_t)recv,
                          "send and recv overlap without being equal")) != SYMM_SUCCESS)
         return st;
+    if (t->far)
+        return far_coll(t, call, SYMM__BE_COLL_ALL_REDUCE, send, recv, count, a.esz, dtype, op, acc, -1, nbytes,
+                        nbytes, stream);
     if ((st = requested(call, algo, &algo)) != SYMM_SUCCESS)
         return st;
     n = t->ctx.n_pes;
@@ -573,6 +606,9 @@ symm_status_t symm_reduce_scatter_ex(const void *send, void *recv, size_t recv_c
     if ((st = check_pair(call, send, total, recv, nbytes, 1, (uintptr_t)recv - (uint64_t)t->ctx.my_pe * nbytes,
                          "recv overlaps send other than at send + my_pe * recv_count")) != SYMM_SUCCESS)
         return st;
+    if (t->far)
+        return far_coll(t, call, SYMM__BE_COLL_REDUCE_SCATTER, send, recv, recv_count, a.esz, dtype, op, acc, -1,
+                        total, nbytes, stream);
     if ((st = requested(call, algo, &algo)) != SYMM_SUCCESS)
         return st;
     if (algo == SYMM_COLL_ALGO_AUTO)
@@ -681,6 +717,13 @@ static symm_status_t move(coll_team_t *t, const char *call, const void *send, vo
     int n = t->ctx.n_pes, me = t->ctx.my_pe, nb;
     uint64_t rows = root >= 0 ? 1 : (uint64_t)n;
     uint64_t recv_bytes = root >= 0 ? nbytes : nbytes * (uint64_t)n;
+    if (t->far) /* bytes, whatever the type: these only move data */
+        return far_coll(t, call,
+                        root >= 0        ? SYMM__BE_COLL_BROADCAST
+                        : src_piece == 0 ? SYMM__BE_COLL_ALL_GATHER
+                                         : SYMM__BE_COLL_ALL_TO_ALL,
+                        send, recv, nbytes, 1, SYMM_DTYPE_U8, 0, SYMM_DTYPE_DEFAULT, root,
+                        root >= 0 || src_piece == 0 ? nbytes : recv_bytes, recv_bytes, stream);
     if ((st = requested(call, SYMM_COLL_ALGO_AUTO, &algo)) != SYMM_SUCCESS)
         return st;
     if (algo == SYMM_COLL_ALGO_AUTO && root < 0) {
@@ -828,6 +871,9 @@ symm_status_t symm_all_to_allv(const void *send, const size_t *send_counts, cons
         return st;
     if ((st = check_dtype(call, dtype, &esz)) != SYMM_SUCCESS)
         return st;
+    if (t->far)
+        return symm__error(SYMM_ERR_UNSUPPORTED, "%s: the team has PEs outside the load/store window, and "
+                           "neither NVSHMEM nor NCCL has an all-to-allv", call);
     if (!send_counts || !send_displs || !recv_counts || !recv_displs)
         return symm__error(SYMM_ERR_INVALID_ARG, "%s: a count or displacement array is NULL", call);
     n = t->ctx.n_pes;

@@ -11,7 +11,14 @@
     X(log_level,          SYMM_LOG_LEVEL,          LOGLEVEL, "warn",                         \
       "log verbosity: error, warn, info or debug")                                          \
     X(backend,            SYMM_BACKEND,            STRING,   "native",                       \
-      "backend: native (CUDA VMM + NVLink), host (CPU shared memory, for tests without a GPU)") \
+      "backend: native (CUDA VMM + NVLink, one node), nvshmem or nccl (across nodes, "           \
+      "docs/backends.md), host (CPU shared memory, for tests without a GPU)")                  \
+    X(nvshmem_lib,        SYMM_NVSHMEM_LIB,        STRING,   "",                             \
+      "nvshmem backend: libnvshmem_host.so.3 or its folder (default: the loader's path, then " \
+      "the copy the build found)")                                                           \
+    X(nccl_lib,           SYMM_NCCL_LIB,           STRING,   "",                             \
+      "nccl backend: libnccl.so.2 or its folder (default: the loader's path, then the copy "  \
+      "the build found)")                                                                    \
     X(wait_timeout,       SYMM_WAIT_TIMEOUT,       SECONDS,  SYMM__DEFAULT_WAIT_TIMEOUT,     \
       "deadline in seconds of every wait for another PE: device spin-waits stop the kernel with " \
       "a message, host collectives name the PE that did not arrive; 0 = none (default 600, " \
@@ -30,12 +37,18 @@
     X(heap_reserve,       SYMM_HEAP_RESERVE,       SIZE,     "0",                            \
       "virtual bytes reserved per PE for the heap; 0 = the GPU's memory size, rounded up")  \
     X(heap_limit,         SYMM_HEAP_LIMIT,         SIZE,     "0",                            \
-      "most bytes the heap may map per PE; 0 = the reservation")                             \
+      "most bytes the heap may map per PE; 0 = the reservation (nvshmem and nccl map the "   \
+      "heap whole at init: 0 = 1 GiB there)")                                                \
     X(heap_chunk,         SYMM_HEAP_CHUNK,         SIZE,     "256M",                         \
       "the heap grows in multiples of this many bytes")                                      \
     X(enable_multicast,   SYMM_ENABLE_MULTICAST,   BOOL,     "0",                            \
       "allow multicast (NVLS) objects; also needs NCCL_NVLS_ENABLE, NVSHMEM_DISABLE_NVLS and " \
       "TORCH_SYMM_MEM_DISABLE_MULTICAST not to disable them")                               \
+    X(debug_force_remote, SYMM_DEBUG_FORCE_REMOTE, BOOL,     "0",                            \
+      "testing: nvshmem/nccl backends treat no peer as reachable by load/store, so every "   \
+      "device call and collective takes the library's path")                                 \
+    X(debug_nccl_gin,     SYMM_DEBUG_NCCL_GIN,     BOOL,     "0",                            \
+      "testing: the nccl backend asks NCCL for GIN even when every rank is on one node")     \
     X(debug_deny_peer,    SYMM_DEBUG_DENY_PEER,    STRING,   "",                             \
       "testing: 'i:j' makes init treat node PEs i and j as having no peer access")           \
     X(coll_algo,          SYMM_COLL_ALGO,          STRING,   "",                             \

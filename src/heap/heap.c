@@ -62,15 +62,44 @@ static symm_status_t agree_layout(void) {
     return SYMM_SUCCESS;
 }
 
+/* A backend that maps the heap whole (heap_open): nothing grows later. */
+static symm_status_t setup_whole(void) {
+    symm__heap_t *h = &symm__heap;
+    symm__backend_t *be = h->job.be;
+    symm__heap_place_t place;
+    memset(&place, 0, sizeof place);
+    symm_status_t st = be->ops->heap_open(be, h->job.limit, &place);
+    if (st != SYMM_SUCCESS)
+        return st;
+    h->whole = 1;
+    h->base = place.base;
+    h->stride = place.stride;
+    h->limit = h->mapped = h->chunk_bytes = place.size;
+    h->ldst_first = place.ldst_first;
+    h->ldst_count = place.ldst_count;
+    SYMM_LOG_INFO("heap: %zu bytes mapped whole by the %s backend", h->limit, be->ops->name);
+    return SYMM_SUCCESS;
+}
+
 symm_status_t symm__heap_setup(const symm__heap_job_t *job) {
     symm__heap_t *h = &symm__heap;
     symm_status_t st;
     memset(h, 0, sizeof(*h));
     h->job = *job;
-    if ((st = agree_layout()) != SYMM_SUCCESS)
-        goto fail;
-    if ((st = symm__va_setup()) != SYMM_SUCCESS)
-        goto fail;
+    h->me = symm__bootstrap_rank(job->boot);
+    if (job->be->ops->heap_open) {
+        if ((st = setup_whole()) != SYMM_SUCCESS)
+            goto fail;
+    } else {
+        if ((st = agree_layout()) != SYMM_SUCCESS)
+            goto fail;
+        if ((st = symm__va_setup()) != SYMM_SUCCESS)
+            goto fail;
+        /* one node (the runtime checks it): node PE i is world PE i */
+        h->base = h->slot0 + (uintptr_t)job->node_me * h->stride;
+        h->ldst_first = 0;
+        h->ldst_count = job->n_node;
+    }
     st = symm__alloc_create(h->limit, &h->alloc);
     if (st != SYMM_SUCCESS)
         st = symm__error(st, "creating the heap allocator (limit %zu)", h->limit);
@@ -85,8 +114,12 @@ fail:
 void symm__heap_teardown(void) {
     symm__heap_t *h = &symm__heap;
     symm__alloc_destroy(h->alloc);
-    symm__heap_unmap_all();
-    symm__va_release();
+    if (h->whole) {
+        h->job.be->ops->heap_close(h->job.be);
+    } else {
+        symm__heap_unmap_all();
+        symm__va_release();
+    }
     memset(h, 0, sizeof(*h));
 }
 
@@ -106,10 +139,15 @@ int symm__heap_offset(const void *p, size_t n, size_t *off) {
 }
 
 void *symm__heap_peer(const void *p, int pe) {
+    const symm__heap_t *h = &symm__heap;
     size_t off;
-    if (pe < 0 || pe >= symm__heap.job.n_node || !symm__heap_offset(p, 1, &off))
+    if (!symm__heap_offset(p, 1, &off))
         return NULL;
-    return (void *)(symm__heap.slot0 + (uintptr_t)pe * symm__heap.stride + off);
+    if (pe >= h->ldst_first && pe < h->ldst_first + h->ldst_count)
+        return (void *)(h->base + (uintptr_t)((int64_t)(pe - h->me) * (int64_t)h->stride) + off);
+    if (h->whole && h->job.be->ops->peer_ptr)
+        return h->job.be->ops->peer_ptr(h->job.be, p, pe);
+    return NULL;
 }
 
 symm_status_t symm__heap_alloc(size_t size, size_t alignment, int zero, size_t *offset) {

@@ -7,6 +7,8 @@
  * Layout (docs/design.md decisions 2-3): node PE i's heap starts at
  * slot0 + i * stride in every process; offsets come from one deterministic
  * allocator per PE, so the same calls give the same offsets everywhere.
+ * A scale-out backend maps the heap whole instead (backend heap_open,
+ * docs/backends.md); the offsets and the allocator stay the same.
  * Calls marked "collective" must be made by every PE with the same
  * arguments; they do not check that (the public calls do, in src/runtime).
  */
@@ -55,6 +57,11 @@ typedef struct symm__heap {
     int n_chunks, cap_chunks;
     uint64_t ipc_tag;
     symm__allocator_t *alloc;
+    /* this PE's heap, and the world PEs whose copies sit at
+     * base + (pe - me) * stride: [ldst_first, ldst_first + ldst_count) */
+    uintptr_t base;
+    int me, ldst_first, ldst_count;
+    int whole;                /* the backend mapped the heap whole (heap_open) */
     /* called on every PE after the mapping grew (the runtime refreshes its
      * device contexts); a failure fails the allocation that grew it */
     symm_status_t (*on_grow)(void *arg);
@@ -76,16 +83,16 @@ symm_status_t symm__heap_setup(const symm__heap_job_t *job);
 void symm__heap_teardown(void);
 
 /* This PE's heap base. */
-static inline uintptr_t symm__heap_base(void) {
-    return symm__heap.slot0 + (uintptr_t)symm__heap.job.node_me * symm__heap.stride;
-}
+static inline uintptr_t symm__heap_base(void) { return symm__heap.base; }
 
 /* Non-zero when [p, p + n) (n >= 1) lies in this PE's mapped heap; *off
  * (may be NULL) then gets p's offset. */
 int symm__heap_offset(const void *p, size_t n, size_t *off);
 
-/* Node PE pe's copy of the object at p (in this PE's heap), or NULL when p
- * is outside the heap or pe outside the node. */
+/* World PE pe's copy of the object at p (in this PE's heap) as this GPU
+ * loads and stores it, or NULL when p is outside the heap or pe is not
+ * reachable by load/store: the arithmetic inside the window, else the
+ * backend's own answer (scale-out backends). */
 void *symm__heap_peer(const void *p, int pe);
 
 /* Place `size` bytes aligned to `alignment` (a power of two), grow the

@@ -62,7 +62,7 @@ static uint64_t node_hash(void) {
     return h;
 }
 
-static symm_status_t find_node(void) {
+static symm_status_t find_node(const symm__backend_ops_t *ops) {
     symm__runtime_t *rt = &symm__rt;
     uint64_t mine = node_hash();
     uint64_t *all = calloc((size_t)rt->nranks, sizeof(uint64_t));
@@ -89,12 +89,12 @@ static symm_status_t find_node(void) {
         }
     }
     free(all);
-    if (n_nodes > 1)
+    if (n_nodes > 1 && !ops->multi_node)
         return symm__error(SYMM_ERR_UNSUPPORTED,
                            "the %s backend needs every PE on one node, but the %d PEs are on %d "
-                           "nodes; multi-node jobs need a scale-out backend (nvshmem or nccl), "
-                           "which this build does not have yet",
-                           symm__env()->backend, rt->nranks, n_nodes);
+                           "nodes; multi-node jobs need a scale-out backend (SYMM_BACKEND=nvshmem "
+                           "or nccl, docs/multinode.md)",
+                           ops->name, rt->nranks, n_nodes);
     return SYMM_SUCCESS;
 }
 
@@ -180,11 +180,11 @@ static symm_status_t init_with(symm__bootstrap_t *boot, int launcher_local_rank)
 
     const symm__backend_ops_t *ops = symm__backend_find(env->backend);
     if (!ops) {
-        st = symm__error(SYMM_ERR_ENV, "SYMM_BACKEND='%s' is not a backend (native, host)",
-                         env->backend);
+        st = symm__error(SYMM_ERR_ENV, "SYMM_BACKEND='%s' is not a backend (native, nvshmem, nccl, "
+                         "host)", env->backend);
         goto fail;
     }
-    if ((st = find_node()) != SYMM_SUCCESS)
+    if ((st = find_node(ops)) != SYMM_SUCCESS)
         goto fail;
     if ((st = symm__ipc_create(boot, rt->node_ranks, rt->n_node, rt->node_me, &rt->ipc)) !=
         SYMM_SUCCESS)
@@ -199,7 +199,7 @@ static symm_status_t init_with(symm__bootstrap_t *boot, int launcher_local_rank)
         .heap_reserve = env->heap_reserve,
         .deny_peer = env->debug_deny_peer ? env->debug_deny_peer : "",
     };
-    st = ops->open(&args, &be);
+    st = symm__backend_open(ops, &args, &be);
     if (st == SYMM_SUCCESS)
         rt->be = be;
     if ((st = symm__agree(st, SYMM_SUCCESS, "backend initialisation")) != SYMM_SUCCESS)
@@ -234,6 +234,7 @@ static symm_status_t init_with(symm__bootstrap_t *boot, int launcher_local_rank)
     if ((st = symm__bootstrap_barrier(boot)) != SYMM_SUCCESS)
         goto fail;
     rt->initialized = 1;
+    symm__backend_modules_init();
     SYMM_LOG_INFO("initialised: PE %d of %d, backend %s, device %d, heap at %#lx", rt->rank,
                   rt->nranks, ops->name, rt->be->device, (unsigned long)symm__heap_base());
     return SYMM_SUCCESS;

@@ -161,8 +161,7 @@ symm_status_t symm_free(void *ptr) {
 void *symm_ptr(const void *ptr, int pe) {
     if (!symm__rt.initialized || pe < 0 || pe >= symm__rt.nranks)
         return NULL;
-    /* One node (init checks it), so world PE pe is node PE pe. */
-    return symm__heap_peer(ptr, pe);
+    return symm__heap_peer(ptr, pe); /* the window's arithmetic, else the backend's answer */
 }
 
 symm_status_t symm_heap_info(size_t *mapped, size_t *limit) {

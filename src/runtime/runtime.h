@@ -33,6 +33,8 @@ struct symm_team {
     size_t scratch_off;
     symm_ctx_t host_ctx;      /* what d_ctx holds */
     symm_ctx_t *d_ctx;        /* device-visible copy (backend dev_alloc) */
+    symm__team_backend_t be;  /* the backend's state of the team (team_open) */
+    int be_open;
     struct {                  /* state of the modules above (team.h) */
         const void *key;
         void *state;
@@ -70,6 +72,9 @@ symm_status_t symm__synchronize_or_report(const char *what);
  * them (each module's team state first, team.h). symm__teams_update_heap_size
  * refreshes the contexts after growth (the heap's on_grow hook). */
 symm_status_t symm__teams_create(void);
+/* Set up the modules registered with symm_backend_module_source (init, and
+ * each registration after it). */
+void symm__backend_modules_init(void);
 symm_status_t symm__teams_update_heap_size(void *unused);
 void symm__teams_destroy(void);
 

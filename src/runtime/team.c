@@ -12,6 +12,26 @@
 
 #include "runtime/runtime.h"
 
+/* The team's window and the backend's state of it: the whole team for
+ * backends without team_open (native, host). */
+static symm_status_t team_backend(struct symm_team *t, symm_ctx_t *c) {
+    symm__backend_t *be = symm__rt.be;
+    if (!be->ops->team_open) {
+        c->ldst_first = 0;
+        c->ldst_count = t->n_pes;
+        return SYMM_SUCCESS;
+    }
+    const symm__team_desc_t desc = {t->n_pes, t->my_pe, t->world_pe, t == &symm__rt.world};
+    symm_status_t st = be->ops->team_open(be, &desc, &t->be);
+    if (st != SYMM_SUCCESS)
+        return st;
+    t->be_open = 1;
+    c->backend_state = t->be.state;
+    c->ldst_first = t->be.ldst_first;
+    c->ldst_count = t->be.ldst_count;
+    return SYMM_SUCCESS;
+}
+
 static symm_status_t team_create(struct symm_team *t, int n, const int *world_pe, int my_pe) {
     symm__runtime_t *rt = &symm__rt;
     t->n_pes = n;
@@ -46,6 +66,8 @@ static symm_status_t team_create(struct symm_team *t, int n, const int *world_pe
     c->barrier = base + t->barrier_off;
     c->scratch = base + t->scratch_off;
     c->scratch_size = SYMM__TEAM_SCRATCH_BYTES;
+    if ((st = symm__agree(team_backend(t, c), SYMM_SUCCESS, "the team's backend state")) != SYMM_SUCCESS)
+        return st;
     void *d = NULL;
     st = rt->be->ops->dev_alloc(rt->be, sizeof(*c), &d);
     if (st == SYMM_SUCCESS) {
@@ -61,7 +83,15 @@ symm_status_t symm__teams_create(void) {
     symm_status_t st = symm__heap_alloc(sizeof(uint64_t), 0, 1, &rt->wait_report_off);
     if ((st = symm__agree(st, SYMM_SUCCESS, "wait report word")) != SYMM_SUCCESS)
         return st;
-    st = team_create(&rt->world, rt->nranks, rt->node_ranks, rt->rank);
+    /* the world's PEs are all the ranks, on one node or several */
+    int *all = malloc((size_t)rt->nranks * sizeof(int));
+    if (!all)
+        return symm__agree(symm__error(SYMM_ERR_NO_MEMORY, "team: out of host memory"), SYMM_SUCCESS,
+                           "team creation");
+    for (int r = 0; r < rt->nranks; r++)
+        all[r] = r;
+    st = team_create(&rt->world, rt->nranks, all, rt->rank);
+    free(all);
     if (st == SYMM_SUCCESS)
         st = team_create(&rt->node, rt->n_node, rt->node_ranks, rt->node_me);
     return st;
@@ -73,6 +103,8 @@ static void team_destroy(struct symm_team *t) {
             t->ext[i].fini(t->ext[i].state);
     if (t->d_ctx)
         symm__rt.be->ops->dev_free(symm__rt.be, t->d_ctx);
+    if (t->be_open)
+        symm__rt.be->ops->team_close(symm__rt.be, &t->be);
     free(t->world_pe);
     memset(t, 0, sizeof(*t));
 }
@@ -189,3 +221,12 @@ symm_status_t symm_team_ctx_copy(symm_team_t team, symm_ctx_t *ctx) {
 }
 
 symm_status_t symm_ctx(const symm_ctx_t **d_ctx) { return symm_team_ctx(&symm__rt.world, d_ctx); }
+
+symm_status_t symm__team_backend_coll(symm_team_t team, const symm__be_coll_t *c, symm_stream_t stream) {
+    symm__backend_t *be = symm__rt.be;
+    (void)team;
+    if (!be->ops->coll)
+        return symm__error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend has no collectives for PEs outside the "
+                           "load/store window", c->what, be->ops->name);
+    return be->ops->coll(be, c, stream);
+}

@@ -8,6 +8,7 @@
 #define SYMM_RUNTIME_TEAM_H
 
 #include "symm/symm.h"
+#include "backend/backend.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,6 +39,11 @@ const symm_ctx_t *symm__team_dev_ctx(symm_team_t team);
  * SYMM_ERR_INTERNAL (more than SYMM__TEAM_EXT_MAX modules). */
 symm_status_t symm__team_ext_set(symm_team_t team, const void *key, void *state, void (*fini)(void *state));
 void *symm__team_ext_get(symm_team_t team, const void *key);
+
+/* A stream collective of `team` through the backend's library (the team has
+ * PEs outside its load/store window). Collective. Errors: the backend's, or
+ * SYMM_ERR_UNSUPPORTED when it has no collectives. */
+symm_status_t symm__team_backend_coll(symm_team_t team, const symm__be_coll_t *c, symm_stream_t stream);
 
 /* symm__bootstrap_agree over the world: every PE gets the same status. */
 symm_status_t symm__agree(symm_status_t mine, symm_status_t prefer, const char *what);

@@ -17,7 +17,9 @@ The bitcode is read through llvm-dis. The check fails when
     an externally visible global, a writable global, shared memory, or a
     __constant__ (addrspace 4) object;
   - it calls an external function other than LLVM intrinsics and the PTX
-    system calls the CUDA driver provides (vprintf, __assertfail);
+    system calls the CUDA driver provides (vprintf, __assertfail), or, in the
+    nvshmem file (libsymm_device_nvshmem_*.bc), NVSHMEM's device functions,
+    which NVSHMEM's libnvshmem_device.bc provides beside it;
   - it is not built for nvptx64-nvidia-cuda and the architecture its name says.
 
 Usage: check_bitcode.py --cc CC --llvm-dis LLVM_DIS --include DIR BITCODE...
@@ -48,6 +50,8 @@ SIGNED_SMALL = {"int8_t", "int16_t", "char", "signed char", "short"}
 UNSIGNED_SMALL = {"uint8_t", "uint16_t", "unsigned char", "unsigned short", "_Bool", "bool"}
 
 ALLOWED_EXTERNAL_CALLS = {"vprintf", "__assertfail"}
+# Files of one scale-out backend may also call its library's device functions.
+ALLOWED_EXTERNAL_PREFIXES = {"nvshmem": ("nvshmem_", "nvshmemx_")}
 LLVM_TYPES = re.compile(r"^(void|i\d+|half|bfloat|float|double|ptr)$")
 LINKAGES = {"private", "internal", "available_externally", "linkonce", "weak", "common",
             "appending", "extern_weak", "linkonce_odr", "weak_odr", "external"}
@@ -218,8 +222,10 @@ def parse_ir(text):
 # The comparison
 # ---------------------------------------------------------------------------
 
-def check_module(header_decls, ir_text, expect_cpu=None):
-    """Every problem found, as a list of sentences (empty: the bitcode is right)."""
+def check_module(header_decls, ir_text, expect_cpu=None, backend=None):
+    """Every problem found, as a list of sentences (empty: the bitcode is right).
+    backend: the scale-out backend the file is fixed to (its name says), whose
+    library's device functions it may call."""
     problems = []
     defs, decls, globals_, facts = parse_ir(ir_text)
     exported = {n: d for n, d in defs.items() if d[0] not in ("private", "internal")}
@@ -256,6 +262,8 @@ def check_module(header_decls, ir_text, expect_cpu=None):
     for name in sorted(decls):
         if name.startswith("llvm.") or name in ALLOWED_EXTERNAL_CALLS:
             continue
+        if name.startswith(ALLOWED_EXTERNAL_PREFIXES.get(backend, ())):
+            continue
         problems.append("external call: the bitcode calls %s, which nothing provides" % name)
 
     for name, rest in globals_:
@@ -277,6 +285,12 @@ def check_module(header_decls, ir_text, expect_cpu=None):
         problems.append("target: built for %s, the name says %s"
                         % (sorted(facts.get("cpus", set())) or "no target-cpu", expect_cpu))
     return problems
+
+
+def backend_of(path):
+    """'nvshmem' for libsymm_device_nvshmem_sm90.bc, else None."""
+    m = re.match(r"libsymm_device_([a-z]+)_sm\d+\.bc$", os.path.basename(path))
+    return m.group(1) if m else None
 
 
 def expected_cpu(path):
@@ -302,7 +316,7 @@ def main(argv=None):
     for path in args.bitcode:
         ir = subprocess.run([args.llvm_dis, path, "-o", "-"], check=True,
                             capture_output=True, text=True).stdout
-        problems = check_module(decls, ir, expected_cpu(path))
+        problems = check_module(decls, ir, expected_cpu(path), backend_of(path))
         name = os.path.basename(path)
         for p in problems:
             print("FAIL %s: %s" % (name, p))

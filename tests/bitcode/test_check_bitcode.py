@@ -109,6 +109,14 @@ def test_external_calls():
     assert p == ["external call: the bitcode calls symm__not_provided, which nothing provides"]
 
 
+def test_backend_library_calls():
+    call = "declare void @nvshmem_quiet()\n"
+    assert cb.check_module(decls(), GOOD_IR + call, "sm_90", "nvshmem") == []
+    assert problems(GOOD_IR + call) == ["external call: the bitcode calls nvshmem_quiet, which nothing provides"]
+    assert cb.backend_of("/x/libsymm_device_nvshmem_sm90.bc") == "nvshmem"
+    assert cb.backend_of("/x/libsymm_device_sm90.bc") is None
+
+
 def test_target():
     assert problems(GOOD_IR, "sm_80") == ["target: built for ['sm_90'], the name says sm_80"]
     ir = GOOD_IR.replace("nvptx64-nvidia-cuda", "x86_64-pc-linux-gnu")

@@ -284,7 +284,8 @@ static void test_ctx(dt_env_t *e, uint8_t *heap_obj) {
     TEST_ASSERT(e->h_err[1] == (unsigned long long)e->npes, "symm_ctx_n_pes %llu", e->h_err[1]);
     for (int pe = 0; pe < e->npes && pe < 8; pe++) {
         void *want = symm_ptr(heap_obj + 5, pe);
-        TEST_ASSERT(want != NULL, "symm_ptr(.., %d) is NULL", pe);
+        /* SYMM_DEBUG_FORCE_REMOTE: no PE, this one included, is reached by load/store */
+        TEST_ASSERT(want != NULL || getenv("SYMM_DEBUG_FORCE_REMOTE"), "symm_ptr(.., %d) is NULL", pe);
         TEST_ASSERT(e->h_err[2 + pe] == (unsigned long long)(uintptr_t)want,
                     "symm_ctx_ptr(pe %d) = 0x%llx, host symm_ptr = %p", pe, e->h_err[2 + pe], want);
     }

@@ -224,11 +224,20 @@ def test_fallback_for_a_kernel_that_is_not_a_jit_function(launches):
 
 
 def test_symm_bitcode_added_to_extern_libs(launches, monkeypatch):
-    monkeypatch.setattr(_launch, "_cached_path", lambda: "/x/libsymm_device_sm90.bc")
+    monkeypatch.setattr(_launch, "_cached_libs", lambda: {"symm": "/x/libsymm_device_sm90.bc"})
     monkeypatch.setattr(_launch, "_CHECKED_TRITON", ((0, 0), (0, 0)))
     p = st.prepare(k_pe, (1,), CTX, FakeTensor(1 << 20), 10, 1, BLOCK=16,
                    extern_libs={"other": "/y/other.bc"})
     assert p.kwargs["extern_libs"] == {"other": "/y/other.bc", "symm": "/x/libsymm_device_sm90.bc"}
+
+
+def test_backend_libraries_added_to_extern_libs(launches, monkeypatch):
+    """On the nvshmem backend a kernel links NVSHMEM's device bitcode beside symm's."""
+    monkeypatch.setattr(_launch, "_cached_libs", lambda: {"symm": "/x/libsymm_device_nvshmem_sm90.bc",
+                                                          "nvshmem": "/z/libnvshmem_device.bc"})
+    monkeypatch.setattr(_launch, "_CHECKED_TRITON", ((0, 0), (0, 0)))
+    p = st.prepare(k_pe, (1,), CTX, FakeTensor(1 << 20), 10, 1, BLOCK=16, extern_libs={"symm": "/mine.bc"})
+    assert p.kwargs["extern_libs"] == {"symm": "/mine.bc", "nvshmem": "/z/libnvshmem_device.bc"}
 
 
 def _args_of_launch(kernel, grid, *args, **kwargs):

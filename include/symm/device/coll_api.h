@@ -19,6 +19,10 @@ SYMM__DEVICE_INTERNAL uint32_t symm__c_dev_check(const symm_ctx_t *ctx, const ch
     if (nblocks < 1 || nblocks > (int)SYMM_COLL_MAX_BLOCKS || block < 0 || block >= nblocks)
         symm__c_fail(ctx->world_pe, call, "block/nblocks out of range (see SYMM_COLL_MAX_BLOCKS)", block,
                      nblocks, -1);
+    if (!symm__ldst_all(ctx))
+        symm__c_fail(ctx->world_pe, call, "device collectives need every PE of the team in the context's "
+                     "load/store window (the stream collectives reach the others through the backend)",
+                     dtype, op, acc);
     if (ctx->scratch == 0 || ctx->scratch_size < SYMM__COLL_WS_SYNC_BYTES || ctx->n_pes > SYMM_COLL_MAX_PES)
         symm__c_fail(ctx->world_pe, call, "team has no collective scratch (or too many PEs)", dtype, op, acc);
     return esz;

@@ -3,6 +3,7 @@
  *
  * One source serves three compilers:
  *   nvcc (CUDA C/C++)          -> static __device__ inline functions (header-only)
+ *   clang -x cuda, SYMM_BITCODE -> exported definitions: the nccl bitcode
  *   clang -x c nvptx64, with SYMM_BITCODE defined
  *                              -> external definitions: libsymm_device.bc
  *   any host C/C++ compiler    -> declarations only (types and prototypes), so
@@ -11,7 +12,14 @@
 #ifndef SYMM_DEVICE_DEFS_H
 #define SYMM_DEVICE_DEFS_H
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) && defined(SYMM_BITCODE)
+   /* clang -x cuda for the nccl bitcode (bitcode/symm_device_nccl_bitcode.cu):
+    * the same exports with plain C names as the C bitcode. */
+#  define SYMM_DEVICE_CODE 1
+#  define SYMM_DEVICE_FN extern "C" __device__ __attribute__((visibility("default")))
+#  define SYMM__DEVICE_INTERNAL static __device__ __forceinline__
+#  define SYMM__NOINLINE static __device__ __noinline__
+#elif defined(__CUDACC__)
 #  define SYMM_DEVICE_CODE 1
 #  define SYMM_DEVICE_FN static __device__ __forceinline__
 #  define SYMM__DEVICE_INTERNAL static __device__ __forceinline__

@@ -280,6 +280,40 @@ SYMM__DEVICE_INTERNAL void symm__ctx_pe_stride(const symm_ctx_t *ctx, int32_t *m
     }
 }
 
+/* The context's load/store window (ldst_first, ldst_count: two adjacent
+ * int32s), read the same way and for the same reason as my_pe and stride:
+ * every call that may leave the window tests it (impl_backend.h). */
+SYMM__DEVICE_INTERNAL void symm__ctx_ldst(const symm_ctx_t *ctx, int32_t *first, int32_t *count) {
+#if defined(__CUDACC__)
+    const int global = __isGlobal(ctx) != 0;
+#else
+    const int global = __nvvm_isspacep_global(ctx);
+#endif
+    if (global) {
+        int32_t f, c;
+        asm("{\n\t.reg .pred g;\n\t.reg .u64 a;\n\t"
+            "isspacep.global g, %2;\n\t"
+            "mov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\t"
+            "@g cvta.to.global.u64 a, %2;\n\t"
+            "@g ld.global.nc.v2.b32 {%0, %1}, [a];\n\t}"
+            : "=r"(f), "=r"(c) : "l"(&ctx->ldst_first));
+        *first = f;
+        *count = c;
+    } else {
+        *first = ctx->ldst_first;
+        *count = ctx->ldst_count;
+    }
+}
+
+/* ---- NCCL's device headers under clang (backend_nccl.h) ------------------------ */
+
+/* The write-through 16-byte store NCCL's GIN proxy queue uses (CUDA's __stwt
+ * for uint4), for clang's CUDA mode, whose headers lack it. */
+SYMM__DEVICE_INTERNAL void symm__st_wt_v4(void *p, uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
+    asm volatile("st.global.wt.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x), "r"(y), "r"(z), "r"(w)
+                 : "memory");
+}
+
 /* ---- bulk copy loops: one element of each width, local or remote (impl_copy.h) ---- */
 
 #ifndef SYMM_COPY_VARIANT

@@ -22,6 +22,15 @@ SYMM__DEVICE_INTERNAL void *symm__peer(const symm_ctx_t *ctx, const void *p, int
     return (void *)((uintptr_t)p + (uintptr_t)((int64_t)(pe - ctx->my_pe) * ctx->stride));
 }
 
+/* PE pe's copy of p at an address this GPU loads and stores: the window's
+ * arithmetic, else the backend's own address for it, else NULL (the call
+ * then goes through the backend's library, impl_backend.h). */
+SYMM__DEVICE_INTERNAL void *symm__addr(const symm_ctx_t *ctx, const void *p, int pe) {
+    if (symm__ldst_peer(ctx, pe))
+        return symm__peer_api(ctx, p, pe);
+    return symm__far_ptr(ctx, p, pe);
+}
+
 SYMM_DEVICE_FN int symm_ctx_my_pe(const symm_ctx_t *ctx) {
     int32_t my;
     int64_t stride;
@@ -39,7 +48,7 @@ SYMM_DEVICE_FN void *symm_ctx_ptr(const symm_ctx_t *ctx, const void *ptr, int pe
         return NULL;
     if (a < ctx->heap_base || a - ctx->heap_base >= ctx->heap_size)
         return NULL;
-    return symm__peer_api(ctx, ptr, pe);
+    return symm__addr(ctx, ptr, pe);
 }
 
 /* ---- p and g ------------------------------------------------------------------ */
@@ -106,14 +115,24 @@ SYMM__DEVICE_INTERNAL double symm__bits_f64(uint64_t u) {
  * word sees it without further help, but not ordered against other stores
  * (fence/quiet do that). g is a relaxed system-scope load: it always reads
  * the peer's memory, never a stale cached line. */
+/* The unsigned type of each width, for values that come back from a backend. */
+#define SYMM__BITS_T(S) SYMM__CAT(SYMM__CAT(uint, SYMM__W_##S), _t)
+
 #define SYMM__DEFINE_PG(S, T)                                                                \
     SYMM_DEVICE_FN void symm_p_##S(const symm_ctx_t *ctx, T *dest, T value, int pe) {       \
-        SYMM__CAT(symm__st_b, SYMM__W_##S)(symm__peer_api(ctx, dest, pe), SYMM__TOBITS_##S(value), \
-                                           SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);               \
+        void *q = symm__addr(ctx, dest, pe);                                                 \
+        if (q)                                                                              \
+            SYMM__CAT(symm__st_b, SYMM__W_##S)(q, SYMM__TOBITS_##S(value), SYMM_SEM_RELAXED, \
+                                               SYMM_SCOPE_SYS);                             \
+        else                                                                                \
+            symm__far_p(ctx, dest, (uint64_t)SYMM__TOBITS_##S(value), SYMM__W_##S, pe);      \
     }                                                                                       \
     SYMM_DEVICE_FN T symm_g_##S(const symm_ctx_t *ctx, const T *src, int pe) {              \
-        return SYMM__FROMBITS_##S(SYMM__CAT(symm__ld_b, SYMM__W_##S)(                       \
-            symm__peer_api(ctx, src, pe), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));                   \
+        const void *q = symm__addr(ctx, src, pe);                                            \
+        if (q)                                                                              \
+            return SYMM__FROMBITS_##S(SYMM__CAT(symm__ld_b, SYMM__W_##S)(q, SYMM_SEM_RELAXED, \
+                                                                         SYMM_SCOPE_SYS));   \
+        return SYMM__FROMBITS_##S((SYMM__BITS_T(S))symm__far_g(ctx, src, SYMM__W_##S, pe)); \
     }
 SYMM_FOR_EACH_RMA_TYPE(SYMM__DEFINE_PG)
 #undef SYMM__DEFINE_PG
@@ -155,23 +174,44 @@ SYMM__DEVICE_INTERNAL void symm__rma_data(const symm_ctx_t *ctx, void *dest, con
         symm__copy(dest, symm__peer_api(ctx, src, pe), nbytes, lane, nlanes, 0);
 }
 
+/* Every put and get: the data movement above for a peer in the window; for
+ * another, the same copy at the backend's address for it, or the backend's
+ * own call for the group g (SYMM__G_*; nbi: it may return before the data
+ * moved). Every thread of the group calls it with the same arguments. */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__rma(const symm_ctx_t *ctx, void *dest, const void *src,
+                                                      size_t nbytes, int pe, uint32_t lane, uint32_t nlanes,
+                                                      int put, int g, int nbi) {
+    void *q;
+    if (symm__ldst_peer(ctx, pe)) {
+        symm__rma_data(ctx, dest, src, nbytes, pe, lane, nlanes, put);
+        return;
+    }
+    q = symm__far_ptr(ctx, put ? dest : src, pe);
+    if (q && put)
+        symm__copy(q, src, nbytes, lane, nlanes, 1);
+    else if (q)
+        symm__copy(dest, q, nbytes, lane, nlanes, 0);
+    else
+        symm__far_rma(ctx, dest, src, nbytes, pe, g, put, nbi);
+}
+
 /* Thread scope: the loads of the source are complete when their values are
  * stored, so a blocking put returns once the stores are issued; the nbi
  * forms are the same code (they promise less). */
 SYMM_DEVICE_FN void symm_put(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
-    symm__rma_data(ctx, dest, src, nbytes, pe, 0, 1, 1);
+    symm__rma(ctx, dest, src, nbytes, pe, 0, 1, 1, SYMM__G_THREAD, 0);
 }
 
 SYMM_DEVICE_FN void symm_put_nbi(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
-    symm__rma_data(ctx, dest, src, nbytes, pe, 0, 1, 1);
+    symm__rma(ctx, dest, src, nbytes, pe, 0, 1, 1, SYMM__G_THREAD, 1);
 }
 
 SYMM_DEVICE_FN void symm_get(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
-    symm__rma_data(ctx, dest, src, nbytes, pe, 0, 1, 0);
+    symm__rma(ctx, dest, src, nbytes, pe, 0, 1, 0, SYMM__G_THREAD, 0);
 }
 
 SYMM_DEVICE_FN void symm_get_nbi(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
-    symm__rma_data(ctx, dest, src, nbytes, pe, 0, 1, 0);
+    symm__rma(ctx, dest, src, nbytes, pe, 0, 1, 0, SYMM__G_THREAD, 1);
 }
 
 /* Warp scope: the lanes share the copy; the blocking forms end with a warp
@@ -179,29 +219,34 @@ SYMM_DEVICE_FN void symm_get_nbi(const symm_ctx_t *ctx, void *dest, const void *
  * byte of dest (get). */
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_warp(const symm_ctx_t *ctx, void *dest, const void *src,
                                                    size_t nbytes, int pe) {
-    symm__rma_data(ctx, dest, src, nbytes, pe, symm__lane(), 32, 1);
+    symm__rma(ctx, dest, src, nbytes, pe, symm__lane(), 32, 1, SYMM__G_WARP, 0);
     symm__warp_sync();
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_warp_nbi(const symm_ctx_t *ctx, void *dest, const void *src,
                                                        size_t nbytes, int pe) {
-    symm__rma_data(ctx, dest, src, nbytes, pe, symm__lane(), 32, 1);
+    symm__rma(ctx, dest, src, nbytes, pe, symm__lane(), 32, 1, SYMM__G_WARP, 1);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_warp(const symm_ctx_t *ctx, void *dest, const void *src,
                                                    size_t nbytes, int pe) {
-    symm__rma_data(ctx, dest, src, nbytes, pe, symm__lane(), 32, 0);
+    symm__rma(ctx, dest, src, nbytes, pe, symm__lane(), 32, 0, SYMM__G_WARP, 0);
     symm__warp_sync();
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_warp_nbi(const symm_ctx_t *ctx, void *dest, const void *src,
                                                        size_t nbytes, int pe) {
-    symm__rma_data(ctx, dest, src, nbytes, pe, symm__lane(), 32, 0);
+    symm__rma(ctx, dest, src, nbytes, pe, symm__lane(), 32, 0, SYMM__G_WARP, 1);
 }
 
 /* Block scope: the same with the block's threads and a block barrier. */
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__put_block_data(const symm_ctx_t *ctx, void *dest,
-                                                                 const void *src, size_t nbytes, int pe) {
+                                                                 const void *src, size_t nbytes, int pe,
+                                                                 int nbi) {
+    if (!symm__ldst_peer(ctx, pe)) {
+        symm__rma(ctx, dest, src, nbytes, pe, symm__block_tid(), symm__block_nthreads(), 1, SYMM__G_BLOCK, nbi);
+        return;
+    }
 #if SYMM__HAVE_TMA
     /* Below SYMM_TMA_MIN_BYTES the SM copy wins; decide that before anything
      * else, so a small put pays nothing for the bulk-copy engine. */
@@ -215,24 +260,24 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__put_block_data(const symm_ctx_
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_block(const symm_ctx_t *ctx, void *dest, const void *src,
                                                     size_t nbytes, int pe) {
-    symm__put_block_data(ctx, dest, src, nbytes, pe);
+    symm__put_block_data(ctx, dest, src, nbytes, pe, 0);
     symm__block_sync();
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_block_nbi(const symm_ctx_t *ctx, void *dest, const void *src,
                                                         size_t nbytes, int pe) {
-    symm__put_block_data(ctx, dest, src, nbytes, pe);
+    symm__put_block_data(ctx, dest, src, nbytes, pe, 1);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_block(const symm_ctx_t *ctx, void *dest, const void *src,
                                                     size_t nbytes, int pe) {
-    symm__rma_data(ctx, dest, src, nbytes, pe, symm__block_tid(), symm__block_nthreads(), 0);
+    symm__rma(ctx, dest, src, nbytes, pe, symm__block_tid(), symm__block_nthreads(), 0, SYMM__G_BLOCK, 0);
     symm__block_sync();
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_block_nbi(const symm_ctx_t *ctx, void *dest, const void *src,
                                                         size_t nbytes, int pe) {
-    symm__rma_data(ctx, dest, src, nbytes, pe, symm__block_tid(), symm__block_nthreads(), 0);
+    symm__rma(ctx, dest, src, nbytes, pe, symm__block_tid(), symm__block_nthreads(), 0, SYMM__G_BLOCK, 1);
 }
 
 /* ---- signals ------------------------------------------------------------------- */
@@ -249,7 +294,11 @@ SYMM__DEVICE_INTERNAL void symm__signal_update(uint64_t *sig, uint64_t value, in
 }
 
 SYMM_DEVICE_FN void symm_signal_op(const symm_ctx_t *ctx, uint64_t *sig, uint64_t value, int sig_op, int pe) {
-    symm__signal_update((uint64_t *)symm__peer_api(ctx, sig, pe), value, sig_op);
+    uint64_t *q = (uint64_t *)symm__addr(ctx, sig, pe);
+    if (q)
+        symm__signal_update(q, value, sig_op);
+    else
+        symm__far_signal_op(ctx, sig, value, sig_op, pe);
 }
 
 SYMM_DEVICE_FN uint64_t symm_signal_fetch(const symm_ctx_t *ctx, const uint64_t *sig) {
@@ -274,48 +323,72 @@ SYMM_FOR_EACH_AMO_TYPE(SYMM__DEFINE_WAIT_UNTIL)
 /* Data first, then the signal with release semantics. The group forms put a
  * warp/block barrier between the two, so one thread's release covers every
  * lane's stores (the barrier orders them before it, and release is
- * cumulative). The loads of the source are done by then, so the blocking and
- * nbi forms are the same code. */
+ * cumulative). The loads of the source are done by then, so on symm's own
+ * path the blocking and nbi forms are the same code; a backend's library may
+ * treat them differently. */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__put_signal(const symm_ctx_t *ctx, void *dest, const void *src,
+                                                             size_t nbytes, uint64_t *sig, uint64_t signal,
+                                                             int sig_op, int pe, int g, int nbi) {
+    const uint32_t lane = g == SYMM__G_THREAD ? 0 : g == SYMM__G_WARP ? symm__lane() : symm__block_tid();
+    const uint32_t nlanes = g == SYMM__G_THREAD ? 1 : g == SYMM__G_WARP ? 32 : symm__block_nthreads();
+    uint64_t *qs;
+    if (symm__ldst_peer(ctx, pe)) {
+        if (g == SYMM__G_BLOCK)
+            symm__put_block_data(ctx, dest, src, nbytes, pe, nbi);
+        else
+            symm__rma_data(ctx, dest, src, nbytes, pe, lane, nlanes, 1);
+        qs = (uint64_t *)symm__peer_api(ctx, sig, pe);
+    } else {
+        /* outside the window: symm's own path only when the backend maps
+         * both the data and the signal word here */
+        void *q = symm__far_ptr(ctx, dest, pe);
+        qs = (uint64_t *)symm__far_ptr(ctx, sig, pe);
+        if (!q || !qs) {
+            symm__far_put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe, g, nbi);
+            return;
+        }
+        symm__copy(q, src, nbytes, lane, nlanes, 1);
+    }
+    if (g == SYMM__G_WARP)
+        symm__warp_sync();
+    else if (g == SYMM__G_BLOCK)
+        symm__block_sync();
+    if (lane == 0)
+        symm__signal_update(qs, signal, sig_op);
+}
+
 SYMM_DEVICE_FN void symm_put_signal(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes,
                                     uint64_t *sig, uint64_t signal, int sig_op, int pe) {
-    symm__rma_data(ctx, dest, src, nbytes, pe, 0, 1, 1);
-    symm__signal_update((uint64_t *)symm__peer_api(ctx, sig, pe), signal, sig_op);
+    symm__put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe, SYMM__G_THREAD, 0);
 }
 
 SYMM_DEVICE_FN void symm_put_signal_nbi(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes,
                                         uint64_t *sig, uint64_t signal, int sig_op, int pe) {
-    symm_put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe);
+    symm__put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe, SYMM__G_THREAD, 1);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_warp(const symm_ctx_t *ctx, void *dest, const void *src,
                                                           size_t nbytes, uint64_t *sig, uint64_t signal,
                                                           int sig_op, int pe) {
-    uint32_t lane = symm__lane();
-    symm__rma_data(ctx, dest, src, nbytes, pe, lane, 32, 1);
-    symm__warp_sync();
-    if (lane == 0)
-        symm__signal_update((uint64_t *)symm__peer_api(ctx, sig, pe), signal, sig_op);
+    symm__put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe, SYMM__G_WARP, 0);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_warp_nbi(const symm_ctx_t *ctx, void *dest,
                                                               const void *src, size_t nbytes, uint64_t *sig,
                                                               uint64_t signal, int sig_op, int pe) {
-    symm_put_signal_warp(ctx, dest, src, nbytes, sig, signal, sig_op, pe);
+    symm__put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe, SYMM__G_WARP, 1);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_block(const symm_ctx_t *ctx, void *dest, const void *src,
                                                            size_t nbytes, uint64_t *sig, uint64_t signal,
                                                            int sig_op, int pe) {
-    symm__put_block_data(ctx, dest, src, nbytes, pe);
-    symm__block_sync();
-    if (symm__block_tid() == 0)
-        symm__signal_update((uint64_t *)symm__peer_api(ctx, sig, pe), signal, sig_op);
+    symm__put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe, SYMM__G_BLOCK, 0);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_block_nbi(const symm_ctx_t *ctx, void *dest,
                                                                const void *src, size_t nbytes, uint64_t *sig,
                                                                uint64_t signal, int sig_op, int pe) {
-    symm_put_signal_block(ctx, dest, src, nbytes, sig, signal, sig_op, pe);
+    symm__put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe, SYMM__G_BLOCK, 1);
 }
 
 #endif /* SYMM_DEVICE_IMPL_RMA_H */

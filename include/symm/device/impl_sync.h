@@ -13,31 +13,34 @@
 /* The bulk-copy engine (impl_tma.h) completes its copies before a put returns,
  * so quiet needs nothing beyond the fence. */
 
+/* A scale-out context adds its library's fence / quiet (impl_backend.h),
+ * which covers what went through the library; nothing on native. */
+
 SYMM_DEVICE_FN void symm_fence(const symm_ctx_t *ctx) {
-    (void)ctx;
     symm__fence_acq_rel_sys();
+    symm__far_fence(ctx);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_fence_warp(const symm_ctx_t *ctx) {
-    (void)ctx;
     symm__fence_acq_rel_sys();
+    symm__far_fence(ctx);
     symm__warp_sync();
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_fence_block(const symm_ctx_t *ctx) {
-    (void)ctx;
     symm__fence_acq_rel_sys();
+    symm__far_fence(ctx);
     symm__block_sync();
 }
 
 SYMM_DEVICE_FN void symm_quiet(const symm_ctx_t *ctx) {
-    (void)ctx;
     symm__fence_sc_sys();
+    symm__far_quiet(ctx);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_quiet_warp(const symm_ctx_t *ctx) {
-    (void)ctx;
     symm__fence_sc_sys();
+    symm__far_quiet(ctx);
     symm__warp_sync();
 }
 
@@ -47,7 +50,7 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_quiet_warp(const symm_ctx_t *ctx) {
  * fence before every thread's later operations. fence.sc.sys executed by
  * all 32 warps of a block is 32 system-scope MEMBARs on the SM. */
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_quiet_block(const symm_ctx_t *ctx) {
-    (void)ctx;
+    symm__far_quiet(ctx); /* each thread its own calls through a library */
     symm__block_sync();
     if (symm__block_tid() == 0)
         symm__fence_sc_sys();
@@ -101,13 +104,30 @@ SYMM__DEVICE_INTERNAL void symm__barrier_advance(const symm_ctx_t *ctx, uint64_t
     symm__st_b64((uint64_t *)(uintptr_t)ctx->barrier, e, SYMM_SEM_RELAXED, SYMM_SCOPE_GPU);
 }
 
+/* A team with a PE outside the load/store window takes its backend's
+ * barrier (after symm's own fence, for what went by load/store). */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT int symm__barrier_far(const symm_ctx_t *ctx, int g, int quiet) {
+    if (symm__ldst_all(ctx))
+        return 0;
+    if (quiet)
+        symm__fence_sc_sys();
+    else
+        symm__fence_acq_rel_sys();
+    symm__far_barrier(ctx, g, quiet);
+    return 1;
+}
+
 SYMM_DEVICE_FN void symm_barrier(const symm_ctx_t *ctx) {
+    if (symm__barrier_far(ctx, SYMM__G_THREAD, 1))
+        return;
     symm__barrier_advance(ctx, symm__barrier_part(ctx, 0, 1, 1));
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_barrier_warp(const symm_ctx_t *ctx) {
     uint32_t lane = symm__lane();
     uint64_t e;
+    if (symm__barrier_far(ctx, SYMM__G_WARP, 1))
+        return;
     symm__warp_sync();
     e = symm__barrier_part(ctx, lane, 32, 1);
     symm__warp_sync();
@@ -118,6 +138,8 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_barrier_warp(const symm_ctx_t *ctx) {
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__barrier_block(const symm_ctx_t *ctx, int quiet) {
     uint32_t t = symm__block_tid();
     uint64_t e;
+    if (symm__barrier_far(ctx, SYMM__G_BLOCK, quiet))
+        return;
     symm__block_sync();
     e = symm__barrier_part(ctx, t, symm__block_nthreads(), quiet);
     symm__block_sync();

@@ -18,23 +18,48 @@ def _current_arch():
         return None
 
 
-def extern_libs(arch=None):
-    """{"symm": <bitcode path>} to pass as extern_libs= when launching or
-    compiling a kernel that calls symm.triton. `arch` is the target's compute
-    capability (e.g. 90); by default the current GPU's, or the sm_90 file when
-    there is no GPU."""
+# The library names a kernel's extern_libs use: symm's bitcode, and on the
+# nvshmem backend NVSHMEM's own device bitcode, which symm's calls.
+NVSHMEM_LIB_NAME = "nvshmem"
+
+
+def _current_backend():
+    """The running symm's backend, or "native" before init."""
+    from .. import _runtime
+    try:
+        return _runtime.backend() or "native"
+    except Exception:  # noqa: BLE001 - no libsymm loaded yet: the default file
+        return "native"
+
+
+def extern_libs(arch=None, backend=None):
+    """The extern_libs to pass when launching or compiling a kernel that calls
+    symm.triton: {"symm": <bitcode path>}, plus {"nvshmem": libnvshmem_device.bc}
+    on the nvshmem backend. `arch` is the target's compute capability (e.g.
+    90; by default the current GPU's, or the sm_90 file when there is no
+    GPU); `backend` the symm backend the kernel will run on (by default the
+    running one: a kernel is compiled for exactly one backend, like the
+    constexpr backend hint of PyTorch's extern library)."""
     if arch is None:
         arch = _current_arch()
+    if backend is None:
+        backend = _current_backend()
+    if backend in _lib.SCALE_OUT_BACKENDS:
+        libs = {LIB_NAME: _lib.bitcode_path(arch, backend=backend)}
+        if backend == "nvshmem":
+            libs[NVSHMEM_LIB_NAME] = _lib.nvshmem_device_bitcode()
+            _install_module_hook()
+        return libs
     return {LIB_NAME: _lib.bitcode_path(arch)}
 
 
-# bitcode path per CUDA device index: launch() runs on every kernel call, and
-# asking torch for the capability and building the path each time costs host
-# time that a short kernel cannot hide
-_PATH_BY_DEVICE = {}
+# the libraries per (CUDA device index, backend): launch() runs on every
+# kernel call, and asking torch for the capability and building the paths each
+# time costs host time that a short kernel cannot hide
+_LIBS_BY_DEVICE = {}
 
 
-def _cached_path():
+def _cached_libs():
     device = None
     try:
         import sys
@@ -43,25 +68,67 @@ def _cached_path():
             device = torch.cuda.current_device()
     except Exception:  # noqa: BLE001 - no GPU: one entry for "no device"
         device = None
-    path = _PATH_BY_DEVICE.get(device)
-    if path is None:
-        path = _PATH_BY_DEVICE[device] = extern_libs()[LIB_NAME]
-    return path
-
-
-def _with_symm_lib(libs):
-    """`libs` (an extern_libs value or None) with the symm bitcode added."""
+    key = (device, _current_backend())
+    libs = _LIBS_BY_DEVICE.get(key)
     if libs is None:
-        return {LIB_NAME: _cached_path()}
-    if LIB_NAME not in libs:
-        libs = dict(libs)
-        libs[LIB_NAME] = _cached_path()
+        libs = _LIBS_BY_DEVICE[key] = extern_libs(backend=key[1])
     return libs
 
 
+def _with_symm_lib(libs):
+    """`libs` (an extern_libs value or None) with symm's libraries added."""
+    ours = _cached_libs()
+    if libs is None:
+        return dict(ours)
+    if any(name not in libs for name in ours):
+        libs = dict(libs)
+        for name, path in ours.items():
+            libs.setdefault(name, path)
+    return libs
+
+
+# ---- NVSHMEM's per-module state ------------------------------------------------
+#
+# A module that links NVSHMEM's device bitcode keeps NVSHMEM's device state in
+# a constant of its own, which must be filled before its kernels run
+# (nvshmemx_cumodule_init). Triton calls kernel_load_end_hook right after it
+# loads a module and before the first launch; symm's hook hands every module
+# to symm_backend_module_init, which sets up those that link NVSHMEM and
+# leaves the others alone. So users have no init step.
+
+_hook_installed = False
+
+
+def _module_loaded(module, function, name, metadata_group, hash):  # noqa: A002 - Triton's names
+    from .. import _runtime
+    if _runtime.initialized():
+        _runtime.backend_module_init(module)
+
+
+def _install_module_hook():
+    global _hook_installed
+    if _hook_installed:
+        return
+    from triton import knobs
+    rt = knobs.runtime
+    hook = rt.kernel_load_end_hook
+    if hasattr(hook, "add"):  # Triton 3.5+: a HookChain
+        hook.add(_module_loaded)
+    elif hook is None:
+        rt.kernel_load_end_hook = _module_loaded
+    else:  # someone's hook already: call both
+        previous = hook
+
+        def both(*args):
+            previous(*args)
+            _module_loaded(*args)
+        rt.kernel_load_end_hook = both
+    _hook_installed = True
+
+
 def launch(kernel, grid, *args, **kwargs):
-    """kernel[grid](*args, **kwargs) with the symm bitcode added to extern_libs
-    (its path is looked up once per device, then cached)."""
+    """kernel[grid](*args, **kwargs) with symm's libraries for the running
+    backend added to extern_libs (looked up once per device and backend)."""
     libs = _with_symm_lib(kwargs.pop("extern_libs", None))
     return kernel[grid](*args, extern_libs=libs, **kwargs)
 

@@ -42,6 +42,8 @@ symm_status_t symm__cu_load(const symm__cu_t **out) {
             {"cuMemMap", (void **)&cu.MemMap},
             {"cuMemUnmap", (void **)&cu.MemUnmap},
             {"cuMemSetAccess", (void **)&cu.MemSetAccess},
+            {"cuFuncGetModule", (void **)&cu.FuncGetModule},
+            {"cuModuleGetGlobal", (void **)&cu.ModuleGetGlobal},
         };
         for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
             *table[i].slot = NULL;

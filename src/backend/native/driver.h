@@ -25,6 +25,8 @@ typedef struct symm__cu {
     CUresult (*MemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
     CUresult (*MemUnmap)(CUdeviceptr, size_t);
     CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    CUresult (*FuncGetModule)(CUmodule *, CUfunction);
+    CUresult (*ModuleGetGlobal)(CUdeviceptr *, size_t *, CUmodule, const char *);
     /* Optional (NULL when the driver lacks it): the SMs the current context
      * may use, which MPS limits with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE. */
     CUresult (*CtxGetExecAffinity)(CUexecAffinityParam *, CUexecAffinityType);

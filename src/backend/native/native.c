@@ -296,6 +296,7 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
     nb->base.stride_hint = args->heap_reserve ? args->heap_reserve : pow2_at_least(total_b);
     nb->base.gpu_pes = share.pes;
     nb->base.sm_share = sm_share;
+    nb->base.caps = SYMM_CAP_PEER_LDST | SYMM_CAP_COLL;
     SYMM_LOG_INFO("native backend: GPU %d, granularity %zu, %zu bytes of device memory", dev, gran,
                   total_b);
     *out = &nb->base;
@@ -539,6 +540,25 @@ static symm_status_t native_barrier_on_stream(symm__backend_t *be, const symm_ct
     return symm__launch_stream_barrier(d_ctx, stream);
 }
 
+static symm_status_t native_function_module(symm__backend_t *be, void *function, void **module) {
+    CUmodule m = NULL;
+    CUresult r = cu_of(be)->FuncGetModule(&m, (CUfunction)function);
+    if (r != CUDA_SUCCESS)
+        return symm__error(SYMM_ERR_CUDA, "cuFuncGetModule: %s", symm__cu_errstr(r));
+    *module = m;
+    return SYMM_SUCCESS;
+}
+
+static symm_status_t native_module_has_global(symm__backend_t *be, void *module, const char *name, int *found) {
+    CUdeviceptr p = 0;
+    size_t bytes = 0;
+    CUresult r = cu_of(be)->ModuleGetGlobal(&p, &bytes, (CUmodule)module, name);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_FOUND)
+        return symm__error(SYMM_ERR_CUDA, "cuModuleGetGlobal(%s): %s", name, symm__cu_errstr(r));
+    *found = r == CUDA_SUCCESS;
+    return SYMM_SUCCESS;
+}
+
 const symm__backend_ops_t symm__backend_native_ops = {
     .name = "native",
     .kind = SYMM_BACKEND_NATIVE,
@@ -560,4 +580,6 @@ const symm__backend_ops_t symm__backend_native_ops = {
     .synchronize = native_synchronize,
     .health = native_health,
     .barrier_on_stream = native_barrier_on_stream,
+    .function_module = native_function_module,
+    .module_has_global = native_module_has_global,
 };
