@@ -106,12 +106,12 @@ def finish():
     dist.destroy_process_group()
 
 
-def time_us(fn, reps=20, warmup=3):
-    """Median time of fn() in microseconds, each call between host barriers
-    of every PE (so the PEs start together)."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
+GRAPH_CALLS = 10  # calls per CUDA graph replay
+
+
+def _sync_time(fn, reps):
+    """Median of reps timings (us) of fn(), each between host barriers of
+    every PE (so the PEs start together), CUDA events around it."""
     times = []
     for _ in range(reps):
         symm.barrier()
@@ -125,6 +125,28 @@ def time_us(fn, reps=20, warmup=3):
     med = statistics.median(times)
     # host_allgather wants the same length on every PE: a fixed-width double
     return max(struct.unpack("<d", x)[0] for x in symm.host_allgather(struct.pack("<d", med)))
+
+
+def time_us(fn, reps=20, warmup=3, graph=True):
+    """Time of one fn() call in microseconds. graph: GRAPH_CALLS calls
+    captured into a CUDA graph (torch's capture stream: the launches of
+    symm.cubin, CuTe DSL and symm's collectives are captured alike), the
+    median replay divided by GRAPH_CALLS, so the host's launch path is left
+    out. Else (eager) one call per timing, launch included."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    if not graph:
+        return _sync_time(fn, reps)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, capture_error_mode="thread_local"):
+        for _ in range(GRAPH_CALLS):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    t = _sync_time(g.replay, reps) / GRAPH_CALLS
+    del g
+    return t
 
 
 def title(env, what):
@@ -165,10 +187,9 @@ def main(run, doc):
         raise SystemExit(1)
 
 
-def check_and_time(env, args, call, fill, verify, base=None):
+def check(env, call, fill, verify):
     """env.iters times: fill(seed) the inputs, call(), verify(seed) on every
-    PE (a fresh seed each time); then the median time of call() and of the
-    baseline base(). Returns (ok on every PE, us, baseline us or None)."""
+    PE (a fresh seed each time). True only if right on every PE."""
     good = True
     for _ in range(env.iters):
         s = env.next_seed()
@@ -179,21 +200,55 @@ def check_and_time(env, args, call, fill, verify, base=None):
         torch.cuda.synchronize()
         symm.barrier()
         good = bool(verify(s)) and good
-    good = check_all_pes(good)
+    return check_all_pes(good)
+
+
+def check_and_time(env, args, call, fill, verify, base=None, graph=False):
+    """check() call, then the median time of call() and of the baseline
+    base() (time_us, graph or eager). Returns (ok on every PE, us, baseline
+    us or None)."""
+    good = check(env, call, fill, verify)
     reps = 5 if args.quick else 20
-    t = time_us(call, reps)
-    tb = time_us(base, reps) if base is not None else None
+    t = time_us(call, reps, graph=graph)
+    tb = time_us(base, reps, graph=graph) if base is not None else None
     return good, t, tb
 
 
 def run_each(env, args, calls, fill, verify, base, size):
-    """check_and_time each of calls {name: call} against one baseline;
+    """check_and_time each of calls {name: call} against one baseline,
+    eagerly (kernels whose epoch is an argument cannot replay from a graph);
     returns (ok, table rows)."""
     ok, rows = True, []
     for name, call in calls.items():
         good, t, tb = check_and_time(env, args, call, fill, verify, base)
         ok &= good
         rows.append(row(name, size, good, t, tb))
+    return ok, rows
+
+
+COLL_HEADER = ("kernel", "bytes", "check", "CuTe us", "C us", "ratio (C / CuTe)", "C baseline",
+               "CuTe eager us", "C eager us")
+
+
+def run_coll(env, args, calls, fill, verify, size):
+    """Check each CuTe kernel of calls {name: (call, (label, base))} and time
+    it against its CUDA C baseline base(): both from CUDA graphs (the
+    ratio) and eagerly, launch included. A baseline shared by several
+    kernels is timed once. Returns (ok, table rows)."""
+    ok, rows, done = True, [], {}
+    reps = 5 if args.quick else 20
+    for name, (call, (label, base)) in calls.items():
+        good = check(env, call, fill, verify)
+        ok &= good
+        t, te = time_us(call, reps), time_us(call, reps, graph=False)
+        if label not in done:
+            base()
+            algo = symm.last_algo()
+            done[label] = (time_us(base, reps), time_us(base, reps, graph=False),
+                           "%s (%s)" % (label, algo) if algo else label)
+        tb, tbe, what = done[label]
+        rows.append((name, size, "ok" if good else "WRONG", "%.1f" % t, "%.1f" % tb,
+                     "%.2f" % (tb / t), what, "%.1f" % te, "%.1f" % tbe))
     return ok, rows
 
 
@@ -225,6 +280,13 @@ def coll_blocks(nbytes):
     never more than this PE's share of SMs (a grid that waits on peers must
     fit on the GPU at once)."""
     return max(1, min(32, symm.sm_share(), -(-nbytes // 16384)))
+
+
+def coll_grid(nbytes, threads=512, units=4):
+    """CTAs of the CuTe collectives (kernels.py): one per round of 16-byte
+    vectors (threads x units of them), at most one per SM of this PE's
+    share, so the whole grid is resident while it waits on its peers."""
+    return max(1, min(symm.sm_share(), -(-nbytes // (16 * threads * units))))
 
 
 def data(env, seed, pe, n, dtype=torch.float32, integer=False):

@@ -2,10 +2,14 @@
 
 ar_oneshot reads the peers' tensors directly: a handshake (every PE's src is
 ready), each CTA sums its share of every PE's src over NVLink into its own
-dst (16-byte loads), a second handshake. ar_device calls the device-callable
-collective all_reduce_grid from CuTe. Checked against the sum of every PE's
-data (integer-valued, so every order of summation is exact), timed next to
-symm.all_reduce (the stream collective, CUDA C). The multimem twin
+dst (16-byte loads, several in flight per thread), a second handshake.
+ar_twoshot sums slice my_pe of every PE's src, then reads the other slices
+from their owners' dst. ar_device calls the device-callable collective
+all_reduce_grid from CuTe. Checked against the sum of every PE's data
+(integer-valued, so every order of summation is exact), timed from CUDA
+graphs (and eagerly) next to symm.all_reduce (the stream collective, CUDA C)
+with the same algorithm where it has one: algo="oneshot" for ar_oneshot,
+"twoshot" for ar_twoshot (the table names the kernel symm ran). The multimem twin
 (ar_multimem: multimem.ld_reduce + multimem.st through the multicast
 address) is compiled with the others but runs only where multicast is
 enabled: here symm.cute.host.get_multicast_tensor raises, which this example
@@ -19,8 +23,7 @@ import _common as C
 import symm
 
 SIZES = (1000, 1 << 15, 1 << 20, 1 << 23)
-CTAS = 8
-FLAG_WORDS = 4096
+FLAGS_WORDS = 3 * 4096 + 1024  # kernels.FLAGS_WORDS: 3 handshakes, then the call counters
 
 
 def multicast_row(env, buf):
@@ -28,18 +31,18 @@ def multicast_row(env, buf):
     try:
         symm.get_multicast_tensor(buf)
     except symm.SymmError as e:
-        return ("ar_multimem", "-", "not run: %s" % str(e).split(":")[-1].strip()[:60], "-", "-", "-")
-    return ("ar_multimem", "-", "multicast available: not exercised by this example", "-", "-", "-")
+        return ("ar_multimem", "-", "not run: %s" % str(e).split(":")[-1].strip()[:60]) + ("-",) * 6
+    return ("ar_multimem", "-", "multicast available: not exercised by this example") + ("-",) * 6
 
 
 def run(env, args):
     rows, ok = [], True
     w = env.world
-    flags = symm.zeros((2 * FLAG_WORDS,), torch.uint64)
-    ep = C.Epochs()
+    flags = symm.zeros((FLAGS_WORDS,), torch.uint64)
     for n in (SIZES[:2] if args.quick else SIZES):
         src, dst = symm.tensor((n,), torch.float32), symm.tensor((n,), torch.float32)
         nb = C.coll_blocks(4 * n)
+        g1, g2 = C.coll_grid(4 * n), C.coll_grid(4 * n // w)
 
         def fill(s):
             src.copy_(C.data(env, s, env.rank, n, integer=True))
@@ -48,13 +51,15 @@ def run(env, args):
         def verify(s):
             return torch.equal(dst, sum(C.data(env, s, p, n, integer=True) for p in range(w)))
 
+        def base(algo):
+            return ("symm.all_reduce %s" % algo, lambda: symm.all_reduce(src, out=dst, algo=algo))
+
         calls = {
-            "ar_oneshot": lambda: env.k["ar_oneshot"](CTAS, env.ctx, dst, src, flags, n,
-                                                      ep.next("ar_oneshot")),
-            "ar_device": lambda: env.k["ar_device"](nb, env.ctx, dst, src, n),
+            "ar_oneshot": (lambda: env.k["ar_oneshot"](g1, env.ctx, dst, src, flags, n), base("oneshot")),
+            "ar_twoshot": (lambda: env.k["ar_twoshot"](g2, env.ctx, dst, src, flags, n), base("twoshot")),
+            "ar_device": (lambda: env.k["ar_device"](nb, env.ctx, dst, src, n), base("auto")),
         }
-        good, r = C.run_each(env, args, calls, fill, verify,
-                             lambda: symm.all_reduce(src, out=dst), 4 * n)
+        good, r = C.run_coll(env, args, calls, fill, verify, 4 * n)
         ok &= good
         rows += r
         if n == SIZES[0]:
@@ -62,8 +67,7 @@ def run(env, args):
         symm.free_tensor(src)
         symm.free_tensor(dst)
     symm.free_tensor(flags)
-    header = ("kernel", "bytes", "check", "CuTe us", "symm.all_reduce us", "ratio (C / CuTe)")
-    return "all-reduce f32 sum (symm.cute)", header, rows, ok
+    return "all-reduce f32 sum (symm.cute)", C.COLL_HEADER, rows, ok
 
 
 if __name__ == "__main__":

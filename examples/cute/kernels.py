@@ -6,8 +6,12 @@ calls symm through symm.cute. The drivers (ring.py, all_gather.py, ...) run
 them, check them against torch and time them; build_cubins.py compiles them
 ahead of time. Conventions:
   - `epoch` counts the calls (1, 2, ...): signal words are never reset, a
-    call waits for the value its own epoch makes;
-  - f32 data moves as 16-byte vectors (4 elements) with a scalar tail;
+    call waits for the value its own epoch makes. The ring kernels take it
+    as an argument; the collectives (ag_push, ar_*, rs_*) count it on the
+    device, one word per CTA, so their launches replay from a CUDA graph;
+  - f32 data moves as 16-byte vectors (4 elements) with a scalar tail; the
+    collectives keep UNITS of them per thread in flight, from a grid of up
+    to one CTA of COLL_THREADS per SM (the driver sizes it);
   - block-scope calls are made by every thread of the CTA, thread-scope
     ones by the threads named in the code.
 """
@@ -38,7 +42,12 @@ def cta_range(n, b, nb):
     return lo, hi
 
 
-FLAG_WORDS = 4096  # one handshake's words: [CTA][PE]; the second one follows
+FLAG_WORDS = 4096  # one handshake's words: [CTA][PE]; the next handshake follows
+MAX_CTAS = 1024    # CTAs of a collective's grid, at most (FLAG_WORDS / n_pes with 4 PEs)
+EPOCH_OFF = 3 * FLAG_WORDS  # flags: 3 handshakes, then one call counter per CTA
+FLAGS_WORDS = EPOCH_OFF + MAX_CTAS
+COLL_THREADS = 512
+UNITS = 4          # 16-byte vectors per thread per round, all loaded before any is used
 
 
 @cute.jit
@@ -53,6 +62,23 @@ def handshake(ctx, flags, b, epoch):
         sc.signal_op(ctx, flags + (b * npes + me), cutlass.Uint64(epoch), sc.SIGNAL_SET, tid)
         sc.signal_wait_until(ctx, flags + (b * npes + tid), sc.CMP_GE, cutlass.Uint64(epoch))
     cute.arch.barrier()
+
+
+@cute.jit
+def next_epoch(counter, b):
+    """This call's epoch for CTA b: its counter word (this PE's memory,
+    written by the previous call in stream order) plus one. Every thread
+    reads it first; end_epoch stores it last."""
+    return vec(counter, b + 1)[b] + cutlass.Uint64(1)
+
+
+@cute.jit
+def end_epoch(counter, b, epoch):
+    """Store CTA b's epoch once every thread of the CTA is done with the call."""
+    tid, _, _ = cute.arch.thread_idx()
+    cute.arch.barrier()
+    if tid == 0:
+        vec(counter, b + 1)[b] = epoch
 
 
 # ---------------------------------------------------------------------------
@@ -103,22 +129,33 @@ def ring_get(ctx: I64, dst: cute.Pointer, src: cute.Pointer, sig: cute.Pointer, 
 # All-gather
 # ---------------------------------------------------------------------------
 
+@cute.jit
+def cta_range16(n, b, nb):
+    """cta_range in f32 elements, cut at multiples of 64 elements (256 bytes)
+    so that every CTA's piece starts 16-byte aligned."""
+    per = ((n + nb - 1) // nb + 63) // 64 * 64
+    lo = cutlass.min(b * per, n)
+    hi = cutlass.min(lo + per, n)
+    return lo, hi
+
+
 @cute.kernel
-def ag_push(ctx: I64, dst: cute.Pointer, src: cute.Pointer, sig: cute.Pointer, n: I32,
-            epoch: I64):
+def ag_push(ctx: I64, dst: cute.Pointer, src: cute.Pointer, sig: cute.Pointer, n: I32):
     """dst (n_pes * n) gets PE p's src at p * n: CTA b puts its share of src
     into every PE's dst (itself included) with put_signal_block, ADD 1 on
     that PE's word [b]; then waits until its word [b] counts n_pes per
-    epoch."""
+    epoch. sig: MAX_CTAS signal words, then MAX_CTAS call counters."""
     b, _, _ = cute.arch.block_idx()
     nb, _, _ = cute.arch.grid_dim()
     me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
-    lo, hi = cta_range(n, b, nb)
+    epoch = next_epoch(sig + MAX_CTAS, b)
+    lo, hi = cta_range16(n, b, nb)
     s = vec(src + lo, hi - lo)
     d = vec(dst + (me * n + lo), hi - lo)
     for i in cutlass.range(npes):
         sc.put_signal_block(ctx, d, s, sig + b, cutlass.Uint64(1), sc.SIGNAL_ADD, (me + i) % npes)
-    sc.signal_wait_until(ctx, sig + b, sc.CMP_GE, cutlass.Uint64(epoch) * cutlass.Uint64(npes))
+    sc.signal_wait_until(ctx, sig + b, sc.CMP_GE, epoch * cutlass.Uint64(npes))
+    end_epoch(sig + MAX_CTAS, b, epoch)
 
 
 @cute.kernel
@@ -135,40 +172,66 @@ def ag_device(ctx: I64, dst: cute.Pointer, src: cute.Pointer, n: I32):
 # ---------------------------------------------------------------------------
 
 @cute.jit
-def _sum_scalar(ctx, dst, src, lo, hi, npes):
-    tid, _, _ = cute.arch.thread_idx()
-    j = lo + tid
-    while j < hi:
-        a = sc.peer_tensor(ctx, vec(src, hi), 0)[j]
-        for p in cutlass.range(1, npes):
-            a = a + sc.peer_tensor(ctx, vec(src, hi), p)[j]
-        vec(dst, hi)[j] = a
-        j += THREADS
+def units(ptr, i):
+    """This thread's UNITS 16-byte vectors of a round, starting at vector i:
+    vectors i, i + COLL_THREADS, ... (a warp's accesses stay contiguous)."""
+    return cute.make_tensor((ptr + i * 4).align(16),
+                            cute.make_layout((4, UNITS), stride=(1, 4 * COLL_THREADS)))
 
 
 @cute.jit
-def _sum_peers(ctx, dst, src, lo, hi, npes):
-    """dst[i] = sum over PEs of src[i] for i in [lo, hi), loading the peers'
-    copies over NVLink: 16-byte vectors (dst and src 16-byte aligned) where
-    lo and hi allow, scalars for the ends."""
+def _sum_peers(ctx, dst, src, lo4, hi4, npes):
+    """dst[v] = sum over PEs (in PE order) of src[v] for the 16-byte vectors
+    v in [lo4, hi4) (dst and src 16-byte aligned), loading the peers' copies
+    over NVLink: rounds of UNITS vectors per thread and peer, every load of a
+    peer issued before the sums use them; then single vectors for the end."""
     tid, _, _ = cute.arch.thread_idx()
-    lo4 = (lo + 3) // 4
-    hi4 = cutlass.max(hi // 4, lo4)
-    d4 = vec4(dst, hi4)
     i = lo4 + tid
+    while i + (UNITS - 1) * COLL_THREADS < hi4:
+        s = units(src, i)
+        acc = sc.peer_tensor(ctx, s, 0).load()
+        for p in cutlass.range(1, npes, unroll=2):
+            acc = acc + sc.peer_tensor(ctx, s, p).load()
+        units(dst, i).store(acc)
+        i += UNITS * COLL_THREADS
     while i < hi4:
-        acc = sc.peer_tensor(ctx, vec4(src, hi4), 0)[i, None].load()
+        s = vec4(src, hi4)
+        acc = sc.peer_tensor(ctx, s, 0)[i, None].load()
         for p in cutlass.range(1, npes):
-            acc = acc + sc.peer_tensor(ctx, vec4(src, hi4), p)[i, None].load()
-        d4[i, None].store(acc)
-        i += THREADS
-    _sum_scalar(ctx, dst, src, lo, cutlass.min(lo4 * 4, hi), npes)
-    _sum_scalar(ctx, dst, src, hi4 * 4, hi, npes)
+            acc = acc + sc.peer_tensor(ctx, s, p)[i, None].load()
+        vec4(dst, hi4)[i, None].store(acc)
+        i += COLL_THREADS
+
+
+@cute.jit
+def _sum_tail(ctx, dst, src, n, npes):
+    """The last n % 4 elements, by thread 0 of CTA 0."""
+    tid, _, _ = cute.arch.thread_idx()
+    b, _, _ = cute.arch.block_idx()
+    if tid == 0 and b == 0:
+        for j in cutlass.range(n // 4 * 4, n):
+            a = sc.peer_tensor(ctx, vec(src, n), 0)[j]
+            for p in cutlass.range(1, npes):
+                a = a + sc.peer_tensor(ctx, vec(src, n), p)[j]
+            vec(dst, n)[j] = a
+
+
+@cute.jit
+def _copy_from(ctx, dst, src, lo4, hi4, pe):
+    """dst[v] = PE pe's src[v] for the 16-byte vectors v in [lo4, hi4), in
+    rounds of UNITS loads per thread like _sum_peers."""
+    tid, _, _ = cute.arch.thread_idx()
+    i = lo4 + tid
+    while i + (UNITS - 1) * COLL_THREADS < hi4:
+        units(dst, i).store(sc.peer_tensor(ctx, units(src, i), pe).load())
+        i += UNITS * COLL_THREADS
+    while i < hi4:
+        vec4(dst, hi4)[i, None].store(sc.peer_tensor(ctx, vec4(src, hi4), pe)[i, None].load())
+        i += COLL_THREADS
 
 
 @cute.kernel
-def ar_oneshot(ctx: I64, dst: cute.Pointer, src: cute.Pointer, flags: cute.Pointer, n: I32,
-               epoch: I64):
+def ar_oneshot(ctx: I64, dst: cute.Pointer, src: cute.Pointer, flags: cute.Pointer, n: I32):
     """One-shot all-reduce reading the peers' tensors: after a handshake
     (every PE's src is ready), CTA b sums its share of every PE's src into
     its own dst, then a second handshake (the next FLAG_WORDS words) keeps
@@ -176,25 +239,54 @@ def ar_oneshot(ctx: I64, dst: cute.Pointer, src: cute.Pointer, flags: cute.Point
     b, _, _ = cute.arch.block_idx()
     nb, _, _ = cute.arch.grid_dim()
     npes = sc.n_pes(ctx)
+    epoch = next_epoch(flags + EPOCH_OFF, b)
     handshake(ctx, flags, b, epoch)
-    lo, hi = cta_range(n, b, nb)
+    lo, hi = cta_range(n // 4, b, nb)
     _sum_peers(ctx, dst, src, lo, hi, npes)
+    _sum_tail(ctx, dst, src, n, npes)
     handshake(ctx, flags + FLAG_WORDS, b, epoch)
+    end_epoch(flags + EPOCH_OFF, b, epoch)
 
 
 @cute.kernel
-def rs_oneshot(ctx: I64, dst: cute.Pointer, src: cute.Pointer, flags: cute.Pointer, n: I32,
-               epoch: I64):
-    """Reduce-scatter reading the peers' tensors: src holds n_pes pieces of
-    n; PE r's dst gets the sum over PEs of piece r."""
+def ar_twoshot(ctx: I64, dst: cute.Pointer, src: cute.Pointer, flags: cute.Pointer, n: I32):
+    """Two-shot all-reduce reading the peers' tensors (n a multiple of 4):
+    PE r sums slice r of every PE's src into slice r of its own dst
+    (reduce-scatter), a handshake, then it reads slice q of PE q's dst for
+    every other q (all-gather); CTA b of every PE takes the same part of each
+    slice, so the handshakes pair CTA b with CTA b. Each PE loads 2 (n_pes -
+    1) / n_pes of the data from peers instead of the one-shot's n_pes - 1."""
     b, _, _ = cute.arch.block_idx()
     nb, _, _ = cute.arch.grid_dim()
     me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
+    epoch = next_epoch(flags + EPOCH_OFF, b)
+    n4 = n // 4
     handshake(ctx, flags, b, epoch)
-    lo, hi = cta_range(n, b, nb)
+    lo, hi = cta_range(n4, me * nb + b, npes * nb)
+    _sum_peers(ctx, dst, src, lo, hi, npes)
+    handshake(ctx, flags + FLAG_WORDS, b, epoch)
+    for i in cutlass.range(1, npes):
+        q = (me + i) % npes
+        lo, hi = cta_range(n4, q * nb + b, npes * nb)
+        _copy_from(ctx, dst, dst, lo, hi, q)
+    handshake(ctx, flags + 2 * FLAG_WORDS, b, epoch)
+    end_epoch(flags + EPOCH_OFF, b, epoch)
+
+
+@cute.kernel
+def rs_oneshot(ctx: I64, dst: cute.Pointer, src: cute.Pointer, flags: cute.Pointer, n: I32):
+    """Reduce-scatter reading the peers' tensors: src holds n_pes pieces of
+    n (a multiple of 4); PE r's dst gets the sum over PEs of piece r."""
+    b, _, _ = cute.arch.block_idx()
+    nb, _, _ = cute.arch.grid_dim()
+    me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
+    epoch = next_epoch(flags + EPOCH_OFF, b)
+    handshake(ctx, flags, b, epoch)
+    lo, hi = cta_range(n // 4, b, nb)
     # piece me of src (n % 4 == 0, so the piece stays 16-byte aligned)
     _sum_peers(ctx, dst, (src + me * n).align(16), lo, hi, npes)
     handshake(ctx, flags + FLAG_WORDS, b, epoch)
+    end_epoch(flags + EPOCH_OFF, b, epoch)
 
 
 @cute.kernel
@@ -402,13 +494,15 @@ KERNELS = [
            block=THREADS),
     Kernel(ring_get, [("ctx", I64), ("dst", P), ("src", P), ("sig", S), ("n", I32), ("epoch", I64)],
            block=THREADS),
-    Kernel(ag_push, [("ctx", I64), ("dst", P), ("src", P), ("sig", S), ("n", I32), ("epoch", I64)],
-           block=THREADS),
+    Kernel(ag_push, [("ctx", I64), ("dst", P), ("src", P), ("sig", S), ("n", I32)],
+           block=COLL_THREADS),
     Kernel(ag_device, [("ctx", I64), ("dst", P), ("src", P), ("n", I32)], block=512),
-    Kernel(ar_oneshot, [("ctx", I64), ("dst", P), ("src", P), ("flags", S), ("n", I32),
-                        ("epoch", I64)], block=THREADS),
-    Kernel(rs_oneshot, [("ctx", I64), ("dst", P), ("src", P), ("flags", S), ("n", I32),
-                        ("epoch", I64)], block=THREADS),
+    Kernel(ar_oneshot, [("ctx", I64), ("dst", P), ("src", P), ("flags", S), ("n", I32)],
+           block=COLL_THREADS),
+    Kernel(ar_twoshot, [("ctx", I64), ("dst", P), ("src", P), ("flags", S), ("n", I32)],
+           block=COLL_THREADS),
+    Kernel(rs_oneshot, [("ctx", I64), ("dst", P), ("src", P), ("flags", S), ("n", I32)],
+           block=COLL_THREADS),
     Kernel(ar_device, [("ctx", I64), ("dst", P), ("src", P), ("n", I32)], block=512),
     Kernel(rs_device, [("ctx", I64), ("dst", P), ("src", P), ("n", I32)], block=512),
     Kernel(ar_multimem, [("ctx", I64), ("mc_dst", I64), ("mc_src", I64), ("flags", S), ("n", I32),

@@ -4,7 +4,9 @@ gets the sum over PEs of piece r.
 rs_oneshot reads piece r of every PE's src over NVLink (handshakes before and
 after, like ar_oneshot); rs_device calls the device-callable collective
 reduce_scatter_grid. Checked against torch sums of every PE's data, timed
-next to symm.reduce_scatter (the stream collective, CUDA C).
+from CUDA graphs (and eagerly) next to symm.reduce_scatter (the stream
+collective, CUDA C): algo="twoshot" for rs_oneshot (its direct kernel reads
+piece my_pe of every PE's input too), auto for rs_device.
 
     torchrun --nproc-per-node 2 examples/cute/reduce_scatter.py [--cubins build-cute]
 """
@@ -14,18 +16,17 @@ import _common as C
 import symm
 
 SIZES = (1000, 1 << 15, 1 << 20, 1 << 22)   # elements per piece, multiples of 4
-CTAS = 8
-FLAG_WORDS = 4096
+FLAGS_WORDS = 3 * 4096 + 1024  # kernels.FLAGS_WORDS
 
 
 def run(env, args):
     rows, ok = [], True
     w, me = env.world, env.rank
-    flags = symm.zeros((2 * FLAG_WORDS,), torch.uint64)
-    ep = C.Epochs()
+    flags = symm.zeros((FLAGS_WORDS,), torch.uint64)
     for n in (SIZES[:2] if args.quick else SIZES):
         src, dst = symm.tensor((n * w,), torch.float32), symm.tensor((n,), torch.float32)
         nb = C.coll_blocks(4 * n * w)
+        g = C.coll_grid(4 * n)
 
         def fill(s):
             src.copy_(C.data(env, s, me, n * w, integer=True))
@@ -35,20 +36,20 @@ def run(env, args):
             total = sum(C.data(env, s, p, n * w, integer=True) for p in range(w))
             return torch.equal(dst, total[me * n:(me + 1) * n])
 
+        def base(algo):
+            return ("symm.reduce_scatter %s" % algo, lambda: symm.reduce_scatter(dst, src, algo=algo))
+
         calls = {
-            "rs_oneshot": lambda: env.k["rs_oneshot"](CTAS, env.ctx, dst, src, flags, n,
-                                                      ep.next("rs_oneshot")),
-            "rs_device": lambda: env.k["rs_device"](nb, env.ctx, dst, src, n),
+            "rs_oneshot": (lambda: env.k["rs_oneshot"](g, env.ctx, dst, src, flags, n), base("twoshot")),
+            "rs_device": (lambda: env.k["rs_device"](nb, env.ctx, dst, src, n), base("auto")),
         }
-        good, r = C.run_each(env, args, calls, fill, verify,
-                             lambda: symm.reduce_scatter(dst, src), 4 * n * w)
+        good, r = C.run_coll(env, args, calls, fill, verify, 4 * n * w)
         ok &= good
         rows += r
         symm.free_tensor(src)
         symm.free_tensor(dst)
     symm.free_tensor(flags)
-    header = ("kernel", "bytes in", "check", "CuTe us", "symm.reduce_scatter us", "ratio (C / CuTe)")
-    return "reduce-scatter f32 sum (symm.cute)", header, rows, ok
+    return "reduce-scatter f32 sum (symm.cute), bytes in", C.COLL_HEADER, rows, ok
 
 
 if __name__ == "__main__":

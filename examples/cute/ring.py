@@ -48,7 +48,7 @@ def run(env, args):
         symm.free_tensor(src)
         symm.free_tensor(dst)
     symm.free_tensor(sig)
-    header = ("kernel", "bytes", "check", "CuTe us", "torch peer copy + barrier us", "ratio")
+    header = ("kernel", "bytes", "check", "CuTe eager us", "torch peer copy + barrier eager us", "ratio")
     return "ring shift (symm.cute)", header, rows, ok
 
 

@@ -11,6 +11,8 @@
 #ifndef SYMM_DEVICE_TEST_H
 #define SYMM_DEVICE_TEST_H
 
+#include <time.h>
+
 #include "symm/symm_device.h"
 #include "symm_test.h"
 #include "symm_test_cuda.h"
@@ -64,6 +66,7 @@ typedef struct dt_env {
     symm_ctx_t hctx;         /* host copy, for printing */
     unsigned long long *d_err; /* [0] count, [1] first index, [2..] test-specific */
     unsigned long long *h_err; /* pinned mirror */
+    time_t t_start;          /* dt_init's time (dt_progress) */
 } dt_env_t;
 
 /* A count of the full run, or of the sanitizer-sized one (symm_test_small). */
@@ -72,6 +75,7 @@ static inline long dt_n(long full, long small) {
 }
 
 static inline void dt_init(dt_env_t *e, int need_pes) {
+    e->t_start = time(NULL);
     symm_test_require_pes(need_pes);
     SYMM_CHECK(symm_init());
     e->me = symm_my_pe();
@@ -98,17 +102,36 @@ static inline void dt_fini(dt_env_t *e) {
     SYMM_CHECK(symm_finalize());
 }
 
+/* Blocks of 256 threads for a helper kernel over n bytes: no more than the
+ * bytes need; few in the sanitizer-sized run, where every launched block
+ * costs (racecheck sets up each block's shared-memory state) while the
+ * kernels' grid-stride loops cover any n with any grid. */
+static inline unsigned dt_grid(size_t n) {
+    size_t want = (n + 255) / 256, most = symm_test_small() ? 32 : 1024;
+    return (unsigned)(want < most ? want : most);
+}
+
+/* Sanitizer-sized runs: PE 0 says which part of the test is done (and the
+ * seconds since it started), so a run cut off by its time limit shows where
+ * it was. */
+static inline void dt_progress(const dt_env_t *e, const char *what) {
+    if (!symm_test_small() || e->me != 0)
+        return;
+    printf("NOTE: %s done (%lds)\n", what, (long)(time(NULL) - e->t_start));
+    fflush(stdout);
+}
+
 static inline void dt_fill(void *p, size_t n, uint64_t seed, int invert) {
     if (n == 0)
         return;
-    dt_fill_kernel<<<1024, 256>>>((uint8_t *)p, n, seed, invert);
+    dt_fill_kernel<<<dt_grid(n), 256>>>((uint8_t *)p, n, seed, invert);
     CUDA_CHECK(cudaGetLastError());
 }
 
 static inline void dt_fill_byte(void *p, size_t n, uint8_t v) {
     if (n == 0)
         return;
-    dt_fill_byte_kernel<<<1024, 256>>>((uint8_t *)p, n, v);
+    dt_fill_byte_kernel<<<dt_grid(n), 256>>>((uint8_t *)p, n, v);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -120,7 +143,7 @@ static inline void dt_check(dt_env_t *e, const void *p, size_t n, uint64_t seed,
         return;
     unsigned long long init[2] = {0, ~0ull};
     CUDA_CHECK(cudaMemcpy(e->d_err, init, sizeof init, cudaMemcpyHostToDevice));
-    dt_check_kernel<<<1024, 256>>>((const uint8_t *)p, n, seed, use_byte, v, e->d_err, e->d_err + 1);
+    dt_check_kernel<<<dt_grid(n), 256>>>((const uint8_t *)p, n, seed, use_byte, v, e->d_err, e->d_err + 1);
     CUDA_CHECK_KERNEL();
     CUDA_CHECK(cudaMemcpy(e->h_err, e->d_err, 2 * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
     if (e->h_err[0] != 0) {

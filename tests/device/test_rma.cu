@@ -303,14 +303,15 @@ static void test_ctx(dt_env_t *e, uint8_t *heap_obj) {
 }
 
 /* The block writes src, then puts it (64 KiB: the bulk-copy engine in the
- * TMA build), `rounds` times in one kernel, each round a new stream into its
- * own slice of dst on the next PE. The bulk engine reads src through the
- * async proxy: without a proxy fence after the block's stores it may read
- * what src held before. */
+ * TMA build), `rounds` times in one kernel (16; 4 sanitizer-sized), each
+ * round a new stream into its own slice of dst on the next PE. The bulk
+ * engine reads src through the async proxy: without a proxy fence after the
+ * block's stores it may read what src held before. */
 #define FRESH_N ((size_t)64 << 10)
 #define FRESH_ROUNDS 16
-__global__ static void fresh_src_kernel(const symm_ctx_t *ctx, uint8_t *dst, uint8_t *src, uint64_t seed, int pe) {
-    for (int r = 0; r < FRESH_ROUNDS; r++) {
+__global__ static void fresh_src_kernel(const symm_ctx_t *ctx, uint8_t *dst, uint8_t *src, uint64_t seed, int pe,
+                                        int rounds) {
+    for (int r = 0; r < rounds; r++) {
         for (size_t i = threadIdx.x; i < FRESH_N; i += blockDim.x)
             src[i] = dt_byte(seed + (uint64_t)r, i);
         __syncthreads();
@@ -319,21 +320,22 @@ __global__ static void fresh_src_kernel(const symm_ctx_t *ctx, uint8_t *dst, uin
 }
 
 static void test_fresh_src(dt_env_t *e, bufs_t *b) {
+    const int rounds = (int)dt_n(FRESH_ROUNDS, 4);
     uint64_t seed = dt_seed(77, 0, e->me), peer_seed = dt_seed(77, 0, (e->me + e->npes - 1) % e->npes);
     dt_fill(b->dbuf, FRESH_N * FRESH_ROUNDS, 0, 0);
     dt_fill_byte(b->sbuf, FRESH_N, 0xee);
     CUDA_CHECK(cudaDeviceSynchronize());
     SYMM_CHECK(symm_barrier_all());
-    fresh_src_kernel<<<1, 256>>>(e->ctx, b->dbuf, b->sbuf, seed, (e->me + 1) % e->npes);
+    fresh_src_kernel<<<1, 256>>>(e->ctx, b->dbuf, b->sbuf, seed, (e->me + 1) % e->npes, rounds);
     CUDA_CHECK_KERNEL();
     SYMM_CHECK(symm_barrier_all());
-    for (int r = 0; r < FRESH_ROUNDS; r++) {
+    for (int r = 0; r < rounds; r++) {
         char what[128];
         snprintf(what, sizeof what, "block put of a source written in the same kernel, round %d", r);
         dt_check(e, b->dbuf + (size_t)r * FRESH_N, FRESH_N, peer_seed + (uint64_t)r, 0, 0, what);
     }
-    n_cases += FRESH_ROUNDS;
-    n_bytes += FRESH_N * FRESH_ROUNDS;
+    n_cases += (unsigned long long)rounds;
+    n_bytes += FRESH_N * (unsigned long long)rounds;
 }
 
 int main(int argc, char **argv) {
@@ -361,6 +363,7 @@ int main(int argc, char **argv) {
     test_ctx(&e, b.sbuf);
     test_pg(&e, b.dbuf);
     test_fresh_src(&e, &b);
+    dt_progress(&e, "context queries, p/g, block put of a fresh source");
 
     for (int op = 0; op < N_OPS; op++)
         for (int sc = 0; sc < N_SCOPES; sc++)
@@ -382,6 +385,7 @@ int main(int argc, char **argv) {
                     if (n >= 64 && si % 2 == 0 && oi == (int)((si / 2 + rot) % (size_t)n_offs))
                         run_case(&e, &b, op, sc, n, offs[oi][0], offs[oi][1], 1, shapes[sc][(si / 2) % 2], ++iter);
                 }
+    dt_progress(&e, "put/get up to 256 KiB");
     static const size_t smem_sizes[] = {1, 8, 15, 16, 33, 255, 1000, 4096 - 16, 4096};
     int n_smem_offs = 0, smem_offs[sizeof offs / sizeof offs[0]];
     for (int oi = 0; oi < n_offs; oi++)
@@ -397,6 +401,7 @@ int main(int argc, char **argv) {
                     int oi = smem_offs[k];
                     run_smem_case(&e, &b, is_put, sc, smem_sizes[si], offs[oi][0], offs[oi][1], ++iter);
                 }
+    dt_progress(&e, "put/get with the local side in shared memory");
 
     for (int op = 0; op < N_OPS; op++)
         for (int sc = 0; sc < N_SCOPES; sc++)

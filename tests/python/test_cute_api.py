@@ -233,3 +233,23 @@ def test_examples_and_gpu_check_kernels_compile(tmp_path):
             "t_coll_grid"} <= set(manifest)
     size = sum(f.stat().st_size for f in tmp_path.iterdir())
     assert size < 8 << 20, size
+
+
+@needs_cute
+def test_example_collectives_move_16_byte_vectors(tmp_path):
+    """The CuTe collectives of examples/cute/kernels.py load and store
+    16-byte vectors (ld/st.global.v4, UNITS loads of a peer issued back to
+    back), and their handshakes and waits acquire."""
+    sys.path.insert(0, os.path.join(REPO, "examples", "cute"))
+    from symm.cute.aot import _load_source, kernels_of
+    mod = _load_source(os.path.join(REPO, "examples", "cute", "kernels.py"))
+    k = {k.name: k for k in kernels_of(mod)}
+    for name in ("ar_oneshot", "ar_twoshot", "rs_oneshot", "ag_push"):
+        k[name].aot(str(tmp_path), arch=90, keep_ptx=True)
+        ptx = (tmp_path / (name + ".ptx")).read_text()
+        assert "st.global.v4" in ptx, name
+        assert "ld.acquire.sys.global" in ptx, name
+        if name != "ag_push":  # ag_push's loads are put_signal_block's (generic local side)
+            lines = [ln.split()[0] for ln in ptx.splitlines() if ln.strip()]
+            runs = "".join("v" if op.startswith("ld.global.v4") else "." for op in lines)
+            assert "v" * mod.UNITS in runs, name
