@@ -296,7 +296,8 @@ static void test_ctx(dt_env_t *e, uint8_t *heap_obj) {
     /* symm_ptr(p, me) == p, except that SYMM_DEBUG_FORCE_REMOTE reaches no PE by load/store */
     const int no_ldst = getenv("SYMM_DEBUG_FORCE_REMOTE") && atoi(getenv("SYMM_DEBUG_FORCE_REMOTE"));
     TEST_ASSERT(e->h_err[2 + e->me] == (no_ldst ? 0ull : (unsigned long long)(uintptr_t)(heap_obj + 5)),
-                "own pointer 0x%llx, want %s", e->h_err[2 + e->me], no_ldst ? "NULL (SYMM_DEBUG_FORCE_REMOTE)" : "itself");
+                "own pointer 0x%llx, want %s", e->h_err[2 + e->me],
+                no_ldst ? "NULL (SYMM_DEBUG_FORCE_REMOTE)" : "itself");
     TEST_ASSERT(e->h_err[10] == 0 && e->h_err[11] == 0, "symm_ctx_ptr accepts PE -1 or n_pes");
     TEST_ASSERT(e->h_err[12] == 0, "symm_ctx_ptr accepts a pointer outside the heap");
     CUDA_CHECK(cudaFree(outside));
