@@ -47,8 +47,7 @@ def k_overlapped(P, m_loc, N, K):
     M = P * m_loc
     tiles_n, tiles_chunk = N // BN, (m_loc // BM) * (N // BN)
     rows_c = m_loc // BM                       # row pieces of a chunk
-    per_dest = rows_c * PUSH_SPLIT             # push blocks per destination
-    npush = P * per_dest
+    npush = P * rows_c * PUSH_SPLIT            # push blocks, P per part
     rows_p = BM // PUSH_SPLIT                  # rows a push block moves
     nblocks = npush + P * tiles_chunk
 
@@ -62,9 +61,10 @@ def k_overlapped(P, m_loc, N, K):
             if t < npush:
                 # push part j of this PE's shard to PE d once d has entered
                 # this call (so its previous GEMM no longer reads Afull); the
-                # first block per destination announces this PE's entry
-                d = (me + t // per_dest) % P
-                j = t % per_dest
+                # first P tickets (part 0 for every destination, so always
+                # running, whatever fits on the GPU) announce this PE's entry
+                d = (me + t % P) % P
+                j = t // P
                 if j == 0:
                     if T.get_thread_binding(0) == 0:
                         sT.signal_op(ctx, entry[me], 1, "add", d)
