@@ -44,6 +44,9 @@ extern "C" {
  *   [2 KiB, +64 KiB)    uint32 ready[MAX_BLOCKS][MAX_PES] steps of PE p in my buffers
  *   [66 KiB, +64 KiB)   uint32 freed[MAX_BLOCKS][MAX_PES] my steps PE p has consumed
  *   [130 KiB, +128 KiB) uint64 aux[MAX_BLOCKS][MAX_PES]   PE p's recv (heap offset)
+ *   [258 KiB, +128 KiB) uint64 sig[PUSH_SLOTS][MAX_PES][K] PE p's call signature
+ *                       (symm__c_sig), stored with its first step of a call
+ *                       into buffer k
  *   [PUSH_SYNC, ..)     buffers [slots][n][K] of SYMM__COLL_PUSH_BUF(slots, n) bytes,
  *                       slots = SYMM__COLL_PUSH_SLOTS unless tuned
  * The counters count steps, not calls, so they never reset and graphs
@@ -54,6 +57,7 @@ extern "C" {
 #define SYMM__COLL_PUSH_READY_OFF (SYMM_COLL_MAX_BLOCKS * 8u)
 #define SYMM__COLL_PUSH_FREED_OFF (SYMM__COLL_PUSH_READY_OFF + SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 4u)
 #define SYMM__COLL_PUSH_AUX_OFF   (SYMM__COLL_PUSH_FREED_OFF + SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 4u)
+#define SYMM__COLL_PUSH_SIG_OFF   (SYMM__COLL_PUSH_AUX_OFF + SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 8u)
 #define SYMM__COLL_PUSH_SYNC      (512u * 1024u)
 #define SYMM__COLL_PUSH_DATA      (32u * 1024u * 1024u)
 #define SYMM__COLL_PUSH_BYTES     ((uint64_t)SYMM__COLL_PUSH_SYNC + SYMM__COLL_PUSH_DATA)
@@ -61,7 +65,7 @@ extern "C" {
  * multiple of 256; 32 KiB at n = 4 with SYMM__COLL_PUSH_SLOTS). */
 #define SYMM__COLL_PUSH_BUF(slots, n) \
     ((SYMM__COLL_PUSH_DATA / ((uint64_t)(slots) * (uint64_t)(n) * SYMM__COLL_PUSH_K)) & ~(uint64_t)255)
-#if SYMM__COLL_PUSH_AUX_OFF + SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 8u > SYMM__COLL_PUSH_SYNC
+#if SYMM__COLL_PUSH_SIG_OFF + SYMM__COLL_PUSH_SLOTS * SYMM_COLL_MAX_PES * SYMM__COLL_PUSH_K * 8u > SYMM__COLL_PUSH_SYNC
 #  error "the push pipeline's sync words must fit below SYMM__COLL_PUSH_SYNC"
 #endif
 

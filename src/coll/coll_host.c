@@ -514,7 +514,8 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
             k = SYMM__CK_RED_PACKET;
             name = "packet";
         } else if ((algo == SYMM_COLL_ALGO_PACKET || algo == SYMM_COLL_ALGO_ONESHOT) &&
-                   (nb = region_blocks(t, cdiv(nbytes, 16))) > 0) {
+                   (nb = region_blocks_of(t, cdiv(nbytes, 16), t->ws.region >= 32 ? t->ws.region / 16 - 1 : 0)) > 0) {
+            /* (a region's last unit holds the call's signature: symm__c_handshake_sig) */
             k = SYMM__CK_AR_ONESHOT;
             name = "oneshot";
         }

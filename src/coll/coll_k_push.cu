@@ -59,6 +59,11 @@ __device__ __forceinline__ uint64_t *push_aux(const push_area &a, uint32_t slot,
     return (uint64_t *)(uintptr_t)(a.base + SYMM__COLL_PUSH_AUX_OFF) + (uint64_t)slot * SYMM_COLL_MAX_PES +
            (uint32_t)pe;
 }
+/* PE pe's signature of the call whose first step used buffer q. */
+__device__ __forceinline__ uint64_t *push_sig(const push_area &a, uint32_t slot, int pe, uint32_t q) {
+    return (uint64_t *)(uintptr_t)(a.base + SYMM__COLL_PUSH_SIG_OFF) +
+           ((uint64_t)slot * SYMM_COLL_MAX_PES + (uint32_t)pe) * SYMM__COLL_PUSH_K + q;
+}
 __device__ __forceinline__ char *push_buf(const push_area &a, int n, uint32_t slot, int src, uint32_t q) {
     return (char *)(uintptr_t)(a.base + SYMM__COLL_PUSH_SYNC) +
            (((uint64_t)slot * (uint32_t)n + (uint32_t)src) * SYMM__COLL_PUSH_K + q) * a.buf;
@@ -103,6 +108,7 @@ struct push_call {
     uint64_t total;   /* bytes of src: chunk p holds [p * piece, min(p * piece + L, total)) */
     uint64_t lo, hi;  /* this slot's share of every chunk, bytes */
     uint64_t ns;      /* steps of this slot (one buffer, push_area.buf bytes, each) */
+    uint64_t sig;     /* the call's signature (symm__c_sig) */
 };
 
 __device__ __forceinline__ uint64_t chunk_len(const push_call &c, int p) {
@@ -133,6 +139,12 @@ __device__ void send_step(const symm_ctx_t *ctx, const push_area &a, const push_
             symm__copy(symm__c_peer(ctx, push_buf(a, c.n, slot, c.me, q), p), src + (uint64_t)p * c.piece + x0,
                        x1 - x0, t, nt, 1);
     }
+    /* the first step carries the signature: buffer q's word is next written
+     * by a step that waits until this one is freed */
+    if (s == 0)
+        for (int p = (int)t; p < c.n; p += (int)nt)
+            if (p != c.me)
+                symm__c_st8(symm__c_peer(ctx, push_sig(a, slot, c.me, q), p), c.sig);
     symm__block_sync(); /* the releases below cover every thread's stores */
     release_peers(ctx, a, SYMM__COLL_PUSH_READY_OFF, slot, c.n, c.me, (uint32_t)g);
 }
@@ -219,6 +231,7 @@ symm__k_push(const __grid_constant__ symm_ctx_t ctx_, uint64_t base, uint64_t bu
     c.L = L;
     c.piece = piece;
     c.total = total;
+    c.sig = symm__c_sig(ar ? SYMM__C_CALL_AR : SYMM__C_CALL_RS, ar ? total : L, kind, op, -1);
     symm__c_split((L + 15) / 16, nslots, slot, &lo, &hi);
     c.lo = 16 * lo;
     c.hi = 16 * hi;
@@ -236,6 +249,10 @@ symm__k_push(const __grid_constant__ symm_ctx_t ctx_, uint64_t base, uint64_t bu
         if (s + 1 < c.ns)
             send_step(ctx, a, c, src, slot, T, s + 1);
         wait_peers(ctx, a, SYMM__COLL_PUSH_READY_OFF, slot, c.n, c.me, (uint32_t)g);
+        if (s == 0) /* (the threads that acquired each peer's step) */
+            for (int p = (int)t; p < c.n; p += (int)nt)
+                if (p != c.me && symm__c_ld8_vol(push_sig(a, slot, p, q)) != c.sig)
+                    symm__c_fail_call(ctx, p, symm__c_ld8_vol(push_sig(a, slot, p, q)), c.sig);
         if (s == 0 && ar)
             for (int p = (int)t; p < c.n; p += (int)nt)
                 peer_dst[p] = p == c.me ? dst

@@ -137,13 +137,14 @@ static symm_status_t step(job_t *j, int it, int odd) {
         st = symm_all_reduce(j->a, j->b, c * (size_t)j->n + (odd ? 1000 : 0), SYMM_DTYPE_F32, SYMM_OP_SUM, NULL,
                              j->stream);
     else if (strcmp(k, "ag") == 0)
-        st = symm_all_gather(j->a, j->b, c, SYMM_DTYPE_F32, NULL, j->stream);
+        st = symm_all_gather(j->a, j->b, c + (odd ? 1000 : 0), SYMM_DTYPE_F32, NULL, j->stream);
     else if (strcmp(k, "a2a") == 0)
         st = symm_all_to_all(j->a, j->b, c, SYMM_DTYPE_F32, NULL, j->stream);
     else if (strcmp(k, "rs") == 0)
-        st = symm_reduce_scatter(j->a, j->b, c, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, j->stream);
+        st = symm_reduce_scatter(j->a, j->b, c + (odd ? 1000 : 0), SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, j->stream);
     else if (strcmp(k, "bcast") == 0)
-        st = symm_broadcast(j->a, j->b, c * (size_t)j->n, SYMM_DTYPE_F32, it % j->n, NULL, j->stream);
+        st = symm_broadcast(j->a, j->b, c * (size_t)j->n + (odd ? 1000 : 0), SYMM_DTYPE_F32, it % j->n, NULL,
+                            j->stream);
     else if (strcmp(k, "a2av") == 0) {
         size_t sc[64], sd[64], rc[64], rd[64];
         for (int p = 0; p < j->n; p++) {
@@ -154,7 +155,7 @@ static symm_status_t step(job_t *j, int it, int odd) {
         }
         st = symm_all_to_allv(j->a, sc, sd, j->b, rc, rd, SYMM_DTYPE_F32, NULL, j->stream);
     } else if (strcmp(k, "dev_ar") == 0) {
-        dev_ar_kernel<<<1, 256, 0, j->stream>>>(j->ctx, (float *)j->b, (const float *)j->a, c);
+        dev_ar_kernel<<<1, 256, 0, j->stream>>>(j->ctx, (float *)j->b, (const float *)j->a, c + (odd ? 100 : 0));
     } else if (strcmp(k, "rma") == 0) {
         rma_kernel<<<1, 256, 0, j->stream>>>(j->ctx, j->b, j->a, (size_t)64 << 10, j->sig, j->rma_base);
         j->rma_base += 200;

@@ -29,11 +29,12 @@ SYMM__DEVICE_INTERNAL uint32_t symm__c_dev_check(const symm_ctx_t *ctx, const ch
 }
 
 /* Does a PACKET (pkt != 0) or ONESHOT call of nbytes per PE fit the regions
- * when cut among nblocks blocks? */
+ * when cut among nblocks blocks? (ONESHOT keeps a region's last 16 bytes for
+ * the call's signature: symm__c_handshake_sig.) */
 SYMM__DEVICE_INTERNAL int symm__c_fits(const symm__coll_ws_t *ws, uint64_t nbytes, int nblocks, int pkt) {
     uint64_t units = pkt ? (nbytes + 7) / 8 : (nbytes + 15) / 16;
     uint64_t per = (units + (uint64_t)nblocks - 1) / (uint64_t)nblocks;
-    return ws->data != 0 && (uint32_t)nblocks <= ws->nbmax && per * 16 <= ws->region;
+    return ws->data != 0 && (uint32_t)nblocks <= ws->nbmax && per * 16 + (pkt ? 0u : 16u) <= ws->region;
 }
 
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_all_reduce(const symm_ctx_t *ctx, void *dest,

@@ -151,8 +151,10 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_RED_DIRECT)
         const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src,             \
         uint64_t nbytes, int op, uint32_t slot, uint32_t nslots) {                                \
         symm__c_ep_t e = symm__c_epoch_begin(ws, slot);                                           \
-        symm__c_xs_t x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0,                  \
-                                                SYMM__C_PEERS_SRC | SYMM__C_PEERS_DST);           \
+        symm__c_xs_t x = symm__c_handshake_pub(                                                   \
+            ctx, ws, e, slot, src, dst, 0, 0,                                                     \
+            symm__c_sig(SYMM__C_CALL_AR, nbytes, SYMM__C_RED_##S, op, -1),                        \
+            SYMM__C_PEERS_SRC | SYMM__C_PEERS_DST);                                               \
         symm__c_red_range_##S(&x, dst, 0, src, 0, nbytes, 0, ctx->n_pes, op,                      \
                               (uint32_t)ctx->my_pe * nslots + slot, (uint32_t)ctx->n_pes * nslots); \
         symm__c_handshake(ctx, ws, 1, e, slot);                                                   \
@@ -196,7 +198,9 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_TWOSHOT)
                     symm__c_st_unit(symm__c_peer(ctx, mine + (u - lo) * 16, p), 16, 1, w0, w1);   \
                 }                                                                                 \
             }                                                                                     \
-        x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0, SYMM__C_PEERS_DST);           \
+        x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0,                               \
+                                  symm__c_sig(SYMM__C_CALL_AR, nbytes, SYMM__C_RED_##S, op, -1),  \
+                                  SYMM__C_PEERS_DST);                                             \
         wide = fast && x.sym[1]; /* every PE's dst aligned as this one */                         \
         for (u = lo + t; u < hi && (uint64_t)me * piece + 16 * u < nbytes; u += nt) {             \
             uint64_t g = (uint64_t)me * piece + 16 * u, rem = nbytes - g;                         \
@@ -233,7 +237,9 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_TWOSHOT_ST)
         uint64_t nbytes, uint64_t piece, int op, uint32_t slot, uint32_t nslots) {                \
         symm__c_ep_t e = symm__c_epoch_begin(ws, slot);                                           \
         symm__c_xs_t x =                                                                          \
-            symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0, SYMM__C_PEERS_SRC);           \
+            symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0,                               \
+                                  symm__c_sig(SYMM__C_CALL_RS, nbytes, SYMM__C_RED_##S, op, -1),  \
+                                  SYMM__C_PEERS_SRC);                                             \
         symm__c_red_range_##S(&x, dst, 0, src, (uint64_t)ctx->my_pe * piece, nbytes, ctx->my_pe,  \
                               ctx->my_pe + 1, op, slot, nslots);                                  \
         symm__c_handshake(ctx, ws, 1, e, slot);                                                   \

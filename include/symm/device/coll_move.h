@@ -9,6 +9,13 @@
 
 /* ---- data movement --------------------------------------------------------------- */
 
+/* The signature of a move: broadcast (root >= 0), all-to-all (a piece per
+ * peer) or all-gather. */
+SYMM__DEVICE_INTERNAL uint64_t symm__c_move_sig(uint64_t nbytes, uint64_t piece, int root) {
+    int call = root >= 0 ? SYMM__C_CALL_BCAST : piece ? SYMM__C_CALL_A2A : SYMM__C_CALL_AG;
+    return symm__c_sig(call, nbytes, -1, 0, root);
+}
+
 /*
  * PACKET all-gather / all-to-all / broadcast: this PE sends words of
  * src + piece * p to PE p (piece 0: the same data to all) as packets into
@@ -25,9 +32,11 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
     uint64_t lo, hi, k;
     symm__c_ep_t e;
     int sends = (root < 0 || root == me);
+    uint32_t fs;
     if (symm__c_slot_idle((nbytes + 7) / 8, nslots, slot))
         return;
     e = symm__c_epoch_begin(ws, slot);
+    fs = e.flag ^ symm__c_sig32(symm__c_move_sig(nbytes, piece, root));
     if (root >= 0)
         symm__c_arrive_root(ctx, ws, e, slot, root);
     symm__c_split((nbytes + 7) / 8, nslots, slot, &lo, &hi);
@@ -39,7 +48,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
                 int p = me + i < n ? me + i : me + i - n;
                 uint64_t w = piece ? symm__c_ldw(src + (uint64_t)p * piece + 8 * k, nb) : w0;
                 symm__c_st16_vol(symm__c_peer(ctx, symm__c_region(ws, e.par, slot, n, me) + (k - lo) * 16, p),
-                                 symm__c_pkt(w, e.flag));
+                                 symm__c_pkt(w, e.flag, fs));
             }
             {
                 const char *s = src + (uint64_t)me * piece + 8 * k;
@@ -54,7 +63,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
         for (int p = 0; p < n; p++) {
             if (p == me || (root >= 0 && p != root))
                 continue;
-            uint64_t w = symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p) + (k - lo) * 16, e.flag);
+            uint64_t w = symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p) + (k - lo) * 16, e.flag, fs, p);
             symm__c_stw(dst + (uint64_t)(root < 0 ? p : 0) * out_stride + 8 * k, w, nb);
         }
     }
@@ -84,10 +93,12 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
     uint64_t t = symm__block_tid(), nt = symm__block_nthreads();
     uint64_t lo, hi, plo, phi, k;
     int j, mine = (me - root - 1 + n) % n; /* this non-root's part */
+    uint32_t fs;
     symm__c_ep_t e;
     if (symm__c_slot_idle((nbytes + 7) / 8, nslots, slot))
         return;
     e = symm__c_epoch_begin(ws, slot);
+    fs = e.flag ^ symm__c_sig32(symm__c_move_sig(nbytes, 0, root));
     symm__c_arrive_root(ctx, ws, e, slot, root);
     symm__c_split((nbytes + 7) / 8, nslots, slot, &lo, &hi);
     if (me == root) {
@@ -99,7 +110,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
                 uint64_t b = 8 * (lo + k);
                 uint32_t nb = symm__c_word_nb(nbytes, lo + k);
                 uint64_t w = symm__c_ldw(src + b, nb);
-                symm__c_st16_vol(reg + (k - plo) * 16, symm__c_pkt(w, e.flag));
+                symm__c_st16_vol(reg + (k - plo) * 16, symm__c_pkt(w, e.flag, fs));
                 if (dst != src)
                     symm__c_stw(dst + b, w, nb);
             }
@@ -110,22 +121,24 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
         for (k = plo + t; k < phi; k += nt) {
             uint64_t b = 8 * (lo + k);
             uint32_t nb = symm__c_word_nb(nbytes, lo + k);
-            uint64_t w = symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, root) + (k - plo) * 16, e.flag);
+            uint64_t w =
+                symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, root) + (k - plo) * 16, e.flag, fs, root);
             for (int i = 1; i < m; i++) {
                 int q = (root + 1 + (mine + i) % m) % n;
                 symm__c_st16_vol(symm__c_peer(ctx, symm__c_region(ws, e.par, slot, n, me) + (k - plo) * 16, q),
-                                 symm__c_pkt(w, e.flag));
+                                 symm__c_pkt(w, e.flag, fs));
             }
             symm__c_stw(dst + b, w, nb);
         }
         for (int i = 1; i < m; i++) {
             j = (mine + i) % m;
-            const char *reg = symm__c_region(ws, e.par, slot, n, (root + 1 + j) % n);
+            int from = (root + 1 + j) % n;
+            const char *reg = symm__c_region(ws, e.par, slot, n, from);
             symm__c_split(hi - lo, (uint32_t)m, (uint32_t)j, &plo, &phi);
             for (k = plo + t; k < phi; k += nt) {
                 uint64_t b = 8 * (lo + k);
                 uint32_t nb = symm__c_word_nb(nbytes, lo + k);
-                symm__c_stw(dst + b, symm__c_wait_pkt(ctx, reg + (k - plo) * 16, e.flag), nb);
+                symm__c_stw(dst + b, symm__c_wait_pkt(ctx, reg + (k - plo) * 16, e.flag, fs, from), nb);
             }
         }
     }
@@ -240,7 +253,8 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_direct(
     uint32_t t = symm__block_tid(), nt = symm__block_nthreads();
     uint64_t lo, hi;
     symm__c_ep_t e = symm__c_epoch_begin(ws, slot);
-    symm__c_xs_t x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0, SYMM__C_PEERS_DST);
+    symm__c_xs_t x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, 0, 0, symm__c_move_sig(nbytes, piece, root),
+                                           SYMM__C_PEERS_DST);
     /* cut at 16-byte boundaries so every part keeps the buffers' alignment */
     symm__c_split((nbytes + 15) / 16, nslots, slot, &lo, &hi);
     lo *= 16;
@@ -274,7 +288,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_a2av_direct(
     int me = ctx->my_pe, n = ctx->n_pes;
     uint32_t t = symm__block_tid(), nt = symm__block_nthreads();
     symm__c_ep_t e = symm__c_epoch_begin(ws, slot);
-    symm__c_xs_t x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, rdispl, rcount, SYMM__C_PEERS_DST);
+    symm__c_xs_t x = symm__c_handshake_pub(ctx, ws, e, slot, src, dst, rdispl, rcount, 0, SYMM__C_PEERS_DST);
     for (int i = 0; i < n; i++) {
         int p = symm__c_step_pe(me, i, slot, n);
         uint64_t nbytes = scount[p] * esz, lo, hi, off, want;

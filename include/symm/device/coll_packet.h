@@ -24,10 +24,13 @@
         int me = ctx->my_pe, n = ctx->n_pes;                                                      \
         uint64_t t = symm__block_tid(), nt = symm__block_nthreads();                              \
         uint64_t lo, hi, k;                                                                       \
+        uint32_t fs;                                                                              \
         symm__c_ep_t e;                                                                           \
         if (symm__c_slot_idle((nbytes + 7) / 8, nslots, slot))                                    \
             return;                                                                               \
         e = symm__c_epoch_begin(ws, slot);                                                        \
+        fs = e.flag ^ symm__c_sig32(symm__c_sig(piece ? SYMM__C_CALL_RS : SYMM__C_CALL_AR, nbytes,  \
+                                                SYMM__C_RED_##S, op, -1));                        \
         symm__c_split((nbytes + 7) / 8, nslots, slot, &lo, &hi);                                  \
         for (k = lo + t; k < hi; k += nt) {                                                       \
             uint32_t nb = symm__c_word_nb(nbytes, k);                                             \
@@ -37,7 +40,7 @@
                 uint64_t w = piece ? symm__c_ldw(src + (uint64_t)p * piece + 8 * k, nb) : w0;     \
                 symm__c_st16_vol(symm__c_peer(ctx, symm__c_region(ws, e.par, slot, n, me) +       \
                                                        (k - lo) * 16, p),                         \
-                                 symm__c_pkt(w, e.flag));                                         \
+                                 symm__c_pkt(w, e.flag, fs));                                     \
             }                                                                                     \
         }                                                                                         \
         for (k = lo + t; k < hi; k += nt) {                                                       \
@@ -47,7 +50,7 @@
                 uint64_t w = (p == me)                                                            \
                     ? symm__c_ldw(src + (uint64_t)me * piece + 8 * k, nb)                         \
                     : symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p) + (k - lo) * 16, \
-                                       e.flag);                                                   \
+                                       e.flag, fs, p);                                            \
                 if (p == 0) symm__c_first_##S(&a, w);                                             \
                 else symm__c_next_##S(&a, w, op);                                                 \
             }                                                                                     \
@@ -92,11 +95,13 @@ SYMM__DEVICE_INTERNAL void symm__c_piece(uint64_t words, int n, int p, uint64_t 
         uint64_t t = symm__block_tid(), nt = symm__block_nthreads();                              \
         uint64_t words = (nbytes + 7) / 8, half = (uint64_t)(ws->region / 32u) * 16u;             \
         uint64_t lo, hi, k, ms, ml, ps, pl;                                                       \
+        uint32_t fs;                                                                              \
         symm__c_ep_t e;                                                                           \
         char *out;                                                                                \
         if (symm__c_slot_idle((words + (uint64_t)n - 1) / (uint64_t)n, nslots, slot))             \
             return;                                                                               \
         e = symm__c_epoch_begin(ws, slot);                                                        \
+        fs = e.flag ^ symm__c_sig32(symm__c_sig(SYMM__C_CALL_AR, nbytes, SYMM__C_RED_##S, op, -1)); \
         out = symm__c_region(ws, e.par, slot, n, me); /* mine, on the peers */                    \
         symm__c_piece(words, n, me, &ms, &ml);                                                    \
         symm__c_split((words + (uint64_t)n - 1) / (uint64_t)n, nslots, slot, &lo, &hi);           \
@@ -108,7 +113,7 @@ SYMM__DEVICE_INTERNAL void symm__c_piece(uint64_t words, int n, int p, uint64_t 
                     uint64_t g = ps + k;                                                          \
                     uint32_t nb = symm__c_word_nb(nbytes, g);                                     \
                     symm__c_st16_vol(symm__c_peer(ctx, out + (k - lo) * 16, p),                   \
-                                     symm__c_pkt(symm__c_ldw(src + 8 * g, nb), e.flag));          \
+                                     symm__c_pkt(symm__c_ldw(src + 8 * g, nb), e.flag, fs));      \
                 }                                                                                 \
             }                                                                                     \
         for (k = lo + t; k < hi && k < ml; k += nt) {                                             \
@@ -119,7 +124,7 @@ SYMM__DEVICE_INTERNAL void symm__c_piece(uint64_t words, int n, int p, uint64_t 
             for (int p = 0; p < n; p++) {                                                         \
                 uint64_t w = (p == me) ? symm__c_ldw(src + 8 * g, nb)                             \
                                        : symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p) + \
-                                                                   (k - lo) * 16, e.flag);        \
+                                                                   (k - lo) * 16, e.flag, fs, p); \
                 if (p == 0) symm__c_first_##S(&a, w);                                             \
                 else symm__c_next_##S(&a, w, op);                                                 \
             }                                                                                     \
@@ -128,7 +133,7 @@ SYMM__DEVICE_INTERNAL void symm__c_piece(uint64_t words, int n, int p, uint64_t 
             for (int i = 1; i < n; i++) {                                                         \
                 int p = me + i < n ? me + i : me + i - n;                                         \
                 symm__c_st16_vol(symm__c_peer(ctx, out + half + (k - lo) * 16, p),                \
-                                 symm__c_pkt(r, e.flag));                                         \
+                                 symm__c_pkt(r, e.flag, fs));                                     \
             }                                                                                     \
         }                                                                                         \
         for (k = lo + t; k < hi; k += nt)                                                         \
@@ -140,7 +145,7 @@ SYMM__DEVICE_INTERNAL void symm__c_piece(uint64_t words, int n, int p, uint64_t 
                     uint32_t nb = symm__c_word_nb(nbytes, g);                                     \
                     symm__c_stw(dst + 8 * g,                                                      \
                                 symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p) + half + \
-                                                          (k - lo) * 16, e.flag), nb);            \
+                                                          (k - lo) * 16, e.flag, fs, p), nb);     \
                 }                                                                                 \
             }                                                                                     \
         symm__block_sync();                                                                       \
@@ -151,7 +156,8 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_PACKET2)
 
 /*
  * ONESHOT all-reduce: push this PE's slice into every peer's region, one
- * release flag per peer, then reduce the n copies locally. 16-byte units; the
+ * release flag per peer (after the call's signature: symm__c_handshake_sig),
+ * then reduce the n copies locally. 16-byte units; the
  * last may be short and the input may be unaligned (word path).
  */
 #define SYMM__C_DEFINE_AR_ONESHOT(S)                                                              \
@@ -172,7 +178,8 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_PACKET2)
                 symm__c_st_unit(symm__c_peer(ctx, mine + (u - lo) * 16, p), 16, 1, w0, w1);       \
             }                                                                                     \
         }                                                                                         \
-        symm__c_handshake(ctx, ws, 0, e, slot);                                                   \
+        symm__c_handshake_sig(ctx, ws, e, slot,                                                   \
+                              symm__c_sig(SYMM__C_CALL_AR, nbytes, SYMM__C_RED_##S, op, -1));     \
         for (u = lo + t; u < hi; u += nt) {                                                       \
             uint64_t rem = nbytes - 16 * u;                                                       \
             symm__c_acc_##S a0, a1;                                                               \

@@ -65,6 +65,104 @@ SYMM__DEVICE_INTERNAL void symm__c_epoch_end(const symm__coll_ws_t *ws, uint32_t
         symm__c_st8_vol(symm__c_epoch_word(ws, slot), e.count);
 }
 
+/* ---- call signatures ---------------------------------------------------------- */
+
+/*
+ * What a call is, so that PEs whose calls differ (another count, type, op,
+ * root or collective) stop with a message instead of mixing the data of two
+ * calls. Each algorithm carries it in what it already sends: the direct ones
+ * in aux word 2 of the start handshake, ONESHOT in the last 16 bytes of its
+ * region, packets in the second flag word of every packet (flag ^
+ * symm__c_sig32), the push pipeline next to its counters; the reader
+ * compares it with its own. Bits: [0, 40) bytes per PE, [40, 48) root + 1,
+ * [48, 52) reduction kind (15: none), [52, 56) op, [56, 60) the call.
+ */
+#define SYMM__C_CALL_AR    1
+#define SYMM__C_CALL_RS    2
+#define SYMM__C_CALL_AG    3
+#define SYMM__C_CALL_A2A   4
+#define SYMM__C_CALL_BCAST 5
+SYMM__DEVICE_INTERNAL uint64_t symm__c_sig(int call, uint64_t nbytes, int kind, int op, int root) {
+    return (nbytes & 0xffffffffffull) | ((uint64_t)((uint32_t)(root + 1) & 0xffu) << 40) |
+           ((uint64_t)((uint32_t)kind & 15u) << 48) | ((uint64_t)((uint32_t)op & 15u) << 52) |
+           ((uint64_t)call << 56);
+}
+
+/* The packets' 32 bits of it: bytes modulo 4 MiB (packet calls are smaller),
+ * kind, op and call (not the root: a root that differs leaves readers
+ * waiting on another PE's region), through an invertible mix, so that a
+ * stale second half of an earlier call of another signature is unlikely to
+ * pass for this call's (the first half's flag alone proves a packet new). */
+SYMM__DEVICE_INTERNAL uint32_t symm__c_sig32(uint64_t sig) {
+    uint32_t x = (uint32_t)(sig & 0x3fffffu) | (uint32_t)((sig >> 48) & 15u) << 22 |
+                 (uint32_t)((sig >> 52) & 7u) << 26 | (uint32_t)((sig >> 56) & 7u) << 29;
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    return x ^ (x >> 16);
+}
+
+SYMM__DEVICE_INTERNAL uint64_t symm__c_sig_of32(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x43021123u;
+    x ^= (x >> 15) ^ (x >> 30);
+    x *= 0x1d69e2a5u;
+    x ^= x >> 16;
+    return (uint64_t)(x & 0x3fffffu) | (uint64_t)((x >> 22) & 15u) << 48 | (uint64_t)((x >> 26) & 7u) << 52 |
+           (uint64_t)(x >> 29) << 56;
+}
+
+SYMM__DEVICE_INTERNAL const char *symm__c_call_name(uint64_t sig) {
+    switch ((int)(sig >> 56)) {
+    case SYMM__C_CALL_AR: return "all_reduce";
+    case SYMM__C_CALL_RS: return "reduce_scatter";
+    case SYMM__C_CALL_AG: return "all_gather";
+    case SYMM__C_CALL_A2A: return "all_to_all";
+    case SYMM__C_CALL_BCAST: return "broadcast";
+    default: return "(unknown call)";
+    }
+}
+
+#define SYMM__C_MSG_CALL                                                                          \
+    "symm: PE %d: device collective: PE %d called %s with %llu bytes (kind %d, op %d, root %d), " \
+    "this PE %s with %llu bytes (kind %d, op %d, root %d): every PE must make the same "          \
+    "collective calls with the same arguments\n"
+/* One line per PE (symm__report_claim), then trap. */
+SYMM__NOINLINE void symm__c_fail_call(const symm_ctx_t *ctx, int peer, uint64_t theirs, uint64_t mine) {
+    uint32_t others = symm__report_claim(ctx);
+    struct {
+        int pe, peer;
+        const char *a;
+        unsigned long long ab;
+        int ak, ao, ar;
+        const char *b;
+        unsigned long long bb;
+        int bk, bo, br;
+    } m = { ctx->world_pe, peer,
+            symm__c_call_name(theirs), (unsigned long long)(theirs & 0xffffffffffull),
+            ((theirs >> 48) & 15u) == 15u ? -1 : (int)((theirs >> 48) & 15u), (int)((theirs >> 52) & 15u),
+            (int)((theirs >> 40) & 0xffu) - 1,
+            symm__c_call_name(mine), (unsigned long long)(mine & 0xffffffffffull),
+            ((mine >> 48) & 15u) == 15u ? -1 : (int)((mine >> 48) & 15u), (int)((mine >> 52) & 15u),
+            (int)((mine >> 40) & 0xffu) - 1 };
+    if (others != 0xffffffffu) {
+#if defined(__CUDACC__)
+        printf(SYMM__C_MSG_CALL, m.pe, m.peer, m.a, m.ab, m.ak, m.ao, m.ar, m.b, m.bb, m.bk, m.bo, m.br);
+#else
+        symm__vprintf(SYMM__C_MSG_CALL, &m);
+#endif
+    }
+    symm__trap();
+}
+
+/* A packet whose first half is this call's but whose second half carries
+ * another signature, at two checks in a row (not a store still landing). */
+SYMM__NOINLINE void symm__c_fail_pkt(const symm_ctx_t *ctx, int src, uint32_t flag, uint32_t fsig, uint32_t seen) {
+    uint64_t theirs = symm__c_sig_of32(seen ^ flag), mine = symm__c_sig_of32(fsig ^ flag);
+    symm__c_fail_call(ctx, src, theirs, mine);
+}
+
 /* Wait until the local flag word equals `want` (acquire). Deadline and abort
  * flag as every symm wait (impl_wait.h). */
 SYMM__DEVICE_INTERNAL void symm__c_wait_flag(const symm_ctx_t *ctx, const uint32_t *p, uint32_t want) {
@@ -79,25 +177,31 @@ SYMM__DEVICE_INTERNAL void symm__c_wait_flag(const symm_ctx_t *ctx, const uint32
     }
 }
 
-/* Poll a packet until both halves carry `flag`; return its 8 data bytes. */
-SYMM__DEVICE_INTERNAL uint64_t symm__c_wait_pkt(const symm_ctx_t *ctx, const void *p, uint32_t flag) {
-    uint32_t polls = 0;
+/* Poll PE src's packet until its first half carries `flag` and its second
+ * `fsig` (flag ^ symm__c_sig32 of the call); return its 8 data bytes. */
+SYMM__DEVICE_INTERNAL uint64_t symm__c_wait_pkt(const symm_ctx_t *ctx, const void *p, uint32_t flag, uint32_t fsig,
+                                               int src) {
+    uint32_t polls = 0, odd = fsig;
     uint64_t t0 = 0;
     for (;;) {
         symm__v4_t v = symm__c_ld16_vol(p);
-        if (v.y == flag && v.w == flag)
+        if (v.y == flag && v.w == fsig)
             return ((uint64_t)v.z << 32) | v.x;
-        if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+        if (++polls % SYMM__WAIT_CHECK_EVERY == 0) {
+            if (v.y == flag && v.w == odd)
+                symm__c_fail_pkt(ctx, src, flag, fsig, v.w);
+            odd = v.y == flag ? v.w : fsig;
             t0 = symm__wait_check(ctx, p, SYMM_CMP_EQ, flag, v.y == flag ? v.w : v.y, t0);
+        }
     }
 }
 
-SYMM__DEVICE_INTERNAL symm__v4_t symm__c_pkt(uint64_t w, uint32_t flag) {
+SYMM__DEVICE_INTERNAL symm__v4_t symm__c_pkt(uint64_t w, uint32_t flag, uint32_t fsig) {
     symm__v4_t v;
     v.x = (uint32_t)w;
     v.y = flag;
     v.z = (uint32_t)(w >> 32);
-    v.w = flag;
+    v.w = fsig;
     return v;
 }
 
@@ -122,6 +226,37 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_handshake(const symm_ctx_t *
     for (p = t; p < n; p += nt)
         if (p != me)
             symm__c_wait_flag(ctx, symm__c_flag(ws, kind, e.par, slot, p), e.flag);
+    symm__block_sync();
+}
+
+/*
+ * ONESHOT's handshake (kind 0): symm__c_handshake, with the call's signature
+ * stored before each release into the last 16 bytes of this PE's plain-data
+ * region on the peer (the data never reaches them: symm__c_fits), and each
+ * peer's compared after its flag. The regions alternate by parity, so a
+ * peer's next call cannot overwrite it before this PE has read it.
+ */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_handshake_sig(const symm_ctx_t *ctx,
+                                                                   const symm__coll_ws_t *ws, symm__c_ep_t e,
+                                                                   uint32_t slot, uint64_t sig) {
+    int me = ctx->my_pe, n = ctx->n_pes;
+    int t = (int)symm__block_tid(), nt = (int)symm__block_nthreads();
+    uint64_t tail = ws->region - 16u;
+    int p;
+    symm__block_sync();
+    for (p = t; p < n; p += nt)
+        if (p != me) {
+            symm__c_st8(symm__c_peer(ctx, symm__c_region_raw(ws, e.par, slot, n, me) + tail, p), sig);
+            symm__c_st4_release(symm__c_peer(ctx, symm__c_flag(ws, 0, e.par, slot, me), p), e.flag);
+        }
+    for (p = t; p < n; p += nt)
+        if (p != me) {
+            uint64_t theirs;
+            symm__c_wait_flag(ctx, symm__c_flag(ws, 0, e.par, slot, p), e.flag);
+            theirs = symm__c_ld8_vol(symm__c_region_raw(ws, e.par, slot, n, p) + tail);
+            if (theirs != sig)
+                symm__c_fail_call(ctx, p, theirs, sig);
+        }
     symm__block_sync();
 }
 
@@ -261,15 +396,17 @@ SYMM__DEVICE_INTERNAL void symm__c_check_heap(const symm_ctx_t *ctx, int peers, 
 
 /*
  * Start handshake of a direct algorithm: publish the heap offsets of
- * (src, dst) [and xv[p], yv[p]]
+ * (src, dst) and either xv[p], yv[p] (all_to_allv, which checks its counts
+ * itself) or the call's signature `sig` (symm__c_sig)
  * into every peer's aux[me], release the flag, wait for every peer's flag,
  * and find out whether all addresses are the symmetric ones. `peers` says
  * which of src and dst the peers dereference: every PE checks them all
- * (its own and each peer's) after the flags, so all stop alike.
+ * (its own and each peer's) after the flags, so all stop alike; a peer's
+ * signature that differs from `sig` stops this PE (symm__c_fail_call).
  */
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT symm__c_xs_t symm__c_handshake_pub(
     const symm_ctx_t *ctx, const symm__coll_ws_t *ws, symm__c_ep_t e, uint32_t slot, const void *src,
-    const void *dst, const uint64_t *xv, const uint64_t *yv, int peers) {
+    const void *dst, const uint64_t *xv, const uint64_t *yv, uint64_t sig, int peers) {
     int me = ctx->my_pe, n = ctx->n_pes;
     int t = (int)symm__block_tid(), nt = (int)symm__block_nthreads();
     uint64_t *aux = symm__c_aux(ws, slot);
@@ -286,6 +423,8 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT symm__c_xs_t symm__c_handshake_pub(
         if (xv) {
             symm__c_st8(a + 2, xv[p]);
             symm__c_st8(a + 3, yv[p]);
+        } else {
+            symm__c_st8(a + 2, sig);
         }
         symm__c_st4_release(symm__c_peer(ctx, symm__c_flag(ws, 0, e.par, slot, me), p), e.flag);
     }
@@ -296,6 +435,8 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT symm__c_xs_t symm__c_handshake_pub(
         {
             uint64_t ps = symm__c_ld8_vol(aux + 4 * p), pd = symm__c_ld8_vol(aux + 4 * p + 1);
             symm__c_check_heap(ctx, peers, p, ps, pd);
+            if (!xv && symm__c_ld8_vol(aux + 4 * p + 2) != sig)
+                symm__c_fail_call(ctx, p, symm__c_ld8_vol(aux + 4 * p + 2), sig);
             ok_src &= ps == so;
             ok_dst &= pd == dof;
         }
