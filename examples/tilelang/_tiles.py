@@ -10,17 +10,25 @@ ACC = "float32"
 
 
 @T.macro
-def ticket(ctx, counter, nblocks):
-    """This block's place in the order blocks actually started (an atomic
-    ticket; the counter is never reset: each launch adds nblocks). Blocks
-    that others wait for take the first tickets, so they are running before
-    any block that waits for them: no deadlock whatever the block scheduler
-    does or how many blocks fit."""
+def raw_ticket(ctx, counter):
+    """The counter's value this block drew (an atomic ticket; the counter is
+    never reset: each launch of nblocks blocks adds nblocks, so launch k
+    draws k * nblocks .. (k + 1) * nblocks - 1: the call number, kept on the
+    device, for kernels replayed from a CUDA graph)."""
     slot = T.alloc_shared((1,), "int32")
     if T.get_thread_binding(0) == 0:
         slot[0] = sT.atomic_fetch_add(ctx, counter[0], 1)
     T.sync_threads()
-    return slot[0] % nblocks
+    return slot[0]
+
+
+@T.macro
+def ticket(ctx, counter, nblocks):
+    """This block's place in the order blocks actually started. Blocks
+    that others wait for take the first tickets, so they are running before
+    any block that waits for them: no deadlock whatever the block scheduler
+    does or how many blocks fit."""
+    return raw_ticket(ctx, counter) % nblocks
 
 
 @T.macro
