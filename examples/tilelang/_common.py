@@ -128,6 +128,46 @@ def time_op(fn, iters, warmup=3):
     return max(float(x) for x in symm.host_allgather(repr(us).encode()))
 
 
+def time_graph(fn, iters, repeats=5, warmup=3):
+    """Median microseconds per call of fn() with no host in the way: after
+    warm-up, `iters` calls are captured into one CUDA graph on a side stream
+    (kernels launched through symm.cubin and symm's stream collectives both
+    capture), which is replayed `repeats` times, every PE starting each
+    replay together; the slowest PE's figure. fn must carry no host-side
+    state from call to call (the graph replays the same arguments). None on
+    every PE when any PE could not capture (the reason is printed)."""
+    for _ in range(warmup):
+        fn()
+    sync_all()
+    graph, err = torch.cuda.CUDAGraph(), None
+    try:
+        # thread_local: another thread (gloo, the allocator) may touch CUDA meanwhile
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            for _ in range(iters):
+                fn()
+    except Exception as e:  # noqa: BLE001 - reported; the column stays empty
+        err = "%s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0])
+    if not all_ok(err is None):
+        if err is not None:
+            print("PE %d: CUDA graph capture failed (%s): no graph time" % (symm.my_pe(), err), flush=True)
+        torch.cuda.synchronize()
+        return None
+    sync_all()
+    graph.replay()  # the first replay uploads the graph
+    samples = []
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(repeats):
+        sync_all()
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / iters)
+    del graph
+    us = statistics.median(samples)
+    return max(float(x) for x in symm.host_allgather(repr(us).encode()))
+
+
 def time_host(fn, iters, warmup=1):
     """Mean microseconds per call of a host-synchronous fn (gloo references)."""
     import time
@@ -177,6 +217,8 @@ def parse(description):
     ap.add_argument("--aot", default=os.environ.get("SYMM_TILELANG_AOT"),
                     help="build folder of examples/tilelang/build.py (else TileLang compiles here)")
     ap.add_argument("--iters", type=int, default=20, help="timed iterations")
+    ap.add_argument("--graph-iters", type=int, default=50,
+                    help="calls captured in each CUDA graph of the graph timings")
     ap.add_argument("--checks", type=int, default=3, help="checked iterations, fresh data each")
     ap.add_argument("--no-bench", action="store_true", help="check only")
     ap.add_argument("--out", help="write the result table (markdown) here")

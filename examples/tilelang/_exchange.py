@@ -7,7 +7,11 @@ import torch.distributed as dist
 
 import symm
 
-from _common import all_ok, rand, row, sync_all, time_host, time_op, torch_dist_ref
+from _common import all_ok, rand, row, sync_all, time_graph, time_host, time_op, torch_dist_ref
+
+
+MAX_BLOCKS = 128      # _tiles.MAX_BLOCKS (importing _tiles needs TileLang)
+BLOCK_BYTES = 16384   # bytes of a piece per block, as symm's stream collectives cut a move
 
 
 def names(kind, world, cfg):
@@ -18,33 +22,44 @@ def names(kind, world, cfg):
 def builders(kind, world, cfg):
     def hand():
         from _tiles import exchange_kernel
-        return exchange_kernel(kind, cfg["n"], world, cfg["block"])
+        return exchange_kernel(kind, cfg["n"], world)
 
     def coll():
         from _tiles import device_coll_kernel
-        return device_coll_kernel(kind, cfg["n"], world, cfg["coll_blocks"])
+        return device_coll_kernel(kind, cfg["n"], world)
     h, c = names(kind, world, cfg)
     return {h: hand, c: coll}
+
+
+def exchange_blocks(piece_bytes):
+    """The grid of an exchange kernel moving `piece_bytes` to each PE: what
+    symm's stream collectives launch for the same move (a block per 16 KiB,
+    at most MAX_BLOCKS, and no more than this PE's share of the GPU's SMs,
+    since the blocks wait on the peers' blocks). The same on every PE."""
+    return max(1, min(MAX_BLOCKS, symm.sm_share(), -(-piece_bytes // BLOCK_BYTES)))
+
+
+def exchange_state():
+    """The hand kernel's words (entry, arrived, calls), zeroed symmetric."""
+    return tuple(symm.zeros((MAX_BLOCKS,), torch.uint64) for _ in range(3))
 
 
 def run(env, ks, cfg, args, kind, example):
     n, P, me = cfg["n"], env.world, env.rank
     hand, coll = (ks[x] for x in names(kind, P, cfg))
     in_n = n if kind == "gather" else P * n
-    nb = n // cfg["block"]
+    grid = exchange_blocks(2 * n)
     rows = []
     with symm.scope():
         inp = symm.tensor((in_n,), torch.float16)
         out = symm.zeros((P * n,), torch.float16)
-        entry, arrived = symm.zeros((nb,), torch.uint64), symm.zeros((nb,), torch.uint64)
-        epoch = [0]
+        entry, arrived, calls = exchange_state()
 
         def run_hand():
-            epoch[0] += 1
-            hand(env.ctx, inp, out, entry, arrived, epoch[0])
+            hand(env.ctx, inp, out, entry, arrived, calls, grid=grid)
 
         def run_coll():
-            coll(env.ctx, inp, out)
+            coll(env.ctx, inp, out, grid=grid)
 
         def want(it):
             xs = [rand((in_n,), torch.float16, env.device, example, it, p) for p in range(P)]
@@ -60,12 +75,20 @@ def run(env, ks, cfg, args, kind, example):
                 op()
                 sync_all()
                 ok = ok and torch.equal(out, want(it))
-            times = {}
+            times = {"blocks": str(grid)}
             if not args.no_bench:
-                t = time_op(op, args.iters)
-                s = time_op(lambda: stream(out, inp), args.iters)
-                times.update({"tilelang us": t, "symm stream us": s, "ratio": s / t})
+                # both sides the same way: CUDA graphs of back-to-back calls
+                t = time_graph(op, args.graph_iters)
+                s = time_graph(lambda: stream(out, inp), args.graph_iters)
+                times.update({"tilelang us": t, "symm stream us": s,
+                              "ratio": s / t if s and t else "n/a"})
                 times.update(_dist_time(env, kind, inp, out, args))
+            # the graphs replayed the same data: one more fresh check after them
+            inp.copy_(rand((in_n,), torch.float16, env.device, example, args.checks, me))
+            sync_all()
+            op()
+            sync_all()
+            ok = ok and torch.equal(out, want(args.checks))
             rows.append(row(example, "%s, %d KiB per PE" % (label, 2 * n // 1024), env, all_ok(ok), **times))
     return rows
 

@@ -10,17 +10,25 @@ ACC = "float32"
 
 
 @T.macro
-def ticket(ctx, counter, nblocks):
-    """This block's place in the order blocks actually started (an atomic
-    ticket; the counter is never reset: each launch adds nblocks). Blocks
-    that others wait for take the first tickets, so they are running before
-    any block that waits for them: no deadlock whatever the block scheduler
-    does or how many blocks fit."""
+def raw_ticket(ctx, counter):
+    """The counter's value this block drew (an atomic ticket; the counter is
+    never reset: each launch of nblocks blocks adds nblocks, so launch k
+    draws k * nblocks .. (k + 1) * nblocks - 1: the call number, kept on the
+    device, for kernels replayed from a CUDA graph)."""
     slot = T.alloc_shared((1,), "int32")
     if T.get_thread_binding(0) == 0:
         slot[0] = sT.atomic_fetch_add(ctx, counter[0], 1)
     T.sync_threads()
-    return slot[0] % nblocks
+    return slot[0]
+
+
+@T.macro
+def ticket(ctx, counter, nblocks):
+    """This block's place in the order blocks actually started. Blocks
+    that others wait for take the first tickets, so they are running before
+    any block that waits for them: no deadlock whatever the block scheduler
+    does or how many blocks fit."""
+    return raw_ticket(ctx, counter) % nblocks
 
 
 @T.macro
@@ -56,41 +64,65 @@ def arrive_and_wait(ctx, counters, i, peers_value, npes):
     wait_all_threads(ctx, counters, i, peers_value)
 
 
-def exchange_kernel(kind, n, npes_static, blk, threads=256):
+# Most blocks of an exchange launch: the stream collectives' cap for a data
+# move (SYMM__COLL_MOVE_BLOCKS); the grid is chosen per call (exchange_blocks).
+MAX_BLOCKS = 128
+# The stream collectives' block size for data moves (THREADS in coll_host.c).
+MOVE_THREADS = 512
+
+
+def exchange_kernel(kind, n, npes_static, threads=MOVE_THREADS):
     """TileScale-style all-gather (kind "gather": out[p*n:] = inp of PE p)
     or all-to-all ("a2a": piece p of inp goes to PE p, landing at piece me of
-    its out) by hand: each block takes a slice, enters with an arrive-and-wait
-    (no PE writes into a peer still reading the previous call's output),
-    puts its slice to every PE (nbi), quiets, and signals its arrival."""
-    nb = n // blk
+    its out) by hand: launched with any grid of at most MAX_BLOCKS blocks,
+    the same on every PE, each block takes a 16-byte-aligned slice of the
+    piece, enters with an arrive-and-wait (no PE writes into a peer still
+    reading the previous call's output), puts its slice to every PE with one
+    put_block each (nbi), quiets, and signals its arrival. The call number
+    lives on the device (calls[bx], this PE's alone), so a captured CUDA
+    graph replays it unchanged; entry / arrived / calls start at zero."""
     in_n = n if kind == "gather" else npes_static * n
+    units = n // 8  # 16-byte vectors of float16 per piece
+    if n % 8:
+        raise ValueError("exchange_kernel: n must be a multiple of 8 (16-byte slices)")
 
     @T.prim_func
     def exchange(ctx: T.uint64, inp: T.Tensor((in_n,), DTYPE), out: T.Tensor((npes_static * n,), DTYPE),
-                 entry: T.Tensor((nb,), "uint64"), arrived: T.Tensor((nb,), "uint64"), epoch: T.uint64):
-        with T.Kernel(nb, threads=threads) as bx:
+                 entry: T.Tensor((MAX_BLOCKS,), "uint64"), arrived: T.Tensor((MAX_BLOCKS,), "uint64"),
+                 calls: T.Tensor((MAX_BLOCKS,), "uint64")):
+        with T.Kernel(MAX_BLOCKS, threads=threads) as bx:
             me = sT.get_rank(ctx)
             npes = sT.get_num_ranks(ctx)
-            arrive_and_wait(ctx, entry, bx, epoch * npes, npes)
+            nblk = T.call_extern("int32", "symm_tl_nblocks")
+            # every index is >= 0: C division, not floor division's sign tests
+            lo = T.truncdiv(bx * units, nblk) * 8
+            hi = T.truncdiv((bx + 1) * units, nblk) * 8
+            want = T.alloc_var("uint64", init=0)  # what the waits expect (thread 0's)
+            if T.get_thread_binding(0) == 0:
+                calls[bx] = calls[bx] + T.uint64(1)
+                want = calls[bx] * T.cast(npes, "uint64")
+            arrive_and_wait(ctx, entry, bx, want, npes)
             for i in T.serial(npes):
                 p = (me + i) % npes
                 if kind == "gather":
-                    sT.put_block(ctx, inp[bx * blk], out[me * n + bx * blk], blk, p, nbi=True)
+                    sT.put_block(ctx, inp[lo], out[me * n + lo], hi - lo, p, nbi=True)
                 else:
-                    sT.put_block(ctx, inp[p * n + bx * blk], out[me * n + bx * blk], blk, p, nbi=True)
+                    sT.put_block(ctx, inp[p * n + lo], out[me * n + lo], hi - lo, p, nbi=True)
             sT.quiet_block(ctx)
-            arrive_and_wait(ctx, arrived, bx, epoch * npes, npes)
+            arrive_and_wait(ctx, arrived, bx, want, npes)
     return exchange
 
 
-def device_coll_kernel(kind, n, npes_static, nblocks, threads=256):
+def device_coll_kernel(kind, n, npes_static, threads=MOVE_THREADS):
     """The same collective as one call of symm's device collective
-    (all_gather_grid / all_to_all_grid) inside a TileLang kernel."""
+    (all_gather_grid / all_to_all_grid) inside a TileLang kernel, launched
+    with any grid of at most MAX_BLOCKS blocks (the collective splits the
+    work by the grid's size)."""
     in_n = n if kind == "gather" else npes_static * n
 
     @T.prim_func
     def coll(ctx: T.uint64, inp: T.Tensor((in_n,), DTYPE), out: T.Tensor((npes_static * n,), DTYPE)):
-        with T.Kernel(nblocks, threads=threads):
+        with T.Kernel(MAX_BLOCKS, threads=threads):
             if kind == "gather":
                 sT.all_gather_grid(ctx, out, inp, n)
             else:

@@ -8,7 +8,7 @@ import sys
 import _exchange
 from _common import example_main
 
-CONFIGS = [dict(n=32768, block=4096, coll_blocks=8), dict(n=4 << 20, block=131072, coll_blocks=32)]
+CONFIGS = [dict(n=32768), dict(n=4 << 20)]
 
 
 def kernels(world, cfg):

@@ -3,7 +3,7 @@ machine with TileLang and nvcc and no GPU: CUDA source and a cubin per
 kernel (sm_90) plus manifest.json, which symm.cubin loads where TileLang is
 absent (the GPU machines).
 
-    python3 examples/tilelang/build.py [--out build-tilelang] [--pes 1 2 4] [--jobs 2]
+    python3 examples/tilelang/build.py [--out build-tilelang] [--pes 1 2 4] [--jobs 2] [--only PREFIX...]
 
 The folder (about 4 MiB; carry it to the GPU machine) is what
 `run_all.py --aot build-tilelang` and scripts/gpu_tilelang.sh use."""
@@ -59,10 +59,15 @@ def main():
     ap.add_argument("--pes", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--arch", default="90")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--only", nargs="+", metavar="PREFIX",
+                    help="rebuild only the kernels whose names start with one of these (the manifest keeps the rest)")
     args = ap.parse_args()
     _PES = tuple(args.pes)
     import symm.cubin
-    names = [n for n, _ in jobs(_PES)]
+    names = [n for n, _ in jobs(_PES) if not args.only or n.startswith(tuple(args.only))]
+    if not names:
+        print("no kernel matches %s" % " ".join(args.only))
+        return 1
     t0 = time.time()
     entries, failed = {}, []
     # spawn: TileLang's runtime does not survive fork
