@@ -102,6 +102,7 @@ exe() { echo "$build/$1"; }
 # step NAME WANT EXPECT -- command...   (runs in the foreground)
 #   EXPECT  pass:        exit 0
 #           refuse:RE    a refusal: exit != 0 and the log has a line matching RE
+#           stops:RE     the test saw the refusal it wanted (exit 0) and the log has RE
 #           report:RE    no verdict: the exit status and the first line matching RE
 # The verdict goes to $logs/NAME.res; the log is $logs/NAME.log.
 step() {
@@ -130,6 +131,12 @@ step() {
         result "$name" "PASS (refused as expected): $line"
       elif [ $rc = 0 ]; then result "$name" "FAIL: accepted (expected a refusal matching '${expect#refuse:}')"
       else result "$name" "FAIL rc=$rc, no line matching '${expect#refuse:}'"
+      fi ;;
+    stops:*)
+      line=$(grep -m1 -E "${expect#stops:}" "$log" | cut -c1-140)
+      if [ $rc = 0 ] && [ -n "$line" ]; then result "$name" "PASS (stopped as expected): $line"
+      elif [ $rc = 0 ]; then result "$name" "FAIL: ran through (expected a stop matching '${expect#stops:}')"
+      else result "$name" "FAIL rc=$rc ($(since "$t0")): $(grep -m1 -E 'FAIL|symm: PE|rror' "$log" | cut -c1-140)"
       fi ;;
     either:*) # passes, or stops with the clean refusal the pattern names
       line=$(grep -m1 -E "${expect#either:}" "$log" | cut -c1-140)
@@ -255,7 +262,7 @@ if stage hosts; then
           scripts/with_hostid.sh)
   bg_step nccl_2host_caps 90 pass -- "${hostid[@]}" "$(exe tests/backend/test_backend_coll)" 2 caps
   bg_step nccl_2host_coll 90 pass -- "${hostid[@]}" "$(exe tests/backend/test_backend_coll)" 2 coll far
-  bg_step nccl_2host_put_nogin 60 'refuse:only through GIN' -- "${hostid[@]}" "$(exe tests/backend/test_backend_coll)" 2 nogin
+  bg_step nccl_2host_put_nogin 60 'stops:only through GIN' -- "${hostid[@]}" "$(exe tests/backend/test_backend_coll)" 2 nogin
 fi
 if stage gin; then
   for t in default 2 3; do

@@ -37,6 +37,13 @@ static void check_path(const char *what) {
 
 static void sync_stream(cudaStream_t s) { CUDA_CHECK(cudaStreamSynchronize(s)); }
 
+/* Ordered on the collective's stream: a plain cudaMemcpy from pageable memory
+ * may still be in flight on the legacy stream, which a non-blocking stream
+ * does not wait for. */
+static void to_device(void *dst, const void *src, size_t bytes, cudaStream_t s) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+}
+
 static void part_coll(void) {
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -56,7 +63,7 @@ static void part_coll(void) {
         /* all-reduce, f32 sum: element i of PE p is p + 1 + (i % 7) */
         for (size_t i = 0; i < all; i++)
             hf[i] = (float)(g_me + 1 + (int)(i % 7));
-        CUDA_CHECK(cudaMemcpy(fs, hf, all * sizeof(float), cudaMemcpyHostToDevice));
+        to_device(fs, hf, all * sizeof(float), s);
         SYMM_CHECK(symm_all_reduce(fs, fr, n, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, s));
         check_path("all_reduce");
         sync_stream(s);
@@ -68,7 +75,7 @@ static void part_coll(void) {
         /* all-reduce, i32 max: element i of PE p is (p * 31 + i) % 97 */
         for (size_t i = 0; i < n; i++)
             hi[i] = (int32_t)(((size_t)g_me * 31 + i) % 97) - 50;
-        CUDA_CHECK(cudaMemcpy(is, hi, n * sizeof(int32_t), cudaMemcpyHostToDevice));
+        to_device(is, hi, n * sizeof(int32_t), s);
         SYMM_CHECK(symm_all_reduce(is, ir, n, SYMM_DTYPE_I32, SYMM_OP_MAX, NULL, s));
         sync_stream(s);
         CUDA_CHECK(cudaMemcpy(hi, ir, n * sizeof(int32_t), cudaMemcpyDeviceToHost));
@@ -83,7 +90,7 @@ static void part_coll(void) {
         /* reduce-scatter, f32 sum: piece r of PE p holds p + r */
         for (size_t i = 0; i < all; i++)
             hf[i] = (float)(g_me + (int)(i / n));
-        CUDA_CHECK(cudaMemcpy(fs, hf, all * sizeof(float), cudaMemcpyHostToDevice));
+        to_device(fs, hf, all * sizeof(float), s);
         SYMM_CHECK(symm_reduce_scatter(fs, fr, n, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, s));
         check_path("reduce_scatter");
         sync_stream(s);
@@ -95,7 +102,7 @@ static void part_coll(void) {
         /* all-gather, i32: PE p's element i is p * 1000003 + i */
         for (size_t i = 0; i < n; i++)
             hi[i] = (int32_t)((size_t)g_me * 1000003 + i);
-        CUDA_CHECK(cudaMemcpy(is, hi, n * sizeof(int32_t), cudaMemcpyHostToDevice));
+        to_device(is, hi, n * sizeof(int32_t), s);
         SYMM_CHECK(symm_all_gather(is, ir, n, SYMM_DTYPE_I32, NULL, s));
         check_path("all_gather");
         sync_stream(s);
@@ -105,7 +112,7 @@ static void part_coll(void) {
         /* all-to-all, i32: block q of PE p is p * 1000 + q * 7 + i */
         for (size_t i = 0; i < all; i++)
             hi[i] = (int32_t)(g_me * 1000 + (int)(i / n) * 7 + (int)(i % n));
-        CUDA_CHECK(cudaMemcpy(is, hi, all * sizeof(int32_t), cudaMemcpyHostToDevice));
+        to_device(is, hi, all * sizeof(int32_t), s);
         SYMM_CHECK(symm_all_to_all(is, ir, n, SYMM_DTYPE_I32, NULL, s));
         check_path("all_to_all");
         sync_stream(s);
@@ -118,7 +125,7 @@ static void part_coll(void) {
         int root = g_n - 1;
         for (size_t i = 0; i < n; i++)
             hf[i] = g_me == root ? (float)(i % 1000) * 0.5f : -1.0f;
-        CUDA_CHECK(cudaMemcpy(fr, hf, n * sizeof(float), cudaMemcpyHostToDevice));
+        to_device(fr, hf, n * sizeof(float), s);
         SYMM_CHECK(symm_broadcast(fr, fr, n, SYMM_DTYPE_F32, root, NULL, s));
         check_path("broadcast");
         SYMM_CHECK(symm_barrier_all_on_stream(s));

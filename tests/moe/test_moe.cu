@@ -637,10 +637,11 @@ static void part_graph(void) {
             make_batch(full, h.M, h.M, h.E, h.K, h.H, h.esz, h.cols, 999 + (uint64_t)it * 17 + (uint64_t)(&b - &hb[0]));
             b = full;
         }
-        CUDA_CHECK(cudaMemcpy(h.d_x, hb[me].x.data(), hb[me].x.size(), cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(h.d_xs, hb[me].scale.data(), hb[me].scale.size() * 4, cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(h.d_idx, hb[me].idx.data(), hb[me].idx.size() * 4, cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(h.d_w, hb[me].w.data(), hb[me].w.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpyAsync(h.d_x, hb[me].x.data(), hb[me].x.size(), cudaMemcpyHostToDevice, stream));
+        CUDA_CHECK(
+            cudaMemcpyAsync(h.d_xs, hb[me].scale.data(), hb[me].scale.size() * 4, cudaMemcpyHostToDevice, stream));
+        CUDA_CHECK(cudaMemcpyAsync(h.d_idx, hb[me].idx.data(), hb[me].idx.size() * 4, cudaMemcpyHostToDevice, stream));
+        CUDA_CHECK(cudaMemcpyAsync(h.d_w, hb[me].w.data(), hb[me].w.size() * 4, cudaMemcpyHostToDevice, stream));
         CUDA_CHECK(cudaGraphLaunch(ge, stream));
         snprintf(what, sizeof what, "graph replay %d (low latency)", it);
         ll_verify(l, bs, what);

@@ -342,8 +342,13 @@ def test_device_barriers(pe, K, name):
     slots = symm.zeros((2 * NT,), torch.int32)
     out = torch.ones(NT, dtype=torch.int32, device=pe.device)
     nxt, _ = ring(pe)
+    reach = symm.peer_ptr(slots.data_ptr(), nxt)
+    if not reach and name == "coll_barrier_block":
+        symm.free_tensor(slots)
+        pytest.skip("device collectives need every PE in the load/store window (symm_ptr is NULL here); "
+                    "the stream barrier reaches the others through the backend")
     sync()
-    if symm.peer_ptr(slots.data_ptr(), nxt):
+    if reach:
         launch(K.k_barrier, (1,), symm.ctx(), slots, out, 200, BARRIER=getattr(st, name), NT=NT)
     else:  # not reachable by load/store (SYMM_DEBUG_FORCE_REMOTE, another node): symm_ptr is NULL
         stage = torch.zeros(2 * NT, dtype=torch.int32, device=pe.device)

@@ -67,6 +67,7 @@ static void exchange_memcpy(unsigned char *p, size_t slice, int salt) {
         symm_test_fill(buf, slice, seed_of(me, peer, salt));
         CUDA_CHECK(cudaMemcpy(dst + (size_t)me * slice, buf, slice, cudaMemcpyHostToDevice));
     }
+    CUDA_CHECK(cudaDeviceSynchronize()); /* a pageable copy can return before its DMA lands */
     SYMM_CHECK(symm_barrier_all());
     unsigned char *got = (unsigned char *)malloc(slice);
     TEST_ASSERT(got, "malloc");

@@ -44,10 +44,11 @@
 
 /* ---- device calls (coll_api.h) ---------------------------------------------------- */
 
-/* Packets up to DEV_PACKET_MAX, one-shot up to DEV_ONESHOT_MAX, when the
- * scratch has room. Not tuned yet: a device call runs in its caller's grid,
- * which the stream measurements do not cover (docs/tuning.md). */
-#define SYMM__COLL_DEV_PACKET_MAX  ((uint64_t)32 << 10)
+/* Packets up to DEV_PACKET_MAX (the stream limit: a handshake costs a device
+ * call what it costs a stream kernel), one-shot up to DEV_ONESHOT_MAX, when
+ * the scratch has room. A device call runs in its caller's grid, which the
+ * stream measurements do not cover (docs/tuning.md). */
+#define SYMM__COLL_DEV_PACKET_MAX  SYMM__COLL_PACKET_MAX
 #define SYMM__COLL_DEV_ONESHOT_MAX ((uint64_t)256 << 10)
 
 #endif /* SYMM_DEVICE_COLL_AUTO_H */

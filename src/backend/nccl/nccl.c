@@ -336,8 +336,11 @@ fail:
     if (b->dc)
         symm__nccl_devcomm_destroy(&b->lib, b->comm, b->dc);
     b->dc = NULL;
-    if (b->win && b->comm)
-        (void)finish(b, b->lib.window_deregister(b->comm, b->win), "ncclCommWindowDeregister");
+    if (b->win && b->comm) { /* polled without an error of its own: the caller's names the cause */
+        symm__nccl_result_t r = b->lib.window_deregister(b->comm, b->win);
+        int dead = -1;
+        (void)poll_call(b, &r, &dead);
+    }
     b->win = NULL;
     if (b->mem)
         (void)b->lib.mem_free(b->mem);
