@@ -275,18 +275,44 @@ class Epochs:
         return self.n[name]
 
 
-def coll_blocks(nbytes):
-    """CTAs of a grid-scope collective call: one per 16 KiB, at most 32 and
-    never more than this PE's share of SMs (a grid that waits on peers must
-    fit on the GPU at once)."""
-    return max(1, min(32, symm.sm_share(), -(-nbytes // 16384)))
+def _cdiv(a, b):
+    return -(-a // b)
 
 
-def coll_grid(nbytes, threads=512, units=4):
-    """CTAs of the CuTe collectives (kernels.py): one per round of 16-byte
-    vectors (threads x units of them), at most one per SM of this PE's
-    share, so the whole grid is resident while it waits on its peers."""
-    return max(1, min(symm.sm_share(), -(-nbytes // (16 * threads * units))))
+# The stream collectives' block choice (src/coll/coll_host.c), mirrored so
+# that the CuTe kernels and the device-callable collectives run the grid the
+# CUDA C kernel of the same size runs: region_blocks (packet and one-shot:
+# one block per SYMM__COLL_REGION_UNITS 16-byte units) and direct_blocks
+# (one per 16 KiB, at most SYMM__COLL_DIRECT_BLOCKS, or
+# SYMM__COLL_MOVE_BLOCKS for the all-gather), never more than this PE's
+# share of SMs (a grid that waits on peers must fit on the GPU at once).
+REGION_UNITS, DIRECT_BLOCKS, MOVE_BLOCKS = 128, 64, 128
+DEV_PACKET_MAX = 128 << 10  # SYMM__COLL_DEV_PACKET_MAX: device collectives' packet path
+DEV_NBMAX = 32              # SYMM__COLL_WS_NBMAX: block slots of the device packet path
+
+
+def _clamp(nb, cap):
+    return max(1, min(cap, symm.sm_share(), nb))
+
+
+def coll_grid(nbytes):
+    """CTAs of the CuTe collectives (kernels.py) for nbytes per PE: one per
+    REGION_UNITS 16-byte vectors (the C one-shot/packet kernels' choice), at
+    most one per SM of this PE's share, so the whole grid is resident while
+    it waits on its peers."""
+    return _clamp(_cdiv(nbytes, 16 * REGION_UNITS), symm.sm_share())
+
+
+def device_grid(nbytes, direct_bytes=None, move=False):
+    """CTAs of a device-callable collective (all_reduce_grid, ...) on nbytes
+    per PE (its `count` in bytes), as the stream collective picks them for
+    the same size: up to DEV_PACKET_MAX the packet path's (one per
+    REGION_UNITS 8-byte words, at most its DEV_NBMAX slots), above it the
+    direct kernels' (one per 16 KiB of direct_bytes, default nbytes)."""
+    if nbytes <= DEV_PACKET_MAX:
+        return _clamp(_cdiv(nbytes, 8 * REGION_UNITS), DEV_NBMAX)
+    return _clamp(_cdiv(nbytes if direct_bytes is None else direct_bytes, 16384),
+                  MOVE_BLOCKS if move else DIRECT_BLOCKS)
 
 
 def data(env, seed, pe, n, dtype=torch.float32, integer=False):

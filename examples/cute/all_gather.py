@@ -25,7 +25,7 @@ def run(env, args):
     sig = symm.zeros((SIG_WORDS,), torch.uint64)
     for n in (SIZES[:2] if args.quick else SIZES):
         src, dst = symm.tensor((n,), torch.float32), symm.tensor((n * w,), torch.float32)
-        nb = C.coll_blocks(4 * n * w)
+        nb = C.device_grid(4 * n, move=True)
         g = C.coll_grid(4 * n)
         base = ("symm.all_gather", lambda: symm.all_gather(dst, src))
 

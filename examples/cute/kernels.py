@@ -53,12 +53,13 @@ UNITS = 4          # 16-byte vectors per thread per round, all loaded before any
 @cute.jit
 def handshake(ctx, flags, b, epoch):
     """CTA b of every PE waits for CTA b of every other PE: thread p < n_pes
-    sets word [b][me] on PE p to epoch (release) and waits for its own word
-    [b][p] (acquire); the CTA barrier then orders the whole CTA after it."""
+    (p != me) sets word [b][me] on PE p to epoch (release) and waits for its
+    own word [b][p] (acquire); the CTA barrier then orders the whole CTA
+    after it. No word to itself: its own CTA barrier already orders it."""
     tid, _, _ = cute.arch.thread_idx()
     me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
     cute.arch.barrier()
-    if tid < npes:
+    if tid < npes and tid != me:
         sc.signal_op(ctx, flags + (b * npes + me), cutlass.Uint64(epoch), sc.SIGNAL_SET, tid)
         sc.signal_wait_until(ctx, flags + (b * npes + tid), sc.CMP_GE, cutlass.Uint64(epoch))
     cute.arch.barrier()
@@ -141,10 +142,11 @@ def cta_range16(n, b, nb):
 
 @cute.kernel
 def ag_push(ctx: I64, dst: cute.Pointer, src: cute.Pointer, sig: cute.Pointer, n: I32):
-    """dst (n_pes * n) gets PE p's src at p * n: CTA b puts its share of src
-    into every PE's dst (itself included) with put_signal_block, ADD 1 on
-    that PE's word [b]; then waits until its word [b] counts n_pes per
-    epoch. sig: MAX_CTAS signal words, then MAX_CTAS call counters."""
+    """dst (n_pes * n) gets PE p's src at p * n: CTA b copies its share of
+    src into its own dst (put_block), puts it into every other PE's dst with
+    put_signal_block, ADD 1 on that PE's word [b]; then waits until its word
+    [b] counts n_pes - 1 per epoch. sig: MAX_CTAS signal words, then
+    MAX_CTAS call counters."""
     b, _, _ = cute.arch.block_idx()
     nb, _, _ = cute.arch.grid_dim()
     me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
@@ -152,9 +154,11 @@ def ag_push(ctx: I64, dst: cute.Pointer, src: cute.Pointer, sig: cute.Pointer, n
     lo, hi = cta_range16(n, b, nb)
     s = vec(src + lo, hi - lo)
     d = vec(dst + (me * n + lo), hi - lo)
-    for i in cutlass.range(npes):
+    for i in cutlass.range(1, npes):
         sc.put_signal_block(ctx, d, s, sig + b, cutlass.Uint64(1), sc.SIGNAL_ADD, (me + i) % npes)
-    sc.signal_wait_until(ctx, sig + b, sc.CMP_GE, epoch * cutlass.Uint64(npes))
+    sc.put_block(ctx, d, s, me)
+    if npes > 1:
+        sc.signal_wait_until(ctx, sig + b, sc.CMP_GE, epoch * cutlass.Uint64(npes - 1))
     end_epoch(sig + MAX_CTAS, b, epoch)
 
 

@@ -25,7 +25,7 @@ def run(env, args):
     flags = symm.zeros((FLAGS_WORDS,), torch.uint64)
     for n in (SIZES[:2] if args.quick else SIZES):
         src, dst = symm.tensor((n * w,), torch.float32), symm.tensor((n,), torch.float32)
-        nb = C.coll_blocks(4 * n * w)
+        nb = C.device_grid(4 * n)
         g = C.coll_grid(4 * n)
 
         def fill(s):
