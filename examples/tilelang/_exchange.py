@@ -12,17 +12,25 @@ from _common import all_ok, rand, row, sync_all, time_graph, time_host, time_op,
 
 MAX_BLOCKS = 128      # _tiles.MAX_BLOCKS (importing _tiles needs TileLang)
 BLOCK_BYTES = 16384   # bytes of a piece per block, as symm's stream collectives cut a move
+PACKET_MAX = 128 << 10  # pieces up to this take packets by hand (SYMM__COLL_PACKET_MAX, as the stream)
+PKT_WORDS = 256       # _tiles.PKT_WORDS: 4-byte words per block of the packet kernel
+
+
+def packets(cfg):
+    """Whether the hand variant of this size is the packet kernel (else the
+    two-handshake put_block one)."""
+    return 2 * cfg["n"] <= PACKET_MAX
 
 
 def names(kind, world, cfg):
     key = "p%d_n%d" % (world, cfg["n"])
-    return "%s_hand_%s" % (kind, key), "%s_coll_%s" % (kind, key)
+    return "%s_%s_%s" % (kind, "pkt" if packets(cfg) else "hand", key), "%s_coll_%s" % (kind, key)
 
 
 def builders(kind, world, cfg):
     def hand():
-        from _tiles import exchange_kernel
-        return exchange_kernel(kind, cfg["n"], world)
+        from _tiles import exchange_kernel, packet_kernel
+        return (packet_kernel if packets(cfg) else exchange_kernel)(kind, cfg["n"], world)
 
     def coll():
         from _tiles import device_coll_kernel
@@ -39,6 +47,14 @@ def exchange_blocks(piece_bytes):
     return max(1, min(MAX_BLOCKS, symm.sm_share(), -(-piece_bytes // BLOCK_BYTES)))
 
 
+def packet_blocks(words):
+    """The packet kernel's grid: a block per PKT_WORDS words (so the remote
+    stores spread over SMs, as the stream packets do), within this PE's SM
+    share, and never more blocks than words (each block must own a word of
+    every peer: the parity argument of _tiles.packet_kernel)."""
+    return max(1, min(MAX_BLOCKS, symm.sm_share(), words, -(-words // PKT_WORDS)))
+
+
 def exchange_state():
     """The hand kernel's words (entry, arrived, calls), zeroed symmetric."""
     return tuple(symm.zeros((MAX_BLOCKS,), torch.uint64) for _ in range(3))
@@ -48,15 +64,23 @@ def run(env, ks, cfg, args, kind, example):
     n, P, me = cfg["n"], env.world, env.rank
     hand, coll = (ks[x] for x in names(kind, P, cfg))
     in_n = n if kind == "gather" else P * n
+    pkt = packets(cfg)
     grid = exchange_blocks(2 * n)
+    hand_grid = packet_blocks(n // 2) if pkt else grid
     rows = []
     with symm.scope():
         inp = symm.tensor((in_n,), torch.float16)
         out = symm.zeros((P * n,), torch.float16)
         entry, arrived, calls = exchange_state()
+        # packets: 2 parities x P sources x n/2 words of 8 bytes, in the heap
+        stage = symm.zeros((2 * P * (n // 2),), torch.uint64) if pkt else None
+        in32, out32 = inp.view(torch.int32), out.view(torch.int32)
 
         def run_hand():
-            hand(env.ctx, inp, out, entry, arrived, calls, grid=grid)
+            if pkt:
+                hand(env.ctx, in32, out32, stage, calls, grid=hand_grid)
+            else:
+                hand(env.ctx, inp, out, entry, arrived, calls, grid=grid)
 
         def run_coll():
             coll(env.ctx, inp, out, grid=grid)
@@ -66,7 +90,9 @@ def run(env, ks, cfg, args, kind, example):
             return torch.cat(xs) if kind == "gather" else torch.cat([x[me * n:(me + 1) * n] for x in xs])
 
         stream = symm.all_gather if kind == "gather" else symm.all_to_all
-        for label, op in (("by hand (put_block + signals)", run_hand), ("symm device collective", run_coll)):
+        hand_label = ("by hand, packets (8-byte st: 4 B data + call number)" if pkt
+                      else "by hand (put_block + signals)")
+        for label, op, blocks in ((hand_label, run_hand, hand_grid), ("symm device collective", run_coll, grid)):
             ok = True
             for it in range(args.checks):
                 inp.copy_(rand((in_n,), torch.float16, env.device, example, it, me))
@@ -75,7 +101,7 @@ def run(env, ks, cfg, args, kind, example):
                 op()
                 sync_all()
                 ok = ok and torch.equal(out, want(it))
-            times = {"blocks": str(grid)}
+            times = {"blocks": str(blocks)}
             if not args.no_bench:
                 # both sides the same way: CUDA graphs of back-to-back calls
                 t = time_graph(op, args.graph_iters)

@@ -128,3 +128,64 @@ def device_coll_kernel(kind, n, npes_static, threads=MOVE_THREADS):
             else:
                 sT.all_to_all_grid(ctx, out, inp, n)
     return coll
+
+
+# Packet exchange: 4-byte words of data per block (one per thread) and the
+# block size; the grid is one block per PKT_WORDS words (exchange_blocks).
+PKT_WORDS = 256
+PKT_THREADS = 256
+
+
+def packet_kernel(kind, n, npes_static, threads=PKT_THREADS):
+    """The all-gather / all-to-all of exchange_kernel for small sizes, with
+    no handshake: every 4-byte word travels as one 8-byte packet (data low,
+    the call number high) stored with one relaxed st into the peer's staging
+    buffer (stage: 2 parities x npes sources x n/2 words, symmetric, zeroed);
+    the receiver waits for each word until its call number arrives and copies
+    the data out. Block b of every PE sends and receives the same words, and
+    has at least one word from every peer, so it cannot start call c + 2
+    before each peer's block b has started call c + 1, i.e. finished reading
+    call c's packets: the parity (c & 1) halves never hold a live packet when
+    overwritten, and a half's stale packets carry c - 2 < c (wait_ge on the
+    whole word is the flag test). inp / out are the float16 tensors viewed as
+    int32; calls[bx] (this PE's, zeroed) holds the block's call number."""
+    if n % 2:
+        raise ValueError("packet_kernel: n must be even (4-byte words of float16)")
+    words = n // 2
+    in_w = words if kind == "gather" else npes_static * words
+
+    @T.prim_func
+    def packet(ctx: T.uint64, inp: T.Tensor((in_w,), "int32"), out: T.Tensor((npes_static * words,), "int32"),
+               stage: T.Tensor((2 * npes_static * words,), "uint64"), calls: T.Tensor((MAX_BLOCKS,), "uint64")):
+        with T.Kernel(MAX_BLOCKS, threads=threads) as bx:
+            tx = T.get_thread_binding(0)
+            me = sT.get_rank(ctx)
+            nblk = T.call_extern("int32", "symm_tl_nblocks")
+            # clamped and static strides: TileLang's bounds pass must prove
+            # every staging index in range (it cannot guard an address)
+            lo = T.max(T.min(T.truncdiv(bx * words, nblk), words), 0)
+            hi = T.max(T.min(T.truncdiv((bx + 1) * words, nblk), words), 0)
+            call = calls[bx] + T.uint64(1)
+            T.sync_threads()  # every thread has read the old count
+            if tx == 0:
+                calls[bx] = call
+            flag = call << T.uint64(32)
+            par = T.floormod(T.cast(call, "int32"), 2) * npes_static
+            for j in T.serial(T.truncdiv(hi - lo + threads - 1, threads)):
+                k = lo + j * threads + tx
+                if k < hi and k < words:
+                    for i in T.serial(npes_static - 1):
+                        p = T.floormod(me + i + 1, npes_static)
+                        src = k if kind == "gather" else p * words + k
+                        sT.st(ctx, stage[(par + T.floormod(me, npes_static)) * words + k],
+                              flag | T.cast(T.cast(inp[src], "uint32"), "uint64"),
+                              scope="sys", sem="relaxed", dst_pe=p)
+                    out[me * words + k] = inp[k if kind == "gather" else me * words + k]
+            for j in T.serial(T.truncdiv(hi - lo + threads - 1, threads)):
+                k = lo + j * threads + tx
+                if k < hi and k < words:
+                    for i in T.serial(npes_static - 1):
+                        p = T.floormod(me + i + 1, npes_static)
+                        v = sT.wait_ge(ctx, stage[(par + p) * words + k], flag)
+                        out[p * words + k] = T.cast(T.cast(v & T.uint64(0xFFFFFFFF), "uint32"), "int32")
+    return packet

@@ -204,3 +204,23 @@ def test_examples_lower():
         assert uses == ('#include "symm_tilelang.h"' in low.source), name
         calls += uses
     assert calls >= len(jobs) - 3   # only the plain GEMMs call no symm function
+
+
+@pytest.mark.parametrize("kind", ["gather", "a2a"])
+def test_packet_exchange_has_no_handshake(kind):
+    """The small-size exchange sends each 4-byte word as one relaxed
+    system-scope 8-byte store (flag = call number in the high half), waits
+    for the call number per word, and has no handshake: no signal, no
+    barrier, no quiet."""
+    _need_tilelang()
+    sys.path.insert(0, PYTHON_DIR)
+    sys.path.insert(0, EXAMPLES)
+    import _tiles
+    import symm.tilelang as sT
+    src = sT.lower(_tiles.packet_kernel(kind, 32768, 4), 90, name="pkt_" + kind).source
+    st = re.findall(r"symm_st_u64\(.*\);", src)
+    assert len(st) == 1 and st[0].endswith(", 1, 2);"), st            # SEM_RELAXED, SCOPE_SYS
+    assert "call << (uint64_t)32" in st[0]
+    assert re.search(r"symm_wait_until_u64\(.*, 3, \(call << \(uint64_t\)32\)\)", src)  # CMP_GE
+    assert not re.search(r"symm_(signal|barrier|quiet|fence)\w*\(", src)
+    assert "(((int)call) & 1)" in src                                 # staging half by parity
