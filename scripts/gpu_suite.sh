@@ -26,7 +26,7 @@
 #                 tests and the 2-PE device tests, sanitizer-sized, without MPS, within
 #                 SAN_SUITE_WALL s (default 540); its table in sanitize_summary.txt
 #     variants probes   standalone measurement programs
-#     backends    scripts/gpu_backends.sh on this build: the nvshmem and nccl backends on the
+#     backends    scripts/gpu_backends.sh on this build (BACKENDS_STAGES picks its stages): the nvshmem and nccl backends on the
 #                 one GPU (about 5 min, BACKENDS_WALL); its table joins the summary, its logs
 #                 are $OUT/backends_logs.tar.gz
 #   default: build tests python examples examples-c mps-kill
@@ -132,7 +132,7 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
     # outside the suite's MPS daemon: the script starts one where it needs it
     t0=$(date +%s)
     env OUT="$OUT" SYMM_BUILD_DIR="$build" BACKENDS_WALL="${BACKENDS_WALL:-330}" \
-      timeout -k 10 $(( ${BACKENDS_WALL:-330} + 60 )) bash scripts/gpu_backends.sh >/dev/null 2>&1
+      timeout -k 10 $(( ${BACKENDS_WALL:-330} + 60 )) bash scripts/gpu_backends.sh ${BACKENDS_STAGES:-} >/dev/null 2>&1
     rc=$?
     note "backends" "rc=$rc ($(since "$t0")): table below, logs in backends_logs.tar.gz"
     sed 's/^/  /' "$OUT/backends_summary.txt" >>"$summary_file" 2>/dev/null ||
@@ -205,8 +205,10 @@ if stage python && [ -d tests/python ]; then
     wait "${pids[$i]}" || failed=$((failed + 1))
     res="$res $(tail -1 "$OUT/pytest_1_shard$i.log" | grep -oE '[0-9]+ (passed|failed|skipped|error)[^,]*' | tr '\n' ' ')"
   done
-  cat "$OUT"/pytest_1_shard*.log >"$OUT/pytest_1.log"; rm -f "$OUT"/pytest_1_shard*.log
-  note "python (1 PE, $k jobs)" "$([ $failed = 0 ] && echo ok || echo "FAILED ($failed jobs)"):$res ($(since "$t0"))"
+  if [ "$k" -gt 0 ]; then # PY_SHARDS=0: only the PE counts of PY_NPES
+    cat "$OUT"/pytest_1_shard*.log >"$OUT/pytest_1.log"; rm -f "$OUT"/pytest_1_shard*.log
+    note "python (1 PE, $k jobs)" "$([ $failed = 0 ] && echo ok || echo "FAILED ($failed jobs)"):$res ($(since "$t0"))"
+  fi
   for n in ${PY_NPES:-2 4}; do
     t0=$(date +%s)
     if env "${pyenv[@]}" $(torchrun_env "$n") timeout -k 10 "${PY_WALL:-240}" \

@@ -67,6 +67,8 @@ def run(env, ks, cfg, args, kind, example):
     pkt = packets(cfg)
     grid = exchange_blocks(2 * n)
     hand_grid = packet_blocks(n // 2) if pkt else grid
+    # the device call's packet path: a block per KiB, at most its 32 packet slots
+    coll_grid = max(1, min(32, symm.sm_share(), -(-2 * n // 1024))) if pkt else grid
     rows = []
     with symm.scope():
         inp = symm.tensor((in_n,), torch.float16)
@@ -83,7 +85,7 @@ def run(env, ks, cfg, args, kind, example):
                 hand(env.ctx, inp, out, entry, arrived, calls, grid=grid)
 
         def run_coll():
-            coll(env.ctx, inp, out, grid=grid)
+            coll(env.ctx, inp, out, grid=coll_grid)
 
         def want(it):
             xs = [rand((in_n,), torch.float16, env.device, example, it, p) for p in range(P)]
@@ -92,7 +94,7 @@ def run(env, ks, cfg, args, kind, example):
         stream = symm.all_gather if kind == "gather" else symm.all_to_all
         hand_label = ("by hand, packets (8-byte st: 4 B data + call number)" if pkt
                       else "by hand (put_block + signals)")
-        for label, op, blocks in ((hand_label, run_hand, hand_grid), ("symm device collective", run_coll, grid)):
+        for label, op, blocks in ((hand_label, run_hand, hand_grid), ("symm device collective", run_coll, coll_grid)):
             ok = True
             for it in range(args.checks):
                 inp.copy_(rand((in_n,), torch.float16, env.device, example, it, me))
