@@ -16,7 +16,8 @@
 #             library's (forced remote), and test_coll's errors/move/matrix parts on
 #             native, nvshmem and nccl, 1 PE
 #     python  symm.triton kernels on nccl (symm's nccl bitcode) and nvshmem (forced remote:
-#             NVSHMEM's libnvshmem_device.bc linked into Triton), 1 PE; the bitcode is built
+#             NVSHMEM's libnvshmem_device.bc linked into Triton), 1 PE (PY_BACKENDS picks:
+#             "nccl nvshmem_remote"; each shard may take PY_STEP_S, default 220 s); the bitcode is built
 #             where clang-19 is (cmake --build build --target symm_device_bitcode) and
 #             carried: $SYMM_BITCODE_DIR, else the first of $SYMM_BUILD_DIR/bitcode,
 #             build/bitcode, build-lead/bitcode that has it
@@ -240,6 +241,7 @@ or test_atomics or test_ld_st or test_fence_quiet or test_device_barriers or tes
     for cfg in "nccl SYMM_BACKEND=nccl" "nvshmem_remote SYMM_BACKEND=nvshmem SYMM_DEBUG_FORCE_REMOTE=1"; do
       set -- $cfg
       name=$1; shift
+      case " ${PY_BACKENDS:-nccl nvshmem_remote} " in *" $name "*) ;; *) continue ;; esac
       py_names+=("$name")
       for ((i = 0; i < k; i++)); do
         bg_step "python_${name}_$i" "${PY_STEP_S:-220}" pass -- env "$@" PYTHONPATH="$here/python" SYMM_BITCODE_DIR="$bc" \

@@ -44,6 +44,7 @@
 
 #define LINE_MAX_BYTES 65536
 #define EXIT_SKIP 77
+#define SKIP_AGREE_S 5.0 /* how long the other ranks get to skip after the first did */
 #define EXIT_TIMEOUT 124
 #define EXIT_USAGE 2
 
@@ -454,6 +455,10 @@ int main(int argc, char **argv) {
     double deadline = timeout > 0 ? start + timeout : 0;
     double kill_at = 0; /* SIGKILL everyone at this time (0: not stopping) */
     int stopping = 0, timed_out = 0, first_fail = 0, first_fail_rank = -1, running = 0;
+    /* A rank that skips while others run leaves them waiting for it (in the
+     * bootstrap, say): the others get SKIP_AGREE_S to skip as well. */
+    int first_skip_rank = -1;
+    double skip_deadline = 0;
 
     for (int r = 0; r < n; r++) {
         pid_t pid = spawn(r, n, port, bport, prog, &ranks[r]);
@@ -510,6 +515,10 @@ int main(int argc, char **argv) {
                          sig_name(WTERMSIG(status), sigbuf, sizeof sigbuf), code);
             else
                 snprintf(ranks[r].how, sizeof ranks[r].how, "exited with code %d", code);
+            if (code == EXIT_SKIP && first_skip_rank < 0 && running > 0) {
+                first_skip_rank = r;
+                skip_deadline = now_s() + SKIP_AGREE_S;
+            }
             if (code != 0 && code != EXIT_SKIP && first_fail_rank < 0) {
                 first_fail = code;
                 first_fail_rank = r;
@@ -531,6 +540,17 @@ int main(int argc, char **argv) {
                     signal_groups(ranks, n, SIGKILL);
                 drain_until = t + 1.0;
             }
+        }
+        if (skip_deadline > 0 && t >= skip_deadline && running > 0 && !stopping && first_fail_rank < 0) {
+            fprintf(stderr,
+                    "symmrun: rank %d skipped (exit %d) and %d rank%s still running %g s later: ranks "
+                    "must skip together; stopping them\n",
+                    first_skip_rank, EXIT_SKIP, running, running == 1 ? " is" : "s are", SKIP_AGREE_S);
+            first_fail = 1;
+            first_fail_rank = first_skip_rank;
+            stopping = 1;
+            kill_at = t + grace;
+            signal_groups(ranks, n, SIGTERM);
         }
         if (deadline > 0 && t >= deadline && !timed_out && running > 0) {
             timed_out = 1;

@@ -137,6 +137,12 @@ static int child(const char *mode) {
     }
     if (strcmp(mode, "halfskip") == 0)
         return rank == 0 ? 77 : 0;
+    if (strcmp(mode, "skipwait") == 0) { /* rank 0 skips, the others wait for it */
+        if (rank == 0)
+            return 77;
+        sleep(60);
+        return 0;
+    }
     if (strcmp(mode, "pass") == 0)
         return 0;
     fprintf(stderr, "unknown child mode %s\n", mode);
@@ -501,6 +507,13 @@ static void test_skip_and_pass(void) {
     done(&r);
     r = run(A("-n", "2", "SELF", "child", "halfskip"), 0, 0);
     TEST_ASSERT(r.code != 0 && r.code != 77, "half skipped: exit %d", r.code);
+    done(&r);
+    /* a lone skip does not leave the others hanging until the timeout */
+    r = run(A("-n", "3", "--timeout", "100", "SELF", "child", "skipwait"), 0, 0);
+    TEST_ASSERT(r.code == 1, "one rank skipped, the others waited: exit %d\n%s", r.code, r.err);
+    TEST_ASSERT(r.seconds < STOP_BOUND_S, "the waiting ranks were stopped after %.1f s", r.seconds);
+    TEST_ASSERT(strstr(r.err, "rank 0 skipped (exit 77) and 2 ranks are still running"), "no line "
+                "naming the lone skip:\n%s", r.err);
     done(&r);
     r = run(A("-n", "4", "--", "SELF", "child", "pass"), 0, 0);
     TEST_ASSERT(r.code == 0, "all passed: exit %d", r.code);
