@@ -150,10 +150,11 @@ def time_us(fn, reps=20, warmup=3, graph=True):
 
 
 def title(env, what):
+    backend = symm.backend()  # cubins run only on the backend they were built for
     if env.shared:
-        return ("%s: %d PEs sharing one GPU (time-sliced or under MPS; not a measure of NVLink)"
-                % (what, env.world))
-    return "%s: %d PEs, one GPU each" % (what, env.world)
+        return ("%s: %d PEs sharing one GPU (time-sliced or under MPS; not a measure of NVLink), "
+                "backend %s" % (what, env.world, backend))
+    return "%s: %d PEs, one GPU each, backend %s" % (what, env.world, backend)
 
 
 def table(env, what, header, rows, out=None):

@@ -1,11 +1,14 @@
 """Compile every CuTe DSL kernel of symm.cute's examples and GPU check ahead of
 time, for a GPU this machine need not have (default sm_90a):
 
-    python examples/cute/build_cubins.py [-o build-cute] [--arch 90]
+    python examples/cute/build_cubins.py [-o build-cute] [--arch 90] [--backend nccl] [--library-only]
 
 writes build-cute/<kernel>.cubin and build-cute/manifest.json (about 2 MiB),
 which run_gpu.py --cubins build-cute launches through symm.cubin on a machine
-with the CUDA driver and torch but no CuTe DSL. Needs CuTe DSL
+with the CUDA driver and torch but no CuTe DSL, under the symm backend they
+were built for (--backend: native, nccl or nvshmem; recorded in the manifest).
+--library-only builds only the library check's kernels (run_gpu.py --only
+library). Needs CuTe DSL
 (pip install 'nvidia-cutlass-dsl[cu13]==4.8.1') and the device bitcode.
 """
 import argparse
@@ -26,9 +29,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-o", "--out", default=os.path.join(REPO, "build-cute"))
     ap.add_argument("--arch", default="90")
+    ap.add_argument("--backend", default="native", choices=aot.BACKENDS)
+    ap.add_argument("--library-only", action="store_true", help="only tests/python/cute_kernels.py")
     args = ap.parse_args()
     t0 = time.time()
-    path = aot.build(SOURCES, args.out, arch=args.arch)
+    path = aot.build(SOURCES[1:] if args.library_only else SOURCES, args.out, arch=args.arch,
+                     backend=args.backend)
     size = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))
     print("wrote %s: %.1f MiB in %.0f s" % (path, size / 2**20, time.time() - t0))
 

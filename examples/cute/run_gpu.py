@@ -7,6 +7,12 @@ short pass/fail table at the end.
     # or without --cubins on a machine with CuTe DSL (compiled just in time)
 
 scripts/cute_gpu.sh runs it on 1, 2 and 4 PEs (under MPS where PEs share a GPU).
+On a scale-out backend the cubins must be built for it (the tables name the
+backend that ran):
+
+    python examples/cute/build_cubins.py --backend nccl --library-only -o build-cute-nccl
+    SYMM_BACKEND=nccl torchrun --nproc-per-node 1 examples/cute/run_gpu.py \
+        --cubins build-cute-nccl --only library
 """
 import os
 import sys

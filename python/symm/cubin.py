@@ -6,14 +6,18 @@ parameters in the entry's order ([name, kind, dtype, shape]; kind is "ptr",
 "i32", "u32", "i64", "u64", "f32" or "f64"; dtype and shape optional), and
 may fix the launch ("grid", "block", "smem") and the order callers pass the
 arguments in ("call": names; it may name arguments the kernel does not
-take, which are accepted and ignored). symm.tilelang.build writes these.
+take, which are accepted and ignored), and the symm backend its device code
+was compiled for ("backend": native, nvshmem or nccl; absent means native).
+symm.tilelang.build and symm.cute.aot write these.
 
     kernels = symm.cubin.load("build-tilelang")
     kernels["shift"](symm.ctx(), src, dst, sig)         # torch's current stream
 
 Pointer parameters take torch tensors (checked against the recorded dtype,
 shape and device) or integer addresses. The module is loaded into the
-current CUDA context through the driver API (libcuda, ctypes) on first use.
+current CUDA context through the driver API (libcuda, ctypes) on first use,
+after checking that its backend is the running symm's; an nvshmem module then
+gets symm_backend_module_init (NVSHMEM's per-module device state).
 """
 import ctypes
 import json
@@ -47,6 +51,8 @@ def _cuda():
         lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
                                             ctypes.c_char_p]
         lib.cuFuncSetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        lib.cuLibraryGetModule.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+        lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 6 + [
             ctypes.c_uint, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
         _driver = lib
@@ -59,6 +65,41 @@ def _check(rc, what):
         _cuda().cuGetErrorString(rc, ctypes.byref(msg))
         raise CudaDriverError("%s failed: CUDA error %d (%s)" % (
             what, rc, msg.value.decode() if msg.value else "unknown"))
+
+
+def current_context():
+    """The current CUDA context (CUcontext handle as an int; 0 for none)."""
+    ctx = ctypes.c_void_p()
+    _check(_cuda().cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+    return ctx.value or 0
+
+
+def library_module(library):
+    """The CUmodule (int) of a CUDA library (CUlibrary / cudaLibrary_t handle)
+    in the current context, loading it there if it is not yet."""
+    mod = ctypes.c_void_p()
+    _check(_cuda().cuLibraryGetModule(ctypes.byref(mod), ctypes.c_void_p(library)), "cuLibraryGetModule")
+    return mod.value
+
+
+BACKENDS = ("native", "nvshmem", "nccl")
+
+
+def check_backend(name, entry, running):
+    """Raise unless the manifest entry's backend (absent: native) is
+    `running`, the backend symm runs ("host" and None count as native)."""
+    built = entry.get("backend", "native")
+    if built not in BACKENDS:
+        raise ValueError("%s: the manifest's backend %r is not one of %s" % (name, built, ", ".join(BACKENDS)))
+    running = running if running in BACKENDS else "native"
+    if built != running:
+        raise RuntimeError("%s was built for the %s backend, but symm runs %s: rebuild it with --backend %s "
+                           "(or run with SYMM_BACKEND=%s)" % (name, built, running, running, built))
+
+
+def _running_backend():
+    from . import _runtime
+    return _runtime.backend() if _runtime.initialized() else None
 
 
 def _dims(x, what):
@@ -134,12 +175,16 @@ class Kernel:
     def function(self):
         """The CUfunction, loaded into the current context on first use."""
         if self._func is None:
+            check_backend(self.name, self.entry, _running_backend())
             cu = _cuda()
             with open(os.path.join(self.folder, self.entry["cubin"]), "rb") as f:
                 image = f.read()
             mod = ctypes.c_void_p()
             buf = ctypes.create_string_buffer(image, len(image))
             _check(cu.cuModuleLoadData(ctypes.byref(mod), buf), "cuModuleLoadData(%s)" % self.entry["cubin"])
+            if self.entry.get("backend") == "nvshmem":
+                from . import _runtime
+                _runtime.backend_module_init(mod.value)  # before any launch from it
             fn = ctypes.c_void_p()
             _check(cu.cuModuleGetFunction(ctypes.byref(fn), mod, self.entry["entry"].encode()),
                    "cuModuleGetFunction(%s)" % self.entry["entry"])

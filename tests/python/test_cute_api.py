@@ -253,3 +253,102 @@ def test_example_collectives_move_16_byte_vectors(tmp_path):
             lines = [ln.split()[0] for ln in ptx.splitlines() if ln.strip()]
             runs = "".join("v" if op.startswith("ld.global.v4") else "." for op in lines)
             assert "v" * mod.UNITS in runs, name
+
+
+# ---- scale-out backends ------------------------------------------------------
+
+def _backend_kernel():
+    """A Kernel calling put_block, put_signal, signal_wait_until and barrier:
+    the calls whose remote paths differ per backend."""
+    import cutlass
+    import cutlass.cute as cute
+
+    import symm.cute as sc
+
+    @cute.kernel
+    def be_calls(ctx: cutlass.Int64, dst: cute.Pointer, src: cute.Pointer, sig: cute.Pointer,
+                 pe: cutlass.Int32):
+        sc.raw.put_block(ctx, dst, src, 1024, pe)
+        sc.raw.put_signal(ctx, dst, src, 8, sig, 1, sc.SIGNAL_ADD, pe)
+        sc.raw.signal_wait_until(ctx, sig, sc.CMP_GE, 1)
+        sc.raw.barrier(ctx)
+
+    return sc.Kernel(be_calls, [("ctx", cutlass.Int64), ("dst", sc.Ptr(cutlass.Uint8)),
+                                ("src", sc.Ptr(cutlass.Uint8)), ("sig", sc.Ptr(cutlass.Uint64, 8)),
+                                ("pe", cutlass.Int32)], block=128)
+
+
+def _unresolved_symm_calls(ptx):
+    """Calls to symm_* functions that the PTX does not define."""
+    defined = set(re.findall(r"^(?:\.visible\s+|\.weak\s+)?\.func\s+(?:\([^)]*\)\s*)?(\w+)\s*\([^)]*\)\s*\{",
+                             ptx, re.M | re.S))
+    called = set(re.findall(r"call(?:\.uni)?\s+(?:\([^)]*\),\s*)?(\w+)", ptx))
+    return {c for c in called if c.startswith("symm_") and c not in defined}
+
+
+@needs_cute
+def test_nccl_backend_aot_links_nccls_device_code(tmp_path):
+    """backend="nccl" links libsymm_device_nccl_sm90.bc (NCCL's device API
+    inside it): every symm call resolves, the PTX has GIN's write-through
+    proxy-queue store, and the manifest entry records the backend."""
+    entry = _backend_kernel().aot(str(tmp_path), arch=90, keep_ptx=True, backend="nccl")
+    ptx = (tmp_path / "be_calls.ptx").read_text()
+    assert entry["backend"] == "nccl"
+    assert (tmp_path / "be_calls.cubin").stat().st_size > 0
+    assert not _unresolved_symm_calls(ptx), _unresolved_symm_calls(ptx)
+    assert "st.global.wt.v4.u32" in ptx            # GIN's proxy queue (only in the nccl file)
+    assert "nvshmemi_device_state" not in ptx
+
+
+@needs_cute
+def test_nvshmem_backend_links_nvshmems_bitcode_or_says_why_not(tmp_path):
+    """backend="nvshmem" links NVSHMEM's per-architecture device bitcode next
+    to symm's: the PTX holds NVSHMEM's device state. Where NVSHMEM has only
+    the generic libnvshmem_device.bc (3.4), which libNVVM rejects, the
+    compile stops first with an error that says so."""
+    from symm.cute import _bitcode
+    try:
+        nvbc = _bitcode.nvshmem_device_bitcode(90)
+    except Exception as e:  # noqa: BLE001 - checked just below
+        nvbc = None
+        with pytest.raises(type(e), match="libnvshmem_device|NVSHMEM"):
+            _backend_kernel().aot(str(tmp_path), arch=90, backend="nvshmem")
+        if "generic libnvshmem_device.bc" in str(e):
+            assert "section markers" in str(e) and "libnvshmem_device_sm_90.bc" in str(e), str(e)
+    if nvbc is not None:
+        entry = _backend_kernel().aot(str(tmp_path), arch=90, keep_ptx=True, backend="nvshmem")
+        ptx = (tmp_path / "be_calls.ptx").read_text()
+        assert entry["backend"] == "nvshmem"
+        assert not _unresolved_symm_calls(ptx), _unresolved_symm_calls(ptx)
+        assert "nvshmemi_device_state" in ptx
+
+
+@needs_cute
+def test_backend_names_are_checked_before_compiling():
+    import symm.cute as sc
+    from symm.cute import aot
+
+    k = _backend_kernel()
+    with pytest.raises(ValueError, match="backend 'mpi': expected one of native, nvshmem, nccl"):
+        k.compile(arch=90, backend="mpi")
+    with pytest.raises(ValueError, match="backend 'gin'"):
+        with sc.target(90, backend="gin"):
+            pass
+    with pytest.raises(SystemExit):
+        aot.main(["--backend", "mpi", "-o", _tmpdir(), os.path.join(REPO, "examples", "cute", "kernels.py")])
+
+
+def test_cubin_refuses_a_manifest_of_another_backend():
+    """symm.cubin checks an entry's backend against the running one before
+    loading it (no GPU: the check itself); no field means native."""
+    import symm.cubin as cubin
+    cubin.check_backend("k", {"backend": "nccl"}, "nccl")
+    cubin.check_backend("k", {}, "native")
+    cubin.check_backend("k", {}, None)                  # before init: native
+    with pytest.raises(RuntimeError, match="k was built for the nccl backend, but symm runs nvshmem: "
+                                           "rebuild it with --backend nvshmem"):
+        cubin.check_backend("k", {"backend": "nccl"}, "nvshmem")
+    with pytest.raises(RuntimeError, match="built for the native backend, but symm runs nccl"):
+        cubin.check_backend("k", {}, "nccl")             # a TileLang manifest without the field
+    with pytest.raises(ValueError, match="backend 'mpi' is not one of"):
+        cubin.check_backend("k", {"backend": "mpi"}, "native")

@@ -1,20 +1,24 @@
 """Which libsymm_device*.bc the extern declarations link.
 
-The bitcode is per architecture (bitcode/README.md), and the architecture a
-kernel is compiled for is known only when it is compiled, so the path is
-resolved when CuTe DSL first declares a symm function in a module: from the
-architecture symm.cute.compile (or `with symm.cute.target(arch):`) was given,
-else the current GPU's, else sm_90 (whose file serves sm_90 and newer, and so
-CuTe DSL's default target as well).
+The bitcode is per architecture (bitcode/README.md) and per backend
+(docs/backends.md), and both are known only when a kernel is compiled, so the
+path is resolved when CuTe DSL first declares a symm function in a module:
+from the architecture and backend symm.cute.compile (or `with
+symm.cute.target(arch, backend=...):`) was given, else the current GPU's
+(else sm_90, whose file serves sm_90 and newer, and so CuTe DSL's default
+target as well) and the running symm's backend (else native).
 """
 import contextlib
 import contextvars
+import os
 
 import cutlass.cute as cute
 
 from .. import _lib
 
 _ARCH = contextvars.ContextVar("symm_cute_arch", default=None)
+_BACKEND = contextvars.ContextVar("symm_cute_backend", default=None)
+BACKENDS = ("native",) + _lib.SCALE_OUT_BACKENDS
 
 
 def parse_arch(arch):
@@ -61,14 +65,83 @@ def selected_arch():
     return arch
 
 
+def resolve_backend(backend=None):
+    """`backend` checked ("native", "nvshmem", "nccl"); None: the running
+    symm's backend, else native (before init, or on "host")."""
+    if backend is None:
+        from .. import _runtime
+        try:
+            backend = _runtime.backend()
+        except Exception:  # noqa: BLE001 - no libsymm loaded: the default file
+            backend = None
+        return backend if backend in BACKENDS else "native"
+    if backend not in BACKENDS:
+        raise ValueError("symm.cute: backend %r: expected one of %s" % (backend, ", ".join(BACKENDS)))
+    return backend
+
+
+def selected_backend():
+    return _BACKEND.get() or resolve_backend()
+
+
+def nvshmem_device_bitcode(arch=90):
+    """NVSHMEM's device bitcode that CuTe DSL can link for `arch`.
+
+    libNVVM (CuTe DSL's backend, unlike Triton's LLVM) refuses the section
+    markers (".text.compute") of the generic libnvshmem_device.bc that
+    NVSHMEM 3.4 ships; newer NVSHMEM (3.8.0 checked) ships
+    libnvshmem_device_sm_<arch>.bc files, which it accepts. So: the file
+    $SYMM_NVSHMEM_DEVICE_BC names, else the per-architecture file of the pip
+    package, else an error that says why the generic file will not do."""
+    env = os.environ.get("SYMM_NVSHMEM_DEVICE_BC")
+    if env:
+        if not os.path.isfile(env):
+            raise _lib.LibraryNotFoundError("SYMM_NVSHMEM_DEVICE_BC=%s: no such file" % env)
+        return env
+    d = _lib._pip_lib_dir("nvshmem")
+    a = parse_arch(arch)
+    names = ["libnvshmem_device_sm_%d.bc" % a] + (["libnvshmem_device_sm_90.bc"] if a > 90 else [])
+    for name in names:
+        if d and os.path.isfile(os.path.join(d, name)):
+            return os.path.join(d, name)
+    if d and os.path.isfile(os.path.join(d, "libnvshmem_device.bc")):
+        raise _lib.LibraryNotFoundError(
+            "symm.cute on nvshmem: %s has only the generic libnvshmem_device.bc, whose section markers "
+            "libNVVM (CuTe DSL's compiler) rejects; CuTe kernels need NVSHMEM's per-architecture "
+            "bitcode (%s, in nvidia-nvshmem-cu13 3.8.0) or SYMM_NVSHMEM_DEVICE_BC naming such a file. "
+            "Triton kernels link the generic file." % (d, names[0]))
+    raise _lib.LibraryNotFoundError(
+        "symm.cute on nvshmem: NVSHMEM's device bitcode (%s) not found (looked in %s); pip install "
+        "nvidia-nvshmem-cu13 or set SYMM_NVSHMEM_DEVICE_BC" % (names[0], d or "no pip package nvidia.nvshmem"))
+
+
+def link_files(arch, backend):
+    """The bitcode files a kernel for (arch, backend) links, checked to exist:
+    symm's file, and on nvshmem NVSHMEM's device bitcode after it."""
+    backend = resolve_backend(backend)
+    if backend == "native":
+        path = _lib.bitcode_path(arch)
+        if not os.path.isfile(path):
+            raise _lib.LibraryNotFoundError("%s not found (build the bitcode, or set SYMM_BITCODE_DIR)" % path)
+        return [path]
+    files = [_lib.bitcode_path(arch, backend=backend)]
+    if backend == "nvshmem":
+        files.append(nvshmem_device_bitcode(arch))
+    return files
+
+
 @contextlib.contextmanager
-def target(arch):
-    """Compile the kernels traced inside for `arch` (selects the bitcode)."""
-    token = _ARCH.set(parse_arch(arch))
+def target(arch, backend=None):
+    """Compile the kernels traced inside for `arch` and a symm backend (None:
+    the running one); selects symm's bitcode. On nvshmem a plain cute.compile
+    must also link NVSHMEM's bitcode: symm.cute.compile does that."""
+    a_token = _ARCH.set(parse_arch(arch))
+    b_token = _BACKEND.set(resolve_backend(backend))
     try:
         yield
     finally:
-        _ARCH.reset(token)
+        _BACKEND.reset(b_token)
+        _ARCH.reset(a_token)
 
 
 class _SymmBitCode(cute.BitCode):
@@ -79,10 +152,11 @@ class _SymmBitCode(cute.BitCode):
 
     @property
     def path(self):
-        return _lib.bitcode_path(selected_arch())
+        backend = selected_backend()
+        return _lib.bitcode_path(selected_arch(), backend=None if backend == "native" else backend)
 
     def __repr__(self):
-        return "SymmBitCode(sm_%d)" % selected_arch()
+        return "SymmBitCode(sm_%d, %s)" % (selected_arch(), selected_backend())
 
 
 BITCODE = _SymmBitCode()

@@ -27,7 +27,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass.cute.runtime import make_fake_stream, make_ptr
 
-from ._bitcode import parse_arch
+from ._bitcode import parse_arch, resolve_backend
 from .host import arch_name, compile as symm_compile
 
 # parameter kinds of the manifest (symm.cubin packs them)
@@ -114,22 +114,25 @@ class Kernel:
 
     # -- just in time ----------------------------------------------------------
 
-    def compile(self, arch=None, options=None):
-        """Compile for this GPU (or `arch`) with CuTe DSL; returns a JitLaunch."""
-        fn = symm_compile(self.launcher(), *self.fake_args(), arch=arch, options=options)
+    def compile(self, arch=None, options=None, backend=None):
+        """Compile for this GPU (or `arch`) and the running symm backend (or
+        `backend`) with CuTe DSL; returns a JitLaunch."""
+        fn = symm_compile(self.launcher(), *self.fake_args(), arch=arch, options=options, backend=backend)
         return JitLaunch(self, fn)
 
     # -- ahead of time ---------------------------------------------------------
 
-    def aot(self, out_dir, arch=90, options=None, keep_ptx=False):
-        """Compile for `arch` (no GPU needed) into out_dir/<name>.cubin and
-        return its manifest entry (symm.cubin reads it); keep_ptx also
-        writes out_dir/<name>.ptx."""
+    def aot(self, out_dir, arch=90, options=None, keep_ptx=False, backend="native"):
+        """Compile for `arch` and a symm backend (no GPU needed) into
+        out_dir/<name>.cubin and return its manifest entry (symm.cubin reads
+        it, and refuses it under another backend); keep_ptx also writes
+        out_dir/<name>.ptx."""
+        backend = resolve_backend(backend)
         os.makedirs(out_dir, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="symm-cute-") as dump:
             opts = "--gpu-arch %s --keep-ptx --keep-cubin --dump-dir %s %s" % (
                 arch_name(arch), dump, options or "")
-            fn = symm_compile(self.launcher(), *self.fake_args(), options=opts.strip())
+            fn = symm_compile(self.launcher(), *self.fake_args(), options=opts.strip(), backend=backend)
             cubin, ptx = fn.__cubin__, fn.__ptx__
         entries = list(getattr(fn, "kernel_info", {}) or {})
         entry = entries[0] if len(entries) == 1 else None
@@ -151,7 +154,7 @@ class Kernel:
                 f.write(ptx)
         return {"cubin": self.name + ".cubin", "entry": entry, "arch": parse_arch(arch),
                 "params": [[n, k] for (n, _), k in zip(self.params, self.kinds)],
-                "block": list(self.block), "smem": self.smem}
+                "block": list(self.block), "smem": self.smem, "backend": backend}
 
 
 _ENTRY = re.compile(r"\.entry\s+(\w+)\s*\(([^)]*)\)", re.S)

@@ -1,11 +1,12 @@
 """Compile symm.cute Kernels ahead of time into cubins (no GPU needed).
 
-    python -m symm.cute.aot -o build-cute [--arch 90] SOURCE...
+    python -m symm.cute.aot -o build-cute [--arch 90] [--backend nccl] SOURCE...
 
 SOURCE is a Python file or a module name; every symm.cute.Kernel it defines
 at module level (or lists in a KERNELS sequence) is compiled for the
-architecture with CuTe DSL, and out/<name>.cubin plus an entry of
-out/manifest.json (symm.cubin's format) are written. symm.cubin.load(out)
+architecture and symm backend (native by default; nvshmem or nccl:
+docs/backends.md) with CuTe DSL, and out/<name>.cubin plus an entry of
+out/manifest.json (symm.cubin's format, recording the backend) are written. symm.cubin.load(out)
 launches them on a machine with the CUDA driver and torch but no CuTe DSL. Two kernels with the same
 name in the sources are an error.
 """
@@ -17,6 +18,7 @@ import sys
 import time
 
 from ..cubin import write_manifest
+from ._bitcode import BACKENDS
 from ._kernel import Kernel
 
 
@@ -42,7 +44,7 @@ def kernels_of(module):
     return list(found)
 
 
-def build(sources, out_dir, arch=90, log=print, keep_ptx=False):
+def build(sources, out_dir, arch=90, log=print, keep_ptx=False, backend="native"):
     """Compile every Kernel of the sources; returns the manifest path."""
     kernels = {}
     for src in sources:
@@ -53,7 +55,7 @@ def build(sources, out_dir, arch=90, log=print, keep_ptx=False):
     entries = {}
     for name in sorted(kernels):
         t0 = time.time()
-        entries[name] = kernels[name].aot(out_dir, arch=arch, keep_ptx=keep_ptx)
+        entries[name] = kernels[name].aot(out_dir, arch=arch, keep_ptx=keep_ptx, backend=backend)
         log("  %-40s %5.1f s" % (name, time.time() - t0))
     return write_manifest(out_dir, entries)
 
@@ -63,10 +65,12 @@ def main(argv=None):
     ap.add_argument("sources", nargs="+", help="Python files or module names defining Kernels")
     ap.add_argument("-o", "--out", default="build-cute", help="output folder (default build-cute)")
     ap.add_argument("--arch", default="90", help="compute capability, e.g. 90 (sm_90a) or 80")
+    ap.add_argument("--backend", default="native", choices=BACKENDS,
+                    help="the symm backend the kernels will run on (default native)")
     ap.add_argument("--ptx", action="store_true", help="also write <name>.ptx")
     args = ap.parse_args(argv)
     t0 = time.time()
-    path = build(args.sources, args.out, arch=args.arch, keep_ptx=args.ptx)
+    path = build(args.sources, args.out, arch=args.arch, keep_ptx=args.ptx, backend=args.backend)
     print("wrote %s (%.1f s)" % (path, time.time() - t0))
     return 0
 

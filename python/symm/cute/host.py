@@ -16,7 +16,7 @@ import cutlass.cute as cute
 from cutlass.cute.runtime import from_dlpack, make_ptr
 
 from .. import _tensor
-from ._bitcode import current_device_arch, parse_arch, target
+from ._bitcode import current_device_arch, link_files, parse_arch, resolve_backend, target
 
 _TORCH_TO_CUTLASS = {
     "float32": cutlass.Float32, "float16": cutlass.Float16, "bfloat16": cutlass.BFloat16,
@@ -94,13 +94,17 @@ def get_multicast_tensor(t, **kwargs):
 _ARCH_OPT = re.compile(r"--gpu-arch[ =](\S+)")
 
 
-def compile(fn, *args, arch=None, options=None, **kwargs):  # noqa: A001 - cute.compile's name
+def compile(fn, *args, arch=None, options=None, backend=None, **kwargs):  # noqa: A001 - cute.compile's name
     """cute.compile(fn, *args, options=..., **kwargs) linking the symm bitcode of
-    the architecture compiled for, and nothing else (no initialisation step).
+    the architecture and backend compiled for.
 
     arch: 90, "sm_90a", "sm_80"...: adds `--gpu-arch sm_XX[a]` to the options.
     Without it the architecture is the one in options, else the current
     GPU's (CuTe DSL's own default target). The bitcode is chosen to match.
+    backend: "native", "nvshmem" or "nccl" (docs/backends.md); None: the
+    running symm's backend, else native. nvshmem also links NVSHMEM's device
+    bitcode, and the result initialises NVSHMEM's state in its loaded module
+    before its first launch (see ModuleInit); native and nccl need no step.
     """
     opts = options or ""
     m = _ARCH_OPT.search(opts)
@@ -115,10 +119,51 @@ def compile(fn, *args, arch=None, options=None, **kwargs):  # noqa: A001 - cute.
         a = parse_arch(m.group(1))
     else:
         a = current_device_arch()
-    with target(a if a is not None else 90):
-        if opts:
-            return cute.compile(fn, *args, options=opts, **kwargs)
-        return cute.compile(fn, *args, **kwargs)
+    a = a if a is not None else 90
+    backend = resolve_backend(backend)
+    files = link_files(a, backend)  # every file checked before anything is traced
+    if len(files) > 1:
+        # symm's file is declared by the extern calls; the others (NVSHMEM's)
+        # only through the option, which CuTe DSL merges with the declared ones
+        opts = ("%s --link-libraries=%s" % (opts, ",".join(files[1:]))).strip()
+    with target(a, backend):
+        fn = cute.compile(fn, *args, options=opts, **kwargs) if opts else cute.compile(fn, *args, **kwargs)
+    return ModuleInit(fn) if backend == "nvshmem" else fn
+
+
+class ModuleInit:
+    """A function compiled for the nvshmem backend: NVSHMEM keeps its device
+    state in a __constant__ of every module linking its device library, so
+    before the first launch in a CUDA context the loaded module goes to
+    symm_backend_module_init (symm.triton does the same for Triton's modules).
+    Everything else (__ptx__, __cubin__, export_to_c...) is the compiled
+    function's."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self._contexts = set()
+
+    def __getattr__(self, name):
+        return getattr(self.fn, name)
+
+    def __call__(self, *args, **kwargs):
+        self.init_module()
+        return self.fn(*args, **kwargs)
+
+    def init_module(self):
+        """Set up the module in the current CUDA context (once per context)."""
+        from .. import _runtime, cubin
+        running = _runtime.backend() if _runtime.initialized() else None
+        if running != "nvshmem":
+            raise RuntimeError("symm.cute: this kernel was compiled for the nvshmem backend, but symm %s; "
+                               "compile it for the running backend (backend=None)"
+                               % ("runs %s" % running if running else "is not initialised"))
+        ctx = cubin.current_context()
+        if ctx not in self._contexts:
+            # CuTe DSL loads its cubin as a CUDA library (context-independent);
+            # the module of this context is the one whose constant NVSHMEM fills
+            _runtime.backend_module_init(cubin.library_module(int(self.fn.library)))
+            self._contexts.add(ctx)
 
 
 def arch_name(arch):
