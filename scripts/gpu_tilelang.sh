@@ -3,6 +3,8 @@
 # example (examples/tilelang/run_all.py) on 1, 2 and 4 PEs, from kernels
 # built ahead of time (examples/tilelang/build.py, carried as build-tilelang/).
 #   scripts/gpu_tilelang.sh [build folder]      logs and tables under $OUT
+# SYMM_BACKEND=nccl|nvshmem runs on that backend over a folder built for it
+# (build.py --backend B --only prim_), TL_ONLY=primitives only those examples.
 # PEs beyond the GPU count share GPUs; above 2 per GPU under a private MPS
 # daemon (scripts/with_mps.sh) with an equal share of the SMs each. Multicast
 # stays off.
@@ -17,6 +19,8 @@ export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 build=${SYMM_BUILD_DIR:-build-gpu}
+backend=${SYMM_BACKEND:-native}
+tag=$([ "$backend" = native ] || echo "_$backend")
 summary=()
 
 if [ ! -f "$aot/manifest.json" ]; then
@@ -49,14 +53,14 @@ for n in ${TL_PES:-1 2 4}; do
   t0=$(date +%s)
   env "$share" timeout -k 10 "${TL_WALL:-200}" torchrun --nproc-per-node "$n" --master-port $((29700 + n)) \
     examples/tilelang/run_all.py --aot "$aot" --iters "${TL_ITERS:-10}" --checks "${TL_CHECKS:-2}" \
-    --out "$OUT/tilelang_${n}pe.md" >"$OUT/tilelang_${n}pe.log" 2>&1
+    ${TL_ONLY:+--only $TL_ONLY} --out "$OUT/tilelang${tag}_${n}pe.md" >"$OUT/tilelang${tag}_${n}pe.log" 2>&1
   rc=$?
-  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/tilelang_${n}pe.log" | tail -1)
-  summary+=("$(printf '%-22s rc=%-3s %-24s %ss' "tilelang ${n} PE" "$rc" "${line:-no result}" $(( $(date +%s) - t0 )))")
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/tilelang${tag}_${n}pe.log" | tail -1)
+  summary+=("$(printf '%-30s rc=%-3s %-24s %ss' "tilelang${tag:+ $backend} ${n} PE" "$rc" "${line:-no result}" $(( $(date +%s) - t0 )))")
 done
 
 for n in ${TL_PES:-1 2 4}; do
-  [ -f "$OUT/tilelang_${n}pe.md" ] && cat "$OUT/tilelang_${n}pe.md"
+  [ -f "$OUT/tilelang${tag}_${n}pe.md" ] && cat "$OUT/tilelang${tag}_${n}pe.md"
 done
-echo "==== symm.tilelang summary ($ngpu GPUs) ===="
+echo "==== symm.tilelang summary ($ngpu GPUs, symm backend $backend) ===="
 printf '%s\n' "${summary[@]}"

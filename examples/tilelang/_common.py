@@ -34,6 +34,7 @@ class Env:
         self.local_world = int(os.environ.get("LOCAL_WORLD_SIZE", self.world))
         self.shared_gpu = torch.cuda.device_count() < self.local_world
         self.dist_backend = dist.get_backend() if dist.is_initialized() else None
+        self.backend = symm.backend()
         self.iteration = 0
 
 
@@ -71,6 +72,10 @@ class Kernels:
         if aot_dir:
             import symm.cubin
             self._built = symm.cubin.load(aot_dir)
+
+    def backends(self):
+        """The symm backends the build folder's kernels were compiled for."""
+        return sorted({k.entry.get("backend", "native") for k in self._built.values()}) if self.aot_dir else []
 
     @property
     def mode(self):
@@ -222,6 +227,8 @@ def parse(description):
     ap.add_argument("--checks", type=int, default=3, help="checked iterations, fresh data each")
     ap.add_argument("--no-bench", action="store_true", help="check only")
     ap.add_argument("--out", help="write the result table (markdown) here")
+    ap.add_argument("--only", nargs="+", metavar="EXAMPLE",
+                    help="run_all.py: only these examples (e.g. primitives, for a folder built with --only prim_)")
     return ap.parse_args()
 
 
@@ -248,8 +255,8 @@ def median(xs):
 
 def title_note(env):
     if env.shared_gpu:
-        return "%d PEs sharing one GPU: not a measure of NVLink" % env.world
-    return "%d PEs, one GPU each" % env.world
+        return "%d PEs sharing one GPU: not a measure of NVLink, symm backend %s" % (env.world, env.backend)
+    return "%d PEs, one GPU each, symm backend %s" % (env.world, env.backend)
 
 
 def example_main(mod, title):

@@ -1,7 +1,7 @@
 """Every TileLang example (the primitives first) on this torchrun job's PEs,
 each checked against torch with fresh random data and timed; one table.
 
-    torchrun --nproc-per-node N examples/tilelang/run_all.py --aot build-tilelang [--out table.md]
+    torchrun --nproc-per-node N examples/tilelang/run_all.py --aot build-tilelang [--out table.md] [--only primitives]
     torchrun --nproc-per-node N examples/tilelang/run_all.py        # TileLang compiles here"""
 import importlib
 import sys
@@ -17,7 +17,12 @@ def main():
     env = setup()
     ks = Kernels(args.aot)
     rows = []
+    unknown = set(args.only or ()) - set(EXAMPLES)
+    if unknown:
+        raise SystemExit("no example %s (examples: %s)" % (" ".join(sorted(unknown)), " ".join(EXAMPLES)))
     for modname in EXAMPLES:
+        if args.only and modname not in args.only:
+            continue
         mod = importlib.import_module(modname)
         for cfg in mod.CONFIGS:
             t0 = time.time()
@@ -37,7 +42,8 @@ def main():
             if env.rank == 0:
                 print("%s %s: %s" % (modname, cfg, ", ".join(r["check"] for r in got)), flush=True)
     text = table(rows, "symm.tilelang examples, %s, kernels %s" % (
-        title_note(env), "built ahead of time" if ks.mode == "aot" else "compiled by TileLang"))
+        title_note(env), "built ahead of time for %s" % "/".join(ks.backends()) if ks.mode == "aot"
+        else "compiled by TileLang"))
     if env.rank == 0:
         print(text)
         if args.out:

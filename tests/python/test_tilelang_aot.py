@@ -3,10 +3,14 @@
 warnings as errors, the memory operations each primitive promises present in
 the PTX, every device function of the headers reached, no module-scope state;
 the just-in-time path (tilelang.compile, which runs nvcc without a GPU); the
-ImportError without TileLang; symm.cubin's argument packing."""
+ImportError without TileLang; symm.cubin's argument packing; a kernel
+compiled for the nccl backend (NCCL's device headers inlined) and device-linked
+for the nvshmem backend (NVSHMEM's device state in the cubin)."""
 import importlib.util
 import os
 import re
+import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -132,7 +136,7 @@ def test_aot_manifest_and_jit_compile(tmp_path):
     import symm.cubin
     import symm.tilelang as sT
     entry = sT.build(primitives.k_sync(), str(tmp_path), "sync")
-    assert entry["entry"] == "sync_kernel" and entry["block"] == [128, 1, 1]
+    assert entry["entry"] == "sync_kernel" and entry["block"] == [128, 1, 1] and entry["backend"] == "native"
     assert [p[1] for p in entry["params"]].count("ptr") == 4
     assert entry["call"] == ["ctx", "data", "recv", "out", "flag", "epoch"]
     assert os.path.getsize(os.path.join(tmp_path, "sync.cubin")) > 0
@@ -224,3 +228,161 @@ def test_packet_exchange_has_no_handshake(kind):
     assert re.search(r"symm_wait_until_u64\(.*, 3, \(call << \(uint64_t\)32\)\)", src)  # CMP_GE
     assert not re.search(r"symm_(signal|barrier|quiet|fence)\w*\(", src)
     assert "(((int)call) & 1)" in src                                 # staging half by parity
+
+
+# -- scale-out backends (docs/tilelang.md, "Backends") ---------------------------------
+
+def _comm_kernel():
+    """put_block, put_signal and its wait, barrier: the calls a backend carries."""
+    import tilelang.language as T
+    import symm.tilelang as sT
+    n = 256
+
+    @T.prim_func
+    def comm(ctx: T.uint64, x: T.Tensor((n,), "float16"), y: T.Tensor((n,), "float16"),
+             sig: T.Tensor((1,), "uint64")):
+        with T.Kernel(1, threads=128):
+            peer = (sT.get_rank(ctx) + 1) % sT.get_num_ranks(ctx)
+            sT.put_block(ctx, x, y, n, peer)
+            sT.put_signal_block(ctx, x, y, n, sig[0], 1, "add", peer)
+            sT.wait_ge(ctx, sig[0], 1)
+            sT.barrier_block(ctx)
+    return comm
+
+
+def _need_backend(backend):
+    _need_tilelang()
+    sys.path.insert(0, PYTHON_DIR)
+    import symm.tilelang as sT
+    try:
+        sT.backend_flags(backend)
+        if backend == "nvshmem":
+            sT.nvshmem_device_library()
+    except ImportError as e:
+        if in_ci():
+            raise
+        pytest.skip(str(e))
+    return sT
+
+
+def _ptx_files(ptx, needle):
+    """Indices of the PTX's .file entries whose path contains needle."""
+    return {m.group(1) for m in re.finditer(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', ptx, re.M) if needle in m.group(2)}
+
+
+def test_nccl_backend_compiles(tmp_path):
+    """nvcc with warnings as errors, SYMM_DEVICE_BACKEND=nccl: instructions
+    come from NCCL's device headers (its LSA team and peer pointers), and
+    every call left in the PTX is to a function the PTX defines (or printf):
+    no symm_ call waits for a link. The native build has none of NCCL's code."""
+    sT = _need_backend("nccl")
+    src = os.path.join(tmp_path, "comm.cu")
+    with open(src, "w") as f:
+        f.write(sT.lower(_comm_kernel(), 90, name="comm").source)
+    ptx = {}
+    for backend in ("nccl", "native"):
+        out = os.path.join(tmp_path, "comm_%s.ptx" % backend)
+        cmd = sT.nvcc_command(src, out, 90, "ptx", backend=backend)
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        assert r.returncode == 0, "nvcc (%s, warnings as errors) failed:\n%s" % (backend, (r.stdout + r.stderr)[-8000:])
+        with open(out) as f:
+            ptx[backend] = f.read()
+    assert "-DSYMM_DEVICE_BACKEND=nccl" in cmd or "-DSYMM_DEVICE_BACKEND=nccl" in sT.backend_flags("nccl")
+    nccl_files = _ptx_files(ptx["nccl"], "nccl_device")
+    used = set(re.findall(r"^\s*\.loc\s+(\d+)\s", ptx["nccl"], re.M))
+    assert nccl_files & used, "no instruction of the nccl build comes from NCCL's device headers"
+    assert not _ptx_files(ptx["native"], "nccl_device")
+    defined = set(re.findall(r"^(?:\.visible |\.weak )?\.func\s+(?:\([^)]*\)\s*)?(\w+)\(", ptx["nccl"], re.M))
+    called = set(re.findall(r"call(?:\.uni)?\s+(?:\([^)]*\),\s*)?(\w+)", ptx["nccl"]))
+    # the driver provides printf and assert; anything else must be in the PTX itself
+    unresolved = called - defined - {"vprintf", "__assertfail"}
+    assert called & defined and not unresolved, "calls to functions the PTX does not define: %s" % sorted(unresolved)
+    externs = set(re.findall(r"^\.extern\s+\.func\s+(?:\([^)]*\)\s*)?(\w+)", ptx["nccl"], re.M))
+    assert externs <= {"vprintf", "__assertfail"}, "extern functions: %s" % sorted(externs)
+
+
+def _elf_symbols(path):
+    """(ELF type, {name: (kind, defined)}) of a cubin, from its symbol table
+    (cuobjdump is not part of every CUDA install)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:4] == b"\x7fELF" and data[4] == 2, "%s is not a 64-bit ELF" % path
+    e_type, e_machine = struct.unpack_from("<HH", data, 16)
+    assert e_machine == 190, "%s is not a CUDA ELF (machine %d)" % (path, e_machine)
+    shoff, = struct.unpack_from("<Q", data, 40)
+    shentsize, shnum = struct.unpack_from("<HH", data, 58)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    syms = {}
+    for sh in sections:
+        if sh[1] != 2:  # SHT_SYMTAB
+            continue
+        strtab = sections[sh[6]]
+        for off in range(sh[4], sh[4] + sh[5], 24):
+            name, info, _, shndx = struct.unpack_from("<IBBH", data, off)
+            end = data.index(b"\0", strtab[4] + name)
+            syms[data[strtab[4] + name:end].decode()] = (info & 0xf, shndx != 0)
+    return e_type, syms
+
+
+def test_nvshmem_backend_device_links(tmp_path):
+    """build(..., backend="nvshmem"): relocatable code device-linked with
+    libnvshmem_device.a into a loadable cubin (an ELF executable, not
+    relocatable) that defines the kernel and NVSHMEM's device state, which
+    symm_backend_module_init fills; nothing left undefined; the manifest
+    entry says nvshmem."""
+    sT = _need_backend("nvshmem")
+    import symm.cubin
+    entry = sT.build(_comm_kernel(), str(tmp_path), "comm", 90, backend="nvshmem")
+    assert entry["backend"] == "nvshmem" and entry["entry"] == "comm_kernel"
+    cubin = os.path.join(tmp_path, entry["cubin"])
+    assert not os.path.exists(os.path.join(tmp_path, "comm.rdc.cubin"))
+    e_type, syms = _elf_symbols(cubin)
+    assert e_type == 2, "the cubin is not device-linked (ELF type %d)" % e_type
+    assert syms.get("comm_kernel") == (2, True), "kernel missing: %s" % syms.get("comm_kernel")
+    assert syms.get("nvshmemi_device_state_d") == (1, True), "NVSHMEM's device state is not in the cubin"
+    # the driver resolves printf and assert, and places the reserved shared memory
+    undefined = sorted(n for n, (_, d) in syms.items() if n and not d and n not in ("vprintf", "__assertfail")
+                       and not n.startswith(".nv.reservedSmem"))
+    assert not undefined, "undefined symbols: %s" % undefined
+    if shutil.which("cuobjdump"):
+        r = subprocess.run(["cuobjdump", "-symbols", cubin], capture_output=True, text=True)
+        assert r.returncode == 0 and "nvshmemi_device_state_d" in r.stdout, r.stdout + r.stderr
+    symm.cubin.write_manifest(str(tmp_path), {"comm": entry})
+    assert symm.cubin.read_manifest(str(tmp_path))["comm"]["backend"] == "nvshmem"
+
+
+def test_backend_choice_errors(monkeypatch, tmp_path):
+    """A bad backend name, NVSHMEM just in time, and a missing NCCL each stop
+    with a message that says what to do; the just-in-time default follows
+    SYMM_BACKEND before symm.init."""
+    _need_tilelang()
+    sys.path.insert(0, PYTHON_DIR)
+    import symm.tilelang as sT
+    with pytest.raises(ValueError, match="backend 'nvshmemx': expected one of native, nccl, nvshmem"):
+        sT.build(_comm_kernel(), str(tmp_path), "comm", backend="nvshmemx")
+    assert not os.listdir(tmp_path)
+    with pytest.raises(NotImplementedError, match="ahead of time"):
+        sT.compile(_comm_kernel(), target=90, backend="nvshmem")
+    monkeypatch.setenv("SYMM_NCCL_INCLUDE", str(tmp_path))
+    with pytest.raises(ImportError, match="pip install nvidia-nccl-cu13 or set SYMM_NCCL_INCLUDE"):
+        sT.compile_flags("nccl")
+    monkeypatch.delenv("SYMM_NCCL_INCLUDE")
+    monkeypatch.setenv("SYMM_BACKEND", "nccl")
+    if sT.running_backend() == "nccl":  # symm not initialised in this process: the environment decides
+        assert "-DSYMM_DEVICE_BACKEND=nccl" in sT.compile_flags()
+    monkeypatch.setenv("SYMM_BACKEND", "native")
+    assert not [f for f in sT.compile_flags() if "SYMM_DEVICE_BACKEND" in f]
+
+
+def test_build_script_backend_folder(tmp_path):
+    """examples/tilelang/build.py --backend refuses to mix backends in one
+    folder (every entry of a manifest is for one backend)."""
+    _need_tilelang()
+    import json
+    with open(os.path.join(tmp_path, "manifest.json"), "w") as f:
+        json.dump({"prim_sync": {"cubin": "prim_sync.cubin", "entry": "prim_sync_kernel", "params": [],
+                                 "backend": "native"}}, f)
+    r = subprocess.run([sys.executable, os.path.join(EXAMPLES, "build.py"), "--backend", "nccl", "--out",
+                        str(tmp_path), "--only", "prim_sync", "--pes", "1"],
+                       capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=PYTHON_DIR))
+    assert r.returncode == 2 and "holds kernels built for native" in r.stdout, r.stdout + r.stderr

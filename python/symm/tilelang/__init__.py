@@ -24,7 +24,7 @@ symm; compile() passes the include folders to nvcc.
     kernel = sT.compile(shift)                   # just in time, on this GPU
     kernel(symm.ctx(), src, dst, sig)            # symmetric torch tensors
 
-    sT.build(shift, "build-tilelang", "shift")   # ahead of time: cubin, no GPU
+    sT.build(shift, "build-tilelang", "shift")   # ahead of time: cubin, no GPU (backend="nccl"/"nvshmem")
     symm.cubin.load("build-tilelang")["shift"](symm.ctx(), src, dst, sig)   # no TileLang
 
 Conventions (TileScale's where they fit): the context comes first; put /
@@ -49,9 +49,10 @@ from ._amo import *  # noqa: F401,F403,E402
 from ._coll import *  # noqa: F401,F403,E402
 from ._rma import *  # noqa: F401,F403,E402
 from ._sync import *  # noqa: F401,F403,E402
-from ._build import (PASS_CONFIGS, SHIM_DIR, Lowered, build, compile, compile_flags,  # noqa: E402,F401
-                     include_dirs, install_hook, lower, nvcc_command, pass_configs, target_of,
-                     tilelang_include_dirs)
+from ._build import (BACKENDS, PASS_CONFIGS, SHIM_DIR, Lowered, backend_flags,  # noqa: E402,F401
+                     backend_include_dir, build, compile, compile_flags, dlink_command, include_dirs,
+                     install_hook, lower, nvcc_command, nvshmem_device_library, pass_configs, running_backend,
+                     target_of, tilelang_include_dirs)
 from ._args import ALGOS, CMPS, COLL_DTYPES, REDOPS, SCOPES, SEMS, SIGNAL_OPS  # noqa: E402,F401
 
 install_hook()

@@ -6,7 +6,12 @@ tilelang.compile.
 Both paths lower the same way (the same pass configuration, the same
 post-processing hook), so a kernel runs the same code whether TileLang
 compiled it on the user's GPU or `build()` made a cubin that symm.cubin
-launches on a machine without TileLang."""
+launches on a machine without TileLang.
+
+Each path compiles for one symm backend (docs/backends.md, "Compile-time
+choice"): native, nccl (NCCL's device headers, nothing to link) or nvshmem
+(relocatable device code, device-linked with libnvshmem_device.a; ahead of
+time only)."""
 import os
 import re
 import subprocess
@@ -35,8 +40,75 @@ PASS_CONFIGS = {"tl.disable_tma_lower": True, "tl.disable_warp_specialized": Tru
 # itself compiles with -w: #20012 "__device__ annotation is ignored on a
 # function explicitly defaulted" (cuda_fp8.h). Everything else is an error.
 TILELANG_HEADER_DIAGS = ("20012",)
+# NVSHMEM's device headers, written for C++17, under -std=c++20: #3012 / #3013
+# "volatile ... is deprecated" (barrier.cuh, reduce.cuh, nvshmemi_wait_until_apis.cuh).
+NVSHMEM_HEADER_DIAGS = ("3012", "3013")
 
 _HOOK_NAME = "tilelang_callback_cuda_postproc"
+
+
+BACKENDS = ("native", "nccl", "nvshmem")
+
+# backend -> (pip package under nvidia/, environment variable, a header that must be there)
+_BACKEND_HEADERS = {"nccl": ("nccl", "SYMM_NCCL_INCLUDE", "nccl_device.h"),
+                    "nvshmem": ("nvshmem", "SYMM_NVSHMEM_INCLUDE", "nvshmem.h")}
+
+
+def check_backend(backend):
+    if backend not in BACKENDS:
+        raise ValueError("backend %r: expected one of %s" % (backend, ", ".join(BACKENDS)))
+    return backend
+
+
+def _pip_dir(module, sub):
+    lib = _lib._pip_lib_dir(module)
+    return os.path.join(os.path.dirname(lib), sub) if lib else None
+
+
+def backend_include_dir(backend):
+    """NCCL's or NVSHMEM's include folder: $SYMM_NCCL_INCLUDE /
+    $SYMM_NVSHMEM_INCLUDE, else the pip package nvidia-nccl-cu13 /
+    nvidia-nvshmem-cu13."""
+    module, var, header = _BACKEND_HEADERS[backend]
+    d = os.environ.get(var) or _pip_dir(module, "include")
+    if not d or not os.path.isfile(os.path.join(d, header)):
+        raise _lib.LibraryNotFoundError(
+            "the %s backend needs %s (looked in %s): pip install nvidia-%s-cu13 or set %s to its include "
+            "folder" % (backend, header, d or "no %s and no pip package nvidia.%s" % (var, module), module, var))
+    return d
+
+
+def nvshmem_device_library():
+    """libnvshmem_device.a, which the nvshmem backend's cubins are device-linked
+    with: $SYMM_NVSHMEM_DEVICE_LIB, else the pip package nvidia-nvshmem-cu13."""
+    path = os.environ.get("SYMM_NVSHMEM_DEVICE_LIB") or os.path.join(_pip_dir("nvshmem", "lib") or "",
+                                                                      "libnvshmem_device.a")
+    if not os.path.isfile(path):
+        raise _lib.LibraryNotFoundError("the nvshmem backend needs libnvshmem_device.a (looked at %s): pip install "
+                                        "nvidia-nvshmem-cu13 or set SYMM_NVSHMEM_DEVICE_LIB" % path)
+    return path
+
+
+def backend_flags(backend):
+    """nvcc flags that fix symm's device API to `backend`; native adds none,
+    so its kernels stay what they were before the scale-out backends."""
+    if check_backend(backend) == "native":
+        return []
+    flags = ["-DSYMM_DEVICE_BACKEND=" + backend, "-I" + backend_include_dir(backend)]
+    # NVSHMEM's device functions live in libnvshmem_device.a: relocatable code, linked after
+    return flags + (["-rdc=true"] if backend == "nvshmem" else [])
+
+
+def running_backend():
+    """The backend a kernel compiled here will meet: the running symm's, else
+    $SYMM_BACKEND before symm.init, else native ("host" has no device calls)."""
+    from .. import _runtime
+    try:
+        name = _runtime.backend()
+    except Exception:  # noqa: BLE001 - no libsymm here: the environment decides
+        name = None
+    name = name or os.environ.get("SYMM_BACKEND") or "native"
+    return name if name in BACKENDS else "native"
 
 
 def include_dirs():
@@ -45,9 +117,14 @@ def include_dirs():
     return [_lib.include_dir(), SHIM_DIR]
 
 
-def compile_flags():
-    """nvcc flags for tilelang.compile(..., compile_flags=...)."""
-    return ["-I" + d for d in include_dirs()]
+def compile_flags(backend=None):
+    """nvcc flags for tilelang.compile(..., compile_flags=...) on `backend`
+    (by default running_backend(); native or nccl: TileLang's path has no
+    device link for nvshmem)."""
+    backend = check_backend(backend or running_backend())
+    if backend == "nvshmem":
+        raise NotImplementedError(_NO_JIT_NVSHMEM)
+    return ["-I" + d for d in include_dirs()] + backend_flags(backend)
 
 
 def pass_configs(extra=None):
@@ -95,15 +172,23 @@ def target_of(arch):
 
 # -- just in time -------------------------------------------------------------------
 
+_NO_JIT_NVSHMEM = (
+    "symm.tilelang cannot compile for the nvshmem backend just in time: NVSHMEM's device library needs "
+    "relocatable device code, a device link with libnvshmem_device.a and nvshmemx_cumodule_init on the "
+    "loaded module, and tilelang.compile has no hook for either. Build ahead of time instead "
+    "(symm.tilelang.build(..., backend='nvshmem') or examples/tilelang/build.py --backend nvshmem) and "
+    "launch with symm.cubin, or pass backend='native' (load/store peers only)")
+
 
 def compile(func, target=None, execution_backend=None, pass_configs=None, compile_flags=None,
-            **kwargs):  # noqa: A001 - mirrors tilelang.compile
+            backend=None, **kwargs):  # noqa: A001 - mirrors tilelang.compile
     """tilelang.compile with what a kernel calling symm needs: the header
-    hook, the include folders and the shared pass configuration. Returns
-    TileLang's kernel; call it with the prim_func's arguments in order (the
-    context as an int: symm.ctx())."""
+    hook, the include folders and the shared pass configuration. `backend`
+    (native or nccl) defaults to running_backend(); nvshmem raises (build it
+    ahead of time). Returns TileLang's kernel; call it with the prim_func's
+    arguments in order (the context as an int: symm.ctx())."""
     install_hook()
-    flags = globals()["compile_flags"]() + list(compile_flags or [])
+    flags = globals()["compile_flags"](backend) + list(compile_flags or [])
     if isinstance(target, (int, str)) and str(target).lower().replace("sm_", "").rstrip("a").isdigit():
         target = target_of(target)
     return tilelang.compile(func, target=target, execution_backend=execution_backend,
@@ -127,8 +212,8 @@ class Lowered:
         self.source, self.entry, self.params, self.call = source, entry, params, call
         self.grid, self.block, self.smem = grid, block, smem
 
-    def manifest(self, name, arch):
-        return {"cubin": name + ".cubin", "source": name + ".cu", "entry": self.entry,
+    def manifest(self, name, arch, backend="native"):
+        return {"cubin": name + ".cubin", "source": name + ".cu", "entry": self.entry, "backend": backend,
                 "arch": int(str(arch).lower().replace("sm_", "").rstrip("a")),
                 "params": [list(p) for p in self.params], "call": list(self.call),
                 "grid": list(self.grid), "block": list(self.block), "smem": self.smem}
@@ -194,17 +279,23 @@ def tilelang_include_dirs():
     return [os.path.normpath(TILELANG_TEMPLATE_PATH), os.path.normpath(CUTLASS_INCLUDE_DIR)]
 
 
-def nvcc_command(source, output, arch=90, fmt="cubin", werror=True, nvcc="nvcc"):
-    """The nvcc command that compiles generated source to a cubin (or PTX).
-    With werror every warning is an error except those TileLang's own
-    headers are known to raise (TILELANG_HEADER_DIAGS)."""
+def _sm(arch):
     a = str(arch).lower().replace("sm_", "").rstrip("a")
     # Hopper's wgmma (TileLang's GEMMs) exists only in the arch-specific sm_90a
-    a = a + "a" if a == "90" else a
-    cmd = [nvcc, "-std=c++20", "-O3", "-lineinfo", "-arch=sm_%s" % a, "--" + fmt]
+    return "sm_" + (a + "a" if a == "90" else a)
+
+
+def nvcc_command(source, output, arch=90, fmt="cubin", werror=True, nvcc="nvcc", backend="native"):
+    """The nvcc command that compiles generated source to a cubin (or PTX)
+    for a symm backend (on nvshmem a relocatable cubin: see dlink_command).
+    With werror every warning is an error except those TileLang's own
+    headers are known to raise (TILELANG_HEADER_DIAGS)."""
+    cmd = [nvcc, "-std=c++20", "-O3", "-lineinfo", "-arch=" + _sm(arch), "--" + fmt] + backend_flags(backend)
     if werror:
         cmd += ["-Werror", "all-warnings"]
-    cmd += ["-Xcudafe", "--diag_suppress=" + ",".join(TILELANG_HEADER_DIAGS)]
+    # one -Xcudafe per number: nvcc splits an -X option's value at commas
+    for d in TILELANG_HEADER_DIAGS + (NVSHMEM_HEADER_DIAGS if backend == "nvshmem" else ()):
+        cmd += ["-Xcudafe", "--diag_suppress=" + d]
     for d in tilelang_include_dirs():
         cmd += ["-isystem", d]
     for d in include_dirs():
@@ -212,18 +303,35 @@ def nvcc_command(source, output, arch=90, fmt="cubin", werror=True, nvcc="nvcc")
     return cmd + ["-o", output, source]
 
 
-def build(func, out_dir, name, arch=90, pass_configs=None, nvcc="nvcc", keep_ptx=False):
+def dlink_command(relocatable, output, arch=90, nvcc="nvcc"):
+    """The device link of a relocatable cubin with libnvshmem_device.a into a
+    loadable cubin (nvshmem backend): the kernel, NVSHMEM's device functions
+    it calls and its device state (nvshmemi_device_state_d)."""
+    return [nvcc, "-arch=" + _sm(arch), "-dlink", "--cubin", "-o", output, relocatable, nvshmem_device_library()]
+
+
+def _run(cmd, what):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("%s failed:\n%s\n%s" % (what, " ".join(cmd), (r.stdout + r.stderr)[-6000:]))
+
+
+def build(func, out_dir, name, arch=90, pass_configs=None, nvcc="nvcc", keep_ptx=False, backend="native"):
     """Lower `func`, compile it with nvcc into out_dir/<name>.cubin (the CUDA
-    source kept as <name>.cu) and return its manifest entry (symm.cubin)."""
+    source kept as <name>.cu) for a symm backend (native, nccl or nvshmem)
+    and return its manifest entry (symm.cubin), which records the backend."""
+    check_backend(backend)
     os.makedirs(out_dir, exist_ok=True)
     low = lower(func, arch, pass_configs, name=name)
     src = os.path.join(out_dir, name + ".cu")
     with open(src, "w") as f:
         f.write(low.source)
-    outs = [("cubin", name + ".cubin")] + ([("ptx", name + ".ptx")] if keep_ptx else [])
+    cubin = os.path.join(out_dir, name + ".cubin")
+    rel = os.path.join(out_dir, name + ".rdc.cubin") if backend == "nvshmem" else cubin
+    outs = [("cubin", rel)] + ([("ptx", os.path.join(out_dir, name + ".ptx"))] if keep_ptx else [])
     for fmt, out in outs:
-        r = subprocess.run(nvcc_command(src, os.path.join(out_dir, out), arch, fmt, nvcc=nvcc),
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError("nvcc failed on %s (%s):\n%s" % (src, fmt, (r.stdout + r.stderr)[-6000:]))
-    return low.manifest(name, arch)
+        _run(nvcc_command(src, out, arch, fmt, nvcc=nvcc, backend=backend), "nvcc on %s (%s)" % (src, fmt))
+    if backend == "nvshmem":
+        _run(dlink_command(rel, cubin, arch, nvcc=nvcc), "device link of %s" % rel)
+        os.remove(rel)
+    return low.manifest(name, arch, backend)
