@@ -236,6 +236,13 @@ def fmt_us(x):
     return "-" if x is None else ("%.1f" % x if x < 1000 else "%.0f" % x)
 
 
+def fmt_cell(col, x):
+    # ratios are held against bars such as 0.9x: one decimal would round 0.88 up to it
+    if isinstance(x, float):
+        return "%.2f" % x if col == "ratio" else fmt_us(x)
+    return str("" if x is None else x)
+
+
 def table(rows, title):
     cols = []
     for r in rows:
@@ -244,8 +251,7 @@ def table(rows, title):
                 cols.append(k)
     lines = ["## " + title, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        lines.append("| " + " | ".join(fmt_us(r[c]) if isinstance(r.get(c), float) else str(r.get(c, ""))
-                                        for c in cols) + " |")
+        lines.append("| " + " | ".join(fmt_cell(c, r.get(c)) for c in cols) + " |")
     return "\n".join(lines) + "\n"
 
 
