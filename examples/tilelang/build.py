@@ -21,6 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
 
+from symm._lib import BACKENDS  # noqa: E402
+
 EXAMPLES = ("primitives", "ring_shift", "all_gather", "all_to_all", "ag_gemm", "gemm_rs", "cannon", "summa",
             "seq_all_to_all")
 
@@ -59,7 +61,7 @@ def main():
     global _PES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="build folder (default build-tilelang, or build-tilelang-<backend>)")
-    ap.add_argument("--backend", default="native", choices=("native", "nccl", "nvshmem"),
+    ap.add_argument("--backend", default="native", choices=BACKENDS,
                     help="symm backend the kernels are compiled for (docs/backends.md)")
     ap.add_argument("--pes", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--arch", default="90")

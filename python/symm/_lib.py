@@ -72,6 +72,8 @@ def bitcode_dir():
 
 
 SCALE_OUT_BACKENDS = ("nvshmem", "nccl")
+# every backend a kernel can be compiled for (docs/backends.md)
+BACKENDS = ("native",) + SCALE_OUT_BACKENDS
 
 
 def bitcode_path(arch=None, backend=None):
@@ -84,7 +86,7 @@ def bitcode_path(arch=None, backend=None):
     to that backend (docs/backends.md), built for sm_90 and newer.
     """
     d = bitcode_dir()
-    if backend not in (None, "native") + SCALE_OUT_BACKENDS:
+    if backend not in (None,) + BACKENDS:
         raise ValueError("backend %r: expected native, nvshmem or nccl" % (backend,))
     if backend in SCALE_OUT_BACKENDS:
         if arch is not None and _arch_int(arch) < 90:

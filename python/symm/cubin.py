@@ -23,6 +23,8 @@ import ctypes
 import json
 import os
 
+from ._lib import BACKENDS
+
 _KINDS = {"ptr": ctypes.c_uint64, "i32": ctypes.c_int32, "u32": ctypes.c_uint32,
           "i64": ctypes.c_int64, "u64": ctypes.c_uint64, "f32": ctypes.c_float,
           "f64": ctypes.c_double}
@@ -80,9 +82,6 @@ def library_module(library):
     mod = ctypes.c_void_p()
     _check(_cuda().cuLibraryGetModule(ctypes.byref(mod), ctypes.c_void_p(library)), "cuLibraryGetModule")
     return mod.value
-
-
-BACKENDS = ("native", "nvshmem", "nccl")
 
 
 def check_backend(name, entry, running):

@@ -18,7 +18,7 @@ from .. import _lib
 
 _ARCH = contextvars.ContextVar("symm_cute_arch", default=None)
 _BACKEND = contextvars.ContextVar("symm_cute_backend", default=None)
-BACKENDS = ("native",) + _lib.SCALE_OUT_BACKENDS
+BACKENDS = _lib.BACKENDS
 
 
 def parse_arch(arch):

@@ -47,7 +47,7 @@ NVSHMEM_HEADER_DIAGS = ("3012", "3013")
 _HOOK_NAME = "tilelang_callback_cuda_postproc"
 
 
-BACKENDS = ("native", "nccl", "nvshmem")
+BACKENDS = _lib.BACKENDS
 
 # backend -> (pip package under nvidia/, environment variable, a header that must be there)
 _BACKEND_HEADERS = {"nccl": ("nccl", "SYMM_NCCL_INCLUDE", "nccl_device.h"),
