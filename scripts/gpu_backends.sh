@@ -27,12 +27,20 @@
 #     gin     what NCCL answers to GIN on 1 rank (SYMM_DEBUG_NCCL_GIN=1), default type, 2, 3
 #     shared  NVSHMEM with 2 PEs on the GPU: time-sliced, then under MPS (what it refuses
 #             is recorded)
+#     dsl     CuTe DSL and TileLang kernels built ahead of time for a backend, 1 PE:
+#             symm.cute's library check on nccl ($CUTE_NCCL, default build-cute-nccl:
+#             examples/cute/build_cubins.py --backend nccl --library-only), TileLang's
+#             primitives on nccl, on nvshmem, and on nvshmem with every call through
+#             NVSHMEM's device library (what needs load/store is then skipped) ($TL_NCCL,
+#             $TL_NVSHMEM, default build-tilelang-<backend>: examples/tilelang/build.py
+#             --backend B --only prim_ --pes 1); a folder that was not carried is listed
+#             as not run. libsymm: $SYMM_LIBRARY, else the build's
 #     bench   symm-bench --quick --backend native,nvshmem,nvshmem:remote,nccl,nccl:remote:
 #             rma, coll and the side-by-side table in one run (alone on the GPU)
 #   default: all of them. They run in this order, NCCL first (the least verified):
 #   build, probe, the nccl 1-PE tests (device, coll), then the python shards in the
 #   background while hosts and gin (side by side) and the other backends' 1-PE tests
-#   run, then shared (MPS: after the python shards are done) and bench last. All of it
+#   run, then dsl and shared (MPS) after the python shards are done, and bench last. All of it
 #   is bounded by BACKENDS_WALL seconds (default 330, the build included): the python
 #   shards stop BACKENDS_TAIL seconds (default 110) before the end so that shared and
 #   bench keep their time; a step that would start too late is listed as not run.
@@ -60,7 +68,7 @@ export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${SYMM_BUILD_DIR:-build-be}
 case $build in /*) ;; *) build=$here/$build ;; esac
-all_stages="build probe device coll python hosts gin shared bench"
+all_stages="build probe device coll python hosts gin dsl shared bench"
 stages=${*:-$all_stages}
 for s in $stages; do
   case " $all_stages " in *" $s "*) ;; *) echo "gpu_backends.sh: unknown stage '$s' (stages: $all_stages)" >&2; exit 2 ;; esac
@@ -313,6 +321,37 @@ if [ ${#py_names[@]} -gt 0 ]; then
   rest=()
   for s in "${order[@]}"; do case $s in python_*_[0-9]*) rm -f "$logs/$s.res" ;; *) rest+=("$s") ;; esac; done
   order=("${rest[@]}")
+fi
+
+# ---- CuTe DSL and TileLang kernels compiled for nccl / nvshmem, 1 PE ---------------------------------
+if stage dsl; then
+  lib=${SYMM_LIBRARY:-$build/src/libsymm.so}
+  dslenv=(env PYTHONPATH="$here/python" SYMM_LIBRARY="$lib" PYTHONUNBUFFERED=1)
+  dir=${CUTE_NCCL:-build-cute-nccl}
+  if [ -f "$dir/manifest.json" ]; then
+    step cute_nccl 120 pass -- "${dslenv[@]}" SYMM_BACKEND=nccl torchrun --nproc-per-node 1 --master-port 29861 \
+      examples/cute/run_gpu.py --cubins "$dir" --only library --out "$logs/cute_nccl.md"
+    grep -m1 -hE '[0-9]+ passed, [0-9]+ failed' "$logs/cute_nccl.log" | sed 's/^/  /' >>"$logs/cute_nccl.res"
+  else
+    order+=(cute_nccl)
+    result cute_nccl "NOT RUN: no $dir/manifest.json (examples/cute/build_cubins.py --backend nccl --library-only -o $dir, then carry it)"
+  fi
+  for cfg in "nccl ${TL_NCCL:-build-tilelang-nccl} SYMM_BACKEND=nccl" \
+             "nvshmem ${TL_NVSHMEM:-build-tilelang-nvshmem} SYMM_BACKEND=nvshmem" \
+             "nvshmem_remote ${TL_NVSHMEM:-build-tilelang-nvshmem} SYMM_BACKEND=nvshmem SYMM_DEBUG_FORCE_REMOTE=1"; do
+    set -- $cfg
+    be=${1%_remote} name=tilelang_$1 dir=$2
+    shift 2
+    if [ -f "$dir/manifest.json" ]; then
+      step "$name" 150 pass -- "${dslenv[@]}" "$@" torchrun --nproc-per-node 1 --master-port 29862 \
+        examples/tilelang/run_all.py --aot "$dir" --iters 10 --checks 2 --only primitives --out "$logs/$name.md"
+      grep -m1 -hE '^[0-9]+ passed, [0-9]+ failed' "$logs/$name.log" | sed 's/^/  /' >>"$logs/$name.res"
+      grep -hE '^\| primitives \|.*skipped:' "$logs/$name.log" | cut -d'|' -f3 | sed 's/^ */    skipped: /' >>"$logs/$name.res"
+    else
+      order+=("$name")
+      result "$name" "NOT RUN: no $dir/manifest.json (examples/tilelang/build.py --backend $be --only prim_ --pes 1, then carry it)"
+    fi
+  done
 fi
 
 # ---- NVSHMEM, 2 PEs on the one GPU (MPS: nothing else runs on it now) ------------------------------

@@ -206,6 +206,22 @@ def row(example, case, env, ok, **times):
     return r
 
 
+def skipped(example, case, env, why):
+    """A case that cannot run here (the same on every PE), neither passed nor failed."""
+    return Row(example=example, case=case, pes=env.world, check="skipped: " + why)
+
+
+def is_skipped(r):
+    return r["check"].startswith("skipped")
+
+
+def ldst_reach(env, t):
+    """Whether this PE reaches every PE's copy of symmetric tensor t by load/store
+    (not where the backend sends every call remote, SYMM_DEBUG_FORCE_REMOTE, or
+    across nodes); the same answer on every PE."""
+    return all_ok(all(symm.peer_ptr(t.data_ptr(), p) for p in range(env.world)))
+
+
 def torch_dist_ref(env, fn_gpu, make_cpu=None):
     """The torch.distributed reference timing and its label: fn_gpu on NCCL,
     or with gloo (PEs sharing one GPU) the CPU version of the op, copies

@@ -16,7 +16,7 @@ import torch
 
 import symm
 
-from _common import all_ok, close, example_main, rand, row, sync_all, time_op
+from _common import all_ok, close, example_main, ldst_reach, rand, row, skipped, sync_all, time_op
 
 N = 65536          # elements moved by the put / get kernels
 BLOCK = 4096       # elements per block
@@ -308,7 +308,7 @@ def k_fences():
     return fences
 
 
-BARRIERS = ("barrier", "barrier_warp", "barrier_block", "sync_block", "coll_barrier_block")
+BARRIERS = ("barrier", "barrier_warp", "barrier_block", "sync_block")   # every backend
 
 
 def k_barriers():
@@ -344,14 +344,16 @@ def k_barriers():
 
 
 def k_grid_barriers():
-    """barrier_blocks and coll_barrier_grid with GRID_BLOCKS blocks: block b
-    stores into the next PE's slot b, waits, reads its own slot b."""
+    """The collective barriers (load/store only): barrier_blocks and
+    coll_barrier_grid with GRID_BLOCKS blocks, then coll_barrier_block in
+    block 0: before each, block b stores into the next PE's slot b; after it,
+    reads its own slot b."""
     import tilelang.language as T
     import symm.tilelang as sT
 
     @T.prim_func
-    def grid_barriers(ctx: T.uint64, slots: T.Tensor((2, GRID_BLOCKS), "int32"),
-                      out: T.Tensor((2, GRID_BLOCKS), "int32"), epoch: T.int32):
+    def grid_barriers(ctx: T.uint64, slots: T.Tensor((3, GRID_BLOCKS), "int32"),
+                      out: T.Tensor((3, GRID_BLOCKS), "int32"), epoch: T.int32):
         with T.Kernel(GRID_BLOCKS, threads=THREADS) as bx:
             tx = T.get_thread_binding(0)
             nxt = (sT.get_rank(ctx) + 1) % sT.get_num_ranks(ctx)
@@ -364,6 +366,12 @@ def k_grid_barriers():
                     sT.coll_barrier_grid(ctx)
                 if tx == 0:
                     out[b, bx] = sT.ld(ctx, slots[b, bx], scope="sys", sem="relaxed")
+            if bx == 0:
+                if tx == 0:
+                    sT.st(ctx, slots[2, 0], epoch * 8 + 2, scope="sys", sem="relaxed", dst_pe=nxt)
+                sT.coll_barrier_block(ctx)
+                if tx == 0:
+                    out[2, 0] = sT.ld(ctx, slots[2, 0], scope="sys", sem="relaxed")
     return grid_barriers
 
 
@@ -427,8 +435,17 @@ def _ring(env):
     return (env.rank + 1) % env.world, (env.rank - 1) % env.world
 
 
-def _bulk_case(env, ks, kind, scope, nbi, args, rows):
+# what needs every PE reachable by load/store: a view of a peer's buffer, the device
+# collectives (and the torch copy_ baselines); skipped where the backend sends every call
+# remote (SYMM_DEBUG_FORCE_REMOTE) or across nodes
+NO_LDST = "a peer is not reachable by load/store on this backend"
+
+
+def _bulk_case(env, ks, kind, scope, nbi, args, rows, ldst):
     name = "prim_%s_%s%s" % (kind, scope, "_nbi" if nbi else "") if scope else "prim_peer_copy"
+    if scope is None and not ldst:
+        rows.append(skipped("primitives", name[5:], env, NO_LDST))
+        return
     k = ks[name]
     src = symm.tensor((N,), torch.float16)
     dst = symm.zeros((N,), torch.float16)
@@ -444,9 +461,10 @@ def _bulk_case(env, ks, kind, scope, nbi, args, rows):
     times = {}
     if not args.no_bench and scope != "thread":
         times["tilelang us"] = time_op(lambda: k(env.ctx, src, dst), args.iters)
-        peer = symm.get_peer_tensor(dst if kind == "put" else src, nxt)
-        times["torch copy_ us"] = time_op(
-            (lambda: peer.copy_(src)) if kind == "put" else (lambda: dst.copy_(peer)), args.iters)
+        if ldst:
+            peer = symm.get_peer_tensor(dst if kind == "put" else src, nxt)
+            times["torch copy_ us"] = time_op(
+                (lambda: peer.copy_(src)) if kind == "put" else (lambda: dst.copy_(peer)), args.iters)
     rows.append(row("primitives", name[5:], env, all_ok(ok), **times))
     symm.free_tensor(dst)
     symm.free_tensor(src)
@@ -467,11 +485,13 @@ def _typed(vals, dt):
 def run(env, ks, cfg, args):
     rows = []
     nxt, prv = _ring(env)
+    with symm.scope():
+        ldst = ldst_reach(env, symm.zeros((1,), torch.int32))
     for kind in ("put", "get"):
         for scope in ("thread", "warp", "block"):
             for nbi in (False, True):
-                _bulk_case(env, ks, kind, scope, nbi, args, rows)
-    _bulk_case(env, ks, "put", None, False, args, rows)
+                _bulk_case(env, ks, kind, scope, nbi, args, rows, ldst)
+    _bulk_case(env, ks, "put", None, False, args, rows, ldst)
 
     with symm.scope():
         vals = symm.tensor((THREADS,), torch.int32)
@@ -599,25 +619,43 @@ def run(env, ks, cfg, args):
     with symm.scope():
         nb = len(BARRIERS)
         slots, out = symm.zeros((nb,), torch.int32), symm.zeros((nb,), torch.int32)
-        gslots, gout = symm.zeros((2, GRID_BLOCKS), torch.int32), symm.zeros((2, GRID_BLOCKS), torch.int32)
 
         def barriers(it):
             sync_all()
             ks["prim_barriers"](env.ctx, slots, out, it + 1)
-            ks["prim_grid_barriers"](env.ctx, gslots, gout, it + 1)
             sync_all()
-            want = torch.tensor([(it + 1) * 8 + b for b in range(nb)], dtype=torch.int32)
-            gwant = torch.tensor([[(it + 1) * 8 + b] * GRID_BLOCKS for b in range(2)], dtype=torch.int32)
-            return torch.equal(out.cpu(), want) and torch.equal(gout.cpu(), gwant)
-        _check(env, rows, "barrier, _warp, _block, sync_block, coll_barrier_block/grid, barrier_blocks",
-               barriers, args.checks)
+            return torch.equal(out.cpu(), torch.tensor([(it + 1) * 8 + b for b in range(nb)], dtype=torch.int32))
+        _check(env, rows, "barrier, _warp, _block, sync_block", barriers, args.checks)
 
-    _collectives(env, ks, args, rows)
+    case = "coll_barrier_grid, barrier_blocks, coll_barrier_block"
+    if not ldst:
+        rows.append(skipped("primitives", case, env, NO_LDST))
+    else:
+        with symm.scope():
+            gslots, gout = symm.zeros((3, GRID_BLOCKS), torch.int32), symm.zeros((3, GRID_BLOCKS), torch.int32)
+
+            def coll_barriers(it):
+                gout.zero_()
+                sync_all()
+                ks["prim_grid_barriers"](env.ctx, gslots, gout, it + 1)
+                sync_all()
+                want = torch.tensor([[(it + 1) * 8 + b] * GRID_BLOCKS for b in range(3)], dtype=torch.int32)
+                want[2, 1:] = 0   # coll_barrier_block: block 0 only
+                return torch.equal(gout.cpu(), want)
+            _check(env, rows, case, coll_barriers, args.checks)
+
+    _collectives(env, ks, args, rows, ldst)
     return rows
 
 
-def _collectives(env, ks, args, rows):
+def _collectives(env, ks, args, rows, ldst):
     n, me = env.world, env.rank
+    if not ldst:
+        for kind in COLLS:
+            for grid in (False, True):
+                rows.append(skipped("primitives", "device collective %s_%s" % (kind, "grid" if grid else "block"),
+                                    env, NO_LDST))
+        return
     with symm.scope():
         dst = symm.zeros((NMAX * COUNT,), torch.float32)
         src = symm.zeros((NMAX * COUNT,), torch.float32)

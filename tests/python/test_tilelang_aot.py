@@ -117,6 +117,15 @@ def test_every_device_function_is_reached(built):
     assert not missing, "no symm.tilelang kernel calls " + ", ".join(missing)
 
 
+def test_local_view_needs_no_lookup(built):
+    """peer_tensor(ctx, x, -1, ...) is x itself (no symm_ctx_ptr: valid on every
+    backend, SYMM_DEBUG_FORCE_REMOTE included); a view of another PE looks it up."""
+    srcs = built[0]
+    for name in ("prim_waits", "prim_atomics", "prim_remote_st", "prim_p_g"):
+        assert "symm_ctx_ptr(" not in srcs[name], name
+    assert "symm_ctx_ptr(" in srcs["prim_peer_copy"]
+
+
 def test_no_module_state(built):
     """The context is a kernel argument: no __constant__ table, no global
     variable a loader would have to fill (only printf format strings)."""
@@ -386,3 +395,26 @@ def test_build_script_backend_folder(tmp_path):
                         str(tmp_path), "--only", "prim_sync", "--pes", "1"],
                        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=PYTHON_DIR))
     assert r.returncode == 2 and "holds kernels built for native" in r.stdout, r.stdout + r.stderr
+
+
+def test_build_script_forgets_failed_kernels(tmp_path):
+    """A kernel whose build fails keeps no entry (nor cubin) from an earlier
+    build in the folder: running it would run code older than its source."""
+    _need_tilelang()
+    import json
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "prim_sync.cubin").write_bytes(b"old")
+    (out / "manifest.json").write_text(json.dumps({"prim_sync": {
+        "cubin": "prim_sync.cubin", "entry": "prim_sync_kernel", "params": [], "backend": "native"}}))
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvcc").write_text("#!/bin/sh\necho 'nvcc: made to fail' >&2\nexit 1\n")
+    (fake / "nvcc").chmod(0o755)
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, PATH="%s:%s" % (fake, os.environ["PATH"]))
+    r = subprocess.run([sys.executable, os.path.join(EXAMPLES, "build.py"), "--out", str(out),
+                        "--only", "prim_sync", "--pes", "1", "--jobs", "1"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 1 and "FAILED: prim_sync" in r.stdout, r.stdout + r.stderr
+    assert "prim_sync" not in json.loads((out / "manifest.json").read_text())
+    assert not (out / "prim_sync.cubin").exists()

@@ -36,11 +36,13 @@ def peer_ptr(ctx, x, pe):
 
 
 def peer_tensor(ctx, x, pe, shape=None, dtype=None):
-    """PE pe's copy (-1: this PE's) of the symmetric buffer x, as a buffer of
-    the same shape and type whose loads and stores go to that PE (T.copy
-    into it is a put, out of it a get; order them with fence / quiet, a
-    signal or a barrier). With shape / dtype, a typed view starting at x (a
-    buffer or an element buf[i]), e.g. words of another type in a byte buffer."""
+    """PE pe's copy of the symmetric buffer x, as a buffer of the same shape
+    and type whose loads and stores go to that PE (T.copy into it is a put,
+    out of it a get; order them with fence / quiet, a signal or a barrier).
+    pe -1 (or None) is x itself, with no lookup: valid on every backend, also
+    where no PE is reached by load/store (SYMM_DEBUG_FORCE_REMOTE). With
+    shape / dtype, a typed view starting at x (a buffer or an element
+    buf[i]), e.g. words of another type in a byte buffer."""
     addr, dt = address(x, "peer_tensor")
     if shape is None:
         if not isinstance(x, tirx.Buffer):
@@ -49,6 +51,8 @@ def peer_tensor(ctx, x, pe, shape=None, dtype=None):
     dtype = dtype or dt
     if dtype is None:
         raise TypeError("peer_tensor: give dtype= for a raw pointer")
+    if pe is None or (isinstance(pe, int) and pe == -1):
+        return T.make_tensor_from_addr(T.call_extern("handle", "symm_tl_local", addr), list(shape), str(dtype))
     return T.make_tensor_from_addr(call("handle", "ctx_ptr", ctx, addr, pe_expr(ctx, pe)),
                                    list(shape), str(dtype))
 
