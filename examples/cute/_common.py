@@ -5,7 +5,9 @@ Kernels come from examples/cute/kernels.py and tests/python/cute_kernels.py:
 with --cubins DIR (or SYMM_CUTE_CUBINS) the cubins built ahead of time by
 examples/cute/build_cubins.py are launched through symm.cubin (no CuTe DSL
 on this machine); without it the same Kernels are compiled just in time
-with CuTe DSL for this GPU. Everything else is the same code.
+with CuTe DSL for this GPU. Everything else is the same code. The CUDA C
+twins of the collective kernels (c_twins.cu: c_<kernel>) come from the same
+folder, or are compiled here by nvcc; without them their columns say "-".
 """
 import argparse
 import os
@@ -93,10 +95,29 @@ def load_kernels(cubins=None):
     else:
         from symm.cute.aot import _load_source, kernels_of
         found = {k.name: k.compile() for src in SOURCES for k in kernels_of(_load_source(src))}
+        found.update(_jit_twins())
 
     def launcher(k):
         return lambda grid, *a, stream=None: k(*a, grid=grid, stream=stream)
     return {name: launcher(k) for name, k in found.items()}
+
+
+def _jit_twins():
+    """The C twins compiled by nvcc for this GPU (native backend), or none,
+    with the reason on PE 0's log."""
+    import tempfile
+    import c_twins
+    if symm.backend() != "native":
+        return {}
+    major, minor = torch.cuda.get_device_capability()
+    folder = tempfile.mkdtemp(prefix="symm-c-twins-")
+    try:
+        c_twins.build(folder, "%d%d" % (major, minor))
+    except (RuntimeError, OSError) as e:
+        if symm.my_pe() == 0:
+            print("no CUDA C twins: %s" % str(e).splitlines()[0], flush=True)
+        return {}
+    return symm.cubin.load(folder)
 
 
 def finish():
@@ -227,29 +248,38 @@ def run_each(env, args, calls, fill, verify, base, size):
     return ok, rows
 
 
-COLL_HEADER = ("kernel", "bytes", "check", "CuTe us", "C us", "ratio (C / CuTe)", "C baseline",
-               "CuTe eager us", "C eager us")
+COLL_HEADER = ("kernel", "bytes", "check", "CuTe us", "C twin us", "ratio (twin / CuTe)", "library us",
+               "ratio (library / CuTe)", "library call", "CuTe eager us", "library eager us")
 
 
 def run_coll(env, args, calls, fill, verify, size):
-    """Check each CuTe kernel of calls {name: (call, (label, base))} and time
-    it against its CUDA C baseline base(): both from CUDA graphs (the
-    ratio) and eagerly, launch included. A baseline shared by several
-    kernels is timed once. Returns (ok, table rows)."""
+    """Check each CuTe kernel of calls {name: ((grid, *args), (label, base))},
+    and its CUDA C twin c_<name> (c_twins.cu: same algorithm, grid and
+    arguments) where loaded, and time them from CUDA graphs; the library's
+    stream collective base() is timed beside them (graphs and eagerly,
+    launch included), once per label. The ratios are C time / CuTe time.
+    Returns (ok, table rows)."""
     ok, rows, done = True, [], {}
     reps = 5 if args.quick else 20
-    for name, (call, (label, base)) in calls.items():
+    for name, ((grid, *kargs), (label, base)) in calls.items():
+        call = (lambda k=env.k[name], g=grid, a=kargs: k(g, *a))
+        twin = env.k.get("c_" + name)
+        twin = twin and (lambda k=twin, g=grid, a=kargs: k(g, *a))
         good = check(env, call, fill, verify)
-        ok &= good
+        twin_good = twin is None or check(env, twin, fill, verify)
+        ok &= good and twin_good
         t, te = time_us(call, reps), time_us(call, reps, graph=False)
+        tt = time_us(twin, reps) if twin else None
         if label not in done:
             base()
             algo = symm.last_algo()
             done[label] = (time_us(base, reps), time_us(base, reps, graph=False),
                            "%s (%s)" % (label, algo) if algo else label)
         tb, tbe, what = done[label]
-        rows.append((name, size, "ok" if good else "WRONG", "%.1f" % t, "%.1f" % tb,
-                     "%.2f" % (tb / t), what, "%.1f" % te, "%.1f" % tbe))
+        verdict = "ok" if good and twin_good else "WRONG" if not good else "C twin WRONG"
+        rows.append((name, size, verdict, "%.1f" % t, "%.1f" % tt if tt else "-",
+                     "%.2f" % (tt / t) if tt else "-", "%.1f" % tb, "%.2f" % (tb / t), what,
+                     "%.1f" % te, "%.1f" % tbe))
     return ok, rows
 
 

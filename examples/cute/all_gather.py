@@ -4,9 +4,10 @@ Two CuTe DSL kernels (kernels.py): ag_push (each CTA puts its share of src
 into every PE's dst with put_signal_block and waits on its counting signal
 word) and ag_device (the device-callable collective all_gather_grid, the
 CUDA C algorithms of symm_device_coll.h called from CuTe). Checked against
-the concatenation of every PE's data, timed from CUDA graphs (and eagerly)
-next to symm.all_gather (the stream collective, CUDA C: a push of every
-PE's input into every peer, the same algorithm as ag_push).
+the concatenation of every PE's data, timed from CUDA graphs next to its
+CUDA C twin (c_twins.cu: the same kernel in CUDA C) and to symm.all_gather
+(the library's stream collective, also eagerly: packets up to its packet
+size, then a push of every PE's input into every peer, ag_push's algorithm).
 
     torchrun --nproc-per-node 2 examples/cute/all_gather.py [--cubins build-cute]
 """
@@ -37,8 +38,8 @@ def run(env, args):
             return torch.equal(dst, torch.cat([C.data(env, s, p, n) for p in range(w)]))
 
         calls = {
-            "ag_push": (lambda: env.k["ag_push"](g, env.ctx, dst, src, sig, n), base),
-            "ag_device": (lambda: env.k["ag_device"](nb, env.ctx, dst, src, n), base),
+            "ag_push": ((g, env.ctx, dst, src, sig, n), base),
+            "ag_device": ((nb, env.ctx, dst, src, n), base),
         }
         good, r = C.run_coll(env, args, calls, fill, verify, 4 * n * w)
         ok &= good

@@ -7,8 +7,10 @@ ar_twoshot sums slice my_pe of every PE's src, then reads the other slices
 from their owners' dst. ar_device calls the device-callable collective
 all_reduce_grid from CuTe. Checked against the sum of every PE's data
 (integer-valued, so every order of summation is exact), timed from CUDA
-graphs (and eagerly) next to symm.all_reduce (the stream collective, CUDA C)
-with the same algorithm where it has one: algo="oneshot" for ar_oneshot,
+graphs next to its CUDA C twin (c_twins.cu: the same kernel in CUDA C) and
+to symm.all_reduce (the library's stream collective, also eagerly), with
+the closest algorithm: algo="oneshot" for ar_oneshot (a push into scratch
+and one handshake, where ar_oneshot reads the peers' src between two),
 "twoshot" for ar_twoshot (the table names the kernel symm ran). The multimem twin
 (ar_multimem: multimem.ld_reduce + multimem.st through the multicast
 address) is compiled with the others but runs only where multicast is
@@ -31,8 +33,8 @@ def multicast_row(env, buf):
     try:
         symm.get_multicast_tensor(buf)
     except symm.SymmError as e:
-        return ("ar_multimem", "-", "not run: %s" % str(e).split(":")[-1].strip()[:60]) + ("-",) * 6
-    return ("ar_multimem", "-", "multicast available: not exercised by this example") + ("-",) * 6
+        return ("ar_multimem", "-", "not run: %s" % str(e).split(":")[-1].strip()[:60]) + ("-",) * 8
+    return ("ar_multimem", "-", "multicast available: not exercised by this example") + ("-",) * 8
 
 
 def run(env, args):
@@ -55,9 +57,9 @@ def run(env, args):
             return ("symm.all_reduce %s" % algo, lambda: symm.all_reduce(src, out=dst, algo=algo))
 
         calls = {
-            "ar_oneshot": (lambda: env.k["ar_oneshot"](g1, env.ctx, dst, src, flags, n), base("oneshot")),
-            "ar_twoshot": (lambda: env.k["ar_twoshot"](g2, env.ctx, dst, src, flags, n), base("twoshot")),
-            "ar_device": (lambda: env.k["ar_device"](nb, env.ctx, dst, src, n), base("auto")),
+            "ar_oneshot": ((g1, env.ctx, dst, src, flags, n), base("oneshot")),
+            "ar_twoshot": ((g2, env.ctx, dst, src, flags, n), base("twoshot")),
+            "ar_device": ((nb, env.ctx, dst, src, n), base("auto")),
         }
         good, r = C.run_coll(env, args, calls, fill, verify, 4 * n)
         ok &= good

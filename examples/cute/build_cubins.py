@@ -8,7 +8,8 @@ which run_gpu.py --cubins build-cute launches through symm.cubin on a machine
 with the CUDA driver and torch but no CuTe DSL, under the symm backend they
 were built for (--backend: native, nccl or nvshmem; recorded in the manifest).
 --library-only builds only the library check's kernels (run_gpu.py --only
-library). Needs CuTe DSL
+library). On native, the CUDA C twins of the collective kernels
+(c_twins.cu, by nvcc) join them. Needs CuTe DSL
 (pip install 'nvidia-cutlass-dsl[cu13]==4.8.1') and the device bitcode.
 """
 import argparse
@@ -35,6 +36,9 @@ def main():
     t0 = time.time()
     path = aot.build(SOURCES[1:] if args.library_only else SOURCES, args.out, arch=args.arch,
                      backend=args.backend)
+    if not args.library_only and args.backend == "native":
+        import c_twins  # the CUDA C twins of the collective kernels, for the tables' ratios
+        c_twins.build(args.out, args.arch)
     size = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))
     print("wrote %s: %.1f MiB in %.0f s" % (path, size / 2**20, time.time() - t0))
 

@@ -4,9 +4,10 @@ gets the sum over PEs of piece r.
 rs_oneshot reads piece r of every PE's src over NVLink (handshakes before and
 after, like ar_oneshot); rs_device calls the device-callable collective
 reduce_scatter_grid. Checked against torch sums of every PE's data, timed
-from CUDA graphs (and eagerly) next to symm.reduce_scatter (the stream
-collective, CUDA C): algo="twoshot" for rs_oneshot (its direct kernel reads
-piece my_pe of every PE's input too), auto for rs_device.
+from CUDA graphs next to its CUDA C twin (c_twins.cu) and to
+symm.reduce_scatter (the library's stream collective, also eagerly):
+algo="twoshot" for rs_oneshot (its direct kernel reads piece my_pe of every
+PE's input too), auto for rs_device.
 
     torchrun --nproc-per-node 2 examples/cute/reduce_scatter.py [--cubins build-cute]
 """
@@ -40,8 +41,8 @@ def run(env, args):
             return ("symm.reduce_scatter %s" % algo, lambda: symm.reduce_scatter(dst, src, algo=algo))
 
         calls = {
-            "rs_oneshot": (lambda: env.k["rs_oneshot"](g, env.ctx, dst, src, flags, n), base("twoshot")),
-            "rs_device": (lambda: env.k["rs_device"](nb, env.ctx, dst, src, n), base("auto")),
+            "rs_oneshot": ((g, env.ctx, dst, src, flags, n), base("twoshot")),
+            "rs_device": ((nb, env.ctx, dst, src, n), base("auto")),
         }
         good, r = C.run_coll(env, args, calls, fill, verify, 4 * n * w)
         ok &= good

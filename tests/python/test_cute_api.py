@@ -233,6 +233,17 @@ def test_examples_and_gpu_check_kernels_compile(tmp_path):
             "t_coll_grid"} <= set(manifest)
     size = sum(f.stat().st_size for f in tmp_path.iterdir())
     assert size < 8 << 20, size
+    # the CUDA C twins (c_twins.cu, nvcc with warnings as errors) take the arguments and block
+    # of the CuTe kernel they stand beside: the drivers launch both with one argument list
+    twins = sorted(n for n in manifest if n.startswith("c_"))
+    assert twins == sorted("c_" + n for n in ("ag_push", "ag_device", "ar_oneshot", "ar_twoshot",
+                                              "rs_oneshot", "ar_device", "rs_device")), twins
+    cubin = (tmp_path / "c_twins.cubin").read_bytes()
+    for t in twins:
+        cute_entry, c_entry = manifest[t[2:]], manifest[t]
+        assert [p[:2] for p in c_entry["params"]] == [p[:2] for p in cute_entry["params"]], t
+        assert c_entry["block"] == cute_entry["block"] and c_entry["cubin"] == "c_twins.cubin", t
+        assert t.encode() + b"\0" in cubin, "no entry %s in c_twins.cubin" % t
 
 
 @needs_cute
