@@ -305,6 +305,37 @@ SYMM__DEVICE_INTERNAL void symm__ctx_ldst(const symm_ctx_t *ctx, int32_t *first,
     }
 }
 
+/* n_pes and the heap's range (heap_base, heap_size), which symm_ctx_n_pes and
+ * symm_ctx_ptr's range check read, the same way and for the same reason:
+ * DSL-generated kernels call them once per peer and round, and without it
+ * reload them after every store the compiler cannot tell apart from the
+ * context. heap_size only grows; a kernel checks against the heap as mapped
+ * when it first reads the context. */
+SYMM__DEVICE_INTERNAL void symm__ctx_range(const symm_ctx_t *ctx, int32_t *n_pes, uint64_t *base, uint64_t *size) {
+#if defined(__CUDACC__)
+    const int global = __isGlobal(ctx) != 0;
+#else
+    const int global = __nvvm_isspacep_global(ctx);
+#endif
+    if (global) {
+        int32_t n;
+        uint64_t b, z;
+        asm("{\n\t.reg .pred g;\n\t.reg .u64 a, c, d;\n\t"
+            "isspacep.global g, %3;\n\t"
+            "mov.b32 %0, 0;\n\tmov.b64 %1, 0;\n\tmov.b64 %2, 0;\n\t"
+            "@g cvta.to.global.u64 a, %3;\n\t@g cvta.to.global.u64 c, %4;\n\t@g cvta.to.global.u64 d, %5;\n\t"
+            "@g ld.global.nc.b32 %0, [a];\n\t@g ld.global.nc.b64 %1, [c];\n\t@g ld.global.nc.b64 %2, [d];\n\t}"
+            : "=r"(n), "=l"(b), "=l"(z) : "l"(&ctx->n_pes), "l"(&ctx->heap_base), "l"(&ctx->heap_size));
+        *n_pes = n;
+        *base = b;
+        *size = z;
+    } else {
+        *n_pes = ctx->n_pes;
+        *base = ctx->heap_base;
+        *size = ctx->heap_size;
+    }
+}
+
 /* ---- NCCL's device headers under clang (backend_nccl.h) ------------------------ */
 
 /* The write-through 16-byte store NCCL's GIN proxy queue uses (CUDA's __stwt

@@ -39,14 +39,20 @@ SYMM_DEVICE_FN int symm_ctx_my_pe(const symm_ctx_t *ctx) {
 }
 
 SYMM_DEVICE_FN int symm_ctx_n_pes(const symm_ctx_t *ctx) {
-    return ctx->n_pes;
+    int32_t n;
+    uint64_t base, size;
+    symm__ctx_range(ctx, &n, &base, &size);
+    return n;
 }
 
 SYMM_DEVICE_FN void *symm_ctx_ptr(const symm_ctx_t *ctx, const void *ptr, int pe) {
     uintptr_t a = (uintptr_t)ptr;
-    if (pe < 0 || pe >= ctx->n_pes)
+    int32_t n;
+    uint64_t base, size;
+    symm__ctx_range(ctx, &n, &base, &size);
+    if (pe < 0 || pe >= n)
         return NULL;
-    if (a < ctx->heap_base || a - ctx->heap_base >= ctx->heap_size)
+    if (a < base || a - base >= size)
         return NULL;
     return symm__addr(ctx, ptr, pe);
 }
