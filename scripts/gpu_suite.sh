@@ -6,7 +6,11 @@
 #
 #   scripts/gpu_suite.sh [stage...]
 #     build       configure and build $SYMM_BUILD_DIR (default build-gpu), or reuse it
-#     tests       ctest -L gpu: every GPU test, 1 to 8 PEs (PEs beyond the GPUs share them)
+#     tests       ctest -L gpu: every GPU test, 1 to 8 PEs (PEs beyond the GPUs share them).
+#                 Under MPS the tests labelled traps (a kernel stopped on purpose) run
+#                 after the others, outside the suite's daemon, each with a daemon of its
+#                 own where its PEs share GPUs: a client's fault can leave an MPS server
+#                 refusing new clients for good (TRAPS_WALL s, default 200, kept for them)
 #     tests-1gpu  the same with every PE on GPU 0 (machines with several GPUs)
 #     tests-timesliced  the 2-PE device, runtime and some coll tests on GPU 0 without MPS
 #     python      the Python GPU suite under torchrun: 1 PE (in PY_SHARDS parallel jobs,
@@ -83,6 +87,28 @@ run_ctest() { # $1 label for the log, rest: env
   grep -E '^\s*[0-9]+/[0-9]+ Test.*(Failed|Timeout|Exception|Not Run|Skipped)' "$log" | head -20
 }
 
+# The tests labelled traps, one by one: plain where their PEs have a GPU each, else under a
+# private MPS daemon of their own (its logs kept in $OUT/mps_logs), within TRAPS_WALL s.
+run_traps() {
+  local log="$OUT/ctest_traps.log" t0 name n pass=0 fail=0 skip=0 notrun=0 failed="" rc end
+  t0=$(date +%s)
+  end=$((t0 + ${TRAPS_WALL:-200}))
+  : >"$log"
+  for name in $(ctest --test-dir "$build" -N -L traps | sed -nE 's/^ *Test +#[0-9]+: ([^ ]+).*$/\1/p'); do
+    if [ $((end - $(date +%s))) -lt 20 ]; then notrun=$((notrun + 1)); continue; fi
+    n=${name##*_}
+    local wrap=()
+    [ "$n" -gt "$ngpu" ] && wrap=(env SYMM_MPS_LOGS="$OUT/mps_logs" scripts/with_mps.sh --timeout $((end - $(date +%s))) --)
+    "${wrap[@]}" ctest --test-dir "$build" -R "^$name\$" --output-on-failure --timeout "${CTEST_TIMEOUT:-120}" >>"$log" 2>&1
+    rc=$?
+    if grep -qE "^1/1 Test.*\*\*\*Skipped|^1/1 Test.*Not Run" <(tail -30 "$log"); then skip=$((skip + 1))
+    elif [ $rc = 0 ]; then pass=$((pass + 1))
+    else fail=$((fail + 1)); failed="$failed $name"
+    fi
+  done
+  note "gpu tests (traps, apart)" "$pass passed, $fail failed, $skip skipped, $notrun not run ($(since "$t0"))${failed:+:$failed}"
+}
+
 # ---- the outer run: build, then the GPU stages (under a private MPS daemon when
 # the PEs outnumber the GPUs), then the MPS clean-up check, then the summary ----
 if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
@@ -110,18 +136,22 @@ if [ "${SYMM_SUITE_INNER:-0}" != 1 ]; then
     # SUITE_WALL bounds the whole run: the GPU stages get what the build left,
     # less what the stages after them need
     reserve=0
+    use_mps=0
+    [ "${SYMM_SUITE_MPS:-1}" != 0 ] && [ "$ngpu" -gt 0 ] && [ "$ngpu" -lt "$max_pes" ] &&
+      [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ] && use_mps=1
+    stage tests && [ $use_mps = 1 ] && reserve=$((reserve + ${TRAPS_WALL:-200}))
     stage mps-kill && reserve=$((reserve + 30))
     stage tests-timesliced && reserve=$((reserve + 150))
     stage backends && reserve=$((reserve + ${BACKENDS_WALL:-330} + 15))
     wall=$(( ${SUITE_WALL:-570} - ($(date +%s) - t_start) - reserve ))
-    if [ "${SYMM_SUITE_MPS:-1}" != 0 ] && [ "$ngpu" -gt 0 ] && [ "$ngpu" -lt "$max_pes" ] &&
-       [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
-      env SYMM_SUITE_INNER=1 OUT="$OUT" scripts/with_mps.sh --timeout "$wall" -- \
-        bash "$here/scripts/gpu_suite.sh" $inner
+    if [ $use_mps = 1 ]; then
+      env SYMM_SUITE_INNER=1 SYMM_SUITE_TRAPS_APART=1 OUT="$OUT" SYMM_MPS_LOGS="$OUT/mps_logs" \
+        scripts/with_mps.sh --timeout "$wall" -- bash "$here/scripts/gpu_suite.sh" $inner
     else
       env SYMM_SUITE_INNER=1 OUT="$OUT" timeout -k 10 "$wall" bash "$here/scripts/gpu_suite.sh" $inner
     fi
     [ $? = 124 ] && note "GPU stages" "STOPPED after ${wall} s (their processes and the MPS daemon stopped)"
+    stage tests && [ $use_mps = 1 ] && run_traps
   fi
   if stage tests-timesliced; then
     # two PEs on one GPU without MPS take turns on it: slow, and still correct
@@ -168,7 +198,11 @@ fi
 echo "GPU stages:$stages (MPS: ${CUDA_MPS_PIPE_DIRECTORY:-none})" >>"$OUT/machine.txt"
 
 if stage tests; then
-  run_ctest "${ngpu}gpu" X=1
+  if [ "${SYMM_SUITE_TRAPS_APART:-0}" = 1 ]; then
+    CTEST_ARGS="-LE traps ${CTEST_ARGS:-}" run_ctest "${ngpu}gpu" X=1   # the traps: run_traps, after
+  else
+    run_ctest "${ngpu}gpu" X=1
+  fi
 fi
 if stage tests-1gpu && [ "$ngpu" -gt 1 ]; then
   run_ctest 1gpu CUDA_VISIBLE_DEVICES=0

@@ -9,8 +9,9 @@
 # command runs in a process group of its own; when it ends, fails, passes
 # --timeout (exit 124) or this script gets SIGINT/SIGTERM, the group is
 # stopped (SIGTERM, SIGKILL after 10 s), the daemon is told to quit and
-# waited for, and the folders are removed. The GPU's compute mode and other
-# settings are never changed. Exit: the command's status, 124 on timeout.
+# waited for, and the folders are removed (the daemon's logs first copied to
+# $SYMM_MPS_LOGS when set). The GPU's compute mode and other settings are
+# never changed. Exit: the command's status, 124 on timeout.
 set -uo pipefail
 
 timeout_s=0
@@ -56,6 +57,11 @@ cleanup() {
       sleep 0.1
     done
     [ "$daemon_up" = 1 ] && echo "with_mps.sh: the MPS daemon did not quit within 15 s" >&2
+  fi
+  if [ -n "${SYMM_MPS_LOGS:-}" ] && mkdir -p "$SYMM_MPS_LOGS" 2>/dev/null; then
+    for f in "$CUDA_MPS_LOG_DIRECTORY"/*.log; do
+      [ -f "$f" ] && cp "$f" "$SYMM_MPS_LOGS/$(basename "$dir")-$(basename "$f")"
+    done
   fi
   rm -rf "$dir"
 }
