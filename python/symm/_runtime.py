@@ -6,6 +6,7 @@ free, barrier, finalize) must be made by every PE in the same order, as in C.
 torch is imported only by the calls that take or make tensors.
 """
 import ctypes
+import os
 import sys
 
 from . import _consts, _lib
@@ -217,6 +218,19 @@ def backend():
     or None before init."""
     name = _c().symm_backend_name()
     return name.decode() if name else None
+
+
+def compile_backend():
+    """The backend a kernel compiled now will meet (symm.cute's and
+    symm.tilelang's default): the running symm's, else $SYMM_BACKEND, which
+    symm.init will pick, else native; "host" (no device calls) and names that
+    are not a backend mean native."""
+    try:
+        name = backend()
+    except Exception:  # noqa: BLE001 - no libsymm here: the environment decides
+        name = None
+    name = name or os.environ.get("SYMM_BACKEND") or "native"
+    return name if name in _lib.BACKENDS else "native"
 
 
 def backend_caps():

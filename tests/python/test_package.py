@@ -103,6 +103,28 @@ def test_bitcode_path_choice(tmp_path, monkeypatch):
         symm.bitcode_path()
 
 
+def test_compile_backend_default(monkeypatch):
+    """Before symm.init a kernel compiled without backend= targets $SYMM_BACKEND
+    (what symm.init will pick), else native; "host" and unknown names mean
+    native. symm.cute and symm.tilelang take this same default."""
+    from symm import _runtime
+    if not have_library() or _runtime.backend() is not None:
+        pytest.skip("needs libsymm, not initialised in this process")
+    monkeypatch.delenv("SYMM_BACKEND", raising=False)
+    assert _runtime.compile_backend() == "native"
+    for env, want in (("nccl", "nccl"), ("nvshmem", "nvshmem"), ("native", "native"), ("host", "native"),
+                      ("nvshmemx", "native")):
+        monkeypatch.setenv("SYMM_BACKEND", env)
+        assert _runtime.compile_backend() == want, env
+        # the DSL front ends, where installed, follow it
+        for mod, fn in (("symm.cute._bitcode", "resolve_backend"), ("symm.tilelang._build", "running_backend")):
+            try:
+                m = __import__(mod, fromlist=[fn])
+            except ImportError:
+                continue
+            assert getattr(m, fn)() == want, (mod, env)
+
+
 def test_include_dir():
     assert os.path.isfile(os.path.join(symm.include_dir(), "symm", "symm_device.h"))
 

@@ -6,7 +6,7 @@ path is resolved when CuTe DSL first declares a symm function in a module:
 from the architecture and backend symm.cute.compile (or `with
 symm.cute.target(arch, backend=...):`) was given, else the current GPU's
 (else sm_90, whose file serves sm_90 and newer, and so CuTe DSL's default
-target as well) and the running symm's backend (else native).
+target as well) and the running symm's backend (else $SYMM_BACKEND, else native).
 """
 import contextlib
 import contextvars
@@ -67,14 +67,11 @@ def selected_arch():
 
 def resolve_backend(backend=None):
     """`backend` checked ("native", "nvshmem", "nccl"); None: the running
-    symm's backend, else native (before init, or on "host")."""
+    symm's backend, else $SYMM_BACKEND before symm.init, else native
+    (symm._runtime.compile_backend)."""
     if backend is None:
         from .. import _runtime
-        try:
-            backend = _runtime.backend()
-        except Exception:  # noqa: BLE001 - no libsymm loaded: the default file
-            backend = None
-        return backend if backend in BACKENDS else "native"
+        return _runtime.compile_backend()
     if backend not in BACKENDS:
         raise ValueError("symm.cute: backend %r: expected one of %s" % (backend, ", ".join(BACKENDS)))
     return backend

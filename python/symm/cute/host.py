@@ -102,7 +102,7 @@ def compile(fn, *args, arch=None, options=None, backend=None, **kwargs):  # noqa
     Without it the architecture is the one in options, else the current
     GPU's (CuTe DSL's own default target). The bitcode is chosen to match.
     backend: "native", "nvshmem" or "nccl" (docs/backends.md); None: the
-    running symm's backend, else native. nvshmem also links NVSHMEM's device
+    running symm's backend, else $SYMM_BACKEND, else native. nvshmem also links NVSHMEM's device
     bitcode, and the result initialises NVSHMEM's state in its loaded module
     before its first launch (see ModuleInit); native and nccl need no step.
     """

@@ -100,15 +100,10 @@ def backend_flags(backend):
 
 
 def running_backend():
-    """The backend a kernel compiled here will meet: the running symm's, else
-    $SYMM_BACKEND before symm.init, else native ("host" has no device calls)."""
+    """The backend a kernel compiled here will meet (symm._runtime.compile_backend:
+    the running symm's, else $SYMM_BACKEND before symm.init, else native)."""
     from .. import _runtime
-    try:
-        name = _runtime.backend()
-    except Exception:  # noqa: BLE001 - no libsymm here: the environment decides
-        name = None
-    name = name or os.environ.get("SYMM_BACKEND") or "native"
-    return name if name in BACKENDS else "native"
+    return _runtime.compile_backend()
 
 
 def include_dirs():
