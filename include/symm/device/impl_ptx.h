@@ -236,6 +236,16 @@ SYMM__DEVICE_INTERNAL void symm__grid_st_release(uint64_t *p, uint64_t v) {
 
 /* ---- the context's fields, through the read-only path (impl_rma.h) --------------- */
 
+/* Whether the context is in global memory (the device pointer the host hands
+ * out), where the readers below may take the read-only path. */
+SYMM__DEVICE_INTERNAL int symm__ctx_in_global(const symm_ctx_t *ctx) {
+#if defined(__CUDACC__)
+    return __isGlobal(ctx) != 0;
+#else
+    return __nvvm_isspacep_global(ctx);
+#endif
+}
+
 /*
  * PE pe's copy of the symmetric address p is p + (pe - my_pe) * stride
  * (docs/design.md decision 2); no range check on the hot path (symm_ctx_ptr is the
@@ -258,11 +268,7 @@ SYMM__DEVICE_INTERNAL void symm__grid_st_release(uint64_t *p, uint64_t v) {
  * when its address reaches the test.
  */
 SYMM__DEVICE_INTERNAL void symm__ctx_pe_stride(const symm_ctx_t *ctx, int32_t *my_pe, int64_t *stride) {
-#if defined(__CUDACC__)
-    const int global = __isGlobal(ctx) != 0;
-#else
-    const int global = __nvvm_isspacep_global(ctx);
-#endif
+    const int global = symm__ctx_in_global(ctx);
     if (global) {
         int32_t m;
         int64_t s;
@@ -284,11 +290,7 @@ SYMM__DEVICE_INTERNAL void symm__ctx_pe_stride(const symm_ctx_t *ctx, int32_t *m
  * int32s), read the same way and for the same reason as my_pe and stride:
  * every call that may leave the window tests it (impl_backend.h). */
 SYMM__DEVICE_INTERNAL void symm__ctx_ldst(const symm_ctx_t *ctx, int32_t *first, int32_t *count) {
-#if defined(__CUDACC__)
-    const int global = __isGlobal(ctx) != 0;
-#else
-    const int global = __nvvm_isspacep_global(ctx);
-#endif
+    const int global = symm__ctx_in_global(ctx);
     if (global) {
         int32_t f, c;
         asm("{\n\t.reg .pred g;\n\t.reg .u64 a;\n\t"
@@ -312,11 +314,7 @@ SYMM__DEVICE_INTERNAL void symm__ctx_ldst(const symm_ctx_t *ctx, int32_t *first,
  * context. heap_size only grows; a kernel checks against the heap as mapped
  * when it first reads the context. */
 SYMM__DEVICE_INTERNAL void symm__ctx_range(const symm_ctx_t *ctx, int32_t *n_pes, uint64_t *base, uint64_t *size) {
-#if defined(__CUDACC__)
-    const int global = __isGlobal(ctx) != 0;
-#else
-    const int global = __nvvm_isspacep_global(ctx);
-#endif
+    const int global = symm__ctx_in_global(ctx);
     if (global) {
         int32_t n;
         uint64_t b, z;
