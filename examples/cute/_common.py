@@ -37,6 +37,7 @@ class Env:
         self.seed, self.shared, self.iters = seed, shared, iters
         self.ctx = symm.ctx()
         self._it = 0
+        self._nccl = None
 
     def next_seed(self):
         """A fresh seed per call, the same on every PE."""
@@ -192,6 +193,36 @@ def table(env, what, header, rows, out=None):
             f.write(text + "\n")
 
 
+def nccl_group(env):
+    """torch.distributed's NCCL group over every PE, for the GEMM examples'
+    torch baseline: (group, None), or (None, why) where PEs share a GPU (NCCL
+    refuses two ranks on one) or NCCL did not come up on every PE. Made once,
+    by every PE (the default group stays gloo, which works everywhere)."""
+    if env.shared:
+        return None, "PEs share a GPU"
+    if env._nccl is None:
+        group, why = None, None
+        try:
+            group = dist.new_group(backend="nccl")
+            probe = torch.ones(1, device=env.device)
+            dist.all_reduce(probe, group=group)
+            good = int(probe.item()) == env.world
+        except Exception as e:  # noqa: BLE001 - the column says why instead
+            good, why = False, "NCCL: %s" % str(e).splitlines()[0][:60]
+        if not check_all_pes(good):
+            group, why = None, why or "NCCL failed on another PE"
+        env._nccl = (group, why)
+    return env._nccl
+
+
+def time_dist(env, args, fn):
+    """The eager time (us) of fn(group) on the NCCL group, or the reason there is none."""
+    group, why = nccl_group(env)
+    if group is None:
+        return "n/a: " + why
+    return time_us(lambda: fn(group), 5 if args.quick else 20, graph=False)
+
+
 def check_all_pes(ok):
     """True only if `ok` on every PE."""
     return all(x == b"1" for x in symm.host_allgather(b"1" if ok else b"0"))
@@ -283,11 +314,13 @@ def run_coll(env, args, calls, fill, verify, size):
     return ok, rows
 
 
-def gemm_row(name, mnk, good, t, tb):
-    """A table row of a GEMM example: shape, check, times, ratio, TFLOP/s."""
+def gemm_row(name, mnk, good, t, tb, td):
+    """A table row of a GEMM example: shape, check, times, ratio, TFLOP/s; td is
+    the torch.distributed baseline's time, or why there is none."""
     m, n, k = mnk
+    dist_cols = ("%.1f" % td, "%.2f" % (td / t)) if isinstance(td, float) else (td, "-")
     return (name, "%dx%dx%d" % (m, n, k), "ok" if good else "WRONG", "%.1f" % t, "%.1f" % tb,
-            "%.2f" % (tb / t), "%.1f" % (2.0 * m * n * k / t / 1e6))
+            "%.2f" % (tb / t)) + dist_cols + ("%.1f" % (2.0 * m * n * k / t / 1e6),)
 
 
 def row(name, nbytes, good, t, tb):

@@ -7,11 +7,14 @@ CTAs compute C tiles on tensor cores (mma.sync bf16 -> f32, gemm_tile),
 visiting row tiles starting with their own chunk, and before a chunk's rows
 thread 0 waits for the chunk's word (acquire). Checked exactly against torch (integer-valued bf16
 data: every product and sum is exact in f32), timed next to symm.all_gather
-followed by torch.matmul (run one after the other).
+followed by torch.matmul (run one after the other), and next to
+torch.distributed's all_gather_into_tensor (NCCL, where every PE has a GPU of
+its own) followed by torch.matmul.
 
     torchrun --nproc-per-node 2 examples/cute/ag_gemm.py [--cubins build-cute]
 """
 import torch
+import torch.distributed as dist
 
 import _common as C
 import symm
@@ -51,14 +54,21 @@ def run(env, args):
             symm.all_gather(a_full, a_local)
             torch.matmul(a_full, bt.t(), out=c_ref)
 
+        a_dist = torch.empty((w * m, k), dtype=torch.bfloat16, device=env.device)
+
+        def base_dist(group):
+            dist.all_gather_into_tensor(a_dist, a_local, group=group)
+            torch.matmul(a_dist, bt.t(), out=c_ref)
+
         good, t, tb = C.check_and_time(env, args, call, fill, verify, base)
         ok &= good
-        rows.append(C.gemm_row("ag_gemm", (w * m, n, k), good, t, tb))
+        rows.append(C.gemm_row("ag_gemm", (w * m, n, k), good, t, tb, C.time_dist(env, args, base_dist)))
         symm.free_tensor(a_local)
         symm.free_tensor(a_full)
     symm.free_tensor(sig)
-    header = ("kernel", "M x N x K", "check", "CuTe us", "all_gather + torch.matmul us",
-              "ratio (base / CuTe)", "CuTe TFLOP/s")
+    header = ("kernel", "M x N x K", "check", "CuTe us", "symm.all_gather + torch.matmul us",
+              "ratio (base / CuTe)", "torch.distributed all_gather + torch.matmul us", "ratio (torch / CuTe)",
+              "CuTe TFLOP/s")
     return "all-gather + GEMM, bf16 in (symm.cute)", header, rows, ok
 
 

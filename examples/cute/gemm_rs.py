@@ -6,11 +6,14 @@ straight into slot my_pe of its owner's recv over NVLink, then thread 0 adds
 1 to the owner's word for that row tile (release, after a CTA barrier);
 rs_reduce on the owner waits for a row tile's words from every PE and sums
 the slots. Checked exactly against torch (integer-valued bf16 data), timed
-next to torch.matmul followed by symm.reduce_scatter (one after the other).
+next to torch.matmul followed by symm.reduce_scatter (one after the other),
+and followed by torch.distributed's reduce_scatter_tensor (NCCL, where every
+PE has a GPU of its own).
 
     torchrun --nproc-per-node 2 examples/cute/gemm_rs.py [--cubins build-cute]
 """
 import torch
+import torch.distributed as dist
 
 import _common as C
 import symm
@@ -58,13 +61,21 @@ def run(env, args):
             torch.matmul(a, bt.t(), out=part)
             symm.reduce_scatter(out_ref, part)
 
+        part_dist = torch.empty((w * m, n), dtype=torch.bfloat16, device=env.device)
+        out_dist = torch.empty((m, n), dtype=torch.bfloat16, device=env.device)
+
+        def base_dist(group):
+            torch.matmul(a, bt.t(), out=part_dist)
+            dist.reduce_scatter_tensor(out_dist, part_dist, group=group)
+
         good, t, tb = C.check_and_time(env, args, call, fill, verify, base)
         ok &= good
-        rows.append(C.gemm_row("gemm_rs", (w * m, n, k), good, t, tb))
+        rows.append(C.gemm_row("gemm_rs", (w * m, n, k), good, t, tb, C.time_dist(env, args, base_dist)))
         for x in (sig, recv, part, out_ref):
             symm.free_tensor(x)
-    header = ("kernel", "M x N x K", "check", "CuTe us", "torch.matmul + reduce_scatter us",
-              "ratio (base / CuTe)", "CuTe TFLOP/s")
+    header = ("kernel", "M x N x K", "check", "CuTe us", "torch.matmul + symm.reduce_scatter us",
+              "ratio (base / CuTe)", "torch.matmul + torch.distributed reduce_scatter us",
+              "ratio (torch / CuTe)", "CuTe TFLOP/s")
     return "GEMM + reduce-scatter, bf16 in (symm.cute)", header, rows, ok
 
 

@@ -363,3 +363,19 @@ def test_cubin_refuses_a_manifest_of_another_backend():
         cubin.check_backend("k", {}, "nccl")             # a TileLang manifest without the field
     with pytest.raises(ValueError, match="backend 'mpi' is not one of"):
         cubin.check_backend("k", {"backend": "mpi"}, "native")
+
+
+def test_gemm_rows_carry_the_torch_distributed_baseline():
+    """The GEMM examples' rows: symm's collective + torch.matmul, then
+    torch.distributed's (NCCL) with its ratio, or why there is none (PEs
+    sharing a GPU get the reason without a process group being made)."""
+    sys.path.insert(0, os.path.join(REPO, "examples", "cute"))
+    import _common as C
+
+    class Shared:
+        shared, _nccl = True, None
+    assert C.nccl_group(Shared()) == (None, "PEs share a GPU")
+    row = C.gemm_row("ag_gemm", (256, 128, 64), True, 10.0, 12.0, 15.0)
+    assert row[:6] == ("ag_gemm", "256x128x64", "ok", "10.0", "12.0", "1.20") and row[6:8] == ("15.0", "1.50")
+    row = C.gemm_row("gemm_rs", (256, 128, 64), False, 10.0, 12.0, "n/a: PEs share a GPU")
+    assert row[2] == "WRONG" and row[6:8] == ("n/a: PEs share a GPU", "-") and len(row) == 9
