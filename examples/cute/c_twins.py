@@ -15,6 +15,11 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+from symm import _lib  # noqa: E402
+from symm.cubin import write_manifest  # noqa: E402
+
 SOURCE = os.path.join(HERE, "c_twins.cu")
 CUBIN = "c_twins.cubin"
 BLOCK = 512  # COLL_THREADS of kernels.py and c_twins.cu
@@ -39,24 +44,13 @@ def nvcc():
     raise RuntimeError("c_twins: no nvcc (set SYMM_NVCC, put it on PATH or set CUDA_HOME)")
 
 
-def include_dir():
-    """symm's headers: the source tree's, else an installed package's."""
-    d = os.path.join(REPO, "include")
-    if os.path.isfile(os.path.join(d, "symm", "symm_device.h")):
-        return d
-    from symm import _lib
-    return _lib.include_dir()
-
-
 def build(folder, arch="90"):
     """Compile c_twins.cu into folder/c_twins.cubin and merge its entries into
     folder/manifest.json; returns their names."""
-    sys.path.insert(0, os.path.join(REPO, "python"))
-    from symm.cubin import write_manifest
     os.makedirs(folder, exist_ok=True)
     arch = str(arch).rstrip("a")
     cmd = [nvcc(), "-cubin", "-O3", "-std=c++17", "-arch=sm_%s" % arch, "-Werror", "all-warnings",
-           "-I", include_dir(), "-o", os.path.join(folder, CUBIN), SOURCE]
+           "-I", _lib.include_dir(), "-o", os.path.join(folder, CUBIN), SOURCE]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError("c_twins: nvcc failed:\n%s\n%s" % (" ".join(cmd), (r.stdout + r.stderr)[-4000:]))

@@ -76,6 +76,14 @@ SCALE_OUT_BACKENDS = ("nvshmem", "nccl")
 BACKENDS = ("native",) + SCALE_OUT_BACKENDS
 
 
+def check_backend(backend, who=""):
+    """`backend` if it is one of BACKENDS, else a ValueError naming them
+    (`who`, e.g. "symm.cute: ", leads the message)."""
+    if backend not in BACKENDS:
+        raise ValueError("%sbackend %r: expected one of %s" % (who, backend, ", ".join(BACKENDS)))
+    return backend
+
+
 def bitcode_path(arch=None, backend=None):
     """The device bitcode for a GPU architecture.
 
@@ -86,8 +94,8 @@ def bitcode_path(arch=None, backend=None):
     to that backend (docs/backends.md), built for sm_90 and newer.
     """
     d = bitcode_dir()
-    if backend not in (None,) + BACKENDS:
-        raise ValueError("backend %r: expected native, nvshmem or nccl" % (backend,))
+    if backend is not None:
+        check_backend(backend)
     if backend in SCALE_OUT_BACKENDS:
         if arch is not None and _arch_int(arch) < 90:
             raise ValueError("the %s device bitcode is built for sm_90 and newer (got %s)" % (backend, arch))

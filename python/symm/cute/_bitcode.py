@@ -72,9 +72,7 @@ def resolve_backend(backend=None):
     if backend is None:
         from .. import _runtime
         return _runtime.compile_backend()
-    if backend not in BACKENDS:
-        raise ValueError("symm.cute: backend %r: expected one of %s" % (backend, ", ".join(BACKENDS)))
-    return backend
+    return _lib.check_backend(backend, "symm.cute: ")
 
 
 def selected_backend():

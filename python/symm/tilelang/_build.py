@@ -54,12 +54,6 @@ _BACKEND_HEADERS = {"nccl": ("nccl", "SYMM_NCCL_INCLUDE", "nccl_device.h"),
                     "nvshmem": ("nvshmem", "SYMM_NVSHMEM_INCLUDE", "nvshmem.h")}
 
 
-def check_backend(backend):
-    if backend not in BACKENDS:
-        raise ValueError("backend %r: expected one of %s" % (backend, ", ".join(BACKENDS)))
-    return backend
-
-
 def _pip_dir(module, sub):
     lib = _lib._pip_lib_dir(module)
     return os.path.join(os.path.dirname(lib), sub) if lib else None
@@ -92,7 +86,7 @@ def nvshmem_device_library():
 def backend_flags(backend):
     """nvcc flags that fix symm's device API to `backend`; native adds none,
     so its kernels stay what they were before the scale-out backends."""
-    if check_backend(backend) == "native":
+    if _lib.check_backend(backend) == "native":
         return []
     flags = ["-DSYMM_DEVICE_BACKEND=" + backend, "-I" + backend_include_dir(backend)]
     # NVSHMEM's device functions live in libnvshmem_device.a: relocatable code, linked after
@@ -116,7 +110,7 @@ def compile_flags(backend=None):
     """nvcc flags for tilelang.compile(..., compile_flags=...) on `backend`
     (by default running_backend(); native or nccl: TileLang's path has no
     device link for nvshmem)."""
-    backend = check_backend(backend or running_backend())
+    backend = _lib.check_backend(backend or running_backend())
     if backend == "nvshmem":
         raise NotImplementedError(_NO_JIT_NVSHMEM)
     return ["-I" + d for d in include_dirs()] + backend_flags(backend)
@@ -315,7 +309,7 @@ def build(func, out_dir, name, arch=90, pass_configs=None, nvcc="nvcc", keep_ptx
     """Lower `func`, compile it with nvcc into out_dir/<name>.cubin (the CUDA
     source kept as <name>.cu) for a symm backend (native, nccl or nvshmem)
     and return its manifest entry (symm.cubin), which records the backend."""
-    check_backend(backend)
+    _lib.check_backend(backend)
     os.makedirs(out_dir, exist_ok=True)
     low = lower(func, arch, pass_configs, name=name)
     src = os.path.join(out_dir, name + ".cu")

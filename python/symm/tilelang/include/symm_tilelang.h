@@ -8,7 +8,8 @@
  * 64-bit integer kernel parameter (symm.ctx() on the host) and becomes the
  * pointer the device API takes; the grid collectives and barrier_blocks need
  * the calling block's linear index; a wait on a peer's word needs a typed
- * peer pointer; a view of this PE's own read-only buffer needs its const dropped. No state: nothing here is initialised per module.
+ * peer pointer; a view of this PE's own read-only buffer needs its const
+ * dropped. No state: nothing here is initialised per module.
  */
 #ifndef SYMM_TILELANG_H
 #define SYMM_TILELANG_H
