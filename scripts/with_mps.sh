@@ -9,9 +9,11 @@
 # command runs in a process group of its own; when it ends, fails, passes
 # --timeout (exit 124) or this script gets SIGINT/SIGTERM, the group is
 # stopped (SIGTERM, SIGKILL after 10 s), the daemon is told to quit and
-# waited for, and the folders are removed (the daemon's logs first copied to
-# $SYMM_MPS_LOGS when set). The GPU's compute mode and other settings are
-# never changed. Exit: the command's status, 124 on timeout.
+# waited for (15 s at most: a daemon that has not quit by then, or does not
+# answer, has its own processes killed), and the folders are removed (the
+# daemon's logs first copied to $SYMM_MPS_LOGS when set). The GPU's compute
+# mode and other settings are never changed. Exit: the command's status, 124
+# on timeout.
 set -uo pipefail
 
 timeout_s=0
@@ -41,6 +43,25 @@ stop_group() { # $1: the group's leader pid
   for _ in $(seq 50); do kill -0 -- "-$1" 2>/dev/null || return 0; sleep 0.1; done
 }
 
+ctl() { # $1: seconds, $2: a command for this daemon; 124 when it did not answer in time
+  echo "$2" | timeout -k 1 "$1" nvidia-cuda-mps-control >/dev/null 2>&1
+}
+
+kill_daemon() {
+  local pids="" p
+  for p in $(sed -nE 's/^\[[^]]*(Control|Server) +([0-9]+)\].*/\2/p' "$CUDA_MPS_LOG_DIRECTORY"/*.log 2>/dev/null | sort -u); do
+    case "$(cat "/proc/$p/comm" 2>/dev/null)" in nvidia-cuda-mps*) pids="$pids $p" ;; esac
+  done
+  echo "with_mps.sh: the MPS daemon did not quit within 15 s: killing its processes:${pids:- none found}" >&2
+  [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+  for _ in $(seq 50); do
+    local alive=0
+    for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.1
+  done
+}
+
 cleanup() {
   trap '' INT TERM
   if [ "$watchdog" -gt 0 ]; then # its sleep, so it ends without signalling
@@ -49,14 +70,19 @@ cleanup() {
   fi
   [ "$child" -gt 0 ] && stop_group "$child"
   if [ "$daemon_up" = 1 ]; then
-    echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+    local until=$(($(date +%s) + 15)) rc
+    ctl 5 quit
     # it exits once its servers have no clients left (they are stopped above);
-    # while it lives, a client command still reaches it
-    for _ in $(seq 150); do
-      echo get_server_list | nvidia-cuda-mps-control >/dev/null 2>&1 || { daemon_up=0; break; }
+    # while it lives, a client command still reaches it (or hangs: still up)
+    while [ "$(date +%s)" -lt "$until" ]; do
+      ctl 2 get_server_list
+      rc=$?
+      [ $rc = 0 ] || [ $rc = 124 ] || { daemon_up=0; break; }
       sleep 0.1
     done
-    [ "$daemon_up" = 1 ] && echo "with_mps.sh: the MPS daemon did not quit within 15 s" >&2
+    # after a kernel stopped on purpose a server can count a client that has
+    # exited and never shut down: then this daemon's own processes are killed
+    [ "$daemon_up" = 1 ] && kill_daemon
   fi
   if [ -n "${SYMM_MPS_LOGS:-}" ] && mkdir -p "$SYMM_MPS_LOGS" 2>/dev/null; then
     for f in "$CUDA_MPS_LOG_DIRECTORY"/*.log; do
