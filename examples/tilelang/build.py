@@ -12,7 +12,6 @@ backend builds into its own folder (build-tilelang-<backend> by default);
 `--backend nvshmem --only prim_` keeps it small enough to carry."""
 import argparse
 import concurrent.futures as cf
-import json
 import multiprocessing
 import os
 import sys
@@ -56,20 +55,6 @@ def _build_one(job):
 
 
 _PES = (1, 2, 4)
-
-
-def _forget(out, names):
-    """Drop the entries (and cubins) an earlier build left for kernels that failed
-    now: running them would run code older than their source."""
-    path = os.path.join(out, "manifest.json")
-    with open(path) as f:
-        manifest = json.load(f)
-    for name in names:
-        entry = manifest.pop(name, None)
-        if entry and os.path.exists(os.path.join(out, entry["cubin"])):
-            os.remove(os.path.join(out, entry["cubin"]))
-    with open(path, "w") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True)
 
 
 def main():
@@ -117,9 +102,7 @@ def main():
             except Exception as e:  # noqa: BLE001 - report every kernel
                 failed.append(futs[f])
                 print("%-48s FAILED: %s" % (futs[f], e), flush=True)
-    symm.cubin.write_manifest(args.out, entries)
-    if failed:
-        _forget(args.out, failed)
+    symm.cubin.write_manifest(args.out, entries, drop=failed)
     print("%d kernels (%s) in %s (%.0f s)%s" % (len(entries), args.backend, args.out, time.time() - t0,
                                            ", FAILED: " + " ".join(failed) if failed else ""))
     return 1 if failed else 0

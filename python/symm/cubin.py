@@ -222,12 +222,19 @@ def read_manifest(folder):
         raise FileNotFoundError("%s: no manifest.json (build the kernels first)" % folder) from None
 
 
-def write_manifest(folder, entries):
-    """Merge {name: entry} into folder/manifest.json."""
+def write_manifest(folder, entries, drop=()):
+    """Merge {name: entry} into folder/manifest.json, and remove the names in
+    `drop` with their cubins (kernels that failed to build now: an older entry
+    left in place would run code older than its source)."""
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "manifest.json")
     manifest = read_manifest(folder) if os.path.exists(path) else {}
     manifest.update(entries)
+    for name in drop:
+        entry = manifest.pop(name, None)
+        cubin = entry and os.path.join(folder, entry["cubin"])
+        if cubin and os.path.exists(cubin):
+            os.remove(cubin)
     with open(path, "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     return path

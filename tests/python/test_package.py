@@ -129,6 +129,19 @@ def test_include_dir():
     assert os.path.isfile(os.path.join(symm.include_dir(), "symm", "symm_device.h"))
 
 
+def test_write_manifest_merges_and_drops(tmp_path):
+    """write_manifest adds entries, keeps the others, and removes a dropped
+    name's entry and cubin (a kernel that failed to build now)."""
+    import json
+    import symm.cubin as cubin
+    for name in ("a", "b"):
+        (tmp_path / (name + ".cubin")).write_bytes(b"x")
+    cubin.write_manifest(str(tmp_path), {"a": {"cubin": "a.cubin"}, "b": {"cubin": "b.cubin"}})
+    cubin.write_manifest(str(tmp_path), {"c": {"cubin": "c.cubin"}}, drop=["b", "never-built"])
+    assert sorted(json.loads((tmp_path / "manifest.json").read_text())) == ["a", "c"]
+    assert (tmp_path / "a.cubin").exists() and not (tmp_path / "b.cubin").exists()
+
+
 def test_tensor_without_torch_says_so():
     if "torch" in sys.modules or _importable("torch"):
         pytest.skip("torch is installed here")
