@@ -40,6 +40,31 @@ function(symm_pip_package_dir module out)
 endfunction()
 
 # ---- NCCL ------------------------------------------------------------------------------
+# The device communicator needs ncclDevCommRequirements' GIN fields (NCCL 2.28's later
+# releases); headers without them fail to compile nccl_devcomm.cu. TRUE in `out` if
+# `dir` holds such headers.
+function(symm_nccl_headers_usable dir out)
+  set(gin "")
+  if(EXISTS "${dir}/nccl_device/core.h")
+    file(STRINGS "${dir}/nccl_device/core.h" gin REGEX "ginContextCount")
+  endif()
+  if(gin)
+    set(${out} TRUE PARENT_SCOPE)
+  else()
+    set(${out} FALSE PARENT_SCOPE)
+  endif()
+endfunction()
+
+# a cached choice is checked again: a build folder can come from another machine
+if(SYMM_NCCL_INCLUDE_DIR)
+  symm_nccl_headers_usable("${SYMM_NCCL_INCLUDE_DIR}" _ok)
+  if(NOT _ok OR NOT EXISTS "${SYMM_NCCL_LIBRARY}")
+    message(STATUS "symm: NCCL at ${SYMM_NCCL_INCLUDE_DIR} / ${SYMM_NCCL_LIBRARY} is gone or lacks "
+                   "ncclDevCommRequirements::ginContextCount: looking again")
+    unset(SYMM_NCCL_INCLUDE_DIR CACHE)
+    unset(SYMM_NCCL_LIBRARY CACHE)
+  endif()
+endif()
 if(NOT SYMM_NCCL_INCLUDE_DIR OR NOT SYMM_NCCL_LIBRARY)
   unset(SYMM_NCCL_INCLUDE_DIR CACHE)
   unset(SYMM_NCCL_LIBRARY CACHE)
@@ -62,6 +87,14 @@ if(NOT SYMM_NCCL_INCLUDE_DIR OR NOT SYMM_NCCL_LIBRARY)
     endif()
     find_path(SYMM_NCCL_INCLUDE_DIR nccl_device.h PATHS ${_inc} NO_DEFAULT_PATH)
     find_library(SYMM_NCCL_LIBRARY NAMES libnccl.so.2 nccl PATHS ${_lib} NO_DEFAULT_PATH)
+    if(SYMM_NCCL_INCLUDE_DIR)
+      symm_nccl_headers_usable("${SYMM_NCCL_INCLUDE_DIR}" _ok)
+      if(NOT _ok)
+        message(STATUS "symm: NCCL headers in ${SYMM_NCCL_INCLUDE_DIR} lack "
+                       "ncclDevCommRequirements::ginContextCount: passed over")
+        unset(SYMM_NCCL_INCLUDE_DIR CACHE)
+      endif()
+    endif()
     if(SYMM_NCCL_INCLUDE_DIR AND SYMM_NCCL_LIBRARY)
       break()
     endif()
@@ -77,6 +110,10 @@ else()
 endif()
 
 # ---- NVSHMEM ----------------------------------------------------------------------------
+if(SYMM_NVSHMEM_INCLUDE_DIR AND NOT EXISTS "${SYMM_NVSHMEM_INCLUDE_DIR}/nvshmem.h")
+  message(STATUS "symm: NVSHMEM at ${SYMM_NVSHMEM_INCLUDE_DIR} is gone: looking again")
+  unset(SYMM_NVSHMEM_INCLUDE_DIR CACHE)
+endif()
 if(NOT SYMM_NVSHMEM_INCLUDE_DIR OR NOT SYMM_NVSHMEM_HOST_LIBRARY)
   unset(SYMM_NVSHMEM_INCLUDE_DIR CACHE)
   unset(SYMM_NVSHMEM_HOST_LIBRARY CACHE)
