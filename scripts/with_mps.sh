@@ -33,6 +33,7 @@ dir=$(mktemp -d /tmp/symm-mps.XXXXXX) || exit 1
 export CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 child=0 watchdog=0 daemon_up=0
+quit_wait=15 # s a daemon gets to quit once the command has ended
 
 stop_group() { # $1: the group's leader pid
   kill -0 -- "-$1" 2>/dev/null || return 0
@@ -52,7 +53,7 @@ kill_daemon() {
   for p in $(sed -nE 's/^\[[^]]*(Control|Server) +([0-9]+)\].*/\2/p' "$CUDA_MPS_LOG_DIRECTORY"/*.log 2>/dev/null | sort -u); do
     case "$(cat "/proc/$p/comm" 2>/dev/null)" in nvidia-cuda-mps*) pids="$pids $p" ;; esac
   done
-  echo "with_mps.sh: the MPS daemon did not quit within 15 s: killing its processes:${pids:- none found}" >&2
+  echo "with_mps.sh: the MPS daemon did not quit within $quit_wait s: killing its processes:${pids:- none found}" >&2
   [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
   for _ in $(seq 50); do
     local alive=0
@@ -70,7 +71,7 @@ cleanup() {
   fi
   [ "$child" -gt 0 ] && stop_group "$child"
   if [ "$daemon_up" = 1 ]; then
-    local until=$(($(date +%s) + 15)) rc
+    local until=$(($(date +%s) + quit_wait)) rc
     ctl 5 quit
     # it exits once its servers have no clients left (they are stopped above);
     # while it lives, a client command still reaches it (or hangs: still up)
