@@ -29,7 +29,7 @@ SOURCES = (os.path.join(HERE, "kernels.py"), os.path.join(REPO, "tests", "python
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-o", "--out", default=os.path.join(REPO, "build-cute"))
-    ap.add_argument("--arch", default="90")
+    ap.add_argument("--arch", default="90", help="compute capability; 90 compiles for sm_90a (default: %(default)s)")
     ap.add_argument("--backend", default="native", choices=aot.BACKENDS)
     ap.add_argument("--library-only", action="store_true", help="only tests/python/cute_kernels.py")
     args = ap.parse_args()

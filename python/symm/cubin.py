@@ -2,25 +2,35 @@
 
 A build folder holds <name>.cubin files and a manifest.json of
 {name: entry}; an entry names the cubin, its kernel symbol ("entry"), its
-parameters in the entry's order ([name, kind, dtype, shape]; kind is "ptr",
-"i32", "u32", "i64", "u64", "f32" or "f64"; dtype and shape optional), and
-may fix the launch ("grid", "block", "smem") and the order callers pass the
-arguments in ("call": names; it may name arguments the kernel does not
-take, which are accepted and ignored), and the symm backend its device code
-was compiled for ("backend": native, nvshmem or nccl; absent means native).
-symm.tilelang.build and symm.cute.aot write these.
+parameters in the entry's order ([name, kind, dtype, shape, align]; kind is
+"ptr", "i32", "u32", "i64", "u64", "f32" or "f64"; the rest optional, null
+where unknown), and may fix the launch ("grid", "block", "smem") and the
+order callers pass the arguments in ("call": names; it may name arguments the
+kernel does not take, which are accepted and ignored), and the symm backend
+its device code was compiled for ("backend": native, nvshmem or nccl; absent
+means native). symm.tilelang.build and symm.cute.aot write these (build
+writes or updates manifest.json itself; aot's Kernel.aot returns the entry
+and `python -m symm.cute.aot` writes it).
 
     kernels = symm.cubin.load("build-tilelang")
     kernels["shift"](symm.ctx(), src, dst, sig)         # torch's current stream
 
-Pointer parameters take torch tensors (checked against the recorded dtype,
-shape and device) or integer addresses. The module is loaded into the
-current CUDA context through the driver API (libcuda, ctypes) on first use,
-after checking that its backend is the running symm's; an nvshmem module then
-gets symm_backend_module_init (NVSHMEM's per-module device state).
+Pointer parameters take torch tensors or integer addresses. A tensor must be
+contiguous, on a CUDA device, and of the recorded dtype and shape where the
+entry records them (symm.tilelang.build records both; symm.cute.aot the dtype
+of each symm.cute.Ptr, and no shape, the kernel taking its sizes as
+arguments); a tensor's address, and an integer address, must be a multiple
+of the recorded alignment (symm.cute.aot: Ptr's align). A wrong argument
+raises TypeError / ValueError before anything is launched. The module is
+loaded into the current CUDA context through the driver API (libcuda,
+ctypes) on first use, after checking that its backend is the running
+symm's; an nvshmem module then gets symm_backend_module_init (NVSHMEM's
+per-module device state).
 """
 import ctypes
+import fcntl
 import json
+import numbers
 import os
 
 from ._lib import BACKENDS
@@ -108,6 +118,31 @@ def _dims(x, what):
     return x + (1,) * (3 - len(x))
 
 
+def pointer_value(kernel, name, v, dtype=None, shape=None, align=None):
+    """The address a pointer parameter gets from `v` (a torch tensor or an
+    int), after the checks the manifest allows: a tensor's dtype (a torch
+    dtype name such as "float32") and shape where given, contiguity and
+    device; the address a multiple of `align` where given."""
+    if hasattr(v, "data_ptr"):
+        if dtype is not None and str(v.dtype) != "torch." + _TORCH_DTYPES.get(dtype, dtype):
+            raise TypeError("%s: %s must be %s, got %s" % (kernel, name, dtype, v.dtype))
+        if shape is not None and list(v.shape) != list(shape):
+            raise ValueError("%s: %s must have shape %s, got %s" % (kernel, name, list(shape), list(v.shape)))
+        if not v.is_contiguous():
+            raise ValueError("%s: %s must be contiguous" % (kernel, name))
+        if v.device.type != "cuda":
+            raise ValueError("%s: %s must be on a CUDA device, got %s" % (kernel, name, v.device))
+        addr = v.data_ptr()
+    elif isinstance(v, numbers.Integral) and not isinstance(v, bool):
+        addr = int(v)
+    else:
+        raise TypeError("%s: %s must be a tensor or an address (int), got %r" % (kernel, name, v))
+    if align and addr % align:
+        raise ValueError("%s: %s (0x%x) is not %d-byte aligned, which the kernel assumes"
+                         % (kernel, name, addr, align))
+    return addr
+
+
 class Kernel:
     """One manifest entry: call it with the kernel's arguments (in the
     entry's "call" order if it has one, else its parameter order; or by
@@ -115,11 +150,13 @@ class Kernel:
 
     def __init__(self, name, entry, folder):
         self.name, self.entry, self.folder = name, entry, folder
-        self.params = [tuple(p) + (None,) * (4 - len(p)) for p in entry["params"]]
+        self.params = [tuple(p) + (None,) * (5 - len(p)) for p in entry["params"]]
         for p in self.params:
-            if p[1] not in _KINDS:
-                raise ValueError("%s: parameter %s has kind %r (one of %s)"
-                                 % (name, p[0], p[1], ", ".join(sorted(_KINDS))))
+            if len(p) != 5 or p[1] not in _KINDS:
+                raise ValueError("%s: parameter %s is not [name, kind (one of %s), dtype, shape, align]"
+                                 % (name, list(p), ", ".join(sorted(_KINDS))))
+            if p[1] != "ptr" and (p[3] or p[4]):
+                raise ValueError("%s: scalar parameter %s records a shape or alignment" % (name, p[0]))
         names = [p[0] for p in self.params]
         self.call_order = list(entry.get("call") or names)
         if not set(names) <= set(self.call_order) or len(set(self.call_order)) != len(self.call_order):
@@ -151,25 +188,12 @@ class Kernel:
         return [self._value(p, given[p[0]]) for p in self.params]
 
     def _value(self, p, v):
-        name, kind, dtype, shape = p
+        name, kind, dtype, shape, align = p
         if kind != "ptr":
             if hasattr(v, "data_ptr"):
                 raise TypeError("%s: %s is a %s scalar, got a tensor" % (self.name, name, kind))
             return _KINDS[kind](v)
-        if hasattr(v, "data_ptr"):
-            if dtype is not None and str(v.dtype) != "torch." + _TORCH_DTYPES.get(dtype, dtype):
-                raise TypeError("%s: %s must be %s, got %s" % (self.name, name, dtype, v.dtype))
-            if shape is not None and list(v.shape) != list(shape):
-                raise ValueError("%s: %s must have shape %s, got %s" % (self.name, name, list(shape),
-                                                                      list(v.shape)))
-            if not v.is_contiguous():
-                raise ValueError("%s: %s must be contiguous" % (self.name, name))
-            if v.device.type != "cuda":
-                raise ValueError("%s: %s must be on a CUDA device, got %s" % (self.name, name, v.device))
-            return ctypes.c_uint64(v.data_ptr())
-        if isinstance(v, int) and not isinstance(v, bool):
-            return ctypes.c_uint64(v)
-        raise TypeError("%s: %s must be a tensor or an address (int), got %r" % (self.name, name, v))
+        return ctypes.c_uint64(pointer_value(self.name, name, v, dtype, shape, align))
 
     def function(self):
         """The CUfunction, loaded into the current context on first use."""
@@ -219,24 +243,39 @@ def read_manifest(folder):
         with open(path) as f:
             return json.load(f)
     except FileNotFoundError:
-        raise FileNotFoundError("%s: no manifest.json (build the kernels first)" % folder) from None
+        raise FileNotFoundError("%s: no manifest.json: symm.tilelang.build and python -m symm.cute.aot write "
+                                "it; for entries of your own (symm.cute's Kernel.aot returns one), "
+                                "symm.cubin.write_manifest(folder, {name: entry})" % folder) from None
 
 
 def write_manifest(folder, entries, drop=()):
     """Merge {name: entry} into folder/manifest.json, and remove the names in
     `drop` with their cubins (kernels that failed to build now: an older entry
-    left in place would run code older than its source)."""
+    left in place would run code older than its source). Processes writing
+    one folder at once take turns (a lock on the folder), and a reader never
+    sees a half-written file (it is written aside, then renamed)."""
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "manifest.json")
-    manifest = read_manifest(folder) if os.path.exists(path) else {}
-    manifest.update(entries)
-    for name in drop:
-        entry = manifest.pop(name, None)
-        cubin = entry and os.path.join(folder, entry["cubin"])
-        if cubin and os.path.exists(cubin):
-            os.remove(cubin)
-    with open(path, "w") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True)
+    lock = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        manifest = read_manifest(folder) if os.path.exists(path) else {}
+        manifest.update(entries)
+        for name in drop:
+            entry = manifest.pop(name, None)
+            cubin = entry and os.path.join(folder, entry["cubin"])
+            if cubin and os.path.exists(cubin):
+                os.remove(cubin)
+        tmp = "%s.%d.tmp" % (path, os.getpid())
+        try:
+            with open(tmp, "w") as f:
+                json.dump(manifest, f, indent=1, sort_keys=True)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    finally:
+        os.close(lock)  # releases the lock
     return path
 
 

@@ -208,14 +208,23 @@ def test_aot_manifest_and_cubin_launcher(tmp_path):
     ptx = (tmp_path / "fill.ptx").read_text()
     assert ptx_entry_params(ptx)[entry["entry"]] == [8, 8, 4, 4]
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert manifest["fill"]["params"] == [["ctx", "i64"], ["x", "ptr"], ["v", "f32"], ["n", "i32"]]
+    # a pointer records its dtype (torch's name) and alignment, which symm.cubin checks
+    assert manifest["fill"]["params"] == [["ctx", "i64"], ["x", "ptr", "float32", None, 16], ["v", "f32"],
+                                          ["n", "i32"]]
     lib = symm.cubin.load(str(tmp_path))
     vals = lib["fill"].pack([5, 0x1000, 1.5, 7], {})
     assert [v.value for v in vals] == [5, 0x1000, 1.5, 7]
+    with pytest.raises(ValueError, match="x \\(0x1004\\) is not 16-byte aligned"):
+        lib["fill"].pack([5, 0x1004, 1.5, 7], {})
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="fill: x must be float32, got torch.int32"):
+        lib["fill"].pack([5, torch.zeros(4, dtype=torch.int32), 1.5, 7], {})
     with pytest.raises(TypeError, match="missing x, v, n"):
         lib["fill"].pack([1], {})
     with pytest.raises(TypeError, match="cutlass.Int32/Uint32/Int64/Uint64/Float32"):
         sc.Kernel(fill, [("ctx", int)], block=64)
+    with pytest.raises(ValueError, match="power of two"):
+        sc.Ptr(cutlass.Float32, 12)
 
 
 @needs_cute

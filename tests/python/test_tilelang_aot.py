@@ -136,7 +136,7 @@ def test_no_module_state(built):
 
 
 def test_aot_manifest_and_jit_compile(tmp_path):
-    """build(): cubin + manifest entry; compile(): TileLang's own nvcc run
+    """build(): cubin + manifest.json entry; compile(): TileLang's own nvcc run
     (no GPU needed) with the same header hook and include folders."""
     _need_tilelang()
     sys.path.insert(0, PYTHON_DIR)
@@ -149,8 +149,13 @@ def test_aot_manifest_and_jit_compile(tmp_path):
     assert [p[1] for p in entry["params"]].count("ptr") == 4
     assert entry["call"] == ["ctx", "data", "recv", "out", "flag", "epoch"]
     assert os.path.getsize(os.path.join(tmp_path, "sync.cubin")) > 0
-    symm.cubin.write_manifest(str(tmp_path), {"sync": entry})
+    # build() wrote manifest.json: the folder loads at once
+    assert symm.cubin.read_manifest(str(tmp_path)) == {"sync": entry}
     k = symm.cubin.load(str(tmp_path))["sync"]
+    # a folder holds one backend's kernels: refused before anything is compiled
+    with pytest.raises(ValueError, match="holds kernels built for native: build nccl kernels into another"):
+        sT.build(primitives.k_sync(), str(tmp_path), "sync_nccl", backend="nccl")
+    assert sorted(os.listdir(tmp_path)) == ["manifest.json", "sync.cu", "sync.cubin"]
     packed = k.pack((123, 1 << 20, 2 << 20, 3 << 20, 4 << 20, 7), {})
     by_name = {p[0]: v.value for p, v in zip(k.params, packed)}
     assert by_name == {"ctx": 123, "data": 1 << 20, "recv": 2 << 20, "out": 3 << 20, "flag": 4 << 20, "epoch": 7}

@@ -43,7 +43,8 @@ try:
 except ImportError as _e:  # pragma: no cover - depends on the environment
     raise ImportError(
         "symm.cute needs NVIDIA CuTe DSL (the nvidia-cutlass-dsl package), which is not "
-        "installed: pip install 'symm[cute]' (or: pip install 'nvidia-cutlass-dsl[cu13]==4.8.1'). "
+        "installed: pip install 'symm[cute]' (in a source checkout: pip install '.[cute]'; or: "
+        "pip install 'nvidia-cutlass-dsl[cu13]==4.8.1'). "
         "Kernels compiled ahead of time run without it through symm.cubin."
     ) from _e
 

@@ -27,6 +27,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass.cute.runtime import make_fake_stream, make_ptr
 
+from ..cubin import pointer_value
 from ._bitcode import parse_arch, resolve_backend
 from .host import arch_name, compile as symm_compile
 
@@ -34,13 +35,30 @@ from .host import arch_name, compile as symm_compile
 _SCALAR_KIND = {cutlass.Int32: "i32", cutlass.Uint32: "u32", cutlass.Int64: "i64",
                 cutlass.Uint64: "u64", cutlass.Float32: "f32"}
 _KIND_BYTES = {"i32": 4, "u32": 4, "f32": 4, "i64": 8, "u64": 8, "ptr": 8}
+# torch's name of a pointer's element type: the manifest records it and
+# symm.cubin checks tensors against it (a type torch lacks is not checked)
+_TORCH_NAMES = {"Float16": "float16", "BFloat16": "bfloat16", "Float32": "float32", "Float64": "float64",
+                "Int8": "int8", "Uint8": "uint8", "Int16": "int16", "Uint16": "uint16", "Int32": "int32",
+                "Uint32": "uint32", "Int64": "int64", "Uint64": "uint64", "Boolean": "bool",
+                "Float8E4M3FN": "float8_e4m3fn", "Float8E5M2": "float8_e5m2"}
+
+
+def torch_dtype_name(dtype):
+    """"float32" for cutlass.Float32...; None for a type torch has no name for."""
+    return _TORCH_NAMES.get(getattr(dtype, "__name__", None))
 
 
 class Ptr:
     """A pointer parameter: element type and the alignment the kernel may
-    assume (bytes)."""
+    assume (bytes; 16 by default, what 128-bit vector accesses need). The
+    kernel receives it as a cute.Pointer of that type and alignment; a
+    tensor or address passed for it must be that aligned (the launchers
+    check), so declare less (Ptr(cutlass.Uint64, 8)) for pointers into the
+    middle of a buffer, such as one signal word of several."""
 
     def __init__(self, dtype, align=16):
+        if not isinstance(align, int) or align < 1 or align & (align - 1):
+            raise ValueError("Ptr align must be a power of two (bytes), got %r" % (align,))
         self.dtype, self.align = dtype, align
 
     def __repr__(self):
@@ -64,7 +82,17 @@ def _dims(x, what):
 
 
 class Kernel:
-    """A @cute.kernel with its parameter list (name, type) and launch shape."""
+    """A @cute.kernel with its parameter list (name, type) and launch shape.
+
+    `fn` takes the parameters of `params` in that order: a scalar
+    (cutlass.Int32 / Uint32 / Int64 / Uint64 / Float32) arrives as that type,
+    a Ptr(dtype, align) as a cute.Pointer to global memory of that element
+    type and assumed alignment (annotate it `cute.Pointer`); `ptr + k` is k
+    elements further, cute.make_tensor(ptr, layout) a view over it. `block`
+    is 1 to 3 ints, `smem` the dynamic shared memory in bytes, `name` the
+    kernel's name in the manifest and its cubin's file name (default: fn's
+    name; give one to describe one function twice). Launches take grid= as
+    an int or 1 to 3 ints."""
 
     def __init__(self, fn, params, *, block, smem=0, name=None):
         self.fn = fn
@@ -153,8 +181,14 @@ class Kernel:
             with open(os.path.join(out_dir, self.name + ".ptx"), "w") as f:
                 f.write(ptx)
         return {"cubin": self.name + ".cubin", "entry": entry, "arch": parse_arch(arch),
-                "params": [[n, k] for (n, _), k in zip(self.params, self.kinds)],
+                "params": [self._manifest_param(n, t, k) for (n, t), k in zip(self.params, self.kinds)],
                 "block": list(self.block), "smem": self.smem, "backend": backend}
+
+    @staticmethod
+    def _manifest_param(name, t, kind):
+        """[name, kind], and for a pointer [name, "ptr", dtype, shape (none:
+        the kernel takes its sizes as arguments), align] (symm.cubin)."""
+        return [name, kind] if kind != "ptr" else [name, kind, torch_dtype_name(t.dtype), None, t.align]
 
 
 _ENTRY = re.compile(r"\.entry\s+(\w+)\s*\(([^)]*)\)", re.S)
@@ -179,8 +213,9 @@ def ptx_entry_params(ptx, entry=None):
 class JitLaunch:
     """A Kernel compiled by CuTe DSL, called like a symm.cubin kernel:
     (*args, grid=, stream=None). Pointer arguments take torch tensors (their
-    data pointer), cute.Pointers or integer addresses; the stream defaults to
-    torch's current stream."""
+    data pointer; checked as symm.cubin checks them: the Ptr's dtype,
+    contiguous, on a CUDA device), cute.Pointers or integer addresses, each
+    aligned as the Ptr says; the stream defaults to torch's current stream."""
 
     def __init__(self, kernel, fn):
         self.kernel, self.fn = kernel, fn
@@ -196,10 +231,7 @@ class JitLaunch:
                 if isinstance(a, cute.Pointer):
                     conv.append(a)
                     continue
-                addr = a.data_ptr() if hasattr(a, "data_ptr") else int(a)
-                if addr % t.align:
-                    raise ValueError("%s: %s (0x%x) is not %d-byte aligned"
-                                     % (k.name, name, addr, t.align))
+                addr = pointer_value(k.name, name, a, torch_dtype_name(t.dtype), None, t.align)
                 conv.append(make_ptr(t.dtype, addr, cute.AddressSpace.gmem, assumed_align=t.align))
             else:
                 conv.append(t(a))

@@ -24,6 +24,7 @@ from tvm import tirx
 from tvm.target import Target
 
 from .. import _lib
+from ..cubin import read_manifest, write_manifest
 
 SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 SHIM = "symm_tilelang.h"
@@ -276,7 +277,8 @@ def _sm(arch):
 
 def nvcc_command(source, output, arch=90, fmt="cubin", werror=True, nvcc="nvcc", backend="native"):
     """The nvcc command that compiles generated source to a cubin (or PTX)
-    for a symm backend (on nvshmem a relocatable cubin: see dlink_command).
+    for sm_<arch> (arch 90: sm_90a) and a symm backend (on nvshmem a
+    relocatable cubin: see dlink_command).
     With werror every warning is an error except those TileLang's own
     headers are known to raise (TILELANG_HEADER_DIAGS)."""
     cmd = [nvcc, "-std=c++20", "-O3", "-lineinfo", "-arch=" + _sm(arch), "--" + fmt] + backend_flags(backend)
@@ -305,11 +307,30 @@ def _run(cmd, what):
         raise RuntimeError("%s failed:\n%s\n%s" % (what, " ".join(cmd), (r.stdout + r.stderr)[-6000:]))
 
 
-def build(func, out_dir, name, arch=90, pass_configs=None, nvcc="nvcc", keep_ptx=False, backend="native"):
-    """Lower `func`, compile it with nvcc into out_dir/<name>.cubin (the CUDA
-    source kept as <name>.cu) for a symm backend (native, nccl or nvshmem)
-    and return its manifest entry (symm.cubin), which records the backend."""
+def _check_folder_backend(out_dir, name, backend):
+    """A folder holds one backend's kernels: refuse to add another's."""
+    if not os.path.exists(os.path.join(out_dir, "manifest.json")):
+        return
+    others = {e.get("backend", "native") for n, e in read_manifest(out_dir).items() if n != name} - {backend}
+    if others:
+        raise ValueError("%s holds kernels built for %s: build %s kernels into another folder"
+                         % (out_dir, " ".join(sorted(others)), backend))
+
+
+def build(func, out_dir, name, arch=90, pass_configs=None, nvcc="nvcc", keep_ptx=False, backend="native",
+          manifest=True):
+    """Lower `func` for sm_<arch>, compile it with nvcc into
+    out_dir/<name>.cubin (the CUDA source kept as <name>.cu) for a symm
+    backend (native, nccl or nvshmem), and return its manifest entry, which
+    records the backend. arch 90 compiles for sm_90a (Hopper's wgmma, which
+    TileLang's GEMMs use, exists only there), so the cubin runs on H100 and
+    H200; other archs compile for sm_<arch>. With `manifest` (the default)
+    the entry is also merged into out_dir/manifest.json, so that
+    symm.cubin.load(out_dir) launches it at once; a folder holds one
+    backend's kernels (ValueError before compiling otherwise)."""
     _lib.check_backend(backend)
+    if manifest:
+        _check_folder_backend(out_dir, name, backend)
     os.makedirs(out_dir, exist_ok=True)
     low = lower(func, arch, pass_configs, name=name)
     src = os.path.join(out_dir, name + ".cu")
@@ -323,4 +344,7 @@ def build(func, out_dir, name, arch=90, pass_configs=None, nvcc="nvcc", keep_ptx
     if backend == "nvshmem":
         _run(dlink_command(rel, cubin, arch, nvcc=nvcc), "device link of %s" % rel)
         os.remove(rel)
-    return low.manifest(name, arch, backend)
+    entry = low.manifest(name, arch, backend)
+    if manifest:
+        write_manifest(out_dir, {name: entry})
+    return entry

@@ -96,10 +96,20 @@ def fence(ctx):
 
 
 def fence_warp(ctx):
+    """fence for a whole warp (its 32 lanes together): every lane's puts,
+    stores and atomics to each PE before it are delivered before any lane's
+    after it (fence.acq_rel.sys in each lane, then a warp barrier).
+    Nothing is waited for."""
     return call("handle", "fence_warp", ctx)
 
 
 def fence_block(ctx):
+    """fence for a whole block (every thread together): the block's puts,
+    stores and atomics to each PE before it are delivered before any
+    thread's after it, so one thread's signal to that PE after it follows
+    the block's nbi puts (fence.acq_rel.sys in each thread, then a block
+    barrier). Nothing is waited for: use quiet_block to know the puts are
+    complete everywhere (and their sources reusable)."""
     return call("handle", "fence_block", ctx)
 
 
@@ -110,10 +120,18 @@ def quiet(ctx):
 
 
 def quiet_warp(ctx):
+    """quiet for a whole warp (its 32 lanes together): every put, store and
+    atomic any lane issued before it is complete and visible to every PE,
+    and the sources of nbi puts may be reused, when any lane goes on."""
     return call("handle", "quiet_warp", ctx)
 
 
 def quiet_block(ctx):
+    """quiet for a whole block (every thread together): every put, store
+    and atomic any thread of the block issued before it is complete and
+    visible to every PE when any thread goes on (one fence.sc.sys between
+    two block barriers), so a signal by one thread after it publishes the
+    whole block's data, and nbi puts' sources may be reused."""
     return call("handle", "quiet_block", ctx)
 
 
@@ -141,6 +159,10 @@ def barrier(ctx):
 
 
 def barrier_warp(ctx):
+    """One warp per PE, its 32 lanes together: quiet, then wait for every
+    PE (symm_barrier_warp); every PE's earlier puts are visible after it.
+    barrier, barrier_warp and barrier_block share one state per team: one
+    caller per PE at a time."""
     return call("handle", "barrier_warp", ctx)
 
 
