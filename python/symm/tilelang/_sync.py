@@ -107,7 +107,7 @@ def fence_block(ctx):
     """fence for a whole block (every thread together): the block's puts,
     stores and atomics to each PE before it are delivered before any
     thread's after it, so one thread's signal to that PE after it follows
-    the block's nbi puts (fence.acq_rel.sys in each thread, then a block
+    the block's puts (fence.acq_rel.sys in each thread, then a block
     barrier). Nothing is waited for: use quiet_block to know the puts are
     complete everywhere (and their sources reusable)."""
     return call("handle", "fence_block", ctx)
