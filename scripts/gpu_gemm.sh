@@ -68,15 +68,16 @@ if [ "${ngpu:-0}" -lt 4 ]; then
   echo "SKIP: scripts/gpu_gemm.sh needs 4 GPUs, found ${ngpu:-0}"
   exit 0
 fi
+case "$build" in /*) lib=$build/src/libsymm.so ;; *) lib=$here/$build/src/libsymm.so ;; esac
 missing=""
-[ -f "$build/src/libsymm.so" ] || missing="$missing libsymm ($build/src/libsymm.so: build it first)"
+[ -f "$lib" ] || missing="$missing libsymm ($lib: build it first)"
 [ -f "$cubins/manifest.json" ] || missing="$missing CuTe cubins ($cubins/manifest.json: python examples/cute/build_cubins.py -o $cubins where CuTe DSL is, and carry it)"
 [ -f "$bc/libsymm_device_sm90.bc" ] || missing="$missing device bitcode ($bc/libsymm_device_sm90.bc: set SYMM_BITCODE_DIR)"
 if [ -n "$missing" ] && [ "$dry" != 1 ]; then
   echo "gpu_gemm.sh: missing:$missing"
   exit 2
 fi
-pyenv=(env PYTHONPATH="$here/python" SYMM_LIBRARY="$here/$build/src/libsymm.so" SYMM_BITCODE_DIR="$bc")
+pyenv=(env PYTHONPATH="$here/python" SYMM_LIBRARY="$lib" SYMM_BITCODE_DIR="$bc")
 nvidia-smi -L >"$out/machine.txt" 2>&1
 note "machine" "$ngpu GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
 

@@ -199,7 +199,7 @@ def chunk_view(base, n, row0, col0):
     """The 64 x EPI_N bf16 block at (row0, col0) of a row-major matrix with
     n columns (n a multiple of 8: rows stay 16-byte aligned)."""
     nn = cute.assume(n, divby=8)
-    return cute.make_tensor((base + (row0 * nn + col0)).align(16), cute.make_layout((64, EPI_N), stride=(nn, 1)))
+    return cute.make_tensor((base + (I64(row0) * nn + col0)).align(16), cute.make_layout((64, EPI_N), stride=(nn, 1)))
 
 
 @cute.jit
@@ -390,7 +390,7 @@ def rs_hgemm(ctx: I64, atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.Copy
         counter = cute.make_tensor(counters, cute.make_layout(nblk))
         epoch = counter[bid] + U64(1)
         par = I32(epoch % U64(2))
-        slot = m_loc * n
+        slot = I64(m_loc) * n                  # elements per sender slot
         rd = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
         rl = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
         t = bid

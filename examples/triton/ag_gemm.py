@@ -14,9 +14,10 @@ GEMM runs:
   - a side stream pushes this PE's shard, chunk by chunk, into the peers'
     symmetric A_full with the copy engines (cuMemcpyAsync: no SMs taken from
     the GEMM), and after each chunk copies the call's epoch into the peer's
-    flag for that chunk (same stream, so the flag lands after the data). Its order matches
-    the consumers': PE me-1 needs this shard right after its own rows, PE
-    me-2 after that..., so all chunks go to me-1 first, then to me-2, ...
+    flag for that chunk (same stream, so the flag lands after the data).
+    Its order matches the consumers': PE me-1 needs this shard right after
+    its own rows, PE me-2 after that..., so all chunks go to me-1 first,
+    then to me-2, ...
 
 The epoch is counted on the GPU (main stream), so the call can be captured
 into a CUDA graph: the side stream forks from and joins the main stream
@@ -74,9 +75,12 @@ class AGGemm:
     (a symm.cubin.CopyList: one cuMemcpyAsync each, their addresses worked
     out once per input tensor and parity) and one prepared Triton launch
     (symm.triton.prepare: argument binding and specialisation done once per
-    set of tensors), then join. Slicing peer tensors and torch copy_ per
-    chunk (the earlier form) cost more host time than the GPU spends on the
-    call, which on a plain stream made the host the bottleneck."""
+    set of tensors), then join. Why: per chunk, slicing peer tensors and two
+    torch copy_ calls cost about 12 us of torch dispatch before their two
+    driver calls, and kernel[grid](...) about 100 us (timed on a CPU
+    machine, examples/triton/host_profile.py), so with 12 chunks the host
+    path rivals the GPU's time per call and a plain stream waits on the
+    host; a CopyList entry is one driver call."""
 
     def __init__(self, env, m, k, n_local, chunks=4, dtype=torch.bfloat16, config=None):
         w = env.world
