@@ -2,15 +2,16 @@
 
 A build folder holds <name>.cubin files and a manifest.json of
 {name: entry}; an entry names the cubin, its kernel symbol ("entry"), its
-parameters in the entry's order ([name, kind, dtype, shape, align]; kind is
-"ptr", "i32", "u32", "i64", "u64", "f32" or "f64"; the rest optional, null
-where unknown), and may fix the launch ("grid", "block", "smem") and the
-order callers pass the arguments in ("call": names; it may name arguments the
-kernel does not take, which are accepted and ignored), and the symm backend
-its device code was compiled for ("backend": native, nvshmem or nccl; absent
-means native). symm.tilelang.build and symm.cute.aot write these (build
-writes or updates manifest.json itself; aot's Kernel.aot returns the entry
-and `python -m symm.cute.aot` writes it).
+parameters in the entry's order ([name, kind, dtype, shape, extra]; kind is
+"ptr", "i32", "u32", "i64", "u64", "f32", "f64" or "tma"; the rest optional,
+null where unknown; extra is a pointer's alignment in bytes, or a tma
+operand's box and swizzle), and may fix the launch ("grid", "block", "smem")
+and the order callers pass the arguments in ("call": names; it may name
+arguments the kernel does not take, which are accepted and ignored), and the
+symm backend its device code was compiled for ("backend": native, nvshmem or
+nccl; absent means native). symm.tilelang.build and symm.cute.aot write these
+(build writes or updates manifest.json itself; aot's Kernel.aot returns the
+entry and `python -m symm.cute.aot` writes it).
 
     kernels = symm.cubin.load("build-tilelang")
     kernels["shift"](symm.ctx(), src, dst, sig)         # torch's current stream
@@ -21,7 +22,12 @@ entry records them (symm.tilelang.build records both; symm.cute.aot the dtype
 of each symm.cute.Ptr, and no shape, the kernel taking its sizes as
 arguments); a tensor's address, and an integer address, must be a multiple
 of the recorded alignment (symm.cute.aot: Ptr's align). A wrong argument
-raises TypeError / ValueError before anything is launched. The module is
+raises TypeError / ValueError before anything is launched. A "tma" parameter
+(symm.cute.Tma: a 2-D operand read by TMA) takes a 2-D tensor with
+contiguous rows; its entry's extra says the box (box_rows x box_cols
+elements) and the swizzle, from which the 128-byte descriptor is encoded
+here (cuTensorMapEncodeTiled) and passed by value, followed by the tensor's
+(rows, cols) as two int32. The module is
 loaded into the current CUDA context through the driver API (libcuda,
 ctypes) on first use, after checking that its backend is the running
 symm's; an nvshmem module then gets symm_backend_module_init (NVSHMEM's
@@ -44,6 +50,11 @@ _TORCH_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float
                  "uint64": "uint64", "bool": "bool", "float8_e4m3": "float8_e4m3fn",
                  "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}
 _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+# cuda.h: CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapL2promotion
+_TMA_DTYPES = {"float16": 6, "bfloat16": 9}
+_TMA_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
+_TMA_L2_PROMOTION_256B = 3
+_TMA_CACHE_MAX = 256
 _driver = None
 
 
@@ -67,6 +78,11 @@ def _cuda():
         lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 6 + [
             ctypes.c_uint, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+        lib.cuMemcpyAsync.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+        u64p, u32p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
+        lib.cuTensorMapEncodeTiled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
+                                               u64p, u64p, u32p, u32p, ctypes.c_int, ctypes.c_int,
+                                               ctypes.c_int, ctypes.c_int]
         _driver = lib
     return _driver
 
@@ -141,6 +157,45 @@ def pointer_value(kernel, name, v, dtype=None, shape=None, align=None):
         raise ValueError("%s: %s (0x%x) is not %d-byte aligned, which the kernel assumes"
                          % (kernel, name, addr, align))
     return addr
+def tma_encode_args(extra, ptr, rows, cols, ld):
+    """The arguments of cuTensorMapEncodeTiled for a row-major rows x cols
+    tensor at `ptr` (row stride `ld` elements) read in boxes of extra's
+    box_rows x box_cols: (data type, rank, address, dims, byte strides, box,
+    element strides, interleave, swizzle, L2 promotion, OOB fill); dims and
+    box innermost first. Raises ValueError for what TMA cannot address."""
+    dtype = extra.get("dtype")
+    if dtype not in _TMA_DTYPES:
+        raise ValueError("tma: data type %r is not one of %s" % (dtype, ", ".join(sorted(_TMA_DTYPES))))
+    swizzle = int(extra.get("swizzle", 128))
+    if swizzle not in _TMA_SWIZZLE:
+        raise ValueError("tma: swizzle %r is not 0, 32, 64 or 128 bytes" % (swizzle,))
+    box_rows, box_cols, esize = int(extra["box_rows"]), int(extra["box_cols"]), 2
+    if not (0 < box_rows <= 256 and 0 < box_cols <= 256) or (swizzle and box_cols * esize > swizzle):
+        raise ValueError("tma: box %d x %d does not fit the %d-byte swizzle" % (box_rows, box_cols, swizzle))
+    if ptr % 16 or (ld * esize) % 16 or ld < cols:
+        raise ValueError("tma: the tensor must start 16-byte aligned with 16-byte aligned rows "
+                         "(address 0x%x, row stride %d elements, %d columns)" % (ptr, ld, cols))
+    if not (0 < rows < 2**32 and 0 < cols < 2**32):
+        raise ValueError("tma: %d x %d is not a shape TMA can address" % (rows, cols))
+    return (_TMA_DTYPES[dtype], 2, ptr, (cols, rows), (ld * esize,), (box_cols, box_rows), (1, 1), 0,
+            _TMA_SWIZZLE[swizzle], _TMA_L2_PROMOTION_256B, 0)
+
+
+class TensorMap:
+    """A 128-byte CUtensorMap (64-byte aligned, as the driver wants it) and
+    the (rows, cols) int32 pair that follows it among a Tma operand's
+    kernel parameters."""
+
+    def __init__(self, extra, ptr, rows, cols, ld):
+        dt, rank, addr, dims, strides, box, estr, inter, swz, l2, oob = tma_encode_args(extra, ptr, rows, cols, ld)
+        self._raw = ctypes.create_string_buffer(128 + 64)
+        off = (-ctypes.addressof(self._raw)) % 64
+        self.desc = (ctypes.c_uint8 * 128).from_buffer(self._raw, off)
+        self.shape = (ctypes.c_int32 * 2)(rows, cols)
+        c64, c32 = ctypes.c_uint64, ctypes.c_uint32
+        _check(_cuda().cuTensorMapEncodeTiled(
+            ctypes.addressof(self.desc), dt, rank, ctypes.c_void_p(addr), (c64 * 2)(*dims), (c64 * 1)(*strides),
+            (c32 * 2)(*box), (c32 * 2)(*estr), inter, swz, l2, oob), "cuTensorMapEncodeTiled")
 
 
 class Kernel:
@@ -152,9 +207,13 @@ class Kernel:
         self.name, self.entry, self.folder = name, entry, folder
         self.params = [tuple(p) + (None,) * (5 - len(p)) for p in entry["params"]]
         for p in self.params:
+            if p[1] == "tma":
+                if not isinstance(p[4], dict) or not {"box_rows", "box_cols", "dtype"} <= set(p[4]):
+                    raise ValueError("%s: tma parameter %s needs box_rows, box_cols and dtype" % (name, p[0]))
+                continue
             if len(p) != 5 or p[1] not in _KINDS:
                 raise ValueError("%s: parameter %s is not [name, kind (one of %s), dtype, shape, align]"
-                                 % (name, list(p), ", ".join(sorted(_KINDS))))
+                                 % (name, list(p), ", ".join(sorted(set(_KINDS) | {"tma"}))))
             if p[1] != "ptr" and (p[3] or p[4]):
                 raise ValueError("%s: scalar parameter %s records a shape or alignment" % (name, p[0]))
         names = [p[0] for p in self.params]
@@ -166,12 +225,14 @@ class Kernel:
         self.smem = int(entry.get("smem", 0))
         self._func = None
         self._module = None
+        self._maps = {}
 
     def __repr__(self):
         return "symm.cubin.Kernel(%s: %s(%s))" % (self.name, self.entry["entry"], ", ".join(self.call_order))
 
     def pack(self, args, kwargs):
-        """The ctypes values of the parameters, in entry order."""
+        """The ctypes values of the kernel's parameters, in entry order (a
+        tma parameter gives two: its descriptor and its shape)."""
         if len(args) > len(self.call_order):
             raise TypeError("%s takes %d arguments (%s), got %d" % (
                 self.name, len(self.call_order), ", ".join(self.call_order), len(args)))
@@ -185,7 +246,36 @@ class Kernel:
         missing = [n for n in self.call_order if n not in given]
         if missing:
             raise TypeError("%s: missing %s" % (self.name, ", ".join(missing)))
-        return [self._value(p, given[p[0]]) for p in self.params]
+        out = []
+        for p in self.params:
+            if p[1] == "tma":
+                m = self._tensor_map(p, given[p[0]])
+                out += [m.desc, m.shape]
+            else:
+                out.append(self._value(p, given[p[0]]))
+        return out
+
+    def _tensor_map(self, p, v):
+        """The TensorMap of tensor v for tma parameter p (encoded once per
+        address, shape and stride; kept for later calls)."""
+        name, _, dtype, _, extra = p
+        if not hasattr(v, "data_ptr") or v.dim() != 2:
+            raise TypeError("%s: %s must be a 2-D tensor (a TMA operand)" % (self.name, name))
+        if str(v.dtype) != "torch." + _TORCH_DTYPES.get(dtype, dtype):
+            raise TypeError("%s: %s must be %s, got %s" % (self.name, name, dtype, v.dtype))
+        if v.device.type != "cuda" or v.stride(1) != 1:
+            raise ValueError("%s: %s must be a CUDA tensor with contiguous rows" % (self.name, name))
+        key = (v.data_ptr(), v.shape[0], v.shape[1], v.stride(0))
+        m = self._maps.get(key)
+        if m is None:
+            try:
+                m = TensorMap(extra, *key)
+            except ValueError as e:
+                raise ValueError("%s: %s: %s" % (self.name, name, e)) from None
+            if len(self._maps) >= _TMA_CACHE_MAX:
+                self._maps.clear()
+            self._maps[key] = m
+        return m
 
     def _value(self, p, v):
         name, kind, dtype, shape, align = p
@@ -228,6 +318,37 @@ class Kernel:
         _check(_cuda().cuLaunchKernel(fn, g[0], g[1], g[2], b[0], b[1], b[2], self.smem,
                                       ctypes.c_void_p(_stream_handle(stream)), ptrs, None),
                "cuLaunchKernel(%s)" % self.name)
+
+
+class CopyList:
+    """Device-to-device copies issued back to back on one stream with the
+    driver's cuMemcpyAsync: done by the copy engines (no SM), ordered after
+    what the stream holds and before what follows, captured by CUDA graphs
+    like any stream work. Addresses are ints (a peer's symmetric memory
+    included: unified addressing); the list is fixed at construction, so a
+    call costs one driver call per copy and no tensor bookkeeping.
+
+        ce = symm.cubin.CopyList([(dst, src, nbytes), ...])
+        ce(stream)        # torch.cuda.Stream, a raw handle, or None (current)
+    """
+
+    def __init__(self, copies):
+        self.copies = []
+        for dst, src, n in copies:
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (dst, src, n)) or n <= 0:
+                raise ValueError("symm.cubin.CopyList: copies are (dst, src, nbytes) ints, nbytes > 0; got %r"
+                                 % ((dst, src, n),))
+            self.copies.append((ctypes.c_uint64(dst), ctypes.c_uint64(src), ctypes.c_size_t(n)))
+
+    def __len__(self):
+        return len(self.copies)
+
+    def __call__(self, stream=None):
+        cu, h = _cuda(), ctypes.c_void_p(_stream_handle(stream))
+        for dst, src, n in self.copies:
+            rc = cu.cuMemcpyAsync(dst, src, n, h)
+            if rc:
+                _check(rc, "cuMemcpyAsync(0x%x <- 0x%x, %d bytes)" % (dst.value, src.value, n.value))
 
 
 def _stream_handle(stream):

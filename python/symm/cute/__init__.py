@@ -68,8 +68,9 @@ for _name in raw.__all__:
 
 from . import host  # noqa: E402
 from .host import arch_name, compile  # noqa: E402,F401
-from ._kernel import Kernel, Ptr  # noqa: E402,F401
+from ._kernel import Kernel, Ptr, Tma, tma_smem_layout  # noqa: E402,F401
 
 __all__ = sorted(set(_views_all) | set(raw.__all__) | {_n for _n, _, _ in CONSTANTS} | {
-    "raw", "host", "target", "SCOPES", "FUNCTIONS", "compile", "arch_name", "Kernel", "Ptr"})
+    "raw", "host", "target", "SCOPES", "FUNCTIONS", "compile", "arch_name", "Kernel", "Ptr", "Tma",
+    "tma_smem_layout"})
 del _name
