@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "symm/symm_device.h"
+#include "symm/symm_moe.h"
 #include "symm/device/coll_reduce.h"
 
 extern "C" {
@@ -32,11 +33,6 @@ SYMM__DEVICE_INTERNAL symm__moe_state_t *moe_state(const symm__moe_kargs_t *A) {
 /* PE pe's copy of the handle address p. */
 SYMM__DEVICE_INTERNAL void *moe_peer(const symm__moe_kargs_t *A, const void *p, int pe) {
     return symm__peer(&A->ctx, p, pe);
-}
-
-/* Flags and counts: a release store at system scope into PE pe's copy. */
-SYMM__DEVICE_INTERNAL void moe_signal(const symm__moe_kargs_t *A, uint64_t *word, uint64_t v, int pe) {
-    symm__st_b64(moe_peer(A, word, pe), v, SYMM_SEM_RELEASE, SYMM_SCOPE_SYS);
 }
 
 /* Wait (acquire, with the deadline) until *word >= v; returns the value. */
@@ -72,24 +68,37 @@ SYMM__NOINLINE void moe_error(const symm__moe_kargs_t *A, uint32_t code, int64_t
     atomicExch(lock, 0u);
 }
 
-/* Every thread of every block calls it at the end of its work: non-zero in
- * the block that finished last, whose threads then see every other block's
- * stores (barrier, fence and the counter's atomic chain: the release stores
- * it makes afterwards cover them). Resets the counter for the next launch. */
-SYMM__DEVICE_INTERNAL int moe_last_block(uint32_t *done) {
-    __shared__ int last;
-    symm__block_sync();
-    if (symm__block_tid() == 0) {
-        symm__fence_acq_rel_sys();
-        last = atomicAdd(done, 1u) == gridDim.x - 1;
-        if (last) {
-            atomicExch(done, 0u);
-            symm__fence_acq_rel_sys();
-        }
-    }
-    symm__block_sync();
-    return last;
+/* Release store of a flag or count into PE pe's copy of `word`: every store
+ * this thread made, and every store the block made before a barrier this
+ * thread passed, is visible to whoever acquires it (fences are cumulative). */
+SYMM__DEVICE_INTERNAL void moe_release(const symm__moe_kargs_t *A, uint64_t *word, uint64_t v, int pe) {
+    symm__st_b64(moe_peer(A, word, pe), v, SYMM_SEM_RELEASE, SYMM_SCOPE_SYS);
 }
+
+/* Every kernel of a handle starts with it: the epoch it works on (a send
+ * half opens the next one, a receive half or combine works on the current
+ * one), and the grid size recorded for symm_moe_launched_blocks. */
+SYMM__DEVICE_INTERNAL uint64_t moe_begin(const symm__moe_kargs_t *A, int opens) {
+    symm__moe_state_t *st = moe_state(A);
+    if (blockIdx.x == 0 && symm__block_tid() == 0)
+        atomicMax(&st->max_grid, gridDim.x);
+    return *(volatile uint64_t *)&st->epoch + (opens ? 1u : 0u);
+}
+
+/* The block that finishes last stores the epoch it opened. Every block read
+ * the old value at its start, before it counted itself here; the next kernel
+ * on the stream sees the new one. */
+SYMM__DEVICE_INTERNAL void moe_close_epoch(const symm__moe_kargs_t *A, uint32_t kernel, uint64_t e) {
+    symm__moe_state_t *st = moe_state(A);
+    symm__block_sync();
+    if (symm__block_tid() == 0 && atomicAdd(&st->done[kernel], 1u) == gridDim.x - 1) {
+        atomicExch(&st->done[kernel], 0u);
+        *(volatile uint64_t *)&st->epoch = e;
+    }
+}
+
+/* Is every address and stride 16-byte aligned (vector copies)? */
+SYMM__DEVICE_INTERNAL int moe_al16(uint64_t a) { return (a & 15u) == 0; }
 
 /* Exclusive prefix sum of v over the block (SYMM__MOE_THREADS threads); the
  * block's total in *total. Every thread calls it. */
