@@ -1,6 +1,7 @@
 /*
  * test_moe.cu - the MoE exchange (symm_moe.h) on GPUs, through the C API,
- * under symmrun (PEs may share a GPU). argv[1] = expected PEs, argv[2] = part:
+ * under symmrun (PEs may share a GPU). argv[1] = expected PEs, argv[2] = part
+ * (or "all": every part in turn, in one process):
  *
  *   ll      low-latency dispatch/combine: fp8 with scales and bf16, dp_size 1
  *           and 2, bound_m below the tokens, a PE with no tokens, 50 calls
@@ -825,7 +826,13 @@ int main(int argc, char **argv) {
     if (want && want != npes)
         TEST_FAIL("expected %d PEs, got %d", want, npes);
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    if (!strcmp(part, "ll"))
+    if (!strcmp(part, "all")) { /* every part, one start-up */
+        part_ll();
+        part_ht();
+        part_graph();
+        part_errors();
+        part_budget();
+    } else if (!strcmp(part, "ll"))
         part_ll();
     else if (!strcmp(part, "ht"))
         part_ht();
