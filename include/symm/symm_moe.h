@@ -24,11 +24,13 @@
  *       applies the weights in its expert computation).
  *
  * Every call is collective over the handle's team (the same calls, in the
- * same order, on every PE), enqueues its kernels on `stream` and returns
- * without waiting: nothing synchronises the host, and every call captures
- * into a CUDA graph and replays (the synchronisation state lives in device
- * memory and is never reset by the host). The calls of one handle follow the
- * cycle dispatch, combine, dispatch, ... (SYMM_ERR_INVALID_ARG otherwise).
+ * same order, on every PE), enqueues one kernel on `stream` (one per half
+ * when `flags` splits it, see below) and returns without waiting: nothing
+ * synchronises the host, and every call captures into a CUDA graph and
+ * replays (the synchronisation state lives in device memory and is never
+ * reset by the host). Each kernel launches at most the handle's SM budget of
+ * blocks (symm_moe_set_num_sms). The calls of one handle follow the cycle
+ * dispatch, combine, dispatch, ... (SYMM_ERR_INVALID_ARG otherwise).
  *
  * Send and receive halves: `flags` of a dispatch or combine is SYMM_MOE_SEND,
  * SYMM_MOE_RECV or both (SYMM_MOE_SEND_RECV). The send half pushes this PE's

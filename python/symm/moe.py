@@ -18,8 +18,18 @@ HighThroughput -- prefill-sized batches (DeepEP's "normal" layout): a layout
 step, dispatch of thousands of tokens (once per destination PE, fp8 with
 scales or bf16), combine in bf16.
 
+pplx's start: symm.moe.nvshmem_init(global_rank, local_rank, world_size, device)
+starts symm over the running torch.distributed group (processes spawned with
+an explicit init_process_group need no launcher variables); its older form
+nvshmem_init(uid, rank, world_size) takes nvshmem_get_unique_id()'s tensor.
+
+set_num_sms(n) on either object caps every kernel at n blocks (one per SM),
+leaving the other SMs to the expert GEMMs; 0 is the default, every SM.
+
 Everything runs on torch's current stream without a host synchronisation and
-captures into CUDA graphs. do_send / do_recv split a call into its send and
+captures into CUDA graphs. Eager calls go straight to the C library (the
+custom ops are what torch.compile traces) and repeat no check whose inputs
+(shapes, strides, dtypes, devices) are those of the previous call. do_send / do_recv split a call into its send and
 receive halves so other work can run between them. Every call is collective:
 all PEs make the same calls in the same order (dispatch, combine, dispatch...).
 
