@@ -209,36 +209,61 @@ SYMM__DEVICE_INTERNAL void ht_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                                    (const char *)A->x + (t0 + j) * xrow, xb, tid, SYMM__MOE_THREADS, 1);
                 }
         }
-        /* scales, the mapped top-k and weights, the source: per (token, unit) */
+        /* scales, the mapped top-k, weights (four at a time) and the source: per (token, unit) */
         {
-            const uint32_t units = cols + 2 * K + 1;
+            const uint32_t cq = (cols + 3) / 4, kq = (K + 3) / 4, units = cq + 2 * kq + 1;
             for (uint32_t q = tid; q < nb * units; q += SYMM__MOE_THREADS) {
                 const uint32_t j = q / units, u = q % units;
                 const uint64_t t = t0 + j;
-                uint32_t bits = 0;
-                int64_t ex = 0;
-                if (u < cols)
-                    bits = symm__f32_bits(A->x_scale[(int64_t)t * A->xs_stride[0] + (int64_t)u * A->xs_stride[1]]);
-                else if (u < cols + K)
-                    ex = moe_index(A, t * K + (u - cols));
-                else if (u < cols + 2 * K)
-                    bits = A->weights ? symm__f32_bits(A->weights[t * K + (u - cols - K)]) : 0u;
+                uint32_t w[4] = {0, 0, 0, 0}, cnt = 0, at = 0;
+                int64_t ex[4] = {0, 0, 0, 0};
+                if (u < cq) {
+                    at = 4 * u;
+                    cnt = cols - at < 4 ? cols - at : 4;
+                    for (uint32_t i = 0; i < cnt; i++)
+                        w[i] = symm__f32_bits(A->x_scale[(int64_t)t * A->xs_stride[0] + (int64_t)(at + i) * A->xs_stride[1]]);
+                } else if (u < cq + 2 * kq) {
+                    at = 4 * (u < cq + kq ? u - cq : u - cq - kq);
+                    cnt = K - at < 4 ? K - at : 4;
+                    for (uint32_t i = 0; i < cnt; i++) {
+                        if (u < cq + kq)
+                            ex[i] = moe_index(A, t * K + at + i);
+                        else
+                            w[i] = A->weights ? symm__f32_bits(A->weights[t * K + at + i]) : 0u;
+                    }
+                }
                 for (uint64_t mm = smask[j]; mm; mm &= mm - 1) {
                     const int r = __ffsll((long long)mm) - 1;
                     const uint64_t row = srow[j][r];
+                    uint32_t v[4] = {w[0], w[1], w[2], w[3]};
+                    char *dst;
                     if (row >= A->cap)
                         continue;
-                    if (u < cols) {
-                        moe_put32(moe_peer(A, MOE_AT(A, ht_rscale) + (row * cols + u) * 4u, r), bits);
-                    } else if (u < cols + K) {
-                        const int32_t le = ex >= 0 && ex < (int64_t)E && (uint32_t)(ex / L) == (uint32_t)r
-                                               ? (int32_t)(ex % L) : -1;
-                        moe_put32(moe_peer(A, MOE_AT(A, ht_ridx) + (row * K + (u - cols)) * 4u, r), (uint32_t)le);
-                    } else if (u < cols + 2 * K) {
-                        moe_put32(moe_peer(A, MOE_AT(A, ht_rw) + (row * K + (u - cols - K)) * 4u, r), bits);
+                    if (u == units - 1) {
+                        symm__cst8(moe_peer(A, MOE_AT(A, ht_rsrc) + row * 8u, r), (uint64_t)me | (t << 32), 1);
+                        continue;
+                    }
+                    if (u < cq) {
+                        dst = MOE_AT(A, ht_rscale) + (row * cols + at) * 4u;
+                    } else if (u < cq + kq) {
+                        for (uint32_t i = 0; i < cnt; i++)
+                            v[i] = (uint32_t)(ex[i] >= 0 && ex[i] < (int64_t)E && (uint32_t)(ex[i] / L) == (uint32_t)r
+                                                  ? (int32_t)(ex[i] % L) : -1);
+                        dst = MOE_AT(A, ht_ridx) + (row * K + at) * 4u;
                     } else {
-                        moe_put32(moe_peer(A, MOE_AT(A, ht_rsrc) + row * 8u, r), me);
-                        moe_put32(moe_peer(A, MOE_AT(A, ht_rsrc) + row * 8u + 4u, r), (uint32_t)t);
+                        dst = MOE_AT(A, ht_rw) + (row * K + at) * 4u;
+                    }
+                    dst = (char *)moe_peer(A, dst, r);
+                    if (cnt == 4 && moe_al16((uint64_t)(uintptr_t)dst)) {
+                        symm__v4_t vv;
+                        vv.x = v[0];
+                        vv.y = v[1];
+                        vv.z = v[2];
+                        vv.w = v[3];
+                        symm__cst16(dst, vv, 1);
+                    } else {
+                        for (uint32_t i = 0; i < cnt; i++)
+                            moe_put32(dst + 4u * i, v[i]);
                     }
                 }
             }
@@ -377,7 +402,7 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv(const symm__moe_kargs_t *A, uint64_t 
     const uint32_t nch = ht_nchunks(A);
     const uint64_t m = A->num_tokens, rb = (uint64_t)A->hidden * 2u, ystride = (uint64_t)A->y_stride[1] * 2u;
     const uint32_t *roff = MOE_U32(A, ht_roff);
-    uint32_t tb = 2048u / h8;
+    uint32_t tb = 4096u / h8;
     __shared__ uint64_t smask[HT_BATCH];
     __shared__ uint32_t spos[SYMM__MOE_THREADS];
     tb = tb < 1 ? 1 : (tb > HT_BATCH ? HT_BATCH : tb);
@@ -402,16 +427,27 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv(const symm__moe_kargs_t *A, uint64_t 
         for (uint32_t q = tid; q < cnt * h8; q += SYMM__MOE_THREADS) {
             const uint32_t j = q / h8, v = q % h8;
             const uint64_t t = t0 + j;
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, x[8];
-            for (uint64_t mm = smask[j]; mm; mm &= mm - 1) {
-                const uint32_t r = (uint32_t)(__ffsll((long long)mm) - 1);
-                const uint32_t pos = spos[j * n + r];
-                const char *src = fused && r == me
-                                      ? (const char *)A->y + ((uint64_t)roff[me] + pos) * ystride
-                                      : MOE_AT(A, ht_cbuf) + ((uint64_t)r * A->max_tokens + pos) * rb;
-                moe_load8(src + (uint64_t)v * 16u, A->y_kind, x);
-                for (int i = 0; i < 8; i++)
-                    acc[i] += x[i];
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (uint64_t mm = smask[j]; mm;) {
+                symm__v4_t va[MOE_GATHER], none = {0, 0, 0, 0}; /* y is bf16 or f16: 16 bytes per 8 */
+                int have[MOE_GATHER];
+#pragma unroll
+                for (int i = 0; i < MOE_GATHER; i++) { /* PE order, as the reference sums */
+                    have[i] = mm != 0;
+                    if (have[i]) {
+                        const uint32_t r = (uint32_t)(__ffsll((long long)mm) - 1);
+                        const uint32_t pos = spos[j * n + r];
+                        const char *src = fused && r == me
+                                              ? (const char *)A->y + ((uint64_t)roff[me] + pos) * ystride
+                                              : MOE_AT(A, ht_cbuf) + ((uint64_t)r * A->max_tokens + pos) * rb;
+                        mm &= mm - 1;
+                        va[i] = symm__cld16(src + (uint64_t)v * 16u, 0);
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < MOE_GATHER; i++)
+                    if (have[i])
+                        moe_fma8(A->y_kind, va[i], none, 1.0f, acc);
             }
             moe_store8((char *)A->out + ((int64_t)t * A->out_stride + (int64_t)v * 8) * 2, A->out_kind, acc);
         }

@@ -85,8 +85,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     const uint32_t per_warp = (E + GW - 1) / GW, ctok = SYMM__MOE_IDX_CHUNK / K;
     const uint64_t bound = moe_bound(A, blockIdx.x == 0 && tid == 0);
     const uint32_t mine = bound > dpr ? (uint32_t)((bound - dpr + dp - 1) / dp) : 0;
-    const uint32_t nvx = A->x_bytes / 16u, cols = A->scale_cols;
-    const uint32_t tb = ll_batch(nvx + cols);
+    const uint32_t nvx = A->x_bytes / 16u, cols = A->scale_cols, cq = (cols + 3) / 4;
+    const uint32_t tb = ll_batch(nvx + cq);
     const uint64_t xrow = (uint64_t)A->x_stride * A->x_esz, foff = ll_flag_off(A);
     const int xal = moe_al16((uint64_t)(uintptr_t)A->x) && moe_al16(xrow);
     const uint32_t lanes_below = (1u << lane) - 1u;
@@ -187,13 +187,21 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                                        (const char *)A->x + t * xrow, A->x_bytes, tid, SYMM__MOE_THREADS, 1);
                     }
                 }
-                for (uint32_t q = tid; q < nb * cols; q += SYMM__MOE_THREADS) {
-                    const uint32_t j = q / cols, c = q % cols;
+                /* scales, four per 16-byte store (the slot's scales start 16-byte aligned) */
+                for (uint32_t q = tid; q < nb * cq; q += SYMM__MOE_THREADS) {
+                    const uint32_t j = q / cq, c0 = 4 * (q % cq), cnt = cols - c0 < 4 ? cols - c0 : 4;
                     const int64_t t = (int64_t)(dpr + (uint64_t)stok[j] * dp);
-                    const uint32_t bits = symm__f32_bits(A->x_scale[t * A->xs_stride[0] + (int64_t)c * A->xs_stride[1]]);
-                    char *dst = ll_slot(A, p, me, stok[j]) + A->x_bytes + 4u * c;
+                    char *dst = ll_slot(A, p, me, stok[j]) + A->x_bytes + 4u * c0;
+                    symm__v4_t v;
+                    uint32_t w[4] = {0, 0, 0, 0};
+                    for (uint32_t i = 0; i < cnt; i++)
+                        w[i] = symm__f32_bits(A->x_scale[t * A->xs_stride[0] + (int64_t)(c0 + i) * A->xs_stride[1]]);
+                    v.x = w[0];
+                    v.y = w[1];
+                    v.z = w[2];
+                    v.w = w[3];
                     for (uint64_t m = smask[j]; m; m &= m - 1)
-                        moe_put32(moe_peer(A, dst, __ffsll((long long)m) - 1), bits);
+                        symm__cst16(moe_peer(A, dst, __ffsll((long long)m) - 1), v, 1);
                 }
                 /* each row's flag, released behind the whole block's stores */
                 symm__block_sync();
@@ -408,13 +416,18 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, uint64_t 
         for (uint32_t q = tid; q < nb * h8; q += SYMM__MOE_THREADS) {
             const uint32_t j = q / h8, v = q % h8;
             const uint64_t t = t0 + j;
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, x[8];
-            for (uint32_t k = 0; k < K; k++) {
-                if (!sok[j * K + k])
-                    continue;
-                moe_load8(MOE_AT(A, ll_cbuf) + (t * K + k) * slot_bytes + (uint64_t)v * 8u * ysz, A->y_kind, x);
-                for (int i = 0; i < 8; i++)
-                    acc[i] += sw[j * K + k] * x[i];
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (uint32_t k0 = 0; k0 < K; k0 += MOE_GATHER) {
+                symm__v4_t ra[MOE_GATHER], rb[MOE_GATHER];
+#pragma unroll
+                for (uint32_t i = 0; i < MOE_GATHER; i++)
+                    if (k0 + i < K && sok[j * K + k0 + i])
+                        moe_ld8_raw(MOE_AT(A, ll_cbuf) + (t * K + k0 + i) * slot_bytes + (uint64_t)v * 8u * ysz,
+                                    A->y_kind, &ra[i], &rb[i]);
+#pragma unroll
+                for (uint32_t i = 0; i < MOE_GATHER; i++)
+                    if (k0 + i < K && sok[j * K + k0 + i]) /* slot order, as the reference sums */
+                        moe_fma8(A->y_kind, ra[i], rb[i], sw[j * K + k0 + i], acc);
             }
             moe_store8((char *)A->out + ((int64_t)t * A->out_stride + (int64_t)v * 8) * 2, A->out_kind, acc);
         }

@@ -155,28 +155,33 @@ SYMM__DEVICE_INTERNAL uint64_t moe_bound(const symm__moe_kargs_t *A, int report)
 
 /* ---- 8 elements of f32 / bf16 / f16 --------------------------------------------------- */
 
-/* Load 8 elements of `kind` at p (16-byte aligned) as float. */
-SYMM__DEVICE_INTERNAL void moe_load8(const char *p, uint32_t kind, float *f) {
+/* Up to MOE_GATHER rows are loaded before any is summed, so a thread has
+ * that many loads in flight instead of one at a time. */
+#define MOE_GATHER 8
+
+/* The raw bytes of 8 elements of `kind` at p (16-byte aligned): 16 (bf16,
+ * f16) or 32 (f32, into a and b). */
+SYMM__DEVICE_INTERNAL void moe_ld8_raw(const char *p, uint32_t kind, symm__v4_t *a, symm__v4_t *b) {
+    *a = symm__cld16(p, 0);
+    if (kind == SYMM_DTYPE_F32)
+        *b = symm__cld16(p + 16, 0);
+}
+
+/* acc[i] += w * element i of the 8 raw elements in a (and b). */
+SYMM__DEVICE_INTERNAL void moe_fma8(uint32_t kind, symm__v4_t a, symm__v4_t b, float w, float *acc) {
+    const uint32_t v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
     if (kind == SYMM_DTYPE_F32) {
-        symm__v4_t a = symm__cld16(p, 0), b = symm__cld16(p + 16, 0);
-        f[0] = symm__bits_f32(a.x); f[1] = symm__bits_f32(a.y);
-        f[2] = symm__bits_f32(a.z); f[3] = symm__bits_f32(a.w);
-        f[4] = symm__bits_f32(b.x); f[5] = symm__bits_f32(b.y);
-        f[6] = symm__bits_f32(b.z); f[7] = symm__bits_f32(b.w);
+        for (int i = 0; i < 8; i++)
+            acc[i] += w * symm__bits_f32(v[i]);
         return;
     }
-    {
-        symm__v4_t v = symm__cld16(p, 0);
-        uint32_t w[4];
-        w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
-        for (int i = 0; i < 4; i++) {
-            if (kind == SYMM_DTYPE_BF16) {
-                f[2 * i] = symm__c_bf16_to_f32(w[i] & 0xffffu);
-                f[2 * i + 1] = symm__c_bf16_to_f32(w[i] >> 16);
-            } else {
-                f[2 * i] = symm__c_f16_to_f32(w[i] & 0xffffu);
-                f[2 * i + 1] = symm__c_f16_to_f32(w[i] >> 16);
-            }
+    for (int i = 0; i < 4; i++) {
+        if (kind == SYMM_DTYPE_BF16) {
+            acc[2 * i] += w * symm__c_bf16_to_f32(v[i] & 0xffffu);
+            acc[2 * i + 1] += w * symm__c_bf16_to_f32(v[i] >> 16);
+        } else {
+            acc[2 * i] += w * symm__c_f16_to_f32(v[i] & 0xffffu);
+            acc[2 * i + 1] += w * symm__c_f16_to_f32(v[i] >> 16);
         }
     }
 }
