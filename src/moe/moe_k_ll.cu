@@ -81,10 +81,13 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
     const uint32_t me = (uint32_t)A->me, dpr = me % dp, p = (uint32_t)(e & 1u);
-    const uint32_t B = gridDim.x, GW = B * SYMM__MOE_WARPS, gw = blockIdx.x * SYMM__MOE_WARPS + warp;
+    /* experts are owned from the last block down, tokens from the first block up: with few tokens
+     * the lists and the rows leave from different SMs at once */
+    const uint32_t B = gridDim.x, GW = B * SYMM__MOE_WARPS, gw = (B - 1 - blockIdx.x) * SYMM__MOE_WARPS + warp;
     const uint32_t per_warp = (E + GW - 1) / GW, ctok = SYMM__MOE_IDX_CHUNK / K;
     const uint64_t bound = moe_bound(A, blockIdx.x == 0 && tid == 0);
     const uint32_t mine = bound > dpr ? (uint32_t)((bound - dpr + dp - 1) / dp) : 0;
+    const uint32_t all = A->num_tokens > dpr ? (uint32_t)((A->num_tokens - dpr + dp - 1) / dp) : 0;
     const uint32_t nvx = A->x_bytes / 16u, cols = A->scale_cols, cq = (cols + 3) / 4;
     const uint32_t tb = ll_batch(nvx + cq);
     const uint64_t xrow = (uint64_t)A->x_stride * A->x_esz, foff = ll_flag_off(A);
@@ -98,10 +101,11 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
         ecnt[warp * per_warp + w] = 0;
     for (uint32_t c0 = 0;; c0 += ctok) {
         const uint32_t ntok = mine > c0 ? (mine - c0 < ctok ? mine - c0 : ctok) : 0;
+        const uint32_t nst = all > c0 ? (all - c0 < ctok ? all - c0 : ctok) : 0; /* >= ntok */
         const int last = c0 + ctok >= mine;
-        /* stage the chunk's indices */
+        /* stage the chunk's indices (up to num_tokens: these loads need not wait for bound_m's) */
         symm__block_sync();
-        for (uint32_t q = tid; q < ntok * K; q += SYMM__MOE_THREADS) {
+        for (uint32_t q = tid; q < nst * K; q += SYMM__MOE_THREADS) {
             const uint64_t t = dpr + (uint64_t)(c0 + q / K) * dp;
             sidx[q] = ((const uint32_t *)A->idx)[t * K + q % K];
         }
@@ -312,12 +316,12 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
     const uint32_t tid = symm__block_tid(), L = A->local, K = A->topk, dp = (uint32_t)A->dp;
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
     const uint64_t slot_bytes = (uint64_t)A->hidden * 4u;
+    const uint64_t *routes = MOE_U64(A, ll_route);
     const int yal = moe_al16((uint64_t)(uintptr_t)A->y) && moe_al16((uint64_t)A->y_stride[0] * ysz) &&
                     moe_al16((uint64_t)A->y_stride[1] * ysz);
-    const uint32_t rb = ll_batch(nvy);
     extern __shared__ uint32_t pre[]; /* [L + 1]: first flat row of each local expert */
-    __shared__ uint64_t sroute[LL_BATCH], syoff[LL_BATCH];
-    uint32_t total, run = 0;
+    __shared__ uint64_t sridx[LL_BATCH], syoff[LL_BATCH];
+    uint32_t total, run = 0, rb;
     for (uint32_t b0 = 0; b0 < L; b0 += SYMM__MOE_THREADS) {
         const uint32_t x = b0 + tid, c = x < L ? MOE_U32(A, ll_rcnt)[x] : 0;
         uint32_t sum, ex = moe_block_scan(c, &sum);
@@ -329,6 +333,12 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
         pre[L] = run;
     symm__block_sync();
     total = pre[L];
+    /* few rows: one per block, so they all leave at once */
+    rb = ll_batch(nvy);
+    if (rb > (total + gridDim.x - 1) / gridDim.x)
+        rb = (total + gridDim.x - 1) / gridDim.x;
+    if (rb < 1)
+        rb = 1;
     for (uint32_t r0 = blockIdx.x * rb; r0 < total; r0 += gridDim.x * rb) {
         const uint32_t nb = total - r0 < rb ? total - r0 : rb;
         symm__block_sync();
@@ -342,10 +352,11 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
                 else
                     hi = mid - 1;
             }
-            sroute[tid] = MOE_U64(A, ll_route)[(uint64_t)lo * A->rows + (r - pre[lo])];
+            sridx[tid] = (uint64_t)lo * A->rows + (r - pre[lo]);
             syoff[tid] = (uint64_t)((int64_t)lo * A->y_stride[0] + (int64_t)(r - pre[lo]) * A->y_stride[1]) * ysz;
         }
         symm__block_sync();
+        /* the routes are read after the rows' loads are issued, so both are in flight together */
         if (yal) {
             const uint32_t tv = nb * nvy;
             for (uint32_t q0 = tid; q0 < tv; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
@@ -360,7 +371,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
                 for (int u = 0; u < LL_UNROLL; u++) {
                     const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
                     if (q < tv) {
-                        const uint64_t route = sroute[q / nvy];
+                        const uint64_t route = routes[sridx[q / nvy]];
                         const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
                         const uint32_t g0 = src / dp * dp;
                         char *dst = MOE_AT(A, ll_cbuf) + ((route >> 32) * K + k) * slot_bytes + 16u * (q % nvy);
@@ -371,7 +382,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
             }
         } else {
             for (uint32_t j = 0; j < nb; j++) {
-                const uint64_t route = sroute[j];
+                const uint64_t route = routes[sridx[j]];
                 const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
                 const uint32_t g0 = src / dp * dp;
                 char *dst = MOE_AT(A, ll_cbuf) + ((route >> 32) * K + k) * slot_bytes;
@@ -382,7 +393,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
         }
         symm__block_sync();
         for (uint32_t x = tid; x < nb * dp; x += SYMM__MOE_THREADS) {
-            const uint64_t route = sroute[x / dp];
+            const uint64_t route = routes[sridx[x / dp]];
             const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
             moe_release(A, MOE_U64(A, ll_cflag) + (route >> 32) * K + k, e, (int)(src / dp * dp + x % dp));
         }
@@ -400,6 +411,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, uint64_t 
     tb = tb < 1 ? 1 : (tb > LL_BATCH ? LL_BATCH : tb);
     if (tb * K > SYMM__MOE_THREADS)
         tb = SYMM__MOE_THREADS / K;
+    if ((uint64_t)tb * gridDim.x > bound) /* few tokens: spread them over the blocks */
+        tb = bound > gridDim.x ? (uint32_t)((bound + gridDim.x - 1) / gridDim.x) : 1;
     for (uint64_t t0 = (uint64_t)blockIdx.x * tb; t0 < bound; t0 += (uint64_t)gridDim.x * tb) {
         const uint32_t nb = bound - t0 < tb ? (uint32_t)(bound - t0) : tb;
         symm__block_sync();
