@@ -87,7 +87,7 @@ def _rank_data(torch, gen, m, num_experts, k, hidden, in_dtype):
     scale = None
     if in_dtype.itemsize == 1:
         scale = torch.rand((m, (hidden + 127) // 128), generator=gen)
-        x = (x * 100).to(in_dtype)
+        x = ((torch.rand((m, hidden), generator=gen) - 0.5) * 400).to(in_dtype)  # within e4m3's range
     else:
         x = x.to(in_dtype)
     return x, scale, idx, w

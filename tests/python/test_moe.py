@@ -290,6 +290,8 @@ def test_eager_call_checks_once_per_argument_shape(monkeypatch):
     assert kind == "combine" and a.num_tokens == 7 and a.out_rows == 10 and a.bound_m is None
     with pytest.raises(ValueError, match="weights has shape"):
         ata.combine(**dict(good, weights=torch.zeros((6, 3))))
+    with pytest.raises(TypeError, match="num_sms must be an int"):
+        ata.set_num_sms("8")
     ata._c = None
     with pytest.raises(ValueError, match="destroyed"):
         ata.dispatch(**fresh)
