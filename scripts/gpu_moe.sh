@@ -7,9 +7,9 @@
 # steps (default: all, in this order):
 #   ctest    tests/moe/test_moe.cu, every part (ll ht graph errors budget) in one
 #            process per run, on 2 and 4 PEs (symmrun)
-#   python   tests/python/test_gpu_moe.py under torchrun on 4 PEs (the whole pplx
-#            matrix, compile, graphs, 1000 calls, errors, SM budgets, high
-#            throughput), then on 2 PEs without the slowest two (compile, 1000 calls)
+#   python   tests/python/test_gpu_moe.py under torchrun on the largest PE count (the
+#            whole pplx matrix, compile, graphs, 1000 calls, errors, SM budgets, high
+#            throughput)
 #   spawn    tests/python/test_gpu_moe_spawn.py: pplx's start (torch.multiprocessing
 #            spawn, gloo group, no launcher variables, nvshmem_init) and its round
 #   bench    symm-bench --mode moe on 4 PEs -> $OUT/moe/bench_moe.md (graph timing,
@@ -17,6 +17,8 @@
 #            bench/moe/deepep_bench.py beside it (n/a where deep_ep is not installed)
 #   host     bench/moe/host_cost.py under torchrun on 4 PEs: host time per eager call
 #            (perf_counter over 200 back-to-back pairs, no sync), eager vs graph
+#   python2  test_gpu_moe.py on the other PE counts, without its two slowest tests
+#            (compile, 1000 calls): last, as what the wall is most likely to cut
 #
 # Logs and results under $OUT/moe/; the last lines are a table of the steps and the
 # bars' pass/miss lines. Every step runs under `timeout -k`, each at most what is
@@ -36,7 +38,7 @@ unset SYMM_ENABLE_MULTICAST
 export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
-steps=${*:-ctest python spawn bench host}
+steps=${*:-ctest python spawn bench host python2}
 npes_list=${MOE_NPES:-2 4}
 wall=${MOE_WALL:-240}
 t_all=${MOE_T0:-$(date +%s)}
@@ -127,15 +129,19 @@ if has_step ctest && need "$build/tests/moe/test_moe" "test_moe" && need "$symmr
   done
 fi
 
+# pytest_moe N [pytest args...]: test_gpu_moe.py under torchrun on N PEs
+pytest_moe() {
+  local n=$1
+  shift
+  run "pytest test_gpu_moe ($n PEs)" $(( 20 + 20 * n )) "$log/pytest_$n.log" \
+    env $(share_env "$n") torchrun --nproc-per-node "$n" --master-port $((29700 + n)) \
+    -m pytest -q -x -p no:cacheprovider tests/python/test_gpu_moe.py "$@"
+  tail -2 "$log/pytest_$n.log"
+}
+py_most=$(echo "$npes_list" | tr ' ' '\n' | sort -rn | head -1)
+
 if has_step python && need "$SYMM_LIBRARY" "pytest test_gpu_moe"; then
-  for n in $(echo "$npes_list" | tr ' ' '\n' | sort -rn); do
-    sel=()
-    [ "$n" -lt 4 ] && sel=(-k "not thousand_calls and not compile")
-    run "pytest test_gpu_moe ($n PEs)" $(( 20 + 20 * n )) "$log/pytest_$n.log" \
-      env $(share_env "$n") torchrun --nproc-per-node "$n" --master-port $((29700 + n)) \
-      -m pytest -q -x -p no:cacheprovider tests/python/test_gpu_moe.py ${sel[@]+"${sel[@]}"}
-    tail -2 "$log/pytest_$n.log"
-  done
+  pytest_moe "$py_most"
 fi
 
 if has_step spawn && need "$SYMM_LIBRARY" "pytest test_gpu_moe_spawn"; then
@@ -167,6 +173,13 @@ if has_step host && need "$SYMM_LIBRARY" "eager host time"; then
       torchrun --nproc-per-node "$nh" --master-port 29791 bench/moe/host_cost.py --op --out "$log/host_cost.md"
     cat "$log/host_cost.md" 2>/dev/null
   fi
+fi
+
+if has_step python2 && need "$SYMM_LIBRARY" "pytest test_gpu_moe"; then
+  for n in $npes_list; do
+    [ "$n" = "$py_most" ] && continue
+    pytest_moe "$n" -k "not thousand_calls and not compile"
+  done
 fi
 
 echo "==== gpu_moe.sh summary ($ngpu GPU(s), $(( $(date +%s) - t_all )) s of $wall; logs in $log) ===="
