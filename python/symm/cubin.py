@@ -14,7 +14,11 @@ symm.tilelang.build and symm.cute.aot write these.
     kernels["shift"](symm.ctx(), src, dst, sig)         # torch's current stream
 
 Pointer parameters take torch tensors (checked against the recorded dtype,
-shape and device) or integer addresses. The module is loaded into the
+shape and device) or integer addresses. A "tmap" parameter (a CUtensorMap
+passed by value, for TMA copies: symm.tilelang.lower records
+cuTensorMapEncodeTiled's arguments in the entry's fifth field) takes the same
+tensor; the descriptor is encoded from its address at launch and kept for the
+next launch with that address. The module is loaded into the
 current CUDA context through the driver API (libcuda, ctypes) on first use,
 after checking that its backend is the running symm's; an nvshmem module then
 gets symm_backend_module_init (NVSHMEM's per-module device state).
@@ -34,6 +38,8 @@ _TORCH_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float
                  "uint64": "uint64", "bool": "bool", "float8_e4m3": "float8_e4m3fn",
                  "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}
 _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+_TMAP_BYTES, _TMAP_ALIGN = 128, 64   # sizeof(CUtensorMap), and its alignment
+_TMAP_KEYS = ("dtype", "rank", "dims", "strides", "box", "elem_strides", "interleave", "swizzle", "l2", "oob")
 _driver = None
 
 
@@ -57,6 +63,10 @@ def _cuda():
         lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 6 + [
             ctypes.c_uint, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+        u64p, u32p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
+        lib.cuTensorMapEncodeTiled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
+                                               u64p, u64p, u32p, u32p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                               ctypes.c_int]
         _driver = lib
     return _driver
 
@@ -108,6 +118,38 @@ def _dims(x, what):
     return x + (1,) * (3 - len(x))
 
 
+class TensorMap:
+    """A CUtensorMap (128 bytes, 64-byte aligned) encoded with
+    cuTensorMapEncodeTiled from a manifest spec and a global address."""
+
+    def __init__(self, spec, address, what):
+        missing = [k for k in _TMAP_KEYS if k not in spec]
+        if missing:
+            raise ValueError("%s: the tensor-map spec lacks %s" % (what, ", ".join(missing)))
+        rank = int(spec["rank"])
+        if not (len(spec["dims"]) == len(spec["box"]) == len(spec["elem_strides"]) == rank
+                and len(spec["strides"]) == rank - 1):
+            raise ValueError("%s: the tensor-map spec's lengths do not match its rank %d" % (what, rank))
+        if address % 16:
+            raise ValueError("%s: TMA needs a 16-byte-aligned address, got 0x%x" % (what, address))
+        self._raw = ctypes.create_string_buffer(_TMAP_BYTES + _TMAP_ALIGN)
+        base = ctypes.addressof(self._raw)
+        self.address = base + (-base % _TMAP_ALIGN)
+        dims = (ctypes.c_uint64 * rank)(*spec["dims"])
+        strides = (ctypes.c_uint64 * max(1, rank - 1))(*spec["strides"])
+        box = (ctypes.c_uint32 * rank)(*spec["box"])
+        estr = (ctypes.c_uint32 * rank)(*spec["elem_strides"])
+        _check(_cuda().cuTensorMapEncodeTiled(ctypes.c_void_p(self.address), int(spec["dtype"]), rank,
+                                              ctypes.c_void_p(address), dims, strides, box, estr,
+                                              int(spec["interleave"]), int(spec["swizzle"]), int(spec["l2"]),
+                                              int(spec["oob"])),
+               "cuTensorMapEncodeTiled(%s)" % what)
+
+    def param(self):
+        """The pointer cuLaunchKernel takes for this by-value parameter."""
+        return ctypes.c_void_p(self.address)
+
+
 class Kernel:
     """One manifest entry: call it with the kernel's arguments (in the
     entry's "call" order if it has one, else its parameter order; or by
@@ -115,11 +157,14 @@ class Kernel:
 
     def __init__(self, name, entry, folder):
         self.name, self.entry, self.folder = name, entry, folder
-        self.params = [tuple(p) + (None,) * (4 - len(p)) for p in entry["params"]]
+        self.params = [tuple(p) + (None,) * (5 - len(p)) for p in entry["params"]]
         for p in self.params:
-            if p[1] not in _KINDS:
-                raise ValueError("%s: parameter %s has kind %r (one of %s)"
+            if p[1] not in _KINDS and p[1] != "tmap":
+                raise ValueError("%s: parameter %s has kind %r (one of %s, tmap)"
                                  % (name, p[0], p[1], ", ".join(sorted(_KINDS))))
+            if p[1] == "tmap" and not isinstance(p[4], dict):
+                raise ValueError("%s: tensor-map parameter %s has no spec" % (name, p[0]))
+        self._tmaps = {}   # (parameter index, address) -> TensorMap
         names = [p[0] for p in self.params]
         self.call_order = list(entry.get("call") or names)
         if not set(names) <= set(self.call_order) or len(set(self.call_order)) != len(self.call_order):
@@ -148,10 +193,18 @@ class Kernel:
         missing = [n for n in self.call_order if n not in given]
         if missing:
             raise TypeError("%s: missing %s" % (self.name, ", ".join(missing)))
-        return [self._value(p, given[p[0]]) for p in self.params]
+        return [self._value(i, p, given[p[0]]) for i, p in enumerate(self.params)]
 
-    def _value(self, p, v):
-        name, kind, dtype, shape = p
+    def _value(self, i, p, v):
+        name, kind, dtype, shape, spec = p
+        if kind == "tmap":
+            addr = self._value(i, (name, "ptr", dtype, shape, None), v).value
+            tm = self._tmaps.get((i, addr))
+            if tm is None:
+                if len(self._tmaps) >= 64:   # tensors come and go: keep the newest few
+                    self._tmaps.clear()
+                tm = self._tmaps[(i, addr)] = TensorMap(spec, addr, "%s: %s" % (self.name, name))
+            return tm
         if kind != "ptr":
             if hasattr(v, "data_ptr"):
                 raise TypeError("%s: %s is a %s scalar, got a tensor" % (self.name, name, kind))
@@ -199,7 +252,8 @@ class Kernel:
         if g is None:
             raise TypeError("%s: the manifest fixes no grid: pass grid=" % self.name)
         fn = self.function()
-        ptrs = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
+        ptrs = (ctypes.c_void_p * len(values))(*[
+            v.param() if isinstance(v, TensorMap) else ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
         b = self.block
         _check(_cuda().cuLaunchKernel(fn, g[0], g[1], g[2], b[0], b[1], b[2], self.smem,
                                       ctypes.c_void_p(_stream_handle(stream)), ptrs, None),
