@@ -46,6 +46,8 @@
 #define NAME_HEX 32                 /* 128 random bits */
 /* Refused connections logged one by one before only counting them. */
 #define STRANGERS_LOGGED 3
+/* Connections accepted per turn of the linking loop. */
+#define ACCEPT_TURN 1024
 
 typedef struct ipc_msg {
     uint32_t magic;
@@ -169,10 +171,12 @@ static symm_status_t connect_peer(symm__ipc_t *ipc, int i, const ipc_card_t *car
     return SYMM_SUCCESS;
 }
 
-/* Accept everything waiting: node PEs' connections are kept, anything else
- * is closed unread. *got: PEs that came in; *strangers: connections closed. */
+/* Accept what is waiting (at most ACCEPT_TURN, so connections that come
+ * faster than they are closed cannot keep this PE from its own connects and
+ * its deadline): node PEs' connections are kept, anything else is closed
+ * unread. *got: PEs that came in; *strangers: connections closed. */
 static symm_status_t accept_waiting(symm__ipc_t *ipc, int *got, unsigned long *strangers) {
-    for (;;) {
+    for (int turn = 0; turn < ACCEPT_TURN; turn++) {
         struct ucred cr;
         memset(&cr, 0, sizeof cr);
         int fd = accept4(ipc->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -198,6 +202,7 @@ static symm_status_t accept_waiting(symm__ipc_t *ipc, int *got, unsigned long *s
         ipc->in[who] = fd;
         (*got)++;
     }
+    return SYMM_SUCCESS;
 }
 
 /* Connect to every other node PE and accept each of theirs, in one loop. */
