@@ -72,6 +72,7 @@ HOST_KINDS = ["barrier", "malloc", "hostx", "teambar", "local"]
 GPU_KINDS = ["ar", "ag", "a2a", "rs", "bcast", "a2av", "dev_ar", "dev_coll", "rma", "devloop", "moe_ll", "moe_ht"]
 KERNEL_KINDS = set(GPU_KINDS + ["teambar"])  # work that runs kernels (native backend)
 BOUND_S = 10.0
+EARLY_S = 0.01  # an error this much before the fault is still the fault's (clock reads)
 # What symm prints when it ends a process a peer's death left in symm.
 ENDED = "ending it with exit status"
 ABORT_EXIT_STATUS = 86
@@ -335,8 +336,9 @@ def run_one(a, row, kind, victim, fault_ms):
     for s in surv:
         want_error = row.get("expect", "error") == "error"
         if want_error:
+            # an error before the fault is the work's own, not the fault's
             ok = ok and s["status"] not in ("NONE", "NO RESULT") and s["seconds"] is not None and \
-                s["seconds"] <= bound
+                -EARLY_S <= s["seconds"] <= bound
             if s["status"] == "ENDED_BY_SYMM":  # and the process did end so
                 ok = ok and s["exit"] == ABORT_EXIT_STATUS
         else:
@@ -503,16 +505,25 @@ def symmrun_stop_main(a):
 
 
 def alone(a, row, kind):
-    """Runs with nothing else on the GPU: those whose kernels trap, and under
-    MPS every fault during work that runs kernels (the victim, or a survivor
-    whose wait gives up, ends a client mid-kernel)."""
-    if row.get("serial"):
+    """Runs with nothing else on the machine: the device ring whose length is
+    measured at its start (exclusive rows); under MPS (where a client that
+    traps or dies mid-kernel takes down every client of the server) the
+    serial rows and every fault during work that runs kernels; on the host
+    backend the serial rows. Without MPS a GPU context is a process's own,
+    so there the serial rows share the GPUs with other runs."""
+    if row.get("exclusive"):
+        return True
+    if row.get("serial") and (a.under_mps or a.backend != "native"):
         return True
     return a.under_mps and row["fault"] not in ("none", "settings") and (
         row["fault"] == "trap" or kind in KERNEL_KINDS)
 
 
 class MpsDown(Exception):
+    pass
+
+
+class Interrupted(Exception):
     pass
 
 
@@ -557,6 +568,9 @@ def rows_for(a):
     kinds = HOST_KINDS + (GPU_KINDS if native else [])
     n = a.runs_per_kind
     rows = [
+        # the work itself, so that an error in the rows below is the fault's
+        {"name": "no fault (each kind of work alone, 3 s)", "fault": "none", "kinds": kinds if native else [],
+         "runs": 1, "limit": 3.0, "expect": "none"},
         {"name": "kill -9 of one PE at a random point", "fault": "kill", "kinds": kinds, "runs": n},
         {"name": "a kernel traps on one PE", "fault": "trap", "serial": True,
          "kinds": (["ar", "dev_ar", "dev_coll", "rma", "moe_ll", "moe_ht", "barrier"] if native else []),
@@ -566,7 +580,7 @@ def rows_for(a):
          "runs": 1},
         {"name": "one PE stopped while the others' work keeps being answered (ended by SYMM_ABORT_GRACE)",
          "fault": "stop", "kinds": ["local"] + (["devloop"] if native else []), "runs": 1 if a.quick else 2,
-         "answered": True},
+         "answered": True, "exclusive": True},
         {"name": "one PE exits without finalize", "fault": "exit",
          "kinds": ["barrier", "hostx"] + (["rma"] if native else []), "runs": 1},
         {"name": "one PE alive but stays out (SYMM_WAIT_TIMEOUT=5)", "fault": "busy", "serial": True,
@@ -681,8 +695,11 @@ def main():
                                              "control")))
     a.restarts, a.mps_gate, aborted = [], None, None
 
+    stopping = threading.Event()  # SIGTERM (a timeout from outside): no new runs, the table of those made
+
     def on_signal(sig, _):
-        raise SystemExit(128 + sig)
+        stopping.set()
+        raise Interrupted("stopped by signal %d" % sig)
     signal.signal(signal.SIGTERM, on_signal)
     t0 = time.monotonic()
     recs = []
@@ -710,7 +727,7 @@ def main():
         lock = threading.Lock()
 
         def run_logged(row, kind, victim, ms):
-            if a.budget > 0 and time.monotonic() - t0 > a.budget:
+            if stopping.is_set() or (a.budget > 0 and time.monotonic() - t0 > a.budget):
                 with lock:
                     skipped.append("%s / %s" % (row["name"], kind))
                 return
@@ -726,6 +743,9 @@ def main():
                 rec = run_one(a, row, kind, victim, ms)
                 rec["restarted"] = True
             with lock:
+                if stopping.is_set():  # cut short by the stop: no result
+                    skipped.append("%s / %s" % (row["name"], kind))
+                    return
                 recs.append(rec)
                 if not rec["ok"]:
                     print("  FAILED: %s / %s, victim %d at %d ms: %s" % (
@@ -760,13 +780,18 @@ def main():
             run_side()
         if a.under_mps:
             a.mps_gate.wait("the last run")
-    except MpsDown as e:
+    except (MpsDown, Interrupted) as e:
         aborted = str(e)
+        stopping.set()
         print("fault_matrix: %s; the remaining runs were not made" % aborted, flush=True)
     finally:
         kill_live()  # (an interrupted run): no PE outlives the script or holds the daemon
         if mps:
             mps.stop()
+    for t in threading.enumerate():  # runs cut short by kill_live end at once
+        if t is not threading.current_thread() and not t.daemon:
+            t.join(timeout=10)
+    kill_live()
     elapsed = time.monotonic() - t0
     mem1 = gpu_memory_used() if a.backend == "native" else None
     # an MPS daemon the script started is gone by now; one that outlives
@@ -781,7 +806,8 @@ def main():
     table += "\n\nMPS daemons and servers: %d before the runs, %d after%s." % (
         len(mps0), len(mps1), " (LEAKED: pids %s)" % sorted(set(mps1) - set(mps0)) if len(mps1) > len(mps0) else "")
     if skipped:
-        table += "\n\nNot run: %d runs, the --budget of %.0f s ran out." % (len(skipped), a.budget)
+        table += "\n\nNot run: %d runs (%s)." % (
+            len(skipped), aborted if aborted else "the --budget of %.0f s ran out" % a.budget)
     if a.under_mps and a.mps_gate:
         table += "\n\nUnder MPS: %s; %d runs started again because the server refused their PEs at init%s." % (
             a.mps_gate.summary(), len(a.restarts), (" (" + "; ".join(a.restarts) + ")") if a.restarts else "")
@@ -814,7 +840,8 @@ def main():
     mps_leak = len(mps1) > len(mps0)
     print("fault_matrix: %s%s%s%s" % ("all %d runs met their bounds" % len(recs) if not bad else "%d runs FAILED" % bad,
                                       "; STOPPED early" if aborted else "",
-                                      "; %d runs not made (budget)" % len(skipped) if skipped else "",
+                                      "; %d runs not made (%s)" % (len(skipped), "stopped" if aborted else "budget")
+                                      if skipped else "",
                                       "; an MPS daemon LEAKED" if mps_leak else ""))
     return 1 if bad or aborted or mps_leak else 0
 

@@ -6,18 +6,22 @@
 #           symmrun exits non-zero with the stopped PE gone too; no process,
 #           GPU memory or MPS daemon left
 #           (scripts/fault_matrix.py --symmrun-stop)
-#   matrix  scripts/fault_matrix.py on 4 PEs: kill -9 / trap / stop / stays-out
-#           rows over every kind of work (stream and device collectives, RMA,
-#           MoE dispatch/combine in both modes, ...), >= 100 runs, 3 jobs at
-#           once (MATRIX_PARALLEL), no run started after MATRIX_BUDGET s
-#           (default 240)
+#   matrix  scripts/fault_matrix.py on 4 PEs: each kind of work without a
+#           fault, then kill -9 / trap / stop / stays-out rows over every kind
+#           of work (stream and device collectives, RMA, a device loop, MoE
+#           dispatch/combine in both modes, ...), 5 kill runs per kind, about
+#           150 runs, 3 jobs at once (MATRIX_PARALLEL), no run started after
+#           MATRIX_BUDGET s (default 230)
 #
 #   BUILD=build-gpu OUT=/path scripts/gpu_reliability.sh [--quick] [stop] [matrix]
-#     --quick   fewer matrix runs (2 per kind of work instead of 5)
+#     --quick   about 120 s: the matrix's --quick (one kill run per kind, one
+#               trap run, the stopped-while-answered rows, no other SIGSTOP or
+#               stays-out rows), budget 60 s
 #
 # Builds nothing (BUILD must hold tools/symmrun and tests/fault/fault_pe).
 # Runs outside any MPS daemon (PEs of a job on separate GPUs; one that is
-# running is not used). Every step under timeout -k; about 400 s at most.
+# running is not used). Every step under timeout -k: at most 90 + 300 s
+# (--quick: 90 + 130 s), about 300 s (--quick: 120 s) when all goes well.
 # Logs and tables under $OUT/reliability/; a summary table last. Exit 0
 # only when every step passed (or skipped: fewer than 2 GPUs).
 set -uo pipefail
@@ -28,7 +32,7 @@ for arg in "$@"; do
   case $arg in
     --quick) quick=1 ;;
     stop|matrix) steps="$steps $arg" ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "gpu_reliability: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -82,7 +86,7 @@ done
 rm -f "$out/symmrun_stop.md" "$out/fault_matrix/fault_matrix.md" # tables of an earlier run
 case " $steps " in *" stop "*)
   s0=$(date +%s)
-  timeout -k 10 100 python3 scripts/fault_matrix.py --build "$build" --backend native --npes "$npes" \
+  timeout -k 10 90 python3 scripts/fault_matrix.py --build "$build" --backend native --npes "$npes" \
     --symmrun-stop --out "$out" >"$out/symmrun_stop.log" 2>&1
   rc=$?
   [ $rc = 0 ] || fail=1
@@ -93,10 +97,14 @@ esac
 
 case " $steps " in *" matrix "*)
   s0=$(date +%s)
-  rpk=$([ $quick = 1 ] && echo 2 || echo 5)
-  budget=${MATRIX_BUDGET:-240}
-  timeout -k 10 $(( budget + 80 )) python3 scripts/fault_matrix.py --build "$build" --backend native \
-    --npes "$npes" --runs-per-kind "$rpk" --parallel "${MATRIX_PARALLEL:-3}" --budget "$budget" \
+  if [ $quick = 1 ]; then
+    budget=${MATRIX_BUDGET:-60}; size=(--quick)
+  else
+    budget=${MATRIX_BUDGET:-230}; size=(--runs-per-kind 5)
+  fi
+  # the last runs started before the budget end within 70 s (a stays-out run: 5 + 15 s, init, teardown)
+  timeout -k 10 $(( budget + 70 )) python3 scripts/fault_matrix.py --build "$build" --backend native \
+    --npes "$npes" "${size[@]}" --parallel "${MATRIX_PARALLEL:-3}" --budget "$budget" \
     --out "$out/fault_matrix" >"$out/fault_matrix.log" 2>&1
   rc=$?
   [ $rc = 0 ] || fail=1

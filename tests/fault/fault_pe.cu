@@ -21,8 +21,8 @@
  *             broadcast, collective barrier; 4 blocks) (native)
  *   rma       a kernel ring of 200 put_signal + signal waits (native)
  *   devloop   one kernel ring of 8-byte put_signal + waits lasting about
- *             30 s (its length measured at start): every wait is answered
- *             at once, also by a stopped PE's kernel (native)
+ *             min(30 s, <seconds>) (its pace measured at start): every wait
+ *             is answered at once, also by a stopped PE's kernel (native)
  *   moe_ll moe_ht  MoE dispatch + combine, low-latency / high-throughput
  *             mode (symm_moe.h; native)
  * The victim PE, `fault_ms` after READY, does the fault: trap (a kernel
@@ -273,15 +273,15 @@ static symm_status_t moe_step(job_t *j) {
 }
 
 /* devloop: iterations of the 8-byte ring that take about `seconds`, from
- * two timed runs of 2000 (the same count on every PE: the slowest's). */
+ * two timed runs of 500 (the same count on every PE: the slowest's). */
 static uint64_t calibrate_ring(job_t *j, double seconds) {
     double per = 0;
     for (int rep = 0; rep < 2; rep++) {
         double t0 = now_s();
-        ring_kernel<<<1, 32, 0, j->stream>>>(j->ctx, j->b, j->a, j->sig, j->rma_base, 2000);
+        ring_kernel<<<1, 32, 0, j->stream>>>(j->ctx, j->b, j->a, j->sig, j->rma_base, 500);
         CUDA_CHECK(cudaStreamSynchronize(j->stream));
-        j->rma_base += 2000;
-        per = (now_s() - t0) / 2000.0;
+        j->rma_base += 500;
+        per = (now_s() - t0) / 500.0;
     }
     double all[64];
     SYMM_CHECK(symm_host_allgather(&per, all, sizeof per));
@@ -289,7 +289,7 @@ static uint64_t calibrate_ring(job_t *j, double seconds) {
         if (all[p] > per)
             per = all[p];
     double it = seconds / (per > 1e-8 ? per : 1e-8);
-    return (uint64_t)(it < 1e4 ? 1e4 : it > 1e10 ? 1e10 : it);
+    return (uint64_t)(it < 1e3 ? 1e3 : it > 1e10 ? 1e10 : it);
 }
 
 #define BUF ((size_t)8 << 20)
@@ -422,7 +422,7 @@ int main(int argc, char **argv) {
     if (j.native && (strcmp(j.kind, "moe_ll") == 0 || strcmp(j.kind, "moe_ht") == 0))
         CUDA_CHECK(moe_setup(&j, strcmp(j.kind, "moe_ll") == 0 ? SYMM_MOE_LOW_LATENCY : SYMM_MOE_HIGH_THROUGHPUT));
     if (j.native && strcmp(j.kind, "devloop") == 0)
-        j.loop_iters = calibrate_ring(&j, 30.0);
+        j.loop_iters = calibrate_ring(&j, limit < 30.0 ? limit : 30.0); /* one kernel, the whole run */
     SYMM_CHECK(symm_barrier_all());
     double t_ready = now_s();
     printf("PID %ld\n", (long)getpid());
