@@ -556,4 +556,14 @@ SYMM__DEVICE_INTERNAL unsigned short symm__cvt_e5m2x2_f32(float f) {
                  ::"l"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory")
 #endif
 
+/* ---- async proxy (symm_tilelang.h: TMA loads after a wait) ------------------------ */
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* Generic accesses of this thread so far ordered before its later async-proxy
+ * (TMA) accesses to global memory. */
+SYMM__DEVICE_INTERNAL void symm__fence_proxy_async_global(void) {
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+#endif
+
 #endif /* SYMM_DEVICE_IMPL_PTX_H */
