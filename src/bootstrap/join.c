@@ -39,6 +39,8 @@
  * whose connection was dropped connects again (rank_join). */
 #define JOIN_PENDING_MAX 64
 #define JOIN_PROTECT_S 0.25
+/* Connections accepted per turn of the root's loop. */
+#define JOIN_ACCEPT_TURN 256
 /* Turned-away connections logged one by one before only counting them. */
 #define JOIN_LOG_MAX 3
 
@@ -225,9 +227,11 @@ static void read_pending(joining_t *j, int i) {
     }
 }
 
-/* Accept what waits on the listening socket; send each a challenge. */
+/* Accept what waits on the listening socket (at most JOIN_ACCEPT_TURN, so a
+ * flood of connections cannot keep the root from reading the HELLOs that
+ * came meanwhile, or from its deadlines); send each a challenge. */
 static void accept_new(joining_t *j, int listen_fd) {
-    for (;;) {
+    for (int turn = 0; turn < JOIN_ACCEPT_TURN; turn++) {
         int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return; /* EAGAIN, or a connection that went away meanwhile */
