@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"
 
 from symm._lib import BACKENDS  # noqa: E402
 
-EXAMPLES = ("primitives", "ring_shift", "all_gather", "all_to_all", "ag_gemm", "gemm_rs", "cannon", "summa",
+EXAMPLES = ("primitives", "ring_shift", "all_gather", "all_to_all", "gemm", "ag_gemm", "gemm_rs", "cannon", "summa",
             "seq_all_to_all")
 
 

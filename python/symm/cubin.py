@@ -27,7 +27,11 @@ raises TypeError / ValueError before anything is launched. A "tma" parameter
 contiguous rows; its entry's extra says the box (box_rows x box_cols
 elements) and the swizzle, from which the 128-byte descriptor is encoded
 here (cuTensorMapEncodeTiled) and passed by value, followed by the tensor's
-(rows, cols) as two int32. The module is
+(rows, cols) as two int32. A "tmap" parameter (a CUtensorMap
+passed by value, for TMA copies: symm.tilelang.lower records
+cuTensorMapEncodeTiled's arguments in the entry's fifth field) takes the
+tensor; the descriptor is encoded from its address at launch and kept for
+the next launch with that address. The module is
 loaded into the current CUDA context through the driver API (libcuda,
 ctypes) on first use, after checking that its backend is the running
 symm's; an nvshmem module then gets symm_backend_module_init (NVSHMEM's
@@ -55,6 +59,8 @@ _TMA_DTYPES = {"float16": 6, "bfloat16": 9}
 _TMA_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
 _TMA_L2_PROMOTION_256B = 3
 _TMA_CACHE_MAX = 256
+_TMAP_BYTES, _TMAP_ALIGN = 128, 64   # sizeof(CUtensorMap), and its alignment
+_TMAP_KEYS = ("dtype", "rank", "dims", "strides", "box", "elem_strides", "interleave", "swizzle", "l2", "oob")
 _driver = None
 
 
@@ -157,6 +163,8 @@ def pointer_value(kernel, name, v, dtype=None, shape=None, align=None):
         raise ValueError("%s: %s (0x%x) is not %d-byte aligned, which the kernel assumes"
                          % (kernel, name, addr, align))
     return addr
+
+
 def tma_encode_args(extra, ptr, rows, cols, ld):
     """The arguments of cuTensorMapEncodeTiled for a row-major rows x cols
     tensor at `ptr` (row stride `ld` elements) read in boxes of extra's
@@ -182,20 +190,43 @@ def tma_encode_args(extra, ptr, rows, cols, ld):
 
 
 class TensorMap:
-    """A 128-byte CUtensorMap (64-byte aligned, as the driver wants it) and
-    the (rows, cols) int32 pair that follows it among a Tma operand's
-    kernel parameters."""
+    """A CUtensorMap (128 bytes, 64-byte aligned, as the driver wants it)
+    encoded by cuTensorMapEncodeTiled from its arguments (tma_encode_args'
+    order); `desc` is the descriptor, `param()` what cuLaunchKernel takes
+    for it as a by-value parameter."""
 
-    def __init__(self, extra, ptr, rows, cols, ld):
-        dt, rank, addr, dims, strides, box, estr, inter, swz, l2, oob = tma_encode_args(extra, ptr, rows, cols, ld)
-        self._raw = ctypes.create_string_buffer(128 + 64)
-        off = (-ctypes.addressof(self._raw)) % 64
-        self.desc = (ctypes.c_uint8 * 128).from_buffer(self._raw, off)
-        self.shape = (ctypes.c_int32 * 2)(rows, cols)
+    def __init__(self, dtype, rank, address, dims, strides, box, elem_strides, interleave, swizzle, l2, oob,
+                 what="tensor map"):
+        self._raw = ctypes.create_string_buffer(_TMAP_BYTES + _TMAP_ALIGN)
+        off = (-ctypes.addressof(self._raw)) % _TMAP_ALIGN
+        self.desc = (ctypes.c_uint8 * _TMAP_BYTES).from_buffer(self._raw, off)
+        self.address = ctypes.addressof(self.desc)
         c64, c32 = ctypes.c_uint64, ctypes.c_uint32
         _check(_cuda().cuTensorMapEncodeTiled(
-            ctypes.addressof(self.desc), dt, rank, ctypes.c_void_p(addr), (c64 * 2)(*dims), (c64 * 1)(*strides),
-            (c32 * 2)(*box), (c32 * 2)(*estr), inter, swz, l2, oob), "cuTensorMapEncodeTiled")
+            ctypes.c_void_p(self.address), int(dtype), rank, ctypes.c_void_p(address), (c64 * rank)(*dims),
+            (c64 * max(1, rank - 1))(*strides), (c32 * rank)(*box), (c32 * rank)(*elem_strides),
+            int(interleave), int(swizzle), int(l2), int(oob)), "cuTensorMapEncodeTiled(%s)" % what)
+
+    def param(self):
+        """The pointer cuLaunchKernel takes for this by-value parameter."""
+        return ctypes.c_void_p(self.address)
+
+
+def tensor_map_from_spec(spec, address, what):
+    """The TensorMap of a "tmap" parameter: `spec` holds
+    cuTensorMapEncodeTiled's arguments but the address (symm.tilelang.lower
+    records them), `address` the tensor's."""
+    missing = [k for k in _TMAP_KEYS if k not in spec]
+    if missing:
+        raise ValueError("%s: the tensor-map spec lacks %s" % (what, ", ".join(missing)))
+    rank = int(spec["rank"])
+    if not (len(spec["dims"]) == len(spec["box"]) == len(spec["elem_strides"]) == rank
+            and len(spec["strides"]) == rank - 1):
+        raise ValueError("%s: the tensor-map spec's lengths do not match its rank %d" % (what, rank))
+    if address % 16:
+        raise ValueError("%s: TMA needs a 16-byte-aligned address, got 0x%x" % (what, address))
+    return TensorMap(spec["dtype"], rank, address, spec["dims"], spec["strides"], spec["box"],
+                     spec["elem_strides"], spec["interleave"], spec["swizzle"], spec["l2"], spec["oob"], what)
 
 
 class Kernel:
@@ -211,11 +242,16 @@ class Kernel:
                 if not isinstance(p[4], dict) or not {"box_rows", "box_cols", "dtype"} <= set(p[4]):
                     raise ValueError("%s: tma parameter %s needs box_rows, box_cols and dtype" % (name, p[0]))
                 continue
+            if p[1] == "tmap":
+                if not isinstance(p[4], dict):
+                    raise ValueError("%s: tensor-map parameter %s has no spec" % (name, p[0]))
+                continue
             if len(p) != 5 or p[1] not in _KINDS:
                 raise ValueError("%s: parameter %s is not [name, kind (one of %s), dtype, shape, align]"
-                                 % (name, list(p), ", ".join(sorted(set(_KINDS) | {"tma"}))))
+                                 % (name, list(p), ", ".join(sorted(set(_KINDS) | {"tma", "tmap"}))))
             if p[1] != "ptr" and (p[3] or p[4]):
                 raise ValueError("%s: scalar parameter %s records a shape or alignment" % (name, p[0]))
+        self._tmaps = {}   # (parameter index, address) -> TensorMap of a tmap parameter
         names = [p[0] for p in self.params]
         self.call_order = list(entry.get("call") or names)
         if not set(names) <= set(self.call_order) or len(set(self.call_order)) != len(self.call_order):
@@ -247,10 +283,12 @@ class Kernel:
         if missing:
             raise TypeError("%s: missing %s" % (self.name, ", ".join(missing)))
         out = []
-        for p in self.params:
+        for i, p in enumerate(self.params):
             if p[1] == "tma":
-                m = self._tensor_map(p, given[p[0]])
-                out += [m.desc, m.shape]
+                m, shape = self._tensor_map(p, given[p[0]])
+                out += [m.desc, shape]
+            elif p[1] == "tmap":
+                out.append(self._tmap(i, p, given[p[0]]))
             else:
                 out.append(self._value(p, given[p[0]]))
         return out
@@ -269,13 +307,25 @@ class Kernel:
         m = self._maps.get(key)
         if m is None:
             try:
-                m = TensorMap(extra, *key)
+                args = tma_encode_args(extra, *key)
             except ValueError as e:
                 raise ValueError("%s: %s: %s" % (self.name, name, e)) from None
             if len(self._maps) >= _TMA_CACHE_MAX:
                 self._maps.clear()
-            self._maps[key] = m
+            m = self._maps[key] = (TensorMap(*args, what="%s: %s" % (self.name, name)),
+                                   (ctypes.c_int32 * 2)(key[1], key[2]))
         return m
+
+    def _tmap(self, i, p, v):
+        """The TensorMap of tmap parameter i for tensor v (kept per address)."""
+        name, _, dtype, shape, spec = p
+        addr = pointer_value(self.name, name, v, dtype, shape)
+        tm = self._tmaps.get((i, addr))
+        if tm is None:
+            if len(self._tmaps) >= _TMA_CACHE_MAX:   # tensors come and go: keep the newest few
+                self._tmaps.clear()
+            tm = self._tmaps[(i, addr)] = tensor_map_from_spec(spec, addr, "%s: %s" % (self.name, name))
+        return tm
 
     def _value(self, p, v):
         name, kind, dtype, shape, align = p
@@ -313,7 +363,8 @@ class Kernel:
         if g is None:
             raise TypeError("%s: the manifest fixes no grid: pass grid=" % self.name)
         fn = self.function()
-        ptrs = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
+        ptrs = (ctypes.c_void_p * len(values))(*[
+            v.param() if isinstance(v, TensorMap) else ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
         b = self.block
         _check(_cuda().cuLaunchKernel(fn, g[0], g[1], g[2], b[0], b[1], b[2], self.smem,
                                       ctypes.c_void_p(_stream_handle(stream)), ptrs, None),

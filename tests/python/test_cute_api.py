@@ -362,7 +362,7 @@ def test_cubin_encodes_tma_descriptors(tmp_path, monkeypatch):
     assert [ctypes.sizeof(v) for v in vals] == [128, 8, 4] and list(vals[1]) == [4096, 1024] and vals[2].value == 7
     assert ctypes.addressof(vals[0]) % 64 == 0
     (name, args), = fake.calls
-    assert name == "cuTensorMapEncodeTiled" and args[0] == ctypes.addressof(vals[0])
+    assert name == "cuTensorMapEncodeTiled" and args[0].value == ctypes.addressof(vals[0])
     assert args[1:3] == (9, 2) and args[3].value == 0x7F0000000000       # bf16, rank 2
     assert list(args[4]) == [1024, 4096] and list(args[5]) == [2048]     # dims innermost first, row bytes
     assert list(args[6]) == [64, 128] and list(args[7]) == [1, 1] and args[8:] == (0, 3, 3, 0)
