@@ -335,14 +335,24 @@ def case_in_flight(ctx):
 # ---------------------------------------------------------------------------
 
 def cast_fp8(x, round_scale):
-    """DeepEP's per-token cast of bf16 to e4m3 with a float32 scale per 128."""
+    """DeepEP's per-token cast of bf16 to e4m3 with a float32 scale per 128,
+    worked in float64 and rounded once to float32 (exact for one * or /):
+    amax >= 1e-4, scale = amax x float32(1/448), x x (448 / amax); with
+    round_scale scale = 2^ceil(log2(amax x float32(1/448))) (frexp), x x 2^-e."""
     T, H = x.shape
-    b = x.float().view(T, H // 128, 128)
-    amax = b.abs().amax(dim=2).clamp(min=1e-4)
-    scale = amax / 448.0
+    b = x.cpu().double().view(T, H // 128, 128)
+    amax = b.abs().amax(dim=2).clamp(min=torch.tensor(1e-4, dtype=torch.float32).item())
+    inv = torch.tensor(1.0 / 448.0, dtype=torch.float32).double()
+    scale = (amax * inv).float()
     if round_scale:
-        scale = torch.exp2(torch.ceil(torch.log2(scale)))
-    return (b / scale.unsqueeze(2)).to(torch.float8_e4m3fn).view(T, H), scale
+        m, e = torch.frexp(scale)
+        e = e - (m == 0.5).to(e.dtype)
+        scale = torch.ldexp(torch.ones_like(scale), e)
+        mul = torch.ldexp(torch.ones_like(scale), -e)
+    else:
+        mul = (448.0 / amax).float()
+    q = (b * mul.double().unsqueeze(2)).float().clamp(-448.0, 448.0)
+    return q.to(torch.float8_e4m3fn).view(T, H).to(x.device), scale.to(x.device)
 
 
 def ll_round(ctx, buf, seed, Ts, M, E, K, H, use_fp8, round_scale=False, ue8m0=False, hook=False, async_mode=False,
@@ -389,7 +399,7 @@ def ll_round(ctx, buf, seed, Ts, M, E, K, H, use_fp8, round_scale=False, ue8m0=F
     src_info, layout = handle[0].cpu(), handle[1].cpu()
     assert src_info.dtype == torch.int32 and src_info.shape == (L, rows), what
     assert layout.dtype == torch.int64 and layout.shape == (L, n), what
-    # cast where the Buffer casts (the same kernels give the same bits)
+    # DeepEP's cast, bit for bit
     sent = [tuple(None if v is None else v.cpu() for v in cast_fp8(b.x.to(ctx.device), round_scale))
             if use_fp8 else (b.x, None) for b in data]
     for l in range(L):

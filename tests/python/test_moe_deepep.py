@@ -101,6 +101,7 @@ def test_deepep_names_and_signatures():
 
 def test_static_calls():
     import symm.moe.deep_ep as dep
+    from symm import UnsupportedError
     old = dep.Buffer.num_sms
     try:
         dep.Buffer.set_num_sms(24)
@@ -112,8 +113,51 @@ def test_static_calls():
         dep.Buffer.num_sms = old
     c = dep.Config(24, 6, 256, 6, 100)
     assert c.num_max_rdma_chunked_recv_tokens == 102  # rounded up to a multiple of the send chunk, as DeepEP does
-    assert dep.Config().get_nvl_buffer_size_hint(7168 * 2, 8) % 128 == 0
+    # DeepEP's size hint: 10 channels x 8 ranks x (5 head/tail ints + 256 tokens x (row + 8-byte source
+    # record + 128 x int64 index + 128 x float weight + 128 x float scale)), rounded up to 128 bytes
+    want = 10 * 8 * (5 * 4 + 256 * (7168 * 2 + 8 + 128 * 8 + 128 * 4 + 128 * 4))
+    assert dep.Config().get_nvl_buffer_size_hint(7168 * 2, 8) == (want + 127) // 128 * 128
+    assert dep.Config().get_rdma_buffer_size_hint(7168 * 2, 8) == 0
+    # DeepEP's recommended chunk sizes on one node (rdma recv 128 rounded up to a multiple of 6, as DeepEP's Config)
+    chunks = lambda c: (c.num_max_nvl_chunked_send_tokens, c.num_max_nvl_chunked_recv_tokens,  # noqa: E731
+                        c.num_max_rdma_chunked_send_tokens, c.num_max_rdma_chunked_recv_tokens)
+    for n, d, c in ((2, 24, 10), (4, 6, 9), (8, 6, 4)):
+        assert chunks(dep.Buffer.get_dispatch_config(n)) == (d, 256, 6, 132), n
+        assert chunks(dep.Buffer.get_combine_config(n)) == (c, 256, 6, 132), n
+        assert dep.Buffer.get_dispatch_config(n).num_sms == dep.Buffer.num_sms
+    assert chunks(dep.Config()) == (6, 256, 6, 258) and dep.Config().num_sms == 20
+    for f in (dep.Buffer.get_dispatch_config, dep.Buffer.get_combine_config):
+        with pytest.raises(UnsupportedError, match="one node"):
+            f(16)
+        with pytest.raises(ValueError, match="num_ranks"):
+            f(0)
     assert dep.Buffer.is_sm90_compiled() is True
+
+
+@pytest.mark.parametrize("round_scale", [False, True])
+def test_fp8_cast_is_deepeps(round_scale):
+    """The low-latency cast against DeepEP's arithmetic, bit for bit: blocks
+    of every magnitude, all-zero and tiny blocks (amax clamped to 1e-4), and
+    block maxima at and just above 448 x a power of two."""
+    import symm.moe.deep_ep as dep
+    g = torch.Generator().manual_seed(7)
+    T, H = 64, 1024
+    x = torch.randn(T, H, generator=g) * torch.exp2(torch.randint(-30, 30, (T, H // 128, 1), generator=g).float()
+                                                     ).repeat_interleave(128, dim=1).view(T, H)
+    x[0] = 0
+    x[1] = 1e-6
+    for t in range(2, 10):  # maxima 448 x 2^k, and the next bf16 above
+        x[t, 0::128] = 448.0 * 2.0 ** (t - 6)
+        x[t, 1::128] = -x[t, 0::128]
+        x[t + 8, 0::128] = torch.tensor(448.0 * 2.0 ** (t - 6), dtype=torch.bfloat16).float() * (1 + 2 ** -7)
+    x = x.to(torch.bfloat16)
+    q, s = dep.Buffer._cast_fp8(x, round_scale)
+    wq, ws = cases.cast_fp8(x, round_scale)
+    cases.eq(s, ws, "scales")
+    cases.eq(q, wq, "values")
+    assert not q.float().isnan().any()
+    if round_scale:
+        assert (torch.frexp(s)[0] == 0.5).all(), "scales are powers of two"
 
 
 @needs_lib

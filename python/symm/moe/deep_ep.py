@@ -79,6 +79,9 @@ _SLOTS_PER_SHAPE = 2
 _BOUND_STEP = 256
 _X_DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn, torch.float8_e5m2)
 _IDX_DTYPES = (torch.int64, torch.int32)
+# e4m3's largest finite value, and its float32 reciprocal (DeepEP multiplies by it)
+_E4M3_MAX = 448.0
+_INV_E4M3_MAX = torch.tensor(1.0 / 448.0, dtype=torch.float32).item()
 
 
 def _unsupported(call, what):
@@ -158,8 +161,10 @@ class Config:
         if num_ranks > 8:
             raise _unsupported("Config.get_nvl_buffer_size_hint", "%d ranks: symm.moe.deep_ep runs on one node "
                                "(internode RDMA is not supported)" % num_ranks)
-        per_token = hidden_bytes + 4 + 128 * (8 + 4 + 4)  # row, source, top-k indices, weights, scales
-        size = (self.num_sms // 2) * num_ranks * (self.num_max_nvl_chunked_recv_tokens * per_token + 16)
+        # per channel and rank: 5 ints of head / tail / prefix, and per token the row, an 8-byte source
+        # record, 128 top-k indices (int64) and weights (float32), 128 float32 scales
+        per_token = hidden_bytes + 8 + 128 * (8 + 4 + 4)
+        size = (self.num_sms // 2) * num_ranks * (self.num_max_nvl_chunked_recv_tokens * per_token + 5 * 4)
         return _align(max(size, 1), 128)
 
     def get_rdma_buffer_size_hint(self, hidden_bytes: int, num_ranks: int) -> int:
@@ -420,6 +425,19 @@ def _fingerprint(*parts):
 # Buffer
 # ---------------------------------------------------------------------------
 
+# DeepEP's recommended chunk sizes (nvl send, nvl recv, rdma send, rdma recv) per rank count on one node
+_DISPATCH_CHUNKS = {2: (24, 256, 6, 128), 4: (6, 256, 6, 128), 8: (6, 256, 6, 128)}
+_COMBINE_CHUNKS = {2: (10, 256, 6, 128), 4: (9, 256, 6, 128), 8: (4, 256, 6, 128)}
+
+
+def _recommended(num_ranks, table, call):
+    _int(num_ranks, "num_ranks", call, 1)
+    if num_ranks > 8:
+        raise _unsupported(call, "%d ranks: symm.moe.deep_ep runs on one node (at most 8 ranks; internode RDMA is "
+                                 "not supported)" % num_ranks)
+    return table.get(num_ranks, table[8])
+
+
 class Buffer:
     """DeepEP's Buffer over symm, on one node (module docstring; docs/moe.md).
 
@@ -548,15 +566,16 @@ class Buffer:
 
     @staticmethod
     def get_dispatch_config(num_ranks: int) -> Config:
-        """A dispatch Config with Buffer.num_sms SMs."""
-        _int(num_ranks, "num_ranks", "Buffer.get_dispatch_config", 1)
-        return Config(Buffer.num_sms, 6, 256, 6, 128)
+        """DeepEP's recommended dispatch Config for num_ranks on one node, with
+        Buffer.num_sms SMs (ranks counts DeepEP has no entry for, up to 8, get
+        its 8-rank one)."""
+        return Config(Buffer.num_sms, *_recommended(num_ranks, _DISPATCH_CHUNKS, "Buffer.get_dispatch_config"))
 
     @staticmethod
     def get_combine_config(num_ranks: int) -> Config:
-        """A combine Config with Buffer.num_sms SMs."""
-        _int(num_ranks, "num_ranks", "Buffer.get_combine_config", 1)
-        return Config(Buffer.num_sms, 6, 256, 6, 128)
+        """DeepEP's recommended combine Config for num_ranks on one node, with
+        Buffer.num_sms SMs (as get_dispatch_config)."""
+        return Config(Buffer.num_sms, *_recommended(num_ranks, _COMBINE_CHUNKS, "Buffer.get_combine_config"))
 
     def get_comm_stream(self) -> torch.cuda.Stream:
         """The stream the Buffer's calls run on (unless return_recv_hook is set)."""
@@ -1188,14 +1207,22 @@ class Buffer:
     @staticmethod
     def _cast_fp8(x, round_scale):
         """x (bf16 [T, H], H a multiple of 128) as e4m3 with one float32 scale
-        per 128 elements: amax / 448 (or its power of two at or above, with
-        round_scale), amax at least 1e-4."""
+        per 128 elements, as DeepEP's kernel casts: amax (at least 1e-4) of the
+        block, scale = amax x float32(1 / 448) and x x (448 / amax), or with
+        round_scale scale = 2^e, e the exponent bits' ceil(log2(amax / 448)),
+        and x x 2^-e; saturated to +-448."""
         T, H = x.shape
         xf = x.view(T, H // 128, 128).float()
-        scale = torch.linalg.vector_norm(xf, ord=float("inf"), dim=2).clamp_(min=1e-4).div_(448.0)
+        amax = xf.abs().amax(dim=2).clamp_(min=1e-4)
+        scale = amax * _INV_E4M3_MAX
         if round_scale:
-            scale = torch.exp2(torch.ceil(torch.log2(scale)))
-        q = (xf / scale.unsqueeze(2)).to(torch.float8_e4m3fn).view(T, H)
+            bits = scale.view(torch.int32)
+            e = ((bits >> 23) & 0xff) + (bits & 0x7fffff).ne(0).to(torch.int32) - 127
+            scale = ((e + 127) << 23).view(torch.float32)
+            mul = ((127 - e) << 23).view(torch.float32)
+        else:
+            mul = torch.full_like(amax, _E4M3_MAX).div_(amax)
+        q = (xf * mul.unsqueeze(2)).clamp_(-_E4M3_MAX, _E4M3_MAX).to(torch.float8_e4m3fn).view(T, H)
         return q, scale
 
     def low_latency_dispatch(self, x: torch.Tensor, topk_idx: torch.Tensor, num_max_dispatch_tokens_per_rank: int,
