@@ -14,7 +14,9 @@
 #   bench    bench/moe/deepep_api_bench.py on min(4, GPUs) PEs, one per GPU: DeepEP's
 #            intranode shape (4096 tokens, hidden 7168, top-8, 256 experts) through
 #            DeepEP's API and through symm's own, GB/s as DeepEP counts them, at 24 SMs
-#            and every SM -> $OUT/deepep/bench.md (machine, command, date in it)
+#            and every SM -> $OUT/deepep/bench.md (machine, command, date in it); DeepEP's
+#            own kernels (bench/moe/deepep_bench.py) beside it where deep_ep is
+#            installed, else a summary line says the comparison is n/a
 #
 # Logs and results under $OUT/deepep/ (machine.txt: the machine, the build, the
 # command, the date); the last lines are a table of the steps and the benchmark's
@@ -61,7 +63,7 @@ if [ "$ngpu" -lt 1 ]; then
   exit 0
 fi
 
-has_step bench && rm -f "$log/bench.md"  # no stale table in the summary
+has_step bench && rm -f "$log/bench.md" "$log/deepep_own.md"  # no stale table in the summary
 export PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}"
 case $build in /*) ;; *) build=$here/$build ;; esac
 export SYMM_LIBRARY="$build/src/libsymm.so"
@@ -132,6 +134,13 @@ else
     else
       run "deepep_api_bench ($nb PEs, one per GPU)" 45 "$log/bench.log" \
         torchrun --nproc-per-node "$nb" --master-port 29729 bench/moe/deepep_api_bench.py --out "$log/bench.md"
+      # DeepEP's own kernels beside it, where deep_ep is installed (found without importing torch)
+      if python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("deep_ep") is None)' 2>/dev/null; then
+        run "deepep_bench (DeepEP's own kernels)" 45 "$log/deepep_own.log" \
+          torchrun --nproc-per-node "$nb" --master-port 29730 bench/moe/deepep_bench.py --out "$log/deepep_own.md"
+      else
+        note "DeepEP's own kernels" skip 0 "n/a: deep_ep is not installed here; no comparison with its kernels"
+      fi
     fi
   fi
 fi
@@ -139,4 +148,5 @@ fi
 echo "==== gpu_deepep.sh summary ($ngpu GPU(s), $(( $(date +%s) - t_all )) s of $wall; logs in $log) ===="
 printf '%s\n' "${summary[@]}"
 grep -E '^\||^received' "$log/bench.md" 2>/dev/null
+grep -E '^\||^n/a' "$log/deepep_own.md" 2>/dev/null
 exit $failed
