@@ -20,8 +20,8 @@
 #
 # Builds nothing (BUILD must hold tools/symmrun and tests/fault/fault_pe).
 # Runs outside any MPS daemon (PEs of a job on separate GPUs; one that is
-# running is not used). Every step under timeout -k: at most 90 + 300 s
-# (--quick: 90 + 130 s), about 300 s (--quick: 120 s) when all goes well.
+# running is not used). Every step under timeout -k: at most 90 + 380 s
+# (--quick: 90 + 210 s), about 300 s (--quick: 120 s) when all goes well.
 # Logs and tables under $OUT/reliability/; a summary table last. Exit 0
 # only when every step passed (or skipped: fewer than 2 GPUs).
 set -uo pipefail
@@ -102,8 +102,10 @@ case " $steps " in *" matrix "*)
   else
     budget=${MATRIX_BUDGET:-230}; size=(--runs-per-kind 5)
   fi
-  # the last runs started before the budget end within 70 s (a stays-out run: 5 + 15 s, init, teardown)
-  timeout -k 10 $(( budget + 70 )) python3 scripts/fault_matrix.py --build "$build" --backend native \
+  # the last runs started before the budget end within MATRIX_MARGIN s (a
+  # stays-out run: 5 + 15 s, init, teardown; on GPUs, 3 jobs' CUDA starts);
+  # a SIGTERM still leaves 30 s to write the table
+  timeout -k 30 $(( budget + ${MATRIX_MARGIN:-120} )) python3 scripts/fault_matrix.py --build "$build" --backend native \
     --npes "$npes" "${size[@]}" --parallel "${MATRIX_PARALLEL:-3}" --budget "$budget" \
     --out "$out/fault_matrix" >"$out/fault_matrix.log" 2>&1
   rc=$?

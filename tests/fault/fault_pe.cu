@@ -402,8 +402,15 @@ int main(int argc, char **argv) {
     double fault_after = atof(argv[4]) * 1e-3, limit = atof(argv[5]);
     const char *be = getenv("SYMM_BACKEND");
     j.native = !(be && strcmp(be, "host") == 0);
-    if (j.native)
-        (void)cudaFree(0); /* the driver's own descriptors and threads count as before */
+    if (j.native) {
+        /* the driver's own descriptors and threads (per device: its context's
+         * too) count as before: open the context of the GPU symm will pick */
+        const char *lr = getenv("LOCAL_RANK");
+        int ndev = 0;
+        if (lr && cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0)
+            (void)cudaSetDevice(atoi(lr) % ndev);
+        (void)cudaFree(0);
+    }
     int fds0 = count_fds(), threads0 = count_threads();
     symm_status_t st = symm_init();
     if (st != SYMM_SUCCESS) {
