@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # The fused GEMM examples of symm.tilelang on 4 GPUs, one PE each, from
 # kernels built ahead of time (no TileLang, no compiler needed here):
-#   gemm            the TileLang GEMM alone vs torch.matmul at every per-PE shape,
-#                   every tile configuration (the fused examples use the fastest)
-#   ag_gemm         all-gather + GEMM, communication on the copy engines
-#   gemm_rs         GEMM + reduce-scatter, communication on the copy engines
-#   cannon, summa   2x2 grids of 4096^2 blocks, blocks on the copy engines
+#   gemm            the TileLang GEMM alone vs torch.matmul at every per-PE shape, every
+#                   tile configuration, all on the same random operands, replays interleaved
+#   ag_gemm         all-gather + GEMM, communication on the copy engines: every variant
+#                   (tile configuration x pieces x side-stream plan) checked and timed
+#                   briefly, the fastest kept and timed next to the GEMM alone, the fused
+#                   kernel without communication and the copies without the GEMM
+#   gemm_rs         GEMM + reduce-scatter, the same way
+#   cannon, summa   2x2 grids of 4096^2 blocks, blocks on the copy engines (Cannon's blocks
+#                   that stay on their PE are copied before the GEMM, not beside it)
 #   seq_all_to_all  the sequence-parallel all-to-alls (unchanged; they keep their lead)
 # each checked against torch with fresh data and timed (graph and stream) next to
 # the GEMM alone and torch.matmul + NCCL; tables and logs under $OUT/tilelang/,
-# a summary last.
+# a summary last (per fused example: the variant kept and where its time goes).
 #
-#   where TileLang is (no GPU; 54 kernels, 2-4 minutes on 2 cores, 4.7 MiB; the cubins and
+#   where TileLang is (no GPU; 49 kernels, 3-6 minutes on 2 cores; the cubins and
 #   manifest.json are all the GPU machine needs):
 #     python3 examples/tilelang/build.py --out build-tilelang-gemm --pes 4 --only gemm ag_gemm grid2d seq_
 #   here (carry build-tilelang-gemm/; libsymm built in $BUILD, default build-gpu):
 #     OUT=/tmp/out BUILD=build-gpu bash scripts/gpu_gemm_tilelang.sh [build-tilelang-gemm]
 #
 # TL_GEMM_PES (default 4) PEs, one per GPU: fewer GPUs than that skips the run
-# (no sharing: these are timings). TL_GEMM_WALL (default 200) bounds the whole
+# (no sharing: these are timings). TL_GEMM_WALL (default 250; under 300 s with the kill margin) bounds the whole
 # run; each example has its own timeout within it. TL_GEMM_ONLY picks examples.
 # Multicast stays off. Nothing is built here.
 set -uo pipefail
@@ -29,7 +33,7 @@ mkdir -p "$dir"
 aot=${1:-build-tilelang-gemm}
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
 pes=${TL_GEMM_PES:-4}
-wall=${TL_GEMM_WALL:-200}
+wall=${TL_GEMM_WALL:-250}
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 unset SYMM_ENABLE_MULTICAST
 export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
@@ -64,7 +68,7 @@ nvidia-smi -L >"$dir/gpus.txt" 2>&1
 nvidia-smi topo -m >>"$dir/gpus.txt" 2>&1
 
 # example:timeout (s); the fixed costs are the processes' start (torch, NCCL, symm)
-steps="gemm:45 ag_gemm:45 gemm_rs:45 cannon:35 summa:35 seq_all_to_all:30"
+steps="gemm:40 ag_gemm:55 gemm_rs:55 cannon:30 summa:30 seq_all_to_all:25"
 port=29850
 rc_all=0
 for step in $steps; do
@@ -94,5 +98,38 @@ for step in $steps; do
          sed -E 's/^\| (pass|MISS) \|$/vs-torch.matmul \1/' | sort | uniq -c |
          awk '{printf "%s%s %s x%s", sep, $2, $3, $1; sep=", "}')
   note "$ex" "rc=$rc $(( $(date +%s) - t0 )) s: ${res:-no result}${bars:+; bars: $bars}"
+  # the fused rows: the variant kept and where the time goes
+  [ -f "$dir/$ex.md" ] && python3 - "$dir/$ex.md" <<'PY' | tee -a "$summary" >/dev/null
+import sys
+cols, out = None, []
+for line in open(sys.argv[1]):
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if not line.startswith("|") or line.startswith("|---"):
+        cols = None if not line.startswith("|") else cols
+        continue
+    if cols is None:
+        cols = cells
+        continue
+    r = dict(zip(cols, cells))
+    if "fused graph us" in r and r.get("fused / GEMM alone"):
+        alone = r.get("GEMM alone us")
+        def rel(k):
+            try:
+                return "%s us (%.2f)" % (r[k], float(r[k]) / float(alone))
+            except (KeyError, ValueError):
+                return None
+        parts = ["%s: %s" % (r["case"], r["check"]), r.get("variant") or r.get("config", ""),
+                 "fused %s / %s us graph / stream" % (r["fused graph us"], r.get("fused stream us")),
+                 "GEMM alone %s us" % alone, "fused / GEMM %s" % r["fused / GEMM alone"]]
+        for k, tag in (("fused kernel only us", "kernel only"), ("copies only us", "copies only")):
+            if rel(k):
+                parts.append("%s %s" % (tag, rel(k)))
+        out.append("    " + "; ".join(p for p in parts if p))
+    elif "(used)" in r.get("config", ""):   # the GEMM alone: the configuration the examples use
+        out.append("    %s: %s, torch.matmul / tilelang %s, %s" % (r["case"], r["config"],
+                   r.get("torch.matmul / tilelang"), r.get("bar (>= 0.90)")))
+if out:
+    print("\n".join(out))
+PY
 done
 finish "$rc_all"

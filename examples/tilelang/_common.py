@@ -141,36 +141,54 @@ def time_graph(fn, iters, repeats=5, warmup=3):
     replay together; the slowest PE's figure. fn must carry no host-side
     state from call to call (the graph replays the same arguments). None on
     every PE when any PE could not capture (the reason is printed)."""
-    for _ in range(warmup):
-        fn()
-    sync_all()
-    graph, err = torch.cuda.CUDAGraph(), None
-    try:
-        # thread_local: another thread (gloo, the allocator) may touch CUDA meanwhile
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            for _ in range(iters):
-                fn()
-    except Exception as e:  # noqa: BLE001 - reported; the column stays empty
-        err = "%s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0])
-    if not all_ok(err is None):
-        if err is not None:
-            print("PE %d: CUDA graph capture failed (%s): no graph time" % (symm.my_pe(), err), flush=True)
-        torch.cuda.synchronize()
-        return None
-    sync_all()
-    graph.replay()  # the first replay uploads the graph
-    samples = []
+    return time_graphs({"fn": fn}, iters, repeats, warmup)["fn"]
+
+
+def time_graphs(fns, iters, repeats=5, warmup=3):
+    """time_graph of several functions ({name: fn}) with their replays
+    interleaved (the first, the second, ..., the first again), so that each
+    sees the same clocks and temperature: a GEMM that runs for 20 ms heats
+    the GPU and lowers its clock, and a comparison of two figures taken
+    under different loads is not one. {name: us, or None}."""
+    graphs = {}
+    for name, fn in fns.items():
+        for _ in range(warmup):
+            fn()
+        sync_all()
+        graph, err = torch.cuda.CUDAGraph(), None
+        try:
+            # thread_local: another thread (gloo, the allocator) may touch CUDA meanwhile
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                for _ in range(iters):
+                    fn()
+        except Exception as e:  # noqa: BLE001 - reported; the column stays empty
+            err = "%s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0])
+        if all_ok(err is None):
+            graphs[name] = graph
+        else:
+            if err is not None:
+                print("PE %d: CUDA graph capture of %s failed (%s): no graph time" % (symm.my_pe(), name, err),
+                      flush=True)
+            torch.cuda.synchronize()
+    for graph in graphs.values():
+        sync_all()
+        graph.replay()  # the first replay uploads the graph
+    samples = {name: [] for name in graphs}
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for _ in range(repeats):
-        sync_all()
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / iters)
-    del graph
-    us = statistics.median(samples)
-    return max(float(x) for x in symm.host_allgather(repr(us).encode()))
+        for name, graph in graphs.items():
+            sync_all()
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            samples[name].append(start.elapsed_time(end) * 1e3 / iters)
+    graphs.clear()
+    out = {}
+    for name in fns:
+        us = statistics.median(samples[name]) if name in samples else None
+        out[name] = None if us is None else max(float(x) for x in symm.host_allgather(repr(us).encode()))
+    return out
 
 
 def time_host(fn, iters, warmup=1):

@@ -1,15 +1,20 @@
 """Host side the GEMM examples share (gemm.py, ag_gemm.py, gemm_rs.py,
-cannon.py, summa.py): which GEMM configuration to use at a shape (the
-fastest alone, timed here once per shape and run), the timings of the fused
-kernel, the GEMM alone and the unfused torch + NCCL path on a plain stream
-and in CUDA graphs, and the row with the ratios held against the bars."""
+cannon.py, summa.py): which GEMM configuration is fastest alone at a shape,
+the variants of a fused example tried on the GPU (tile configuration, piece
+count, side-stream plan) and the one kept, the timings of the fused call
+next to the GEMM alone (replays interleaved: same clocks), and the row with
+the ratios held against the bars.
+
+Timing is fair only under the same load: every figure a ratio is taken of
+comes from one time_graphs call with real (random) data in every operand,
+since a GEMM over zeros draws less power and runs at a higher clock."""
 import torch
 import torch.distributed as dist
 
 import symm
 
 import _gemm
-from _common import time_graph, time_op
+from _common import all_ok, rand, row, time_graph, time_graphs
 
 # issue #29's bars: fused within 1.10x of the GEMM alone, and 1.25x faster
 # than torch.matmul + NCCL, in graphs and on a plain stream
@@ -17,7 +22,7 @@ BAR_VS_GEMM = 1.10
 BAR_VS_TORCH = 1.25
 BF16 = torch.bfloat16
 
-_best = {}   # (M, N, K) -> (config name, {name: us})
+_best = {}   # (M, N, K) -> Alone
 
 
 def gemm_name(cfg_name, M, N, K):
@@ -50,35 +55,63 @@ def launcher(k, cfg):
     return lambda *a: k(*a, _gemm.NSM_MAX)
 
 
+class Alone:
+    """The GEMM alone at one shape: every configuration built, timed with
+    torch.matmul on the same random operands (replays interleaved), and the
+    fastest. run(us_key) gives a callable GEMM on fresh operands of this
+    shape for the fused examples' side-by-side timing."""
+
+    def __init__(self, env, ks, M, N, K, args):
+        self.shape = (M, N, K)
+        names = [c for c in _gemm.CONFIGS if gemm_name(c, M, N, K) in ks]
+        if not names:
+            raise KeyError("no GEMM kernel for M=%d N=%d K=%d: rebuild with examples/tilelang/build.py" % (M, N, K))
+        forced = getattr(args, "gemm_config", None)
+        if forced:
+            if forced not in names:
+                raise KeyError("--gemm-config %s: not built (%s)" % (forced, ", ".join(names)))
+            names = [forced]
+        self.env, self.names = env, names
+        self.a = rand((M, K), BF16, env.device, "alone A", M, N, K)
+        self.b = (rand((K, N), torch.float32, env.device, "alone B", M, N, K) * K ** -0.5).to(BF16)
+        self.c = torch.empty(M, N, device=env.device, dtype=BF16)
+        self.kernels = {n: launcher(ks[gemm_name(n, M, N, K)], _gemm.CONFIGS[n]) for n in names}
+        self.times, self.torch_us, self.best = {}, None, names[0]
+        if not args.no_bench:
+            fns = {n: (lambda k=k: k(self.a, self.b, self.c)) for n, k in self.kernels.items()}
+            fns["torch.matmul"] = lambda: torch.matmul(self.a, self.b, out=self.c)
+            got = time_graphs(fns, args.graph_iters, repeats=3)
+            self.torch_us = got.pop("torch.matmul")
+            self.times = got
+            timed = [(t, n) for n, t in got.items() if t is not None]
+            if timed:
+                self.best = min(timed)[1]
+
+    def fn(self, name=None):
+        """The GEMM alone in configuration `name` (the fastest by default) on
+        this shape's random operands."""
+        k = self.kernels[name or self.best]
+        return lambda: k(self.a, self.b, self.c)
+
+
 def pick_config(env, ks, M, N, K, args):
-    """The configuration whose GEMM alone is fastest at (M, N, K) on this run's
-    GPUs (the slowest PE's time counts; every PE picks the same), and every
-    configuration's time. --gemm-config fixes the choice."""
+    """Alone at (M, N, K), timed once per shape and process (every PE picks
+    the same: the slowest PE's time counts). --gemm-config fixes the choice."""
     key = (M, N, K)
-    if key in _best:
-        return _best[key]
-    names = [c for c in _gemm.CONFIGS if gemm_name(c, M, N, K) in ks]
-    if not names:
-        raise KeyError("no GEMM kernel for M=%d N=%d K=%d: rebuild with examples/tilelang/build.py" % key)
-    forced = getattr(args, "gemm_config", None)
-    if forced:
-        if forced not in names:
-            raise KeyError("--gemm-config %s: not built (%s)" % (forced, ", ".join(names)))
-        names = [forced]
-    a = torch.randn(M, K, device=env.device).to(BF16)
-    b = (torch.randn(K, N, device=env.device) / K ** 0.5).to(BF16)
-    c = torch.empty(M, N, device=env.device, dtype=BF16)
-    times = {}
-    for n in names:
-        k = launcher(ks[gemm_name(n, M, N, K)], _gemm.CONFIGS[n])
-        times[n] = time_graph(lambda k=k: k(a, b, c), max(5, args.graph_iters // 4), repeats=3)
-    best = min((t, n) for n, t in times.items() if t is not None)[1] if any(times.values()) else names[0]
-    _best[key] = (best, times)
+    if key not in _best:
+        _best[key] = Alone(env, ks, M, N, K, args)
     return _best[key]
+
+
+def quick(fn, args):
+    """A short graph timing to rank the variants of a fused example (the kept
+    one is timed again, fully, next to the GEMM alone)."""
+    return time_graph(fn, max(4, args.graph_iters // 2), repeats=2, warmup=2)
 
 
 def timed(env, fn, args):
     """(graph us, stream us) of fn, each None where it could not run."""
+    from _common import time_op
     g = time_graph(fn, args.graph_iters) if not args.no_bench else None
     s = time_op(fn, args.iters) if not args.no_bench else None
     return g, s
@@ -117,3 +150,20 @@ def bar_cells(fused_g, fused_s, gemm_g, torch_g, torch_s, gemm_bar=BAR_VS_GEMM, 
         bars.insert(0, "fused / GEMM <= %.2f" % gemm_bar)
     cells["bars (%s)" % ", ".join(bars)] = ", ".join(verdict) or "n/a"
     return cells
+
+
+def sweep(env, args, example, label, variants, check, call):
+    """Try every variant of a fused example: variants is a list of
+    (name, enter) where enter() makes it current (building what it needs);
+    each is checked once with fresh data (check(it) -> bool) and, unless
+    --no-bench, timed briefly (call()). Returns (the fastest variant that
+    passed, or the first, its index; the rows of a table of all)."""
+    rows, best = [], None
+    for i, (name, enter) in enumerate(variants):
+        enter()
+        ok = all_ok(check(1000 + i))
+        us = quick(call, args) if not args.no_bench and ok else None
+        rows.append(row(example + " variants", label, env, ok, variant=name, **{"fused graph us": us}))
+        if us is not None and (best is None or us < best[0]):
+            best = (us, i)
+    return (best[1] if best else 0), rows

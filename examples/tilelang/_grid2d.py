@@ -15,10 +15,14 @@ differ only in what the side stream sends where (cannon.py: a skew, then
 each step's blocks forwarded to the left / upper neighbour as they arrive;
 summa.py: each block straight to its row / column).
 
-The host side (Grid2D) runs the call: entered flags to every peer, the
-example's sends, the fused kernel, the join, and the one-block kernel that
+The host side (Grid2D) runs the call: the blocks that stay on this GPU
+copied on the caller's stream before the GEMM (a copy within one GPU may
+run on the SMs, where it would queue behind GEMM blocks waiting for it),
+then on the side stream the entered flags to every peer and the example's
+sends, beside the fused kernel, the join, and the one-block kernel that
 reports a wait that gave up and zeroes the flags (after the join: Cannon's
-forwards wait on the same flags). The reference is the unfused torch path:
+forwards wait on the same flags). The GPU run tries the fused kernel in
+each configuration built and keeps the faster. The reference is the unfused torch path:
 dist.all_gather_into_tensor of every A and B block (NCCL), the row and
 column rearranged, torch.matmul."""
 import math
@@ -30,7 +34,7 @@ import symm
 import _copyengine as ce
 import _fused as F
 import _gemm
-from _common import all_ok, close, rand, row, skipped, sync_all
+from _common import all_ok, close, rand, row, skipped, sync_all, time_graphs, time_op
 
 PIECES = 4
 
@@ -107,20 +111,22 @@ def kernels(world, cfg):
         return {}
     S = cfg["s"]
     out = F.gemm_kernels(S, S, q * S, world)
-    for c in _gemm.config_names(world):
+    for c in _gemm.fused_config_names(world):
         out[fused_name(c, q, S)] = (lambda c=c: k_grid_gemm(q, S, PIECES, _gemm.CONFIGS[c]))
     out[_gemm.finish_name(2 * q * PIECES)] = lambda: _gemm.k_finish(2 * q * PIECES)
     return out
 
 
 class Grid2D:
-    """The buffers and the call; the example fills self.sends (queued on the
-    side stream after the entered flags) and the kernel's (first, skip_a,
-    skip_b). A and B are the inputs unless the example places them in a slot."""
+    """The buffers and the call; the example queues its sends with
+    send_block (after plan(), then commit()) and sets the kernel's (first,
+    skip_a, skip_b). A and B are the inputs unless the example places them
+    in a slot. use() picks the fused kernel's configuration."""
 
-    def __init__(self, env, fused, finish, q, S, cfg):
+    def __init__(self, env, finish, q, S):
         P, me = env.world, env.rank
-        self.env, self.fused, self.finish, self.q, self.S = env, F.launcher(fused, cfg), finish, q, S
+        self.env, self.finish, self.q, self.S = env, finish, q, S
+        self.fused = None
         self.i, self.j = divmod(me, q)
         self.abuf = symm.zeros((q, S, S), torch.bfloat16)
         self.bbuf = symm.zeros((q, S, S), torch.bfloat16)
@@ -129,11 +135,16 @@ class Grid2D:
         self.entered = symm.zeros((P,), torch.uint64)
         self.rec = torch.zeros(8, dtype=torch.uint64, device=env.device)
         self.one = ce.ones(env.device)
-        self.side = ce.Side(env.device)   # even alone: Cannon's skew is a local copy then
+        self.side = ce.Side(env.device)
         self.announce = [ce.peer(self.entered.data_ptr() + me * 8, p) for p in range(P) if p != me]
-        self.sends = []      # ("copy", dst, src, n) / ("wait", addr) / ("set", addr) / ("flag", dst)
+        self.sends = []      # ("copy", dst, src, n) / ("wait", addr) / ("flag", dst) / ("handshake", addr)
+        self.local = []      # ("copy", dst, src, n) / ("set", addr): on the caller's stream, before the GEMM
+        self.program = None
         self.first, self.skip_a, self.skip_b = 0, -1, -1
         symm.barrier()
+
+    def use(self, fused, cfg):
+        self.fused = F.launcher(fused, cfg)
 
     def pe(self, i, j):
         return (i % self.q) * self.q + (j % self.q)
@@ -146,49 +157,68 @@ class Grid2D:
         buf[dst_slot], piece by piece, each followed by dst_pe's flag; with
         wait_src, each piece once this PE's own flag for it is up (forwarding
         what is still arriving). The first send to a peer waits for its
-        entered flag."""
+        entered flag. A block for this PE itself is copied whole on the
+        caller's stream before the GEMM, its flags set after it."""
         me, n = self.env.rank, self.piece_bytes()
         block = self.S * self.S * 2
         base = buf.data_ptr() + src_slot * block if src_ptr is None else src_ptr
-        if dst_pe != me and ("entered", dst_pe) not in self._greeted:
+        if dst_pe == me:
+            if wait_src:
+                raise ValueError("a forward to this PE itself")
+            self.local.append(("copy", buf.data_ptr() + dst_slot * block, base, block))
+            for p in range(PIECES):
+                self.local.append(("set", flags.data_ptr() + (dst_slot * PIECES + p) * 8))
+            return
+        if ("entered", dst_pe) not in self._greeted:
             self._greeted.add(("entered", dst_pe))
             self.sends.append(("handshake", self.entered.data_ptr() + dst_pe * 8))
         for p in range(PIECES):
             if wait_src:
                 self.sends.append(("wait", flags.data_ptr() + (src_slot * PIECES + p) * 8))
-            dst = buf.data_ptr() + dst_slot * block + p * n
-            flag = flags.data_ptr() + (dst_slot * PIECES + p) * 8
-            if dst_pe != me:
-                dst, flag = ce.peer(dst, dst_pe), ce.peer(flag, dst_pe)
+            dst = ce.peer(buf.data_ptr() + dst_slot * block + p * n, dst_pe)
+            flag = ce.peer(flags.data_ptr() + (dst_slot * PIECES + p) * 8, dst_pe)
             self.sends.append(("copy", dst, base + p * n, n))
-            self.sends.append(("flag", flag) if dst_pe != me else ("set", flag))
+            self.sends.append(("flag", flag))
 
     def plan(self):
-        self.sends, self._greeted = [], set()
+        self.sends, self.local, self._greeted = [], [], set()
+
+    def commit(self):
+        """The side stream's program of a call from the sends queued, its
+        graph captured."""
+        if not self.sends:
+            self.program = None
+            return
+        prog, one = ce.Program(1), self.one.data_ptr()
+        for dst in self.announce:
+            prog.copy(dst, one, 8)
+        for op in self.sends:
+            if op[0] == "copy":
+                prog.copy(op[1], op[2], op[3])
+            elif op[0] == "flag":
+                prog.copy(op[1], one, 8)
+            elif op[0] == "wait":
+                prog.wait_eq(op[1], 1)
+            else:   # handshake: the peer entered this call (its buffers are free)
+                prog.wait_eq(op[1], 1)
+                prog.write(op[1], 0)
+        self.program = prog
+        self.side.prepare(prog)
 
     def __call__(self, a, b, c):
-        s, one = self.side, self.one.data_ptr()
-        if self.sends:
-            s.begin()
+        s = self.side
+        for op in self.local:      # stays here: before the GEMM, on its stream
+            if op[0] == "copy":
+                s.main_copy(op[1], op[2], op[3])
+            else:
+                s.main_write(op[1], 1)
+        if self.program is not None:
+            s.begin(self.program)
         # the GEMM first (see AGGemm.__call__ in ag_gemm.py)
         self.fused(self.env.ctx, self.abuf, self.bbuf, c, self.aflag, self.bflag, self.rec,
                    self.first, self.skip_a, self.skip_b)
-        if self.sends:
-            for dst in self.announce:
-                s.copy(dst, one, 8)
-            for op in self.sends:
-                if op[0] == "copy":
-                    s.copy(op[1], op[2], op[3])
-                elif op[0] == "flag":
-                    s.copy(op[1], one, 8)
-                elif op[0] == "set":
-                    s.write(op[1], 1)
-                elif op[0] == "wait":
-                    s.wait_eq(op[1], 1)
-                else:   # handshake: the peer entered this call (its buffers are free)
-                    s.wait_eq(op[1], 1)
-                    s.write(op[1], 0)
-        if self.sends:
+        if self.program is not None:
+            s.run()
             s.end()      # before the flags are zeroed: forwards wait on them
         self.finish(self.env.ctx, self.flags, self.rec)
 
@@ -200,8 +230,8 @@ class Grid2D:
 
 
 def run(env, ks, cfg, args, example, make):
-    """Check and time one example: make(env, fused, finish, q, S, a, b, cfg)
-    returns the Grid2D with its plan (reading this PE's blocks from a and b)
+    """Check and time one example: make(env, finish, q, S, a, b) returns the
+    Grid2D with its plan committed (reading this PE's blocks from a and b)
     and a function (a, b) -> None that puts them where the plan reads them."""
     import torch.distributed as dist
     P, me = env.world, env.rank
@@ -211,12 +241,11 @@ def run(env, ks, cfg, args, example, make):
     if q is None:
         return [skipped(example, "%d PEs" % P, env, "needs a square number of PEs")]
     i, j = divmod(me, q)
-    best, alone = F.pick_config(env, ks, S, S, q * S, args)
+    alone = F.pick_config(env, ks, S, S, q * S, args)
     a = torch.empty((S, S), dtype=torch.bfloat16, device=env.device)
     b = torch.empty((S, S), dtype=torch.bfloat16, device=env.device)
     c = torch.empty((S, S), dtype=torch.bfloat16, device=env.device)
-    op, place = make(env, ks[fused_name(best, q, S)], ks[_gemm.finish_name(2 * q * PIECES)], q, S, a, b,
-                     _gemm.CONFIGS[best])
+    op, place = make(env, ks[_gemm.finish_name(2 * q * PIECES)], q, S, a, b)
     try:
         scale = (q * S) ** -0.5
 
@@ -235,12 +264,17 @@ def run(env, ks, cfg, args, example, make):
             want = sum(blk("A", it, i * q + kk).float() @ blk("B", it, kk * q + j).float() for kk in range(q))
             return close(c, want, 2e-2, 2e-2)
 
+        names = _gemm.fused_config_names(P)
+        if getattr(args, "gemm_config", None):
+            names = [args.gemm_config]
+        vs = [(n, lambda n=n: op.use(ks[fused_name(n, q, S)], _gemm.CONFIGS[n])) for n in names]
+        best, vrows = F.sweep(env, args, example, label, vs, check, lambda: op(a, b, c))
+        name, enter = vs[best]
+        enter()
         ok = all([check(it) for it in range(args.checks)])
-        times = {"config": best}
+        times = {"config": name}
         if not args.no_bench:
-            fg, fs = F.timed(env, lambda: op(a, b, c), args)
-            gg = alone.get(best)
-            tg = ts = None
+            fns = {"fused graph us": lambda: op(a, b, c), "GEMM alone us": alone.fn()}
             if F.nccl_ok(env):
                 aall = torch.empty((P, S, S), dtype=torch.bfloat16, device=env.device)
                 ball = torch.empty((P, S, S), dtype=torch.bfloat16, device=env.device)
@@ -251,13 +285,18 @@ def run(env, ks, cfg, args, example, make):
                     arow = aall[i * q:(i + 1) * q].permute(1, 0, 2).reshape(S, q * S)
                     bcol = ball[j::q].reshape(q * S, S)
                     torch.matmul(arow, bcol, out=c)
-                tg, ts = F.timed(env, ref, args)
+                fns["torch+NCCL graph us"] = ref
+            got = time_graphs(fns, args.graph_iters)
+            fg, gg, tg = got["fused graph us"], got["GEMM alone us"], got.get("torch+NCCL graph us")
+            fs = time_op(lambda: op(a, b, c), args.iters)
+            ts = time_op(fns["torch+NCCL graph us"], args.iters) if F.nccl_ok(env) else None
             times.update({"fused graph us": fg, "fused stream us": fs, "GEMM alone us": gg,
-                          "torch+NCCL graph us": tg, "torch+NCCL stream us": ts,
-                          "CE calls per call": str(op.side.calls)})
+                          "GEMM alone config": alone.best, "torch+NCCL graph us": tg, "torch+NCCL stream us": ts,
+                          "CE calls per call": str(op.program.count() if op.program else 0),
+                          "copies within this GPU": str(sum(x[0] == "copy" for x in op.local))})
             # Cannon's and SUMMA's bar: at least as fast as the unfused torch path
             times.update(F.bar_cells(fg, fs, gg, tg, ts, gemm_bar=None, torch_bar=1.0))
             ok = check(args.checks) and ok
     finally:
         op.close()
-    return [row(example, label, env, all_ok(ok), **times)]
+    return [row(example, label, env, all_ok(ok), **times)] + vrows

@@ -1,7 +1,8 @@
 """Cannon's algorithm on a sqrt(P) x sqrt(P) PE grid (P = 1, 4, 9...), M = N =
 K = q S, bf16: C_ij = sum_k A_ik B_kj. The blocks travel as Cannon moves
 them, on the copy engines (_grid2d.py): the skew (A_ij to PE (i, j - i), B_ij
-to PE (i - j, j), into slot 0), then at each step s every PE forwards its
+to PE (i - j, j), into slot 0; a block the skew leaves on its PE is copied
+into slot 0 on the caller's stream before the GEMM), then at each step s every PE forwards its
 slot s - 1 blocks to its left / upper neighbour's slot s, piece by piece as
 they arrive (the side stream waits for each piece's flag on the GPU, no SM).
 One GEMM kernel (_grid2d.k_grid_gemm) runs all q steps in one pipeline,
@@ -21,8 +22,8 @@ def kernels(world, cfg):
     return _grid2d.kernels(world, cfg)
 
 
-def make(env, fused, finish, q, S, a, b, cfg):
-    g = _grid2d.Grid2D(env, fused, finish, q, S, cfg)
+def make(env, finish, q, S, a, b):
+    g = _grid2d.Grid2D(env, finish, q, S)
     i, j = g.i, g.j
     g.plan()
     # the skew: step 0's blocks, from the inputs
@@ -33,6 +34,7 @@ def make(env, fused, finish, q, S, a, b, cfg):
         g.send_block(g.abuf, g.aflag, s - 1, g.pe(i, j - 1), s, wait_src=True)
         g.send_block(g.bbuf, g.bflag, s - 1, g.pe(i - 1, j), s, wait_src=True)
     g.first, g.skip_a, g.skip_b = 0, -1, -1
+    g.commit()
     return g, lambda a, b: None
 
 

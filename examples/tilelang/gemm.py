@@ -3,8 +3,11 @@ producer warp group, wgmma in two consumer warp groups, bf16 in, fp32
 accumulation, bf16 out) against torch.matmul, at the per-PE shapes of the
 fused examples on 4 PEs, in every tile configuration: the table says how
 close each comes to cuBLAS (bar: 0.9x torch.matmul's speed) and which one the
-fused examples will use (the fastest). Each PE times its own GPU; the
-slowest PE's time counts. Checked against torch.matmul with fresh data.
+fused examples will use (the fastest). Every configuration and torch.matmul
+are timed on the same random operands with their graph replays interleaved
+(_fused.Alone), so that each runs at the same clock. Each PE times its own
+GPU; the slowest PE's time counts. Checked against torch.matmul with fresh
+data.
 
     torchrun --nproc-per-node N examples/tilelang/gemm.py [--aot build-tilelang]"""
 import sys
@@ -36,8 +39,8 @@ def run(env, ks, cfg, args):
     a = torch.empty((M, K), dtype=torch.bfloat16, device=env.device)
     b = torch.empty((K, N), dtype=torch.bfloat16, device=env.device)
     c = torch.empty((M, N), dtype=torch.bfloat16, device=env.device)
-    best, times = F.pick_config(env, ks, M, N, K, args)
-    mm = F.time_graph(lambda: torch.matmul(a, b, out=c), args.graph_iters) if not args.no_bench else None
+    alone = F.pick_config(env, ks, M, N, K, args)
+    best, times, mm = alone.best, alone.times, alone.torch_us
     flop = 2.0 * M * N * K
     rows = []
     for name in [n for n in _gemm.CONFIGS if F.gemm_name(n, M, N, K) in ks]:
@@ -49,6 +52,7 @@ def run(env, ks, cfg, args):
             c.zero_()
             sync_all()
             k(a, b, c)
+            sync_all()
             ok = ok and close(c, a @ b, 2e-2, 2e-2)
         t = times.get(name)
         cells = {"config": name + (" (used)" if name == best else ""), "tilelang us": t, "torch.matmul us": mm,

@@ -15,12 +15,19 @@ is done, waits for the P-1 peers' partials of its tile (their flags, in its
 consumer warps), adds them to its fp32 accumulator and stores the result:
 the reduction costs no pass of its own.
 
+How the host moves the sub-chunks is a plan (PLANS): one by one on one side
+stream, two at a time (one copy and one flag copy for both), a side stream
+per owner, or the owners alternating between two streams; the GPU run tries
+every configuration, sub-chunk count and plan (_fused.sweep) and keeps the
+fastest.
+
 Like ag_gemm.py, a call is a fixed protocol of flags set to 1 and reset to
 0, with `entered` telling a peer that this PE no longer reads its receive
 slots (so it may copy into them) and a one-block kernel at the end that
 reports a wait that gave up and zeroes the flags. No SM copies anything.
 Against torch.matmul then dist.reduce_scatter_tensor (NCCL), and the GEMM
-alone at the same per-PE shape.
+alone at the same per-PE shape, with the fused kernel alone (flags set
+beforehand) and the copies alone (counts set beforehand) beside them.
 
     torchrun --nproc-per-node N examples/tilelang/gemm_rs.py [--aot build-tilelang]"""
 import sys
@@ -32,9 +39,12 @@ import symm
 import _copyengine as ce
 import _fused as F
 import _gemm
-from _common import all_ok, close, example_main, rand, row, skipped, sync_all
+from _common import all_ok, close, example_main, rand, row, skipped, sync_all, time_graphs, time_op
 
-CONFIGS = [dict(m=8192, k=8192, n=8192, subs=4), dict(m=4096, k=28672, n=8192, subs=2)]
+# subs: the kernel's sub-chunks per owner, the first the default; two (and
+# one at the LLM shape) keep the GEMM's groups of 8 row tiles
+CONFIGS = [dict(m=8192, k=8192, n=8192, subs=(4, 2)), dict(m=4096, k=28672, n=8192, subs=(2, 1))]
+PLANS = ("1 lane", "1 lane, sub-chunk pairs", "a lane per owner", "2 lanes, owners alternate")
 
 
 def k_gemm_rs(P, M, K, N, subs, cfg):
@@ -107,70 +117,132 @@ def _shape(world, cfg):
     return cfg["m"], cfg["k"] // world, cfg["n"]   # M, K, N per PE
 
 
-def fused_name(c, world, cfg):
-    return "gemm_rs_%s_p%d_m%d_k%d_n%d_s%d" % (c, world, cfg["m"], cfg["k"], cfg["n"], cfg["subs"])
+def fused_name(c, world, cfg, subs):
+    return "gemm_rs_%s_p%d_m%d_k%d_n%d_s%d" % (c, world, cfg["m"], cfg["k"], cfg["n"], subs)
 
 
 def kernels(world, cfg):
     M, K, N = _shape(world, cfg)
     out = F.gemm_kernels(M, N, K, world)
-    for c in _gemm.config_names(world):
-        out[fused_name(c, world, cfg)] = (lambda c=c: k_gemm_rs(world, M, K, N, cfg["subs"], _gemm.CONFIGS[c]))
-    out[_gemm.finish_name(world * cfg["subs"])] = lambda: _gemm.k_finish(world * cfg["subs"])
+    for c in _gemm.fused_config_names(world):
+        for sb in cfg["subs"]:
+            out[fused_name(c, world, cfg, sb)] = (lambda c=c, sb=sb: k_gemm_rs(world, M, K, N, sb,
+                                                                                _gemm.CONFIGS[c]))
+    for sb in cfg["subs"]:
+        out[_gemm.finish_name(world * sb)] = lambda sb=sb: _gemm.k_finish(world * sb)
     return out
 
 
 class GemmRS:
-    """out (this PE's m/P rows) = reduce_scatter(A @ B): op(A, B, out)."""
+    """out (this PE's m/P rows) = reduce_scatter(A @ B): pick a variant with
+    use(), then op(A, B, out)."""
 
-    def __init__(self, env, fused, finish, M, N, subs, cfg):
-        P, me = env.world, env.rank
-        self.env, self.fused, self.finish = env, F.launcher(fused, cfg), finish
+    def __init__(self, env, M, N, max_subs):
+        P = env.world
+        self.env, self.N = env, N
         self.m_loc = M // P
-        sub_rows = self.m_loc // subs
         self.stage = torch.empty((P, self.m_loc, N), dtype=torch.bfloat16, device=env.device)
         self.recv = symm.zeros((P, self.m_loc, N), torch.bfloat16)
-        self.done = symm.zeros((P * subs,), torch.uint64)
-        self.rflag = symm.zeros((P * subs,), torch.uint64)
+        self.done = symm.zeros((P * max_subs,), torch.uint64)
+        self.rflag = symm.zeros((P * max_subs,), torch.uint64)
         self.entered = symm.zeros((P,), torch.uint64)
         self.rec = torch.zeros(8, dtype=torch.uint64, device=env.device)
-        self.one = ce.ones(env.device)
-        self.side = ce.Side(env.device) if P > 1 else None
-        es, piece = 8, sub_rows * N * 2
-        tiles_sub = (sub_rows // cfg["bm"]) * (N // cfg["bn"])
-        self.sends = []   # per owner, in band order: (its entered word, sub-chunks)
-        for b in range(P - 1):
-            c = (me + 1 + b) % P
-            subs_c = []
-            for s in range(subs):
-                src = self.stage.data_ptr() + (c * self.m_loc * N) * 2 + s * piece
-                dst = ce.peer(self.recv.data_ptr() + (me * self.m_loc * N) * 2 + s * piece, c)
-                flag = ce.peer(self.rflag.data_ptr() + (me * subs + s) * es, c)
-                subs_c.append((self.done.data_ptr() + (c * subs + s) * es, tiles_sub, dst, src, piece, flag))
-            self.sends.append((self.entered.data_ptr() + c * es, subs_c))
-        self.announce = [ce.peer(self.entered.data_ptr() + me * es, q) for q in range(P) if q != me]
+        self.ones = ce.ones(env.device, max_subs)
+        self.side = ce.Side(env.device, lanes=max(2, P - 1))
+        self.programs = {}   # (subs, plan, tiles per sub-chunk) -> ce.Program
+        self.fused = self.finish = self.program = None
+        self.subs, self.plan = None, None
         symm.barrier()
 
+    def use(self, fused, finish, cfg, subs, plan):
+        """The fused kernel (built for `subs` sub-chunks), its finish kernel
+        and the side streams' plan of the calls that follow."""
+        P = self.env.world
+        if plan not in PLANS:
+            raise ValueError("gemm_rs: no plan %r (%s)" % (plan, ", ".join(PLANS)))
+        if subs > self.ones.numel() or self.m_loc % subs:
+            raise ValueError("gemm_rs: %d sub-chunks of %d rows (at most %d)" % (subs, self.m_loc,
+                                                                              self.ones.numel()))
+        self.fused, self.finish = F.launcher(fused, cfg), finish
+        self.subs, self.plan = subs, plan
+        self.flags, self.counts = self.rflag[:P * subs], self.done[:P * subs]
+        self.tiles_sub = (self.m_loc // subs // cfg["bm"]) * (self.N // cfg["bn"])
+        if P > 1:
+            key = (subs, plan, self.tiles_sub)
+            if key not in self.programs:
+                self.programs[key] = self._program(subs, plan)
+                self.side.prepare(self.programs[key])
+            self.program = self.programs[key]
+
+    def _program(self, subs, plan):
+        """Every side-stream operation of one call (see PLANS)."""
+        P, me, N = self.env.world, self.env.rank, self.N
+        es, one = 8, self.ones.data_ptr()
+        piece = self.m_loc // subs * N * 2
+        lanes = {"a lane per owner": P - 1, "2 lanes, owners alternate": 2}.get(plan, 1)
+        prog = ce.Program(lanes)
+        for q in range(P):                        # entered: our receive slots are free
+            if q != me:
+                prog.copy(ce.peer(self.entered.data_ptr() + me * es, q), one, es)
+        for b in range(P - 1):                    # owners in the GEMM's band order
+            c = (me + 1 + b) % P
+            lane = {"a lane per owner": b, "2 lanes, owners alternate": b % 2}.get(plan, 0)
+            entered = self.entered.data_ptr() + c * es
+            prog.wait_eq(entered, 1, lane)        # the owner entered: its slot for us is free
+            prog.write(entered, 0, lane)
+            step = 2 if plan == "1 lane, sub-chunk pairs" else 1
+            for s0 in range(0, subs, step):
+                n = min(step, subs - s0)
+                for s in range(s0, s0 + n):
+                    done = self.done.data_ptr() + (c * subs + s) * es
+                    prog.wait_ge(done, self.tiles_sub, lane)   # every tile of the sub-chunk stored
+                    prog.write(done, 0, lane)
+                src = self.stage.data_ptr() + (c * self.m_loc * N) * 2 + s0 * piece
+                dst = ce.peer(self.recv.data_ptr() + (me * self.m_loc * N) * 2 + s0 * piece, c)
+                prog.copy(dst, src, n * piece, lane)
+                prog.copy(ce.peer(self.rflag.data_ptr() + (me * subs + s0) * es, c), one, n * es, lane)
+        return prog
+
     def __call__(self, a, b, out):
-        s, one = self.side, self.one.data_ptr()
-        if s is not None:
-            s.begin()
+        s, prog = self.side, self.program
+        if prog is not None:
+            s.begin(prog)
         # the GEMM first (see AGGemm.__call__ in ag_gemm.py)
-        self.fused(self.env.ctx, a, b, self.stage, self.recv, out, self.done, self.rflag, self.rec)
-        if s is not None:
-            for dst in self.announce:             # entered: our receive slots are free
-                s.copy(dst, one, 8)
-            for entered, subs_c in self.sends:
-                s.wait_eq(entered, 1)             # the owner entered: its slot for us is free
-                s.write(entered, 0)
-                for done, tiles, dst, src, n, flag in subs_c:
-                    s.wait_ge(done, tiles)        # every tile of the sub-chunk stored
-                    s.write(done, 0)
-                    s.copy(dst, src, n)
-                    s.copy(flag, one, 8)
-        self.finish(self.env.ctx, self.rflag, self.rec)
-        if s is not None:
+        self.fused(self.env.ctx, a, b, self.stage, self.recv, out, self.counts, self.flags, self.rec)
+        if prog is not None:
+            s.run()
+        self.finish(self.env.ctx, self.flags, self.rec)
+        if prog is not None:
             s.end()
+
+    def _peer_words(self, t):
+        """The words of t (flags or counts, [PE][sub-chunk]) of every PE but this one."""
+        P, me = self.env.world, self.env.rank
+        return [t.data_ptr() + (x * self.subs + j) * 8 for x in range(P) if x != me for j in range(self.subs)]
+
+    def kernel_only(self, a, b, out):
+        """The fused kernel with its flags set beforehand (one fill): no
+        communication (the own band adds whatever the receive slots hold);
+        the counts its tiles leave are zeroed after it."""
+        self.side.main_fill(self.flags, 1)
+        self.fused(self.env.ctx, a, b, self.stage, self.recv, out, self.counts, self.flags, self.rec)
+        self.side.main_fill(self.counts, 0)
+        self.finish(self.env.ctx, self.flags, self.rec)
+
+    def comm_only(self):
+        """The side streams' work of a call without the GEMM (the counts set
+        as the GEMM would leave them): the caller's stream waits for the
+        peers' flags before the finish kernel zeroes them."""
+        s, prog = self.side, self.program
+        if prog is None:
+            return
+        s.main_fill(self.counts, self.tiles_sub)     # this PE's own counts are never read
+        s.begin(prog)
+        s.run()
+        for addr in self._peer_words(self.flags):
+            s.main_wait_eq(addr, 1)
+        self.finish(self.env.ctx, self.flags, self.rec)
+        s.end()
 
     def close(self):
         torch.cuda.synchronize()
@@ -179,18 +251,35 @@ class GemmRS:
             symm.free_tensor(t)
 
 
+def variants(op, ks, world, cfg, args):
+    """(name, enter) of every fused variant built: configuration, sub-chunks, plan."""
+    names = _gemm.fused_config_names(world)
+    forced = getattr(args, "gemm_config", None)
+    if forced:
+        names = [forced]
+    out = []
+    for c in names:
+        for sb in cfg["subs"]:
+            fused = ks.get(fused_name(c, world, cfg, sb))
+            if fused is None:
+                raise KeyError("%s is not built (examples/tilelang/build.py)" % fused_name(c, world, cfg, sb))
+            for plan in (PLANS if world > 1 else PLANS[:1]):
+                out.append(("%s, %d sub-chunk%s, %s" % (c, sb, "s" if sb > 1 else "", plan),
+                            lambda c=c, sb=sb, plan=plan, fused=fused: op.use(
+                                fused, ks[_gemm.finish_name(world * sb)], _gemm.CONFIGS[c], sb, plan)))
+    return out
+
+
 def run(env, ks, cfg, args):
     import torch.distributed as dist
     P, me = env.world, env.rank
     M, K, N = _shape(P, cfg)
-    label = "M=%d K=%d N=%d (per PE: %dx%dx%d), %d sub-chunks per owner" % (cfg["m"], cfg["k"], N, M, K, N,
-                                                                          cfg["subs"])
+    label = "M=%d K=%d N=%d (per PE: %dx%dx%d)" % (cfg["m"], cfg["k"], N, M, K, N)
     if cfg["m"] % P or cfg["k"] % P:
         return [skipped("gemm_rs", label, env, "M and K must divide by the PE count")]
     m_loc = M // P
-    best, alone = F.pick_config(env, ks, M, N, K, args)
-    op = GemmRS(env, ks[fused_name(best, P, cfg)], ks[_gemm.finish_name(P * cfg["subs"])], M, N, cfg["subs"],
-                _gemm.CONFIGS[best])
+    alone = F.pick_config(env, ks, M, N, K, args)
+    op = GemmRS(env, M, N, max(cfg["subs"]))
     try:
         a = torch.empty((M, K), dtype=torch.bfloat16, device=env.device)
         b = torch.empty((K, N), dtype=torch.bfloat16, device=env.device)
@@ -210,27 +299,36 @@ def run(env, ks, cfg, args):
                        for p in range(P))
             return close(out, want, 2e-2, 2e-2)
 
+        vs = variants(op, ks, P, cfg, args)
+        best, vrows = F.sweep(env, args, "gemm_rs", label, vs, check, lambda: op(a, b, out))
+        name, enter = vs[best]
+        enter()
         ok = all([check(it) for it in range(args.checks)])
-        times = {"config": best}
+        times = {"variant": name, "GEMM alone config": alone.best}
         if not args.no_bench:
-            fg, fs = F.timed(env, lambda: op(a, b, out), args)
-            gg = alone.get(best)
             full = torch.empty((M, N), dtype=torch.bfloat16, device=env.device)
-            mm = F.time_graph(lambda: torch.matmul(a, b, out=full), args.graph_iters)
-            tg = ts = None
+            fns = {"fused graph us": lambda: op(a, b, out), "GEMM alone us": alone.fn(),
+                   "torch.matmul us": lambda: torch.matmul(alone.a, alone.b, out=alone.c),
+                   "fused kernel only us": lambda: op.kernel_only(a, b, out), "copies only us": op.comm_only}
             if F.nccl_ok(env):
                 def ref():
                     torch.matmul(a, b, out=full)
                     dist.reduce_scatter_tensor(out, full)
-                tg, ts = F.timed(env, ref, args)
-            times.update({"fused graph us": fg, "fused stream us": fs, "GEMM alone us": gg,
-                          "torch.matmul us": mm, "torch+NCCL graph us": tg, "torch+NCCL stream us": ts,
-                          "CE calls per call": str(op.side.calls) if op.side else "0"})
-            times.update(F.bar_cells(fg, fs, gg, tg, ts))
+                fns["torch+NCCL graph us"] = ref
+            got = time_graphs(fns, args.graph_iters)
+            got["fused stream us"] = time_op(lambda: op(a, b, out), args.iters)
+            got["torch+NCCL stream us"] = time_op(fns["torch+NCCL graph us"], args.iters) if F.nccl_ok(env) else None
+            times.update({k: got.get(k) for k in ("fused graph us", "fused stream us", "GEMM alone us",
+                                                  "torch.matmul us", "torch+NCCL graph us", "torch+NCCL stream us",
+                                                  "fused kernel only us", "copies only us")})
+            times["CE calls per call"] = str(op.program.count()) if op.program else "0"
+            times["side work"] = ("graph" if op.side.graphed(op.program) else "queued") if op.program else "-"
+            times.update(F.bar_cells(got["fused graph us"], got["fused stream us"], got["GEMM alone us"],
+                                     got.get("torch+NCCL graph us"), got["torch+NCCL stream us"]))
             ok = check(args.checks) and ok   # fresh data after the timed calls
     finally:
         op.close()
-    return [row("gemm_rs", label, env, all_ok(ok), **times)]
+    return [row("gemm_rs", label, env, all_ok(ok), **times)] + vrows
 
 
 if __name__ == "__main__":

@@ -14,7 +14,11 @@ from build import EXAMPLES
 
 GEMM_TABLES = {"gemm": "GEMM alone vs torch.matmul", "ag_gemm": "all-gather + GEMM (copy engines)",
                "gemm_rs": "GEMM + reduce-scatter (copy engines)", "cannon": "Cannon and SUMMA (copy engines)",
-               "summa": "Cannon and SUMMA (copy engines)"}
+               "summa": "Cannon and SUMMA (copy engines)",
+               "ag_gemm variants": "all-gather + GEMM: every variant tried (short timings; the fastest is kept)",
+               "gemm_rs variants": "GEMM + reduce-scatter: every variant tried (short timings; the fastest is kept)",
+               "cannon variants": "Cannon and SUMMA: every variant tried (short timings; the fastest is kept)",
+               "summa variants": "Cannon and SUMMA: every variant tried (short timings; the fastest is kept)"}
 
 
 def main():

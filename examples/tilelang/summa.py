@@ -5,8 +5,9 @@ in their slots (A_ij is step j's A of row i, B_ij step i's B of column j),
 and go on the copy engines (_grid2d.py) straight into the same slot of each
 row / column peer, piece by piece, in the order the peers need them. One
 GEMM kernel (_grid2d.k_grid_gemm) runs all q steps in one pipeline, starting
-with step j (its A is here) and waiting, in each tile's producer warps, for
-the pieces it reads next. Against the unfused torch path (all-gather of
+with step i (its B is here, so a tile first waits only for the piece of A
+holding its rows) and waiting, in each tile's producer warps, for the
+pieces it reads next. Against the unfused torch path (all-gather of
 every block with NCCL, torch.matmul).
 
     torchrun --nproc-per-node 4 examples/tilelang/summa.py [--aot build-tilelang]"""
@@ -22,20 +23,24 @@ def kernels(world, cfg):
     return _grid2d.kernels(world, cfg)
 
 
-def make(env, fused, finish, q, S, a, b, cfg):
-    g = _grid2d.Grid2D(env, fused, finish, q, S, cfg)
+def make(env, finish, q, S, a, b):
+    g = _grid2d.Grid2D(env, finish, q, S)
     i, j = g.i, g.j
     g.plan()
-    # PE (x, y) runs steps y, y+1, ...: it needs A_ij (step j, row peers x = i)
-    # at its step (j - y) % q and B_ij (step i, column peers y = j) at (i - j) % q
-    sends = [((i - j) % q, "B", g.pe(ii, j)) for ii in range(q) if ii != i]
-    sends += [((j - jj) % q, "A", g.pe(i, jj)) for jj in range(q) if jj != j]
+    # PE (x, y) runs steps x, x+1, ...: step x's B is its own, and a tile
+    # waits only for the piece of A holding its rows there (a B piece, by
+    # rows of K, every tile reads). It needs A_ij (row peers x = i, step j)
+    # at its position (j - i) % q and B_ij (column peers y = j, step i) at
+    # position (i - x) % q: sent in that order, A first at a tie.
+    sends = [((j - i) % q, "A", g.pe(i, y)) for y in range(q) if y != j]
+    sends += [((i - x) % q, "B", g.pe(x, j)) for x in range(q) if x != i]
     for _, kind, dst in sorted(sends):
         if kind == "A":
             g.send_block(g.abuf, g.aflag, j, dst, j)
         else:
             g.send_block(g.bbuf, g.bflag, i, dst, i)
-    g.first, g.skip_a, g.skip_b = j, j, i
+    g.first, g.skip_a, g.skip_b = i, j, i
+    g.commit()
 
     def place(a, b):
         g.abuf[j].copy_(a)

@@ -23,6 +23,7 @@ import ctypes
 import os
 import random
 import sys
+import threading
 import types
 
 import torch
@@ -72,10 +73,18 @@ class Sim:
         self.heaps = [torch.zeros(self.HEAP, dtype=torch.uint8) for _ in range(P)]
         self.bases = [h.data_ptr() for h in self.heaps]
         self.bump = [0] * P
-        self.cur = 0
-        self.streams = {(p, s): [] for p in range(P) for s in ("main", "side")}
-        self.pos = {k: 0 for k in self.streams}
+        self._local = threading.local()   # the PE queuing (one thread per PE in tilelang_example_hosts.py)
+        self.streams = {}   # (p, "main" / "side<lane>") -> ops in order
+        self.pos = {}
         self.running = {}   # (p, stream) -> Kernel at the head of that stream
+
+    @property
+    def cur(self):
+        return getattr(self._local, "pe", 0)
+
+    @cur.setter
+    def cur(self, pe):
+        self._local.pe = pe
 
     # -- the fake symm module -------------------------------------------------------
     def zeros(self, shape, dtype):
@@ -107,23 +116,32 @@ class Sim:
 
     # -- queuing ------------------------------------------------------------------------
     def queue(self, stream, op, pe=None):
-        self.streams[(self.cur if pe is None else pe, stream)].append(op)
+        key = (self.cur if pe is None else pe, stream)
+        self.pos.setdefault(key, 0)
+        self.streams.setdefault(key, []).append(op)
 
     def host(self, fn, what="host"):
         """A stream-ordered operation on the current PE's main stream (a torch op there)."""
         self.queue("main", Op("host", run=fn, what=what))
 
-    def event_wait(self, stream, other):
-        """`stream` of the current PE waits for what is queued on `other` so far."""
-        p = self.cur
-        key, n = (p, other), len(self.streams[(p, other)])
-        self.queue(stream, Op("event", ready=lambda: self.pos[key] >= n, what="event on %s %d" % (other, n)))
+    def event_wait(self, stream, other, pe=None):
+        """`stream` of PE pe (the current one) waits for what is queued on `other` so far."""
+        p = self.cur if pe is None else pe
+        key, n = (p, other), len(self.streams.get((p, other), []))
+        self.pos.setdefault(key, 0)
+        self.queue(stream, Op("event", ready=lambda: self.pos[key] >= n, what="event on %s %d" % (other, n)), p)
 
     def kernel(self, name, tiles, nsm=0):
         """A grid of one block per tile, or (nsm > 0) a persistent grid of nsm
         blocks, block b taking tiles b, b + nsm, ..."""
         blocks = [[t] for t in tiles] if nsm <= 0 else [tiles[b::nsm] for b in range(nsm)]
         self.queue("main", Op("kernel", run=(name, [b for b in blocks if b]), what=name))
+
+    def free_slot(self, pe):
+        """Whether PE pe has a block slot that its main stream's kernel (if any)
+        neither holds nor will fill with a block of its own first."""
+        k = self.running.get((pe, "main"))
+        return k is None or (k.next == len(k.blocks) and len(k.resident) < k.nsm)
 
     # -- running --------------------------------------------------------------------------
     def run(self, limit=10 ** 7):
@@ -176,34 +194,78 @@ class Sim:
 
 
 class FakeSide:
-    """_copyengine.Side on the model: the same calls, queued on the side stream."""
+    """_copyengine.Side on the model: the same calls; a program's operations
+    are queued on its lanes (streams "side0", "side1", ...) of this PE, the
+    real Program (with its checks) describing them. A copy with both ends on
+    this PE's GPU may run on the SMs in CUDA: here it needs a block slot that
+    the kernel on the main stream does not hold (Program refuses such copies
+    on a side stream; the model would show the deadlock they cause)."""
 
-    def __init__(self, sim):
-        self.sim, self.pe, self.calls = sim, sim.cur, 0
+    def __init__(self, sim, lanes=1):
+        self.sim, self.pe, self.lanes = sim, sim.cur, lanes
+        self.prepared = set()
+        self.prog = None
 
-    def begin(self):
+    def prepare(self, program):
+        assert program.lanes <= self.lanes
+        self.prepared.add(id(program))
+
+    def graphed(self, program):
+        return id(program) in self.prepared
+
+    def begin(self, program):
         assert self.sim.cur == self.pe
-        self.sim.event_wait("side", "main")
-        self.calls = 0
+        assert program.lanes <= self.lanes
+        self.prog = program
+        for lane in range(program.lanes):
+            self.sim.event_wait("side%d" % lane, "main")
+
+    def _mine(self, addr):
+        """Whether addr is this PE's memory (its heap, or no heap: a tensor of its own)."""
+        for p, b in enumerate(self.sim.bases):
+            if b <= addr < b + self.sim.HEAP:
+                return p == self.pe
+        return True
+
+    def run(self):
+        sim, pe = self.sim, self.pe
+        for op in self.prog.ops:
+            kind, lane = op[0], "side%d" % op[1]
+            if kind == "copy":
+                dst, src, n = op[2], op[3], op[4]
+                on_sms = self._mine(dst) and self._mine(src)
+                sim.queue(lane, Op("copy", run=lambda dst=dst, src=src, n=n: ctypes.memmove(dst, src, n),
+                                   ready=(lambda: sim.free_slot(pe)) if on_sms else None,
+                                   what="copy %d%s" % (n, " on the SMs" if on_sms else "")), pe)
+            elif kind in ("wait_eq", "wait_ge"):
+                addr, v = op[2], op[3]
+                ready = ((lambda addr=addr, v=v: u64(addr).value == v) if kind == "wait_eq" else
+                         (lambda addr=addr, v=v: u64(addr).value >= v))
+                sim.queue(lane, Op("wait", ready=ready, what="%s %d" % (kind, v)), pe)
+            elif kind == "write":
+                addr, v = op[2], op[3]
+                sim.queue(lane, Op("write", run=lambda addr=addr, v=v: setattr(u64(addr), "value", v),
+                                   what="write %d" % v), pe)
+            else:   # after
+                sim.event_wait(lane, "side%d" % op[2], pe)
 
     def end(self):
-        self.sim.event_wait("main", "side")
+        for lane in range(self.prog.lanes):
+            self.sim.event_wait("main", "side%d" % lane)
 
-    def copy(self, dst, src, n):
-        self.calls += 1
-        self.sim.queue("side", Op("copy", run=lambda: ctypes.memmove(dst, src, n), what="copy %d" % n), self.pe)
+    def main_copy(self, dst, src, n):
+        self.sim.queue("main", Op("copy", run=lambda: ctypes.memmove(int(dst), int(src), n), what="main copy"),
+                       self.pe)
 
-    def wait_eq(self, addr, v):
-        self.calls += 1
-        self.sim.queue("side", Op("wait", ready=lambda: u64(addr).value == v, what="wait == %d" % v), self.pe)
+    def main_fill(self, words, v):
+        self.sim.queue("main", Op("fill", run=lambda: words.view(torch.int64).fill_(v), what="main fill"), self.pe)
 
-    def wait_ge(self, addr, v):
-        self.calls += 1
-        self.sim.queue("side", Op("wait", ready=lambda: u64(addr).value >= v, what="wait >= %d" % v), self.pe)
+    def main_write(self, addr, v):
+        self.sim.queue("main", Op("write", run=lambda: setattr(u64(int(addr)), "value", v), what="main write"),
+                       self.pe)
 
-    def write(self, addr, v):
-        self.calls += 1
-        self.sim.queue("side", Op("write", run=lambda: setattr(u64(addr), "value", v), what="write %d" % v),
+    def main_wait_eq(self, addr, v):
+        self.sim.queue("main", Op("wait", ready=lambda: u64(int(addr)).value == v, what="main wait == %d" % v),
                        self.pe)
 
 
@@ -360,59 +422,87 @@ def close(x, y):
     return torch.allclose(x.float(), y, rtol=2e-2, atol=2e-2 * float(y.abs().max()))
 
 
+# after each variant's plain calls: the diagnostic calls the GPU run times
+# (copies alone, kernel alone), then a plain one again
+EXTRA = ("comm", "kernel", "fused")
+
+
+def calls_of(op, mode, *args):
+    if mode == "fused":
+        op(*args)
+    elif mode == "kernel":
+        op.kernel_only(*args)
+    else:
+        op.comm_only()
+
+
 def scenario_ag(sim, mods, P, calls, cfg):
+    """Every piece count and plan, one after the other without a pause."""
     ag = mods["ag_gemm"]
-    m_loc, K, N, chunks = 2 * 2 * CFG["bm"], 32, 2 * CFG["bn"], 2
+    m_loc, K, N = 2 * 2 * CFG["bm"], 32, 2 * CFG["bn"]
     m = P * m_loc
+    chunk_list = (2, 1)
+    plans = ag.PLANS if P > 1 else ag.PLANS[:1]
     ops, outs = [], {}
     for p in range(P):
         sim.cur = p
-        env = Env(p, P)
-        op = ag.AGGemm(env, ag_kernel(sim, P, m_loc, N, chunks, cfg, mods["_gemm"].tile_mn, mods["_gemm"].group_of),
-                       finish_kernel(sim, P * chunks), m, K, chunks, cfg)
+        op = ag.AGGemm(Env(p, P), m, K, max(chunk_list))
         ops.append((op, torch.empty(K, N, dtype=BF16), torch.empty(m, N, dtype=BF16)))
-    for i in range(calls):
+    seq = [(ch, plan, mode) for ch in chunk_list for plan in plans for mode in ("fused",) * calls + EXTRA]
+    for i, (ch, plan, mode) in enumerate(seq):
         for p in range(P):
             sim.cur = p
             op, b, c = ops[p]
+            op.use(ag_kernel(sim, P, m_loc, N, ch, cfg, mods["_gemm"].tile_mn, mods["_gemm"].group_of),
+                   finish_kernel(sim, P * ch), cfg, ch, plan)
             sim.host(lambda op=op, b=b, i=i, p=p: (op.shard().copy_(rnd((m_loc, K), "A", i, p)),
                                                    b.copy_(rnd((K, N), "B", i, p))), "inputs")
-            op(b, c)
-            sim.host(lambda c=c, i=i, p=p: outs.__setitem__((i, p), c.clone()), "output")
+            calls_of(op, mode, b, c)
+            if mode == "fused":
+                sim.host(lambda c=c, i=i, p=p: outs.__setitem__((i, p), c.clone()), "output")
     sim.run()
-    for i in range(calls):
+    for i, (ch, plan, mode) in enumerate(seq):
+        if mode != "fused":
+            continue
         full = torch.cat([rnd((m_loc, K), "A", i, p) for p in range(P)])
         for p in range(P):
             want = mm(full, rnd((K, N), "B", i, p))
-            assert close(outs[(i, p)], want), "ag_gemm: call %d PE %d wrong" % (i, p)
+            assert close(outs[(i, p)], want), "ag_gemm %d pieces, %s: call %d PE %d wrong" % (ch, plan, i, p)
 
 
 def scenario_rs(sim, mods, P, calls, cfg):
+    """Every sub-chunk count and plan, one after the other without a pause."""
     rs = mods["gemm_rs"]
-    subs = 2
-    m_loc, K, N = subs * 2 * CFG["bm"], 32, 2 * CFG["bn"]
+    sub_list = (2, 1)
+    m_loc, K, N = 2 * 2 * CFG["bm"], 32, 2 * CFG["bn"]
     M = P * m_loc
+    plans = rs.PLANS if P > 1 else rs.PLANS[:1]
     ops, outs = [], {}
     for p in range(P):
         sim.cur = p
-        env = Env(p, P)
-        op = rs.GemmRS(env, rs_kernel(sim, P, M, N, subs, cfg, mods["_gemm"].tile_mn, mods["_gemm"].group_of),
-                       finish_kernel(sim, P * subs), M, N, subs, cfg)
+        op = rs.GemmRS(Env(p, P), M, N, max(sub_list))
         ops.append((op, torch.empty(M, K, dtype=BF16), torch.empty(K, N, dtype=BF16),
                     torch.empty(m_loc, N, dtype=BF16)))
-    for i in range(calls):
+    seq = [(sb, plan, mode) for sb in sub_list for plan in plans for mode in ("fused",) * calls + EXTRA]
+    for i, (sb, plan, mode) in enumerate(seq):
         for p in range(P):
             sim.cur = p
             op, a, b, out = ops[p]
+            op.use(rs_kernel(sim, P, M, N, sb, cfg, mods["_gemm"].tile_mn, mods["_gemm"].group_of),
+                   finish_kernel(sim, P * sb), cfg, sb, plan)
             sim.host(lambda a=a, b=b, i=i, p=p: (a.copy_(rnd((M, K), "A", i, p)), b.copy_(rnd((K, N), "B", i, p))),
                      "inputs")
-            op(a, b, out)
-            sim.host(lambda out=out, i=i, p=p: outs.__setitem__((i, p), out.clone()), "output")
+            calls_of(op, mode, a, b, out)
+            if mode == "fused":
+                sim.host(lambda out=out, i=i, p=p: outs.__setitem__((i, p), out.clone()), "output")
     sim.run()
-    for i in range(calls):
+    for i, (sb, plan, mode) in enumerate(seq):
+        if mode != "fused":
+            continue
         total = sum(mm(rnd((M, K), "A", i, p), rnd((K, N), "B", i, p)) for p in range(P))
         for p in range(P):
-            assert close(outs[(i, p)], total[p * m_loc:(p + 1) * m_loc]), "gemm_rs: call %d PE %d wrong" % (i, p)
+            assert close(outs[(i, p)], total[p * m_loc:(p + 1) * m_loc]), \
+                "gemm_rs %d sub-chunks, %s: call %d PE %d wrong" % (sb, plan, i, p)
 
 
 def scenario_grid(sim, mods, P, calls, cfg, example):
@@ -424,9 +514,8 @@ def scenario_grid(sim, mods, P, calls, cfg, example):
         sim.cur = p
         env = Env(p, P)
         a, b, c = (torch.empty(S, S, dtype=BF16) for _ in range(3))
-        op, place = mods[example].make(env, grid_kernel(sim, q, S, g2.PIECES, cfg, mods["_gemm"].tile_mn,
-                                                        mods["_gemm"].group_of),
-                                       finish_kernel(sim, 2 * q * g2.PIECES), q, S, a, b, cfg)
+        op, place = mods[example].make(env, finish_kernel(sim, 2 * q * g2.PIECES), q, S, a, b)
+        op.use(grid_kernel(sim, q, S, g2.PIECES, cfg, mods["_gemm"].tile_mn, mods["_gemm"].group_of), cfg)
         ops.append((op, place, a, b, c))
     for i in range(calls):
         for p in range(P):
@@ -457,10 +546,10 @@ def load_examples(sim):
         sys.path.insert(0, EXAMPLES)
     import importlib
     mods = {}
-    for name in ("_gemm", "_copyengine", "_grid2d", "ag_gemm", "gemm_rs", "cannon", "summa"):
+    for name in ("_gemm", "_copyengine", "_fused", "_grid2d", "ag_gemm", "gemm_rs", "cannon", "summa"):
         mods[name] = importlib.import_module(name)
-    mods["_copyengine"].Side = lambda device: FakeSide(sim)
-    for name in ("_copyengine", "ag_gemm", "gemm_rs", "_grid2d"):   # imported once: this model's symm
+    mods["_copyengine"].Side = lambda device, lanes=1: FakeSide(sim, lanes)
+    for name in ("_copyengine", "_fused", "ag_gemm", "gemm_rs", "_grid2d"):   # imported once: this model's symm
         mods[name].symm = sys.modules["symm"]
     return mods
 
@@ -491,9 +580,9 @@ def main():
                     try:
                         fn(sim, mods, P, args.calls, cfg)
                         status = "ok"
-                    except AssertionError as e:
+                    except Exception as e:  # noqa: BLE001 - a wrong protocol or a refused one
                         failures += 1
-                        status = "FAIL: %s" % e
+                        status = "FAIL: %s: %s" % (type(e).__name__, e)
                     print("%-8s P=%d seed=%d slots=%d %-10s: %s" % (name, P, seed, nsm, grid, status), flush=True)
     print("%d failed" % failures)
     return 1 if failures else 0
