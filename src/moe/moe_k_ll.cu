@@ -52,6 +52,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_meta_off(const symm__moe_kargs_t *A) {
 
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch_send(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
+    SYMM__TRACE_START(&A->ctx, tk_, SYMM__G_BLOCK);
     symm__moe_state_t *st = moe_state(A);
     const uint64_t e = st->epoch + 1;
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
@@ -86,6 +87,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch_send(co
         }
         dst = (char *)moe_peer(A, MOE_AT(A, ll_dbuf) + (((uint64_t)A->me * L + le) * A->cap + slot) * A->tok_stride,
                                (int)pe);
+        SYMM__TRACE_START(&A->ctx, tr_, SYMM__G_WARP);
         symm__copy(dst, (const char *)A->x + t * (uint64_t)A->x_stride * A->x_esz, A->x_bytes, lane, 32, 1);
         for (uint32_t b = lane; b < A->scale_cols; b += 32)
             moe_put32(dst + A->x_bytes + 4u * b,
@@ -94,6 +96,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch_send(co
             moe_put32(dst + ll_meta_off(A), (uint32_t)t);
             moe_put32(dst + ll_meta_off(A) + 4, k);
         }
+        SYMM__TRACE_RMA(&A->ctx, tr_, SYMM_TRACE_PUT, SYMM__G_WARP, 1, (int)pe, dst, A->x_bytes);
     }
     if (moe_last_block(&st->done[SYMM__MK_LL_DISPATCH_SEND])) {
         uint64_t *cnt = MOE_U64(A, ll_cnt);
@@ -104,10 +107,12 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch_send(co
         if (tid == 0)
             st->epoch = e;
     }
+    SYMM__TRACE_COLL(&A->ctx, tk_, SYMM_TRACE_COLL_MOE_DISPATCH, SYMM_COLL_ALGO_AUTO, SYMM_TRACE_F_STREAM, 0);
 }
 
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch_recv(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
+    SYMM__TRACE_START(&A->ctx, tk_, SYMM__G_BLOCK);
     symm__moe_state_t *st = moe_state(A);
     const uint64_t e = st->epoch;
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
@@ -147,10 +152,12 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch_recv(co
     /* every block is done reading ll_dbuf: the senders may reuse it */
     if (moe_last_block(&st->done[SYMM__MK_LL_DISPATCH_RECV]) && tid < n)
         moe_signal(A, MOE_U64(A, ll_ack) + A->me, e, (int)tid);
+    SYMM__TRACE_COLL(&A->ctx, tk_, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, SYMM_COLL_ALGO_AUTO, SYMM_TRACE_F_STREAM, 0);
 }
 
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine_send(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
+    SYMM__TRACE_START(&A->ctx, tk_, SYMM__G_BLOCK);
     const uint64_t e = moe_state(A)->epoch;
     const uint32_t tid = symm__block_tid(), warp = tid >> 5, L = A->local, K = A->topk;
     const uint32_t ysz = moe_kind_size(A->y_kind);
@@ -192,10 +199,12 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine_send(con
                 symm_put_signal_warp(&A->ctx, slot, y, nbytes, flag, e, SYMM_SIGNAL_SET, g0 + d);
         }
     }
+    SYMM__TRACE_COLL(&A->ctx, tk_, SYMM_TRACE_COLL_MOE_COMBINE, SYMM_COLL_ALGO_AUTO, SYMM_TRACE_F_STREAM, 0);
 }
 
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine_recv(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
+    SYMM__TRACE_START(&A->ctx, tk_, SYMM__G_BLOCK);
     const uint64_t e = moe_state(A)->epoch;
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5, K = A->topk;
     const uint64_t slot_bytes = (uint64_t)A->hidden * 4u;
@@ -231,6 +240,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine_recv(con
         }
         symm__block_sync();
     }
+    SYMM__TRACE_COLL(&A->ctx, tk_, SYMM_TRACE_COLL_MOE_COMBINE_RECV, SYMM_COLL_ALGO_AUTO, SYMM_TRACE_F_STREAM, 0);
 }
 
 symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s) {

@@ -36,12 +36,17 @@ SYMM__DEVICE_INTERNAL void *moe_peer(const symm__moe_kargs_t *A, const void *p, 
 
 /* Flags and counts: a release store at system scope into PE pe's copy. */
 SYMM__DEVICE_INTERNAL void moe_signal(const symm__moe_kargs_t *A, uint64_t *word, uint64_t v, int pe) {
+    SYMM__TRACE_START(&A->ctx, t_, SYMM__G_THREAD);
     symm__st_b64(moe_peer(A, word, pe), v, SYMM_SEM_RELEASE, SYMM_SCOPE_SYS);
+    SYMM__TRACE_SIGNAL(&A->ctx, t_, pe, word, v, SYMM_SIGNAL_SET);
 }
 
 /* Wait (acquire, with the deadline) until *word >= v; returns the value. */
 SYMM__DEVICE_INTERNAL uint64_t moe_wait(const symm__moe_kargs_t *A, const uint64_t *word, uint64_t v) {
-    return symm__wait_u64(&A->ctx, word, SYMM_CMP_GE, v);
+    SYMM__TRACE_START(&A->ctx, t_, SYMM__G_THREAD);
+    const uint64_t seen = symm__wait_u64(&A->ctx, word, SYMM_CMP_GE, v);
+    SYMM__TRACE_WAIT(&A->ctx, t_, SYMM_TRACE_WAIT_MOE, word, -1, SYMM_CMP_GE, v, seen);
+    return seen;
 }
 
 /* Data words into a peer (ordered by the release that follows). */
