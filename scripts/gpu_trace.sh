@@ -18,7 +18,8 @@
 #     moe       the MoE low-latency dispatch + combine traced (symm.moe over the traced libsymm)
 #     bench     symm-bench --mode moe --quick: $BUILD's (plain) against $TRACE_BUILD's with a
 #               trace recording the whole run (SYMM_TRACE_FILE into a scratch file, deleted)
-#     plots     symm-trace summary (and plot, where matplotlib is) of every trace made
+#     plots     every trace made checked (tests/trace/check_trace_json.py: well formed, counts
+#               match), then symm-trace summary (and plot, where matplotlib is)
 #   default: all of them, in that order
 #
 # Needs: $BUILD built for the GPU (the lead's build-gpu: libsymm, tests, symm-bench,
@@ -198,6 +199,7 @@ if stage plots; then
       note "picture $f" skip 0 "no $f.json (its step failed or did not run)"
       continue
     fi
+    run "check $f.json" 60 "$T/$f.check.txt" $check "$j" --pes "$npes"
     if [ "$have_mpl" = 1 ]; then
       run "picture $f" 120 "$T/$f.summary.txt" env PYTHONPATH="$here/python" \
         $py -m symm.trace_tools plot "$j" -o "$T/$f.png"

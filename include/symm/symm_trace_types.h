@@ -26,7 +26,8 @@ enum symm_trace_kind {
     SYMM_TRACE_FENCE        = 7,
     SYMM_TRACE_QUIET        = 8,
     SYMM_TRACE_COLL         = 9,  /* a collective's share of one block: a = bytes per PE, b = enum
-                                     symm_trace_coll, flags = the algorithm (enum symm_coll_algo) */
+                                     symm_trace_coll, flags: SYMM_TRACE_F_STREAM and the algorithm
+                                     (enum symm_coll_algo) in bits 4-6 */
     SYMM_TRACE_REGION_BEGIN = 10, /* symm_trace_begin: a = name id */
     SYMM_TRACE_REGION_END   = 11, /* symm_trace_end: a = name id */
     SYMM_TRACE_KIND_COUNT
@@ -67,11 +68,10 @@ enum symm_trace_coll {
     SYMM_TRACE_COLL_ALL_TO_ALLV      = 5,
     SYMM_TRACE_COLL_BROADCAST        = 6,
     SYMM_TRACE_COLL_BARRIER          = 7,  /* symm_coll_barrier_block / _grid */
-    SYMM_TRACE_COLL_MOE_DISPATCH     = 8,  /* MoE dispatch, send half */
+    SYMM_TRACE_COLL_MOE_DISPATCH     = 8,  /* MoE low-latency dispatch, send kernel */
     SYMM_TRACE_COLL_MOE_DISPATCH_RECV = 9,
-    SYMM_TRACE_COLL_MOE_COMBINE      = 10, /* MoE combine, send half */
+    SYMM_TRACE_COLL_MOE_COMBINE      = 10, /* MoE low-latency combine, send kernel */
     SYMM_TRACE_COLL_MOE_COMBINE_RECV = 11,
-    SYMM_TRACE_COLL_MOE_LAYOUT       = 12, /* high-throughput layout */
     SYMM_TRACE_COLL_COUNT
 };
 

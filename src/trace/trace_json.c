@@ -159,7 +159,6 @@ static const char *coll_str(uint64_t c) {
     case SYMM_TRACE_COLL_MOE_DISPATCH_RECV: return "moe_dispatch_recv";
     case SYMM_TRACE_COLL_MOE_COMBINE: return "moe_combine_send";
     case SYMM_TRACE_COLL_MOE_COMBINE_RECV: return "moe_combine_recv";
-    case SYMM_TRACE_COLL_MOE_LAYOUT: return "moe_layout";
     default: return "collective";
     }
 }
