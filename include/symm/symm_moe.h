@@ -24,11 +24,13 @@
  *       applies the weights in its expert computation).
  *
  * Every call is collective over the handle's team (the same calls, in the
- * same order, on every PE), enqueues its kernels on `stream` and returns
- * without waiting: nothing synchronises the host, and every call captures
- * into a CUDA graph and replays (the synchronisation state lives in device
- * memory and is never reset by the host). The calls of one handle follow the
- * cycle dispatch, combine, dispatch, ... (SYMM_ERR_INVALID_ARG otherwise).
+ * same order, on every PE), enqueues one kernel on `stream` (one per half
+ * when `flags` splits it, see below) and returns without waiting: nothing
+ * synchronises the host, and every call captures into a CUDA graph and
+ * replays (the synchronisation state lives in device memory and is never
+ * reset by the host). Each kernel launches at most the handle's SM budget of
+ * blocks (symm_moe_set_num_sms). The calls of one handle follow the cycle
+ * dispatch, combine, dispatch, ... (SYMM_ERR_INVALID_ARG otherwise).
  *
  * Send and receive halves: `flags` of a dispatch or combine is SYMM_MOE_SEND,
  * SYMM_MOE_RECV or both (SYMM_MOE_SEND_RECV). The send half pushes this PE's
@@ -144,6 +146,33 @@ size_t symm_moe_first_expert(const symm_moe_t *moe);
  * Errors also: SYMM_ERR_CUDA (the stream failed).
  */
 symm_status_t symm_moe_check(symm_moe_t *moe, symm_stream_t stream);
+
+/*
+ * The SM budget (DeepEP's Buffer.set_num_sms): every kernel of the handle
+ * launches at most num_sms blocks, one per SM, leaving the other SMs to the
+ * work that runs beside it (the expert GEMMs). 0 restores the default: all
+ * the SMs a grid of this PE that waits on peers may fill (symm_sm_share; the
+ * whole GPU unless PEs share it). A budget is per handle and per PE (PEs may
+ * differ) and applies from the next call on (a captured graph keeps the
+ * grids it captured). Any budget is correct, 1 included; fewer SMs move
+ * data more slowly. Not collective.
+ * Errors: SYMM_ERR_INVALID_ARG (NULL handle, num_sms < 0 or above
+ * symm_sm_share, which would let a grid wait for blocks that cannot start).
+ */
+symm_status_t symm_moe_set_num_sms(symm_moe_t *moe, int num_sms);
+
+/* The budget in effect (the default resolved to its number). Errors:
+ * SYMM_ERR_INVALID_ARG (NULL). */
+symm_status_t symm_moe_get_num_sms(const symm_moe_t *moe, int *num_sms);
+
+/*
+ * symm_moe_launched_blocks - for tests and tuning: wait for `stream`, then
+ * *blocks = the most blocks any kernel of the handle ran with since the
+ * handle was made or this was last called (each kernel records its own grid
+ * size on the device), and start counting afresh. Not collective.
+ * Errors: SYMM_ERR_INVALID_ARG (NULL), SYMM_ERR_CUDA.
+ */
+symm_status_t symm_moe_launched_blocks(symm_moe_t *moe, symm_stream_t stream, int *blocks);
 
 /* ======================================================================== */
 /* Low-latency mode (pplx-kernels' AllToAll)                                 */

@@ -1,6 +1,7 @@
 /*
  * test_moe.cu - the MoE exchange (symm_moe.h) on GPUs, through the C API,
- * under symmrun (PEs may share a GPU). argv[1] = expected PEs, argv[2] = part:
+ * under symmrun (PEs may share a GPU). argv[1] = expected PEs, argv[2] = part
+ * (or "all": every part in turn, in one process):
  *
  *   ll      low-latency dispatch/combine: fp8 with scales and bf16, dp_size 1
  *           and 2, bound_m below the tokens, a PE with no tokens, 50 calls
@@ -15,6 +16,9 @@
  *   errors  an expert index out of range and a repeated one (skipped on the
  *           device, reported by the next call and by symm_moe_check), calls
  *           out of order, sizes above the configuration (nothing launched)
+ *   budget  SM budgets of 1, 2, 8, 24 and all SMs, different on odd and even
+ *           PEs: no kernel launches more blocks (recorded on the device) and
+ *           every round of both modes stays exact; bad budgets are refused
  *
  * Exactness: the data are small integers and eighths, so every product and
  * sum the kernels form in float32 is exact, and the host forms the same
@@ -750,6 +754,68 @@ static void part_errors(void) {
     ll_free(t);
 }
 
+/* ---- the SM budget ------------------------------------------------------------------------- */
+
+/* Budgets of 1, 2, 8, 24 SMs and the default (all the PE may fill), odd PEs
+ * one less than even ones where they can (budgets are per PE): every kernel
+ * of both modes launches at most the budget (as the kernels record it), and
+ * every round is exact, split halves included. Bad budgets are refused. */
+static void part_budget(void) {
+    LL l;
+    HT h;
+    int share = 0, got = 0;
+    const int budgets[] = {1, 2, 8, 24, 0};
+    if (8 % npes || 256 % npes)
+        return;
+    SYMM_CHECK(symm_sm_share(&share));
+    ll_make(l, 8, 3, 512, 10, 1, 1, 1);
+    ht_make(h, 256, 8, 1024, 512, 1, 1);
+    expect_msg(symm_moe_set_num_sms(l.h, -1), SYMM_ERR_INVALID_ARG, "num_sms -1 is not in 0..", "negative budget");
+    expect_msg(symm_moe_set_num_sms(h.h, share + 1), SYMM_ERR_INVALID_ARG, "symm_sm_share", "budget above the share");
+    expect_msg(symm_moe_set_num_sms(NULL, 1), SYMM_ERR_INVALID_ARG, "handle is NULL", "NULL handle");
+    SYMM_CHECK(symm_moe_get_num_sms(l.h, &got));
+    CHECKF(got == share, "default budget %d, expected the SM share %d", got, share);
+    for (int i = 0; i < 5; i++) {
+        int b = budgets[i], want = b ? b : share;
+        char what[96];
+        if (want > share)
+            continue; /* a shared GPU leaves each PE fewer SMs */
+        if (b > 1 && (me & 1)) {
+            b--;
+            want--;
+        }
+        SYMM_CHECK(symm_moe_set_num_sms(l.h, b));
+        SYMM_CHECK(symm_moe_set_num_sms(h.h, b));
+        SYMM_CHECK(symm_moe_get_num_sms(h.h, &got));
+        CHECKF(got == want, "budget %d: get_num_sms says %d", want, got);
+        SYMM_CHECK(symm_moe_launched_blocks(l.h, stream, &got)); /* start counting */
+        SYMM_CHECK(symm_moe_launched_blocks(h.h, stream, &got));
+        for (int it = 0; it < 2; it++) {
+            std::vector<Batch> bs = ll_batches(l, 70 + (uint64_t)i, it, it, -1);
+            std::vector<Batch> hb = ht_batches(h, 50 + (uint64_t)i, it, it == 1 ? 0 : -1);
+            snprintf(what, sizeof what, "budget %d (low latency, call %d)", want, it);
+            ll_round(l, bs, it, it % 2);
+            ll_verify(l, bs, what);
+            snprintf(what, sizeof what, "budget %d (high throughput, call %d)", want, it);
+            ht_round(h, hb[me], it % 2);
+            ht_verify(h, hb, what);
+        }
+        SYMM_CHECK(symm_moe_launched_blocks(l.h, stream, &got));
+        CHECKF(got >= 1 && got <= want, "budget %d: a low-latency kernel ran %d blocks", want, got);
+        if (want == 1)
+            CHECKF(got == 1, "budget 1: the low-latency kernels ran %d blocks", got);
+        SYMM_CHECK(symm_moe_launched_blocks(h.h, stream, &got));
+        CHECKF(got >= 1 && got <= want, "budget %d: a high-throughput kernel ran %d blocks", want, got);
+        if (want >= 2)
+            CHECKF(got >= 2, "budget %d: the high-throughput kernels ran at most %d blocks", want, got);
+        SYMM_CHECK(symm_barrier_all());
+    }
+    SYMM_CHECK(symm_moe_check(l.h, stream));
+    SYMM_CHECK(symm_moe_check(h.h, stream));
+    ll_free(l);
+    ht_free(h);
+}
+
 int main(int argc, char **argv) {
     int want = argc > 1 ? atoi(argv[1]) : 0;
     const char *part = argc > 2 ? argv[2] : "ll";
@@ -760,7 +826,13 @@ int main(int argc, char **argv) {
     if (want && want != npes)
         TEST_FAIL("expected %d PEs, got %d", want, npes);
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    if (!strcmp(part, "ll"))
+    if (!strcmp(part, "all")) { /* every part, one start-up */
+        part_ll();
+        part_ht();
+        part_graph();
+        part_errors();
+        part_budget();
+    } else if (!strcmp(part, "ll"))
         part_ll();
     else if (!strcmp(part, "ht"))
         part_ht();
@@ -768,6 +840,8 @@ int main(int argc, char **argv) {
         part_graph();
     else if (!strcmp(part, "errors"))
         part_errors();
+    else if (!strcmp(part, "budget"))
+        part_budget();
     else
         TEST_FAIL("unknown part %s", part);
     CUDA_CHECK(cudaStreamDestroy(stream));

@@ -249,7 +249,7 @@ static void test_messages(void) {
     char msg[512];
     memset(&e, 0, sizeof(e));
     e.code = SYMM__MOE_ERR_EXPERT_RANGE;
-    e.call = SYMM__MK_LL_DISPATCH_SEND;
+    e.call = SYMM__MK_LL_DISPATCH;
     e.a = 3;
     e.b = 1;
     e.c = 99;
@@ -264,7 +264,7 @@ static void test_messages(void) {
     symm__moe_err_message(&e, &c, msg, sizeof(msg));
     CHECK(strstr(msg, "bound_m = 12 is above num_tokens 7") != NULL, "bound message: %s", msg);
     e.code = SYMM__MOE_ERR_CAPACITY;
-    e.call = SYMM__MK_HT_DISPATCH_SEND;
+    e.call = SYMM__MK_HT_DISPATCH;
     symm__moe_err_message(&e, &c, msg, sizeof(msg));
     CHECK(strstr(msg, "symm_moe_ht_dispatch") && strstr(msg, "max_recv_tokens 7"), "capacity message: %s", msg);
 }
