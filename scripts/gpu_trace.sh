@@ -13,13 +13,14 @@
 #     tests     ctest -R '^trace_gpu' in $BUILD (1 and 2 PEs: ring, lanes, overflow, JSON
 #               checked), then test_trace_gpu on $NPES PEs over the traced libsymm (its
 #               stream all-reduce traced too)
-#     examples  scripts/trace_run.py: ag_gemm and gemm_rs, plain bitcode, then traced bitcode
-#               recording the timed run, then a small traced call (the picture)
+#     examples  scripts/trace_run.py: ag_gemm and gemm_rs in one process each time: plain
+#               bitcode, then traced bitcode recording the timed run, then a small traced
+#               call (the picture)
 #     moe       the MoE low-latency dispatch + combine traced (symm.moe over the traced libsymm)
 #     bench     symm-bench --mode moe --quick: $BUILD's (plain) against $TRACE_BUILD's with a
-#               trace recording the whole run (SYMM_TRACE_FILE into a scratch file, deleted)
+#               trace recording the whole run (SYMM_TRACE_FILE=-: recorded, not written)
 #     plots     every trace made checked (tests/trace/check_trace_json.py: well formed, counts
-#               match), then symm-trace summary (and plot, where matplotlib is)
+#               match; under 8 MiB), then symm-trace summary (and plot, where matplotlib is)
 #   default: all of them, in that order
 #
 # Needs: $BUILD built for the GPU (the lead's build-gpu: libsymm, tests, symm-bench,
@@ -149,17 +150,15 @@ fi
 
 # ---- the Triton fused examples: plain, traced + recording, and a small trace --------------
 if stage examples; then
-  for ex in ag_gemm gemm_rs; do
-    next_port
-    run "$ex plain ($npes PEs)" 240 "$T/${ex}_plain.log" \
-      env "${plain_env[@]}" SYMM_TRACE=0 torchrun --nproc-per-node "$npes" --master-port "$port" \
-      scripts/trace_run.py example "$ex" --iters "${EX_ITERS:-10}"
-    next_port
-    run "$ex traced, recording ($npes PEs)" 300 "$T/${ex}_traced.log" \
-      env "${plain_env[@]}" SYMM_TRACE=1 torchrun --nproc-per-node "$npes" --master-port "$port" \
-      scripts/trace_run.py example "$ex" --iters "${EX_ITERS:-10}" --record \
-      --artifact "$T/$ex.json" --artifact-size "${EX_TRACE_SIZE:-4096}"
-  done
+  next_port
+  run "ag_gemm+gemm_rs plain ($npes PEs)" 300 "$T/examples_plain.log" \
+    env "${plain_env[@]}" SYMM_TRACE=0 torchrun --nproc-per-node "$npes" --master-port "$port" \
+    scripts/trace_run.py example ag_gemm gemm_rs --iters "${EX_ITERS:-10}"
+  next_port
+  run "ag_gemm+gemm_rs traced, recording" 360 "$T/examples_traced.log" \
+    env "${plain_env[@]}" SYMM_TRACE=1 torchrun --nproc-per-node "$npes" --master-port "$port" \
+    scripts/trace_run.py example ag_gemm gemm_rs --iters "${EX_ITERS:-10}" --record \
+    --artifact-dir "$T" --artifact-size "${EX_TRACE_SIZE:-4096}"
 fi
 
 # ---- the MoE low-latency dispatch -----------------------------------------------------------
@@ -172,21 +171,16 @@ fi
 
 # ---- symm-bench --mode moe without and with the trace ----------------------------------------
 if stage bench; then
-  scratch=$(mktemp -d /tmp/symm-trace-bench.XXXXXX)
-  run "symm-bench moe, plain ($npes PEs)" 240 "$T/moe_bench_plain.log" \
-    "$build/bench/symm-bench" --mode moe --quick --npes "$npes" --no-nvshmem --timeout 220 \
+  run "symm-bench moe, plain ($npes PEs)" 150 "$T/moe_bench_plain.log" \
+    "$build/bench/symm-bench" --mode moe --quick --npes "$npes" --no-nvshmem --timeout 140 --phase-timeout 60 \
     --out "$T/moe_bench_plain.md"
-  run "symm-bench moe, traced + recording" 300 "$T/moe_bench_traced.log" \
-    env SYMMRUN="$here/$build/tools/symmrun" SYMM_TRACE_FILE="$scratch/moe_bench.json" \
-    SYMM_TRACE_CAPACITY="${BENCH_TRACE_CAPACITY:-4194304}" \
-    "$tbuild/bench/symm-bench" --mode moe --quick --npes "$npes" --no-nvshmem --timeout 280 \
+  # recorded and not written (a whole bench run makes millions of events); each PE logs its counts
+  run "symm-bench moe, traced + recording" 210 "$T/moe_bench_traced.log" \
+    env SYMMRUN="$here/$build/tools/symmrun" SYMM_TRACE_FILE=- SYMM_LOG_LEVEL=info \
+    SYMM_TRACE_CAPACITY="${BENCH_TRACE_CAPACITY:-8388608}" \
+    "$tbuild/bench/symm-bench" --mode moe --quick --npes "$npes" --no-nvshmem --timeout 200 --phase-timeout 60 \
     --out "$T/moe_bench_traced.md"
-  if [ "$dry" != 1 ]; then
-    ls -l "$scratch" >>"$T/moe_bench_traced.log" 2>&1
-    $py -m symm.trace_tools summary "$scratch/moe_bench.json" --top 3 >"$T/moe_bench_trace_summary.txt" 2>&1 \
-      || echo "(no summary of the bench's trace)" >>"$T/moe_bench_trace_summary.txt"
-  fi
-  rm -rf "$scratch"
+  [ "$dry" = 1 ] || grep -h "SYMM_TRACE_FILE=-" "$T/moe_bench_traced.log" | tee "$T/moe_bench_trace_counts.txt"
 fi
 
 # ---- pictures and summaries ------------------------------------------------------------------
@@ -214,10 +208,16 @@ fi
 # ---- what it costs, and the table -----------------------------------------------------------
 echo
 if [ "$dry" != 1 ]; then
-  PYTHONPATH="$here/python" $py scripts/trace_run.py overhead "$T"/ag_gemm_*.log "$T"/gemm_rs_*.log \
+  PYTHONPATH="$here/python" $py scripts/trace_run.py overhead "$T"/examples_plain.log "$T"/examples_traced.log \
     --bench "$T/moe_bench_plain.md" "$T/moe_bench_traced.md" 2>&1 | tee "$T/overhead.txt"
   echo
   ls -l "$T"/*.json 2>/dev/null | awk '{ printf "%9.2f MiB  %s\n", $5 / 1048576, $9 }' | tee "$T/sizes.txt"
+  big=$(find "$T" -maxdepth 1 -name '*.json' -size +8M -printf '%f ' 2>/dev/null)
+  if [ -n "$big" ]; then
+    note "traces under 8 MiB" FAIL 0 "over: $big(EX_TRACE_SIZE, MOE_TOKENS make them smaller)"
+  else
+    note "traces under 8 MiB" ok 0
+  fi
 fi
 echo
 echo "gpu_trace.sh: $npes PEs on $ngpu GPUs, $(( $(date +%s) - t_all )) s; logs and traces in $T"

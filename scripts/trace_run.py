@@ -3,17 +3,19 @@
 MoE low-latency exchange with and without the device trace, and the table
 of what the trace costs them.
 
-    torchrun --nproc-per-node N scripts/trace_run.py example ag_gemm [--record] [--artifact F [--artifact-size S]]
+    torchrun --nproc-per-node N scripts/trace_run.py example ag_gemm [gemm_rs] [--record]
+        [--artifact-dir D [--artifact-size S]]
     torchrun --nproc-per-node N scripts/trace_run.py moe --artifact F [--tokens 16]
     python3 scripts/trace_run.py overhead LOG... [--bench A.md B.md]
 
 example: run examples/triton/<name>.py's run() (its check and its timing)
-  as it is; SYMM_TRACE=1 in the environment links the traced bitcode.
-  --record records the device trace over the whole timed run (started
-  before, stopped after; nothing is written: the cost of recording, not of
-  writing); --artifact F then runs the example once more (one checked call,
-  no timing) inside symm.trace(F): a small trace to look at. PE 0 prints
-  one line `TRACE_RUN example=... trace=0|1 record=0|1 stream_us=...
+  as it is, for each name in turn in one process; SYMM_TRACE=1 in the
+  environment links the traced bitcode. --record records the device trace
+  over the whole timed run (started before, stopped after; nothing is
+  written: the cost of recording, not of writing); --artifact-dir D then
+  runs the example once more (one checked call, no timing) inside
+  symm.trace(D/<name>.json): a small trace to look at. PE 0 prints one line
+  per example `TRACE_RUN example=... trace=0|1 record=0|1 stream_us=...
   graph_us=... recorded=... dropped=...`.
 moe: symm.moe.AllToAll (low latency, 64 experts top-6 hidden 2048, fp8
   with scales, `--tokens` per PE) dispatch + combine twice to warm up, then
@@ -39,32 +41,38 @@ def _example(args):
 
     import _common as C
     import symm
-    mod = importlib.import_module(args.name)
     env = C.setup()
     traced = symm._lib.trace_requested()
-    recorded = dropped = None
+    ok = True
     try:
-        if args.record:
-            symm.trace_start(args.capacity)
-        res = mod.run(m=args.M, k=args.K, n=args.N, iters=args.iters, bench=True)
-        if args.record:
-            symm.trace_stop()
-            recorded, dropped = symm.trace_counts()
-        if args.artifact:
-            size = args.artifact_size or args.M
-            with symm.trace(args.artifact, capacity=1 << 18) as t:
-                mod.run(m=size, k=size, n=size, iters=1, bench=False, checks=1)
+        for name in args.names:
+            mod = importlib.import_module(name)
+            recorded = dropped = None
+            if args.record:
+                symm.trace_start(args.capacity)
+            res = mod.run(m=args.M, k=args.K, n=args.N, iters=args.iters, bench=True)
+            if args.record:
+                symm.trace_stop()
+                recorded, dropped = symm.trace_counts()
+            if args.artifact_dir:
+                size = args.artifact_size or args.M
+                path = os.path.join(args.artifact_dir, name + ".json")
+                with symm.trace(path, capacity=1 << 18) as t:
+                    art = mod.run(m=size, k=size, n=size, iters=1, bench=False, checks=1)
+                res["ok"] = res.get("ok") and art.get("ok")
+                if env.rank == 0:
+                    print("artifact %s: PE 0 recorded %d events, dropped %d" % (path, *t.counts), flush=True)
+            us = res.get("symm_us") or (None, None)
             if env.rank == 0:
-                print("artifact %s: PE 0 recorded %d events, dropped %d" % (args.artifact, *t.counts), flush=True)
+                print("TRACE_RUN example=%s pes=%d trace=%d record=%d ok=%d stream_us=%s graph_us=%s recorded=%s "
+                      "dropped=%s" % (name, env.world, traced, bool(args.record), bool(res.get("ok")),
+                                      "%.2f" % us[0] if us[0] else "-", "%.2f" % us[1] if us[1] else "-",
+                                      recorded if recorded is not None else "-",
+                                      dropped if dropped is not None else "-"), flush=True)
+            ok = ok and bool(res.get("ok"))
     finally:
         C.teardown()
-    us = res.get("symm_us") or (None, None)
-    if env.rank == 0:
-        print("TRACE_RUN example=%s pes=%d trace=%d record=%d ok=%d stream_us=%s graph_us=%s recorded=%s dropped=%s"
-              % (args.name, env.world, traced, bool(args.record), bool(res.get("ok")),
-                 "%.2f" % us[0] if us[0] else "-", "%.2f" % us[1] if us[1] else "-",
-                 recorded if recorded is not None else "-", dropped if dropped is not None else "-"), flush=True)
-    return 0 if res.get("ok") else 1
+    return 0 if ok else 1
 
 
 def _moe(args):
@@ -176,7 +184,8 @@ def _overhead(args):
                 continue
             hdr = rows_a[0]
             cols = [i for i, h in enumerate(hdr) if h in ("dispatch us", "combine us")]
-            keys = [i for i, h in enumerate(hdr) if h in ("experts", "top-k", "hidden", "tokens/PE")]
+            keys = [i for i, h in enumerate(hdr)
+                    if h in ("experts", "top-k", "hidden", "tokens/PE", "SM budget", "dispatch x")]
             print("\n" + title)
             print(" | ".join([hdr[i] for i in keys] + ["%s plain | %s traced | +" % (hdr[c], hdr[c]) for c in cols]))
             for ra, rb in zip(rows_a[1:], b[title][1:]):
@@ -191,14 +200,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("example")
-    e.add_argument("name", choices=("ag_gemm", "gemm_rs"))
+    e.add_argument("names", nargs="+", choices=("ag_gemm", "gemm_rs"))
     e.add_argument("--M", type=int, default=8192)
     e.add_argument("--K", type=int, default=8192)
     e.add_argument("--N", type=int, default=8192)
     e.add_argument("--iters", type=int, default=10)
     e.add_argument("--record", action="store_true")
     e.add_argument("--capacity", type=int, default=1 << 22)
-    e.add_argument("--artifact")
+    e.add_argument("--artifact-dir")
     e.add_argument("--artifact-size", type=int, default=0, help="M = K = N of the small traced call (default --M)")
     m = sub.add_parser("moe")
     m.add_argument("--artifact", required=True)

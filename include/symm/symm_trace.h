@@ -21,7 +21,9 @@
  * graphs record only if captured while a trace recorded.
  *
  * SYMM_TRACE_FILE=path records from symm_init to symm_finalize and writes
- * `path` at finalize, with no code change.
+ * `path` at finalize, with no code change ("-": records and writes nothing,
+ * logging this PE's kept and dropped events at level info: the cost of
+ * recording a run).
  */
 #ifndef SYMM_TRACE_H
 #define SYMM_TRACE_H

@@ -68,10 +68,14 @@ enum symm_trace_coll {
     SYMM_TRACE_COLL_ALL_TO_ALLV      = 5,
     SYMM_TRACE_COLL_BROADCAST        = 6,
     SYMM_TRACE_COLL_BARRIER          = 7,  /* symm_coll_barrier_block / _grid */
-    SYMM_TRACE_COLL_MOE_DISPATCH     = 8,  /* MoE low-latency dispatch, send kernel */
+    SYMM_TRACE_COLL_MOE_DISPATCH     = 8,  /* MoE low-latency dispatch, send half */
     SYMM_TRACE_COLL_MOE_DISPATCH_RECV = 9,
-    SYMM_TRACE_COLL_MOE_COMBINE      = 10, /* MoE low-latency combine, send kernel */
+    SYMM_TRACE_COLL_MOE_COMBINE      = 10, /* MoE low-latency combine, send half */
     SYMM_TRACE_COLL_MOE_COMBINE_RECV = 11,
+    SYMM_TRACE_COLL_MOE_HT_DISPATCH  = 12, /* MoE high-throughput dispatch, send half */
+    SYMM_TRACE_COLL_MOE_HT_DISPATCH_RECV = 13,
+    SYMM_TRACE_COLL_MOE_HT_COMBINE   = 14, /* MoE high-throughput combine, send half */
+    SYMM_TRACE_COLL_MOE_HT_COMBINE_RECV = 15,
     SYMM_TRACE_COLL_COUNT
 };
 

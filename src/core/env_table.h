@@ -67,7 +67,8 @@
       "*_trace.bc bitcode for Triton and CuTe DSL, -DSYMM_TRACE for TileLang); docs/trace.md") \
     X(trace_file,         SYMM_TRACE_FILE,         STRING,   "",                             \
       "record a device trace from symm_init and write it to this file (Chrome/Perfetto JSON) at " \
-      "symm_finalize; records what code built with SYMM_TRACE does (docs/trace.md)")           \
+      "symm_finalize (\"-\": record, write nothing); records what code built with SYMM_TRACE does " \
+      "(docs/trace.md)")                                                                       \
     X(trace_capacity,     SYMM_TRACE_CAPACITY,     INT,      "1048576",                      \
       "events the device trace keeps per PE (64 bytes each) when the call gives none; later "  \
       "events are dropped and counted")

@@ -157,7 +157,7 @@ SYMM__DEVICE_INTERNAL void ht_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     }
     /* every PE's row: my first row at r is what the PEs before me send it */
     for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS) {
-        const uint32_t c = (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + (uint64_t)p * n * n + x, TAG(e, 0));
+        const uint32_t c = (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + (uint64_t)p * n * n + x, TAG(e, 0), (int)(x / n));
         if (x / n < me)
             atomicAdd(&off[x % n], c);
     }
@@ -296,16 +296,17 @@ SYMM__DEVICE_INTERNAL void ht_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
     __shared__ uint32_t from[SYMM__MOE_MAX_PES];
     symm__block_sync();
     if (tid < n) {
-        const uint64_t c = (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + ((uint64_t)p * n + tid) * n + me, TAG(e, 0));
+        const uint64_t c =
+            (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + ((uint64_t)p * n + tid) * n + me, TAG(e, 0), (int)tid);
         uint64_t *expect = MOE_U64(A, ht_exp) + tid;
         from[tid] = (uint32_t)c;
-        moe_wait(A, MOE_U64(A, ht_rcv) + tid, *expect + c);
+        moe_wait(A, MOE_U64(A, ht_rcv) + tid, *expect + c, (int)tid);
         *expect += c;
     }
     for (uint32_t le = tid; le < L; le += SYMM__MOE_THREADS) {
         uint32_t c = 0;
         for (uint32_t s = 0; s < n; s++)
-            c += (uint32_t)moe_wait(A, MOE_U64(A, ht_emat) + ((uint64_t)p * n + s) * L + le, TAG(e, 0));
+            c += (uint32_t)moe_wait(A, MOE_U64(A, ht_emat) + ((uint64_t)p * n + s) * L + le, TAG(e, 0), (int)s);
         MOE_I32(A, ht_rpe)[le] = (int32_t)c;
     }
     symm__block_sync();
@@ -370,7 +371,6 @@ SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t 
             j0 = (uint64_t)roff[s] + (uint64_t)c * SYMM__MOE_HT_CHUNK;
             nr = cnt - c * SYMM__MOE_HT_CHUNK < SYMM__MOE_HT_CHUNK ? cnt - c * SYMM__MOE_HT_CHUNK : SYMM__MOE_HT_CHUNK;
             lim = j0 < rows ? (rows - j0 < nr ? rows - j0 : nr) : 0; /* rows of y there are */
-            SYMM__TRACE_START(&A->ctx, tc_, SYMM__G_THREAD);
             {
                 char *dst = (char *)moe_peer(A, MOE_AT(A, ht_cbuf) + ((uint64_t)me * A->max_tokens +
                                                                       (uint64_t)c * SYMM__MOE_HT_CHUNK) * rb, (int)s);
@@ -399,7 +399,10 @@ SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t 
             }
             symm__block_sync();
             if (tid == 0)
-                MOE_RELEASE_PUT(A, tc_, MOE_U64(A, ht_cflag) + (uint64_t)me * nch + c, e, (int)s, lim * rb);
+                /* not traced here (the receiver's wait names PE s): a record in these loops makes
+                 * ptxas spill this kernel, which sits at its 128-register limit */
+                symm__st_b64(moe_peer(A, MOE_U64(A, ht_cflag) + (uint64_t)me * nch + c, (int)s), e, SYMM_SEM_RELEASE,
+                             SYMM_SCOPE_SYS);
         }
     }
 }
@@ -431,7 +434,7 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv(const symm__moe_kargs_t *A, uint64_t 
                 const uint32_t pos = MOE_U32(A, ht_pos)[t * n + r];
                 spos[tid] = pos;
                 if (!(fused && r == me))
-                    moe_wait(A, MOE_U64(A, ht_cflag) + (uint64_t)r * nch + pos / SYMM__MOE_HT_CHUNK, e);
+                    moe_wait(A, MOE_U64(A, ht_cflag) + (uint64_t)r * nch + pos / SYMM__MOE_HT_CHUNK, e, (int)r);
             }
         }
         symm__block_sync();

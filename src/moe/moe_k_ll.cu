@@ -142,7 +142,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
             for (uint32_t o0 = 0; o0 < nown; o0 += tb) {
                 const uint32_t nb = nown - o0 < tb ? nown - o0 : tb;
                 symm__block_sync();
-                SYMM__TRACE_START(&A->ctx, tb_, SYMM__G_THREAD);
+                MOE_TRACE_T0(tb_, A);
                 if (tid < nb) {
                     const uint32_t i = b + (o0 + tid) * B;
                     const uint32_t *row = &sidx[i * K];
@@ -237,7 +237,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
         uint32_t off = 0, num, total = 0;
         symm__block_sync();
         if (tid < n)
-            cnt[tid] = (uint32_t)moe_wait(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + tid) * L + le, e << 32);
+            cnt[tid] = (uint32_t)moe_wait(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + tid) * L + le, e << 32, (int)tid);
         symm__block_sync();
         for (uint32_t x = 0; x < n; x++) {
             off += x < s ? cnt[x] : 0;
@@ -255,7 +255,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                 const uint32_t ent = MOE_U32(A, ll_list)[(((uint64_t)p * n + s) * L + le) * A->cap + j0 + tid];
                 const uint32_t tl = ent >> 8;
                 const uint64_t t = (uint64_t)tl * dp + s % dp;
-                moe_wait(A, (const uint64_t *)(const void *)(ll_slot(A, p, s, tl) + foff), e);
+                moe_wait(A, (const uint64_t *)(const void *)(ll_slot(A, p, s, tl) + foff), e, (int)s);
                 stl[tid] = tl;
                 MOE_U64(A, ll_route)[(uint64_t)le * A->rows + off + j0 + tid] =
                     (uint64_t)s | ((uint64_t)(ent & 255u) << 16) | (t << 32);
@@ -344,7 +344,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
     for (uint32_t r0 = blockIdx.x * rb; r0 < total; r0 += gridDim.x * rb) {
         const uint32_t nb = total - r0 < rb ? total - r0 : rb;
         symm__block_sync();
-        SYMM__TRACE_START(&A->ctx, tb_, SYMM__G_THREAD);
+        MOE_TRACE_T0(tb_, A);
         if (tid < nb) {
             const uint32_t r = r0 + tid;
             uint32_t lo = 0, hi = L - 1; /* the last expert whose first row is <= r */
@@ -426,8 +426,9 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, uint64_t 
             const int ok = ll_valid((const uint32_t *)A->idx + t * K, k, E);
             sok[tid] = (uint8_t)ok;
             sw[tid] = ok ? A->weights[t * K + k] : 0.0f;
-            if (ok)
-                moe_wait(A, MOE_U64(A, ll_cflag) + t * K + k, e);
+            if (ok) /* from the PE of the route's expert */
+                moe_wait(A, MOE_U64(A, ll_cflag) + t * K + k, e,
+                         (int)(((const uint32_t *)A->idx)[t * K + k] / A->local));
         }
         symm__block_sync();
         for (uint32_t q = tid; q < nb * h8; q += SYMM__MOE_THREADS) {

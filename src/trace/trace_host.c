@@ -619,7 +619,13 @@ static void after_init(void) {
 }
 
 static void before_finalize(void) {
-    if (g.auto_mode) {
+    if (g.auto_mode && strcmp(symm__env()->trace_file, "-") == 0) {
+        /* record only: what recording costs a run, without the writing */
+        uint64_t kept = 0, dropped = 0;
+        if (symm_trace_counts(&kept, &dropped) == SYMM_SUCCESS)
+            SYMM_LOG_INFO("SYMM_TRACE_FILE=-: the device trace kept %" PRIu64 " events of this PE, dropped %" PRIu64
+                          " (nothing written)", kept, dropped);
+    } else if (g.auto_mode) {
         const char *file = symm__env()->trace_file;
         if (symm_trace_dump(file) != SYMM_SUCCESS)
             SYMM_LOG_WARN("SYMM_TRACE_FILE=%s: the trace was not written: %s", file, symm_last_error());

@@ -159,6 +159,10 @@ static const char *coll_str(uint64_t c) {
     case SYMM_TRACE_COLL_MOE_DISPATCH_RECV: return "moe_dispatch_recv";
     case SYMM_TRACE_COLL_MOE_COMBINE: return "moe_combine_send";
     case SYMM_TRACE_COLL_MOE_COMBINE_RECV: return "moe_combine_recv";
+    case SYMM_TRACE_COLL_MOE_HT_DISPATCH: return "moe_ht_dispatch_send";
+    case SYMM_TRACE_COLL_MOE_HT_DISPATCH_RECV: return "moe_ht_dispatch_recv";
+    case SYMM_TRACE_COLL_MOE_HT_COMBINE: return "moe_ht_combine_send";
+    case SYMM_TRACE_COLL_MOE_HT_COMBINE_RECV: return "moe_ht_combine_recv";
     default: return "collective";
     }
 }

@@ -2,7 +2,8 @@
 
 - SYMM_TRACE / trace= pick the traced bitcode (symm.triton, symm.cute) or
   -DSYMM_TRACE=1 (symm.tilelang), and a Triton kernel compiled with it
-  records (its PTX calls the recorder) where the plain one does not;
+  records (inline: no call more than the plain one) where the plain one
+  does not;
 - symm.trace (the block) and the function form over the host backend on 2
   PEs: events written into the buffer as a kernel would, counts, drops,
   names, the JSON file, the argument errors;
@@ -104,9 +105,13 @@ def test_triton_picks_and_records(monkeypatch):
         out = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                              options={"extern_libs": st.extern_libs(90, backend="native", trace=traced)})
         ptx[traced] = out.asm["ptx"]
-    assert "symm__trace_write" not in ptx[False]
-    assert "symm__trace_write" in ptx[True], "the traced kernel calls the recorder"
+    assert "%smid" not in ptx[False]
+    assert "%smid" in ptx[True], "the traced kernel records"
     assert len(re.findall("globaltimer", ptx[True])) > len(re.findall("globaltimer", ptx[False]))
+    # the recorder is inline: no call a plain build does not have (a call
+    # serialises a kernel's wgmma)
+    calls = {t: len(re.findall(r"\bcall(\.uni)?\b", ptx[t])) for t in ptx}
+    assert calls[True] == calls[False], calls
 
 
 def test_launch_keeps_a_kernel_parameter_named_trace():

@@ -3,8 +3,9 @@
 # byte for byte the same as with include/symm/device/trace.h replaced by a
 # file of empty macros, generated here from every SYMM__TRACE_* hook the
 # headers use (nvcc for sm_90, clang as plain C for nvptx64 sm_90 when
-# found; the device-header test already compiles sm_80). And the check can fail: with SYMM_TRACE the PTX records (it calls
-# the recorder and reads %globaltimer more often). Run by ctest (no GPU).
+# found; the device-header test already compiles sm_80). And the check can
+# fail: with SYMM_TRACE the PTX records (it reads %smid, and %globaltimer more
+# often), with no more call sites than without. Run by ctest (no GPU).
 # Variables: NVCC, CLANG (may be empty), SRC (source root), OUT (scratch).
 include(${SRC}/tests/common/symm_run.cmake)
 file(REMOVE_RECURSE ${OUT})
@@ -55,14 +56,22 @@ function(compare tag real stubbed traced)
   endif()
   count_of("${a}" "globaltimer" ga)
   count_of("${c}" "globaltimer" gc)
-  count_of("${a}" "symm__trace_write" wa)
-  count_of("${c}" "symm__trace_write" wc)
+  count_of("${a}" "%smid" wa)
+  count_of("${c}" "%smid" wc)
   if(NOT wa EQUAL 0 OR wc EQUAL 0 OR NOT gc GREATER ga)
-    message(FATAL_ERROR "${tag}: the traced build does not record (recorder ${wa} -> ${wc}, "
+    message(FATAL_ERROR "${tag}: the traced build does not record (%smid reads ${wa} -> ${wc}, "
                         "%globaltimer ${ga} -> ${gc})")
   endif()
-  message(STATUS "${tag}: PTX without SYMM_TRACE identical to empty hooks; traced: recorder called, "
-                 "%globaltimer reads ${ga} -> ${gc}")
+  # the recorder is inline: a call anywhere in a kernel serialises its wgmma
+  # (ptxas C7510), so the trace may add none (the waits' own report calls stay)
+  count_of("${a}" "[\t ]call[. \t]" ca)
+  count_of("${c}" "[\t ]call[. \t]" cc)
+  if(NOT ca EQUAL cc)
+    message(FATAL_ERROR "${tag}: the traced build has ${cc} call sites, the plain one ${ca}: the trace "
+                        "must add no function call")
+  endif()
+  message(STATUS "${tag}: PTX without SYMM_TRACE identical to empty hooks; traced: records inline "
+                 "(%globaltimer reads ${ga} -> ${gc}, %smid ${wc}), call sites ${ca} -> ${cc}")
 endfunction()
 
 set(nv_flags -x cu -O3 -ptx -Werror all-warnings)

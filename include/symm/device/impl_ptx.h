@@ -105,15 +105,11 @@ SYMM__DEVICE_INTERNAL uint64_t symm__trace_claim(uint64_t *counter) {
     return old;
 }
 
-/* One 64-byte trace event in four 16-byte stores (p 64-byte aligned). */
-SYMM__DEVICE_INTERNAL void symm__trace_store(void *p, uint64_t w0, uint64_t w1, uint64_t w2, uint64_t w3,
-                                             uint64_t w4, uint64_t w5, uint64_t w6, uint64_t w7) {
-    asm volatile("st.global.v2.u64 [%0], {%1, %2};\n\t"
-                 "st.global.v2.u64 [%0+16], {%3, %4};\n\t"
-                 "st.global.v2.u64 [%0+32], {%5, %6};\n\t"
-                 "st.global.v2.u64 [%0+48], {%7, %8};"
-                 ::"l"(p), "l"(w0), "l"(w1), "l"(w2), "l"(w3), "l"(w4), "l"(w5), "l"(w6), "l"(w7)
-                 : "memory");
+/* 16 bytes of a trace event (p 16-byte aligned): an event is four of these,
+ * each made of values computed just before it, so that the recorder never
+ * holds all eight words in registers at once. */
+SYMM__DEVICE_INTERNAL void symm__trace_store16(void *p, uint64_t w0, uint64_t w1) {
+    asm volatile("st.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(w0), "l"(w1) : "memory");
 }
 
 /* ---- load / store with ordering and scope ---------------------------------- */

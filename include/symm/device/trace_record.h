@@ -5,9 +5,11 @@
  * The recording thread of a call (every thread for thread-scope calls, lane
  * 0 for warp scope, thread 0 of the block for block and grid scope) takes
  * %globaltimer when the call begins and, when it returns, claims a slot of
- * its SM's sub-buffer with one relaxed atomic and stores the 64-byte event.
+ * its SM's sub-buffer with one relaxed atomic and stores the 64-byte event
+ * (four 16-byte stores).
  * A claim past the sub-buffer's end is the drop: nothing is stored, the
- * counter keeps the number (symm_trace_types.h). Nothing here waits.
+ * counter keeps the number (symm_trace_types.h). Nothing here waits, and
+ * nothing here is a call: no printf, no out-of-line function.
  *
  * Lanes of one warp that make the same thread-scope call together (the
  * same kind, address and peer: a Triton program's threads all waiting on
@@ -28,9 +30,10 @@ SYMM__DEVICE_INTERNAL uint64_t symm__trace_start(const symm_ctx_t *ctx, int g) {
     return symm__globaltimer();
 }
 
-/* Out of line: a build with the trace keeps one call per site in its
- * kernels, and the registers of the store only where it records. */
-SYMM__NOINLINE void symm__trace_write(const symm_ctx_t *ctx, uint64_t t0, uint32_t kfg, int pe, uint64_t addr,
+/* Inline, like everything on the trace's paths: a function call anywhere
+ * in a kernel makes ptxas serialise all of its wgmma (C7510), so a traced
+ * GEMM would lose its pipelining to the recorder. */
+SYMM__DEVICE_INTERNAL void symm__trace_write(const symm_ctx_t *ctx, uint64_t t0, uint32_t kfg, int pe, uint64_t addr,
                                       uint64_t a, uint64_t b) {
     const symm_trace_ring_t *r = (const symm_trace_ring_t *)(uintptr_t)symm__ctx_trace(ctx);
     const uint64_t t1 = symm__globaltimer();
@@ -58,11 +61,14 @@ SYMM__NOINLINE void symm__trace_write(const symm_ctx_t *ctx, uint64_t t0, uint32
     if (i >= cap)
         return; /* full: dropped, and counted by the claim */
     ev = (char *)(uintptr_t)r->events + ((uint64_t)s * cap + i) * sizeof(symm_trace_event_t);
-    symm__trace_store(ev, t0, t1, addr, a, b, (uint64_t)symm__grid_block() | (uint64_t)symm__grid_nblocks() << 32,
-                      (uint64_t)(uint16_t)(int16_t)pe | (uint64_t)(symm__block_tid() & 0xffffu) << 16 |
-                          (uint64_t)(symm__smid() & 0xffffu) << 32 | (uint64_t)(kfg & 0xffffu) << 48,
-                      (uint64_t)group | (uint64_t)lanes << 8 | (uint64_t)((uint32_t)ctx->n_pes & 0xffffu) << 16 |
-                          (uint64_t)((uint32_t)ctx->my_pe & 0xffffu) << 32);
+    symm__trace_store16(ev, t0, t1);
+    symm__trace_store16(ev + 16, addr, a);
+    symm__trace_store16(ev + 32, b, (uint64_t)symm__grid_block() | (uint64_t)symm__grid_nblocks() << 32);
+    symm__trace_store16(ev + 48,
+                        (uint64_t)(uint16_t)(int16_t)pe | (uint64_t)(symm__block_tid() & 0xffffu) << 16 |
+                            (uint64_t)(symm__smid() & 0xffffu) << 32 | (uint64_t)(kfg & 0xffffu) << 48,
+                        (uint64_t)group | (uint64_t)lanes << 8 | (uint64_t)((uint32_t)ctx->n_pes & 0xffffu) << 16 |
+                            (uint64_t)((uint32_t)ctx->my_pe & 0xffffu) << 32);
 }
 
 /* End of a call that began at t0 (symm__trace_start): record it. `flags`

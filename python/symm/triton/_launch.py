@@ -89,7 +89,7 @@ def _pop_trace(kernel, kwargs):
 
 def _with_symm_lib(libs, trace=None):
     """`libs` (an extern_libs value or None) with symm's libraries added."""
-    ours = _cached_libs(trace)
+    ours = _cached_libs(trace) if trace is not None else _cached_libs()
     if libs is None:
         return dict(ours)
     if any(name not in libs for name in ours):
