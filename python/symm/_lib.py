@@ -279,7 +279,7 @@ PROTOTYPES = {
     "symm_trace_active": (_c_int, []),
     "symm_trace_library_traced": (_c_int, []),
     "symm_coll_last_algo": (ctypes.c_char_p, []),
-    # MoE dispatch/combine (symm_moe.h); structures travel by address (symm/moe.py)
+    # MoE dispatch/combine (symm_moe.h); structures travel by address (symm/moe/__init__.py)
     "symm_moe_create": (_c_int, [_c_void_p, _c_void_p, _P(_c_void_p)]),
     "symm_moe_destroy": (_c_int, [_c_void_p]),
     "symm_moe_heap_bytes": (_c_size_t, [_c_void_p, _c_int]),
@@ -291,6 +291,7 @@ PROTOTYPES = {
     "symm_moe_launched_blocks": (_c_int, [_c_void_p, _c_void_p, _P(_c_int)]),
     "symm_moe_dispatch": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_void_p]),
     "symm_moe_combine": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_void_p]),
+    "symm_moe_ll_routes": (_c_int, [_c_void_p, _P(_c_void_p), _P(_c_size_t)]),
     "symm_moe_ht_layout": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_size_t, _c_void_p, _c_void_p, _c_void_p,
                                     _c_void_p]),
     "symm_moe_ht_dispatch": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_void_p]),
