@@ -285,6 +285,8 @@ def k_fences():
         with T.Kernel(1, threads=THREADS):
             tx = T.get_thread_binding(0)
             nxt = (sT.get_rank(ctx) + 1) % sT.get_num_ranks(ctx)
+            if tx == 0:
+                sT.trace_begin(ctx, 1)  # a region on the device trace (nothing unless traced)
             for f, name in enumerate(FENCES):
                 if tx == 0:
                     sT.p(ctx, data[f], epoch * 16 + f, nxt)
@@ -302,6 +304,8 @@ def k_fences():
                         fn(ctx)
                 if tx == 0:
                     sT.p(ctx, flag[f], epoch, nxt)
+            if tx == 0:
+                sT.trace_end(ctx, 1)
             if tx < nf:
                 sT.wait_ge(ctx, flag[tx], epoch)
                 out[tx] = sT.ld(ctx, data[tx], scope="sys", sem="relaxed")

@@ -94,6 +94,11 @@ class AGGemm:
         self.dtype = dtype
         self.a_full = symm.zeros((2, m, k), dtype)
         self.flags = symm.zeros((2, w * chunks), torch.int64)
+        # the copy engines write the flags, which a device trace cannot see:
+        # say whose they are, so that its waits on them name the PE (docs/trace.md)
+        for par in range(2):
+            for q in range(w):
+                symm.trace_label(self.flags[par, q * chunks:(q + 1) * chunks], "A rows of PE %d" % q, pe=q)
         self.epoch_dev = torch.zeros(1, dtype=torch.int64, device=env.device)
         self.side = torch.cuda.Stream(env.device)
         self.grid = ((m // bm) * triton.cdiv(n_local, self.cx["BN"]),)
@@ -162,6 +167,9 @@ class AGGemm:
     def close(self):
         torch.cuda.synchronize()
         symm.barrier()
+        for par in range(2):
+            for q in range(self.env.world):
+                symm.trace_label(self.flags[par, q * self.chunks:(q + 1) * self.chunks], None)
         symm.free_tensor(self.flags)
         symm.free_tensor(self.a_full)
 

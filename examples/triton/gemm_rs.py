@@ -176,6 +176,11 @@ class GemmRS:
         self.vec = C.vec_ok(n)
         self.recv = symm.zeros((2, w, self.m_loc, n), dtype)
         self.flags = symm.zeros((2, w, self.row_tiles), torch.int64)
+        # the copy engines write the flags, which a device trace cannot see:
+        # say whose they are, so that its waits on them name the PE (docs/trace.md)
+        for par in range(2):
+            for q in range(w):
+                symm.trace_label(self.flags[par, q], "partial of PE %d" % q, pe=q)
         self.staging = torch.empty((m, n), dtype=dtype, device=env.device)
         # this call's epoch in every entry: the source of one chunk's flag copy
         self.epoch = torch.zeros(self.tiles_per_chunk, dtype=torch.int64, device=env.device)
@@ -280,6 +285,9 @@ class GemmRS:
     def close(self):
         torch.cuda.synchronize()
         symm.barrier()
+        for par in range(2):
+            for q in range(self.env.world):
+                symm.trace_label(self.flags[par, q], None)
         symm.free_tensor(self.flags)
         symm.free_tensor(self.recv)
 

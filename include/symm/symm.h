@@ -303,5 +303,6 @@ int symm_multicast_allowed(void);
 #endif
 
 #include "symm/symm_coll.h"
+#include "symm/symm_trace.h"
 
 #endif /* SYMM_H */

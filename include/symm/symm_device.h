@@ -218,6 +218,19 @@ SYMM_DEVICE_FN void symm_barrier_warp(const symm_ctx_t *ctx);
 SYMM_DEVICE_FN void symm_barrier_block(const symm_ctx_t *ctx);
 SYMM_DEVICE_FN void symm_sync_block(const symm_ctx_t *ctx);
 
+/* ------------------------------------------------------------------------ */
+/* Device trace: a kernel's own regions                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Mark the start and the end of a region of the calling thread's work on
+ * the device trace (docs/trace.md), named on the host by name_id
+ * (symm_trace_name). Thread scope: the thread that calls begin calls end
+ * with the same id; regions nest. They cost nothing unless the code is
+ * built with SYMM_TRACE (the traced bitcode for the DSLs) and a trace is
+ * recording (symm_trace_start). */
+SYMM_DEVICE_FN void symm_trace_begin(const symm_ctx_t *ctx, int name_id);
+SYMM_DEVICE_FN void symm_trace_end(const symm_ctx_t *ctx, int name_id);
+
 #ifdef __cplusplus
 }
 #endif

@@ -128,7 +128,10 @@ enum symm_backend_cap {
  * for team PEs in [ldst_first, ldst_first + ldst_count); the other PEs are
  * reached through the backend's device calls (docs/backends.md). Fields are
  * fixed-width so the layout is identical for nvcc, clang-nvptx and the host
- * compiler; reserved words keep it stable as fields are added.
+ * compiler; reserved words keep it stable as fields are added. A field taken
+ * from `reserved` whose 0 means "as before" (wait_report, trace) keeps
+ * SYMM_CTX_VERSION: older code never reads it and older hosts leave it 0;
+ * the version changes when a field's meaning or the layout does.
  */
 typedef struct symm_ctx {
     uint32_t magic;        /* SYMM_CTX_MAGIC */
@@ -151,7 +154,10 @@ typedef struct symm_ctx {
     int32_t  ldst_count;   /*   above: [ldst_first, ldst_first + ldst_count) */
     uint64_t wait_report;  /* device address of this PE's uint32 count of waits that gave
                               up (deadline or abort): the first prints, with the count */
-    uint64_t reserved[4];
+    uint64_t trace;        /* device address of this PE's symm_trace_ring_t while a device
+                              trace records (symm_trace_start), else 0: code built with
+                              SYMM_TRACE then skips recording (docs/trace.md) */
+    uint64_t reserved[3];
 } symm_ctx_t;
 
 #ifdef __cplusplus

@@ -19,6 +19,10 @@ reduce_scatter, all_gather, all_to_all, all_to_allv, broadcast. MoE token
 dispatch and combine: symm.moe (pplx-kernels' AllToAll, and HighThroughput;
 symm.moe.deep_ep: DeepEP's Buffer; imported on their own, they need torch).
 
+Device trace: `with symm.trace("trace.json"): ...` records what kernels
+compiled with the trace do (trace=True / SYMM_TRACE=1; docs/trace.md), and
+`symm-trace plot|summary trace.json` shows it (symm.trace_tools).
+
 Errors from C raise SymmError subclasses (symm.MismatchError, ...) carrying
 the C message; bad arguments raise TypeError/ValueError before anything runs.
 """
@@ -38,6 +42,10 @@ from ._tensor import (  # noqa: F401
 )
 from ._coll import (  # noqa: F401
     all_gather, all_reduce, all_to_all, all_to_allv, broadcast, last_algo, reduce_scatter,
+)
+from ._trace import (  # noqa: F401
+    trace, trace_active, trace_counts, trace_dump, trace_label, trace_library_traced, trace_name, trace_start,
+    trace_stop,
 )
 
 __version__ = "0.1.0"

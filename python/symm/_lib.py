@@ -84,33 +84,62 @@ def check_backend(backend, who=""):
     return backend
 
 
-def bitcode_path(arch=None, backend=None):
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def trace_requested(trace=None):
+    """Whether kernels compiled now should record into the device trace
+    (docs/trace.md): `trace` when given (True/False), else $SYMM_TRACE
+    (1/0, true/false, yes/no, on/off; unset: False), which the C library's
+    environment table lists too. A bad value raises ValueError."""
+    if trace is not None:
+        if not isinstance(trace, bool):
+            raise TypeError("trace must be True, False or None, got %r" % (trace,))
+        return trace
+    v = os.environ.get("SYMM_TRACE", "").strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise ValueError("SYMM_TRACE=%r: expected 1/0, true/false, yes/no or on/off" % os.environ["SYMM_TRACE"])
+
+
+def bitcode_path(arch=None, backend=None, trace=None):
     """The device bitcode for a GPU architecture.
 
     `arch` is a compute capability as an int (80, 86, 90, 100...), a string
     ("sm_90", "90") or None for the default file. Architectures 80-89 get
     libsymm_device_sm80.bc, 90 and newer libsymm_device_sm90.bc; older ones are
     not supported by symm. `backend` "nvshmem" or "nccl" gives the file fixed
-    to that backend (docs/backends.md), built for sm_90 and newer.
+    to that backend (docs/backends.md), built for sm_90 and newer. `trace`
+    True gives the traced file of the same (<name>_trace.bc: the device
+    trace's recording compiled in, docs/trace.md); None asks $SYMM_TRACE.
     """
     d = bitcode_dir()
+    sfx = "_trace" if trace_requested(trace) else ""
     if backend is not None:
         check_backend(backend)
     if backend in SCALE_OUT_BACKENDS:
         if arch is not None and _arch_int(arch) < 90:
             raise ValueError("the %s device bitcode is built for sm_90 and newer (got %s)" % (backend, arch))
-        path = os.path.join(d, "libsymm_device_%s_sm90.bc" % backend)
+        path = os.path.join(d, "libsymm_device_%s_sm90%s.bc" % (backend, sfx))
         if not os.path.isfile(path):
             raise LibraryNotFoundError("%s not found (built by CMake with clang-19%s)" % (
                 path, " and NCCL's device headers" if backend == "nccl" else ""))
         return path
     if arch is None:
-        return os.path.join(d, "libsymm_device.bc")
-    arch = _arch_int(arch)
-    if arch < 80:
-        raise ValueError("symm needs compute capability 8.0 or newer (got %d)" % arch)
-    name = "libsymm_device_sm80.bc" if arch < 90 else "libsymm_device_sm90.bc"
-    return os.path.join(d, name)
+        name = "libsymm_device%s.bc" % sfx
+    else:
+        arch = _arch_int(arch)
+        if arch < 80:
+            raise ValueError("symm needs compute capability 8.0 or newer (got %d)" % arch)
+        name = "libsymm_device_sm%d%s.bc" % (80 if arch < 90 else 90, sfx)
+    path = os.path.join(d, name)
+    if sfx and not os.path.isfile(path):
+        raise LibraryNotFoundError("%s not found: the traced device bitcode is built with the plain one "
+                                   "(bitcode/CMakeLists.txt); rebuild, or copy it next to libsymm_device.bc" % path)
+    return path
 
 
 def _arch_int(arch):
@@ -240,6 +269,15 @@ PROTOTYPES = {
     "symm_broadcast": (_c_int, [_c_void_p, _c_void_p, _c_size_t, _c_int, _c_int, _c_void_p,
                                 _c_void_p]),
     "symm_coll_algo_name": (ctypes.c_char_p, [_c_int]),
+    # device trace (symm_trace.h)
+    "symm_trace_start": (_c_int, [_c_size_t]),
+    "symm_trace_stop": (_c_int, []),
+    "symm_trace_dump": (_c_int, [ctypes.c_char_p]),
+    "symm_trace_name": (_c_int, [_c_int, ctypes.c_char_p]),
+    "symm_trace_label": (_c_int, [_c_void_p, _c_size_t, _c_int, ctypes.c_char_p]),
+    "symm_trace_counts": (_c_int, [_P(ctypes.c_uint64), _P(ctypes.c_uint64)]),
+    "symm_trace_active": (_c_int, []),
+    "symm_trace_library_traced": (_c_int, []),
     "symm_coll_last_algo": (ctypes.c_char_p, []),
     # MoE dispatch/combine (symm_moe.h); structures travel by address (symm/moe/__init__.py)
     "symm_moe_create": (_c_int, [_c_void_p, _c_void_p, _P(_c_void_p)]),
@@ -268,6 +306,7 @@ OPTIONAL = {"symm_all_reduce_ex", "symm_reduce_scatter_ex", "symm_all_gather", "
             "symm_all_to_allv", "symm_broadcast", "symm_coll_algo_name", "symm_coll_last_algo"}
 OPTIONAL |= {name for name in PROTOTYPES if name.startswith("symm_moe_")}
 OPTIONAL |= {"symm_backend_name", "symm_backend_caps", "symm_backend_module_init"}
+OPTIONAL |= {name for name in PROTOTYPES if name.startswith("symm_trace_")}
 
 
 def _declare(lib):

@@ -429,6 +429,7 @@ static void base_launch(symm__coll_launch_t *l, const coll_team_t *t, symm__ck_t
     l->nblocks = nblocks;
     l->nthreads = THREADS;
     l->ctx = t->ctx;
+    l->ctx.trace = symm__team_host_ctx(t->team)->trace; /* a device trace started since set-up */
     l->ws = t->ws;
     l->root = -1;
 }

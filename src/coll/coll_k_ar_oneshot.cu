@@ -8,7 +8,9 @@
 __global__ void __launch_bounds__(SYMM__COLL_THREADS)
 symm__k_ar_oneshot(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
                    char *dst, const char *src, uint64_t nbytes, int kind, int op) {
+    SYMM__TRACE_START(&ctx, t_, SYMM__G_BLOCK);
     symm__c_ar_oneshot(&ctx, &ws, dst, src, nbytes, kind, op, blockIdx.x, gridDim.x);
+    SYMM__TRACE_COLL(&ctx, t_, SYMM_TRACE_COLL_ALL_REDUCE, SYMM_COLL_ALGO_ONESHOT, SYMM_TRACE_F_STREAM, nbytes);
 }
 
 symm_status_t symm__coll_launch_oneshot(const symm__coll_launch_t *l, cudaStream_t s) {

@@ -10,19 +10,25 @@
 __global__ void __launch_bounds__(SYMM__COLL_THREADS)
 symm__k_ar_twoshot(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
                    char *dst, const char *src, uint64_t nbytes, int kind, int op) {
+    SYMM__TRACE_START(&ctx, t_, SYMM__G_BLOCK);
     symm__c_ar_twoshot(&ctx, &ws, dst, src, nbytes, kind, op, blockIdx.x, gridDim.x);
+    SYMM__TRACE_COLL(&ctx, t_, SYMM_TRACE_COLL_ALL_REDUCE, SYMM_COLL_ALGO_TWOSHOT, SYMM_TRACE_F_STREAM, nbytes);
 }
 
 __global__ void __launch_bounds__(SYMM__COLL_THREADS)
 symm__k_ar_twoshot_st(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
                       char *dst, const char *src, uint64_t nbytes, int kind, int op) {
+    SYMM__TRACE_START(&ctx, t_, SYMM__G_BLOCK);
     symm__c_ar_twoshot_st(&ctx, &ws, dst, src, nbytes, kind, op, blockIdx.x, gridDim.x);
+    SYMM__TRACE_COLL(&ctx, t_, SYMM_TRACE_COLL_ALL_REDUCE, SYMM_COLL_ALGO_TWOSHOT, SYMM_TRACE_F_STREAM, nbytes);
 }
 
 __global__ void __launch_bounds__(SYMM__COLL_THREADS)
 symm__k_ar_multimem(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
                     uint64_t mc_dst, uint64_t mc_src, uint64_t nbytes, int kind, int op) {
+    SYMM__TRACE_START(&ctx, t_, SYMM__G_BLOCK);
     symm__c_ar_multimem(&ctx, &ws, mc_dst, mc_src, nbytes, kind, op, blockIdx.x, gridDim.x);
+    SYMM__TRACE_COLL(&ctx, t_, SYMM_TRACE_COLL_ALL_REDUCE, SYMM_COLL_ALGO_MULTIMEM, SYMM_TRACE_F_STREAM, nbytes);
 }
 
 symm_status_t symm__coll_launch_twoshot(const symm__coll_launch_t *l, cudaStream_t s) {

@@ -9,13 +9,17 @@
 __global__ void __launch_bounds__(SYMM__COLL_THREADS)
 symm__k_rs_direct(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
                   char *dst, const char *src, uint64_t nbytes, uint64_t piece, int kind, int op) {
+    SYMM__TRACE_START(&ctx, t_, SYMM__G_BLOCK);
     symm__c_rs_direct(&ctx, &ws, dst, src, nbytes, piece, kind, op, blockIdx.x, gridDim.x);
+    SYMM__TRACE_COLL(&ctx, t_, SYMM_TRACE_COLL_REDUCE_SCATTER, SYMM_COLL_ALGO_TWOSHOT, SYMM_TRACE_F_STREAM, nbytes);
 }
 
 __global__ void __launch_bounds__(SYMM__COLL_THREADS)
 symm__k_move_direct(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
                     char *dst, const char *src, uint64_t nbytes, uint64_t piece, uint64_t out_off, int root) {
+    SYMM__TRACE_START(&ctx, t_, SYMM__G_BLOCK);
     symm__c_move_direct(&ctx, &ws, dst, src, nbytes, piece, out_off, root, blockIdx.x, gridDim.x);
+    SYMM__TRACE_COLL(&ctx, t_, root >= 0 ? SYMM_TRACE_COLL_BROADCAST : piece ? SYMM_TRACE_COLL_ALL_TO_ALL : SYMM_TRACE_COLL_ALL_GATHER, SYMM_COLL_ALGO_TWOSHOT, SYMM_TRACE_F_STREAM, nbytes);
 }
 
 /* The four count/displacement arrays travel as a kernel parameter, so the
@@ -27,7 +31,9 @@ struct symm__a2av_params {
 __global__ void __launch_bounds__(SYMM__COLL_THREADS)
 symm__k_a2av_direct(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
                     char *dst, const char *src, const __grid_constant__ symm__a2av_params a, uint32_t esz) {
+    SYMM__TRACE_START(&ctx, t_, SYMM__G_BLOCK);
     symm__c_a2av_direct(&ctx, &ws, dst, src, a.v[0], a.v[1], a.v[2], a.v[3], esz, blockIdx.x, gridDim.x);
+    SYMM__TRACE_COLL(&ctx, t_, SYMM_TRACE_COLL_ALL_TO_ALLV, SYMM_COLL_ALGO_TWOSHOT, SYMM_TRACE_F_STREAM, 0);
 }
 
 symm_status_t symm__coll_launch_direct(const symm__coll_launch_t *l, cudaStream_t s) {

@@ -9,26 +9,34 @@
 __global__ void __launch_bounds__(SYMM__COLL_THREADS)
 symm__k_red_packet(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
                    char *dst, const char *src, uint64_t nbytes, uint64_t piece, int kind, int op) {
+    SYMM__TRACE_START(&ctx, t_, SYMM__G_BLOCK);
     symm__c_red_packet(&ctx, &ws, dst, src, nbytes, piece, kind, op, blockIdx.x, gridDim.x);
+    SYMM__TRACE_COLL(&ctx, t_, piece ? SYMM_TRACE_COLL_REDUCE_SCATTER : SYMM_TRACE_COLL_ALL_REDUCE, SYMM_COLL_ALGO_PACKET, SYMM_TRACE_F_STREAM, nbytes);
 }
 
 __global__ void __launch_bounds__(SYMM__COLL_THREADS)
 symm__k_ar_packet2(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
                    char *dst, const char *src, uint64_t nbytes, int kind, int op) {
+    SYMM__TRACE_START(&ctx, t_, SYMM__G_BLOCK);
     symm__c_ar_packet2(&ctx, &ws, dst, src, nbytes, kind, op, blockIdx.x, gridDim.x);
+    SYMM__TRACE_COLL(&ctx, t_, SYMM_TRACE_COLL_ALL_REDUCE, SYMM_COLL_ALGO_PACKET, SYMM_TRACE_F_STREAM, nbytes);
 }
 
 __global__ void __launch_bounds__(SYMM__COLL_THREADS)
 symm__k_move_packet(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
                     char *dst, const char *src, uint64_t nbytes, uint64_t piece, uint64_t out_stride,
                     int root) {
+    SYMM__TRACE_START(&ctx, t_, SYMM__G_BLOCK);
     symm__c_move_packet(&ctx, &ws, dst, src, nbytes, piece, out_stride, root, blockIdx.x, gridDim.x);
+    SYMM__TRACE_COLL(&ctx, t_, root >= 0 ? SYMM_TRACE_COLL_BROADCAST : piece ? SYMM_TRACE_COLL_ALL_TO_ALL : SYMM_TRACE_COLL_ALL_GATHER, SYMM_COLL_ALGO_PACKET, SYMM_TRACE_F_STREAM, nbytes);
 }
 
 __global__ void __launch_bounds__(SYMM__COLL_THREADS)
 symm__k_bcast_packet2(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
                       char *dst, const char *src, uint64_t nbytes, int root) {
+    SYMM__TRACE_START(&ctx, t_, SYMM__G_BLOCK);
     symm__c_bcast_packet2(&ctx, &ws, dst, src, nbytes, root, blockIdx.x, gridDim.x);
+    SYMM__TRACE_COLL(&ctx, t_, SYMM_TRACE_COLL_BROADCAST, SYMM_COLL_ALGO_PACKET, SYMM_TRACE_F_STREAM, nbytes);
 }
 
 symm_status_t symm__coll_launch_packet(const symm__coll_launch_t *l, cudaStream_t s) {

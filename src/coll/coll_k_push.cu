@@ -87,8 +87,11 @@ __device__ void wait_reach(const symm_ctx_t *ctx, const uint32_t *p, uint32_t wa
 __device__ void wait_peers(const symm_ctx_t *ctx, const push_area &a, uint64_t off, uint32_t slot, int n, int me,
                            uint32_t want) {
     for (int p = (int)symm__block_tid(); p < n; p += (int)symm__block_nthreads())
-        if (p != me)
+        if (p != me) {
+            SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
             wait_reach(ctx, push_word(a, off, slot, p), want);
+            SYMM__TRACE_WAIT(ctx, t_, SYMM_TRACE_WAIT_COLL, push_word(a, off, slot, p), p, SYMM_CMP_GE, want, want);
+        }
 }
 
 /* Threads t < n of the block: release this PE's counter `off` on every peer
@@ -223,6 +226,7 @@ symm__k_push(const __grid_constant__ symm_ctx_t ctx_, uint64_t base, uint64_t bu
     push_area a;
     push_call c;
     uint64_t lo, hi, T, s;
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     a.base = base;
     a.buf = buf;
     c.n = ctx->n_pes;
@@ -268,6 +272,8 @@ symm__k_push(const __grid_constant__ symm_ctx_t ctx_, uint64_t base, uint64_t bu
     symm__block_sync();
     if (t == 0)
         symm__c_st8_vol(push_steps(a, slot), T + c.ns);
+    SYMM__TRACE_COLL(ctx, t_, ar ? SYMM_TRACE_COLL_ALL_REDUCE : SYMM_TRACE_COLL_REDUCE_SCATTER, SYMM_COLL_ALGO_PUSH,
+                     SYMM_TRACE_F_STREAM, ar ? total : L);
 }
 #undef SYMM__C_CASE_PUSH
 

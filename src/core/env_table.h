@@ -66,7 +66,17 @@
       "built-in default (64; 128 for all-gather, all-to-all, broadcast). The same on every PE (init checks)") \
     X(coll_ce_min,        SYMM_COLL_CE_MIN,        SIZE,     "64M",                          \
       "pieces (bytes per peer) from which all-gather and all-to-all into symmetric buffers use " \
-      "the copy engines; 0 = never. The same on every PE (init checks)")
+      "the copy engines; 0 = never. The same on every PE (init checks)")                     \
+    X(trace,              SYMM_TRACE,              BOOL,     "0",                            \
+      "device trace: the Python front ends compile kernels with the traced device code (the "   \
+      "*_trace.bc bitcode for Triton and CuTe DSL, -DSYMM_TRACE for TileLang); docs/trace.md") \
+    X(trace_file,         SYMM_TRACE_FILE,         STRING,   "",                             \
+      "record a device trace from symm_init and write it to this file (Chrome/Perfetto JSON) at " \
+      "symm_finalize (\"-\": record, write nothing); records what code built with SYMM_TRACE does " \
+      "(docs/trace.md)")                                                                       \
+    X(trace_capacity,     SYMM_TRACE_CAPACITY,     INT,      "1048576",                      \
+      "events the device trace keeps per PE (64 bytes each) when the call gives none; later "  \
+      "events are dropped and counted")
 
 /* 600 s in release builds: no wait lasts forever (the README's promise),
  * and as long as torch.distributed's default collective timeout, so a peer

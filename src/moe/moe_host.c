@@ -216,6 +216,7 @@ static symm_status_t begin(const char *call, symm_moe_t *h, symm__moe_kargs_t *a
         return symm__error(SYMM_ERR_NOT_INITIALIZED, "%s: symm is not initialized", call);
     memset(a, 0, sizeof(*a));
     a->ctx = h->ctx;
+    (void)symm_team_ctx_copy(h->team, &a->ctx); /* the live context: a device trace started since create */
     a->base = (uint64_t)(uintptr_t)h->base;
     a->lay = h->g.lay;
     a->err = h->err_dev;

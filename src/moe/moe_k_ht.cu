@@ -140,16 +140,24 @@ SYMM__DEVICE_INTERNAL void ht_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     }
     symm__block_sync();
     if (last) {
-        for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS)
+        for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS) {
+            SYMM__TRACE_START(&A->ctx, ts_, SYMM__G_THREAD);
             symm__st_b64(moe_peer(A, MOE_U64(A, ht_mat) + ((uint64_t)p * n + me) * n + x % n, (int)(x / n)),
                          TAG(e, tot[x % n]), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
-        for (uint32_t x = tid; x < n * L; x += SYMM__MOE_THREADS)
+            SYMM__TRACE_SIGNAL(&A->ctx, ts_, (int)(x / n), MOE_U64(A, ht_mat) + ((uint64_t)p * n + me) * n + x % n,
+                               TAG(e, tot[x % n]), SYMM_SIGNAL_SET);
+        }
+        for (uint32_t x = tid; x < n * L; x += SYMM__MOE_THREADS) {
+            SYMM__TRACE_START(&A->ctx, ts_, SYMM__G_THREAD);
             symm__st_b64(moe_peer(A, MOE_U64(A, ht_emat) + ((uint64_t)p * n + me) * L + x % L, (int)(x / L)),
                          TAG(e, ecnt[x]), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
+            SYMM__TRACE_SIGNAL(&A->ctx, ts_, (int)(x / L), MOE_U64(A, ht_emat) + ((uint64_t)p * n + me) * L + x % L,
+                               TAG(e, ecnt[x]), SYMM_SIGNAL_SET);
+        }
     }
     /* every PE's row: my first row at r is what the PEs before me send it */
     for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS) {
-        const uint32_t c = (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + (uint64_t)p * n * n + x, TAG(e, 0));
+        const uint32_t c = (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + (uint64_t)p * n * n + x, TAG(e, 0), (int)(x / n));
         if (x / n < me)
             atomicAdd(&off[x % n], c);
     }
@@ -272,8 +280,10 @@ SYMM__DEVICE_INTERNAL void ht_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     /* the rows this block addressed to each PE, behind its stores */
     symm__block_sync();
     if (tid < n && run[tid] != 0) {
+        SYMM__TRACE_START(&A->ctx, ts_, SYMM__G_THREAD);
         symm__fence_acq_rel_sys();
         symm__atom_add_b64(moe_peer(A, MOE_U64(A, ht_rcv) + me, (int)tid), (uint64_t)run[tid]);
+        SYMM__TRACE_SIGNAL(&A->ctx, ts_, (int)tid, MOE_U64(A, ht_rcv) + me, run[tid], SYMM_SIGNAL_ADD);
     }
 }
 
@@ -286,16 +296,17 @@ SYMM__DEVICE_INTERNAL void ht_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
     __shared__ uint32_t from[SYMM__MOE_MAX_PES];
     symm__block_sync();
     if (tid < n) {
-        const uint64_t c = (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + ((uint64_t)p * n + tid) * n + me, TAG(e, 0));
+        const uint64_t c =
+            (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + ((uint64_t)p * n + tid) * n + me, TAG(e, 0), (int)tid);
         uint64_t *expect = MOE_U64(A, ht_exp) + tid;
         from[tid] = (uint32_t)c;
-        moe_wait(A, MOE_U64(A, ht_rcv) + tid, *expect + c);
+        moe_wait(A, MOE_U64(A, ht_rcv) + tid, *expect + c, (int)tid);
         *expect += c;
     }
     for (uint32_t le = tid; le < L; le += SYMM__MOE_THREADS) {
         uint32_t c = 0;
         for (uint32_t s = 0; s < n; s++)
-            c += (uint32_t)moe_wait(A, MOE_U64(A, ht_emat) + ((uint64_t)p * n + s) * L + le, TAG(e, 0));
+            c += (uint32_t)moe_wait(A, MOE_U64(A, ht_emat) + ((uint64_t)p * n + s) * L + le, TAG(e, 0), (int)s);
         MOE_I32(A, ht_rpe)[le] = (int32_t)c;
     }
     symm__block_sync();
@@ -317,9 +328,9 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_dispatch(const _
     const int send = (A->flags & SYMM_MOE_SEND) != 0;
     const uint64_t e = moe_begin(A, send);
     if (send)
-        ht_dispatch_send(A, e);
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_DISPATCH, ht_dispatch_send(A, e));
     if ((A->flags & SYMM_MOE_RECV) && blockIdx.x == 0)
-        ht_dispatch_recv(A, e);
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_DISPATCH_RECV, ht_dispatch_recv(A, e));
     if (send)
         moe_close_epoch(A, SYMM__MK_HT_DISPATCH, e);
 }
@@ -388,7 +399,10 @@ SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t 
             }
             symm__block_sync();
             if (tid == 0)
-                moe_release(A, MOE_U64(A, ht_cflag) + (uint64_t)me * nch + c, e, (int)s);
+                /* not traced here (the receiver's wait names PE s): a record in these loops makes
+                 * ptxas spill this kernel, which sits at its 128-register limit */
+                symm__st_b64(moe_peer(A, MOE_U64(A, ht_cflag) + (uint64_t)me * nch + c, (int)s), e, SYMM_SEM_RELEASE,
+                             SYMM_SCOPE_SYS);
         }
     }
 }
@@ -420,7 +434,7 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv(const symm__moe_kargs_t *A, uint64_t 
                 const uint32_t pos = MOE_U32(A, ht_pos)[t * n + r];
                 spos[tid] = pos;
                 if (!(fused && r == me))
-                    moe_wait(A, MOE_U64(A, ht_cflag) + (uint64_t)r * nch + pos / SYMM__MOE_HT_CHUNK, e);
+                    moe_wait(A, MOE_U64(A, ht_cflag) + (uint64_t)r * nch + pos / SYMM__MOE_HT_CHUNK, e, (int)r);
             }
         }
         symm__block_sync();
@@ -460,17 +474,17 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine(const __
     const uint32_t B = gridDim.x, b = blockIdx.x;
     if (A->flags == SYMM_MOE_SEND_RECV) {
         if (B == 1) {
-            ht_combine_send(A, e, 0, 1, 1);
-            ht_combine_recv(A, e, 0, 1, 1);
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send(A, e, 0, 1, 1));
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE_RECV, ht_combine_recv(A, e, 0, 1, 1));
         } else if (b < B / 2) {
-            ht_combine_send(A, e, b, B / 2, 1);
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send(A, e, b, B / 2, 1));
         } else {
-            ht_combine_recv(A, e, b - B / 2, B - B / 2, 1);
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE_RECV, ht_combine_recv(A, e, b - B / 2, B - B / 2, 1));
         }
     } else if (A->flags & SYMM_MOE_SEND) {
-        ht_combine_send(A, e, b, B, 0);
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send(A, e, b, B, 0));
     } else {
-        ht_combine_recv(A, e, b, B, 0);
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE_RECV, ht_combine_recv(A, e, b, B, 0));
     }
 }
 

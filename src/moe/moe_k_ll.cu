@@ -142,6 +142,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
             for (uint32_t o0 = 0; o0 < nown; o0 += tb) {
                 const uint32_t nb = nown - o0 < tb ? nown - o0 : tb;
                 symm__block_sync();
+                MOE_TRACE_T0(tb_, A);
                 if (tid < nb) {
                     const uint32_t i = b + (o0 + tid) * B;
                     const uint32_t *row = &sidx[i * K];
@@ -213,7 +214,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                 for (uint32_t x = tid; x < nb * n; x += SYMM__MOE_THREADS) {
                     const uint32_t j = x / n, r = x % n;
                     if ((smask[j] >> r) & 1u)
-                        moe_release(A, (uint64_t *)(void *)(ll_slot(A, p, me, stok[j]) + foff), e, (int)r);
+                        MOE_RELEASE_PUT(A, tb_, (uint64_t *)(void *)(ll_slot(A, p, me, stok[j]) + foff), e, (int)r,
+                                        A->x_bytes + 4u * cols);
                 }
             }
         }
@@ -236,7 +238,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
         uint32_t off = 0, num, total = 0;
         symm__block_sync();
         if (tid < n)
-            cnt[tid] = (uint32_t)moe_wait(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + tid) * L + le, e << 32);
+            cnt[tid] = (uint32_t)moe_wait(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + tid) * L + le, e << 32, (int)tid);
         symm__block_sync();
         for (uint32_t x = 0; x < n; x++) {
             off += x < s ? cnt[x] : 0;
@@ -254,7 +256,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                 const uint32_t ent = MOE_U32(A, ll_list)[(((uint64_t)p * n + s) * L + le) * A->cap + j0 + tid];
                 const uint32_t tl = ent >> 8;
                 const uint64_t t = (uint64_t)tl * dp + s % dp;
-                moe_wait(A, (const uint64_t *)(const void *)(ll_slot(A, p, s, tl) + foff), e);
+                moe_wait(A, (const uint64_t *)(const void *)(ll_slot(A, p, s, tl) + foff), e, (int)s);
                 stl[tid] = tl;
                 MOE_U64(A, ll_route)[(uint64_t)le * A->rows + off + j0 + tid] =
                     (uint64_t)s | ((uint64_t)(ent & 255u) << 16) | (t << 32);
@@ -304,9 +306,9 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
     const int send = (A->flags & SYMM_MOE_SEND) != 0;
     const uint64_t e = moe_begin(A, send);
     if (send)
-        ll_dispatch_send(A, e);
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, e));
     if (A->flags & SYMM_MOE_RECV)
-        ll_dispatch_recv(A, e);
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, ll_dispatch_recv(A, e));
     if (send)
         moe_close_epoch(A, SYMM__MK_LL_DISPATCH, e);
 }
@@ -343,6 +345,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
     for (uint32_t r0 = blockIdx.x * rb; r0 < total; r0 += gridDim.x * rb) {
         const uint32_t nb = total - r0 < rb ? total - r0 : rb;
         symm__block_sync();
+        MOE_TRACE_T0(tb_, A);
         if (tid < nb) {
             const uint32_t r = r0 + tid;
             uint32_t lo = 0, hi = L - 1; /* the last expert whose first row is <= r */
@@ -396,7 +399,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
         for (uint32_t x = tid; x < nb * dp; x += SYMM__MOE_THREADS) {
             const uint64_t route = routes[sridx[x / dp]];
             const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
-            moe_release(A, MOE_U64(A, ll_cflag) + (route >> 32) * K + k, e, (int)(src / dp * dp + x % dp));
+            MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + (route >> 32) * K + k, e, (int)(src / dp * dp + x % dp),
+                            (uint64_t)A->hidden * ysz);
         }
     }
 }
@@ -423,8 +427,9 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, uint64_t 
             const int ok = ll_valid((const uint32_t *)A->idx + t * K, k, E);
             sok[tid] = (uint8_t)ok;
             sw[tid] = ok ? A->weights[t * K + k] : 0.0f;
-            if (ok)
-                moe_wait(A, MOE_U64(A, ll_cflag) + t * K + k, e);
+            if (ok) /* from the PE of the route's expert */
+                moe_wait(A, MOE_U64(A, ll_cflag) + t * K + k, e,
+                         (int)(((const uint32_t *)A->idx)[t * K + k] / A->local));
         }
         symm__block_sync();
         for (uint32_t q = tid; q < nb * h8; q += SYMM__MOE_THREADS) {
@@ -452,9 +457,9 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __
     const symm__moe_kargs_t *A = &a;
     const uint64_t e = moe_begin(A, 0);
     if (A->flags & SYMM_MOE_SEND)
-        ll_combine_send(A, e);
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, ll_combine_send(A, e));
     if (A->flags & SYMM_MOE_RECV)
-        ll_combine_recv(A, e);
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, e));
 }
 
 /* Dynamic shared memory of each kernel for a grid of `blocks`. */

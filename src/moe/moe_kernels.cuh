@@ -35,9 +35,14 @@ SYMM__DEVICE_INTERNAL void *moe_peer(const symm__moe_kargs_t *A, const void *p, 
     return symm__peer(&A->ctx, p, pe);
 }
 
-/* Wait (acquire, with the deadline) until *word >= v; returns the value. */
-SYMM__DEVICE_INTERNAL uint64_t moe_wait(const symm__moe_kargs_t *A, const uint64_t *word, uint64_t v) {
-    return symm__wait_u64(&A->ctx, word, SYMM_CMP_GE, v);
+/* Wait (acquire, with the deadline) until *word >= v; returns the value.
+ * `from` is the PE that releases the word: the device trace names it. */
+SYMM__DEVICE_INTERNAL uint64_t moe_wait(const symm__moe_kargs_t *A, const uint64_t *word, uint64_t v, int from) {
+    SYMM__TRACE_START(&A->ctx, t_, SYMM__G_THREAD);
+    const uint64_t seen = symm__wait_u64(&A->ctx, word, SYMM_CMP_GE, v);
+    SYMM__TRACE_WAIT(&A->ctx, t_, SYMM_TRACE_WAIT_MOE, word, from, SYMM_CMP_GE, v, seen);
+    (void)from;
+    return seen;
 }
 
 /* Data words into a peer (ordered by the release that follows). */
@@ -72,8 +77,46 @@ SYMM__NOINLINE void moe_error(const symm__moe_kargs_t *A, uint32_t code, int64_t
  * this thread made, and every store the block made before a barrier this
  * thread passed, is visible to whoever acquires it (fences are cumulative). */
 SYMM__DEVICE_INTERNAL void moe_release(const symm__moe_kargs_t *A, uint64_t *word, uint64_t v, int pe) {
+    SYMM__TRACE_START(&A->ctx, t_, SYMM__G_THREAD);
     symm__st_b64(moe_peer(A, word, pe), v, SYMM_SEM_RELEASE, SYMM_SCOPE_SYS);
+    SYMM__TRACE_SIGNAL(&A->ctx, t_, pe, word, v, SYMM_SIGNAL_SET);
 }
+
+/*
+ * The device trace in the MoE kernels (a build with -DSYMM_TRACE=ON; all of
+ * it is nothing otherwise). Start times that span a copy loop live in shared
+ * memory, written by thread 0, not in a register of every thread: the copy
+ * loops are at the register limit, and a 64-bit value live across them
+ * spills.
+ *   MOE_TRACE_T0(name, A)  declares `name` and stamps it (thread 0); the
+ *                          threads that read it must pass a block barrier first
+ *   MOE_RELEASE_PUT(...)   a row's or chunk's flag, released (moe_release)
+ *                          and recorded as a put with signal of nbytes from t
+ *   MOE_TRACE_HALF(...)    a kernel half as one slice per block
+ */
+#if SYMM__TRACE_ON
+#  define MOE_TRACE_T0(name, A)                                                                      \
+    __shared__ uint64_t name;                                                                        \
+    if (symm__block_tid() == 0)                                                                      \
+    name = symm__trace_start(&(A)->ctx, SYMM__G_BLOCK)
+#else
+#  define MOE_TRACE_T0(name, A)
+#endif
+
+#define MOE_RELEASE_PUT(A, t, word, v, pe, nbytes)                                                          \
+    do {                                                                                                   \
+        symm__st_b64(moe_peer((A), (word), (pe)), (v), SYMM_SEM_RELEASE, SYMM_SCOPE_SYS);                 \
+        SYMM__TRACE_PUT_SIGNAL(&(A)->ctx, t, SYMM__G_THREAD, 0, (pe), (word), (nbytes), (v), SYMM_SIGNAL_SET); \
+    } while (0)
+
+#define MOE_TRACE_HALF(A, kind, body)                                                                      \
+    do {                                                                                                   \
+        MOE_TRACE_T0(th_, A);                                                                              \
+        body;                                                                                              \
+        if (SYMM__TRACE_ON && symm__block_tid() == 0) {                                                    \
+            SYMM__TRACE_COLL(&(A)->ctx, th_, (kind), SYMM_COLL_ALGO_AUTO, SYMM_TRACE_F_STREAM, 0);         \
+        }                                                                                                  \
+    } while (0)
 
 /* Every kernel of a handle starts with it: the epoch it works on (a send
  * half opens the next one, a receive half or combine works on the current

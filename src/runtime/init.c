@@ -20,6 +20,22 @@
 
 symm__runtime_t symm__rt;
 
+/* team.h's module hooks (the device trace's automatic start and dump). */
+#define SYMM__RUNTIME_HOOKS 4
+static struct {
+    void (*after_init)(void);
+    void (*before_finalize)(void);
+} g_hooks[SYMM__RUNTIME_HOOKS];
+static int g_n_hooks;
+
+void symm__runtime_hooks_add(void (*after_init)(void), void (*before_finalize)(void)) {
+    if (g_n_hooks < SYMM__RUNTIME_HOOKS) {
+        g_hooks[g_n_hooks].after_init = after_init;
+        g_hooks[g_n_hooks].before_finalize = before_finalize;
+        g_n_hooks++;
+    }
+}
+
 symm_status_t symm__agree(symm_status_t mine, symm_status_t prefer, const char *what) {
     return symm__bootstrap_agree(symm__rt.boot, mine, prefer, what);
 }
@@ -237,6 +253,9 @@ static symm_status_t init_with(symm__bootstrap_t *boot, int launcher_local_rank)
         goto fail;
     rt->initialized = 1;
     symm__backend_modules_init();
+    for (int i = 0; i < g_n_hooks; i++)
+        if (g_hooks[i].after_init)
+            g_hooks[i].after_init();
     SYMM_LOG_INFO("initialised: PE %d of %d, backend %s, device %d, heap at %#lx", rt->rank,
                   rt->nranks, ops->name, rt->be->device, (unsigned long)symm__heap_base());
     return SYMM_SUCCESS;
@@ -304,6 +323,9 @@ symm_status_t symm_init_with_uid(const symm_unique_id_t *uid, int rank, int nran
 symm_status_t symm_finalize(void) {
     SYMM__REQUIRE_INIT("symm_finalize");
     symm__runtime_t *rt = &symm__rt;
+    for (int i = g_n_hooks - 1; i >= 0; i--)
+        if (g_hooks[i].before_finalize)
+            g_hooks[i].before_finalize();
     /* Nobody unmaps while a peer's kernels may still read this PE's heap:
      * drain this device, then meet every PE. A dead peer turns the barrier
      * into an error; local resources are released either way. */

@@ -132,6 +132,26 @@ symm_status_t symm__teams_update_heap_size(void *unused) {
     return SYMM_SUCCESS;
 }
 
+symm_status_t symm__teams_set_trace(uint64_t ring) {
+    struct symm_team *teams[2] = {&symm__rt.world, &symm__rt.node};
+    for (int i = 0; i < 2; i++) {
+        struct symm_team *t = teams[i];
+        t->host_ctx.trace = ring;
+        if (!t->d_ctx)
+            continue;
+        symm_status_t st = symm__rt.be->ops->dev_write(symm__rt.be, t->d_ctx, &t->host_ctx, sizeof(t->host_ctx));
+        if (st != SYMM_SUCCESS)
+            return st;
+    }
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm__dev_copy(void *dst, const void *src, size_t nbytes) {
+    if (!symm__rt.initialized)
+        return symm__error(SYMM_ERR_NOT_INITIALIZED, "device copy: symm is not initialized");
+    return nbytes ? symm__rt.be->ops->memcpy_sync(symm__rt.be, dst, src, nbytes) : SYMM_SUCCESS;
+}
+
 /* A team handle this runtime handed out, or NULL. */
 static struct symm_team *valid_team(symm_team_t team) {
     if (!symm__rt.initialized || !team)

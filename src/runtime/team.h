@@ -45,6 +45,21 @@ void *symm__team_ext_get(symm_team_t team, const void *key);
  * SYMM_ERR_UNSUPPORTED when it has no collectives. */
 symm_status_t symm__team_backend_coll(symm_team_t team, const symm__be_coll_t *c, symm_stream_t stream);
 
+/* The device trace (src/trace): point every team's context at this PE's
+ * trace state (`ring`, a device address; 0: no trace), host copy and device
+ * copy. Local; the caller makes sure no kernel runs meanwhile. */
+symm_status_t symm__teams_set_trace(uint64_t ring);
+
+/* Copy between host and this PE's device (or heap) memory and wait for it:
+ * the backend's synchronous copy (host memory on the host backend). */
+symm_status_t symm__dev_copy(void *dst, const void *src, size_t nbytes);
+
+/* Hooks of a module above the runtime: after_init runs at the end of every
+ * successful init (collective: on every PE, symm initialised), before_finalize
+ * at the start of symm_finalize (still initialised, before the device is
+ * drained). Registered once per process (a constructor of the module). */
+void symm__runtime_hooks_add(void (*after_init)(void), void (*before_finalize)(void));
+
 /* symm__bootstrap_agree over the world: every PE gets the same status. */
 symm_status_t symm__agree(symm_status_t mine, symm_status_t prefer, const char *what);
 

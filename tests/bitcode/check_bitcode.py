@@ -288,13 +288,14 @@ def check_module(header_decls, ir_text, expect_cpu=None, backend=None):
 
 
 def backend_of(path):
-    """'nvshmem' for libsymm_device_nvshmem_sm90.bc, else None."""
-    m = re.match(r"libsymm_device_([a-z]+)_sm\d+\.bc$", os.path.basename(path))
+    """'nvshmem' for libsymm_device_nvshmem_sm90.bc (and its traced
+    libsymm_device_nvshmem_sm90_trace.bc), else None."""
+    m = re.match(r"libsymm_device_([a-z]+)_sm\d+(?:_trace)?\.bc$", os.path.basename(path))
     return m.group(1) if m else None
 
 
 def expected_cpu(path):
-    m = re.search(r"_sm(\d+)\.bc$", os.path.basename(path))
+    m = re.search(r"_sm(\d+)(?:_trace)?\.bc$", os.path.basename(path))
     return "sm_" + m.group(1) if m else None
 
 

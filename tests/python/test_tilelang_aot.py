@@ -481,7 +481,8 @@ def test_wgmma_kernels_wait_without_calls(tmp_path):
     """ptxas serialises every wgmma of a kernel that calls a function, and
     symm's printing waits make one: build() refuses such a GEMM (C7510); the
     same GEMM waiting with wait_rec (and counting with add_release) builds,
-    and its wait checks the deadline and the abort flag inline."""
+    and its wait checks the deadline and the abort flag inline; built with
+    the device trace it records, still with no call."""
     _need_tilelang()
     sys.path.insert(0, PYTHON_DIR)
     sys.path.insert(0, EXAMPLES)
@@ -526,6 +527,12 @@ def test_wgmma_kernels_wait_without_calls(tmp_path):
     assert "%globaltimer" in ptx and "ld.acquire.sys.global" in ptx      # deadline, acquire
     assert "fence.proxy.async.global" in ptx and "red.relaxed.sys.global.add.u64" in ptx
     assert entry["params"][0][1] == "tmap"
+    # with the device trace compiled in, the wait records inline: still no call
+    sT.build(kernel(True), str(tmp_path), "call_free_traced", keep_ptx=True, trace=True)
+    with open(os.path.join(tmp_path, "call_free_traced.ptx")) as f:
+        ptx = f.read()
+    assert "wgmma.mma_async" in ptx and not re.search(r"\bcall(\.uni)?\b", ptx)
+    assert "%smid" in ptx, "the traced wait records"
 
 
 def test_wait_report_prints_and_traps(tmp_path):

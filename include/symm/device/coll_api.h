@@ -41,6 +41,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_all_reduce(const symm_ct
                                                                     const void *src, size_t count, int dtype,
                                                                     int op, int acc, int algo, int block,
                                                                     int nblocks) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     uint32_t esz = symm__c_dev_check(ctx, "symm_all_reduce", dtype, op, acc, block, nblocks, 1);
     symm__coll_ws_t ws = symm__c_ctx_ws(ctx);
     uint64_t nbytes = (uint64_t)count * esz;
@@ -66,12 +67,14 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_all_reduce(const symm_ct
                            (uint32_t)nblocks);
         break;
     }
+    SYMM__TRACE_COLL(ctx, t_, SYMM_TRACE_COLL_ALL_REDUCE, algo, 0u, nbytes);
 }
 
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_reduce_scatter(const symm_ctx_t *ctx, void *dest,
                                                                         const void *src, size_t count,
                                                                         int dtype, int op, int acc, int algo,
                                                                         int block, int nblocks) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     uint32_t esz = symm__c_dev_check(ctx, "symm_reduce_scatter", dtype, op, acc, block, nblocks, 1);
     symm__coll_ws_t ws = symm__c_ctx_ws(ctx);
     uint64_t nbytes = (uint64_t)count * esz;
@@ -84,37 +87,48 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_reduce_scatter(const sym
     else
         symm__c_rs_direct(ctx, &ws, (char *)dest, (const char *)src, nbytes, nbytes, kind, op, (uint32_t)block,
                           (uint32_t)nblocks);
+    SYMM__TRACE_COLL(ctx, t_, SYMM_TRACE_COLL_REDUCE_SCATTER, algo, 0u, nbytes);
 }
 
 /* all-gather (a2a = 0) and all-to-all (a2a = 1). */
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_move(const symm_ctx_t *ctx, const char *call, void *dest,
                                                               const void *src, size_t count, int dtype, int a2a,
                                                               int block, int nblocks) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     uint32_t esz = symm__c_dev_check(ctx, call, dtype, 0, -1, block, nblocks, 0);
     symm__coll_ws_t ws = symm__c_ctx_ws(ctx);
     uint64_t nbytes = (uint64_t)count * esz;
-    if (nbytes <= SYMM__COLL_DEV_PACKET_MAX && symm__c_fits(&ws, nbytes, nblocks, 1))
+    const int pkt = nbytes <= SYMM__COLL_DEV_PACKET_MAX && symm__c_fits(&ws, nbytes, nblocks, 1);
+    if (pkt)
         symm__c_move_packet(ctx, &ws, (char *)dest, (const char *)src, nbytes, a2a ? nbytes : 0, nbytes, -1,
                             (uint32_t)block, (uint32_t)nblocks);
     else
         symm__c_move_direct(ctx, &ws, (char *)dest, (const char *)src, nbytes, a2a ? nbytes : 0,
                             (uint64_t)ctx->my_pe * nbytes, -1, (uint32_t)block, (uint32_t)nblocks);
+    SYMM__TRACE_COLL(ctx, t_, a2a ? SYMM_TRACE_COLL_ALL_TO_ALL : SYMM_TRACE_COLL_ALL_GATHER,
+                     pkt ? SYMM_COLL_ALGO_PACKET : SYMM_COLL_ALGO_TWOSHOT, 0u, nbytes);
+    (void)pkt;
 }
 
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_broadcast(const symm_ctx_t *ctx, void *dest,
                                                                    const void *src, size_t count, int dtype,
                                                                    int root, int block, int nblocks) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     uint32_t esz = symm__c_dev_check(ctx, "symm_broadcast", dtype, 0, -1, block, nblocks, 0);
     symm__coll_ws_t ws = symm__c_ctx_ws(ctx);
     uint64_t nbytes = (uint64_t)count * esz;
     if (root < 0 || root >= ctx->n_pes)
         symm__c_fail(ctx->world_pe, "symm_broadcast", "root outside the team", dtype, root, -1);
-    if (nbytes <= SYMM__COLL_DEV_PACKET_MAX && symm__c_fits(&ws, nbytes, nblocks, 1))
+    const int pkt = nbytes <= SYMM__COLL_DEV_PACKET_MAX && symm__c_fits(&ws, nbytes, nblocks, 1);
+    if (pkt)
         symm__c_move_packet(ctx, &ws, (char *)dest, (const char *)src, nbytes, 0, 0, root, (uint32_t)block,
                             (uint32_t)nblocks);
     else
         symm__c_move_direct(ctx, &ws, (char *)dest, (const char *)src, nbytes, 0, 0, root, (uint32_t)block,
                             (uint32_t)nblocks);
+    SYMM__TRACE_COLL(ctx, t_, SYMM_TRACE_COLL_BROADCAST, pkt ? SYMM_COLL_ALGO_PACKET : SYMM_COLL_ALGO_TWOSHOT, 0u,
+                     nbytes);
+    (void)pkt;
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_all_reduce_block(const symm_ctx_t *ctx, void *dest, const void *src,
@@ -184,10 +198,12 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_all_to_allv_block(const symm_ctx_t *ct
                                                             const uint64_t *send_displs,
                                                             const uint64_t *recv_counts,
                                                             const uint64_t *recv_displs, int dtype) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     uint32_t esz = symm__c_dev_check(ctx, "symm_all_to_allv", dtype, 0, -1, 0, 1, 0);
     symm__coll_ws_t ws = symm__c_ctx_ws(ctx);
     symm__c_a2av_direct(ctx, &ws, (char *)dest, (const char *)src, send_counts, send_displs, recv_counts,
                         recv_displs, esz, 0, 1);
+    SYMM__TRACE_COLL(ctx, t_, SYMM_TRACE_COLL_ALL_TO_ALLV, SYMM_COLL_ALGO_TWOSHOT, 0u, 0);
 }
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_all_to_allv_grid(const symm_ctx_t *ctx, void *dest, const void *src,
                                                            const uint64_t *send_counts,
@@ -195,10 +211,12 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_all_to_allv_grid(const symm_ctx_t *ctx
                                                            const uint64_t *recv_counts,
                                                            const uint64_t *recv_displs, int dtype, int block,
                                                            int nblocks) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     uint32_t esz = symm__c_dev_check(ctx, "symm_all_to_allv", dtype, 0, -1, block, nblocks, 0);
     symm__coll_ws_t ws = symm__c_ctx_ws(ctx);
     symm__c_a2av_direct(ctx, &ws, (char *)dest, (const char *)src, send_counts, send_displs, recv_counts,
                         recv_displs, esz, (uint32_t)block, (uint32_t)nblocks);
+    SYMM__TRACE_COLL(ctx, t_, SYMM_TRACE_COLL_ALL_TO_ALLV, SYMM_COLL_ALGO_TWOSHOT, 0u, 0);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_broadcast_block(const symm_ctx_t *ctx, void *dest, const void *src,
@@ -213,9 +231,11 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_broadcast_grid(const symm_ctx_t *ctx, 
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_coll_barrier_block(const symm_ctx_t *ctx) {
     symm__coll_ws_t ws;
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     symm__c_dev_check(ctx, "symm_coll_barrier_block", SYMM_DTYPE_U8, 0, -1, 0, 1, 0);
     ws = symm__c_ctx_ws(ctx);
     symm__c_barrier(ctx, &ws, 0);
+    SYMM__TRACE_COLL(ctx, t_, SYMM_TRACE_COLL_BARRIER, SYMM_COLL_ALGO_AUTO, 0u, 0);
 }
 
 /*
@@ -228,6 +248,7 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_coll_barrier_block(const symm_ctx_t *c
  */
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_coll_barrier_grid(const symm_ctx_t *ctx, int block, int nblocks) {
     symm__coll_ws_t ws;
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     symm__c_dev_check(ctx, "symm_coll_barrier_grid", SYMM_DTYPE_U8, 0, -1, block, nblocks, 0);
     if (nblocks >= (int)SYMM_COLL_MAX_BLOCKS)
         symm__c_fail(ctx->world_pe, "symm_coll_barrier_grid", "nblocks must be < SYMM_COLL_MAX_BLOCKS",
@@ -254,7 +275,7 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_coll_barrier_grid(const symm_ctx_t *ct
                     symm__c_st4_release(symm__c_peer(ctx, symm__c_flag(&ws, 0, e.par, slot, me), p), e.flag);
             for (int p = 0; p < n; p++)
                 if (p != me)
-                    symm__c_wait_flag(ctx, symm__c_flag(&ws, 0, e.par, slot, p), e.flag);
+                    symm__c_wait_flag_from(ctx, symm__c_flag(&ws, 0, e.par, slot, p), e.flag, p);
             symm__grid_st_release(grid + 1, gen + 1);
         } else {
             uint32_t polls = 0;
@@ -269,6 +290,7 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_coll_barrier_grid(const symm_ctx_t *ct
         }
     }
     symm__block_sync();
+    SYMM__TRACE_COLL(ctx, t_, SYMM_TRACE_COLL_BARRIER, SYMM_COLL_ALGO_AUTO, 0u, 0);
 }
 
 #endif /* SYMM_DEVICE_COLL_API_H */

@@ -227,7 +227,8 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_pieces(
                 symm__copy(dst + plo, src + plo, phi - plo, t, nt, 0);
         } else if (m > 1) {
             if (t == 0)
-                symm__c_wait_flag(ctx, symm__c_flag(ws, SYMM__C_KIND_PIECE, e.par, slot, (int)k), e.flag);
+                symm__c_wait_flag_from(ctx, symm__c_flag(ws, SYMM__C_KIND_PIECE, e.par, slot, (int)k), e.flag,
+                                       (int)k);
             symm__block_sync();
             symm__c_part(plo, phi, m, mine, &clo, &chi);
             if (chi > clo)

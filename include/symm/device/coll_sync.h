@@ -163,19 +163,25 @@ SYMM__NOINLINE void symm__c_fail_pkt(const symm_ctx_t *ctx, int src, uint32_t fl
     symm__c_fail_call(ctx, src, theirs, mine);
 }
 
-/* Wait until the local flag word equals `want` (acquire). Deadline and abort
- * flag as every symm wait (impl_wait.h). */
-SYMM__DEVICE_INTERNAL void symm__c_wait_flag(const symm_ctx_t *ctx, const uint32_t *p, uint32_t want) {
+/* Wait until the local flag word equals `want` (acquire), which PE `from`
+ * stores (-1: not known here). Deadline and abort flag as every symm wait
+ * (impl_wait.h). */
+SYMM__DEVICE_INTERNAL void symm__c_wait_flag_from(const symm_ctx_t *ctx, const uint32_t *p, uint32_t want,
+                                                  int from) {
     uint32_t polls = 0;
     uint64_t t0 = 0;
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
     for (;;) {
         uint32_t v = symm__c_ld4_acquire(p);
         if (v == want)
-            return;
+            break;
         if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
             t0 = symm__wait_check(ctx, p, SYMM_CMP_EQ, want, v, t0);
     }
+    SYMM__TRACE_WAIT(ctx, t_, SYMM_TRACE_WAIT_COLL, p, from, SYMM_CMP_EQ, want, want);
+    (void)from;
 }
+
 
 /* Poll PE src's packet until its first half carries `flag` and its second
  * `fsig` (flag ^ symm__c_sig32 of the call); return its 8 data bytes. */
@@ -225,7 +231,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_handshake(const symm_ctx_t *
             symm__c_st4_release(symm__c_peer(ctx, symm__c_flag(ws, kind, e.par, slot, me), p), e.flag);
     for (p = t; p < n; p += nt)
         if (p != me)
-            symm__c_wait_flag(ctx, symm__c_flag(ws, kind, e.par, slot, p), e.flag);
+            symm__c_wait_flag_from(ctx, symm__c_flag(ws, kind, e.par, slot, p), e.flag, p);
     symm__block_sync();
 }
 
@@ -252,7 +258,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_handshake_sig(const symm_ctx
     for (p = t; p < n; p += nt)
         if (p != me) {
             uint64_t theirs;
-            symm__c_wait_flag(ctx, symm__c_flag(ws, 0, e.par, slot, p), e.flag);
+            symm__c_wait_flag_from(ctx, symm__c_flag(ws, 0, e.par, slot, p), e.flag, p);
             theirs = symm__c_ld8_vol(symm__c_region_raw(ws, e.par, slot, n, p) + tail);
             if (theirs != sig)
                 symm__c_fail_call(ctx, p, theirs, sig);
@@ -274,7 +280,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_arrive_root(const symm_ctx_t
     } else {
         for (p = t; p < n; p += nt)
             if (p != me)
-                symm__c_wait_flag(ctx, symm__c_flag(ws, 0, e.par, slot, p), e.flag);
+                symm__c_wait_flag_from(ctx, symm__c_flag(ws, 0, e.par, slot, p), e.flag, p);
     }
     symm__block_sync();
 }
@@ -431,7 +437,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT symm__c_xs_t symm__c_handshake_pub(
     for (p = t; p < n; p += nt) {
         if (p == me)
             continue;
-        symm__c_wait_flag(ctx, symm__c_flag(ws, 0, e.par, slot, p), e.flag);
+        symm__c_wait_flag_from(ctx, symm__c_flag(ws, 0, e.par, slot, p), e.flag, p);
         {
             uint64_t ps = symm__c_ld8_vol(aux + 4 * p), pd = symm__c_ld8_vol(aux + 4 * p + 1);
             symm__c_check_heap(ctx, peers, p, ps, pd);

@@ -13,6 +13,8 @@
  *   impl_ldst.h  remote load/store with ordering and scope
  *   impl_amo.h   atomics
  *   impl_sync.h  fence, quiet, device barrier
+ *   trace.h      the device trace's hooks (nothing without SYMM_TRACE)
+ *   impl_trace.h symm_trace_begin / symm_trace_end
  * Every function is plain C that nvcc also accepts as CUDA C++: the bitcode
  * (clang -x c, SYMM_BITCODE) and the CUDA header are the same code.
  */
@@ -25,6 +27,7 @@
 
 #include "symm/device/impl_ptx.h" /* every PTX instruction: first, the others call it */
 #include "symm/device/impl_arch.h"
+#include "symm/device/trace.h"     /* the hooks the families below call */
 #include "symm/device/impl_wait.h"
 #include "symm/device/impl_copy.h"
 #include "symm/device/impl_backend.h"
@@ -32,5 +35,6 @@
 #include "symm/device/impl_ldst.h"
 #include "symm/device/impl_amo.h"
 #include "symm/device/impl_sync.h"
+#include "symm/device/impl_trace.h"
 
 #endif /* SYMM_DEVICE_IMPL_H */

@@ -32,6 +32,12 @@
 #  define SYMM__NTID_X() ((uint32_t)blockDim.x)
 #  define SYMM__NTID_Y() ((uint32_t)blockDim.y)
 #  define SYMM__NTID_Z() ((uint32_t)blockDim.z)
+#  define SYMM__CTAID_X() ((uint32_t)blockIdx.x)
+#  define SYMM__CTAID_Y() ((uint32_t)blockIdx.y)
+#  define SYMM__CTAID_Z() ((uint32_t)blockIdx.z)
+#  define SYMM__NCTAID_X() ((uint32_t)gridDim.x)
+#  define SYMM__NCTAID_Y() ((uint32_t)gridDim.y)
+#  define SYMM__NCTAID_Z() ((uint32_t)gridDim.z)
 #else
 #  define SYMM__TID_X() ((uint32_t)__nvvm_read_ptx_sreg_tid_x())
 #  define SYMM__TID_Y() ((uint32_t)__nvvm_read_ptx_sreg_tid_y())
@@ -39,6 +45,12 @@
 #  define SYMM__NTID_X() ((uint32_t)__nvvm_read_ptx_sreg_ntid_x())
 #  define SYMM__NTID_Y() ((uint32_t)__nvvm_read_ptx_sreg_ntid_y())
 #  define SYMM__NTID_Z() ((uint32_t)__nvvm_read_ptx_sreg_ntid_z())
+#  define SYMM__CTAID_X() ((uint32_t)__nvvm_read_ptx_sreg_ctaid_x())
+#  define SYMM__CTAID_Y() ((uint32_t)__nvvm_read_ptx_sreg_ctaid_y())
+#  define SYMM__CTAID_Z() ((uint32_t)__nvvm_read_ptx_sreg_ctaid_z())
+#  define SYMM__NCTAID_X() ((uint32_t)__nvvm_read_ptx_sreg_nctaid_x())
+#  define SYMM__NCTAID_Y() ((uint32_t)__nvvm_read_ptx_sreg_nctaid_y())
+#  define SYMM__NCTAID_Z() ((uint32_t)__nvvm_read_ptx_sreg_nctaid_z())
 #endif
 
 /* Linear index of the calling thread in its (1-, 2- or 3-D) block, and the
@@ -49,6 +61,15 @@ SYMM__DEVICE_INTERNAL uint32_t symm__block_tid(void) {
 
 SYMM__DEVICE_INTERNAL uint32_t symm__block_nthreads(void) {
     return SYMM__NTID_X() * SYMM__NTID_Y() * SYMM__NTID_Z();
+}
+
+/* Linear index of the calling block in its grid, and the grid's block count. */
+SYMM__DEVICE_INTERNAL uint32_t symm__grid_block(void) {
+    return SYMM__CTAID_X() + SYMM__NCTAID_X() * (SYMM__CTAID_Y() + SYMM__NCTAID_Y() * SYMM__CTAID_Z());
+}
+
+SYMM__DEVICE_INTERNAL uint32_t symm__grid_nblocks(void) {
+    return SYMM__NCTAID_X() * SYMM__NCTAID_Y() * SYMM__NCTAID_Z();
 }
 
 /* ---- barriers within a block ---------------------------------------------- */

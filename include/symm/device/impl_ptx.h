@@ -67,6 +67,51 @@ SYMM__DEVICE_INTERNAL void symm__trap(void) {
     asm volatile("trap;" ::: "memory");
 }
 
+/* ---- what the device trace records (device/trace_record.h) ------------------ */
+
+/* The SM the calling thread runs on. */
+SYMM__DEVICE_INTERNAL uint32_t symm__smid(void) {
+    uint32_t id;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+    return id;
+}
+
+/* The lanes of the warp executing this instruction together. */
+SYMM__DEVICE_INTERNAL uint32_t symm__activemask(void) {
+    uint32_t m;
+    asm volatile("activemask.b32 %0;" : "=r"(m));
+    return m;
+}
+
+/* The lanes of `mask` whose `key` equals this lane's. */
+SYMM__DEVICE_INTERNAL uint32_t symm__match_any_b64(uint32_t mask, uint64_t key) {
+    uint32_t m;
+    asm volatile("match.any.sync.b64 %0, %1, %2;" : "=r"(m) : "l"(key), "r"(mask));
+    return m;
+}
+
+/* Set bits of x. */
+SYMM__DEVICE_INTERNAL uint32_t symm__popc(uint32_t x) {
+    uint32_t n;
+    asm("popc.b32 %0, %1;" : "=r"(n) : "r"(x));
+    return n;
+}
+
+/* A slot of a trace sub-buffer: relaxed at GPU scope (only this GPU's
+ * threads claim, the host reads after the kernels finished). */
+SYMM__DEVICE_INTERNAL uint64_t symm__trace_claim(uint64_t *counter) {
+    uint64_t old;
+    asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
+    return old;
+}
+
+/* 16 bytes of a trace event (p 16-byte aligned): an event is four of these,
+ * each made of values computed just before it, so that the recorder never
+ * holds all eight words in registers at once. */
+SYMM__DEVICE_INTERNAL void symm__trace_store16(void *p, uint64_t w0, uint64_t w1) {
+    asm volatile("st.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(w0), "l"(w1) : "memory");
+}
+
 /* ---- load / store with ordering and scope ---------------------------------- */
 
 #define SYMM__ASM_LD(ins, C, v, p) \
@@ -284,6 +329,24 @@ SYMM__DEVICE_INTERNAL void symm__ctx_pe_stride(const symm_ctx_t *ctx, int32_t *m
         *my_pe = ctx->my_pe;
         *stride = ctx->stride;
     }
+}
+
+/* The context's trace word (symm_ctx_t.trace), read the same way as my_pe
+ * and stride: loaded once per kernel and kept, so that a build with
+ * SYMM_TRACE pays one register test per call while no trace records. */
+SYMM__DEVICE_INTERNAL uint64_t symm__ctx_trace(const symm_ctx_t *ctx) {
+    const int global = symm__ctx_in_global(ctx);
+    if (global) {
+        uint64_t t;
+        asm("{\n\t.reg .pred g;\n\t.reg .u64 a;\n\t"
+            "isspacep.global g, %1;\n\t"
+            "mov.b64 %0, 0;\n\t"
+            "@g cvta.to.global.u64 a, %1;\n\t"
+            "@g ld.global.nc.b64 %0, [a];\n\t}"
+            : "=l"(t) : "l"(&ctx->trace));
+        return t;
+    }
+    return ctx->trace;
 }
 
 /* The context's load/store window (ldst_first, ldst_count: two adjacent

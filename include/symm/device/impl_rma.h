@@ -205,19 +205,27 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__rma(const symm_ctx_t *ctx, voi
  * stored, so a blocking put returns once the stores are issued; the nbi
  * forms are the same code (they promise less). */
 SYMM_DEVICE_FN void symm_put(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
     symm__rma(ctx, dest, src, nbytes, pe, 0, 1, 1, SYMM__G_THREAD, 0);
+    SYMM__TRACE_RMA(ctx, t_, SYMM_TRACE_PUT, SYMM__G_THREAD, 0, pe, dest, nbytes);
 }
 
 SYMM_DEVICE_FN void symm_put_nbi(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
     symm__rma(ctx, dest, src, nbytes, pe, 0, 1, 1, SYMM__G_THREAD, 1);
+    SYMM__TRACE_RMA(ctx, t_, SYMM_TRACE_PUT, SYMM__G_THREAD, 1, pe, dest, nbytes);
 }
 
 SYMM_DEVICE_FN void symm_get(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
     symm__rma(ctx, dest, src, nbytes, pe, 0, 1, 0, SYMM__G_THREAD, 0);
+    SYMM__TRACE_RMA(ctx, t_, SYMM_TRACE_GET, SYMM__G_THREAD, 0, pe, dest, nbytes);
 }
 
 SYMM_DEVICE_FN void symm_get_nbi(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
     symm__rma(ctx, dest, src, nbytes, pe, 0, 1, 0, SYMM__G_THREAD, 1);
+    SYMM__TRACE_RMA(ctx, t_, SYMM_TRACE_GET, SYMM__G_THREAD, 1, pe, dest, nbytes);
 }
 
 /* Warp scope: the lanes share the copy; the blocking forms end with a warp
@@ -225,24 +233,32 @@ SYMM_DEVICE_FN void symm_get_nbi(const symm_ctx_t *ctx, void *dest, const void *
  * byte of dest (get). */
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_warp(const symm_ctx_t *ctx, void *dest, const void *src,
                                                    size_t nbytes, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_WARP);
     symm__rma(ctx, dest, src, nbytes, pe, symm__lane(), 32, 1, SYMM__G_WARP, 0);
     symm__warp_sync();
+    SYMM__TRACE_RMA(ctx, t_, SYMM_TRACE_PUT, SYMM__G_WARP, 0, pe, dest, nbytes);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_warp_nbi(const symm_ctx_t *ctx, void *dest, const void *src,
                                                        size_t nbytes, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_WARP);
     symm__rma(ctx, dest, src, nbytes, pe, symm__lane(), 32, 1, SYMM__G_WARP, 1);
+    SYMM__TRACE_RMA(ctx, t_, SYMM_TRACE_PUT, SYMM__G_WARP, 1, pe, dest, nbytes);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_warp(const symm_ctx_t *ctx, void *dest, const void *src,
                                                    size_t nbytes, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_WARP);
     symm__rma(ctx, dest, src, nbytes, pe, symm__lane(), 32, 0, SYMM__G_WARP, 0);
     symm__warp_sync();
+    SYMM__TRACE_RMA(ctx, t_, SYMM_TRACE_GET, SYMM__G_WARP, 0, pe, dest, nbytes);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_warp_nbi(const symm_ctx_t *ctx, void *dest, const void *src,
                                                        size_t nbytes, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_WARP);
     symm__rma(ctx, dest, src, nbytes, pe, symm__lane(), 32, 0, SYMM__G_WARP, 1);
+    SYMM__TRACE_RMA(ctx, t_, SYMM_TRACE_GET, SYMM__G_WARP, 1, pe, dest, nbytes);
 }
 
 /* Block scope: the same with the block's threads and a block barrier. */
@@ -258,24 +274,32 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__put_block_data(const symm_ctx_
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_block(const symm_ctx_t *ctx, void *dest, const void *src,
                                                     size_t nbytes, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     symm__put_block_data(ctx, dest, src, nbytes, pe, 0);
     symm__block_sync();
+    SYMM__TRACE_RMA(ctx, t_, SYMM_TRACE_PUT, SYMM__G_BLOCK, 0, pe, dest, nbytes);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_block_nbi(const symm_ctx_t *ctx, void *dest, const void *src,
                                                         size_t nbytes, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     symm__put_block_data(ctx, dest, src, nbytes, pe, 1);
+    SYMM__TRACE_RMA(ctx, t_, SYMM_TRACE_PUT, SYMM__G_BLOCK, 1, pe, dest, nbytes);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_block(const symm_ctx_t *ctx, void *dest, const void *src,
                                                     size_t nbytes, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     symm__rma(ctx, dest, src, nbytes, pe, symm__block_tid(), symm__block_nthreads(), 0, SYMM__G_BLOCK, 0);
     symm__block_sync();
+    SYMM__TRACE_RMA(ctx, t_, SYMM_TRACE_GET, SYMM__G_BLOCK, 0, pe, dest, nbytes);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_get_block_nbi(const symm_ctx_t *ctx, void *dest, const void *src,
                                                         size_t nbytes, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     symm__rma(ctx, dest, src, nbytes, pe, symm__block_tid(), symm__block_nthreads(), 0, SYMM__G_BLOCK, 1);
+    SYMM__TRACE_RMA(ctx, t_, SYMM_TRACE_GET, SYMM__G_BLOCK, 1, pe, dest, nbytes);
 }
 
 /* ---- signals ------------------------------------------------------------------- */
@@ -292,11 +316,13 @@ SYMM__DEVICE_INTERNAL void symm__signal_update(uint64_t *sig, uint64_t value, in
 }
 
 SYMM_DEVICE_FN void symm_signal_op(const symm_ctx_t *ctx, uint64_t *sig, uint64_t value, int sig_op, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
     uint64_t *q = (uint64_t *)symm__addr(ctx, sig, pe);
     if (q)
         symm__signal_update(q, value, sig_op);
     else
         symm__far_signal_op(ctx, sig, value, sig_op, pe);
+    SYMM__TRACE_SIGNAL(ctx, t_, pe, sig, value, sig_op);
 }
 
 SYMM_DEVICE_FN uint64_t symm_signal_fetch(const symm_ctx_t *ctx, const uint64_t *sig) {
@@ -306,12 +332,18 @@ SYMM_DEVICE_FN uint64_t symm_signal_fetch(const symm_ctx_t *ctx, const uint64_t 
 
 SYMM_DEVICE_FN uint64_t symm_signal_wait_until(const symm_ctx_t *ctx, const uint64_t *sig, int cmp,
                                                uint64_t value) {
-    return symm__wait_u64(ctx, sig, cmp, value);
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
+    uint64_t v = symm__wait_u64(ctx, sig, cmp, value);
+    SYMM__TRACE_WAIT(ctx, t_, SYMM_TRACE_WAIT_SIGNAL, sig, -1, cmp, value, v);
+    return v;
 }
 
 #define SYMM__DEFINE_WAIT_UNTIL(S, T)                                                        \
     SYMM_DEVICE_FN T symm_wait_until_##S(const symm_ctx_t *ctx, const T *ivar, int cmp, T value) { \
-        return symm__wait_##S(ctx, ivar, cmp, value);                                        \
+        SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);                                          \
+        T v = symm__wait_##S(ctx, ivar, cmp, value);                                         \
+        SYMM__TRACE_WAIT(ctx, t_, SYMM_TRACE_WAIT_WORD, ivar, -1, cmp, value, v);            \
+        return v;                                                                            \
     }
 SYMM_FOR_EACH_AMO_TYPE(SYMM__DEFINE_WAIT_UNTIL)
 #undef SYMM__DEFINE_WAIT_UNTIL
@@ -357,36 +389,48 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__put_signal(const symm_ctx_t *c
 
 SYMM_DEVICE_FN void symm_put_signal(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes,
                                     uint64_t *sig, uint64_t signal, int sig_op, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
     symm__put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe, SYMM__G_THREAD, 0);
+    SYMM__TRACE_PUT_SIGNAL(ctx, t_, SYMM__G_THREAD, 0, pe, sig, nbytes, signal, sig_op);
 }
 
 SYMM_DEVICE_FN void symm_put_signal_nbi(const symm_ctx_t *ctx, void *dest, const void *src, size_t nbytes,
                                         uint64_t *sig, uint64_t signal, int sig_op, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
     symm__put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe, SYMM__G_THREAD, 1);
+    SYMM__TRACE_PUT_SIGNAL(ctx, t_, SYMM__G_THREAD, 1, pe, sig, nbytes, signal, sig_op);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_warp(const symm_ctx_t *ctx, void *dest, const void *src,
                                                           size_t nbytes, uint64_t *sig, uint64_t signal,
                                                           int sig_op, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_WARP);
     symm__put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe, SYMM__G_WARP, 0);
+    SYMM__TRACE_PUT_SIGNAL(ctx, t_, SYMM__G_WARP, 0, pe, sig, nbytes, signal, sig_op);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_warp_nbi(const symm_ctx_t *ctx, void *dest,
                                                               const void *src, size_t nbytes, uint64_t *sig,
                                                               uint64_t signal, int sig_op, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_WARP);
     symm__put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe, SYMM__G_WARP, 1);
+    SYMM__TRACE_PUT_SIGNAL(ctx, t_, SYMM__G_WARP, 1, pe, sig, nbytes, signal, sig_op);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_block(const symm_ctx_t *ctx, void *dest, const void *src,
                                                            size_t nbytes, uint64_t *sig, uint64_t signal,
                                                            int sig_op, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     symm__put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe, SYMM__G_BLOCK, 0);
+    SYMM__TRACE_PUT_SIGNAL(ctx, t_, SYMM__G_BLOCK, 0, pe, sig, nbytes, signal, sig_op);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_signal_block_nbi(const symm_ctx_t *ctx, void *dest,
                                                                const void *src, size_t nbytes, uint64_t *sig,
                                                                uint64_t signal, int sig_op, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     symm__put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe, SYMM__G_BLOCK, 1);
+    SYMM__TRACE_PUT_SIGNAL(ctx, t_, SYMM__G_BLOCK, 1, pe, sig, nbytes, signal, sig_op);
 }
 
 #endif /* SYMM_DEVICE_IMPL_RMA_H */

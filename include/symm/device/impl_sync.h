@@ -14,31 +14,41 @@
  * which covers what went through the library; nothing on native. */
 
 SYMM_DEVICE_FN void symm_fence(const symm_ctx_t *ctx) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
     symm__fence_acq_rel_sys();
     symm__far_fence(ctx);
+    SYMM__TRACE_SYNC(ctx, t_, SYMM_TRACE_FENCE, SYMM__G_THREAD, 0);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_fence_warp(const symm_ctx_t *ctx) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_WARP);
     symm__fence_acq_rel_sys();
     symm__far_fence(ctx);
     symm__warp_sync();
+    SYMM__TRACE_SYNC(ctx, t_, SYMM_TRACE_FENCE, SYMM__G_WARP, 0);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_fence_block(const symm_ctx_t *ctx) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     symm__fence_acq_rel_sys();
     symm__far_fence(ctx);
     symm__block_sync();
+    SYMM__TRACE_SYNC(ctx, t_, SYMM_TRACE_FENCE, SYMM__G_BLOCK, 0);
 }
 
 SYMM_DEVICE_FN void symm_quiet(const symm_ctx_t *ctx) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
     symm__fence_sc_sys();
     symm__far_quiet(ctx);
+    SYMM__TRACE_SYNC(ctx, t_, SYMM_TRACE_QUIET, SYMM__G_THREAD, 0);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_quiet_warp(const symm_ctx_t *ctx) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_WARP);
     symm__fence_sc_sys();
     symm__far_quiet(ctx);
     symm__warp_sync();
+    SYMM__TRACE_SYNC(ctx, t_, SYMM_TRACE_QUIET, SYMM__G_WARP, 0);
 }
 
 /* One fence for the block instead of one per warp: the first barrier orders
@@ -47,11 +57,13 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_quiet_warp(const symm_ctx_t *ctx) {
  * fence before every thread's later operations. fence.sc.sys executed by
  * all 32 warps of a block is 32 system-scope MEMBARs on the SM. */
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_quiet_block(const symm_ctx_t *ctx) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     symm__far_quiet(ctx); /* each thread its own calls through a library */
     symm__block_sync();
     if (symm__block_tid() == 0)
         symm__fence_sc_sys();
     symm__block_sync();
+    SYMM__TRACE_SYNC(ctx, t_, SYMM_TRACE_QUIET, SYMM__G_BLOCK, 0);
 }
 
 /* ---- device barrier -------------------------------------------------------------- */
@@ -92,8 +104,12 @@ SYMM__DEVICE_INTERNAL uint64_t symm__barrier_part(const symm_ctx_t *ctx, uint32_
         symm__fence_acq_rel_sys();
     for (p = (int)t; p < n_pes; p += (int)nthreads)
         symm__st_b64(symm__peer(ctx, state + 1 + ctx->my_pe, p), e, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
-    for (p = (int)t; p < n_pes; p += (int)nthreads)
-        symm__wait_u64(ctx, state + 1 + p, SYMM_CMP_GE, e);
+    for (p = (int)t; p < n_pes; p += (int)nthreads) {
+        SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
+        const uint64_t v_ = symm__wait_u64(ctx, state + 1 + p, SYMM_CMP_GE, e);
+        SYMM__TRACE_WAIT(ctx, t_, SYMM_TRACE_WAIT_BARRIER, state + 1 + p, p, SYMM_CMP_GE, e, v_);
+        (void)v_;
+    }
     return e;
 }
 
@@ -115,33 +131,38 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT int symm__barrier_far(const symm_ctx_t *c
 }
 
 SYMM_DEVICE_FN void symm_barrier(const symm_ctx_t *ctx) {
-    if (symm__barrier_far(ctx, SYMM__G_THREAD, 1))
-        return;
-    symm__barrier_advance(ctx, symm__barrier_part(ctx, 0, 1, 1));
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
+    if (!symm__barrier_far(ctx, SYMM__G_THREAD, 1))
+        symm__barrier_advance(ctx, symm__barrier_part(ctx, 0, 1, 1));
+    SYMM__TRACE_SYNC(ctx, t_, SYMM_TRACE_BARRIER, SYMM__G_THREAD, 0);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_barrier_warp(const symm_ctx_t *ctx) {
     uint32_t lane = symm__lane();
     uint64_t e;
-    if (symm__barrier_far(ctx, SYMM__G_WARP, 1))
-        return;
-    symm__warp_sync();
-    e = symm__barrier_part(ctx, lane, 32, 1);
-    symm__warp_sync();
-    if (lane == 0)
-        symm__barrier_advance(ctx, e);
+    SYMM__TRACE_START(ctx, t_, SYMM__G_WARP);
+    if (!symm__barrier_far(ctx, SYMM__G_WARP, 1)) {
+        symm__warp_sync();
+        e = symm__barrier_part(ctx, lane, 32, 1);
+        symm__warp_sync();
+        if (lane == 0)
+            symm__barrier_advance(ctx, e);
+    }
+    SYMM__TRACE_SYNC(ctx, t_, SYMM_TRACE_BARRIER, SYMM__G_WARP, 0);
 }
 
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__barrier_block(const symm_ctx_t *ctx, int quiet) {
     uint32_t t = symm__block_tid();
     uint64_t e;
-    if (symm__barrier_far(ctx, SYMM__G_BLOCK, quiet))
-        return;
-    symm__block_sync();
-    e = symm__barrier_part(ctx, t, symm__block_nthreads(), quiet);
-    symm__block_sync();
-    if (t == 0)
-        symm__barrier_advance(ctx, e);
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
+    if (!symm__barrier_far(ctx, SYMM__G_BLOCK, quiet)) {
+        symm__block_sync();
+        e = symm__barrier_part(ctx, t, symm__block_nthreads(), quiet);
+        symm__block_sync();
+        if (t == 0)
+            symm__barrier_advance(ctx, e);
+    }
+    SYMM__TRACE_SYNC(ctx, t_, SYMM_TRACE_BARRIER, SYMM__G_BLOCK, quiet ? 0u : SYMM_TRACE_F_SYNC);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_barrier_block(const symm_ctx_t *ctx) {

@@ -6,7 +6,9 @@ path is resolved when CuTe DSL first declares a symm function in a module:
 from the architecture and backend symm.cute.compile (or `with
 symm.cute.target(arch, backend=...):`) was given, else the current GPU's
 (else sm_90, whose file serves sm_90 and newer, and so CuTe DSL's default
-target as well) and the running symm's backend (else $SYMM_BACKEND, else native).
+target as well) and the running symm's backend (else $SYMM_BACKEND, else native);
+the traced file (docs/trace.md) when symm.cute.compile(..., trace=True) or
+target(..., trace=True) asks for it, else when $SYMM_TRACE is set.
 """
 import contextlib
 import contextvars
@@ -18,6 +20,7 @@ from .. import _lib
 
 _ARCH = contextvars.ContextVar("symm_cute_arch", default=None)
 _BACKEND = contextvars.ContextVar("symm_cute_backend", default=None)
+_TRACE = contextvars.ContextVar("symm_cute_trace", default=None)
 BACKENDS = _lib.BACKENDS
 
 
@@ -79,6 +82,13 @@ def selected_backend():
     return _BACKEND.get() or resolve_backend()
 
 
+def selected_trace():
+    """Whether the bitcode declared now is the traced one: target()'s
+    choice, else $SYMM_TRACE."""
+    t = _TRACE.get()
+    return _lib.trace_requested(None) if t is None else t
+
+
 def nvshmem_device_bitcode(arch=90):
     """NVSHMEM's device bitcode that CuTe DSL can link for `arch`.
 
@@ -110,31 +120,35 @@ def nvshmem_device_bitcode(arch=90):
         "nvidia-nvshmem-cu13 or set SYMM_NVSHMEM_DEVICE_BC" % (names[0], d or "no pip package nvidia.nvshmem"))
 
 
-def link_files(arch, backend):
+def link_files(arch, backend, trace=None):
     """The bitcode files a kernel for (arch, backend) links, checked to exist:
-    symm's file, and on nvshmem NVSHMEM's device bitcode after it."""
+    symm's file (traced with trace=True; None: $SYMM_TRACE), and on nvshmem
+    NVSHMEM's device bitcode after it."""
     backend = resolve_backend(backend)
     if backend == "native":
-        path = _lib.bitcode_path(arch)
+        path = _lib.bitcode_path(arch, trace=trace)
         if not os.path.isfile(path):
             raise _lib.LibraryNotFoundError("%s not found (build the bitcode, or set SYMM_BITCODE_DIR)" % path)
         return [path]
-    files = [_lib.bitcode_path(arch, backend=backend)]
+    files = [_lib.bitcode_path(arch, backend=backend, trace=trace)]
     if backend == "nvshmem":
         files.append(nvshmem_device_bitcode(arch))
     return files
 
 
 @contextlib.contextmanager
-def target(arch, backend=None):
+def target(arch, backend=None, trace=None):
     """Compile the kernels traced inside for `arch` and a symm backend (None:
-    the running one); selects symm's bitcode. On nvshmem a plain cute.compile
+    the running one); selects symm's bitcode, the traced one with trace=True
+    (None: $SYMM_TRACE; docs/trace.md). On nvshmem a plain cute.compile
     must also link NVSHMEM's bitcode: symm.cute.compile does that."""
     a_token = _ARCH.set(parse_arch(arch))
     b_token = _BACKEND.set(resolve_backend(backend))
+    t_token = _TRACE.set(_lib.trace_requested(trace))
     try:
         yield
     finally:
+        _TRACE.reset(t_token)
         _BACKEND.reset(b_token)
         _ARCH.reset(a_token)
 
@@ -148,10 +162,12 @@ class _SymmBitCode(cute.BitCode):
     @property
     def path(self):
         backend = selected_backend()
-        return _lib.bitcode_path(selected_arch(), backend=None if backend == "native" else backend)
+        return _lib.bitcode_path(selected_arch(), backend=None if backend == "native" else backend,
+                                 trace=selected_trace())
 
     def __repr__(self):
-        return "SymmBitCode(sm_%d, %s)" % (selected_arch(), selected_backend())
+        return "SymmBitCode(sm_%d, %s%s)" % (selected_arch(), selected_backend(),
+                                             ", traced" if selected_trace() else "")
 
 
 BITCODE = _SymmBitCode()

@@ -222,25 +222,29 @@ class Kernel:
 
     # -- just in time ----------------------------------------------------------
 
-    def compile(self, arch=None, options=None, backend=None):
+    def compile(self, arch=None, options=None, backend=None, trace=None):
         """Compile for this GPU (or `arch`) and the running symm backend (or
-        `backend`) with CuTe DSL; returns a JitLaunch."""
-        fn = symm_compile(self.launcher(), *self.fake_args(), arch=arch, options=options, backend=backend)
+        `backend`) with CuTe DSL, traced with trace=True (None: $SYMM_TRACE);
+        returns a JitLaunch."""
+        fn = symm_compile(self.launcher(), *self.fake_args(), arch=arch, options=options, backend=backend,
+                          trace=trace)
         return JitLaunch(self, fn)
 
     # -- ahead of time ---------------------------------------------------------
 
-    def aot(self, out_dir, arch=90, options=None, keep_ptx=False, backend="native"):
+    def aot(self, out_dir, arch=90, options=None, keep_ptx=False, backend="native", trace=None):
         """Compile for `arch` and a symm backend (no GPU needed) into
         out_dir/<name>.cubin and return its manifest entry (symm.cubin reads
         it, and refuses it under another backend); keep_ptx also writes
-        out_dir/<name>.ptx."""
+        out_dir/<name>.ptx; trace=True links the traced bitcode (None:
+        $SYMM_TRACE)."""
         backend = resolve_backend(backend)
         os.makedirs(out_dir, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="symm-cute-") as dump:
             opts = "--gpu-arch %s --keep-ptx --keep-cubin --dump-dir %s %s" % (
                 arch_name(arch), dump, options or "")
-            fn = symm_compile(self.launcher(), *self.fake_args(), options=opts.strip(), backend=backend)
+            fn = symm_compile(self.launcher(), *self.fake_args(), options=opts.strip(), backend=backend,
+                              trace=trace)
             cubin, ptx = fn.__cubin__, fn.__ptx__
         entries = list(getattr(fn, "kernel_info", {}) or {})
         entry = entries[0] if len(entries) == 1 else None

@@ -144,6 +144,8 @@ FUNCTIONS = (
     ('st_u32', 'void', (('ctx', 'const symm_ctx_t *'), ('ptr', 'uint32_t *'), ('value', 'uint32_t'), ('pe', 'int'), ('sem', 'int'), ('scope', 'int')), 'thread'),
     ('st_u64', 'void', (('ctx', 'const symm_ctx_t *'), ('ptr', 'uint64_t *'), ('value', 'uint64_t'), ('pe', 'int'), ('sem', 'int'), ('scope', 'int')), 'thread'),
     ('sync_block', 'void', (('ctx', 'const symm_ctx_t *'),), 'block'),
+    ('trace_begin', 'void', (('ctx', 'const symm_ctx_t *'), ('name_id', 'int')), 'thread'),
+    ('trace_end', 'void', (('ctx', 'const symm_ctx_t *'), ('name_id', 'int')), 'thread'),
     ('wait_until_i32', 'int32_t', (('ctx', 'const symm_ctx_t *'), ('ivar', 'const int32_t *'), ('cmp', 'int'), ('value', 'int32_t')), 'thread'),
     ('wait_until_i64', 'int64_t', (('ctx', 'const symm_ctx_t *'), ('ivar', 'const int64_t *'), ('cmp', 'int'), ('value', 'int64_t')), 'thread'),
     ('wait_until_u32', 'uint32_t', (('ctx', 'const symm_ctx_t *'), ('ivar', 'const uint32_t *'), ('cmp', 'int'), ('value', 'uint32_t')), 'thread'),

@@ -46,7 +46,7 @@ def kernels_of(module):
     return list(found)
 
 
-def build(sources, out_dir, arch=90, log=print, keep_ptx=False, backend="native"):
+def build(sources, out_dir, arch=90, log=print, keep_ptx=False, backend="native", trace=None):
     """Compile every Kernel of the sources; returns the manifest path."""
     kernels = {}
     for src in sources:
@@ -57,7 +57,7 @@ def build(sources, out_dir, arch=90, log=print, keep_ptx=False, backend="native"
     entries = {}
     for name in sorted(kernels):
         t0 = time.time()
-        entries[name] = kernels[name].aot(out_dir, arch=arch, keep_ptx=keep_ptx, backend=backend)
+        entries[name] = kernels[name].aot(out_dir, arch=arch, keep_ptx=keep_ptx, backend=backend, trace=trace)
         log("  %-40s %5.1f s" % (name, time.time() - t0))
     return write_manifest(out_dir, entries)
 
@@ -73,9 +73,11 @@ def main(argv=None):
     ap.add_argument("--backend", default="native", choices=BACKENDS,
                     help="the symm backend the kernels will run on (default: %(default)s)")
     ap.add_argument("--ptx", action="store_true", help="also write <name>.ptx")
+    ap.add_argument("--trace", action="store_true", default=None,
+                    help="link the traced bitcode: the kernels record into the device trace (docs/trace.md)")
     args = ap.parse_args(argv)
     t0 = time.time()
-    path = build(args.sources, args.out, arch=args.arch, keep_ptx=args.ptx, backend=args.backend)
+    path = build(args.sources, args.out, arch=args.arch, keep_ptx=args.ptx, backend=args.backend, trace=args.trace)
     print("wrote %s (%.1f s)" % (path, time.time() - t0))
     return 0
 

@@ -15,7 +15,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass.cute.runtime import from_dlpack, make_ptr
 
-from .. import _tensor
+from .. import _lib, _tensor
 from ._bitcode import current_device_arch, link_files, parse_arch, resolve_backend, target
 
 _TORCH_TO_CUTLASS = {
@@ -94,7 +94,7 @@ def get_multicast_tensor(t, **kwargs):
 _ARCH_OPT = re.compile(r"--gpu-arch[ =](\S+)")
 
 
-def compile(fn, *args, arch=None, options=None, backend=None, **kwargs):  # noqa: A001 - cute.compile's name
+def compile(fn, *args, arch=None, options=None, backend=None, trace=None, **kwargs):  # noqa: A001 - cute.compile's name
     """cute.compile(fn, *args, options=..., **kwargs) linking the symm bitcode of
     the architecture and backend compiled for.
 
@@ -105,6 +105,8 @@ def compile(fn, *args, arch=None, options=None, backend=None, **kwargs):  # noqa
     running symm's backend, else $SYMM_BACKEND, else native. nvshmem also links NVSHMEM's device
     bitcode, and the result initialises NVSHMEM's state in its loaded module
     before its first launch (see ModuleInit); native and nccl need no step.
+    trace: True links the traced bitcode, whose calls record into the device
+    trace (docs/trace.md); None follows $SYMM_TRACE.
     """
     opts = options or ""
     m = _ARCH_OPT.search(opts)
@@ -121,12 +123,13 @@ def compile(fn, *args, arch=None, options=None, backend=None, **kwargs):  # noqa
         a = current_device_arch()
     a = a if a is not None else 90
     backend = resolve_backend(backend)
-    files = link_files(a, backend)  # every file checked before anything is traced
+    trace = _lib.trace_requested(trace)
+    files = link_files(a, backend, trace)  # every file checked before anything is traced
     if len(files) > 1:
         # symm's file is declared by the extern calls; the others (NVSHMEM's)
         # only through the option, which CuTe DSL merges with the declared ones
         opts = ("%s --link-libraries=%s" % (opts, ",".join(files[1:]))).strip()
-    with target(a, backend):
+    with target(a, backend, trace):
         fn = cute.compile(fn, *args, options=opts, **kwargs) if opts else cute.compile(fn, *args, **kwargs)
     return ModuleInit(fn) if backend == "nvshmem" else fn
 

@@ -156,6 +156,8 @@ __all__ = [
     'st_u32',
     'st_u64',
     'sync_block',
+    'trace_begin',
+    'trace_end',
     'wait_until_i32',
     'wait_until_i64',
     'wait_until_u32',
@@ -1841,6 +1843,30 @@ def sync_block(ctx):
     Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
     """
     _x_sync_block(_ptr(ctx))
+
+
+@cute.extern(name='symm_trace_begin', source=BITCODE)
+def _x_trace_begin(ctx: VoidPtr, name_id: cutlass.Int32) -> None: ...
+
+
+def trace_begin(ctx, name_id):
+    """void symm_trace_begin(const symm_ctx_t * ctx, int name_id)
+
+    Thread scope: any thread may call it, alone.
+    """
+    _x_trace_begin(_ptr(ctx), _i32(name_id))
+
+
+@cute.extern(name='symm_trace_end', source=BITCODE)
+def _x_trace_end(ctx: VoidPtr, name_id: cutlass.Int32) -> None: ...
+
+
+def trace_end(ctx, name_id):
+    """void symm_trace_end(const symm_ctx_t * ctx, int name_id)
+
+    Thread scope: any thread may call it, alone.
+    """
+    _x_trace_end(_ptr(ctx), _i32(name_id))
 
 
 @cute.extern(name='symm_wait_until_i32', source=BITCODE)

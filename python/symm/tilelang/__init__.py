@@ -56,7 +56,7 @@ from ._sync import *  # noqa: F401,F403,E402
 from ._build import (BACKENDS, PASS_CONFIGS, SHIM_DIR, TMA_PASS_CONFIGS, Lowered, backend_flags,  # noqa: E402,F401
                      backend_include_dir, build, compile, compile_flags, dlink_command, include_dirs,
                      install_hook, lower, nvcc_command, with_tma, nvshmem_device_library, pass_configs, running_backend,
-                     target_of, tilelang_include_dirs)
+                     target_of, tilelang_include_dirs, trace_flags)
 from ._args import ALGOS, CMPS, COLL_DTYPES, REDOPS, SCOPES, SEMS, SIGNAL_OPS  # noqa: E402,F401
 
 install_hook()

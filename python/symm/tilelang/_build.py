@@ -11,7 +11,10 @@ launches on a machine without TileLang.
 Each path compiles for one symm backend (docs/backends.md, "Compile-time
 choice"): native, nccl (NCCL's device headers, nothing to link) or nvshmem
 (relocatable device code, device-linked with libnvshmem_device.a; ahead of
-time only)."""
+time only).
+
+Each path compiles the device trace's recording in (-DSYMM_TRACE=1, docs/trace.md)
+with trace=True, or with $SYMM_TRACE set when trace is None."""
 import os
 import re
 import subprocess
@@ -117,14 +120,20 @@ def include_dirs():
     return [_lib.include_dir(), SHIM_DIR]
 
 
-def compile_flags(backend=None):
+def trace_flags(trace=None):
+    """nvcc flags that compile the device trace's recording in (trace True;
+    None: $SYMM_TRACE): the kernels' symm calls record (docs/trace.md)."""
+    return ["-DSYMM_TRACE=1"] if _lib.trace_requested(trace) else []
+
+
+def compile_flags(backend=None, trace=None):
     """nvcc flags for tilelang.compile(..., compile_flags=...) on `backend`
     (by default running_backend(); native or nccl: TileLang's path has no
-    device link for nvshmem)."""
+    device link for nvshmem), traced with trace=True (None: $SYMM_TRACE)."""
     backend = _lib.check_backend(backend or running_backend())
     if backend == "nvshmem":
         raise NotImplementedError(_NO_JIT_NVSHMEM)
-    return ["-I" + d for d in include_dirs()] + backend_flags(backend)
+    return ["-I" + d for d in include_dirs()] + backend_flags(backend) + trace_flags(trace)
 
 
 _TMA_ATTR = "symm_tilelang.tma"
@@ -195,14 +204,15 @@ _NO_JIT_NVSHMEM = (
 
 
 def compile(func, target=None, execution_backend=None, pass_configs=None, compile_flags=None,
-            backend=None, **kwargs):  # noqa: A001 - mirrors tilelang.compile
+            backend=None, trace=None, **kwargs):  # noqa: A001 - mirrors tilelang.compile
     """tilelang.compile with what a kernel calling symm needs: the header
     hook, the include folders and the shared pass configuration. `backend`
     (native or nccl) defaults to running_backend(); nvshmem raises (build it
-    ahead of time). Returns TileLang's kernel; call it with the prim_func's
+    ahead of time). trace=True compiles the device trace in (None:
+    $SYMM_TRACE). Returns TileLang's kernel; call it with the prim_func's
     arguments in order (the context as an int: symm.ctx())."""
     install_hook()
-    flags = globals()["compile_flags"](backend) + list(compile_flags or [])
+    flags = globals()["compile_flags"](backend, trace) + list(compile_flags or [])
     if isinstance(target, (int, str)) and str(target).lower().replace("sm_", "").rstrip("a").isdigit():
         target = target_of(target)
     return tilelang.compile(func, target=target, execution_backend=execution_backend,
@@ -343,13 +353,15 @@ def _sm(arch):
     return "sm_" + (a + "a" if a == "90" else a)
 
 
-def nvcc_command(source, output, arch=90, fmt="cubin", werror=True, nvcc="nvcc", backend="native"):
+def nvcc_command(source, output, arch=90, fmt="cubin", werror=True, nvcc="nvcc", backend="native", trace=False):
     """The nvcc command that compiles generated source to a cubin (or PTX)
     for sm_<arch> (arch 90: sm_90a) and a symm backend (on nvshmem a
-    relocatable cubin: see dlink_command).
+    relocatable cubin: see dlink_command), with the device trace compiled in
+    when trace is True (None: $SYMM_TRACE).
     With werror every warning is an error except those TileLang's own
     headers are known to raise (TILELANG_HEADER_DIAGS)."""
     cmd = [nvcc, "-std=c++20", "-O3", "-lineinfo", "-arch=" + _sm(arch), "--" + fmt] + backend_flags(backend)
+    cmd += trace_flags(trace)
     if werror:
         cmd += ["-Werror", "all-warnings"]
     # one -Xcudafe per number: nvcc splits an -X option's value at commas
@@ -390,7 +402,7 @@ def _check_folder_backend(out_dir, name, backend):
 
 
 def build(func, out_dir, name, arch=90, pass_configs=None, nvcc="nvcc", keep_ptx=False, backend="native",
-          manifest=True):
+          manifest=True, trace=None):
     """Lower `func` for sm_<arch>, compile it with nvcc into
     out_dir/<name>.cubin (the CUDA source kept as <name>.cu) for a symm
     backend (native, nccl or nvshmem), and return its manifest entry, which
@@ -399,8 +411,10 @@ def build(func, out_dir, name, arch=90, pass_configs=None, nvcc="nvcc", keep_ptx
     H200; other archs compile for sm_<arch>. With `manifest` (the default)
     the entry is also merged into out_dir/manifest.json, so that
     symm.cubin.load(out_dir) launches it at once; a folder holds one
-    backend's kernels (ValueError before compiling otherwise)."""
+    backend's kernels (ValueError before compiling otherwise).
+    trace=True compiles the device trace in (None: $SYMM_TRACE)."""
     _lib.check_backend(backend)
+    trace = _lib.trace_requested(trace)
     if manifest:
         _check_folder_backend(out_dir, name, backend)
     os.makedirs(out_dir, exist_ok=True)
@@ -412,7 +426,8 @@ def build(func, out_dir, name, arch=90, pass_configs=None, nvcc="nvcc", keep_ptx
     rel = os.path.join(out_dir, name + ".rdc.cubin") if backend == "nvshmem" else cubin
     outs = [("cubin", rel)] + ([("ptx", os.path.join(out_dir, name + ".ptx"))] if keep_ptx else [])
     for fmt, out in outs:
-        _run(nvcc_command(src, out, arch, fmt, nvcc=nvcc, backend=backend), "nvcc on %s (%s)" % (src, fmt))
+        _run(nvcc_command(src, out, arch, fmt, nvcc=nvcc, backend=backend, trace=trace),
+             "nvcc on %s (%s)" % (src, fmt))
     if backend == "nvshmem":
         _run(dlink_command(rel, cubin, arch, nvcc=nvcc), "device link of %s" % rel)
         os.remove(rel)

@@ -232,7 +232,22 @@ def barrier_blocks(ctx):
     return T.call_extern("handle", "symm_tl_barrier_blocks", ctx)
 
 
+def trace_begin(ctx, name_id):
+    """Start of region `name_id` of the calling thread on the device trace
+    (symm_trace_begin, docs/trace.md): every thread that reaches it records
+    one (a thread test around it records one per block; the lanes of a warp
+    that call it together make one event). Named on the host with
+    symm.trace_name. Does nothing unless the kernel is compiled with the
+    trace (trace=True, SYMM_TRACE=1) and a trace records."""
+    return call("handle", "trace_begin", ctx, name_id)
+
+
+def trace_end(ctx, name_id):
+    """End of region `name_id` of the calling thread (symm_trace_end)."""
+    return call("handle", "trace_end", ctx, name_id)
+
+
 __all__ = ["REC_WORDS", "wait_rec", "wait_report", "add_release", "fence_proxy_async_global", "wait_until", "wait_eq", "wait_ne", "wait_gt", "wait_ge", "wait_lt", "wait_le",
            "signal_wait_until", "ld", "st", "fence", "fence_warp", "fence_block", "quiet",
            "quiet_warp", "quiet_block", "fence_cta", "fence_gpu", "fence_sys", "barrier",
-           "barrier_warp", "barrier_block", "sync_block", "barrier_blocks"]
+           "barrier_warp", "barrier_block", "sync_block", "barrier_blocks", "trace_begin", "trace_end"]

@@ -147,6 +147,8 @@ __all__ = [
     'st_u32',
     'st_u64',
     'sync_block',
+    'trace_begin',
+    'trace_end',
     'wait_until_i32',
     'wait_until_i64',
     'wait_until_u32',
@@ -1816,6 +1818,32 @@ def sync_block(ctx):
     """
     _util.require_scalars('sync_block', ctx)
     raw.sync_block(ctx)
+
+
+@triton.jit
+def trace_begin(ctx, name_id):
+    """void symm_trace_begin(const symm_ctx_t * ctx, int name_id)
+
+    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
+    """
+    _util.require_scalars('trace_begin', ctx, name_id)
+    tl.debug_barrier()
+    if _util.tid() == 0:
+        raw.trace_begin(ctx, name_id)
+    tl.debug_barrier()
+
+
+@triton.jit
+def trace_end(ctx, name_id):
+    """void symm_trace_end(const symm_ctx_t * ctx, int name_id)
+
+    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
+    """
+    _util.require_scalars('trace_end', ctx, name_id)
+    tl.debug_barrier()
+    if _util.tid() == 0:
+        raw.trace_end(ctx, name_id)
+    tl.debug_barrier()
 
 
 @triton.jit

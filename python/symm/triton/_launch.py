@@ -32,34 +32,37 @@ def _current_backend():
         return "native"
 
 
-def extern_libs(arch=None, backend=None):
+def extern_libs(arch=None, backend=None, trace=None):
     """The extern_libs to pass when launching or compiling a kernel that calls
     symm.triton: {"symm": <bitcode path>}, plus {"nvshmem": libnvshmem_device.bc}
     on the nvshmem backend. `arch` is the target's compute capability (e.g.
     90; by default the current GPU's, or the sm_90 file when there is no
     GPU); `backend` the symm backend the kernel will run on (by default the
     running one: a kernel is compiled for exactly one backend, like the
-    constexpr backend hint of PyTorch's extern library)."""
+    constexpr backend hint of PyTorch's extern library); `trace` True links
+    the traced bitcode (the kernel records into the device trace,
+    docs/trace.md), None follows $SYMM_TRACE."""
     if arch is None:
         arch = _current_arch()
     if backend is None:
         backend = _current_backend()
+    trace = _lib.trace_requested(trace)
     if backend in _lib.SCALE_OUT_BACKENDS:
-        libs = {LIB_NAME: _lib.bitcode_path(arch, backend=backend)}
+        libs = {LIB_NAME: _lib.bitcode_path(arch, backend=backend, trace=trace)}
         if backend == "nvshmem":
             libs[NVSHMEM_LIB_NAME] = _lib.nvshmem_device_bitcode()
             _install_module_hook()
         return libs
-    return {LIB_NAME: _lib.bitcode_path(arch)}
+    return {LIB_NAME: _lib.bitcode_path(arch, trace=trace)}
 
 
-# the libraries per (CUDA device index, backend): launch() runs on every
+# the libraries per (CUDA device index, backend, trace): launch() runs on every
 # kernel call, and asking torch for the capability and building the paths each
 # time costs host time that a short kernel cannot hide
 _LIBS_BY_DEVICE = {}
 
 
-def _cached_libs():
+def _cached_libs(trace=None):
     device = None
     try:
         import sys
@@ -68,16 +71,25 @@ def _cached_libs():
             device = torch.cuda.current_device()
     except Exception:  # noqa: BLE001 - no GPU: one entry for "no device"
         device = None
-    key = (device, _current_backend())
+    key = (device, _current_backend(), _lib.trace_requested(trace))
     libs = _LIBS_BY_DEVICE.get(key)
     if libs is None:
-        libs = _LIBS_BY_DEVICE[key] = extern_libs(backend=key[1])
+        libs = _LIBS_BY_DEVICE[key] = extern_libs(backend=key[1], trace=key[2])
     return libs
 
 
-def _with_symm_lib(libs):
+def _pop_trace(kernel, kwargs):
+    """The `trace` keyword of launch()/prepare(), unless the kernel itself
+    has a parameter of that name (then it is the kernel's)."""
+    names = getattr(kernel, "arg_names", None)
+    if names is not None and "trace" in names:
+        return None
+    return kwargs.pop("trace", None)
+
+
+def _with_symm_lib(libs, trace=None):
     """`libs` (an extern_libs value or None) with symm's libraries added."""
-    ours = _cached_libs()
+    ours = _cached_libs(trace) if trace is not None else _cached_libs()
     if libs is None:
         return dict(ours)
     if any(name not in libs for name in ours):
@@ -128,8 +140,10 @@ def _install_module_hook():
 
 def launch(kernel, grid, *args, **kwargs):
     """kernel[grid](*args, **kwargs) with symm's libraries for the running
-    backend added to extern_libs (looked up once per device and backend)."""
-    libs = _with_symm_lib(kwargs.pop("extern_libs", None))
+    backend added to extern_libs (looked up once per device and backend).
+    trace=True links the traced bitcode (None: $SYMM_TRACE; docs/trace.md)."""
+    trace = _pop_trace(kernel, kwargs)
+    libs = _with_symm_lib(kwargs.pop("extern_libs", None), trace)
     return kernel[grid](*args, extern_libs=libs, **kwargs)
 
 
@@ -232,7 +246,7 @@ class _LaunchEachCall(PreparedLaunch):
         self.reason = reason
 
     def __call__(self):
-        launch(self.kernel, self.grid, *self.args, **self.kwargs)
+        launch(self.kernel, self.grid, *self.args, **self.kwargs)  # kwargs carry the extern_libs chosen
 
 
 def _bind(kernel, args, kwargs):
@@ -293,6 +307,8 @@ def prepare(kernel, grid, *args, **kwargs):
     kernel[grid](...), it does not re-check at each call that the globals
     the kernel read are unchanged.
 
+    trace=True links the traced bitcode (None: $SYMM_TRACE; docs/trace.md).
+
     Raises TypeError at once for arguments that do not fit the kernel's
     parameters. Where the installed Triton lacks the internals this relies
     on (see _CHECKED_TRITON) or the kernel is not a plain @triton.jit
@@ -300,7 +316,8 @@ def prepare(kernel, grid, *args, **kwargs):
     ordinary launch() calls (.fast is False, .reason says why)."""
     # extern_libs first, as launch() passes it: Triton's cache key holds the
     # options in the order given, and prepare should find launch()'s kernel
-    libs = _with_symm_lib(kwargs.pop("extern_libs", None))
+    trace = _pop_trace(kernel, kwargs)
+    libs = _with_symm_lib(kwargs.pop("extern_libs", None), trace)
     kwargs = dict(extern_libs=libs, **kwargs)
     try:
         from triton.runtime.jit import JITFunction

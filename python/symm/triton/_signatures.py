@@ -143,6 +143,8 @@ FUNCTIONS = (
     ('st_u32', 'void', (('ctx', 'const symm_ctx_t *'), ('ptr', 'uint32_t *'), ('value', 'uint32_t'), ('pe', 'int'), ('sem', 'int'), ('scope', 'int')), 'thread0'),
     ('st_u64', 'void', (('ctx', 'const symm_ctx_t *'), ('ptr', 'uint64_t *'), ('value', 'uint64_t'), ('pe', 'int'), ('sem', 'int'), ('scope', 'int')), 'thread0'),
     ('sync_block', 'void', (('ctx', 'const symm_ctx_t *'),), 'block'),
+    ('trace_begin', 'void', (('ctx', 'const symm_ctx_t *'), ('name_id', 'int')), 'thread0'),
+    ('trace_end', 'void', (('ctx', 'const symm_ctx_t *'), ('name_id', 'int')), 'thread0'),
     ('wait_until_i32', 'int32_t', (('ctx', 'const symm_ctx_t *'), ('ivar', 'const int32_t *'), ('cmp', 'int'), ('value', 'int32_t')), 'each'),
     ('wait_until_i64', 'int64_t', (('ctx', 'const symm_ctx_t *'), ('ivar', 'const int64_t *'), ('cmp', 'int'), ('value', 'int64_t')), 'each'),
     ('wait_until_u32', 'uint32_t', (('ctx', 'const symm_ctx_t *'), ('ivar', 'const uint32_t *'), ('cmp', 'int'), ('value', 'uint32_t')), 'each'),

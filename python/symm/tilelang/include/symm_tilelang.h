@@ -82,6 +82,8 @@ SYMM_FOR_EACH_AMO_TYPE(SYMM_TL__WAIT_PEER)
  * rec[0]: 0 none, 1 deadline, 2 abort flag, 3 invalid comparison;
  * rec[1] address, rec[2] value waited for, rec[3] value last seen,
  * rec[4] nanoseconds waited (1) or the abort flag (2), rec[5] comparison.
+ * Compiled with SYMM_TRACE, a wait that ends records on the device trace,
+ * inline too (docs/trace.md).
  */
 #define SYMM_TL_REC_WORDS 8
 #define SYMM_TL_REC_TIMEOUT 1u
@@ -114,13 +116,17 @@ SYMM_TL_FN void symm_tl__record(uint64_t *rec, uint64_t why, const void *addr, i
     SYMM_TL_FN T symm_tl_wait_rec_##S(uint64_t ctx, const T *ivar, int cmp, T value, uint64_t *rec) { \
         const symm_ctx_t *c = symm_tl_ctx(ctx);                                                    \
         uint64_t t0 = 0;                                                                           \
+        SYMM__TRACE_START(c, tw_, SYMM__G_THREAD);                                                 \
         for (uint32_t polls = 1;; polls++) {                                                       \
             T v = sizeof(T) == 8 ? (T)symm__ld_b64(ivar, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS)         \
                                  : (T)symm__ld_b32(ivar, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS);        \
             int ok;                                                                                \
             SYMM_TL__CMP(v, cmp, value, ok)                                                        \
-            if (ok == 1)                                                                           \
+            if (ok == 1) {                                                                         \
+                SYMM__TRACE_WAIT(c, tw_, SYMM_TRACE_WAIT_WORD, ivar, -1, cmp, (uint64_t)value,     \
+                                 (uint64_t)v);                                                     \
                 return v;                                                                          \
+            }                                                                                      \
             if (ok < 0) {                                                                          \
                 symm_tl__record(rec, SYMM_TL_REC_BADCMP, ivar, cmp, (uint64_t)value, (uint64_t)v, 0); \
                 return v;                                                                          \
