@@ -30,7 +30,10 @@
  * replays (the synchronisation state lives in device memory and is never
  * reset by the host). Each kernel launches at most the handle's SM budget of
  * blocks (symm_moe_set_num_sms). The calls of one handle follow the cycle
- * dispatch, combine, dispatch, ... (SYMM_ERR_INVALID_ARG otherwise).
+ * dispatch, combine, dispatch, ... (SYMM_ERR_INVALID_ARG otherwise), except
+ * that a dispatch may follow a dispatch whose combine is skipped (no buffer a
+ * dispatch reuses waits on a combine); a combine always works on the last
+ * dispatch, once.
  *
  * Send and receive halves: `flags` of a dispatch or combine is SYMM_MOE_SEND,
  * SYMM_MOE_RECV or both (SYMM_MOE_SEND_RECV). The send half pushes this PE's
@@ -80,6 +83,9 @@ enum symm_moe_mode {
 
 /* Width of a scale block: one float32 scale per 128 elements of hidden. */
 #define SYMM_MOE_SCALE_BLOCK 128
+
+/* A low-latency top-k slot with no expert (-1 as int32): skipped, no error. */
+#define SYMM_MOE_NO_EXPERT 0xffffffffu
 
 /*
  * symm_moe_config_t - what a handle is made for (pplx-kernels' names).
@@ -193,7 +199,8 @@ symm_status_t symm_moe_launched_blocks(symm_moe_t *moe, symm_stream_t stream, in
  *                          NULL without scales.
  *   dp_x                   [num_tokens][hidden] of x_dtype, row stride dp_x_stride.
  *   dp_x_scale             float32 [num_tokens][scale cols], or NULL.
- *   indices                uint32 [num_tokens][experts_per_token], contiguous.
+ *   indices                uint32 [num_tokens][experts_per_token], contiguous;
+ *                          SYMM_MOE_NO_EXPERT (-1 as int32) marks an empty slot.
  *   num_tokens             tokens of this DP group, <= max_num_tokens.
  *   bound_m                NULL, or a device uint32: only tokens < *bound_m
  *                          are sent (it must be <= num_tokens; a larger value
@@ -250,6 +257,17 @@ symm_status_t symm_moe_dispatch(symm_moe_t *moe, const symm_moe_dispatch_args_t 
                                 symm_stream_t stream);
 symm_status_t symm_moe_combine(symm_moe_t *moe, const symm_moe_combine_args_t *args, int flags,
                                symm_stream_t stream);
+
+/*
+ * symm_moe_ll_routes - where the last low-latency dispatch's rows came from:
+ * *routes is device memory of the handle, uint64 [L][*rows] (rows = max_num_tokens
+ * x DP groups), rewritten by the receive half of the next dispatch. Entry
+ * [l][r], for r < out_expert_num_tokens[l], describes row r of out_expert_x[l]:
+ * bits 0-15 the source PE, 16-31 the top-k slot, 32-63 the token's index on
+ * the source PE (its DP group's token). The same on every call. Errors:
+ * SYMM_ERR_INVALID_ARG (NULL, or a high-throughput handle).
+ */
+symm_status_t symm_moe_ll_routes(const symm_moe_t *moe, const uint64_t **routes, size_t *rows);
 
 /* ======================================================================== */
 /* High-throughput mode (DeepEP's normal kernels, intranode)                  */

@@ -241,7 +241,7 @@ PROTOTYPES = {
                                 _c_void_p]),
     "symm_coll_algo_name": (ctypes.c_char_p, [_c_int]),
     "symm_coll_last_algo": (ctypes.c_char_p, []),
-    # MoE dispatch/combine (symm_moe.h); structures travel by address (symm/moe.py)
+    # MoE dispatch/combine (symm_moe.h); structures travel by address (symm/moe/__init__.py)
     "symm_moe_create": (_c_int, [_c_void_p, _c_void_p, _P(_c_void_p)]),
     "symm_moe_destroy": (_c_int, [_c_void_p]),
     "symm_moe_heap_bytes": (_c_size_t, [_c_void_p, _c_int]),
@@ -253,6 +253,7 @@ PROTOTYPES = {
     "symm_moe_launched_blocks": (_c_int, [_c_void_p, _c_void_p, _P(_c_int)]),
     "symm_moe_dispatch": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_void_p]),
     "symm_moe_combine": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_void_p]),
+    "symm_moe_ll_routes": (_c_int, [_c_void_p, _P(_c_void_p), _P(_c_size_t)]),
     "symm_moe_ht_layout": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_size_t, _c_void_p, _c_void_p, _c_void_p,
                                     _c_void_p]),
     "symm_moe_ht_dispatch": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_void_p]),

@@ -282,6 +282,17 @@ symm_status_t symm_moe_combine(symm_moe_t *h, const symm_moe_combine_args_t *arg
     return run(call, h, &a, flags, next, SYMM__MK_LL_COMBINE, stream);
 }
 
+symm_status_t symm_moe_ll_routes(const symm_moe_t *h, const uint64_t **routes, size_t *rows) {
+    symm__error_clear();
+    if (h == NULL || routes == NULL || rows == NULL)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_moe_ll_routes: NULL %s", h ? "output" : "handle");
+    if (h->cfg.mode != SYMM_MOE_LOW_LATENCY)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_moe_ll_routes: the handle is in the high-throughput mode");
+    *routes = (const uint64_t *)(const void *)(h->base + h->g.lay.ll_route);
+    *rows = h->g.rows;
+    return SYMM_SUCCESS;
+}
+
 symm_status_t symm_moe_ht_layout(symm_moe_t *h, const void *indices, symm_dtype_t indices_dtype,
                                  size_t num_tokens, int32_t *num_tokens_per_rank, int32_t *num_tokens_per_expert,
                                  uint8_t *is_token_in_rank, symm_stream_t stream) {

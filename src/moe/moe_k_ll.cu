@@ -149,9 +149,10 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                     uint64_t mask = 0;
                     for (uint32_t k = 0; k < K; k++) {
                         const uint32_t ex = row[k];
-                        if (ex >= E)
-                            moe_error(A, SYMM__MOE_ERR_EXPERT_RANGE, (int64_t)t, (int64_t)k, (int64_t)ex);
-                        else if (!ll_valid(row, k, E))
+                        if (ex >= E) {
+                            if (ex != SYMM_MOE_NO_EXPERT) /* -1 marks a slot with no expert */
+                                moe_error(A, SYMM__MOE_ERR_EXPERT_RANGE, (int64_t)t, (int64_t)k, (int64_t)ex);
+                        } else if (!ll_valid(row, k, E))
                             moe_error(A, SYMM__MOE_ERR_EXPERT_DUP, (int64_t)t, (int64_t)k, (int64_t)ex);
                         else
                             mask |= 1ull << (ex / L);

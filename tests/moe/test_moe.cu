@@ -5,12 +5,15 @@
  *
  *   ll      low-latency dispatch/combine: fp8 with scales and bf16, dp_size 1
  *           and 2, bound_m below the tokens, a PE with no tokens, 50 calls
- *           back to back with fresh data; every expert's received rows (bytes
- *           and scales, as a multiset) and every combined token checked
- *           exactly against a host reference
+ *           back to back with fresh data, -1 (no expert) in some slots, a
+ *           dispatch whose combine is skipped; every expert's received rows
+ *           (bytes and scales, as a multiset), every row's route
+ *           (symm_moe_ll_routes) and every combined token checked exactly
+ *           against a host reference
  *   ht      high-throughput layout / dispatch / combine (fp8 + scales, 2048
- *           tokens per PE): every received row, its order, mapped indices,
- *           weights, source, the counts, and every combined token, exactly
+ *           tokens per PE, a dispatch whose combine is skipped): every
+ *           received row, its order, mapped indices, weights, source, the
+ *           counts, and every combined token, exactly
  *   graph   both modes captured into one CUDA graph with the send and
  *           receive halves split by other work, replayed with fresh data
  *   errors  an expert index out of range and a repeated one (skipped on the
@@ -236,6 +239,9 @@ static std::vector<Batch> ll_batches(const LL &t, uint64_t seed, int it, int use
         uint32_t m = (int)g == empty ? 0 : 1 + (uint32_t)(rnd(&s) % t.M);
         uint32_t bound = use_bound && m > 1 ? m - 1 - (uint32_t)(rnd(&s) % (m / 2)) : m;
         make_batch(b[g], m, bound, t.E, t.K, t.H, t.esz, t.cols, s + g * 104729);
+        if (it % 2) /* odd calls: some slots hold -1, no expert (skipped without an error) */
+            for (uint32_t tok = 2; tok < m; tok += 5)
+                b[g].idx[(size_t)tok * t.K + t.K - 1] = SYMM_MOE_NO_EXPERT;
     }
     return b;
 }
@@ -305,6 +311,34 @@ static void ll_verify(LL &t, const std::vector<Batch> &bs, const char *what) {
     CUDA_CHECK(cudaMemcpy(ox.data(), t.d_ox, ox.size(), cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(os.data(), t.d_os, os.size() * 4, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(out.data(), t.d_out, out.size() * 2, cudaMemcpyDeviceToHost));
+    {
+        /* every row's route (symm_moe_ll_routes): source PE, slot and token name a route to this
+         * expert, the row holds that token, and the sources come in order */
+        const uint64_t *d_routes = NULL;
+        size_t rows = 0;
+        SYMM_CHECK(symm_moe_ll_routes(t.h, &d_routes, &rows));
+        CHECKF(rows == t.rows, "%s: routes have %zu rows, expected %u", what, rows, t.rows);
+        std::vector<uint64_t> routes((size_t)L * rows);
+        CUDA_CHECK(cudaMemcpy(routes.data(), d_routes, routes.size() * 8, cudaMemcpyDeviceToHost));
+        for (uint32_t l = 0; l < L; l++) {
+            uint32_t last_src = 0;
+            for (int r = 0; r < num[l] && r < (int)t.rows; r++) {
+                const uint64_t rt = routes[(size_t)l * rows + r];
+                const uint32_t src = (uint32_t)(rt & 0xffffu), k = (uint32_t)((rt >> 16) & 0xffffu);
+                const uint32_t tok = (uint32_t)(rt >> 32);
+                const Batch &b = bs[src / t.D];
+                const int ok = src < (uint32_t)npes && src >= last_src && k < K && tok < b.bound &&
+                               tok % t.D == src % t.D && b.idx[(size_t)tok * K + k] == t.first + l &&
+                               memcmp(&ox[((size_t)l * t.rows + r) * H * t.esz], &b.x[(size_t)tok * H * t.esz],
+                                      (size_t)H * t.esz) == 0;
+                CHECKF(ok, "%s: expert %u row %d: route (PE %u, slot %u, token %u) is not the row's", what,
+                       t.first + l, r, src, k, tok);
+                if (!ok)
+                    break;
+                last_src = src;
+            }
+        }
+    }
     for (uint32_t l = 0; l < L; l++) {
         std::vector<uint64_t> want, got;
         uint32_t e = t.first + l;
@@ -331,6 +365,8 @@ static void ll_verify(LL &t, const std::vector<Batch> &bs, const char *what) {
                 float acc = 0;
                 for (uint32_t k = 0; k < K; k++) {
                     uint32_t e = b.idx[(size_t)tok * K + k];
+                    if (e == SYMM_MOE_NO_EXPERT)
+                        continue;
                     acc += b.w[(size_t)tok * K + k] * (conv(&b.x[(size_t)tok * H * t.esz], t.esz, h) * expert_scale(e));
                 }
                 uint16_t wantb = (uint16_t)f32_bf16(acc);
@@ -342,12 +378,20 @@ static void ll_verify(LL &t, const std::vector<Batch> &bs, const char *what) {
     }
 }
 
-static void ll_round(LL &t, const std::vector<Batch> &bs, int use_bound, int split) {
+/* skip: a dispatch of half the tokens first, whose combine is skipped (the handle's
+ * order allows it); the round's own dispatch and combine must not see it. */
+static void ll_round(LL &t, const std::vector<Batch> &bs, int use_bound, int split, int skip = 0) {
     symm_moe_dispatch_args_t d;
     symm_moe_combine_args_t c;
     const Batch &b = bs[(uint32_t)me / t.D];
     ll_upload(t, b);
     ll_args(t, b, use_bound, &d, &c);
+    if (skip) {
+        symm_moe_dispatch_args_t half = d;
+        half.num_tokens = b.m / 2;
+        half.bound_m = NULL;
+        SYMM_CHECK(symm_moe_dispatch(t.h, &half, SYMM_MOE_SEND_RECV, stream));
+    }
     if (split) {
         SYMM_CHECK(symm_moe_dispatch(t.h, &d, SYMM_MOE_SEND, stream));
         spin<<<1, 32, 0, stream>>>(20000);
@@ -384,7 +428,7 @@ static void part_ll(void) {
                                                cs.empty >= (int)t.G ? -1 : cs.empty);
             snprintf(what, sizeof what, "ll E%u K%u H%u M%u esz%d dp%d bound%d call %d", cs.E, cs.K, cs.H, cs.M,
                      cs.esz, cs.dp, cs.bound, it);
-            ll_round(t, bs, cs.bound, it % 2);
+            ll_round(t, bs, cs.bound, it % 2, it == 2);
             ll_verify(t, bs, what);
         }
         SYMM_CHECK(symm_moe_check(t.h, stream));
@@ -441,7 +485,7 @@ static std::vector<Batch> ht_batches(const HT &t, uint64_t seed, int it, int emp
     return b;
 }
 
-static void ht_round(HT &t, const Batch &b, int split) {
+static void ht_round(HT &t, const Batch &b, int split, int skip = 0) {
     symm_moe_ht_dispatch_args_t d;
     CUDA_CHECK(cudaMemcpyAsync(t.d_x, b.x.data(), b.x.size(), cudaMemcpyHostToDevice, stream));
     CUDA_CHECK(cudaMemcpyAsync(t.d_xs, b.scale.data(), b.scale.size() * 4, cudaMemcpyHostToDevice, stream));
@@ -459,6 +503,11 @@ static void ht_round(HT &t, const Batch &b, int split) {
     d.indices_dtype = SYMM_DTYPE_I32;
     d.weights = t.d_w;
     d.num_tokens = b.m;
+    if (skip) { /* a dispatch of half the tokens whose combine is skipped */
+        symm_moe_ht_dispatch_args_t half = d;
+        half.num_tokens = b.m / 2;
+        SYMM_CHECK(symm_moe_ht_dispatch(t.h, &half, SYMM_MOE_SEND_RECV, stream));
+    }
     if (split) {
         SYMM_CHECK(symm_moe_ht_dispatch(t.h, &d, SYMM_MOE_SEND, stream));
         spin<<<1, 32, 0, stream>>>(20000);
@@ -565,7 +614,7 @@ static void part_ht(void) {
     for (int it = 0; it < 4; it++) {
         std::vector<Batch> bs = ht_batches(t, 77, it, it == 2 ? npes - 1 : -1);
         snprintf(what, sizeof what, "ht call %d", it);
-        ht_round(t, bs[me], it % 2);
+        ht_round(t, bs[me], it % 2, it == 3);
         ht_verify(t, bs, what);
     }
     SYMM_CHECK(symm_moe_check(t.h, stream));

@@ -235,7 +235,13 @@ static void test_order(void) {
     EXPECT_BAD(symm__moe_check_order("t", next, 1, SYMM_MOE_SEND_RECV, &at), "receive half of the dispatch");
     CHECK(symm__moe_check_order("t", next, 0, SYMM_MOE_RECV, &at) == SYMM_SUCCESS &&
           at == SYMM__MOE_AT_COMBINE_SEND, "dispatch recv");
-    EXPECT_BAD(symm__moe_check_order("t", at, 0, SYMM_MOE_SEND_RECV, &next), "expects a combine");
+    EXPECT_BAD(symm__moe_check_order("t", at, 0, SYMM_MOE_RECV, &next), "expects a combine");
+    CHECK(symm__moe_check_order("t", at, 0, SYMM_MOE_SEND_RECV, &next) == SYMM_SUCCESS &&
+          next == SYMM__MOE_AT_COMBINE_SEND, "a dispatch that skips the combine of the one before");
+    CHECK(symm__moe_check_order("t", at, 0, SYMM_MOE_SEND, &next) == SYMM_SUCCESS &&
+          next == SYMM__MOE_AT_DISPATCH_RECV, "its send half alone");
+    EXPECT_BAD(symm__moe_check_order("t", next, 0, SYMM_MOE_SEND, &at), "receive half of the dispatch");
+    at = SYMM__MOE_AT_COMBINE_SEND;
     CHECK(symm__moe_check_order("t", at, 1, SYMM_MOE_SEND_RECV, &next) == SYMM_SUCCESS &&
           next == SYMM__MOE_AT_DISPATCH_SEND, "combine both halves");
     EXPECT_BAD(symm__moe_check_order("t", next, 0, SYMM_MOE_RECV, &at), "expects a dispatch");

@@ -60,7 +60,7 @@ def _structs_module():
     if torch is not None:
         import symm.moe as m
         return m.STRUCTS
-    src = open(os.path.join(PYTHON_DIR, "symm", "moe.py")).read()
+    src = open(os.path.join(PYTHON_DIR, "symm", "moe", "__init__.py")).read()
     start, end = src.index("class Config(ctypes.Structure)"), src.index("STRUCTS = ")
     ns = {"ctypes": ctypes, "_c_int": ctypes.c_int, "_c_size_t": ctypes.c_size_t,
           "_c_void_p": ctypes.c_void_p, "_c_int64": ctypes.c_int64}

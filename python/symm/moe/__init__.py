@@ -18,6 +18,9 @@ HighThroughput -- prefill-sized batches (DeepEP's "normal" layout): a layout
 step, dispatch of thousands of tokens (once per destination PE, fp8 with
 scales or bf16), combine in bf16.
 
+symm.moe.deep_ep -- DeepEP's Buffer (normal and low-latency modes, on one
+node) over these two: a DeepEP user changes the import (docs/moe.md).
+
 pplx's start: symm.moe.nvshmem_init(global_rank, local_rank, world_size, device)
 starts symm over the running torch.distributed group (processes spawned with
 an explicit init_process_group need no launcher variables); its older form
@@ -31,7 +34,10 @@ captures into CUDA graphs. Eager calls go straight to the C library (the
 custom ops are what torch.compile traces) and repeat no check whose inputs
 (shapes, strides, dtypes, devices) are those of the previous call. do_send / do_recv split a call into its send and
 receive halves so other work can run between them. Every call is collective:
-all PEs make the same calls in the same order (dispatch, combine, dispatch...).
+all PEs make the same calls in the same order (dispatch, combine, dispatch...;
+a dispatch may also follow a dispatch whose combine is skipped, and a combine
+works on the last dispatch). An index of -1 (int32 or int64) marks a top-k slot
+with no expert: it is skipped.
 
 Arguments are checked before anything runs (TypeError / ValueError, or the C
 library's InvalidArgumentError for sizes against the configuration). Expert
@@ -43,9 +49,9 @@ import ctypes
 import itertools
 from typing import List, Optional
 
-from . import _lib, _runtime
-from ._coll import _DTYPE_CODES
-from ._errors import UnsupportedError
+from .. import _lib, _runtime
+from .._coll import _DTYPE_CODES
+from .._errors import UnsupportedError
 
 try:
     import torch
@@ -444,6 +450,18 @@ class AllToAll(_Handle):
             self._dispatch(out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x, dp_x_scale, indices,
                            bound_m, do_send, do_recv)
 
+    def routes(self):
+        """Where the last dispatch's rows came from (symm_moe_ll_routes): an int64
+        tensor [local_experts, max_num_tokens * num_dp] on this PE's GPU, a view
+        of the object's own memory rewritten by the next dispatch. Entry [l, r]
+        for r < out_expert_num_tokens[l]: bits 0-15 the source rank, 16-31 the
+        top-k slot, 32-62 the token's index in its DP group's batch."""
+        ptr, rows = ctypes.c_void_p(), ctypes.c_size_t()
+        _call("symm_moe_ll_routes", self._h(), ctypes.byref(ptr), ctypes.byref(rows))
+        from .._tensor import _wrap
+        n = self.local_experts * rows.value
+        return _wrap(torch, ptr.value, n * 8, self.device, torch.int64, (self.local_experts, rows.value))
+
     def combine(self, out_tokens, indices, weights, expert_y, bound_m, do_send=True, do_recv=True):
         """out_tokens[t] = sum_k weights[t, k] * expert_y[row of (t, k)], for t
         below bound_m (or indices.size(0)), in float32, stored as bf16/f16."""
@@ -771,7 +789,7 @@ class HighThroughput(_Handle):
         self._num_tokens = 0
         r = HtRecv()
         _call("symm_moe_ht_recv_buffers", self._h(), ctypes.addressof(r))
-        from ._tensor import _wrap
+        from .._tensor import _wrap
         cap, k, L = int(r.capacity), experts_per_token, self.local_experts
         self.capacity = cap
 
