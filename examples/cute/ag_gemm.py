@@ -76,8 +76,9 @@ class AGGemm:
                     copies.append((dst + ch * chunk_bytes, a.data_ptr() + ch * chunk_bytes, chunk_bytes))
                     copies.append((flag + ch * 8, self.epoch.data_ptr(), 8))
             if len(self._copies) >= 8:
-                self._copies.clear()
-            self._copies[key] = symm.cubin.CopyList(copies) if copies else None
+                self._close_copies()
+            # replay: one graph launch per call instead of 2 * chunks * (n - 1) cuMemcpyAsync
+            self._copies[key] = symm.cubin.CopyList(copies, replay=True) if copies else None
         return self._copies[key]
 
     def __call__(self, a, bt, c):
@@ -102,8 +103,15 @@ class AGGemm:
             main.wait_stream(self.side)      # a may change after the call
         return c
 
+    def _close_copies(self):
+        for ce in self._copies.values():
+            if ce is not None:
+                ce.close()
+        self._copies.clear()
+
     def close(self):
         torch.cuda.synchronize()
+        self._close_copies()
         symm.barrier()
         symm.free_tensor(self.flags)
         symm.free_tensor(self.a_full)

@@ -11,7 +11,8 @@ a GPU: the Python side of each step the host makes per call.
 - per chunk of the all-gather: the views and the two copy_ calls the
   per-chunk form made (torch dispatch on CPU tensors; a GPU adds the driver
   calls), against a symm.cubin.CopyList entry (one ctypes call; the driver
-  a stand-in here).
+  a stand-in here); a call's 24 copies one by one against replayed as one
+  graph launch (the driver's own time comes on top, only on a GPU).
 A GPU run prints the whole host time per call next to the stream time
 (examples/triton/gemm_bars.py, column "host us/call").
 """
@@ -126,6 +127,11 @@ def main():
     symm.cubin._driver = _Cuda()
     ce = symm.cubin.CopyList([(0x1000, 0x2000, 1 << 20), (0x3000, 0x4000, 8)])
     rows.append(("per chunk: CopyList, data + flag (ctypes, stand-in driver)", per_call_us(lambda: ce(0x5000))))
+    # ag_gemm at 4 PEs, 4 chunks: 24 copies a call, issued one by one or replayed as one graph
+    pairs = [(0x1000 + i * 0x100, 0x2000, 8) for i in range(24)]
+    each, replay = symm.cubin.CopyList(pairs), symm.cubin.CopyList(pairs, replay=True)
+    rows.append(("per call: 24-copy CopyList, one cuMemcpyAsync each (Python side)", per_call_us(lambda: each(0x5000))))
+    rows.append(("per call: 24-copy CopyList, replay=True (Python side)", per_call_us(lambda: replay(0x5000))))
     print("| host step | us per call |\n| --- | --- |")
     for what, us in rows:
         print("| %s | %.1f |" % (what, us))

@@ -85,6 +85,16 @@ def _cuda():
         lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 6 + [
             ctypes.c_uint, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
         lib.cuMemcpyAsync.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+        vp, vpp = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
+        lib.cuStreamCreate.argtypes = [vpp, ctypes.c_uint]
+        lib.cuStreamDestroy_v2.argtypes = [vp]
+        lib.cuStreamIsCapturing.argtypes = [vp, ctypes.POINTER(ctypes.c_int)]
+        lib.cuStreamBeginCapture_v2.argtypes = [vp, ctypes.c_int]
+        lib.cuStreamEndCapture.argtypes = [vp, vpp]
+        lib.cuGraphInstantiateWithFlags.argtypes = [vpp, vp, ctypes.c_ulonglong]
+        lib.cuGraphLaunch.argtypes = [vp, vp]
+        lib.cuGraphDestroy.argtypes = [vp]
+        lib.cuGraphExecDestroy.argtypes = [vp]
         u64p, u32p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
         lib.cuTensorMapEncodeTiled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
                                                u64p, u64p, u32p, u32p, ctypes.c_int, ctypes.c_int,
@@ -381,25 +391,89 @@ class CopyList:
 
         ce = symm.cubin.CopyList([(dst, src, nbytes), ...])
         ce(stream)        # torch.cuda.Stream, a raw handle, or None (current)
+        ce.close()        # only needed with replay=True: frees the graph
+
+    replay=True: the first call outside stream capture records the copies
+    once into a CUDA graph (a chain, so their order holds) and every call
+    outside capture launches it: one driver call per call however many
+    copies, for lists long enough that a cuMemcpyAsync each (a few us of host
+    time apiece, more to a peer's memory) would hold the host up. Inside a
+    capture the copies are issued one by one as without it, so the
+    enclosing graph holds them as its own nodes.
     """
 
-    def __init__(self, copies):
+    def __init__(self, copies, replay=False):
         self.copies = []
         for dst, src, n in copies:
             if not all(isinstance(v, int) and not isinstance(v, bool) for v in (dst, src, n)) or n <= 0:
                 raise ValueError("symm.cubin.CopyList: copies are (dst, src, nbytes) ints, nbytes > 0; got %r"
                                  % ((dst, src, n),))
             self.copies.append((ctypes.c_uint64(dst), ctypes.c_uint64(src), ctypes.c_size_t(n)))
+        self.replay = bool(replay)
+        self._exec = None                      # the instantiated graph (replay), made on first use
 
     def __len__(self):
         return len(self.copies)
 
     def __call__(self, stream=None):
         cu, h = _cuda(), ctypes.c_void_p(_stream_handle(stream))
+        if self.replay and not _capturing(cu, h):
+            if self._exec is None:
+                self._exec = self._record(cu)
+            _check(cu.cuGraphLaunch(self._exec, h), "cuGraphLaunch (CopyList of %d copies)" % len(self.copies))
+            return
+        self._issue(cu, h)
+
+    def _issue(self, cu, h):
         for dst, src, n in self.copies:
             rc = cu.cuMemcpyAsync(dst, src, n, h)
             if rc:
                 _check(rc, "cuMemcpyAsync(0x%x <- 0x%x, %d bytes)" % (dst.value, src.value, n.value))
+
+    def _record(self, cu):
+        """The copies captured on a private stream, instantiated; every
+        driver object made on the way is released whatever fails."""
+        s, g, ex = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        _check(cu.cuStreamCreate(ctypes.byref(s), 1), "cuStreamCreate")   # 1: non-blocking
+        try:
+            # relaxed (2): capturing here must not stop other threads' calls
+            _check(cu.cuStreamBeginCapture_v2(s, 2), "cuStreamBeginCapture")
+            err = None
+            try:
+                self._issue(cu, s)
+            except CudaDriverError as e:
+                err = e
+            rc = cu.cuStreamEndCapture(s, ctypes.byref(g))
+            if err is not None:
+                if rc == 0 and g.value:
+                    cu.cuGraphDestroy(g)
+                raise err
+            _check(rc, "cuStreamEndCapture")
+            try:
+                _check(cu.cuGraphInstantiateWithFlags(ctypes.byref(ex), g, 0), "cuGraphInstantiateWithFlags")
+            finally:
+                cu.cuGraphDestroy(g)
+        finally:
+            cu.cuStreamDestroy_v2(s)
+        return ex
+
+    def close(self):
+        if self._exec is not None:
+            ex, self._exec = self._exec, None
+            _cuda().cuGraphExecDestroy(ex)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:                      # interpreter or driver already shut down
+            pass
+
+
+def _capturing(cu, h):
+    """Whether stream h is being captured (a failed query counts as yes: the
+    copies are then issued one by one, which is right either way)."""
+    st = ctypes.c_int(0)
+    return cu.cuStreamIsCapturing(h, ctypes.byref(st)) != 0 or st.value != 0
 
 
 def _stream_handle(stream):

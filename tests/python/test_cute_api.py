@@ -397,6 +397,55 @@ def test_copy_list_issues_one_async_copy_each(monkeypatch):
             cubin.CopyList(bad)
 
 
+def test_copy_list_replay_records_once_and_launches(monkeypatch):
+    """CopyList(replay=True): the first call outside capture records the
+    copies in order on a private stream into a graph (every driver object
+    released), each call launches it; inside a capture the copies are
+    issued one by one on the capturing stream."""
+    import symm.cubin as cubin
+
+    class Driver(_FakeDriver):
+        capturing = 0
+
+        def cuStreamIsCapturing(self, h, status):
+            status._obj.value = self.capturing
+            return 0
+
+        def cuStreamCreate(self, s, flags):
+            s._obj.value = 0x77
+            self.calls.append(("cuStreamCreate", flags))
+            return 0
+
+        def cuGraphInstantiateWithFlags(self, ex, g, flags):
+            ex._obj.value = 0x99
+            self.calls.append(("cuGraphInstantiateWithFlags",))
+            return 0
+
+    fake = Driver()
+    monkeypatch.setattr(cubin, "_driver", fake)
+    ce = cubin.CopyList([(0x1000, 0x2000, 64), (0x3000, 0x4000, 8)], replay=True)
+    ce(0x5000)
+    names = [c[0] for c in fake.calls]
+    assert names == ["cuStreamCreate", "cuStreamBeginCapture_v2", "cuMemcpyAsync", "cuMemcpyAsync",
+                     "cuStreamEndCapture", "cuGraphInstantiateWithFlags", "cuGraphDestroy",
+                     "cuStreamDestroy_v2", "cuGraphLaunch"]
+    copies = [c[1] for c in fake.calls if c[0] == "cuMemcpyAsync"]
+    assert [(a[0].value, a[3].value) for a in copies] == [(0x1000, 0x77), (0x3000, 0x77)]
+    launch = fake.calls[-1][1]
+    assert (launch[0].value, launch[1].value) == (0x99, 0x5000)
+    fake.calls.clear()
+    ce(0x5000)
+    assert [c[0] for c in fake.calls] == ["cuGraphLaunch"]
+    fake.calls.clear()
+    fake.capturing = 1
+    ce(0x6000)
+    assert [(c[0], c[1][3].value) for c in fake.calls] == [("cuMemcpyAsync", 0x6000)] * 2
+    fake.calls.clear()
+    ce.close()
+    ce.close()
+    assert [c[0] for c in fake.calls] == ["cuGraphExecDestroy"]
+
+
 @needs_cute
 def test_example_collectives_move_16_byte_vectors(tmp_path):
     """The CuTe collectives of examples/cute/kernels.py load and store
