@@ -61,7 +61,11 @@
       "built-in default (64; 128 for all-gather, all-to-all, broadcast). The same on every PE (init checks)") \
     X(coll_ce_min,        SYMM_COLL_CE_MIN,        SIZE,     "64M",                          \
       "pieces (bytes per peer) from which all-gather and all-to-all into symmetric buffers use " \
-      "the copy engines; 0 = never. The same on every PE (init checks)")
+      "the copy engines; 0 = never. The same on every PE (init checks)")                     \
+    X(coll_tune,          SYMM_COLL_TUNE,          STRING,   "",                             \
+      "AUTO's limits of the stream collectives for every team size, 'name=bytes,...' (names: " \
+      "SYMM__COLL_LIMITS in include/symm/device/coll_auto.h; K/M/G suffixes; never), e.g. "  \
+      "rs_ce_min=32M,bcast_ce_min=never; default: the table. The same on every PE (init checks)")
 
 /* 600 s in release builds: no wait lasts forever (the README's promise),
  * and as long as torch.distributed's default collective timeout, so a peer

@@ -29,6 +29,10 @@
  *         like `move`, the path taken checked per call (symmetric recv on
  *         every PE: copy engines; recv symmetric on some PEs only: not),
  *         then the graph part with it.
+ * pipe    the copy-engine pipelines (reduce-scatter, all-reduce, broadcast)
+ *         and the ONESHOT reduce-scatter, forced through AUTO's limits, with
+ *         chunks down to 16 bytes, across the flag wrap, then the graph part
+ *         with them.
  */
 #include <stdlib.h>
 
@@ -198,7 +202,7 @@ static void part_matrix(void) {
                         int symm_buf = (combo >> 1) & 1, inplace = combo & 1, tk = (combo >> 2) & 1;
                         size_t off = (combo % 3 == 0) ? 1 : 0;
                         check_all_reduce(t, (symm_redop_t)op, acc, ALGOS[a], COUNTS[c], symm_buf, inplace, off, tk);
-                        if (a == 0 || a == 1 || a == 3 || a == 5)
+                        if (a != 4)
                             check_reduce_scatter(t, (symm_redop_t)op, ALGOS[a], COUNTS[c] / 2 + 1, symm_buf,
                                                  (combo >> 3) & 1, off, tk);
                     }
@@ -412,6 +416,85 @@ static void part_ce(void) {
     if (me == 0)
         printf("ce: %lld checked calls\n", g_checks);
     part_graph(100);
+}
+
+/* ---- pipe --------------------------------------------------------------------------------- */
+
+/* The copy-engine pipelines (reduce-scatter, all-reduce, broadcast) and the
+ * ONESHOT reduce-scatter, forced by AUTO's limits (symm__coll_tune_set, every
+ * PE alike), with small chunks so that a call has many (a buffer of the
+ * reduce-scatter's ring is reused many times per call). */
+static void tune(const char *name, uint64_t v) { SYMM_CHECK(symm__coll_tune_set(name, v)); }
+
+static void expect_algo(const char *what, const char *want) {
+    if (strcmp(symm_coll_last_algo(), want) != 0) {
+        g_ct_failures++;
+        fprintf(stderr, "[pe %d] pipe: %s ran %s, expected %s\n", me, what, symm_coll_last_algo(), want);
+    }
+}
+
+static void pipe_calls(int round) {
+    static const symm_dtype_t types[4] = {SYMM_DTYPE_F32, SYMM_DTYPE_BF16, SYMM_DTYPE_I64, SYMM_DTYPE_FP8_E4M3};
+    static const symm_redop_t ops[4] = {SYMM_OP_SUM, SYMM_OP_MAX, SYMM_OP_BXOR, SYMM_OP_SUM};
+    static const size_t counts[] = {1, 7, 1000, 4097, 70001, 300001};
+    const size_t nc = sizeof(counts) / sizeof(counts[0]);
+    for (size_t c = 0; c < nc; c++)
+        for (int v = 0; v < 4; v++) {
+            int k = (int)c * 4 + v + round;
+            size_t n = counts[c] + (size_t)v;
+            if (n * ct_esz(types[v]) * npes + 4 * GUARD > POOL)
+                n = (POOL - 4 * GUARD) / (ct_esz(types[v]) * npes);
+            /* reduce-scatter through the copy engines: any buffers */
+            check_reduce_scatter(types[v], ops[v], SYMM_COLL_ALGO_AUTO, n, k & 1, (k >> 1) & 1, c % 3 == 1, k & 1);
+            expect_algo("reduce_scatter", "copy-engine");
+            /* all-reduce: a multiple of 16 n bytes into a symmetric recv */
+            {
+                size_t per = 16 * (size_t)npes / ct_esz(types[v]), m = (n + per - 1) / per * per;
+                if (m * ct_esz(types[v]) + 4 * GUARD > POOL / 2)
+                    m = (POOL / 2 - 4 * GUARD) / ct_esz(types[v]) / per * per;
+                check_all_reduce(types[v], ops[v], SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_AUTO, m, 1, (k >> 1) & 1, 0,
+                                 k & 1);
+                expect_algo("all_reduce", "copy-engine");
+            }
+            /* broadcast through the copy engines: symmetric recv, every root */
+            check_move(MV_BCAST, types[v], n, 1, (k >> 1) & 1, c % 3 == 2, k & 1, k % npes);
+            expect_algo("broadcast", "copy-engine");
+            /* ONESHOT reduce-scatter (AUTO's limit raised; the pieces fit the regions) */
+            if (n * ct_esz(types[v]) <= ((size_t)256 << 10)) {
+                check_reduce_scatter(types[v], ops[v], SYMM_COLL_ALGO_ONESHOT, n, (k >> 1) & 1, k & 1, c % 3 == 0,
+                                     k & 1);
+                expect_algo("reduce_scatter ONESHOT", "oneshot");
+            }
+        }
+}
+
+static void part_pipe(void) {
+    const uint64_t M = 0xffffffffull;
+    tune("rs_ce_min", 1);
+    tune("ar_ce_min", 1);
+    tune("bcast_ce_min", 1);
+    tune("ce_chunk", 16); /* as many chunks as the flags allow */
+    pipe_calls(0);
+    tune("ce_chunk", 64 << 10);
+    pipe_calls(1);
+    /* the same across the 2^32 wrap of the flag values */
+    CUDA_CHECK(cudaDeviceSynchronize());
+    SYMM_CHECK(symm_barrier_all());
+    SYMM_CHECK(symm__coll_debug_set_epoch(symm_team_world(), 3 * M - 5));
+    SYMM_CHECK(symm_barrier_all());
+    tune("ce_chunk", 4096);
+    for (int i = 0; i < 6; i++) {
+        check_reduce_scatter(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_COLL_ALGO_AUTO, 30001, i & 1, 0, 0, 0);
+        check_move(MV_BCAST, SYMM_DTYPE_U8, 100003, 1, i & 1, 0, 0, i % npes);
+        check_all_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_AUTO, 4 * (size_t)npes * 999,
+                         1, i & 1, 0, 0);
+    }
+    if (me == 0)
+        printf("pipe: %lld checked calls (copy-engine reduce-scatter, all-reduce, broadcast; one-shot "
+               "reduce-scatter)\n", g_checks);
+    /* and captured into a graph with the packet and direct forms */
+    part_graph(100);
+    symm__coll_tune_reset();
 }
 
 /* ---- big --------------------------------------------------------------------------------- */
@@ -883,6 +966,7 @@ int main(int argc, char **argv) {
     if (all || !strcmp(part, "big")) part_big();
     if (all || !strcmp(part, "every")) part_every(1000);
     if (!strcmp(part, "ce")) part_ce();
+    if (!strcmp(part, "pipe")) part_pipe();
 
     CUDA_CHECK(cudaDeviceSynchronize());
     SYMM_CHECK(symm_free(symm_b));
