@@ -12,8 +12,9 @@
 #                collective against NCCL and NVSHMEM 8 B-256 MiB, the bars (a pass/miss
 #                line per collective, graph and stream), then every form of broadcast,
 #                reduce-scatter and large all-reduce by size; within COLL_WALL s
-#   2b. coll2    the forms tables again on 2 PEs (GPUs 0-1), for the 2-PE column of
-#                AUTO's table (COLL2=0 leaves it out); within COLL2_WALL s
+#   2b. coll2    the forms tables and the mid-size all-reduce table again on 2 PEs
+#                (GPUs 0-1), for the 2-PE column of AUTO's table (COLL2=0 leaves it
+#                out); within COLL2_WALL s
 #   3. rma       symm-bench --mode rma with SYMM_BENCH_RMA_LAT_ONLY=1: latency, the
 #                flag-placement sweep and every put-with-signal form at the same flag
 #                pages, with the put_signal bars; within RMA_WALL s
@@ -102,7 +103,7 @@ note "coll bench" "exit $rc ($(since "$t0")); $out/bench_coll.md"
 # ---- 2b. the forms again on 2 PEs (GPUs 0-1): the 2-PE column of AUTO's table ----
 if [ "${COLL2:-1}" = 1 ]; then
   t0=$(date +%s)
-  SYMM_BENCH_COLL_FORMS=1 SYMM_BENCH_COLL_TABLES_ONLY=1 timeout -k 10 "$COLL2_WALL" \
+  SYMM_BENCH_COLL_FORMS=1 SYMM_BENCH_COLL_AR2=1 SYMM_BENCH_COLL_TABLES_ONLY=1 timeout -k 10 "$COLL2_WALL" \
     "$build/bench/symm-bench" --mode coll --npes 2 --no-nvshmem --timeout $((COLL2_WALL - 10)) --phase-timeout 60 \
     --out "$out/bench_coll_2pe.md" >"$out/bench_coll_2pe.log" 2>&1
   rc=$?

@@ -51,7 +51,7 @@ __host__ __device__ static inline void pipe_part(uint64_t len, int m, int j, uin
     if (a > units)
         a = units;
     b = a + per > units ? units : a + per;
-    *lo = 16 * a;
+    *lo = 16 * a > len ? len : 16 * a; /* an empty part: lo == hi */
     *hi = 16 * b > len ? len : 16 * b;
 }
 
@@ -191,7 +191,7 @@ static symm_status_t pipe_check(const char *what) {
 /* Bytes per chunk: the pipeline's, a multiple of 16, and few enough chunks
  * for the flag slots; at most `cap` (0: none). */
 static uint64_t pipe_chunk(uint64_t want, uint64_t nbytes, uint64_t cap) {
-    uint64_t c = (want < 16 ? 16 : want + 15) & ~(uint64_t)15;
+    uint64_t c = want < 16 ? 16 : want > ((uint64_t)1 << 40) ? (uint64_t)1 << 40 : (want + 15) & ~(uint64_t)15;
     uint64_t least = ((nbytes + PIPE_MAX_CHUNKS - 1) / PIPE_MAX_CHUNKS + 15) & ~(uint64_t)15;
     if (c < least)
         c = least;

@@ -18,8 +18,8 @@
  * every   10^3 iterations of every collective back to back, fresh data each
  *         iteration, symmetric and cudaMalloc buffers, checked bit for bit.
  * graph   a captured sequence (fill, all-reduces of every algorithm,
- *         all-gather, direct broadcast, on-device check) replayed 1000 times,
- *         each replay with a new seed.
+ *         all-gather, broadcasts, reduce-scatter, on-device check) replayed
+ *         1000 times, each replay with a new seed.
  * wrap    the call counters set just below the 2^32 wrap of the flag values,
  *         then every algorithm again.
  * errors  bad input returns a clear status and enqueues nothing (every PE
@@ -761,6 +761,20 @@ __global__ void g_check_bcast(const float *b, size_t n, int root, const unsigned
     }
 }
 
+/* Count elements of the reduce-scatter result r (this PE's piece of m
+ * elements) that differ from the sum over the PEs of the fill. */
+__global__ void g_check_rs(const float *r, size_t m, int npes, int me, const unsigned long long *seedp,
+                           unsigned long long *bad, int which) {
+    uint64_t seed = *seedp;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < m; i += (size_t)gridDim.x * blockDim.x) {
+        double s = 0;
+        for (int p = 0; p < npes; p++) s += ct_fval(SYMM_DTYPE_F32, seed, p, (uint64_t)me * m + i);
+        if (r[i] != (float)s && atomicAdd(bad, 1ull) == 0) {
+            bad[1] = which; bad[2] = i; bad[3] = __float_as_uint((float)s); bad[4] = __float_as_uint(r[i]);
+        }
+    }
+}
+
 __global__ void g_next(unsigned long long *seedp) { *seedp = *seedp * 6364136223846793005ull + 1442695040888963407ull; }
 
 static void part_graph(int replays) {
@@ -778,6 +792,8 @@ static void part_graph(int replays) {
     float *psrc = (float *)(symm_a) + ((size_t)2 << 20), *pdst = (float *)(dev_b) + ((size_t)2 << 20);
     float *r4 = (float *)(dev_b) + ((size_t)3 << 20); /* push all-reduce of a3, staged */
     float *r7 = (float *)(symm_b) + ((size_t)3 << 20); /* two-shot all-reduce of a3, the other kernel */
+    float *rs = (float *)(dev_b) + ((size_t)4 << 20);   /* reduce-scatter of a3's n3 / npes per PE */
+    const size_t mrs = n3 / (size_t)npes;
     unsigned long long *d, h[6];
     cudaGraph_t graph;
     cudaGraphExec_t exec;
@@ -812,6 +828,8 @@ static void part_graph(int replays) {
     SYMM_CHECK(symm_all_gather(gsrc, gdst, m, SYMM_DTYPE_F32, NULL, st));
     SYMM_CHECK(symm_broadcast(bsrc, bdst, mb, SYMM_DTYPE_F32, root, NULL, st));
     SYMM_CHECK(symm_broadcast(psrc, pdst, mp, SYMM_DTYPE_F32, 0, NULL, st));
+    /* reduce-scatter (AUTO: the direct kernel; the copy-engine pipeline in the pipe part) */
+    SYMM_CHECK(symm_reduce_scatter(a3, rs, mrs, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
     symm__coll_tune_push(0, 0, 2, 0); /* several steps per block in every replay */
     SYMM_CHECK(symm_all_reduce_ex(a3, r4, n3, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_PUSH,
                                   NULL, st));
@@ -824,6 +842,7 @@ static void part_graph(int replays) {
     g_check<<<64, 256, 0, st>>>(r7, n3, gdst, 0, npes, d, d + 1, 8);
     g_check_bcast<<<64, 256, 0, st>>>(bdst, mb, root, d, d + 1, 4);
     g_check_bcast<<<64, 256, 0, st>>>(pdst, mp, 0, d, d + 1, 5);
+    g_check_rs<<<64, 256, 0, st>>>(rs, mrs, npes, me, d, d + 1, 9);
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     for (int i = 0; i < replays; i++)
@@ -837,14 +856,15 @@ static void part_graph(int replays) {
                                       "packet broadcast (50001, root 0, into cudaMalloc memory)",
                                       "push all-reduce (300000, out of place into cudaMalloc memory)",
                                       "auto all-reduce (50001; two-shot packets from 3 PEs)",
-                                      "twoshot all-reduce (300000, out of place; stores only from 3 PEs)"};
+                                      "twoshot all-reduce (300000, out of place; stores only from 3 PEs)",
+                                      "reduce-scatter (300000 / npes per PE, into cudaMalloc memory)"};
         float fw, fg;
         uint32_t bw = (uint32_t)h[4], bg = (uint32_t)h[5];
         memcpy(&fw, &bw, 4);
         memcpy(&fg, &bg, 4);
         g_ct_failures++;
         fprintf(stderr, "FAIL [pe %d] graph: %llu wrong elements over %d replays; first seen: %s element %llu want %g "
-                        "got %g\n", me, h[1], replays, names[h[2] < 9 ? h[2] : 0], h[3], fw, fg);
+                        "got %g\n", me, h[1], replays, names[h[2] < 10 ? h[2] : 0], h[3], fw, fg);
     }
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));

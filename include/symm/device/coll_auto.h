@@ -46,7 +46,7 @@
 #define SYMM__COLL_LIMITS(X)                                                                      \
     X(packet_max, SYMM__KIB(128), SYMM__KIB(128), SYMM__KIB(128),                                 \
       "packets up to this (all-gather, all-to-all; all-reduce of 2 PEs)")                       \
-    X(oneshot_max, SYMM__KIB(256), SYMM__KIB(256), SYMM__KIB(256),                                \
+    X(oneshot_max, SYMM__KIB(512), SYMM__KIB(256), SYMM__KIB(256),                                \
       "all-reduce: ONESHOT up to this, above the packets")                                       \
     X(ar_packet_max, SYMM__KIB(128), SYMM__KIB(512), SYMM__KIB(512),                              \
       "all-reduce from 3 PEs: packets up to this")                                               \
@@ -58,7 +58,7 @@
       "all-reduce: the push pipeline from this")                                                 \
     X(ar_ce_min, SYMM__MIB(128), SYMM__MIB(128), SYMM__MIB(128),                                  \
       "all-reduce: copy-engine reduce-scatter + all-gather from this (symmetric recv)")          \
-    X(rs_packet_max, SYMM__KIB(128), SYMM__KIB(128), SYMM__KIB(128),                              \
+    X(rs_packet_max, SYMM__KIB(256), SYMM__KIB(128), SYMM__KIB(128),                              \
       "reduce-scatter: packets up to this")                                                      \
     X(rs_oneshot_max, SYMM__MIB(1), SYMM__MIB(1), SYMM__KIB(512),                                 \
       "reduce-scatter: ONESHOT (stores into the owner's region, one handshake) up to this")      \
@@ -66,9 +66,9 @@
       "reduce-scatter: the push pipeline from this")                                             \
     X(rs_ce_min, SYMM__MIB(16), SYMM__MIB(16), SYMM__MIB(16),                                     \
       "reduce-scatter: the copy-engine pipeline from this")                                      \
-    X(bcast_hop1_max, SYMM__KIB(128), SYMM__KIB(128), SYMM__KIB(64),                              \
+    X(bcast_hop1_max, SYMM__KIB(256), SYMM__KIB(128), SYMM__KIB(64),                              \
       "broadcast: one-hop packets up to this (two hops above it need 3 PEs)")                    \
-    X(bcast_packet_max, SYMM__KIB(128), SYMM__KIB(256), SYMM__KIB(256),                           \
+    X(bcast_packet_max, SYMM__KIB(256), SYMM__KIB(256), SYMM__KIB(256),                           \
       "broadcast: packets up to this")                                                           \
     X(bcast_ce_min, SYMM__MIB(64), SYMM__MIB(64), SYMM__MIB(64),                                  \
       "broadcast: the copy-engine pipeline from this (symmetric recv)")                          \
