@@ -7,7 +7,8 @@
 #   1. tests     the collective tests on 4 and 2 PEs, new algorithms first (ctest
 #                entries coll_pipe_*, coll_move_*, ... one at a time, each bounded),
 #                the packet-put tests (device_pkt_*), the put_signal test, and the
-#                mismatch traps of the packet broadcasts; within TESTS_WALL s
+#                mismatch traps of the packet broadcasts and of the new algorithms
+#                (one-shot reduce-scatter, the copy-engine pipelines); within TESTS_WALL s
 #   2. coll      symm-bench --mode coll with SYMM_BENCH_COLL_FORMS=1: every
 #                collective against NCCL and NVSHMEM 8 B-256 MiB, the bars (a pass/miss
 #                line per collective, graph and stream), then every form of broadcast,
@@ -70,8 +71,11 @@ fi
 
 # ---- 1. tests: one ctest entry at a time, in this order, while the wall allows ----
 tests="coll_pipe_4 coll_move_4 coll_graph_4 coll_wrap_4 coll_every_4 device_pkt_4 device_pkt_2
-device_pkt_flag0_2 device_signal_4 coll_pipe_2 coll_move_2 coll_errors_4 coll_mismatch_bcast_packet_4
-coll_mismatch_bcast_packet2_4 coll_device_4 coll_matrix_4 coll_b2b_4 coll_big_4 coll_ce_4 coll_matrix_2"
+device_pkt_flag0_2 device_signal_4 coll_pipe_2 coll_move_2 coll_graph_2 coll_wrap_2 coll_every_2
+coll_errors_4 coll_mismatch_bcast_packet_4 coll_mismatch_bcast_packet2_4 coll_mismatch_bcast_packet_2
+coll_mismatch_rs_oneshot_4 coll_mismatch_rs_ce_4 coll_mismatch_ar_ce_4 coll_mismatch_bcast_ce_4
+coll_device_4 coll_device_2 coll_matrix_4 coll_matrix_2 coll_b2b_4 coll_big_4 coll_ce_4 coll_big_2 coll_b2b_2
+coll_ce_2 coll_errors_2 device_signal_2"
 t0=$(date +%s)
 end=$((t0 + TESTS_WALL))
 pass=0 fail=0 skip=0 notrun=0 failed="" skipped=""
