@@ -462,7 +462,7 @@ int main(int argc, char **argv) {
         return 77;
     }
     if (o.require_gpus > 0 && ngpu < o.require_gpus) {
-        printf("SKIP: symm-bench needs %d GPUs, found %d\n", o.require_gpus, ngpu);
+        printf("SKIP: symm-bench needs %d GPU%s, found %d\n", o.require_gpus, o.require_gpus == 1 ? "" : "s", ngpu);
         return 77;
     }
     if (ngpu == 0) {

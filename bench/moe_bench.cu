@@ -1,25 +1,28 @@
 /*
  * moe_bench.cu - the "moe" mode of symm-bench: MoE dispatch and combine
- * (symm_moe.h) with fp8 e4m3 dispatch (float32 scales per 128 elements) and
- * bf16 combine, side by side with NCCL's all-to-all (grouped ncclSend /
+ * (symm_moe.h) side by side with NCCL's all-to-all (grouped ncclSend /
  * ncclRecv, what torch.distributed.all_to_all_single runs) moving the same
- * bytes, and the figures pplx-kernels, DeepEP, NCCL EP and UCCL-EP publish.
+ * bytes, the SMs each run used, and the issue's bars as pass/miss lines.
  *
  *   low latency      pplx-kernels' shapes: 64 experts top-6 hidden 2048, and
  *                    256 experts top-8 hidden 7168, 1..128 tokens per PE
- *                    (dp_size 1): microseconds per dispatch and per combine.
+ *                    (dp_size 1), fp8 e4m3 dispatch with float32 scales per
+ *                    128 elements, bf16 combine: microseconds per dispatch
+ *                    and per combine, timed inside a CUDA graph.
  *   high throughput  DeepEP's shape: 4096 tokens per PE, hidden 7168, top-8,
- *                    256 experts: the dispatch (layout included) and the
- *                    combine, in GB/s of the bytes each PE receives.
+ *                    256 experts, dispatch fp8 (with scales) and bf16,
+ *                    combine bf16, with a budget of 24 SMs and with every SM:
+ *                    GB/s as DeepEP's test counts them (rows this PE
+ *                    receives x row bytes over the time of the call).
  *
- * Each sample: a stream barrier over all PEs, then dispatch and combine,
- * timed with events on the stream; the medians over the samples are shown.
- * Routing is uniform random (each token's experts distinct). The NCCL column
- * sends each peer an equal share of the same bytes (dispatch: tokens x top-k
- * x (hidden + scales); combine: tokens x top-k x hidden x 2 in the low-latency
- * table; the bytes actually received in the high-throughput one); with PEs
- * sharing a GPU NCCL cannot run (it refuses two ranks on one GPU) and the
- * column says so. Tables from PEs sharing a GPU say so in their title.
+ * Timing: `SAMPLES` dispatch + combine pairs captured into one CUDA graph,
+ * each behind an on-stream barrier over all PEs, with events around each call
+ * inside the graph; the graph is replayed, and the per-call medians of the
+ * slowest PE are shown. Where a graph cannot be captured the same sequence
+ * runs on the stream (the table says which). NCCL's all-to-all is timed in a
+ * graph too (bench_time_graph). The DeepEP column repeats what its own
+ * intranode test measured on 4x H100 (DESIGN.md); bench/moe/deepep_bench.py
+ * runs DeepEP itself where it is installed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +33,12 @@
 #include "symm/symm_moe.h"
 
 #define SAMPLES 20
-#define WARMUP 5
+#define WARMUP 3
+
+/* DeepEP's normal kernels on 4x H100, 24 SMs (DESIGN.md, 2026-11-28). */
+#define DEEPEP_DISPATCH_FP8 254.0
+#define DEEPEP_DISPATCH_BF16 260.0
+#define DEEPEP_COMBINE 354.0
 
 /* Do two PEs of this run share a GPU (same PCI bus id)? */
 static int shares_gpu(const bench_env_t *env) {
@@ -43,6 +51,16 @@ static int shares_gpu(const bench_env_t *env) {
             if (!strncmp(&all[(size_t)p * sizeof mine], &all[(size_t)q * sizeof mine], sizeof mine))
                 return 1;
     return 0;
+}
+
+/* The largest of every PE's x. */
+static double max_over_pes(int npes, double x) {
+    std::vector<double> all((size_t)npes);
+    double m = x;
+    BENCH_SYMM(symm_host_allgather(&x, all.data(), sizeof x));
+    for (double v : all)
+        m = v > m ? v : m;
+    return m;
 }
 
 /* Top-k distinct experts per token, different on each PE and call seed. */
@@ -71,8 +89,8 @@ template <typename T> static T *dev(size_t n) {
     return p;
 }
 
-/* A handle of `mode` for fp8 tokens with scales, dp_size 1. */
-static symm_moe_t *fp8_handle(int mode, uint32_t E, uint32_t K, uint32_t H, uint32_t m) {
+/* A handle of `mode` for fp8 tokens with scales (esz 1) or bf16 (esz 2), dp_size 1. */
+static symm_moe_t *make_handle(int mode, uint32_t E, uint32_t K, uint32_t H, uint32_t m, int esz) {
     symm_moe_config_t cfg;
     symm_moe_t *h = NULL;
     memset(&cfg, 0, sizeof cfg);
@@ -81,8 +99,8 @@ static symm_moe_t *fp8_handle(int mode, uint32_t E, uint32_t K, uint32_t H, uint
     cfg.num_experts = E;
     cfg.experts_per_token = K;
     cfg.hidden_dim = H;
-    cfg.hidden_dim_bytes = H;
-    cfg.hidden_dim_scale_bytes = (size_t)(H + 127) / 128 * 4;
+    cfg.hidden_dim_bytes = (size_t)H * esz;
+    cfg.hidden_dim_scale_bytes = esz == 1 ? (size_t)(H + 127) / 128 * 4 : 0;
     cfg.dp_size = 1;
     BENCH_SYMM(symm_moe_create(&cfg, NULL, &h));
     return h;
@@ -115,7 +133,8 @@ static void nccl_a2a(void *arg, cudaStream_t s) {
 #endif
 }
 
-/* Microseconds per NCCL all-to-all of per_peer bytes, or -1 when NCCL cannot run. */
+/* Microseconds per NCCL all-to-all of per_peer bytes (graph-timed), or -1
+ * when NCCL cannot run. */
 static double nccl_us(bench_env_t *env, size_t per_peer, int quick) {
     a2a_arg_t a;
     double ms;
@@ -125,27 +144,19 @@ static double nccl_us(bench_env_t *env, size_t per_peer, int quick) {
     a.per_peer = per_peer;
     BENCH_CUDA(cudaMalloc((void **)&a.send, per_peer * (size_t)env->npes));
     BENCH_CUDA(cudaMalloc((void **)&a.recv, per_peer * (size_t)env->npes));
-    ms = bench_time_stream(nccl_a2a, &a, env->stream, quick ? 2 : WARMUP, 1, quick ? 5 : SAMPLES);
+    bench_barrier();
+    ms = bench_time_graph(nccl_a2a, &a, env->stream, 5, 2, quick ? 2 : 4, quick ? 3 : 7);
     BENCH_CUDA(cudaFree(a.send));
     BENCH_CUDA(cudaFree(a.recv));
-    return ms * 1e3;
+    return max_over_pes(env->npes, ms * 1e3);
 }
 
 /* ---- timing of dispatch + combine pairs ------------------------------------------------ */
 
 typedef void (*moe_step_fn)(void *arg, cudaStream_t s, int half); /* half 0: dispatch, 1: combine */
 
-/* Medians (us) of the dispatch and combine of `samples` pairs, each after a
- * stream barrier over all PEs. */
-static void time_pairs(bench_env_t *env, moe_step_fn fn, void *arg, int samples, double *d_us, double *c_us) {
-    std::vector<cudaEvent_t> ev((size_t)samples * 3);
-    std::vector<double> d((size_t)samples), c((size_t)samples);
-    for (auto &e : ev)
-        BENCH_CUDA(cudaEventCreate(&e));
-    for (int w = 0; w < WARMUP; w++) {
-        fn(arg, env->stream, 0);
-        fn(arg, env->stream, 1);
-    }
+/* Enqueue `samples` pairs, each behind a stream barrier, with events. */
+static void enqueue_pairs(bench_env_t *env, moe_step_fn fn, void *arg, int samples, cudaEvent_t *ev) {
     for (int i = 0; i < samples; i++) {
         BENCH_SYMM(symm_barrier_all_on_stream(env->stream));
         BENCH_CUDA(cudaEventRecord(ev[3 * i], env->stream));
@@ -153,6 +164,42 @@ static void time_pairs(bench_env_t *env, moe_step_fn fn, void *arg, int samples,
         BENCH_CUDA(cudaEventRecord(ev[3 * i + 1], env->stream));
         fn(arg, env->stream, 1);
         BENCH_CUDA(cudaEventRecord(ev[3 * i + 2], env->stream));
+    }
+}
+
+/* Medians (us, the slowest PE's) of the dispatch and combine of `samples`
+ * pairs replayed from a CUDA graph; *graphed = 0 when the pairs ran on the
+ * stream instead (every PE decides alike). */
+static void time_pairs(bench_env_t *env, moe_step_fn fn, void *arg, int samples, double *d_us, double *c_us,
+                       int *graphed) {
+    std::vector<cudaEvent_t> ev((size_t)samples * 3);
+    std::vector<double> d((size_t)samples), c((size_t)samples);
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    int ok;
+    for (auto &e : ev)
+        BENCH_CUDA(cudaEventCreate(&e));
+    for (int w = 0; w < WARMUP; w++) {
+        fn(arg, env->stream, 0);
+        fn(arg, env->stream, 1);
+    }
+    BENCH_CUDA(cudaStreamSynchronize(env->stream));
+    ok = cudaStreamBeginCapture(env->stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+    if (ok) {
+        enqueue_pairs(env, fn, arg, samples, ev.data());
+        ok = cudaStreamEndCapture(env->stream, &graph) == cudaSuccess &&
+             cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    }
+    (void)cudaGetLastError();
+    *graphed = bench_all_true(ok);
+    bench_barrier();
+    if (*graphed) {
+        BENCH_CUDA(cudaGraphLaunch(exec, env->stream)); /* warm */
+        BENCH_CUDA(cudaStreamSynchronize(env->stream));
+        bench_barrier();
+        BENCH_CUDA(cudaGraphLaunch(exec, env->stream));
+    } else {
+        enqueue_pairs(env, fn, arg, samples, ev.data());
     }
     BENCH_CUDA(cudaStreamSynchronize(env->stream));
     for (int i = 0; i < samples; i++) {
@@ -162,10 +209,21 @@ static void time_pairs(bench_env_t *env, moe_step_fn fn, void *arg, int samples,
         d[(size_t)i] = a * 1e3;
         c[(size_t)i] = b * 1e3;
     }
+    if (exec)
+        BENCH_CUDA(cudaGraphExecDestroy(exec));
+    if (graph)
+        BENCH_CUDA(cudaGraphDestroy(graph));
     for (auto &e : ev)
         BENCH_CUDA(cudaEventDestroy(e));
-    *d_us = bench_median(d.data(), samples);
-    *c_us = bench_median(c.data(), samples);
+    *d_us = max_over_pes(env->npes, bench_median(d.data(), samples));
+    *c_us = max_over_pes(env->npes, bench_median(c.data(), samples));
+}
+
+/* The most blocks a kernel of h ran with since the last look, over all PEs. */
+static int sms_used(bench_env_t *env, symm_moe_t *h) {
+    int b = 0;
+    BENCH_SYMM(symm_moe_launched_blocks(h, (symm_stream_t)env->stream, &b));
+    return (int)max_over_pes(env->npes, (double)b);
 }
 
 /* ---- low latency ------------------------------------------------------------------------- */
@@ -184,14 +242,22 @@ static void ll_step(void *arg, cudaStream_t s, int half) {
         BENCH_SYMM(symm_moe_combine(l->h, &l->c, SYMM_MOE_SEND_RECV, (symm_stream_t)s));
 }
 
-static void ll_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32_t K, uint32_t H, uint32_t m, int quick) {
+/* One row's results, for the bars. */
+typedef struct ll_result {
+    uint32_t E, m;
+    double d_us, c_us, nd, nc;
+} ll_result_t;
+
+static ll_result_t ll_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32_t K, uint32_t H, uint32_t m,
+                          int quick) {
     const int n = env->npes;
     const uint32_t cols = (H + 127) / 128;
     ll_case_t l;
-    double d_us, c_us, nd, nc;
+    ll_result_t res;
+    int graphed, sms;
     size_t disp_bytes = (size_t)m * K * (H + cols * 4), comb_bytes = (size_t)m * K * H * 2;
     bench_phase_begin("moe low latency E%u K%u H%u tokens %u", E, K, H, m);
-    l.h = fp8_handle(SYMM_MOE_LOW_LATENCY, E, K, H, m);
+    l.h = make_handle(SYMM_MOE_LOW_LATENCY, E, K, H, m, 1);
     const uint32_t L = (uint32_t)symm_moe_local_experts(l.h), rows = m * (uint32_t)n;
     std::vector<uint32_t> idx = route(m, E, K, 1000 + (uint64_t)env->me * 7 + m);
     uint32_t *d_idx = dev<uint32_t>(idx.size());
@@ -232,21 +298,29 @@ static void ll_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32_t K, u
     l.c.expert_y_stride[1] = H;
     l.c.expert_y_rows = rows;
     l.c.y_dtype = SYMM_DTYPE_BF16;
-    time_pairs(env, ll_step, &l, quick ? 5 : SAMPLES, &d_us, &c_us);
+    sms_used(env, l.h); /* start counting */
+    time_pairs(env, ll_step, &l, quick ? 5 : SAMPLES, &res.d_us, &res.c_us, &graphed);
+    sms = sms_used(env, l.h);
     BENCH_SYMM(symm_moe_check(l.h, env->stream));
-    nd = nccl_us(env, (disp_bytes + (size_t)n - 1) / (size_t)n, quick);
-    nc = nccl_us(env, (comb_bytes + (size_t)n - 1) / (size_t)n, quick);
+    res.nd = nccl_us(env, (disp_bytes + (size_t)n - 1) / (size_t)n, quick);
+    res.nc = nccl_us(env, (comb_bytes + (size_t)n - 1) / (size_t)n, quick);
+    res.E = E;
+    res.m = m;
     {
         const char *cells[] = {bench_fmt("%u", E), bench_fmt("%u", K), bench_fmt("%u", H), bench_fmt("%u", m),
-                               bench_fmt("%.1f", d_us), bench_fmt("%.1f", c_us), bench_fmt_bytes(disp_bytes),
-                               nd > 0 ? bench_fmt("%.1f", nd) : "n/a", nc > 0 ? bench_fmt("%.1f", nc) : "n/a",
-                               bench_fmt_ratio(nd + nc, d_us + c_us)};
+                               bench_fmt("%d", sms), bench_fmt("%.1f", res.d_us), bench_fmt("%.1f", res.c_us),
+                               bench_fmt_bytes(disp_bytes),
+                               res.nd > 0 ? bench_fmt("%.1f", res.nd) : "n/a",
+                               res.nc > 0 ? bench_fmt("%.1f", res.nc) : "n/a",
+                               bench_fmt_ratio(res.nd, res.d_us), bench_fmt_ratio(res.nc, res.c_us),
+                               graphed ? "graph" : "stream"};
         bench_table_row(t, cells);
     }
     BENCH_SYMM(symm_moe_destroy(l.h));
     cudaFree(d_idx); cudaFree(x); cudaFree(ox); cudaFree(xs); cudaFree(os); cudaFree(w); cudaFree(num);
     cudaFree(y); cudaFree(out);
     bench_phase_end();
+    return res;
 }
 
 /* ---- high throughput ------------------------------------------------------------------- */
@@ -268,15 +342,24 @@ static void ht_step(void *arg, cudaStream_t s, int half) {
                                        c->m, SYMM_MOE_SEND_RECV, (symm_stream_t)s));
 }
 
-static void ht_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32_t K, uint32_t H, uint32_t m, int quick) {
+typedef struct ht_result {
+    int budget, esz;
+    double d_gbs, c_gbs;
+} ht_result_t;
+
+static ht_result_t ht_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32_t K, uint32_t H, uint32_t m,
+                          int esz, int budget, int quick) {
     const int n = env->npes;
-    const uint32_t cols = (H + 127) / 128;
+    const uint32_t cols = esz == 1 ? (H + 127) / 128 : 0;
     symm_moe_ht_recv_t r;
     ht_case_t c;
+    ht_result_t res;
     double d_us, c_us, nd, nc;
     int32_t got = 0;
-    bench_phase_begin("moe high throughput E%u K%u H%u tokens %u", E, K, H, m);
-    c.h = fp8_handle(SYMM_MOE_HIGH_THROUGHPUT, E, K, H, m);
+    int graphed, sms;
+    bench_phase_begin("moe high throughput %s budget %d tokens %u", esz == 1 ? "fp8" : "bf16", budget, m);
+    c.h = make_handle(SYMM_MOE_HIGH_THROUGHPUT, E, K, H, m, esz);
+    BENCH_SYMM(symm_moe_set_num_sms(c.h, budget));
     BENCH_SYMM(symm_moe_ht_recv_buffers(c.h, &r));
     const uint32_t L = (uint32_t)symm_moe_local_experts(c.h);
     std::vector<uint32_t> idx = route(m, E, K, 5000 + (uint64_t)env->me * 11);
@@ -289,9 +372,9 @@ static void ht_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32_t K, u
     }
     uint32_t *d_idx = dev<uint32_t>(idx.size());
     BENCH_CUDA(cudaMemcpy(d_idx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
-    unsigned char *x = dev<unsigned char>((size_t)m * H);
-    float *xs = dev<float>((size_t)m * cols), *w = dev<float>((size_t)m * K);
-    bench_fill_pattern(x, (size_t)m * H, 11u + (uint32_t)env->me, 0, env->stream);
+    unsigned char *x = dev<unsigned char>((size_t)m * H * esz);
+    float *xs = dev<float>((size_t)m * (cols ? cols : 1)), *w = dev<float>((size_t)m * K);
+    bench_fill_pattern(x, (size_t)m * H * esz, 11u + (uint32_t)env->me, 0, env->stream);
     c.y = dev<uint16_t>(r.capacity * H);
     c.out = dev<uint16_t>((size_t)m * H);
     c.H = H;
@@ -300,32 +383,125 @@ static void ht_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32_t K, u
     memset(&c.d, 0, sizeof c.d);
     c.d.x = x;
     c.d.x_stride = H;
-    c.d.x_dtype = SYMM_DTYPE_FP8_E4M3;
-    c.d.x_scale = xs;
+    c.d.x_dtype = esz == 1 ? SYMM_DTYPE_FP8_E4M3 : SYMM_DTYPE_BF16;
+    c.d.x_scale = cols ? xs : NULL;
     c.d.x_scale_stride[0] = cols;
     c.d.x_scale_stride[1] = 1;
     c.d.indices = d_idx;
     c.d.indices_dtype = SYMM_DTYPE_U32;
     c.d.weights = w;
     c.d.num_tokens = m;
-    time_pairs(env, ht_step, &c, quick ? 3 : SAMPLES / 2, &d_us, &c_us);
+    sms_used(env, c.h);
+    time_pairs(env, ht_step, &c, quick ? 3 : SAMPLES / 2, &d_us, &c_us, &graphed);
+    sms = sms_used(env, c.h);
     BENCH_SYMM(symm_moe_check(c.h, env->stream));
     BENCH_CUDA(cudaMemcpy(&got, r.num_recv, 4, cudaMemcpyDeviceToHost));
-    size_t disp_bytes = (size_t)got * (H + cols * 4), comb_bytes = returned * (size_t)H * 2;
+    size_t disp_bytes = (size_t)got * ((size_t)H * esz + cols * 4), comb_bytes = returned * (size_t)H * 2;
     nd = nccl_us(env, (disp_bytes + (size_t)n - 1) / (size_t)n, quick);
     nc = nccl_us(env, (comb_bytes + (size_t)n - 1) / (size_t)n, quick);
+    res.budget = budget;
+    res.esz = esz;
+    res.d_gbs = (double)disp_bytes / d_us * 1e-3;
+    res.c_gbs = (double)comb_bytes / c_us * 1e-3;
     {
-        const char *cells[] = {bench_fmt("%u", m), bench_fmt("%d", got),
-                               bench_fmt("%.0f", d_us), bench_fmt("%.1f", (double)disp_bytes / d_us * 1e-3),
-                               bench_fmt("%.0f", c_us), bench_fmt("%.1f", (double)comb_bytes / c_us * 1e-3),
+        const double dd = esz == 1 ? DEEPEP_DISPATCH_FP8 : DEEPEP_DISPATCH_BF16;
+        const char *cells[] = {budget ? bench_fmt("%d", budget) : "all", bench_fmt("%d", sms),
+                               esz == 1 ? "fp8 + scales" : "bf16", bench_fmt("%d", got),
+                               bench_fmt("%.0f", d_us), bench_fmt("%.1f", res.d_gbs),
+                               bench_fmt("%.0f", c_us), bench_fmt("%.1f", res.c_gbs),
                                nd > 0 ? bench_fmt("%.1f", (double)disp_bytes / nd * 1e-3) : "n/a",
                                nc > 0 ? bench_fmt("%.1f", (double)comb_bytes / nc * 1e-3) : "n/a",
-                               bench_fmt_ratio(nd + nc, d_us + c_us)};
+                               bench_fmt("%.0f / %.0f", dd, DEEPEP_COMBINE),
+                               bench_fmt("%.2fx / %.2fx", res.d_gbs / dd, res.c_gbs / DEEPEP_COMBINE),
+                               graphed ? "graph" : "stream"};
         bench_table_row(t, cells);
     }
     BENCH_SYMM(symm_moe_destroy(c.h));
     cudaFree(d_idx); cudaFree(x); cudaFree(xs); cudaFree(w); cudaFree(c.y); cudaFree(c.out);
     bench_phase_end();
+    return res;
+}
+
+/* ---- bars ------------------------------------------------------------------------------------ */
+
+static void bar(bench_report_t *rep, const char *what, int pass, const char *got) {
+    bench_report_text(rep, "- bar: %s: **%s** (%s)", what, pass ? "pass" : "MISS", got);
+}
+
+static void ll_bars(bench_env_t *env, const std::vector<ll_result_t> &rs) {
+    for (uint32_t E : {256u, 64u}) {
+        double worst = 1e30;
+        char worst_at[64] = "";
+        int have = 0;
+        for (const ll_result_t &r : rs) {
+            if (r.E != E)
+                continue;
+            have = 1;
+            if (r.m == 1) {
+                bar(env->report, bench_fmt("low latency E%u, 1 token/PE: dispatch <= 10 us", E), r.d_us <= 10,
+                    bench_fmt("%.1f us", r.d_us));
+                bar(env->report, bench_fmt("low latency E%u, 1 token/PE: combine <= 10 us", E), r.c_us <= 10,
+                    bench_fmt("%.1f us", r.c_us));
+            }
+            if (r.m == 128) {
+                bar(env->report, bench_fmt("low latency E%u, 128 tokens/PE: dispatch <= 30 us", E), r.d_us <= 30,
+                    bench_fmt("%.1f us", r.d_us));
+                bar(env->report, bench_fmt("low latency E%u, 128 tokens/PE: combine <= 50 us", E), r.c_us <= 50,
+                    bench_fmt("%.1f us", r.c_us));
+            }
+            if (r.nd > 0 && r.nd / r.d_us < worst) {
+                worst = r.nd / r.d_us;
+                snprintf(worst_at, sizeof worst_at, "dispatch at %u tokens", r.m);
+            }
+            if (r.nc > 0 && r.nc / r.c_us < worst) {
+                worst = r.nc / r.c_us;
+                snprintf(worst_at, sizeof worst_at, "combine at %u tokens", r.m);
+            }
+        }
+        if (!have)
+            continue;
+        if (worst < 1e29)
+            bar(env->report, bench_fmt("low latency E%u: >= 1.5x NCCL's all-to-all of the same bytes at every row", E),
+                worst >= 1.5, bench_fmt("worst %.2fx, %s", worst, worst_at));
+        else
+            bench_report_text(env->report, "- bar: low latency E%u: >= 1.5x NCCL: n/a (NCCL did not run)", E);
+    }
+}
+
+static void ht_bars(bench_env_t *env, const std::vector<ht_result_t> &rs) {
+    double all_d16 = 0, all_c = 0, b_d8 = 0, b_d16 = 0, b_c = 0;
+    for (const ht_result_t &r : rs) {
+        if (r.budget == 24) {
+            if (r.esz == 1)
+                b_d8 = r.d_gbs;
+            else
+                b_d16 = r.d_gbs;
+            b_c = b_c > r.c_gbs ? b_c : r.c_gbs;
+        } else if (r.budget == 0) {
+            if (r.esz == 2)
+                all_d16 = r.d_gbs;
+            all_c = all_c > r.c_gbs ? all_c : r.c_gbs;
+        }
+    }
+    if (b_d8 > 0)
+        bar(env->report, bench_fmt("high throughput, 24 SMs: dispatch fp8 >= 1.2x DeepEP (%.0f GB/s)",
+                                   1.2 * DEEPEP_DISPATCH_FP8), b_d8 >= 1.2 * DEEPEP_DISPATCH_FP8,
+            bench_fmt("%.1f GB/s", b_d8));
+    if (b_d16 > 0)
+        bar(env->report, bench_fmt("high throughput, 24 SMs: dispatch bf16 >= 1.2x DeepEP (%.0f GB/s)",
+                                   1.2 * DEEPEP_DISPATCH_BF16), b_d16 >= 1.2 * DEEPEP_DISPATCH_BF16,
+            bench_fmt("%.1f GB/s", b_d16));
+    if (b_c > 0)
+        bar(env->report, bench_fmt("high throughput, 24 SMs: combine >= 1.1x DeepEP (%.0f GB/s)",
+                                   1.1 * DEEPEP_COMBINE), b_c >= 1.1 * DEEPEP_COMBINE, bench_fmt("%.1f GB/s", b_c));
+    if (all_c > 0)
+        bar(env->report, "high throughput, every SM: combine >= 380 GB/s", all_c >= 380, bench_fmt("%.1f GB/s", all_c));
+    if (b_c > 0 && b_d16 > 0)
+        bar(env->report, "high throughput, 24 SMs: combine at least as fast as the bf16 dispatch", b_c >= b_d16,
+            bench_fmt("%.1f vs %.1f GB/s", b_c, b_d16));
+    if (all_c > 0 && all_d16 > 0)
+        bar(env->report, "high throughput, every SM: combine at least as fast as the bf16 dispatch", all_c >= all_d16,
+            bench_fmt("%.1f vs %.1f GB/s", all_c, all_d16));
 }
 
 /* ---- the mode ------------------------------------------------------------------------------ */
@@ -339,17 +515,16 @@ static void published(bench_env_t *env) {
          "128 tokens, 7168, top-8, 256 experts", "224.3 GB/s", "185.2 GB/s"},
         {"DeepEP README (V1 / legacy)", "H800, EP8 intranode, normal kernels",
          "4096 tokens, 7168, top-8, fp8 / bf16", "153 GB/s (NVLink)", "158 GB/s (NVLink)"},
-        {"DeepEP README (V2)", "SM100, EP8 over NVLink, 64 SMs", "8192 tokens, 7168, top-8, fp8 / bf16",
-         "726 GB/s", "740 GB/s"},
+        {"DeepEP test_intranode (DESIGN.md)", "4x H100, 24 SMs, normal kernels", "4096 tokens, 7168, top-8, 256 "
+         "experts, fp8 / bf16", "254 / 260 GB/s", "354 GB/s"},
         {"UCCL-EP README", "8x H200 (p5en), EP8 intranode, normal kernels", "4096 tokens, 7168, top-8, fp8 / bf16",
          "320 GB/s, 500 us", "319 GB/s, 973 us"},
     };
-    bench_table_t *t = bench_table_new("Published figures (their machines, not this one)", 5, h);
+    bench_table_t *t = bench_table_new("Published and recorded figures (their machines, not this run)", 5, h);
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         bench_table_row(t, rows[i]);
-    bench_table_note(t, "DeepEP's and UCCL-EP's GB/s are their 'bottleneck bandwidth' of NVLink bytes per GPU; "
-                        "NCCL EP's are per-rank GB/s of its ep_bench. Compare like with like: same GPU, EP size "
-                        "and shape.");
+    bench_table_note(t, "DeepEP's and UCCL-EP's GB/s are received rows x row bytes per GPU over time; NCCL EP's "
+                        "are per-rank GB/s of its ep_bench. Compare like with like: same GPU, EP size and shape.");
     bench_table_emit(env->report, t);
 }
 
@@ -360,46 +535,71 @@ static int run_moe(bench_env_t *env) {
     static const uint32_t quick_toks[] = {1, 128};
     const char *nccl_why = shared ? "n/a: PEs share a GPU (NCCL refuses two ranks on one GPU)"
                                   : env->nccl_status;
+    std::vector<ll_result_t> ll;
+    std::vector<ht_result_t> ht;
+    int share = 0;
+    BENCH_SYMM(symm_sm_share(&share));
     if (shared)
         snprintf(where, sizeof where, " -- %d PEs sharing one GPU, not a multi-GPU figure", n);
     else
         snprintf(where, sizeof where, " -- %d GPUs, one PE each", n);
     bench_report_section(env->report, "MoE dispatch and combine (symm_moe.h)");
-    bench_report_text(env->report, "fp8 e4m3 dispatch with float32 scales per 128 elements, bf16 combine, dp_size 1, "
-                      "uniform random routing. Medians of dispatch and combine on the stream, each sample after a "
-                      "stream barrier. NCCL column: an all-to-all of the same bytes split evenly over the PEs "
-                      "(ncclSend/ncclRecv in a group, as torch.distributed.all_to_all_single); %s.", nccl_why);
+    bench_report_text(env->report, "Uniform random routing (each token's experts distinct), dp_size 1. Per-call "
+                      "medians of the slowest PE over %d dispatch + combine pairs captured in one CUDA graph, each "
+                      "behind an on-stream barrier. NCCL column: an all-to-all of the same bytes split evenly over "
+                      "the PEs (ncclSend/ncclRecv in a group, as torch.distributed.all_to_all_single), timed in a "
+                      "graph; %s. SMs: the most blocks any kernel of the run launched (one block per SM); the "
+                      "budget is all %d SMs a PE may fill unless the row says otherwise.", SAMPLES, nccl_why, share);
     {
-        static const char *h[] = {"experts", "top-k", "hidden", "tokens/PE", "dispatch us", "combine us",
-                                  "dispatch bytes/PE", "NCCL a2a us (dispatch bytes)", "NCCL a2a us (combine bytes)",
-                                  "NCCL / symm"};
-        bench_table_t *t = bench_table_new(bench_fmt("Low latency (pplx-kernels' shapes)%s", where), 10, h);
-        const uint32_t shapes[2][3] = {{64, 6, 2048}, {256, 8, 7168}};
+        static const char *h[] = {"experts", "top-k", "hidden", "tokens/PE", "SMs", "dispatch us", "combine us",
+                                  "dispatch bytes/PE", "NCCL us (dispatch bytes)", "NCCL us (combine bytes)",
+                                  "NCCL / symm dispatch", "NCCL / symm combine", "timed"};
+        bench_table_t *t = bench_table_new(bench_fmt("Low latency (pplx-kernels' shapes; fp8 dispatch, bf16 "
+                                                     "combine)%s", where), 13, h);
+        const uint32_t shapes[2][3] = {{256, 8, 7168}, {64, 6, 2048}};
         for (int s = 0; s < 2; s++) {
             if (shapes[s][0] % (uint32_t)n)
                 continue;
             const uint32_t *tk = env->quick ? quick_toks : toks;
             int nt = env->quick ? 2 : 7;
             for (int i = 0; i < nt; i++)
-                ll_row(env, t, shapes[s][0], shapes[s][1], shapes[s][2], tk[i], env->quick);
+                ll.push_back(ll_row(env, t, shapes[s][0], shapes[s][1], shapes[s][2], tk[i], env->quick));
         }
-        bench_table_note(t, "NCCL / symm: NCCL's two all-to-alls over symm's dispatch + combine (above 1: symm is "
+        bench_table_note(t, "NCCL / symm: NCCL's all-to-all time over symm's for the same call (above 1: symm is "
                             "faster).");
         bench_table_emit(env->report, t);
     }
     if (256 % n == 0) {
-        static const char *h[] = {"tokens/PE", "rows received", "dispatch us", "dispatch GB/s", "combine us",
-                                  "combine GB/s", "NCCL a2a GB/s (dispatch bytes)", "NCCL a2a GB/s (combine bytes)",
-                                  "NCCL / symm"};
+        static const char *h[] = {"SM budget", "SMs", "dispatch x", "rows received", "dispatch us", "dispatch GB/s",
+                                  "combine us", "combine GB/s", "NCCL GB/s (dispatch bytes)",
+                                  "NCCL GB/s (combine bytes)", "DeepEP 24 SMs GB/s (dispatch / combine)",
+                                  "symm / DeepEP", "timed"};
         bench_table_t *t = bench_table_new(bench_fmt("High throughput (DeepEP's shape: hidden 7168, top-8, 256 "
-                                                     "experts)%s", where), 9, h);
-        ht_row(env, t, 256, 8, 7168, env->quick ? 1024 : 4096, env->quick);
-        bench_table_note(t, "GB/s: bytes this PE receives (dispatch: rows x (7168 + 224 scale bytes); combine: "
-                            "rows returned x 7168 x 2) over the time of the call; dispatch includes the layout step.");
+                                                     "experts, %u tokens/PE)%s", env->quick ? 1024u : 4096u, where),
+                                           13, h);
+        const int budgets[] = {24, 0};
+        for (int b : budgets) {
+            if (b > share)
+                continue;
+            for (int esz : {1, 2})
+                ht.push_back(ht_row(env, t, 256, 8, 7168, env->quick ? 1024 : 4096, esz, b, env->quick));
+        }
+        bench_table_note(t, "GB/s: bytes this PE receives over the time of the call, as DeepEP's test counts them "
+                            "(dispatch: rows x (7168 + 224 scale bytes) for fp8, rows x 14336 for bf16; combine: "
+                            "rows returned x 14336); dispatch includes the layout. DeepEP column: its normal kernels "
+                            "on 4x H100 with 24 SMs (DESIGN.md), not this run (bench/moe/deepep_bench.py runs it).");
         bench_table_emit(env->report, t);
+    }
+    bench_report_text(env->report, "Bars (issue 27; defined for 4 GPUs, one PE each, 4096 tokens):");
+    if (n != 4 || shared || env->quick) {
+        bench_report_text(env->report, "- bars: n/a: this run has %d PEs%s%s", n, shared ? " sharing a GPU" : "",
+                          env->quick ? ", --quick sizes" : "");
+    } else {
+        ll_bars(env, ll);
+        ht_bars(env, ht);
     }
     published(env);
     return 0;
 }
 
-BENCH_MODE(moe, 40, "MoE dispatch/combine (pplx and DeepEP shapes) vs NCCL all-to-all", run_moe)
+BENCH_MODE(moe, 40, "MoE dispatch/combine (pplx and DeepEP shapes) vs NCCL all-to-all, SM budgets, bars", run_moe)

@@ -4,19 +4,24 @@ inject one fault per run, and check what every surviving PE reports, how
 soon, and that nothing is left behind.
 
   python3 scripts/fault_matrix.py --build build [--backend native|host] [--npes 4]
-      [--runs-per-kind 9] [--parallel 2] [--mps] [--quick] [--out DIR]
+      [--runs-per-kind 9] [--parallel 2] [--mps] [--quick] [--budget S] [--out DIR]
       [--doc docs/reliability.md]
 
 Faults: kill -9 of one PE at a random point of each kind of work (host
-barriers, allocations, host exchanges, stream barriers, every stream
-collective, device-side collectives, device RMA loops); a kernel that traps
-on one PE; a stopped PE (SIGSTOP); a PE that stays out while alive; a PE that
-exits without finalize; mismatched collective arguments and settings;
-outsiders on the bootstrap. For each run: every surviving PE's error and the
-time from the fault to it (bound: 10 s, or SYMM_WAIT_TIMEOUT + 10 s where a
-deadline is the only way to tell), no PE still running at the end (a hang),
-no process group left, no descriptor or thread left in a survivor after
-finalize, and (native) no GPU memory held by a process of the run.
+barriers, allocations, host exchanges, stream barriers, host work that never
+waits for a peer, every stream collective, device-side collectives, device
+RMA loops, MoE dispatch/combine in both modes); a kernel that traps on one
+PE; a stopped PE (SIGSTOP), also while the others run work that keeps being
+answered (a device ring the stopped PE's GPU keeps serving: only the abort
+grace, SYMM_ABORT_GRACE, ends them); a PE that stays out while alive; a PE
+that exits without finalize; mismatched collective arguments and settings;
+outsiders on the bootstrap. For each run: every surviving PE's error (or the
+line with which symm ended it, exit status 86) and the time from the fault
+to it (bound: 10 s, or SYMM_WAIT_TIMEOUT + 10 s where a deadline is the only
+way to tell), no PE still running at the end (a hang), no process group
+left, no descriptor or thread left in a survivor after finalize, (native) no
+GPU memory held by a process of the run, and no more MPS daemons at the end
+than at the start.
 
 --mps starts a private MPS control daemon (pipe and log folders under /tmp)
 and always stops it at the end (leave it out where an MPS daemon already
@@ -30,9 +35,20 @@ all of them have gone: there every run whose fault can end a PE's kernel
 the script waits (at most --mps-wait seconds) until a probe (fault_pe
 --probe) is served again. A run none of whose PEs got through init because
 the server refused them is started again, and counted apart.
-Prints a summary table and writes OUT/fault_matrix.{md,json}
+--symmrun-stop runs, instead of the matrix, the stopped-PE check through
+the launcher: `symmrun -n NPES fault_pe devloop` (host backend: `local`),
+PE 1 and then PE 0 stopped (SIGSTOP) 2 s into a device ring that the stopped
+PE's GPU keeps answering, default settings; every other PE must be gone
+within 10 s of the stop, each having named the stopped PE, and symmrun must
+exit non-zero, the stopped PE gone too, no process, GPU memory or MPS daemon
+left; table in OUT/symmrun_stop.{md,json}.
+
+--budget S stops starting runs S seconds after the start (the runs not
+made are counted under the table; the side runs go in a random order, so
+every row gets its share). Prints a summary table and writes OUT/fault_matrix.{md,json}
 and every run's output; --doc replaces the table between the markers
-<!-- fault-matrix:BACKEND --> and <!-- /fault-matrix:BACKEND --> of that file.
+<!-- fault-matrix:TAG --> and <!-- /fault-matrix:TAG --> of that file (TAG:
+--doc-tag, else the backend).
 Exit 0 when every run met its bound.
 """
 import argparse
@@ -52,10 +68,15 @@ import tempfile
 import threading
 import time
 
-HOST_KINDS = ["barrier", "malloc", "hostx", "teambar"]
-GPU_KINDS = ["ar", "ag", "a2a", "rs", "bcast", "a2av", "dev_ar", "rma"]
+HOST_KINDS = ["barrier", "malloc", "hostx", "teambar", "local"]
+GPU_KINDS = ["ar", "ag", "a2a", "rs", "bcast", "a2av", "dev_ar", "dev_coll", "rma", "devloop", "moe_ll", "moe_ht"]
 KERNEL_KINDS = set(GPU_KINDS + ["teambar"])  # work that runs kernels (native backend)
 BOUND_S = 10.0
+EARLY_S = 0.01  # an error this much before the fault is still the fault's (clock reads)
+# What symm prints when it ends a process a peer's death left in symm.
+ENDED = "ending it with exit status"
+ABORT_EXIT_STATUS = 86
+MPS_NAMES = ("nvidia-cuda-mps-control", "nvidia-cuda-mps-server")
 # What a PE prints when the MPS server turns it away (recovering from a fault).
 MPS_REFUSED = ("MPS server is not ready", "cudaErrorMpsServerNotReady", "cudaErrorDevicesUnavailable",
                "busy or unavailable")
@@ -197,6 +218,21 @@ class Job:
         return hung, leaked
 
 
+def mps_processes():
+    """Pids of MPS control daemons and servers (any user) now."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/comm" % d) as f:
+                if f.read().strip() in MPS_NAMES:
+                    found.append(int(d))
+        except OSError:
+            pass
+    return sorted(found)
+
+
 def gpu_memory_used():
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
@@ -204,6 +240,18 @@ def gpu_memory_used():
         return sum(int(x) for x in out.split())
     except (OSError, subprocess.TimeoutExpired, ValueError):
         return None
+
+
+def gpu_count():
+    """GPUs the PEs see: CUDA_VISIBLE_DEVICES, else nvidia-smi's list (0 if unknown)."""
+    v = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if v is not None:
+        return len([x for x in v.split(",") if x.strip() and not x.strip().startswith("-")])
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+        return sum(1 for l in out.splitlines() if l.startswith("GPU "))
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
 
 
 def gpu_pids():
@@ -224,6 +272,10 @@ def parse(job):
             m = re.match(r"(READY|FAULT|RESULT|WHO) ([0-9.]+) ?(\S*) ?(.*)", l)
             if m and m.group(1) == "RESULT" and "result" not in d:
                 d["result"] = (float(m.group(2)), m.group(3), m.group(4))
+            elif ENDED in l and "result" not in d:
+                # symm ended the process (the abort grace passed): its error,
+                # timed when the line arrived
+                d["result"] = (t, "ENDED_BY_SYMM", l[l.find("ERROR: ") + 7:] if "ERROR: " in l else l)
             elif m and m.group(1) == "WHO":
                 d["who"] = m.group(3) + " " + m.group(4)
             elif m and m.group(1) == "FAULT":
@@ -246,7 +298,7 @@ def run_one(a, row, kind, victim, fault_ms):
     job = Job(a.exe, a.npes, kind, fault if internal else "none", victim, fault_ms if internal else 10 ** 9,
               limit, env, row.get("env_victim", {}), a.mps_pct, row.get("outsiders", 0.0))
     t_fault = None
-    ready = job.wait_ready(90)
+    ready = job.wait_ready(60)
     if ready and fault in ("kill", "stop"):
         time.sleep(fault_ms / 1000.0)
         t_fault = time.monotonic()
@@ -254,7 +306,7 @@ def run_one(a, row, kind, victim, fault_ms):
             os.kill(job.procs[victim].pid, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
         except ProcessLookupError:
             pass
-    hung, leaked = job.finish(limit + 40, stop_victim=fault in ("stop", "busy"))
+    hung, leaked = job.finish(limit + 15, stop_victim=fault in ("stop", "busy"))
     pes = parse(job)
     if t_fault is None:
         t_fault = pes[victim].get("fault")
@@ -271,7 +323,7 @@ def run_one(a, row, kind, victim, fault_ms):
             continue
         res = d.get("result")
         s = {"pe": d["pe"], "status": res[1] if res else "NO RESULT", "message": (res[2] if res else "")[:300],
-             "who": d.get("who", ""), "leaks": d.get("leaks")}
+             "who": d.get("who", ""), "leaks": d.get("leaks"), "exit": job.procs[d["pe"]].returncode}
         s["seconds"] = round(res[0] - t_fault, 3) if res else None
         s["names_victim"] = ("PE %d" % victim) in (s["message"] + " " + s["who"])
         surv.append(s)
@@ -284,8 +336,11 @@ def run_one(a, row, kind, victim, fault_ms):
     for s in surv:
         want_error = row.get("expect", "error") == "error"
         if want_error:
+            # an error before the fault is the work's own, not the fault's
             ok = ok and s["status"] not in ("NONE", "NO RESULT") and s["seconds"] is not None and \
-                s["seconds"] <= bound
+                -EARLY_S <= s["seconds"] <= bound
+            if s["status"] == "ENDED_BY_SYMM":  # and the process did end so
+                ok = ok and s["exit"] == ABORT_EXIT_STATUS
         else:
             ok = ok and s["status"] == "NONE"
         if s["leaks"] is not None:  # (the CUDA runtime starts threads of its own)
@@ -298,17 +353,177 @@ def run_one(a, row, kind, victim, fault_ms):
     return rec
 
 
+def pid_gone(pid):
+    """Exited (reaped, or a zombie waiting for its reaper)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+        return st[st.rfind(")") + 2:st.rfind(")") + 3] == "Z"
+    except OSError:
+        return True
+
+
+def symmrun_stop(a, victim):
+    """One job under symmrun, `victim` stopped (SIGSTOP) while the others run
+    work the stopped PE keeps answering; what ended each PE, and when."""
+    symmrun = os.path.join(a.build, "tools", "symmrun")
+    kind = "devloop" if a.backend == "native" else "local"
+    env = dict(os.environ)
+    for v in ("SYMM_PEER_TIMEOUT", "SYMM_ABORT_GRACE", "SYMM_COLL_BLOCKS", "SYMM_COLL_ALGO", "SYMM_BOOTSTRAP_SECRET"):
+        env.pop(v, None)  # default settings; symmrun makes the secret
+    env.update({"SYMM_BACKEND": a.backend, "SYMM_HEAP_CHUNK": "64M"})
+    cmd = [symmrun, "-n", str(a.npes), "--timeout", "150", a.exe, kind, "none", str(victim), "1000000000", "60"]
+    mps0, t_start = mps_processes(), time.monotonic()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    LIVE.add(p.pid)
+    lines = []
+    reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), l.rstrip("\n"))) for l in p.stdout],
+                              daemon=True)
+    reader.start()
+    pids, ready = {}, set()
+    rec = {"victim": victim, "kind": kind, "ok": False, "why": []}
+    until = time.monotonic() + 60
+    while time.monotonic() < until and p.poll() is None and (len(ready) < a.npes or len(pids) < a.npes):
+        for _, l in list(lines):
+            m = re.match(r"\[(\d+)\] (PID|READY) (\S+)", l)
+            if m:
+                (pids.__setitem__(int(m.group(1)), int(m.group(3))) if m.group(2) == "PID"
+                 else ready.add(int(m.group(1))))
+        time.sleep(0.05)
+    if len(ready) < a.npes or victim not in pids:
+        rec["why"].append("the job did not start (%d of %d PEs ready; see the log in the json)" % (len(ready), a.npes))
+        for q in [-p.pid] + list(pids.values()):
+            try:
+                os.kill(q, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        p.wait()
+        reader.join(timeout=5)
+        LIVE.discard(p.pid)
+        rec["log"] = [l for _, l in lines]
+        return rec
+    time.sleep(2.0)  # into the first kernel, which lasts about 30 s
+    t_stop = time.monotonic()
+    os.kill(pids[victim], signal.SIGSTOP)
+    gone = {}
+    until = t_stop + 40
+    while time.monotonic() < until and (p.poll() is None or len(gone) < len(pids)):
+        now = time.monotonic()
+        for r, q in pids.items():
+            if r not in gone and pid_gone(q):
+                gone[r] = now - t_stop
+        time.sleep(0.02)
+    t_exit = time.monotonic() - t_stop
+    hung = p.poll() is None
+    if hung:
+        rec["why"].append("symmrun still running 40 s after the stop")
+        for q in [-p.pid] + list(pids.values()):
+            try:
+                os.kill(q, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        p.wait()
+    reader.join(timeout=5)
+    LIVE.discard(p.pid)
+    log = [(t - t_stop, l) for t, l in lines]
+    rec.update({"symmrun_exit": p.returncode, "symmrun_after_s": round(t_exit, 2),
+                "gone_after_s": {str(r): round(v, 2) for r, v in sorted(gone.items())}, "log": [l for _, l in log]})
+    surv = {}
+    for r in pids:
+        if r == victim:
+            continue
+        named = [t for t, l in log if l.startswith("[%d] " % r) and "ERROR: PE %d " % victim in l]
+        ended = any(l.startswith("[%d] " % r) and ENDED in l for _, l in log)
+        returned = any(l.startswith("[%d] RESULT" % r) for _, l in log)
+        surv[r] = {"gone_s": round(gone[r], 2) if r in gone else None, "named_s": round(named[0], 2) if named else None,
+                   "how": "ended by symm" if ended else "returned the error" if returned else "stopped by symmrun"}
+        if gone.get(r) is None or gone[r] > BOUND_S:
+            rec["why"].append("PE %d was not gone %g s after the stop" % (r, BOUND_S))
+        if not named:
+            rec["why"].append("PE %d never named PE %d" % (r, victim))
+    rec["survivors"] = {str(r): v for r, v in surv.items()}
+    if p.returncode in (0, None) or hung:
+        rec["why"].append("symmrun exited %s" % p.returncode)
+    if gone.get(victim) is None:
+        rec["why"].append("the stopped PE %d outlived symmrun" % victim)
+    if not any("rank %d is stopped" % victim in l for _, l in log):
+        rec["why"].append("symmrun did not name the stopped rank %d" % victim)
+    left = [q for q in pids.values() if not pid_gone(q)]
+    for q in left:
+        try:
+            os.kill(q, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    rec["left"] = left
+    if left:
+        rec["why"].append("processes left: %s" % left)
+    gpu_left = []
+    if a.backend == "native":
+        after = gpu_pids()
+        gpu_left = sorted(after & set(pids.values())) if after is not None else []
+    rec["gpu_left"] = gpu_left
+    if gpu_left:
+        rec["why"].append("GPU memory held by %s" % gpu_left)
+    deadline = time.monotonic() + 20
+    while len(mps_processes()) > len(mps0) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    rec["mps_leak"] = len(mps_processes()) > len(mps0)
+    if rec["mps_leak"]:
+        rec["why"].append("an MPS daemon appeared and stayed")
+    rec["elapsed_s"] = round(time.monotonic() - t_start, 1)
+    rec["ok"] = not rec["why"]
+    return rec
+
+
+def symmrun_stop_main(a):
+    recs = [symmrun_stop(a, v) for v in (1, 0) if v < a.npes]
+    lines = ["| stopped PE | work | every other PE: gone after (named the PE after; how) | symmrun: exit, after | "
+             "processes, GPU memory, MPS left | verdict |", "|---|---|---|---|---|---|"]
+    for r in recs:
+        surv = "; ".join("PE %s %s s (%s s; %s)" % (q, v["gone_s"], v["named_s"], v["how"])
+                         for q, v in sorted(r.get("survivors", {}).items()))
+        lines.append("| %d | %s | %s | %s, %s s | %d, %d, %s | %s |" % (
+            r["victim"], r["kind"], surv or "-", r.get("symmrun_exit"), r.get("symmrun_after_s"),
+            len(r.get("left", [])), len(r.get("gpu_left", [])), "1" if r.get("mps_leak") else "0",
+            "ok" if r["ok"] else "FAILED: " + "; ".join(r["why"])))
+    head = ("One PE stopped (SIGSTOP) 2 s into %s, %s backend, %d PEs under symmrun, default SYMM_PEER_TIMEOUT and "
+            "SYMM_ABORT_GRACE (`python3 scripts/fault_matrix.py --backend %s --npes %d --symmrun-stop`); times from "
+            "the stop." % ("a device loop that its GPU keeps answering" if a.backend == "native" else
+                           "host work that never waits for it", a.backend, a.npes, a.backend, a.npes))
+    table = "\n".join(lines)
+    with open(os.path.join(a.out, "symmrun_stop.md"), "w") as f:
+        f.write(head + "\n\n" + table + "\n")
+    with open(os.path.join(a.out, "symmrun_stop.json"), "w") as f:
+        json.dump(recs, f, indent=1)
+    print(head)
+    print(table)
+    bad = sum(not r["ok"] for r in recs)
+    print("fault_matrix --symmrun-stop: %s" % ("all %d jobs stopped in bound" % len(recs) if not bad else
+                                               "%d of %d FAILED" % (bad, len(recs))))
+    return 1 if bad else 0
+
+
 def alone(a, row, kind):
-    """Runs with nothing else on the GPU: those whose kernels trap, and under
-    MPS every fault during work that runs kernels (the victim, or a survivor
-    whose wait gives up, ends a client mid-kernel)."""
-    if row.get("serial"):
+    """Runs with nothing else on the machine: the device ring whose length is
+    measured at its start (exclusive rows); under MPS (where a client that
+    traps or dies mid-kernel takes down every client of the server) the
+    serial rows and every fault during work that runs kernels; on the host
+    backend the serial rows. Without MPS a GPU context is a process's own,
+    so there the serial rows share the GPUs with other runs."""
+    if row.get("exclusive"):
+        return True
+    if row.get("serial") and (a.under_mps or a.backend != "native"):
         return True
     return a.under_mps and row["fault"] not in ("none", "settings") and (
         row["fault"] == "trap" or kind in KERNEL_KINDS)
 
 
 class MpsDown(Exception):
+    pass
+
+
+class Interrupted(Exception):
     pass
 
 
@@ -349,18 +564,27 @@ class MpsGate:
 
 
 def rows_for(a):
-    kinds = HOST_KINDS + (GPU_KINDS if a.backend == "native" else [])
+    native = a.backend == "native"
+    kinds = HOST_KINDS + (GPU_KINDS if native else [])
     n = a.runs_per_kind
     rows = [
+        # the work itself, so that an error in the rows below is the fault's
+        {"name": "no fault (each kind of work alone, 3 s)", "fault": "none", "kinds": kinds if native else [],
+         "runs": 1, "limit": 3.0, "expect": "none"},
         {"name": "kill -9 of one PE at a random point", "fault": "kill", "kinds": kinds, "runs": n},
         {"name": "a kernel traps on one PE", "fault": "trap", "serial": True,
-         "kinds": (["ar", "dev_ar", "rma", "barrier"] if a.backend == "native" else []), "runs": 1 if a.quick else 2},
+         "kinds": (["ar", "dev_ar", "dev_coll", "rma", "moe_ll", "moe_ht", "barrier"] if native else []),
+         "runs": 1 if a.quick else 2},
         {"name": "one PE stopped (SIGSTOP)", "fault": "stop",
-         "kinds": ["barrier", "teambar"] + (["ar", "rma"] if a.backend == "native" else []), "runs": 1},
+         "kinds": ["barrier", "teambar"] + (["ar", "rma", "dev_coll", "moe_ll", "moe_ht"] if native else []),
+         "runs": 1},
+        {"name": "one PE stopped while the others' work keeps being answered (ended by SYMM_ABORT_GRACE)",
+         "fault": "stop", "kinds": ["local"] + (["devloop"] if native else []), "runs": 1 if a.quick else 2,
+         "answered": True, "exclusive": True},
         {"name": "one PE exits without finalize", "fault": "exit",
-         "kinds": ["barrier", "hostx"] + (["rma"] if a.backend == "native" else []), "runs": 1},
+         "kinds": ["barrier", "hostx"] + (["rma"] if native else []), "runs": 1},
         {"name": "one PE alive but stays out (SYMM_WAIT_TIMEOUT=5)", "fault": "busy", "serial": True,
-         "kinds": ["barrier", "teambar"] + (["ar"] if a.backend == "native" else []), "runs": 1,
+         "kinds": ["barrier", "teambar"] + (["ar", "dev_coll", "moe_ll", "moe_ht"] if native else []), "runs": 1,
          "env": {"SYMM_WAIT_TIMEOUT": "5"}, "bound": 15.0},
         {"name": "mismatched malloc size on one PE", "fault": "mismatch", "kinds": ["malloc"], "runs": 1},
         {"name": "mismatched all_to_allv counts on one PE", "fault": "mismatch", "serial": True,
@@ -372,8 +596,8 @@ def rows_for(a):
         {"name": "outsiders on the bootstrap while the job forms", "fault": "none", "kinds": ["barrier"],
          "runs": 1, "outsiders": 2.0, "limit": 2.0, "expect": "none"},
     ]
-    if a.quick:  # the slow rows (5 s and more each) have their own CI tests
-        rows = [r for r in rows if r["fault"] not in ("stop", "busy")]
+    if a.quick:  # the slow rows (5 s and more each) have their own CI tests, but for one
+        rows = [r for r in rows if r["fault"] not in ("stop", "busy") or r.get("answered")]
     return [r for r in rows if r["kinds"]]
 
 
@@ -438,9 +662,15 @@ def main():
                     help="seconds to wait for the MPS server to serve clients again (default 60)")
     ap.add_argument("--quick", action="store_true",
                     help="one kill run per kind, no SIGSTOP / stays-out rows (CI)")
+    ap.add_argument("--symmrun-stop", action="store_true",
+                    help="the stopped-PE check through symmrun instead of the matrix (see above)")
+    ap.add_argument("--budget", type=float, default=0.0,
+                    help="start no run later than this many seconds after the start (0: no limit)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--out", default=None)
     ap.add_argument("--doc", default=None)
+    ap.add_argument("--doc-tag", default=None,
+                    help="the markers' name in --doc (default: the backend): <!-- fault-matrix:TAG -->")
     a = ap.parse_args()
     if a.quick:
         a.runs_per_kind = 1
@@ -452,6 +682,12 @@ def main():
     rng = random.Random(seed)
     a.out = a.out or os.path.join(os.environ.get("OUT", "."), "fault_matrix_%s" % a.backend)
     os.makedirs(a.out, exist_ok=True)
+    if a.symmrun_stop:
+        signal.signal(signal.SIGTERM, lambda sig, _: sys.exit(128 + sig))
+        try:
+            return symmrun_stop_main(a)
+        finally:
+            kill_live()  # (interrupted): symmrun's ranks die with it (their parent-death signal)
     mps = None
     a.mps_pct = 0
     a.under_mps = a.backend == "native" and (
@@ -459,19 +695,25 @@ def main():
                                              "control")))
     a.restarts, a.mps_gate, aborted = [], None, None
 
+    stopping = threading.Event()  # SIGTERM (a timeout from outside): no new runs, the table of those made
+
     def on_signal(sig, _):
-        raise SystemExit(128 + sig)
+        stopping.set()
+        raise Interrupted("stopped by signal %d" % sig)
     signal.signal(signal.SIGTERM, on_signal)
     t0 = time.monotonic()
     recs = []
+    skipped = []  # runs not made: the budget ran out
     mem0 = gpu_memory_used() if a.backend == "native" else None
+    mps0 = mps_processes()
     try:
         if a.mps:
             mps = Mps()
         # Each PE's share of the SMs under MPS (an MPS daemon may also run
         # outside this script, as in gpu_suite.sh); no effect without MPS.
         if a.backend == "native" and "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in os.environ:
-            a.mps_pct = max(5, 100 // (a.npes * a.parallel))
+            gpus = max(1, gpu_count())
+            a.mps_pct = min(100, max(5, 100 * gpus // (a.npes * a.parallel)))
         rows = rows_for(a)
         plan = []
         for row in rows:
@@ -485,6 +727,10 @@ def main():
         lock = threading.Lock()
 
         def run_logged(row, kind, victim, ms):
+            if stopping.is_set() or (a.budget > 0 and time.monotonic() - t0 > a.budget):
+                with lock:
+                    skipped.append("%s / %s" % (row["name"], kind))
+                return
             rec = run_one(a, row, kind, victim, ms)
             if rec["mps_refused"] and a.under_mps:
                 # (at most once: a second refusal after the server answered
@@ -497,6 +743,9 @@ def main():
                 rec = run_one(a, row, kind, victim, ms)
                 rec["restarted"] = True
             with lock:
+                if stopping.is_set():  # cut short by the stop: no result
+                    skipped.append("%s / %s" % (row["name"], kind))
+                    return
                 recs.append(rec)
                 if not rec["ok"]:
                     print("  FAILED: %s / %s, victim %d at %d ms: %s" % (
@@ -510,30 +759,55 @@ def main():
         a.mps_gate = MpsGate(a)
         a.mps_gate.wait("the start")
         side = [p for p in plan if not alone(a, p[0], p[1])]
-        threads = [threading.Thread(target=worker, args=(side[i::a.parallel],)) for i in range(a.parallel)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        # Alone, and under MPS each after the server serves clients again.
+        rng.shuffle(side)  # a budget that runs out cuts every row alike
+
+        def run_side():
+            threads = [threading.Thread(target=worker, args=(side[i::a.parallel],)) for i in range(a.parallel)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        # Without MPS the runs alone go first (a budget then cuts the side
+        # runs, of which there are many per row); under MPS last, each after
+        # the server serves clients again.
+        if a.under_mps:
+            run_side()
         for item in [p for p in plan if alone(a, p[0], p[1])]:
             if a.under_mps:
                 a.mps_gate.wait("the previous run")
             run_logged(*item)
+        if not a.under_mps:
+            run_side()
         if a.under_mps:
             a.mps_gate.wait("the last run")
-    except MpsDown as e:
+    except (MpsDown, Interrupted) as e:
         aborted = str(e)
+        stopping.set()
         print("fault_matrix: %s; the remaining runs were not made" % aborted, flush=True)
     finally:
         kill_live()  # (an interrupted run): no PE outlives the script or holds the daemon
         if mps:
             mps.stop()
+    for t in threading.enumerate():  # runs cut short by kill_live end at once
+        if t is not threading.current_thread() and not t.daemon:
+            t.join(timeout=10)
+    kill_live()
     elapsed = time.monotonic() - t0
     mem1 = gpu_memory_used() if a.backend == "native" else None
+    # an MPS daemon the script started is gone by now; one that outlives
+    # the runs (a server still counting a dead client) is a leak
+    deadline = time.monotonic() + 20
+    while len(mps_processes()) > len(mps0) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    mps1 = mps_processes()
     table = summarize(recs, rows_for(a))
     if mem0 is not None and mem1 is not None:
         table += "\n\nGPU memory in use (nvidia-smi): %d MiB before the runs, %d MiB after." % (mem0, mem1)
+    table += "\n\nMPS daemons and servers: %d before the runs, %d after%s." % (
+        len(mps0), len(mps1), " (LEAKED: pids %s)" % sorted(set(mps1) - set(mps0)) if len(mps1) > len(mps0) else "")
+    if skipped:
+        table += "\n\nNot run: %d runs (%s)." % (
+            len(skipped), aborted if aborted else "the --budget of %.0f s ran out" % a.budget)
     if a.under_mps and a.mps_gate:
         table += "\n\nUnder MPS: %s; %d runs started again because the server refused their PEs at init%s." % (
             a.mps_gate.summary(), len(a.restarts), (" (" + "; ".join(a.restarts) + ")") if a.restarts else "")
@@ -542,7 +816,9 @@ def main():
     head = ("Fault matrix, %s backend, %d PEs%s: %d runs in %.0f s (seed %d; "
             "`python3 scripts/fault_matrix.py --backend %s --npes %d --runs-per-kind %d%s`)." % (
                 a.backend, a.npes, " under MPS" if a.under_mps else "", len(recs), elapsed, seed,
-                a.backend, a.npes, a.runs_per_kind, " --mps" if a.mps else ""))
+                a.backend, a.npes, a.runs_per_kind, (" --mps" if a.mps else "") + (" --quick" if a.quick else "") +
+                (" --parallel %d" % a.parallel if a.parallel != 1 else "") +
+                (" --budget %g" % a.budget if a.budget else "")))
     with open(os.path.join(a.out, "fault_matrix.md"), "w") as f:
         f.write(head + "\n\n" + table + "\n")
     with open(os.path.join(a.out, "fault_matrix.json"), "w") as f:
@@ -550,7 +826,8 @@ def main():
     print(head)
     print(table)
     if a.doc:
-        begin, end = "<!-- fault-matrix:%s -->" % a.backend, "<!-- /fault-matrix:%s -->" % a.backend
+        tag = a.doc_tag or a.backend
+        begin, end = "<!-- fault-matrix:%s -->" % tag, "<!-- /fault-matrix:%s -->" % tag
         text = open(a.doc).read()
         i, j = text.find(begin), text.find(end)
         if i < 0 or j < i:
@@ -560,9 +837,13 @@ def main():
             with open(a.doc, "w") as f:
                 f.write(text)
     bad = sum(not r["ok"] for r in recs)
-    print("fault_matrix: %s%s" % ("all %d runs met their bounds" % len(recs) if not bad else "%d runs FAILED" % bad,
-                                  "; STOPPED early" if aborted else ""))
-    return 1 if bad or aborted else 0
+    mps_leak = len(mps1) > len(mps0)
+    print("fault_matrix: %s%s%s%s" % ("all %d runs met their bounds" % len(recs) if not bad else "%d runs FAILED" % bad,
+                                      "; STOPPED early" if aborted else "",
+                                      "; %d runs not made (%s)" % (len(skipped), "stopped" if aborted else "budget")
+                                      if skipped else "",
+                                      "; an MPS daemon LEAKED" if mps_leak else ""))
+    return 1 if bad or aborted or mps_leak else 0
 
 
 if __name__ == "__main__":

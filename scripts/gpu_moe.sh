@@ -1,53 +1,77 @@
 #!/usr/bin/env bash
-# The MoE exchange (symm_moe.h, symm.moe) on a GPU machine, in one command:
-# build the targets it needs, run the C tests (tests/moe/test_moe.cu) on 1, 2
-# and 4 PEs, the torch test matrix (tests/python/test_gpu_moe.py) on 2 and 4
-# PEs, and `symm-bench --mode moe` on 2 and 4 PEs; logs under $OUT, a
-# pass/fail table at the end.
+# The MoE exchange (symm_moe.h, symm.moe) on a GPU machine, in one command, on
+# a build made beforehand (it builds nothing):
 #
-#   OUT=/some/dir bash scripts/gpu_moe.sh [stage...]   stages: build ctest python bench
+#   BUILD=build-gpu OUT=/some/dir bash scripts/gpu_moe.sh [step...]
 #
-# PEs share GPUs when there are fewer GPUs than PEs (each PE takes GPU
-# LOCAL_RANK % count). Then, unless MOE_MPS=0 or an MPS daemon is running
-# already, the script reruns itself under scripts/with_mps.sh (a private MPS
-# daemon, always stopped; MOE_WALL bounds it, default 900 s), and every PE
-# gets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = 100 / (PEs per GPU).
-# Knobs: MOE_CTEST_NPES ("1 2 4"), MOE_PY_NPES ("2 4"), MOE_BENCH_NPES
-# ("2 4"), MOE_BENCH_ARGS (e.g. --quick), SYMM_BUILD_DIR (build-gpu). Multicast stays off; SYMM_WAIT_TIMEOUT (default 15 s) turns a
-# lost signal into a message naming the PE and the word.
+# steps (default: all, in this order):
+#   ctest    tests/moe/test_moe.cu, every part (ll ht graph errors budget) in one
+#            process per run, on 2 and 4 PEs (symmrun)
+#   python   tests/python/test_gpu_moe.py under torchrun on the largest PE count (the
+#            whole pplx matrix, compile, graphs, 1000 calls, errors, SM budgets, high
+#            throughput)
+#   spawn    tests/python/test_gpu_moe_spawn.py: pplx's start (torch.multiprocessing
+#            spawn, gloo group, no launcher variables, nvshmem_init) and its round
+#   bench    symm-bench --mode moe on 4 PEs -> $OUT/moe/bench_moe.md (graph timing,
+#            SMs used, 24-SM rows, NCCL beside it, the bars as pass/miss lines), and
+#            bench/moe/deepep_bench.py beside it (n/a where deep_ep is not installed)
+#   host     bench/moe/host_cost.py under torchrun on 4 PEs: host time per eager call
+#            (perf_counter over 200 back-to-back pairs, no sync), eager vs graph
+#   python2  test_gpu_moe.py on the other PE counts, without its two slowest tests
+#            (compile, 1000 calls): last, as what the wall is most likely to cut
+#
+# Logs and results under $OUT/moe/; the last lines are a table of the steps and the
+# bars' pass/miss lines. Every step runs under `timeout -k`, each at most what is
+# left of MOE_WALL (default 240 s); a step that no longer fits is reported as such.
+# PE counts: MOE_NPES ("2 4"). With fewer GPUs than PEs the PEs share GPUs under a
+# private MPS daemon (scripts/with_mps.sh), unless MOE_MPS=0. Multicast stays off;
+# SYMM_WAIT_TIMEOUT (default 15 s) turns a lost signal into a message naming the
+# PE and the word. No GPU: prints SKIP and exits 0.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+here=$PWD
 OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
+log=$OUT/moe
+mkdir -p "$log"
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 unset SYMM_ENABLE_MULTICAST
 export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
-build=${SYMM_BUILD_DIR:-build-gpu}
-stages=${*:-build ctest python bench}
-ctest_npes=${MOE_CTEST_NPES:-1 2 4}
-py_npes=${MOE_PY_NPES:-2 4}
-bench_npes=${MOE_BENCH_NPES:-2 4}
+build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
+steps=${*:-ctest python spawn bench host python2}
+npes_list=${MOE_NPES:-2 4}
+wall=${MOE_WALL:-240}
+t_all=${MOE_T0:-$(date +%s)}
 summary=()
 failed=0
-t_all=$(date +%s)
 
-stage() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
-note() { summary+=("$(printf '%-34s %-6s %5s s  %s' "$1" "$2" "$3" "${4:-}")"); [ "$2" = ok ] || [ "$2" = skip ] || failed=1; }
+has_step() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
+note() { summary+=("$(printf '%-40s %-6s %5s s  %s' "$1" "$2" "$3" "${4:-}")"); [ "$2" = ok ] || [ "$2" = skip ] || failed=1; }
+left() { echo $(( wall - ($(date +%s) - t_all) )); }
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-{ date -u; hostname; nvidia-smi -L; nvcc --version | tail -1; } >"$OUT/moe_machine.txt" 2>&1
+{ date -u; hostname; nvidia-smi -L; nvcc --version | tail -1; echo "build: $build"; git log -1 --oneline; } \
+  >"$log/machine.txt" 2>&1
 if [ "$ngpu" -lt 1 ]; then
   echo "SKIP: gpu_moe.sh: no GPU on this machine"
   exit 0
 fi
 
-# ---- MPS for PEs that share a GPU: rerun this script under scripts/with_mps.sh -------
+py=$(command -v python3)
+for pkg in nccl nvshmem; do
+  d=$($py -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) && \
+    export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
+export PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}"
+case $build in /*) ;; *) build=$here/$build ;; esac
+export SYMM_LIBRARY="$build/src/libsymm.so"
+
+# ---- MPS for PEs that share a GPU: rerun this script under scripts/with_mps.sh ------------
 max_pes=1
-for n in $ctest_npes $py_npes $bench_npes; do [ "$n" -gt "$max_pes" ] && max_pes=$n; done
+for n in $npes_list; do [ "$n" -gt "$max_pes" ] && max_pes=$n; done
 if [ -z "${MOE_INNER:-}" ] && [ "${MOE_MPS:-1}" != 0 ] && [ "$ngpu" -lt "$max_pes" ] &&
    [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
-  MOE_INNER=1 OUT="$OUT" scripts/with_mps.sh --timeout "${MOE_WALL:-900}" -- bash "$0" "$@"
+  MOE_INNER=1 MOE_T0=$t_all OUT="$OUT" scripts/with_mps.sh --timeout "$(( wall + 30 ))" -- bash "$0" "$@"
   exit $?
 fi
 
@@ -57,71 +81,109 @@ share_env() {
   if [ "$per" -gt 1 ] && [ -z "${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-}" ]; then
     echo "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(( 100 / per ))"
   else
-    echo "X_SYMM_MOE=1"
+    echo "SYMM_MOE_RUN=1"
   fi
 }
 
-# run NAME LIMIT LOG cmd...: bounded by timeout -k, result into the table.
+# run NAME LIMIT LOGFILE cmd...: bounded by timeout -k and what is left of the wall
 run() {
-  local name=$1 limit=$2 log=$3 t0 rc
+  local name=$1 limit=$2 out=$3 t0 rc rest
   shift 3
+  rest=$(left)
+  if [ "$rest" -lt 15 ]; then
+    note "$name" FAIL 0 "not run: the ${wall} s wall is used up"
+    return
+  fi
+  [ "$limit" -gt "$rest" ] && limit=$rest
   t0=$(date +%s)
-  timeout -k 10 "$limit" "$@" >"$log" 2>&1
+  timeout -k 10 "$limit" "$@" >"$out" 2>&1
   rc=$?
-  if [ $rc -eq 0 ]; then
+  if [ $rc -eq 0 ] && grep -qE '^SKIP|[0-9]+ skipped' "$out" && ! grep -qE '[0-9]+ passed' "$out"; then
+    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 -iE '^SKIP|SKIPPED' "$out")"
+  elif [ $rc -eq 0 ] && grep -q '^n/a:' "$out"; then
+    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 '^n/a:' "$out")"
+  elif [ $rc -eq 0 ]; then
     note "$name" ok $(( $(date +%s) - t0 ))
   elif [ $rc -eq 77 ]; then
-    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 SKIP "$log")"
+    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 -i skip "$out")"
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    note "$name" FAIL $(( $(date +%s) - t0 )) "timed out after $limit s, see moe/$(basename "$out")"
   else
-    note "$name" FAIL $(( $(date +%s) - t0 )) "rc=$rc, see $(basename "$log")"
-    grep -E 'FAIL|Error|error|timed out|assert' "$log" | head -8
+    note "$name" FAIL $(( $(date +%s) - t0 )) "rc=$rc, see moe/$(basename "$out")"
+    grep -E 'FAIL|Error|error|timed out|assert' "$out" | head -8
   fi
 }
 
-if stage build; then
-  t0=$(date +%s)
-  if [ ! -f "$build/CMakeCache.txt" ]; then
-    cmake -S . -B "$build" -DCMAKE_CUDA_ARCHITECTURES=90 -DSYMM_WERROR=${SYMM_WERROR:-ON} >"$OUT/moe_build.log" 2>&1
-  fi
-  if cmake --build "$build" -j "$(nproc)" --target symm symmrun test_moe symm-bench >>"$OUT/moe_build.log" 2>&1; then
-    note build ok $(( $(date +%s) - t0 ))
-  else
-    note build FAIL $(( $(date +%s) - t0 )) "see moe_build.log"
-    tail -20 "$OUT/moe_build.log"
-  fi
-fi
+need() { # need PATH WHAT: the build has it, else a FAIL line
+  if [ -e "$1" ]; then return 0; fi
+  note "$2" FAIL 0 "$1 missing: build $build first (cmake --build $build -j)"
+  return 1
+}
+
 symmrun=$build/tools/symmrun
 
-if stage ctest && [ -x "$build/tests/moe/test_moe" ]; then
-  for n in $ctest_npes; do
-    for part in ll ht graph errors; do
-      run "test_moe $part ($n PEs)" 150 "$OUT/moe_c_${part}_$n.log" \
-        "$symmrun" -n "$n" --timeout 140 "$build/tests/moe/test_moe" "$n" "$part"
-    done
+if has_step ctest && need "$build/tests/moe/test_moe" "test_moe" && need "$symmrun" "test_moe"; then
+  for n in $npes_list; do
+    run "test_moe all parts ($n PEs)" $(( 30 + 10 * n )) "$log/test_moe_$n.log" \
+      "$symmrun" -n "$n" --timeout $(( 25 + 10 * n )) "$build/tests/moe/test_moe" "$n" all
   done
 fi
 
-if stage python; then
-  for n in $py_npes; do
-    run "pytest test_gpu_moe ($n PEs)" 300 "$OUT/moe_pytest_$n.log" \
-      env $(share_env "$n") PYTHONPATH="$PWD/python" SYMM_LIBRARY="$PWD/$build/src/libsymm.so" \
-      torchrun --nproc-per-node "$n" --master-port $((29700 + n)) -m pytest -q -x -p no:cacheprovider \
-      tests/python/test_gpu_moe.py
-    tail -3 "$OUT/moe_pytest_$n.log"
+# pytest_moe N [pytest args...]: test_gpu_moe.py under torchrun on N PEs
+pytest_moe() {
+  local n=$1
+  shift
+  run "pytest test_gpu_moe ($n PEs)" $(( 20 + 20 * n )) "$log/pytest_$n.log" \
+    env $(share_env "$n") torchrun --nproc-per-node "$n" --master-port $((29700 + n)) \
+    -m pytest -q -x -p no:cacheprovider tests/python/test_gpu_moe.py "$@"
+  tail -2 "$log/pytest_$n.log"
+}
+py_most=$(echo "$npes_list" | tr ' ' '\n' | sort -rn | head -1)
+
+if has_step python && need "$SYMM_LIBRARY" "pytest test_gpu_moe"; then
+  pytest_moe "$py_most"
+fi
+
+if has_step spawn && need "$SYMM_LIBRARY" "pytest test_gpu_moe_spawn"; then
+  run "pplx start: spawn + nvshmem_init" 60 "$log/pytest_spawn.log" \
+    python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_gpu_moe_spawn.py
+  tail -2 "$log/pytest_spawn.log"
+fi
+
+if has_step bench && need "$build/bench/symm-bench" "symm-bench --mode moe"; then
+  nb=4
+  [ "$nb" -gt "$ngpu" ] && nb=$ngpu
+  [ "$nb" -lt 2 ] && nb=2
+  extra=()
+  [ "$nb" -gt "$ngpu" ] && extra=(--no-nccl --no-nvshmem)  # NCCL refuses two ranks on one GPU
+  run "symm-bench --mode moe ($nb PEs)" 120 "$log/bench_moe.log" \
+    "$build/bench/symm-bench" --mode moe --npes "$nb" --no-nvshmem --timeout 110 --phase-timeout 45 \
+    ${extra[@]+"${extra[@]}"} ${MOE_BENCH_ARGS:-} --out "$log/bench_moe.md"
+  grep -E '^\|' "$log/bench_moe.md" 2>/dev/null | head -40
+  run "DeepEP normal kernels ($nb ranks)" 60 "$log/deepep.log" \
+    torchrun --nproc-per-node "$nb" --master-port 29790 bench/moe/deepep_bench.py --out "$log/deepep.md"
+  head -12 "$log/deepep.log"
+fi
+
+if has_step host && need "$SYMM_LIBRARY" "eager host time"; then
+  nh=4
+  [ "$nh" -gt "$ngpu" ] && nh=$ngpu
+  if [ "$nh" -ge 1 ]; then
+    run "eager host time ($nh PEs)" 60 "$log/host_cost.log" \
+      torchrun --nproc-per-node "$nh" --master-port 29791 bench/moe/host_cost.py --op --out "$log/host_cost.md"
+    cat "$log/host_cost.md" 2>/dev/null
+  fi
+fi
+
+if has_step python2 && need "$SYMM_LIBRARY" "pytest test_gpu_moe"; then
+  for n in $npes_list; do
+    [ "$n" = "$py_most" ] && continue
+    pytest_moe "$n" -k "not thousand_calls and not compile"
   done
 fi
 
-if stage bench && [ -x "$build/bench/symm-bench" ]; then
-  for n in $bench_npes; do
-    extra=""
-    [ "$n" -gt "$ngpu" ] && extra="--no-nccl --no-nvshmem"  # NCCL refuses two ranks on one GPU
-    run "symm-bench --mode moe ($n PEs)" 200 "$OUT/moe_bench_$n.log" \
-      "$build/bench/symm-bench" --mode moe --npes "$n" --timeout 190 --phase-timeout 60 \
-      $extra ${MOE_BENCH_ARGS:-} --out "$OUT/bench_moe_$n.md"
-    grep -E '^\|' "$OUT/bench_moe_$n.md" 2>/dev/null | head -40
-  done
-fi
-
-echo "==== gpu_moe.sh summary ($ngpu GPU(s), $(( $(date +%s) - t_all )) s) ===="
+echo "==== gpu_moe.sh summary ($ngpu GPU(s), $(( $(date +%s) - t_all )) s of $wall; logs in $log) ===="
 printf '%s\n' "${summary[@]}"
+grep -h -- '- bar:' "$log/bench_moe.md" 2>/dev/null | sed 's/^- //'
+grep -h '^bar:' "$log/host_cost.md" 2>/dev/null
 exit $failed

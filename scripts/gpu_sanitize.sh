@@ -9,17 +9,17 @@
 # clean / N errors / timeout / test failed / not run (wall); and
 # sanitize_logs.tar.gz with every run's log (both kept current after each run,
 # so a run stopped from outside still leaves them). Exit 0 only if all clean.
-# Last, outside the bar and the exit status: racecheck over
-# tests/device/tma_ring_probe, its line naming the kernels racecheck flags.
+# 2-PE runs go through symmrun: one PE per GPU where there are two GPUs, the
+# two PEs time-sliced on one GPU otherwise (no MPS).
 #
 # Knobs:
 #   SAN_TOOLS         tools, in the order they run (default "memcheck synccheck
 #                     racecheck": racecheck, the slowest, last)
-#   SAN_TESTS         tests (default: amo ldst barrier signal rma rma_tma runtime
+#   SAN_TESTS         tests (default: amo ldst barrier signal rma runtime
 #                     coll_errors coll_wrap coll_device); every tool runs every
 #                     test, 1 PE each and 2 PEs for the device tests (the bar's set)
 #   SAN_SLOW_TESTS    tests whose runs go after the others of their tool, 1-PE
-#                     runs before 2-PE ones (default "rma rma_tma": the longest)
+#                     runs before 2-PE ones (default "rma": the longest)
 #   SAN_WALL          seconds for the whole script (default 520), one pool for all
 #                     runs in order: a run may use what is left less SAN_RESERVE s
 #                     for each run still after it (so a hung run cannot starve the
@@ -51,8 +51,8 @@ cap=${SAN_TEST_TIMEOUT:-120}
 reserve=${SAN_RESERVE:-5}
 min_run=${SAN_MIN_RUN:-10}
 tools=${SAN_TOOLS:-memcheck synccheck racecheck}
-tests=${SAN_TESTS:-amo ldst barrier signal rma rma_tma runtime coll_errors coll_wrap coll_device}
-slow_tests=${SAN_SLOW_TESTS:-rma rma_tma}
+tests=${SAN_TESTS:-amo ldst barrier signal rma runtime coll_errors coll_wrap coll_device}
+slow_tests=${SAN_SLOW_TESTS:-rma}
 
 work=$(mktemp -d /tmp/symm-san-XXXXXX)
 nomps=$work/nomps
@@ -91,9 +91,6 @@ all_runs() {
     for t in $tests; do [[ " $slow_tests " == *" $t "* ]] && runs_of_test "$tool" "$t" 1; done
     for t in $tests; do [[ " $slow_tests " == *" $t "* ]] && runs_of_test "$tool" "$t" 2; done
   done
-  # last, outside the bar: which ways of reusing a bulk-loaded shared slot
-  # racecheck flags (tests/device/tma_ring_probe.cu, docs/reliability.md)
-  [[ " $tools " == *" racecheck "* ]] && echo "racecheck tma_ring_probe 1 $build/tests/device/tma_ring_probe"
   return 0
 }
 
@@ -132,12 +129,7 @@ one() {
   elif [ $rc != 0 ]; then verdict="test failed (rc $rc)"
   elif [ "$sums" -lt "$n" ]; then verdict="no sanitizer summary"
   else verdict="clean"; fi
-  if [ "$name" = tma_ring_probe ] && [[ "$verdict" =~ ^(clean|[0-9]+\ (errors|race\ warnings))$ ]]; then
-    # evidence, not a verdict on the library: the kernels racecheck flags
-    first=$(grep -o -E 'probe_(next_phase|reinit_synced|reinit)\(' "$log" | tr -d '(' | sort -u | tr '\n' ' ')
-    verdict="probe ($verdict)"; first="flags: ${first:-none}"
-  fi
-  [ "$verdict" = clean ] || [ "$name" = tma_ring_probe ] || fail=1
+  [ "$verdict" = clean ] || fail=1
   [ "$verdict" = "test failed (rc $rc)" ] && first=$(grep -m1 -E 'FAIL|error|Error' "$log" | cut -c1-90)
   line "$tool" "$name" "$n" "$verdict" "$(( $(date +%s) - t0 ))" "$first"
   tar -czf "$tarball.part" -C "$work/logs" . && mv -f "$tarball.part" "$tarball"
@@ -165,7 +157,7 @@ for ((i = 0; i < total_runs; i++)); do
 done
 
 # the lines above are the table; last, the count and what was not clean
-echo "==== compute-sanitizer ($build, $size, $(( $(date +%s) - t_start )) s): $(grep -c ' clean ' "$summary") of" \
-  "$(grep -c -v ' tma_ring_probe ' "$summary") runs clean ($(basename "$summary"); logs: $(basename "$tarball")) ===="
+echo "==== compute-sanitizer ($build, $size, $(( $(date +%s) - t_start )) s, $(nvidia-smi -L 2>/dev/null | grep -c '^GPU ') GPU(s)):" \
+  "$(grep -c ' clean ' "$summary") of $(wc -l <"$summary") runs clean ($(basename "$summary"); logs: $(basename "$tarball")) ===="
 grep -v ' clean ' "$summary"
 exit $fail

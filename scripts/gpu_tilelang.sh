@@ -7,7 +7,8 @@
 # (build.py --backend B --only prim_), TL_ONLY=primitives only those examples.
 # PEs beyond the GPU count share GPUs; above 2 per GPU under a private MPS
 # daemon (scripts/with_mps.sh) with an equal share of the SMs each. Multicast
-# stays off.
+# stays off. The fused GEMM examples at speed, on 4 GPUs from a small folder
+# of their own: scripts/gpu_gemm_tilelang.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}

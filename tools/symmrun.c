@@ -14,9 +14,12 @@
  * lines of different ranks never mix. The first rank to fail decides the
  * exit code (a signal death counts as 128 + signal, and is named: "rank 1
  * was killed by SIGSEGV"; a program that cannot be run: 127 if not found,
- * 126 otherwise) and the others are stopped: SIGTERM to their process
- * groups, SIGKILL after the grace period. A rank's output comes before the
- * line saying it ended.
+ * 126 otherwise; 86 is a rank that symm ended because a peer died or
+ * failed) and the others are stopped: SIGTERM to their process groups, then
+ * SIGCONT (a stopped rank takes SIGTERM only once continued), SIGKILL after
+ * the grace period. A rank that is stopped (SIGSTOP) while every other rank
+ * has ended would wait forever: it is stopped the same way, as a failure
+ * (128 + SIGSTOP). A rank's output comes before the line saying it ended.
  * --timeout stops everything and exits 124. SIGINT/SIGTERM are forwarded.
  * Exit: 0 all passed; 77 all skipped (exit 77); 2 usage error.
  *
@@ -47,6 +50,8 @@
 #define SKIP_AGREE_S 5.0 /* how long the other ranks get to skip after the first did */
 #define EXIT_TIMEOUT 124
 #define EXIT_USAGE 2
+/* A rank stopped (SIGSTOP) this long with every other rank gone is stopped. */
+#define STOPPED_ALONE_S 2.0
 
 typedef struct stream {
     int fd;       /* read end of the pipe, -1 once closed */
@@ -75,8 +80,10 @@ static void usage(FILE *f) {
             "MASTER_PORT, SYMM_BOOTSTRAP_PORT and SYMM_BOOTSTRAP_SECRET (random per job unless\n"
             "set); with more ranks than GPUs, also CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (its\n"
             "share of the GPU under MPS). Output lines are prefixed with \"[rank] \".\n"
-            "Exit code: the first failing rank's (128+signal for a signal), 0 if all passed,\n"
-            "77 if all exited 77 (skipped), 124 on timeout, 2 on a usage error.\n");
+            "Exit code: the first failing rank's (128+signal for a signal; 86: symm ended the rank\n"
+            "because a peer died or failed), 0 if all passed, 77 if all exited 77 (skipped), 124 on\n"
+            "timeout, 2 on a usage error. Stopped ranks are continued to take the stop; a rank left\n"
+            "stopped (SIGSTOP) after the others ended is stopped as a failure (147).\n");
 }
 
 static double now_s(void) {
@@ -185,6 +192,42 @@ static void signal_groups(rank_t *ranks, int n, int sig) {
     for (int r = 0; r < n; r++)
         if (ranks[r].pid > 0)
             (void)kill(-ranks[r].pid, sig); /* the whole group; ESRCH if it is gone */
+}
+
+/* SIGTERM, then SIGCONT: a stopped process keeps a SIGTERM pending until it
+ * is continued (SIGKILL, later, reaches it either way). */
+static void stop_groups(rank_t *ranks, int n, int sig) {
+    signal_groups(ranks, n, sig);
+    signal_groups(ranks, n, SIGCONT);
+}
+
+/* Is this running rank stopped by a signal (state T in /proc)? A debugger's
+ * stop (t) is not. */
+static int rank_stopped(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t k = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[k] = '\0';
+    const char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' && paren[2] == 'T';
+}
+
+/* " (rank 1 is stopped (SIGSTOP); rank 3 is stopped (SIGSTOP))" for the
+ * running ranks that are stopped, "" if none. */
+static void describe_stopped(rank_t *ranks, int n, char *out, size_t size) {
+    size_t len = 0;
+    int k = 0;
+    out[0] = '\0';
+    for (int r = 0; r < n && len + 48 < size; r++)
+        if (ranks[r].running && rank_stopped(ranks[r].pid))
+            len += (size_t)snprintf(out + len, size - len, "%srank %d is stopped (SIGSTOP)", k++ ? "; " : " (",
+                                    r);
+    if (k)
+        snprintf(out + len, size - len, ")");
 }
 
 static int rank_of(rank_t *ranks, int n, pid_t pid) {
@@ -459,6 +502,7 @@ int main(int argc, char **argv) {
      * bootstrap, say): the others get SKIP_AGREE_S to skip as well. */
     int first_skip_rank = -1;
     double skip_deadline = 0;
+    double stopped_since = 0; /* since when every running rank is stopped (0: not so) */
 
     for (int r = 0; r < n; r++) {
         pid_t pid = spawn(r, n, port, bport, prog, &ranks[r]);
@@ -468,7 +512,7 @@ int main(int argc, char **argv) {
             first_fail_rank = r;
             stopping = 1;
             kill_at = now_s() + grace;
-            signal_groups(ranks, r, SIGTERM);
+            stop_groups(ranks, r, SIGTERM);
             break;
         }
         ranks[r].pid = pid;
@@ -513,6 +557,9 @@ int main(int argc, char **argv) {
             if (WIFSIGNALED(status))
                 snprintf(ranks[r].how, sizeof ranks[r].how, "was killed by %s (exit %d)",
                          sig_name(WTERMSIG(status), sigbuf, sizeof sigbuf), code);
+            else if (code == SYMM__ABORT_EXIT_STATUS)
+                snprintf(ranks[r].how, sizeof ranks[r].how,
+                         "exited with code %d (symm ended it: a peer died or failed)", code);
             else
                 snprintf(ranks[r].how, sizeof ranks[r].how, "exited with code %d", code);
             if (code == EXIT_SKIP && first_skip_rank < 0 && running > 0) {
@@ -523,12 +570,14 @@ int main(int argc, char **argv) {
                 first_fail = code;
                 first_fail_rank = r;
                 if (!stopping && running > 0) {
-                    fprintf(stderr, "symmrun: rank %d %s; stopping the other ranks\n", r, ranks[r].how);
+                    char stopped[256];
+                    describe_stopped(ranks, n, stopped, sizeof stopped);
+                    fprintf(stderr, "symmrun: rank %d %s; stopping the other ranks%s\n", r, ranks[r].how, stopped);
                 }
                 if (!stopping) {
                     stopping = 1;
                     kill_at = now_s() + grace;
-                    signal_groups(ranks, n, SIGTERM);
+                    stop_groups(ranks, n, SIGTERM);
                 }
             }
         }
@@ -541,6 +590,29 @@ int main(int argc, char **argv) {
                 drain_until = t + 1.0;
             }
         }
+        /* Ranks stopped by a signal with every other rank gone: nobody
+         * will continue them. */
+        int alone = running > 0 && running < n && !stopping;
+        for (int r = 0; alone && r < n; r++)
+            if (ranks[r].running && !rank_stopped(ranks[r].pid))
+                alone = 0;
+        if (!alone)
+            stopped_since = 0;
+        else if (stopped_since == 0)
+            stopped_since = t;
+        else if (t - stopped_since >= STOPPED_ALONE_S && first_fail_rank < 0) {
+            for (int r = 0; r < n; r++)
+                if (ranks[r].running && first_fail_rank < 0) {
+                    first_fail_rank = r;
+                    first_fail = 128 + SIGSTOP;
+                    snprintf(ranks[r].how, sizeof ranks[r].how, "was stopped (SIGSTOP) after the others ended");
+                }
+            fprintf(stderr, "symmrun: rank %d %s; nothing will continue it: stopping it\n", first_fail_rank,
+                    ranks[first_fail_rank].how);
+            stopping = 1;
+            kill_at = t + grace;
+            stop_groups(ranks, n, SIGTERM);
+        }
         if (skip_deadline > 0 && t >= skip_deadline && running > 0 && !stopping && first_fail_rank < 0) {
             fprintf(stderr,
                     "symmrun: rank %d skipped (exit %d) and %d rank%s still running %g s later: ranks "
@@ -550,7 +622,7 @@ int main(int argc, char **argv) {
             first_fail_rank = first_skip_rank;
             stopping = 1;
             kill_at = t + grace;
-            signal_groups(ranks, n, SIGTERM);
+            stop_groups(ranks, n, SIGTERM);
         }
         if (deadline > 0 && t >= deadline && !timed_out && running > 0) {
             timed_out = 1;
@@ -559,7 +631,7 @@ int main(int argc, char **argv) {
             if (!stopping) {
                 stopping = 1;
                 kill_at = t + grace;
-                signal_groups(ranks, n, SIGTERM);
+                stop_groups(ranks, n, SIGTERM);
             }
         }
         if (stopping && kill_at > 0 && t >= kill_at) {
@@ -597,7 +669,7 @@ int main(int argc, char **argv) {
             for (ssize_t q = 0; q < got; q++) {
                 fprintf(stderr, "symmrun: got %s; forwarding it to the ranks\n",
                         sig_name(sigs[q], sigbuf, sizeof sigbuf));
-                signal_groups(ranks, n, sigs[q]);
+                stop_groups(ranks, n, sigs[q]);
                 if (!stopping) {
                     stopping = 1;
                     kill_at = now_s() + grace;

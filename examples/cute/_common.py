@@ -26,7 +26,8 @@ import torch.distributed as dist  # noqa: E402
 import symm  # noqa: E402
 import symm.cubin  # noqa: E402
 
-SOURCES = (os.path.join(HERE, "kernels.py"), os.path.join(REPO, "tests", "python", "cute_kernels.py"))
+SOURCES = (os.path.join(HERE, "kernels.py"), os.path.join(HERE, "hopper_gemm.py"),
+           os.path.join(REPO, "tests", "python", "cute_kernels.py"))
 
 
 class Env:
@@ -61,6 +62,8 @@ def parser(doc):
     ap.add_argument("--iters", type=int, default=5, help="checked iterations (fresh data each)")
     ap.add_argument("--quick", action="store_true", help="fewer sizes and timing repetitions")
     ap.add_argument("--out", help="append the result table (markdown) to this file")
+    ap.add_argument("--shape", help="GEMM examples: comma-separated shapes among square, llm, small "
+                    "(default square,llm; small with --quick or where PEs share a GPU)")
     return ap
 
 
@@ -169,6 +172,112 @@ def time_us(fn, reps=20, warmup=3, graph=True):
     t = _sync_time(g.replay, reps) / GRAPH_CALLS
     del g
     return t
+
+
+def stream_us(fn, calls=10, reps=5, warmup=2):
+    """Time of one fn() call in microseconds on a plain stream: `calls`
+    calls enqueued back to back between one pair of CUDA events, the median
+    of `reps` such windows (each after a host barrier of every PE), the
+    slowest PE's. The host's launch path counts only where the GPU finishes
+    a call before the host has enqueued the next one."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        symm.barrier()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(calls):
+            fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0 / calls)
+    med = statistics.median(times)
+    return max(struct.unpack("<d", x)[0] for x in symm.host_allgather(struct.pack("<d", med)))
+
+
+def graph_stream_us(fn, reps):
+    """{"graph": us, "stream": us} of fn(): GRAPH_CALLS calls replayed from a
+    CUDA graph (time_us), and back-to-back calls on a plain stream
+    (stream_us). The same method for every party compared. A graph that
+    could not be captured on some PE gives the reason instead of a time."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    graph, err = torch.cuda.CUDAGraph(), None
+    try:
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            for _ in range(GRAPH_CALLS):
+                fn()
+    except Exception as e:  # noqa: BLE001 - the row says why; the stream time still counts
+        err = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:60] if str(e) else "")
+    torch.cuda.synchronize()
+    if check_all_pes(err is None):     # every PE replays, or none
+        graph.replay()
+        torch.cuda.synchronize()
+        g = _sync_time(graph.replay, reps) / GRAPH_CALLS
+    else:
+        g = "n/a: graph capture failed (%s)" % (err or "on another PE")
+    del graph
+    return {"graph": g, "stream": stream_us(fn, GRAPH_CALLS, reps)}
+
+
+# The overlap bars (issue: fused GEMM + communication): fused at most
+# FUSED_OVER_GEMM x the GEMM alone at the same per-PE shape, and at least
+# SPEEDUP_OVER_UNFUSED x faster than torch.matmul + NCCL, in graphs and on a
+# plain stream. Measured figures only: a party that could not run says why.
+FUSED_OVER_GEMM, SPEEDUP_OVER_UNFUSED = 1.10, 1.25
+OVERLAP_HEADER = ("example", "M x N x K (per PE)", "check", "mode", "fused us", "GEMM alone us",
+                  "fused / GEMM alone (<= %.2f)" % FUSED_OVER_GEMM, "torch.matmul + NCCL us",
+                  "speedup (>= %.2f)" % SPEEDUP_OVER_UNFUSED, "bars")
+
+
+def overlap_rows(name, mnk, good, fused, alone, unfused):
+    """Table rows (graph, stream) of a fused example: fused, alone and
+    unfused are {"graph": us, "stream": us} (a time may be a string saying
+    why there is none; unfused may be such a string for both modes)."""
+    m, n, k = mnk
+    rows = []
+    for mode in ("graph", "stream"):
+        f, g = fused[mode], alone[mode]
+        u = unfused[mode] if isinstance(unfused, dict) else unfused
+        num = [isinstance(x, float) for x in (f, g, u)]
+        over = f / g if num[0] and num[1] else None
+        speed = u / f if num[0] and num[2] else None
+        verdict = []
+        if over is None:
+            verdict.append("no fused or GEMM-alone time")
+        elif over > FUSED_OVER_GEMM:
+            verdict.append("fused/GEMM %.2f > %.2f" % (over, FUSED_OVER_GEMM))
+        if speed is None:
+            verdict.append("no torch + NCCL time")
+        elif speed < SPEEDUP_OVER_UNFUSED:
+            verdict.append("speedup %.2f < %.2f" % (speed, SPEEDUP_OVER_UNFUSED))
+        show = [("%.1f" % x) if isinstance(x, float) else str(x) for x in (f, g, u)]
+        rows.append((name, "%dx%dx%d" % (m, n, k), "ok" if good else "WRONG", mode, show[0], show[1],
+                     "-" if over is None else "%.2f" % over, show[2], "-" if speed is None else "%.2f" % speed,
+                     "WRONG" if not good else ("pass" if not verdict else "miss: " + "; ".join(verdict))))
+    return rows
+
+
+def gemm_shapes(env, args):
+    """The GEMM examples' shape names for this run."""
+    if args.shape:
+        return args.shape.split(",")
+    return ["small"] if args.quick or env.shared else ["square", "llm"]
+
+
+def gemm_grid(m, n, bm=128, bn=256):
+    """CTAs of a persistent hopper_gemm.py grid: one per tile, at most one
+    per SM of this PE's share."""
+    return max(1, min((m // bm) * (n // bn), symm.sm_share()))
+
+
+def close_to(out, ref, atol=1e-2, rtol=2e-2):
+    """(every element within atol + rtol |ref|, the largest difference)."""
+    d = (out.float() - ref.float()).abs()
+    return bool((d <= atol + rtol * ref.float().abs()).all().item()), d.max().item()
 
 
 def title(env, what):
@@ -312,15 +421,6 @@ def run_coll(env, args, calls, fill, verify, size):
                      "%.2f" % (tt / t) if tt else "-", "%.1f" % tb, "%.2f" % (tb / t), what,
                      "%.1f" % te, "%.1f" % tbe))
     return ok, rows
-
-
-def gemm_row(name, mnk, good, t, tb, td):
-    """A table row of a GEMM example: shape, check, times, ratio, TFLOP/s; td is
-    the torch.distributed baseline's time, or why there is none."""
-    m, n, k = mnk
-    dist_cols = ("%.1f" % td, "%.2f" % (td / t)) if isinstance(td, float) else (td, "-")
-    return (name, "%dx%dx%d" % (m, n, k), "ok" if good else "WRONG", "%.1f" % t, "%.1f" % tb,
-            "%.2f" % (tb / t)) + dist_cols + ("%.1f" % (2.0 * m * n * k / t / 1e6),)
 
 
 def row(name, nbytes, good, t, tb):

@@ -3,7 +3,7 @@ time, for a GPU this machine need not have (default sm_90a):
 
     python examples/cute/build_cubins.py [-o build-cute] [--arch 90] [--backend nccl] [--library-only]
 
-writes build-cute/<kernel>.cubin and build-cute/manifest.json (about 2 MiB),
+writes build-cute/<kernel>.cubin and build-cute/manifest.json (about 3 MiB),
 which run_gpu.py --cubins build-cute launches through symm.cubin on a machine
 with the CUDA driver and torch but no CuTe DSL, under the symm backend they
 were built for (--backend: native, nccl or nvshmem; recorded in the manifest).
@@ -23,18 +23,19 @@ sys.path.insert(0, os.path.join(REPO, "python"))
 
 from symm.cute import aot  # noqa: E402
 
-SOURCES = (os.path.join(HERE, "kernels.py"), os.path.join(REPO, "tests", "python", "cute_kernels.py"))
+SOURCES = (os.path.join(HERE, "kernels.py"), os.path.join(HERE, "hopper_gemm.py"),
+           os.path.join(REPO, "tests", "python", "cute_kernels.py"))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-o", "--out", default=os.path.join(REPO, "build-cute"))
-    ap.add_argument("--arch", default="90")
+    ap.add_argument("--arch", default="90", help="compute capability; 90 compiles for sm_90a (default: %(default)s)")
     ap.add_argument("--backend", default="native", choices=aot.BACKENDS)
     ap.add_argument("--library-only", action="store_true", help="only tests/python/cute_kernels.py")
     args = ap.parse_args()
     t0 = time.time()
-    path = aot.build(SOURCES[1:] if args.library_only else SOURCES, args.out, arch=args.arch,
+    path = aot.build(SOURCES[-1:] if args.library_only else SOURCES, args.out, arch=args.arch,
                      backend=args.backend)
     if not args.library_only and args.backend == "native":
         import c_twins  # the CUDA C twins of the collective kernels, for the tables' ratios

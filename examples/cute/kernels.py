@@ -21,7 +21,7 @@ import cutlass.cute as cute
 import symm.cute as sc
 from symm.cute import Kernel, Ptr, multimem
 
-F32, BF16, I32, I64, U64 = cutlass.Float32, cutlass.BFloat16, cutlass.Int32, cutlass.Int64, cutlass.Uint64
+F32, I32, I64, U64 = cutlass.Float32, cutlass.Int32, cutlass.Int64, cutlass.Uint64
 THREADS = 256
 
 
@@ -332,166 +332,7 @@ def ar_multimem(ctx: I64, mc_dst: I64, mc_src: I64, flags: cute.Pointer, n: I32,
     handshake(ctx, flags + FLAG_WORDS, b, epoch)
 
 
-# ---------------------------------------------------------------------------
-# GEMM tiles on tensor cores (bf16 in, f32 accumulate): C = A @ Bt^T
-# ---------------------------------------------------------------------------
-
-BM, BN, BK = 128, 128, 32
-GEMM_THREADS = 128          # 4 warps, 2 x 2 over the tile
-SMEM_PITCH = BK + 8         # padded rows: fewer shared-memory bank conflicts
-GEMM_SMEM = 2 * BM * SMEM_PITCH * 2 + 256
-
-
-@cute.jit
-def gemm_tile(a_ptr, bt_ptr, gC, k, tm, tn):
-    """gC (a BM x BN f32 view) = rows tm*BM.. of A (bf16, k per row) times
-    rows tn*BN.. of Bt (bf16, k per row), transposed: a tile of A @ Bt^T.
-    M, N, K are multiples of the tile (the drivers choose them so). Warp-level
-    MMA (mma.sync m16n8k16, bf16 in, f32 accumulate) over shared-memory tiles
-    filled with 16-byte loads by all 128 threads."""
-    tid, _, _ = cute.arch.thread_idx()
-    kk = cute.assume(k, divby=BK)  # rows stay 16-byte aligned
-    gA = cute.make_tensor((a_ptr + tm * BM * kk).align(16), cute.make_layout((BM, kk), stride=(kk, 1)))
-    gB = cute.make_tensor((bt_ptr + tn * BN * kk).align(16), cute.make_layout((BN, kk), stride=(kk, 1)))
-
-    smem = cutlass.utils.SmemAllocator()
-    s_layout = cute.make_layout((BM, BK), stride=(SMEM_PITCH, 1))
-    sA = smem.allocate_tensor(BF16, s_layout, 16)
-    sB = smem.allocate_tensor(BF16, s_layout, 16)
-
-    # gmem -> smem: 128 threads as 32 rows x 4 columns of 8 bf16 (16 bytes)
-    atom_g2s = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BF16, num_bits_per_copy=128)
-    copy_g2s = cute.make_tiled_copy_tv(atom_g2s, cute.make_layout((32, 4), stride=(4, 1)),
-                                       cute.make_layout((1, 8)))
-    thr_g2s = copy_g2s.get_slice(tid)
-    tAsA = thr_g2s.partition_D(sA)
-    tBsB = thr_g2s.partition_D(sB)
-
-    op = cute.nvgpu.warp.MmaF16BF16Op(BF16, F32, (16, 8, 16))
-    tiled_mma = cute.make_tiled_mma(op, cute.make_layout((2, 2, 1)))
-    thr_mma = tiled_mma.get_slice(tid)
-    tCsA = thr_mma.partition_A(sA)
-    tCsB = thr_mma.partition_B(sB)
-    tCgC = thr_mma.partition_C(gC)
-    tCrA = tiled_mma.make_fragment_A(tCsA)
-    tCrB = tiled_mma.make_fragment_B(tCsB)
-    acc = tiled_mma.make_fragment_C(tCgC)
-    acc.fill(0.0)
-
-    for kt in cutlass.range(kk // BK):
-        gAk = cute.local_tile(gA, (BM, BK), (0, kt))
-        gBk = cute.local_tile(gB, (BN, BK), (0, kt))
-        cute.copy(copy_g2s, thr_g2s.partition_S(gAk), tAsA)
-        cute.copy(copy_g2s, thr_g2s.partition_S(gBk), tBsB)
-        cute.arch.barrier()
-        cute.autovec_copy(tCsA, tCrA)
-        cute.autovec_copy(tCsB, tCrB)
-        cute.gemm(tiled_mma, acc, tCrA, tCrB, acc)
-        cute.arch.barrier()
-    tCgC.store(acc.load())
-
-
-# ---------------------------------------------------------------------------
-# All-gather + GEMM: the GEMM starts on the chunks that have arrived
-# ---------------------------------------------------------------------------
-
-@cute.jit
-def push_shard(ctx, a_full, a_local, sig, m, k, b, nb):
-    """The all-gather half, by CTA b of nb: its rows of this PE's A shard
-    (m x k bf16) go into row block me of every PE's a_full, each put followed
-    by ADD 1 on that PE's chunk word sig[me] (put_signal_block). Peers in
-    ring order from this PE, so every PE's own chunk comes first."""
-    me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
-    lo, hi = cta_range(m, b, nb)
-    s = vec(a_local + lo * k, (hi - lo) * k)
-    d = vec(a_full + (me * m + lo) * k, (hi - lo) * k)
-    for i in cutlass.range(npes):
-        sc.put_signal_block(ctx, d, s, sig + me, cutlass.Uint64(1), sc.SIGNAL_ADD, (me + i) % npes)
-
-
-@cute.kernel
-def ag_gemm(ctx: I64, c: cute.Pointer, a_full: cute.Pointer, a_local: cute.Pointer,
-            bt: cute.Pointer, sig: cute.Pointer, m: I32, n: I32, k: I32, comm_ctas: I32,
-            epoch: I64):
-    """C (n_pes*m x n, f32) = all_gather(A) @ Bt^T in one grid: the first
-    comm_ctas CTAs push this PE's shard to every PE (push_shard); every other
-    CTA computes one C tile. Row tiles are visited starting at this PE's own
-    chunk; before loading a chunk's rows, thread 0 waits until the chunk's
-    word counts comm_ctas puts for this epoch (acquire), and the CTA barrier
-    orders the tile's loads after it. The pushing CTAs have the lowest
-    indices, so they are running before any tile waits for them."""
-    tid, _, _ = cute.arch.thread_idx()
-    bx, _, _ = cute.arch.block_idx()
-    me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
-    if bx < comm_ctas:
-        push_shard(ctx, a_full, a_local, sig, m, k, bx, comm_ctas)
-    else:
-        t = bx - comm_ctas
-        tiles_n = n // BN
-        tiles_m = (m * npes) // BM
-        tm = (t // tiles_n + me * (m // BM)) % tiles_m
-        tn = t % tiles_n
-        chunk = (tm * BM) // m
-        if tid == 0:
-            sc.signal_wait_until(ctx, sig + chunk, sc.CMP_GE,
-                                 cutlass.Uint64(epoch) * cutlass.Uint64(comm_ctas))
-        cute.arch.barrier()
-        gC = cute.make_tensor(c + (tm * BM * n + tn * BN), cute.make_layout((BM, BN), stride=(n, 1)))
-        gemm_tile(a_full, bt, gC, k, tm, tn)
-
-
-# ---------------------------------------------------------------------------
-# GEMM + reduce-scatter in the epilogue
-# ---------------------------------------------------------------------------
-
-@cute.kernel
-def gemm_rs(ctx: I64, recv: cute.Pointer, a: cute.Pointer, bt: cute.Pointer, sig: cute.Pointer,
-            m: I32, n: I32, k: I32):
-    """Partial C = A (n_pes*m x k) @ Bt^T on every PE; the epilogue stores
-    each tile straight into slot my_pe of its owner's recv (owner = the PE
-    whose rows these are: recv is n_pes slots of m x n f32) over NVLink, and
-    thread 0 then adds 1 to the owner's word for that row tile (signal_op:
-    release, ordered after the CTA's stores by the barrier before it)."""
-    tid, _, _ = cute.arch.thread_idx()
-    bx, by, _ = cute.arch.block_idx()
-    me = sc.my_pe(ctx)
-    owner = (bx * BM) // m
-    row0 = bx * BM - owner * m
-    slot = sc.peer_ptr(ctx, recv + me * m * n, owner)
-    tile = cute.make_tensor(slot + (row0 * n + by * BN), cute.make_layout((BM, BN), stride=(n, 1)))
-    gemm_tile(a, bt, tile, k, bx, by)
-    cute.arch.barrier()
-    if tid == 0:
-        sc.signal_op(ctx, sig + row0 // BM, cutlass.Uint64(1), sc.SIGNAL_ADD, owner)
-
-
-@cute.kernel
-def rs_reduce(ctx: I64, out: cute.Pointer, recv: cute.Pointer, sig: cute.Pointer, m: I32, n: I32,
-              epoch: I64):
-    """The owner's half: CTA r waits until row tile r of its chunk has come
-    from every PE's every column tile (n_pes * n / BN adds per epoch), then
-    sums the n_pes slots into out (m x n f32)."""
-    tid, _, _ = cute.arch.thread_idx()
-    r, _, _ = cute.arch.block_idx()
-    npes = sc.n_pes(ctx)
-    if tid == 0:
-        sc.signal_wait_until(ctx, sig + r, sc.CMP_GE,
-                             cutlass.Uint64(epoch) * cutlass.Uint64(npes * (n // BN)))
-    cute.arch.barrier()
-    rows4 = BM * n // 4
-    base = r * BM * n
-    o = vec4(out + base, rows4)
-    i = tid
-    while i < rows4:
-        acc = vec4(recv + base, rows4)[i, None].load()
-        for p in cutlass.range(1, npes):
-            acc = acc + vec4(recv + (p * m * n + base), rows4)[i, None].load()
-        o[i, None].store(acc)
-        i += THREADS
-
-
 P = Ptr(F32)
-PB = Ptr(BF16)
 S = Ptr(U64, 8)
 KERNELS = [
     Kernel(ring_put, [("ctx", I64), ("dst", P), ("src", P), ("sig", S), ("n", I32), ("epoch", I64)],
@@ -511,11 +352,4 @@ KERNELS = [
     Kernel(rs_device, [("ctx", I64), ("dst", P), ("src", P), ("n", I32)], block=512),
     Kernel(ar_multimem, [("ctx", I64), ("mc_dst", I64), ("mc_src", I64), ("flags", S), ("n", I32),
                          ("epoch", I64)], block=THREADS),
-    Kernel(ag_gemm, [("ctx", I64), ("c", P), ("a_full", PB), ("a_local", PB), ("bt", PB),
-                     ("sig", S), ("m", I32), ("n", I32), ("k", I32), ("comm_ctas", I32),
-                     ("epoch", I64)], block=GEMM_THREADS, smem=GEMM_SMEM),
-    Kernel(gemm_rs, [("ctx", I64), ("recv", P), ("a", PB), ("bt", PB), ("sig", S), ("m", I32),
-                     ("n", I32), ("k", I32)], block=GEMM_THREADS, smem=GEMM_SMEM),
-    Kernel(rs_reduce, [("ctx", I64), ("out", P), ("recv", P), ("sig", S), ("m", I32), ("n", I32),
-                       ("epoch", I64)], block=THREADS),
 ]

@@ -243,6 +243,8 @@ def parse(description):
     ap.add_argument("--checks", type=int, default=3, help="checked iterations, fresh data each")
     ap.add_argument("--no-bench", action="store_true", help="check only")
     ap.add_argument("--out", help="write the result table (markdown) here")
+    ap.add_argument("--gemm-config", metavar="NAME",
+                    help="GEMM examples: use this tile configuration (_gemm.CONFIGS) instead of the fastest alone")
     ap.add_argument("--only", nargs="+", metavar="EXAMPLE",
                     help="run_all.py: only these examples (e.g. primitives, for a folder built with --only prim_)")
     return ap.parse_args()
@@ -255,7 +257,7 @@ def fmt_us(x):
 def fmt_cell(col, x):
     # ratios are held against bars such as 0.9x: one decimal would round 0.88 up to it
     if isinstance(x, float):
-        return "%.2f" % x if col == "ratio" else fmt_us(x)
+        return "%.2f" % x if col == "ratio" or " / " in col else fmt_us(x)
     return str("" if x is None else x)
 
 

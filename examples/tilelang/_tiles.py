@@ -6,29 +6,6 @@ import tilelang.language as T
 import symm.tilelang as sT
 
 DTYPE = "float16"
-ACC = "float32"
-
-
-@T.macro
-def raw_ticket(ctx, counter):
-    """The counter's value this block drew (an atomic ticket; the counter is
-    never reset: each launch of nblocks blocks adds nblocks, so launch k
-    draws k * nblocks .. (k + 1) * nblocks - 1: the call number, kept on the
-    device, for kernels replayed from a CUDA graph)."""
-    slot = T.alloc_shared((1,), "int32")
-    if T.get_thread_binding(0) == 0:
-        slot[0] = sT.atomic_fetch_add(ctx, counter[0], 1)
-    T.sync_threads()
-    return slot[0]
-
-
-@T.macro
-def ticket(ctx, counter, nblocks):
-    """This block's place in the order blocks actually started. Blocks
-    that others wait for take the first tickets, so they are running before
-    any block that waits for them: no deadlock whatever the block scheduler
-    does or how many blocks fit."""
-    return raw_ticket(ctx, counter) % nblocks
 
 
 @T.macro
@@ -39,17 +16,6 @@ def wait_all_threads(ctx, words, i, value):
     if T.get_thread_binding(0) == 0:
         sT.wait_ge(ctx, words[i], value)
     T.sync_threads()
-
-
-@T.macro
-def gemm_k(A, B, acc, m0, n0, k0, k_len, BM, BN, BK, stages=3):
-    """acc += A[m0:m0+BM, k0:k0+k_len] @ B[k0:k0+k_len, n0:n0+BN]."""
-    A_s = T.alloc_shared((BM, BK), DTYPE)
-    B_s = T.alloc_shared((BK, BN), DTYPE)
-    for k in T.Pipelined(k_len // BK, num_stages=stages):
-        T.copy(A[m0, k0 + k * BK], A_s)
-        T.copy(B[k0 + k * BK, n0], B_s)
-        T.gemm(A_s, B_s, acc)
 
 
 @T.macro

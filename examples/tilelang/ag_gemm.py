@@ -1,9 +1,24 @@
-"""All-gather + GEMM: C = all_gather(A_shard) @ B, A sharded by rows.
-plain: the all-gather kernel (by hand), then a TileLang GEMM.
-overlapped: one kernel; its first blocks (by ticket) push this PE's shard
-to every PE with put_signal_block, in pieces of a tile row, the GEMM tiles
-wait on the signal of the piece they need (their own chunk first), so the
-GEMM runs while the shards arrive. Against torch.matmul after symm.all_gather.
+"""All-gather + GEMM with the communication hidden: C = all_gather(A) @ B, the
+tensor-parallel column layer. Every PE holds a row shard of A (m/P rows, in
+place: its slot of the symmetric A_full, as torch.distributed's in-place
+all_gather_into_tensor takes it) and its column shard B [k, n/P].
+
+The data moves on the copy engines, queued by the host on a side stream
+(_copyengine.py): no SM leaves the GEMM. Each PE pushes its shard, in
+`chunks` pieces, into every peer's A_full, PE me-1 first (it needs this
+shard right after its own), then me-2, ...; after each piece an 8-byte copy
+sets the peer's flag for it. The GEMM (_gemm.py's pipelined TMA + wgmma
+tiles) goes band by band, its own shard first (no wait), then PE me+1's,
+me+2's, ...; a tile of a peer's band waits, in its producer warps before the
+first TMA load, for the flag of the piece its rows are in.
+
+A call is a fixed protocol of flags set to 1 and reset to 0 (so a CUDA graph
+replays it): the side stream first tells every peer this PE has entered the
+call (its last GEMM no longer reads A_full) by setting `entered[me]` there,
+waits for a peer's own `entered` before pushing to it (and resets it), and
+the stream ends with a one-block kernel that reports a wait that gave up and
+zeroes the flags. Against dist.all_gather_into_tensor (NCCL, in place) then
+torch.matmul, and the GEMM alone at the same per-PE shape.
 
     torchrun --nproc-per-node N examples/tilelang/ag_gemm.py [--aot build-tilelang]"""
 import sys
@@ -12,147 +27,193 @@ import torch
 
 import symm
 
-from _common import all_ok, close, example_main, rand, row, sync_all, time_graph
-from _exchange import exchange_blocks, exchange_state
+import _copyengine as ce
+import _fused as F
+import _gemm
+from _common import all_ok, close, example_main, rand, row, skipped, sync_all
 
-CONFIGS = [dict(m_loc=1024, k=4096, n=4096)]
-BM, BN, BK, THREADS = 128, 128, 64, 256
-
-
-def k_gemm(M, N, K):
-    import tilelang.language as T
-    from _tiles import ACC, DTYPE, gemm_k
-
-    @T.prim_func
-    def gemm(A: T.Tensor((M, K), DTYPE), B: T.Tensor((K, N), DTYPE), C: T.Tensor((M, N), DTYPE)):
-        with T.Kernel(N // BN, M // BM, threads=THREADS) as (bx, by):
-            acc = T.alloc_fragment((BM, BN), ACC)
-            T.clear(acc)
-            gemm_k(A, B, acc, by * BM, bx * BN, 0, K, BM, BN, BK)
-            T.copy(acc, C[by * BM, bx * BN])
-    return gemm
+CONFIGS = [dict(m=8192, k=8192, n=8192, chunks=4), dict(m=4096, k=8192, n=28672, chunks=2)]
 
 
-# The overlapped kernel pushes the shard in pieces of BM rows (the rows one
-# GEMM tile row needs), each piece split among PUSH_SPLIT blocks: one block
-# per destination moving the whole shard ran at a single SM's copy rate and
-# made the overlapped kernel slower than all-gather then GEMM.
-PUSH_SPLIT = 2
-
-
-def k_overlapped(P, m_loc, N, K):
+def k_ag_gemm(P, m_loc, N, K, chunks, cfg):
+    """The fused kernel: bands of m_loc rows, band b from PE (me + b) % P."""
     import tilelang.language as T
     import symm.tilelang as sT
-    from _tiles import ACC, DTYPE, gemm_k, raw_ticket, wait_all_threads
+    from _gemm import ACC, BF16, policy, tile_mn
     M = P * m_loc
-    tiles_n, tiles_chunk = N // BN, (m_loc // BM) * (N // BN)
-    rows_c = m_loc // BM                       # row pieces of a chunk
-    npush = P * rows_c * PUSH_SPLIT            # push blocks, P per part
-    rows_p = BM // PUSH_SPLIT                  # rows a push block moves
-    nblocks = npush + P * tiles_chunk
+    bm, bn, bk = cfg["bm"], cfg["bn"], cfg["bk"]
+    rows_ch = m_loc // chunks
+    _gemm.check_shape("ag_gemm", M, N, K, cfg, m_unit=rows_ch)
+    tm_band, tiles_n = m_loc // bm, N // bn
+    tiles_band = tm_band * tiles_n
+    ntiles = P * tiles_band
+    grp = _gemm.group_of(cfg, rows_ch // bm)     # a group of row tiles stays inside one piece
+
+    @T.macro
+    def tile(t, ctx, Afull, B, C, ready, rec, A_s, B_s, C_s, acc):
+        me = sT.get_rank(ctx)
+        band = t // tiles_band
+        src = (me + band) % P
+        mi, ni = tile_mn(t % tiles_band, tm_band, tiles_n, grp)
+        row0 = src * m_loc + mi * bm
+        T.clear(acc)
+        for k in T.Pipelined(K // bk, num_stages=cfg["stages"]):
+            if k == 0:
+                if band > 0:   # a peer's rows: wait (producer warps) for their piece
+                    sT.wait_rec(ctx, ready[src * chunks + (mi * bm) // rows_ch], "ge", 1, rec)
+                    sT.fence_proxy_async_global()
+            T.copy(Afull[row0, k * bk], A_s)
+            T.copy(B[k * bk, ni * bn], B_s)
+            T.gemm(A_s, B_s, acc, policy=policy(cfg))
+        T.copy(acc, C_s)
+        T.copy(C_s, C[row0, ni * bn])
 
     @T.prim_func
-    def ag_gemm(ctx: T.uint64, A: T.Tensor((m_loc, K), DTYPE), Afull: T.Tensor((M, K), DTYPE),
-                B: T.Tensor((K, N), DTYPE), C: T.Tensor((M, N), DTYPE), entry: T.Tensor((P,), "uint64"),
-                ready: T.Tensor((P * rows_c,), "uint64"), counter: T.Tensor((1,), "int32")):
-        with T.Kernel(nblocks, threads=THREADS):
-            raw = raw_ticket(ctx, counter)
-            t = raw % nblocks
-            epoch = T.cast(raw // nblocks + 1, "uint64")   # this call's number, from the ticket
-            me = sT.get_rank(ctx)
-            if t < npush:
-                # push part j of this PE's shard to PE d once d has entered
-                # this call (so its previous GEMM no longer reads Afull); the
-                # first P tickets (part 0 for every destination, so always
-                # running, whatever fits on the GPU) announce this PE's entry
-                d = (me + t % P) % P
-                j = t // P
-                if j == 0:
-                    if T.get_thread_binding(0) == 0:
-                        sT.signal_op(ctx, entry[me], 1, "add", d)
-                wait_all_threads(ctx, entry, d, epoch)
-                sT.put_signal_block(ctx, A[j * rows_p, 0], Afull[me * m_loc + j * rows_p, 0], rows_p * K,
-                                    ready[me * rows_c + j // PUSH_SPLIT], 1, "add", d)
+    def ag_gemm(ctx: T.uint64, Afull: T.Tensor((M, K), BF16), B: T.Tensor((K, N), BF16),
+                C: T.Tensor((M, N), BF16), ready: T.Tensor((P * chunks,), "uint64"),
+                rec: T.Tensor((sT.REC_WORDS,), "uint64"), nsm: T.int32):
+        with T.Kernel(_gemm.grid_of(cfg, ntiles), threads=cfg["threads"]) as bid:
+            A_s = T.alloc_shared((bm, bk), BF16)
+            B_s = T.alloc_shared((bk, bn), BF16)
+            C_s = T.alloc_shared((bm, bn), BF16)
+            acc = T.alloc_fragment((bm, bn), ACC)
+            if cfg.get("persistent"):
+                for w in T.serial(_gemm.waves(T, ntiles, nsm)):
+                    if w * nsm + bid < ntiles:
+                        tile(w * nsm + bid, ctx, Afull, B, C, ready, rec, A_s, B_s, C_s, acc)
             else:
-                g = t - npush
-                c = (me + g // tiles_chunk) % P        # this PE's chunk first
-                r = g % tiles_chunk
-                m0 = c * m_loc + (r // tiles_n) * BM
-                n0 = (r % tiles_n) * BN
-                wait_all_threads(ctx, ready, c * rows_c + r // tiles_n, epoch * PUSH_SPLIT)
-                acc = T.alloc_fragment((BM, BN), ACC)
-                T.clear(acc)
-                gemm_k(Afull, B, acc, m0, n0, 0, K, BM, BN, BK)
-                T.copy(acc, C[m0, n0])
-    return ag_gemm
+                tile(bid, ctx, Afull, B, C, ready, rec, A_s, B_s, C_s, acc)
+    return sT.with_tma(ag_gemm)
 
 
-def _names(world, cfg):
-    key = "p%d_m%d_k%d_n%d" % (world, cfg["m_loc"], cfg["k"], cfg["n"])
-    return {"ag": "ag_gemm_ag_" + key, "gemm": "ag_gemm_gemm_" + key, "fused": "ag_gemm_overlapped_" + key}
+def _shape(world, cfg):
+    return cfg["m"] // world, cfg["k"], cfg["n"] // world   # m_loc, K, N per PE
+
+
+def fused_name(c, world, cfg):
+    return "ag_gemm_%s_p%d_m%d_k%d_n%d_c%d" % (c, world, cfg["m"], cfg["k"], cfg["n"], cfg["chunks"])
 
 
 def kernels(world, cfg):
-    nm = _names(world, cfg)
-    m_loc, K, N = cfg["m_loc"], cfg["k"], cfg["n"]
+    m_loc, K, N = _shape(world, cfg)
+    out = F.gemm_kernels(world * m_loc, N, K, world)
+    for c in _gemm.config_names(world):
+        out[fused_name(c, world, cfg)] = (lambda c=c: k_ag_gemm(world, m_loc, N, K, cfg["chunks"],
+                                                                 _gemm.CONFIGS[c]))
+    out[_gemm.finish_name(world * cfg["chunks"])] = lambda: _gemm.k_finish(world * cfg["chunks"])
+    return out
 
-    def ag():
-        from _tiles import exchange_kernel
-        return exchange_kernel("gather", m_loc * K, world)
-    return {nm["ag"]: ag, nm["gemm"]: lambda: k_gemm(world * m_loc, N, K),
-            nm["fused"]: lambda: k_overlapped(world, m_loc, N, K)}
+
+class AGGemm:
+    """C = all_gather(A) @ B with the shard in place: write this PE's rows
+    into shard() (A_full's slot me), then call op(B, C)."""
+
+    def __init__(self, env, fused, finish, m, k, chunks, cfg):
+        P, me = env.world, env.rank
+        self.env, self.fused, self.finish, self.chunks = env, F.launcher(fused, cfg), finish, chunks
+        self.m_loc, self.k = m // P, k
+        self.afull = symm.zeros((m, k), torch.bfloat16)
+        self.ready = symm.zeros((P * chunks,), torch.uint64)
+        self.entered = symm.zeros((P,), torch.uint64)
+        self.rec = torch.zeros(8, dtype=torch.uint64, device=env.device)
+        self.one = ce.ones(env.device)
+        self.side = ce.Side(env.device) if P > 1 else None
+        # every address the side stream needs, computed once
+        es = self.entered.element_size()
+        piece = self.m_loc // chunks * k * 2
+        base = self.afull.data_ptr() + me * self.m_loc * k * 2
+        self.pushes = []   # per peer, in the order it needs this shard: (its entered word, pieces)
+        for i in range(1, P):
+            q = (me - i) % P
+            pieces = [(ce.peer(base + j * piece, q), base + j * piece, piece,
+                       ce.peer(self.ready.data_ptr() + (me * chunks + j) * es, q)) for j in range(chunks)]
+            self.pushes.append((self.entered.data_ptr() + q * es, pieces))
+        self.announce = [ce.peer(self.entered.data_ptr() + me * es, q) for q in range(P) if q != me]
+        symm.barrier()
+
+    def shard(self):
+        me = self.env.rank
+        return self.afull[me * self.m_loc:(me + 1) * self.m_loc]
+
+    def __call__(self, b, c):
+        s, one = self.side, self.one.data_ptr()
+        if s is not None:
+            s.begin()
+        # the GEMM is queued first, so that no stream wait queued after it can
+        # hold it back where streams share a hardware queue
+        self.fused(self.env.ctx, self.afull, b, c, self.ready, self.rec)
+        if s is not None:
+            for dst in self.announce:             # entered this call: peers may push to us
+                s.copy(dst, one, 8)
+            for entered, pieces in self.pushes:
+                s.wait_eq(entered, 1)             # that peer entered: its A_full is free
+                s.write(entered, 0)
+                for dst, src, n, flag in pieces:
+                    s.copy(dst, src, n)
+                    s.copy(flag, one, 8)          # after the piece, on the same stream
+        self.finish(self.env.ctx, self.ready, self.rec)
+        if s is not None:
+            s.end()
+
+    def close(self):
+        torch.cuda.synchronize()
+        symm.barrier()
+        for t in (self.afull, self.ready, self.entered):
+            symm.free_tensor(t)
 
 
 def run(env, ks, cfg, args):
     P, me = env.world, env.rank
-    m_loc, K, N = cfg["m_loc"], cfg["k"], cfg["n"]
-    M = P * m_loc
-    nm = _names(P, cfg)
-    ag, gemm, fused = ks[nm["ag"]], ks[nm["gemm"]], ks[nm["fused"]]
-    rows = []
-    with symm.scope():
-        A = symm.tensor((m_loc, K), torch.float16)
-        Afull = symm.zeros((M, K), torch.float16)
-        B = torch.empty((K, N), dtype=torch.float16, device=env.device)
-        C = torch.zeros((M, N), dtype=torch.float16, device=env.device)
-        entry, arrived, calls = exchange_state()
-        ag_grid = exchange_blocks(2 * m_loc * K)
-        fentry, ready = symm.zeros((P,), torch.uint64), symm.zeros((P * (m_loc // BM),), torch.uint64)
-        counter = symm.zeros((1,), torch.int32)
+    m, K = cfg["m"], cfg["k"]
+    m_loc, _, N = _shape(P, cfg)
+    label = "M=%d K=%d N=%d (per PE: %dx%dx%d), %d pieces per shard" % (m, K, cfg["n"], m, K, N, cfg["chunks"])
+    if m % P or cfg["n"] % P:
+        return [skipped("ag_gemm", label, env, "M and N must divide by the PE count")]
+    best, alone = F.pick_config(env, ks, m, N, K, args)
+    op = AGGemm(env, ks[fused_name(best, P, cfg)], ks[_gemm.finish_name(P * cfg["chunks"])], m, K, cfg["chunks"],
+                _gemm.CONFIGS[best])
+    try:
+        b = torch.empty((K, N), dtype=torch.bfloat16, device=env.device)
+        c = torch.empty((m, N), dtype=torch.bfloat16, device=env.device)
 
-        def plain():
-            ag(env.ctx, A.view(-1), Afull.view(-1), entry, arrived, calls, grid=ag_grid)
-            gemm(Afull, B, C)
+        def fill(it):
+            op.shard().copy_(rand((m_loc, K), torch.bfloat16, env.device, "agA", it, me))
+            b.copy_(rand((K, N), torch.float32, env.device, "agB", it, me).mul_(K ** -0.5))
 
-        def overlapped():
-            fused(env.ctx, A, Afull, B, C, fentry, ready, counter)
-
-        def check(op, it):
-            A.copy_(rand((m_loc, K), torch.float16, env.device, "agA", it, me) / 8)
-            B.copy_(rand((K, N), torch.float16, env.device, "agB", it) / 8)
-            C.zero_()
+        def check(it):
+            fill(it)
+            c.zero_()
             sync_all()
-            op()
+            op(b, c)
             sync_all()
-            full = torch.cat([rand((m_loc, K), torch.float16, env.device, "agA", it, p) / 8 for p in range(P)])
-            return close(C, full @ B, 2e-2, 2e-2)
+            full = torch.cat([rand((m_loc, K), torch.bfloat16, env.device, "agA", it, p) for p in range(P)])
+            return close(c, full @ b, 2e-2, 2e-2)
 
-        for label, op in (("plain (all-gather, then GEMM)", plain), ("overlapped (tiles wait per chunk)", overlapped)):
-            ok = all([check(op, it) for it in range(args.checks)])
-            times = {}
-            if not args.no_bench:
-                # every party as a CUDA graph of back-to-back calls (both kernels keep
-                # their call count on the device)
-                t = time_graph(op, args.graph_iters)
-                ref = time_graph(lambda: (symm.all_gather(Afull.view(-1), A.view(-1)),
-                                          torch.matmul(Afull, B, out=C)), args.graph_iters)
-                mm = time_graph(lambda: torch.matmul(Afull, B, out=C), args.graph_iters)
-                times.update({"tilelang us": t, "symm.all_gather + torch.matmul us": ref,
-                              "ratio": ref / t if ref and t else "n/a", "torch.matmul alone us": mm})
-                ok = check(op, args.checks) and ok   # fresh data after the graphs' replays
-            rows.append(row("ag_gemm", "%s, M=%d K=%d N=%d" % (label, M, K, N), env, all_ok(ok), **times))
-    return rows
+        ok = all([check(it) for it in range(args.checks)])
+        times = {"config": best}
+        if not args.no_bench:
+            fg, fs = F.timed(env, lambda: op(b, c), args)
+            gg = alone.get(best)
+            mm = F.time_graph(lambda: torch.matmul(op.afull, b, out=c), args.graph_iters)
+            tg = ts = None
+            if F.nccl_ok(env):
+                full = torch.empty((m, K), dtype=torch.bfloat16, device=env.device)
+                mine = full[me * m_loc:(me + 1) * m_loc]
+                mine.copy_(op.shard())
+
+                def ref():
+                    F.all_gather_ref(env, full, mine)
+                    torch.matmul(full, b, out=c)
+                tg, ts = F.timed(env, ref, args)
+            times.update({"fused graph us": fg, "fused stream us": fs, "GEMM alone us": gg,
+                          "torch.matmul us": mm, "torch+NCCL graph us": tg, "torch+NCCL stream us": ts,
+                          "CE calls per call": str(op.side.calls) if op.side else "0"})
+            times.update(F.bar_cells(fg, fs, gg, tg, ts))
+            ok = check(args.checks) and ok   # fresh data after the timed calls
+    finally:
+        op.close()
+    return [row("ag_gemm", label, env, all_ok(ok), **times)]
 
 
 if __name__ == "__main__":
-    example_main(sys.modules[__name__], "all-gather + GEMM")
+    example_main(sys.modules[__name__], "all-gather + GEMM (copy engines)")

@@ -1,7 +1,7 @@
 """Build every TileLang kernel of examples/tilelang ahead of time, on a
 machine with TileLang and nvcc and no GPU: CUDA source and a cubin per
-kernel (sm_90) plus manifest.json, which symm.cubin loads where TileLang is
-absent (the GPU machines).
+kernel (--arch 90, the default: sm_90a) plus manifest.json, which symm.cubin
+loads where TileLang is absent (the GPU machines).
 
     python3 examples/tilelang/build.py [--out build-tilelang] [--pes 1 2 4] [--jobs 2] [--only PREFIX...]
                                        [--backend native|nccl|nvshmem]
@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"
 
 from symm._lib import BACKENDS  # noqa: E402
 
-EXAMPLES = ("primitives", "ring_shift", "all_gather", "all_to_all", "ag_gemm", "gemm_rs", "cannon", "summa",
+EXAMPLES = ("primitives", "ring_shift", "all_gather", "all_to_all", "gemm", "ag_gemm", "gemm_rs", "cannon", "summa",
             "seq_all_to_all")
 
 
@@ -47,7 +47,7 @@ def _build_one(job):
     builder = dict(jobs(_PES))[name]
     t0 = time.time()
     try:
-        entry = sT.build(builder(), out, name, arch, backend=backend)
+        entry = sT.build(builder(), out, name, arch, backend=backend, manifest=False)  # main() writes them
     except Exception as e:  # TVM's errors do not pickle back to the parent
         import traceback
         raise RuntimeError("%s: %s\n%s" % (name, e, traceback.format_exc()[-3000:])) from None
@@ -64,7 +64,7 @@ def main():
     ap.add_argument("--backend", default="native", choices=BACKENDS,
                     help="symm backend the kernels are compiled for (docs/backends.md)")
     ap.add_argument("--pes", type=int, nargs="+", default=[1, 2, 4])
-    ap.add_argument("--arch", default="90")
+    ap.add_argument("--arch", default="90", help="compute capability; 90 compiles for sm_90a (default: %(default)s)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--only", nargs="+", metavar="PREFIX",
                     help="rebuild only the kernels whose names start with one of these (the manifest keeps the rest)")

@@ -1,9 +1,12 @@
-"""Cannon's algorithm on a sqrt(P) x sqrt(P) PE grid (P = 1, 4, 9...): C_ij =
-sum_k A_ik B_kj. One kernel: two blocks (the first tickets) skew A along the
-row and B along the column, then forward each step's blocks to the left /
-upper neighbour as soon as they arrive (put_signal_block, one signal per step);
-the GEMM tiles accumulate step by step, each step once its A and B blocks
-have arrived. A one-block barrier kernel ends the call.
+"""Cannon's algorithm on a sqrt(P) x sqrt(P) PE grid (P = 1, 4, 9...), M = N =
+K = q S, bf16: C_ij = sum_k A_ik B_kj. The blocks travel as Cannon moves
+them, on the copy engines (_grid2d.py): the skew (A_ij to PE (i, j - i), B_ij
+to PE (i - j, j), into slot 0), then at each step s every PE forwards its
+slot s - 1 blocks to its left / upper neighbour's slot s, piece by piece as
+they arrive (the side stream waits for each piece's flag on the GPU, no SM).
+One GEMM kernel (_grid2d.k_grid_gemm) runs all q steps in one pipeline,
+each tile's producer warps waiting for the pieces it reads next. Against
+the unfused torch path (all-gather of every block with NCCL, torch.matmul).
 
     torchrun --nproc-per-node 4 examples/tilelang/cannon.py [--aot build-tilelang]"""
 import sys
@@ -11,71 +14,31 @@ import sys
 import _grid2d
 from _common import example_main
 
-CONFIGS = [dict(s=2048)]
-BM, BN, BK = 128, 128, 64
-
-
-def k_cannon(q, S):
-    import tilelang.language as T
-    import symm.tilelang as sT
-    from _tiles import ACC, DTYPE, gemm_k, ticket, wait_all_threads
-    tiles_n = S // BN
-    ntiles = (S // BM) * tiles_n
-    nblocks = 2 + ntiles
-
-    @T.prim_func
-    def cannon(ctx: T.uint64, A: T.Tensor((S, S), DTYPE), B: T.Tensor((S, S), DTYPE),
-               Abuf: T.Tensor((q, S, S), DTYPE), Bbuf: T.Tensor((q, S, S), DTYPE), C: T.Tensor((S, S), DTYPE),
-               sig: T.Tensor((2 * q,), "uint64"), counter: T.Tensor((1,), "int32"), epoch: T.uint64):
-        with T.Kernel(nblocks, threads=_grid2d.THREADS):
-            t = ticket(ctx, counter, nblocks)
-            me = sT.get_rank(ctx)
-            i = me // q
-            j = me % q
-            if t == 0:   # A: skew (A_ij to (i, j - i)), then shift left step by step
-                sT.put_signal_block(ctx, A, Abuf[0, 0, 0], S * S, sig[0], 1, "add", i * q + (j - i + q) % q)
-                for s in T.serial(q - 1):
-                    wait_all_threads(ctx, sig, s, epoch)
-                    sT.put_signal_block(ctx, Abuf[s, 0, 0], Abuf[s + 1, 0, 0], S * S, sig[s + 1], 1, "add",
-                                        i * q + (j + q - 1) % q)
-            elif t == 1:  # B: skew (B_ij to (i - j, j)), then shift up
-                sT.put_signal_block(ctx, B, Bbuf[0, 0, 0], S * S, sig[q], 1, "add", ((i - j + q) % q) * q + j)
-                for s in T.serial(q - 1):
-                    wait_all_threads(ctx, sig, q + s, epoch)
-                    sT.put_signal_block(ctx, Bbuf[s, 0, 0], Bbuf[s + 1, 0, 0], S * S, sig[q + s + 1], 1, "add",
-                                        ((i + q - 1) % q) * q + j)
-            else:
-                g = t - 2
-                m0 = (g // tiles_n) * BM
-                n0 = (g % tiles_n) * BN
-                acc = T.alloc_fragment((BM, BN), ACC)
-                T.clear(acc)
-                for s in T.serial(q):
-                    wait_all_threads(ctx, sig, s, epoch)
-                    wait_all_threads(ctx, sig, q + s, epoch)
-                    a = sT.peer_tensor(ctx, Abuf[s, 0, 0], -1, (S, S))   # step s's blocks, as 2-D views
-                    b = sT.peer_tensor(ctx, Bbuf[s, 0, 0], -1, (S, S))
-                    gemm_k(a, b, acc, m0, n0, 0, S, BM, BN, BK)
-                T.copy(acc, C[m0, n0])
-    return cannon
-
-
-def _names(world, cfg):
-    return "cannon_p%d_s%d" % (world, cfg["s"]), "grid2d_barrier"
+CONFIGS = [dict(s=4096)]
 
 
 def kernels(world, cfg):
-    q = _grid2d.grid_side(world)
-    if q is None:
-        return {}
-    name, bar = _names(world, cfg)
-    return {name: lambda: k_cannon(q, cfg["s"]), bar: _grid2d.barrier_kernel}
+    return _grid2d.kernels(world, cfg)
+
+
+def make(env, fused, finish, q, S, a, b, cfg):
+    g = _grid2d.Grid2D(env, fused, finish, q, S, cfg)
+    i, j = g.i, g.j
+    g.plan()
+    # the skew: step 0's blocks, from the inputs
+    g.send_block(g.abuf, g.aflag, 0, g.pe(i, j - i), 0, src_ptr=a.data_ptr())
+    g.send_block(g.bbuf, g.bflag, 0, g.pe(i - j, j), 0, src_ptr=b.data_ptr())
+    # then each step's blocks on to the left / upper neighbour as they land
+    for s in range(1, q):
+        g.send_block(g.abuf, g.aflag, s - 1, g.pe(i, j - 1), s, wait_src=True)
+        g.send_block(g.bbuf, g.bflag, s - 1, g.pe(i - 1, j), s, wait_src=True)
+    g.first, g.skip_a, g.skip_b = 0, -1, -1
+    return g, lambda a, b: None
 
 
 def run(env, ks, cfg, args):
-    name, bar = _names(env.world, cfg)
-    return _grid2d.run(env, ks, cfg, args, "cannon", name, bar)
+    return _grid2d.run(env, ks, cfg, args, "cannon", make)
 
 
 if __name__ == "__main__":
-    example_main(sys.modules[__name__], "Cannon")
+    example_main(sys.modules[__name__], "Cannon (copy engines)")

@@ -12,6 +12,11 @@ from _common import Kernels, all_ok, is_skipped, parse, row, setup, sync_all, ta
 from build import EXAMPLES
 
 
+GEMM_TABLES = {"gemm": "GEMM alone vs torch.matmul", "ag_gemm": "all-gather + GEMM (copy engines)",
+               "gemm_rs": "GEMM + reduce-scatter (copy engines)", "cannon": "Cannon and SUMMA (copy engines)",
+               "summa": "Cannon and SUMMA (copy engines)"}
+
+
 def main():
     args = parse(__doc__.splitlines()[0])
     env = setup()
@@ -41,9 +46,17 @@ def main():
             sync_all()
             if env.rank == 0:
                 print("%s %s: %s" % (modname, cfg, ", ".join(r["check"] for r in got)), flush=True)
-    text = table(rows, "symm.tilelang examples, %s, kernels %s" % (
-        title_note(env), "built ahead of time for %s" % "/".join(ks.backends()) if ks.mode == "aot"
-        else "compiled by TileLang"))
+    how = "built ahead of time for %s" % "/".join(ks.backends()) if ks.mode == "aot" else "compiled by TileLang"
+    # the GEMM examples have columns of their own: a table each (Cannon and SUMMA share one)
+    groups, order = {}, []
+    for r in rows:
+        key = GEMM_TABLES.get(r["example"], "")
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(r)
+    text = "\n".join(table(groups[k], "symm.tilelang %s, %s, kernels %s" % (k or "examples", title_note(env), how))
+                     for k in order)
     if env.rank == 0:
         print(text)
         if args.out:

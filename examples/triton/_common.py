@@ -7,6 +7,7 @@ import argparse
 import os
 import statistics
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -270,12 +271,16 @@ def _slowest(us):
     return t.item()
 
 
-def _window_us(enqueue, calls):
+def _window_us(enqueue, calls, host=None):
     """GPU time per call of `calls` calls that enqueue() puts on the stream
-    back to back, between one pair of CUDA events."""
+    back to back, between one pair of CUDA events; the host's time per call
+    to enqueue them is appended to `host` (a list) when given."""
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     a.record()
+    t0 = time.perf_counter()
     enqueue()
+    if host is not None:
+        host.append((time.perf_counter() - t0) * 1e6 / calls)
     b.record()
     b.synchronize()
     return a.elapsed_time(b) * 1000.0 / calls
@@ -293,11 +298,18 @@ def time_us(fn, iters=50, warmup=5, repeats=5):
     def enqueue():
         for _ in range(iters):
             fn()
-    samples = []
+    samples, host = [], []
     for _ in range(repeats):
         _in_step()
-        samples.append(_window_us(enqueue, iters))
+        samples.append(_window_us(enqueue, iters, host))
+    global LAST_HOST_US
+    LAST_HOST_US = _slowest(statistics.median(host))
     return _slowest(statistics.median(samples))
+
+
+# the host's time per call (us) to enqueue the calls of the last time_us(),
+# slowest PE: where it nears the stream time, the host is the bottleneck
+LAST_HOST_US = None
 
 
 GRAPHS = os.environ.get("SYMM_EXAMPLES_GRAPHS", "1") != "0"

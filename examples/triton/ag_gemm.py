@@ -12,11 +12,12 @@ GEMM runs:
     me+1's, me+2's...; inside a band, GROUP_M row tiles share each column
     tile (_gemm.py; the tile configuration is _gemm.GEMM_CONFIG);
   - a side stream pushes this PE's shard, chunk by chunk, into the peers'
-    symmetric A_full with the copy engines (no SMs taken from the GEMM), and
-    after each chunk copies the call's epoch into the peer's flag for that
-    chunk (same stream, so the flag lands after the data). Its order matches
-    the consumers': PE me-1 needs this shard right after its own rows, PE
-    me-2 after that..., so all chunks go to me-1 first, then to me-2, ...
+    symmetric A_full with the copy engines (cuMemcpyAsync: no SMs taken from
+    the GEMM), and after each chunk copies the call's epoch into the peer's
+    flag for that chunk (same stream, so the flag lands after the data).
+    Its order matches the consumers': PE me-1 needs this shard right after
+    its own rows, PE me-2 after that..., so all chunks go to me-1 first,
+    then to me-2, ...
 
 The epoch is counted on the GPU (main stream), so the call can be captured
 into a CUDA graph: the side stream forks from and joins the main stream
@@ -40,6 +41,7 @@ import triton.language as tl
 import _common as C
 import _gemm as G
 import symm
+import symm.cubin
 import symm.triton as st
 
 
@@ -65,6 +67,21 @@ def ag_gemm_kernel(ctx, a_local, a_full, b, c, flags, epoch_ptr, M, N, K, M_LOC,
 
 
 class AGGemm:
+    """c = all_gather(a) @ b over the PEs: a [M/n, K] this PE's rows, b
+    [K, N/n], c [M, N/n], on the current stream.
+
+    The host path does per call only what must happen per call: bump the
+    epoch on the GPU, fork the side stream, issue the copy engines' copies
+    (a symm.cubin.CopyList: one cuMemcpyAsync each, their addresses worked
+    out once per input tensor and parity) and one prepared Triton launch
+    (symm.triton.prepare: argument binding and specialisation done once per
+    set of tensors), then join. Why: per chunk, slicing peer tensors and two
+    torch copy_ calls cost about 12 us of torch dispatch before their two
+    driver calls, and kernel[grid](...) about 100 us (timed on a CPU
+    machine, examples/triton/host_profile.py), so with 12 chunks the host
+    path rivals the GPU's time per call and a plain stream waits on the
+    host; a CopyList entry is one driver call."""
+
     def __init__(self, env, m, k, n_local, chunks=4, dtype=torch.bfloat16, config=None):
         w = env.world
         self.cx, self.opts = G.split(config or G.GEMM_CONFIG["ag_gemm"])
@@ -74,41 +91,71 @@ class AGGemm:
         self.chunk_m = self.m_loc // chunks
         if m % w or self.m_loc % chunks or self.chunk_m % bm or k % bk:
             raise ValueError("shapes: M/n_pes/chunks must be a multiple of %d and K of %d" % (bm, bk))
+        self.dtype = dtype
         self.a_full = symm.zeros((2, m, k), dtype)
         self.flags = symm.zeros((2, w * chunks), torch.int64)
-        self.peer_a = [symm.get_peer_tensor(self.a_full, q) for q in range(w)]
-        self.peer_flags = [symm.get_peer_tensor(self.flags, q) for q in range(w)]
         self.epoch_dev = torch.zeros(1, dtype=torch.int64, device=env.device)
         self.side = torch.cuda.Stream(env.device)
+        self.grid = ((m // bm) * triton.cdiv(n_local, self.cx["BN"]),)
         self.calls = 0
+        self._copies = {}                      # (a's address, parity) -> CopyList
+        self._launches = {}                    # (parity, a, b, c addresses) -> PreparedLaunch
         symm.barrier()
 
+    def _copy_list(self, a, par):
+        """This PE's shard into every peer's a_full[par] (rows me*M/n..),
+        chunk by chunk, each chunk followed by its flag word (this call's
+        epoch, copied from the device word): all chunks to PE me-1 first, which
+        needs this shard right after its own rows, then me-2, ..."""
+        key = (a.data_ptr(), par)
+        ce = self._copies.get(key)
+        if ce is None:
+            w, me = self.env.world, self.env.rank
+            esz = a.element_size()
+            chunk_bytes = self.chunk_m * self.k * esz
+            copies = []
+            for i in range(1, w):
+                q = (me - i) % w
+                dst = symm.get_peer_tensor(self.a_full, q)[par, me * self.m_loc:].data_ptr()
+                flag = symm.get_peer_tensor(self.flags, q)[par, me * self.chunks:].data_ptr()
+                for ch in range(self.chunks):
+                    copies.append((dst + ch * chunk_bytes, a.data_ptr() + ch * chunk_bytes, chunk_bytes))
+                    copies.append((flag + ch * 8, self.epoch_dev.data_ptr(), 8))
+            ce = self._copies[key] = symm.cubin.CopyList(copies)
+        return ce
+
+    def _launch(self, a, b, c, par):
+        key = (par, a.data_ptr(), b.data_ptr(), c.data_ptr())
+        run = self._launches.get(key)
+        if run is None:
+            if len(self._launches) >= 8:
+                self._launches.clear()
+            run = self._launches[key] = st.prepare(
+                ag_gemm_kernel, self.grid, self.env.ctx, a, self.a_full[par], b, c, self.flags[par],
+                self.epoch_dev, self.m, self.n, self.k, self.m_loc, self.chunk_m, self.chunks,
+                **self.cx, **self.opts)
+        return run
+
     def __call__(self, a, b, c):
-        env, w, me = self.env, self.env.world, self.env.rank
+        if (a.shape != (self.m_loc, self.k) or b.shape != (self.k, self.n) or c.shape != (self.m, self.n)
+                or not (a.is_contiguous() and b.is_contiguous() and c.is_contiguous())
+                or not a.dtype == b.dtype == c.dtype == self.dtype):
+            raise ValueError("expected contiguous %s a [%d, %d], b [%d, %d], c [%d, %d]"
+                             % (self.dtype, self.m_loc, self.k, self.k, self.n, self.m, self.n))
         par = self.calls % 2
         self.calls += 1
+        ce, run = self._copy_list(a, par), self._launch(a, b, c, par)
         main = torch.cuda.current_stream()
         self.epoch_dev.add_(1)                 # this call's epoch, counted on the GPU
         self.side.wait_stream(main)            # a and epoch_dev are ready
-        with torch.cuda.stream(self.side):
-            rows = slice(me * self.m_loc, (me + 1) * self.m_loc)
-            for i in range(1, w):
-                q = (me - i) % w               # PE me-1 needs this shard first
-                for ch in range(self.chunks):
-                    r = slice(ch * self.chunk_m, (ch + 1) * self.chunk_m)
-                    f = me * self.chunks + ch
-                    self.peer_a[q][par, rows][r].copy_(a[r])
-                    self.peer_flags[q][par, f:f + 1].copy_(self.epoch_dev)
-        if env.shared:
+        ce(self.side)
+        if self.env.shared:
             # PEs on one GPU run side by side only as far as SMs allow: every
             # PE's pushes land before any GEMM starts, so its tiles never spin
             # on SMs a peer's push needs
             main.wait_stream(self.side)
             symm.barrier_on_stream()
-        grid = ((self.m // self.cx["BM"]) * triton.cdiv(self.n, self.cx["BN"]),)
-        st.launch(ag_gemm_kernel, grid, env.ctx, a, self.a_full[par], b, c, self.flags[par],
-                  self.epoch_dev, self.m, self.n, self.k, self.m_loc, self.chunk_m, self.chunks,
-                  **self.cx, **self.opts)
+        run()
         main.wait_stream(self.side)            # a may be reused after this call
         return c
 
@@ -120,6 +167,9 @@ class AGGemm:
 
 
 def run(m=8192, k=8192, n=8192, iters=20, bench=True, checks=2):
+    """Check the fused op against NCCL all_gather + torch.matmul (fresh data
+    each iteration), then time it, the unfused torch + NCCL, and the GEMM
+    alone (the examples' Triton GEMM at the per-PE shape, no communication)."""
     env = C.setup()
     w = env.world
     n_loc = n // w
@@ -127,34 +177,41 @@ def run(m=8192, k=8192, n=8192, iters=20, bench=True, checks=2):
     a = torch.empty(m // w, k, dtype=torch.bfloat16, device=env.device)
     b = torch.empty(k, n_loc, dtype=torch.bfloat16, device=env.device)
     c = torch.empty(m, n_loc, dtype=torch.bfloat16, device=env.device)
+    full = torch.empty(m, k, dtype=torch.bfloat16, device=env.device)
     ok = True
     worst = 0.0
     for it in range(checks):
         g = torch.Generator(device=env.device).manual_seed(31000 * it + env.rank)
         a.normal_(generator=g).mul_(0.05)
         b.normal_(generator=g).mul_(0.05)
+        c.fill_(float("nan"))                  # a tile the kernel missed cannot pass
         op(a, b, c)
-        full = torch.empty(m, k, dtype=a.dtype, device=env.device)
         C.REF.all_gather_into_tensor(full, a)
         ref = torch.matmul(full, b)
         err = (c.float() - ref.float()).abs().max().item()
         worst = max(worst, err)
         ok &= torch.allclose(c.float(), ref.float(), rtol=2e-2, atol=2e-2)
     ok = C.all_ok(ok)
-    t_symm = t_ref = None
+    t_symm = t_ref = t_alone = host = None
     if bench:
-        full = torch.empty(m, k, dtype=a.dtype, device=env.device)
+        c_ref = torch.empty_like(c)
 
         def ref():
             C.REF.all_gather_into_tensor(full, a)
-            torch.matmul(full, b, out=c)
+            torch.matmul(full, b, out=c_ref)
+        cx, opts = op.cx, op.opts
+        alone = st.prepare(G.gemm_kernel, op.grid, full, b, c_ref, m, n_loc, k, op.m_loc, **cx, **opts)
         t_symm = C.bench(lambda: op(a, b, c), iters)
+        host = C.LAST_HOST_US
         t_ref = C.bench_ref(ref, iters)
+        t_alone = C.bench(alone, iters)
     op.close()
     C.report(env, "ag_gemm", "M=%d K=%d N=%d (N/PE=%d) bf16, %d iterations vs all_gather+matmul, "
              "max abs err %.2e" % (m, k, n, n_loc, checks, worst), ok,
-             [("symm.triton", t_symm), ("NCCL all_gather + torch.matmul", t_ref)])
-    return {"ok": ok, "symm_us": t_symm, "ref_us": t_ref}
+             [("symm.triton", t_symm), ("NCCL all_gather + torch.matmul", t_ref),
+              ("Triton GEMM alone", t_alone)])
+    return {"ok": ok, "symm_us": t_symm, "ref_us": t_ref, "alone_us": t_alone, "alone": "Triton GEMM",
+            "mnk": (m, n_loc, k), "host_us": host}
 
 
 if __name__ == "__main__":

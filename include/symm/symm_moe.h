@@ -24,11 +24,16 @@
  *       applies the weights in its expert computation).
  *
  * Every call is collective over the handle's team (the same calls, in the
- * same order, on every PE), enqueues its kernels on `stream` and returns
- * without waiting: nothing synchronises the host, and every call captures
- * into a CUDA graph and replays (the synchronisation state lives in device
- * memory and is never reset by the host). The calls of one handle follow the
- * cycle dispatch, combine, dispatch, ... (SYMM_ERR_INVALID_ARG otherwise).
+ * same order, on every PE), enqueues one kernel on `stream` (one per half
+ * when `flags` splits it, see below) and returns without waiting: nothing
+ * synchronises the host, and every call captures into a CUDA graph and
+ * replays (the synchronisation state lives in device memory and is never
+ * reset by the host). Each kernel launches at most the handle's SM budget of
+ * blocks (symm_moe_set_num_sms). The calls of one handle follow the cycle
+ * dispatch, combine, dispatch, ... (SYMM_ERR_INVALID_ARG otherwise), except
+ * that a dispatch may follow a dispatch whose combine is skipped (no buffer a
+ * dispatch reuses waits on a combine); a combine always works on the last
+ * dispatch, once.
  *
  * Send and receive halves: `flags` of a dispatch or combine is SYMM_MOE_SEND,
  * SYMM_MOE_RECV or both (SYMM_MOE_SEND_RECV). The send half pushes this PE's
@@ -78,6 +83,9 @@ enum symm_moe_mode {
 
 /* Width of a scale block: one float32 scale per 128 elements of hidden. */
 #define SYMM_MOE_SCALE_BLOCK 128
+
+/* A low-latency top-k slot with no expert (-1 as int32): skipped, no error. */
+#define SYMM_MOE_NO_EXPERT 0xffffffffu
 
 /*
  * symm_moe_config_t - what a handle is made for (pplx-kernels' names).
@@ -145,6 +153,33 @@ size_t symm_moe_first_expert(const symm_moe_t *moe);
  */
 symm_status_t symm_moe_check(symm_moe_t *moe, symm_stream_t stream);
 
+/*
+ * The SM budget (DeepEP's Buffer.set_num_sms): every kernel of the handle
+ * launches at most num_sms blocks, one per SM, leaving the other SMs to the
+ * work that runs beside it (the expert GEMMs). 0 restores the default: all
+ * the SMs a grid of this PE that waits on peers may fill (symm_sm_share; the
+ * whole GPU unless PEs share it). A budget is per handle and per PE (PEs may
+ * differ) and applies from the next call on (a captured graph keeps the
+ * grids it captured). Any budget is correct, 1 included; fewer SMs move
+ * data more slowly. Not collective.
+ * Errors: SYMM_ERR_INVALID_ARG (NULL handle, num_sms < 0 or above
+ * symm_sm_share, which would let a grid wait for blocks that cannot start).
+ */
+symm_status_t symm_moe_set_num_sms(symm_moe_t *moe, int num_sms);
+
+/* The budget in effect (the default resolved to its number). Errors:
+ * SYMM_ERR_INVALID_ARG (NULL). */
+symm_status_t symm_moe_get_num_sms(const symm_moe_t *moe, int *num_sms);
+
+/*
+ * symm_moe_launched_blocks - for tests and tuning: wait for `stream`, then
+ * *blocks = the most blocks any kernel of the handle ran with since the
+ * handle was made or this was last called (each kernel records its own grid
+ * size on the device), and start counting afresh. Not collective.
+ * Errors: SYMM_ERR_INVALID_ARG (NULL), SYMM_ERR_CUDA.
+ */
+symm_status_t symm_moe_launched_blocks(symm_moe_t *moe, symm_stream_t stream, int *blocks);
+
 /* ======================================================================== */
 /* Low-latency mode (pplx-kernels' AllToAll)                                 */
 /* ======================================================================== */
@@ -164,7 +199,8 @@ symm_status_t symm_moe_check(symm_moe_t *moe, symm_stream_t stream);
  *                          NULL without scales.
  *   dp_x                   [num_tokens][hidden] of x_dtype, row stride dp_x_stride.
  *   dp_x_scale             float32 [num_tokens][scale cols], or NULL.
- *   indices                uint32 [num_tokens][experts_per_token], contiguous.
+ *   indices                uint32 [num_tokens][experts_per_token], contiguous;
+ *                          SYMM_MOE_NO_EXPERT (-1 as int32) marks an empty slot.
  *   num_tokens             tokens of this DP group, <= max_num_tokens.
  *   bound_m                NULL, or a device uint32: only tokens < *bound_m
  *                          are sent (it must be <= num_tokens; a larger value
@@ -221,6 +257,17 @@ symm_status_t symm_moe_dispatch(symm_moe_t *moe, const symm_moe_dispatch_args_t 
                                 symm_stream_t stream);
 symm_status_t symm_moe_combine(symm_moe_t *moe, const symm_moe_combine_args_t *args, int flags,
                                symm_stream_t stream);
+
+/*
+ * symm_moe_ll_routes - where the last low-latency dispatch's rows came from:
+ * *routes is device memory of the handle, uint64 [L][*rows] (rows = max_num_tokens
+ * x DP groups), rewritten by the receive half of the next dispatch. Entry
+ * [l][r], for r < out_expert_num_tokens[l], describes row r of out_expert_x[l]:
+ * bits 0-15 the source PE, 16-31 the top-k slot, 32-63 the token's index on
+ * the source PE (its DP group's token). The same on every call. Errors:
+ * SYMM_ERR_INVALID_ARG (NULL, or a high-throughput handle).
+ */
+symm_status_t symm_moe_ll_routes(const symm_moe_t *moe, const uint64_t **routes, size_t *rows);
 
 /* ======================================================================== */
 /* High-throughput mode (DeepEP's normal kernels, intranode)                  */

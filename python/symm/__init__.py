@@ -17,7 +17,7 @@ calls that take or return tensors, libsymm on the first call that needs it.
 Stream collectives on tensors (current torch stream): all_reduce,
 reduce_scatter, all_gather, all_to_all, all_to_allv, broadcast. MoE token
 dispatch and combine: symm.moe (pplx-kernels' AllToAll, and HighThroughput;
-imported on its own, it needs torch).
+symm.moe.deep_ep: DeepEP's Buffer; imported on their own, they need torch).
 
 Errors from C raise SymmError subclasses (symm.MismatchError, ...) carrying
 the C message; bad arguments raise TypeError/ValueError before anything runs.

@@ -50,7 +50,14 @@ symm__bootstrap_t *symm__bs_alloc(int rank, int nranks) {
     atomic_init(&b->dead_pe, -1);
     atomic_init(&b->root_left, 0);
     b->peer_timeout = symm__env()->peer_timeout;
+    atomic_init(&b->relayed, 0);
+    atomic_init(&b->grace_ms, 0);
     if (pthread_mutex_init(&b->lock, NULL) != 0) {
+        free(b);
+        return NULL;
+    }
+    if (pthread_mutex_init(&b->send_lock, NULL) != 0) {
+        pthread_mutex_destroy(&b->lock);
         free(b);
         return NULL;
     }
@@ -62,6 +69,7 @@ symm__bootstrap_t *symm__bs_alloc(int rank, int nranks) {
             free(b->peer_main);
             free(b->peer_live);
             free(b->peer_left);
+            pthread_mutex_destroy(&b->send_lock);
             pthread_mutex_destroy(&b->lock);
             free(b);
             return NULL;
@@ -85,6 +93,7 @@ void symm__bs_free(symm__bootstrap_t *b) {
     free(b->peer_main);
     free(b->peer_live);
     free(b->peer_left);
+    pthread_mutex_destroy(&b->send_lock);
     pthread_mutex_destroy(&b->lock);
     free(b);
 }

@@ -60,6 +60,14 @@ symm_status_t symm__bootstrap_barrier(symm__bootstrap_t *b);
  * peer dies, so running kernels see it. May be called any time; NULL stops. */
 void symm__bootstrap_set_abort_flag(symm__bootstrap_t *b, volatile uint32_t *flag);
 
+/* Once a PE died or failed, give this process `seconds` to leave symm (to
+ * return the error and finalize, or exit); if the bootstrap is still up
+ * then (a kernel that keeps being answered by a stopped PE's GPU, a host
+ * loop that never calls symm), the watcher thread says so, naming the PE,
+ * and ends the process with SYMM__ABORT_EXIT_STATUS (launch_env.h).
+ * 0: never (the default of a bootstrap; the runtime sets SYMM_ABORT_GRACE). */
+void symm__bootstrap_set_abort_grace(symm__bootstrap_t *b, double seconds);
+
 /* The first PE found dead, or -1. */
 int symm__bootstrap_dead_pe(const symm__bootstrap_t *b);
 

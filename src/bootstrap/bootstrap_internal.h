@@ -13,7 +13,7 @@
 #include "bootstrap/bootstrap.h"
 
 #define SYMM__BS_MAGIC   0x73796d42u /* "symB" */
-#define SYMM__BS_VERSION 2u          /* 2: challenge-response joins */
+#define SYMM__BS_VERSION 3u          /* 3: no key id on the wire; the key file's path in the CHALLENGE */
 #define SYMM__UID_MAGIC  0x73796d55u /* "symU" */
 
 /* Waits on sockets are cut into slices this long so a dead peer (noticed by
@@ -35,7 +35,7 @@ enum symm__bs_op {
     SYMM__OP_HEARTBEAT,   /* liveness channel */
     SYMM__OP_DIED,        /* liveness, root -> rank: PE `root` died */
     SYMM__OP_BYE,         /* liveness: orderly shutdown, the EOF that follows is not a death */
-    SYMM__OP_CHALLENGE,   /* root -> new connection, first: key id and a fresh nonce */
+    SYMM__OP_CHALLENGE,   /* root -> new connection, first: a fresh nonce (and where the key file is) */
     SYMM__OP_ACCEPT       /* root -> rank: this connection is the rank's (HELLO verified) */
 };
 
@@ -51,19 +51,21 @@ typedef struct symm__bs_hdr {
 } symm__bs_hdr_t;
 
 /*
- * Joining (bootstrap.c): the root sends every new connection a CHALLENGE;
- * the rank answers with a HELLO whose mac proves it holds the job key
- * (auth.h) for this very challenge, so a HELLO seen once is worth nothing
- * on another connection; the root answers ACCEPT or REJECT. A rank's live
- * connection names its main connection's nonce, so both are one process.
- * Once all have joined, WELCOME carries the job id and the root's proof.
+ * Joining (join.c): the root sends every new connection a CHALLENGE (a
+ * fresh nonce, and for a key-file job the file's path; nothing derived from
+ * the key); the rank answers with a HELLO whose mac proves it holds the job
+ * key (auth.h) for this very challenge, so a HELLO seen once is worth
+ * nothing on another connection; the root answers ACCEPT or REJECT. A
+ * rank's live connection names its main connection's nonce, so both are
+ * one process. Once all have joined, WELCOME carries the job id and the
+ * root's proof over both nonces.
  */
 #define SYMM__NONCE_BYTES 32
 typedef struct symm__bs_challenge {
     uint32_t version;
     uint32_t reserved;
-    uint64_t key_id;                           /* which key the root uses (auth.h) */
     unsigned char nonce[SYMM__NONCE_BYTES];    /* fresh per connection */
+    char key_file[SYMM__KEY_PATH_BYTES];       /* the job's key file; "" with a secret or a unique id */
 } symm__bs_challenge_t;
 
 enum symm__bs_conn_kind { SYMM__CONN_MAIN = 1, SYMM__CONN_LIVE = 2 };
@@ -110,6 +112,13 @@ struct symm__bootstrap {
     pthread_t watcher;
     int watcher_started;
     int wake_pipe[2]; /* written by destroy to stop the watcher */
+
+    /* Sends on the live sockets come from the watcher and, for news that
+     * must leave before the caller can exit, from the caller's thread. */
+    pthread_mutex_t send_lock;
+    atomic_int relayed;     /* root: the death in dead_pe went out to every rank */
+    double dead_at;         /* when this process learnt of dead_pe (guarded by lock) */
+    atomic_llong grace_ms;  /* end the process this long after a death (0: never) */
 };
 
 /* ---- liveness.c --------------------------------------------------------- */

@@ -11,6 +11,15 @@
  * (abstract names carry no permissions) gets nothing. Each PE accepts
  * connections only from those pids, so nothing foreign is ever read.
  *
+ * Anyone may connect to an abstract socket, and the names are public in
+ * /proc/net/unix, so the setup must not be held up by strangers: one loop
+ * both accepts (closing every connection whose credentials are not a node
+ * PE's at once, unread: a stranger never holds a slot) and connects (a
+ * peer whose backlog is full for a moment is tried again on the next
+ * turn), with a backlog of SOMAXCONN that is drained as fast as it fills.
+ * Nobody waits for a peer that is itself waiting to connect. Once every
+ * peer is in, the listening socket is closed.
+ *
  * Connections are made once, at creation; a round sends this PE's
  * descriptor on each and reads one from each. A peer that is ahead sends
  * the next round early; those wait in a list keyed by tag. Sends and
@@ -35,6 +44,10 @@
 
 #define SYMM__IPC_MAGIC 0x73796d49u /* "symI" */
 #define NAME_HEX 32                 /* 128 random bits */
+/* Refused connections logged one by one before only counting them. */
+#define STRANGERS_LOGGED 3
+/* Connections accepted per turn of the linking loop. */
+#define ACCEPT_TURN 1024
 
 typedef struct ipc_msg {
     uint32_t magic;
@@ -119,35 +132,32 @@ static symm_status_t listen_random(symm__ipc_t *ipc, char name[NAME_HEX + 1]) {
     for (size_t i = 0; i < sizeof r; i++)
         snprintf(name + 2 * i, 3, "%02x", r[i]);
     len = make_addr(name, &sa);
-    if (bind(ipc->listen_fd, (struct sockaddr *)&sa, len) != 0 || listen(ipc->listen_fd, ipc->n) != 0)
+    if (bind(ipc->listen_fd, (struct sockaddr *)&sa, len) != 0 || listen(ipc->listen_fd, SOMAXCONN) != 0)
         return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: bind/listen @symm-%s: %s", name, strerror(errno));
     return SYMM_SUCCESS;
 }
 
-/* Connect to node PE i's socket and check who holds it. */
-static symm_status_t connect_peer(symm__ipc_t *ipc, int i, const ipc_card_t *card, double deadline) {
+/* One attempt to connect to node PE i's socket, checking who holds it:
+ * *done 1 connected, 0 its backlog is full (try again); or an error. */
+static symm_status_t connect_peer(symm__ipc_t *ipc, int i, const ipc_card_t *card, int *done) {
     struct sockaddr_un sa;
     socklen_t len = make_addr(card->name, &sa);
     struct ucred cr;
-    int fd;
-    for (;;) {
-        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-            return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: socket: %s", strerror(errno));
-        if (connect(fd, (struct sockaddr *)&sa, len) == 0)
-            break;
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    *done = 0;
+    memset(&cr, 0, sizeof cr);
+    if (fd < 0)
+        return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: socket: %s", strerror(errno));
+    if (connect(fd, (struct sockaddr *)&sa, len) != 0) {
         int e = errno;
         close(fd);
-        /* a full backlog: the peer is still accepting the others */
-        if (e != EAGAIN && e != EINTR)
-            return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: connect to node PE %d (@symm-%s): %s", i, card->name,
-                               strerror(e));
-        symm_status_t s = symm__bs_check_dead(ipc->b, "ipc setup");
-        if (s)
-            return s;
-        if (deadline > 0 && symm__now() > deadline)
-            return symm__error(SYMM_ERR_TIMEOUT, "ipc: node PE %d's socket did not take the connection", i);
-        symm__sleep_ms(1);
+        if (e == EAGAIN || e == EINTR)
+            return SYMM_SUCCESS; /* a full backlog: strangers, or peers ahead of us */
+        symm_status_t d = symm__bs_check_dead(ipc->b, "ipc setup"); /* its socket is gone with it */
+        if (d)
+            return d;
+        return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: connect to node PE %d (@symm-%s): %s", i, card->name,
+                           strerror(e));
     }
     if (peer_cred(fd, &cr) != 0 || cr.uid != getuid() || (int64_t)cr.pid != card->pid) {
         close(fd);
@@ -157,46 +167,91 @@ static symm_status_t connect_peer(symm__ipc_t *ipc, int i, const ipc_card_t *car
                            i, card->name, (long)cr.pid, (unsigned)cr.uid, (long long)card->pid, (unsigned)getuid());
     }
     ipc->out[i] = fd;
+    *done = 1;
     return SYMM_SUCCESS;
 }
 
-/* Accept the other node PEs' connections; anything else is closed unread. */
-static symm_status_t accept_peers(symm__ipc_t *ipc, double deadline) {
-    int need = ipc->n - 1;
-    while (need > 0) {
+/* Accept what is waiting (at most ACCEPT_TURN, so connections that come
+ * faster than they are closed cannot keep this PE from its own connects and
+ * its deadline): node PEs' connections are kept, anything else is closed
+ * unread. *got: PEs that came in; *strangers: connections closed. */
+static symm_status_t accept_waiting(symm__ipc_t *ipc, int *got, unsigned long *strangers) {
+    for (int turn = 0; turn < ACCEPT_TURN; turn++) {
         struct ucred cr;
+        memset(&cr, 0, sizeof cr);
         int fd = accept4(ipc->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
-                return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: accept: %s", strerror(errno));
-            symm_status_t s = symm__bs_check_dead(ipc->b, "ipc setup");
-            if (s)
-                return s;
-            if (deadline > 0 && symm__now() > deadline)
-                return symm__error(SYMM_ERR_TIMEOUT, "ipc: %d node PE(s) did not connect to this PE's socket",
-                                   need);
-            struct pollfd p = {.fd = ipc->listen_fd, .events = POLLIN};
-            (void)poll(&p, 1, SYMM__BS_SLICE_MS);
-            continue;
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return SYMM_SUCCESS;
+            return symm__error(SYMM_ERR_BOOTSTRAP, "ipc: accept: %s", strerror(errno));
         }
-        int who = -1;
-        if (peer_cred(fd, &cr) == 0 && cr.uid == getuid())
+        int who = -1, known = peer_cred(fd, &cr) == 0;
+        if (known && cr.uid == getuid())
             for (int i = 0; i < ipc->n; i++)
                 if (i != ipc->me && ipc->in[i] < 0 && ipc->pid[i] == (int64_t)cr.pid)
                     who = i;
         if (who < 0) {
-            SYMM_LOG_WARN("ipc: refused a connection to this PE's socket from pid %ld uid %u (not a PE of this "
-                          "node)", (long)cr.pid, (unsigned)cr.uid);
+            if ((*strangers)++ < STRANGERS_LOGGED)
+                SYMM_LOG_WARN("ipc: closed a connection to this PE's socket from pid %ld uid %u (not a PE of this "
+                              "node)", known ? (long)cr.pid : -1L, known ? (unsigned)cr.uid : 0u);
             close(fd);
             continue;
         }
         ipc->in[who] = fd;
-        need--;
+        (*got)++;
+    }
+    return SYMM_SUCCESS;
+}
+
+/* Connect to every other node PE and accept each of theirs, in one loop. */
+static symm_status_t link_peers(symm__ipc_t *ipc, const ipc_card_t *const *cards, double deadline) {
+    int need_in = ipc->n - 1, need_out = ipc->n - 1;
+    unsigned long strangers = 0;
+    symm_status_t s = SYMM_SUCCESS;
+    while (need_in > 0 || need_out > 0) {
+        int got = 0;
+        if ((s = accept_waiting(ipc, &got, &strangers)))
+            goto out;
+        need_in -= got;
+        for (int k = 1; k < ipc->n && need_out > 0; k++) {
+            int i = (ipc->me + k) % ipc->n, done;
+            if (ipc->out[i] >= 0)
+                continue;
+            if ((s = connect_peer(ipc, i, cards[i], &done)))
+                goto out;
+            need_out -= done;
+        }
+        if (need_in == 0 && need_out == 0)
+            break;
+        if ((s = symm__bs_check_dead(ipc->b, "ipc setup")))
+            goto out;
+        if (deadline > 0 && symm__now() > deadline) {
+            char who[160] = "";
+            size_t len = 0;
+            for (int i = 0; i < ipc->n && len + 24 < sizeof who; i++)
+                if (i != ipc->me && (ipc->in[i] < 0 || ipc->out[i] < 0))
+                    len += (size_t)snprintf(who + len, sizeof who - len, " %d (%s)", i,
+                                            ipc->out[i] < 0 ? "its socket did not take the connection"
+                                                            : "did not connect");
+            s = symm__error(SYMM_ERR_TIMEOUT, "ipc: not linked with node PE(s)%s within SYMM_BOOTSTRAP_TIMEOUT "
+                            "(%lu connection(s) from other processes refused)", who, strangers);
+            goto out;
+        }
+        /* A full backlog of a peer is retried soon; otherwise sleep until
+         * someone connects. */
+        struct pollfd p = {.fd = ipc->listen_fd, .events = POLLIN};
+        (void)poll(&p, 1, need_out > 0 ? 2 : SYMM__BS_SLICE_MS);
     }
     /* nobody else may connect now */
     close(ipc->listen_fd);
     ipc->listen_fd = -1;
-    return SYMM_SUCCESS;
+out:
+    if (strangers > STRANGERS_LOGGED)
+        SYMM_LOG_WARN("ipc: closed %lu connection(s) in all to this PE's socket from processes that are not PEs of "
+                      "this node", strangers);
+    return s;
 }
 
 symm_status_t symm__ipc_create(symm__bootstrap_t *b, const int *local_ranks, int n_local, int me,
@@ -253,15 +308,21 @@ symm_status_t symm__ipc_create(symm__bootstrap_t *b, const int *local_ranks, int
         }
         ipc->pid[i] = c->pid;
     }
-    double timeout = symm__env()->bootstrap_timeout;
-    double deadline = timeout > 0 ? symm__now() + timeout : 0;
-    for (int k = 1; k < n_local; k++) {
-        int i = (me + k) % n_local;
-        if ((s = connect_peer(ipc, i, &all[local_ranks[i]], deadline)))
+    {
+        double timeout = symm__env()->bootstrap_timeout;
+        double deadline = timeout > 0 ? symm__now() + timeout : 0;
+        const ipc_card_t **cards = malloc(sizeof *cards * (size_t)n_local);
+        if (!cards) {
+            s = symm__error(SYMM_ERR_NO_MEMORY, "ipc: out of memory");
+            goto fail;
+        }
+        for (int i = 0; i < n_local; i++)
+            cards[i] = &all[local_ranks[i]];
+        s = link_peers(ipc, cards, deadline);
+        free(cards);
+        if (s)
             goto fail;
     }
-    if ((s = accept_peers(ipc, deadline)))
-        goto fail;
     free(all);
     *out = ipc;
     return SYMM_SUCCESS;

@@ -5,7 +5,11 @@
  *
  * The root serves every new connection at once, each with its own short
  * deadline, so connections that say nothing (a port scanner, an attacker)
- * hold nobody up. Whatever is turned away - no key, a bad or replayed
+ * hold nobody up; past JOIN_PENDING_MAX waiting at once the oldest is
+ * dropped, and how many were is said once. Nothing the root sends before a
+ * connection proved the key depends on the key (a fresh nonce, and where
+ * the key file is), so a connection learns nothing to test guesses of a
+ * secret against. Whatever is turned away - no key, a bad or replayed
  * HELLO, a rank already taken, a rank out of range, another job size - is
  * told why and closed; the job goes on forming, and if it cannot before
  * SYMM_BOOTSTRAP_TIMEOUT the timeout message says what was turned away.
@@ -29,8 +33,14 @@
 /* A new connection must send its HELLO within this long. */
 #define JOIN_HELLO_WAIT_S 5.0
 /* Connections served at once before their HELLO; past this the oldest goes
- * (a genuine PE answers its challenge at once). */
+ * (a genuine PE answers its challenge at once), unless every one is younger
+ * than JOIN_PROTECT_S: then the new one goes. So a flood of connections
+ * cannot push a PE's connection out before it had time to answer, and a PE
+ * whose connection was dropped connects again (rank_join). */
 #define JOIN_PENDING_MAX 64
+#define JOIN_PROTECT_S 0.25
+/* Connections accepted per turn of the root's loop. */
+#define JOIN_ACCEPT_TURN 256
 /* Turned-away connections logged one by one before only counting them. */
 #define JOIN_LOG_MAX 3
 
@@ -78,7 +88,7 @@ static void send_reject(int fd, symm_status_t status, const char *msg) {
 
 typedef struct pending {
     int fd;
-    double until;
+    double since, until;
     size_t have;
     unsigned char challenge[SYMM__NONCE_BYTES];
     unsigned char in[sizeof(symm__bs_hdr_t) + sizeof(symm__bs_hello_t)];
@@ -87,6 +97,7 @@ typedef struct pending {
 typedef struct joining {
     symm__bootstrap_t *b;
     const symm__job_key_t *key;
+    const char *key_file;     /* where the ranks read the key ("" with a secret or a uid) */
     pending_t pend[JOIN_PENDING_MAX];
     int npend;
     int have, want;
@@ -95,6 +106,7 @@ typedef struct joining {
     unsigned char (*main_nonce)[SYMM__NONCE_BYTES];
     int64_t *pid;
     unsigned long no_key;     /* connections that did not prove the key */
+    unsigned long capped;     /* of those, dropped unanswered at JOIN_PENDING_MAX */
     unsigned long logged;
     char last_reject[320];    /* why the last process that had the key was turned away */
 } joining_t;
@@ -135,8 +147,8 @@ static void judge(joining_t *j, int i) {
     hello_mac(j->key, p->challenge, &h, mac);
     if (!symm__ct_equal(mac, h.mac, sizeof mac)) {
         turn_away(j, i, 0,
-                  "authentication failed: this process does not hold the job's secret (or answered another "
-                  "connection's challenge)");
+                  "authentication failed: this process does not hold the job's key (is SYMM_BOOTSTRAP_SECRET "
+                  "the same on every PE?), or it answered another connection's challenge");
         return;
     }
     if (h.nranks != b->nranks) {
@@ -215,18 +227,27 @@ static void read_pending(joining_t *j, int i) {
     }
 }
 
-/* Accept what waits on the listening socket; send each a challenge. */
+/* Accept what waits on the listening socket (at most JOIN_ACCEPT_TURN, so a
+ * flood of connections cannot keep the root from reading the HELLOs that
+ * came meanwhile, or from its deadlines); send each a challenge. */
 static void accept_new(joining_t *j, int listen_fd) {
-    for (;;) {
+    for (int turn = 0; turn < JOIN_ACCEPT_TURN; turn++) {
         int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return; /* EAGAIN, or a connection that went away meanwhile */
         symm__tcp_tune(fd);
+        double now = symm__now();
         if (j->npend == JOIN_PENDING_MAX) {
             int oldest = 0;
             for (int i = 1; i < j->npend; i++)
-                if (j->pend[i].until < j->pend[oldest].until)
+                if (j->pend[i].since < j->pend[oldest].since)
                     oldest = i;
+            j->no_key++;
+            j->capped++;
+            if (now - j->pend[oldest].since < JOIN_PROTECT_S) {
+                close(fd); /* every waiting one is still within its time to answer */
+                continue;
+            }
             drop_pending(j, oldest);
         }
         pending_t *p = &j->pend[j->npend];
@@ -234,9 +255,10 @@ static void accept_new(joining_t *j, int listen_fd) {
         memset(p, 0, sizeof *p);
         memset(&c, 0, sizeof c);
         p->fd = fd;
-        p->until = symm__now() + JOIN_HELLO_WAIT_S;
+        p->since = now;
+        p->until = now + JOIN_HELLO_WAIT_S;
         c.version = SYMM__BS_VERSION;
-        c.key_id = j->key->id;
+        snprintf(c.key_file, sizeof c.key_file, "%s", j->key_file);
         if (symm__random_bytes(p->challenge, sizeof p->challenge) != 0 ||
             (memcpy(c.nonce, p->challenge, sizeof c.nonce),
              send_nb(fd, SYMM__OP_CHALLENGE, 0, &c, sizeof c) != 0)) {
@@ -280,6 +302,14 @@ static symm_status_t root_fail(joining_t *j, int listen_fd, symm_status_t status
     return symm__error(status, "%s", msg);
 }
 
+/* Connections dropped at the cap: said once, when the job formed or failed. */
+static void say_capped(const joining_t *j) {
+    if (j->capped)
+        SYMM_LOG_WARN("bootstrap: dropped %lu connection(s) unanswered: %d were already waiting for their "
+                      "HELLO (a flood of connections to the root's port?)",
+                      j->capped, JOIN_PENDING_MAX);
+}
+
 static symm_status_t root_timeout(joining_t *j, int listen_fd) {
     char miss[256], msg[1024];
     size_t len;
@@ -291,8 +321,12 @@ static symm_status_t root_timeout(joining_t *j, int listen_fd) {
     if (j->last_reject[0] && len < sizeof msg)
         len += (size_t)snprintf(msg + len, sizeof msg - len, "; turned away: %s", j->last_reject);
     if (j->no_key && len < sizeof msg)
-        snprintf(msg + len, sizeof msg - len, "; turned away %lu connection(s) without the job secret",
-                 j->no_key);
+        len += (size_t)snprintf(msg + len, sizeof msg - len, "; turned away %lu connection(s) without the job "
+                                "secret", j->no_key);
+    if (j->capped && len < sizeof msg)
+        snprintf(msg + len, sizeof msg - len, " (%lu of them dropped unanswered, %d already waiting)", j->capped,
+                 JOIN_PENDING_MAX);
+    say_capped(j);
     return root_fail(j, listen_fd, SYMM_ERR_TIMEOUT, msg);
 }
 
@@ -334,6 +368,7 @@ static symm_status_t root_serve(joining_t *j, int listen_fd, double deadline) {
     if (j->no_key)
         SYMM_LOG_WARN("bootstrap: the job formed; %lu connection(s) without the job secret were turned away",
                       j->no_key);
+    say_capped(j);
     while (j->npend > 0)
         drop_pending(j, 0);
     for (int r = 1; r < j->b->nranks; r++) {
@@ -353,7 +388,7 @@ static symm_status_t root_serve(joining_t *j, int listen_fd, double deadline) {
     return SYMM_SUCCESS;
 }
 
-static symm_status_t root_accept(symm__bootstrap_t *b, const symm__job_key_t *key, int listen_fd, double deadline) {
+static symm_status_t root_accept(symm__bootstrap_t *b, const symm__key_src_t *ks, int listen_fd, double deadline) {
     joining_t *j = calloc(1, sizeof *j);
     symm_status_t s;
     if (j) {
@@ -366,7 +401,8 @@ static symm_status_t root_accept(symm__bootstrap_t *b, const symm__job_key_t *ke
         goto out;
     }
     j->b = b;
-    j->key = key;
+    j->key = &ks->key;
+    j->key_file = ks->owner ? ks->file : "";
     j->want = 2 * (b->nranks - 1);
     s = root_serve(j, listen_fd, deadline);
 out:
@@ -386,10 +422,13 @@ out:
 /* other ranks                                                              */
 /* ======================================================================= */
 
+#define ROOT_CLOSED "bootstrap: the root closed the connection before the job formed (see PE 0's error)"
+
 /* The root's next message on fd: `want_op` with exactly n payload bytes,
- * or a REJECT, whose reason becomes the error. */
+ * or a REJECT, whose reason becomes the error. *closed (if given) is set
+ * when the connection ended without a word. */
 static symm_status_t recv_from_root(symm__bootstrap_t *b, int fd, uint32_t want_op, void *payload, size_t n,
-                                    double deadline) {
+                                    double deadline, int *closed) {
     symm__bs_hdr_t h;
     enum symm__io io = symm__recv_all(NULL, fd, &h, sizeof h, deadline);
     if (io == SYMM__IO_TIMEOUT)
@@ -397,9 +436,11 @@ static symm_status_t recv_from_root(symm__bootstrap_t *b, int fd, uint32_t want_
                            "bootstrap: PE %d reached the root but the job did not form within "
                            "SYMM_BOOTSTRAP_TIMEOUT=%g s (other PEs missing?)",
                            b->rank, symm__env()->bootstrap_timeout);
-    if (io != SYMM__IO_OK)
-        return symm__error(SYMM_ERR_BOOTSTRAP,
-                           "bootstrap: the root closed the connection before the job formed (see PE 0's error)");
+    if (io != SYMM__IO_OK) {
+        if (closed)
+            *closed = 1;
+        return symm__error(SYMM_ERR_BOOTSTRAP, ROOT_CLOSED);
+    }
     if (h.magic == SYMM__BS_MAGIC && h.op == SYMM__OP_REJECT) {
         char text[620] = "";
         size_t k = h.nbytes < sizeof text ? (size_t)h.nbytes : sizeof text - 1;
@@ -417,19 +458,23 @@ static symm_status_t recv_from_root(symm__bootstrap_t *b, int fd, uint32_t want_
     return SYMM_SUCCESS;
 }
 
-/* Answer the challenge on a new connection to the root. */
+/* Answer the challenge on a new connection to the root. *dropped: the root
+ * closed it before it accepted or refused it (pushed out by other
+ * connections, or the root is gone). */
 static symm_status_t join_conn(symm__bootstrap_t *b, symm__key_src_t *ks, symm__job_key_t *key, int fd,
                                uint32_t kind, const unsigned char *main_nonce, double deadline,
-                               unsigned char challenge[SYMM__NONCE_BYTES], unsigned char nonce[SYMM__NONCE_BYTES]) {
+                               unsigned char challenge[SYMM__NONCE_BYTES], unsigned char nonce[SYMM__NONCE_BYTES],
+                               int *dropped) {
     symm__bs_challenge_t c;
     symm__bs_hello_t h;
     symm_status_t s;
-    if ((s = recv_from_root(b, fd, SYMM__OP_CHALLENGE, &c, sizeof c, deadline)))
+    if ((s = recv_from_root(b, fd, SYMM__OP_CHALLENGE, &c, sizeof c, deadline, dropped)))
         return s;
     if (c.version != SYMM__BS_VERSION)
         return symm__error(SYMM_ERR_BOOTSTRAP, "bootstrap: the root speaks protocol %u, this PE %u (another symm "
                            "version?)", c.version, SYMM__BS_VERSION);
-    if ((s = symm__key_get(ks, c.key_id, deadline, key)))
+    c.key_file[sizeof c.key_file - 1] = '\0';
+    if ((s = symm__key_get(ks, c.key_file, key)))
         return s;
     memset(&h, 0, sizeof h);
     h.version = SYMM__BS_VERSION;
@@ -443,12 +488,44 @@ static symm_status_t join_conn(symm__bootstrap_t *b, symm__key_src_t *ks, symm__
         memcpy(h.main_nonce, main_nonce, sizeof h.main_nonce);
     hello_mac(key, c.nonce, &h, h.mac);
     symm__bs_hdr_t hdr = {SYMM__BS_MAGIC, SYMM__OP_HELLO, 0, sizeof h, -1, 0};
-    if (symm__send_all(NULL, fd, &hdr, sizeof hdr, deadline) != SYMM__IO_OK ||
-        symm__send_all(NULL, fd, &h, sizeof h, deadline) != SYMM__IO_OK)
+    enum symm__io io = symm__send_all(NULL, fd, &hdr, sizeof hdr, deadline);
+    if (io == SYMM__IO_OK)
+        io = symm__send_all(NULL, fd, &h, sizeof h, deadline);
+    if (io != SYMM__IO_OK) {
+        *dropped = io == SYMM__IO_EOF;
         return symm__error(SYMM_ERR_BOOTSTRAP, "bootstrap: PE %d could not introduce itself to the root", b->rank);
+    }
     memcpy(challenge, c.nonce, SYMM__NONCE_BYTES);
     memcpy(nonce, h.nonce, SYMM__NONCE_BYTES);
-    return recv_from_root(b, fd, SYMM__OP_ACCEPT, NULL, 0, deadline);
+    return recv_from_root(b, fd, SYMM__OP_ACCEPT, NULL, 0, deadline, dropped);
+}
+
+/* Connect and join as `kind`; a connection the root drops unanswered (a
+ * flood of others at the root) is made again until the deadline. A root
+ * that is gone refuses the new connection: then the first error stands. */
+static symm_status_t join_one(symm__bootstrap_t *b, symm__key_src_t *ks, symm__job_key_t *key, const char *addr,
+                              int port, uint32_t kind, int watch_fd, const unsigned char *main_nonce,
+                              double deadline, int *fd, unsigned char challenge[SYMM__NONCE_BYTES],
+                              unsigned char nonce[SYMM__NONCE_BYTES]) {
+    symm_status_t s = symm__tcp_connect(addr, port, deadline, watch_fd, fd);
+    for (int tries = 1; s == SYMM_SUCCESS; tries++) {
+        int dropped = 0;
+        s = join_conn(b, ks, key, *fd, kind, main_nonce, deadline, challenge, nonce, &dropped);
+        if (s == SYMM_SUCCESS || !dropped || (deadline > 0 && symm__now() >= deadline))
+            break;
+        close(*fd);
+        *fd = -1;
+        if (tries == 1)
+            SYMM_LOG_WARN("bootstrap: the root closed PE %d's %s connection before answering it (many connections "
+                          "waiting at the root?): connecting again", b->rank, kind == SYMM__CONN_MAIN ? "main" : "live");
+        symm__sleep_ms(5 + (int)(symm__random64() % 50u));
+        double again = symm__now() + 2.0; /* a root that is gone refuses at once */
+        if (symm__tcp_connect(addr, port, deadline > 0 && deadline < again ? deadline : again, watch_fd, fd) !=
+            SYMM_SUCCESS)
+            return symm__error(SYMM_ERR_BOOTSTRAP, ROOT_CLOSED);
+        s = SYMM_SUCCESS;
+    }
+    return s;
 }
 
 /* Non-root: join on both connections, then wait for WELCOME. */
@@ -461,12 +538,11 @@ static symm_status_t rank_join(symm__bootstrap_t *b, symm__key_src_t *ks, const 
     symm__bs_welcome_t w;
     symm_status_t s;
     memset(&key, 0, sizeof key);
-    if ((s = symm__tcp_connect(addr, port, deadline, -1, &b->main_fd)) ||
-        (s = join_conn(b, ks, &key, b->main_fd, SYMM__CONN_MAIN, NULL, deadline, main_challenge, main_nonce)) ||
-        (s = symm__tcp_connect(addr, port, deadline, b->main_fd, &b->live_fd)) ||
-        (s = join_conn(b, ks, &key, b->live_fd, SYMM__CONN_LIVE, main_nonce, deadline, live_challenge,
-                       live_nonce)) ||
-        (s = recv_from_root(b, b->main_fd, SYMM__OP_WELCOME, &w, sizeof w, deadline)))
+    if ((s = join_one(b, ks, &key, addr, port, SYMM__CONN_MAIN, -1, NULL, deadline, &b->main_fd, main_challenge,
+                      main_nonce)) ||
+        (s = join_one(b, ks, &key, addr, port, SYMM__CONN_LIVE, b->main_fd, main_nonce, deadline, &b->live_fd,
+                      live_challenge, live_nonce)) ||
+        (s = recv_from_root(b, b->main_fd, SYMM__OP_WELCOME, &w, sizeof w, deadline, NULL)))
         goto out;
     welcome_mac(&key, main_challenge, main_nonce, w.job_id, mac);
     if (!symm__ct_equal(mac, w.mac, sizeof mac)) {
@@ -493,7 +569,7 @@ symm_status_t symm__bootstrap_connect(int rank, int nranks, symm__key_src_t *ks,
     double deadline = deadline_from(symm__env()->bootstrap_timeout);
     if (rank == 0) {
         b->job_id = symm__random64();
-        s = nranks > 1 ? root_accept(b, &ks->key, listen_fd, deadline) : SYMM_SUCCESS;
+        s = nranks > 1 ? root_accept(b, ks, listen_fd, deadline) : SYMM_SUCCESS;
         /* Nobody else may join now. */
         if (listen_fd >= 0)
             close(listen_fd);

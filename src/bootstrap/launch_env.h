@@ -1,7 +1,8 @@
 /*
  * launch_env.h - the launcher variables of local rank `rank` of an n-PE job
  * on this host: what symmrun sets in each process it starts, and what the
- * multi-process tests set in theirs; launch.c reads them. Header-only, so
+ * multi-process tests set in theirs; launch.c reads them; and the exit
+ * status by which symmrun knows a rank that symm ended. Header-only, so
  * symmrun (which does not link libsymm) shares it. Needs POSIX setenv.
  */
 #ifndef SYMM_BOOTSTRAP_LAUNCH_ENV_H
@@ -9,6 +10,11 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+
+/* The exit status of a process that symm ends itself: a peer died or
+ * failed, and this process was still in symm SYMM_ABORT_GRACE seconds later
+ * (liveness.c); symmrun names it when a rank exits with it. */
+#define SYMM__ABORT_EXIT_STATUS 86
 
 /* RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1,
  * SYMM_BOOTSTRAP_PORT, and MASTER_PORT when master_port > 0 (torch's store). */

@@ -12,6 +12,14 @@
  * the abort flag (device waits poll it) and turns every blocked or later
  * bootstrap call into SYMM_ERR_PEER_DIED (socket waits check it between
  * short slices, see tcp.c).
+ *
+ * News that a PE left goes out in the thread that learns it: the root
+ * relays a death it finds in a caller's collective before that call
+ * returns, and a rank sends its own failure before report_failure returns,
+ * so a program that exits on the error still names the right PE to the
+ * others. Once a PE is out, a process that is still in symm the abort grace
+ * later (its kernel answered by a stopped PE's GPU, a loop that never calls
+ * symm) is ended by the watcher, with a message naming the PE.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,11 +32,14 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap_internal.h"
+#include "bootstrap/launch_env.h"
 #include "core/log.h"
 
 static const char *out_verb(int kind) {
     return kind == SYMM__OUT_FAILED ? "failed" : kind == SYMM__OUT_STUCK ? "is stuck" : "died";
 }
+
+static void relay_now(symm__bootstrap_t *b);
 
 void symm__bs_mark_out(symm__bootstrap_t *b, int pe, int kind, const char *why) {
     int expect = -1;
@@ -39,6 +50,7 @@ void symm__bs_mark_out(symm__bootstrap_t *b, int pe, int kind, const char *why) 
     }
     snprintf(b->dead_reason, sizeof b->dead_reason, "%s", why);
     b->dead_kind = kind;
+    b->dead_at = symm__now();
     if (b->abort_flag) {
         atomic_thread_fence(memory_order_seq_cst);
         *b->abort_flag = (uint32_t)pe + 1u;
@@ -46,6 +58,10 @@ void symm__bs_mark_out(symm__bootstrap_t *b, int pe, int kind, const char *why) 
     }
     pthread_mutex_unlock(&b->lock);
     SYMM_LOG_ERROR("PE %d %s (%s)", pe, out_verb(kind), why);
+    /* the others hear it now, not at the watcher's next turn: the caller
+     * may exit as soon as it has the error */
+    if (b->rank == 0)
+        relay_now(b);
 }
 
 void symm__bs_mark_dead(symm__bootstrap_t *b, int pe, const char *why) {
@@ -65,12 +81,22 @@ symm_status_t symm__bs_check_dead(symm__bootstrap_t *b, const char *what) {
     return symm__error(SYMM_ERR_PEER_DIED, "%s: PE %d %s (%s)", what, pe, out_verb(kind), why);
 }
 
+static void send_failure(symm__bootstrap_t *b);
+
 void symm__bootstrap_report_failure(symm__bootstrap_t *b, const char *why) {
     if (!b)
         return;
     symm__bs_mark_out(b, b->rank, SYMM__OUT_FAILED, why);
-    if (atomic_load(&b->dead_pe) == b->rank && b->nranks > 1)
+    if (atomic_load(&b->dead_pe) == b->rank && b->nranks > 1 && b->rank != 0) {
         atomic_store(&b->report, 1);
+        send_failure(b); /* before the caller can exit on the error */
+    }
+}
+
+void symm__bootstrap_set_abort_grace(symm__bootstrap_t *b, double seconds) {
+    if (!b)
+        return;
+    atomic_store(&b->grace_ms, seconds > 0 ? (long long)(seconds * 1000.0 + 0.5) : 0);
 }
 
 void symm__bootstrap_set_health(symm__bootstrap_t *b, symm__health_fn fn, void *arg) {
@@ -123,15 +149,26 @@ static void send_small(int fd, uint32_t op, int32_t pe, int32_t status, const ch
         memcpy(m.text, text, len);
         m.text[len - 1] = '\0';
     }
-    /* Never block the watcher: a small message fits any socket buffer, and
-     * if it does not the peer is not reading, which silence detection on its
-     * side or EOF on ours will settle. */
+    /* Never block: a small message fits any socket buffer, and if it does
+     * not the peer is not reading, which silence detection on its side or
+     * EOF on ours will settle. */
     (void)send(fd, &m, sizeof m.h + len, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-/* The root tells the others that `dead` left the job, how and why (the PE
- * itself too: a stuck PE that comes back learns it was declared out). */
-static void relay_death(symm__bootstrap_t *b, int dead, int (*skip)(void *, int), void *ctx) {
+/* The same, whole, between the messages of other threads on that socket. */
+static void send_live(symm__bootstrap_t *b, int fd, uint32_t op, int32_t pe, int32_t status, const char *text) {
+    pthread_mutex_lock(&b->send_lock);
+    send_small(fd, op, pe, status, text);
+    pthread_mutex_unlock(&b->send_lock);
+}
+
+/* The root tells the others, once, that the PE in dead_pe left the job,
+ * how and why (the PE itself too: a stuck PE that comes back learns it was
+ * declared out). A rank whose connection is gone fails the send harmlessly. */
+static void relay_now(symm__bootstrap_t *b) {
+    int dead = atomic_load(&b->dead_pe);
+    if (dead < 0 || !b->peer_live || atomic_exchange(&b->relayed, 1))
+        return;
     char why[sizeof b->dead_reason];
     int kind;
     pthread_mutex_lock(&b->lock);
@@ -141,8 +178,39 @@ static void relay_death(symm__bootstrap_t *b, int dead, int (*skip)(void *, int)
     char text[REASON_MAX];
     snprintf(text, sizeof text, "%.120s%s", why, strstr(why, "; reported by PE") ? "" : "; reported by PE 0");
     for (int r = 1; r < b->nranks; r++)
-        if (b->peer_live[r] >= 0 && !(skip && skip(ctx, r)))
-            send_small(b->peer_live[r], SYMM__OP_DIED, dead, kind, text);
+        if (b->peer_live[r] >= 0)
+            send_live(b, b->peer_live[r], SYMM__OP_DIED, dead, kind, text);
+}
+
+/* A rank tells the root about its own failure (the root relays it), once. */
+static void send_failure(symm__bootstrap_t *b) {
+    if (b->rank == 0 || b->live_fd < 0 || !atomic_exchange(&b->report, 0))
+        return;
+    char why[sizeof b->dead_reason];
+    pthread_mutex_lock(&b->lock);
+    memcpy(why, b->dead_reason, sizeof why);
+    pthread_mutex_unlock(&b->lock);
+    send_live(b, b->live_fd, SYMM__OP_DIED, b->rank, SYMM__OUT_FAILED, why);
+}
+
+/* The abort grace passed with the bootstrap still up: say why, and end the
+ * process (its output flushed when no other thread holds stdout). */
+static void end_process(symm__bootstrap_t *b, double since) {
+    char why[sizeof b->dead_reason];
+    int pe = atomic_load(&b->dead_pe), kind;
+    pthread_mutex_lock(&b->lock);
+    memcpy(why, b->dead_reason, sizeof why);
+    kind = b->dead_kind;
+    pthread_mutex_unlock(&b->lock);
+    SYMM_LOG_ERROR("PE %d %s (%s) %.1f s ago and this process is still in symm (SYMM_ABORT_GRACE=%g s): "
+                   "ending it with exit status %d",
+                   pe, out_verb(kind), why, since, (double)atomic_load(&b->grace_ms) / 1000.0,
+                   SYMM__ABORT_EXIT_STATUS);
+    if (ftrylockfile(stdout) == 0) {
+        fflush_unlocked(stdout);
+        funlockfile(stdout);
+    }
+    _exit(SYMM__ABORT_EXIT_STATUS);
 }
 
 static double heartbeat_interval(const symm__bootstrap_t *b) {
@@ -221,8 +289,6 @@ static void drain(symm__bootstrap_t *b, watched_t *w, double now) {
     }
 }
 
-static int skip_gone(void *ctx, int r) { return ((watched_t *)ctx)[r - 1].gone; }
-
 static void *watcher_main(void *arg) {
     symm__bootstrap_t *b = arg;
     int n = b->rank == 0 ? b->nranks - 1 : 1;
@@ -241,7 +307,6 @@ static void *watcher_main(void *arg) {
         ws[i].last = now;
     }
     double interval = heartbeat_interval(b), next_beat = now, next_health = now + 1.0;
-    int relayed = -1;
     for (;;) {
         int k = 0;
         pfds[k++] = (struct pollfd){.fd = b->wake_pipe[0], .events = POLLIN};
@@ -284,26 +349,25 @@ static void *watcher_main(void *arg) {
                 symm__bootstrap_report_failure(b, why);
             next_health = now + 1.0;
         }
-        /* A rank tells the root about its own failure (the root relays it). */
-        if (atomic_exchange(&b->report, 0) && b->rank != 0) {
-            char why[sizeof b->dead_reason];
-            pthread_mutex_lock(&b->lock);
-            memcpy(why, b->dead_reason, sizeof why);
-            pthread_mutex_unlock(&b->lock);
-            if (!ws[0].gone)
-                send_small(ws[0].fd, SYMM__OP_DIED, b->rank, SYMM__OUT_FAILED, why);
-        }
-        /* The root tells everyone else about the first death it learns of. */
-        int dead = atomic_load(&b->dead_pe);
-        if (b->rank == 0 && dead >= 0 && relayed < 0) {
-            relay_death(b, dead, skip_gone, ws);
-            relayed = dead;
-        }
+        /* News the thread that learnt it could not send (normally sent already). */
+        send_failure(b);
+        if (b->rank == 0)
+            relay_now(b);
         if (now >= next_beat) {
             for (int i = 0; i < n; i++)
                 if (!ws[i].gone)
-                    send_small(ws[i].fd, SYMM__OP_HEARTBEAT, b->rank, 0, NULL);
+                    send_live(b, ws[i].fd, SYMM__OP_HEARTBEAT, b->rank, 0, NULL);
             next_beat = now + interval;
+        }
+        /* Out of the job, and still in symm past the grace: end it. */
+        long long grace = atomic_load(&b->grace_ms);
+        if (grace > 0 && atomic_load(&b->dead_pe) >= 0) {
+            double at;
+            pthread_mutex_lock(&b->lock);
+            at = b->dead_at;
+            pthread_mutex_unlock(&b->lock);
+            if (now - at >= (double)grace / 1000.0)
+                end_process(b, now - at);
         }
     }
     free(ws);
@@ -337,24 +401,16 @@ void symm__liveness_stop(symm__bootstrap_t *b) {
     /* With the watcher gone this thread owns the live sockets: say BYE, so
      * the EOF that follows our close is not taken for a death. */
     if (b->rank == 0 && b->peer_live) {
-        /* A death the watcher had no time to relay goes out first: the
-         * others must hear "PE k died", not just that the root left. */
-        int dead = atomic_load(&b->dead_pe);
-        if (dead >= 0)
-            relay_death(b, dead, NULL, NULL);
+        /* A death not relayed yet goes out first: the others must hear
+         * "PE k died", not just that the root left. */
+        relay_now(b);
         for (int r = 1; r < b->nranks; r++)
             if (b->peer_live[r] >= 0)
-                send_small(b->peer_live[r], SYMM__OP_BYE, 0, 0, NULL);
+                send_live(b, b->peer_live[r], SYMM__OP_BYE, 0, 0, NULL);
     } else if (b->live_fd >= 0) {
-        /* a failure the watcher had no time to send goes out first */
-        if (atomic_exchange(&b->report, 0)) {
-            char why[sizeof b->dead_reason];
-            pthread_mutex_lock(&b->lock);
-            memcpy(why, b->dead_reason, sizeof why);
-            pthread_mutex_unlock(&b->lock);
-            send_small(b->live_fd, SYMM__OP_DIED, b->rank, SYMM__OUT_FAILED, why);
-        }
-        send_small(b->live_fd, SYMM__OP_BYE, b->rank, 0, NULL);
+        /* a failure not sent yet goes out first */
+        send_failure(b);
+        send_live(b, b->live_fd, SYMM__OP_BYE, b->rank, 0, NULL);
     }
     for (int i = 0; i < 2; i++)
         if (b->wake_pipe[i] >= 0) {

@@ -27,13 +27,18 @@
       "how long init waits for all PEs to connect, in seconds")                              \
     X(peer_timeout,       SYMM_PEER_TIMEOUT,       SECONDS,  "5",                            \
       "a PE whose liveness connection is silent this long is declared dead, in seconds")     \
+    X(abort_grace,        SYMM_ABORT_GRACE,        SECONDS,  "3",                            \
+      "once a PE died, failed or is stuck, seconds this process gets to leave symm by itself "  \
+      "(return the error, finalize or exit); then symm says so, naming the PE, and ends it "   \
+      "with exit status 86 (a kernel answered by a stopped PE's GPU never returns); 0 = never") \
     X(bootstrap_addr,     SYMM_BOOTSTRAP_ADDR,     STRING,   "",                             \
       "address of the bootstrap root (default MASTER_ADDR, else 127.0.0.1)")                 \
     X(bootstrap_port,     SYMM_BOOTSTRAP_PORT,     INT,      "0",                            \
       "port of the bootstrap root (default MASTER_PORT + 1, else derived from the job id)") \
     X(bootstrap_secret,   SYMM_BOOTSTRAP_SECRET,   SECRET,   "",                             \
       "the job secret (16+ characters, the same on every PE; symmrun sets a random one): only " \
-      "processes that hold it may join; unset: a key file in /tmp/symm-<uid> (one node)")    \
+      "processes that hold it may join; unset: a key file in a private folder made for the " \
+      "job under XDG_RUNTIME_DIR or TMPDIR or /tmp (one node)")                               \
     X(heap_reserve,       SYMM_HEAP_RESERVE,       SIZE,     "0",                            \
       "virtual bytes reserved per PE for the heap; 0 = the GPU's memory size, rounded up")  \
     X(heap_limit,         SYMM_HEAP_LIMIT,         SIZE,     "0",                            \

@@ -18,7 +18,6 @@ extern "C" {
 #endif
 
 /* Limits of the kernels (masks of 64 PEs, shared arrays of top-k). */
-#define SYMM__MOE_MAX_PES 64
 #define SYMM__MOE_MAX_TOPK 64
 #define SYMM__MOE_MAX_EXPERTS 8192
 #define SYMM__MOE_MAX_TOKENS ((size_t)1 << 20)

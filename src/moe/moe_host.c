@@ -8,6 +8,7 @@
  * dispatches (the epoch, kept on the device), so nothing is reset between
  * calls and a captured graph replays.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,38 +29,43 @@ struct symm_moe {
     uint64_t err_dev;
     int step;              /* enum symm__moe_step */
     size_t ht_tokens;      /* num_tokens of the last high-throughput dispatch */
-    int blocks[SYMM__MK_COUNT];
+    int share;             /* SMs a waiting grid of this PE may fill */
+    int sms;               /* the SM budget: most blocks of any kernel */
+    int sms_set;           /* 0: sms is the default */
 };
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-static int clamp_blocks(uint64_t want, int sms) {
+/* Blocks for kernel k with `flags`: what its work can use, at most the
+ * budget. Every grid fits the SMs the PE may fill, one block per SM, so all
+ * of its blocks run at once: a block may wait for peers whose progress
+ * depends on their grids having all started. */
+static int grid(const symm_moe_t *h, symm__mk_t k, int flags) {
+    const symm__moe_geom_t *g = &h->g;
+    const uint64_t M = h->cfg.max_num_tokens, K = h->cfg.experts_per_token, E = h->cfg.num_experts;
+    const uint64_t n = (uint64_t)g->n;
+    uint64_t want = 1, rows_max;
+    switch (k) {
+    case SYMM__MK_LL_DISPATCH:
+        want = cdiv(E, SYMM__MOE_WARPS);
+        if (want < g->cap)
+            want = g->cap;
+        if (want < n * g->local)
+            want = n * g->local;
+        break;
+    case SYMM__MK_LL_COMBINE:
+        rows_max = (uint64_t)g->local * g->rows;
+        if (rows_max > (uint64_t)g->groups * M * K)
+            rows_max = (uint64_t)g->groups * M * K;
+        want = rows_max > M ? rows_max : M;
+        break;
+    case SYMM__MK_HT_LAYOUT: want = 1; break;
+    case SYMM__MK_HT_DISPATCH: want = (flags & SYMM_MOE_SEND) ? cdiv(M, 32) : 1; break;
+    default: want = 2 * cdiv(M * n, SYMM__MOE_HT_CHUNK); break;
+    }
     if (want < 1)
         want = 1;
-    return want > (uint64_t)sms ? sms : (int)want;
-}
-
-/* Grid sizes, fixed per handle (a graph replays them; the device reads the
- * call's true sizes). Every kernel but the layout waits on peers: at most
- * the SMs such a grid may fill where PEs share a GPU (symm_sm_share). */
-static void plan_blocks(symm_moe_t *h) {
-    const symm__moe_geom_t *g = &h->g;
-    const uint64_t M = h->cfg.max_num_tokens, K = h->cfg.experts_per_token, n = (uint64_t)g->n;
-    int sms = 0;
-    if (symm_sm_share(&sms) != SYMM_SUCCESS || sms < 1)
-        sms = symm__moe_sm_count();
-    uint64_t rows_max = (uint64_t)g->local * g->rows;
-    if (rows_max > (uint64_t)g->groups * M * K)
-        rows_max = (uint64_t)g->groups * M * K;
-    h->blocks[SYMM__MK_LL_DISPATCH_SEND] = clamp_blocks(cdiv((uint64_t)g->cap * K, SYMM__MOE_WARPS), sms);
-    h->blocks[SYMM__MK_LL_DISPATCH_RECV] = clamp_blocks(n * g->local, sms);
-    h->blocks[SYMM__MK_LL_COMBINE_SEND] = clamp_blocks(cdiv(rows_max, SYMM__MOE_WARPS), sms);
-    h->blocks[SYMM__MK_LL_COMBINE_RECV] = clamp_blocks(M, sms);
-    h->blocks[SYMM__MK_HT_LAYOUT] = 1;
-    h->blocks[SYMM__MK_HT_DISPATCH_SEND] = clamp_blocks(cdiv(M * n, SYMM__MOE_WARPS), sms);
-    h->blocks[SYMM__MK_HT_DISPATCH_RECV] = 1;
-    h->blocks[SYMM__MK_HT_COMBINE_SEND] = clamp_blocks(cdiv(g->cap, SYMM__MOE_WARPS), sms);
-    h->blocks[SYMM__MK_HT_COMBINE_RECV] = clamp_blocks(M, sms);
+    return want > (uint64_t)h->sms ? h->sms : (int)want;
 }
 
 /* The fields every PE must agree on, named for the mismatch message. */
@@ -140,7 +146,11 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
     h->base = (char *)base;
     if ((st = symm__moe_err_alloc(&h->err, &h->err_dev)) != SYMM_SUCCESS)
         goto fail_heap;
-    plan_blocks(h);
+    if (symm_sm_share(&h->share) != SYMM_SUCCESS || h->share < 1) {
+        symm__error_clear();
+        h->share = symm__moe_sm_count();
+    }
+    h->sms = h->share;
     *out = h;
     return SYMM_SUCCESS;
 
@@ -225,22 +235,21 @@ static symm_status_t begin(const char *call, symm_moe_t *h, symm__moe_kargs_t *a
     return SYMM_SUCCESS;
 }
 
-static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, symm_stream_t stream) {
+static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, int flags, symm_stream_t stream) {
     a->kernel = (uint32_t)k;
-    a->nblocks = h->blocks[k];
+    a->flags = (uint32_t)flags;
+    a->nblocks = grid(h, k, flags);
     return symm__moe_launch(a, stream);
 }
 
-/* Launch the send (ks) and/or receive (kr) kernel of a call, then report an
- * error an earlier call left on the device. The launches happen first, so
+/* Launch kernel k for the call's halves (one kernel for both), then report
+ * an error an earlier call left on the device. The launch comes first, so
  * every PE enqueues the same kernels and none waits for a PE that gave up. */
 static symm_status_t run(const char *call, symm_moe_t *h, symm__moe_kargs_t *a, int flags, int next,
-                         symm__mk_t ks, symm__mk_t kr, symm_stream_t stream) {
+                         symm__mk_t k, symm_stream_t stream) {
     symm_status_t st;
     char how[96];
-    if ((flags & SYMM_MOE_SEND) && (st = launch(h, a, ks, stream)) != SYMM_SUCCESS)
-        return st;
-    if ((flags & SYMM_MOE_RECV) && (st = launch(h, a, kr, stream)) != SYMM_SUCCESS)
+    if ((st = launch(h, a, k, flags, stream)) != SYMM_SUCCESS)
         return st;
     h->step = next;
     snprintf(how, sizeof(how), "%s (this call was enqueued; the error is an earlier call's): ", call);
@@ -257,7 +266,7 @@ symm_status_t symm_moe_dispatch(symm_moe_t *h, const symm_moe_dispatch_args_t *a
         (st = symm__moe_check_order(call, h->step, 0, flags, &next)) != SYMM_SUCCESS ||
         (st = symm__moe_check_dispatch(&h->cfg, &h->g, args, &a)) != SYMM_SUCCESS)
         return st;
-    return run(call, h, &a, flags, next, SYMM__MK_LL_DISPATCH_SEND, SYMM__MK_LL_DISPATCH_RECV, stream);
+    return run(call, h, &a, flags, next, SYMM__MK_LL_DISPATCH, stream);
 }
 
 symm_status_t symm_moe_combine(symm_moe_t *h, const symm_moe_combine_args_t *args, int flags,
@@ -270,7 +279,18 @@ symm_status_t symm_moe_combine(symm_moe_t *h, const symm_moe_combine_args_t *arg
         (st = symm__moe_check_order(call, h->step, 1, flags, &next)) != SYMM_SUCCESS ||
         (st = symm__moe_check_combine(&h->cfg, &h->g, args, &a)) != SYMM_SUCCESS)
         return st;
-    return run(call, h, &a, flags, next, SYMM__MK_LL_COMBINE_SEND, SYMM__MK_LL_COMBINE_RECV, stream);
+    return run(call, h, &a, flags, next, SYMM__MK_LL_COMBINE, stream);
+}
+
+symm_status_t symm_moe_ll_routes(const symm_moe_t *h, const uint64_t **routes, size_t *rows) {
+    symm__error_clear();
+    if (h == NULL || routes == NULL || rows == NULL)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_moe_ll_routes: NULL %s", h ? "output" : "handle");
+    if (h->cfg.mode != SYMM_MOE_LOW_LATENCY)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_moe_ll_routes: the handle is in the high-throughput mode");
+    *routes = (const uint64_t *)(const void *)(h->base + h->g.lay.ll_route);
+    *rows = h->g.rows;
+    return SYMM_SUCCESS;
 }
 
 symm_status_t symm_moe_ht_layout(symm_moe_t *h, const void *indices, symm_dtype_t indices_dtype,
@@ -285,8 +305,7 @@ symm_status_t symm_moe_ht_layout(symm_moe_t *h, const void *indices, symm_dtype_
     a.per_rank = num_tokens_per_rank;
     a.per_expert = num_tokens_per_expert;
     a.in_rank = is_token_in_rank;
-    a.write_state = 0; /* the handle's own layout belongs to its dispatch */
-    return launch(h, &a, SYMM__MK_HT_LAYOUT, stream);
+    return launch(h, &a, SYMM__MK_HT_LAYOUT, 0, stream);
 }
 
 symm_status_t symm_moe_ht_dispatch(symm_moe_t *h, const symm_moe_ht_dispatch_args_t *args, int flags,
@@ -294,27 +313,15 @@ symm_status_t symm_moe_ht_dispatch(symm_moe_t *h, const symm_moe_ht_dispatch_arg
     const char *call = "symm_moe_ht_dispatch";
     symm__moe_kargs_t a;
     symm_status_t st;
-    char how[96];
     int next;
     if ((st = begin(call, h, &a)) != SYMM_SUCCESS ||
         (st = symm__moe_check_order(call, h->step, 0, flags, &next)) != SYMM_SUCCESS ||
         (st = symm__moe_check_ht_dispatch(&h->cfg, &h->g, args, &a)) != SYMM_SUCCESS)
         return st;
-    if (flags & SYMM_MOE_SEND) {
-        a.write_state = 1;
-        if ((st = launch(h, &a, SYMM__MK_HT_LAYOUT, stream)) != SYMM_SUCCESS)
-            return st;
-        /* both halves: the send kernel's last block runs the receive half */
-        a.recv_tail = (flags & SYMM_MOE_RECV) != 0;
-        if ((st = launch(h, &a, SYMM__MK_HT_DISPATCH_SEND, stream)) != SYMM_SUCCESS)
-            return st;
+    st = run(call, h, &a, flags, next, SYMM__MK_HT_DISPATCH, stream);
+    if (h->step == next && (flags & SYMM_MOE_SEND)) /* launched (st may be an earlier call's error) */
         h->ht_tokens = args->num_tokens;
-    }
-    if (flags == SYMM_MOE_RECV && (st = launch(h, &a, SYMM__MK_HT_DISPATCH_RECV, stream)) != SYMM_SUCCESS)
-        return st;
-    h->step = next;
-    snprintf(how, sizeof(how), "%s (this call was enqueued; the error is an earlier call's): ", call);
-    return take_error(h, how);
+    return st;
 }
 
 symm_status_t symm_moe_ht_recv_buffers(const symm_moe_t *h, symm_moe_ht_recv_t *r) {
@@ -348,5 +355,43 @@ symm_status_t symm_moe_ht_combine(symm_moe_t *h, const void *y, symm_dtype_t y_d
         (st = symm__moe_check_ht_combine(&h->cfg, y, y_dtype, y_stride, y_rows, out, out_dtype, out_stride,
                                          out_rows, h->ht_tokens, &a)) != SYMM_SUCCESS)
         return st;
-    return run(call, h, &a, flags, next, SYMM__MK_HT_COMBINE_SEND, SYMM__MK_HT_COMBINE_RECV, stream);
+    return run(call, h, &a, flags, next, SYMM__MK_HT_COMBINE, stream);
+}
+
+/* ---- the SM budget ----------------------------------------------------------------------- */
+
+symm_status_t symm_moe_set_num_sms(symm_moe_t *h, int num_sms) {
+    symm__error_clear();
+    if (h == NULL)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_moe_set_num_sms: the handle is NULL");
+    if (num_sms < 0 || num_sms > h->share)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_moe_set_num_sms: num_sms %d is not in 0..%d (0: the "
+                           "default; at most the SMs a waiting grid of this PE may fill, symm_sm_share)",
+                           num_sms, h->share);
+    h->sms = num_sms ? num_sms : h->share;
+    h->sms_set = num_sms != 0;
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm_moe_get_num_sms(const symm_moe_t *h, int *num_sms) {
+    symm__error_clear();
+    if (h == NULL || num_sms == NULL)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_moe_get_num_sms: NULL %s", h ? "output" : "handle");
+    *num_sms = h->sms;
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm_moe_launched_blocks(symm_moe_t *h, symm_stream_t stream, int *blocks) {
+    symm_status_t st;
+    uint32_t most = 0;
+    symm__error_clear();
+    if (h == NULL || blocks == NULL)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_moe_launched_blocks: NULL %s", h ? "output" : "handle");
+    if ((st = symm__moe_stream_sync(stream)) != SYMM_SUCCESS)
+        return st;
+    if ((st = symm__moe_take_word(h->base + h->g.lay.state + offsetof(symm__moe_state_t, max_grid), &most)) !=
+        SYMM_SUCCESS)
+        return st;
+    *blocks = (int)most;
+    return SYMM_SUCCESS;
 }

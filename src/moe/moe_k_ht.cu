@@ -1,33 +1,49 @@
 /*
  * moe_k_ht.cu - the high-throughput (DeepEP "normal" layout) MoE kernels.
  *
- * Layout (one block, local): for every token the set of PEs it goes to, its
- * position among the tokens going to each PE (an exclusive scan per PE), the
- * tokens per PE and per expert.
- * Dispatch, epoch e:
- *   send  Block 0 posts this PE's row of the count matrix (tokens for every
- *         PE) and, to each PE, the tokens for each of its experts, tagged
- *         (e << 32 | count). Every block then waits for the rows of the PEs
- *         before it (the rows that PE r receives from them come first in its
- *         buffers), and each warp stores one (token, PE) pair straight into
- *         its final row at that PE: x, scales, the top-k mapped to the PE's
- *         local experts (-1 elsewhere), weights and (source, token). The last
- *         block flags every PE (ddone = e).
- *   recv  Waits for every PE's flag and publishes the counts (num_recv, per
- *         expert). Run by the send kernel's last block when both halves are
- *         asked for, else by a one-block kernel.
+ * Dispatch, epoch e (p = e & 1), one kernel:
+ *   send  Block b owns the tokens [m b / B, m (b + 1) / B). It computes the
+ *         PEs each token goes to for every token before its range end (the
+ *         prefix of its range is how many tokens before it go to each PE);
+ *         the last block counts every token per PE and per expert and posts
+ *         this PE's row of the count matrix, (e << 32 | tokens) for every
+ *         PE in ht_mat[p][me][r] and per expert in ht_emat[p][me][l], on
+ *         every PE. Every block waits for every PE's row: the rows PEs
+ *         before this one send to r come first there, and a PE posts its
+ *         row only after its previous combine, i.e. once it is done with
+ *         what this dispatch overwrites in it. Then the block stores each
+ *         of its tokens once per destination PE straight into its final row
+ *         there (ordered by source PE, then token): x, scales, top-k mapped
+ *         to that PE's local experts (-1 elsewhere), weights and (source,
+ *         token); batches of 32 tokens, each token loaded once for all its
+ *         PEs. At the end each block adds the rows it addressed to r into
+ *         r's ht_rcv[me] with a release (an atomic; rows dropped for
+ *         capacity count too): ht_rcv counts rows over all dispatches, and
+ *         the receiver knows how many to expect from ht_mat.
+ *   recv  One block: waits for every PE's counts and its rows (ht_rcv up
+ *         to what it expects so far), notes where each source's rows start,
+ *         and publishes num_recv and the tokens per local expert.
  * Combine, same epoch:
- *   send  Each warp returns one received row to its token's PE, into
- *         ht_cbuf[token][me]; the last block flags every PE (cdone = e).
- *   recv  After every PE's flag, one block per token sums its rows.
- * Reuse: a PE's dispatch writes into PE r only after its own combine waited
- * for r's combine send, which follows everything r did with the previous
- * receive buffers; a combine writes ht_cbuf only after a dispatch whose
- * counts every PE posted after its previous combine.
+ *   send  The received rows of source s go back to s, SYMM__MOE_HT_CHUNK
+ *         rows at a time, into ht_cbuf[me][position of the token among the
+ *         tokens s sent me]; behind each chunk a release of
+ *         ht_cflag[me][chunk] = e at s. Chunks are taken round-robin over
+ *         the sources so every PE's data comes in from the start.
+ *   recv  Per token: wait for the chunk flags of the rows it gets back and
+ *         sum them in float32, in PE order. With both halves in one kernel
+ *         half the blocks send and half reduce as the data arrives, and the
+ *         rows this PE returns to itself are read from y where they are.
+ * Reuse: r's ht_cbuf and ht_cflag are written by combine e + 1 of s only
+ * after s's dispatch e + 1 waited for r's count row of e + 1, posted after
+ * r's combine e had read them; the parity-indexed count rows are written
+ * again two dispatches later, after the writer waited for the reader's next
+ * row, posted after the reader's dispatch had read them.
  */
 #include "moe/moe_kernels.cuh"
 
 #define TAG(e, c) (((uint64_t)(e) << 32) | (uint64_t)(uint32_t)(c))
+#define HT_UNROLL 8
+#define HT_BATCH 32 /* tokens per dispatch step of a block */
 
 /* The PEs token t goes to (bit r), counting its experts into ecnt when given;
  * -1 in a signed index type is no expert, other values outside the experts
@@ -50,190 +66,411 @@ SYMM__DEVICE_INTERNAL uint64_t ht_token_mask(const symm__moe_kargs_t *A, uint64_
     return mask;
 }
 
+/* ---- the layout for the caller (symm_moe_ht_layout) --------------------------------------- */
+
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_layout(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
     const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n;
     const uint64_t m = A->num_tokens, chunk = (m + SYMM__MOE_THREADS - 1) / SYMM__MOE_THREADS;
     const uint64_t t0 = tid * chunk < m ? tid * chunk : m, t1 = t0 + chunk < m ? t0 + chunk : m;
-    uint64_t *mask = MOE_U64(A, ht_mask);
     extern __shared__ uint32_t ecnt[]; /* [experts] */
+    moe_begin(A, 0);
     for (uint32_t x = tid; x < A->experts; x += SYMM__MOE_THREADS)
         ecnt[x] = 0;
     symm__block_sync();
     for (uint64_t t = t0; t < t1; t++) {
-        uint64_t mk = ht_token_mask(A, t, ecnt, 1);
-        if (A->write_state)
-            mask[t] = mk;
+        const uint64_t mk = ht_token_mask(A, t, ecnt, 1);
+        if (A->in_rank)
+            for (uint32_t r = 0; r < n; r++)
+                A->in_rank[t * n + r] = (uint8_t)((mk >> r) & 1u);
     }
     symm__block_sync();
-    for (uint32_t r = 0; r < n; r++) {
-        uint32_t c = 0, total, pos;
-        for (uint64_t t = t0; t < t1; t++)
-            c += (uint32_t)(((A->write_state ? mask[t] : ht_token_mask(A, t, NULL, 0)) >> r) & 1u);
-        pos = moe_block_scan(c, &total);
-        for (uint64_t t = t0; t < t1; t++) {
-            int in = (int)(((A->write_state ? mask[t] : ht_token_mask(A, t, NULL, 0)) >> r) & 1u);
-            if (A->write_state)
-                MOE_I32(A, ht_pos)[t * n + r] = in ? (int32_t)pos : -1;
-            if (A->in_rank)
-                A->in_rank[t * n + r] = (uint8_t)in;
-            pos += (uint32_t)in;
-        }
-        if (tid == 0) {
-            if (A->write_state)
-                MOE_U32(A, ht_cnt)[r] = total;
-            if (A->per_rank)
+    if (A->per_rank) {
+        for (uint32_t r = 0; r < n; r++) {
+            uint32_t c = 0, total;
+            for (uint64_t t = t0; t < t1; t++)
+                c += (uint32_t)((ht_token_mask(A, t, NULL, 0) >> r) & 1u);
+            moe_block_scan(c, &total);
+            if (tid == 0)
                 A->per_rank[r] = (int32_t)total;
         }
     }
-    for (uint32_t x = tid; x < A->experts; x += SYMM__MOE_THREADS) {
-        if (A->write_state)
-            MOE_U32(A, ht_ecnt)[x] = ecnt[x];
-        if (A->per_expert)
+    if (A->per_expert)
+        for (uint32_t x = tid; x < A->experts; x += SYMM__MOE_THREADS)
             A->per_expert[x] = (int32_t)ecnt[x];
+}
+
+/* ---- dispatch --------------------------------------------------------------------------- */
+
+SYMM__DEVICE_INTERNAL void ht_dispatch_send(const symm__moe_kargs_t *A, uint64_t e) {
+    const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
+    const uint32_t n = (uint32_t)A->n, L = A->local, K = A->topk, E = A->experts, me = (uint32_t)A->me;
+    const uint32_t p = (uint32_t)(e & 1u), B = gridDim.x, b = blockIdx.x;
+    const uint64_t m = A->num_tokens, lo = m * b / B, hi = m * (b + 1) / B;
+    const int last = b == B - 1;
+    const uint32_t nvx = A->x_bytes / 16u, cols = A->scale_cols, xb = A->x_bytes;
+    const uint64_t xrow = (uint64_t)A->x_stride * A->x_esz;
+    const int xal = moe_al16((uint64_t)(uintptr_t)A->x) && moe_al16(xrow);
+    uint64_t *hmask = MOE_U64(A, ht_mask);
+    uint32_t *hpos = MOE_U32(A, ht_pos);
+    extern __shared__ uint32_t ecnt[]; /* [experts], the last block only */
+    __shared__ uint32_t pre[SYMM__MOE_MAX_PES], tot[SYMM__MOE_MAX_PES], off[SYMM__MOE_MAX_PES];
+    __shared__ uint32_t run[SYMM__MOE_MAX_PES];
+    __shared__ uint64_t smask[HT_BATCH];
+    __shared__ uint32_t srow[HT_BATCH][SYMM__MOE_MAX_PES];
+    if (tid < n)
+        pre[tid] = tot[tid] = off[tid] = run[tid] = 0;
+    if (last)
+        for (uint32_t x = tid; x < E; x += SYMM__MOE_THREADS)
+            ecnt[x] = 0;
+    symm__block_sync();
+    /* masks of the block's range, the prefix before it, and (last block) the totals */
+    for (uint64_t t = tid; t < (last ? m : hi); t += SYMM__MOE_THREADS) {
+        const int own = t >= lo && t < hi;
+        const uint64_t mask = ht_token_mask(A, t, last ? ecnt : NULL, own);
+        if (own)
+            hmask[t] = mask;
+        for (uint64_t mm = mask; mm; mm &= mm - 1) {
+            const int r = __ffsll((long long)mm) - 1;
+            if (t < lo)
+                atomicAdd(&pre[r], 1u);
+            if (last)
+                atomicAdd(&tot[r], 1u);
+        }
+    }
+    symm__block_sync();
+    if (last) {
+        for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS)
+            symm__st_b64(moe_peer(A, MOE_U64(A, ht_mat) + ((uint64_t)p * n + me) * n + x % n, (int)(x / n)),
+                         TAG(e, tot[x % n]), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
+        for (uint32_t x = tid; x < n * L; x += SYMM__MOE_THREADS)
+            symm__st_b64(moe_peer(A, MOE_U64(A, ht_emat) + ((uint64_t)p * n + me) * L + x % L, (int)(x / L)),
+                         TAG(e, ecnt[x]), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
+    }
+    /* every PE's row: my first row at r is what the PEs before me send it */
+    for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS) {
+        const uint32_t c = (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + (uint64_t)p * n * n + x, TAG(e, 0));
+        if (x / n < me)
+            atomicAdd(&off[x % n], c);
+    }
+    for (uint64_t t0 = lo; t0 < hi; t0 += HT_BATCH) {
+        const uint32_t nb = hi - t0 < HT_BATCH ? (uint32_t)(hi - t0) : HT_BATCH;
+        symm__block_sync();
+        if (warp == 0) {
+            const uint64_t mask = lane < nb ? hmask[t0 + lane] : 0;
+            for (uint32_t r = 0; r < n; r++) {
+                const int in = (int)((mask >> r) & 1u);
+                const uint32_t ball = __ballot_sync(MOE_FULL, in), base = pre[r] + run[r];
+                if (in) {
+                    const uint32_t pos = base + (uint32_t)__popc(ball & ((1u << lane) - 1u));
+                    srow[lane][r] = off[r] + pos;
+                    hpos[(t0 + lane) * n + r] = pos;
+                }
+                __syncwarp();
+                if (lane == 0)
+                    run[r] += (uint32_t)__popc(ball);
+                __syncwarp();
+            }
+            smask[lane] = mask;
+        }
+        symm__block_sync();
+        if (xal) {
+            const uint32_t total = nb * nvx;
+            for (uint32_t q0 = tid; q0 < total; q0 += SYMM__MOE_THREADS * HT_UNROLL) {
+                symm__v4_t v[HT_UNROLL];
+#pragma unroll
+                for (int u = 0; u < HT_UNROLL; u++) {
+                    const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
+                    if (q < total)
+                        v[u] = symm__cld16((const char *)A->x + (t0 + q / nvx) * xrow + 16u * (q % nvx), 0);
+                }
+#pragma unroll
+                for (int u = 0; u < HT_UNROLL; u++) {
+                    const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
+                    if (q < total) {
+                        const uint32_t j = q / nvx;
+                        for (uint64_t mm = smask[j]; mm; mm &= mm - 1) {
+                            const int r = __ffsll((long long)mm) - 1;
+                            const uint32_t row = srow[j][r];
+                            if (row < A->cap)
+                                symm__cst16(moe_peer(A, MOE_AT(A, ht_rx) + (uint64_t)row * xb + 16u * (q % nvx), r),
+                                            v[u], 1);
+                        }
+                    }
+                }
+            }
+        } else {
+            for (uint32_t j = 0; j < nb; j++)
+                for (uint64_t mm = smask[j]; mm; mm &= mm - 1) {
+                    const int r = __ffsll((long long)mm) - 1;
+                    const uint32_t row = srow[j][r];
+                    if (row < A->cap)
+                        symm__copy(moe_peer(A, MOE_AT(A, ht_rx) + (uint64_t)row * xb, r),
+                                   (const char *)A->x + (t0 + j) * xrow, xb, tid, SYMM__MOE_THREADS, 1);
+                }
+        }
+        /* scales, the mapped top-k, weights (four at a time) and the source: per (token, unit) */
+        {
+            const uint32_t cq = (cols + 3) / 4, kq = (K + 3) / 4, units = cq + 2 * kq + 1;
+            for (uint32_t q = tid; q < nb * units; q += SYMM__MOE_THREADS) {
+                const uint32_t j = q / units, u = q % units;
+                const uint64_t t = t0 + j;
+                uint32_t w[4] = {0, 0, 0, 0}, cnt = 0, at = 0;
+                int64_t ex[4] = {0, 0, 0, 0};
+                if (u < cq) {
+                    at = 4 * u;
+                    cnt = cols - at < 4 ? cols - at : 4;
+                    for (uint32_t i = 0; i < cnt; i++)
+                        w[i] = symm__f32_bits(A->x_scale[(int64_t)t * A->xs_stride[0] + (int64_t)(at + i) * A->xs_stride[1]]);
+                } else if (u < cq + 2 * kq) {
+                    at = 4 * (u < cq + kq ? u - cq : u - cq - kq);
+                    cnt = K - at < 4 ? K - at : 4;
+                    for (uint32_t i = 0; i < cnt; i++) {
+                        if (u < cq + kq)
+                            ex[i] = moe_index(A, t * K + at + i);
+                        else
+                            w[i] = A->weights ? symm__f32_bits(A->weights[t * K + at + i]) : 0u;
+                    }
+                }
+                for (uint64_t mm = smask[j]; mm; mm &= mm - 1) {
+                    const int r = __ffsll((long long)mm) - 1;
+                    const uint64_t row = srow[j][r];
+                    uint32_t v[4] = {w[0], w[1], w[2], w[3]};
+                    char *dst;
+                    if (row >= A->cap)
+                        continue;
+                    if (u == units - 1) {
+                        symm__cst8(moe_peer(A, MOE_AT(A, ht_rsrc) + row * 8u, r), (uint64_t)me | (t << 32), 1);
+                        continue;
+                    }
+                    if (u < cq) {
+                        dst = MOE_AT(A, ht_rscale) + (row * cols + at) * 4u;
+                    } else if (u < cq + kq) {
+                        for (uint32_t i = 0; i < cnt; i++)
+                            v[i] = (uint32_t)(ex[i] >= 0 && ex[i] < (int64_t)E && (uint32_t)(ex[i] / L) == (uint32_t)r
+                                                  ? (int32_t)(ex[i] % L) : -1);
+                        dst = MOE_AT(A, ht_ridx) + (row * K + at) * 4u;
+                    } else {
+                        dst = MOE_AT(A, ht_rw) + (row * K + at) * 4u;
+                    }
+                    dst = (char *)moe_peer(A, dst, r);
+                    if (cnt == 4 && moe_al16((uint64_t)(uintptr_t)dst)) {
+                        symm__v4_t vv;
+                        vv.x = v[0];
+                        vv.y = v[1];
+                        vv.z = v[2];
+                        vv.w = v[3];
+                        symm__cst16(dst, vv, 1);
+                    } else {
+                        for (uint32_t i = 0; i < cnt; i++)
+                            moe_put32(dst + 4u * i, v[i]);
+                    }
+                }
+            }
+        }
+    }
+    /* the rows this block addressed to each PE, behind its stores */
+    symm__block_sync();
+    if (tid < n && run[tid] != 0) {
+        symm__fence_acq_rel_sys();
+        symm__atom_add_b64(moe_peer(A, MOE_U64(A, ht_rcv) + me, (int)tid), (uint64_t)run[tid]);
     }
 }
 
-/* The receive half of epoch e (one block): every PE's rows are in, publish
- * the counts. */
+/* The receive half of epoch e (one block): every PE's rows are in; publish
+ * the counts, and where each source's rows start (for the combine). */
 SYMM__DEVICE_INTERNAL void ht_dispatch_recv(const symm__moe_kargs_t *A, uint64_t e) {
-    const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, L = A->local;
-    __shared__ uint32_t from[64];
+    const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, L = A->local, me = (uint32_t)A->me;
+    const uint32_t p = (uint32_t)(e & 1u);
+    uint32_t *roff = MOE_U32(A, ht_roff);
+    __shared__ uint32_t from[SYMM__MOE_MAX_PES];
+    symm__block_sync();
     if (tid < n) {
-        moe_wait(A, MOE_U64(A, ht_ddone) + tid, e);
-        from[tid] = (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + (uint64_t)tid * n + (uint32_t)A->me, TAG(e, 0));
+        const uint64_t c = (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + ((uint64_t)p * n + tid) * n + me, TAG(e, 0));
+        uint64_t *expect = MOE_U64(A, ht_exp) + tid;
+        from[tid] = (uint32_t)c;
+        moe_wait(A, MOE_U64(A, ht_rcv) + tid, *expect + c);
+        *expect += c;
     }
     for (uint32_t le = tid; le < L; le += SYMM__MOE_THREADS) {
         uint32_t c = 0;
         for (uint32_t s = 0; s < n; s++)
-            c += (uint32_t)moe_wait(A, MOE_U64(A, ht_emat) + (uint64_t)s * L + le, TAG(e, 0));
+            c += (uint32_t)moe_wait(A, MOE_U64(A, ht_emat) + ((uint64_t)p * n + s) * L + le, TAG(e, 0));
         MOE_I32(A, ht_rpe)[le] = (int32_t)c;
     }
     symm__block_sync();
     if (tid == 0) {
         uint64_t total = 0;
-        for (uint32_t s = 0; s < n; s++)
+        for (uint32_t s = 0; s < n; s++) {
+            roff[s] = (uint32_t)total;
+            roff[n + s] = from[s];
             total += from[s];
+        }
         if (total > A->cap)
             moe_error(A, SYMM__MOE_ERR_CAPACITY, (int64_t)total, (int64_t)A->cap, 0);
         MOE_I32(A, ht_rnum)[0] = (int32_t)(total < A->cap ? total : A->cap);
     }
 }
 
-__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_dispatch_send(const __grid_constant__ symm__moe_kargs_t a) {
+__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_dispatch(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
-    symm__moe_state_t *st = moe_state(A);
-    const uint64_t e = st->epoch + 1;
-    const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
-    const uint32_t n = (uint32_t)A->n, L = A->local, K = A->topk, me = (uint32_t)A->me;
-    const uint64_t m = A->num_tokens;
-    __shared__ uint32_t off[64];
-    if (tid < n)
-        off[tid] = 0;
-    if (blockIdx.x == 0) {
-        for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS)
-            moe_signal(A, MOE_U64(A, ht_mat) + (uint64_t)me * n + x % n, TAG(e, MOE_U32(A, ht_cnt)[x % n]),
-                       (int)(x / n));
-        for (uint32_t x = tid; x < n * L; x += SYMM__MOE_THREADS)
-            moe_signal(A, MOE_U64(A, ht_emat) + (uint64_t)me * L + x % L, TAG(e, MOE_U32(A, ht_ecnt)[x]),
-                       (int)(x / L));
+    const int send = (A->flags & SYMM_MOE_SEND) != 0;
+    const uint64_t e = moe_begin(A, send);
+    if (send)
+        ht_dispatch_send(A, e);
+    if ((A->flags & SYMM_MOE_RECV) && blockIdx.x == 0)
+        ht_dispatch_recv(A, e);
+    if (send)
+        moe_close_epoch(A, SYMM__MK_HT_DISPATCH, e);
+}
+
+/* ---- combine ---------------------------------------------------------------------------- */
+
+/* Chunks of completion flags per source PE. */
+SYMM__DEVICE_INTERNAL uint32_t ht_nchunks(const symm__moe_kargs_t *A) {
+    return (A->max_tokens + SYMM__MOE_HT_CHUNK - 1) / SYMM__MOE_HT_CHUNK;
+}
+
+/* Send half: this block is `b` of `nb` senders. With `fused`, the rows this
+ * PE returns to itself stay in y for the receive half to read. */
+SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t e, uint32_t b, uint32_t nb,
+                                           int fused) {
+    const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, me = (uint32_t)A->me;
+    const uint32_t *roff = MOE_U32(A, ht_roff);
+    const uint64_t rb = (uint64_t)A->hidden * 2u, ystride = (uint64_t)A->y_stride[1] * 2u;
+    const uint32_t nvr = (uint32_t)(rb / 16u), nch = ht_nchunks(A);
+    const uint64_t got = (uint64_t)MOE_I32(A, ht_rnum)[0];
+    const uint64_t rows = got < A->y_rows ? got : A->y_rows;
+    const int yal = moe_al16((uint64_t)(uintptr_t)A->y) && moe_al16(ystride);
+    uint32_t maxc = 0, item = 0;
+    if (got > A->y_rows && b == 0 && tid == 0)
+        moe_error(A, SYMM__MOE_ERR_Y_ROWS, (int64_t)got, (int64_t)A->y_rows, 0);
+    for (uint32_t s = 0; s < n; s++) {
+        const uint32_t c = (roff[n + s] + SYMM__MOE_HT_CHUNK - 1) / SYMM__MOE_HT_CHUNK;
+        maxc = c > maxc ? c : maxc;
     }
-    symm__block_sync();
-    /* my first row at PE r: what the PEs before me send r */
-    for (uint32_t x = tid; x < me * n; x += SYMM__MOE_THREADS)
-        atomicAdd(&off[x % n], (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + x, TAG(e, 0)));
-    symm__block_sync();
-    for (uint64_t pr = (uint64_t)blockIdx.x * SYMM__MOE_WARPS + warp; pr < m * n;
-         pr += (uint64_t)gridDim.x * SYMM__MOE_WARPS) {
-        const uint64_t t = pr / n;
-        const uint32_t r = (uint32_t)(pr % n);
-        const int32_t pos = MOE_I32(A, ht_pos)[t * n + r];
-        uint64_t row;
-        if (pos < 0)
-            continue;
-        row = (uint64_t)off[r] + (uint32_t)pos;
-        if (row >= A->cap) /* the receiver reports it */
-            continue;
-        symm__copy(moe_peer(A, MOE_AT(A, ht_rx) + row * A->x_bytes, (int)r),
-                   (const char *)A->x + t * (uint64_t)A->x_stride * A->x_esz, A->x_bytes, lane, 32, 1);
-        for (uint32_t b = lane; b < A->scale_cols; b += 32)
-            moe_put32(moe_peer(A, MOE_AT(A, ht_rscale) + (row * A->scale_cols + b) * 4u, (int)r),
-                      symm__f32_bits(A->x_scale[(int64_t)t * A->xs_stride[0] + (int64_t)b * A->xs_stride[1]]));
-        for (uint32_t k = lane; k < K; k += 32) {
-            int64_t ex = moe_index(A, t * K + k);
-            int32_t le = ex >= 0 && ex < (int64_t)A->experts && (uint32_t)(ex / L) == r ? (int32_t)(ex % L) : -1;
-            moe_put32(moe_peer(A, MOE_AT(A, ht_ridx) + (row * K + k) * 4u, (int)r), (uint32_t)le);
-            moe_put32(moe_peer(A, MOE_AT(A, ht_rw) + (row * K + k) * 4u, (int)r),
-                      A->weights ? symm__f32_bits(A->weights[t * K + k]) : 0u);
+    for (uint32_t c = 0; c < maxc; c++) {
+        for (uint32_t i = 1; i <= n; i++) {
+            const uint32_t s = (me + i) % n, cnt = roff[n + s];
+            uint64_t j0, nr, lim;
+            if (c * SYMM__MOE_HT_CHUNK >= cnt || (fused && s == me))
+                continue;
+            if (item++ % nb != b)
+                continue;
+            j0 = (uint64_t)roff[s] + (uint64_t)c * SYMM__MOE_HT_CHUNK;
+            nr = cnt - c * SYMM__MOE_HT_CHUNK < SYMM__MOE_HT_CHUNK ? cnt - c * SYMM__MOE_HT_CHUNK : SYMM__MOE_HT_CHUNK;
+            lim = j0 < rows ? (rows - j0 < nr ? rows - j0 : nr) : 0; /* rows of y there are */
+            {
+                char *dst = (char *)moe_peer(A, MOE_AT(A, ht_cbuf) + ((uint64_t)me * A->max_tokens +
+                                                                      (uint64_t)c * SYMM__MOE_HT_CHUNK) * rb, (int)s);
+                const char *src = (const char *)A->y + j0 * ystride;
+                if (yal) {
+                    const uint32_t total = (uint32_t)lim * nvr;
+                    for (uint32_t q0 = tid; q0 < total; q0 += SYMM__MOE_THREADS * HT_UNROLL) {
+                        symm__v4_t v[HT_UNROLL];
+#pragma unroll
+                        for (int u = 0; u < HT_UNROLL; u++) {
+                            const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
+                            if (q < total)
+                                v[u] = symm__cld16(src + (q / nvr) * ystride + 16u * (q % nvr), 0);
+                        }
+#pragma unroll
+                        for (int u = 0; u < HT_UNROLL; u++) {
+                            const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
+                            if (q < total)
+                                symm__cst16(dst + (uint64_t)q * 16u, v[u], 1);
+                        }
+                    }
+                } else {
+                    for (uint32_t j = 0; j < lim; j++)
+                        symm__copy(dst + j * rb, src + j * ystride, rb, tid, SYMM__MOE_THREADS, 1);
+                }
+            }
+            symm__block_sync();
+            if (tid == 0)
+                moe_release(A, MOE_U64(A, ht_cflag) + (uint64_t)me * nch + c, e, (int)s);
         }
-        if (lane == 0) {
-            moe_put32(moe_peer(A, MOE_AT(A, ht_rsrc) + row * 8u, (int)r), me);
-            moe_put32(moe_peer(A, MOE_AT(A, ht_rsrc) + row * 8u + 4u, (int)r), (uint32_t)t);
-        }
-    }
-    if (moe_last_block(&st->done[SYMM__MK_HT_DISPATCH_SEND])) {
-        if (tid < n)
-            moe_signal(A, MOE_U64(A, ht_ddone) + me, e, (int)tid);
-        if (tid == 0)
-            st->epoch = e;
-        if (A->recv_tail)
-            ht_dispatch_recv(A, e);
     }
 }
 
-__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_dispatch_recv(const __grid_constant__ symm__moe_kargs_t a) {
-    ht_dispatch_recv(&a, moe_state(&a)->epoch);
-}
-
-__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_send(const __grid_constant__ symm__moe_kargs_t a) {
-    const symm__moe_kargs_t *A = &a;
-    symm__moe_state_t *st = moe_state(A);
-    const uint64_t e = st->epoch;
-    const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5, n = (uint32_t)A->n;
-    const uint64_t row_bytes = (uint64_t)A->hidden * 2u;
-    uint64_t got = (uint64_t)MOE_I32(A, ht_rnum)[0], rows = got;
-    if (rows > A->y_rows) {
-        if (blockIdx.x == 0 && tid == 0)
-            moe_error(A, SYMM__MOE_ERR_Y_ROWS, (int64_t)got, (int64_t)A->y_rows, 0);
-        rows = A->y_rows;
-    }
-    for (uint64_t j = (uint64_t)blockIdx.x * SYMM__MOE_WARPS + warp; j < rows;
-         j += (uint64_t)gridDim.x * SYMM__MOE_WARPS) {
-        const int32_t *src = MOE_I32(A, ht_rsrc) + 2 * j;
-        const uint32_t pe = (uint32_t)src[0];
-        const uint64_t t = (uint32_t)src[1];
-        symm__copy(moe_peer(A, MOE_AT(A, ht_cbuf) + (t * n + (uint32_t)A->me) * row_bytes, (int)pe),
-                   (const char *)A->y + j * (uint64_t)A->y_stride[1] * 2u, row_bytes, lane, 32, 1);
-    }
-    if (moe_last_block(&st->done[SYMM__MK_HT_COMBINE_SEND]) && tid < n)
-        moe_signal(A, MOE_U64(A, ht_cdone) + A->me, e, (int)tid);
-}
-
-__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_recv(const __grid_constant__ symm__moe_kargs_t a) {
-    const symm__moe_kargs_t *A = &a;
-    const uint64_t e = moe_state(A)->epoch;
-    const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, h8 = A->hidden / 8u;
-    const uint64_t row_bytes = (uint64_t)A->hidden * 2u;
-    __shared__ int in[64];
-    if (tid < n)
-        moe_wait(A, MOE_U64(A, ht_cdone) + tid, e);
-    symm__block_sync();
-    for (uint64_t t = blockIdx.x; t < A->num_tokens; t += gridDim.x) {
-        if (tid < n)
-            in[tid] = MOE_I32(A, ht_pos)[t * n + tid] >= 0;
+/* Receive half: this block is `b` of `nb` reducers; tokens go round-robin in
+ * batches so every reducer moves through the tokens in the order their rows
+ * arrive. */
+SYMM__DEVICE_INTERNAL void ht_combine_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t b, uint32_t nb,
+                                           int fused) {
+    const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, me = (uint32_t)A->me, h8 = A->hidden / 8u;
+    const uint32_t nch = ht_nchunks(A);
+    const uint64_t m = A->num_tokens, rb = (uint64_t)A->hidden * 2u, ystride = (uint64_t)A->y_stride[1] * 2u;
+    const uint32_t *roff = MOE_U32(A, ht_roff);
+    uint32_t tb = 4096u / h8;
+    __shared__ uint64_t smask[HT_BATCH];
+    __shared__ uint32_t spos[SYMM__MOE_THREADS];
+    tb = tb < 1 ? 1 : (tb > HT_BATCH ? HT_BATCH : tb);
+    if (tb * n > SYMM__MOE_THREADS)
+        tb = SYMM__MOE_THREADS / n;
+    for (uint64_t t0 = (uint64_t)b * tb; t0 < m; t0 += (uint64_t)nb * tb) {
+        const uint32_t cnt = m - t0 < tb ? (uint32_t)(m - t0) : tb;
         symm__block_sync();
-        for (uint32_t v = tid; v < h8; v += SYMM__MOE_THREADS) {
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, x[8];
-            for (uint32_t r = 0; r < n; r++) {
-                if (!in[r])
-                    continue;
-                moe_load8(MOE_AT(A, ht_cbuf) + (t * n + r) * row_bytes + (uint64_t)v * 16u, A->y_kind, x);
-                for (int i = 0; i < 8; i++)
-                    acc[i] += x[i];
+        if (tid < cnt * n) {
+            const uint32_t j = tid / n, r = tid % n;
+            const uint64_t t = t0 + j, mask = MOE_U64(A, ht_mask)[t];
+            if (r == 0)
+                smask[j] = mask;
+            if ((mask >> r) & 1u) {
+                const uint32_t pos = MOE_U32(A, ht_pos)[t * n + r];
+                spos[tid] = pos;
+                if (!(fused && r == me))
+                    moe_wait(A, MOE_U64(A, ht_cflag) + (uint64_t)r * nch + pos / SYMM__MOE_HT_CHUNK, e);
+            }
+        }
+        symm__block_sync();
+        for (uint32_t q = tid; q < cnt * h8; q += SYMM__MOE_THREADS) {
+            const uint32_t j = q / h8, v = q % h8;
+            const uint64_t t = t0 + j;
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (uint64_t mm = smask[j]; mm;) {
+                symm__v4_t va[MOE_GATHER], none = {0, 0, 0, 0}; /* y is bf16 or f16: 16 bytes per 8 */
+                int have[MOE_GATHER];
+#pragma unroll
+                for (int i = 0; i < MOE_GATHER; i++) { /* PE order, as the reference sums */
+                    have[i] = mm != 0;
+                    if (have[i]) {
+                        const uint32_t r = (uint32_t)(__ffsll((long long)mm) - 1);
+                        const uint32_t pos = spos[j * n + r];
+                        const char *src = fused && r == me
+                                              ? (const char *)A->y + ((uint64_t)roff[me] + pos) * ystride
+                                              : MOE_AT(A, ht_cbuf) + ((uint64_t)r * A->max_tokens + pos) * rb;
+                        mm &= mm - 1;
+                        va[i] = symm__cld16(src + (uint64_t)v * 16u, 0);
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < MOE_GATHER; i++)
+                    if (have[i])
+                        moe_fma8(A->y_kind, va[i], none, 1.0f, acc);
             }
             moe_store8((char *)A->out + ((int64_t)t * A->out_stride + (int64_t)v * 8) * 2, A->out_kind, acc);
         }
-        symm__block_sync();
+    }
+}
+
+__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine(const __grid_constant__ symm__moe_kargs_t a) {
+    const symm__moe_kargs_t *A = &a;
+    const uint64_t e = moe_begin(A, 0);
+    const uint32_t B = gridDim.x, b = blockIdx.x;
+    if (A->flags == SYMM_MOE_SEND_RECV) {
+        if (B == 1) {
+            ht_combine_send(A, e, 0, 1, 1);
+            ht_combine_recv(A, e, 0, 1, 1);
+        } else if (b < B / 2) {
+            ht_combine_send(A, e, b, B / 2, 1);
+        } else {
+            ht_combine_recv(A, e, b - B / 2, B - B / 2, 1);
+        }
+    } else if (A->flags & SYMM_MOE_SEND) {
+        ht_combine_send(A, e, b, B, 0);
+    } else {
+        ht_combine_recv(A, e, b, B, 0);
     }
 }
 
@@ -242,17 +479,11 @@ symm_status_t symm__moe_launch_ht(const symm__moe_kargs_t *a, cudaStream_t s) {
     case SYMM__MK_HT_LAYOUT:
         symm__k_ht_layout<<<1, SYMM__MOE_THREADS, a->experts * sizeof(uint32_t), s>>>(*a);
         return symm__moe_launched("the MoE layout kernel");
-    case SYMM__MK_HT_DISPATCH_SEND:
-        symm__k_ht_dispatch_send<<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
+    case SYMM__MK_HT_DISPATCH:
+        symm__k_ht_dispatch<<<a->nblocks, SYMM__MOE_THREADS, a->experts * sizeof(uint32_t), s>>>(*a);
         return symm__moe_launched("the MoE high-throughput dispatch kernel");
-    case SYMM__MK_HT_DISPATCH_RECV:
-        symm__k_ht_dispatch_recv<<<1, SYMM__MOE_THREADS, 0, s>>>(*a);
-        return symm__moe_launched("the MoE high-throughput dispatch receive kernel");
-    case SYMM__MK_HT_COMBINE_SEND:
-        symm__k_ht_combine_send<<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
-        return symm__moe_launched("the MoE high-throughput combine send kernel");
     default:
-        symm__k_ht_combine_recv<<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
-        return symm__moe_launched("the MoE high-throughput combine receive kernel");
+        symm__k_ht_combine<<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
+        return symm__moe_launched("the MoE high-throughput combine kernel");
     }
 }

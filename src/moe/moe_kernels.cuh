@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "symm/symm_device.h"
+#include "symm/symm_moe.h"
 #include "symm/device/coll_reduce.h"
 
 extern "C" {
@@ -32,11 +33,6 @@ SYMM__DEVICE_INTERNAL symm__moe_state_t *moe_state(const symm__moe_kargs_t *A) {
 /* PE pe's copy of the handle address p. */
 SYMM__DEVICE_INTERNAL void *moe_peer(const symm__moe_kargs_t *A, const void *p, int pe) {
     return symm__peer(&A->ctx, p, pe);
-}
-
-/* Flags and counts: a release store at system scope into PE pe's copy. */
-SYMM__DEVICE_INTERNAL void moe_signal(const symm__moe_kargs_t *A, uint64_t *word, uint64_t v, int pe) {
-    symm__st_b64(moe_peer(A, word, pe), v, SYMM_SEM_RELEASE, SYMM_SCOPE_SYS);
 }
 
 /* Wait (acquire, with the deadline) until *word >= v; returns the value. */
@@ -72,24 +68,37 @@ SYMM__NOINLINE void moe_error(const symm__moe_kargs_t *A, uint32_t code, int64_t
     atomicExch(lock, 0u);
 }
 
-/* Every thread of every block calls it at the end of its work: non-zero in
- * the block that finished last, whose threads then see every other block's
- * stores (barrier, fence and the counter's atomic chain: the release stores
- * it makes afterwards cover them). Resets the counter for the next launch. */
-SYMM__DEVICE_INTERNAL int moe_last_block(uint32_t *done) {
-    __shared__ int last;
-    symm__block_sync();
-    if (symm__block_tid() == 0) {
-        symm__fence_acq_rel_sys();
-        last = atomicAdd(done, 1u) == gridDim.x - 1;
-        if (last) {
-            atomicExch(done, 0u);
-            symm__fence_acq_rel_sys();
-        }
-    }
-    symm__block_sync();
-    return last;
+/* Release store of a flag or count into PE pe's copy of `word`: every store
+ * this thread made, and every store the block made before a barrier this
+ * thread passed, is visible to whoever acquires it (fences are cumulative). */
+SYMM__DEVICE_INTERNAL void moe_release(const symm__moe_kargs_t *A, uint64_t *word, uint64_t v, int pe) {
+    symm__st_b64(moe_peer(A, word, pe), v, SYMM_SEM_RELEASE, SYMM_SCOPE_SYS);
 }
+
+/* Every kernel of a handle starts with it: the epoch it works on (a send
+ * half opens the next one, a receive half or combine works on the current
+ * one), and the grid size recorded for symm_moe_launched_blocks. */
+SYMM__DEVICE_INTERNAL uint64_t moe_begin(const symm__moe_kargs_t *A, int opens) {
+    symm__moe_state_t *st = moe_state(A);
+    if (blockIdx.x == 0 && symm__block_tid() == 0)
+        atomicMax(&st->max_grid, gridDim.x);
+    return *(volatile uint64_t *)&st->epoch + (opens ? 1u : 0u);
+}
+
+/* The block that finishes last stores the epoch it opened. Every block read
+ * the old value at its start, before it counted itself here; the next kernel
+ * on the stream sees the new one. */
+SYMM__DEVICE_INTERNAL void moe_close_epoch(const symm__moe_kargs_t *A, uint32_t kernel, uint64_t e) {
+    symm__moe_state_t *st = moe_state(A);
+    symm__block_sync();
+    if (symm__block_tid() == 0 && atomicAdd(&st->done[kernel], 1u) == gridDim.x - 1) {
+        atomicExch(&st->done[kernel], 0u);
+        *(volatile uint64_t *)&st->epoch = e;
+    }
+}
+
+/* Is every address and stride 16-byte aligned (vector copies)? */
+SYMM__DEVICE_INTERNAL int moe_al16(uint64_t a) { return (a & 15u) == 0; }
 
 /* Exclusive prefix sum of v over the block (SYMM__MOE_THREADS threads); the
  * block's total in *total. Every thread calls it. */
@@ -146,28 +155,33 @@ SYMM__DEVICE_INTERNAL uint64_t moe_bound(const symm__moe_kargs_t *A, int report)
 
 /* ---- 8 elements of f32 / bf16 / f16 --------------------------------------------------- */
 
-/* Load 8 elements of `kind` at p (16-byte aligned) as float. */
-SYMM__DEVICE_INTERNAL void moe_load8(const char *p, uint32_t kind, float *f) {
+/* Up to MOE_GATHER rows are loaded before any is summed, so a thread has
+ * that many loads in flight instead of one at a time. */
+#define MOE_GATHER 8
+
+/* The raw bytes of 8 elements of `kind` at p (16-byte aligned): 16 (bf16,
+ * f16) or 32 (f32, into a and b). */
+SYMM__DEVICE_INTERNAL void moe_ld8_raw(const char *p, uint32_t kind, symm__v4_t *a, symm__v4_t *b) {
+    *a = symm__cld16(p, 0);
+    if (kind == SYMM_DTYPE_F32)
+        *b = symm__cld16(p + 16, 0);
+}
+
+/* acc[i] += w * element i of the 8 raw elements in a (and b). */
+SYMM__DEVICE_INTERNAL void moe_fma8(uint32_t kind, symm__v4_t a, symm__v4_t b, float w, float *acc) {
+    const uint32_t v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
     if (kind == SYMM_DTYPE_F32) {
-        symm__v4_t a = symm__cld16(p, 0), b = symm__cld16(p + 16, 0);
-        f[0] = symm__bits_f32(a.x); f[1] = symm__bits_f32(a.y);
-        f[2] = symm__bits_f32(a.z); f[3] = symm__bits_f32(a.w);
-        f[4] = symm__bits_f32(b.x); f[5] = symm__bits_f32(b.y);
-        f[6] = symm__bits_f32(b.z); f[7] = symm__bits_f32(b.w);
+        for (int i = 0; i < 8; i++)
+            acc[i] += w * symm__bits_f32(v[i]);
         return;
     }
-    {
-        symm__v4_t v = symm__cld16(p, 0);
-        uint32_t w[4];
-        w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
-        for (int i = 0; i < 4; i++) {
-            if (kind == SYMM_DTYPE_BF16) {
-                f[2 * i] = symm__c_bf16_to_f32(w[i] & 0xffffu);
-                f[2 * i + 1] = symm__c_bf16_to_f32(w[i] >> 16);
-            } else {
-                f[2 * i] = symm__c_f16_to_f32(w[i] & 0xffffu);
-                f[2 * i + 1] = symm__c_f16_to_f32(w[i] >> 16);
-            }
+    for (int i = 0; i < 4; i++) {
+        if (kind == SYMM_DTYPE_BF16) {
+            acc[2 * i] += w * symm__c_bf16_to_f32(v[i] & 0xffffu);
+            acc[2 * i + 1] += w * symm__c_bf16_to_f32(v[i] >> 16);
+        } else {
+            acc[2 * i] += w * symm__c_f16_to_f32(v[i] & 0xffffu);
+            acc[2 * i + 1] += w * symm__c_f16_to_f32(v[i] >> 16);
         }
     }
 }

@@ -7,15 +7,11 @@
 extern "C" symm_status_t symm__moe_launch(const symm__moe_kargs_t *a, symm_stream_t stream) {
     cudaStream_t s = (cudaStream_t)stream;
     switch (a->kernel) {
-    case SYMM__MK_LL_DISPATCH_SEND:
-    case SYMM__MK_LL_DISPATCH_RECV:
-    case SYMM__MK_LL_COMBINE_SEND:
-    case SYMM__MK_LL_COMBINE_RECV: return symm__moe_launch_ll(a, s);
+    case SYMM__MK_LL_DISPATCH:
+    case SYMM__MK_LL_COMBINE: return symm__moe_launch_ll(a, s);
     case SYMM__MK_HT_LAYOUT:
-    case SYMM__MK_HT_DISPATCH_SEND:
-    case SYMM__MK_HT_DISPATCH_RECV:
-    case SYMM__MK_HT_COMBINE_SEND:
-    case SYMM__MK_HT_COMBINE_RECV: return symm__moe_launch_ht(a, s);
+    case SYMM__MK_HT_DISPATCH:
+    case SYMM__MK_HT_COMBINE: return symm__moe_launch_ht(a, s);
     default: return symm__error(SYMM_ERR_INTERNAL, "MoE: unknown kernel %u", a->kernel);
     }
 }
@@ -57,5 +53,15 @@ extern "C" symm_status_t symm__moe_stream_sync(symm_stream_t stream) {
     if (e != cudaSuccess)
         return symm__error(SYMM_ERR_CUDA, "symm_moe_check: the stream failed: %s (%s)", cudaGetErrorName(e),
                            cudaGetErrorString(e));
+    return SYMM_SUCCESS;
+}
+
+extern "C" symm_status_t symm__moe_take_word(void *dev, uint32_t *v) {
+    uint32_t zero = 0;
+    cudaError_t e = cudaMemcpy(v, dev, sizeof(*v), cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(dev, &zero, sizeof(zero), cudaMemcpyHostToDevice);
+    if (e != cudaSuccess)
+        return symm__error(SYMM_ERR_CUDA, "MoE: reading the handle's state: %s", cudaGetErrorString(e));
     return SYMM_SUCCESS;
 }

@@ -17,17 +17,22 @@ extern "C" {
 #define SYMM__MOE_THREADS 512
 #define SYMM__MOE_WARPS (SYMM__MOE_THREADS / 32)
 
-/* Kernels. */
+/* Most PEs of a handle's team (masks of 64 bits). */
+#define SYMM__MOE_MAX_PES 64
+
+/* Top-k indices a low-latency dispatch stages in shared memory at a time. */
+#define SYMM__MOE_IDX_CHUNK 2048
+
+/* Rows of a high-throughput combine covered by one completion flag. */
+#define SYMM__MOE_HT_CHUNK 32
+
+/* Kernels: one per call (or per half when flags split it), and the layout. */
 typedef enum symm__mk {
-    SYMM__MK_LL_DISPATCH_SEND = 0,
-    SYMM__MK_LL_DISPATCH_RECV,
-    SYMM__MK_LL_COMBINE_SEND,
-    SYMM__MK_LL_COMBINE_RECV,
-    SYMM__MK_HT_LAYOUT,        /* into the handle's layout (dispatch) and/or the user's outputs */
-    SYMM__MK_HT_DISPATCH_SEND, /* with recv_tail: the receive half in its last block */
-    SYMM__MK_HT_DISPATCH_RECV,
-    SYMM__MK_HT_COMBINE_SEND,
-    SYMM__MK_HT_COMBINE_RECV,
+    SYMM__MK_LL_DISPATCH = 0,
+    SYMM__MK_LL_COMBINE,
+    SYMM__MK_HT_LAYOUT,   /* symm_moe_ht_layout: the user's layout outputs */
+    SYMM__MK_HT_DISPATCH,
+    SYMM__MK_HT_COMBINE,
     SYMM__MK_COUNT
 } symm__mk_t;
 
@@ -38,8 +43,7 @@ enum symm__moe_err_code {
     SYMM__MOE_ERR_EXPERT_DUP = 2,   /* a: token, b: slot k, c: value */
     SYMM__MOE_ERR_BOUND = 3,        /* a: *bound_m, b: num_tokens */
     SYMM__MOE_ERR_CAPACITY = 4,     /* a: rows needed, b: capacity */
-    SYMM__MOE_ERR_Y_ROWS = 5,       /* a: rows received, b: rows of y */
-    SYMM__MOE_ERR_SLOTS = 6         /* a: expert, b: slots (an internal limit) */
+    SYMM__MOE_ERR_Y_ROWS = 5        /* a: rows received, b: rows of y */
 };
 
 /* The first error the device saw; host-mapped, written once per report
@@ -54,29 +58,34 @@ typedef struct symm__moe_err {
 
 /*
  * Offsets (bytes from the handle's symmetric base) of its regions; 0 for the
- * regions a mode does not use. Every PE has the same layout.
+ * regions a mode does not use. Every PE has the same layout. "[2]" regions
+ * alternate by the parity of the dispatch's epoch (moe_k_ll.cu and
+ * moe_k_ht.cu say why two suffice).
  *   state       symm__moe_state_t: the epoch (dispatches so far), done counters, error lock
- *   ll_ack      uint64 [n]: last dispatch PE p finished reading (low latency)
- *   ll_cnt      uint64 [n][L]: (epoch << 32 | tokens) PE p sent to local expert l
- *   ll_slot     uint32 [E]: slots taken per expert in this dispatch (local)
+ * Low latency (pplx layout):
+ *   ll_cnt      uint64 [2][n][L]: (epoch << 32 | routes) source PE s sends my local expert l
+ *   ll_list     uint32 [2][n][L][cap]: those routes: (token / dp) << 8 | slot k
+ *   ll_dbuf     [2][n][cap][tok_stride]: token t / dp of source s: x, scales (16-byte
+ *               padded), then its arrival flag (uint64: epoch), 16-byte padded
  *   ll_rcnt     uint32 [L]: rows each local expert received (local)
  *   ll_route    uint64 [L][rows]: source PE | slot k << 16 | token << 32 (local)
  *   ll_cflag    uint64 [M][k]: epoch of the expert row in ll_cbuf[t][k]
  *   ll_cbuf     [M][k][hidden * 4 bytes]: expert outputs for my tokens
- *   ll_dbuf     [n][L][cap][tok_stride]: tokens from PE p for local expert l
- *   ht_mat      uint64 [n][n]: (epoch << 32 | tokens) PE s sends PE r
- *   ht_emat     uint64 [n][L]: (epoch << 32 | tokens) PE s sends my expert l
- *   ht_ddone    uint64 [n]: epoch of PE p's last completed dispatch send to me
- *   ht_cdone    uint64 [n]: the same for combine
+ * High throughput (DeepEP's normal layout):
+ *   ht_mat      uint64 [2][n][n]: (epoch << 32 | tokens) PE s sends PE r
+ *   ht_emat     uint64 [2][n][L]: (epoch << 32 | tokens) PE s sends my local expert l
+ *   ht_rcv      uint64 [n]: rows PE s has delivered here over all dispatches (its blocks add)
+ *   ht_exp      uint64 [n]: rows of PE s accounted for by completed dispatches (local)
+ *   ht_roff     uint32 [2][n]: first row and rows of source s in this dispatch (local)
  *   ht_mask     uint64 [M]: bit r: token t goes to PE r (local)
- *   ht_pos      int32 [M][n]: position of token t among those going to r (local)
- *   ht_cnt      uint32 [n] and ht_ecnt uint32 [E]: this dispatch's counts (local)
+ *   ht_pos      uint32 [M][n]: position of token t among my tokens going to r (local)
+ *   ht_cflag    uint64 [n][M / HT_CHUNK rounded up]: epoch of PE r's combine rows of chunk c
  *   ht_rx .. ht_rpe: the receive buffers (symm_moe_ht_recv_t)
- *   ht_cbuf     [M][n][hidden * 2 bytes]: rows PE r returns for my token t
+ *   ht_cbuf     [n][M][hidden * 2 bytes]: rows PE r returns, at my tokens' positions
  */
 typedef struct symm__moe_layout {
-    uint64_t state, ll_ack, ll_cnt, ll_slot, ll_rcnt, ll_route, ll_cflag, ll_cbuf, ll_dbuf;
-    uint64_t ht_mat, ht_emat, ht_ddone, ht_cdone, ht_mask, ht_pos, ht_cnt, ht_ecnt;
+    uint64_t state, ll_cnt, ll_list, ll_dbuf, ll_rcnt, ll_route, ll_cflag, ll_cbuf;
+    uint64_t ht_mat, ht_emat, ht_rcv, ht_exp, ht_roff, ht_mask, ht_pos, ht_cflag;
     uint64_t ht_rx, ht_rscale, ht_ridx, ht_rw, ht_rsrc, ht_rnum, ht_rpe, ht_cbuf;
     uint64_t total;
 } symm__moe_layout_t;
@@ -86,6 +95,7 @@ typedef struct symm__moe_state {
     uint64_t epoch;
     uint32_t done[SYMM__MK_COUNT]; /* blocks finished, per kernel (the last resets it) */
     uint32_t err_lock;             /* serialises writers of the error record */
+    uint32_t max_grid;             /* most blocks a kernel of the handle ran with (symm_moe_launched_blocks) */
 } symm__moe_state_t;
 
 /*
@@ -100,13 +110,13 @@ typedef struct symm__moe_kargs {
     int32_t me, n, dp;       /* team PE, team size, dp_size */
     uint32_t experts, local, topk, hidden;
     uint32_t max_tokens;     /* M */
-    uint32_t cap;            /* low latency: slots per (source, expert); high throughput: receive rows */
+    uint32_t cap;            /* low latency: tokens a PE sends per call; high throughput: receive rows */
     uint32_t x_bytes;        /* hidden_dim_bytes */
     uint32_t scale_cols;     /* float32 scales per token */
     uint32_t tok_stride;     /* low latency: bytes per slot of ll_dbuf */
     uint32_t rows;           /* low latency: rows per expert kept (M * groups) */
     uint32_t kernel;         /* symm__mk_t */
-    uint32_t recv_tail;      /* HT dispatch send: run the receive half at the end */
+    uint32_t flags;          /* SYMM_MOE_SEND and/or SYMM_MOE_RECV */
     uint64_t num_tokens;     /* m */
     const uint32_t *bound;   /* device, or NULL */
     /* dispatch */
@@ -124,10 +134,9 @@ typedef struct symm__moe_kargs {
     uint64_t out_rows;
     float *out_scale;
     int64_t os_stride[3];
-    /* HT layout outputs (user), any may be NULL; write_state: into the handle */
+    /* HT layout outputs (user), any may be NULL */
     int32_t *per_rank, *per_expert;
     uint8_t *in_rank;
-    uint32_t write_state;
     /* combine */
     const void *y;
     int64_t y_stride[2];
@@ -149,6 +158,10 @@ void symm__moe_err_free(symm__moe_err_t *host);
 
 /* Multiprocessors of the current device (1 when unknown). */
 int symm__moe_sm_count(void);
+
+/* Read the device word at `dev` into *v and zero it (the stream is idle).
+ * Errors: SYMM_ERR_CUDA. */
+symm_status_t symm__moe_take_word(void *dev, uint32_t *v);
 
 /* Wait for `stream`. Errors: SYMM_ERR_CUDA. */
 symm_status_t symm__moe_stream_sync(symm_stream_t stream);

@@ -221,6 +221,8 @@ static symm_status_t init_with(symm__bootstrap_t *boot, int launcher_local_rank)
     if ((st = symm__agree(st, SYMM_SUCCESS, "abort flag allocation")) != SYMM_SUCCESS)
         goto fail;
     symm__bootstrap_set_abort_flag(boot, rt->abort_host);
+    /* once a PE is out, a process still in symm after the grace is ended */
+    symm__bootstrap_set_abort_grace(boot, env->abort_grace);
 
     st = agree_coll_settings();
     if ((st = symm__agree(st, SYMM_ERR_ENV, "collective settings")) != SYMM_SUCCESS)

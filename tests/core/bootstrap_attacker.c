@@ -196,7 +196,7 @@ int attack_replay(int port, int nranks, int rank) {
     fa = connect_root(port);
     fb = connect_root(port);
     if (fa < 0 || fb < 0 || read_challenge(fa, &ca) != 0 || read_challenge(fb, &cb) != 0 ||
-        symm__key_get(&ks, ca.key_id, 0, &key) != SYMM_SUCCESS) {
+        symm__key_get(&ks, ca.key_file, &key) != SYMM_SUCCESS) {
         fprintf(stderr, "FAIL attacker: no challenge from the root (or another key)\n");
         return 1;
     }
@@ -241,15 +241,33 @@ int attack_drop_privileges(void) {
     return 0;
 }
 
+/* Every key folder of user `victim` under /tmp (symm-<uid>-XXXXXX, and the
+ * fixed symm-<uid> of the first scheme): listing one, or opening a file in
+ * one, is a failure. */
 int attack_key_file(uid_t victim) {
-    char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/symm-%u", (unsigned)victim);
-    DIR *d = opendir(dir);
-    if (d) {
-        int bad = 0;
+    char prefix[32];
+    int bad = 0, found = 0;
+    DIR *tmp = opendir("/tmp");
+    if (!tmp) {
+        fprintf(stderr, "FAIL attacker: cannot list /tmp\n");
+        return 1;
+    }
+    snprintf(prefix, sizeof prefix, "symm-%u", (unsigned)victim);
+    for (struct dirent *t; (t = readdir(tmp));) {
+        if (strncmp(t->d_name, prefix, strlen(prefix)) != 0 ||
+            (t->d_name[strlen(prefix)] != '\0' && t->d_name[strlen(prefix)] != '-'))
+            continue;
+        char dir[300];
+        snprintf(dir, sizeof dir, "/tmp/%s", t->d_name);
+        found++;
+        DIR *d = opendir(dir);
+        if (!d) {
+            printf("attacker: cannot open %s (%s)\n", dir, strerror(errno));
+            continue;
+        }
         struct dirent *e;
         while ((e = readdir(d))) {
-            char path[400];
+            char path[600];
             if (e->d_name[0] == '.')
                 continue;
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
@@ -257,17 +275,15 @@ int attack_key_file(uid_t victim) {
             if (fd >= 0) {
                 fprintf(stderr, "FAIL attacker: read the job's key file %s as uid %u\n", path, (unsigned)getuid());
                 close(fd);
-                bad = 1;
             }
         }
         closedir(d);
-        if (bad)
-            return 1;
         fprintf(stderr, "FAIL attacker: listed %s as uid %u\n", dir, (unsigned)getuid());
-        return 1;
+        bad = 1;
     }
-    printf("attacker: cannot open %s (%s)\n", dir, strerror(errno));
-    return 0;
+    closedir(tmp);
+    printf("attacker: %d key folder(s) of uid %u found, none readable\n", found, (unsigned)victim);
+    return bad;
 }
 
 /* Receive any descriptor waiting on fd; count it. */
@@ -301,22 +317,50 @@ static int take_fds(int fd) {
     }
 }
 
-#define MAX_SOCKS 256
+#define MAX_NAMES 64
+#define MAX_PER_NAME 16
+
+/* Connect to the abstract socket `name`; -1 if it does not take it now. */
+static int connect_name(const char *name) {
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    int l = snprintf(sa.sun_path + 1, sizeof sa.sun_path - 1, "%.99s", name);
+    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)l);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, len) == 0)
+        return fd;
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+/* A connection the other end closed (or never accepted before closing). */
+static int closed_on_us(int fd) {
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    return poll(&pf, 1, 0) > 0 && (pf.revents & (POLLHUP | POLLERR));
+}
 
 /*
  * Until `stop_fd` is readable or closed: every abstract "@symm-" socket that
- * shows up in /proc/net/unix is connected to (and read from); for names of
- * the first fd-exchange scheme (symm-<job>-<instance>-<index>), the names of
- * the indices not bound yet are taken and read from. Returns the number of
- * descriptors received.
+ * shows up in /proc/net/unix gets `per_socket` connections that never say
+ * anything, and each one the job closes is made again at once, so the
+ * socket's backlog stays as full as this process can keep it; every
+ * connection is read for descriptors. For names of the first fd-exchange
+ * scheme (symm-<job>-<instance>-<index>), the names of the indices not bound
+ * yet are taken and read from. Returns the number of descriptors received;
+ * *connects: connections made in all.
  */
-int attack_node_sockets(int stop_fd, int nranks, int *seen_out) {
-    int socks[MAX_SOCKS], nsocks = 0, got = 0, seen = 0;
-    char names[MAX_SOCKS][100];
-    int nnames = 0;
+int attack_node_sockets(int stop_fd, int nranks, int per_socket, int *seen_out, long *connects) {
+    static int conns[MAX_NAMES][MAX_PER_NAME];
+    static char names[MAX_NAMES][100];
+    int squat[MAX_NAMES * 8], nsquat = 0, nnames = 0, got = 0;
+    if (per_socket > MAX_PER_NAME)
+        per_socket = MAX_PER_NAME;
+    *connects = 0;
     for (;;) {
         struct pollfd pf = {.fd = stop_fd, .events = POLLIN};
-        int stop = poll(&pf, 1, 5) > 0;
+        int stop = poll(&pf, 1, 2) > 0;
         FILE *f = fopen("/proc/net/unix", "r");
         char line[512];
         while (f && fgets(line, sizeof line, f)) {
@@ -329,26 +373,18 @@ int attack_node_sockets(int stop_fd, int nranks, int *seen_out) {
             int known = 0;
             for (int i = 0; i < nnames; i++)
                 known |= strcmp(names[i], name) == 0;
-            if (known || nnames == MAX_SOCKS)
+            if (known || nnames == MAX_NAMES)
                 continue;
-            snprintf(names[nnames++], sizeof names[0], "%s", name);
-            seen++;
-            struct sockaddr_un sa;
-            memset(&sa, 0, sizeof sa);
-            sa.sun_family = AF_UNIX;
-            snprintf(sa.sun_path + 1, sizeof sa.sun_path - 1, "%s", name);
-            socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name));
-            int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-            if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, len) == 0 && nsocks < MAX_SOCKS)
-                socks[nsocks++] = fd;
-            else if (fd >= 0)
-                close(fd);
+            snprintf(names[nnames], sizeof names[0], "%s", name);
+            for (int k = 0; k < MAX_PER_NAME; k++)
+                conns[nnames][k] = -1;
+            nnames++;
             /* symm-<16 hex>-<instance>-<index>: squat the other indices */
             unsigned long long job;
             unsigned inst;
             int idx;
             if (sscanf(name, "symm-%16llx-%u-%d", &job, &inst, &idx) == 3)
-                for (int i = 0; i < nranks && nsocks < MAX_SOCKS; i++) {
+                for (int i = 0; i < nranks && nsquat < (int)(sizeof squat / sizeof squat[0]); i++) {
                     int d = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
                     struct sockaddr_un sq;
                     memset(&sq, 0, sizeof sq);
@@ -356,20 +392,38 @@ int attack_node_sockets(int stop_fd, int nranks, int *seen_out) {
                     int l = snprintf(sq.sun_path + 1, sizeof sq.sun_path - 1, "symm-%016llx-%u-%d", job, inst, i);
                     if (d >= 0 &&
                         bind(d, (struct sockaddr *)&sq, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)l)) == 0)
-                        socks[nsocks++] = d;
+                        squat[nsquat++] = d;
                     else if (d >= 0)
                         close(d);
                 }
         }
         if (f)
             fclose(f);
-        for (int i = 0; i < nsocks; i++)
-            got += take_fds(socks[i]);
+        /* keep per_socket connections on every name, reading each */
+        for (int i = 0; i < nnames; i++)
+            for (int k = 0; k < per_socket; k++) {
+                int *c = &conns[i][k];
+                if (*c >= 0) {
+                    got += take_fds(*c);
+                    if (!closed_on_us(*c))
+                        continue;
+                    close(*c);
+                    *c = -1;
+                }
+                if ((*c = connect_name(names[i])) >= 0)
+                    (*connects)++;
+            }
+        for (int i = 0; i < nsquat; i++)
+            got += take_fds(squat[i]);
         if (stop)
             break;
     }
-    for (int i = 0; i < nsocks; i++)
-        close(socks[i]);
-    *seen_out = seen;
+    for (int i = 0; i < nnames; i++)
+        for (int k = 0; k < per_socket; k++)
+            if (conns[i][k] >= 0)
+                close(conns[i][k]);
+    for (int i = 0; i < nsquat; i++)
+        close(squat[i]);
+    *seen_out = nnames;
     return got;
 }

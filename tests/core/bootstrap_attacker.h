@@ -18,10 +18,12 @@ int attack_replay(int port, int nranks, int rank);
 int attack_silent_open(int port, int count, int *fds);
 /* Become uid/gid 65534 (needs root); -1 if this process cannot. */
 int attack_drop_privileges(void);
-/* Try to read the job key files of user `victim`. */
+/* Try to list and read the key folders of user `victim` under /tmp. */
 int attack_key_file(uid_t victim);
-/* Connect to (and squat names next to) the job's node sockets until stop_fd
- * is readable; the number of file descriptors received. */
-int attack_node_sockets(int stop_fd, int nranks, int *seen);
+/* Until stop_fd is readable: keep `per_socket` silent connections open on
+ * every node socket of the job (made again as soon as the job closes them),
+ * and squat names next to them; the number of file descriptors received
+ * (*seen: socket names found; *connects: connections made). */
+int attack_node_sockets(int stop_fd, int nranks, int per_socket, int *seen, long *connects);
 
 #endif

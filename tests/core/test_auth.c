@@ -2,15 +2,22 @@
  * test_auth - what authenticates a job (src/bootstrap/auth.h): SHA-256 and
  * HMAC-SHA-256 against the test vectors of FIPS 180-4 and RFC 4231, and the
  * key of an env-path job: the secret's key, the key file (written 0600 by
- * the root, read by the others only once it holds the root's key, removed
- * when the root is done), and a folder another user made refused.
+ * the root in a fresh 0700 folder, under XDG_RUNTIME_DIR only when that is
+ * private; read by the others only where the root says, when folder and
+ * file are private and the file is their job's; removed with its folder
+ * when the root is done), folders another user made first (no harm done),
+ * and the root's first message, which must not depend on the secret alone.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,6 +56,79 @@ static void load_env(void) {
     symm__env_set(&e);
 }
 
+/* The folder part of a path. */
+static void folder_of(const char *path, char *dir, size_t size) {
+    snprintf(dir, size, "%s", path);
+    char *slash = strrchr(dir, '/');
+    TEST_ASSERT(slash && slash != dir, "no folder in %s", path);
+    *slash = '\0';
+}
+
+/* A folder of this user, mode 0700, whose path starts with `prefix`. */
+static void expect_private_folder(const char *dir, const char *prefix) {
+    struct stat st;
+    TEST_ASSERT(strncmp(dir, prefix, strlen(prefix)) == 0, "key folder %s is not under %s", dir, prefix);
+    TEST_ASSERT(lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid() && (st.st_mode & 0777) == 0700,
+                "key folder %s: owner %u mode %o", dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
+}
+
+#define WIRE_BYTES (sizeof(symm__bs_hdr_t) + sizeof(symm__bs_challenge_t))
+
+/* Start the root of a 2-PE job with `secret` in a child, connect to it as
+ * an outsider and keep what it sends first; the bytes read. */
+static size_t capture_challenge(const char *secret, unsigned char *out) {
+    int probe = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    TEST_ASSERT(probe >= 0 && bind(probe, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+                    getsockname(probe, (struct sockaddr *)&sa, &len) == 0,
+                "a free port");
+    close(probe);
+    int port = ntohs(sa.sin_port);
+    pid_t pid = fork();
+    TEST_ASSERT(pid >= 0, "fork");
+    if (pid == 0) {
+        symm__launch_info_t info;
+        symm__bootstrap_t *b = NULL;
+        setenv("SYMM_BOOTSTRAP_SECRET", secret, 1);
+        setenv("SYMM_BOOTSTRAP_TIMEOUT", "10", 1);
+        setenv("SYMM_LOG_LEVEL", "error", 1);
+        load_env();
+        memset(&info, 0, sizeof info);
+        info.rank = 0;
+        info.nranks = 2;
+        info.local_rank = info.local_nranks = -1;
+        snprintf(info.root_addr, sizeof info.root_addr, "127.0.0.1");
+        info.root_port = port;
+        (void)symm__bootstrap_init_env(&info, &b);
+        _exit(0);
+    }
+    int fd = -1;
+    for (int i = 0; i < 500 && fd < 0; i++) {
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+            close(fd);
+            fd = -1;
+            usleep(10000);
+        }
+    }
+    TEST_ASSERT(fd >= 0, "cannot reach the root on port %d", port);
+    size_t got = 0;
+    while (got < WIRE_BYTES) {
+        ssize_t r = recv(fd, out + got, WIRE_BYTES - got, 0);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    kill(pid, SIGKILL);
+    TEST_ASSERT(waitpid(pid, NULL, 0) == pid, "waitpid");
+    return got;
+}
+
 int main(void) {
     expect_sha("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     expect_sha("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
@@ -79,14 +159,18 @@ int main(void) {
     /* The launcher's secret: the same key on every PE, no file; too short is refused. */
     symm__key_src_t root, rank;
     symm__job_key_t k;
+    unsetenv("XDG_RUNTIME_DIR");
+    unsetenv("TMPDIR");
     setenv("SYMM_BOOTSTRAP_SECRET", "0123456789abcdef0123", 1);
     load_env();
     SYMM_CHECK(symm__key_src_root("127.0.0.1", 4242, 3, &root));
     SYMM_CHECK(symm__key_src_rank("127.0.0.1", 4242, 3, &rank));
     TEST_ASSERT(root.have && rank.have && root.file[0] == '\0', "secret: no key file");
-    SYMM_CHECK(symm__key_get(&rank, root.key.id, 0, &k));
+    SYMM_CHECK(symm__key_get(&rank, "", &k));
     TEST_ASSERT(memcmp(k.k, root.key.k, sizeof k.k) == 0, "secret: same key");
-    SYMM_EXPECT(symm__key_get(&rank, root.key.id ^ 1, 0, &k), SYMM_ERR_BOOTSTRAP);
+    /* a root that uses a key file while this PE has a secret: said so */
+    SYMM_EXPECT(symm__key_get(&rank, "/tmp/symm-0-x/bootstrap-0.key", &k), SYMM_ERR_BOOTSTRAP);
+    TEST_ASSERT(strstr(symm_last_error(), "on every PE or on none"), "says why: %s", symm_last_error());
     symm__key_src_done(&root);
     symm__key_src_done(&rank);
     setenv("SYMM_BOOTSTRAP_SECRET", "short", 1);
@@ -95,52 +179,146 @@ int main(void) {
     unsetenv("SYMM_BOOTSTRAP_SECRET");
     load_env();
 
-    /* The key file: 0600, read by id, removed by the root when done. */
+    /* The key file: 0600 in a fresh 0700 folder of this user, read where
+     * the root says, removed with its folder when the root is done. */
     int port = 20000 + (int)(getpid() % 30000);
     SYMM_CHECK(symm__key_src_root("127.0.0.1", port, 3, &root));
+    char dir[sizeof root.file];
     struct stat st;
     TEST_ASSERT(root.file[0] && stat(root.file, &st) == 0 && (st.st_mode & 0777) == 0600 && st.st_uid == getuid(),
                 "key file %s mode %o", root.file, (unsigned)(st.st_mode & 0777));
+    folder_of(root.file, dir, sizeof dir);
+    expect_private_folder(dir, "/tmp/");
     SYMM_CHECK(symm__key_src_rank("127.0.0.1", port, 3, &rank));
-    TEST_ASSERT(!rank.have && strcmp(rank.file, root.file) == 0, "rank: reads the root's file");
-    SYMM_CHECK(symm__key_get(&rank, root.key.id, 0, &k));
+    TEST_ASSERT(!rank.have, "rank: no key before the root says where");
+    SYMM_CHECK(symm__key_get(&rank, root.file, &k));
     TEST_ASSERT(memcmp(k.k, root.key.k, sizeof k.k) == 0, "file: same key");
-    /* a key the file does not hold (a stale file of another job): waits, then says so */
+    /* a root that sends no file while this PE has no secret */
     symm__key_src_t other;
     SYMM_CHECK(symm__key_src_rank("127.0.0.1", port, 3, &other));
-    SYMM_EXPECT(symm__key_get(&other, root.key.id ^ 1, symm__now() + 0.2, &k), SYMM_ERR_BOOTSTRAP);
-    TEST_ASSERT(strstr(symm_last_error(), "does not hold the root's key"), "says why: %s", symm_last_error());
+    SYMM_EXPECT(symm__key_get(&other, "", &k), SYMM_ERR_BOOTSTRAP);
+    TEST_ASSERT(strstr(symm_last_error(), "has none"), "says why: %s", symm_last_error());
+    symm__key_src_done(&other);
+    /* another job's key file (another port): not read */
+    SYMM_CHECK(symm__key_src_rank("127.0.0.1", port + 1, 3, &other));
+    SYMM_EXPECT(symm__key_get(&other, root.file, &k), SYMM_ERR_BOOTSTRAP);
+    TEST_ASSERT(strstr(symm_last_error(), "is not this job's"), "says why: %s", symm_last_error());
+    /* a folder others may enter, a file others may read: refused */
+    TEST_ASSERT(chmod(dir, 0755) == 0, "chmod");
+    SYMM_EXPECT(symm__key_get(&other, root.file, &k), SYMM_ERR_BOOTSTRAP);
+    symm__key_src_done(&other);
+    SYMM_CHECK(symm__key_src_rank("127.0.0.1", port, 3, &other));
+    SYMM_EXPECT(symm__key_get(&other, root.file, &k), SYMM_ERR_BOOTSTRAP);
+    TEST_ASSERT(strstr(symm_last_error(), "not this user's private folder"), "says why: %s", symm_last_error());
+    TEST_ASSERT(chmod(dir, 0700) == 0 && chmod(root.file, 0644) == 0, "chmod");
+    SYMM_EXPECT(symm__key_get(&other, root.file, &k), SYMM_ERR_BOOTSTRAP);
+    TEST_ASSERT(strstr(symm_last_error(), "is not a key file of this user"), "says why: %s", symm_last_error());
+    TEST_ASSERT(chmod(root.file, 0600) == 0, "chmod");
+    symm__key_src_done(&other);
+    /* the same job started again: a new folder */
+    SYMM_CHECK(symm__key_src_root("127.0.0.1", port, 3, &other));
+    TEST_ASSERT(strcmp(other.file, root.file) != 0, "a second job reuses %s", root.file);
+    symm__key_src_done(&other);
     char path[sizeof root.file];
     snprintf(path, sizeof path, "%s", root.file);
     symm__key_src_done(&rank);
     TEST_ASSERT(access(path, F_OK) == 0, "a rank does not remove the root's file");
     symm__key_src_done(&root);
-    TEST_ASSERT(access(path, F_OK) != 0, "the root removes its key file");
+    TEST_ASSERT(access(path, F_OK) != 0 && access(dir, F_OK) != 0, "the root removes its key file and folder");
 
-    /* Another user made this user's folder first: refused, not used. As
-     * root, a child becomes uid 65534 and meets a folder root made. */
+    /* $XDG_RUNTIME_DIR: used when it is this user's and private, not otherwise. */
+    {
+        char xdg[] = "/tmp/symm_test_auth_xdg_XXXXXX";
+        TEST_ASSERT(mkdtemp(xdg), "mkdtemp");
+        setenv("XDG_RUNTIME_DIR", xdg, 1);
+        SYMM_CHECK(symm__key_src_root("127.0.0.1", port, 3, &root));
+        TEST_ASSERT(strncmp(root.file, xdg, strlen(xdg)) == 0, "the key is not under XDG_RUNTIME_DIR: %s", root.file);
+        folder_of(root.file, dir, sizeof dir);
+        expect_private_folder(dir, xdg);
+        symm__key_src_done(&root);
+        TEST_ASSERT(chmod(xdg, 0755) == 0, "chmod");
+        SYMM_CHECK(symm__key_src_root("127.0.0.1", port, 3, &root));
+        TEST_ASSERT(strncmp(root.file, "/tmp/symm-", 10) == 0, "a shared XDG_RUNTIME_DIR was used: %s", root.file);
+        symm__key_src_done(&root);
+        /* a TMPDIR anyone may change: not used (the key goes to /tmp) */
+        TEST_ASSERT(chmod(xdg, 0777) == 0, "chmod");
+        unsetenv("XDG_RUNTIME_DIR");
+        setenv("TMPDIR", xdg, 1);
+        SYMM_CHECK(symm__key_src_root("127.0.0.1", port, 3, &root));
+        TEST_ASSERT(strncmp(root.file, "/tmp/symm-", 10) == 0, "a TMPDIR writable by all was used: %s", root.file);
+        symm__key_src_done(&root);
+        unsetenv("TMPDIR");
+        rmdir(xdg);
+    }
+
+    /* Another user made the folders this user's key could go to first (the
+     * first scheme's fixed /tmp/symm-<uid>, and a XDG_RUNTIME_DIR that is
+     * not this user's): the key goes to a fresh folder of its own anyway.
+     * As root, a child becomes uid 65534 and meets folders root made. */
     if (getuid() == 0) {
-        const char *dir = "/tmp/symm-65534";
-        int made = mkdir(dir, 0700) == 0;
-        TEST_ASSERT(made || errno == EEXIST, "mkdir %s", dir);
+        const char *squat = "/tmp/symm-65534";
+        char xdg[] = "/tmp/symm_test_auth_root_XXXXXX";
+        int made = mkdir(squat, 0700) == 0;
+        TEST_ASSERT(made || errno == EEXIST, "mkdir %s", squat);
+        TEST_ASSERT(mkdtemp(xdg) && chmod(xdg, 0700) == 0, "mkdtemp");
         pid_t pid = fork();
         TEST_ASSERT(pid >= 0, "fork");
         if (pid == 0) {
             if (setgid(65534) != 0 || setuid(65534) != 0)
                 _exit(77);
-            symm_status_t s = symm__key_src_root("127.0.0.1", port, 3, &root);
-            _exit(s == SYMM_ERR_BOOTSTRAP && strstr(symm_last_error(), "not a folder private") ? 0 : 1);
+            setenv("XDG_RUNTIME_DIR", xdg, 1);
+            symm__key_src_t r, q;
+            symm__job_key_t kk;
+            char d[sizeof r.file];
+            if (symm__key_src_root("127.0.0.1", port, 3, &r) != SYMM_SUCCESS) {
+                fprintf(stderr, "FAIL: as uid 65534: %s\n", symm_last_error());
+                _exit(1);
+            }
+            folder_of(r.file, d, sizeof d);
+            expect_private_folder(d, "/tmp/symm-65534-");
+            if (symm__key_src_rank("127.0.0.1", port, 3, &q) != SYMM_SUCCESS ||
+                symm__key_get(&q, r.file, &kk) != SYMM_SUCCESS || memcmp(kk.k, r.key.k, sizeof kk.k) != 0) {
+                fprintf(stderr, "FAIL: as uid 65534, a rank cannot read the key: %s\n", symm_last_error());
+                _exit(1);
+            }
+            symm__key_src_done(&q);
+            symm__key_src_done(&r);
+            _exit(access(d, F_OK) != 0 ? 0 : 1);
         }
         int stt;
         TEST_ASSERT(waitpid(pid, &stt, 0) == pid, "waitpid");
         if (made)
-            rmdir(dir);
+            rmdir(squat);
+        rmdir(xdg);
         if (WIFEXITED(stt) && WEXITSTATUS(stt) == 77)
-            printf("SKIP: a foreign key folder: cannot switch to uid 65534\n");
+            printf("SKIP: another user's folders: cannot switch to uid 65534\n");
         else
-            TEST_ASSERT(WIFEXITED(stt) && WEXITSTATUS(stt) == 0, "a folder owned by another user was used");
+            TEST_ASSERT(WIFEXITED(stt) && WEXITSTATUS(stt) == 0,
+                        "with folders another user made first, uid 65534 had no key (status %#x)", stt);
     } else {
-        printf("SKIP: a foreign key folder: needs root to switch users\n");
+        printf("SKIP: another user's folders: needs root to switch users\n");
+    }
+
+    /* Nothing on the wire before authentication is a function of the secret
+     * alone: what the root of a job sends a connection first, for two jobs
+     * with the same secret and one with another. An 8-byte run that the two
+     * same-secret jobs share must be the protocol's own (the third job sends
+     * it too), not something derived from the secret (a key id). */
+    {
+        unsigned char a[WIRE_BYTES], b[WIRE_BYTES], c[WIRE_BYTES];
+        size_t na = capture_challenge("same-secret-0123456789", a), nb = capture_challenge("same-secret-0123456789", b),
+               nc = capture_challenge("another-secret-0123456789", c);
+        TEST_ASSERT(na == nb && nb == nc && na > 32, "challenge sizes %zu %zu %zu", na, nb, nc);
+        int shared = 0;
+        for (size_t i = 0; i + 8 <= na; i++)
+            if (memcmp(a + i, b + i, 8) == 0) {
+                shared++;
+                TEST_ASSERT(memcmp(a + i, c + i, 8) == 0,
+                            "bytes %zu..%zu of the challenge are the same for two jobs with one secret and "
+                            "differ for another secret: derived from the secret", i, i + 7);
+            }
+        TEST_ASSERT(memcmp(a, b, na) != 0, "two jobs with one secret sent the same challenge");
+        printf("test_auth: %zu challenge bytes; %d shared 8-byte runs, all protocol constants\n", na, shared);
     }
     printf("test_auth: OK\n");
     return 0;

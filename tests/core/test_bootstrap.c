@@ -25,6 +25,18 @@
  *               SYMM_WAIT_TIMEOUT=2: declared stuck, every PE (itself too,
  *               when it comes back) gets SYMM_ERR_PEER_DIED naming it
  *               (stuck_root: PE 0, named by each rank's own deadline)
+ *   stuck_exit  the same, but the root exits (_exit) the moment its barrier
+ *               returns the error: the others must still name PE N-1, not
+ *               take the root's exit for its death
+ *   stop_grace  PE N-1 stops (SIGSTOP) with an abort grace of 1 s set: PE 0
+ *               gets the error and leaves; the others never call symm again
+ *               (a loop the stopped PE's GPU would keep answering): the
+ *               watcher ends each with exit status 86 and a message naming
+ *               PE N-1
+ *   key_squat   (as root) every PE runs as uid 65534 without a secret, with
+ *               /tmp/symm-65534 and XDG_RUNTIME_DIR made by root first: the
+ *               job forms anyway (its key folder is its own); "SKIP:" when
+ *               the test cannot switch users
  *   bad_nranks  PE N-1 claims another job size: turned away with the reason,
  *               which the root's timeout names on every PE
  *   dup_rank    two processes claim the same rank: the second is turned away,
@@ -40,14 +52,24 @@
  *   attack_silent    40 connections that never say anything (served one
  *                    after another at 5 s each, the job could not form
  *                    within its 20 s SYMM_BOOTSTRAP_TIMEOUT)
- *   attack_user      as uid 65534: the key file, HELLOs without the key, and
- *                    every node socket of the job while it exchanges memory
- *                    handles; "SKIP:" where the test cannot switch users
+ *   attack_user      as uid 65534: the key folder, HELLOs without the key,
+ *                    and every node socket of the job kept full with 8
+ *                    silent connections each (made again as soon as the job
+ *                    closes them) before and while the PEs link up and
+ *                    exchange memory handles; "SKIP:" where the test cannot
+ *                    switch users
+ *   attack_ipc       the same node-socket attack by a process of the job's
+ *                    own user (without the job's secret)
+ *   attack_flood     100 silent connections, more than the root serves at
+ *                    once: the oldest are dropped, and the root says how
+ *                    many in one warning
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -56,6 +78,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -295,7 +318,7 @@ static void scenario_basic(child_t *c) {
 }
 
 /* How the victim of scenario_death leaves the job. */
-enum { V_KILL, V_STOP, V_REPORT, V_HEALTH, V_STUCK };
+enum { V_KILL, V_STOP, V_REPORT, V_HEALTH, V_STUCK, V_STUCK_EXIT, V_STOP_GRACE };
 
 static atomic_int g_health_calls;
 static int failing_health(void *arg, char *why, size_t size) {
@@ -310,11 +333,16 @@ static int failing_health(void *arg, char *why, size_t size) {
  * check) or gets stuck (alive, not calling collectives); the others must
  * learn it, by name, in bounded time. */
 static void scenario_death(child_t *c, int victim, int in_ipc, int how) {
-    int stop = how == V_STOP;
+    int stop = how == V_STOP || how == V_STOP_GRACE;
+    int exit_at_once = how == V_STUCK_EXIT;
+    if (how == V_STUCK_EXIT)
+        how = V_STUCK;
     symm__bootstrap_t *b = NULL;
     SYMM_CHECK(first_init(c, c->n, &b));
     volatile uint32_t flag = 0;
     symm__bootstrap_set_abort_flag(b, &flag);
+    if (how == V_STOP_GRACE)
+        symm__bootstrap_set_abort_grace(b, 1.0);
     rounds(b, c->seed, 5);
     symm__ipc_t *ipc = NULL;
     int *ranks = malloc(sizeof(int) * (size_t)c->n), *fds = malloc(sizeof(int) * (size_t)c->n);
@@ -324,7 +352,7 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int how) {
     if (in_ipc)
         SYMM_CHECK(symm__ipc_create(b, ranks, c->n, c->rank, &ipc));
     SYMM_CHECK(symm__bootstrap_barrier(b));
-    if (c->rank == victim && (how == V_KILL || how == V_STOP)) {
+    if (c->rank == victim && (how == V_KILL || stop)) {
         symm_test_sleep_ms(200); /* let the others block first */
         raise(stop ? SIGSTOP : SIGKILL);
         /* SIGSTOP: the driver kills us once the others are done. */
@@ -361,6 +389,14 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int how) {
     }
     double t0 = symm_test_now_s();
     symm_status_t s;
+    if (how == V_STOP_GRACE && c->rank != 0) {
+        /* Never back in symm: what a host waiting on a kernel that the
+         * stopped PE's GPU keeps answering looks like. The watcher must end
+         * this process once the grace passed. */
+        while (symm_test_now_s() - t0 < 60)
+            symm_test_sleep_ms(10);
+        TEST_FAIL("PE %d: still running 60 s after PE %d stopped: the abort grace did not end it", c->rank, victim);
+    }
     if (in_ipc) {
         int fd = memfd_create("symm-test", MFD_CLOEXEC);
         TEST_ASSERT(fd >= 0, "memfd_create");
@@ -373,6 +409,12 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int how) {
         } while (s == SYMM_SUCCESS && symm_test_now_s() - t0 < 60);
     }
     double waited = symm_test_now_s() - t0;
+    if (exit_at_once && c->rank == 0) {
+        /* a program that exits on the error: no destroy, no BYE */
+        printf("PE 0: %s; exiting at once\n", symm_last_error());
+        fflush(stdout);
+        _exit(0);
+    }
     TEST_ASSERT(s == SYMM_ERR_PEER_DIED, "got %s (%s), expected SYMM_ERR_PEER_DIED", symm_strerror(s),
                 symm_last_error());
     TEST_ASSERT(waited < DEATH_BOUND_S, "took %.2f s to notice the death (bound %g s)", waited, DEATH_BOUND_S);
@@ -403,7 +445,8 @@ static void scenario_death(child_t *c, int victim, int in_ipc, int how) {
     symm__bootstrap_destroy(b);
     free(ranks);
     free(fds);
-    static const char *names[] = {"death", "stop", "failure report", "failed health check", "stuck state"};
+    static const char *names[] = {"death", "stop", "failure report", "failed health check", "stuck state",
+                                  "stuck state", "stop"};
     printf("PE %d noticed PE %d's %s after %.3f s\n", c->rank, victim, names[how], waited);
 }
 
@@ -437,8 +480,32 @@ static void scenario_setup_error(child_t *c) {
         TEST_ASSERT(s == SYMM_ERR_TIMEOUT, "PE %d: %s", c->rank, symm_strerror(s));
 }
 
+/* Lines of `path` that contain every one of the strings (NULL-terminated). */
+static int count_log_lines(const char *path, const char *const *all, char *first, size_t size) {
+    FILE *f = fopen(path, "r");
+    char line[2048];
+    int n = 0;
+    TEST_ASSERT(f, "open %s", path);
+    while (fgets(line, sizeof line, f)) {
+        int hit = 1;
+        for (int i = 0; all[i]; i++)
+            hit &= strstr(line, all[i]) != NULL;
+        if (hit && n++ == 0)
+            snprintf(first, size, "%s", line);
+    }
+    fclose(f);
+    return n;
+}
+
 /* The job under attack: it must form and work as if nothing happened. */
 static void scenario_attacked(child_t *c) {
+    const char *log = c->rank == 0 ? getenv("TB_ROOT_LOG") : NULL;
+    if (log) {
+        /* the root's warnings, to read back below */
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        TEST_ASSERT(fd >= 0 && dup2(fd, 2) == 2, "redirect stderr to %s", log);
+        close(fd);
+    }
     int fds_before = count_dir("/proc/self/fd");
     symm__bootstrap_t *b = NULL;
     SYMM_CHECK(first_init(c, c->n, &b));
@@ -450,6 +517,31 @@ static void scenario_attacked(child_t *c) {
     symm__bootstrap_destroy(b);
     int fds_after = count_dir("/proc/self/fd");
     TEST_ASSERT(fds_after == fds_before, "fds: %d before, %d after", fds_before, fds_after);
+    if (log) {
+        /* the connections dropped at the cap: counted, and said once */
+        static const char *const dropped[] = {"WARN", "dropped", "unanswered", NULL};
+        char line[2048] = "";
+        int n = count_log_lines(log, dropped, line, sizeof line);
+        const char *at = strstr(line, "dropped ");
+        unsigned long count = at ? strtoul(at + 8, NULL, 10) : 0;
+        TEST_ASSERT(n == 1, "the root said %d times that it dropped connections (once expected)", n);
+        TEST_ASSERT(count >= 36, "the root counted %lu dropped connections, expected at least 36 of the 100: %s",
+                    count, line);
+        printf("PE 0: %s", line);
+    }
+}
+
+/* Every PE as uid 65534 with the places a key folder could go made by
+ * root first: the job forms (the driver switches the user before exec). */
+static void scenario_key_squat(child_t *c) {
+    TEST_ASSERT(getuid() == 65534, "PE %d runs as uid %u", c->rank, (unsigned)getuid());
+    symm__bootstrap_t *b = NULL;
+    SYMM_CHECK(first_init(c, c->n, &b));
+    rounds(b, c->seed, 5);
+    ipc_rounds(b, c->seed, 3);
+    SYMM_CHECK(symm__bootstrap_barrier(b));
+    symm__bootstrap_destroy(b);
+    printf("PE %d: the job formed as uid %u\n", c->rank, (unsigned)getuid());
 }
 
 static int child_main(const char *scenario, const char *mode) {
@@ -460,6 +552,14 @@ static int child_main(const char *scenario, const char *mode) {
     c.rank = atoi(getenv("TB_RANK"));
     c.n = atoi(getenv("TB_N"));
     c.seed = strtoull(getenv("TB_SEED"), NULL, 10);
+    if (getenv("TB_ERR_DIR")) {
+        /* this PE's stderr, for the driver to read */
+        char path[600];
+        snprintf(path, sizeof path, "%s/pe%d.err", getenv("TB_ERR_DIR"), c.rank);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        TEST_ASSERT(fd >= 0 && dup2(fd, 2) == 2, "redirect stderr to %s", path);
+        close(fd);
+    }
     symm_core_test_pe = c.rank;
     symm__log_set_pe(c.rank);
     load_env();
@@ -487,6 +587,12 @@ static int child_main(const char *scenario, const char *mode) {
         scenario_death(&c, c.n - 1, 0, V_STUCK);
     else if (strcmp(scenario, "stuck_root") == 0)
         scenario_death(&c, 0, 0, V_STUCK);
+    else if (strcmp(scenario, "stuck_exit") == 0)
+        scenario_death(&c, c.n - 1, 0, V_STUCK_EXIT);
+    else if (strcmp(scenario, "stop_grace") == 0)
+        scenario_death(&c, c.n - 1, 0, V_STOP_GRACE);
+    else if (strcmp(scenario, "key_squat") == 0)
+        scenario_key_squat(&c);
     else if (strcmp(scenario, "bad_nranks") == 0 || strcmp(scenario, "dup_rank") == 0 ||
              strcmp(scenario, "missing") == 0)
         scenario_setup_error(&c);
@@ -544,6 +650,11 @@ static pid_t start_child(const char *self, const char *scenario, const char *mod
         snprintf(v, sizeof v, "%d", uid_fd);
         setenv("TB_UID_FD", v, 1);
     }
+    if (strcmp(scenario, "key_squat") == 0 &&
+        (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)) {
+        fprintf(stderr, "key_squat: cannot become uid 65534: %s\n", strerror(errno));
+        _exit(126);
+    }
     execl(self, self, "child", scenario, mode, (char *)NULL);
     fprintf(stderr, "exec %s: %s\n", self, strerror(errno));
     _exit(127);
@@ -554,7 +665,8 @@ static pid_t start_child(const char *self, const char *scenario, const char *mod
  * rank), and for the node-socket part keeps going until `stop` closes.
  * Exit 0: the job gave it nothing; 77: it cannot run here. */
 static int attacker_main(const char *scenario, int port, int n, int ready, int stop) {
-    int rc = 0, silent[40], seen = 0;
+    int rc = 0, silent[100], seen = 0;
+    int on_sockets = strcmp(scenario, "attack_user") == 0 || strcmp(scenario, "attack_ipc") == 0;
     uid_t victim = getuid();
     char go = 1;
     load_env();
@@ -568,6 +680,8 @@ static int attacker_main(const char *scenario, int port, int n, int ready, int s
     }
     if (strcmp(scenario, "attack_silent") == 0)
         rc |= attack_silent_open(port, 40, silent);
+    else if (strcmp(scenario, "attack_flood") == 0)
+        rc |= attack_silent_open(port, 100, silent);
     else if (strcmp(scenario, "attack_replay") == 0)
         rc |= attack_replay(port, n, n - 1);
     else
@@ -575,9 +689,11 @@ static int attacker_main(const char *scenario, int port, int n, int ready, int s
     fflush(stdout);
     if (write(ready, &go, 1) != 1)
         return 1;
-    if (strcmp(scenario, "attack_user") == 0) {
-        int got = attack_node_sockets(stop, n, &seen);
-        printf("attacker: saw %d node socket name(s), received %d descriptor(s)\n", seen, got);
+    if (on_sockets) {
+        long connects = 0;
+        int got = attack_node_sockets(stop, n, 8, &seen, &connects);
+        printf("attacker (uid %u): saw %d node socket name(s), made %ld connection(s), received %d descriptor(s)\n",
+               (unsigned)getuid(), seen, connects, got);
         if (got) {
             fprintf(stderr, "FAIL attacker: received %d file descriptor(s) of the job's memory\n", got);
             rc = 1;
@@ -623,8 +739,42 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
         secret[64] = '\0';
         setenv("SYMM_BOOTSTRAP_SECRET", secret, 1);
     }
-    if (strcmp(scenario, "attack_user") == 0)
+    if (strcmp(scenario, "attack_user") == 0 || strcmp(scenario, "attack_ipc") == 0)
         setenv("TB_IPC_DELAY_MS", "1500", 1);
+    if (strcmp(scenario, "stop_grace") == 0)
+        setenv("SYMM_PEER_TIMEOUT", "1", 1);
+    char tmpdir[] = "/tmp/symm_test_bootstrap_XXXXXX";
+    char root_log[sizeof tmpdir + 16] = "", xdg[sizeof tmpdir + 16] = "";
+    int made_squat = 0, have_tmp = 0;
+    if (strcmp(scenario, "attack_flood") == 0 || strcmp(scenario, "stop_grace") == 0 ||
+        strcmp(scenario, "key_squat") == 0) {
+        TEST_ASSERT(mkdtemp(tmpdir), "mkdtemp");
+        have_tmp = 1;
+        if (strcmp(scenario, "stop_grace") == 0)
+            setenv("TB_ERR_DIR", tmpdir, 1);
+    }
+    if (strcmp(scenario, "attack_flood") == 0) {
+        snprintf(root_log, sizeof root_log, "%s/root.log", tmpdir);
+        setenv("TB_ROOT_LOG", root_log, 1);
+        setenv("SYMM_LOG_LEVEL", "warn", 1);
+    }
+    if (strcmp(scenario, "key_squat") == 0) {
+        if (getuid() != 0) {
+            printf("SKIP: key_squat: needs root to run the PEs as another user\n");
+            rmdir(tmpdir);
+            return 77;
+        }
+        /* what another user could make first: the first scheme's fixed
+         * folder, and a runtime folder that is not the PEs' own */
+        made_squat = mkdir("/tmp/symm-65534", 0700) == 0;
+        TEST_ASSERT(made_squat || errno == EEXIST, "mkdir /tmp/symm-65534");
+        snprintf(xdg, sizeof xdg, "%s/xdg", tmpdir);
+        TEST_ASSERT(mkdir(xdg, 0700) == 0, "mkdir %s", xdg);
+        setenv("XDG_RUNTIME_DIR", xdg, 1);
+        unsetenv("SYMM_BOOTSTRAP_SECRET");
+        /* the PEs (uid 65534) can see that root owns it */
+        TEST_ASSERT(chmod(tmpdir, 0755) == 0, "chmod %s", tmpdir);
+    }
 
     int port = free_port();
     pid_t *pids = calloc((size_t)n, sizeof *pids);
@@ -636,7 +786,7 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
         victim = 0;
     else if (strcmp(scenario, "death_ipc") == 0)
         victim = n / 2;
-    else if (strcmp(scenario, "stop") == 0)
+    else if (strcmp(scenario, "stop") == 0 || strcmp(scenario, "stop_grace") == 0)
         victim = n - 1, stop = 1;
 
     int first = 0;
@@ -742,6 +892,26 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
         if (pids[r] <= 0)
             continue;
         int st = status[r];
+        if (strcmp(scenario, "stop_grace") == 0 && r != 0 && r != victim) {
+            /* ended by its watcher, which said why */
+            char path[600], text[4096] = "", want[32];
+            snprintf(path, sizeof path, "%s/pe%d.err", tmpdir, r);
+            FILE *f = fopen(path, "r");
+            size_t k = f ? fread(text, 1, sizeof text - 1, f) : 0;
+            text[k] = '\0';
+            if (f)
+                fclose(f);
+            snprintf(want, sizeof want, "PE %d died", victim);
+            if (!(WIFEXITED(st) && WEXITSTATUS(st) == 86) || !strstr(text, want) ||
+                !strstr(text, "ending it with exit status 86")) {
+                fprintf(stderr, "FAIL: PE %d should have been ended by symm (exit 86, naming PE %d): status 0x%x, "
+                        "stderr:\n%s\n", r, victim, st, text);
+                failed = 1;
+            } else {
+                printf("PE %d was ended by symm: %s", r, strstr(text, "[symm") ? strstr(text, "[symm") : text);
+            }
+            continue;
+        }
         if (r == victim) {
             if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)) {
                 fprintf(stderr, "FAIL: victim PE %d should have died of SIGKILL (status 0x%x)\n", r, st);
@@ -756,6 +926,30 @@ static int driver(const char *self, const char *scenario, const char *mode, int 
     free(pids);
     free(status);
     free(done);
+    if (root_log[0] && failed) {
+        /* the root's stderr went there: show it */
+        FILE *f = fopen(root_log, "r");
+        char line[2048];
+        fprintf(stderr, "PE 0's stderr:\n");
+        while (f && fgets(line, sizeof line, f))
+            fputs(line, stderr);
+        if (f)
+            fclose(f);
+    }
+    if (have_tmp) {
+        char path[600];
+        for (int r = 0; r < n; r++) {
+            snprintf(path, sizeof path, "%s/pe%d.err", tmpdir, r);
+            unlink(path);
+        }
+        if (root_log[0])
+            unlink(root_log);
+        if (xdg[0])
+            rmdir(xdg);
+        rmdir(tmpdir);
+    }
+    if (made_squat)
+        rmdir("/tmp/symm-65534");
     printf("test_bootstrap %s %s %d: %s\n", scenario, mode, n, failed ? "FAILED" : skipped ? "SKIPPED" : "OK");
     return failed ? 1 : skipped ? 77 : 0;
 }

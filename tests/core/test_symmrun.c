@@ -1,6 +1,7 @@
 /*
  * test_symmrun - the launcher: rank prefixes, the variables each rank sees,
- * exit codes, stopping the other ranks (and their children) when one fails,
+ * exit codes, stopping the other ranks (and their children, and ranks
+ * stopped by SIGSTOP) when one fails, a rank left stopped after the others,
  * the timeout, signal forwarding, skips and usage errors, and that a killed
  * symmrun leaves no rank behind holding its output pipe (what ctest waits on).
  *
@@ -115,6 +116,27 @@ static int child(const char *mode) {
             return 4;
         }
         sleep(60);
+        return 0;
+    }
+    if (strcmp(mode, "stopfail") == 0) { /* rank 1 stops itself, rank 0 fails */
+        if (rank == 1) {
+            printf("stopping\n");
+            fflush(stdout);
+            raise(SIGSTOP);
+            printf("continued\n");
+            fflush(stdout);
+            sleep(60);
+            return 0;
+        }
+        symm_test_sleep_ms(500);
+        return 86;
+    }
+    if (strcmp(mode, "stopalone") == 0) { /* rank 1 stops itself, the others pass */
+        if (rank == 1) {
+            raise(SIGSTOP);
+            sleep(60);
+            return 0;
+        }
         return 0;
     }
     if (strcmp(mode, "hang") == 0) {
@@ -330,6 +352,23 @@ static void test_failures(void) {
     TEST_ASSERT(r.code == 128 + SIGKILL, "exit %d, expected %d", r.code, 128 + SIGKILL);
     TEST_ASSERT(!strstr(r.out, "finished") && r.seconds < STOP_BOUND_S, "others stopped");
     TEST_ASSERT(strstr(r.err, "rank 2 was killed by SIGKILL"), "names the signal:\n%s", r.err);
+    done(&r);
+
+    /* A stopped rank is stopped with the others at once (SIGCONT after the
+     * SIGTERM), not after the grace period; symm's exit status is named. */
+    r = run(A("-n", "3", "--grace", "100", "--timeout", "200", "SELF", "child", "stopfail"), 0, 0);
+    TEST_ASSERT(r.code == 86, "exit %d, expected 86; stderr:\n%s", r.code, r.err);
+    TEST_ASSERT(r.seconds < STOP_BOUND_S, "took %.1f s: the stopped rank waited for the 100 s grace", r.seconds);
+    TEST_ASSERT(strstr(r.err, "exited with code 86 (symm ended it") && strstr(r.err, "rank 1 is stopped"),
+                "names the failure and the stopped rank:\n%s", r.err);
+    TEST_ASSERT(!strstr(r.out, "[1] continued"), "the stopped rank ran on before it ended:\n%s", r.out);
+    done(&r);
+
+    /* A rank left stopped when the others ended: stopped as a failure. */
+    r = run(A("-n", "3", "--timeout", "60", "SELF", "child", "stopalone"), 0, 0);
+    TEST_ASSERT(r.code == 128 + SIGSTOP, "exit %d, expected %d; stderr:\n%s", r.code, 128 + SIGSTOP, r.err);
+    TEST_ASSERT(r.seconds < STOP_BOUND_S, "took %.1f s", r.seconds);
+    TEST_ASSERT(strstr(r.err, "rank 1 was stopped (SIGSTOP)"), "names the stopped rank:\n%s", r.err);
     done(&r);
 
     /* What a rank wrote comes before symmrun's line about its end. */

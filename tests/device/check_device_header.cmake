@@ -29,11 +29,11 @@ foreach(arch 80 90)
   symm_run(${CLANG} ${cflags} -march=sm_${arch} -DSYMM_BITCODE -emit-llvm -c ${hdr} -o ${OUT}/hdr_sm${arch}_bitcode.bc)
   symm_run(${CLANG} ${cflags} -march=sm_${arch} -DSYMM_BITCODE -S ${hdr} -o ${OUT}/hdr_sm${arch}_bitcode.ptx)
   symm_run(${PTXAS} -arch=sm_${arch} ${OUT}/hdr_sm${arch}_bitcode.ptx -o ${OUT}/hdr_sm${arch}_bitcode.cubin)
-  # The copy variants do not depend on the architecture (TMA needs sm_90):
-  # all of them on sm_90, the default on sm_80.
+  # The copy variants do not depend on the architecture: all of them on
+  # sm_90, the default on sm_80.
   set(variants "")
   if(arch EQUAL 90)
-    set(variants "-DSYMM_COPY_VARIANT=1" "-DSYMM_COPY_UNROLL=8" "-DSYMM_PUT_BLOCK_TMA=1")
+    set(variants "-DSYMM_COPY_VARIANT=1" "-DSYMM_COPY_UNROLL=8")
   endif()
   foreach(variant "" ${variants})
     string(MAKE_C_IDENTIFIER "use${arch}${variant}" tag)

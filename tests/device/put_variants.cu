@@ -1,7 +1,7 @@
 /*
  * put_variants.cu - the copy-engine variants of symm_put_block side by side
  * with the copy engine (cudaMemcpyAsync into the peer's mapping), on the same
- * GPUs in one run, to choose the defaults of impl_copy.h / impl_tma.h; and
+ * GPUs in one run, to choose the defaults of impl_copy.h; and
  * (--small) where the time of a small block put, a p ping-pong and a remote
  * fetch_add goes, formulation by formulation. A measuring tool, not a test:
  * it asserts nothing about speed, only that every variant delivered the right
@@ -30,9 +30,7 @@ typedef cudaError_t (*pv_small_fn)(const symm_ctx_t *, char *, const char *, siz
     X(pv_sm_u4, "SM ld/st, 4 loads in flight (default)")                            \
     X(pv_sm_u2, "SM ld/st, 2 in flight")                                            \
     X(pv_sm_u8, "SM ld/st, 8 in flight")                                            \
-    X(pv_sm_global_u4, "SM, .global + L1::no_allocate + L2::256B, 4 in flight")     \
-    X(pv_tma_8k4, "TMA bulk copy, 4 x 8 KiB stages")                                \
-    X(pv_tma_16k2, "TMA bulk copy, 2 x 16 KiB stages")
+    X(pv_sm_global_u4, "SM, .global + L1::no_allocate + L2::256B, 4 in flight")
 PV_LIST(PV_DECL)
 #define PV_ENTRY(name, desc) {name, name##_small, #name, desc},
 static const struct { pv_fn fn; pv_small_fn small; const char *name, *desc; } variants[] = {PV_LIST(PV_ENTRY)};
@@ -533,8 +531,7 @@ static void latency(dt_env_t *e, unsigned long long *d_ns) {
 }
 
 /* symm_put_block as each compile variant builds it (put_variants_kernel.cu),
- * same sizes and timing as small_puts: pv_sm_u4 is the default build, the
- * TMA variants show what a small put pays in a -DSYMM_PUT_BLOCK_TMA=1 build. */
+ * same sizes and timing as small_puts: pv_sm_u4 is the default build. */
 static void small_variants(dt_env_t *e, char *dst, const char *src, unsigned long long *d_ns) {
     const size_t sizes[] = {8, 64, 512, 2048, 16384, 131072};
     const int nsizes = (int)(sizeof sizes / sizeof sizes[0]);

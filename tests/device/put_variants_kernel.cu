@@ -1,7 +1,7 @@
 /*
  * put_variants_kernel.cu - one copy-engine variant of symm_put_block for
  * put_variants.cu. Compiled once per variant with its macros
- * (SYMM_COPY_UNROLL, SYMM_COPY_VARIANT, SYMM_PUT_BLOCK_TMA, ...) and
+ * (SYMM_COPY_UNROLL, SYMM_COPY_VARIANT) and
  * PUT_VARIANT_FN naming the launchers (PUT_VARIANT_FN, PUT_VARIANT_FN_small);
  * the inline device API is static, so the variants live side by side in one
  * program.

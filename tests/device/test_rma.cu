@@ -13,8 +13,7 @@
  * blocking put the group overwrites its source (the destination must still
  * get the original), after a blocking get the group reads back every byte in
  * a different thread assignment than the copy used. A block put of a source
- * the block wrote in the same kernel must carry the new bytes (with the
- * bulk-copy engine: the proxy fence before its loads).
+ * the block wrote in the same kernel must carry the new bytes.
  *
  * Usage: test_device_rma <npes>   (under symmrun)
  */
@@ -303,11 +302,10 @@ static void test_ctx(dt_env_t *e, uint8_t *heap_obj) {
     CUDA_CHECK(cudaFree(outside));
 }
 
-/* The block writes src, then puts it (64 KiB: the bulk-copy engine in the
- * TMA build), `rounds` times in one kernel (16; 4 sanitizer-sized), each
- * round a new stream into its own slice of dst on the next PE. The bulk
- * engine reads src through the async proxy: without a proxy fence after the
- * block's stores it may read what src held before. */
+/* The block writes src, then puts it (64 KiB), `rounds` times in one kernel
+ * (16; 4 sanitizer-sized), each round a new stream into its own slice of dst
+ * on the next PE: what arrives must be what the block stored just before,
+ * never what src held earlier. */
 #define FRESH_N ((size_t)64 << 10)
 #define FRESH_ROUNDS 16
 __global__ static void fresh_src_kernel(const symm_ctx_t *ctx, uint8_t *dst, uint8_t *src, uint64_t seed, int pe,

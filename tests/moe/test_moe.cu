@@ -1,20 +1,27 @@
 /*
  * test_moe.cu - the MoE exchange (symm_moe.h) on GPUs, through the C API,
- * under symmrun (PEs may share a GPU). argv[1] = expected PEs, argv[2] = part:
+ * under symmrun (PEs may share a GPU). argv[1] = expected PEs, argv[2] = part
+ * (or "all": every part in turn, in one process):
  *
  *   ll      low-latency dispatch/combine: fp8 with scales and bf16, dp_size 1
  *           and 2, bound_m below the tokens, a PE with no tokens, 50 calls
- *           back to back with fresh data; every expert's received rows (bytes
- *           and scales, as a multiset) and every combined token checked
- *           exactly against a host reference
+ *           back to back with fresh data, -1 (no expert) in some slots, a
+ *           dispatch whose combine is skipped; every expert's received rows
+ *           (bytes and scales, as a multiset), every row's route
+ *           (symm_moe_ll_routes) and every combined token checked exactly
+ *           against a host reference
  *   ht      high-throughput layout / dispatch / combine (fp8 + scales, 2048
- *           tokens per PE): every received row, its order, mapped indices,
- *           weights, source, the counts, and every combined token, exactly
+ *           tokens per PE, a dispatch whose combine is skipped): every
+ *           received row, its order, mapped indices, weights, source, the
+ *           counts, and every combined token, exactly
  *   graph   both modes captured into one CUDA graph with the send and
  *           receive halves split by other work, replayed with fresh data
  *   errors  an expert index out of range and a repeated one (skipped on the
  *           device, reported by the next call and by symm_moe_check), calls
  *           out of order, sizes above the configuration (nothing launched)
+ *   budget  SM budgets of 1, 2, 8, 24 and all SMs, different on odd and even
+ *           PEs: no kernel launches more blocks (recorded on the device) and
+ *           every round of both modes stays exact; bad budgets are refused
  *
  * Exactness: the data are small integers and eighths, so every product and
  * sum the kernels form in float32 is exact, and the host forms the same
@@ -232,6 +239,9 @@ static std::vector<Batch> ll_batches(const LL &t, uint64_t seed, int it, int use
         uint32_t m = (int)g == empty ? 0 : 1 + (uint32_t)(rnd(&s) % t.M);
         uint32_t bound = use_bound && m > 1 ? m - 1 - (uint32_t)(rnd(&s) % (m / 2)) : m;
         make_batch(b[g], m, bound, t.E, t.K, t.H, t.esz, t.cols, s + g * 104729);
+        if (it % 2) /* odd calls: some slots hold -1, no expert (skipped without an error) */
+            for (uint32_t tok = 2; tok < m; tok += 5)
+                b[g].idx[(size_t)tok * t.K + t.K - 1] = SYMM_MOE_NO_EXPERT;
     }
     return b;
 }
@@ -301,6 +311,34 @@ static void ll_verify(LL &t, const std::vector<Batch> &bs, const char *what) {
     CUDA_CHECK(cudaMemcpy(ox.data(), t.d_ox, ox.size(), cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(os.data(), t.d_os, os.size() * 4, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(out.data(), t.d_out, out.size() * 2, cudaMemcpyDeviceToHost));
+    {
+        /* every row's route (symm_moe_ll_routes): source PE, slot and token name a route to this
+         * expert, the row holds that token, and the sources come in order */
+        const uint64_t *d_routes = NULL;
+        size_t rows = 0;
+        SYMM_CHECK(symm_moe_ll_routes(t.h, &d_routes, &rows));
+        CHECKF(rows == t.rows, "%s: routes have %zu rows, expected %u", what, rows, t.rows);
+        std::vector<uint64_t> routes((size_t)L * rows);
+        CUDA_CHECK(cudaMemcpy(routes.data(), d_routes, routes.size() * 8, cudaMemcpyDeviceToHost));
+        for (uint32_t l = 0; l < L; l++) {
+            uint32_t last_src = 0;
+            for (int r = 0; r < num[l] && r < (int)t.rows; r++) {
+                const uint64_t rt = routes[(size_t)l * rows + r];
+                const uint32_t src = (uint32_t)(rt & 0xffffu), k = (uint32_t)((rt >> 16) & 0xffffu);
+                const uint32_t tok = (uint32_t)(rt >> 32);
+                const Batch &b = bs[src / t.D];
+                const int ok = src < (uint32_t)npes && src >= last_src && k < K && tok < b.bound &&
+                               tok % t.D == src % t.D && b.idx[(size_t)tok * K + k] == t.first + l &&
+                               memcmp(&ox[((size_t)l * t.rows + r) * H * t.esz], &b.x[(size_t)tok * H * t.esz],
+                                      (size_t)H * t.esz) == 0;
+                CHECKF(ok, "%s: expert %u row %d: route (PE %u, slot %u, token %u) is not the row's", what,
+                       t.first + l, r, src, k, tok);
+                if (!ok)
+                    break;
+                last_src = src;
+            }
+        }
+    }
     for (uint32_t l = 0; l < L; l++) {
         std::vector<uint64_t> want, got;
         uint32_t e = t.first + l;
@@ -327,6 +365,8 @@ static void ll_verify(LL &t, const std::vector<Batch> &bs, const char *what) {
                 float acc = 0;
                 for (uint32_t k = 0; k < K; k++) {
                     uint32_t e = b.idx[(size_t)tok * K + k];
+                    if (e == SYMM_MOE_NO_EXPERT)
+                        continue;
                     acc += b.w[(size_t)tok * K + k] * (conv(&b.x[(size_t)tok * H * t.esz], t.esz, h) * expert_scale(e));
                 }
                 uint16_t wantb = (uint16_t)f32_bf16(acc);
@@ -338,12 +378,20 @@ static void ll_verify(LL &t, const std::vector<Batch> &bs, const char *what) {
     }
 }
 
-static void ll_round(LL &t, const std::vector<Batch> &bs, int use_bound, int split) {
+/* skip: a dispatch of half the tokens first, whose combine is skipped (the handle's
+ * order allows it); the round's own dispatch and combine must not see it. */
+static void ll_round(LL &t, const std::vector<Batch> &bs, int use_bound, int split, int skip = 0) {
     symm_moe_dispatch_args_t d;
     symm_moe_combine_args_t c;
     const Batch &b = bs[(uint32_t)me / t.D];
     ll_upload(t, b);
     ll_args(t, b, use_bound, &d, &c);
+    if (skip) {
+        symm_moe_dispatch_args_t half = d;
+        half.num_tokens = b.m / 2;
+        half.bound_m = NULL;
+        SYMM_CHECK(symm_moe_dispatch(t.h, &half, SYMM_MOE_SEND_RECV, stream));
+    }
     if (split) {
         SYMM_CHECK(symm_moe_dispatch(t.h, &d, SYMM_MOE_SEND, stream));
         spin<<<1, 32, 0, stream>>>(20000);
@@ -380,7 +428,7 @@ static void part_ll(void) {
                                                cs.empty >= (int)t.G ? -1 : cs.empty);
             snprintf(what, sizeof what, "ll E%u K%u H%u M%u esz%d dp%d bound%d call %d", cs.E, cs.K, cs.H, cs.M,
                      cs.esz, cs.dp, cs.bound, it);
-            ll_round(t, bs, cs.bound, it % 2);
+            ll_round(t, bs, cs.bound, it % 2, it == 2);
             ll_verify(t, bs, what);
         }
         SYMM_CHECK(symm_moe_check(t.h, stream));
@@ -437,7 +485,7 @@ static std::vector<Batch> ht_batches(const HT &t, uint64_t seed, int it, int emp
     return b;
 }
 
-static void ht_round(HT &t, const Batch &b, int split) {
+static void ht_round(HT &t, const Batch &b, int split, int skip = 0) {
     symm_moe_ht_dispatch_args_t d;
     CUDA_CHECK(cudaMemcpyAsync(t.d_x, b.x.data(), b.x.size(), cudaMemcpyHostToDevice, stream));
     CUDA_CHECK(cudaMemcpyAsync(t.d_xs, b.scale.data(), b.scale.size() * 4, cudaMemcpyHostToDevice, stream));
@@ -455,6 +503,11 @@ static void ht_round(HT &t, const Batch &b, int split) {
     d.indices_dtype = SYMM_DTYPE_I32;
     d.weights = t.d_w;
     d.num_tokens = b.m;
+    if (skip) { /* a dispatch of half the tokens whose combine is skipped */
+        symm_moe_ht_dispatch_args_t half = d;
+        half.num_tokens = b.m / 2;
+        SYMM_CHECK(symm_moe_ht_dispatch(t.h, &half, SYMM_MOE_SEND_RECV, stream));
+    }
     if (split) {
         SYMM_CHECK(symm_moe_ht_dispatch(t.h, &d, SYMM_MOE_SEND, stream));
         spin<<<1, 32, 0, stream>>>(20000);
@@ -561,7 +614,7 @@ static void part_ht(void) {
     for (int it = 0; it < 4; it++) {
         std::vector<Batch> bs = ht_batches(t, 77, it, it == 2 ? npes - 1 : -1);
         snprintf(what, sizeof what, "ht call %d", it);
-        ht_round(t, bs[me], it % 2);
+        ht_round(t, bs[me], it % 2, it == 3);
         ht_verify(t, bs, what);
     }
     SYMM_CHECK(symm_moe_check(t.h, stream));
@@ -750,6 +803,68 @@ static void part_errors(void) {
     ll_free(t);
 }
 
+/* ---- the SM budget ------------------------------------------------------------------------- */
+
+/* Budgets of 1, 2, 8, 24 SMs and the default (all the PE may fill), odd PEs
+ * one less than even ones where they can (budgets are per PE): every kernel
+ * of both modes launches at most the budget (as the kernels record it), and
+ * every round is exact, split halves included. Bad budgets are refused. */
+static void part_budget(void) {
+    LL l;
+    HT h;
+    int share = 0, got = 0;
+    const int budgets[] = {1, 2, 8, 24, 0};
+    if (8 % npes || 256 % npes)
+        return;
+    SYMM_CHECK(symm_sm_share(&share));
+    ll_make(l, 8, 3, 512, 10, 1, 1, 1);
+    ht_make(h, 256, 8, 1024, 512, 1, 1);
+    expect_msg(symm_moe_set_num_sms(l.h, -1), SYMM_ERR_INVALID_ARG, "num_sms -1 is not in 0..", "negative budget");
+    expect_msg(symm_moe_set_num_sms(h.h, share + 1), SYMM_ERR_INVALID_ARG, "symm_sm_share", "budget above the share");
+    expect_msg(symm_moe_set_num_sms(NULL, 1), SYMM_ERR_INVALID_ARG, "handle is NULL", "NULL handle");
+    SYMM_CHECK(symm_moe_get_num_sms(l.h, &got));
+    CHECKF(got == share, "default budget %d, expected the SM share %d", got, share);
+    for (int i = 0; i < 5; i++) {
+        int b = budgets[i], want = b ? b : share;
+        char what[96];
+        if (want > share)
+            continue; /* a shared GPU leaves each PE fewer SMs */
+        if (b > 1 && (me & 1)) {
+            b--;
+            want--;
+        }
+        SYMM_CHECK(symm_moe_set_num_sms(l.h, b));
+        SYMM_CHECK(symm_moe_set_num_sms(h.h, b));
+        SYMM_CHECK(symm_moe_get_num_sms(h.h, &got));
+        CHECKF(got == want, "budget %d: get_num_sms says %d", want, got);
+        SYMM_CHECK(symm_moe_launched_blocks(l.h, stream, &got)); /* start counting */
+        SYMM_CHECK(symm_moe_launched_blocks(h.h, stream, &got));
+        for (int it = 0; it < 2; it++) {
+            std::vector<Batch> bs = ll_batches(l, 70 + (uint64_t)i, it, it, -1);
+            std::vector<Batch> hb = ht_batches(h, 50 + (uint64_t)i, it, it == 1 ? 0 : -1);
+            snprintf(what, sizeof what, "budget %d (low latency, call %d)", want, it);
+            ll_round(l, bs, it, it % 2);
+            ll_verify(l, bs, what);
+            snprintf(what, sizeof what, "budget %d (high throughput, call %d)", want, it);
+            ht_round(h, hb[me], it % 2);
+            ht_verify(h, hb, what);
+        }
+        SYMM_CHECK(symm_moe_launched_blocks(l.h, stream, &got));
+        CHECKF(got >= 1 && got <= want, "budget %d: a low-latency kernel ran %d blocks", want, got);
+        if (want == 1)
+            CHECKF(got == 1, "budget 1: the low-latency kernels ran %d blocks", got);
+        SYMM_CHECK(symm_moe_launched_blocks(h.h, stream, &got));
+        CHECKF(got >= 1 && got <= want, "budget %d: a high-throughput kernel ran %d blocks", want, got);
+        if (want >= 2)
+            CHECKF(got >= 2, "budget %d: the high-throughput kernels ran at most %d blocks", want, got);
+        SYMM_CHECK(symm_barrier_all());
+    }
+    SYMM_CHECK(symm_moe_check(l.h, stream));
+    SYMM_CHECK(symm_moe_check(h.h, stream));
+    ll_free(l);
+    ht_free(h);
+}
+
 int main(int argc, char **argv) {
     int want = argc > 1 ? atoi(argv[1]) : 0;
     const char *part = argc > 2 ? argv[2] : "ll";
@@ -760,7 +875,13 @@ int main(int argc, char **argv) {
     if (want && want != npes)
         TEST_FAIL("expected %d PEs, got %d", want, npes);
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    if (!strcmp(part, "ll"))
+    if (!strcmp(part, "all")) { /* every part, one start-up */
+        part_ll();
+        part_ht();
+        part_graph();
+        part_errors();
+        part_budget();
+    } else if (!strcmp(part, "ll"))
         part_ll();
     else if (!strcmp(part, "ht"))
         part_ht();
@@ -768,6 +889,8 @@ int main(int argc, char **argv) {
         part_graph();
     else if (!strcmp(part, "errors"))
         part_errors();
+    else if (!strcmp(part, "budget"))
+        part_budget();
     else
         TEST_FAIL("unknown part %s", part);
     CUDA_CHECK(cudaStreamDestroy(stream));

@@ -235,7 +235,13 @@ static void test_order(void) {
     EXPECT_BAD(symm__moe_check_order("t", next, 1, SYMM_MOE_SEND_RECV, &at), "receive half of the dispatch");
     CHECK(symm__moe_check_order("t", next, 0, SYMM_MOE_RECV, &at) == SYMM_SUCCESS &&
           at == SYMM__MOE_AT_COMBINE_SEND, "dispatch recv");
-    EXPECT_BAD(symm__moe_check_order("t", at, 0, SYMM_MOE_SEND_RECV, &next), "expects a combine");
+    EXPECT_BAD(symm__moe_check_order("t", at, 0, SYMM_MOE_RECV, &next), "expects a combine");
+    CHECK(symm__moe_check_order("t", at, 0, SYMM_MOE_SEND_RECV, &next) == SYMM_SUCCESS &&
+          next == SYMM__MOE_AT_COMBINE_SEND, "a dispatch that skips the combine of the one before");
+    CHECK(symm__moe_check_order("t", at, 0, SYMM_MOE_SEND, &next) == SYMM_SUCCESS &&
+          next == SYMM__MOE_AT_DISPATCH_RECV, "its send half alone");
+    EXPECT_BAD(symm__moe_check_order("t", next, 0, SYMM_MOE_SEND, &at), "receive half of the dispatch");
+    at = SYMM__MOE_AT_COMBINE_SEND;
     CHECK(symm__moe_check_order("t", at, 1, SYMM_MOE_SEND_RECV, &next) == SYMM_SUCCESS &&
           next == SYMM__MOE_AT_DISPATCH_SEND, "combine both halves");
     EXPECT_BAD(symm__moe_check_order("t", next, 0, SYMM_MOE_RECV, &at), "expects a dispatch");
@@ -249,7 +255,7 @@ static void test_messages(void) {
     char msg[512];
     memset(&e, 0, sizeof(e));
     e.code = SYMM__MOE_ERR_EXPERT_RANGE;
-    e.call = SYMM__MK_LL_DISPATCH_SEND;
+    e.call = SYMM__MK_LL_DISPATCH;
     e.a = 3;
     e.b = 1;
     e.c = 99;
@@ -264,7 +270,7 @@ static void test_messages(void) {
     symm__moe_err_message(&e, &c, msg, sizeof(msg));
     CHECK(strstr(msg, "bound_m = 12 is above num_tokens 7") != NULL, "bound message: %s", msg);
     e.code = SYMM__MOE_ERR_CAPACITY;
-    e.call = SYMM__MK_HT_DISPATCH_SEND;
+    e.call = SYMM__MK_HT_DISPATCH;
     symm__moe_err_message(&e, &c, msg, sizeof(msg));
     CHECK(strstr(msg, "symm_moe_ht_dispatch") && strstr(msg, "max_recv_tokens 7"), "capacity message: %s", msg);
 }

@@ -7,7 +7,8 @@
  *     naming the field and both values;
  *   - a good configuration: SYMM_ERR_UNSUPPORTED (the host backend has no GPU
  *     kernels), and the runtime still works after all of them;
- *   - calls on a NULL handle fail cleanly; destroy(NULL) is a no-op.
+ *   - calls on a NULL handle fail cleanly (the SM budget's and the routes' too); destroy(NULL)
+ *     is a no-op.
  */
 #include <string.h>
 
@@ -78,6 +79,20 @@ int main(void) {
     SYMM_EXPECT(symm_moe_combine(NULL, NULL, SYMM_MOE_SEND_RECV, NULL), SYMM_ERR_INVALID_ARG);
     SYMM_EXPECT(symm_moe_ht_dispatch(NULL, NULL, SYMM_MOE_SEND_RECV, NULL), SYMM_ERR_INVALID_ARG);
     SYMM_EXPECT(symm_moe_check(NULL, NULL), SYMM_ERR_INVALID_ARG);
+    {
+        int v = -7;
+        SYMM_EXPECT(symm_moe_set_num_sms(NULL, 8), SYMM_ERR_INVALID_ARG);
+        SYMM_EXPECT(symm_moe_get_num_sms(NULL, &v), SYMM_ERR_INVALID_ARG);
+        SYMM_EXPECT(symm_moe_launched_blocks(NULL, NULL, &v), SYMM_ERR_INVALID_ARG);
+        TEST_ASSERT(v == -7, "outputs are set only on success");
+    }
+    {
+        const uint64_t *routes = (const uint64_t *)&c;
+        size_t rows = 7;
+        SYMM_EXPECT(symm_moe_ll_routes(NULL, &routes, &rows), SYMM_ERR_INVALID_ARG);
+        expect_msg("symm_moe_ll_routes: NULL handle");
+        TEST_ASSERT(routes == (const uint64_t *)&c && rows == 7, "routes: outputs are set only on success");
+    }
     SYMM_CHECK(symm_moe_destroy(NULL));
     TEST_ASSERT(symm_moe_local_experts(NULL) == 0, "local experts of NULL");
 

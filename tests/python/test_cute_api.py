@@ -208,14 +208,23 @@ def test_aot_manifest_and_cubin_launcher(tmp_path):
     ptx = (tmp_path / "fill.ptx").read_text()
     assert ptx_entry_params(ptx)[entry["entry"]] == [8, 8, 4, 4]
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert manifest["fill"]["params"] == [["ctx", "i64"], ["x", "ptr"], ["v", "f32"], ["n", "i32"]]
+    # a pointer records its dtype (torch's name) and alignment, which symm.cubin checks
+    assert manifest["fill"]["params"] == [["ctx", "i64"], ["x", "ptr", "float32", None, 16], ["v", "f32"],
+                                          ["n", "i32"]]
     lib = symm.cubin.load(str(tmp_path))
     vals = lib["fill"].pack([5, 0x1000, 1.5, 7], {})
     assert [v.value for v in vals] == [5, 0x1000, 1.5, 7]
+    with pytest.raises(ValueError, match="x \\(0x1004\\) is not 16-byte aligned"):
+        lib["fill"].pack([5, 0x1004, 1.5, 7], {})
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="fill: x must be float32, got torch.int32"):
+        lib["fill"].pack([5, torch.zeros(4, dtype=torch.int32), 1.5, 7], {})
     with pytest.raises(TypeError, match="missing x, v, n"):
         lib["fill"].pack([1], {})
     with pytest.raises(TypeError, match="cutlass.Int32/Uint32/Int64/Uint64/Float32"):
         sc.Kernel(fill, [("ctx", int)], block=64)
+    with pytest.raises(ValueError, match="power of two"):
+        sc.Ptr(cutlass.Float32, 12)
 
 
 @needs_cute
@@ -228,7 +237,7 @@ def test_examples_and_gpu_check_kernels_compile(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert {"ring_put", "ring_get", "ag_push", "ag_device", "ar_oneshot", "ar_device", "ar_multimem",
-            "rs_oneshot", "rs_device", "ag_gemm", "gemm_rs", "rs_reduce", "t_pg",
+            "rs_oneshot", "rs_device", "hgemm", "ag_hgemm", "rs_hgemm", "t_pg",
             "t_bulk", "t_put_signal", "t_words", "t_amo", "t_sync", "t_coll",
             "t_coll_grid"} <= set(manifest)
     size = sum(f.stat().st_size for f in tmp_path.iterdir())
@@ -244,6 +253,148 @@ def test_examples_and_gpu_check_kernels_compile(tmp_path):
         assert [p[:2] for p in c_entry["params"]] == [p[:2] for p in cute_entry["params"]], t
         assert c_entry["block"] == cute_entry["block"] and c_entry["cubin"] == "c_twins.cubin", t
         assert t.encode() + b"\0" in cubin, "no entry %s in c_twins.cubin" % t
+
+
+@needs_cute
+def test_hopper_gemm_kernels_use_tma_wgmma_and_a_pipeline(tmp_path):
+    """examples/cute/hopper_gemm.py: the GEMM alone and its all-gather and
+    reduce-scatter forms compile for sm_90a into TMA loads (2-D bulk tensor
+    copies completing on mbarriers), m64n256k16 wgmma, warpgroup register
+    reallocation and 16-byte epilogue stores; the all-gather form acquires
+    each chunk's flag and fences the async proxy before its TMA loads, the
+    reduce-scatter form releases each pushed tile's flag and acquires the
+    peers'. Their Tma operands reach the manifest with box and swizzle."""
+    sys.path.insert(0, os.path.join(REPO, "examples", "cute"))
+    from symm.cute.aot import _load_source, kernels_of
+    mod = _load_source(os.path.join(REPO, "examples", "cute", "hopper_gemm.py"))
+    k = {k.name: k for k in kernels_of(mod)}
+    assert set(k) == {"hgemm", "ag_hgemm", "rs_hgemm"}
+    for name in k:
+        entry = k[name].aot(str(tmp_path), arch=90, keep_ptx=True)
+        ptx = (tmp_path / (name + ".ptx")).read_text()
+        for op in ("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", "cp.async.bulk.tensor.2d",
+                   "mbarrier::complete_tx", "mbarrier.try_wait", r"setmaxnreg.dec.sync.aligned.u32\s+40;",
+                   r"setmaxnreg.inc.sync.aligned.u32\s+232;", "st.global.v4", r"\.reqntid 384"):
+            assert re.search(op, ptx), (name, op)
+        tma = [p for p in entry["params"] if p[1] == "tma"]
+        assert tma and all(p[4]["swizzle"] == 128 and p[4]["box_cols"] == 64 and p[2] == "bfloat16" for p in tma)
+        assert entry["block"] == [384, 1, 1] and entry["smem"] == mod.SMEM and mod.SMEM <= 227 * 1024
+        if name == "ag_hgemm":
+            assert "ld.acquire.sys" in ptx and "fence.proxy.async.global" in ptx
+        if name == "rs_hgemm":
+            assert "st.release.sys" in ptx and "ld.acquire.sys" in ptx and "ld.global.v4" in ptx
+        if name == "hgemm":
+            assert [p[4]["box_rows"] for p in tma] == [mod.BM, mod.BN]
+
+
+@needs_cute
+def test_tma_kernel_compiles_just_in_time_and_checks_its_operands():
+    """A Kernel with Tma operands compiles through the JIT path too (CuTe
+    DSL's launcher encodes the descriptors there); a wrong operand is a
+    clear error before anything is launched."""
+    import torch
+
+    sys.path.insert(0, os.path.join(REPO, "examples", "cute"))
+    from symm.cute.aot import _load_source, kernels_of
+    mod = _load_source(os.path.join(REPO, "examples", "cute", "hopper_gemm.py"))
+    run = {k.name: k for k in kernels_of(mod)}["hgemm"].compile(arch=90)
+    c = torch.empty((256, 256), dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="a must be torch.bfloat16"):
+        run(torch.empty((128, 64), dtype=torch.float16), c, c, 128, 256, 64, grid=1)
+    with pytest.raises(TypeError, match="a must be a 2-D tensor"):
+        run(torch.empty((128,), dtype=torch.bfloat16), c, c, 128, 256, 64, grid=1)
+    with pytest.raises(ValueError, match="contiguous rows"):
+        run(torch.empty((64, 128), dtype=torch.bfloat16).t(), c, c, 128, 256, 64, grid=1)
+
+
+class _FakeDriver:
+    """Stands in for libcuda in symm.cubin: records calls, returns success."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        def call(*args):
+            self.calls.append((name, args))
+            return 0
+        return call
+
+
+class _FakeCudaTensor:
+    """A CPU tensor that says it lives on a GPU at `ptr` (symm.cubin reads
+    data_ptr, shape, strides, dtype and device only)."""
+
+    def __init__(self, t, ptr):
+        self.t, self.ptr = t, ptr
+
+    def __getattr__(self, name):
+        return getattr(self.t, name)
+
+    def data_ptr(self):
+        return self.ptr
+
+    @property
+    def device(self):
+        import torch
+        return torch.device("cuda", 0)
+
+
+def test_cubin_encodes_tma_descriptors(tmp_path, monkeypatch):
+    """A "tma" parameter of a manifest is packed as the 128-byte descriptor
+    cuTensorMapEncodeTiled gives for the tensor (dims and box innermost
+    first, byte row stride, 128-byte swizzle), then its (rows, cols); the
+    descriptor is encoded once per tensor; operands TMA cannot address are
+    refused with the parameter's name. No GPU: the driver is a stand-in."""
+    import ctypes
+
+    import torch
+
+    import symm.cubin as cubin
+    fake = _FakeDriver()
+    monkeypatch.setattr(cubin, "_driver", fake)
+    extra = {"box_rows": 128, "box_cols": 64, "swizzle": 128, "dtype": "bfloat16"}
+    entry = {"cubin": "k.cubin", "entry": "k", "params": [["a", "tma", "bfloat16", None, extra], ["n", "i32"]],
+             "block": [384, 1, 1], "smem": 1024}
+    cubin.write_manifest(str(tmp_path), {"k": entry})
+    k = cubin.load(str(tmp_path))["k"]
+    a = _FakeCudaTensor(torch.empty((4096, 1024), dtype=torch.bfloat16), 0x7F0000000000)
+    vals = k.pack([a, 7], {})
+    assert [ctypes.sizeof(v) for v in vals] == [128, 8, 4] and list(vals[1]) == [4096, 1024] and vals[2].value == 7
+    assert ctypes.addressof(vals[0]) % 64 == 0
+    (name, args), = fake.calls
+    assert name == "cuTensorMapEncodeTiled" and args[0].value == ctypes.addressof(vals[0])
+    assert args[1:3] == (9, 2) and args[3].value == 0x7F0000000000       # bf16, rank 2
+    assert list(args[4]) == [1024, 4096] and list(args[5]) == [2048]     # dims innermost first, row bytes
+    assert list(args[6]) == [64, 128] and list(args[7]) == [1, 1] and args[8:] == (0, 3, 3, 0)
+    k.pack([a, 8], {})
+    assert len(fake.calls) == 1                                           # encoded once per tensor
+    with pytest.raises(ValueError, match="k: a: tma: the tensor must start 16-byte aligned"):
+        k.pack([_FakeCudaTensor(torch.empty((64, 64), dtype=torch.bfloat16), 0x7F0000000008), 1], {})
+    with pytest.raises(TypeError, match="a must be bfloat16"):
+        k.pack([_FakeCudaTensor(torch.empty((64, 64), dtype=torch.float16), 0x7F0000000000), 1], {})
+    with pytest.raises(TypeError, match="a must be a 2-D tensor"):
+        k.pack([0x7F0000000000, 1], {})
+    with pytest.raises(ValueError, match="contiguous rows"):
+        k.pack([_FakeCudaTensor(torch.empty((64, 64), dtype=torch.bfloat16).t(), 0x7F0000000000), 1], {})
+    bad = dict(entry, params=[["a", "tma", "bfloat16", None, {"box_rows": 128}]])
+    with pytest.raises(ValueError, match="tma parameter a needs box_rows, box_cols and dtype"):
+        cubin.Kernel("bad", bad, str(tmp_path))
+
+
+def test_copy_list_issues_one_async_copy_each(monkeypatch):
+    """symm.cubin.CopyList: one cuMemcpyAsync per (dst, src, bytes), in order,
+    on the given stream; malformed copies are refused when it is made."""
+    import symm.cubin as cubin
+    fake = _FakeDriver()
+    monkeypatch.setattr(cubin, "_driver", fake)
+    ce = cubin.CopyList([(0x1000, 0x2000, 64), (0x3000, 0x4000, 8)])
+    ce(0x5000)
+    assert len(ce) == 2
+    got = [(n, a[0].value, a[1].value, a[2].value, a[3].value) for n, a in fake.calls]
+    assert got == [("cuMemcpyAsync", 0x1000, 0x2000, 64, 0x5000), ("cuMemcpyAsync", 0x3000, 0x4000, 8, 0x5000)]
+    for bad in ([(0x1000, 0x2000, 0)], [(0x1000, 0x2000)], [(0x1000, None, 8)]):
+        with pytest.raises((ValueError, TypeError)):
+            cubin.CopyList(bad)
 
 
 @needs_cute
@@ -365,9 +516,9 @@ def test_cubin_refuses_a_manifest_of_another_backend():
         cubin.check_backend("k", {"backend": "mpi"}, "native")
 
 
-def test_gemm_rows_carry_the_torch_distributed_baseline():
-    """The GEMM examples' rows: symm's collective + torch.matmul, then
-    torch.distributed's (NCCL) with its ratio, or why there is none (PEs
+def test_gemm_rows_carry_the_bars():
+    """The GEMM examples' rows: fused, GEMM alone, torch + NCCL per mode,
+    with the ratios and the bars' verdict; no torch + NCCL says why (PEs
     sharing a GPU get the reason without a process group being made)."""
     sys.path.insert(0, os.path.join(REPO, "examples", "cute"))
     import _common as C
@@ -375,7 +526,11 @@ def test_gemm_rows_carry_the_torch_distributed_baseline():
     class Shared:
         shared, _nccl = True, None
     assert C.nccl_group(Shared()) == (None, "PEs share a GPU")
-    row = C.gemm_row("ag_gemm", (256, 128, 64), True, 10.0, 12.0, 15.0)
-    assert row[:6] == ("ag_gemm", "256x128x64", "ok", "10.0", "12.0", "1.20") and row[6:8] == ("15.0", "1.50")
-    row = C.gemm_row("gemm_rs", (256, 128, 64), False, 10.0, 12.0, "n/a: PEs share a GPU")
-    assert row[2] == "WRONG" and row[6:8] == ("n/a: PEs share a GPU", "-") and len(row) == 9
+    fused, alone = {"graph": 100.0, "stream": 120.0}, {"graph": 95.0, "stream": 100.0}
+    rows = C.overlap_rows("ag_gemm square", (256, 128, 64), True, fused, alone, {"graph": 130.0, "stream": 130.0})
+    assert [r[3] for r in rows] == ["graph", "stream"] and rows[0][:3] == ("ag_gemm square", "256x128x64", "ok")
+    assert rows[0][4:9] == ("100.0", "95.0", "1.05", "130.0", "1.30") and rows[0][9] == "pass"
+    assert rows[1][6] == "1.20" and rows[1][9] == "miss: fused/GEMM 1.20 > 1.10; speedup 1.08 < 1.25"
+    rows = C.overlap_rows("gemm_rs small", (256, 128, 64), False, fused, alone, "n/a: PEs share a GPU")
+    assert rows[0][7] == "n/a: PEs share a GPU" and rows[0][8] == "-" and rows[0][9] == "WRONG"
+    assert len(rows[0]) == len(C.OVERLAP_HEADER)

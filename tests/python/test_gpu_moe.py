@@ -12,8 +12,11 @@ tokens; a DP group with no tokens; every expert's received rows and scales
 compared exactly (as multisets, like pplx's test); combine against the
 weighted sum; torch.compile; CUDA graph replay; 1000 calls back to back with
 fresh data; send and receive halves with a matmul between them; errors.
-HighThroughput: 4096 tokens per PE (fp8 + scales, bf16 combine): the layout,
-every received row in order, indices, weights, sources, counts, the combine.
+SM budgets of 1, 2, 8, 24 and every SM for both (no kernel launches more
+blocks than its budget). HighThroughput: 4096 tokens per PE (fp8 + scales,
+bf16 combine): the layout, every received row in order, indices, weights,
+sources, counts, the combine. The spawn-launched pplx start
+(nvshmem_init over torch.distributed) is test_gpu_moe_spawn.py.
 """
 import pytest
 
@@ -386,6 +389,75 @@ def test_errors(env):
         symm.barrier()
     finally:
         ata.destroy()
+
+
+def test_sm_budget(env):
+    """SM budgets of 1, 2, 8, 24 and every SM (odd ranks one less, where they
+    can: budgets are per PE): no kernel launches more blocks than its budget
+    (as the kernels record it) and every round stays right, split halves
+    included; bad budgets are refused."""
+    moe, me, n, device = env
+    need(n, 1, SMALL)
+    share = symm.sm_share()
+    ata = make_ata(moe, n, me, SMALL, torch.float8_e4m3fn, 1)
+    try:
+        assert ata.get_num_sms() == share
+        with pytest.raises(symm.InvalidArgumentError, match="num_sms -1 is not in 0..%d" % share):
+            ata.set_num_sms(-1)
+        with pytest.raises(symm.InvalidArgumentError, match="symm_sm_share"):
+            ata.set_num_sms(share + 1)
+        with pytest.raises(TypeError, match="must be an int"):
+            ata.set_num_sms(2.0)
+        for i, b in enumerate((1, 2, 8, 24, 0)):
+            want = b or share
+            if want > share:
+                continue
+            if b > 1 and me % 2:
+                b, want = b - 1, want - 1
+            ata.set_num_sms(b)
+            assert ata.get_num_sms() == want
+            ata.launched_blocks()
+            for it in range(2):
+                groups = make_groups(300 + 10 * i + it, n, device, SMALL["max_tokens"], SMALL["experts"],
+                                     SMALL["topk"], SMALL["hidden"], torch.float8_e4m3fn, bound=True)
+                run_round(moe, ata, groups, me, device, torch.float8_e4m3fn, torch.bfloat16, torch.bfloat16, 1,
+                          SMALL, split=it == 1)
+            got = ata.launched_blocks()
+            assert 1 <= got <= want, "budget %d: a kernel ran %d blocks" % (want, got)
+            symm.barrier()
+    finally:
+        ata.destroy()
+    if HT["experts"] % n:
+        return
+    ht = moe.HighThroughput(HT["experts"], HT["topk"], 1024, 512, x_dtype=torch.bfloat16)
+    try:
+        L = ht.local_experts
+        for i, b in enumerate((1, 2, 24, 0)):
+            want = b or share
+            if want > share:
+                continue
+            ht.set_num_sms(b)
+            ht.launched_blocks()
+            gen = torch.Generator(device=device)
+            gen.manual_seed(7000 + i * n + me)
+            m = 512 - 37 * me
+            idx = torch.rand((m, HT["experts"]), generator=gen, device=device).argsort(dim=1)[:, :HT["topk"]]
+            x = torch.randn((m, 1024), generator=gen, device=device).to(torch.bfloat16)
+            rx, _, ridx, rw, rsrc, nrecv, nper = ht.dispatch(x, idx, None, do_send=True, do_recv=(i % 2 == 0))
+            if i % 2:
+                ht.dispatch(x, idx, None, do_send=False, do_recv=True)
+            y = rx.clone()
+            out = ht.combine(y)
+            torch.cuda.synchronize()
+            on = torch.stack([((torch.div(idx, L, rounding_mode="floor") == r)).any(dim=1) for r in range(n)], 1)
+            ref = (x.float() * on.sum(dim=1, keepdim=True)).to(torch.bfloat16)
+            assert_combined(out, ref, torch.bfloat16, "high throughput, budget %d" % want)
+            got = ht.launched_blocks()
+            assert 1 <= got <= want, "budget %d: a high-throughput kernel ran %d blocks" % (want, got)
+            ht.check()
+            symm.barrier()
+    finally:
+        ht.destroy()
 
 
 # ---------------------------------------------------------------------------

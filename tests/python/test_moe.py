@@ -11,7 +11,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from symm_testutil import INCLUDE_DIR, PYTHON_DIR, have_library, run_pes, run_python  # noqa: E402
+from symm_testutil import INCLUDE_DIR, PYTHON_DIR, child_env, have_library, run_pes, run_python  # noqa: E402
 
 sys.path.insert(0, PYTHON_DIR)
 
@@ -60,7 +60,7 @@ def _structs_module():
     if torch is not None:
         import symm.moe as m
         return m.STRUCTS
-    src = open(os.path.join(PYTHON_DIR, "symm", "moe.py")).read()
+    src = open(os.path.join(PYTHON_DIR, "symm", "moe", "__init__.py")).read()
     start, end = src.index("class Config(ctypes.Structure)"), src.index("STRUCTS = ")
     ns = {"ctypes": ctypes, "_c_int": ctypes.c_int, "_c_size_t": ctypes.c_size_t,
           "_c_void_p": ctypes.c_void_p, "_c_int64": ctypes.c_int64}
@@ -215,3 +215,129 @@ def test_construction_on_the_host_backend():
     assert "BYTES" in r.stdout and "hidden_dim_bytes 1000 is not hidden_dim 512 times" in r.stdout, r.stdout
     assert "UNSUPPORTED" in r.stdout and "needs the native backend" in r.stdout, r.stdout
     assert "HT" in r.stdout and r.stdout.strip().endswith("DONE"), r.stdout
+
+
+# ---------------------------------------------------------------------------
+# the eager call: cached checks, one C call (CPU tensors, a stand-in C call)
+# ---------------------------------------------------------------------------
+
+def _mock_ata(spec, calls):
+    """An AllToAll whose C library is a recorder: the Python side's checks,
+    caching and argument structures run as they do on a GPU."""
+    import symm.moe as m
+    ata = object.__new__(m.AllToAll)
+    ata._c = ctypes.c_void_p(1)
+    ata._call_name = "AllToAll"
+    ata.device, ata._dev, ata._key = torch.device("cpu"), None, -1
+    ata._spec, ata._has_scales = spec, spec["has_scales"]
+    ata._dargs, ata._cargs = m.DispatchArgs(), m.CombineArgs()
+    ata._daddr, ata._caddr = ctypes.addressof(ata._dargs), ctypes.addressof(ata._cargs)
+    ata._dmeta = ata._cmeta = None
+
+    def record(kind):
+        def fn(c, addr, flags, stream):
+            st = m.DispatchArgs if kind == "dispatch" else m.CombineArgs
+            calls.append((kind, flags, st.from_buffer_copy((ctypes.c_char * ctypes.sizeof(st)).from_address(addr))))
+            return 0
+        return fn
+    ata._cdispatch, ata._ccombine = record("dispatch"), record("combine")
+    return ata
+
+
+@needs_torch
+def test_eager_call_checks_once_per_argument_shape(monkeypatch):
+    import symm.moe as m
+    monkeypatch.setattr(m, "_stream", lambda dev=None: 0)
+    calls = []
+    ata = _mock_ata(SPEC, calls)
+    args = _dispatch_args()
+    ata.dispatch(**args)
+    kind, flags, a = calls[-1]
+    assert (kind, flags) == ("dispatch", m.SEND | m.RECV)
+    assert a.dp_x == args["dp_x"].data_ptr() and a.indices == args["indices"].data_ptr()
+    assert a.num_tokens == 7 and a.out_expert_rows == 20 and tuple(a.out_expert_x_stride) == (20 * 512, 512)
+    assert a.x_dtype == m._dtype_code(args["dp_x"]) and a.bound_m == args["bound_m"].data_ptr()
+    # same shapes, fresh tensors: the pointers follow, nothing else is redone
+    fresh = _dispatch_args()
+    ata.dispatch(**fresh, do_send=True, do_recv=False)
+    kind, flags, a = calls[-1]
+    assert flags == m.SEND and a.dp_x == fresh["dp_x"].data_ptr() and a.out_expert_x == fresh["out_expert_x"].data_ptr()
+    # anything the checks depend on changed: checked again, and refused before the C call
+    n = len(calls)
+    for over, exc, msg in [
+            (dict(dp_x=torch.zeros((7, 256), dtype=torch.float8_e4m3fn)), ValueError, "dp_x has shape"),
+            (dict(out_expert_x=torch.zeros((2, 20, 512), dtype=torch.bfloat16)), TypeError, "out_expert_x is"),
+            (dict(indices=torch.zeros((3, 7), dtype=torch.uint32).t()), ValueError, "must be contiguous"),
+            (dict(bound_m=None, dp_x_scale=None), ValueError, "must be given"),
+            (dict(dp_x=[1]), TypeError, "must be a torch.Tensor")]:
+        with pytest.raises(exc, match=msg):
+            ata.dispatch(**_dispatch_args(**over))
+    with pytest.raises(ValueError, match="cannot both be False"):
+        ata.dispatch(**fresh, do_send=False, do_recv=False)
+    assert len(calls) == n, "a refused call reached the C library"
+    # int64 indices are converted on every call, cached or not
+    for _ in range(2):
+        i64 = torch.zeros((7, 3), dtype=torch.int64)
+        ata.dispatch(**_dispatch_args(indices=i64))
+        assert calls[-1][2].indices != i64.data_ptr()
+    # combine: the same
+    good = dict(out_tokens=torch.zeros((10, 512), dtype=torch.bfloat16),
+                indices=torch.zeros((7, 3), dtype=torch.uint32), weights=torch.zeros((7, 3)),
+                expert_y=torch.zeros((2, 20, 512), dtype=torch.float16), bound_m=None)
+    ata.combine(**good)
+    ata.combine(**dict(good, weights=torch.ones((7, 3))))
+    kind, flags, a = calls[-1]
+    assert kind == "combine" and a.num_tokens == 7 and a.out_rows == 10 and a.bound_m is None
+    with pytest.raises(ValueError, match="weights has shape"):
+        ata.combine(**dict(good, weights=torch.zeros((6, 3))))
+    with pytest.raises(TypeError, match="num_sms must be an int"):
+        ata.set_num_sms("8")
+    ata._c = None
+    with pytest.raises(ValueError, match="destroyed"):
+        ata.dispatch(**fresh)
+
+
+# ---------------------------------------------------------------------------
+# pplx's nvshmem_init: over torch.distributed, without launcher variables
+# ---------------------------------------------------------------------------
+
+@needs_lib
+@needs_torch
+def test_nvshmem_init_in_spawned_processes():
+    """moe_spawn.py cpu: two processes from torch.multiprocessing.spawn, a gloo
+    group on a FileStore, no RANK/WORLD_SIZE: both of pplx's init forms over the
+    host backend, and the argument checks."""
+    r = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "moe_spawn.py"),
+                        "cpu", "2"], env=child_env({"SYMM_BACKEND": "host", "SYMM_BOOTSTRAP_TIMEOUT": "30"}),
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "moe_spawn cpu: passed on 2 processes" in r.stdout
+
+
+NVSHMEM_ALONE = r"""
+import symm, symm.moe as m
+try:
+    m.nvshmem_init(0, 0, 2)
+except RuntimeError as e:
+    print("ALONE", e)
+print("AFTER", symm.initialized())
+m.nvshmem_init(0, 0, 1)
+print("ONE", symm.my_pe(), symm.n_pes())
+m.nvshmem_finalize()
+m.nvshmem_finalize()
+try:
+    m.nvshmem_init(b"x" * 3, 0, 1)
+except TypeError as e:
+    print("UID", e)
+print("DONE")
+"""
+
+
+@needs_lib
+@needs_torch
+def test_nvshmem_init_without_a_group():
+    r = run_python(NVSHMEM_ALONE, env={"SYMM_BACKEND": "host"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ALONE nvshmem_init: world_size 2, but without torch.distributed" in r.stdout, r.stdout
+    assert "AFTER False" in r.stdout and "ONE 0 1" in r.stdout, r.stdout
+    assert "UID nvshmem_init: uid must be" in r.stdout and r.stdout.strip().endswith("DONE"), r.stdout

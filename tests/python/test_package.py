@@ -41,7 +41,26 @@ def test_symm_triton_without_triton_says_what_to_install():
                    "except ImportError as e:\n"
                    "    print('IMPORTERROR', e)\n")
     assert r.returncode == 0, r.stderr
-    assert "IMPORTERROR" in r.stdout and "pip install symm[triton]" in r.stdout, r.stdout
+    assert "IMPORTERROR" in r.stdout and "pip install 'symm[triton]'" in r.stdout, r.stdout
+    assert "pip install '.[triton]'" in r.stdout, r.stdout
+
+
+def test_install_hints_have_one_form():
+    """Every hint that names an extra is quoted (an unquoted [..] is a glob in
+    zsh and some shells) and names the checkout's form too."""
+    bad = []
+    for root, _, files in os.walk(os.path.join(PYTHON_DIR, "symm")):
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            text = open(os.path.join(root, f)).read()
+            for m in re.finditer(r"pip install ([^\s'\"]*\[\w+\])", text):
+                bad.append("%s: unquoted pip install %s" % (f, m.group(1)))
+            for m in re.finditer(r"pip install '?symm\[(\w+)\]", text):
+                tail = text[m.end():m.end() + 200]
+                if "pip install '.[%s]'" % m.group(1) not in tail:
+                    bad.append("%s: symm[%s] without the checkout's form" % (f, m.group(1)))
+    assert not bad, "\n".join(bad)
 
 
 def test_triton_versions_agree():
@@ -129,6 +148,42 @@ def test_include_dir():
     assert os.path.isfile(os.path.join(symm.include_dir(), "symm", "symm_device.h"))
 
 
+def test_cubin_checks_pointer_arguments(tmp_path):
+    """symm.cubin checks what a manifest records of a pointer parameter
+    ([name, "ptr", dtype, shape, align]) before anything is launched: a
+    tensor's dtype, shape, contiguity and device, an address's alignment;
+    what is not recorded is not checked."""
+    torch = pytest.importorskip("torch")
+    from symm import cubin
+    entry = {"cubin": "k.cubin", "entry": "k", "grid": 1,
+             "params": [["n", "i32"], ["x", "ptr", "float32", [4], 16], ["y", "ptr", "uint64", None, 8],
+                        ["z", "ptr"]]}
+    k = cubin.Kernel("k", entry, str(tmp_path))
+    vals = k.pack((3, 0x1000, 0x2008, 0x3001), {})
+    assert [v.value for v in vals] == [3, 0x1000, 0x2008, 0x3001]
+    with pytest.raises(ValueError, match=r"k: x \(0x1008\) is not 16-byte aligned"):
+        k.pack((3, 0x1008, 0x2008, 0), {})
+    with pytest.raises(ValueError, match=r"k: y \(0x2004\) is not 8-byte aligned"):
+        k.pack((3, 0x1000, 0x2004, 0), {})
+    with pytest.raises(TypeError, match="k: x must be float32, got torch.float16"):
+        k.pack((3, torch.zeros(4, dtype=torch.float16), 0x2008, 0), {})
+    with pytest.raises(ValueError, match=r"k: x must have shape \[4\], got \[5\]"):
+        k.pack((3, torch.zeros(5), 0x2008, 0), {})
+    with pytest.raises(ValueError, match="k: x must be contiguous"):
+        k.pack((3, torch.zeros(8)[::2], 0x2008, 0), {})
+    with pytest.raises(ValueError, match="k: x must be on a CUDA device, got cpu"):
+        k.pack((3, torch.zeros(4), 0x2008, 0), {})          # dtype and shape are right
+    with pytest.raises(TypeError, match="k: y must be a tensor or an address"):
+        k.pack((3, 0x1000, 1.5, 0), {})
+    with pytest.raises(TypeError, match="k: n is a i32 scalar, got a tensor"):
+        k.pack((torch.zeros(1), 0x1000, 0x2008, 0), {})
+    bad = dict(entry, params=[["n", "i32", "int32", [2]]])
+    with pytest.raises(ValueError, match="scalar parameter n records a shape"):
+        cubin.Kernel("k", bad, str(tmp_path))
+    with pytest.raises(ValueError, match="is not \\[name, kind"):
+        cubin.Kernel("k", dict(entry, params=[["n", "i8"]]), str(tmp_path))
+
+
 def test_write_manifest_merges_and_drops(tmp_path):
     """write_manifest adds entries, keeps the others, and removes a dropped
     name's entry and cubin (a kernel that failed to build now)."""
@@ -140,6 +195,29 @@ def test_write_manifest_merges_and_drops(tmp_path):
     cubin.write_manifest(str(tmp_path), {"c": {"cubin": "c.cubin"}}, drop=["b", "never-built"])
     assert sorted(json.loads((tmp_path / "manifest.json").read_text())) == ["a", "c"]
     assert (tmp_path / "a.cubin").exists() and not (tmp_path / "b.cubin").exists()
+
+
+def _write_entries(folder, worker, count):
+    import symm.cubin as cubin
+    for i in range(count):
+        cubin.write_manifest(folder, {"w%d_%d" % (worker, i): {"cubin": "x.cubin"}})
+
+
+def test_write_manifest_from_processes_at_once(tmp_path):
+    """Builds in parallel processes (examples/tilelang/build.py's pool, or
+    a user's) each merge their entries: none is lost, and no temporary file
+    is left behind."""
+    import json
+    import multiprocessing
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_write_entries, args=(str(tmp_path), w, 25)) for w in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * 6
+    assert len(json.loads((tmp_path / "manifest.json").read_text())) == 6 * 25
+    assert os.listdir(tmp_path) == ["manifest.json"]
 
 
 def test_tensor_without_torch_says_so():

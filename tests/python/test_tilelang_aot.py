@@ -136,7 +136,7 @@ def test_no_module_state(built):
 
 
 def test_aot_manifest_and_jit_compile(tmp_path):
-    """build(): cubin + manifest entry; compile(): TileLang's own nvcc run
+    """build(): cubin + manifest.json entry; compile(): TileLang's own nvcc run
     (no GPU needed) with the same header hook and include folders."""
     _need_tilelang()
     sys.path.insert(0, PYTHON_DIR)
@@ -149,8 +149,13 @@ def test_aot_manifest_and_jit_compile(tmp_path):
     assert [p[1] for p in entry["params"]].count("ptr") == 4
     assert entry["call"] == ["ctx", "data", "recv", "out", "flag", "epoch"]
     assert os.path.getsize(os.path.join(tmp_path, "sync.cubin")) > 0
-    symm.cubin.write_manifest(str(tmp_path), {"sync": entry})
+    # build() wrote manifest.json: the folder loads at once
+    assert symm.cubin.read_manifest(str(tmp_path)) == {"sync": entry}
     k = symm.cubin.load(str(tmp_path))["sync"]
+    # a folder holds one backend's kernels: refused before anything is compiled
+    with pytest.raises(ValueError, match="holds kernels built for native: build nccl kernels into another"):
+        sT.build(primitives.k_sync(), str(tmp_path), "sync_nccl", backend="nccl")
+    assert sorted(os.listdir(tmp_path)) == ["manifest.json", "sync.cu", "sync.cubin"]
     packed = k.pack((123, 1 << 20, 2 << 20, 3 << 20, 4 << 20, 7), {})
     by_name = {p[0]: v.value for p, v in zip(k.params, packed)}
     assert by_name == {"ctx": 123, "data": 1 << 20, "recv": 2 << 20, "out": 3 << 20, "flag": 4 << 20, "epoch": 7}
@@ -210,13 +215,14 @@ def test_examples_lower():
     import symm.tilelang as sT
     jobs = build.jobs(pes=(4,), only_examples=True)
     assert jobs
-    calls = 0
+    plain = re.compile(r"gemm_\d")   # the GEMMs alone: the only kernels that call no symm function
     for name, builder in jobs:
         low = sT.lower(builder(), 90, name=name)
         uses = bool(re.search(r"\bsymm_\w+\(", low.source))
         assert uses == ('#include "symm_tilelang.h"' in low.source), name
-        calls += uses
-    assert calls >= len(jobs) - 3   # only the plain GEMMs call no symm function
+        assert uses != bool(plain.match(name)), name
+        if low.uses_tma:   # the GEMMs: every kernel wait is the call-free one (see wgmma below)
+            assert not re.search(r"\bsymm_(wait_until|signal_wait|signal_op|barrier)\w*\(", low.source), name
 
 
 @pytest.mark.parametrize("kind", ["gather", "a2a"])
@@ -418,3 +424,119 @@ def test_build_script_forgets_failed_kernels(tmp_path):
     assert r.returncode == 1 and "FAILED: prim_sync" in r.stdout, r.stdout + r.stderr
     assert "prim_sync" not in json.loads((out / "manifest.json").read_text())
     assert not (out / "prim_sync.cubin").exists()
+
+
+# -- TMA GEMMs (docs/tilelang.md, "GEMMs: TMA and wgmma") --------------------------------
+
+class _FakeDriver:
+    """Stands in for libcuda: records cuTensorMapEncodeTiled's arguments."""
+
+    def __init__(self):
+        self.calls = []
+
+    def cuTensorMapEncodeTiled(self, out, dtype, rank, addr, dims, strides, box, estr, inter, swz, l2, oob):
+        self.calls.append(dict(out=out.value, dtype=dtype, rank=rank, addr=addr.value, dims=list(dims[:rank]),
+                               strides=list(strides[:rank - 1]), box=list(box[:rank]),
+                               estr=list(estr[:rank]), rest=(inter, swz, l2, oob)))
+        return 0
+
+
+def test_tma_gemm_manifest_and_tensor_maps(tmp_path, monkeypatch):
+    """A pipelined GEMM built with TMA (with_tma): its entry takes a
+    CUtensorMap per buffer; the manifest records cuTensorMapEncodeTiled's
+    arguments (dims innermost first, byte strides, box, swizzle) and
+    symm.cubin encodes each from the tensor's address at launch, 64-byte
+    aligned, once per address."""
+    _need_tilelang()
+    sys.path.insert(0, PYTHON_DIR)
+    sys.path.insert(0, EXAMPLES)
+    import _gemm
+    import symm.cubin
+    import symm.tilelang as sT
+    M, N, K = 256, 512, 128
+    cfg = _gemm.CONFIGS[_gemm.DEFAULT]
+    entry = sT.build(_gemm.k_gemm(M, N, K, cfg), str(tmp_path), "g")
+    assert entry["block"] == [384, 1, 1]   # a producer warp group and two consumer ones
+    assert [p[:4] for p in entry["params"]] == [["A", "tmap", "bfloat16", [M, K]], ["B", "tmap", "bfloat16", [K, N]],
+                                                ["C", "tmap", "bfloat16", [M, N]]]
+    a_spec = entry["params"][0][4]
+    assert a_spec["dims"] == [K, M] and a_spec["strides"] == [K * 2] and a_spec["box"] == [cfg["bk"], cfg["bm"]]
+    assert a_spec["rank"] == 2 and a_spec["dtype"] == 9 and a_spec["swizzle"] == 3   # bf16, 128-byte swizzle
+    symm.cubin.write_manifest(str(tmp_path), {"g": entry})
+    k = symm.cubin.load(str(tmp_path))["g"]
+    fake = _FakeDriver()
+    monkeypatch.setattr(symm.cubin, "_driver", fake)
+    vals = k.pack((0x10000, 0x20000, 0x30000, 0), {})   # A, B, C, nsm (unused: not persistent)
+    assert len(vals) == 3 and all(isinstance(v, symm.cubin.TensorMap) and v.address % 64 == 0 for v in vals)
+    assert [c["addr"] for c in fake.calls] == [0x10000, 0x20000, 0x30000]
+    assert fake.calls[1]["dims"] == [N, K] and fake.calls[1]["strides"] == [N * 2]
+    assert fake.calls[0]["rest"] == (a_spec["interleave"], a_spec["swizzle"], a_spec["l2"], a_spec["oob"])
+    k.pack((0x10000, 0x20000, 0x30000, 0), {})
+    assert len(fake.calls) == 3          # the same addresses: the same descriptors
+    with pytest.raises(ValueError, match="16-byte-aligned"):
+        k.pack((0x10008, 0x20000, 0x30000, 0), {})
+
+
+def test_wgmma_kernels_wait_without_calls(tmp_path):
+    """ptxas serialises every wgmma of a kernel that calls a function, and
+    symm's printing waits make one: build() refuses such a GEMM (C7510); the
+    same GEMM waiting with wait_rec (and counting with add_release) builds,
+    and its wait checks the deadline and the abort flag inline."""
+    _need_tilelang()
+    sys.path.insert(0, PYTHON_DIR)
+    sys.path.insert(0, EXAMPLES)
+    import tilelang.language as T
+    import _gemm
+    import symm.tilelang as sT
+    cfg = _gemm.CONFIGS[_gemm.DEFAULT]
+    bm, bn, bk = cfg["bm"], cfg["bn"], cfg["bk"]
+    M = N = 256
+    K = 128
+
+    def kernel(call_free):
+        @T.prim_func
+        def k(ctx: T.uint64, A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((K, N), "bfloat16"),
+              C: T.Tensor((M, N), "bfloat16"), flag: T.Tensor((4,), "uint64"), rec: T.Tensor((8,), "uint64")):
+            with T.Kernel((M // bm) * (N // bn), threads=256) as t:
+                A_s = T.alloc_shared((bm, bk), "bfloat16")
+                B_s = T.alloc_shared((bk, bn), "bfloat16")
+                acc = T.alloc_fragment((bm, bn), "float32")
+                T.clear(acc)
+                for kk in T.Pipelined(K // bk, num_stages=2):
+                    if kk == 0:
+                        if call_free:
+                            sT.wait_rec(ctx, flag[0], "ge", 1, rec)
+                            sT.fence_proxy_async_global()
+                        else:
+                            sT.wait_ge(ctx, flag[0], 1)
+                    T.copy(A[(t // (N // bn)) * bm, kk * bk], A_s)
+                    T.copy(B[kk * bk, (t % (N // bn)) * bn], B_s)
+                    T.gemm(A_s, B_s, acc)
+                T.copy(acc, C[(t // (N // bn)) * bm, (t % (N // bn)) * bn])
+                if call_free:
+                    sT.add_release(flag[1], 1)
+        return sT.with_tma(k)
+
+    with pytest.raises(RuntimeError, match="C7510"):
+        sT.build(kernel(False), str(tmp_path), "printing")
+    entry = sT.build(kernel(True), str(tmp_path), "call_free", keep_ptx=True)
+    with open(os.path.join(tmp_path, "call_free.ptx")) as f:
+        ptx = f.read()
+    assert "wgmma.mma_async" in ptx and not re.search(r"\bcall(\.uni)?\b", ptx)
+    assert "%globaltimer" in ptx and "ld.acquire.sys.global" in ptx      # deadline, acquire
+    assert "fence.proxy.async.global" in ptx and "red.relaxed.sys.global.add.u64" in ptx
+    assert entry["params"][0][1] == "tmap"
+
+
+def test_wait_report_prints_and_traps(tmp_path):
+    """The kernel after a GEMM reports a wait that gave up with symm's own
+    message and trap (rec[0]: 1 deadline, 2 abort flag, 3 bad comparison)."""
+    _need_tilelang()
+    sys.path.insert(0, PYTHON_DIR)
+    sys.path.insert(0, EXAMPLES)
+    import _gemm
+    import symm.tilelang as sT
+    sT.build(_gemm.k_finish(16), str(tmp_path), "finish", keep_ptx=True)
+    with open(os.path.join(tmp_path, "finish.ptx")) as f:
+        ptx = f.read()
+    assert "vprintf" in ptx and "trap;" in ptx and "symm__report_timeout" in ptx and "symm__report_abort" in ptx

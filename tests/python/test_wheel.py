@@ -83,7 +83,8 @@ def test_wheel_builds_and_finds_its_parts(tmp_path):
                  "symm/include/symm/symm.h",
                  "symm/include/symm/symm_device.h", "symm/include/symm/device/impl.h",
                  "symm/triton/__init__.py", "symm/triton/_api.py", "symm/triton/raw.py",
-                 "symm/cute/__init__.py", "symm/cute/raw.py", "symm/cubin.py"):
+                 "symm/cute/__init__.py", "symm/cute/raw.py", "symm/cubin.py",
+                 "symm/moe/__init__.py", "symm/moe/deep_ep.py"):
         assert need in names, need
     have_bitcode = bool(shutil.which("clang-19")) and bool(shutil.which("llvm-dis-19"))
     if have_bitcode:

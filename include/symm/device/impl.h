@@ -9,7 +9,6 @@
  *   impl_copy.h  the put/get copy engine (SM loads/stores) and its variants
  *   impl_backend.h  where a call to a peer outside the load/store window goes
  *                (the scale-out backends' device files, backend_*.h)
- *   impl_tma.h   the optional bulk-copy (TMA) engine for block-scope puts
  *   impl_rma.h   context queries, p/g, put/get, put_signal, signals
  *   impl_pkt.h   packet puts: payload and flag in the same stores
  *   impl_ldst.h  remote load/store with ordering and scope
@@ -30,7 +29,6 @@
 #include "symm/device/impl_wait.h"
 #include "symm/device/impl_copy.h"
 #include "symm/device/impl_backend.h"
-#include "symm/device/impl_tma.h"
 #include "symm/device/impl_rma.h"
 #include "symm/device/impl_pkt.h"
 #include "symm/device/impl_ldst.h"

@@ -24,10 +24,6 @@
  *                      1: .global on both sides with L1::no_allocate on loads
  *                         and L2::256B prefetch on the local loads; the local
  *                         buffer must then be global memory (not shared).
- *   SYMM_PUT_BLOCK_TMA 1: symm_put_block / _nbi and the block put_signal move
- *                      16-byte-aligned bodies with cp.async.bulk (TMA) through
- *                      a static shared-memory staging buffer (sm_90+;
- *                      impl_tma.h); 0 (default): SM loads and stores.
  */
 #ifndef SYMM_DEVICE_IMPL_COPY_H
 #define SYMM_DEVICE_IMPL_COPY_H

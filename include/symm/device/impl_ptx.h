@@ -556,76 +556,12 @@ SYMM__DEVICE_INTERNAL unsigned short symm__cvt_e5m2x2_f32(float f) {
                  ::"l"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory")
 #endif
 
-/* ---- the bulk-copy (TMA) engine, sm_90 (impl_tma.h) -------------------------------- */
+/* ---- async proxy (symm_tilelang.h: TMA loads after a wait) ------------------------ */
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-/* 32-bit shared-window address of a generic pointer to shared memory. */
-SYMM__DEVICE_INTERNAL uint32_t symm__smem_addr(const void *p) {
-    uint32_t a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-
-SYMM__DEVICE_INTERNAL void symm__mbar_init(uint32_t bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-}
-
-SYMM__DEVICE_INTERNAL void symm__mbar_inval(uint32_t bar) {
-    asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
-
-/* Non-zero when p points to global memory (a source in shared memory, which
- * the bulk load cannot read, takes the SM path). */
-SYMM__DEVICE_INTERNAL int symm__is_global(const void *p) {
-    uint32_t r;
-    asm("{ .reg .pred q; isspacep.global q, %1; selp.u32 %0, 1, 0, q; }" : "=r"(r) : "l"(p));
-    return (int)r;
-}
-
-/* Bulk load of `bytes` from global `src` into shared `dst`, its completion
- * (the bytes arriving) tracked by mbarrier `bar`. */
-SYMM__DEVICE_INTERNAL void symm__tma_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-
-SYMM__DEVICE_INTERNAL void symm__mbar_wait(uint32_t bar, uint32_t parity) {
-    uint32_t done;
-    do {
-        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    } while (!done);
-}
-
-/* Bulk store of `bytes` from shared `src` to global (peer) `dst`, as one
- * bulk async-group. */
-SYMM__DEVICE_INTERNAL void symm__tma_store(void *dst, uint32_t src, uint32_t bytes) {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes)
-                 : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-
-/* The barriers just initialised, visible to the bulk-copy (async) proxy. */
-SYMM__DEVICE_INTERNAL void symm__fence_mbar_init(void) {
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-/* Every bulk store group but the newest done reading its source. */
-SYMM__DEVICE_INTERNAL void symm__bulk_wait_read_all_but_1(void) {
-    asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
-}
-
 /* Generic accesses of this thread so far ordered before its later async-proxy
- * (bulk copy) accesses to global memory. */
+ * (TMA) accesses to global memory. */
 SYMM__DEVICE_INTERNAL void symm__fence_proxy_async_global(void) {
-    asm volatile("fence.proxy.async.global;" ::: "memory");
-}
-
-/* Every bulk store complete, then ordered with later generic accesses. */
-SYMM__DEVICE_INTERNAL void symm__bulk_wait_all(void) {
-    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     asm volatile("fence.proxy.async.global;" ::: "memory");
 }
 #endif

@@ -253,14 +253,6 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__put_block_data(const symm_ctx_
         symm__rma(ctx, dest, src, nbytes, pe, symm__block_tid(), symm__block_nthreads(), 1, SYMM__G_BLOCK, nbi);
         return;
     }
-#if SYMM__HAVE_TMA
-    /* Below SYMM_TMA_MIN_BYTES the SM copy wins; decide that before anything
-     * else, so a small put pays nothing for the bulk-copy engine. */
-    if (nbytes >= SYMM_TMA_MIN_BYTES) {
-        symm__tma_put_block(symm__peer_api(ctx, dest, pe), src, nbytes);
-        return;
-    }
-#endif
     symm__rma_data(ctx, dest, src, nbytes, pe, symm__block_tid(), symm__block_nthreads(), 1);
 }
 

@@ -10,9 +10,6 @@
 #ifndef SYMM_DEVICE_IMPL_SYNC_H
 #define SYMM_DEVICE_IMPL_SYNC_H
 
-/* The bulk-copy engine (impl_tma.h) completes its copies before a put returns,
- * so quiet needs nothing beyond the fence. */
-
 /* A scale-out context adds its library's fence / quiet (impl_backend.h),
  * which covers what went through the library; nothing on native. */
 

@@ -43,7 +43,8 @@ try:
 except ImportError as _e:  # pragma: no cover - depends on the environment
     raise ImportError(
         "symm.cute needs NVIDIA CuTe DSL (the nvidia-cutlass-dsl package), which is not "
-        "installed: pip install 'symm[cute]' (or: pip install 'nvidia-cutlass-dsl[cu13]==4.8.1'). "
+        "installed: pip install 'symm[cute]' (in a source checkout: pip install '.[cute]'; or: "
+        "pip install 'nvidia-cutlass-dsl[cu13]==4.8.1'). "
         "Kernels compiled ahead of time run without it through symm.cubin."
     ) from _e
 
@@ -67,8 +68,9 @@ for _name in raw.__all__:
 
 from . import host  # noqa: E402
 from .host import arch_name, compile  # noqa: E402,F401
-from ._kernel import Kernel, Ptr  # noqa: E402,F401
+from ._kernel import Kernel, Ptr, Tma, tma_smem_layout  # noqa: E402,F401
 
 __all__ = sorted(set(_views_all) | set(raw.__all__) | {_n for _n, _, _ in CONSTANTS} | {
-    "raw", "host", "target", "SCOPES", "FUNCTIONS", "compile", "arch_name", "Kernel", "Ptr"})
+    "raw", "host", "target", "SCOPES", "FUNCTIONS", "compile", "arch_name", "Kernel", "Ptr", "Tma",
+    "tma_smem_layout"})
 del _name

@@ -4,11 +4,13 @@
 
 SOURCE is a Python file or a module name; every symm.cute.Kernel it defines
 at module level (or lists in a KERNELS sequence) is compiled for the
-architecture and symm backend (native by default; nvshmem or nccl:
-docs/backends.md) with CuTe DSL, and out/<name>.cubin plus an entry of
-out/manifest.json (symm.cubin's format, recording the backend) are written. symm.cubin.load(out)
-launches them on a machine with the CUDA driver and torch but no CuTe DSL. Two kernels with the same
-name in the sources are an error.
+architecture (--arch 90, the default, compiles for sm_90a: H100 and H200)
+and symm backend (native by default; nvshmem or nccl: docs/backends.md)
+with CuTe DSL, and out/<name>.cubin plus an entry of out/manifest.json
+(symm.cubin's format: the backend, each pointer's dtype and alignment) are
+written. symm.cubin.load(out) launches them on a machine with the CUDA
+driver and torch but no CuTe DSL. Two kernels with the same name in the
+sources are an error (Kernel(name=) tells them apart).
 """
 import argparse
 import importlib
@@ -63,10 +65,13 @@ def build(sources, out_dir, arch=90, log=print, keep_ptx=False, backend="native"
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m symm.cute.aot", description=__doc__.split("\n")[0])
     ap.add_argument("sources", nargs="+", help="Python files or module names defining Kernels")
-    ap.add_argument("-o", "--out", default="build-cute", help="output folder (default build-cute)")
-    ap.add_argument("--arch", default="90", help="compute capability, e.g. 90 (sm_90a) or 80")
+    ap.add_argument("-o", "--out", default="build-cute", help="output folder (default: %(default)s)")
+    ap.add_argument("--arch", default="90",
+                    help="compute capability: 80 compiles for sm_80, 90 for sm_90a (the architecture-specific "
+                         "target, which Hopper's wgmma and TMA need; the cubin runs on sm_90 GPUs only), 100 for "
+                         "sm_100a; 'sm_90' and 'sm_90a' are read as 90 (default: %(default)s)")
     ap.add_argument("--backend", default="native", choices=BACKENDS,
-                    help="the symm backend the kernels will run on (default native)")
+                    help="the symm backend the kernels will run on (default: %(default)s)")
     ap.add_argument("--ptx", action="store_true", help="also write <name>.ptx")
     args = ap.parse_args(argv)
     t0 = time.time()

@@ -24,7 +24,8 @@ symm; compile() passes the include folders to nvcc.
     kernel = sT.compile(shift)                   # just in time, on this GPU
     kernel(symm.ctx(), src, dst, sig)            # symmetric torch tensors
 
-    sT.build(shift, "build-tilelang", "shift")   # ahead of time: cubin, no GPU (backend="nccl"/"nvshmem")
+    sT.build(shift, "build-tilelang", "shift")   # ahead of time, no GPU: cubin (arch=90: sm_90a) and its
+                                                 # manifest.json entry (backend="nccl"/"nvshmem")
     symm.cubin.load("build-tilelang")["shift"](symm.ctx(), src, dst, sig)   # no TileLang
 
 Conventions (TileScale's where they fit): the context comes first; put /
@@ -35,23 +36,26 @@ sem "weak" / "relaxed" / "acquire" / "release" / "volatile". Who executes a
 call is CUDA's rule: plain calls are one thread's (every thread reaching it
 performs it: put a thread test around it to run it once), _warp calls need
 a whole warp, _block calls the whole block, each with the same arguments.
-See docs/tilelang.md.
+Ordering (which call publishes whose data, one thread's wait plus a block
+barrier, reusing buffers) and a whole program with its host side: see
+docs/tilelang.md.
 """
 try:
     import tilelang  # noqa: F401
 except ImportError as _e:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "symm.tilelang needs TileLang, which is not installed: pip install 'symm[tilelang]' "
-        "(tilelang==0.1.15). Kernels built ahead of time run without it through symm.cubin."
+        "symm.tilelang needs TileLang (tilelang==0.1.15), which is not installed: pip install "
+        "'symm[tilelang]' (in a source checkout: pip install '.[tilelang]'). Kernels built ahead of "
+        "time run without it through symm.cubin."
     ) from _e
 
 from ._amo import *  # noqa: F401,F403,E402
 from ._coll import *  # noqa: F401,F403,E402
 from ._rma import *  # noqa: F401,F403,E402
 from ._sync import *  # noqa: F401,F403,E402
-from ._build import (BACKENDS, PASS_CONFIGS, SHIM_DIR, Lowered, backend_flags,  # noqa: E402,F401
+from ._build import (BACKENDS, PASS_CONFIGS, SHIM_DIR, TMA_PASS_CONFIGS, Lowered, backend_flags,  # noqa: E402,F401
                      backend_include_dir, build, compile, compile_flags, dlink_command, include_dirs,
-                     install_hook, lower, nvcc_command, nvshmem_device_library, pass_configs, running_backend,
+                     install_hook, lower, nvcc_command, with_tma, nvshmem_device_library, pass_configs, running_backend,
                      target_of, tilelang_include_dirs)
 from ._args import ALGOS, CMPS, COLL_DTYPES, REDOPS, SCOPES, SEMS, SIGNAL_OPS  # noqa: E402,F401
 

@@ -24,17 +24,28 @@ from tvm import tirx
 from tvm.target import Target
 
 from .. import _lib
+from ..cubin import read_manifest, write_manifest
 
 SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 SHIM = "symm_tilelang.h"
 _INCLUDE = '#include "%s"\n' % SHIM
 _USES_SYMM = re.compile(r"\bsymm_\w+\s*\(")
 
-# TMA descriptors and warp specialisation would make the kernel's parameters
-# depend on TileLang's host wrapper (a CUtensorMap built per call); without
-# them every parameter is a pointer or a scalar, which a cubin launcher can
-# pass. GEMMs still use wgmma on sm_90.
+# By default TMA lowering and warp specialisation are off: every kernel
+# parameter is then a pointer or a scalar, and GEMMs still use wgmma on sm_90
+# (loading their tiles with cp.async). TMA_PASS_CONFIGS turns both on, for
+# GEMMs that need TMA loads and a producer warp group to reach the tensor
+# cores' rate: such a kernel takes a CUtensorMap per TMA-copied buffer, which
+# lower() records in the manifest (the "tmap" parameters) and symm.cubin
+# builds from the tensor at launch, as TileLang's host wrapper would.
 PASS_CONFIGS = {"tl.disable_tma_lower": True, "tl.disable_warp_specialized": True}
+TMA_PASS_CONFIGS = {"tl.disable_tma_lower": False, "tl.disable_warp_specialized": False}
+
+# ptxas's note that it serialised every wgmma of a kernel because the kernel
+# contains a function call (symm's waits print through an out-of-line
+# function): such a GEMM runs at a fraction of the tensor cores' rate, so a
+# build that meets it fails (a kernel with wgmma waits with symm_tl_wait_rec).
+WGMMA_SERIALIZED = "C7510"
 
 # nvcc diagnostics of TileLang's own headers (tl_templates), which TileLang
 # itself compiles with -w: #20012 "__device__ annotation is ignored on a
@@ -116,8 +127,22 @@ def compile_flags(backend=None):
     return ["-I" + d for d in include_dirs()] + backend_flags(backend)
 
 
-def pass_configs(extra=None):
+_TMA_ATTR = "symm_tilelang.tma"
+
+
+def with_tma(func):
+    """The prim_func marked to be lowered with TMA_PASS_CONFIGS (TMA loads and
+    warp specialisation) by lower(), build() and compile(), so that whoever
+    builds it need not know: what a pipelined GEMM needs on sm_90."""
+    return func.with_attr(_TMA_ATTR, True)
+
+
+def pass_configs(extra=None, func=None):
+    """The pass configuration a kernel is lowered with: PASS_CONFIGS, or
+    TMA_PASS_CONFIGS for a prim_func marked by with_tma(), then `extra`."""
     cfg = dict(PASS_CONFIGS)
+    if func is not None and func.attrs is not None and _TMA_ATTR in func.attrs:
+        cfg.update(TMA_PASS_CONFIGS)
     cfg.update(extra or {})
     return cfg
 
@@ -181,7 +206,7 @@ def compile(func, target=None, execution_backend=None, pass_configs=None, compil
     if isinstance(target, (int, str)) and str(target).lower().replace("sm_", "").rstrip("a").isdigit():
         target = target_of(target)
     return tilelang.compile(func, target=target, execution_backend=execution_backend,
-                            pass_configs=globals()["pass_configs"](pass_configs),
+                            pass_configs=globals()["pass_configs"](pass_configs, func),
                             compile_flags=flags, **kwargs)
 
 
@@ -200,6 +225,10 @@ class Lowered:
     def __init__(self, source, entry, params, call, grid, block, smem):
         self.source, self.entry, self.params, self.call = source, entry, params, call
         self.grid, self.block, self.smem = grid, block, smem
+
+    @property
+    def uses_tma(self):
+        return any(p[1] == "tmap" for p in self.params)
 
     def manifest(self, name, arch, backend="native"):
         return {"cubin": name + ".cubin", "source": name + ".cu", "entry": self.entry, "backend": backend,
@@ -225,7 +254,7 @@ def lower(func, arch=90, pass_configs=None, name=None):
     if name is not None:
         func = func.with_attr("global_symbol", name)
     target = target_of(arch)
-    with tvm.transform.PassContext(opt_level=3, config=globals()["pass_configs"](pass_configs)), target:
+    with tvm.transform.PassContext(opt_level=3, config=globals()["pass_configs"](pass_configs, func)), target:
         art = tilelang.lower(func, target=target, enable_device_compile=False)
     kernels = list(art.device_mod.functions.items())
     if len(kernels) != 1:
@@ -253,13 +282,53 @@ def lower(func, arch=90, pass_configs=None, name=None):
                 raise ValueError("parameter %s: type %s cannot be passed to a cubin" % (var.name, var.dtype))
             by_name[var.name] = (var.name, kind, str(var.dtype), [])
             call_names.append(var.name)
+    tmaps = _tensor_maps(art.host_mod, by_name)
     params = []
     for p in dev.params:
-        if p.name not in by_name:
+        if p.name in tmaps:
+            params.append(tmaps[p.name])
+        elif p.name in by_name:
+            params.append(by_name[p.name])
+        else:
             raise ValueError("kernel parameter %s is not one of the prim_func's (%s): dynamic shapes "
                              "are not supported ahead of time" % (p.name, ", ".join(call_names)))
-        params.append(by_name[p.name])
     return Lowered(art.kernel_source, gv.name_hint, params, call_names, grid, block, smem)
+
+
+def _tensor_maps(host_mod, by_name):
+    """{descriptor parameter: manifest parameter} of the CUtensorMaps TileLang's
+    host code would build (its "tma_descriptor_args"): [buffer name, "tmap",
+    dtype, shape, spec], where spec holds cuTensorMapEncodeTiled's arguments
+    but the address (the buffer's, at launch): data type, rank, global dims
+    and byte strides (innermost stride left out, as the call takes them), box,
+    element strides, interleave, swizzle, L2 promotion, out-of-bounds fill."""
+    out = {}
+    for _, hf in host_mod.functions.items():
+        attrs = hf.attrs
+        if attrs is None or "tma_descriptor_args" not in attrs:
+            continue
+        for var, args in attrs["tma_descriptor_args"].items():
+            name = var.name
+            kind = str(args[0]).strip('"')
+            if kind != "__tvm_tensormap_create_tiled":
+                raise ValueError("%s: %s descriptors cannot be built ahead of time (tiled TMA only)" % (name, kind))
+            dtype_code, rank = _static(args[2], name + " data type"), _static(args[3], name + " rank")
+            addr = args[4]
+            if not isinstance(addr, tirx.Var) or addr.name not in by_name:
+                raise ValueError("%s: the TMA descriptor's address %s is not a kernel buffer's base" % (name, addr))
+            rest = [_static(x, name) for x in args[5:]]
+            if len(rest) != 4 * rank + 4:
+                raise ValueError("%s: %d TMA descriptor arguments for rank %d" % (name, len(rest), rank))
+            buf, _, dtype, shape = by_name[addr.name]
+            dims, strides = rest[:rank], rest[rank:2 * rank]
+            if dims != list(reversed(shape)):
+                raise ValueError("%s: the descriptor spans %s, the buffer %s" % (name, dims, shape))
+            spec = {"dtype": dtype_code, "rank": rank, "dims": dims, "strides": strides[1:],
+                    "box": rest[2 * rank:3 * rank], "elem_strides": rest[3 * rank:4 * rank],
+                    "interleave": rest[4 * rank], "swizzle": rest[4 * rank + 1], "l2": rest[4 * rank + 2],
+                    "oob": rest[4 * rank + 3]}
+            out[name] = (buf, "tmap", dtype, shape, spec)
+    return out
 
 
 def tilelang_include_dirs():
@@ -276,7 +345,8 @@ def _sm(arch):
 
 def nvcc_command(source, output, arch=90, fmt="cubin", werror=True, nvcc="nvcc", backend="native"):
     """The nvcc command that compiles generated source to a cubin (or PTX)
-    for a symm backend (on nvshmem a relocatable cubin: see dlink_command).
+    for sm_<arch> (arch 90: sm_90a) and a symm backend (on nvshmem a
+    relocatable cubin: see dlink_command).
     With werror every warning is an error except those TileLang's own
     headers are known to raise (TILELANG_HEADER_DIAGS)."""
     cmd = [nvcc, "-std=c++20", "-O3", "-lineinfo", "-arch=" + _sm(arch), "--" + fmt] + backend_flags(backend)
@@ -303,13 +373,36 @@ def _run(cmd, what):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError("%s failed:\n%s\n%s" % (what, " ".join(cmd), (r.stdout + r.stderr)[-6000:]))
+    if WGMMA_SERIALIZED in r.stdout + r.stderr:
+        raise RuntimeError("%s: ptxas serialised the kernel's wgmma instructions because the kernel calls a "
+                           "function (%s); a GEMM kernel must wait with symm_tl_wait_rec, not symm's "
+                           "printing waits:\n%s" % (what, WGMMA_SERIALIZED, (r.stdout + r.stderr)[-3000:]))
 
 
-def build(func, out_dir, name, arch=90, pass_configs=None, nvcc="nvcc", keep_ptx=False, backend="native"):
-    """Lower `func`, compile it with nvcc into out_dir/<name>.cubin (the CUDA
-    source kept as <name>.cu) for a symm backend (native, nccl or nvshmem)
-    and return its manifest entry (symm.cubin), which records the backend."""
+def _check_folder_backend(out_dir, name, backend):
+    """A folder holds one backend's kernels: refuse to add another's."""
+    if not os.path.exists(os.path.join(out_dir, "manifest.json")):
+        return
+    others = {e.get("backend", "native") for n, e in read_manifest(out_dir).items() if n != name} - {backend}
+    if others:
+        raise ValueError("%s holds kernels built for %s: build %s kernels into another folder"
+                         % (out_dir, " ".join(sorted(others)), backend))
+
+
+def build(func, out_dir, name, arch=90, pass_configs=None, nvcc="nvcc", keep_ptx=False, backend="native",
+          manifest=True):
+    """Lower `func` for sm_<arch>, compile it with nvcc into
+    out_dir/<name>.cubin (the CUDA source kept as <name>.cu) for a symm
+    backend (native, nccl or nvshmem), and return its manifest entry, which
+    records the backend. arch 90 compiles for sm_90a (Hopper's wgmma, which
+    TileLang's GEMMs use, exists only there), so the cubin runs on H100 and
+    H200; other archs compile for sm_<arch>. With `manifest` (the default)
+    the entry is also merged into out_dir/manifest.json, so that
+    symm.cubin.load(out_dir) launches it at once; a folder holds one
+    backend's kernels (ValueError before compiling otherwise)."""
     _lib.check_backend(backend)
+    if manifest:
+        _check_folder_backend(out_dir, name, backend)
     os.makedirs(out_dir, exist_ok=True)
     low = lower(func, arch, pass_configs, name=name)
     src = os.path.join(out_dir, name + ".cu")
@@ -323,4 +416,7 @@ def build(func, out_dir, name, arch=90, pass_configs=None, nvcc="nvcc", keep_ptx
     if backend == "nvshmem":
         _run(dlink_command(rel, cubin, arch, nvcc=nvcc), "device link of %s" % rel)
         os.remove(rel)
-    return low.manifest(name, arch, backend)
+    entry = low.manifest(name, arch, backend)
+    if manifest:
+        write_manifest(out_dir, {name: entry})
+    return entry

@@ -53,6 +53,52 @@ def wait_le(ctx, value, expected, peer=-1):
     return wait_until(ctx, value, "le", expected, peer)
 
 
+REC_WORDS = 8   # SYMM_TL_REC_WORDS: uint64 words of a wait record
+
+
+def wait_rec(ctx, value, cmp, expected, rec):
+    """wait_until on this PE's word for kernels that issue wgmma (T.gemm on
+    sm_90): the same acquire spin-wait, deadline and abort flag, but with no
+    function call in the kernel (ptxas serialises every wgmma of a kernel that
+    has one, and symm's waits print through one). A wait that gives up writes
+    what it waited for into `rec` (a zeroed uint64 buffer of REC_WORDS words)
+    and returns, as does every later wait that sees the record; wait_report
+    in a kernel launched after this one then prints symm's message and traps.
+    Every thread that reaches it waits; returns the value seen."""
+    addr, sfx = element(value, AMO_TYPES, "wait_rec")
+    raddr, rdt = address(rec, "wait_rec record")
+    if rdt is not None and rdt != "uint64":
+        raise TypeError("wait_rec: the record is a uint64 buffer, got %s" % rdt)
+    dt = address(value, "wait_rec")[1]
+    return T.call_extern(dt, "symm_tl_wait_rec_" + sfx, ctx, addr, enum(cmp, CMPS, "wait_rec cmp"),
+                         typed(expected, sfx), raddr)
+
+
+def wait_report(ctx, rec):
+    """Print symm's timeout or abort message and trap if a wait_rec of an
+    earlier kernel gave up; nothing otherwise."""
+    raddr, rdt = address(rec, "wait_report record")
+    if rdt is not None and rdt != "uint64":
+        raise TypeError("wait_report: the record is a uint64 buffer, got %s" % rdt)
+    return T.call_extern("handle", "symm_tl_wait_report", ctx, raddr)
+
+
+def add_release(word, value):
+    """Add value to this PE's 64-bit word (buf[i] of a uint64 buffer), released
+    at system scope after the thread's earlier stores (and, behind a block
+    barrier, the block's): a count of finished work that a stream wait
+    (cuStreamWaitValue64) or an acquire sees with everything before it. No
+    call, so kernels that issue wgmma may use it (see wait_rec)."""
+    addr, sfx = element(word, ("u64",), "add_release")
+    return T.call_extern("handle", "symm_tl_add_release_u64", addr, typed(value, sfx))
+
+
+def fence_proxy_async_global():
+    """Order this thread's earlier generic memory accesses (a wait's acquire)
+    before its later TMA (async-proxy) accesses to global memory."""
+    return T.call_extern("handle", "symm_tl_fence_proxy_async_global")
+
+
 def signal_wait_until(ctx, sig, cmp, value):
     """Wait until the local 64-bit signal word satisfies (cmp, value)
     (acquire; symm_signal_wait_until); returns the value seen."""
@@ -96,10 +142,20 @@ def fence(ctx):
 
 
 def fence_warp(ctx):
+    """fence for a whole warp (its 32 lanes together): every lane's puts,
+    stores and atomics to each PE before it are delivered before any lane's
+    after it (fence.acq_rel.sys in each lane, then a warp barrier).
+    Nothing is waited for."""
     return call("handle", "fence_warp", ctx)
 
 
 def fence_block(ctx):
+    """fence for a whole block (every thread together): the block's puts,
+    stores and atomics to each PE before it are delivered before any
+    thread's after it, so one thread's signal to that PE after it follows
+    the block's puts (fence.acq_rel.sys in each thread, then a block
+    barrier). Nothing is waited for: use quiet_block to know the puts are
+    complete everywhere (and their sources reusable)."""
     return call("handle", "fence_block", ctx)
 
 
@@ -110,10 +166,18 @@ def quiet(ctx):
 
 
 def quiet_warp(ctx):
+    """quiet for a whole warp (its 32 lanes together): every put, store and
+    atomic any lane issued before it is complete and visible to every PE,
+    and the sources of nbi puts may be reused, when any lane goes on."""
     return call("handle", "quiet_warp", ctx)
 
 
 def quiet_block(ctx):
+    """quiet for a whole block (every thread together): every put, store
+    and atomic any thread of the block issued before it is complete and
+    visible to every PE when any thread goes on (one fence.sc.sys between
+    two block barriers), so a signal by one thread after it publishes the
+    whole block's data, and nbi puts' sources may be reused."""
     return call("handle", "quiet_block", ctx)
 
 
@@ -141,6 +205,10 @@ def barrier(ctx):
 
 
 def barrier_warp(ctx):
+    """One warp per PE, its 32 lanes together: quiet, then wait for every
+    PE (symm_barrier_warp); every PE's earlier puts are visible after it.
+    barrier, barrier_warp and barrier_block share one state per team: one
+    caller per PE at a time."""
     return call("handle", "barrier_warp", ctx)
 
 
@@ -164,7 +232,7 @@ def barrier_blocks(ctx):
     return T.call_extern("handle", "symm_tl_barrier_blocks", ctx)
 
 
-__all__ = ["wait_until", "wait_eq", "wait_ne", "wait_gt", "wait_ge", "wait_lt", "wait_le",
+__all__ = ["REC_WORDS", "wait_rec", "wait_report", "add_release", "fence_proxy_async_global", "wait_until", "wait_eq", "wait_ne", "wait_gt", "wait_ge", "wait_lt", "wait_le",
            "signal_wait_until", "ld", "st", "fence", "fence_warp", "fence_block", "quiet",
            "quiet_warp", "quiet_block", "fence_cta", "fence_gpu", "fence_sys", "barrier",
            "barrier_warp", "barrier_block", "sync_block", "barrier_blocks"]

@@ -49,7 +49,7 @@ try:
     import triton.language as tl
 except ImportError as _e:
     raise ImportError("symm.triton needs Triton 3.4 to 3.6, which is not installed (%s): "
-                      "pip install symm[triton]" % _e) from _e
+                      "pip install 'symm[triton]' (in a source checkout: pip install '.[triton]')" % _e) from _e
 
 
 def _version(v):
@@ -58,7 +58,8 @@ def _version(v):
 
 if _version(triton.__version__) < (3, 4):
     raise ImportError("symm.triton needs Triton 3.4 or newer (builtins take _semantic); found %s: "
-                      "pip install symm[triton]" % triton.__version__)
+                      "pip install 'symm[triton]' (in a source checkout: pip install '.[triton]')"
+                      % triton.__version__)
 
 from . import raw  # noqa: E402,F401
 from ._api import *  # noqa: E402,F401,F403

@@ -225,8 +225,8 @@ static symm_status_t native_open(const symm__backend_args_t *args, symm__backend
     if (st != SYMM_SUCCESS)
         return st;
     if (!ok)
-        return symm__error(SYMM_ERR_NO_DEVICE, "%s; run on a GPU machine, or set SYMM_BACKEND=host for "
-                           "CPU-only testing", why);
+        return symm__error(SYMM_ERR_NO_DEVICE, "%s; run on a GPU machine (SYMM_BACKEND=host runs only programs "
+                           "that launch no kernels: the host API over CPU shared memory, for tests)", why);
     if (first_bad >= 0)
         return symm__error(SYMM_ERR_NO_DEVICE, "PE %d found no usable GPU", first_bad);
 

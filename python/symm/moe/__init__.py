@@ -18,10 +18,26 @@ HighThroughput -- prefill-sized batches (DeepEP's "normal" layout): a layout
 step, dispatch of thousands of tokens (once per destination PE, fp8 with
 scales or bf16), combine in bf16.
 
+symm.moe.deep_ep -- DeepEP's Buffer (normal and low-latency modes, on one
+node) over these two: a DeepEP user changes the import (docs/moe.md).
+
+pplx's start: symm.moe.nvshmem_init(global_rank, local_rank, world_size, device)
+starts symm over the running torch.distributed group (processes spawned with
+an explicit init_process_group need no launcher variables); its older form
+nvshmem_init(uid, rank, world_size) takes nvshmem_get_unique_id()'s tensor.
+
+set_num_sms(n) on either object caps every kernel at n blocks (one per SM),
+leaving the other SMs to the expert GEMMs; 0 is the default, every SM.
+
 Everything runs on torch's current stream without a host synchronisation and
-captures into CUDA graphs. do_send / do_recv split a call into its send and
+captures into CUDA graphs. Eager calls go straight to the C library (the
+custom ops are what torch.compile traces) and repeat no check whose inputs
+(shapes, strides, dtypes, devices) are those of the previous call. do_send / do_recv split a call into its send and
 receive halves so other work can run between them. Every call is collective:
-all PEs make the same calls in the same order (dispatch, combine, dispatch...).
+all PEs make the same calls in the same order (dispatch, combine, dispatch...;
+a dispatch may also follow a dispatch whose combine is skipped, and a combine
+works on the last dispatch). An index of -1 (int32 or int64) marks a top-k slot
+with no expert: it is skipped.
 
 Arguments are checked before anything runs (TypeError / ValueError, or the C
 library's InvalidArgumentError for sizes against the configuration). Expert
@@ -33,9 +49,9 @@ import ctypes
 import itertools
 from typing import List, Optional
 
-from . import _lib, _runtime
-from ._coll import _DTYPE_CODES
-from ._errors import UnsupportedError
+from .. import _lib, _runtime
+from .._coll import _DTYPE_CODES
+from .._errors import UnsupportedError
 
 try:
     import torch
@@ -212,8 +228,31 @@ def _ptr(t):
     return None if t is None else t.data_ptr()
 
 
-def _stream():
+_Tensor = torch.Tensor
+_I64 = torch.int64
+_is_compiling = torch.compiler.is_compiling
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _stream(device_index=None):
+    """torch's current stream (its cudaStream_t) on the device."""
+    if _raw_stream is not None:
+        return _raw_stream(torch.cuda.current_device() if device_index is None else device_index)
     return torch.cuda.current_stream().cuda_stream
+
+
+def _traced(t):
+    """Does this call have to go through the custom op: torch.compile is
+    tracing it, its tensors are fake or functional (subclasses), or a dispatch
+    mode wants to see the op? Otherwise the call goes straight to the C
+    library (the checks are the same)."""
+    return _is_compiling() or _dispatch_modes() != 0 or (type(t) is not _Tensor and isinstance(t, _Tensor))
+
+
+def _meta(t):
+    """What the checks of a tensor argument depend on (None stays None)."""
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
 
 
 # ---------------------------------------------------------------------------
@@ -247,6 +286,7 @@ class _Handle:
         self.local_experts = int(_fn("symm_moe_local_experts")(self._c))
         self.first_expert = int(_fn("symm_moe_first_expert")(self._c))
         self.device = torch.device("cuda", _runtime.device())
+        self._dev = self.device.index
         self._key = next(_keys)
         _live[self._key] = self
         self._call_name = call
@@ -259,7 +299,31 @@ class _Handle:
     def check(self):
         """Wait for the current stream, then raise the error the device
         recorded (a bad expert index, bound_m above the tokens, ...), if any."""
-        _call("symm_moe_check", self._h(), _stream())
+        _call("symm_moe_check", self._h(), _stream(self._dev))
+
+    def set_num_sms(self, num_sms):
+        """The SM budget (DeepEP's Buffer.set_num_sms): every kernel of this
+        object launches at most num_sms blocks, one per SM, leaving the other
+        SMs to work running beside it. 0 restores the default: every SM this
+        PE may fill (symm.sm_share(), the whole GPU unless PEs share it). Per
+        object and per PE; not collective; applies from the next call."""
+        if not isinstance(num_sms, int) or isinstance(num_sms, bool):
+            raise TypeError("%s.set_num_sms: num_sms must be an int, got %r" % (type(self).__name__, num_sms))
+        _call("symm_moe_set_num_sms", self._h(), num_sms)
+
+    def get_num_sms(self):
+        """The SM budget in effect (the default resolved to its number)."""
+        n = ctypes.c_int()
+        _call("symm_moe_get_num_sms", self._h(), ctypes.byref(n))
+        return n.value
+
+    def launched_blocks(self):
+        """For tests and tuning: wait for the current stream, then the most
+        blocks any kernel of this object ran with since it was made or this
+        was last called (each kernel records its own grid), and start anew."""
+        n = ctypes.c_int()
+        _call("symm_moe_launched_blocks", self._h(), _stream(self._dev), ctypes.byref(n))
+        return n.value
 
     def destroy(self):
         """Release the buffers. Collective (every PE calls it); idempotent."""
@@ -272,6 +336,9 @@ class _Handle:
     def heap_bytes(self):
         """Bytes of symmetric memory the object holds on each PE."""
         return int(_fn("symm_moe_heap_bytes")(ctypes.addressof(self._cfg), _runtime.n_pes()))
+
+    def _destroyed(self):
+        raise ValueError("%s: the object was destroyed" % self._call_name)
 
 
 def _flags(do_send, do_recv, call):
@@ -314,7 +381,13 @@ class AllToAll(_Handle):
     max_num_tokens is per DP group; ranks rank // dp_size share tokens (tensor
     parallel replicas): each token is sent once per group and its combined
     output reaches every rank of the group. Experts are split evenly, expert e
-    on rank e // (num_experts // world_size)."""
+    on rank e // (num_experts // world_size).
+
+    A call made outside torch.compile tracing goes straight to the C library:
+    the checks whose inputs (shapes, strides, dtypes, devices of the
+    arguments) are those of the previous call are not repeated, and one ctypes
+    call enqueues the kernel, so an eager call costs a few microseconds of
+    host time."""
 
     def __init__(self, max_num_tokens, num_experts, experts_per_token, rank, world_size, dp_size, hidden_dim,
                  hidden_dim_bytes, hidden_dim_scale_bytes):
@@ -341,6 +414,12 @@ class AllToAll(_Handle):
         self._spec = {"local_experts": self.local_experts, "hidden_dim": hidden_dim,
                       "experts_per_token": experts_per_token, "has_scales": self._has_scales,
                       "scale_cols": hidden_dim_scale_bytes // 4, "rows": max_num_tokens * self.num_dp}
+        # per-call state, reused: the C argument structures and the metadata
+        # of the arguments they were last checked and filled for
+        self._dargs, self._cargs = DispatchArgs(), CombineArgs()
+        self._daddr, self._caddr = ctypes.addressof(self._dargs), ctypes.addressof(self._cargs)
+        self._dmeta = self._cmeta = None
+        self._cdispatch, self._ccombine = _fn("symm_moe_dispatch"), _fn("symm_moe_combine")
 
     @classmethod
     def intranode(cls, max_num_tokens, num_experts, experts_per_token, rank, world_size, dp_size, hidden_dim,
@@ -364,69 +443,272 @@ class AllToAll(_Handle):
         (int32 [local_experts]), out_expert_x ([local_experts, max_num_tokens *
         num_dp, hidden]) and, with scales, out_expert_x_scale (float32,
         [local_experts, rows, ceil(hidden / 128)])."""
-        torch.ops.symm.moe_dispatch(self._key, out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x,
-                                    dp_x_scale, indices, bound_m, bool(do_send), bool(do_recv))
+        if _traced(dp_x):
+            torch.ops.symm.moe_dispatch(self._key, out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x,
+                                        dp_x_scale, indices, bound_m, bool(do_send), bool(do_recv))
+        else:
+            self._dispatch(out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x, dp_x_scale, indices,
+                           bound_m, do_send, do_recv)
+
+    def routes(self):
+        """Where the last dispatch's rows came from (symm_moe_ll_routes): an int64
+        tensor [local_experts, max_num_tokens * num_dp] on this PE's GPU, a view
+        of the object's own memory rewritten by the next dispatch. Entry [l, r]
+        for r < out_expert_num_tokens[l]: bits 0-15 the source rank, 16-31 the
+        top-k slot, 32-62 the token's index in its DP group's batch."""
+        ptr, rows = ctypes.c_void_p(), ctypes.c_size_t()
+        _call("symm_moe_ll_routes", self._h(), ctypes.byref(ptr), ctypes.byref(rows))
+        from .._tensor import _wrap
+        n = self.local_experts * rows.value
+        return _wrap(torch, ptr.value, n * 8, self.device, torch.int64, (self.local_experts, rows.value))
 
     def combine(self, out_tokens, indices, weights, expert_y, bound_m, do_send=True, do_recv=True):
         """out_tokens[t] = sum_k weights[t, k] * expert_y[row of (t, k)], for t
         below bound_m (or indices.size(0)), in float32, stored as bf16/f16."""
-        torch.ops.symm.moe_combine(self._key, out_tokens, indices, weights, expert_y, bound_m, bool(do_send),
-                                   bool(do_recv))
+        if _traced(out_tokens):
+            torch.ops.symm.moe_combine(self._key, out_tokens, indices, weights, expert_y, bound_m, bool(do_send),
+                                       bool(do_recv))
+        else:
+            self._combine(out_tokens, indices, weights, expert_y, bound_m, do_send, do_recv)
 
     def _dispatch(self, out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x, dp_x_scale, indices,
                   bound_m, do_send, do_recv):
-        call = "AllToAll.dispatch"
-        flags = _flags(do_send, do_recv, call)
-        indices = check_dispatch(self._spec, out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x,
-                                 dp_x_scale, indices, bound_m, self.device)
-        a = DispatchArgs()
+        c = self._c
+        if c is None:
+            self._destroyed()
+        flags = (SEND if do_send else 0) | (RECV if do_recv else 0)
+        if flags == 0:
+            raise ValueError("AllToAll.dispatch: do_send and do_recv cannot both be False")
+        try:
+            meta = (_meta(out_expert_num_tokens), _meta(out_expert_x), _meta(out_expert_x_scale), _meta(dp_x),
+                    _meta(dp_x_scale), _meta(indices), _meta(bound_m))
+        except (AttributeError, TypeError):
+            meta = None  # not tensors: the checks below say what is wrong
+        a = self._dargs
+        if meta is None or meta != self._dmeta:
+            self._dmeta = None
+            checked = check_dispatch(self._spec, out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x,
+                                     dp_x_scale, indices, bound_m, self.device)
+            a.out_expert_x_stride[0], a.out_expert_x_stride[1] = out_expert_x.stride(0), out_expert_x.stride(1)
+            a.out_expert_rows = out_expert_x.size(1)
+            if self._has_scales:
+                for i in range(3):
+                    a.out_expert_x_scale_stride[i] = out_expert_x_scale.stride(i)
+                a.dp_x_scale_stride[0], a.dp_x_scale_stride[1] = dp_x_scale.stride(0), dp_x_scale.stride(1)
+            a.dp_x_stride = dp_x.stride(0)
+            a.num_tokens = dp_x.size(0)
+            a.x_dtype = _dtype_code(dp_x)
+            self._dmeta = meta
+            indices = checked
+        elif indices.dtype is _I64:
+            indices = indices.to(torch.int32)
         a.out_expert_num_tokens = out_expert_num_tokens.data_ptr()
         a.out_expert_x = out_expert_x.data_ptr()
-        a.out_expert_x_stride[0], a.out_expert_x_stride[1] = out_expert_x.stride(0), out_expert_x.stride(1)
-        a.out_expert_rows = out_expert_x.size(1)
         if self._has_scales:
             a.out_expert_x_scale = out_expert_x_scale.data_ptr()
-            for i in range(3):
-                a.out_expert_x_scale_stride[i] = out_expert_x_scale.stride(i)
             a.dp_x_scale = dp_x_scale.data_ptr()
-            a.dp_x_scale_stride[0], a.dp_x_scale_stride[1] = dp_x_scale.stride(0), dp_x_scale.stride(1)
         a.dp_x = dp_x.data_ptr()
-        a.dp_x_stride = dp_x.stride(0)
         a.indices = indices.data_ptr()
-        a.num_tokens = dp_x.size(0)
-        a.bound_m = _ptr(bound_m)
-        a.x_dtype = _dtype_code(dp_x)
-        _call("symm_moe_dispatch", self._h(), ctypes.addressof(a), flags, _stream())
+        a.bound_m = None if bound_m is None else bound_m.data_ptr()
+        st = self._cdispatch(c, self._daddr, flags, _stream(self._dev))
+        if st:
+            _runtime._check("symm_moe_dispatch", st)
 
     def _combine(self, out_tokens, indices, weights, expert_y, bound_m, do_send, do_recv):
-        call = "AllToAll.combine"
-        flags = _flags(do_send, do_recv, call)
-        indices = check_combine(self._spec, out_tokens, indices, weights, expert_y, bound_m, self.device)
-        a = CombineArgs()
+        c = self._c
+        if c is None:
+            self._destroyed()
+        flags = (SEND if do_send else 0) | (RECV if do_recv else 0)
+        if flags == 0:
+            raise ValueError("AllToAll.combine: do_send and do_recv cannot both be False")
+        try:
+            meta = (_meta(out_tokens), _meta(indices), _meta(weights), _meta(expert_y), _meta(bound_m))
+        except (AttributeError, TypeError):
+            meta = None
+        a = self._cargs
+        if meta is None or meta != self._cmeta:
+            self._cmeta = None
+            checked = check_combine(self._spec, out_tokens, indices, weights, expert_y, bound_m, self.device)
+            a.out_stride = out_tokens.stride(0)
+            a.out_rows = out_tokens.size(0)
+            a.out_dtype = _dtype_code(out_tokens)
+            a.num_tokens = checked.size(0)
+            a.expert_y_stride[0], a.expert_y_stride[1] = expert_y.stride(0), expert_y.stride(1)
+            a.expert_y_rows = expert_y.size(1)
+            a.y_dtype = _dtype_code(expert_y)
+            self._cmeta = meta
+            indices = checked
+        elif indices.dtype is _I64:
+            indices = indices.to(torch.int32)
         a.out_tokens = out_tokens.data_ptr()
-        a.out_stride = out_tokens.stride(0)
-        a.out_rows = out_tokens.size(0)
-        a.out_dtype = _dtype_code(out_tokens)
         a.indices = indices.data_ptr()
         a.weights = weights.data_ptr()
-        a.num_tokens = indices.size(0)
         a.expert_y = expert_y.data_ptr()
-        a.expert_y_stride[0], a.expert_y_stride[1] = expert_y.stride(0), expert_y.stride(1)
-        a.expert_y_rows = expert_y.size(1)
-        a.y_dtype = _dtype_code(expert_y)
-        a.bound_m = _ptr(bound_m)
-        _call("symm_moe_combine", self._h(), ctypes.addressof(a), flags, _stream())
+        a.bound_m = None if bound_m is None else bound_m.data_ptr()
+        st = self._ccombine(c, self._caddr, flags, _stream(self._dev))
+        if st:
+            _runtime._check("symm_moe_combine", st)
 
 
-def nvshmem_init(global_rank=None, local_rank=None, world_size=None, device=None):
-    """pplx_kernels.nvshmem_init's place: start symm (from the torchrun
-    environment) if it is not running yet; the arguments are checked against it."""
-    _ensure_init()
+# ---------------------------------------------------------------------------
+# pplx-kernels' NVSHMEM entry points (pplx_kernels.nvshmem)
+# ---------------------------------------------------------------------------
+
+def _uid_bytes(uid):
+    n = _lib.SYMM_UNIQUE_ID_BYTES
+    if isinstance(uid, torch.Tensor):
+        if uid.dtype != torch.uint8 or uid.numel() != n:
+            raise TypeError("nvshmem_init: a uid tensor must be %d uint8 values (from nvshmem_get_unique_id), "
+                            "got %s %s" % (n, uid.dtype, tuple(uid.shape)))
+        return bytes(uid.detach().cpu().contiguous().numpy().tobytes())
+    if isinstance(uid, (bytes, bytearray)) and len(uid) == n:
+        return bytes(uid)
+    raise TypeError("nvshmem_init: uid must be the %d bytes (or uint8 tensor) of nvshmem_get_unique_id(), got %r"
+                    % (n, type(uid).__name__))
+
+
+def _device_index(device, call):
+    """The CUDA ordinal `device` names (an int, 'cuda:N', torch.device), or None."""
+    if device is None:
+        return None
+    if isinstance(device, bool):
+        raise TypeError("%s: device must be an int, a string or a torch.device, got %r" % (call, device))
+    if isinstance(device, int):
+        idx = device
+    else:
+        try:
+            d = torch.device(device)
+        except (TypeError, RuntimeError) as e:
+            raise TypeError("%s: device %r is not a device (%s)" % (call, device, e)) from None
+        if d.type != "cuda":
+            raise ValueError("%s: device %s is not a CUDA device" % (call, d))
+        idx = d.index if d.index is not None else (torch.cuda.current_device() if torch.cuda.is_available() else 0)
+    if idx < 0:
+        raise ValueError("%s: device %d is negative" % (call, idx))
+    return idx
+
+
+def _check_rank_args(call, global_rank, local_rank, world_size):
+    for name, v in (("global_rank", global_rank), ("local_rank", local_rank), ("world_size", world_size)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+            raise TypeError("%s: %s must be an int, got %r" % (call, name, v))
+    if world_size is not None and world_size < 1:
+        raise ValueError("%s: world_size %d is below 1" % (call, world_size))
+    if global_rank is not None and (global_rank < 0 or (world_size is not None and global_rank >= world_size)):
+        raise ValueError("%s: global_rank %d is outside [0, world_size %s)" % (call, global_rank, world_size))
+    if local_rank is not None and local_rank < 0:
+        raise ValueError("%s: local_rank %d is negative" % (call, local_rank))
+
+
+def _check_running(call, global_rank, world_size, want_dev):
+    """symm runs: does it agree with the caller's view? Nothing is changed."""
     if global_rank is not None and global_rank != _runtime.my_pe():
-        raise ValueError("nvshmem_init: global_rank %d, but symm runs this process as PE %d"
-                         % (global_rank, _runtime.my_pe()))
+        raise ValueError("%s: global_rank %d, but symm runs this process as PE %d"
+                         % (call, global_rank, _runtime.my_pe()))
     if world_size is not None and world_size != _runtime.n_pes():
-        raise ValueError("nvshmem_init: world_size %d, but symm has %d PEs" % (world_size, _runtime.n_pes()))
+        raise ValueError("%s: world_size %d, but symm has %d PEs" % (call, world_size, _runtime.n_pes()))
+    dev = _runtime.device()
+    if want_dev is not None and dev >= 0 and dev != want_dev:
+        raise ValueError("%s: device %d was asked for, but symm runs this PE on GPU %d (PE i of a node takes "
+                         "GPU i %% device_count)" % (call, want_dev, dev))
+
+
+def nvshmem_init(global_rank=None, local_rank=None, world_size=None, device=None, uid=None):
+    """pplx_kernels.nvshmem_init's place: start symm for pplx-kernels' code.
+
+    nvshmem_init(global_rank, local_rank, world_size, device)
+        pplx's form: over the running torch.distributed group (its rank 0
+        makes symm's unique id and broadcasts it; every rank joins with its
+        group rank), so processes started by torch.multiprocessing with an
+        explicit init_process_group need no launcher variables. Without a
+        torch.distributed group, symm starts from the launcher's environment
+        (torchrun, symmrun, mpirun, srun) or, for world_size 1, alone.
+    nvshmem_init(uid, rank, world_size)
+        pplx's older form: uid from nvshmem_get_unique_id() on rank 0
+        (nvshmem_alloc_empty_unique_id() elsewhere), broadcast by the caller.
+
+    The arguments are checked before anything starts and against what symm
+    runs afterwards (rank, size, GPU). When symm is already running, it only
+    checks them. Collective."""
+    call = "nvshmem_init"
+    if isinstance(global_rank, (torch.Tensor, bytes, bytearray)):  # (uid, rank, world_size)
+        if uid is not None or device is not None:
+            raise TypeError("%s: the (uid, rank, world_size) form takes no uid= or device=" % call)
+        uid, global_rank, local_rank = global_rank, local_rank, None
+    _check_rank_args(call, global_rank, local_rank, world_size)
+    want_dev = _device_index(device, call)
+    if want_dev is None and local_rank is not None and torch.cuda.is_available() and torch.cuda.device_count():
+        want_dev = local_rank % torch.cuda.device_count()
+    if _runtime.initialized():
+        _check_running(call, global_rank, world_size, want_dev)
+        return
+    if uid is not None:
+        if global_rank is None or world_size is None:
+            raise ValueError("%s: with a uid, global_rank and world_size must be given" % call)
+        _runtime._init_uid(_uid_bytes(uid), global_rank, world_size)
+    else:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            rank, world = dist.get_rank(), dist.get_world_size()
+            if global_rank is not None and global_rank != rank:
+                raise ValueError("%s: global_rank %d, but this process is rank %d of the torch.distributed "
+                                 "group" % (call, global_rank, rank))
+            if world_size is not None and world_size != world:
+                raise ValueError("%s: world_size %d, but the torch.distributed group has %d ranks"
+                                 % (call, world_size, world))
+            _runtime._init_group(dist.group.WORLD)
+        else:
+            _runtime.init()
+            if world_size is not None and world_size != _runtime.n_pes():
+                n = _runtime.n_pes()
+                _runtime.finalize()
+                raise RuntimeError("%s: world_size %d, but without torch.distributed or launcher variables "
+                                   "(RANK/WORLD_SIZE, ...) symm found %d PE(s): call "
+                                   "torch.distributed.init_process_group() first, start the processes with "
+                                   "torchrun / symmrun, or pass a uid" % (call, world_size, n))
+    torch_dev = _runtime.device()
+    if torch_dev >= 0 and torch.cuda.is_available():
+        torch.cuda.set_device(torch_dev)
+    try:
+        _check_running(call, global_rank, world_size, want_dev)
+    except ValueError:
+        _runtime.finalize()
+        raise
+
+
+def nvshmem_get_unique_id():
+    """pplx's nvshmem_get_unique_id: on the future rank 0 only; a uint8 CPU
+    tensor to broadcast (torch.distributed.broadcast) and pass to nvshmem_init."""
+    b = _runtime.get_unique_id()
+    return torch.frombuffer(bytearray(b), dtype=torch.uint8).clone()
+
+
+def nvshmem_alloc_empty_unique_id():
+    """pplx's nvshmem_alloc_empty_unique_id: the zeroed tensor the other ranks
+    receive the id into."""
+    return torch.zeros(_lib.SYMM_UNIQUE_ID_BYTES, dtype=torch.uint8)
+
+
+def nvshmem_finalize():
+    """pplx's nvshmem_finalize: stop symm (collective); nothing when it is not running."""
+    if _runtime.initialized():
+        _runtime.finalize()
+
+
+def nvshmem_my_pe():
+    return _runtime.my_pe()
+
+
+def nvshmem_n_pes():
+    return _runtime.n_pes()
+
+
+def nvshmem_barrier_all():
+    _runtime.barrier()
+
+
+def nvshmem_barrier_all_on_current_stream():
+    _runtime.barrier_on_stream()
 
 
 # ---------------------------------------------------------------------------
@@ -507,7 +789,7 @@ class HighThroughput(_Handle):
         self._num_tokens = 0
         r = HtRecv()
         _call("symm_moe_ht_recv_buffers", self._h(), ctypes.addressof(r))
-        from ._tensor import _wrap
+        from .._tensor import _wrap
         cap, k, L = int(r.capacity), experts_per_token, self.local_experts
         self.capacity = cap
 
@@ -532,22 +814,28 @@ class HighThroughput(_Handle):
         per_rank = torch.empty(self.world_size, dtype=torch.int32, device=self.device)
         per_expert = torch.empty(self.num_experts, dtype=torch.int32, device=self.device)
         in_rank = torch.empty((m, self.world_size), dtype=torch.bool, device=self.device)
-        torch.ops.symm.moe_ht_layout(self._key, topk_idx, per_rank, per_expert, in_rank)
+        if _traced(topk_idx):
+            torch.ops.symm.moe_ht_layout(self._key, topk_idx, per_rank, per_expert, in_rank)
+        else:
+            self._layout(topk_idx, per_rank, per_expert, in_rank)
         return per_rank, per_expert, in_rank
 
     def _layout(self, topk_idx, per_rank, per_expert, in_rank):
         call = "HighThroughput.get_dispatch_layout"
         code = _ht_indices(topk_idx, call, self.experts_per_token, self.device)
         _call("symm_moe_ht_layout", self._h(), topk_idx.data_ptr(), code, topk_idx.size(0), per_rank.data_ptr(),
-              per_expert.data_ptr(), in_rank.data_ptr(), _stream())
+              per_expert.data_ptr(), in_rank.data_ptr(), _stream(self._dev))
 
     def dispatch(self, x, topk_idx, topk_weights=None, x_scale=None, do_send=True, do_recv=True):
         """Returns (recv_x, recv_x_scale or None, recv_topk_idx, recv_topk_weights,
         recv_src, num_recv, num_recv_per_expert): views of the receive buffers."""
         self._h()
-        torch.ops.symm.moe_ht_dispatch(self._key, self._recv_x, self._recv_scale, self._recv_idx, self._recv_w,
-                                       self._recv_src, self._num_recv, self._num_recv_per_expert, x, x_scale,
-                                       topk_idx, topk_weights, bool(do_send), bool(do_recv))
+        if _traced(x):
+            torch.ops.symm.moe_ht_dispatch(self._key, self._recv_x, self._recv_scale, self._recv_idx, self._recv_w,
+                                           self._recv_src, self._num_recv, self._num_recv_per_expert, x, x_scale,
+                                           topk_idx, topk_weights, bool(do_send), bool(do_recv))
+        else:
+            self._dispatch(x, x_scale, topk_idx, topk_weights, do_send, do_recv)
         return (self._recv_x, self._recv_scale, self._recv_idx, self._recv_w, self._recv_src, self._num_recv,
                 self._num_recv_per_expert)
 
@@ -579,7 +867,7 @@ class HighThroughput(_Handle):
         a.indices = topk_idx.data_ptr()
         a.indices_dtype = code
         a.num_tokens = m
-        _call("symm_moe_ht_dispatch", self._h(), ctypes.addressof(a), flags, _stream())
+        _call("symm_moe_ht_dispatch", self._h(), ctypes.addressof(a), flags, _stream(self._dev))
         if flags & SEND:
             self._num_tokens = m
 
@@ -589,7 +877,10 @@ class HighThroughput(_Handle):
         self._h()
         if out is None:
             out = torch.empty((self._num_tokens, self.hidden_dim), dtype=out_dtype, device=self.device)
-        torch.ops.symm.moe_ht_combine(self._key, out, y, bool(do_send), bool(do_recv))
+        if _traced(y):
+            torch.ops.symm.moe_ht_combine(self._key, out, y, bool(do_send), bool(do_recv))
+        else:
+            self._combine(out, y, do_send, do_recv)
         return out
 
     def _combine(self, out, y, do_send, do_recv):
@@ -600,7 +891,9 @@ class HighThroughput(_Handle):
         _tensor(out, "out", call, 2, _OUT_DTYPES, self.device)
         _shape(out, "out", call, (None, self.hidden_dim))
         _call("symm_moe_ht_combine", self._h(), y.data_ptr(), _dtype_code(y), y.stride(0), y.size(0),
-              out.data_ptr(), _dtype_code(out), out.stride(0), out.size(0), flags, _stream())
+              out.data_ptr(), _dtype_code(out), out.stride(0), out.size(0), flags, _stream(self._dev))
 
 
-__all__: List[str] = ["AllToAll", "HighThroughput", "nvshmem_init", "check_dispatch", "check_combine"]
+__all__: List[str] = ["AllToAll", "HighThroughput", "nvshmem_init", "nvshmem_finalize", "nvshmem_get_unique_id",
+                       "nvshmem_alloc_empty_unique_id", "nvshmem_my_pe", "nvshmem_n_pes", "nvshmem_barrier_all",
+                       "nvshmem_barrier_all_on_current_stream", "check_dispatch", "check_combine"]

@@ -1,0 +1,229 @@
+"""DeepEP's intranode benchmark shape through symm.moe.deep_ep (DeepEP's API
+over symm), beside symm's own API (symm.moe.HighThroughput), on the same GPUs:
+
+    torchrun --nproc-per-node 4 bench/moe/deepep_api_bench.py [--out FILE]
+
+4096 tokens per rank, hidden 7168, top-8, 256 experts (DeepEP's
+tests/test_intranode.py defaults); x as fp8 e4m3 with a float32 scale per 128
+elements, and as bf16; combine in bf16. GB/s as DeepEP's test counts them:
+received rows x row bytes (bf16: hidden x 2; fp8: hidden + hidden / 128 x 4)
+over the call's time; combine: the same rows x hidden x 2. Each call is timed
+with CUDA events on rank 0 after a barrier on the stream (the ranks start
+together), the median of --reps calls after --warmup; a combine is timed with
+the dispatch it needs run, untimed, before its barrier.
+
+Rows, at an SM budget of 24 and at every SM this rank may use:
+  own          symm.moe.HighThroughput: dispatch returns views of its receive
+               buffers, no host synchronisation
+  api cached   Buffer.dispatch(x, handle=...) (what DeepEP's test times): the
+               received rows copied into fresh tensors, as DeepEP returns them
+  api views    the same with Buffer(..., zero_copy_recv=True): no copy
+  api full     Buffer.dispatch with the layout tensors and top-k: the ranks'
+               counts exchanged and read by the host first (DeepEP's notify)
+and a ratio table (api / own time). Rank 0 prints the tables; --out writes
+them as markdown with the machine, the command and the date.
+
+Without GPUs or a launcher it prints one line `n/a: <reason>` and exits 0.
+"""
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
+
+
+def na(why, out=None):
+    line = "n/a: " + why
+    print(line)
+    if out:
+        with open(out, "w") as f:
+            f.write("### DeepEP's API over symm\n\n" + line + "\n")
+    return 0
+
+
+def fp8_rows(torch, x):
+    """x (bf16 [m, hidden]) as e4m3 with one float32 scale per 128 elements (DeepEP's test cast)."""
+    m, h = x.shape
+    blocks = x.float().view(m, h // 128, 128)
+    scale = blocks.abs().amax(dim=2).clamp(min=1e-4) / 448.0
+    return (blocks / scale.unsqueeze(2)).to(torch.float8_e4m3fn).view(m, h), scale
+
+
+class Clock:
+    """Times fn() with events on the current stream after barrier() (the
+    ranks' starting line), `before()` (untimed) ahead of the barrier; the
+    median over reps, in microseconds."""
+
+    def __init__(self, event, barrier, sync, reps, warmup):
+        self.event, self.barrier, self.sync, self.reps, self.warmup = event, barrier, sync, reps, warmup
+
+    def time(self, fn, before=None):
+        for _ in range(self.warmup):
+            if before:
+                before()
+            fn()
+        self.sync()
+        times = []
+        for _ in range(self.reps):
+            if before:
+                before()
+            self.barrier()
+            a, b = self.event(), self.event()
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) * 1e3)
+        return statistics.median(times)
+
+
+def measure(torch, dep, own_ht, make_buffer, data, n, sms_list, share, clock):
+    """The rows of the table: [(path, sms, {"fp8": us, "bf16": us, "combine": us}, rows received)], and a
+    check that the API's received rows are the own API's."""
+    x, x8, s8, idx, w, E = data
+    own8 = own_ht(torch.float8_e4m3fn, True)
+    own16 = own_ht(torch.bfloat16, False)
+    api = make_buffer(False)
+    apiv = make_buffer(True)
+    per_rank, _, per_expert, in_rank, _ = api.get_dispatch_layout(idx, E)
+    full = dict(num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert,
+                topk_idx=idx, topk_weights=w)
+    results = []
+    check = None
+    for sms in sms_list:
+        budget = sms or share
+        even = budget // 2 * 2
+        dcfg, ccfg = dep.Config(even), dep.Config(even)
+        own8.set_num_sms(sms)
+        own16.set_num_sms(sms)
+        r = {}
+        views = own16.dispatch(x, idx, w)
+        rx16, nrecv = views[0], views[5]
+        r["fp8"] = clock.time(lambda: own8.dispatch(x8, idx, w, x_scale=s8))
+        r["bf16"] = clock.time(lambda: own16.dispatch(x, idx, w))
+        R = int(nrecv.item())
+        y = torch.zeros((R, x.size(1)), dtype=torch.bfloat16, device=x.device)
+        y.copy_(rx16[:R])
+        r["combine"] = clock.time(lambda: own16.combine(y), before=lambda: own16.dispatch(x, idx, w))
+        results.append(("own (symm.moe.HighThroughput)", budget, r, R))
+        for name, buf in (("api cached (symm.moe.deep_ep)", api), ("api views (zero_copy_recv=True)", apiv)):
+            r = {}
+            (rx8, _), _, _, _, h8, _ = buf.dispatch((x8, s8), config=dcfg, **full)
+            rx, _, _, _, h16, _ = buf.dispatch(x, config=dcfg, **full)
+            if check is None:
+                check = torch.equal(rx.view(torch.int16), y.view(torch.int16)) and rx.size(0) == R
+            r["fp8"] = clock.time(lambda: buf.dispatch((x8, s8), handle=h8, config=dcfg))
+            r["bf16"] = clock.time(lambda: buf.dispatch(x, handle=h16, config=dcfg))
+            yy = rx.clone()
+            r["combine"] = clock.time(lambda: buf.combine(yy, h16, config=ccfg),
+                                      before=lambda: buf.dispatch(x, handle=h16, config=dcfg))
+            results.append((name, budget, r, rx.size(0)))
+        r = {"fp8": clock.time(lambda: api.dispatch((x8, s8), config=dcfg, **full)),
+             "bf16": clock.time(lambda: api.dispatch(x, config=dcfg, **full)), "combine": None}
+        results.append(("api full (counts read by the host)", budget, r, R))
+    for b in (api, apiv):
+        b.destroy()
+    own8.destroy()
+    own16.destroy()
+    return results, check
+
+
+def table(results, hidden, check):
+    fp8_row, bf16_row = hidden + hidden // 128 * 4, hidden * 2
+    lines = ["| path | SMs | dispatch fp8 GB/s (us) | dispatch bf16 GB/s (us) | combine GB/s (us) |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+
+    def cell(us, rows, row_bytes):
+        return "-" if us is None else "%.1f (%.0f)" % (rows * row_bytes / us * 1e-3, us)
+    for path, sms, r, rows in results:
+        lines.append("| %s | %d | %s | %s | %s |" % (path, sms, cell(r["fp8"], rows, fp8_row),
+                                                     cell(r["bf16"], rows, bf16_row),
+                                                     cell(r["combine"], rows, bf16_row)))
+    own = {sms: r for path, sms, r, _ in results if path.startswith("own")}
+    lines += ["", "| path / own, time | SMs | dispatch fp8 | dispatch bf16 | combine |", "| --- | ---: | ---: | ---: | ---: |"]
+    for path, sms, r, _ in results:
+        if path.startswith("own"):
+            continue
+        o = own[sms]
+        lines.append("| %s | %d | %s |" % (path, sms, " | ".join(
+            "-" if r[k] is None else "%.2f" % (r[k] / o[k]) for k in ("fp8", "bf16", "combine"))))
+    lines += ["", "received rows of the API = the own API's (bf16, rank 0): %s" % ("yes" if check else "NO")]
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", help="also write the tables (markdown) here")
+    ap.add_argument("--tokens", type=int, default=4096)
+    ap.add_argument("--hidden", type=int, default=7168)
+    ap.add_argument("--topk", type=int, default=8)
+    ap.add_argument("--experts", type=int, default=256)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    args = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        return na("torch is not installed", args.out)
+    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+        return na("no CUDA GPU", args.out)
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        return na("start it with torchrun --nproc-per-node N", args.out)
+    import torch.distributed as dist
+    import symm
+    import symm.moe as moe
+    import symm.moe.deep_ep as dep
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local % torch.cuda.device_count())
+    dist.init_process_group("gloo")
+    symm.init()
+    rank, n = symm.my_pe(), symm.n_pes()
+    T, H, K, E = args.tokens, args.hidden, args.topk, args.experts
+    if E % n:
+        symm.finalize()
+        dist.destroy_process_group()
+        return na("%d experts do not split over %d ranks" % (E, n), args.out if rank == 0 else None)
+    dev = torch.device("cuda", symm.device())
+    torch.manual_seed(rank)
+    x = torch.randn((T, H), dtype=torch.bfloat16, device=dev)
+    x8, s8 = fp8_rows(torch, x)
+    scores = torch.randn((T, E), dtype=torch.float32, device=dev).abs() + 1
+    idx = torch.topk(scores, K, dim=-1, sorted=False)[1]
+    w = torch.rand((T, K), dtype=torch.float32, device=dev)
+    share = symm.sm_share()
+    sms_list = [24, 0] if share > 24 else [0]
+    clock = Clock(lambda: torch.cuda.Event(enable_timing=True), lambda: symm.barrier_on_stream(),
+                  torch.cuda.synchronize, args.reps, args.warmup)
+
+    def own_ht(dtype, scales):
+        return moe.HighThroughput(E, K, H, T, x_dtype=dtype, scales=scales)
+
+    def make_buffer(views):
+        return dep.Buffer(dist.group.WORLD, int(1e9), explicitly_destroy=True, max_num_tokens=T,
+                          zero_copy_recv=views)
+    results, check = measure(torch, dep, own_ht, make_buffer, (x, x8, s8, idx, w, E), n, sms_list, share, clock)
+    if rank == 0:
+        head = ["### DeepEP's API over symm (symm.moe.deep_ep) beside symm's own, %d ranks" % n, "",
+                "- machine: %s, %s, %d GPU(s): %s" % (platform.node(), platform.machine(), torch.cuda.device_count(),
+                                                     torch.cuda.get_device_name()),
+                "- command: %s" % " ".join([os.path.basename(sys.executable)] + sys.argv),
+                "- date: %s" % datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "- %d tokens per rank, hidden %d, top-%d, %d experts; rank 0's medians of %d calls; %d received "
+                "rows on rank 0" % (T, H, K, E, args.reps, results[0][3]), ""]
+        text = "\n".join(head) + table(results, H, check)
+        print(text)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(text + "\n")
+    symm.barrier()
+    symm.finalize()
+    dist.destroy_process_group()
+    return 0 if check else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,434 @@
+"""A Hopper GEMM in CuTe DSL (TMA loads, warpgroup MMA, a multi-stage
+pipeline), alone and fused with all-gather or reduce-scatter, as
+symm.cute.Kernels (compiled ahead of time by build_cubins.py).
+
+    C[M, N] (bf16) = A[M, K] (bf16) @ Bt[N, K]^T, fp32 accumulation
+
+Bt is the weight as nn.Linear keeps it (output features x input features):
+both operands are K-major, the layout warpgroup MMA reads from shared
+memory. M, N and K are multiples of the tile (BM x BN x BK = 128 x 256 x 64);
+the drivers check that before anything is launched.
+
+One CTA per SM, persistent: CTA b computes tiles b, b + grid, b + 2 grid...
+in the order the variant wants them (tile_coords). Its 384 threads are three
+warpgroups:
+  - warpgroup 0, the producer: one warp issues the TMA loads of a tile's A
+    and B k-slices into STAGES shared-memory buffers (PipelineTmaAsync: an
+    mbarrier per buffer counts the bytes landed, another the consumers'
+    release), running ahead into the next tile while the consumers finish
+    the current one; the other three warps leave. It gives registers back
+    (setmaxnreg 40) to
+  - warpgroups 1 and 2, the consumers (setmaxnreg 232): each owns 64 rows of
+    the 128 x 256 tile, issues m64n256k16 wgmma on the buffers (keeping one
+    group in flight, releasing a buffer once the group reading it is done)
+    and accumulates in fp32 registers; the epilogue goes through padded
+    shared memory in 64-column chunks, rows of 16-byte vector stores.
+
+Variants (the same producer, mainloop and epilogue):
+  hgemm      the GEMM alone, plain grouped tile order.
+  ag_hgemm   C = all_gather(A) @ Bt^T. Row tiles come in bands, one per
+             source PE, this PE's own band first (its A is a_local: it never
+             waits), then PE me+1's, me+2's, ...: the order in which the copy
+             engines deliver the peers' shards (ag_gemm.py pushes each PE's
+             shard to me-1 first). Before loading a peer band's rows, the
+             producer warp waits for the flag of their chunk (acquire), so a
+             tile waits for its own chunk only.
+  rs_hgemm   out = reduce_scatter(A @ Bt^T). Bands are the owners' rows, in
+             the order me+1, me+2, ..., me: a peer band's tiles are stored by
+             the epilogue straight into slot `me` of the owner's receive
+             buffer over NVLink, then flagged (release, one flag per tile);
+             the own band comes last, and each of its tiles waits for the
+             peers' flags of that tile and adds their partials before its
+             store: the reduction costs no pass of its own.
+
+Every call has an epoch e (ag_hgemm: a device word the driver increments;
+rs_hgemm: each CTA's counter word), and its parity selects one of two
+receive/flag buffers: a peer may start call e+1 while this PE still reads
+call e's data, never call e+2 (it needs this PE's call-(e+1) data first).
+"""
+import cutlass
+import cutlass.cute as cute
+import cutlass.memory
+import cutlass.pipeline as pipeline
+from cutlass.cute.nvgpu import cpasync, warpgroup
+
+import symm.cute as sc
+from symm.cute import Kernel, Ptr, Tma, tma_smem_layout
+
+BF16, F32, I32, I64, U64 = cutlass.BFloat16, cutlass.Float32, cutlass.Int32, cutlass.Int64, cutlass.Uint64
+
+BM, BN, BK = 128, 256, 64    # CTA tile; BK is one 128-byte swizzle atom of bf16
+STAGES = 4                   # A+B buffers of 48 KiB each
+THREADS = 384                # producer warpgroup + two consumer warpgroups
+CONSUMERS = 256
+GROUP_M = 8                  # row tiles that walk the column tiles together (L2 reuse)
+EPI_N = 64                   # epilogue chunk: 64 columns per warpgroup at a time
+EPI_PITCH = EPI_N + 8        # padded rows: the fragment stores hit distinct banks
+PRODUCER_REGS, CONSUMER_REGS = 40, 232
+TX_BYTES = (BM + BN) * BK * 2
+SMEM = (STAGES * TX_BYTES            # A and B buffers
+        + BM * EPI_PITCH * 2         # epilogue staging, both consumer warpgroups
+        + 2 * STAGES * 8             # full and empty mbarriers
+        + 2048)                      # alignment of the 1024-byte-aligned buffers
+
+
+@cute.jit
+def tile_coords(t, band_tiles_m, tiles_n, nbands, first):
+    """Tile t of a persistent schedule -> (band, row tile inside the band,
+    column tile). Bands follow each other from `first` (mod nbands); inside
+    a band, groups of GROUP_M row tiles walk the column tiles together."""
+    per_band = band_tiles_m * tiles_n
+    bi = t // per_band
+    band = (first + bi) % nbands
+    r = t - bi * per_band
+    per_group = GROUP_M * tiles_n
+    g = r // per_group
+    first_m = g * GROUP_M
+    gsz = cutlass.min(band_tiles_m - first_m, GROUP_M)
+    rr = r - g * per_group
+    return band, first_m + rr % gsz, rr // gsz
+
+
+def shared_storage():
+    """The CTA's shared memory: A and B stage buffers (swizzled as TMA
+    writes them and wgmma reads them), the epilogue staging tile, and the
+    pipeline over the stage buffers (its mbarriers initialised here, by
+    every thread, before any warp goes its own way)."""
+    smem = cutlass.memory.SmemAllocator()
+    la, lb = tma_smem_layout(BF16, BM, STAGES), tma_smem_layout(BF16, BN, STAGES)
+    sA = smem.allocate_tensor(BF16, la.outer, 1024, swizzle=la.inner)
+    sB = smem.allocate_tensor(BF16, lb.outer, 1024, swizzle=lb.inner)
+    # a (BM, BN) view whose 64-column chunks all land in one padded BM x EPI_N buffer
+    sC = smem.allocate_tensor(BF16, cute.make_layout((BM, (EPI_N, BN // EPI_N)), stride=(EPI_PITCH, (1, 0))), 16)
+    bars = smem.allocate_array(I64, 2 * STAGES, byte_alignment=8)
+    pipe = pipeline.PipelineTmaAsync.create(
+        barrier_storage=bars, num_stages=STAGES,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS // 32),
+        tx_count=TX_BYTES, cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)))
+    return sA, sB, sC, pipe
+
+
+def tma_views(atom, mX, s, rows):
+    """(shared, global) TMA partitions of an operand: shared (.., stage),
+    global (.., row tile, k tile)."""
+    g = cute.local_tile(mX, (rows, BK), (None, None))
+    return cpasync.tma_partition(atom, 0, cute.make_layout(1), cute.group_modes(s, 0, 2),
+                                 cute.group_modes(g, 0, 2))
+
+
+@cute.jit
+def load_ab(pipe, st, atom_a, tAgA, tAsA, atom_b, tBgB, tBsB, tm, tn, k_tiles):
+    """The producer's loads of one tile: for every k slice, wait for a free
+    buffer, arm its barrier with the bytes to come, issue both TMA copies
+    (one elected lane). Returns the advanced pipeline state."""
+    for kt in cutlass.range(k_tiles, unroll=1):
+        pipe.producer_acquire(st)
+        bar = pipe.producer_get_barrier(st)
+        cute.copy(atom_a, tAgA[(None, tm, kt)], tAsA[(None, st.index)], tma_bar_ptr=bar)
+        cute.copy(atom_b, tBgB[(None, tn, kt)], tBsB[(None, st.index)], tma_bar_ptr=bar)
+        st.advance()
+    return st
+
+
+def mma_setup(sA, sB, sC, ct):
+    """A consumer thread's MMA state: the tiled MMA over both consumer
+    warpgroups (64 rows each), its operand fragments (shared-memory
+    descriptors), its partition of the staging view, the fp32 accumulator."""
+    op = warpgroup.MmaF16BF16Op(BF16, F32, (64, BN, 16), warpgroup.OperandSource.SMEM,
+                                cute.nvgpu.OperandMajorMode.K, cute.nvgpu.OperandMajorMode.K)
+    tiled = cute.make_tiled_mma(cute.make_mma_atom(op), (2, 1, 1))
+    thr = tiled.get_slice(ct)
+    tCsC = thr.partition_C(sC)
+    acc = cute.make_rmem_tensor(tCsC.shape, F32)
+    tiled.set(warpgroup.Field.ACCUMULATE, True)
+    return tiled, tiled.make_fragment_A(thr.partition_A(sA)), tiled.make_fragment_B(thr.partition_B(sB)), tCsC, acc
+
+
+def epilogue_copy(sC, ct):
+    """The epilogue's copy for a consumer thread: the 128 threads of its
+    warpgroup move 16 rows x 8 vectors of 16 bytes per pass; returns the
+    thread's slice and its part of the warpgroup's staging rows."""
+    cp = cute.make_tiled_copy_tv(
+        cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BF16, num_bits_per_copy=128),
+        cute.make_layout((16, 8), stride=(8, 1)), cute.make_layout((1, 8)))
+    thr_cp = cp.get_slice(ct % 128)
+    sW = cute.make_tensor(sC.iterator + (ct // 128) * 64 * EPI_PITCH,
+                          cute.make_layout((64, EPI_N), stride=(EPI_PITCH, 1)))
+    return thr_cp, thr_cp.partition_S(sW)
+
+
+@cute.jit
+def mma_tile(pipe, rd, rl, tiled, tCrA, tCrB, acc, k_tiles):
+    """The consumers' mainloop for one tile: acc = sum over k slices of
+    A_k @ B_k^T. Waits for each buffer, issues its four wgmma (k16 each) as
+    one group, keeps one group in flight and releases a buffer once the group
+    that read it has completed. Returns the advanced (read, release) states."""
+    acc.fill(0.0)
+    for kt in cutlass.range(k_tiles, unroll=1):
+        pipe.consumer_wait(rd)
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(BK // 16):
+            cute.gemm(tiled, acc, tCrA[(None, None, kb, rd.index)], tCrB[(None, None, kb, rd.index)], acc)
+        warpgroup.commit_group()
+        if kt > 0:
+            warpgroup.wait_group(1)
+            pipe.consumer_release(rl)
+            rl.advance()
+        rd.advance()
+    warpgroup.wait_group(0)
+    pipe.consumer_release(rl)
+    rl.advance()
+    return rd, rl
+
+
+@cute.jit
+def stage_chunk(acc, tCsC, w, ch):
+    """Columns ch*EPI_N.. of this thread's accumulator, as bf16, into its
+    warpgroup's (w) padded staging rows; then the warpgroup's barrier. The
+    fragment (2, 2, 32) is (column pair, row + 8, group of 8 columns), so a
+    chunk's 8 groups are 32 consecutive values."""
+    a = cute.make_tensor(acc.iterator + ch * 32, cute.make_layout((2, 2, 8), stride=(1, 2, 4)))
+    s = cute.make_tensor(tCsC.iterator, cute.make_layout((2, 2, 8), stride=(1, 8 * EPI_PITCH, 8)))
+    s.store(a.load().to(BF16))
+    cute.arch.barrier(barrier_id=1 + w, number_of_threads=128)
+
+
+@cute.jit
+def chunk_view(base, n, row0, col0):
+    """The 64 x EPI_N bf16 block at (row0, col0) of a row-major matrix with
+    n columns (n a multiple of 8: rows stay 16-byte aligned)."""
+    nn = cute.assume(n, divby=8)
+    return cute.make_tensor((base + (I64(row0) * nn + col0)).align(16), cute.make_layout((64, EPI_N), stride=(nn, 1)))
+
+
+@cute.jit
+def store_tile(acc, tCsC, thr_cp, tS, w, dst, n, tm, tn):
+    """The tile (tm, tn) into the row-major bf16 matrix dst (n columns, local
+    or a peer's), chunk by chunk through shared memory: warpgroup w's rows."""
+    row0 = tm * BM + w * 64
+    for ch in cutlass.range_constexpr(BN // EPI_N):
+        stage_chunk(acc, tCsC, w, ch)
+        thr_cp.partition_D(chunk_view(dst, n, row0, tn * BN + ch * EPI_N)).store(tS.load())
+        cute.arch.barrier(barrier_id=1 + w, number_of_threads=128)
+
+
+# ---------------------------------------------------------------------------
+# The GEMM alone
+# ---------------------------------------------------------------------------
+
+@cute.kernel
+def hgemm(atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.CopyAtom, mB: cute.Tensor,
+          c: cute.Pointer, m: I32, n: I32, k: I32):
+    """C = A @ Bt^T (see the module's description)."""
+    tid, _, _ = cute.arch.thread_idx()
+    bid, _, _ = cute.arch.block_idx()
+    nblk, _, _ = cute.arch.grid_dim()
+    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    sA, sB, sC, pipe = shared_storage()
+    tAsA, tAgA = tma_views(atom_a, mA, sA, BM)
+    tBsB, tBgB = tma_views(atom_b, mB, sB, BN)
+    tiles_m, tiles_n, k_tiles = m // BM, n // BN, k // BK
+    tiles = tiles_m * tiles_n
+    if warp < 4:
+        cute.arch.setmaxregister_decrease(PRODUCER_REGS)
+        if warp == 0:
+            cpasync.prefetch_descriptor(atom_a)
+            cpasync.prefetch_descriptor(atom_b)
+            st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, STAGES)
+            t = bid
+            while t < tiles:
+                _, tm, tn = tile_coords(t, tiles_m, tiles_n, 1, 0)
+                st = load_ab(pipe, st, atom_a, tAgA, tAsA, atom_b, tBgB, tBsB, tm, tn, k_tiles)
+                t += nblk
+            pipe.producer_tail(st)
+    else:
+        cute.arch.setmaxregister_increase(CONSUMER_REGS)
+        ct = tid - 128
+        w = ct // 128
+        tiled, tCrA, tCrB, tCsC, acc = mma_setup(sA, sB, sC, ct)
+        thr_cp, tS = epilogue_copy(sC, ct)
+        rd = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
+        rl = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
+        t = bid
+        while t < tiles:
+            _, tm, tn = tile_coords(t, tiles_m, tiles_n, 1, 0)
+            rd, rl = mma_tile(pipe, rd, rl, tiled, tCrA, tCrB, acc, k_tiles)
+            store_tile(acc, tCsC, thr_cp, tS, w, c, n, tm, tn)
+            t += nblk
+
+
+# ---------------------------------------------------------------------------
+# All-gather + GEMM: each tile waits for its own chunk only
+# ---------------------------------------------------------------------------
+
+@cute.kernel
+def ag_hgemm(ctx: I64, atom_al: cute.CopyAtom, mAl: cute.Tensor, atom_af: cute.CopyAtom, mAf: cute.Tensor,
+             atom_b: cute.CopyAtom, mB: cute.Tensor, c: cute.Pointer, flags: cute.Pointer,
+             epoch_ptr: cute.Pointer, m: I32, n: I32, k: I32, m_loc: I32, chunk_m: I32):
+    """C (m x n) = all_gather(A) @ Bt^T. a_local: this PE's m_loc rows;
+    a_full: two parity buffers of all m rows ((2 m) x k), peer rows written
+    there by the copy engines; flags: [2][n_pes][m_loc / chunk_m] words, the
+    epoch of the last call whose chunk arrived (set by the copy engines after
+    the chunk's data); epoch_ptr: this call's epoch (a device word)."""
+    tid, _, _ = cute.arch.thread_idx()
+    bid, _, _ = cute.arch.block_idx()
+    nblk, _, _ = cute.arch.grid_dim()
+    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
+    sA, sB, sC, pipe = shared_storage()
+    tAsAl, tAgAl = tma_views(atom_al, mAl, sA, BM)
+    tAsAf, tAgAf = tma_views(atom_af, mAf, sA, BM)
+    tBsB, tBgB = tma_views(atom_b, mB, sB, BN)
+    band_tiles_m, tiles_n, k_tiles = m_loc // BM, n // BN, k // BK
+    tiles = band_tiles_m * npes * tiles_n
+    if warp < 4:
+        cute.arch.setmaxregister_decrease(PRODUCER_REGS)
+        if warp == 0:
+            cpasync.prefetch_descriptor(atom_al)
+            cpasync.prefetch_descriptor(atom_af)
+            cpasync.prefetch_descriptor(atom_b)
+            epoch = cute.make_tensor(epoch_ptr, cute.make_layout(1))[0]
+            par = I32(epoch % 2)
+            chunks = m_loc // chunk_m
+            st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, STAGES)
+            t = bid
+            while t < tiles:
+                src, tm, tn = tile_coords(t, band_tiles_m, tiles_n, npes, me)
+                if src == me:
+                    st = load_ab(pipe, st, atom_al, tAgAl, tAsAl, atom_b, tBgB, tBsB, tm, tn, k_tiles)
+                else:
+                    chunk = (tm * BM) // chunk_m
+                    # every lane acquires the flag itself, then orders the TMA
+                    # (async proxy) reads of the chunk after it
+                    sc.signal_wait_until(ctx, flags + ((par * npes + src) * chunks + chunk), sc.CMP_GE,
+                                         U64(epoch))
+                    cute.arch.fence_proxy("async.global")
+                    row_tile = (par * m + src * m_loc) // BM + tm
+                    st = load_ab(pipe, st, atom_af, tAgAf, tAsAf, atom_b, tBgB, tBsB, row_tile, tn,
+                                 k_tiles)
+                t += nblk
+            pipe.producer_tail(st)
+    else:
+        cute.arch.setmaxregister_increase(CONSUMER_REGS)
+        ct = tid - 128
+        w = ct // 128
+        tiled, tCrA, tCrB, tCsC, acc = mma_setup(sA, sB, sC, ct)
+        thr_cp, tS = epilogue_copy(sC, ct)
+        rd = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
+        rl = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
+        t = bid
+        while t < tiles:
+            src, tm, tn = tile_coords(t, band_tiles_m, tiles_n, npes, me)
+            rd, rl = mma_tile(pipe, rd, rl, tiled, tCrA, tCrB, acc, k_tiles)
+            store_tile(acc, tCsC, thr_cp, tS, w, c, n, src * band_tiles_m + tm, tn)
+            t += nblk
+
+
+# ---------------------------------------------------------------------------
+# GEMM + reduce-scatter: peer bands pushed by the epilogue, own band reduced
+# ---------------------------------------------------------------------------
+
+@cute.jit
+def store_reduced(acc, tCsC, thr_cp, tS, w, out, recv, n, tm, tn, me, npes, slot):
+    """The own band's tile (tm, tn): this PE's partial (staged as bf16) plus
+    the peers' partials of the same tile in recv (slot p: PE p's, `slot`
+    elements apart), summed in fp32, into out."""
+    row0 = tm * BM + w * 64
+    for ch in cutlass.range_constexpr(BN // EPI_N):
+        stage_chunk(acc, tCsC, w, ch)
+        col0 = tn * BN + ch * EPI_N
+        total = tS.load().to(F32)
+        for i in cutlass.range(1, npes, unroll=1):
+            p = (me + i) % npes
+            total = total + thr_cp.partition_S(chunk_view(recv + p * slot, n, row0, col0)).load().to(F32)
+        thr_cp.partition_D(chunk_view(out, n, row0, col0)).store(total.to(BF16))
+        cute.arch.barrier(barrier_id=1 + w, number_of_threads=128)
+
+
+@cute.kernel
+def rs_hgemm(ctx: I64, atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.CopyAtom, mB: cute.Tensor,
+             recv: cute.Pointer, flags: cute.Pointer, out: cute.Pointer, counters: cute.Pointer,
+             m: I32, n: I32, k: I32):
+    """out (m / n_pes x n) = rows my_pe of the sum over PEs of A_p @ Bt_p^T.
+    recv: two parity buffers of n_pes slots of m/n_pes x n bf16 (slot p: PE
+    p's partial of this PE's rows); flags: [2][n_pes][tiles of a band], the
+    epoch of the last call whose tile arrived; counters: this PE's call count
+    per CTA (local words, read at the start and stored at the end)."""
+    tid, _, _ = cute.arch.thread_idx()
+    bid, _, _ = cute.arch.block_idx()
+    nblk, _, _ = cute.arch.grid_dim()
+    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
+    sA, sB, sC, pipe = shared_storage()
+    tAsA, tAgA = tma_views(atom_a, mA, sA, BM)
+    tBsB, tBgB = tma_views(atom_b, mB, sB, BN)
+    m_loc = m // npes
+    band_tiles_m, tiles_n, k_tiles = m_loc // BM, n // BN, k // BK
+    band_tiles = band_tiles_m * tiles_n
+    tiles = band_tiles * npes
+    first = (me + 1) % npes
+    if warp < 4:
+        cute.arch.setmaxregister_decrease(PRODUCER_REGS)
+        if warp == 0:
+            cpasync.prefetch_descriptor(atom_a)
+            cpasync.prefetch_descriptor(atom_b)
+            st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, STAGES)
+            t = bid
+            while t < tiles:
+                owner, tm, tn = tile_coords(t, band_tiles_m, tiles_n, npes, first)
+                st = load_ab(pipe, st, atom_a, tAgA, tAsA, atom_b, tBgB, tBsB, owner * band_tiles_m + tm,
+                             tn, k_tiles)
+                t += nblk
+            pipe.producer_tail(st)
+    else:
+        cute.arch.setmaxregister_increase(CONSUMER_REGS)
+        ct = tid - 128
+        w = ct // 128
+        tiled, tCrA, tCrB, tCsC, acc = mma_setup(sA, sB, sC, ct)
+        thr_cp, tS = epilogue_copy(sC, ct)
+        counter = cute.make_tensor(counters, cute.make_layout(nblk))
+        epoch = counter[bid] + U64(1)
+        par = I32(epoch % U64(2))
+        slot = I64(m_loc) * n                  # elements per sender slot
+        rd = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
+        rl = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
+        t = bid
+        while t < tiles:
+            owner, tm, tn = tile_coords(t, band_tiles_m, tiles_n, npes, first)
+            ti = tm * tiles_n + tn
+            rd, rl = mma_tile(pipe, rd, rl, tiled, tCrA, tCrB, acc, k_tiles)
+            if owner != me:
+                dst = sc.peer_ptr(ctx, recv + (par * npes + me) * slot, owner)
+                store_tile(acc, tCsC, thr_cp, tS, w, dst, n, tm, tn)
+                # both warpgroups' stores, then one release flag on the owner
+                cute.arch.barrier(barrier_id=3, number_of_threads=CONSUMERS)
+                if ct == 0:
+                    sc.signal_op(ctx, flags + ((par * npes + me) * band_tiles + ti), epoch, sc.SIGNAL_SET,
+                                 owner)
+            else:
+                if ct == 0:
+                    for i in cutlass.range(1, npes, unroll=1):
+                        p = (me + i) % npes
+                        sc.signal_wait_until(ctx, flags + ((par * npes + p) * band_tiles + ti), sc.CMP_GE, epoch)
+                cute.arch.barrier(barrier_id=3, number_of_threads=CONSUMERS)
+                store_reduced(acc, tCsC, thr_cp, tS, w, out, recv + par * npes * slot, n, tm, tn, me, npes, slot)
+            t += nblk
+        # every consumer has read this call's epoch; the next call counts from here
+        cute.arch.barrier(barrier_id=3, number_of_threads=CONSUMERS)
+        if ct == 0:
+            counter[bid] = epoch
+
+
+PB = Ptr(BF16)
+S = Ptr(U64, 8)
+KERNELS = [
+    Kernel(hgemm, [("a", Tma(BF16, BM)), ("bt", Tma(BF16, BN)), ("c", PB), ("m", I32), ("n", I32),
+                   ("k", I32)], block=THREADS, smem=SMEM),
+    Kernel(ag_hgemm, [("ctx", I64), ("a_local", Tma(BF16, BM)), ("a_full", Tma(BF16, BM)),
+                      ("bt", Tma(BF16, BN)), ("c", PB), ("flags", S), ("epoch", Ptr(I64, 8)), ("m", I32),
+                      ("n", I32), ("k", I32), ("m_loc", I32), ("chunk_m", I32)], block=THREADS, smem=SMEM),
+    Kernel(rs_hgemm, [("ctx", I64), ("a", Tma(BF16, BM)), ("bt", Tma(BF16, BN)), ("recv", PB), ("flags", S),
+                      ("out", PB), ("counters", S), ("m", I32), ("n", I32), ("k", I32)],
+           block=THREADS, smem=SMEM),
+]

@@ -1,0 +1,135 @@
+"""Where the fused GEMM examples' host time goes, timed on a machine without
+a GPU: the Python side of each step the host makes per call.
+
+    SYMM_BITCODE_DIR=build/bitcode python examples/triton/host_profile.py
+
+- Triton's launch path: ag_gemm_kernel launched by kernel[grid](...)
+  (symm.triton.launch: binding, specialisation, cache look-up every call)
+  and by a symm.triton.prepare'd launch, the compiled kernel real (sm_90,
+  the symm bitcode linked), Triton's driver a stand-in whose launcher does
+  nothing, so the figures are the Python path alone;
+- per chunk of the all-gather: the views and the two copy_ calls the
+  per-chunk form made (torch dispatch on CPU tensors; a GPU adds the driver
+  calls), against a symm.cubin.CopyList entry (one ctypes call; the driver
+  a stand-in here).
+A GPU run prints the whole host time per call next to the stream time
+(examples/triton/gemm_bars.py, column "host us/call").
+"""
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.runtime import driver  # noqa: E402
+
+import symm.cubin  # noqa: E402
+import symm.triton as st  # noqa: E402
+
+
+def per_call_us(fn, n=2000, repeats=5):
+    for _ in range(100):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        samples.append((time.perf_counter() - t0) / n * 1e6)
+    return statistics.median(samples)
+
+
+class _Tensor:
+    """What Triton's launcher reads of a tensor."""
+
+    def __init__(self, ptr, dtype):
+        self.ptr, self.dtype = ptr, dtype
+
+    def data_ptr(self):
+        return self.ptr
+
+
+class _Driver:
+    """Triton's driver, standing in for the CUDA one: sm_90 target, a made-up
+    CUfunction, a launcher that returns at once."""
+
+    class launcher_cls:  # noqa: N801 - Triton's attribute name
+        def __init__(self, src, metadata):
+            pass
+
+        def __call__(self, *args):
+            pass
+
+    class utils:  # noqa: N801
+        @staticmethod
+        def load_binary(name, kernel, shared, device):
+            return "module", 0xF00D, 32, 0, 1024
+
+        @staticmethod
+        def get_device_properties(device):
+            return {"max_shared_mem": 232448, "multiprocessor_count": 132}
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device):
+        return 0x5000
+
+    def get_current_target(self):
+        from triton.backends.compiler import GPUTarget
+        return GPUTarget("cuda", 90, 32)
+
+
+class _Cuda:
+    """libcuda standing in for symm.cubin: every call returns success."""
+
+    def __getattr__(self, name):
+        return lambda *args: 0
+
+
+def main():
+    import ag_gemm
+    import _gemm as G
+    rows = []
+    driver.set_active(_Driver())
+    bf16, i64 = tl.bfloat16, tl.int64
+    args = (0x7F0000001000, _Tensor(1 << 20, bf16), _Tensor(2 << 20, bf16), _Tensor(3 << 20, bf16),
+            _Tensor(4 << 20, bf16), _Tensor(5 << 20, i64), _Tensor(6 << 20, i64),
+            8192, 2048, 8192, 2048, 512, 4)
+    cx, opts = G.split(G.GEMM_CONFIG["ag_gemm"])
+    grid = (512,)
+    t0 = time.time()
+    st.launch(ag_gemm.ag_gemm_kernel, grid, *args, **cx, **opts)       # compiles (sm_90)
+    print("ag_gemm_kernel compiled in %.1f s" % (time.time() - t0))
+    rows.append(("Triton launch: kernel[grid](...) via symm.triton.launch",
+                 per_call_us(lambda: st.launch(ag_gemm.ag_gemm_kernel, grid, *args, **cx, **opts))))
+    prepared = st.prepare(ag_gemm.ag_gemm_kernel, grid, *args, **cx, **opts)
+    rows.append(("Triton launch: symm.triton.prepare'd (fast=%s)" % prepared.fast, per_call_us(prepared)))
+
+    full = torch.zeros((2, 64, 16), dtype=torch.bfloat16)
+    a = torch.zeros((16, 16), dtype=torch.bfloat16)
+    flags = torch.zeros((2, 16), dtype=torch.int64)
+    epoch = torch.zeros(1, dtype=torch.int64)
+    rows_, r = slice(16, 32), slice(4, 8)
+
+    def chunk_views_and_copies():
+        full[1, rows_][r].copy_(a[r])
+        flags[1, 5:6].copy_(epoch)
+    rows.append(("per chunk: views + 2 copy_ (torch dispatch, CPU tensors)", per_call_us(chunk_views_and_copies)))
+    rows.append(("per call: epoch.add_(1) (torch dispatch, CPU tensor)", per_call_us(lambda: epoch.add_(1))))
+    symm.cubin._driver = _Cuda()
+    ce = symm.cubin.CopyList([(0x1000, 0x2000, 1 << 20), (0x3000, 0x4000, 8)])
+    rows.append(("per chunk: CopyList, data + flag (ctypes, stand-in driver)", per_call_us(lambda: ce(0x5000))))
+    print("| host step | us per call |\n| --- | --- |")
+    for what, us in rows:
+        print("| %s | %.1f |" % (what, us))
+
+
+if __name__ == "__main__":
+    main()

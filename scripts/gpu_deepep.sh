@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# DeepEP's API over symm (symm.moe.deep_ep) on a GPU machine, in one command, on
+# a build made beforehand (it builds nothing):
+#
+#   BUILD=build-gpu OUT=/some/dir bash scripts/gpu_deepep.sh [step...]
+#
+# steps (default: all, in this order):
+#   test2    tests/python/test_gpu_deepep.py under torchrun on 2 PEs: every tensor of
+#            DeepEP's normal and low-latency calls against torch references (bf16 and
+#            fp8, cached handles, num_worst_tokens, async_finish and events, hooks,
+#            zero-copy combine, two calls in flight, ranks that send or receive
+#            nothing), CUDA graph replay, bad inputs, Config SM budgets
+#   test4    the same on 4 PEs
+#   bench    bench/moe/deepep_api_bench.py on min(4, GPUs) PEs, one per GPU: DeepEP's
+#            intranode shape (4096 tokens, hidden 7168, top-8, 256 experts) through
+#            DeepEP's API and through symm's own, GB/s as DeepEP counts them, at 24 SMs
+#            and every SM -> $OUT/deepep/bench.md (machine, command, date in it); DeepEP's
+#            own kernels (bench/moe/deepep_bench.py) beside it where deep_ep is
+#            installed, else a summary line says the comparison is n/a
+#
+# Logs and results under $OUT/deepep/ (machine.txt: the machine, the build, the
+# command, the date); the last lines are a table of the steps and the benchmark's
+# tables. Every step runs under `timeout -k`, each at most what is left of
+# DEEPEP_WALL (default 150 s); a step that no longer fits is reported as such.
+# With fewer GPUs than PEs the PEs share GPUs under a private MPS daemon
+# (scripts/with_mps.sh), unless DEEPEP_MPS=0 (2 PEs on one GPU also run without
+# it); the benchmark needs 2 GPUs or more (shared GPUs time nothing NVLink does).
+# Multicast stays off; SYMM_WAIT_TIMEOUT (default 15 s) turns a lost signal into
+# a message naming the PE and the word. No GPU: prints SKIP and exits 0.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+here=$PWD
+OUT=${OUT:-$PWD/out}
+log=$OUT/deepep
+mkdir -p "$log"
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+unset SYMM_ENABLE_MULTICAST
+export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+export PATH="$PATH:/usr/local/cuda/bin"
+build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
+steps=${*:-test2 test4 bench}
+wall=${DEEPEP_WALL:-150}
+t_all=${DEEPEP_T0:-$(date +%s)}
+summary=()
+failed=0
+
+for s in $steps; do
+  case $s in test2|test4|bench) ;; *) echo "gpu_deepep.sh: unknown step '$s' (test2 test4 bench)" >&2; exit 2 ;; esac
+done
+
+has_step() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
+note() { summary+=("$(printf '%-44s %-6s %5s s  %s' "$1" "$2" "$3" "${4:-}")"); [ "$2" = ok ] || [ "$2" = skip ] || failed=1; }
+left() { echo $(( wall - ($(date +%s) - t_all) )); }
+
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ -z "${DEEPEP_INNER:-}" ]; then
+  { echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"; echo "host: $(hostname)"; nvidia-smi -L;
+    nvcc --version | tail -1; echo "build: $build"; git log -1 --oneline;
+    echo "command: BUILD=$build OUT=$OUT bash scripts/gpu_deepep.sh $*"; } >"$log/machine.txt" 2>&1
+fi
+if [ "$ngpu" -lt 1 ]; then
+  echo "SKIP: gpu_deepep.sh: no GPU on this machine"
+  exit 0
+fi
+
+has_step bench && rm -f "$log/bench.md" "$log/deepep_own.md"  # no stale table in the summary
+export PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}"
+case $build in /*) ;; *) build=$here/$build ;; esac
+export SYMM_LIBRARY="$build/src/libsymm.so"
+
+# ---- MPS for PEs that share a GPU: rerun this script under scripts/with_mps.sh ------------
+max_pes=0
+has_step test2 && max_pes=2
+has_step test4 && max_pes=4
+if [ -z "${DEEPEP_INNER:-}" ] && [ "${DEEPEP_MPS:-1}" != 0 ] && [ "$ngpu" -lt "$max_pes" ] &&
+   [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
+  DEEPEP_INNER=1 DEEPEP_T0=$t_all OUT="$OUT" scripts/with_mps.sh --timeout "$(( wall + 30 ))" -- bash "$0" "$@"
+  exit $?
+fi
+
+# torchrun's PEs get their MPS share here
+share_env() {
+  local per=$(( ($1 + ngpu - 1) / ngpu ))
+  if [ "$per" -gt 1 ] && [ -z "${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-}" ] &&
+     [ -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
+    echo "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(( 100 / per ))"
+  else
+    echo "SYMM_DEEPEP_RUN=1"
+  fi
+}
+
+# run NAME LIMIT LOGFILE cmd...: bounded by timeout -k and what is left of the wall
+run() {
+  local name=$1 limit=$2 out=$3 t0 rc rest
+  shift 3
+  rest=$(left)
+  if [ "$rest" -lt 15 ]; then
+    note "$name" FAIL 0 "not run: the ${wall} s wall is used up"
+    return
+  fi
+  [ "$limit" -gt "$rest" ] && limit=$rest
+  t0=$(date +%s)
+  timeout -k 10 "$limit" "$@" >"$out" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ] && grep -qE '^n/a:' "$out"; then
+    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 '^n/a:' "$out")"
+  elif [ $rc -eq 0 ] && grep -qE '[0-9]+ skipped' "$out" && ! grep -qE '[0-9]+ passed' "$out"; then
+    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 -E 'SKIPPED|skipped' "$out")"
+  elif [ $rc -eq 0 ]; then
+    note "$name" ok $(( $(date +%s) - t0 )) "$(grep -m1 -E '[0-9]+ passed' "$out")"
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    note "$name" FAIL $(( $(date +%s) - t0 )) "timed out after $limit s, see deepep/$(basename "$out")"
+  else
+    note "$name" FAIL $(( $(date +%s) - t0 )) "rc=$rc, see deepep/$(basename "$out")"
+    grep -E 'FAILED|Error|error|timed out|assert' "$out" | head -8
+  fi
+}
+
+if [ ! -e "$SYMM_LIBRARY" ]; then
+  note "gpu_deepep.sh" FAIL 0 "$SYMM_LIBRARY missing: build $build first (cmake --build $build -j)"
+else
+  for n in 2 4; do
+    has_step "test$n" || continue
+    run "pytest test_gpu_deepep ($n PEs)" $(( 45 + 5 * n / 2 )) "$log/pytest_$n.log" \
+      env "$(share_env "$n")" torchrun --nproc-per-node "$n" --master-port $((29720 + n)) \
+      -m pytest -q -x -rs -p no:cacheprovider tests/python/test_gpu_deepep.py
+    tail -2 "$log/pytest_$n.log"
+  done
+  if has_step bench; then
+    nb=4
+    [ "$nb" -gt "$ngpu" ] && nb=$ngpu
+    if [ "$nb" -lt 2 ]; then
+      note "deepep_api_bench" skip 0 "one GPU: a benchmark on PEs sharing it times nothing NVLink does"
+    else
+      run "deepep_api_bench ($nb PEs, one per GPU)" 45 "$log/bench.log" \
+        torchrun --nproc-per-node "$nb" --master-port 29729 bench/moe/deepep_api_bench.py --out "$log/bench.md"
+      # DeepEP's own kernels beside it, where deep_ep is installed (found without importing torch)
+      if python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("deep_ep") is None)' 2>/dev/null; then
+        run "deepep_bench (DeepEP's own kernels)" 45 "$log/deepep_own.log" \
+          torchrun --nproc-per-node "$nb" --master-port 29730 bench/moe/deepep_bench.py --out "$log/deepep_own.md"
+      else
+        note "DeepEP's own kernels" skip 0 "n/a: deep_ep is not installed here; no comparison with its kernels"
+      fi
+    fi
+  fi
+fi
+
+echo "==== gpu_deepep.sh summary ($ngpu GPU(s), $(( $(date +%s) - t_all )) s of $wall; logs in $log) ===="
+printf '%s\n' "${summary[@]}"
+grep -E '^\||^received' "$log/bench.md" 2>/dev/null
+grep -E '^\||^n/a' "$log/deepep_own.md" 2>/dev/null
+exit $failed

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The GEMM + communication examples (CuTe DSL and Triton) on 4 GPUs, one PE
+# per GPU, against the overlap bars; results under $OUT/gemm/, summary last.
+#
+#   1. GEMM alone at the per-PE shapes on GPU 0: CuTe DSL (hopper_gemm.py
+#      hgemm, from carried cubins), Triton (the examples' gemm_kernel) and
+#      torch.matmul (examples/gemm_alone.py; bar >= 0.90 x torch.matmul);
+#      meanwhile GPUs 1-3 time the Triton tile candidates (tune_gemm.py).
+#   2. CuTe DSL ag_gemm and gemm_rs, square (M=K=N=8192) and LLM
+#      (M=4096, hidden 8192, intermediate 28672) shapes, checked against
+#      torch + NCCL with fresh data, timed in CUDA graphs and on a plain
+#      stream next to the GEMM alone and torch.matmul + NCCL.
+#   3. The same for Triton (examples/triton/gemm_bars.py), with the host's
+#      time per call on the plain stream.
+#
+# Nothing heavy is built here: libsymm comes from $BUILD (the caller builds
+# it: cmake -S . -B build-gpu -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build
+# build-gpu -j), the CuTe cubins from $SYMM_CUTE_CUBINS (default build-cute;
+# python examples/cute/build_cubins.py -o build-cute where CuTe DSL is) and
+# the device bitcode for Triton from $SYMM_BITCODE_DIR (default
+# build-lead/bitcode, else build/bitcode). Every step runs under timeout -k;
+# device waits stop after SYMM_WAIT_TIMEOUT seconds with a message.
+# Multicast stays off. GEMM_DRY=1 prints the steps instead of running them.
+# Env: GEMM_ALONE_WALL (80), GEMM_CUTE_WALL (90), GEMM_TRITON_WALL (120),
+# GEMM_TUNE=0 skips step 1's Triton candidates, GEMM_SHAPES (square,llm).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+here=$PWD
+OUT=${OUT:-$PWD/out}
+out="$OUT/gemm"
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+unset SYMM_ENABLE_MULTICAST
+export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15} PYTHONUNBUFFERED=1
+build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
+cubins=${SYMM_CUTE_CUBINS:-build-cute}
+bc=${SYMM_BITCODE_DIR:-}
+if [ -z "$bc" ]; then
+  bc=$here/build-lead/bitcode
+  [ -f "$bc/libsymm_device_sm90.bc" ] || bc=$here/build/bitcode
+fi
+shapes=${GEMM_SHAPES:-square,llm}
+dry=${GEMM_DRY:-0}
+summary="$out/summary.txt"
+: >"$summary"
+t_start=$(date +%s)
+
+note() { printf '%-36s %s\n' "$1" "$2" >>"$summary"; }
+since() { echo "$(( $(date +%s) - $1 )) s"; }
+# run LOG WALL CMD...: CMD under timeout -k, output to LOG; echoes the status
+run() {
+  local log=$1 wall=$2
+  shift 2
+  if [ "$dry" = 1 ]; then
+    echo "dry: timeout -k 10 $wall $* > $log" >&2
+    echo 0
+    return
+  fi
+  timeout -k 10 "$wall" "$@" >"$log" 2>&1
+  echo $?
+}
+status() { # $1: exit status -> words
+  case "$1" in 0) echo ok ;; 124|137) echo "TIMEOUT (rc=$1)" ;; *) echo "FAILED (rc=$1)" ;; esac
+}
+
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "${ngpu:-0}" -lt 4 ]; then
+  echo "SKIP: scripts/gpu_gemm.sh needs 4 GPUs, found ${ngpu:-0}"
+  exit 0
+fi
+case "$build" in /*) lib=$build/src/libsymm.so ;; *) lib=$here/$build/src/libsymm.so ;; esac
+missing=""
+[ -f "$lib" ] || missing="$missing libsymm ($lib: build it first)"
+[ -f "$cubins/manifest.json" ] || missing="$missing CuTe cubins ($cubins/manifest.json: python examples/cute/build_cubins.py -o $cubins where CuTe DSL is, and carry it)"
+[ -f "$bc/libsymm_device_sm90.bc" ] || missing="$missing device bitcode ($bc/libsymm_device_sm90.bc: set SYMM_BITCODE_DIR)"
+if [ -n "$missing" ] && [ "$dry" != 1 ]; then
+  echo "gpu_gemm.sh: missing:$missing"
+  exit 2
+fi
+pyenv=(env PYTHONPATH="$here/python" SYMM_LIBRARY="$lib" SYMM_BITCODE_DIR="$bc")
+nvidia-smi -L >"$out/machine.txt" 2>&1
+note "machine" "$ngpu GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+
+# ---- 1. the GEMMs alone (GPU 0), Triton tile candidates (GPUs 1-3) ----
+t0=$(date +%s)
+rm -f "$out/gemm_alone.md"
+( rc=$(run "$out/gemm_alone.log" "${GEMM_ALONE_WALL:-80}" "${pyenv[@]}" CUDA_VISIBLE_DEVICES=0 \
+        python examples/gemm_alone.py --cubins "$cubins" --out "$out/gemm_alone.md")
+  echo "$rc" >"$out/gemm_alone.rc" ) &
+alone_pid=$!
+tune_pids=()
+if [ "${GEMM_TUNE:-1}" = 1 ]; then
+  # the candidates of tune_gemm.py split over three GPUs, every shape each
+  i=0
+  for cfgs in 0,1,2,3 4,5,6 7,8,9; do
+    i=$((i + 1))
+    ( rc=$(run "$out/tune_gemm_$i.log" "${GEMM_ALONE_WALL:-80}" "${pyenv[@]}" CUDA_VISIBLE_DEVICES=$i \
+            python examples/triton/tune_gemm.py --configs "$cfgs" --iters 10)
+      echo "$rc" >"$out/tune_gemm_$i.rc" ) &
+    tune_pids+=($!)
+  done
+fi
+wait "$alone_pid"
+rc=$(cat "$out/gemm_alone.rc" 2>/dev/null || echo 1)
+note "GEMM alone (GPU 0)" "$(status "$rc") ($(since "$t0"))"
+[ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -15 "$out/gemm_alone.log"
+for p in "${tune_pids[@]}"; do wait "$p"; done
+if [ "${#tune_pids[@]}" -gt 0 ]; then
+  res=""
+  for i in 1 2 3; do res="$res $(status "$(cat "$out/tune_gemm_$i.rc" 2>/dev/null || echo 1)")"; done
+  note "Triton tile candidates (GPUs 1-3)" "$res"
+fi
+
+# ---- 2. CuTe DSL: ag_gemm and gemm_rs on 4 PEs ----
+t0=$(date +%s)
+rm -f "$out/cute_gemm.md"
+rc=$(run "$out/cute_gemm.log" "${GEMM_CUTE_WALL:-90}" "${pyenv[@]}" \
+       torchrun --nproc-per-node 4 --master-port 29860 examples/cute/run_gpu.py --cubins "$cubins" \
+       --only ag_gemm,gemm_rs --shape "$shapes" --iters 3 --out "$out/cute_gemm.md")
+note "CuTe ag_gemm + gemm_rs (4 PEs)" "$(status "$rc"): $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/cute_gemm.log" 2>/dev/null | tail -1) ($(since "$t0"))"
+[ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/cute_gemm.log"
+
+# ---- 3. Triton: ag_gemm and gemm_rs on 4 PEs ----
+t0=$(date +%s)
+rm -f "$out/triton_gemm.md"
+rc=$(run "$out/triton_gemm.log" "${GEMM_TRITON_WALL:-120}" "${pyenv[@]}" \
+       torchrun --nproc-per-node 4 --master-port 29870 examples/triton/gemm_bars.py --shape "$shapes" \
+       --iters 20 --out "$out/triton_gemm.md")
+note "Triton ag_gemm + gemm_rs (4 PEs)" "$(status "$rc") ($(since "$t0"))"
+[ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/triton_gemm.log"
+
+# ---- summary: the tables, then the steps ----
+echo
+for f in gemm_alone.md cute_gemm.md triton_gemm.md; do
+  [ -f "$out/$f" ] && cat "$out/$f"
+done
+rm -f "$out/tune_gemm.md"
+for i in 1 2 3; do
+  [ -f "$out/tune_gemm_$i.log" ] && grep -E '^\| [a-z]' "$out/tune_gemm_$i.log" | grep -v '^| shape' >>"$out/tune_gemm.md"
+done
+if [ -s "$out/tune_gemm.md" ]; then
+  echo
+  echo "### Triton tile candidates (tune_gemm.py on GPUs 1-3; x torch.matmul > 1: faster)"
+  echo
+  echo "| shape | config | us | TFLOP/s | x torch.matmul | check |"
+  echo "| --- | --- | --- | --- | --- | --- |"
+  sort -u "$out/tune_gemm.md"
+fi
+echo
+echo "==== gpu_gemm.sh: $(since "$t_start"), logs in $out ===="
+cat "$summary"

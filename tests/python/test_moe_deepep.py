@@ -1,0 +1,366 @@
+"""symm.moe.deep_ep without a GPU: DeepEP's names and signatures, the
+argument checks and errors, and every case of deepep_cases.py (what the GPU
+run checks, tensor by tensor against torch references) on 1, 2 and 4 ranks
+as threads over a CPU stand-in for symm's MoE handles and collectives
+(deepep_fake.py); the Buffer over the host backend says it needs GPUs.
+Skips without torch."""
+import inspect
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from symm_testutil import PYTHON_DIR, have_library, run_pes  # noqa: E402
+
+sys.path.insert(0, PYTHON_DIR)
+
+torch = pytest.importorskip("torch")
+import deepep_cases as cases  # noqa: E402
+from deepep_fake import FakeCuda, install, run_ranks  # noqa: E402
+
+needs_lib = pytest.mark.skipif(not have_library(), reason="libsymm.so not built (set SYMM_LIBRARY)")
+# the combines that run a routing again say so; the cases check that they did
+pytestmark = pytest.mark.filterwarnings("ignore:.*dispatched again.*:UserWarning")
+
+
+def _run(monkeypatch, n, case, *args):
+    dep = install(monkeypatch)
+
+    def body(group):
+        ctx = cases.Ctx(dep, group.rank(), n, torch.device("cpu"), False,
+                        lambda **kw: dep.Buffer(group, **kw), lambda: None, lambda: None)
+        return case(ctx, *args)
+    return run_ranks(n, body)
+
+
+# ---------------------------------------------------------------------------
+# DeepEP's public names and signatures (deep_ep V1, the last commit before EPv2)
+# ---------------------------------------------------------------------------
+
+SIGNATURES = {
+    "Buffer.__init__": "self group num_nvl_bytes=0 num_rdma_bytes=0 low_latency_mode=False num_qps_per_rank=24 "
+                       "allow_nvlink_for_low_latency_mode=True allow_mnnvl=False use_fabric=False "
+                       "explicitly_destroy=False enable_shrink=False comm=None",
+    "Buffer.get_dispatch_layout": "self topk_idx num_experts previous_event=None async_finish=False "
+                                  "allocate_on_comm_stream=False",
+    "Buffer.dispatch": "self x handle=None num_tokens_per_rank=None num_tokens_per_rdma_rank=None "
+                       "is_token_in_rank=None num_tokens_per_expert=None topk_idx=None topk_weights=None "
+                       "expert_alignment=1 num_worst_tokens=0 config=None previous_event=None async_finish=False "
+                       "allocate_on_comm_stream=False",
+    "Buffer.combine": "self x handle topk_weights=None bias=None config=None previous_event=None async_finish=False "
+                      "allocate_on_comm_stream=False",
+    "Buffer.low_latency_dispatch": "self x topk_idx num_max_dispatch_tokens_per_rank num_experts "
+                                   "cumulative_local_expert_recv_stats=None dispatch_wait_recv_cost_stats=None "
+                                   "use_fp8=True round_scale=False use_ue8m0=False async_finish=False "
+                                   "return_recv_hook=False",
+    "Buffer.low_latency_combine": "self x topk_idx topk_weights handle use_logfmt=False zero_copy=False "
+                                  "async_finish=False return_recv_hook=False out=None "
+                                  "combine_wait_recv_cost_stats=None",
+    "Buffer.clean_low_latency_buffer": "self num_max_dispatch_tokens_per_rank hidden num_experts",
+    "Buffer.get_next_low_latency_combine_buffer": "self handle",
+    "Buffer.get_low_latency_rdma_size_hint": "num_max_dispatch_tokens_per_rank hidden num_ranks num_experts",
+    "Buffer.set_num_sms": "new_num_sms",
+    "Buffer.get_dispatch_config": "num_ranks",
+    "Buffer.get_combine_config": "num_ranks",
+    "Buffer.capture": "",
+    "Buffer.is_sm90_compiled": "",
+    "Buffer.get_comm_stream": "self",
+    "Buffer.destroy": "self",
+    "Config.__init__": "self num_sms=20 num_max_nvl_chunked_send_tokens=6 num_max_nvl_chunked_recv_tokens=256 "
+                       "num_max_rdma_chunked_send_tokens=6 num_max_rdma_chunked_recv_tokens=256",
+    "Config.get_nvl_buffer_size_hint": "self hidden_bytes num_ranks",
+    "Config.get_rdma_buffer_size_hint": "self hidden_bytes num_ranks",
+    "EventOverlap.__init__": "self event=None extra_tensors=None",
+    "EventOverlap.current_stream_wait": "self",
+}
+
+
+def _params(fn):
+    out = []
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind == p.KEYWORD_ONLY:
+            continue  # symm's additions come after DeepEP's, keyword-only
+        out.append(p.name if p.default is p.empty else "%s=%r" % (p.name, p.default))
+    return " ".join(out)
+
+
+def test_deepep_names_and_signatures():
+    import symm.moe.deep_ep as dep
+    for name, want in SIGNATURES.items():
+        cls, meth = name.split(".")
+        assert _params(getattr(getattr(dep, cls), meth)) == want, name
+    assert dep.topk_idx_t is torch.int64
+    assert dep.Buffer.num_sms == 20
+    for name in ("low_latency_update_mask_buffer", "low_latency_query_mask_buffer", "low_latency_clean_mask_buffer",
+                 "get_local_buffer_tensor", "internode_dispatch", "internode_combine"):
+        assert callable(getattr(dep.Buffer, name)), name
+    # the package keeps its other names
+    from symm.moe import AllToAll, HighThroughput, nvshmem_init  # noqa: F401
+
+
+def test_static_calls():
+    import symm.moe.deep_ep as dep
+    from symm import UnsupportedError
+    old = dep.Buffer.num_sms
+    try:
+        dep.Buffer.set_num_sms(24)
+        assert dep.Buffer.get_dispatch_config(4).num_sms == 24 and dep.Buffer.get_combine_config(8).num_sms == 24
+        with pytest.raises(ValueError, match="must be even"):
+            dep.Buffer.set_num_sms(23)
+        assert dep.Buffer.num_sms == 24
+    finally:
+        dep.Buffer.num_sms = old
+    c = dep.Config(24, 6, 256, 6, 100)
+    assert c.num_max_rdma_chunked_recv_tokens == 102  # rounded up to a multiple of the send chunk, as DeepEP does
+    # DeepEP's size hint: 10 channels x 8 ranks x (5 head/tail ints + 256 tokens x (row + 8-byte source
+    # record + 128 x int64 index + 128 x float weight + 128 x float scale)), rounded up to 128 bytes
+    want = 10 * 8 * (5 * 4 + 256 * (7168 * 2 + 8 + 128 * 8 + 128 * 4 + 128 * 4))
+    assert dep.Config().get_nvl_buffer_size_hint(7168 * 2, 8) == (want + 127) // 128 * 128
+    assert dep.Config().get_rdma_buffer_size_hint(7168 * 2, 8) == 0
+    # DeepEP's recommended chunk sizes on one node (rdma recv 128 rounded up to a multiple of 6, as DeepEP's Config)
+    chunks = lambda c: (c.num_max_nvl_chunked_send_tokens, c.num_max_nvl_chunked_recv_tokens,  # noqa: E731
+                        c.num_max_rdma_chunked_send_tokens, c.num_max_rdma_chunked_recv_tokens)
+    for n, d, c in ((2, 24, 10), (4, 6, 9), (8, 6, 4)):
+        assert chunks(dep.Buffer.get_dispatch_config(n)) == (d, 256, 6, 132), n
+        assert chunks(dep.Buffer.get_combine_config(n)) == (c, 256, 6, 132), n
+        assert dep.Buffer.get_dispatch_config(n).num_sms == dep.Buffer.num_sms
+    assert chunks(dep.Config()) == (6, 256, 6, 258) and dep.Config().num_sms == 20
+    for f in (dep.Buffer.get_dispatch_config, dep.Buffer.get_combine_config):
+        with pytest.raises(UnsupportedError, match="one node"):
+            f(16)
+        with pytest.raises(ValueError, match="num_ranks"):
+            f(0)
+    assert dep.Buffer.is_sm90_compiled() is True
+
+
+@pytest.mark.parametrize("round_scale", [False, True])
+def test_fp8_cast_is_deepeps(round_scale):
+    """The low-latency cast against DeepEP's arithmetic, bit for bit: blocks
+    of every magnitude, all-zero and tiny blocks (amax clamped to 1e-4), and
+    block maxima at and just above 448 x a power of two."""
+    import symm.moe.deep_ep as dep
+    g = torch.Generator().manual_seed(7)
+    T, H = 64, 1024
+    x = torch.randn(T, H, generator=g) * torch.exp2(torch.randint(-30, 30, (T, H // 128, 1), generator=g).float()
+                                                     ).repeat_interleave(128, dim=1).view(T, H)
+    x[0] = 0
+    x[1] = 1e-6
+    for t in range(2, 10):  # maxima 448 x 2^k, and the next bf16 above
+        x[t, 0::128] = 448.0 * 2.0 ** (t - 6)
+        x[t, 1::128] = -x[t, 0::128]
+        x[t + 8, 0::128] = torch.tensor(448.0 * 2.0 ** (t - 6), dtype=torch.bfloat16).float() * (1 + 2 ** -7)
+    x = x.to(torch.bfloat16)
+    q, s = dep.Buffer._cast_fp8(x, round_scale)
+    wq, ws = cases.cast_fp8(x, round_scale)
+    cases.eq(s, ws, "scales")
+    cases.eq(q, wq, "values")
+    assert not q.float().isnan().any()
+    if round_scale:
+        assert (torch.frexp(s)[0] == 0.5).all(), "scales are powers of two"
+
+
+@needs_lib
+def test_low_latency_size_hint():
+    import symm.moe.deep_ep as dep
+    a = dep.Buffer.get_low_latency_rdma_size_hint(128, 7168, 8, 256)
+    b = dep.Buffer.get_low_latency_rdma_size_hint(256, 7168, 8, 256)
+    assert 0 < a < b
+    with pytest.raises(ValueError, match="not a multiple"):
+        dep.Buffer.get_low_latency_rdma_size_hint(128, 7168, 8, 250)
+
+
+HOST_BUFFER = r"""
+import symm, symm.moe.deep_ep as dep
+class G:
+    def rank(self): return symm.my_pe()
+    def size(self): return symm.n_pes()
+symm.init()
+try:
+    dep.Buffer(G(), int(1e9))
+except symm.UnsupportedError as e:
+    print("UNSUPPORTED", e)
+class Bad(G):
+    def size(self): return symm.n_pes() + 1
+try:
+    dep.Buffer(Bad(), int(1e9))
+except ValueError as e:
+    print("GROUP", e)
+symm.finalize()
+print("DONE")
+"""
+
+
+@needs_lib
+def test_buffer_on_the_host_backend():
+    r = run_pes(HOST_BUFFER, 1)[0]
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "UNSUPPORTED" in r.stdout and "without a GPU" in r.stdout, r.stdout
+    assert "GROUP Buffer: the group has 2 ranks (this is rank 0), but symm runs 1 PEs" in r.stdout, r.stdout
+    assert r.stdout.strip().endswith("DONE"), r.stdout
+
+
+# ---------------------------------------------------------------------------
+# the cases, on ranks as threads
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+@pytest.mark.parametrize("fp8", [False, True])
+def test_normal(monkeypatch, n, fp8):
+    _run(monkeypatch, n, cases.case_layout_and_rounds, fp8, False, False)
+
+
+@pytest.mark.parametrize("async_mode,previous", [(True, False), (True, True), (False, True)])
+def test_normal_events(monkeypatch, async_mode, previous):
+    _run(monkeypatch, 2, cases.case_layout_and_rounds, False, async_mode, previous)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_in_flight(monkeypatch, n):
+    _run(monkeypatch, n, cases.case_in_flight)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("use_fp8", [False, True])
+@pytest.mark.parametrize("hook", [False, True])
+def test_low_latency(monkeypatch, n, use_fp8, hook):
+    _run(monkeypatch, n, cases.case_low_latency, use_fp8, hook)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_errors(monkeypatch, n):
+    _run(monkeypatch, n, cases.case_errors, pytest.raises)
+
+
+def test_ranks_that_disagree_are_told(monkeypatch):
+    """Different x dtypes on two ranks: both refuse before anything moves."""
+    dep = install(monkeypatch)
+    E, K, H = 8, 2, 128
+
+    def body(group):
+        buf = dep.Buffer(group, num_nvl_bytes=1, explicitly_destroy=True)
+        d = cases.batches(3, 2, [6, 6], E, K, H)[group.rank()]
+        x = d.x if group.rank() == 0 else d.x.half()
+        pr, _, pe, ir, _ = buf.get_dispatch_layout(d.idx, E)
+        with pytest.raises(ValueError, match="ranks' dispatches differ"):
+            buf.dispatch(x, num_tokens_per_rank=pr, is_token_in_rank=ir, num_tokens_per_expert=pe, topk_idx=d.idx,
+                         topk_weights=d.w)
+        assert buf._slots == {}
+        buf.destroy()
+    run_ranks(2, body)
+
+
+def test_wrong_counts_are_reported_by_the_next_dispatch(monkeypatch):
+    """num_tokens_per_rank that does not match topk_idx: the outputs are sized
+    by it (as DeepEP's), and the next synchronising dispatch raises on every rank."""
+    dep = install(monkeypatch)
+    E, K, H = 8, 2, 128
+
+    def body(group):
+        buf = dep.Buffer(group, num_nvl_bytes=1, explicitly_destroy=True)
+        d = cases.batches(4, 2, [6, 6], E, K, H)[group.rank()]
+        pr, _, pe, ir, _ = buf.get_dispatch_layout(d.idx, E)
+        args = dict(x=d.x, num_tokens_per_rank=pr, is_token_in_rank=ir, num_tokens_per_expert=pe, topk_idx=d.idx,
+                    topk_weights=d.w)
+        rx, _, _, _, h, _ = buf.dispatch(**dict(args, num_tokens_per_rank=pr + (1 if group.rank() == 1 else 0)))
+        buf.combine(torch.zeros((rx.size(0), H), dtype=torch.bfloat16), h)
+        with pytest.raises(RuntimeError, match=r"earlier dispatch on rank\(s\) \[0, 1\] received other counts"):
+            buf.dispatch(**args)
+        buf.dispatch(**args)  # reported once; the Buffer goes on
+        buf.destroy()
+    run_ranks(2, body)
+
+
+def test_no_new_handle_during_capture(monkeypatch):
+    dep = install(monkeypatch)
+    E, K, H = 8, 2, 128
+
+    def body(group):
+        buf = dep.Buffer(group, num_nvl_bytes=1, num_rdma_bytes=1, low_latency_mode=True, explicitly_destroy=True)
+        d = cases.batches(5, 2, [6, 6], E, K, H)[group.rank()]
+        buf._cuda.capturing_now = True
+        with pytest.raises(RuntimeError, match="during CUDA graph capture"):
+            buf.low_latency_dispatch(d.x, d.idx, 8, E, use_fp8=False)
+        pr, _, pe, ir, _ = buf.get_dispatch_layout(d.idx, E)
+        with pytest.raises(RuntimeError, match="needs a token bound of 6, above the 0 agreed so far"):
+            buf.dispatch(d.x, num_tokens_per_rank=pr, is_token_in_rank=ir, num_tokens_per_expert=pe,
+                         topk_idx=d.idx, topk_weights=d.w, num_worst_tokens=12)
+        buf._cuda.capturing_now = False
+        buf.destroy()
+    run_ranks(2, body)
+
+
+def test_sm_budget_follows_the_config(monkeypatch):
+    dep = install(monkeypatch)
+    E, K, H = 8, 2, 128
+
+    def body(group):
+        buf = dep.Buffer(group, num_nvl_bytes=1, explicitly_destroy=True)
+        d = cases.batches(6, 2, [6, 6], E, K, H)[group.rank()]
+        pr, _, pe, ir, _ = buf.get_dispatch_layout(d.idx, E)
+        args = dict(x=d.x, num_tokens_per_rank=pr, is_token_in_rank=ir, num_tokens_per_expert=pe, topk_idx=d.idx,
+                    topk_weights=d.w)
+        for sms, want in ((8, 8), (40, 16), (0, 16)):  # the stand-in's share is 16 SMs
+            rx, _, _, _, h, _ = buf.dispatch(**dict(args, config=dep.Config(sms)))
+            slots = [s for v in buf._slots.values() for s in v]
+            assert [s.h.get_num_sms() for s in slots if s.route is h._route] == [want], (sms, want)
+            buf.combine(torch.zeros((rx.size(0), H), dtype=torch.bfloat16), h, config=dep.Config(sms))
+        buf.destroy()
+    run_ranks(2, body)
+
+
+def test_event_overlap():
+    import symm.moe.deep_ep as dep
+    e = dep.EventOverlap(None)
+    with e:
+        pass
+    with pytest.raises(ValueError, match="no event"):
+        e.current_stream_wait()
+    ev = dep.EventHandle(FakeCuda())
+    seen = dep.EventOverlap(ev, (torch.zeros(1),))
+    seen.current_stream_wait()
+    assert seen.extra_tensors[0].shape == (1,)
+
+
+def test_bench_script_measures_every_row(monkeypatch):
+    """bench/moe/deepep_api_bench.py's measurement and tables on the stand-in
+    (events that say 1 ms): every path and SM budget gets its row, the ratio
+    table and the equality check come out."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench", "moe",
+                        "deepep_api_bench.py")
+    spec = importlib.util.spec_from_file_location("deepep_api_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    dep = install(monkeypatch)
+    E, K, H, T = 8, 2, 256, 12
+
+    class Ev:
+        def record(self):
+            pass
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 1.0
+
+    def body(group):
+        from deepep_fake import FakeEngine
+        eng = FakeEngine(group)
+        d = cases.batches(8, 2, [T, T], E, K, H)[group.rank()]
+        x8, s8 = bench.fp8_rows(torch, d.x)
+        clock = bench.Clock(Ev, lambda: None, lambda: None, reps=3, warmup=1)
+        results, check = bench.measure(
+            torch, dep, lambda dt, sc: eng.ht(E, K, H, T, dt, sc),
+            lambda views: dep.Buffer(group, 1 << 20, explicitly_destroy=True, max_num_tokens=T, zero_copy_recv=views),
+            (d.x, x8, s8, d.idx, d.w, E), 2, [8, 0], eng.share, clock)
+        return results, check, bench.table(results, H, check)
+
+    (results, check, text), _ = run_ranks(2, body)
+    assert check is True
+    assert [(p.split()[0] + " " + p.split()[1], sms) for p, sms, _, _ in results] == [
+        ("own (symm.moe.HighThroughput)", 8), ("api cached", 8), ("api views", 8), ("api full", 8),
+        ("own (symm.moe.HighThroughput)", 16), ("api cached", 16), ("api views", 16), ("api full", 16)]
+    assert "| api cached (symm.moe.deep_ep) | 16 |" in text and "received rows of the API = the own API's" in text
+    assert text.count("| 1.00 | 1.00 |") >= 4, text
