@@ -20,6 +20,10 @@
  * wrong NCCL or NVSHMEM result says WRONG in that library's cells only).
  * Every step is a named phase (bench_phase_begin), so a hang names it.
  *
+ * After the main tables, the bars: for every collective a pass/miss line
+ * against NCCL at every size (graph, and stream), and the broadcast against
+ * NVSHMEM up to 64 KiB, each with its worst ratio and the sizes below 1.0.
+ *
  * Bus bandwidth (nccl-tests): S = bytes of the per-rank buffer named below,
  *   all-reduce     S = count * size,         busbw = S/t * 2(n-1)/n
  *   reduce-scatter S = n * recvcount * size, busbw = S/t * (n-1)/n
@@ -34,7 +38,10 @@
  * pipeline against two-shot), SYMM_BENCH_COLL_PUSH=1 only the push table,
  * SYMM_BENCH_COLL_AR2=1 only the mid-size all-reduce forms table,
  * SYMM_BENCH_COLL_BCAST=1 only the broadcast in place / out of place table,
- * SYMM_BENCH_COLL_TABLES_ONLY=1 skips the main tables (and the bars), and
+ * SYMM_BENCH_COLL_FORMS=1 adds, after the main tables, every form of
+ * broadcast, reduce-scatter and large all-reduce by size (each cell
+ * verified, its limits set through symm__coll_tune_set) beside AUTO and
+ * NCCL, SYMM_BENCH_COLL_TABLES_ONLY=1 skips the main tables (and the bars), and
  * SYMM_BENCH_COLL_BLOCKS=N runs everything with N blocks for direct
  * kernels.
  */
@@ -53,6 +60,8 @@ extern "C" symm_status_t symm__coll_tune_nbmax(uint32_t nbmax);
 extern "C" void symm__coll_tune_push(uint64_t ar_min, uint64_t rs_min, int blocks, int slots);
 extern "C" void symm__coll_tune_ar_packet(uint64_t two_min, uint64_t packet_max);
 extern "C" void symm__coll_tune_ar_stores(uint64_t max);
+extern "C" symm_status_t symm__coll_tune_set(const char *name, uint64_t value);
+extern "C" void symm__coll_tune_reset(void);
 
 enum { K_AR, K_AR_BF16, K_RS, K_AG, K_A2A, K_BCAST, K_COUNT };
 static const char *k_name[K_COUNT] = {"all-reduce f32 sum", "all-reduce bf16 sum", "reduce-scatter f32 sum",
@@ -244,10 +253,20 @@ static double busbw(int kind, size_t S, double ms, int n) {
     }
 }
 
+/* Every verified row of a kind's table, for the bars: NCCL/symm graph and
+ * stream ratios, NVSHMEM/symm graph (0 where there is no figure). */
+#define BAR_SIZES 32
+typedef struct kind_rows {
+    int n;
+    size_t size[BAR_SIZES];
+    double graph[BAR_SIZES], stream[BAR_SIZES], nv_graph[BAR_SIZES];
+} kind_rows_t;
+
 typedef struct bars {
     double ar_small_us, ar_256k_us, ar_1m_us, ar_256m_bw, ag_256m_bw, a2a_1g_bw;
     double worst_ratio, worst_ratio_small_ar;
     int wrong;
+    kind_rows_t rows[K_COUNT];
 } bars_t;
 
 /* Per-rank buffer sizes for S. */
@@ -369,6 +388,7 @@ static int shared_us(double ms) {
 /* NVSHMEM's cells of one row: times (back to back, graph) and graph ratio to symm. */
 typedef struct nv_cells {
     const char *us, *us_graph, *ratio_graph;
+    double ms_graph; /* > 0: the graph time behind us_graph */
 } nv_cells_t;
 
 /*
@@ -383,7 +403,7 @@ typedef struct nv_cells {
 static nv_cells_t run_nv(bench_env_t *env, int kind, const char *sz, void *ss, void *vs, void *vr, size_t send_b,
                          size_t recv_b, size_t count, size_t shown, double ms_sg, int iters, int per_graph, int reps,
                          unsigned long long *d_bad) {
-    nv_cells_t c = {"WRONG", "WRONG", "-"};
+    nv_cells_t c = {"WRONG", "WRONG", "-", 0};
     coll_case_t cv = {kind, 2, env, vs, vr, count, SYMM_COLL_ALGO_AUTO};
     cudaEvent_t e0, e1;
     float first_ms = 0.0f;
@@ -432,6 +452,7 @@ static nv_cells_t run_nv(bench_env_t *env, int kind, const char *sz, void *ss, v
     c.us = bench_fmt("%.2f", ms_v * 1e3);
     c.us_graph = ms_vg > 0 ? bench_fmt("%.2f", ms_vg * 1e3) : "capture failed";
     c.ratio_graph = ms_vg > 0 ? bench_fmt_ratio(ms_vg, ms_sg) : "-";
+    c.ms_graph = ms_vg;
     return c;
 }
 
@@ -525,7 +546,7 @@ static int run_kind(bench_env_t *env, int kind, bars_t *bars) {
                                          reps);
             }
         }
-        nv_cells_t nv = {"n/a", "n/a", "-"};
+        nv_cells_t nv = {"n/a", "n/a", "-", 0};
         if (env->nvshmem_ok && S > nv_cap) {
             nv.us = nv.us_graph = "not run";
             nv_capped = 1;
@@ -546,7 +567,15 @@ static int run_kind(bench_env_t *env, int kind, bars_t *bars) {
             ms_ng > 0 ? bench_fmt("%.1f", busbw(kind, kind == K_AG ? recv_b : S, ms_ng, n)) : nccl_na,
             nv.us, nv.us_graph, nv.ratio_graph};
         bench_table_row(t, cells);
-        /* bars (graph-timed; verified rows only) */
+        /* bars (verified rows only) */
+        if (bars->rows[kind].n < BAR_SIZES) {
+            kind_rows_t *kr = &bars->rows[kind];
+            kr->size[kr->n] = S;
+            kr->graph[kr->n] = ms_ng > 0 ? ms_ng / ms_sg : 0;
+            kr->stream[kr->n] = ms_n > 0 ? ms_n / ms_s : 0;
+            kr->nv_graph[kr->n] = nv.ms_graph > 0 ? nv.ms_graph / ms_sg : 0;
+            kr->n++;
+        }
         if (ms_ng > 0) {
             double r = ms_ng / ms_sg;
             if (r < bars->worst_ratio) bars->worst_ratio = r;
@@ -954,6 +983,255 @@ static void run_sweep(bench_env_t *env) {
     BENCH_SYMM(symm_free(a));
 }
 
+/* ---- forms: every algorithm of a collective by size, verified, beside NCCL ---------- */
+
+/* One form: AUTO's limits set as listed (symm__coll_tune_set, then back to
+ * the table), the direct kernels' most blocks (0: default), the algorithm
+ * the call must report (prefix; NULL: any), the sizes S it runs at. */
+typedef struct lim_set {
+    const char *name;
+    uint64_t value;
+} lim_set_t;
+#define FORM_LIMS 5
+typedef struct form {
+    const char *col;
+    lim_set_t lim[FORM_LIMS];
+    int blocks;
+    const char *want;
+    size_t min, max;
+} form_t;
+#define NEVER UINT64_MAX
+#define KB(x) ((uint64_t)(x) << 10)
+#define MB(x) ((uint64_t)(x) << 20)
+
+static void form_apply(const form_t *f) {
+    symm__coll_tune(f ? f->blocks : 0, 0, 0);
+    symm__coll_tune_reset();
+    for (int i = 0; i < FORM_LIMS && f && f->lim[i].name; i++)
+        BENCH_SYMM(symm__coll_tune_set(f->lim[i].name, f->lim[i].value));
+}
+
+/* The algorithm a call reported is `want` (or want staged: "direct+staged"). */
+static int algo_is(const char *used, const char *want) {
+    size_t n = strlen(want);
+    return strncmp(used, want, n) == 0 && (used[n] == '\0' || used[n] == '+');
+}
+
+/* A form's cell at size S: the call once (the algorithm it took must be the
+ * form's), its result verified on every PE, then its graph time. */
+static const char *form_cell(bench_env_t *env, int kind, size_t S, void *send, void *recv, const form_t *f,
+                             unsigned long long *d_bad, double *ms_out) {
+    size_t count, send_b, recv_b, shown;
+    char used[40];
+    int big = S >= ((size_t)64 << 20), ok;
+    double ms;
+    *ms_out = 0;
+    layout(kind, S, env->npes, &count, &send_b, &recv_b, &shown);
+    if (f && (S < f->min || S > f->max))
+        return "-";
+    coll_case_t c = {kind, 0, env, send, recv, count, SYMM_COLL_ALGO_AUTO};
+    bench_phase_begin("coll forms: %s %s: %s", k_name[kind], bench_fmt_bytes(S), f ? f->col : "AUTO");
+    form_apply(f);
+    BENCH_CUDA(cudaMemsetAsync(recv, 0xff, recv_b, env->stream));
+    BENCH_CUDA(cudaStreamSynchronize(env->stream));
+    bench_barrier();
+    enqueue(&c, env->stream);
+    snprintf(used, sizeof(used), "%s", symm_coll_last_algo());
+    ok = !verify(env, kind, recv, recv_b, count, shown, f ? f->col : "AUTO", d_bad);
+    if (!ok) {
+        form_apply(NULL);
+        bench_phase_end();
+        return bench_fmt("WRONG (%s)", used);
+    }
+    bench_barrier();
+    ms = big ? bench_time_graph(enqueue, &c, env->stream, 2, 1, 3, 3)
+             : bench_time_graph(enqueue, &c, env->stream, 20, 2, 10, 5);
+    form_apply(NULL);
+    bench_phase_end();
+    if (f && f->want && !algo_is(used, f->want))
+        return bench_fmt("(%s) %.2f", used, ms * 1e3);
+    *ms_out = ms;
+    return f ? bench_fmt("%.2f", ms * 1e3) : bench_fmt("%s %.2f", used, ms * 1e3);
+}
+
+/* One table: every form of `kind` at every size, AUTO's choice, NCCL, and
+ * NCCL over the fastest form that ran as asked. */
+static void forms_table(bench_env_t *env, int kind, const char *title, const size_t *sizes, int nsz,
+                        const form_t *forms, int nf, void *a, void *b, void *na, void *nb) {
+    enum { MAXC = 14 };
+    const char *hdr[MAXC];
+    unsigned long long *d_bad;
+    int ncol = nf + 4;
+    if (ncol > MAXC)
+        ncol = MAXC, nf = MAXC - 4;
+    hdr[0] = "size";
+    for (int i = 0; i < nf; i++)
+        hdr[1 + i] = forms[i].col;
+    hdr[nf + 1] = "AUTO (algo) us";
+    hdr[nf + 2] = "NCCL us";
+    hdr[nf + 3] = "NCCL / best";
+    bench_table_t *t = bench_table_new(title, ncol, hdr);
+    BENCH_CUDA(cudaMalloc((void **)&d_bad, 4 * sizeof(*d_bad)));
+    for (int si = 0; si < nsz; si++) {
+        size_t S = sizes[si], count, send_b, recv_b, shown;
+        static char text[MAXC][64]; /* bench_fmt's ring is shorter than a row */
+        const char *cells[MAXC];
+        double best = 0, ms, ms_n = 0;
+        layout(kind, S, env->npes, &count, &send_b, &recv_b, &shown);
+        if (count == 0)
+            continue;
+        fill_kernel<<<256, 256, 0, env->stream>>>(a, send_b / esz_of(kind), kind == K_AR_BF16,
+                                                  (uint32_t)(env->me * 7 + 1));
+        if (na)
+            BENCH_CUDA(cudaMemcpyAsync(na, a, send_b, cudaMemcpyDeviceToDevice, env->stream));
+        BENCH_CUDA(cudaStreamSynchronize(env->stream));
+        snprintf(text[0], sizeof text[0], "%s", bench_fmt_bytes(S));
+        for (int i = 0; i < nf; i++) {
+            snprintf(text[1 + i], sizeof text[0], "%s", form_cell(env, kind, S, a, b, &forms[i], d_bad, &ms));
+            if (ms > 0 && (best == 0 || ms < best))
+                best = ms;
+        }
+        snprintf(text[nf + 1], sizeof text[0], "%s", form_cell(env, kind, S, a, b, NULL, d_bad, &ms));
+        if (env->nccl_ok) {
+            coll_case_t cn = {kind, 1, env, na, nb, count, SYMM_COLL_ALGO_AUTO};
+            bench_phase_begin("coll forms: %s %s: NCCL", k_name[kind], bench_fmt_bytes(S));
+            bench_barrier();
+            ms_n = S >= ((size_t)64 << 20) ? bench_time_graph(enqueue, &cn, env->stream, 2, 1, 3, 3)
+                                           : bench_time_graph(enqueue, &cn, env->stream, 20, 2, 10, 5);
+            bench_phase_end();
+        }
+        snprintf(text[nf + 2], sizeof text[0], "%s", ms_n > 0 ? bench_fmt("%.2f", ms_n * 1e3) : "n/a");
+        snprintf(text[nf + 3], sizeof text[0], "%s", ms_n > 0 && best > 0 ? bench_fmt("%.2fx", ms_n / best) : "-");
+        for (int i = 0; i < ncol; i++)
+            cells[i] = text[i];
+        bench_table_row(t, cells);
+    }
+    bench_table_note(t, "graph us per call (CUDA-graph replays of 20 calls, 2 from 64 MiB); every cell's result "
+                        "checked first (WRONG: not timed); (x): the call ran x instead of the form; -: not run at "
+                        "this size; forms set AUTO's limits (SYMM_COLL_TUNE names) for the cell only");
+    bench_table_emit(env->report, t);
+    BENCH_CUDA(cudaFree(d_bad));
+}
+
+static void run_forms(bench_env_t *env) {
+    static const form_t bc[] = {
+        {"1-hop packet us", {{"bcast_hop1_max", MB(64)}, {"bcast_packet_max", MB(64)}, {"bcast_ce_min", NEVER}},
+         0, "packet", 8, MB(2)},
+        {"2-hop packet us", {{"bcast_hop1_max", 1}, {"bcast_packet_max", MB(64)}, {"bcast_ce_min", NEVER}}, 0,
+         "packet-2hop", KB(4), MB(4)},
+        {"direct us", {{"bcast_packet_max", 1}, {"bcast_ce_min", NEVER}}, 0, "direct", 8, MB(256)},
+        {"direct 64 blocks us", {{"bcast_packet_max", 1}, {"bcast_ce_min", NEVER}}, 64, "direct", MB(1), MB(256)},
+        {"CE 2 MiB us", {{"bcast_ce_min", 1}, {"ce_chunk", MB(2)}}, 0, "copy-engine", MB(1), MB(64)},
+        {"CE 4 MiB us", {{"bcast_ce_min", 1}, {"ce_chunk", MB(4)}}, 0, "copy-engine", MB(1), MB(256)},
+        {"CE 8 MiB us", {{"bcast_ce_min", 1}, {"ce_chunk", MB(8)}}, 0, "copy-engine", MB(4), MB(256)},
+        {"CE 16 MiB us", {{"bcast_ce_min", 1}, {"ce_chunk", MB(16)}}, 0, "copy-engine", MB(16), MB(256)},
+        {"CE 32 MiB us", {{"bcast_ce_min", 1}, {"ce_chunk", MB(32)}}, 0, "copy-engine", MB(32), MB(256)},
+    };
+    static const size_t bc_sizes[] = {8, 256, KB(4), KB(64), KB(128), KB(256), KB(512), MB(1), MB(2), MB(4),
+                                      MB(8), MB(16), MB(32), MB(64), MB(128), MB(256)};
+    static const form_t rs[] = {
+        {"packet us", {{"rs_packet_max", MB(64)}, {"rs_ce_min", NEVER}}, 0, "packet", 8, MB(8)},
+        {"oneshot us", {{"rs_packet_max", 1}, {"rs_oneshot_max", MB(64)}, {"rs_ce_min", NEVER}}, 0, "oneshot",
+         KB(16), MB(16)},
+        {"direct us", {{"rs_packet_max", 1}, {"rs_oneshot_max", 1}, {"rs_ce_min", NEVER}}, 0, "direct", 8,
+         MB(256)},
+        {"direct 128 blocks us", {{"rs_packet_max", 1}, {"rs_oneshot_max", 1}, {"rs_ce_min", NEVER}}, 128, "direct",
+         MB(4), MB(256)},
+        {"push us", {{"rs_packet_max", 1}, {"rs_oneshot_max", 1}, {"rs_ce_min", NEVER}, {"push_rs_min", 1}}, 0,
+         "push", MB(1), MB(256)},
+        {"CE 2 MiB us", {{"rs_packet_max", 1}, {"rs_oneshot_max", 1}, {"rs_ce_min", 1}, {"ce_chunk", MB(2)}}, 0,
+         "copy-engine", MB(2), MB(64)},
+        {"CE 4 MiB us", {{"rs_packet_max", 1}, {"rs_oneshot_max", 1}, {"rs_ce_min", 1}, {"ce_chunk", MB(4)}}, 0,
+         "copy-engine", MB(2), MB(256)},
+        {"CE 8 MiB us", {{"rs_packet_max", 1}, {"rs_oneshot_max", 1}, {"rs_ce_min", 1}, {"ce_chunk", MB(8)}}, 0,
+         "copy-engine", MB(16), MB(256)},
+        {"CE 16 MiB us", {{"rs_packet_max", 1}, {"rs_oneshot_max", 1}, {"rs_ce_min", 1}, {"ce_chunk", MB(16)}}, 0,
+         "copy-engine", MB(64), MB(256)},
+    };
+    static const size_t rs_sizes[] = {KB(64), KB(256), KB(512), MB(1), MB(2), MB(4), MB(8), MB(16), MB(32), MB(64),
+                                      MB(128), MB(256)};
+    static const form_t ar[] = {
+        {"twoshot us", {{"push_ar_min", NEVER}, {"ar_ce_min", NEVER}}, 0, "twoshot", MB(4), MB(256)},
+        {"push us", {{"push_ar_min", 1}, {"ar_ce_min", NEVER}}, 0, "push", MB(4), MB(256)},
+        {"CE 4 MiB us", {{"ar_ce_min", 1}, {"ce_chunk", MB(4)}}, 0, "copy-engine", MB(4), MB(256)},
+        {"CE 8 MiB us", {{"ar_ce_min", 1}, {"ce_chunk", MB(8)}}, 0, "copy-engine", MB(16), MB(256)},
+        {"CE 16 MiB us", {{"ar_ce_min", 1}, {"ce_chunk", MB(16)}}, 0, "copy-engine", MB(32), MB(256)},
+    };
+    static const size_t ar_sizes[] = {MB(4), MB(8), MB(16), MB(32), MB(64), MB(128), MB(256)};
+    void *a, *b, *na = NULL, *nb = NULL;
+    BENCH_SYMM(symm_malloc((size_t)256 << 20, &a));
+    BENCH_SYMM(symm_malloc((size_t)256 << 20, &b));
+    if (env->nccl_ok) {
+        BENCH_CUDA(cudaMalloc(&na, (size_t)256 << 20));
+        BENCH_CUDA(cudaMalloc(&nb, (size_t)256 << 20));
+    }
+    forms_table(env, K_BCAST, "broadcast f32 (root 0): forms (graph us)", bc_sizes,
+                (int)(sizeof bc_sizes / sizeof bc_sizes[0]), bc, (int)(sizeof bc / sizeof bc[0]), a, b, na, nb);
+    forms_table(env, K_RS, "reduce-scatter f32 sum: forms (graph us; size: the whole send buffer)", rs_sizes,
+                (int)(sizeof rs_sizes / sizeof rs_sizes[0]), rs, (int)(sizeof rs / sizeof rs[0]), a, b, na, nb);
+    forms_table(env, K_AR, "all-reduce f32 sum, large: forms (graph us)", ar_sizes,
+                (int)(sizeof ar_sizes / sizeof ar_sizes[0]), ar, (int)(sizeof ar / sizeof ar[0]), a, b, na, nb);
+    BENCH_CUDA(cudaStreamSynchronize(env->stream));
+    if (na) {
+        BENCH_CUDA(cudaFree(nb));
+        BENCH_CUDA(cudaFree(na));
+    }
+    BENCH_SYMM(symm_free(b));
+    BENCH_SYMM(symm_free(a));
+}
+
+/* ---- bars: a pass/miss line for each ----------------------------------------------- */
+
+/* NCCL (or NVSHMEM) over symm at every compared size of kind k up to `top`
+ * bytes: the worst ratio and the sizes below 1.0 (a line of the report). */
+static void bar_line(bench_report_t *r, bench_table_t *t, const char *what, const kind_rows_t *kr, int which,
+                     size_t top) {
+    char miss[1024] = "";
+    double worst = 0;
+    size_t worst_s = 0;
+    int have = 0, below = 0;
+    for (int i = 0; i < kr->n; i++) {
+        double q = which == 0 ? kr->graph[i] : which == 1 ? kr->stream[i] : kr->nv_graph[i];
+        if (q <= 0 || kr->size[i] > top)
+            continue;
+        have++;
+        if (worst == 0 || q < worst) {
+            worst = q;
+            worst_s = kr->size[i];
+        }
+        if (q < 1.0) {
+            below++;
+            if (strlen(miss) < sizeof miss - 40)
+                snprintf(miss + strlen(miss), sizeof miss - strlen(miss), "%s%s %.2fx", below > 1 ? ", " : "",
+                         bench_fmt_bytes(kr->size[i]), q);
+        }
+    }
+    const char *res = !have ? "N/A" : below ? "MISS" : "PASS";
+    const char *meas = !have ? "no figures"
+                             : bench_fmt("%d sizes, worst %.2fx at %s%s%s", have, worst, bench_fmt_bytes(worst_s),
+                                         below ? "; below 1.0: " : "", below ? miss : "");
+    const char *cells[4] = {what, meas, ">= 1.00x at every size", res};
+    bench_table_row(t, cells);
+    bench_report_text(r, "bar: %s: %s (%s)", what, res, meas);
+}
+
+static void emit_bars(bench_env_t *env, const bars_t *bars) {
+    const char *hdr[] = {"bar", "measured", "target", "result"};
+    bench_table_t *t = bench_table_new("Bars: every size against NCCL (graph and stream) and NVSHMEM", 4, hdr);
+    for (int k = 0; k < K_COUNT; k++) {
+        const kind_rows_t *kr = &bars->rows[k];
+        size_t top = kr->n ? kr->size[kr->n - 1] : 0;
+        bar_line(env->report, t, bench_fmt("%s vs NCCL, graph, 8 B-%s", k_name[k], bench_fmt_bytes(top)), kr, 0,
+                 (size_t)-1);
+        bar_line(env->report, t, bench_fmt("%s vs NCCL, stream, 8 B-%s", k_name[k], bench_fmt_bytes(top)), kr, 1,
+                 (size_t)-1);
+    }
+    bar_line(env->report, t, "broadcast vs NVSHMEM, graph, 8 B-64 KiB", &bars->rows[K_BCAST], 2, (size_t)64 << 10);
+    bench_table_note(t, "ratios > 1: symm faster; from the tables above (verified rows only); NVSHMEM's on-stream "
+                        "broadcast up to 64 KiB (its small sizes)");
+    bench_table_emit(env->report, t);
+}
+
 static const char *pass(int ok) { return ok ? "PASS" : "MISS"; }
 
 static int run_coll(bench_env_t *env) {
@@ -984,11 +1262,17 @@ static int run_coll(bench_env_t *env) {
         run_bcast_table(env);
     if (getenv("SYMM_BENCH_COLL_SWEEP") && atoi(getenv("SYMM_BENCH_COLL_SWEEP")))
         run_sweep(env);
-    if (getenv("SYMM_BENCH_COLL_TABLES_ONLY") && atoi(getenv("SYMM_BENCH_COLL_TABLES_ONLY")))
+    if (getenv("SYMM_BENCH_COLL_TABLES_ONLY") && atoi(getenv("SYMM_BENCH_COLL_TABLES_ONLY"))) {
+        if (getenv("SYMM_BENCH_COLL_FORMS") && atoi(getenv("SYMM_BENCH_COLL_FORMS")))
+            run_forms(env);
         return 0;
+    }
     for (int k = 0; k < K_COUNT; k++)
         run_kind(env, k, &bars);
     symm__coll_tune(0, 0, 0);
+    emit_bars(env, &bars);
+    if (getenv("SYMM_BENCH_COLL_FORMS") && atoi(getenv("SYMM_BENCH_COLL_FORMS")))
+        run_forms(env);
     bench_report_text(env->report,
                       "bars (graph-timed, 4x H200): all-reduce f32 8 B-8 KiB worst %.2f us (<= 4) %s; "
                       "256 KiB %.2f us (<= 7) %s; 1 MiB %.2f us (<= 11) %s; 256 MiB busbw %.1f GB/s (>= 360) %s; "

@@ -145,6 +145,99 @@ __global__ static void raw_flag_kernel(int me, int role, volatile int32_t *local
         *d_ns = bench_globaltimer() - t0;
 }
 
+/* ---- put_signal forms, on the same flag pages ---------------------------------------- */
+
+/* Every way to send a small message with a signal, and the raw flag, timed
+ * at the same addresses (the flag's page decides much of the latency:
+ * bench/results/latest/latency-probe.md). A page holds the flag word (the
+ * raw flag, p's word, the signal, or the packet buffer) at offset 0, the
+ * put_signal data at FP_DATA, the source at FP_SRC, the packets' local
+ * destination at FP_DST. */
+enum lat_form {
+    LF_RAW, LF_P, LF_PS8, LF_PS64, LF_PS8_ADD, LF_PS8_FENCE, LF_PKT8, LF_PKT64, LF_COUNT
+};
+static const char *const lf_name[LF_COUNT] = {
+    "raw volatile flag (int)", "symm_p_i32 + wait_until", "symm_put_signal 8 B (SET)", "symm_put_signal 64 B (SET)",
+    "symm_put_signal 8 B (ADD)", "put 8 B + fence.acq_rel.sys + relaxed signal", "symm_put_pkt 8 B + symm_pkt_wait",
+    "symm_put_pkt 64 B + symm_pkt_wait"};
+#define FP_DATA 1024
+#define FP_SRC 2048
+#define FP_DST 3072
+#define FP_PAGES 8
+
+__device__ static inline uint64_t fp_word(uint32_t v, int j) { return (uint64_t)v * 0x9e3779b97f4a7c15ull + (uint64_t)j; }
+
+/* One side of the ping-pong of form f on `page` (zeroed before the
+ * launch): values 1, 2, ... ; each received payload is checked. */
+__global__ static void form_lat_kernel(const symm_ctx_t *ctx, int f, int role, int peer, int warm, int iters,
+                                       char *page, unsigned long long *d_ns, unsigned long long *d_err) {
+    const uint64_t deadline = bench_globaltimer() + 10ull * 1000000000ull;
+    int nbytes = (f == LF_PS64 || f == LF_PKT64) ? 64 : 8;
+    uint64_t *sig = (uint64_t *)page, *data = (uint64_t *)(page + FP_DATA), *src = (uint64_t *)(page + FP_SRC);
+    uint64_t *dst = (uint64_t *)(page + FP_DST);
+    volatile int32_t *raw_local = (volatile int32_t *)page;
+    volatile int32_t *raw_remote = (volatile int32_t *)symm_ctx_ptr(ctx, page, peer);
+    unsigned long long bad = 0;
+    uint64_t t0 = 0;
+    for (int k = 0; k < warm + iters; ++k) {
+        uint32_t v = (uint32_t)k + 1u;
+        if (k == warm)
+            t0 = bench_globaltimer();
+        for (int pass = 0; pass < 2; pass++) {
+            /* the initiator sends first; the responder first receives */
+            int send = (pass == 0) == (role == 0);
+            if (f == LF_RAW) {
+                if (send) {
+                    *raw_remote = (int32_t)v;
+                } else {
+                    for (unsigned spin = 0; *raw_local != (int32_t)v; ++spin)
+                        if ((spin & 4095u) == 4095u && bench_globaltimer() > deadline) {
+                            printf("bench: raw flag form timed out (role %d, value %u)\n", role, v);
+                            *d_err = 1;
+                            return;
+                        }
+                }
+                continue;
+            }
+            if (f == LF_P) {
+                if (send)
+                    symm_p_i32(ctx, (int32_t *)page, (int32_t)v, peer);
+                else
+                    symm_wait_until_i32(ctx, (const int32_t *)page, SYMM_CMP_EQ, (int32_t)v);
+                continue;
+            }
+            if (send) {
+                for (int j = 0; j < nbytes / 8; j++)
+                    src[j] = fp_word(v, j);
+                switch (f) {
+                case LF_PS8:
+                case LF_PS64: symm_put_signal(ctx, data, src, (size_t)nbytes, sig, v, SYMM_SIGNAL_SET, peer); break;
+                case LF_PS8_ADD: symm_put_signal(ctx, data, src, 8, sig, 1, SYMM_SIGNAL_ADD, peer); break;
+                case LF_PS8_FENCE:
+                    symm_put_nbi(ctx, data, src, 8, peer);
+                    symm__fence_acq_rel_sys(); /* the data before the signal, for whoever acquires it */
+                    symm_p_u64(ctx, sig, v, peer);
+                    break;
+                default: symm_put_pkt(ctx, page, src, (size_t)nbytes, v, peer); break;
+                }
+            } else {
+                const uint64_t *got = data;
+                if (f == LF_PKT8 || f == LF_PKT64) {
+                    symm_pkt_wait(ctx, page, dst, (size_t)nbytes, v);
+                    got = dst;
+                } else {
+                    symm_signal_wait_until(ctx, sig, SYMM_CMP_EQ, v);
+                }
+                for (int j = 0; j < nbytes / 8; j++)
+                    bad += *(volatile const uint64_t *)&got[j] != fp_word(v, j);
+            }
+        }
+    }
+    if (role == 0)
+        *d_ns = bench_globaltimer() - t0;
+    *d_err += bad;
+}
+
 /* ---- state of one rma run ------------------------------------------------------- */
 
 typedef struct rma {
@@ -533,6 +626,7 @@ static const char *us_cell(double us) {
 #define LAT_PLACEMENT_STRIDE 4096
 
 typedef struct lat_result {
+    double form_med[LF_COUNT];         /* median one-way us over the flag pages (0: not run) */
     double raw, symm[BENCH_LAT_KINDS], symm_reg[BENCH_LAT_KINDS], nv[BENCH_LAT_KINDS];
     int nplaced;                       /* placements measured (0: sweep not run) */
     double raw_med, p_med, raw_min, raw_max, p_min, p_max;
@@ -630,6 +724,92 @@ static void run_placements(rma_t *r, lat_result_t *lr) {
     bench_table_emit(env->report, t);
 }
 
+/* Median one-way us of form f on `page`: launches of `iters` round trips,
+ * the page zeroed on both sides before each. Collective; -2 on wrong data. */
+static double form_latency(rma_t *r, int f, char *page) {
+    bench_env_t *env = r->env;
+    int launches = env->quick ? 2 : 3, warm = env->quick ? 50 : 100, iters = env->quick ? 500 : 2000;
+    int role = env->me == 0 ? 0 : (env->me == r->peer ? 1 : -1);
+    double us[8];
+    unsigned long long errs = 0;
+    for (int l = 0; l < launches; ++l) {
+        unsigned long long ns = 0, err = 0;
+        bench_phase_begin("rma: form %s, launch %d of %d", lf_name[f], l + 1, launches);
+        BENCH_CUDA(cudaMemsetAsync(page, 0, LAT_PLACEMENT_STRIDE, env->stream));
+        BENCH_CUDA(cudaStreamSynchronize(env->stream));
+        bench_barrier();
+        if (role >= 0) {
+            BENCH_CUDA(cudaMemsetAsync(r->d_err, 0, sizeof *r->d_err, env->stream));
+            form_lat_kernel<<<1, 1, 0, env->stream>>>(env->ctx, f, role, role == 0 ? r->peer : 0, warm, iters, page,
+                                                      r->d_ns, r->d_err);
+            BENCH_CUDA(cudaGetLastError());
+            BENCH_CUDA(cudaStreamSynchronize(env->stream));
+            BENCH_CUDA(cudaMemcpy(&err, r->d_err, sizeof err, cudaMemcpyDeviceToHost));
+            if (role == 0)
+                BENCH_CUDA(cudaMemcpy(&ns, r->d_ns, sizeof ns, cudaMemcpyDeviceToHost));
+        }
+        errs += err;
+        us[l] = (double)ns / 1000.0 / iters / 2.0;
+    }
+    bench_phase_end();
+    errs = bench_all_true(errs == 0) ? 0 : 1;
+    if (errs) {
+        r->data_errors++;
+        if (env->me == 0)
+            fprintf(stderr, "symm-bench: form %s: wrong payloads\n", lf_name[f]);
+        return -2.0;
+    }
+    return env->me == 0 ? bench_median(us, launches) : -1.0;
+}
+
+/* Every form on FP_PAGES pages of one symmetric buffer: the median over the
+ * pages, the spread, and the median of the per-page ratio to the raw flag. */
+static void run_forms(rma_t *r, lat_result_t *lr) {
+    bench_env_t *env = r->env;
+    char *buf = NULL;
+    static double us[LF_COUNT][FP_PAGES];
+    int wrong[LF_COUNT] = {0};
+    BENCH_SYMM(symm_calloc(FP_PAGES, LAT_PLACEMENT_STRIDE, (void **)&buf));
+    for (int i = 0; i < FP_PAGES; i++)
+        for (int f = 0; f < LF_COUNT; f++) {
+            double x = form_latency(r, f, buf + (size_t)i * LAT_PLACEMENT_STRIDE);
+            us[f][i] = x;
+            wrong[f] |= x == -2.0;
+        }
+    bench_barrier();
+    BENCH_SYMM(symm_free(buf));
+    const char *hdr[] = {"form", "one-way us (median of pages)", "min-max us", "form / raw flag (median of pages)"};
+    bench_table_t *t = bench_table_new(bench_fmt("put with signal: every form at the same %d flag pages, PE 0 <-> PE %d",
+                                                 FP_PAGES, r->peer), 4, hdr);
+    for (int f = 0; f < LF_COUNT; f++) {
+        double ratio[FP_PAGES], ok[FP_PAGES], lo = 0, hi = 0;
+        int n = 0;
+        for (int i = 0; i < FP_PAGES; i++)
+            if (us[f][i] > 0 && us[LF_RAW][i] > 0) {
+                ok[n] = us[f][i];
+                ratio[n++] = us[f][i] / us[LF_RAW][i];
+                lo = n == 1 || us[f][i] < lo ? us[f][i] : lo;
+                hi = n == 1 || us[f][i] > hi ? us[f][i] : hi;
+            }
+        lr->form_med[f] = n && !wrong[f] ? bench_median(ok, n) : 0;
+        const char *cells[] = {lf_name[f], wrong[f] ? "WRONG DATA" : n ? bench_fmt("%.3f", lr->form_med[f]) : "-",
+                               n ? bench_fmt("%.3f-%.3f", lo, hi) : "-",
+                               n ? bench_fmt("%.2fx", bench_median(ratio, n)) : "-"};
+        bench_table_row(t, cells);
+    }
+    if (env->me == 0 && r->nv && lr->nv[BENCH_LAT_PUT_SIGNAL] > 0) {
+        const char *cells[] = {"nvshmem_putmem_signal 8 B (its own heap: the latency table's address)",
+                               bench_fmt("%.3f", lr->nv[BENCH_LAT_PUT_SIGNAL]), "-", "-"};
+        bench_table_row(t, cells);
+    }
+    bench_table_note(t, bench_fmt("each cell: %d launches of %d round trips (after %d untimed) per page, one-way = "
+                                  "round trip / 2, the page zeroed before each launch; every payload checked on "
+                                  "arrival. put_signal forms wait with symm_signal_wait_until; the packet forms with "
+                                  "symm_pkt_wait (the flag is inside the data: no fence)",
+                                  env->quick ? 2 : 3, env->quick ? 500 : 2000, env->quick ? 50 : 100));
+    bench_table_emit(env->report, t);
+}
+
 /* ---- summary against the bars ----------------------------------------------------- */
 
 static const char *verdict(int have, int pass) { return !have ? "N/A" : (pass ? "PASS" : "MISS"); }
@@ -662,6 +842,24 @@ static void summary(rma_t *r, const put_result_t *pr, int npr, const lat_result_
     const char *c3[] = {"put_signal 8 B ping-pong, one-way", ps > 0 ? bench_fmt("%.3f us", ps) : "-", "<= 1.2 us",
                         verdict(ps > 0, ps <= 1.2)};
     bench_table_row(t, c3);
+    {
+        /* the forms table: put_signal and the packet put at 8 and 64 B, medians over the pages */
+        double a = lr->form_med[LF_PS8], b = lr->form_med[LF_PS64], c = lr->form_med[LF_PKT8],
+               d = lr->form_med[LF_PKT64];
+        int h1 = a > 0 && b > 0, h2 = c > 0 && d > 0;
+        const char *r1[] = {"put_signal 8-64 B one-way (median over flag pages)",
+                            h1 ? bench_fmt("8 B %.3f, 64 B %.3f us", a, b) : "-", "<= 1.2 us",
+                            verdict(h1, h1 && a <= 1.2 && b <= 1.2)};
+        const char *r2[] = {"packet put (symm_put_pkt) 8-64 B one-way (median over flag pages)",
+                            h2 ? bench_fmt("8 B %.3f, 64 B %.3f us", c, d) : "-", "<= 1.2 us",
+                            verdict(h2, h2 && c <= 1.2 && d <= 1.2)};
+        bench_table_row(t, r1);
+        bench_table_row(t, r2);
+        if (env->me == 0) {
+            bench_report_text(env->report, "bar: put_signal 8-64 B one-way <= 1.2 us: %s (%s)", r1[3], r1[1]);
+            bench_report_text(env->report, "bar: packet put 8-64 B one-way <= 1.2 us: %s (%s)", r2[3], r2[1]);
+        }
+    }
 
     /* every figure >= NVSHMEM's */
     int below = 0, below2 = 0, compared = 0;
@@ -779,10 +977,14 @@ static int run_rma(bench_env_t *env) {
     int npr = 0;
     lat_result_t lr;
     memset(&lr, 0, sizeof lr);
-    run_put_bw(&r, pr, &npr);
+    if (!(getenv("SYMM_BENCH_RMA_LAT_ONLY") && atoi(getenv("SYMM_BENCH_RMA_LAT_ONLY"))))
+        run_put_bw(&r, pr, &npr);
+    else
+        bench_report_text(env->report, "Put bandwidth: not run (SYMM_BENCH_RMA_LAT_ONLY=1).");
     if (env->npes >= 2) {
         run_latencies(&r, &lr);
         run_placements(&r, &lr);
+        run_forms(&r, &lr);
     }
     summary(&r, pr, npr, &lr, env->npes >= 2);
 

@@ -111,7 +111,7 @@ class Job:
         self.threads = []
         for r in range(npes):
             e = dict(os.environ)
-            for v in ("SYMM_WAIT_TIMEOUT", "SYMM_COLL_BLOCKS", "SYMM_COLL_ALGO", "SYMM_COLL_CE_MIN"):
+            for v in ("SYMM_WAIT_TIMEOUT", "SYMM_COLL_BLOCKS", "SYMM_COLL_ALGO", "SYMM_COLL_CE_MIN", "SYMM_COLL_TUNE"):
                 e.pop(v, None)
             e.update({"RANK": str(r), "WORLD_SIZE": str(npes), "LOCAL_RANK": str(r),
                       "LOCAL_WORLD_SIZE": str(npes), "MASTER_ADDR": "127.0.0.1",

@@ -36,10 +36,16 @@
  * symmetric, at the same heap offset, on every PE go through the copy
  * engines instead (between two stream barriers; no SMs taken); the PEs
  * agree on that over the bootstrap, a host round trip, so such calls do not
- * return before every PE made them.
+ * return before every PE made them. Large reduce-scatters (any buffers),
+ * broadcasts and all-reduces (into a recv symmetric at the same heap offset
+ * on every PE, agreed the same way) go through copy-engine pipelines
+ * ("copy-engine": the data on the copy engines chunk by chunk, small
+ * kernels signalling the chunks). SYMM_COLL_TUNE="name=bytes,..." moves
+ * AUTO's limits (the table in symm/device/coll_auto.h); set it alike on
+ * every PE.
  *
  * Errors (nothing is enqueued): SYMM_ERR_NOT_INITIALIZED; SYMM_ERR_ENV (a bad
- * SYMM_COLL_ALGO or SYMM_COLL_BLOCKS); SYMM_ERR_INVALID_ARG
+ * SYMM_COLL_ALGO, SYMM_COLL_BLOCKS or SYMM_COLL_TUNE); SYMM_ERR_INVALID_ARG
  * (NULL buffer with count > 0, a count whose byte size overflows, a bad enum,
  * root outside the team, buffers that overlap other than as allowed, a
  * pointer the GPU cannot access); SYMM_ERR_UNSUPPORTED (a dtype/op/accumulator

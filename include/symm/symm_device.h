@@ -156,6 +156,42 @@ SYMM_FOR_EACH_AMO_TYPE(SYMM__DECL_WAIT)
 #undef SYMM__DECL_WAIT
 
 /* ------------------------------------------------------------------------ */
+/* Packet puts: the payload and its flag in the same stores                   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A packet buffer holds a payload of nbytes as SYMM_PKT_BYTES(nbytes) bytes
+ * of symmetric memory (16-byte aligned; cleared to 0 when allocated): each
+ * 8-byte word of the payload travels in a 16-byte packet with the flag in
+ * each half. symm_put_pkt stores src's nbytes into PE pe's copy of `pkt`,
+ * every packet marked with `flag` (not 0); no fence, so the receiver can
+ * have it one NVLink trip later. symm_pkt_wait waits until every packet of
+ * the local `pkt` carries `flag`, copying the payload into `dest` (any
+ * local memory) as it arrives, and honours the deadline and the abort flag.
+ *
+ * The flag is the signal: it says this payload has arrived, and nothing
+ * else (unlike symm_put_signal, it orders none of the caller's other
+ * stores). The sender must not put into a buffer again before its reader
+ * has waited for the previous flag (a reply, or two buffers used in turn),
+ * and each put into a buffer uses a flag the buffer does not already hold
+ * (a sequence number; 0 is never one). PE pe must be in the load/store
+ * window. Thread scope; the _warp and _block forms share the packets among
+ * the lanes and end with a warp or block barrier.
+ */
+#define SYMM_PKT_BYTES(nbytes) ((((size_t)(nbytes) + 7u) / 8u) * 16u)
+SYMM_DEVICE_FN void symm_put_pkt(const symm_ctx_t *ctx, void *pkt, const void *src, size_t nbytes, uint32_t flag,
+                                 int pe);
+SYMM_DEVICE_FN void symm_put_pkt_warp(const symm_ctx_t *ctx, void *pkt, const void *src, size_t nbytes,
+                                      uint32_t flag, int pe);
+SYMM_DEVICE_FN void symm_put_pkt_block(const symm_ctx_t *ctx, void *pkt, const void *src, size_t nbytes,
+                                       uint32_t flag, int pe);
+SYMM_DEVICE_FN void symm_pkt_wait(const symm_ctx_t *ctx, const void *pkt, void *dest, size_t nbytes, uint32_t flag);
+SYMM_DEVICE_FN void symm_pkt_wait_warp(const symm_ctx_t *ctx, const void *pkt, void *dest, size_t nbytes,
+                                       uint32_t flag);
+SYMM_DEVICE_FN void symm_pkt_wait_block(const symm_ctx_t *ctx, const void *pkt, void *dest, size_t nbytes,
+                                        uint32_t flag);
+
+/* ------------------------------------------------------------------------ */
 /* Remote load/store with scope and ordering                                  */
 /* ------------------------------------------------------------------------ */
 

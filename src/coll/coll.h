@@ -69,8 +69,28 @@ extern "C" {
 #  error "the push pipeline's sync words must fit below SYMM__COLL_PUSH_SYNC"
 #endif
 
-/* Copy-engine data movement (coll_ce.cu): a side stream and two events per
- * team, made when the team's first collective sets it up. */
+/* AUTO's limits in force for one team size: SYMM__COLL_LIMITS's column,
+ * then SYMM_COLL_TUNE, then symm__coll_tune_set's overrides. */
+typedef struct symm__coll_limits {
+#define SYMM__COLL_LIMIT_FIELD(f, n2, n4, n8, help) uint64_t f;
+    SYMM__COLL_LIMITS(SYMM__COLL_LIMIT_FIELD)
+#undef SYMM__COLL_LIMIT_FIELD
+} symm__coll_limits_t;
+
+/* The limits for a team of n PEs. SYMM_ERR_ENV when SYMM_COLL_TUNE does not
+ * parse (a message names the bad entry). */
+symm_status_t symm__coll_limits(int n, symm__coll_limits_t *out);
+/* Tuning (bench, tests): set limit `name` (a field of SYMM__COLL_LIMITS) to
+ * `value` for every team size, over SYMM_COLL_TUNE. Every PE must set the
+ * same. Errors: SYMM_ERR_INVALID_ARG (unknown name). */
+symm_status_t symm__coll_tune_set(const char *name, uint64_t value);
+/* Drop the override of limit `name`. Errors: SYMM_ERR_INVALID_ARG. */
+symm_status_t symm__coll_tune_clear(const char *name);
+/* Drop every symm__coll_tune_set override. */
+void symm__coll_tune_reset(void);
+
+/* Copy-engine data movement (coll_ce.cu, coll_ce_pipe.cu): side streams and
+ * events per team, made when the team's first collective sets it up. */
 typedef struct symm__coll_ce symm__coll_ce_t;
 symm_status_t symm__coll_ce_create(symm__coll_ce_t **out);
 void symm__coll_ce_destroy(symm__coll_ce_t *ce);
@@ -80,6 +100,43 @@ void symm__coll_ce_destroy(symm__coll_ce_t *ce);
  * SYMM_ERR_INTERNAL. */
 symm_status_t symm__coll_ce_move(symm__coll_ce_t *ce, symm_team_t team, const void *send, void *recv,
                                  uint64_t nbytes, uint64_t src_piece, uint64_t out_piece, symm_stream_t stream);
+
+/* The copy-engine pipelines (coll_ce_pipe.cu). Each runs in slot 0 of the
+ * team's workspace: a first kernel starts the call there (its counter and
+ * a handshake with every PE, which carries the call's signature), the
+ * chunks are signalled with kind-3 flags (and their buffers freed with kind-4
+ * ones) indexed by chunk, and later kernels take the call's flag value from
+ * slot 0's counter. `blocks`: the SM kernels' grid. */
+typedef struct symm__coll_pipe {
+    symm__coll_ce_t *ce;
+    symm_team_t team;
+    const symm_ctx_t *ctx;      /* the team's context (host copy) */
+    const symm__coll_ws_t *ws;
+    char *stage;                /* SYMM__COLL_STAGE_BYTES of symmetric heap (reduce-scatter) */
+    uint64_t chunk;             /* bytes per chunk (rounded up to 16; fewer than 256 chunks) */
+    int blocks;
+    /* the call's signature (symm__c_sig): call, bytes per PE, reduction kind, op, root */
+    int call;                   /* SYMM__PIPE_* */
+    uint64_t sig_bytes;
+    int kind, op, root;
+} symm__coll_pipe_t;
+#define SYMM__PIPE_AR    1
+#define SYMM__PIPE_RS    2
+#define SYMM__PIPE_BCAST 5
+/* Broadcast: the root copies part j of each chunk into non-root j's recv
+ * on the copy engine and signals the chunk; each non-root forwards its part
+ * of every signalled chunk to the other non-roots with SM stores; an end
+ * handshake. recv must be symmetric at the same heap offset on every PE.
+ * Errors: SYMM_ERR_CUDA, SYMM_ERR_INTERNAL. */
+symm_status_t symm__coll_ce_bcast(const symm__coll_pipe_t *pp, const void *send, void *recv, uint64_t nbytes,
+                                  int root, symm_stream_t stream);
+/* Reduce-scatter: each PE copies piece q of its send (chunk by chunk) into
+ * PE q's staging area on the copy engine and signals it; PE q reduces each
+ * chunk from its stage and its own piece into recv on a side stream and
+ * frees the buffer. send and recv may be any memory the GPU can access.
+ * `piece`: bytes between send's pieces. Errors: SYMM_ERR_CUDA. */
+symm_status_t symm__coll_ce_rs(const symm__coll_pipe_t *pp, const void *send, void *recv, uint64_t nbytes,
+                               uint64_t piece, int kind, int op, symm_stream_t stream);
 
 /* Testing: set the call counters of every block slot of `team`'s workspace
  * to `count` and clear its flags and regions, and set the push pipeline's

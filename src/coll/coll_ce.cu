@@ -33,11 +33,8 @@ extern "C" {
 #include "heap/heap.h"
 #include "coll/coll.h"
 }
+#include "coll/coll_ce.h"
 
-struct symm__coll_ce {
-    cudaStream_t side;
-    cudaEvent_t fork, join;
-};
 
 static symm_status_t ce_fail(const char *what, cudaError_t e) {
     return symm__error(SYMM_ERR_CUDA, "collectives (copy engines): %s: %s", what, cudaGetErrorString(e));
@@ -45,32 +42,48 @@ static symm_status_t ce_fail(const char *what, cudaError_t e) {
 
 extern "C" symm_status_t symm__coll_ce_create(symm__coll_ce_t **out) {
     symm__coll_ce_t *ce = new (std::nothrow) symm__coll_ce_t();
-    cudaError_t e;
+    cudaStream_t *streams[3];
+    cudaEvent_t *events[5];
+    cudaError_t e = cudaSuccess;
+    int ns = 0, nev = 0;
     if (ce == NULL)
         return symm__error(SYMM_ERR_NO_MEMORY, "collectives: no memory for the copy-engine state");
-    if ((e = cudaStreamCreateWithFlags(&ce->side, cudaStreamNonBlocking)) != cudaSuccess) {
-        delete ce;
-        return ce_fail("creating the side stream", e);
+    streams[0] = &ce->side;
+    streams[1] = &ce->sig;
+    streams[2] = &ce->red;
+    events[0] = &ce->fork;
+    events[1] = &ce->join;
+    events[2] = &ce->join_sig;
+    events[3] = &ce->join_red;
+    events[4] = &ce->step;
+    for (; ns < 3 && e == cudaSuccess; ns++)
+        if ((e = cudaStreamCreateWithFlags(streams[ns], cudaStreamNonBlocking)) != cudaSuccess)
+            break;
+    for (; e == cudaSuccess && nev < 5; nev++)
+        if ((e = cudaEventCreateWithFlags(events[nev], cudaEventDisableTiming)) != cudaSuccess)
+            break;
+    if (e == cudaSuccess) {
+        *out = ce;
+        return SYMM_SUCCESS;
     }
-    if ((e = cudaEventCreateWithFlags(&ce->fork, cudaEventDisableTiming)) != cudaSuccess)
-        goto err_stream;
-    if ((e = cudaEventCreateWithFlags(&ce->join, cudaEventDisableTiming)) != cudaSuccess)
-        goto err_fork;
-    *out = ce;
-    return SYMM_SUCCESS;
-err_fork:
-    cudaEventDestroy(ce->fork);
-err_stream:
-    cudaStreamDestroy(ce->side);
+    while (nev-- > 0)
+        cudaEventDestroy(*events[nev]);
+    while (ns-- > 0)
+        cudaStreamDestroy(*streams[ns]);
     delete ce;
-    return ce_fail("creating its events", e);
+    return ce_fail("creating its streams and events", e);
 }
 
 extern "C" void symm__coll_ce_destroy(symm__coll_ce_t *ce) {
     if (ce == NULL)
         return;
+    cudaEventDestroy(ce->step);
+    cudaEventDestroy(ce->join_red);
+    cudaEventDestroy(ce->join_sig);
     cudaEventDestroy(ce->join);
     cudaEventDestroy(ce->fork);
+    cudaStreamDestroy(ce->red);
+    cudaStreamDestroy(ce->sig);
     cudaStreamDestroy(ce->side);
     delete ce;
 }

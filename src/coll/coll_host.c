@@ -41,25 +41,25 @@ typedef struct coll_team {
 
 static const char g_team_key; /* finds coll_team_t among a team's module state */
 static int g_direct_blocks;
-static uint64_t g_packet_max = SYMM__COLL_PACKET_MAX, g_oneshot_max = SYMM__COLL_ONESHOT_MAX;
 static uint64_t g_region_units = SYMM__COLL_REGION_UNITS;
-static uint64_t g_ar_packet2_min = SYMM__COLL_AR_PACKET2_MIN, g_ar_packet_max = SYMM__COLL_AR_PACKET_MAX;
-static uint64_t g_ar_stores_max = SYMM__COLL_AR_STORES_MAX;
 static uint32_t g_nbmax;
-static uint64_t g_bcast_hop1_max = SYMM__COLL_BCAST_HOP1_MAX, g_bcast_packet_max = SYMM__COLL_BCAST_PACKET_MAX;
-static uint64_t g_push_ar_min = SYMM__COLL_PUSH_AR_MIN, g_push_rs_min = SYMM__COLL_PUSH_RS_MIN;
 static int g_push_blocks, g_push_slots;
 static _Thread_local char t_last_algo[32] = "none";
 
+/* The older hooks: a value of 0 drops the override. */
+static void ovr(const char *name, uint64_t value) {
+    (void)(value ? symm__coll_tune_set(name, value) : symm__coll_tune_clear(name));
+}
+
 void symm__coll_tune(int direct_blocks, uint64_t packet_max, uint64_t oneshot_max) {
     g_direct_blocks = direct_blocks > 0 && direct_blocks <= SYMM_COLL_MAX_BLOCKS - 1 ? direct_blocks : 0;
-    g_packet_max = packet_max ? packet_max : SYMM__COLL_PACKET_MAX;
-    g_oneshot_max = oneshot_max ? oneshot_max : SYMM__COLL_ONESHOT_MAX;
+    ovr("packet_max", packet_max);
+    ovr("oneshot_max", oneshot_max);
 }
 
 void symm__coll_tune_push(uint64_t ar_min, uint64_t rs_min, int blocks, int slots) {
-    g_push_ar_min = ar_min ? ar_min : SYMM__COLL_PUSH_AR_MIN;
-    g_push_rs_min = rs_min ? rs_min : SYMM__COLL_PUSH_RS_MIN;
+    ovr("push_ar_min", ar_min);
+    ovr("push_rs_min", rs_min);
     g_push_slots = slots > 0 && slots <= (int)SYMM__COLL_PUSH_SLOTS ? slots : 0;
     g_push_blocks = blocks > 0 && blocks <= (int)SYMM__COLL_PUSH_SLOTS ? blocks : 0;
 }
@@ -69,15 +69,15 @@ static uint32_t push_slots(void) { return g_push_slots ? (uint32_t)g_push_slots 
 void symm__coll_tune_units(uint32_t units) { g_region_units = units ? units : SYMM__COLL_REGION_UNITS; }
 
 void symm__coll_tune_ar_packet(uint64_t two_min, uint64_t packet_max) {
-    g_ar_packet2_min = two_min ? two_min : SYMM__COLL_AR_PACKET2_MIN;
-    g_ar_packet_max = packet_max ? packet_max : SYMM__COLL_AR_PACKET_MAX;
+    ovr("ar_packet2_min", two_min);
+    ovr("ar_packet_max", packet_max);
 }
 
-void symm__coll_tune_ar_stores(uint64_t max) { g_ar_stores_max = max ? max : SYMM__COLL_AR_STORES_MAX; }
+void symm__coll_tune_ar_stores(uint64_t max) { ovr("ar_stores_max", max); }
 
 void symm__coll_tune_bcast(uint64_t hop1_max, uint64_t packet_max) {
-    g_bcast_hop1_max = hop1_max ? hop1_max : SYMM__COLL_BCAST_HOP1_MAX;
-    g_bcast_packet_max = packet_max ? packet_max : SYMM__COLL_BCAST_PACKET_MAX;
+    ovr("bcast_hop1_max", hop1_max);
+    ovr("bcast_packet_max", packet_max);
 }
 
 const char *symm_coll_last_algo(void) { return t_last_algo; }
@@ -275,6 +275,7 @@ typedef struct coll_args {
     int kind;        /* reductions: the reduction kind */
     uint64_t nbytes; /* count x esz */
     uint64_t total;  /* nbytes x n_pes */
+    symm__coll_limits_t lim; /* AUTO's limits for the team's size */
 } coll_args_t;
 
 /*
@@ -298,6 +299,8 @@ static symm_status_t prologue(const char *call, symm_team_t team, symm_stream_t 
     if (st != SYMM_SUCCESS)
         return st;
     n = a->t->ctx.n_pes;
+    if ((st = symm__coll_limits(n, &a->lim)) != SYMM_SUCCESS)
+        return st; /* SYMM_COLL_TUNE does not parse: its message names the entry */
     if (root && (*root < 0 || *root >= n))
         return symm__error(SYMM_ERR_INVALID_ARG, "%s: root %d outside the team (%d PEs)", call, *root, n);
     if ((st = bytes_of(call, count, a->esz, per_pe ? (uint64_t)n : 1, &a->nbytes)) != SYMM_SUCCESS)
@@ -469,6 +472,87 @@ static symm_status_t far_coll(coll_team_t *t, const char *call, int kind, const 
     return st;
 }
 
+/* ---- the copy-engine paths -------------------------------------------------------- */
+
+/* Can this team take a copy-engine path at all? A team that is the whole
+ * world (one node: world PE p is node PE p, which the peer addresses of the
+ * copies rely on) with its copy-engine state. */
+static int ce_ok(const coll_team_t *t) {
+    return t->ce != NULL && t->ctx.n_pes == symm_n_pes() && t->ctx.n_pes <= SYMM_COLL_MAX_PES;
+}
+
+/*
+ * May this call copy into the peers' recv on the copy engines? Only on a
+ * team that can (ce_ok), and only when recv is in the symmetric heap at the
+ * same offset on every PE: the copies write to the peer's copy of this PE's
+ * address (symm_ptr), so a PE whose recv lies elsewhere would get its data
+ * in the wrong place; and PEs may differ in which of their buffers are
+ * symmetric, but a PE whose recv is not must not be left in a kernel's
+ * handshake while its peers copy. Each PE's recv offset is exchanged through
+ * the bootstrap (a host round trip between the PEs, only for calls this
+ * large; under graph capture it happens once, at capture, which fixes the
+ * buffers). The caller has checked the size against its limit.
+ */
+static symm_status_t want_ce(coll_team_t *t, const char *call, const void *recv, uint64_t recv_bytes, int *out) {
+    uint64_t mine, all[SYMM_COLL_MAX_PES];
+    int n = t->ctx.n_pes;
+    symm_status_t st;
+    *out = 0;
+    if (!ce_ok(t))
+        return SYMM_SUCCESS;
+    /* recv's heap offset, or UINT64_MAX outside the heap */
+    mine = in_heap(recv, recv_bytes) ? (uint64_t)(uintptr_t)recv - t->ctx.heap_base : UINT64_MAX;
+    if ((st = symm_host_allgather(&mine, all, sizeof(mine))) != SYMM_SUCCESS)
+        return symm__error(st, "%s: agreeing on the copy-engine path: %s", call, symm_strerror(st));
+    for (int p = 0; p < n; p++)
+        if (all[p] == UINT64_MAX || all[p] != all[0])
+            return SYMM_SUCCESS;
+    *out = 1;
+    return SYMM_SUCCESS;
+}
+
+/* What the copy-engine pipelines need of the team, and what the call is
+ * (its signature: call, bytes per PE, reduction kind, op, root). */
+static void pipe_of(coll_team_t *t, const symm__coll_limits_t *lim, int call, uint64_t bytes, int kind, int op,
+                    int root, symm__coll_pipe_t *pp) {
+    memset(pp, 0, sizeof(*pp));
+    pp->ce = t->ce;
+    pp->team = t->team;
+    pp->ctx = &t->ctx;
+    pp->ws = &t->ws;
+    pp->stage = t->stage;
+    pp->chunk = lim->ce_chunk;
+    /* the forwarding and reduction kernels wait for the peers' signal kernels:
+     * with PEs sharing a GPU, leave room beside them for this PE's own */
+    pp->blocks = direct_blocks_max(t, (uint64_t)1 << 30, SYMM__COLL_MOVE_BLOCKS);
+    if (pp->blocks > t->sm_cap - 2)
+        pp->blocks = t->sm_cap > 2 ? t->sm_cap - 2 : 1;
+    pp->call = call;
+    pp->sig_bytes = bytes;
+    pp->kind = kind;
+    pp->op = op;
+    pp->root = root;
+}
+
+/* All-reduce through the copy engines (nbytes a multiple of 16 n, recv
+ * symmetric everywhere: want_ce): the copy-engine reduce-scatter of send
+ * into this PE's piece of recv, then the copy-engine all-gather of the
+ * pieces in place. */
+static symm_status_t ar_ce(coll_team_t *t, const coll_args_t *a, const void *send, void *recv, int op,
+                           symm_stream_t stream) {
+    symm__coll_pipe_t pp;
+    int n = t->ctx.n_pes, me = t->ctx.my_pe;
+    uint64_t piece = a->nbytes / (uint64_t)n;
+    char *mine = (char *)recv + (uint64_t)me * piece;
+    symm_status_t st;
+    pipe_of(t, &a->lim, SYMM__PIPE_AR, a->nbytes, a->kind, op, -1, &pp);
+    if ((st = symm__coll_ce_rs(&pp, send, mine, piece, piece, a->kind, op, stream)) != SYMM_SUCCESS ||
+        (st = symm__coll_ce_move(t->ce, t->team, mine, recv, piece, 0, piece, stream)) != SYMM_SUCCESS)
+        return st;
+    snprintf(t_last_algo, sizeof(t_last_algo), "copy-engine");
+    return SYMM_SUCCESS;
+}
+
 /* ---- all-reduce ------------------------------------------------------------------- */
 
 symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, symm_dtype_t dtype, symm_redop_t op,
@@ -494,11 +578,19 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
     if ((st = requested(call, algo, &algo)) != SYMM_SUCCESS)
         return st;
     n = t->ctx.n_pes;
-    if (algo == SYMM_COLL_ALGO_AUTO)
-        algo = nbytes <= (n >= 3 ? g_ar_packet_max : g_packet_max) ? SYMM_COLL_ALGO_PACKET
-             : nbytes <= g_oneshot_max                            ? SYMM_COLL_ALGO_ONESHOT
-             : nbytes >= g_push_ar_min                            ? SYMM_COLL_ALGO_PUSH
-                                                                  : SYMM_COLL_ALGO_TWOSHOT;
+    if (algo == SYMM_COLL_ALGO_AUTO) {
+        int ce = 0;
+        algo = nbytes <= (n >= 3 ? a.lim.ar_packet_max : a.lim.packet_max) ? SYMM_COLL_ALGO_PACKET
+             : nbytes <= a.lim.oneshot_max                                ? SYMM_COLL_ALGO_ONESHOT
+             : nbytes >= a.lim.push_ar_min                                ? SYMM_COLL_ALGO_PUSH
+                                                                          : SYMM_COLL_ALGO_TWOSHOT;
+        /* the copy-engine halves: pieces of 16-byte multiples, recv symmetric everywhere */
+        if (nbytes >= a.lim.ar_ce_min && n >= 2 && nbytes % (16 * (uint64_t)n) == 0 &&
+            (st = want_ce(t, call, recv, nbytes, &ce)) != SYMM_SUCCESS)
+            return st;
+        if (ce)
+            return ar_ce(t, &a, send, recv, (int)op, stream);
+    }
     /* No multicast object exists (symm creates none yet): the unicast twin. */
     if (algo == SYMM_COLL_ALGO_MULTIMEM)
         algo = SYMM_COLL_ALGO_TWOSHOT;
@@ -507,7 +599,7 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
     {
         symm__ck_t k = SYMM__CK_COUNT;
         const char *name = NULL;
-        if (algo == SYMM_COLL_ALGO_PACKET && n >= 3 && nbytes > g_ar_packet2_min &&
+        if (algo == SYMM_COLL_ALGO_PACKET && n >= 3 && nbytes > a.lim.ar_packet2_min &&
             (nb = ar_packet2_blocks(t, cdiv(nbytes, 8))) > 0) {
             k = SYMM__CK_AR_PACKET2;
             name = "packet-2shot";
@@ -553,7 +645,7 @@ symm_status_t symm_all_reduce_ex(const void *send, void *recv, size_t count, sym
             if (push) {
                 base_launch(&l, t, SYMM__CK_AR_PUSH, push_blocks(t, cdiv(len, (uint64_t)n)));
                 push_launch(&l, t);
-            } else if (n >= 3 && len <= g_ar_stores_max &&
+            } else if (n >= 3 && len <= a.lim.ar_stores_max &&
                        (nb = region_blocks(t, cdiv(len, 16 * (uint64_t)n))) > 0) {
                 /* each piece into its owner's region (a slot's share of the
                  * ceil(len / n)-byte pieces, in 16-byte units, must fit) */
@@ -612,10 +704,34 @@ symm_status_t symm_reduce_scatter_ex(const void *send, void *recv, size_t recv_c
                         total, nbytes, stream);
     if ((st = requested(call, algo, &algo)) != SYMM_SUCCESS)
         return st;
-    if (algo == SYMM_COLL_ALGO_AUTO)
-        algo = nbytes <= g_packet_max  ? SYMM_COLL_ALGO_PACKET
-             : nbytes >= g_push_rs_min ? SYMM_COLL_ALGO_PUSH
-                                       : SYMM_COLL_ALGO_TWOSHOT;
+    if (algo == SYMM_COLL_ALGO_AUTO) {
+        algo = nbytes <= a.lim.rs_packet_max  ? SYMM_COLL_ALGO_PACKET
+             : nbytes <= a.lim.rs_oneshot_max ? SYMM_COLL_ALGO_ONESHOT
+             : nbytes >= a.lim.push_rs_min    ? SYMM_COLL_ALGO_PUSH
+                                              : SYMM_COLL_ALGO_TWOSHOT;
+        if (nbytes >= a.lim.rs_ce_min && ce_ok(t)) {
+            symm__coll_pipe_t pp;
+            pipe_of(t, &a.lim, SYMM__PIPE_RS, nbytes, kind, (int)op, -1, &pp);
+            if ((st = symm__coll_ce_rs(&pp, send, recv, nbytes, nbytes, kind, (int)op, stream)) == SYMM_SUCCESS)
+                snprintf(t_last_algo, sizeof(t_last_algo), "copy-engine");
+            return st;
+        }
+    }
+    /* ONESHOT: each piece into its owner's plain-data region, when a slot's
+     * share fits (its last unit holds the signature: symm__c_handshake_sig) */
+    if (algo == SYMM_COLL_ALGO_ONESHOT &&
+        (nb = region_blocks_of(t, cdiv(nbytes, 16), t->ws.region >= 32 ? t->ws.region / 16 - 1 : 0)) > 0) {
+        base_launch(&l, t, SYMM__CK_RS_ONESHOT, nb);
+        l.dst = recv;
+        l.src = send;
+        l.nbytes = nbytes;
+        l.piece = nbytes;
+        l.kind = kind;
+        l.op = (int)op;
+        if ((st = symm__coll_launch(&l, stream)) == SYMM_SUCCESS)
+            snprintf(t_last_algo, sizeof(t_last_algo), "oneshot");
+        return st;
+    }
     /* PUSH and PACKET: one launch whatever the buffers (the peers' data
      * reaches this PE through its scratch; every load is local) */
     if (algo == SYMM_COLL_ALGO_PUSH ||
@@ -672,46 +788,15 @@ symm_status_t symm_reduce_scatter(const void *send, void *recv, size_t recv_coun
 /* ---- data movement: all-gather, all-to-all, broadcast ------------------------------- */
 
 /*
- * Does this all-gather / all-to-all go through the copy engines? Only pieces
- * of at least SYMM_COLL_CE_MIN bytes, on a team that is the whole world, and
- * only when recv is in the symmetric heap at the same offset on every PE:
- * the copies write to the peer's copy of this PE's address (symm_ptr), so a
- * PE whose recv lies elsewhere would get its data in the wrong place; and
- * PEs may differ in which of their buffers are symmetric, but a PE whose
- * recv is not must not be left in the direct kernel's handshake while its
- * peers copy. Each PE's recv offset is exchanged through the bootstrap (a
- * host round trip between the PEs, only for calls this large; under graph
- * capture it happens once, at capture, which fixes the buffers).
- */
-static symm_status_t want_ce(coll_team_t *t, const char *call, const void *recv, uint64_t recv_bytes,
-                             uint64_t nbytes, int *out) {
-    uint64_t min = (uint64_t)symm__env()->coll_ce_min;
-    uint64_t mine, all[SYMM_COLL_MAX_PES];
-    int n = t->ctx.n_pes;
-    symm_status_t st;
-    *out = 0;
-    if (min == 0 || nbytes < min || t->ce == NULL || n != symm_n_pes() || n > SYMM_COLL_MAX_PES)
-        return SYMM_SUCCESS;
-    /* recv's heap offset, or UINT64_MAX outside the heap */
-    mine = in_heap(recv, recv_bytes) ? (uint64_t)(uintptr_t)recv - t->ctx.heap_base : UINT64_MAX;
-    if ((st = symm_host_allgather(&mine, all, sizeof(mine))) != SYMM_SUCCESS)
-        return symm__error(st, "%s: agreeing on the copy-engine path: %s", call, symm_strerror(st));
-    for (int p = 0; p < n; p++)
-        if (all[p] == UINT64_MAX || all[p] != all[0])
-            return SYMM_SUCCESS;
-    *out = 1;
-    return SYMM_SUCCESS;
-}
-
-/*
  * One routine for the three: PE me sends `nbytes` from send + p * src_piece
  * to PE p, landing at p's recv + me * out_piece (broadcast, root >= 0: the
  * root sends send to everyone's recv). `rows`: how many pieces of recv the
  * stage must hold (n, or 1 for broadcast).
  */
 static symm_status_t move(coll_team_t *t, const char *call, const void *send, void *recv, uint64_t nbytes,
-                          uint64_t src_piece, uint64_t out_piece, int root, uint64_t packet_max,
+                          uint64_t src_piece, uint64_t out_piece, int root, const symm__coll_limits_t *lim,
                           symm_stream_t stream) {
+    uint64_t packet_max = root >= 0 ? lim->bcast_packet_max : lim->packet_max;
     symm__coll_launch_t l;
     symm_coll_algo_t algo = SYMM_COLL_ALGO_AUTO;
     symm_status_t st;
@@ -727,9 +812,10 @@ static symm_status_t move(coll_team_t *t, const char *call, const void *send, vo
                         root >= 0 || src_piece == 0 ? nbytes : recv_bytes, recv_bytes, stream);
     if ((st = requested(call, SYMM_COLL_ALGO_AUTO, &algo)) != SYMM_SUCCESS)
         return st;
-    if (algo == SYMM_COLL_ALGO_AUTO && root < 0) {
+    if (algo == SYMM_COLL_ALGO_AUTO && root < 0 && symm__env()->coll_ce_min != 0 &&
+        nbytes >= (uint64_t)symm__env()->coll_ce_min) {
         int ce = 0;
-        if ((st = want_ce(t, call, recv, recv_bytes, nbytes, &ce)) != SYMM_SUCCESS)
+        if ((st = want_ce(t, call, recv, recv_bytes, &ce)) != SYMM_SUCCESS)
             return st;
         if (ce) {
             if ((st = symm__coll_ce_move(t->ce, t->team, send, recv, nbytes, src_piece, out_piece, stream)) ==
@@ -738,11 +824,25 @@ static symm_status_t move(coll_team_t *t, const char *call, const void *send, vo
             return st;
         }
     }
+    /* broadcast through the copy engines: the root's chunks on its copy
+     * engine, the non-roots forwarding (recv symmetric everywhere) */
+    if (algo == SYMM_COLL_ALGO_AUTO && root >= 0 && nbytes >= lim->bcast_ce_min && ce_ok(t)) {
+        int ce = 0;
+        if ((st = want_ce(t, call, recv, recv_bytes, &ce)) != SYMM_SUCCESS)
+            return st;
+        if (ce) {
+            symm__coll_pipe_t pp;
+            pipe_of(t, lim, SYMM__PIPE_BCAST, nbytes, -1, 0, root, &pp);
+            if ((st = symm__coll_ce_bcast(&pp, send, recv, nbytes, root, stream)) == SYMM_SUCCESS)
+                snprintf(t_last_algo, sizeof(t_last_algo), "copy-engine");
+            return st;
+        }
+    }
     if (algo == SYMM_COLL_ALGO_AUTO)
         algo = nbytes <= packet_max ? SYMM_COLL_ALGO_PACKET : SYMM_COLL_ALGO_TWOSHOT;
-    /* broadcast: past g_bcast_hop1_max the root's packets go to one
+    /* broadcast: past bcast_hop1_max the root's packets go to one
      * non-root each and are forwarded from there (n >= 3) */
-    if (algo == SYMM_COLL_ALGO_PACKET && root >= 0 && n >= 3 && nbytes > g_bcast_hop1_max &&
+    if (algo == SYMM_COLL_ALGO_PACKET && root >= 0 && n >= 3 && nbytes > lim->bcast_hop1_max &&
         (nb = bcast2_blocks(t, cdiv(nbytes, 8), n - 1)) > 0) {
         base_launch(&l, t, SYMM__CK_BCAST_PACKET2, nb);
         l.dst = recv;
@@ -807,7 +907,7 @@ symm_status_t symm_all_gather(const void *send, void *recv, size_t send_count, s
                          (uintptr_t)recv + (uint64_t)a.t->ctx.my_pe * a.nbytes,
                          "send overlaps recv other than at recv + my_pe * send_count")) != SYMM_SUCCESS)
         return st;
-    return move(a.t, call, send, recv, a.nbytes, 0, a.nbytes, -1, g_packet_max, stream);
+    return move(a.t, call, send, recv, a.nbytes, 0, a.nbytes, -1, &a.lim, stream);
 }
 
 symm_status_t symm_all_to_all(const void *send, void *recv, size_t count, symm_dtype_t dtype, symm_team_t team,
@@ -822,7 +922,7 @@ symm_status_t symm_all_to_all(const void *send, void *recv, size_t count, symm_d
     if ((st = check_pair(call, send, a.total, recv, a.total, 0, 0,
                          "send and recv overlap (all-to-all is not in place)")) != SYMM_SUCCESS)
         return st;
-    return move(a.t, call, send, recv, a.nbytes, a.nbytes, a.nbytes, -1, g_packet_max, stream);
+    return move(a.t, call, send, recv, a.nbytes, a.nbytes, a.nbytes, -1, &a.lim, stream);
 }
 
 symm_status_t symm_broadcast(const void *send, void *recv, size_t count, symm_dtype_t dtype, int root,
@@ -849,9 +949,7 @@ symm_status_t symm_broadcast(const void *send, void *recv, size_t count, symm_dt
     }
     if ((st = check_buf(call, "recv", recv, nbytes)) != SYMM_SUCCESS)
         return st;
-    /* two-hop packets need a third PE */
-    return move(t, call, send, recv, nbytes, 0, 0, root, t->ctx.n_pes >= 3 ? g_bcast_packet_max : g_packet_max,
-                stream);
+    return move(t, call, send, recv, nbytes, 0, 0, root, &a.lim, stream);
 }
 
 /* ---- all_to_allv ------------------------------------------------------------------------ */

@@ -11,7 +11,8 @@ extern "C" symm_status_t symm__coll_launch(const symm__coll_launch_t *l, symm_st
     case SYMM__CK_AR_PACKET2:
     case SYMM__CK_MOVE_PACKET:
     case SYMM__CK_BCAST_PACKET2: return symm__coll_launch_packet(l, s);
-    case SYMM__CK_AR_ONESHOT: return symm__coll_launch_oneshot(l, s);
+    case SYMM__CK_AR_ONESHOT:
+    case SYMM__CK_RS_ONESHOT: return symm__coll_launch_oneshot(l, s);
     case SYMM__CK_AR_TWOSHOT:
     case SYMM__CK_AR_TWOSHOT_ST:
     case SYMM__CK_AR_MULTIMEM: return symm__coll_launch_twoshot(l, s);

@@ -21,6 +21,7 @@ typedef enum symm__ck {
     SYMM__CK_AR_TWOSHOT,
     SYMM__CK_AR_MULTIMEM,
     SYMM__CK_RS_DIRECT,
+    SYMM__CK_RS_ONESHOT,     /* reduce-scatter: pieces into the owners' regions, one handshake */
     SYMM__CK_MOVE_PACKET,    /* all-gather, all-to-all, broadcast */
     SYMM__CK_BCAST_PACKET2,  /* broadcast, two hops */
     SYMM__CK_MOVE_DIRECT,

@@ -67,6 +67,10 @@
     X(coll_ce_min,        SYMM_COLL_CE_MIN,        SIZE,     "64M",                          \
       "pieces (bytes per peer) from which all-gather and all-to-all into symmetric buffers use " \
       "the copy engines; 0 = never. The same on every PE (init checks)")                     \
+    X(coll_tune,          SYMM_COLL_TUNE,          STRING,   "",                             \
+      "AUTO's limits of the stream collectives for every team size, 'name=bytes,...' (names: " \
+      "SYMM__COLL_LIMITS in include/symm/device/coll_auto.h; K/M/G suffixes; never), e.g. "  \
+      "rs_ce_min=32M,bcast_ce_min=never; default: the table. The same on every PE (init checks)")\
     X(trace,              SYMM_TRACE,              BOOL,     "0",                            \
       "device trace: the Python front ends compile kernels with the traced device code (the "   \
       "*_trace.bc bitcode for Triton and CuTe DSL, -DSYMM_TRACE for TileLang); docs/trace.md") \

@@ -125,7 +125,9 @@ static symm_status_t agree_coll_settings(void) {
         char algo[24];
         int64_t blocks;
         uint64_t ce_min;
+        char tune[256];
     } mine, *all;
+    const char *tune = env->coll_tune ? env->coll_tune : "";
     const char *a = env->coll_algo ? env->coll_algo : "";
     int known = a[0] == '\0';
     for (int i = 0; !known && i < SYMM_COLL_ALGO_COUNT; i++)
@@ -138,10 +140,14 @@ static symm_status_t agree_coll_settings(void) {
     else if (env->coll_blocks < 0 || env->coll_blocks >= SYMM_COLL_MAX_BLOCKS)
         bad = symm__error(SYMM_ERR_ENV, "SYMM_COLL_BLOCKS=%lld is not in 0..%d", env->coll_blocks,
                           SYMM_COLL_MAX_BLOCKS - 1);
+    else if (strlen(tune) >= sizeof mine.tune)
+        bad = symm__error(SYMM_ERR_ENV, "SYMM_COLL_TUNE is %zu characters long (at most %zu)", strlen(tune),
+                          sizeof mine.tune - 1);
     memset(&mine, 0, sizeof mine);
     snprintf(mine.algo, sizeof mine.algo, "%s", a);
     mine.blocks = env->coll_blocks;
     mine.ce_min = env->coll_ce_min;
+    snprintf(mine.tune, sizeof mine.tune, "%s", tune);
     all = calloc((size_t)rt->nranks, sizeof *all);
     symm_status_t st = symm__bootstrap_allgather(rt->boot, &mine, all, all ? sizeof mine : 0);
     if (st == SYMM_SUCCESS && !all)
@@ -157,6 +163,9 @@ static symm_status_t agree_coll_settings(void) {
             st = symm__error(SYMM_ERR_ENV, "SYMM_COLL_CE_MIN differs between PEs: PE 0 has %llu, PE %d %llu "
                              "bytes; set it alike on every PE", (unsigned long long)all[0].ce_min, r,
                              (unsigned long long)all[r].ce_min);
+        else if (strcmp(all[r].tune, all[0].tune) != 0)
+            st = symm__error(SYMM_ERR_ENV, "SYMM_COLL_TUNE differs between PEs: PE 0 has \"%s\", PE %d \"%s\"; "
+                             "set it alike on every PE", all[0].tune, r, all[r].tune);
     }
     free(all);
     return bad != SYMM_SUCCESS ? bad : st;

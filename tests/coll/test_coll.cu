@@ -18,8 +18,8 @@
  * every   10^3 iterations of every collective back to back, fresh data each
  *         iteration, symmetric and cudaMalloc buffers, checked bit for bit.
  * graph   a captured sequence (fill, all-reduces of every algorithm,
- *         all-gather, direct broadcast, on-device check) replayed 1000 times,
- *         each replay with a new seed.
+ *         all-gather, broadcasts, reduce-scatter, on-device check) replayed
+ *         1000 times, each replay with a new seed.
  * wrap    the call counters set just below the 2^32 wrap of the flag values,
  *         then every algorithm again.
  * errors  bad input returns a clear status and enqueues nothing (every PE
@@ -29,6 +29,10 @@
  *         like `move`, the path taken checked per call (symmetric recv on
  *         every PE: copy engines; recv symmetric on some PEs only: not),
  *         then the graph part with it.
+ * pipe    the copy-engine pipelines (reduce-scatter, all-reduce, broadcast)
+ *         and the ONESHOT reduce-scatter, forced through AUTO's limits, with
+ *         chunks down to 16 bytes, across the flag wrap, then the graph part
+ *         with them.
  */
 #include <stdlib.h>
 
@@ -198,7 +202,7 @@ static void part_matrix(void) {
                         int symm_buf = (combo >> 1) & 1, inplace = combo & 1, tk = (combo >> 2) & 1;
                         size_t off = (combo % 3 == 0) ? 1 : 0;
                         check_all_reduce(t, (symm_redop_t)op, acc, ALGOS[a], COUNTS[c], symm_buf, inplace, off, tk);
-                        if (a == 0 || a == 1 || a == 3 || a == 5)
+                        if (a != 4)
                             check_reduce_scatter(t, (symm_redop_t)op, ALGOS[a], COUNTS[c] / 2 + 1, symm_buf,
                                                  (combo >> 3) & 1, off, tk);
                     }
@@ -412,6 +416,85 @@ static void part_ce(void) {
     if (me == 0)
         printf("ce: %lld checked calls\n", g_checks);
     part_graph(100);
+}
+
+/* ---- pipe --------------------------------------------------------------------------------- */
+
+/* The copy-engine pipelines (reduce-scatter, all-reduce, broadcast) and the
+ * ONESHOT reduce-scatter, forced by AUTO's limits (symm__coll_tune_set, every
+ * PE alike), with small chunks so that a call has many (a buffer of the
+ * reduce-scatter's ring is reused many times per call). */
+static void tune(const char *name, uint64_t v) { SYMM_CHECK(symm__coll_tune_set(name, v)); }
+
+static void expect_algo(const char *what, const char *want) {
+    if (strcmp(symm_coll_last_algo(), want) != 0) {
+        g_ct_failures++;
+        fprintf(stderr, "[pe %d] pipe: %s ran %s, expected %s\n", me, what, symm_coll_last_algo(), want);
+    }
+}
+
+static void pipe_calls(int round) {
+    static const symm_dtype_t types[4] = {SYMM_DTYPE_F32, SYMM_DTYPE_BF16, SYMM_DTYPE_I64, SYMM_DTYPE_FP8_E4M3};
+    static const symm_redop_t ops[4] = {SYMM_OP_SUM, SYMM_OP_MAX, SYMM_OP_BXOR, SYMM_OP_SUM};
+    static const size_t counts[] = {1, 7, 1000, 4097, 70001, 300001};
+    const size_t nc = sizeof(counts) / sizeof(counts[0]);
+    for (size_t c = 0; c < nc; c++)
+        for (int v = 0; v < 4; v++) {
+            int k = (int)c * 4 + v + round;
+            size_t n = counts[c] + (size_t)v;
+            if (n * ct_esz(types[v]) * npes + 4 * GUARD > POOL)
+                n = (POOL - 4 * GUARD) / (ct_esz(types[v]) * npes);
+            /* reduce-scatter through the copy engines: any buffers */
+            check_reduce_scatter(types[v], ops[v], SYMM_COLL_ALGO_AUTO, n, k & 1, (k >> 1) & 1, c % 3 == 1, k & 1);
+            expect_algo("reduce_scatter", "copy-engine");
+            /* all-reduce: a multiple of 16 n bytes into a symmetric recv */
+            {
+                size_t per = 16 * (size_t)npes / ct_esz(types[v]), m = (n + per - 1) / per * per;
+                if (m * ct_esz(types[v]) + 4 * GUARD > POOL / 2)
+                    m = (POOL / 2 - 4 * GUARD) / ct_esz(types[v]) / per * per;
+                check_all_reduce(types[v], ops[v], SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_AUTO, m, 1, (k >> 1) & 1, 0,
+                                 k & 1);
+                expect_algo("all_reduce", "copy-engine");
+            }
+            /* broadcast through the copy engines: symmetric recv, every root */
+            check_move(MV_BCAST, types[v], n, 1, (k >> 1) & 1, c % 3 == 2, k & 1, k % npes);
+            expect_algo("broadcast", "copy-engine");
+            /* ONESHOT reduce-scatter (AUTO's limit raised; the pieces fit the regions) */
+            if (n * ct_esz(types[v]) <= ((size_t)256 << 10)) {
+                check_reduce_scatter(types[v], ops[v], SYMM_COLL_ALGO_ONESHOT, n, (k >> 1) & 1, k & 1, c % 3 == 0,
+                                     k & 1);
+                expect_algo("reduce_scatter ONESHOT", "oneshot");
+            }
+        }
+}
+
+static void part_pipe(void) {
+    const uint64_t M = 0xffffffffull;
+    tune("rs_ce_min", 1);
+    tune("ar_ce_min", 1);
+    tune("bcast_ce_min", 1);
+    tune("ce_chunk", 16); /* as many chunks as the flags allow */
+    pipe_calls(0);
+    tune("ce_chunk", 64 << 10);
+    pipe_calls(1);
+    /* the same across the 2^32 wrap of the flag values */
+    CUDA_CHECK(cudaDeviceSynchronize());
+    SYMM_CHECK(symm_barrier_all());
+    SYMM_CHECK(symm__coll_debug_set_epoch(symm_team_world(), 3 * M - 5));
+    SYMM_CHECK(symm_barrier_all());
+    tune("ce_chunk", 4096);
+    for (int i = 0; i < 6; i++) {
+        check_reduce_scatter(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_COLL_ALGO_AUTO, 30001, i & 1, 0, 0, 0);
+        check_move(MV_BCAST, SYMM_DTYPE_U8, 100003, 1, i & 1, 0, 0, i % npes);
+        check_all_reduce(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_AUTO, 4 * (size_t)npes * 999,
+                         1, i & 1, 0, 0);
+    }
+    if (me == 0)
+        printf("pipe: %lld checked calls (copy-engine reduce-scatter, all-reduce, broadcast; one-shot "
+               "reduce-scatter)\n", g_checks);
+    /* and captured into a graph with the packet and direct forms */
+    part_graph(100);
+    symm__coll_tune_reset();
 }
 
 /* ---- big --------------------------------------------------------------------------------- */
@@ -678,6 +761,20 @@ __global__ void g_check_bcast(const float *b, size_t n, int root, const unsigned
     }
 }
 
+/* Count elements of the reduce-scatter result r (this PE's piece of m
+ * elements) that differ from the sum over the PEs of the fill. */
+__global__ void g_check_rs(const float *r, size_t m, int npes, int me, const unsigned long long *seedp,
+                           unsigned long long *bad, int which) {
+    uint64_t seed = *seedp;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < m; i += (size_t)gridDim.x * blockDim.x) {
+        double s = 0;
+        for (int p = 0; p < npes; p++) s += ct_fval(SYMM_DTYPE_F32, seed, p, (uint64_t)me * m + i);
+        if (r[i] != (float)s && atomicAdd(bad, 1ull) == 0) {
+            bad[1] = which; bad[2] = i; bad[3] = __float_as_uint((float)s); bad[4] = __float_as_uint(r[i]);
+        }
+    }
+}
+
 __global__ void g_next(unsigned long long *seedp) { *seedp = *seedp * 6364136223846793005ull + 1442695040888963407ull; }
 
 static void part_graph(int replays) {
@@ -695,6 +792,8 @@ static void part_graph(int replays) {
     float *psrc = (float *)(symm_a) + ((size_t)2 << 20), *pdst = (float *)(dev_b) + ((size_t)2 << 20);
     float *r4 = (float *)(dev_b) + ((size_t)3 << 20); /* push all-reduce of a3, staged */
     float *r7 = (float *)(symm_b) + ((size_t)3 << 20); /* two-shot all-reduce of a3, the other kernel */
+    float *rs = (float *)(dev_b) + ((size_t)4 << 20);   /* reduce-scatter of a3's n3 / npes per PE */
+    const size_t mrs = n3 / (size_t)npes;
     unsigned long long *d, h[6];
     cudaGraph_t graph;
     cudaGraphExec_t exec;
@@ -729,6 +828,8 @@ static void part_graph(int replays) {
     SYMM_CHECK(symm_all_gather(gsrc, gdst, m, SYMM_DTYPE_F32, NULL, st));
     SYMM_CHECK(symm_broadcast(bsrc, bdst, mb, SYMM_DTYPE_F32, root, NULL, st));
     SYMM_CHECK(symm_broadcast(psrc, pdst, mp, SYMM_DTYPE_F32, 0, NULL, st));
+    /* reduce-scatter (AUTO: the direct kernel; the copy-engine pipeline in the pipe part) */
+    SYMM_CHECK(symm_reduce_scatter(a3, rs, mrs, SYMM_DTYPE_F32, SYMM_OP_SUM, NULL, st));
     symm__coll_tune_push(0, 0, 2, 0); /* several steps per block in every replay */
     SYMM_CHECK(symm_all_reduce_ex(a3, r4, n3, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, SYMM_COLL_ALGO_PUSH,
                                   NULL, st));
@@ -741,6 +842,7 @@ static void part_graph(int replays) {
     g_check<<<64, 256, 0, st>>>(r7, n3, gdst, 0, npes, d, d + 1, 8);
     g_check_bcast<<<64, 256, 0, st>>>(bdst, mb, root, d, d + 1, 4);
     g_check_bcast<<<64, 256, 0, st>>>(pdst, mp, 0, d, d + 1, 5);
+    g_check_rs<<<64, 256, 0, st>>>(rs, mrs, npes, me, d, d + 1, 9);
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     for (int i = 0; i < replays; i++)
@@ -754,14 +856,15 @@ static void part_graph(int replays) {
                                       "packet broadcast (50001, root 0, into cudaMalloc memory)",
                                       "push all-reduce (300000, out of place into cudaMalloc memory)",
                                       "auto all-reduce (50001; two-shot packets from 3 PEs)",
-                                      "twoshot all-reduce (300000, out of place; stores only from 3 PEs)"};
+                                      "twoshot all-reduce (300000, out of place; stores only from 3 PEs)",
+                                      "reduce-scatter (300000 / npes per PE, into cudaMalloc memory)"};
         float fw, fg;
         uint32_t bw = (uint32_t)h[4], bg = (uint32_t)h[5];
         memcpy(&fw, &bw, 4);
         memcpy(&fg, &bg, 4);
         g_ct_failures++;
         fprintf(stderr, "FAIL [pe %d] graph: %llu wrong elements over %d replays; first seen: %s element %llu want %g "
-                        "got %g\n", me, h[1], replays, names[h[2] < 9 ? h[2] : 0], h[3], fw, fg);
+                        "got %g\n", me, h[1], replays, names[h[2] < 10 ? h[2] : 0], h[3], fw, fg);
     }
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
@@ -883,6 +986,7 @@ int main(int argc, char **argv) {
     if (all || !strcmp(part, "big")) part_big();
     if (all || !strcmp(part, "every")) part_every(1000);
     if (!strcmp(part, "ce")) part_ce();
+    if (!strcmp(part, "pipe")) part_pipe();
 
     CUDA_CHECK(cudaDeviceSynchronize());
     SYMM_CHECK(symm_free(symm_b));

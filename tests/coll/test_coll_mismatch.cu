@@ -46,6 +46,9 @@ static const mcase_t cases[] = {
     {"rs_packet", 2, 1000, 100, SYMM_COLL_ALGO_PACKET},
     {"rs_direct", 2, 65536, 1024, SYMM_COLL_ALGO_TWOSHOT},
     {"rs_push", 2, 65536, 1024, SYMM_COLL_ALGO_PUSH},
+    {"rs_oneshot", 2, 16384, 256, SYMM_COLL_ALGO_ONESHOT},
+    {"rs_ce", 2, 65536, 1024, SYMM_COLL_ALGO_AUTO},   /* SYMM_COLL_TUNE: the copy-engine pipelines (ctest) */
+    {"ar_ce", 2, 65536, 1024, SYMM_COLL_ALGO_AUTO},   /* a multiple of 16 n bytes on every PE */
     {"ag_packet", 2, 1000, 100, -1},
     {"ag_direct", 2, 65536, 1024, -1},   /* SYMM_COLL_ALGO=twoshot (ctest) */
     {"a2a_packet", 2, 1000, 100, -1},
@@ -53,6 +56,7 @@ static const mcase_t cases[] = {
     {"bcast_packet", 2, 1000, 100, -1},
     {"bcast_packet2", 3, 51200, 1024, -1}, /* 200 KiB: two hops */
     {"bcast_direct", 2, 65536, 1024, -1},  /* SYMM_COLL_ALGO=twoshot */
+    {"bcast_ce", 2, 65536, 1024, -1},      /* SYMM_COLL_TUNE */
     {"dev_ar_packet", 2, 1000, 100, SYMM_COLL_ALGO_PACKET},
     {"dev_ar_oneshot", 2, 4000, 100, SYMM_COLL_ALGO_ONESHOT},
     {"dev_ar_twoshot", 2, 4000, 100, SYMM_COLL_ALGO_TWOSHOT},

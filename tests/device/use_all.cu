@@ -55,6 +55,15 @@ USE_FN symm_use_signal(const symm_ctx_t *ctx, void *d, const void *s, size_t n, 
     sig[1] = symm_signal_fetch(ctx, sig) + symm_signal_wait_until(ctx, sig, cmp, v);
 }
 
+USE_FN symm_use_pkt(const symm_ctx_t *ctx, void *pkt, const void *s, void *d, size_t n, uint32_t flag, int pe) {
+    symm_put_pkt(ctx, pkt, s, n, flag, pe);
+    symm_put_pkt_warp(ctx, pkt, s, n, flag, pe);
+    symm_put_pkt_block(ctx, pkt, s, n, flag, pe);
+    symm_pkt_wait(ctx, pkt, d, n, flag);
+    symm_pkt_wait_warp(ctx, pkt, d, n, flag);
+    symm_pkt_wait_block(ctx, pkt, d, n, flag);
+}
+
 #define USE_WAIT(S, T)                                                                     \
     USE_FN symm_use_wait_##S(const symm_ctx_t *ctx, T *w, int cmp, T v) {                 \
         w[1] = symm_wait_until_##S(ctx, w, cmp, v);                                        \

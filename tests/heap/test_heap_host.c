@@ -489,6 +489,7 @@ static void scenario_collenv(void) {
         {"SYMM_COLL_ALGO", "oneshot", "PE 0 has \"\", PE %d \"oneshot\""},
         {"SYMM_COLL_CE_MIN", "1M", "PE 0 has 67108864, PE %d 1048576"},
         {"SYMM_COLL_ALGO", "bogus", "is not one of"},
+        {"SYMM_COLL_TUNE", "rs_ce_min=1M", "PE 0 has \"\", PE %d \"rs_ce_min=1M\""},
     };
     int rank = atoi(getenv("RANK")), n = atoi(getenv("WORLD_SIZE"));
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

@@ -12,35 +12,71 @@
 
 /* ---- stream collectives (src/coll/coll_host.c) ----------------------------------- */
 
-/* Packets up to PACKET_MAX (they need no handshake, the direct kernels two:
- * about 4 us), one-shot up to ONESHOT_MAX, then the direct kernels. */
-#define SYMM__COLL_PACKET_MAX  ((uint64_t)128 << 10)
-#define SYMM__COLL_ONESHOT_MAX ((uint64_t)256 << 10)
-/* All-reduce from 3 PEs: PACKET sends every word to every peer (one shot)
- * up to AR_PACKET2_MIN bytes and in two shots above it (to the owner of its
- * piece, which sends the result to all: symm__c_ar_packet2), and AUTO picks
- * PACKET up to AR_PACKET_MAX: two shots beat the two-shot direct kernel at
- * 384-512 KiB (8.63 against 9.68 us at 384 KiB, bench/results/latest/coll.md). */
-#define SYMM__COLL_AR_PACKET2_MIN ((uint64_t)128 << 10)
-#define SYMM__COLL_AR_PACKET_MAX  ((uint64_t)512 << 10)
-/* All-reduce from 3 PEs: TWOSHOT up to AR_STORES_MAX bytes stores each
- * piece into its owner's plain-data region instead of the owner loading it
- * (symm__c_ar_twoshot_st), when a slot's share fits a region: local loads,
- * no round trip per load (2 MiB: 17.09 against 18.26 us). */
-#define SYMM__COLL_AR_STORES_MAX  ((uint64_t)4 << 20)
-/* Broadcast from 3 PEs: packets from the root to every non-root up to
- * HOP1_MAX bytes, then in two hops (root -> one non-root per part -> the
- * others) up to PACKET_MAX, then the direct kernel (symm__c_bcast_pieces).
- * Packets also need to fit the workspace's regions. */
-#define SYMM__COLL_BCAST_HOP1_MAX   ((uint64_t)128 << 10)
-#define SYMM__COLL_BCAST_PACKET_MAX ((uint64_t)256 << 10)
-/* Sizes from which AUTO picks the push pipeline: all-reduce bytes (from
- * 16 MiB: 82.1 against 89.6 us two-shot, bench/results/latest/coll-push.md),
- * and reduce-scatter bytes per PE: never, its blocks' reductions leave their
- * stores idle (256 MiB: 751 against 726 us); SYMM_COLL_ALGO=push still
- * runs it (it stages nothing). */
-#define SYMM__COLL_PUSH_AR_MIN ((uint64_t)16 << 20)
-#define SYMM__COLL_PUSH_RS_MIN UINT64_MAX
+/*
+ * AUTO's table: every limit of the stream collectives for three team sizes
+ * (2 PEs; 3-4 PEs; 5 PEs and more), in bytes per PE (reduce-scatter: what
+ * each PE receives; all-to-all: per peer; broadcast: the buffer).
+ * X(field, 2 PEs, 3-4 PEs, 5+ PEs, help); SYMM__NEVER turns a form off.
+ * SYMM_COLL_TUNE="field=value,..." overrides fields for every team size
+ * (K/M/G suffixes, "never"), and symm-bench's forms tables set them cell by
+ * cell (symm__coll_tune_set). docs/tuning.md gives the measurement behind
+ * every entry, and says which are not measured yet: the whole 5+ column
+ * (no machine with more than 4 GPUs ran the bench; it repeats the 4-PE
+ * choices except where the regions, half as large with twice the PEs, or
+ * the root's seven copies of a one-hop broadcast make a smaller limit
+ * safer), and the copy-engine and one-shot reduce-scatter entries until
+ * scripts/gpu_coll.sh has run.
+ *
+ *   packet_max        packets need no handshake, the direct kernels two (about 4 us)
+ *   oneshot_max       between the packets and the direct kernels (all-reduce)
+ *   ar_packet*_       all-reduce from 3 PEs: one shot of packets to ar_packet2_min,
+ *                     two shots (to the piece's owner, then from it) to ar_packet_max
+ *   ar_stores_max     two-shot storing each piece into its owner's region (no remote loads)
+ *   push_*_min        the push pipeline (coll_k_push.cu)
+ *   *_ce_min, ce_chunk  the copy-engine pipelines (coll_ce_pipe.cu): all-reduce as a
+ *                     copy-engine reduce-scatter then all-gather, and the broadcast, need
+ *                     a recv symmetric at the same offset on every PE
+ *   rs_oneshot_max    reduce-scatter storing each piece into its owner's region, one handshake
+ *   bcast_*           one-hop packets from the root, then two hops (root -> one non-root
+ *                     per part -> the others), then the direct kernel
+ */
+#define SYMM__NEVER UINT64_MAX
+#define SYMM__KIB(x) ((uint64_t)(x) << 10)
+#define SYMM__MIB(x) ((uint64_t)(x) << 20)
+#define SYMM__COLL_LIMITS(X)                                                                      \
+    X(packet_max, SYMM__KIB(128), SYMM__KIB(128), SYMM__KIB(128),                                 \
+      "packets up to this (all-gather, all-to-all; all-reduce of 2 PEs)")                       \
+    X(oneshot_max, SYMM__KIB(512), SYMM__KIB(256), SYMM__KIB(256),                                \
+      "all-reduce: ONESHOT up to this, above the packets")                                       \
+    X(ar_packet_max, SYMM__KIB(128), SYMM__KIB(512), SYMM__KIB(512),                              \
+      "all-reduce from 3 PEs: packets up to this")                                               \
+    X(ar_packet2_min, SYMM__KIB(128), SYMM__KIB(128), SYMM__KIB(128),                             \
+      "all-reduce from 3 PEs: packets in two shots above this")                                  \
+    X(ar_stores_max, SYMM__MIB(4), SYMM__MIB(4), SYMM__MIB(4),                                    \
+      "all-reduce from 3 PEs: the stores-only two-shot kernel up to this")                       \
+    X(push_ar_min, SYMM__MIB(16), SYMM__MIB(16), SYMM__MIB(16),                                   \
+      "all-reduce: the push pipeline from this")                                                 \
+    X(ar_ce_min, SYMM__MIB(128), SYMM__MIB(128), SYMM__MIB(128),                                  \
+      "all-reduce: copy-engine reduce-scatter + all-gather from this (symmetric recv)")          \
+    X(rs_packet_max, SYMM__KIB(256), SYMM__KIB(128), SYMM__KIB(128),                              \
+      "reduce-scatter: packets up to this")                                                      \
+    X(rs_oneshot_max, SYMM__MIB(1), SYMM__MIB(1), SYMM__KIB(512),                                 \
+      "reduce-scatter: ONESHOT (stores into the owner's region, one handshake) up to this")      \
+    X(push_rs_min, SYMM__NEVER, SYMM__NEVER, SYMM__NEVER,                                         \
+      "reduce-scatter: the push pipeline from this")                                             \
+    X(rs_ce_min, SYMM__MIB(16), SYMM__MIB(16), SYMM__MIB(16),                                     \
+      "reduce-scatter: the copy-engine pipeline from this")                                      \
+    X(bcast_hop1_max, SYMM__KIB(256), SYMM__KIB(128), SYMM__KIB(64),                              \
+      "broadcast: one-hop packets up to this (two hops above it need 3 PEs)")                    \
+    X(bcast_packet_max, SYMM__KIB(256), SYMM__KIB(256), SYMM__KIB(256),                           \
+      "broadcast: packets up to this")                                                           \
+    X(bcast_ce_min, SYMM__MIB(64), SYMM__MIB(64), SYMM__MIB(64),                                  \
+      "broadcast: the copy-engine pipeline from this (symmetric recv)")                          \
+    X(ce_chunk, SYMM__MIB(8), SYMM__MIB(8), SYMM__MIB(8),                                         \
+      "copy-engine pipelines: bytes per chunk (of each piece for the reduce-scatter)")
+
+/* The device calls' packet limit follows the stream collectives' (4 PEs). */
+#define SYMM__COLL_PACKET_MAX SYMM__KIB(128)
 
 /* ---- device calls (coll_api.h) ---------------------------------------------------- */
 

@@ -333,6 +333,15 @@ SYMM__C_DEFINE_AR_DISPATCH(ar_twoshot_st)
 #undef SYMM__C_DEFINE_AR_DISPATCH
 #undef SYMM__C_CASE_AR
 
+#define SYMM__C_CASE_RS_ONESHOT(S)                                                          \
+    case SYMM__C_RED_##S: symm__c_rs_oneshot_##S(ctx, ws, dst, src, nbytes, piece, op, slot, nslots); break;
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_rs_oneshot(
+    const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes,
+    uint64_t piece, int kind, int op, uint32_t slot, uint32_t nslots) {
+    switch (kind) { SYMM__C_FOR_EACH_RED(SYMM__C_CASE_RS_ONESHOT) default: break; }
+}
+#undef SYMM__C_CASE_RS_ONESHOT
+
 #define SYMM__C_CASE_RS(S)                                                                  \
     case SYMM__C_RED_##S: symm__c_rs_direct_##S(ctx, ws, dst, src, nbytes, piece, op, slot, nslots); break;
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_rs_direct(

@@ -24,11 +24,15 @@ extern "C" {
  *                                                by peers)
  *   [2 KiB, +16)      uint64 grid[2]             grid barrier: arrivals, release
  *                                                generation (local)
- *   [4 KiB, +384 KiB) uint32 flag[3][2][MAX_BLOCKS][MAX_PES]
+ *   [4 KiB, +640 KiB) uint32 flag[5][2][MAX_BLOCKS][MAX_PES]
  *                                                handshake words: [kind]
  *                                                [call parity][block][source PE];
  *                                                kind 2 (broadcast: piece arrived)
- *                                                is indexed by piece, not PE
+ *                                                is indexed by piece, not PE;
+ *                                                kinds 3 and 4 (the copy-engine
+ *                                                pipelines, src/coll/coll_k_ce.cu:
+ *                                                chunk landed, buffer freed) by
+ *                                                chunk instead of block
  *   [.., +512 KiB)    uint64 aux[MAX_BLOCKS][MAX_PES][4]
  *                                                written by block b of PE p into
  *                                                aux[b][p] before its start flag:
@@ -60,7 +64,7 @@ extern "C" {
 #if SYMM_COLL_MAX_BLOCKS * 8 + 16 > 4096
 #  error "the epoch words and the grid barrier must fit below SYMM__COLL_WS_FLAG_OFF"
 #endif
-#define SYMM__COLL_WS_FLAG_KINDS 3u
+#define SYMM__COLL_WS_FLAG_KINDS 5u
 #define SYMM__COLL_WS_FLAG_BYTES                                                          \
     (SYMM__COLL_WS_FLAG_KINDS * 2u * SYMM_COLL_MAX_BLOCKS * SYMM_COLL_MAX_PES * 4u)
 #define SYMM__COLL_WS_AUX_OFF   (SYMM__COLL_WS_FLAG_OFF + SYMM__COLL_WS_FLAG_BYTES)

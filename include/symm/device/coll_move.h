@@ -21,8 +21,10 @@ SYMM__DEVICE_INTERNAL uint64_t symm__c_move_sig(uint64_t nbytes, uint64_t piece,
  * src + piece * p to PE p (piece 0: the same data to all) as packets into
  * its region there and writes its own share locally, then polls every
  * sender's packets into dst + out_stride * p. root >= 0 (broadcast): only
- * the root sends, everything lands at dst, and the non-roots first tell the
- * root they have arrived (the root must not reuse a region still being read).
+ * the root sends, everything lands at dst, in one NVLink trip; every PE
+ * announces the call as it starts and waits for the others' announcements
+ * before it leaves (symm__c_announce), which keeps the regions safe without
+ * a handshake ahead of the data.
  */
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
     const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes,
@@ -38,7 +40,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
     e = symm__c_epoch_begin(ws, slot);
     fs = e.flag ^ symm__c_sig32(symm__c_move_sig(nbytes, piece, root));
     if (root >= 0)
-        symm__c_arrive_root(ctx, ws, e, slot, root);
+        symm__c_announce(ctx, ws, e, slot);
     symm__c_split((nbytes + 7) / 8, nslots, slot, &lo, &hi);
     if (sends) {
         for (k = lo + t; k < hi; k += nt) {
@@ -67,6 +69,8 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
             symm__c_stw(dst + (uint64_t)(root < 0 ? p : 0) * out_stride + 8 * k, w, nb);
         }
     }
+    if (root >= 0)
+        symm__c_await_all(ctx, ws, e, slot);
     symm__block_sync();
     symm__c_epoch_end(ws, slot, e);
 }
@@ -82,9 +86,10 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
  * Packet slots in the regions are compacted per part: a word's position is
  * its index within its part, so each region needs only the largest part
  * (the host picks the block count so that it fits: bcast2_blocks). Region
- * reuse: as for the one-hop form, the non-roots first tell the root they
- * have arrived; a non-root forwards only what the root sent in this call,
- * so its writes into a peer's region also come after that peer arrived.
+ * reuse: as for the one-hop form (symm__c_announce at the start, every
+ * peer's announcement awaited at the end); a non-root stores into the other
+ * non-roots' regions of this parity, which the end of the slot's previous
+ * call made safe the same way.
  */
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
     const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes, int root,
@@ -99,7 +104,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
         return;
     e = symm__c_epoch_begin(ws, slot);
     fs = e.flag ^ symm__c_sig32(symm__c_move_sig(nbytes, 0, root));
-    symm__c_arrive_root(ctx, ws, e, slot, root);
+    symm__c_announce(ctx, ws, e, slot);
     symm__c_split((nbytes + 7) / 8, nslots, slot, &lo, &hi);
     if (me == root) {
         for (j = 0; j < m; j++) {
@@ -142,7 +147,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
             }
         }
     }
-    symm__block_sync();
+    symm__c_await_all(ctx, ws, e, slot);
     symm__c_epoch_end(ws, slot, e);
 }
 

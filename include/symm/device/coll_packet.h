@@ -200,4 +200,54 @@ SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_PACKET2)
 SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_AR_ONESHOT)
 #undef SYMM__C_DEFINE_AR_ONESHOT
 
+/*
+ * ONESHOT reduce-scatter: this PE stores its copy of piece p (its slot's
+ * share of the 16-byte units) into its plain-data region on PE p, then one
+ * release flag per peer after the call's signature (symm__c_handshake_sig),
+ * then reduces its own piece in PE order from its regions and src into dst.
+ * Every byte crosses NVLink once, as a store, and the reduction loads are
+ * local; one handshake, as the ONESHOT all-reduce (a peer's next call of
+ * this parity waits for this PE first). `piece`: bytes between src's
+ * pieces. In place (dst = src + me * piece) is safe: only this PE reads its
+ * own piece, each unit by the thread that then writes it.
+ */
+#define SYMM__C_DEFINE_RS_ONESHOT(S)                                                              \
+    SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_rs_oneshot_##S(                           \
+        const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src,             \
+        uint64_t nbytes, uint64_t piece, int op, uint32_t slot, uint32_t nslots) {                \
+        int me = ctx->my_pe, n = ctx->n_pes;                                                      \
+        uint64_t t = symm__block_tid(), nt = symm__block_nthreads();                              \
+        uint64_t lo, hi, u, w0, w1;                                                               \
+        int fast = (((uintptr_t)src | (uintptr_t)dst | (uintptr_t)piece) & 15u) == 0;             \
+        symm__c_ep_t e = symm__c_epoch_begin(ws, slot);                                           \
+        char *mine = symm__c_region_raw(ws, e.par, slot, n, me);                                  \
+        symm__c_split((nbytes + 15) / 16, nslots, slot, &lo, &hi);                                \
+        for (u = lo + t; u < hi; u += nt)                                                         \
+            for (int i = 1; i < n; i++) {                                                         \
+                int p = me + i < n ? me + i : me + i - n;                                         \
+                symm__c_ld_unit(src + (uint64_t)p * piece + 16 * u, nbytes - 16 * u, fast, &w0, &w1); \
+                symm__c_st_unit(symm__c_peer(ctx, mine + (u - lo) * 16, p), 16, 1, w0, w1);       \
+            }                                                                                     \
+        symm__c_handshake_sig(ctx, ws, e, slot,                                                   \
+                              symm__c_sig(SYMM__C_CALL_RS, nbytes, SYMM__C_RED_##S, op, -1));     \
+        for (u = lo + t; u < hi; u += nt) {                                                       \
+            uint64_t rem = nbytes - 16 * u;                                                       \
+            symm__c_acc_##S a0, a1;                                                               \
+            for (int p = 0; p < n; p++) {                                                         \
+                if (p == me)                                                                      \
+                    symm__c_ld_unit(src + (uint64_t)me * piece + 16 * u, rem, fast, &w0, &w1);    \
+                else                                                                              \
+                    symm__c_ld_unit(symm__c_region_raw(ws, e.par, slot, n, p) + (u - lo) * 16, 16, 1, \
+                                    &w0, &w1);                                                    \
+                if (p == 0) { symm__c_first_##S(&a0, w0); symm__c_first_##S(&a1, w1); }           \
+                else { symm__c_next_##S(&a0, w0, op); symm__c_next_##S(&a1, w1, op); }            \
+            }                                                                                     \
+            symm__c_st_unit(dst + 16 * u, rem, fast, symm__c_last_##S(&a0), symm__c_last_##S(&a1)); \
+        }                                                                                         \
+        symm__block_sync();                                                                       \
+        symm__c_epoch_end(ws, slot, e);                                                           \
+    }
+SYMM__C_FOR_EACH_RED(SYMM__C_DEFINE_RS_ONESHOT)
+#undef SYMM__C_DEFINE_RS_ONESHOT
+
 #endif /* SYMM_DEVICE_COLL_PACKET_H */

@@ -266,23 +266,45 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_handshake_sig(const symm_ctx
     symm__block_sync();
 }
 
-/* Only the non-roots announce themselves to `root` (a broadcast's root must
- * know its readers have left the region it is about to reuse). */
-SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_arrive_root(const symm_ctx_t *ctx,
-                                                                 const symm__coll_ws_t *ws,
-                                                                 symm__c_ep_t e, uint32_t slot, int root) {
+/*
+ * The packet broadcasts' synchronisation, beside the data instead of before
+ * it: the root sends at once, and every PE announces the call to every other
+ * PE as it starts (kind-0 flag, release: it has left the regions of the call
+ * two back) and waits for every PE's announcement before it leaves
+ * (symm__c_await_all). So each call of a slot still waits for something
+ * every peer sent in it (coll_layout.h), and a root may store into a
+ * non-root's region of this parity at once: the end of the slot's previous
+ * call told it that every peer had started that call. The block's last
+ * threads post, so their release does not hold up the first words.
+ */
+SYMM__DEVICE_INTERNAL void symm__c_announce(const symm_ctx_t *ctx, const symm__coll_ws_t *ws, symm__c_ep_t e,
+                                            uint32_t slot) {
     int me = ctx->my_pe, n = ctx->n_pes;
     int t = (int)symm__block_tid(), nt = (int)symm__block_nthreads();
-    int p;
-    if (me != root) {
-        if (t == 0)
-            symm__c_st4_release(symm__c_peer(ctx, symm__c_flag(ws, 0, e.par, slot, me), root), e.flag);
-    } else {
-        for (p = t; p < n; p += nt)
-            if (p != me)
-                symm__c_wait_flag_from(ctx, symm__c_flag(ws, 0, e.par, slot, p), e.flag, p);
-    }
+    for (int p = nt - 1 - t; p < n; p += nt)
+        if (p != me)
+            symm__c_st4_release(symm__c_peer(ctx, symm__c_flag(ws, 0, e.par, slot, me), p), e.flag);
+}
+
+/* Wait for every peer's symm__c_announce of this call, then a block barrier. */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_await_all(const symm_ctx_t *ctx, const symm__coll_ws_t *ws,
+                                                              symm__c_ep_t e, uint32_t slot) {
+    int me = ctx->my_pe, n = ctx->n_pes;
+    int t = (int)symm__block_tid(), nt = (int)symm__block_nthreads();
+    for (int p = t; p < n; p += nt)
+        if (p != me)
+            symm__c_wait_flag_from(ctx, symm__c_flag(ws, 0, e.par, slot, p), e.flag, p);
     symm__block_sync();
+}
+
+/* The call a slot's counter already counts (a multi-kernel call whose first
+ * kernel ran symm__c_epoch_begin and symm__c_epoch_end: src/coll/coll_k_ce.cu). */
+SYMM__DEVICE_INTERNAL symm__c_ep_t symm__c_epoch_now(const symm__coll_ws_t *ws, uint32_t slot) {
+    symm__c_ep_t e;
+    e.count = symm__c_ld8_vol(symm__c_epoch_word(ws, slot));
+    e.flag = (uint32_t)(e.count % 0xffffffffull) + 1u;
+    e.par = (uint32_t)(e.count & 1u);
+    return e;
 }
 
 /* Workspace of the collectives: the team's internal scratch (the host side

@@ -10,6 +10,7 @@
  *   impl_backend.h  where a call to a peer outside the load/store window goes
  *                (the scale-out backends' device files, backend_*.h)
  *   impl_rma.h   context queries, p/g, put/get, put_signal, signals
+ *   impl_pkt.h   packet puts: payload and flag in the same stores
  *   impl_ldst.h  remote load/store with ordering and scope
  *   impl_amo.h   atomics
  *   impl_sync.h  fence, quiet, device barrier
@@ -32,6 +33,7 @@
 #include "symm/device/impl_copy.h"
 #include "symm/device/impl_backend.h"
 #include "symm/device/impl_rma.h"
+#include "symm/device/impl_pkt.h"
 #include "symm/device/impl_ldst.h"
 #include "symm/device/impl_amo.h"
 #include "symm/device/impl_sync.h"

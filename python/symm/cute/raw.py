@@ -127,10 +127,16 @@ __all__ = [
     'p_u32',
     'p_u64',
     'p_u8',
+    'pkt_wait',
+    'pkt_wait_block',
+    'pkt_wait_warp',
     'put',
     'put_block',
     'put_block_nbi',
     'put_nbi',
+    'put_pkt',
+    'put_pkt_block',
+    'put_pkt_warp',
     'put_signal',
     'put_signal_block',
     'put_signal_block_nbi',
@@ -1497,6 +1503,42 @@ def p_u8(ctx, dest, value, pe):
     _x_p_u8(_ptr(ctx), _ptr(dest), _u8(value), _i32(pe))
 
 
+@cute.extern(name='symm_pkt_wait', source=BITCODE)
+def _x_pkt_wait(ctx: VoidPtr, pkt: VoidPtr, dest: VoidPtr, nbytes: cutlass.Uint64, flag: cutlass.Uint32) -> None: ...
+
+
+def pkt_wait(ctx, pkt, dest, nbytes, flag):
+    """void symm_pkt_wait(const symm_ctx_t * ctx, const void * pkt, void * dest, size_t nbytes, uint32_t flag)
+
+    Thread scope: any thread may call it, alone.
+    """
+    _x_pkt_wait(_ptr(ctx), _ptr(pkt), _ptr(dest), _u64(nbytes), _u32(flag))
+
+
+@cute.extern(name='symm_pkt_wait_block', source=BITCODE)
+def _x_pkt_wait_block(ctx: VoidPtr, pkt: VoidPtr, dest: VoidPtr, nbytes: cutlass.Uint64, flag: cutlass.Uint32) -> None: ...
+
+
+def pkt_wait_block(ctx, pkt, dest, nbytes, flag):
+    """void symm_pkt_wait_block(const symm_ctx_t * ctx, const void * pkt, void * dest, size_t nbytes, uint32_t flag)
+
+    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
+    """
+    _x_pkt_wait_block(_ptr(ctx), _ptr(pkt), _ptr(dest), _u64(nbytes), _u32(flag))
+
+
+@cute.extern(name='symm_pkt_wait_warp', source=BITCODE)
+def _x_pkt_wait_warp(ctx: VoidPtr, pkt: VoidPtr, dest: VoidPtr, nbytes: cutlass.Uint64, flag: cutlass.Uint32) -> None: ...
+
+
+def pkt_wait_warp(ctx, pkt, dest, nbytes, flag):
+    """void symm_pkt_wait_warp(const symm_ctx_t * ctx, const void * pkt, void * dest, size_t nbytes, uint32_t flag)
+
+    Warp scope: all 32 lanes of the warp call it together, with the same arguments.
+    """
+    _x_pkt_wait_warp(_ptr(ctx), _ptr(pkt), _ptr(dest), _u64(nbytes), _u32(flag))
+
+
 @cute.extern(name='symm_put', source=BITCODE)
 def _x_put(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlass.Uint64, pe: cutlass.Int32) -> None: ...
 
@@ -1543,6 +1585,42 @@ def put_nbi(ctx, dest, src, nbytes, pe):
     Thread scope: any thread may call it, alone.
     """
     _x_put_nbi(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _i32(pe))
+
+
+@cute.extern(name='symm_put_pkt', source=BITCODE)
+def _x_put_pkt(ctx: VoidPtr, pkt: VoidPtr, src: VoidPtr, nbytes: cutlass.Uint64, flag: cutlass.Uint32, pe: cutlass.Int32) -> None: ...
+
+
+def put_pkt(ctx, pkt, src, nbytes, flag, pe):
+    """void symm_put_pkt(const symm_ctx_t * ctx, void * pkt, const void * src, size_t nbytes, uint32_t flag, int pe)
+
+    Thread scope: any thread may call it, alone.
+    """
+    _x_put_pkt(_ptr(ctx), _ptr(pkt), _ptr(src), _u64(nbytes), _u32(flag), _i32(pe))
+
+
+@cute.extern(name='symm_put_pkt_block', source=BITCODE)
+def _x_put_pkt_block(ctx: VoidPtr, pkt: VoidPtr, src: VoidPtr, nbytes: cutlass.Uint64, flag: cutlass.Uint32, pe: cutlass.Int32) -> None: ...
+
+
+def put_pkt_block(ctx, pkt, src, nbytes, flag, pe):
+    """void symm_put_pkt_block(const symm_ctx_t * ctx, void * pkt, const void * src, size_t nbytes, uint32_t flag, int pe)
+
+    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
+    """
+    _x_put_pkt_block(_ptr(ctx), _ptr(pkt), _ptr(src), _u64(nbytes), _u32(flag), _i32(pe))
+
+
+@cute.extern(name='symm_put_pkt_warp', source=BITCODE)
+def _x_put_pkt_warp(ctx: VoidPtr, pkt: VoidPtr, src: VoidPtr, nbytes: cutlass.Uint64, flag: cutlass.Uint32, pe: cutlass.Int32) -> None: ...
+
+
+def put_pkt_warp(ctx, pkt, src, nbytes, flag, pe):
+    """void symm_put_pkt_warp(const symm_ctx_t * ctx, void * pkt, const void * src, size_t nbytes, uint32_t flag, int pe)
+
+    Warp scope: all 32 lanes of the warp call it together, with the same arguments.
+    """
+    _x_put_pkt_warp(_ptr(ctx), _ptr(pkt), _ptr(src), _u64(nbytes), _u32(flag), _i32(pe))
 
 
 @cute.extern(name='symm_put_signal', source=BITCODE)

@@ -118,10 +118,16 @@ __all__ = [
     'p_u32',
     'p_u64',
     'p_u8',
+    'pkt_wait',
+    'pkt_wait_block',
+    'pkt_wait_warp',
     'put',
     'put_block',
     'put_block_nbi',
     'put_nbi',
+    'put_pkt',
+    'put_pkt_block',
+    'put_pkt_warp',
     'put_signal',
     'put_signal_block',
     'put_signal_block_nbi',
@@ -1482,6 +1488,42 @@ def p_u8(ctx, dest, value, pe):
 
 
 @triton.jit
+def pkt_wait(ctx, pkt, dest, nbytes, flag):
+    """void symm_pkt_wait(const symm_ctx_t * ctx, const void * pkt, void * dest, size_t nbytes, uint32_t flag)
+
+    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
+    """
+    _util.require_scalars('pkt_wait', ctx, pkt, dest, nbytes, flag)
+    tl.debug_barrier()
+    if _util.tid() == 0:
+        raw.pkt_wait(ctx, pkt, dest, nbytes, flag)
+    tl.debug_barrier()
+
+
+@triton.jit
+def pkt_wait_block(ctx, pkt, dest, nbytes, flag):
+    """void symm_pkt_wait_block(const symm_ctx_t * ctx, const void * pkt, void * dest, size_t nbytes, uint32_t flag)
+
+    Every thread of the program calls it (block scope): call it from code that all threads reach.
+    """
+    _util.require_scalars('pkt_wait_block', ctx, pkt, dest, nbytes, flag)
+    raw.pkt_wait_block(ctx, pkt, dest, nbytes, flag)
+
+
+@triton.jit
+def pkt_wait_warp(ctx, pkt, dest, nbytes, flag):
+    """void symm_pkt_wait_warp(const symm_ctx_t * ctx, const void * pkt, void * dest, size_t nbytes, uint32_t flag)
+
+    Warp 0 of the program calls it (warp scope), between two program barriers.
+    """
+    _util.require_scalars('pkt_wait_warp', ctx, pkt, dest, nbytes, flag)
+    tl.debug_barrier()
+    if _util.tid() < 32:
+        raw.pkt_wait_warp(ctx, pkt, dest, nbytes, flag)
+    tl.debug_barrier()
+
+
+@triton.jit
 def put(ctx, dest, src, nbytes, pe):
     """void symm_put(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
 
@@ -1524,6 +1566,42 @@ def put_nbi(ctx, dest, src, nbytes, pe):
     tl.debug_barrier()
     if _util.tid() == 0:
         raw.put_nbi(ctx, dest, src, nbytes, pe)
+    tl.debug_barrier()
+
+
+@triton.jit
+def put_pkt(ctx, pkt, src, nbytes, flag, pe):
+    """void symm_put_pkt(const symm_ctx_t * ctx, void * pkt, const void * src, size_t nbytes, uint32_t flag, int pe)
+
+    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
+    """
+    _util.require_scalars('put_pkt', ctx, pkt, src, nbytes, flag, pe)
+    tl.debug_barrier()
+    if _util.tid() == 0:
+        raw.put_pkt(ctx, pkt, src, nbytes, flag, pe)
+    tl.debug_barrier()
+
+
+@triton.jit
+def put_pkt_block(ctx, pkt, src, nbytes, flag, pe):
+    """void symm_put_pkt_block(const symm_ctx_t * ctx, void * pkt, const void * src, size_t nbytes, uint32_t flag, int pe)
+
+    Every thread of the program calls it (block scope): call it from code that all threads reach.
+    """
+    _util.require_scalars('put_pkt_block', ctx, pkt, src, nbytes, flag, pe)
+    raw.put_pkt_block(ctx, pkt, src, nbytes, flag, pe)
+
+
+@triton.jit
+def put_pkt_warp(ctx, pkt, src, nbytes, flag, pe):
+    """void symm_put_pkt_warp(const symm_ctx_t * ctx, void * pkt, const void * src, size_t nbytes, uint32_t flag, int pe)
+
+    Warp 0 of the program calls it (warp scope), between two program barriers.
+    """
+    _util.require_scalars('put_pkt_warp', ctx, pkt, src, nbytes, flag, pe)
+    tl.debug_barrier()
+    if _util.tid() < 32:
+        raw.put_pkt_warp(ctx, pkt, src, nbytes, flag, pe)
     tl.debug_barrier()
 
 

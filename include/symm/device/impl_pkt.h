@@ -1,0 +1,132 @@
+/*
+ * device/impl_pkt.h - packet puts: the payload and its flag travel in the
+ * same 16-byte stores ({4 data bytes, flag, 4 data bytes, flag}), so the
+ * receiver sees both in one NVLink trip, with no fence on the sender.
+ *
+ * Why a separate call: symm_put_signal must make the data visible before a
+ * signal word that may lie anywhere, and a store to one address can overtake
+ * a store to another on its way to the peer (NVLink spreads them over its
+ * paths by address), so the signal waits behind a release, which waits for
+ * the data's acknowledgement: about a round trip more than a bare flag
+ * (docs/tuning.md, "put_signal"). Here the reader checks the flag inside
+ * each packet, so nothing has to wait; the price is a buffer of packets
+ * (twice the payload) that only symm_pkt_wait reads.
+ */
+#ifndef SYMM_DEVICE_IMPL_PKT_H
+#define SYMM_DEVICE_IMPL_PKT_H
+
+#define SYMM__MSG_PKT "symm: PE %d: %s: %s (PE %d, flag %u)\n"
+SYMM__NOINLINE void symm__pkt_fail(int pe, const char *call, const char *why, int to, uint32_t flag) {
+#if defined(__CUDACC__)
+    printf(SYMM__MSG_PKT, pe, call, why, to, flag);
+#else
+    struct { int pe; const char *call; const char *why; int to; uint32_t flag; } a = { pe, call, why, to, flag };
+    symm__vprintf(SYMM__MSG_PKT, &a);
+#endif
+    symm__trap();
+}
+
+/* `nb` (1..8) bytes at p as a little-endian word, zero-extended; any
+ * alignment and any memory (plain C: generic addresses, so a source in
+ * local or shared memory works). */
+SYMM__DEVICE_INTERNAL uint64_t symm__pkt_ldw(const char *p, uint32_t nb) {
+    uint64_t w = 0;
+    if (nb == 8 && ((uintptr_t)p & 7u) == 0)
+        return *(const uint64_t *)p;
+    for (uint32_t i = 0; i < nb; i++)
+        w |= (uint64_t)(unsigned char)p[i] << (8 * i);
+    return w;
+}
+
+SYMM__DEVICE_INTERNAL void symm__pkt_stw(char *p, uint64_t w, uint32_t nb) {
+    if (nb == 8 && ((uintptr_t)p & 7u) == 0) {
+        *(uint64_t *)p = w;
+        return;
+    }
+    for (uint32_t i = 0; i < nb; i++)
+        p[i] = (char)(unsigned char)(w >> (8 * i));
+}
+
+/* Word k (8 bytes, the last may be short) of nbytes goes to packet k. */
+SYMM__DEVICE_INTERNAL void symm__put_pkt(const symm_ctx_t *ctx, void *pkt, const void *src, size_t nbytes,
+                                         uint32_t flag, int pe, uint32_t lane, uint32_t nlanes, const char *call) {
+    char *q = (char *)symm__addr(ctx, pkt, pe);
+    size_t words = (nbytes + 7) / 8;
+    if (lane == 0 && (flag == 0 || q == NULL || ((uintptr_t)pkt & 15u) != 0))
+        symm__pkt_fail(ctx->world_pe, call,
+                       flag == 0 ? "flag 0 (the value of a cleared buffer) cannot mark a packet"
+                       : q == NULL ? "the PE is outside the load/store window (packets need direct stores)"
+                                   : "the packet buffer is not 16-byte aligned",
+                       pe, flag);
+    for (size_t k = lane; k < words; k += nlanes) {
+        uint32_t nb = nbytes - 8 * k < 8 ? (uint32_t)(nbytes - 8 * k) : 8u;
+        uint64_t w = symm__pkt_ldw((const char *)src + 8 * k, nb);
+        symm__v4_t v;
+        v.x = (uint32_t)w;
+        v.y = flag;
+        v.z = (uint32_t)(w >> 32);
+        v.w = flag;
+        symm__c_st16_vol(q + 16 * k, v);
+    }
+}
+
+/* Poll the local packets until each carries `flag` in both halves, storing
+ * each payload word into dest as it arrives. */
+SYMM__DEVICE_INTERNAL void symm__pkt_wait(const symm_ctx_t *ctx, const void *pkt, void *dest, size_t nbytes,
+                                          uint32_t flag, uint32_t lane, uint32_t nlanes, const char *call) {
+    size_t words = (nbytes + 7) / 8;
+    if (lane == 0 && (flag == 0 || ((uintptr_t)pkt & 15u) != 0))
+        symm__pkt_fail(ctx->world_pe, call,
+                       flag == 0 ? "flag 0 (the value of a cleared buffer) cannot mark a packet"
+                                 : "the packet buffer is not 16-byte aligned",
+                       ctx->my_pe, flag);
+    for (size_t k = lane; k < words; k += nlanes) {
+        const char *p = (const char *)pkt + 16 * k;
+        uint32_t nb = nbytes - 8 * k < 8 ? (uint32_t)(nbytes - 8 * k) : 8u, polls = 0;
+        uint64_t t0 = 0;
+        symm__v4_t v;
+        for (;;) {
+            v = symm__c_ld16_vol(p);
+            if (v.y == flag && v.w == flag)
+                break;
+            if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+                t0 = symm__wait_check(ctx, p, SYMM_CMP_EQ, flag, v.y == flag ? v.w : v.y, t0);
+        }
+        symm__pkt_stw((char *)dest + 8 * k, ((uint64_t)v.z << 32) | v.x, nb);
+    }
+}
+
+SYMM_DEVICE_FN void symm_put_pkt(const symm_ctx_t *ctx, void *pkt, const void *src, size_t nbytes, uint32_t flag,
+                                 int pe) {
+    symm__put_pkt(ctx, pkt, src, nbytes, flag, pe, 0, 1, "symm_put_pkt");
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_pkt_warp(const symm_ctx_t *ctx, void *pkt, const void *src,
+                                                       size_t nbytes, uint32_t flag, int pe) {
+    symm__put_pkt(ctx, pkt, src, nbytes, flag, pe, symm__lane(), 32, "symm_put_pkt_warp");
+    symm__warp_sync();
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_pkt_block(const symm_ctx_t *ctx, void *pkt, const void *src,
+                                                        size_t nbytes, uint32_t flag, int pe) {
+    symm__put_pkt(ctx, pkt, src, nbytes, flag, pe, symm__block_tid(), symm__block_nthreads(), "symm_put_pkt_block");
+    symm__block_sync();
+}
+
+SYMM_DEVICE_FN void symm_pkt_wait(const symm_ctx_t *ctx, const void *pkt, void *dest, size_t nbytes, uint32_t flag) {
+    symm__pkt_wait(ctx, pkt, dest, nbytes, flag, 0, 1, "symm_pkt_wait");
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_pkt_wait_warp(const symm_ctx_t *ctx, const void *pkt, void *dest,
+                                                        size_t nbytes, uint32_t flag) {
+    symm__pkt_wait(ctx, pkt, dest, nbytes, flag, symm__lane(), 32, "symm_pkt_wait_warp");
+    symm__warp_sync();
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_pkt_wait_block(const symm_ctx_t *ctx, const void *pkt, void *dest,
+                                                         size_t nbytes, uint32_t flag) {
+    symm__pkt_wait(ctx, pkt, dest, nbytes, flag, symm__block_tid(), symm__block_nthreads(), "symm_pkt_wait_block");
+    symm__block_sync();
+}
+
+#endif /* SYMM_DEVICE_IMPL_PKT_H */

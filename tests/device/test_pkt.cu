@@ -1,0 +1,174 @@
+/*
+ * test_pkt.cu - packet puts (symm_put_pkt*, symm_pkt_wait*) at every scope.
+ *
+ * Each PE streams thousands of messages to its right neighbour as packets,
+ * in two buffers used in turn; the neighbour waits for each message's flag
+ * (a sequence number), checks every byte of it (fresh data each iteration,
+ * lengths 1 B to 4 KiB + 1, unaligned source and destination), and answers
+ * with an 8-byte packet from a local variable, which the sender waits for
+ * before it reuses that buffer. A flag seen before its payload shows up as a
+ * wrong byte; a lost packet as the wait's deadline.
+ *
+ * Usage: test_device_pkt <npes>          (under symmrun)
+ *        test_device_pkt <npes> flag0    a put with flag 0 stops with a message
+ */
+#include <string.h>
+
+#include "device_test.h"
+
+enum { SC_THREAD, SC_WARP, SC_BLOCK, N_SCOPES };
+static const char *scope_name[] = {"thread", "warp", "block"};
+
+#define MSG_MAX (4097 + 64)
+#define N_LENS 10
+__device__ static const uint32_t pkt_len[N_LENS] = {8, 1, 13, 64, 256, 1000, 4097, 16, 24, 7};
+
+__device__ static inline uint64_t ack_value(uint64_t salt, uint32_t i) { return dt_mix(salt + i); }
+
+/* The stream of message i from PE `from`. */
+__device__ static inline uint64_t msg_seed(uint64_t salt, uint32_t i, int from) {
+    return dt_mix(salt ^ ((uint64_t)i << 20) ^ (uint64_t)(from + 1));
+}
+
+__device__ static void put_scoped(const symm_ctx_t *ctx, int scope, void *pkt, const void *src, size_t n,
+                                  uint32_t flag, int pe) {
+    switch (scope) {
+    case SC_THREAD:
+        if (threadIdx.x == 0)
+            symm_put_pkt(ctx, pkt, src, n, flag, pe);
+        __syncthreads();
+        break;
+    case SC_WARP:
+        if (threadIdx.x < 32)
+            symm_put_pkt_warp(ctx, pkt, src, n, flag, pe);
+        __syncthreads();
+        break;
+    default: symm_put_pkt_block(ctx, pkt, src, n, flag, pe); break;
+    }
+}
+
+__device__ static void wait_scoped(const symm_ctx_t *ctx, int scope, const void *pkt, void *dest, size_t n,
+                                   uint32_t flag) {
+    switch (scope) {
+    case SC_THREAD:
+        if (threadIdx.x == 0)
+            symm_pkt_wait(ctx, pkt, dest, n, flag);
+        __syncthreads();
+        break;
+    case SC_WARP:
+        if (threadIdx.x < 32)
+            symm_pkt_wait_warp(ctx, pkt, dest, n, flag);
+        __syncthreads();
+        break;
+    default: symm_pkt_wait_block(ctx, pkt, dest, n, flag); break;
+    }
+}
+
+/* inbox, ackbox: two packet buffers each (MSG_MAX and 8 bytes of payload).
+ * err[0]: wrong bytes, err[1]: first bad iteration, err[2]: wrong answers. */
+__global__ static void stream_kernel(const symm_ctx_t *ctx, int scope, uint32_t iters, uint64_t salt,
+                                     uint8_t *outbuf, uint8_t *recvbuf, char *inbox, char *ackbox,
+                                     unsigned long long *err) {
+    int me = symm_ctx_my_pe(ctx), np = symm_ctx_n_pes(ctx);
+    int right = (me + 1) % np, left = (me + np - 1) % np;
+    unsigned tid = threadIdx.x, nthr = blockDim.x;
+    const size_t ibytes = SYMM_PKT_BYTES(MSG_MAX), abytes = SYMM_PKT_BYTES(8);
+    __shared__ uint64_t got_ack;
+    for (uint32_t i = 1; i <= iters + 2; i++) {
+        uint32_t b = i & 1u;
+        /* the right neighbour has read message i - 2 from buffer b */
+        if (i > 2) {
+            wait_scoped(ctx, scope, ackbox + b * abytes, &got_ack, 8, i - 2);
+            if (tid == 0 && got_ack != ack_value(salt ^ (uint64_t)right, i - 2))
+                atomicAdd(&err[2], 1ull);
+        }
+        if (i > iters)
+            continue; /* the last two answers only */
+        uint32_t len = pkt_len[i % N_LENS];
+        uint32_t soff = (i * 7) % 17, doff = (i * 5) % 19;
+        uint64_t seed = msg_seed(salt, i, me);
+        for (uint32_t j = tid; j < len; j += nthr)
+            outbuf[soff + j] = dt_byte(seed, j);
+        for (uint32_t j = tid; j < len + 2; j += nthr)
+            recvbuf[doff + j] = 0x5a; /* poison, and a guard byte either side */
+        if (tid == 0 && doff)
+            recvbuf[doff - 1] = 0xa5;
+        __syncthreads();
+        put_scoped(ctx, scope, inbox + b * ibytes, outbuf + soff, len, i, right);
+        wait_scoped(ctx, scope, inbox + b * ibytes, recvbuf + doff, len, i);
+        uint64_t lseed = msg_seed(salt, i, left);
+        unsigned long long bad = 0;
+        for (uint32_t j = tid; j < len; j += nthr)
+            bad += recvbuf[doff + j] != dt_byte(lseed, j);
+        if (tid == 0)
+            bad += recvbuf[doff + len] != 0x5a || (doff && recvbuf[doff - 1] != 0xa5);
+        if (bad) {
+            atomicAdd(&err[0], bad);
+            atomicCAS(&err[1], 0ull, (unsigned long long)i);
+        }
+        __syncthreads();
+        {
+            /* the answer comes from a local variable (local memory) */
+            uint64_t ack = ack_value(salt ^ (uint64_t)me, i);
+            if (tid == 0)
+                symm_put_pkt(ctx, ackbox + b * abytes, &ack, 8, i, left);
+            __syncthreads();
+        }
+    }
+}
+
+__global__ static void flag0_kernel(const symm_ctx_t *ctx, char *pkt, const uint8_t *src) {
+    symm_put_pkt(ctx, pkt, src, 8, 0u, (symm_ctx_my_pe(ctx) + 1) % symm_ctx_n_pes(ctx));
+}
+
+int main(int argc, char **argv) {
+    dt_env_t e;
+    const char *mode = argc > 2 ? argv[2] : "";
+    dt_init(&e, argc > 1 ? atoi(argv[1]) : 1);
+    const size_t ibytes = SYMM_PKT_BYTES(MSG_MAX), abytes = SYMM_PKT_BYTES(8);
+    uint8_t *outbuf, *recvbuf;
+    char *inbox, *ackbox;
+    SYMM_CHECK(symm_malloc(MSG_MAX, (void **)&outbuf));
+    CUDA_CHECK(cudaMalloc((void **)&recvbuf, MSG_MAX + 64));
+    SYMM_CHECK(symm_calloc(2, ibytes, (void **)&inbox));
+    SYMM_CHECK(symm_calloc(2, abytes, (void **)&ackbox));
+
+    if (strcmp(mode, "flag0") == 0) {
+        flag0_kernel<<<1, 1>>>(e.ctx, inbox, outbuf);
+        (void)cudaDeviceSynchronize();
+        fprintf(stderr, "test_device_pkt flag0: the put with flag 0 returned (%s)\n",
+                cudaGetErrorString(cudaGetLastError()));
+        return 1;
+    }
+
+    const uint32_t iters = (uint32_t)dt_n(3000, 3 * N_LENS);
+    unsigned long long n_msgs = 0;
+    for (int scope = 0; scope < N_SCOPES; scope++) {
+        CUDA_CHECK(cudaMemset(inbox, 0, 2 * ibytes));
+        CUDA_CHECK(cudaMemset(ackbox, 0, 2 * abytes));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        SYMM_CHECK(symm_barrier_all());
+        dt_err_reset(&e);
+        int nthr = scope == SC_THREAD ? 1 : scope == SC_WARP ? 32 : 128;
+        stream_kernel<<<1, nthr>>>(e.ctx, scope, iters, dt_seed(8, (uint64_t)scope, 0), outbuf, recvbuf, inbox,
+                                   ackbox, e.d_err);
+        CUDA_CHECK_KERNEL();
+        dt_err_read(&e, 0);
+        TEST_ASSERT(e.h_err[0] == 0 && e.h_err[2] == 0,
+                    "put_pkt (%s scope): %llu wrong bytes (first in message %llu), %llu wrong answers",
+                    scope_name[scope], e.h_err[0], e.h_err[1], e.h_err[2]);
+        n_msgs += iters;
+        SYMM_CHECK(symm_barrier_all());
+    }
+
+    SYMM_CHECK(symm_free(ackbox));
+    SYMM_CHECK(symm_free(inbox));
+    CUDA_CHECK(cudaFree(recvbuf));
+    SYMM_CHECK(symm_free(outbuf));
+    if (e.me == 0)
+        printf("test_device_pkt: %d PEs: %llu packet messages (thread/warp/block, 1 B..4 KiB + 1, unaligned) "
+               "checked byte by byte after their flag, each answered by a packet: OK\n",
+               e.npes, n_msgs);
+    dt_fini(&e);
+    return 0;
+}
