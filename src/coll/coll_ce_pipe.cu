@@ -92,7 +92,7 @@ symm__k_pipe_wait(const __grid_constant__ symm_ctx_t ctx, const __grid_constant_
     symm__c_ep_t e = symm__c_epoch_now(&ws, 0);
     for (int p = (int)threadIdx.x; p < ctx.n_pes; p += (int)blockDim.x)
         if (p != ctx.my_pe)
-            symm__c_wait_flag(&ctx, symm__c_flag(&ws, kind, e.par, k, p), e.flag);
+            symm__c_wait_flag_from(&ctx, symm__c_flag(&ws, kind, e.par, k, p), e.flag, p);
 }
 
 /* Broadcast, non-root (3 PEs or more): for each chunk, once the root has
@@ -107,7 +107,7 @@ symm__k_pipe_bcast_fwd(const __grid_constant__ symm_ctx_t ctx, const __grid_cons
     for (uint32_t k = 0; k < nchunks; k++) {
         uint64_t c0 = (uint64_t)k * chunk, len = nbytes - c0 < chunk ? nbytes - c0 : chunk, plo, phi, a, b;
         if (t == 0)
-            symm__c_wait_flag(&ctx, symm__c_flag(&ws, PIPE_KIND_LANDED, e.par, k, root), e.flag);
+            symm__c_wait_flag_from(&ctx, symm__c_flag(&ws, PIPE_KIND_LANDED, e.par, k, root), e.flag, root);
         symm__block_sync();
         pipe_part(len, m, mine, &plo, &phi);
         symm__c_split((phi - plo + 15) / 16, gridDim.x, blockIdx.x, &a, &b);
@@ -165,7 +165,7 @@ symm__k_pipe_rs_reduce(const __grid_constant__ symm_ctx_t ctx, const __grid_cons
                                     e.flag);
     for (int p = (int)threadIdx.x; p < n; p += (int)blockDim.x)
         if (p != me)
-            symm__c_wait_flag(&ctx, symm__c_flag(&ws, PIPE_KIND_LANDED, e.par, k, p), e.flag);
+            symm__c_wait_flag_from(&ctx, symm__c_flag(&ws, PIPE_KIND_LANDED, e.par, k, p), e.flag, p);
     symm__block_sync();
     switch (kind) {
 #define PIPE_CASE(S)                                                                               \
