@@ -82,6 +82,11 @@ def clock_tolerance_us(meta):
     return worst / 1000.0 + 2.0
 
 
+def in_regions(e, regs):
+    """e starts and ends inside one of the regions (1 ns of rounding allowed)."""
+    return any(r["ts"] - 1e-3 <= e["ts"] and e["ts"] + e["dur"] <= r["ts"] + r["dur"] + 1e-3 for r in regs)
+
+
 def ring(doc, meta, blocks, iters, region):
     n = meta["n_pes"]
     xs = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
@@ -95,7 +100,9 @@ def ring(doc, meta, blocks, iters, region):
             evs = sorted(track.get((p, b * 1024), []), key=lambda e: (e["ts"], -e["dur"]))
             regs = [e for e in evs if e["cat"] == "region" and e["name"] == region]
             ps = [e for e in evs if e["cat"] == "transfer" and e["name"].startswith("put_signal")]
-            ws = [e for e in evs if e["cat"] == "wait"]
+            # the ring's waits: those inside its regions (the same block may
+            # run other kernels of the test, e.g. warps waiting together)
+            ws = [e for e in evs if e["cat"] == "wait" and in_regions(e, regs)]
             where = "PE %d block %d" % (p, b)
             if (len(regs), len(ps), len(ws)) != (iters, iters, iters):
                 fail("%s: %d regions, %d put_signals, %d waits; expected %d of each" % (where, len(regs), len(ps),
@@ -122,7 +129,9 @@ def ring(doc, meta, blocks, iters, region):
         src = ((p - 1) % n, b)
         if src not in puts:
             continue
-        ws = sorted([e for e in track[(p, b * 1024)] if e["cat"] == "wait"], key=lambda e: e["ts"])
+        regs = [e for e in track[(p, b * 1024)] if e["cat"] == "region" and e["name"] == region]
+        ws = sorted([e for e in track[(p, b * 1024)] if e["cat"] == "wait" and in_regions(e, regs)],
+                    key=lambda e: e["ts"])
         for i, w in enumerate(ws):
             q = puts[src][i]
             if w["ts"] + w["dur"] + tol < q["ts"] + q["dur"]:
