@@ -155,15 +155,18 @@ static double nccl_us(bench_env_t *env, size_t per_peer, int quick) {
 
 typedef void (*moe_step_fn)(void *arg, cudaStream_t s, int half); /* half 0: dispatch, 1: combine */
 
-/* Enqueue `samples` pairs, each behind a stream barrier, with events. */
-static void enqueue_pairs(bench_env_t *env, moe_step_fn fn, void *arg, int samples, cudaEvent_t *ev) {
+/* Enqueue `samples` pairs, each behind a stream barrier, with events. While
+ * capturing, the records must be external: a plain record in a capture only
+ * orders streams and leaves the event without a time. */
+static void enqueue_pairs(bench_env_t *env, moe_step_fn fn, void *arg, int samples, cudaEvent_t *ev, int captured) {
+    unsigned int fl = captured ? cudaEventRecordExternal : cudaEventRecordDefault;
     for (int i = 0; i < samples; i++) {
         BENCH_SYMM(symm_barrier_all_on_stream(env->stream));
-        BENCH_CUDA(cudaEventRecord(ev[3 * i], env->stream));
+        BENCH_CUDA(cudaEventRecordWithFlags(ev[3 * i], env->stream, fl));
         fn(arg, env->stream, 0);
-        BENCH_CUDA(cudaEventRecord(ev[3 * i + 1], env->stream));
+        BENCH_CUDA(cudaEventRecordWithFlags(ev[3 * i + 1], env->stream, fl));
         fn(arg, env->stream, 1);
-        BENCH_CUDA(cudaEventRecord(ev[3 * i + 2], env->stream));
+        BENCH_CUDA(cudaEventRecordWithFlags(ev[3 * i + 2], env->stream, fl));
     }
 }
 
@@ -186,7 +189,7 @@ static void time_pairs(bench_env_t *env, moe_step_fn fn, void *arg, int samples,
     BENCH_CUDA(cudaStreamSynchronize(env->stream));
     ok = cudaStreamBeginCapture(env->stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
     if (ok) {
-        enqueue_pairs(env, fn, arg, samples, ev.data());
+        enqueue_pairs(env, fn, arg, samples, ev.data(), 1);
         ok = cudaStreamEndCapture(env->stream, &graph) == cudaSuccess &&
              cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
     }
@@ -199,7 +202,7 @@ static void time_pairs(bench_env_t *env, moe_step_fn fn, void *arg, int samples,
         bench_barrier();
         BENCH_CUDA(cudaGraphLaunch(exec, env->stream));
     } else {
-        enqueue_pairs(env, fn, arg, samples, ev.data());
+        enqueue_pairs(env, fn, arg, samples, ev.data(), 0);
     }
     BENCH_CUDA(cudaStreamSynchronize(env->stream));
     for (int i = 0; i < samples; i++) {
