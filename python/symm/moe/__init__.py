@@ -755,9 +755,11 @@ def _(handle, topk_idx, num_tokens_per_rank, num_tokens_per_expert, is_token_in_
 
 
 def _ht_indices(topk_idx, call, k, device):
-    _tensor(topk_idx, "topk_idx", call, 2, (torch.int64, torch.int32, torch.uint32), device, contiguous=True)
+    """The indices as the kernels read them (a slice such as argsort(...)[:, :k]
+    is copied to a dense tensor on the current stream) and their dtype code."""
+    _tensor(topk_idx, "topk_idx", call, 2, (torch.int64, torch.int32, torch.uint32), device, last_contiguous=False)
     _shape(topk_idx, "topk_idx", call, (None, k))
-    return _DTYPE_CODES[str(topk_idx.dtype).replace("torch.", "")]
+    return topk_idx.contiguous(), _DTYPE_CODES[str(topk_idx.dtype).replace("torch.", "")]
 
 
 class HighThroughput(_Handle):
@@ -822,7 +824,7 @@ class HighThroughput(_Handle):
 
     def _layout(self, topk_idx, per_rank, per_expert, in_rank):
         call = "HighThroughput.get_dispatch_layout"
-        code = _ht_indices(topk_idx, call, self.experts_per_token, self.device)
+        topk_idx, code = _ht_indices(topk_idx, call, self.experts_per_token, self.device)
         _call("symm_moe_ht_layout", self._h(), topk_idx.data_ptr(), code, topk_idx.size(0), per_rank.data_ptr(),
               per_expert.data_ptr(), in_rank.data_ptr(), _stream(self._dev))
 
@@ -845,7 +847,7 @@ class HighThroughput(_Handle):
         _tensor(x, "x", call, 2, (self.x_dtype,), self.device)
         _shape(x, "x", call, (None, self.hidden_dim))
         m = x.size(0)
-        code = _ht_indices(topk_idx, call, self.experts_per_token, self.device)
+        topk_idx, code = _ht_indices(topk_idx, call, self.experts_per_token, self.device)
         _shape(topk_idx, "topk_idx", call, (m, None))
         a = HtDispatchArgs()
         if self.has_scales:
@@ -858,8 +860,9 @@ class HighThroughput(_Handle):
         elif x_scale is not None:
             raise ValueError("%s: the object was made without scales: x_scale must be None" % call)
         if topk_weights is not None:
-            _tensor(topk_weights, "topk_weights", call, 2, (torch.float32,), self.device, contiguous=True)
+            _tensor(topk_weights, "topk_weights", call, 2, (torch.float32,), self.device, last_contiguous=False)
             _shape(topk_weights, "topk_weights", call, (m, self.experts_per_token))
+            topk_weights = topk_weights.contiguous()  # (a copy only for a strided view)
             a.weights = topk_weights.data_ptr()
         a.x = x.data_ptr()
         a.x_stride = x.stride(0)
