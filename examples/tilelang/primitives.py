@@ -179,6 +179,32 @@ def k_signals():
     return signals
 
 
+def k_packets():
+    """put_pkt at the three scopes into the next PE's packet buffers, then
+    pkt_wait at the three scopes for what the previous PE put here (the
+    flag is the call's epoch: each call's flag is new to the buffers)."""
+    import tilelang.language as T
+    import symm.tilelang as sT
+
+    @T.prim_func
+    def packets(ctx: T.uint64, src: T.Tensor((3 * M,), "float32"), pkt: T.Tensor((6 * M,), "float32"),
+                dst: T.Tensor((3 * M,), "float32"), epoch: T.uint32):
+        with T.Kernel(1, threads=THREADS):
+            tx = T.get_thread_binding(0)
+            nxt = (sT.get_rank(ctx) + 1) % sT.get_num_ranks(ctx)
+            if tx == 0:
+                sT.put_pkt(ctx, src[0], pkt[0], M, epoch, nxt)
+            if tx // 32 == 1:
+                sT.put_pkt_warp(ctx, src[M], pkt[2 * M], M, epoch, nxt)
+            sT.put_pkt_block(ctx, src[2 * M], pkt[4 * M], M, epoch, nxt)
+            if tx == 0:
+                sT.pkt_wait(ctx, pkt[0], dst[0], M, epoch)
+            if tx // 32 == 1:
+                sT.pkt_wait_warp(ctx, pkt[2 * M], dst[M], M, epoch)
+            sT.pkt_wait_block(ctx, pkt[4 * M], dst[2 * M], M, epoch)
+    return packets
+
+
 def k_p_g():
     """p of every element type into the next PE, a device barrier, then g of
     what this PE put there."""
@@ -421,7 +447,8 @@ def kernels(world, cfg):
             for nbi in (False, True):
                 ks["prim_%s_%s%s" % (kind, scope, "_nbi" if nbi else "")] = (
                     lambda kind=kind, scope=scope, nbi=nbi: k_bulk(kind, scope, nbi))
-    ks.update(prim_peer_copy=k_peer_copy, prim_remote_st=k_remote_st, prim_sync=k_sync, prim_signals=k_signals, prim_p_g=k_p_g,
+    ks.update(prim_peer_copy=k_peer_copy, prim_remote_st=k_remote_st, prim_sync=k_sync, prim_signals=k_signals, prim_packets=k_packets,
+              prim_p_g=k_p_g,
               prim_waits=k_waits, prim_atomics=k_atomics, prim_fences=k_fences, prim_barriers=k_barriers,
               prim_grid_barriers=k_grid_barriers)
     for kind in COLLS:
@@ -542,6 +569,18 @@ def run(env, ks, cfg, args):
             return (torch.equal(dst, rand((6 * M,), torch.float32, env.device, "sig", it, prv)) and
                     out.to(torch.int64).eq(it + 1).all().item())
         _check(env, rows, "put_signal x3 scopes x nbi, signal_op, signal waits", signals, args.checks)
+
+    with symm.scope():
+        src, dst = symm.tensor((3 * M,), torch.float32), symm.zeros((3 * M,), torch.float32)
+        pkt = symm.zeros((6 * M,), torch.float32)
+
+        def packets(it):
+            src.copy_(rand((3 * M,), torch.float32, env.device, "pkt", it, env.rank))
+            sync_all()
+            ks["prim_packets"](env.ctx, src, pkt, dst, it + 1)
+            sync_all()
+            return torch.equal(dst, rand((3 * M,), torch.float32, env.device, "pkt", it, prv))
+        _check(env, rows, "put_pkt / pkt_wait x3 scopes", packets, args.checks)
 
     with symm.scope():
         vals = symm.tensor((64,), torch.int32)

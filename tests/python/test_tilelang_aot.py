@@ -41,6 +41,7 @@ PTX_WANT = {
     "prim_signals": ["st.release.sys.global.u64",                   # signal SET after the data
                      "red.release.sys.global.add.u64",              # signal ADD after the data
                      "ld.acquire.sys.global.b64"],                  # signal waits and fetches
+    "prim_packets": ["st.volatile.global.v4.u32", "ld.volatile.global.v4.u32"],  # data and flags in one store
     "prim_remote_st": ["st.relaxed.cta.global", "st.relaxed.gpu.global", "st.relaxed.sys.global",
                        "st.release.cta.global", "st.release.gpu.global", "st.release.sys.global",
                        "st.volatile.global", "ld.relaxed.sys.global", "ld.acquire.cta.global",

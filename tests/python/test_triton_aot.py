@@ -211,6 +211,8 @@ def expectations(name, mode):
         pats += [ANY_LD, REMOTE_ST]
     elif name.startswith("get"):
         pats += [REMOTE_LD, ANY_ST]
+    elif name.startswith("pkt_wait"):
+        pats += [r"\bld\.volatile\.global\.v4\.\w32", r"%globaltimer", ANY_ST]  # polls 16-byte packets, a deadline
     elif name == "signal_op":
         pats += SIGNAL
     elif name == "signal_fetch":

@@ -170,6 +170,59 @@ def _dtype_of(x):
     return address(x, "element")[1]
 
 
+def _put_pkt(scope, ctx, src, pkt, size, flag, dst_pe, nbytes):
+    what = "put_pkt" + ("_" + scope if scope else "")
+    s, sdt = address(src, what + " src")
+    q, _ = address(pkt, what + " pkt")
+    n = byte_count(size, nbytes, sdt, what)
+    return call("handle", what, ctx, q, s, n, typed(flag, "u32"), _pe(ctx, dst_pe, "dst_pe"))
+
+
+def put_pkt(ctx, src, pkt, size=None, flag=1, dst_pe=None, *, nbytes=None):
+    """Put `size` elements of src into PE dst_pe's packet buffer pkt
+    (symm_put_pkt): each 8 bytes travel in one 16-byte store beside two
+    copies of `flag` (a nonzero number the buffer does not hold yet), so the
+    receiver's pkt_wait sees data and flag together; no fence. pkt holds
+    SYMM_PKT_BYTES(bytes) = 16 bytes per 8 of payload."""
+    return _put_pkt("", ctx, src, pkt, size, flag, dst_pe, nbytes)
+
+
+def put_pkt_warp(ctx, src, pkt, size=None, flag=1, dst_pe=None, *, nbytes=None):
+    """put_pkt by a warp (symm_put_pkt_warp)."""
+    return _put_pkt("warp", ctx, src, pkt, size, flag, dst_pe, nbytes)
+
+
+def put_pkt_block(ctx, src, pkt, size=None, flag=1, dst_pe=None, *, nbytes=None):
+    """put_pkt by the block (symm_put_pkt_block)."""
+    return _put_pkt("block", ctx, src, pkt, size, flag, dst_pe, nbytes)
+
+
+def _pkt_wait(scope, ctx, pkt, dst, size, flag, nbytes):
+    what = "pkt_wait" + ("_" + scope if scope else "")
+    q, _ = address(pkt, what + " pkt")
+    d, ddt = address(dst, what + " dst")
+    n = byte_count(size, nbytes, ddt, what)
+    return call("handle", what, ctx, q, d, n, typed(flag, "u32"))
+
+
+def pkt_wait(ctx, pkt, dst, size=None, flag=1, *, nbytes=None):
+    """Wait until every packet of the local pkt carries `flag`, copying the
+    `size` elements of payload into dst as they arrive (symm_pkt_wait; with
+    the deadline and the abort flag of every wait)."""
+    return _pkt_wait("", ctx, pkt, dst, size, flag, nbytes)
+
+
+def pkt_wait_warp(ctx, pkt, dst, size=None, flag=1, *, nbytes=None):
+    """pkt_wait by a warp (symm_pkt_wait_warp)."""
+    return _pkt_wait("warp", ctx, pkt, dst, size, flag, nbytes)
+
+
+def pkt_wait_block(ctx, pkt, dst, size=None, flag=1, *, nbytes=None):
+    """pkt_wait by the block (symm_pkt_wait_block)."""
+    return _pkt_wait("block", ctx, pkt, dst, size, flag, nbytes)
+
+
 __all__ = ["get_rank", "get_num_ranks", "my_pe", "n_pes", "peer_ptr", "peer_tensor", "put", "put_warp",
            "put_block", "get", "get_warp", "get_block", "put_signal", "put_signal_warp",
-           "put_signal_block", "signal_op", "signal_fetch", "p", "g", "ctx_expr"]
+           "put_signal_block", "put_pkt", "put_pkt_warp", "put_pkt_block", "pkt_wait", "pkt_wait_warp",
+           "pkt_wait_block", "signal_op", "signal_fetch", "p", "g", "ctx_expr"]
