@@ -167,3 +167,23 @@ def sweep(env, args, example, label, variants, check, call):
         if us is not None and (best is None or us < best[0]):
             best = (us, i)
     return (best[1] if best else 0), rows
+
+
+def variants(op, ks, world, cfg, args, fused_name, plans, key, unit):
+    """(name, enter) of every fused variant built: configuration, pieces of
+    cfg[key] (named `unit`), plan; args.gemm_config forces one configuration."""
+    names = _gemm.fused_config_names(world)
+    forced = getattr(args, "gemm_config", None)
+    if forced:
+        names = [forced]
+    out = []
+    for c in names:
+        for n in cfg[key]:
+            fused = ks.get(fused_name(c, world, cfg, n))
+            if fused is None:
+                raise KeyError("%s is not built (examples/tilelang/build.py)" % fused_name(c, world, cfg, n))
+            for plan in (plans if world > 1 else plans[:1]):
+                out.append(("%s, %d %s%s, %s" % (c, n, unit, "s" if n > 1 else "", plan),
+                            lambda c=c, n=n, plan=plan, fused=fused: op.use(
+                                fused, ks[_gemm.finish_name(world * n)], _gemm.CONFIGS[c], n, plan)))
+    return out

@@ -235,21 +235,7 @@ class AGGemm:
 
 def variants(op, ks, world, cfg, args):
     """(name, enter) of every fused variant built: configuration, pieces, plan."""
-    names = _gemm.fused_config_names(world)
-    forced = getattr(args, "gemm_config", None)
-    if forced:
-        names = [forced]
-    out = []
-    for c in names:
-        for ch in cfg["chunks"]:
-            fused = ks.get(fused_name(c, world, cfg, ch))
-            if fused is None:
-                raise KeyError("%s is not built (examples/tilelang/build.py)" % fused_name(c, world, cfg, ch))
-            for plan in (PLANS if world > 1 else PLANS[:1]):
-                out.append(("%s, %d piece%s, %s" % (c, ch, "s" if ch > 1 else "", plan),
-                            lambda c=c, ch=ch, plan=plan, fused=fused: op.use(
-                                fused, ks[_gemm.finish_name(world * ch)], _gemm.CONFIGS[c], ch, plan)))
-    return out
+    return F.variants(op, ks, world, cfg, args, fused_name, PLANS, "chunks", "piece")
 
 
 def run(env, ks, cfg, args):

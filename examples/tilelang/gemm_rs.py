@@ -253,21 +253,7 @@ class GemmRS:
 
 def variants(op, ks, world, cfg, args):
     """(name, enter) of every fused variant built: configuration, sub-chunks, plan."""
-    names = _gemm.fused_config_names(world)
-    forced = getattr(args, "gemm_config", None)
-    if forced:
-        names = [forced]
-    out = []
-    for c in names:
-        for sb in cfg["subs"]:
-            fused = ks.get(fused_name(c, world, cfg, sb))
-            if fused is None:
-                raise KeyError("%s is not built (examples/tilelang/build.py)" % fused_name(c, world, cfg, sb))
-            for plan in (PLANS if world > 1 else PLANS[:1]):
-                out.append(("%s, %d sub-chunk%s, %s" % (c, sb, "s" if sb > 1 else "", plan),
-                            lambda c=c, sb=sb, plan=plan, fused=fused: op.use(
-                                fused, ks[_gemm.finish_name(world * sb)], _gemm.CONFIGS[c], sb, plan)))
-    return out
+    return F.variants(op, ks, world, cfg, args, fused_name, PLANS, "subs", "sub-chunk")
 
 
 def run(env, ks, cfg, args):
