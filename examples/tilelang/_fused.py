@@ -14,7 +14,7 @@ import torch.distributed as dist
 import symm
 
 import _gemm
-from _common import all_ok, rand, row, time_graph, time_graphs
+from _common import all_ok, rand, row, time_graph, time_graphs, time_op
 
 # issue #29's bars: fused within 1.10x of the GEMM alone, and 1.25x faster
 # than torch.matmul + NCCL, in graphs and on a plain stream
@@ -187,3 +187,22 @@ def variants(op, ks, world, cfg, args, fused_name, plans, key, unit):
                             lambda c=c, n=n, plan=plan, fused=fused: op.use(
                                 fused, ks[_gemm.finish_name(world * n)], _gemm.CONFIGS[c], n, plan)))
     return out
+
+
+TIME_KEYS = ("fused graph us", "fused stream us", "GEMM alone us", "torch.matmul us", "torch+NCCL graph us",
+             "torch+NCCL stream us", "fused kernel only us", "copies only us")
+
+
+def time_cells(env, op, fns, fused_call, args):
+    """A fused example's timing cells: fns (name -> call) replayed from graphs,
+    the fused call and torch + NCCL on a plain stream, the side work's shape
+    and the bars."""
+    got = time_graphs(fns, args.graph_iters)
+    got["fused stream us"] = time_op(fused_call, args.iters)
+    got["torch+NCCL stream us"] = time_op(fns["torch+NCCL graph us"], args.iters) if nccl_ok(env) else None
+    cells = {k: got.get(k) for k in TIME_KEYS}
+    cells["CE calls per call"] = str(op.program.count()) if op.program else "0"
+    cells["side work"] = ("graph" if op.side.graphed(op.program) else "queued") if op.program else "-"
+    cells.update(bar_cells(got["fused graph us"], got["fused stream us"], got["GEMM alone us"],
+                           got.get("torch+NCCL graph us"), got["torch+NCCL stream us"]))
+    return cells

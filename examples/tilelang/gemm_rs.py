@@ -39,7 +39,7 @@ import symm
 import _copyengine as ce
 import _fused as F
 import _gemm
-from _common import all_ok, close, example_main, rand, row, skipped, sync_all, time_graphs, time_op
+from _common import all_ok, close, example_main, rand, row, skipped, sync_all
 
 # subs: the kernel's sub-chunks per owner, the first the default; two (and
 # one at the LLM shape) keep the GEMM's groups of 8 row tiles
@@ -301,16 +301,7 @@ def run(env, ks, cfg, args):
                     torch.matmul(a, b, out=full)
                     dist.reduce_scatter_tensor(out, full)
                 fns["torch+NCCL graph us"] = ref
-            got = time_graphs(fns, args.graph_iters)
-            got["fused stream us"] = time_op(lambda: op(a, b, out), args.iters)
-            got["torch+NCCL stream us"] = time_op(fns["torch+NCCL graph us"], args.iters) if F.nccl_ok(env) else None
-            times.update({k: got.get(k) for k in ("fused graph us", "fused stream us", "GEMM alone us",
-                                                  "torch.matmul us", "torch+NCCL graph us", "torch+NCCL stream us",
-                                                  "fused kernel only us", "copies only us")})
-            times["CE calls per call"] = str(op.program.count()) if op.program else "0"
-            times["side work"] = ("graph" if op.side.graphed(op.program) else "queued") if op.program else "-"
-            times.update(F.bar_cells(got["fused graph us"], got["fused stream us"], got["GEMM alone us"],
-                                     got.get("torch+NCCL graph us"), got["torch+NCCL stream us"]))
+            times.update(F.time_cells(env, op, fns, lambda: op(a, b, out), args))
             ok = check(args.checks) and ok   # fresh data after the timed calls
     finally:
         op.close()
