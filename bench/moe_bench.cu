@@ -251,6 +251,18 @@ typedef struct ll_result {
     double d_us, c_us, nd, nc;
 } ll_result_t;
 
+/* How the rows of a low-latency call of m tokens per PE (dp_size 1) travel
+ * (symm_moe.h, SYMM_MOE_PACKETS): "packets" or "plain", for dispatch (fp8
+ * rows and their scales) and combine (bf16 rows, K per token). */
+static const char *ll_forms(uint32_t K, uint32_t H, uint32_t m) {
+    const char *v = getenv("SYMM_MOE_PACKETS");
+    const int on = v && !strcmp(v, "1"), off = v && !strcmp(v, "0");
+    const uint64_t drow = (uint64_t)H + ((((uint64_t)H + 127) / 128 * 4 + 15) & ~(uint64_t)15);
+    const int d = on || (!off && (uint64_t)m * drow <= SYMM_MOE_PACKET_BYTES);
+    const int c = on || (!off && (uint64_t)m * K * H * 2 <= SYMM_MOE_PACKET_BYTES);
+    return bench_fmt("%s / %s", d ? "packets" : "plain", c ? "packets" : "plain");
+}
+
 static ll_result_t ll_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32_t K, uint32_t H, uint32_t m,
                           int quick) {
     const int n = env->npes;
@@ -311,8 +323,8 @@ static ll_result_t ll_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32
     res.m = m;
     {
         const char *cells[] = {bench_fmt("%u", E), bench_fmt("%u", K), bench_fmt("%u", H), bench_fmt("%u", m),
-                               bench_fmt("%d", sms), bench_fmt("%.1f", res.d_us), bench_fmt("%.1f", res.c_us),
-                               bench_fmt_bytes(disp_bytes),
+                               bench_fmt("%d", sms), ll_forms(K, H, m), bench_fmt("%.1f", res.d_us),
+                               bench_fmt("%.1f", res.c_us), bench_fmt_bytes(disp_bytes),
                                res.nd > 0 ? bench_fmt("%.1f", res.nd) : "n/a",
                                res.nc > 0 ? bench_fmt("%.1f", res.nc) : "n/a",
                                bench_fmt_ratio(res.nd, res.d_us), bench_fmt_ratio(res.nc, res.c_us),
@@ -554,11 +566,11 @@ static int run_moe(bench_env_t *env) {
                       "graph; %s. SMs: the most blocks any kernel of the run launched (one block per SM); the "
                       "budget is all %d SMs a PE may fill unless the row says otherwise.", SAMPLES, nccl_why, share);
     {
-        static const char *h[] = {"experts", "top-k", "hidden", "tokens/PE", "SMs", "dispatch us", "combine us",
-                                  "dispatch bytes/PE", "NCCL us (dispatch bytes)", "NCCL us (combine bytes)",
-                                  "NCCL / symm dispatch", "NCCL / symm combine", "timed"};
+        static const char *h[] = {"experts", "top-k", "hidden", "tokens/PE", "SMs", "rows (dispatch / combine)",
+                                  "dispatch us", "combine us", "dispatch bytes/PE", "NCCL us (dispatch bytes)",
+                                  "NCCL us (combine bytes)", "NCCL / symm dispatch", "NCCL / symm combine", "timed"};
         bench_table_t *t = bench_table_new(bench_fmt("Low latency (pplx-kernels' shapes; fp8 dispatch, bf16 "
-                                                     "combine)%s", where), 13, h);
+                                                     "combine)%s", where), 14, h);
         const uint32_t shapes[2][3] = {{256, 8, 7168}, {64, 6, 2048}};
         for (int s = 0; s < 2; s++) {
             if (shapes[s][0] % (uint32_t)n)
@@ -568,8 +580,10 @@ static int run_moe(bench_env_t *env) {
             for (int i = 0; i < nt; i++)
                 ll.push_back(ll_row(env, t, shapes[s][0], shapes[s][1], shapes[s][2], tk[i], env->quick));
         }
-        bench_table_note(t, "NCCL / symm: NCCL's all-to-all time over symm's for the same call (above 1: symm is "
-                            "faster).");
+        bench_table_note(t, bench_fmt("NCCL / symm: NCCL's all-to-all time over symm's for the same call (above 1: "
+                                      "symm is faster). Rows: packets (data and flag together, no fence, twice the "
+                                      "bytes) or plain (rows, then a released flag), as SYMM_MOE_PACKETS=%s chooses.",
+                                      getenv("SYMM_MOE_PACKETS") ? getenv("SYMM_MOE_PACKETS") : "auto"));
         bench_table_emit(env->report, t);
     }
     if (256 % n == 0) {

@@ -6,7 +6,17 @@
 #
 # steps (default: all, in this order):
 #   ctest    tests/moe/test_moe.cu, every part (ll ht graph errors budget) in one
-#            process per run, on 2 and 4 PEs (symmrun)
+#            process per run, on 2 and 4 PEs (symmrun), SYMM_MOE_PACKETS as set (auto)
+#   pkt      test_moe's ll and graph parts again with SYMM_MOE_PACKETS=1 (every row a
+#            packet) and =0 (every row plain, then a released flag), on 2 and 4 PEs
+#   deepep   tests/python/test_gpu_deepep.py (symm.moe.deep_ep) under torchrun on the
+#            largest PE count
+#   pypkt    with SYMM_MOE_PACKETS=1 and =0: test_gpu_moe.py's pplx matrix and large
+#            shapes and test_gpu_deepep.py's low-latency cases, largest PE count
+#   llbench  symm-bench --mode moe --quick with SYMM_MOE_PACKETS=1 and =0 on 4 PEs
+#            (2 sharing the GPU on one GPU) -> $OUT/moe/bench_moe_pkt{1,0}.md: the
+#            low-latency rows at 1 and 128 tokens/PE by both paths, side by side in
+#            the summary
 #   python   tests/python/test_gpu_moe.py under torchrun on the largest PE count (the
 #            whole pplx matrix, compile, graphs, 1000 calls, errors, SM budgets, high
 #            throughput)
@@ -20,9 +30,10 @@
 #   python2  test_gpu_moe.py on the other PE counts, without its two slowest tests
 #            (compile, 1000 calls): last, as what the wall is most likely to cut
 #
-# Logs and results under $OUT/moe/; the last lines are a table of the steps and the
-# bars' pass/miss lines. Every step runs under `timeout -k`, each at most what is
-# left of MOE_WALL (default 240 s); a step that no longer fits is reported as such.
+# Logs and results under $OUT/moe/; the last lines are a table of the steps, the
+# low-latency rows by path and the bars' pass/miss lines. Every step runs under
+# `timeout -k`, each at most what is left of MOE_WALL (default 540 s); a step that no
+# longer fits is reported as such.
 # PE counts: MOE_NPES ("2 4"). With fewer GPUs than PEs the PEs share GPUs under a
 # private MPS daemon (scripts/with_mps.sh), unless MOE_MPS=0. Multicast stays off;
 # SYMM_WAIT_TIMEOUT (default 15 s) turns a lost signal into a message naming the
@@ -38,9 +49,9 @@ unset SYMM_ENABLE_MULTICAST
 export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
-steps=${*:-ctest python spawn bench host python2}
+steps=${*:-ctest pkt python deepep pypkt llbench spawn bench host python2}
 npes_list=${MOE_NPES:-2 4}
-wall=${MOE_WALL:-240}
+wall=${MOE_WALL:-540}
 t_all=${MOE_T0:-$(date +%s)}
 summary=()
 failed=0
@@ -129,6 +140,17 @@ if has_step ctest && need "$build/tests/moe/test_moe" "test_moe" && need "$symmr
   done
 fi
 
+if has_step pkt && need "$build/tests/moe/test_moe" "test_moe, packets forced" && need "$symmrun" "test_moe"; then
+  for pk in 1 0; do
+    for n in $npes_list; do
+      for part in ll graph; do
+        run "test_moe $part, SYMM_MOE_PACKETS=$pk ($n PEs)" $(( 20 + 5 * n )) "$log/test_moe_${part}_pkt${pk}_$n.log" \
+          env SYMM_MOE_PACKETS=$pk "$symmrun" -n "$n" --timeout $(( 15 + 5 * n )) "$build/tests/moe/test_moe" "$n" "$part"
+      done
+    done
+  done
+fi
+
 # pytest_moe N [pytest args...]: test_gpu_moe.py under torchrun on N PEs
 pytest_moe() {
   local n=$1
@@ -144,6 +166,45 @@ if has_step python && need "$SYMM_LIBRARY" "pytest test_gpu_moe"; then
   pytest_moe "$py_most"
 fi
 
+if has_step deepep && need "$SYMM_LIBRARY" "pytest test_gpu_deepep"; then
+  run "pytest test_gpu_deepep ($py_most PEs)" $(( 30 + 20 * py_most )) "$log/pytest_deepep_$py_most.log" \
+    env $(share_env "$py_most") torchrun --nproc-per-node "$py_most" --master-port 29720 \
+    -m pytest -q -x -p no:cacheprovider tests/python/test_gpu_deepep.py
+  tail -2 "$log/pytest_deepep_$py_most.log"
+fi
+
+if has_step pypkt && need "$SYMM_LIBRARY" "pytest, packets forced"; then
+  for pk in 1 0; do
+    for f in moe:"pplx_matrix or large" deepep:low_latency; do
+      run "pytest ${f%%:*} ${f#*:}, SYMM_MOE_PACKETS=$pk ($py_most PEs)" $(( 20 + 15 * py_most )) \
+        "$log/pytest_${f%%:*}_pkt${pk}_$py_most.log" \
+        env $(share_env "$py_most") SYMM_MOE_PACKETS=$pk torchrun --nproc-per-node "$py_most" \
+        --master-port $((29730 + pk)) -m pytest -q -x -p no:cacheprovider "tests/python/test_gpu_${f%%:*}.py" \
+        -k "${f#*:}"
+      tail -2 "$log/pytest_${f%%:*}_pkt${pk}_$py_most.log"
+    done
+  done
+fi
+
+# bench_pes: 4 PEs, on the GPUs there are (sharing them when fewer), and the extra flags
+bench_pes() {
+  nb=4
+  [ "$nb" -gt "$ngpu" ] && nb=$ngpu
+  [ "$nb" -lt 2 ] && nb=2
+  extra=()
+  [ "$nb" -gt "$ngpu" ] && extra=(--no-nccl --no-nvshmem)  # NCCL refuses two ranks on one GPU
+  return 0
+}
+
+if has_step llbench && need "$build/bench/symm-bench" "symm-bench --mode moe by path"; then
+  bench_pes
+  for pk in 1 0; do
+    run "symm-bench moe --quick, SYMM_MOE_PACKETS=$pk ($nb PEs)" 90 "$log/bench_moe_pkt$pk.log" \
+      env SYMM_MOE_PACKETS=$pk "$build/bench/symm-bench" --mode moe --quick --npes "$nb" --no-nvshmem \
+      --timeout 85 --phase-timeout 40 ${extra[@]+"${extra[@]}"} --out "$log/bench_moe_pkt$pk.md"
+  done
+fi
+
 if has_step spawn && need "$SYMM_LIBRARY" "pytest test_gpu_moe_spawn"; then
   run "pplx start: spawn + nvshmem_init" 60 "$log/pytest_spawn.log" \
     python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_gpu_moe_spawn.py
@@ -151,11 +212,7 @@ if has_step spawn && need "$SYMM_LIBRARY" "pytest test_gpu_moe_spawn"; then
 fi
 
 if has_step bench && need "$build/bench/symm-bench" "symm-bench --mode moe"; then
-  nb=4
-  [ "$nb" -gt "$ngpu" ] && nb=$ngpu
-  [ "$nb" -lt 2 ] && nb=2
-  extra=()
-  [ "$nb" -gt "$ngpu" ] && extra=(--no-nccl --no-nvshmem)  # NCCL refuses two ranks on one GPU
+  bench_pes
   run "symm-bench --mode moe ($nb PEs)" 120 "$log/bench_moe.log" \
     "$build/bench/symm-bench" --mode moe --npes "$nb" --no-nvshmem --timeout 110 --phase-timeout 45 \
     ${extra[@]+"${extra[@]}"} ${MOE_BENCH_ARGS:-} --out "$log/bench_moe.md"
@@ -184,6 +241,19 @@ fi
 
 echo "==== gpu_moe.sh summary ($ngpu GPU(s), $(( $(date +%s) - t_all )) s of $wall; logs in $log) ===="
 printf '%s\n' "${summary[@]}"
+# the low-latency rows of the llbench runs, by path (the bench's own titles say where PEs share a GPU)
+if ls "$log"/bench_moe_pkt[01].md >/dev/null 2>&1; then
+  where="$ngpu GPU(s)"
+  [ "$ngpu" -lt 4 ] && where="PEs share one GPU: not a measure of NVLink"
+  echo "### $where: low latency, SYMM_MOE_PACKETS=1 (packets) vs 0 (plain), symm-bench --mode moe --quick"
+  echo "| packets | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / combine) | dispatch us | combine us |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  for pk in 1 0; do
+    # low-latency table rows: the only ones whose 6th cell names the rows' path
+    grep -E '^\| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \| (packets|plain) ' "$log/bench_moe_pkt$pk.md" 2>/dev/null |
+      awk -F'|' -v pk="$pk" '{ printf "| %s |%s|%s|%s|%s|%s|%s|%s|%s|\n", pk, $2, $3, $4, $5, $6, $7, $8, $9 }'
+  done
+fi
 grep -h -- '- bar:' "$log/bench_moe.md" 2>/dev/null | sed 's/^- //'
 grep -h '^bar:' "$log/host_cost.md" 2>/dev/null
 exit $failed

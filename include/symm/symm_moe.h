@@ -88,6 +88,21 @@ enum symm_moe_mode {
 #define SYMM_MOE_NO_EXPERT 0xffffffffu
 
 /*
+ * Low latency, on the wire: rows travel as packets (every 8 bytes beside a
+ * per-call flag: no fence, the receiver polls the data itself, at twice the
+ * bytes) or plainly (the rows, then a flag released behind them). By
+ * default (SYMM_MOE_PACKETS=auto) a call's rows from one PE go as packets
+ * while they fit in SYMM_MOE_PACKET_BYTES (dispatch: its tokens x
+ * (hidden_dim_bytes + the scales, 16-byte padded); combine: the DP group's
+ * tokens x experts_per_token x hidden_dim x 2), which is decode-sized calls,
+ * and plainly above. SYMM_MOE_PACKETS=1 sends every call as packets (the
+ * handle then holds packet room for max_num_tokens: about twice the
+ * receive buffers more), 0 none. Read at symm_moe_create; every PE must set
+ * it alike (SYMM_ERR_MISMATCH otherwise).
+ */
+#define SYMM_MOE_PACKET_BYTES (256u * 1024u)
+
+/*
  * symm_moe_config_t - what a handle is made for (pplx-kernels' names).
  *   mode                    enum symm_moe_mode.
  *   max_num_tokens          low latency: most tokens of one DP group per call;

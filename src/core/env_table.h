@@ -80,7 +80,12 @@
       "(docs/trace.md)")                                                                       \
     X(trace_capacity,     SYMM_TRACE_CAPACITY,     INT,      "1048576",                      \
       "events the device trace keeps per PE (64 bytes each) when the call gives none; later "  \
-      "events are dropped and counted")
+      "events are dropped and counted")                                                       \
+    X(moe_packets,        SYMM_MOE_PACKETS,        STRING,   "auto",                         \
+      "low-latency MoE dispatch/combine: auto = a call's rows as packets (data and flag "     \
+      "together: no fence, twice the bytes) while one PE's fit in SYMM_MOE_PACKET_BYTES, "    \
+      "plainly (rows, then a released flag) above; 1 = always packets (more memory); 0 = "   \
+      "never. Read at symm_moe_create; the same on every PE (create checks)")
 
 /* 600 s in release builds: no wait lasts forever (the README's promise),
  * and as long as torch.distributed's default collective timeout, so a peer

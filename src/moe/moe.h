@@ -27,12 +27,30 @@ extern "C" {
 typedef struct symm__moe_geom {
     int n, dp, groups;
     uint32_t local, cap, scale_cols, tok_stride, rows, x_esz;
+    int packets;        /* low latency: SYMM__MOE_PKT_OFF, _AUTO or _ON */
+    uint32_t pcap, pmt; /* low latency: packet slots per source, tokens with combine packets */
     symm__moe_layout_t lay;
 } symm__moe_geom_t;
 
-/* Check `cfg` for a team of n PEs and derive the geometry; every error names
- * the field and its value (prefixed with `call`). Errors: SYMM_ERR_INVALID_ARG. */
-symm_status_t symm__moe_geom(const char *call, const symm_moe_config_t *cfg, int n, symm__moe_geom_t *g);
+/* Low latency: when rows travel as packets (SYMM_MOE_PACKETS). AUTO: a
+ * call's rows from one PE as packets while they fit in SYMM_MOE_PACKET_BYTES
+ * (small batches), plainly above; ON: always (the packet regions sized for
+ * max_num_tokens); OFF: never (no packet regions). */
+enum symm__moe_pkt { SYMM__MOE_PKT_OFF = 0, SYMM__MOE_PKT_AUTO = 1, SYMM__MOE_PKT_ON = 2 };
+
+/* SYMM_MOE_PACKETS's text (NULL or empty: auto) as a symm__moe_pkt.
+ * Errors: SYMM_ERR_INVALID_ARG naming the variable and what it takes. */
+symm_status_t symm__moe_packets_parse(const char *call, const char *text, int *mode);
+/* The mode's name for messages: "0", "auto" or "1". */
+const char *symm__moe_packets_name(int mode);
+/* The process's SYMM_MOE_PACKETS, parsed. */
+symm_status_t symm__moe_packets(const char *call, int *mode);
+
+/* Check `cfg` for a team of n PEs (low latency: with packet mode `packets`)
+ * and derive the geometry; every error names the field and its value
+ * (prefixed with `call`). Errors: SYMM_ERR_INVALID_ARG. */
+symm_status_t symm__moe_geom(const char *call, const symm_moe_config_t *cfg, int n, int packets,
+                             symm__moe_geom_t *g);
 
 /* Bytes of an element of `dtype`, 0 for an unknown one. */
 uint32_t symm__moe_dtype_size(symm_dtype_t dtype);

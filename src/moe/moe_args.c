@@ -1,12 +1,14 @@
 /*
  * moe_args.c - the MoE exchange's checks and buffer layout: pure functions of
- * the configuration and the call's arguments (no runtime, no CUDA), so every
+ * the configuration and the call's arguments (no runtime, no CUDA; the one
+ * environment read is SYMM_MOE_PACKETS, which sizes the layout), so every
  * rule is unit-tested without a GPU (tests/moe/test_moe_args.c).
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "core/log.h"
 #include "moe/moe.h"
 
@@ -47,12 +49,15 @@ static void layout(const symm_moe_config_t *cfg, symm__moe_geom_t *g) {
     l->state = region(&at, sizeof(symm__moe_state_t));
     if (cfg->mode == SYMM_MOE_LOW_LATENCY) {
         l->ll_cnt = region(&at, 2 * n * L * 8);
-        l->ll_list = region(&at, 2 * n * L * cap * 4);
+        l->ll_list = region(&at, 2 * n * L * cap * 8);
         l->ll_dbuf = region(&at, 2 * n * cap * g->tok_stride);
+        l->ll_pbuf = region(&at, 2 * n * (uint64_t)g->pcap * 2 * (g->tok_stride - 16));
+        l->ll_mode = region(&at, n * 4);
         l->ll_rcnt = region(&at, L * 4);
         l->ll_route = region(&at, L * g->rows * 8);
         l->ll_cflag = region(&at, M * K * 8);
         l->ll_cbuf = region(&at, M * K * H * 4);
+        l->ll_pcbuf = region(&at, (uint64_t)g->pmt * K * H * 8);
     } else {
         l->ht_mat = region(&at, 2 * n * n * 8);
         l->ht_emat = region(&at, 2 * n * L * 8);
@@ -76,7 +81,29 @@ static void layout(const symm_moe_config_t *cfg, symm__moe_geom_t *g) {
 
 #define BAD(...) symm__error(SYMM_ERR_INVALID_ARG, __VA_ARGS__)
 
-symm_status_t symm__moe_geom(const char *call, const symm_moe_config_t *cfg, int n, symm__moe_geom_t *g) {
+symm_status_t symm__moe_packets_parse(const char *call, const char *text, int *mode) {
+    if (text == NULL || text[0] == '\0' || strcmp(text, "auto") == 0)
+        *mode = SYMM__MOE_PKT_AUTO;
+    else if (strcmp(text, "1") == 0)
+        *mode = SYMM__MOE_PKT_ON;
+    else if (strcmp(text, "0") == 0)
+        *mode = SYMM__MOE_PKT_OFF;
+    else
+        return BAD("%s: SYMM_MOE_PACKETS=\"%s\": expected auto (packets for small calls), 1 (always) or 0 "
+                   "(never)", call, text);
+    return SYMM_SUCCESS;
+}
+
+const char *symm__moe_packets_name(int mode) {
+    return mode == SYMM__MOE_PKT_OFF ? "0" : mode == SYMM__MOE_PKT_ON ? "1" : "auto";
+}
+
+symm_status_t symm__moe_packets(const char *call, int *mode) {
+    return symm__moe_packets_parse(call, symm__env()->moe_packets, mode);
+}
+
+symm_status_t symm__moe_geom(const char *call, const symm_moe_config_t *cfg, int n, int packets,
+                             symm__moe_geom_t *g) {
     symm__moe_geom_t r;
     uint64_t x_esz, scale_cols;
     memset(&r, 0, sizeof(r));
@@ -127,6 +154,23 @@ symm_status_t symm__moe_geom(const char *call, const symm_moe_config_t *cfg, int
         r.cap = (uint32_t)((cfg->max_num_tokens + (size_t)r.dp - 1) / (size_t)r.dp);
         r.rows = (uint32_t)(cfg->max_num_tokens * (size_t)r.groups);
         r.tok_stride = (uint32_t)(cfg->hidden_dim_bytes + up(cfg->hidden_dim_scale_bytes, 16) + 16);
+        if (packets != SYMM__MOE_PKT_OFF && packets != SYMM__MOE_PKT_AUTO && packets != SYMM__MOE_PKT_ON)
+            return BAD("%s: packet mode %d", call, packets);
+        /* packet slots: a PE's dispatch rows (x and scales) as packets while they fit in
+         * SYMM_MOE_PACKET_BYTES, and a DP group's combine rows (k per token, 2-byte outputs) likewise;
+         * every call fits with packets always on, none with them off */
+        r.packets = packets;
+        if (packets == SYMM__MOE_PKT_ON) {
+            r.pcap = r.cap;
+            r.pmt = (uint32_t)cfg->max_num_tokens;
+        } else if (packets == SYMM__MOE_PKT_AUTO) {
+            r.pcap = (uint32_t)(SYMM_MOE_PACKET_BYTES / (r.tok_stride - 16));
+            if (r.pcap > r.cap)
+                r.pcap = r.cap;
+            r.pmt = (uint32_t)(SYMM_MOE_PACKET_BYTES / (cfg->experts_per_token * cfg->hidden_dim * 2));
+            if (r.pmt > cfg->max_num_tokens)
+                r.pmt = (uint32_t)cfg->max_num_tokens;
+        }
     } else {
         if (cfg->dp_size != 1)
             return BAD("%s: dp_size %d: the high-throughput mode takes 1 (every PE sends its own tokens)", call,
@@ -148,9 +192,11 @@ symm_status_t symm__moe_geom(const char *call, const symm_moe_config_t *cfg, int
 
 size_t symm_moe_heap_bytes(const symm_moe_config_t *cfg, int n_pes) {
     symm__moe_geom_t g;
+    int packets;
     if (cfg == NULL || n_pes < 1 || n_pes > SYMM__MOE_MAX_PES)
         return 0;
-    if (symm__moe_geom("symm_moe_heap_bytes", cfg, n_pes, &g) != SYMM_SUCCESS) {
+    if (symm__moe_packets("symm_moe_heap_bytes", &packets) != SYMM_SUCCESS ||
+        symm__moe_geom("symm_moe_heap_bytes", cfg, n_pes, packets, &g) != SYMM_SUCCESS) {
         symm__error_clear();
         return 0;
     }

@@ -47,11 +47,15 @@ static int grid(const symm_moe_t *h, symm__mk_t k, int flags) {
     uint64_t want = 1, rows_max;
     switch (k) {
     case SYMM__MK_LL_DISPATCH:
+        /* a warp per expert's list, a block per token sent, a block per route received at most */
+        rows_max = n * g->local;
+        if (rows_max > (uint64_t)g->groups * M * K)
+            rows_max = (uint64_t)g->groups * M * K;
         want = cdiv(E, SYMM__MOE_WARPS);
         if (want < g->cap)
             want = g->cap;
-        if (want < n * g->local)
-            want = n * g->local;
+        if (want < rows_max)
+            want = rows_max;
         break;
     case SYMM__MK_LL_COMBINE:
         rows_max = (uint64_t)g->local * g->rows;
@@ -77,15 +81,17 @@ typedef struct cfg_words {
 #define W(f) uint64_t f;
     CFG_FIELDS(W)
 #undef W
+    uint64_t packets; /* SYMM_MOE_PACKETS: it sizes the packet regions, so the layout */
 } cfg_words_t;
 
-static symm_status_t same_everywhere(const symm_moe_config_t *cfg) {
+static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets) {
     cfg_words_t mine, *all;
     int n = symm_n_pes();
     symm_status_t st;
 #define W(f) mine.f = (uint64_t)cfg->f;
     CFG_FIELDS(W)
 #undef W
+    mine.packets = (uint64_t)packets;
     all = (cfg_words_t *)calloc((size_t)n, sizeof(*all));
     if (all == NULL)
         return symm__error(SYMM_ERR_NO_MEMORY, "symm_moe_create: out of host memory");
@@ -102,6 +108,11 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg) {
         }
         CFG_FIELDS(W)
 #undef W
+        if (st == SYMM_SUCCESS && all[p].packets != all[0].packets)
+            st = symm__error(SYMM_ERR_MISMATCH, "symm_moe_create: SYMM_MOE_PACKETS is %s on PE 0 but %s on PE %d "
+                             "(it sizes the handle's memory: set it alike everywhere)",
+                             symm__moe_packets_name((int)all[0].packets), symm__moe_packets_name((int)all[p].packets),
+                             p);
         if (st != SYMM_SUCCESS)
             break;
     }
@@ -114,6 +125,7 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
     symm_moe_t *h;
     symm_status_t st;
     void *base = NULL;
+    int packets;
     symm__error_clear();
     if (!symm_initialized())
         return symm__error(SYMM_ERR_NOT_INITIALIZED, "%s: symm is not initialized", call);
@@ -123,12 +135,14 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
         team = symm_team_world();
     if (team != symm_team_world() && team != symm_team_node())
         return symm__error(SYMM_ERR_INVALID_ARG, "%s: the team must be the world or the node team", call);
+    if ((st = symm__moe_packets(call, &packets)) != SYMM_SUCCESS)
+        return st;
     h = (symm_moe_t *)calloc(1, sizeof(*h));
     if (h == NULL)
         return symm__error(SYMM_ERR_NO_MEMORY, "%s: out of host memory", call);
-    if ((st = symm__moe_geom(call, cfg, symm_team_n_pes(team), &h->g)) != SYMM_SUCCESS)
+    if ((st = symm__moe_geom(call, cfg, symm_team_n_pes(team), packets, &h->g)) != SYMM_SUCCESS)
         goto fail_handle;
-    if ((st = same_everywhere(cfg)) != SYMM_SUCCESS)
+    if ((st = same_everywhere(cfg, packets)) != SYMM_SUCCESS)
         goto fail_handle;
     if ((st = symm_team_ctx_copy(team, &h->ctx)) != SYMM_SUCCESS)
         goto fail_handle;
@@ -233,6 +247,9 @@ static symm_status_t begin(const char *call, symm_moe_t *h, symm__moe_kargs_t *a
     a->scale_cols = h->g.scale_cols;
     a->tok_stride = h->g.tok_stride;
     a->rows = h->g.rows;
+    a->pcap = h->g.pcap;
+    a->pmt = h->g.pmt;
+    a->pkt = h->g.packets != SYMM__MOE_PKT_OFF;
     return SYMM_SUCCESS;
 }
 

@@ -6,30 +6,51 @@
  * larger than the SMs the PE may fill (the handle's SM budget) cannot stall
  * a peer.
  *
- * Dispatch, epoch e (dispatches so far, kept on the device; p = e & 1):
+ * Two forms of a row on the wire. Plain: the row's bytes, then a flag
+ * released behind them (the release waits for the bytes' acknowledgements,
+ * about a microsecond over NVLink, and the receiver reads the flag, then the
+ * bytes). Packets: every 8 bytes of the row travel in a 16-byte packet with
+ * the call's tag in each 8-byte half (single-copy atomic), so there is no
+ * fence and the receiver polls the data itself, at twice the bytes. A PE
+ * sends a call's rows as packets while they fit its packet slots (pcap
+ * tokens; SYMM_MOE_PACKETS=auto sizes them for SYMM_MOE_PACKET_BYTES:
+ * decode sizes, where latency is all) and says so in the mode bits of every
+ * count it posts, so each receiver knows each source's form (PEs' token
+ * counts differ, and so may their forms in one call).
+ *
+ * Dispatch, epoch e (dispatches so far, kept on the device; p = e & 1; the
+ * tag is (uint32)e):
  *   send  Every block stages the top-k indices of this PE's tokens (t =
  *         dp_rank, dp_rank + dp, ... below the bound) in shared memory.
  *         Expert lists: warp w of the grid owns experts w, w + warps, ...;
  *         for each it scans the routes in token order (ballots, so every
- *         route gets the same slot whichever block looks) and stores the
- *         route (t / dp, k) into the expert's PE at ll_list[p][me][l][j],
- *         then releases the count (e << 32 | routes) at ll_cnt[p][me][l]:
- *         list and count travel together, one release per expert.
+ *         route gets the same slot whichever block looks) and stores each
+ *         route (t / dp, k), tagged, into the expert's PE at
+ *         ll_list[p][me][l][j], then the count (e << 32 | mode | routes) at
+ *         ll_cnt[p][me][l]: relaxed stores, no fence (the entries carry their
+ *         own tag, and the receiver polls them).
  *         Token rows: block b owns tokens b, b + blocks, ...; it stores each
  *         token once into every PE that holds one of its experts (not once
- *         per expert), into ll_dbuf[p][me][t / dp], then releases the row's
- *         flag (e) behind it: a put with signal per (token, PE).
- *   recv  Block b takes (local expert l, source s) items b, b + blocks, ...:
- *         it waits for the counts of l from every source (their prefix is
- *         s's first row of expert l, as pplx orders rows by source), then
- *         for each listed route polls that row's flag and copies the row to
- *         out_expert_x[l][row] and its scales, noting the route for combine.
+ *         per expert): as packets into ll_pbuf[p][me][t / dp], or plainly
+ *         into ll_dbuf[p][me][t / dp] with the row's flag (e) released
+ *         behind it.
+ *   recv  Block b takes the (local expert l, source s) items b, b + blocks,
+ *         ... together: it waits for the counts of all of them at once (the
+ *         prefix over sources of l's counts is s's first row, as pplx orders
+ *         rows by source) and notes each source's mode, then takes their
+ *         routes as one stream in batches: polls each list entry, then the
+ *         row (its packets, or its flag and then its bytes), copies it to
+ *         out_expert_x[l][row] and its scales, and notes the route for
+ *         combine.
  * Combine, same epoch:
  *   send  Each received row goes back, weighted by nothing, to every PE of
- *         its token's DP group, into ll_cbuf[t][k], with a release of
- *         ll_cflag[t][k] = e behind it.
- *   recv  Per token: wait for the flags of its valid routes, sum weight x
- *         row in float32 in slot order, store.
+ *         its token's DP group: as packets into ll_pcbuf[t][k] when the
+ *         token's source asked for them (its mode, kept in ll_mode), else
+ *         into ll_cbuf[t][k] with a release of ll_cflag[t][k] = e behind it.
+ *   recv  Per token (its hidden dimension split over several blocks when
+ *         tokens are fewer than blocks): the valid routes' rows, polled as
+ *         packets or waited for by flag, summed weight x row in float32 in
+ *         slot order, stored.
  *
  * Why two buffers by parity suffice, with no acknowledgement: PE s writes
  * r's parity-p buffers (counts, lists, rows) in dispatch e and next in
@@ -41,11 +62,20 @@
  * combine buffers need only one copy by the same chain: r writes s's ll_cbuf
  * in combine e + 1 after its dispatch e + 1 receive half, which waited for
  * s's counts of e + 1, posted after s's combine e receive half had read them.
+ * Tags and flags differ between consecutive uses of a buffer (e against
+ * e - 2, or e - 1), and a packet region is never written plainly, so nothing
+ * stale passes for new.
  */
 #include "moe/moe_kernels.cuh"
 
 #define LL_UNROLL 4
-#define LL_BATCH 32  /* most tokens (or rows) a block handles in one step */
+#define LL_BATCH 32   /* most tokens (or rows) a block handles in one step */
+#define LL_PGATHER 4  /* routes whose packets a combine thread polls at once */
+
+/* A count word: epoch << 32 | mode << 30 | routes. */
+#define LL_ROUTES 0x3fffffffu
+#define LL_MODE_DPKT 1u /* the source's dispatch rows are packets */
+#define LL_MODE_CPKT 2u /* its tokens' combine rows come back as packets */
 
 /* Route k of a token (its K experts at `row`) valid: an expert in range that
  * no earlier slot of the token names. The same rule everywhere. */
@@ -59,14 +89,25 @@ SYMM__DEVICE_INTERNAL int ll_valid(const uint32_t *row, uint32_t k, uint32_t E) 
     return 1;
 }
 
-/* Bytes from a ll_dbuf slot's start to its flag. */
-SYMM__DEVICE_INTERNAL uint64_t ll_flag_off(const symm__moe_kargs_t *A) {
+/* Data bytes of a row slot (x, then its scales 16-byte padded); the flag of
+ * a plain slot follows them. */
+SYMM__DEVICE_INTERNAL uint64_t ll_sdata(const symm__moe_kargs_t *A) {
     return A->x_bytes + (((uint64_t)A->scale_cols * 4u + 15u) & ~(uint64_t)15u);
 }
 
-/* Slot of token tl (t / dp) from source s, parity p, in ll_dbuf. */
+/* Slot of token tl (t / dp) from source s, parity p, in ll_dbuf (plain) and
+ * ll_pbuf (packets: two bytes per data byte). */
 SYMM__DEVICE_INTERNAL char *ll_slot(const symm__moe_kargs_t *A, uint32_t p, uint32_t s, uint32_t tl) {
     return MOE_AT(A, ll_dbuf) + (((uint64_t)p * (uint32_t)A->n + s) * A->cap + tl) * A->tok_stride;
+}
+
+SYMM__DEVICE_INTERNAL char *ll_pslot(const symm__moe_kargs_t *A, uint32_t p, uint32_t s, uint32_t tl) {
+    return MOE_AT(A, ll_pbuf) + (((uint64_t)p * (uint32_t)A->n + s) * A->pcap + tl) * 2u * ll_sdata(A);
+}
+
+/* Combine packet slot of my token t's route k (room for f32 rows). */
+SYMM__DEVICE_INTERNAL char *ll_pcslot(const symm__moe_kargs_t *A, uint64_t t, uint32_t k) {
+    return MOE_AT(A, ll_pcbuf) + (t * A->topk + k) * (uint64_t)A->hidden * 8u;
 }
 
 /* Tokens of a batch so that each thread has a few vectors to move. */
@@ -75,12 +116,110 @@ SYMM__DEVICE_INTERNAL uint32_t ll_batch(uint32_t units) {
     return b < 1 ? 1 : (b > LL_BATCH ? LL_BATCH : b);
 }
 
+/* ---- 16 bytes at any alignment (user buffers), packets ----------------------------------- */
+
+SYMM__DEVICE_INTERNAL symm__v4_t ll_ld16(const char *p) {
+    symm__v4_t v;
+    const uintptr_t a = (uintptr_t)p;
+    if ((a & 15u) == 0)
+        return symm__cld16(p, 0);
+    if ((a & 3u) == 0) {
+        v.x = symm__cld4(p, 0);
+        v.y = symm__cld4(p + 4, 0);
+        v.z = symm__cld4(p + 8, 0);
+        v.w = symm__cld4(p + 12, 0);
+        return v;
+    }
+    {
+        uint32_t w[4] = {0, 0, 0, 0};
+        for (int i = 0; i < 16; i++)
+            w[i / 4] |= symm__cld1(p + i, 0) << (8 * (i % 4));
+        v.x = w[0];
+        v.y = w[1];
+        v.z = w[2];
+        v.w = w[3];
+    }
+    return v;
+}
+
+SYMM__DEVICE_INTERNAL void ll_st16(char *p, symm__v4_t v) {
+    const uintptr_t a = (uintptr_t)p;
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    if ((a & 15u) == 0) {
+        symm__cst16(p, v, 0);
+    } else if ((a & 3u) == 0) {
+        for (int i = 0; i < 4; i++)
+            symm__cst4(p + 4 * i, w[i], 0);
+    } else {
+        for (int i = 0; i < 16; i++)
+            symm__cst1(p + i, (w[i / 4] >> (8 * (i % 4))) & 0xffu, 0);
+    }
+}
+
+/* 16 data bytes as two packets at dst (32 bytes). */
+SYMM__DEVICE_INTERNAL void ll_put_pkt2(void *dst, symm__v4_t v, uint32_t tag) {
+    symm__v4_t a, b;
+    a.x = v.x;
+    a.y = tag;
+    a.z = v.y;
+    a.w = tag;
+    b.x = v.z;
+    b.y = tag;
+    b.z = v.w;
+    b.w = tag;
+    symm__c_st16_vol(dst, a);
+    symm__c_st16_vol((char *)dst + 16, b);
+}
+
+SYMM__DEVICE_INTERNAL int ll_pkt_ok(symm__v4_t v, uint32_t tag) { return v.y == tag && v.w == tag; }
+
+/* Poll the packet at p (last seen v) until both halves carry the tag. */
+SYMM__DEVICE_INTERNAL symm__v4_t ll_pkt_wait(const symm__moe_kargs_t *A, const char *p, uint32_t tag, symm__v4_t v) {
+    uint32_t polls = 0;
+    uint64_t t0 = 0;
+    while (!ll_pkt_ok(v, tag)) {
+        if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+            t0 = symm__wait_check(&A->ctx, p, SYMM_CMP_EQ, tag, v.y == tag ? v.w : v.y, t0);
+        v = symm__c_ld16_vol(p);
+    }
+    return v;
+}
+
+/* The 16 data bytes of two packets loaded as a and b (waiting for those that
+ * do not carry the tag yet). */
+SYMM__DEVICE_INTERNAL symm__v4_t ll_pkt_data(const symm__moe_kargs_t *A, const char *p, uint32_t tag, symm__v4_t a,
+                                            symm__v4_t b) {
+    symm__v4_t r;
+    if (!ll_pkt_ok(a, tag))
+        a = ll_pkt_wait(A, p, tag, a);
+    if (!ll_pkt_ok(b, tag))
+        b = ll_pkt_wait(A, p + 16, tag, b);
+    r.x = a.x;
+    r.y = a.z;
+    r.z = b.x;
+    r.w = b.z;
+    return r;
+}
+
+/* Poll a tagged list entry until it carries the tag; the route it holds. */
+SYMM__DEVICE_INTERNAL uint32_t ll_take_entry(const symm__moe_kargs_t *A, const uint64_t *p, uint32_t tag) {
+    uint64_t v = symm__ld_b64(p, SYMM_SEM_VOLATILE, SYMM_SCOPE_SYS);
+    uint32_t polls = 0;
+    uint64_t t0 = 0;
+    while ((uint32_t)(v >> 32) != tag) {
+        if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+            t0 = symm__wait_check(&A->ctx, p, SYMM_CMP_EQ, tag, v >> 32, t0);
+        v = symm__ld_b64(p, SYMM_SEM_VOLATILE, SYMM_SCOPE_SYS);
+    }
+    return (uint32_t)v;
+}
+
 /* ---- dispatch --------------------------------------------------------------------------- */
 
 SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t e) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
-    const uint32_t me = (uint32_t)A->me, dpr = me % dp, p = (uint32_t)(e & 1u);
+    const uint32_t me = (uint32_t)A->me, dpr = me % dp, p = (uint32_t)(e & 1u), tag = (uint32_t)e;
     /* experts are owned from the last block down, tokens from the first block up: with few tokens
      * the lists and the rows leave from different SMs at once */
     const uint32_t B = gridDim.x, GW = B * SYMM__MOE_WARPS, gw = (B - 1 - blockIdx.x) * SYMM__MOE_WARPS + warp;
@@ -90,9 +229,12 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     const uint32_t all = A->num_tokens > dpr ? (uint32_t)((A->num_tokens - dpr + dp - 1) / dp) : 0;
     const uint32_t nvx = A->x_bytes / 16u, cols = A->scale_cols, cq = (cols + 3) / 4;
     const uint32_t tb = ll_batch(nvx + cq);
-    const uint64_t xrow = (uint64_t)A->x_stride * A->x_esz, foff = ll_flag_off(A);
-    const int xal = moe_al16((uint64_t)(uintptr_t)A->x) && moe_al16(xrow);
+    const uint64_t xrow = (uint64_t)A->x_stride * A->x_esz, foff = ll_sdata(A);
     const uint32_t lanes_below = (1u << lane) - 1u;
+    /* this call's form: packets while this PE's rows fit the packet slots; its group's combine rows
+     * come back as packets while they fit too (every PE of the group decides alike) */
+    const int pk = A->pkt && all <= A->pcap;
+    const uint64_t mode = (pk ? LL_MODE_DPKT : 0u) | (A->pkt && A->num_tokens <= A->pmt ? LL_MODE_CPKT : 0u);
     extern __shared__ uint32_t ecnt[]; /* [warps][per_warp]: running route counts of owned experts */
     __shared__ uint32_t sidx[SYMM__MOE_IDX_CHUNK];
     __shared__ uint64_t smask[LL_BATCH];
@@ -110,29 +252,32 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
             sidx[q] = ((const uint32_t *)A->idx)[t * K + q % K];
         }
         symm__block_sync();
-        /* expert lists (and, with the last chunk, their counts) */
+        /* expert lists (and, with the last chunk, their counts): tagged entries, relaxed stores */
         for (uint32_t w = 0; w < per_warp; w++) {
             const uint32_t ex = gw + w * GW, r = ex / L, le = ex % L;
-            uint32_t run, *list;
+            uint32_t run;
+            uint64_t *list;
             if (ex >= E)
                 break;
             run = ecnt[warp * per_warp + w];
-            list = (uint32_t *)moe_peer(A, MOE_AT(A, ll_list) + (((uint64_t)p * n + me) * L + le) * A->cap * 4u,
+            list = (uint64_t *)moe_peer(A, MOE_AT(A, ll_list) + (((uint64_t)p * n + me) * L + le) * A->cap * 8u,
                                         (int)r);
             for (uint32_t q0 = 0; q0 < ntok * K; q0 += 32) {
                 const uint32_t q = q0 + lane;
                 const int hit = q < ntok * K && sidx[q] == ex && ll_valid(&sidx[q - q % K], q % K, E);
                 const uint32_t ball = __ballot_sync(MOE_FULL, hit);
                 if (hit)
-                    moe_put32(list + run + __popc(ball & lanes_below), ((c0 + q / K) << 8) | (q % K));
+                    symm__st_b64(list + run + __popc(ball & lanes_below),
+                                 ((uint64_t)tag << 32) | ((c0 + q / K) << 8) | (q % K), SYMM_SEM_RELAXED,
+                                 SYMM_SCOPE_SYS);
                 run += (uint32_t)__popc(ball);
             }
             __syncwarp();
             if (lane == 0) {
                 ecnt[warp * per_warp + w] = run;
                 if (last)
-                    moe_release(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + me) * L + le, (e << 32) | run,
-                                (int)r);
+                    symm__st_b64(moe_peer(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + me) * L + le, (int)r),
+                                 (e << 32) | (mode << 30) | run, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
             }
             __syncwarp();
         }
@@ -162,7 +307,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                     stok[tid] = c0 + i;
                 }
                 symm__block_sync();
-                if (xal) {
+                /* x, 16 bytes per thread and step, loaded once for all the token's PEs */
+                {
                     const uint32_t total = nb * nvx;
                     for (uint32_t q0 = tid; q0 < total; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
                         symm__v4_t v[LL_UNROLL];
@@ -171,7 +317,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                             const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
                             if (q < total) {
                                 const uint64_t t = dpr + (uint64_t)stok[q / nvx] * dp;
-                                v[u] = symm__cld16((const char *)A->x + t * xrow + 16u * (q % nvx), 0);
+                                v[u] = ll_ld16((const char *)A->x + t * xrow + 16u * (q % nvx));
                             }
                         }
 #pragma unroll
@@ -179,43 +325,49 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                             const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
                             if (q < total) {
                                 const uint32_t j = q / nvx;
-                                char *dst = ll_slot(A, p, me, stok[j]) + 16u * (q % nvx);
-                                for (uint64_t m = smask[j]; m; m &= m - 1)
-                                    symm__cst16(moe_peer(A, dst, __ffsll((long long)m) - 1), v[u], 1);
+                                for (uint64_t m = smask[j]; m; m &= m - 1) {
+                                    const int r = __ffsll((long long)m) - 1;
+                                    if (pk)
+                                        ll_put_pkt2(moe_peer(A, ll_pslot(A, p, me, stok[j]) + 32u * (q % nvx), r),
+                                                    v[u], tag);
+                                    else
+                                        symm__cst16(moe_peer(A, ll_slot(A, p, me, stok[j]) + 16u * (q % nvx), r),
+                                                    v[u], 1);
+                                }
                             }
                         }
                     }
-                } else {
-                    for (uint32_t j = 0; j < nb; j++) {
-                        const uint64_t t = dpr + (uint64_t)stok[j] * dp;
-                        for (uint64_t m = smask[j]; m; m &= m - 1)
-                            symm__copy(moe_peer(A, ll_slot(A, p, me, stok[j]), __ffsll((long long)m) - 1),
-                                       (const char *)A->x + t * xrow, A->x_bytes, tid, SYMM__MOE_THREADS, 1);
-                    }
                 }
-                /* scales, four per 16-byte store (the slot's scales start 16-byte aligned) */
+                /* scales, four per 16 bytes (the slot's scales start 16-byte aligned) */
                 for (uint32_t q = tid; q < nb * cq; q += SYMM__MOE_THREADS) {
-                    const uint32_t j = q / cq, c0 = 4 * (q % cq), cnt = cols - c0 < 4 ? cols - c0 : 4;
+                    const uint32_t j = q / cq, s0 = 4 * (q % cq), cnt = cols - s0 < 4 ? cols - s0 : 4;
                     const int64_t t = (int64_t)(dpr + (uint64_t)stok[j] * dp);
-                    char *dst = ll_slot(A, p, me, stok[j]) + A->x_bytes + 4u * c0;
                     symm__v4_t v;
                     uint32_t w[4] = {0, 0, 0, 0};
                     for (uint32_t i = 0; i < cnt; i++)
-                        w[i] = symm__f32_bits(A->x_scale[t * A->xs_stride[0] + (int64_t)(c0 + i) * A->xs_stride[1]]);
+                        w[i] = symm__f32_bits(A->x_scale[t * A->xs_stride[0] + (int64_t)(s0 + i) * A->xs_stride[1]]);
                     v.x = w[0];
                     v.y = w[1];
                     v.z = w[2];
                     v.w = w[3];
-                    for (uint64_t m = smask[j]; m; m &= m - 1)
-                        symm__cst16(moe_peer(A, dst, __ffsll((long long)m) - 1), v, 1);
+                    for (uint64_t m = smask[j]; m; m &= m - 1) {
+                        const int r = __ffsll((long long)m) - 1;
+                        if (pk)
+                            ll_put_pkt2(moe_peer(A, ll_pslot(A, p, me, stok[j]) + 2u * A->x_bytes + 8u * s0, r), v,
+                                        tag);
+                        else
+                            symm__cst16(moe_peer(A, ll_slot(A, p, me, stok[j]) + A->x_bytes + 4u * s0, r), v, 1);
+                    }
                 }
-                /* each row's flag, released behind the whole block's stores */
-                symm__block_sync();
-                for (uint32_t x = tid; x < nb * n; x += SYMM__MOE_THREADS) {
-                    const uint32_t j = x / n, r = x % n;
-                    if ((smask[j] >> r) & 1u)
-                        MOE_RELEASE_PUT(A, tb_, (uint64_t *)(void *)(ll_slot(A, p, me, stok[j]) + foff), e, (int)r,
-                                        A->x_bytes + 4u * cols);
+                /* plain rows: each row's flag, released behind the whole block's stores */
+                if (!pk) {
+                    symm__block_sync();
+                    for (uint32_t x = tid; x < nb * n; x += SYMM__MOE_THREADS) {
+                        const uint32_t j = x / n, r = x % n;
+                        if ((smask[j] >> r) & 1u)
+                            MOE_RELEASE_PUT(A, tb_, (uint64_t *)(void *)(ll_slot(A, p, me, stok[j]) + foff), e,
+                                            (int)r, A->x_bytes + 4u * cols);
+                    }
                 }
             }
         }
@@ -224,78 +376,137 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     }
 }
 
+/* Most (local expert, source) items a block waits for at once: one thread
+ * per (item, source) count, so SYMM__MOE_THREADS / n of them (all with one PE). */
+#define LL_ITEMS SYMM__MOE_THREADS
+
 SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t e) {
     const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, L = A->local, dp = (uint32_t)A->dp;
-    const uint32_t p = (uint32_t)(e & 1u), nvx = A->x_bytes / 16u, cols = A->scale_cols;
-    const uint64_t foff = ll_flag_off(A), esz = A->x_esz;
-    const int oal = moe_al16((uint64_t)(uintptr_t)A->out_x) && moe_al16((uint64_t)A->ox_stride[0] * esz) &&
-                    moe_al16((uint64_t)A->ox_stride[1] * esz);
+    const uint32_t p = (uint32_t)(e & 1u), tag = (uint32_t)e, nvx = A->x_bytes / 16u, cols = A->scale_cols;
+    const uint32_t B = gridDim.x, items = n * L, ipb = SYMM__MOE_THREADS / n;
+    const uint64_t foff = ll_sdata(A), esz = A->x_esz;
     const uint32_t rb = ll_batch(nvx + cols);
-    __shared__ uint32_t cnt[SYMM__MOE_MAX_PES];
-    __shared__ uint32_t stl[LL_BATCH];
-    for (uint32_t item = blockIdx.x; item < n * L; item += gridDim.x) {
-        const uint32_t le = item / n, s = item % n;
-        uint32_t off = 0, num, total = 0;
+    __shared__ uint32_t cnt[SYMM__MOE_THREADS];   /* [item of the round][source]: routes */
+    __shared__ uint32_t ioff[LL_ITEMS], ipre[LL_ITEMS];
+    __shared__ uint32_t smode[SYMM__MOE_MAX_PES];
+    __shared__ uint32_t stl[LL_BATCH], ssrc[LL_BATCH], sle[LL_BATCH], srow[LL_BATCH];
+    for (uint32_t i0 = blockIdx.x; i0 < items; i0 += B * ipb) {
+        const uint32_t left = (items - i0 + B - 1) / B, ni = left < ipb ? left : ipb;
+        uint32_t total;
+        /* the counts of every item of this round, at once */
         symm__block_sync();
-        if (tid < n)
-            cnt[tid] = (uint32_t)moe_wait(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + tid) * L + le, e << 32, (int)tid);
+        if (tid < ni * n) {
+            const uint32_t j = tid / n, x = tid % n, le = (i0 + j * B) / n;
+            const uint64_t v = moe_wait(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + x) * L + le, e << 32, (int)x);
+            cnt[tid] = (uint32_t)v & LL_ROUTES;
+            if (j == 0) {
+                smode[x] = (uint32_t)(v >> 30) & 3u;
+                MOE_U32(A, ll_mode)[x] = (uint32_t)(v >> 30) & 3u; /* for the combine; every block agrees */
+            }
+        }
         symm__block_sync();
-        for (uint32_t x = 0; x < n; x++) {
-            off += x < s ? cnt[x] : 0;
-            total += cnt[x];
+        {
+            uint32_t num = 0;
+            if (tid < ni) {
+                const uint32_t item = i0 + tid * B, le = item / n, s = item % n;
+                uint32_t off = 0, sum = 0;
+                for (uint32_t x = 0; x < n; x++) {
+                    off += x < s ? cnt[tid * n + x] : 0;
+                    sum += cnt[tid * n + x];
+                }
+                num = cnt[tid * n + s];
+                ioff[tid] = off;
+                if (s == 0) {
+                    A->out_num[le] = (int32_t)sum;
+                    MOE_U32(A, ll_rcnt)[le] = sum;
+                }
+            }
+            /* the round's routes as one stream: item i's start */
+            const uint32_t pre = moe_block_scan(num, &total);
+            if (tid < ni)
+                ipre[tid] = pre;
         }
-        num = cnt[s];
-        if (s == 0 && tid == 0) {
-            A->out_num[le] = (int32_t)total;
-            MOE_U32(A, ll_rcnt)[le] = total;
-        }
-        for (uint32_t j0 = 0; j0 < num; j0 += rb) {
-            const uint32_t nb = num - j0 < rb ? num - j0 : rb;
+        for (uint32_t j0 = 0; j0 < total; j0 += rb) {
+            const uint32_t nb = total - j0 < rb ? total - j0 : rb;
             symm__block_sync();
             if (tid < nb) {
-                const uint32_t ent = MOE_U32(A, ll_list)[(((uint64_t)p * n + s) * L + le) * A->cap + j0 + tid];
-                const uint32_t tl = ent >> 8;
-                const uint64_t t = (uint64_t)tl * dp + s % dp;
-                moe_wait(A, (const uint64_t *)(const void *)(ll_slot(A, p, s, tl) + foff), e, (int)s);
-                stl[tid] = tl;
-                MOE_U64(A, ll_route)[(uint64_t)le * A->rows + off + j0 + tid] =
-                    (uint64_t)s | ((uint64_t)(ent & 255u) << 16) | (t << 32);
+                const uint32_t j = j0 + tid;
+                uint32_t lo = 0, hi = ni - 1; /* the last item whose first route is <= j */
+                while (lo < hi) {
+                    const uint32_t mid = (lo + hi + 1) / 2;
+                    if (ipre[mid] <= j)
+                        lo = mid;
+                    else
+                        hi = mid - 1;
+                }
+                {
+                    const uint32_t item = i0 + lo * B, le = item / n, s = item % n, r = j - ipre[lo];
+                    const uint32_t ent =
+                        ll_take_entry(A, MOE_U64(A, ll_list) + (((uint64_t)p * n + s) * L + le) * A->cap + r, tag);
+                    const uint32_t tl = ent >> 8;
+                    const uint64_t t = (uint64_t)tl * dp + s % dp;
+                    if (!(smode[s] & LL_MODE_DPKT))
+                        moe_wait(A, (const uint64_t *)(const void *)(ll_slot(A, p, s, tl) + foff), e, (int)s);
+                    stl[tid] = tl;
+                    ssrc[tid] = s;
+                    sle[tid] = le;
+                    srow[tid] = ioff[lo] + r;
+                    MOE_U64(A, ll_route)[(uint64_t)le * A->rows + ioff[lo] + r] =
+                        (uint64_t)s | ((uint64_t)(ent & 255u) << 16) | (t << 32);
+                }
             }
             symm__block_sync();
-            if (oal) {
-                const uint32_t total_v = nb * nvx;
-                for (uint32_t q0 = tid; q0 < total_v; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
-                    symm__v4_t v[LL_UNROLL];
+            /* x: 16 bytes per thread and step (packets: two, polled until they carry the tag) */
+            {
+                const uint32_t tv = nb * nvx;
+                for (uint32_t q0 = tid; q0 < tv; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
+                    symm__v4_t va[LL_UNROLL], vb[LL_UNROLL];
 #pragma unroll
                     for (int u = 0; u < LL_UNROLL; u++) {
                         const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
-                        if (q < total_v)
-                            v[u] = symm__cld16(ll_slot(A, p, s, stl[q / nvx]) + 16u * (q % nvx), 0);
+                        if (q < tv) {
+                            const uint32_t j = q / nvx, s = ssrc[j];
+                            if (smode[s] & LL_MODE_DPKT) {
+                                const char *src = ll_pslot(A, p, s, stl[j]) + 32u * (q % nvx);
+                                va[u] = symm__c_ld16_vol(src);
+                                vb[u] = symm__c_ld16_vol(src + 16);
+                            } else {
+                                va[u] = symm__cld16(ll_slot(A, p, s, stl[j]) + 16u * (q % nvx), 0);
+                            }
+                        }
                     }
 #pragma unroll
                     for (int u = 0; u < LL_UNROLL; u++) {
                         const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
-                        if (q < total_v) {
-                            const uint64_t row = (uint64_t)off + j0 + q / nvx;
+                        if (q < tv) {
+                            const uint32_t j = q / nvx, s = ssrc[j];
                             char *dst = (char *)A->out_x +
-                                        ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)esz;
-                            symm__cst16(dst + 16u * (q % nvx), v[u], 0);
+                                        ((int64_t)sle[j] * A->ox_stride[0] + (int64_t)srow[j] * A->ox_stride[1]) *
+                                            (int64_t)esz + 16u * (q % nvx);
+                            if (smode[s] & LL_MODE_DPKT)
+                                va[u] = ll_pkt_data(A, ll_pslot(A, p, s, stl[j]) + 32u * (q % nvx), tag, va[u],
+                                                    vb[u]);
+                            ll_st16(dst, va[u]);
                         }
                     }
                 }
-            } else {
-                for (uint32_t j = 0; j < nb; j++) {
-                    const uint64_t row = (uint64_t)off + j0 + j;
-                    symm__copy((char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) *
-                                                      (int64_t)esz,
-                               ll_slot(A, p, s, stl[j]), A->x_bytes, tid, SYMM__MOE_THREADS, 0);
-                }
             }
+            /* scales */
             for (uint32_t q = tid; q < nb * cols; q += SYMM__MOE_THREADS) {
-                const uint32_t j = q / cols, c = q % cols;
-                const int64_t row = (int64_t)off + j0 + j;
-                A->out_scale[(int64_t)le * A->os_stride[0] + row * A->os_stride[1] + (int64_t)c * A->os_stride[2]] =
-                    ((const float *)(const void *)(ll_slot(A, p, s, stl[j]) + A->x_bytes))[c];
+                const uint32_t j = q / cols, c = q % cols, s = ssrc[j];
+                float f;
+                if (smode[s] & LL_MODE_DPKT) {
+                    /* data byte x_bytes + 4c lies in packet (x_bytes + 4c) / 8, half c % 2 */
+                    const char *src = ll_pslot(A, p, s, stl[j]) + 2u * A->x_bytes + 16u * (c / 2);
+                    symm__v4_t v = symm__c_ld16_vol(src);
+                    if (!ll_pkt_ok(v, tag))
+                        v = ll_pkt_wait(A, src, tag, v);
+                    f = symm__bits_f32(c % 2 ? v.z : v.x);
+                } else {
+                    f = ((const float *)(const void *)(ll_slot(A, p, s, stl[j]) + A->x_bytes))[c];
+                }
+                A->out_scale[(int64_t)sle[j] * A->os_stride[0] + (int64_t)srow[j] * A->os_stride[1] +
+                             (int64_t)c * A->os_stride[2]] = f;
             }
         }
     }
@@ -315,13 +526,19 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
 
 /* ---- combine ---------------------------------------------------------------------------- */
 
+/* Does my group's token t come back as packets: its source's mode says so
+ * (and t has a packet slot, which a source that asked for packets ensures;
+ * sender and receiver apply the same rule either way). */
+SYMM__DEVICE_INTERNAL int ll_cpkt(const symm__moe_kargs_t *A, uint32_t mode, uint64_t t) {
+    return (mode & LL_MODE_CPKT) != 0 && t < A->pmt;
+}
+
 SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t e) {
-    const uint32_t tid = symm__block_tid(), L = A->local, K = A->topk, dp = (uint32_t)A->dp;
+    const uint32_t tid = symm__block_tid(), L = A->local, K = A->topk, dp = (uint32_t)A->dp, tag = (uint32_t)e;
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
     const uint64_t slot_bytes = (uint64_t)A->hidden * 4u;
     const uint64_t *routes = MOE_U64(A, ll_route);
-    const int yal = moe_al16((uint64_t)(uintptr_t)A->y) && moe_al16((uint64_t)A->y_stride[0] * ysz) &&
-                    moe_al16((uint64_t)A->y_stride[1] * ysz);
+    const uint32_t *modes = MOE_U32(A, ll_mode);
     extern __shared__ uint32_t pre[]; /* [L + 1]: first flat row of each local expert */
     __shared__ uint64_t sridx[LL_BATCH], syoff[LL_BATCH];
     uint32_t total, run = 0, rb;
@@ -344,6 +561,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
         rb = 1;
     for (uint32_t r0 = blockIdx.x * rb; r0 < total; r0 += gridDim.x * rb) {
         const uint32_t nb = total - r0 < rb ? total - r0 : rb;
+        int plain = 0;
         symm__block_sync();
         MOE_TRACE_T0(tb_, A);
         if (tid < nb) {
@@ -361,7 +579,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
         }
         symm__block_sync();
         /* the routes are read after the rows' loads are issued, so both are in flight together */
-        if (yal) {
+        {
             const uint32_t tv = nb * nvy;
             for (uint32_t q0 = tid; q0 < tv; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
                 symm__v4_t v[LL_UNROLL];
@@ -369,7 +587,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
                 for (int u = 0; u < LL_UNROLL; u++) {
                     const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
                     if (q < tv)
-                        v[u] = symm__cld16((const char *)A->y + syoff[q / nvy] + 16u * (q % nvy), 0);
+                        v[u] = ll_ld16((const char *)A->y + syoff[q / nvy] + 16u * (q % nvy));
                 }
 #pragma unroll
                 for (int u = 0; u < LL_UNROLL; u++) {
@@ -378,78 +596,150 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
                         const uint64_t route = routes[sridx[q / nvy]];
                         const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
                         const uint32_t g0 = src / dp * dp;
-                        char *dst = MOE_AT(A, ll_cbuf) + ((route >> 32) * K + k) * slot_bytes + 16u * (q % nvy);
-                        for (uint32_t d = 0; d < dp; d++)
-                            symm__cst16(moe_peer(A, dst, (int)(g0 + d)), v[u], 1);
+                        if (ll_cpkt(A, modes[src], route >> 32)) {
+                            char *dst = ll_pcslot(A, route >> 32, k) + 32u * (q % nvy);
+                            for (uint32_t d = 0; d < dp; d++)
+                                ll_put_pkt2(moe_peer(A, dst, (int)(g0 + d)), v[u], tag);
+                        } else {
+                            char *dst = MOE_AT(A, ll_cbuf) + ((route >> 32) * K + k) * slot_bytes + 16u * (q % nvy);
+                            for (uint32_t d = 0; d < dp; d++)
+                                symm__cst16(moe_peer(A, dst, (int)(g0 + d)), v[u], 1);
+                        }
                     }
                 }
             }
-        } else {
-            for (uint32_t j = 0; j < nb; j++) {
-                const uint64_t route = routes[sridx[j]];
-                const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
-                const uint32_t g0 = src / dp * dp;
-                char *dst = MOE_AT(A, ll_cbuf) + ((route >> 32) * K + k) * slot_bytes;
-                for (uint32_t d = 0; d < dp; d++)
-                    symm__copy(moe_peer(A, dst, (int)(g0 + d)), (const char *)A->y + syoff[j],
-                               (uint64_t)A->hidden * ysz, tid, SYMM__MOE_THREADS, 1);
-            }
         }
-        symm__block_sync();
-        for (uint32_t x = tid; x < nb * dp; x += SYMM__MOE_THREADS) {
-            const uint64_t route = routes[sridx[x / dp]];
-            const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
-            MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + (route >> 32) * K + k, e, (int)(src / dp * dp + x % dp),
-                            (uint64_t)A->hidden * ysz);
+        /* plain rows: their flags, released behind the whole block's stores */
+        for (uint32_t j = 0; j < nb; j++) {
+            const uint64_t route = routes[sridx[j]];
+            plain |= !ll_cpkt(A, modes[route & 0xffffu], route >> 32);
+        }
+        if (plain) {
+            symm__block_sync();
+            for (uint32_t x = tid; x < nb * dp; x += SYMM__MOE_THREADS) {
+                const uint64_t route = routes[sridx[x / dp]];
+                const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
+                if (!ll_cpkt(A, modes[src], route >> 32))
+                    MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + (route >> 32) * K + k, e,
+                                    (int)(src / dp * dp + x % dp), (uint64_t)A->hidden * ysz);
+            }
         }
     }
 }
 
-SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, uint64_t e) {
-    const uint32_t tid = symm__block_tid(), K = A->topk, E = A->experts;
+/* acc[...] += w x the 16 data bytes d of pass h: 8 elements of bf16 / f16
+ * (one pass), or f32 elements 4h .. 4h + 3 (two passes). */
+SYMM__DEVICE_INTERNAL void ll_acc16(uint32_t kind, symm__v4_t d, uint32_t h, float w, float *acc) {
+    if (kind == SYMM_DTYPE_F32) {
+        acc[4 * h] += w * symm__bits_f32(d.x);
+        acc[4 * h + 1] += w * symm__bits_f32(d.y);
+        acc[4 * h + 2] += w * symm__bits_f32(d.z);
+        acc[4 * h + 3] += w * symm__bits_f32(d.w);
+    } else {
+        const symm__v4_t none = {0, 0, 0, 0};
+        moe_fma8(kind, d, none, w, acc);
+    }
+}
+
+/* Output groups [glo, glo + gn) (8 elements each) of tokens t0 .. t0 + nb - 1:
+ * each thread sums a group's routes in slot order, 16 data bytes per route
+ * and pass (f32 rows take two passes), with the loads of several routes in
+ * flight: packets polled until they carry the tag, or plain rows whose flags
+ * were waited for. */
+SYMM__DEVICE_INTERNAL void ll_combine_rows(const symm__moe_kargs_t *A, uint32_t tag, uint64_t t0, uint32_t nb,
+                                           uint32_t glo, uint32_t gn, const uint8_t *sok, const float *sw,
+                                           const uint8_t *spk) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, kind = A->y_kind, ysz = moe_kind_size(kind);
+    const uint32_t passes = ysz / 2u;
     const uint64_t slot_bytes = (uint64_t)A->hidden * 4u;
-    const uint32_t ysz = moe_kind_size(A->y_kind), h8 = A->hidden / 8u;
+    for (uint32_t q = tid; q < nb * gn; q += SYMM__MOE_THREADS) {
+        const uint32_t j = q / gn, v = glo + q % gn;
+        const uint64_t t = t0 + j;
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        /* the passes unrolled: acc is indexed by constants, so it stays in registers */
+        if (spk[j]) {
+#pragma unroll
+            for (uint32_t h = 0; h < 2; h++)
+                for (uint32_t k0 = 0; h < passes && k0 < K; k0 += LL_PGATHER) {
+                    symm__v4_t pa[LL_PGATHER], pb[LL_PGATHER];
+#pragma unroll
+                    for (uint32_t i = 0; i < LL_PGATHER; i++)
+                        if (k0 + i < K && sok[j * K + k0 + i]) {
+                            const char *src = ll_pcslot(A, t, k0 + i) + (uint64_t)v * 16u * ysz + 32u * h;
+                            pa[i] = symm__c_ld16_vol(src);
+                            pb[i] = symm__c_ld16_vol(src + 16);
+                        }
+#pragma unroll
+                    for (uint32_t i = 0; i < LL_PGATHER; i++)
+                        if (k0 + i < K && sok[j * K + k0 + i]) /* slot order, as the reference sums */
+                            ll_acc16(kind,
+                                     ll_pkt_data(A, ll_pcslot(A, t, k0 + i) + (uint64_t)v * 16u * ysz + 32u * h, tag,
+                                                 pa[i], pb[i]),
+                                     h, sw[j * K + k0 + i], acc);
+                }
+        } else {
+#pragma unroll
+            for (uint32_t h = 0; h < 2; h++)
+                for (uint32_t k0 = 0; h < passes && k0 < K; k0 += MOE_GATHER) {
+                    symm__v4_t r[MOE_GATHER];
+#pragma unroll
+                    for (uint32_t i = 0; i < MOE_GATHER; i++)
+                        if (k0 + i < K && sok[j * K + k0 + i])
+                            r[i] = symm__cld16(MOE_AT(A, ll_cbuf) + (t * K + k0 + i) * slot_bytes +
+                                                   (uint64_t)v * 8u * ysz + 16u * h, 0);
+#pragma unroll
+                    for (uint32_t i = 0; i < MOE_GATHER; i++)
+                        if (k0 + i < K && sok[j * K + k0 + i])
+                            ll_acc16(kind, r[i], h, sw[j * K + k0 + i], acc);
+                }
+        }
+        moe_store8((char *)A->out + ((int64_t)t * A->out_stride + (int64_t)v * 8) * 2, A->out_kind, acc);
+    }
+}
+
+SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, uint64_t e) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, E = A->experts, dp = (uint32_t)A->dp, tag = (uint32_t)e;
+    const uint32_t g0 = (uint32_t)A->me / dp * dp, B = gridDim.x, h8 = A->hidden / 8u;
     const uint64_t bound = moe_bound(A, blockIdx.x == 0 && tid == 0);
-    uint32_t tb = 1024u / h8;
+    uint32_t tb = 1024u / h8, sl = 1;
+    uint64_t units;
     __shared__ float sw[SYMM__MOE_THREADS];
     __shared__ uint8_t sok[SYMM__MOE_THREADS];
+    __shared__ uint8_t spk[LL_BATCH];
     tb = tb < 1 ? 1 : (tb > LL_BATCH ? LL_BATCH : tb);
     if (tb * K > SYMM__MOE_THREADS)
         tb = SYMM__MOE_THREADS / K;
-    if ((uint64_t)tb * gridDim.x > bound) /* few tokens: spread them over the blocks */
-        tb = bound > gridDim.x ? (uint32_t)((bound + gridDim.x - 1) / gridDim.x) : 1;
-    for (uint64_t t0 = (uint64_t)blockIdx.x * tb; t0 < bound; t0 += (uint64_t)gridDim.x * tb) {
-        const uint32_t nb = bound - t0 < tb ? (uint32_t)(bound - t0) : tb;
+    if ((uint64_t)tb * B > bound) { /* few tokens: spread them over the blocks, and split each when fewer */
+        if (bound >= B) {
+            tb = (uint32_t)((bound + B - 1) / B);
+        } else {
+            tb = 1;
+            sl = bound ? B / (uint32_t)bound : 1;
+            if (sl > h8)
+                sl = h8;
+        }
+    }
+    units = sl > 1 ? bound * sl : (bound + tb - 1) / tb;
+    for (uint64_t w = blockIdx.x; w < units; w += B) {
+        const uint64_t t0 = sl > 1 ? w / sl : w * tb;
+        const uint32_t nb = sl > 1 ? 1u : (bound - t0 < tb ? (uint32_t)(bound - t0) : tb);
+        const uint32_t z = sl > 1 ? (uint32_t)(w % sl) : 0u, glo = h8 * z / sl, gn = h8 * (z + 1) / sl - glo;
         symm__block_sync();
         if (tid < nb * K) {
             const uint64_t t = t0 + tid / K;
             const uint32_t k = tid % K;
             const int ok = ll_valid((const uint32_t *)A->idx + t * K, k, E);
+            const int pk = ll_cpkt(A, MOE_U32(A, ll_mode)[g0 + (uint32_t)(t % dp)], t);
             sok[tid] = (uint8_t)ok;
             sw[tid] = ok ? A->weights[t * K + k] : 0.0f;
-            if (ok) /* from the PE of the route's expert */
+            if (k == 0)
+                spk[tid / K] = (uint8_t)pk;
+            if (ok && !pk) /* from the PE of the route's expert */
                 moe_wait(A, MOE_U64(A, ll_cflag) + t * K + k, e,
                          (int)(((const uint32_t *)A->idx)[t * K + k] / A->local));
         }
         symm__block_sync();
-        for (uint32_t q = tid; q < nb * h8; q += SYMM__MOE_THREADS) {
-            const uint32_t j = q / h8, v = q % h8;
-            const uint64_t t = t0 + j;
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            for (uint32_t k0 = 0; k0 < K; k0 += MOE_GATHER) {
-                symm__v4_t ra[MOE_GATHER], rb[MOE_GATHER];
-#pragma unroll
-                for (uint32_t i = 0; i < MOE_GATHER; i++)
-                    if (k0 + i < K && sok[j * K + k0 + i])
-                        moe_ld8_raw(MOE_AT(A, ll_cbuf) + (t * K + k0 + i) * slot_bytes + (uint64_t)v * 8u * ysz,
-                                    A->y_kind, &ra[i], &rb[i]);
-#pragma unroll
-                for (uint32_t i = 0; i < MOE_GATHER; i++)
-                    if (k0 + i < K && sok[j * K + k0 + i]) /* slot order, as the reference sums */
-                        moe_fma8(A->y_kind, ra[i], rb[i], sw[j * K + k0 + i], acc);
-            }
-            moe_store8((char *)A->out + ((int64_t)t * A->out_stride + (int64_t)v * 8) * 2, A->out_kind, acc);
-        }
+        ll_combine_rows(A, tag, t0, nb, glo, gn, sok, sw, spk);
     }
 }
 

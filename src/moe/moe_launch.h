@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 #include "symm/symm.h"
+#include "symm/symm_moe.h" /* SYMM_MOE_PACKET_BYTES */
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,14 +64,20 @@ typedef struct symm__moe_err {
  * moe_k_ht.cu say why two suffice).
  *   state       symm__moe_state_t: the epoch (dispatches so far), done counters, error lock
  * Low latency (pplx layout):
- *   ll_cnt      uint64 [2][n][L]: (epoch << 32 | routes) source PE s sends my local expert l
- *   ll_list     uint32 [2][n][L][cap]: those routes: (token / dp) << 8 | slot k
+ *   ll_cnt      uint64 [2][n][L]: epoch << 32 | source's mode << 30 | routes source PE s
+ *               sends my local expert l
+ *   ll_list     uint64 [2][n][L][cap]: those routes, each tagged: (uint32)epoch << 32 |
+ *               (token / dp) << 8 | slot k
  *   ll_dbuf     [2][n][cap][tok_stride]: token t / dp of source s: x, scales (16-byte
  *               padded), then its arrival flag (uint64: epoch), 16-byte padded
+ *   ll_pbuf     [2][n][pcap][2 * (tok_stride - 16)]: the same rows as packets (16 bytes
+ *               per 8 bytes of x and scales, each with the epoch's tag)
+ *   ll_mode     uint32 [n]: source s's mode bits of the current epoch (local)
  *   ll_rcnt     uint32 [L]: rows each local expert received (local)
  *   ll_route    uint64 [L][rows]: source PE | slot k << 16 | token << 32 (local)
  *   ll_cflag    uint64 [M][k]: epoch of the expert row in ll_cbuf[t][k]
  *   ll_cbuf     [M][k][hidden * 4 bytes]: expert outputs for my tokens
+ *   ll_pcbuf    [pmt][k][hidden * 8 bytes]: the same as packets (tokens < pmt)
  * High throughput (DeepEP's normal layout):
  *   ht_mat      uint64 [2][n][n]: (epoch << 32 | tokens) PE s sends PE r
  *   ht_emat     uint64 [2][n][L]: (epoch << 32 | tokens) PE s sends my local expert l
@@ -84,7 +91,7 @@ typedef struct symm__moe_err {
  *   ht_cbuf     [n][M][hidden * 2 bytes]: rows PE r returns, at my tokens' positions
  */
 typedef struct symm__moe_layout {
-    uint64_t state, ll_cnt, ll_list, ll_dbuf, ll_rcnt, ll_route, ll_cflag, ll_cbuf;
+    uint64_t state, ll_cnt, ll_list, ll_dbuf, ll_pbuf, ll_mode, ll_rcnt, ll_route, ll_cflag, ll_cbuf, ll_pcbuf;
     uint64_t ht_mat, ht_emat, ht_rcv, ht_exp, ht_roff, ht_mask, ht_pos, ht_cflag;
     uint64_t ht_rx, ht_rscale, ht_ridx, ht_rw, ht_rsrc, ht_rnum, ht_rpe, ht_cbuf;
     uint64_t total;
@@ -115,6 +122,9 @@ typedef struct symm__moe_kargs {
     uint32_t scale_cols;     /* float32 scales per token */
     uint32_t tok_stride;     /* low latency: bytes per slot of ll_dbuf */
     uint32_t rows;           /* low latency: rows per expert kept (M * groups) */
+    uint32_t pcap;           /* low latency: tokens a PE may send as packets (slots of ll_pbuf) */
+    uint32_t pmt;            /* low latency: tokens whose combine rows may come back as packets */
+    uint32_t pkt;            /* low latency: packets on (SYMM_MOE_PACKETS is not 0) */
     uint32_t kernel;         /* symm__mk_t */
     uint32_t flags;          /* SYMM_MOE_SEND and/or SYMM_MOE_RECV */
     uint64_t num_tokens;     /* m */

@@ -6,7 +6,9 @@
  *   ll      low-latency dispatch/combine: fp8 with scales and bf16, dp_size 1
  *           and 2, bound_m below the tokens, a PE with no tokens, 50 calls
  *           back to back with fresh data, -1 (no expert) in some slots, a
- *           dispatch whose combine is skipped; every expert's received rows
+ *           dispatch whose combine is skipped, sizes whose rows go as packets
+ *           in some calls and plainly in others (SYMM_MOE_PACKETS=auto; the
+ *           GPU script runs it again with 1 and 0); every expert's received rows
  *           (bytes and scales, as a multiset), every row's route
  *           (symm_moe_ll_routes) and every combined token checked exactly
  *           against a host reference
@@ -416,6 +418,11 @@ static void part_ll(void) {
         {8, 3, 512, 10, 2, 0, 1, 1, 0, 3},
         {8, 3, 512, 10, 2, 0, 2, 0, 1, 3},
         {64, 6, 2048, 33, 1, 1, 1, 1, -1, 50},
+        /* rows large enough that, with SYMM_MOE_PACKETS=auto, some calls' rows go as packets and others
+         * plainly (moe_k_ll.cu), in both directions, the form changing from call to call and from PE to PE */
+        {16, 4, 7168, 48, 1, 1, 1, 1, -1, 8},
+        {16, 2, 4096, 70, 2, 0, 2, 0, -1, 8},
+        {16, 2, 1024, 200, 2, 0, 1, 1, -1, 8},
     };
     for (auto &cs : cases) {
         LL t;

@@ -48,7 +48,7 @@ static symm_moe_config_t pplx_small(void) {
 static void test_config(void) {
     symm_moe_config_t c = pplx_small(), b;
     symm__moe_geom_t g;
-    CHECK(symm__moe_geom("t", &c, 4, &g) == SYMM_SUCCESS, "small config: %s", symm_last_error());
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS, "small config: %s", symm_last_error());
     CHECK(g.local == 2 && g.dp == 2 && g.groups == 2 && g.cap == 5 && g.rows == 20 && g.scale_cols == 4,
           "geometry local %u dp %d groups %d cap %u rows %u cols %u", g.local, g.dp, g.groups, g.cap, g.rows,
           g.scale_cols);
@@ -59,39 +59,75 @@ static void test_config(void) {
     CHECK(symm_moe_heap_bytes(&c, 3) == 0, "8 experts on 3 PEs is rejected");
 
     b = c; b.dp_size = 3;
-    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "world_size 4 is not a multiple of dp_size 3");
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, SYMM__MOE_PKT_AUTO, &g), "world_size 4 is not a multiple of dp_size 3");
     b = c; b.dp_size = 0;
-    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "dp_size 0");
-    EXPECT_BAD(symm__moe_geom("t", &c, 3, &g), "not a multiple of the team size 3");
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, SYMM__MOE_PKT_AUTO, &g), "dp_size 0");
+    EXPECT_BAD(symm__moe_geom("t", &c, 3, SYMM__MOE_PKT_AUTO, &g), "not a multiple of the team size 3");
     b = c; b.experts_per_token = 9;
-    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "experts_per_token 9");
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, SYMM__MOE_PKT_AUTO, &g), "experts_per_token 9");
     b = c; b.hidden_dim = 500; b.hidden_dim_bytes = 500;
-    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "hidden_dim 500");
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, SYMM__MOE_PKT_AUTO, &g), "hidden_dim 500");
     b = c; b.hidden_dim_bytes = 1536;
-    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "element size of 1, 2 or 4");
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, SYMM__MOE_PKT_AUTO, &g), "element size of 1, 2 or 4");
     b = c; b.hidden_dim = 8; b.hidden_dim_bytes = 8; b.hidden_dim_scale_bytes = 4;
-    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "not a multiple of 16");
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, SYMM__MOE_PKT_AUTO, &g), "not a multiple of 16");
     b = c; b.hidden_dim_scale_bytes = 12;
-    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "expected 0 (no scales) or 16");
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, SYMM__MOE_PKT_AUTO, &g), "expected 0 (no scales) or 16");
     b = c; b.max_num_tokens = 0;
-    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "max_num_tokens 0");
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, SYMM__MOE_PKT_AUTO, &g), "max_num_tokens 0");
     b = c; b.max_recv_tokens = 5;
-    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "low-latency mode takes 0");
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, SYMM__MOE_PKT_AUTO, &g), "low-latency mode takes 0");
     b = c; b.mode = 7;
-    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "mode 7");
-    EXPECT_BAD(symm__moe_geom("t", NULL, 4, &g), "config is NULL");
-    EXPECT_BAD(symm__moe_geom("t", &c, 65, &g), "team of 65 PEs");
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, SYMM__MOE_PKT_AUTO, &g), "mode 7");
+    EXPECT_BAD(symm__moe_geom("t", NULL, 4, SYMM__MOE_PKT_AUTO, &g), "config is NULL");
+    EXPECT_BAD(symm__moe_geom("t", &c, 65, SYMM__MOE_PKT_AUTO, &g), "team of 65 PEs");
 
     /* high throughput */
     b = c; b.mode = SYMM_MOE_HIGH_THROUGHPUT; b.dp_size = 1; b.max_num_tokens = 4096;
-    CHECK(symm__moe_geom("t", &b, 4, &g) == SYMM_SUCCESS, "ht config: %s", symm_last_error());
+    CHECK(symm__moe_geom("t", &b, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS, "ht config: %s", symm_last_error());
     CHECK(g.cap == 4096 * 4 && g.lay.ht_cbuf > 0 && g.lay.ll_dbuf == 0, "ht geometry cap %u", g.cap);
     b.dp_size = 2;
-    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "high-throughput mode takes 1");
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, SYMM__MOE_PKT_AUTO, &g), "high-throughput mode takes 1");
     b.dp_size = 1; b.max_recv_tokens = 4096 * 4 + 1;
-    EXPECT_BAD(symm__moe_geom("t", &b, 4, &g), "above max_num_tokens x n_pes");
+    EXPECT_BAD(symm__moe_geom("t", &b, 4, SYMM__MOE_PKT_AUTO, &g), "above max_num_tokens x n_pes");
     b.max_recv_tokens = 1000;
-    CHECK(symm__moe_geom("t", &b, 4, &g) == SYMM_SUCCESS && g.cap == 1000, "max_recv_tokens sets the capacity");
+    CHECK(symm__moe_geom("t", &b, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS && g.cap == 1000,
+          "max_recv_tokens sets the capacity");
+}
+
+/* SYMM_MOE_PACKETS and the packet regions it sizes. */
+static void test_packets(void) {
+    symm_moe_config_t c = pplx_small();
+    symm__moe_geom_t g, off, on;
+    int m = -1;
+    CHECK(symm__moe_packets_parse("t", NULL, &m) == SYMM_SUCCESS && m == SYMM__MOE_PKT_AUTO, "unset is auto");
+    CHECK(symm__moe_packets_parse("t", "auto", &m) == SYMM_SUCCESS && m == SYMM__MOE_PKT_AUTO, "auto");
+    CHECK(symm__moe_packets_parse("t", "1", &m) == SYMM_SUCCESS && m == SYMM__MOE_PKT_ON, "1 is on");
+    CHECK(symm__moe_packets_parse("t", "0", &m) == SYMM_SUCCESS && m == SYMM__MOE_PKT_OFF, "0 is off");
+    EXPECT_BAD(symm__moe_packets_parse("t", "yes", &m), "SYMM_MOE_PACKETS=\"yes\": expected auto");
+    CHECK(strcmp(symm__moe_packets_name(SYMM__MOE_PKT_ON), "1") == 0 &&
+              strcmp(symm__moe_packets_name(SYMM__MOE_PKT_AUTO), "auto") == 0,
+          "mode names");
+    EXPECT_BAD(symm__moe_geom("t", &c, 4, 7, &g), "packet mode 7");
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_OFF, &off) == SYMM_SUCCESS && off.pcap == 0 && off.pmt == 0,
+          "off: no packet slots");
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_ON, &on) == SYMM_SUCCESS && on.pcap == on.cap &&
+              on.pmt == c.max_num_tokens,
+          "on: packet slots for every token");
+    CHECK(on.lay.total > off.lay.total, "packet regions take memory");
+    /* auto: slots while the rows fit in SYMM_MOE_PACKET_BYTES (7168 fp8 + 56 scales: 35 dispatch tokens;
+     * combine 256 KiB / (8 x 7168 x 2) = 2 tokens) */
+    c.max_num_tokens = 128;
+    c.num_experts = 256;
+    c.experts_per_token = 8;
+    c.hidden_dim = 7168;
+    c.hidden_dim_bytes = 7168;
+    c.hidden_dim_scale_bytes = 56 * 4;
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS, "deepseek shape: %s",
+          symm_last_error());
+    CHECK(g.pcap == 35 && g.pmt == 2, "auto slots: pcap %u pmt %u", g.pcap, g.pmt);
+    CHECK(g.lay.ll_pbuf + 2ull * 4 * 35 * 2 * (7168 + 224) <= g.lay.ll_mode, "ll_pbuf holds its slots");
+    CHECK(g.lay.ll_pcbuf + 2ull * 8 * 7168 * 8 <= g.lay.total, "ll_pcbuf holds its slots");
 }
 
 static void test_dispatch_args(void) {
@@ -100,7 +136,7 @@ static void test_dispatch_args(void) {
     symm_moe_dispatch_args_t a, b;
     symm__moe_kargs_t k;
     static char buf[64];
-    CHECK(symm__moe_geom("t", &c, 4, &g) == SYMM_SUCCESS, "geom");
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS, "geom");
     memset(&a, 0, sizeof(a));
     a.out_expert_num_tokens = (int32_t *)(void *)buf;
     a.out_expert_x = buf;
@@ -146,7 +182,7 @@ static void test_dispatch_args(void) {
     EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &b, &k), "dp_x_scale and out_expert_x_scale must be given");
 
     c.hidden_dim_scale_bytes = 0;
-    CHECK(symm__moe_geom("t", &c, 4, &g) == SYMM_SUCCESS, "geom without scales");
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS, "geom without scales");
     EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &a, &k), "must be NULL");
     c.mode = SYMM_MOE_HIGH_THROUGHPUT;
     EXPECT_BAD(symm__moe_check_dispatch(&c, &g, &a, &k), "high-throughput mode");
@@ -158,7 +194,7 @@ static void test_combine_args(void) {
     symm_moe_combine_args_t a, b;
     symm__moe_kargs_t k;
     static char buf[64];
-    CHECK(symm__moe_geom("t", &c, 4, &g) == SYMM_SUCCESS, "geom");
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS, "geom");
     memset(&a, 0, sizeof(a));
     a.out_tokens = buf;
     a.out_stride = 512;
@@ -196,7 +232,7 @@ static void test_ht_args(void) {
     c.mode = SYMM_MOE_HIGH_THROUGHPUT;
     c.dp_size = 1;
     c.max_num_tokens = 4096;
-    CHECK(symm__moe_geom("t", &c, 4, &g) == SYMM_SUCCESS, "geom");
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS, "geom");
     memset(&a, 0, sizeof(a));
     a.x = buf;
     a.x_stride = 512;
@@ -277,6 +313,7 @@ static void test_messages(void) {
 
 int main(void) {
     test_config();
+    test_packets();
     test_dispatch_args();
     test_combine_args();
     test_ht_args();
