@@ -9,7 +9,12 @@
  *     kernels), and the runtime still works after all of them;
  *   - calls on a NULL handle fail cleanly (the SM budget's and the routes' too); destroy(NULL)
  *     is a no-op.
+ * With argv[1] "packets-mismatch": SYMM_MOE_PACKETS=0 on the last PE only
+ * (SYMM_ERR_MISMATCH on every PE, naming both values); "packets-bad": a value
+ * that is no mode (SYMM_ERR_INVALID_ARG on every PE, naming the variable).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <stdlib.h>
 #include <string.h>
 
 #include "symm_test.h"
@@ -33,11 +38,47 @@ static void expect_msg(const char *needle) {
         TEST_FAIL("message '%s' lacks '%s'", symm_last_error(), needle);
 }
 
-int main(void) {
+/* SYMM_MOE_PACKETS set per PE before init (init reads the environment). */
+static int packets_case(const char *how) {
+    const char *rank = getenv("RANK"), *world = getenv("WORLD_SIZE");
+    const int mismatch = strcmp(how, "packets-mismatch") == 0;
+    symm_moe_config_t c = good();
+    symm_moe_t *h = NULL;
+    int n;
+    TEST_ASSERT(rank && world, "run under mp_driver (RANK, WORLD_SIZE)");
+    TEST_ASSERT(mismatch || strcmp(how, "packets-bad") == 0, "unknown case %s", how);
+    if (mismatch)
+        setenv("SYMM_MOE_PACKETS", atoi(rank) == atoi(world) - 1 ? "0" : "auto", 1);
+    else
+        setenv("SYMM_MOE_PACKETS", "sometimes", 1);
+    SYMM_CHECK(symm_init());
+    n = symm_n_pes();
+    c.num_experts = (size_t)8 * (size_t)n;
+    if (mismatch && n > 1) {
+        char want[96];
+        SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_MISMATCH);
+        snprintf(want, sizeof want, "SYMM_MOE_PACKETS is auto on PE 0 but 0 on PE %d", n - 1);
+        expect_msg(want);
+    } else if (mismatch) {
+        SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_UNSUPPORTED); /* one PE: nothing to differ */
+    } else {
+        SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
+        expect_msg("SYMM_MOE_PACKETS=\"sometimes\": expected auto");
+        TEST_ASSERT(symm_moe_heap_bytes(&c, n) == 0, "heap_bytes refuses the bad value too");
+    }
+    TEST_ASSERT(h == NULL, "no handle on failure");
+    SYMM_CHECK(symm_finalize());
+    printf("moe host %s: pe %s of %d passed\n", how, rank, n);
+    return 0;
+}
+
+int main(int argc, char **argv) {
     symm_moe_t *h = NULL;
     symm_moe_config_t c = good();
     int me, n;
     void *p = NULL;
+    if (argc > 1)
+        return packets_case(argv[1]);
     SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_NOT_INITIALIZED);
     SYMM_CHECK(symm_init());
     me = symm_my_pe();
