@@ -241,17 +241,17 @@ fi
 
 echo "==== gpu_moe.sh summary ($ngpu GPU(s), $(( $(date +%s) - t_all )) s of $wall; logs in $log) ===="
 printf '%s\n' "${summary[@]}"
-# the low-latency rows of the llbench runs, by path (the bench's own titles say where PEs share a GPU)
+# the low-latency rows by path: llbench's forced runs, and the bench step's default (auto)
 if ls "$log"/bench_moe_pkt[01].md >/dev/null 2>&1; then
-  where="$ngpu GPU(s)"
+  where="$ngpu GPU(s), one PE each"
   [ "$ngpu" -lt 4 ] && where="PEs share one GPU: not a measure of NVLink"
-  echo "### $where: low latency, SYMM_MOE_PACKETS=1 (packets) vs 0 (plain), symm-bench --mode moe --quick"
-  echo "| packets | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / combine) | dispatch us | combine us |"
+  echo "### $where: low latency by path, SYMM_MOE_PACKETS=1 (packets), 0 (plain), auto (default)"
+  echo "| SYMM_MOE_PACKETS | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / combine) | dispatch us | combine us |"
   echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-  for pk in 1 0; do
+  for pf in 1:bench_moe_pkt1.md 0:bench_moe_pkt0.md auto:bench_moe.md; do
     # low-latency table rows: the only ones whose 6th cell names the rows' path
-    grep -E '^\| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \| (packets|plain) ' "$log/bench_moe_pkt$pk.md" 2>/dev/null |
-      awk -F'|' -v pk="$pk" '{ printf "| %s |%s|%s|%s|%s|%s|%s|%s|%s|\n", pk, $2, $3, $4, $5, $6, $7, $8, $9 }'
+    grep -E '^\| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \| (packets|plain) ' "$log/${pf#*:}" 2>/dev/null |
+      awk -F'|' -v pk="${pf%%:*}" '{ printf "| %s |%s|%s|%s|%s|%s|%s|%s|%s|\n", pk, $2, $3, $4, $5, $6, $7, $8, $9 }'
   done
 fi
 grep -h -- '- bar:' "$log/bench_moe.md" 2>/dev/null | sed 's/^- //'
