@@ -19,7 +19,7 @@
  * counts differ, and so may their forms in one call).
  *
  * Dispatch, epoch e (dispatches so far, kept on the device; p = e & 1; the
- * tag is (uint32)e):
+ * tag is ll_tag(e), never 0, the value of memory no call has written):
  *   send  Every block stages the top-k indices of this PE's tokens (t =
  *         dp_rank, dp_rank + dp, ... below the bound) in shared memory.
  *         Expert lists: warp w of the grid owns experts w, w + warps, ...;
@@ -109,6 +109,12 @@ SYMM__DEVICE_INTERNAL char *ll_pslot(const symm__moe_kargs_t *A, uint32_t p, uin
 SYMM__DEVICE_INTERNAL char *ll_pcslot(const symm__moe_kargs_t *A, uint64_t t, uint32_t k) {
     return MOE_AT(A, ll_pcbuf) + (t * A->topk + k) * (uint64_t)A->hidden * 8u;
 }
+
+/* The 32-bit tag of epoch e in packets and list entries: 1 .. 2^32 - 1, so
+ * never the zeroes of a slot no call has written yet, and different for the
+ * epochs that reuse a buffer (e - 1, e - 2). A slot is misread only if it was
+ * last written exactly a multiple of 2^32 - 1 calls ago. */
+SYMM__DEVICE_INTERNAL uint32_t ll_tag(uint64_t e) { return (uint32_t)(e % 0xffffffffull) + 1u; }
 
 /* Tokens of a batch so that each thread has a few vectors to move. */
 SYMM__DEVICE_INTERNAL uint32_t ll_batch(uint32_t units) {
@@ -219,7 +225,7 @@ SYMM__DEVICE_INTERNAL uint32_t ll_take_entry(const symm__moe_kargs_t *A, const u
 SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t e) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
-    const uint32_t me = (uint32_t)A->me, dpr = me % dp, p = (uint32_t)(e & 1u), tag = (uint32_t)e;
+    const uint32_t me = (uint32_t)A->me, dpr = me % dp, p = (uint32_t)(e & 1u), tag = ll_tag(e);
     /* experts are owned from the last block down, tokens from the first block up: with few tokens
      * the lists and the rows leave from different SMs at once */
     const uint32_t B = gridDim.x, GW = B * SYMM__MOE_WARPS, gw = (B - 1 - blockIdx.x) * SYMM__MOE_WARPS + warp;
@@ -382,7 +388,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
 
 SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t e) {
     const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, L = A->local, dp = (uint32_t)A->dp;
-    const uint32_t p = (uint32_t)(e & 1u), tag = (uint32_t)e, nvx = A->x_bytes / 16u, cols = A->scale_cols;
+    const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
     const uint32_t B = gridDim.x, items = n * L, ipb = SYMM__MOE_THREADS / n;
     const uint64_t foff = ll_sdata(A), esz = A->x_esz;
     const uint32_t rb = ll_batch(nvx + cols);
@@ -534,7 +540,7 @@ SYMM__DEVICE_INTERNAL int ll_cpkt(const symm__moe_kargs_t *A, uint32_t mode, uin
 }
 
 SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t e) {
-    const uint32_t tid = symm__block_tid(), L = A->local, K = A->topk, dp = (uint32_t)A->dp, tag = (uint32_t)e;
+    const uint32_t tid = symm__block_tid(), L = A->local, K = A->topk, dp = (uint32_t)A->dp, tag = ll_tag(e);
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
     const uint64_t slot_bytes = (uint64_t)A->hidden * 4u;
     const uint64_t *routes = MOE_U64(A, ll_route);
@@ -698,7 +704,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_rows(const symm__moe_kargs_t *A, uint32_t 
 }
 
 SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, uint64_t e) {
-    const uint32_t tid = symm__block_tid(), K = A->topk, E = A->experts, dp = (uint32_t)A->dp, tag = (uint32_t)e;
+    const uint32_t tid = symm__block_tid(), K = A->topk, E = A->experts, dp = (uint32_t)A->dp, tag = ll_tag(e);
     const uint32_t g0 = (uint32_t)A->me / dp * dp, B = gridDim.x, h8 = A->hidden / 8u;
     const uint64_t bound = moe_bound(A, blockIdx.x == 0 && tid == 0);
     uint32_t tb = 1024u / h8, sl = 1;
