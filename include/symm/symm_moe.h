@@ -153,7 +153,8 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
 symm_status_t symm_moe_destroy(symm_moe_t *moe);
 
 /* Bytes of symmetric heap a handle with this configuration takes on each PE
- * of a team of n_pes; 0 for a configuration symm_moe_create rejects. */
+ * of a team of n_pes (low latency: with SYMM_MOE_PACKETS as set); 0 for a
+ * configuration symm_moe_create rejects. */
 size_t symm_moe_heap_bytes(const symm_moe_config_t *cfg, int n_pes);
 
 /* The handle's local experts (num_experts / n_pes), and this PE's first. */

@@ -43,7 +43,7 @@ enum symm__moe_pkt { SYMM__MOE_PKT_OFF = 0, SYMM__MOE_PKT_AUTO = 1, SYMM__MOE_PK
 symm_status_t symm__moe_packets_parse(const char *call, const char *text, int *mode);
 /* The mode's name for messages: "0", "auto" or "1". */
 const char *symm__moe_packets_name(int mode);
-/* The process's SYMM_MOE_PACKETS, parsed. */
+/* The process's SYMM_MOE_PACKETS, parsed (as init read it, or as it will). */
 symm_status_t symm__moe_packets(const char *call, int *mode);
 
 /* Check `cfg` for a team of n PEs (low latency: with packet mode `packets`)

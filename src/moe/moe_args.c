@@ -99,7 +99,14 @@ const char *symm__moe_packets_name(int mode) {
 }
 
 symm_status_t symm__moe_packets(const char *call, int *mode) {
-    return symm__moe_packets_parse(call, symm__env()->moe_packets, mode);
+    symm__env_t env;
+    symm_status_t st;
+    if (symm__env_loaded())
+        return symm__moe_packets_parse(call, symm__env()->moe_packets, mode);
+    /* before init (symm_moe_heap_bytes sizing a heap): the environment as init will read it */
+    if ((st = symm__env_load(&env)) != SYMM_SUCCESS)
+        return st;
+    return symm__moe_packets_parse(call, env.moe_packets, mode);
 }
 
 symm_status_t symm__moe_geom(const char *call, const symm_moe_config_t *cfg, int n, int packets,

@@ -5,6 +5,8 @@
  * of device-recorded errors. Each wrong input must fail with
  * SYMM_ERR_INVALID_ARG and a message naming what is wrong.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <stdlib.h>
 #include <string.h>
 
 #include "symm_test.h"
@@ -115,6 +117,15 @@ static void test_packets(void) {
               on.pmt == c.max_num_tokens,
           "on: packet slots for every token");
     CHECK(on.lay.total > off.lay.total, "packet regions take memory");
+    /* symm_moe_heap_bytes before init: the environment as init will read it */
+    setenv("SYMM_MOE_PACKETS", "1", 1);
+    CHECK(symm_moe_heap_bytes(&c, 4) == on.lay.total, "heap_bytes with SYMM_MOE_PACKETS=1");
+    setenv("SYMM_MOE_PACKETS", "0", 1);
+    CHECK(symm_moe_heap_bytes(&c, 4) == off.lay.total, "heap_bytes with SYMM_MOE_PACKETS=0");
+    setenv("SYMM_MOE_PACKETS", "often", 1);
+    CHECK(symm_moe_heap_bytes(&c, 4) == 0, "heap_bytes refuses a bad SYMM_MOE_PACKETS");
+    unsetenv("SYMM_MOE_PACKETS");
+    CHECK(symm_moe_heap_bytes(&c, 4) > off.lay.total, "heap_bytes with packets auto");
     /* auto: slots while the rows fit in SYMM_MOE_PACKET_BYTES (7168 fp8 + 56 scales: 35 dispatch tokens;
      * combine 256 KiB / (8 x 7168 x 2) = 2 tokens) */
     c.max_num_tokens = 128;
