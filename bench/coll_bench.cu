@@ -1273,9 +1273,9 @@ static void emit_bars(bench_env_t *env, const bars_t *bars) {
     }
     bar_line(env->report, t, "broadcast vs NVSHMEM, graph, 8 B-64 KiB", &bars->rows[K_BCAST], 2, (size_t)64 << 10);
     {
-        const double bw = bars->bcast_256m_bw;
+        const double bw = env->shared ? 0 : bars->bcast_256m_bw; /* a shared GPU measures no NVLink */
         const char *res = bw <= 0 ? "N/A" : bw >= BCAST_AIM_GBS ? "PASS" : "MISS";
-        const char *meas = bw <= 0 ? "no figure" : bench_fmt("%.1f GB/s", bw);
+        const char *meas = env->shared ? "PEs share one GPU" : bw <= 0 ? "no figure" : bench_fmt("%.1f GB/s", bw);
         const char *cells[4] = {"broadcast 256 MiB busbw (aim: the copy-engine limit)", meas,
                                 bench_fmt(">= %.0f GB/s", BCAST_AIM_GBS), res};
         bench_table_row(t, cells);
