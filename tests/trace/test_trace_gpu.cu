@@ -28,7 +28,9 @@
  * check_trace_json.py --pkt. With a third argument "pkt" only this part runs.
  *
  * stream: with a libsymm built -DSYMM_TRACE=ON, a stream all-reduce records
- * its blocks' collective slices (else a line says it was left out).
+ * its blocks' collective slices, and 20 forced packet all-reduces theirs,
+ * their waits for packets (if any spun) naming a peer (else a line says it
+ * was left out).
  */
 #include <string.h>
 
@@ -399,9 +401,37 @@ int main(int argc, char **argv) {
         SYMM_CHECK(symm_trace_stop());
         snprintf(path, sizeof path, "%s_allreduce.json", prefix);
         SYMM_CHECK(symm_trace_dump(path));
+        /* a packet all-reduce: its slices say so; the waits for packets that
+         * were not there at the first poll name a peer (how many depends on
+         * the PEs' skew) */
+        SYMM_CHECK(symm_trace_start(1 << 16));
+        for (int it = 0; it < 20; it++)
+            SYMM_CHECK(symm_all_reduce_ex(x, x, 1024, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT,
+                                          SYMM_COLL_ALGO_PACKET, NULL, NULL));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        SYMM_CHECK(symm_team_ctx_copy(symm_team_world(), &h));
+        r = read_raw(&h);
+        size_t pcolls = 0, pwaits = 0;
+        for (const auto &v : r.ev) {
+            pcolls += v.kind == SYMM_TRACE_COLL && v.b == SYMM_TRACE_COLL_ALL_REDUCE &&
+                      ((v.flags >> 4) & 7u) == SYMM_COLL_ALGO_PACKET;
+            if (v.kind == SYMM_TRACE_WAIT && SYMM_TRACE_WAIT_WHAT(v.flags) == SYMM_TRACE_WAIT_COLL_PKT) {
+                TEST_ASSERT(v.peer >= 0 && v.peer < e.npes && v.peer != e.me && v.a == v.b &&
+                                SYMM_TRACE_WAIT_CMP(v.flags) == SYMM_CMP_EQ && v.t1 >= v.t0 && v.lanes >= 1,
+                            "a packet collective's wait: peer %d of %d (me %d), flag %llu/%llu", v.peer, e.npes,
+                            e.me, (unsigned long long)v.a, (unsigned long long)v.b);
+                pwaits++;
+            }
+        }
+        const int took_packet = strncmp(symm_coll_last_algo(), "packet", 6) == 0;
+        TEST_ASSERT(took_packet || e.npes == 1, "a forced packet all-reduce ran %s", symm_coll_last_algo());
+        TEST_ASSERT(!took_packet || pcolls >= 20, "20 packet all-reduces: %zu packet slices", pcolls);
+        TEST_ASSERT(e.npes > 1 || pwaits == 0, "one PE has no peer to wait for (%zu waits)", pwaits);
+        SYMM_CHECK(symm_trace_stop());
         SYMM_CHECK(symm_free(x));
         if (e.me == 0)
-            printf("stream all-reduce: %zu collective slices on PE 0\n", colls);
+            printf("stream all-reduce: %zu collective slices on PE 0; packet all-reduce: %zu slices, %zu waits for "
+                   "packets\n", colls, pcolls, pwaits);
     } else if (e.me == 0) {
         printf("NOTE: libsymm was built without -DSYMM_TRACE=ON: the stream-collective part is left out\n");
     }
