@@ -11,9 +11,9 @@
 #               $BUILD-trace: -DSYMM_TRACE=ON, targets symm symm-bench), unless it has
 #               them already (a trace build dir made elsewhere and carried: nothing is
 #               built; TRACE_REBUILD=1 rebuilds)
-#     tests     ctest -R '^trace_gpu' in $BUILD (1 and 2 PEs: ring, lanes, overflow, JSON
-#               checked), then test_trace_gpu on $NPES PEs over the traced libsymm (its
-#               stream all-reduce traced too)
+#     tests     ctest -R '^trace_gpu' in $BUILD (1 and 2 PEs: packet ring, ring, lanes,
+#               overflow, JSON checked), then test_trace_gpu on $NPES PEs over the traced
+#               libsymm (its stream all-reduce and packet all-reduces traced too)
 #     pkt       the packet ring of test_trace_gpu alone (test_trace_gpu N PREFIX pkt: symm_put_pkt
 #               and symm_pkt_wait in their thread, warp and block forms traced, payloads checked)
 #               on GPU 0: 1 PE, then 2 PEs sharing it under scripts/with_mps.sh; each JSON
@@ -171,8 +171,9 @@ if stage tests; then
       "$build/tools/symmrun" -n "$npes" --timeout 50 "$build/tests/trace/test_trace_gpu" "$npes" "$T/lib${npes}"
     drops=""
     for p in $(seq 0 $((npes - 1))); do drops="$drops --dropped $p:64"; done
-    run "check its JSON (ring, overflow)" 30 "$T/check_lib${npes}.log" bash -c \
-      "$check '$T/lib${npes}_ring.json' --pes $npes --ring 4 5 && $check '$T/lib${npes}_overflow.json' --pes $npes $drops"
+    run "check its JSON (packets, ring, overflow)" 30 "$T/check_lib${npes}.log" bash -c \
+      "$check '$T/lib${npes}_pkt.json' --pes $npes --ring 4 5 --pkt && \
+       $check '$T/lib${npes}_ring.json' --pes $npes --ring 4 5 && $check '$T/lib${npes}_overflow.json' --pes $npes $drops"
     if [ "$dry" = 1 ] || grep -q "stream all-reduce:" "$T/test_trace_gpu_${npes}.log"; then
       run "check the all-reduce trace" 30 "$T/check_allreduce.log" $check "$T/lib${npes}_allreduce.json" --pes "$npes"
     else
