@@ -19,6 +19,16 @@
 #   3. rma       symm-bench --mode rma with SYMM_BENCH_RMA_LAT_ONLY=1: latency, the
 #                flag-placement sweep and every put-with-signal form at the same flag
 #                pages, with the put_signal bars; within RMA_WALL s
+#
+#   SHORT=1 BUILD=build-gpu OUT=/path scripts/gpu_coll.sh
+#     only issue 28's rows, in about 3 minutes: symm-bench --mode coll with
+#     SYMM_BENCH_COLL_SHORT=1 (broadcast, reduce-scatter, all-reduce at the sizes
+#     the bars name, graph and stream, NCCL and NVSHMEM beside; its bar lines) on
+#     min(4, GPUs) PEs, one per GPU (left out with a line on a one-GPU machine), within
+#     SHORT_WALL s (default 180); then the same run as correctness, "PEs share one
+#     GPU": 2 PEs on GPU 0 under scripts/with_mps.sh (each PE half the SMs; NCCL and
+#     NVSHMEM n/a there), within SHARED_WALL s (default 150). Every result is checked
+#     by the bench before and after its timing; a wrong one fails the step.
 # Results in $OUT/coll/ (the bench files carry the machine, command and date);
 # a short summary last, also in $OUT/coll/summary.txt. Without a GPU every
 # step says so and the script exits 0. Multicast stays off.
@@ -59,7 +69,9 @@ if [ "$ngpu" -lt 1 ]; then
   exit 0
 fi
 missing=""
-for f in bench/symm-bench tools/symmrun tests/coll/test_coll tests/device/test_device_pkt; do
+need="bench/symm-bench tools/symmrun tests/coll/test_coll tests/device/test_device_pkt"
+[ "${SHORT:-0}" = 1 ] && need="bench/symm-bench tools/symmrun"
+for f in $need; do
   [ -x "$build/$f" ] || missing="$missing $build/$f"
 done
 if [ -n "$missing" ]; then
@@ -67,6 +79,51 @@ if [ -n "$missing" ]; then
   cat "$summary"
   exit 1
 fi
+
+# ---- SHORT=1: issue 28's rows only, then the same as correctness on one shared GPU ----
+if [ "${SHORT:-0}" = 1 ]; then
+  SHORT_WALL=${SHORT_WALL:-180}
+  SHARED_WALL=${SHARED_WALL:-150}
+  rc_all=0
+  npes=$(( ngpu < 4 ? ngpu : 4 ))
+  if [ "$npes" -ge 2 ]; then
+    t0=$(date +%s)
+    SYMM_BENCH_COLL_SHORT=1 timeout -k 10 "$SHORT_WALL" "$build/bench/symm-bench" --mode coll --npes "$npes" \
+      --timeout $((SHORT_WALL - 10)) --phase-timeout 60 --out "$out/bench_coll_short.md" \
+      >"$out/bench_coll_short.log" 2>&1
+    rc=$?
+    [ $rc = 0 ] || rc_all=1
+    note "coll short, $npes PEs" "exit $rc ($(since "$t0")); $out/bench_coll_short.md"
+  else
+    note "coll short" "not run: one GPU (the speed rows need one PE per GPU; correctness below)"
+  fi
+  t0=$(date +%s)
+  if command -v nvidia-cuda-mps-control >/dev/null; then
+    CUDA_VISIBLE_DEVICES=0 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 SYMM_BENCH_COLL_SHORT=1 \
+      SYMM_MPS_LOGS="$out/mps_logs" scripts/with_mps.sh --timeout "$SHARED_WALL" -- \
+      "$build/bench/symm-bench" --mode coll --npes 2 --timeout $((SHARED_WALL - 10)) --phase-timeout 60 \
+      --out "$out/bench_coll_short_shared.md" >"$out/bench_coll_short_shared.log" 2>&1
+    rc=$?
+    [ $rc = 0 ] || rc_all=1
+    note "PEs share one GPU (2 on GPU 0)" "exit $rc ($(since "$t0")), correctness only; $out/bench_coll_short_shared.md"
+  else
+    rc_all=1
+    note "PEs share one GPU (2 on GPU 0)" "not run: no nvidia-cuda-mps-control"
+  fi
+  {
+    echo
+    echo "bars (symm-bench 'bar:' lines of the short run):"
+    grep -hE '^(\[[0-9]+\] )?bar: ' "$out/bench_coll_short.log" 2>/dev/null | sed -E 's/^(\[[0-9]+\] )?/  /' ||
+      echo "  (none: see $out/bench_coll_short.log)"
+    echo "PEs share one GPU (correctness; its bar lines read N/A: no NCCL there):"
+    grep -hE 'data (correct|WRONG)|WRONG' "$out/bench_coll_short_shared.log" 2>/dev/null | head -5 |
+      sed -E 's/^(\[[0-9]+\] )?/  /' || echo "  (no verdict line: see $out/bench_coll_short_shared.log)"
+  } >>"$summary"
+  echo "==== gpu_coll summary, SHORT=1 ($out) ===="
+  cat "$summary"
+  exit $rc_all
+fi
+
 [ "$ngpu" -lt 4 ] && note "warning" "$ngpu GPUs: the 4-PE steps share GPUs (timings say nothing of NVLink)"
 
 # ---- 1. tests: one ctest entry at a time, in this order, while the wall allows ----

@@ -11,9 +11,14 @@
 #               $BUILD-trace: -DSYMM_TRACE=ON, targets symm symm-bench), unless it has
 #               them already (a trace build dir made elsewhere and carried: nothing is
 #               built; TRACE_REBUILD=1 rebuilds)
-#     tests     ctest -R '^trace_gpu' in $BUILD (1 and 2 PEs: ring, lanes, overflow, JSON
-#               checked), then test_trace_gpu on $NPES PEs over the traced libsymm (its
-#               stream all-reduce traced too)
+#     tests     ctest -R '^trace_gpu' in $BUILD (1 and 2 PEs: packet ring, ring, lanes,
+#               overflow, JSON checked), then test_trace_gpu on $NPES PEs over the traced
+#               libsymm (its stream all-reduce and packet all-reduces traced too)
+#     pkt       the packet ring of test_trace_gpu alone (test_trace_gpu N PREFIX pkt: symm_put_pkt
+#               and symm_pkt_wait in their thread, warp and block forms traced, payloads checked)
+#               on GPU 0: 1 PE, then 2 PEs sharing it under scripts/with_mps.sh; each JSON
+#               checked with check_trace_json.py --ring 4 5 --pkt. Over $TRACE_BUILD's libsymm
+#               when it has one (a carried trace build dir), else $BUILD's
 #     examples  scripts/trace_run.py: ag_gemm and gemm_rs in one process each time: plain
 #               bitcode, then traced bitcode recording the timed run, then a small traced
 #               call (the picture)
@@ -50,7 +55,7 @@ export PATH="$PATH:/usr/local/cuda/bin"
 export PYTHONUNBUFFERED=1
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
 tbuild=${TRACE_BUILD:-$build-trace}
-stages=${*:-build tests examples moe bench plots}
+stages=${*:-build tests pkt examples moe bench plots}
 total_s=${TOTAL_S:-300}
 dry=${DRY:-0}
 py=$(command -v python3)
@@ -166,8 +171,9 @@ if stage tests; then
       "$build/tools/symmrun" -n "$npes" --timeout 50 "$build/tests/trace/test_trace_gpu" "$npes" "$T/lib${npes}"
     drops=""
     for p in $(seq 0 $((npes - 1))); do drops="$drops --dropped $p:64"; done
-    run "check its JSON (ring, overflow)" 30 "$T/check_lib${npes}.log" bash -c \
-      "$check '$T/lib${npes}_ring.json' --pes $npes --ring 4 5 && $check '$T/lib${npes}_overflow.json' --pes $npes $drops"
+    run "check its JSON (packets, ring, overflow)" 30 "$T/check_lib${npes}.log" bash -c \
+      "$check '$T/lib${npes}_pkt.json' --pes $npes --ring 4 5 --pkt && \
+       $check '$T/lib${npes}_ring.json' --pes $npes --ring 4 5 && $check '$T/lib${npes}_overflow.json' --pes $npes $drops"
     if [ "$dry" = 1 ] || grep -q "stream all-reduce:" "$T/test_trace_gpu_${npes}.log"; then
       run "check the all-reduce trace" 30 "$T/check_allreduce.log" $check "$T/lib${npes}_allreduce.json" --pes "$npes"
     else
@@ -176,6 +182,27 @@ if stage tests; then
   else
     note "test_trace_gpu $npes PEs, traced libsymm" skip 0 "no $tbuild/src/libsymm.so (stage build)"
   fi
+fi
+
+# ---- packet puts traced: 1 PE, then 2 PEs sharing GPU 0 ----------------------------------------
+if stage pkt; then
+  lib_dir="$here/$build/src"
+  [ -f "$tbuild/src/libsymm.so" ] && lib_dir="$here/$tbuild/src"
+  for n in 1 2; do
+    wrap=()
+    [ "$n" -gt 1 ] && wrap=(env SYMM_MPS_LOGS="$T/mps_logs" scripts/with_mps.sh --timeout 70 --)
+    run "packet trace, $n PE(s) on GPU 0" 80 "$T/pkt_${n}.log" \
+      env CUDA_VISIBLE_DEVICES=0 LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "${wrap[@]}" \
+      "$build/tools/symmrun" -n "$n" --timeout 60 "$build/tests/trace/test_trace_gpu" "$n" "$T/pkt${n}" pkt
+    if [ "$dry" = 1 ] || [ -f "$T/pkt${n}_pkt.json" ]; then
+      run "check packet trace JSON, $n PE(s)" 30 "$T/check_pkt_${n}.log" \
+        $check "$T/pkt${n}_pkt.json" --pes "$n" --ring 4 5 --pkt
+      [ "$dry" = 1 ] || PYTHONPATH="$here/python" timeout -k 5 30 $py -m symm.trace_tools summary \
+        "$T/pkt${n}_pkt.json" >"$T/pkt${n}_pkt.summary.txt" 2>&1
+    else
+      note "check packet trace JSON, $n PE(s)" FAIL 0 "no $T/pkt${n}_pkt.json (the test did not write it)"
+    fi
+  done
 fi
 
 # ---- the Triton fused examples: plain, traced + recording, and a small trace --------------

@@ -17,7 +17,8 @@ extern "C" {
 
 /* What an event records (symm_trace_event_t.kind). */
 enum symm_trace_kind {
-    SYMM_TRACE_PUT          = 1,  /* put / put_nbi: a = bytes, addr = dest (caller's view) */
+    SYMM_TRACE_PUT          = 1,  /* put / put_nbi: a = bytes, addr = dest (caller's view); with
+                                     SYMM_TRACE_F_PKT a packet put: addr = the packet buffer, b = flag */
     SYMM_TRACE_GET          = 2,  /* get / get_nbi: a = bytes, addr = dest (local) */
     SYMM_TRACE_PUT_SIGNAL   = 3,  /* put_signal*: a = bytes, addr = signal word, b = signal value */
     SYMM_TRACE_SIGNAL       = 4,  /* signal_op: addr = signal word, a = value */
@@ -47,7 +48,9 @@ enum symm_trace_wait_for {
     SYMM_TRACE_WAIT_SIGNAL  = 1, /* symm_signal_wait_until */
     SYMM_TRACE_WAIT_BARRIER = 2, /* a device barrier's wait for one PE */
     SYMM_TRACE_WAIT_COLL    = 3, /* a collective's handshake flag */
-    SYMM_TRACE_WAIT_MOE     = 4  /* an MoE dispatch/combine count or flag */
+    SYMM_TRACE_WAIT_MOE     = 4, /* an MoE dispatch/combine count or flag */
+    SYMM_TRACE_WAIT_PKT     = 5, /* symm_pkt_wait*: addr = the packet buffer, a = b = the flag */
+    SYMM_TRACE_WAIT_COLL_PKT = 6 /* a packet collective's packets from one PE (addr = its region) */
 };
 #define SYMM_TRACE_WAIT_FLAGS(cmp, what) ((uint8_t)(((unsigned)(cmp) & 7u) | ((unsigned)(what) << 3)))
 #define SYMM_TRACE_WAIT_CMP(flags) ((int)((flags) & 7u))
@@ -58,6 +61,7 @@ enum symm_trace_wait_for {
 #define SYMM_TRACE_F_ADD  0x02u /* put_signal / signal: SYMM_SIGNAL_ADD (else SET) */
 #define SYMM_TRACE_F_SYNC 0x04u /* barrier: symm_sync_block (no quiet) */
 #define SYMM_TRACE_F_STREAM 0x08u /* coll: a stream collective's kernel (else a device call) */
+#define SYMM_TRACE_F_PKT  0x10u /* put: symm_put_pkt* (data and flag in the same stores) */
 
 /* The collective of a COLL event (its b word). */
 enum symm_trace_coll {

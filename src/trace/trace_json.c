@@ -7,8 +7,9 @@
  * Waits are named by what they waited for: the word, the value, and the PE
  * that released it: the one the call knew (barrier, collective flags) or,
  * for a wait on a signal word, the last put_signal / signal_op of any PE
- * into that word of this PE that ended before the wait did (args.from says
- * which of the two it is).
+ * into that word of this PE that ended before the wait did, and for a wait
+ * on a packet buffer (symm_pkt_wait) the last put_pkt into it (args.from
+ * says which of the two it is).
  *
  * Warps of one block that wait on the same word for the same value at once
  * (a Triton program's threads all run its waits; each warp records one
@@ -51,6 +52,7 @@ typedef struct sig {
     int src;         /* world PE that sent it */
     uint64_t value;
     int add;
+    int pkt;         /* a put_pkt (value: its flag) */
 } sig_t;
 
 typedef struct writer {
@@ -182,6 +184,8 @@ static const char *wait_what_str(int w) {
     case SYMM_TRACE_WAIT_BARRIER: return "barrier";
     case SYMM_TRACE_WAIT_COLL: return "coll flag";
     case SYMM_TRACE_WAIT_MOE: return "moe";
+    case SYMM_TRACE_WAIT_PKT: return "pkt";
+    case SYMM_TRACE_WAIT_COLL_PKT: return "coll packets";
     default: return "word";
     }
 }
@@ -287,7 +291,10 @@ static void write_item(writer_t *w, const item_t *it, const sig_t *sigs, size_t 
     case SYMM_TRACE_PUT:
     case SYMM_TRACE_GET:
         fmt_bytes(bytes, sizeof bytes, e->a);
-        snprintf(name, sizeof name, "%s %s %s PE %d%s", e->kind == SYMM_TRACE_PUT ? "put" : "get", bytes,
+        if (e->kind == SYMM_TRACE_PUT && (e->flags & SYMM_TRACE_F_PKT))
+            snprintf(name, sizeof name, "put_pkt %s -> PE %d, flag %" PRIu64, bytes, peer, e->b);
+        else
+            snprintf(name, sizeof name, "%s %s %s PE %d%s", e->kind == SYMM_TRACE_PUT ? "put" : "get", bytes,
                  e->kind == SYMM_TRACE_PUT ? "->" : "<-", peer, e->flags & SYMM_TRACE_F_NBI ? " (nbi)" : "");
         cat = "transfer";
         break;
@@ -310,7 +317,8 @@ static void write_item(writer_t *w, const item_t *it, const sig_t *sigs, size_t 
             peer = lb->pe;
             from = "label";
         }
-        if (peer < 0 && in_heap && what != SYMM_TRACE_WAIT_BARRIER && what != SYMM_TRACE_WAIT_COLL) {
+        if (peer < 0 && in_heap && what != SYMM_TRACE_WAIT_BARRIER && what != SYMM_TRACE_WAIT_COLL &&
+            what != SYMM_TRACE_WAIT_COLL_PKT) {
             s = find_signal(sigs, nsigs, it->pe, off, it->t1);
             if (s) {
                 peer = s->src;
@@ -319,7 +327,7 @@ static void write_item(writer_t *w, const item_t *it, const sig_t *sigs, size_t 
         }
         if (peer >= 0)
             snprintf(src, sizeof src, " from PE %d", peer);
-        if (what == SYMM_TRACE_WAIT_BARRIER || what == SYMM_TRACE_WAIT_COLL)
+        if (what == SYMM_TRACE_WAIT_BARRIER || what == SYMM_TRACE_WAIT_COLL || what == SYMM_TRACE_WAIT_COLL_PKT)
             snprintf(name, sizeof name, "wait %s%s %s %" PRIu64, wait_what_str(what), src,
                      cmp_str(SYMM_TRACE_WAIT_CMP(e->flags)), e->a);
         else
@@ -360,12 +368,15 @@ static void write_item(writer_t *w, const item_t *it, const sig_t *sigs, size_t 
     case SYMM_TRACE_GET:
     case SYMM_TRACE_PUT_SIGNAL:
         fprintf(w->f, ",\"bytes\":%" PRIu64 ",\"nbi\":%d", e->a, (e->flags & SYMM_TRACE_F_NBI) != 0);
+        if (e->kind == SYMM_TRACE_PUT && (e->flags & SYMM_TRACE_F_PKT))
+            fprintf(w->f, ",\"pkt\":1,\"flag\":%" PRIu64, e->b);
         break;
     case SYMM_TRACE_WAIT:
         fprintf(w->f, ",\"cmp\":\"%s\",\"expected\":%" PRIu64 ",\"seen\":%" PRIu64,
                 cmp_str(SYMM_TRACE_WAIT_CMP(e->flags)), e->a, e->b);
         if (s)
-            fprintf(w->f, ",\"signal_value\":%" PRIu64 ",\"signal_op\":\"%s\"", s->value, s->add ? "add" : "set");
+            fprintf(w->f, ",\"signal_value\":%" PRIu64 ",\"signal_op\":\"%s\"", s->value,
+                    s->pkt ? "put_pkt" : s->add ? "add" : "set");
         if (lb) {
             fputs(",\"label\":\"", w->f);
             put_str(w->f, lb->name);
@@ -550,7 +561,8 @@ symm_status_t symm__trace_write_json(FILE *f, const symm__trace_doc_t *doc) {
             it->idx = j;
             it->lanes = e->lanes ? e->lanes : 1;
             it->warps = 1;
-            if ((e->kind == SYMM_TRACE_PUT_SIGNAL || e->kind == SYMM_TRACE_SIGNAL)) {
+            if (e->kind == SYMM_TRACE_PUT_SIGNAL || e->kind == SYMM_TRACE_SIGNAL ||
+                (e->kind == SYMM_TRACE_PUT && (e->flags & SYMM_TRACE_F_PKT))) {
                 int target = world_peer(doc, e), ok;
                 uint64_t off = heap_off(d, e->addr, &ok);
                 if (target >= 0 && ok) {
@@ -560,7 +572,8 @@ symm_status_t symm__trace_write_json(FILE *f, const symm__trace_doc_t *doc) {
                     s->t1 = it->t1;
                     s->src = p;
                     s->value = e->kind == SYMM_TRACE_SIGNAL ? e->a : e->b;
-                    s->add = (e->flags & SYMM_TRACE_F_ADD) != 0;
+                    s->pkt = e->kind == SYMM_TRACE_PUT;
+                    s->add = !s->pkt && (e->flags & SYMM_TRACE_F_ADD) != 0;
                 }
             }
         }

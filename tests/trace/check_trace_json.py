@@ -2,7 +2,7 @@
 """Check a device-trace JSON file (symm_trace_dump) against what a known
 kernel must have produced.
 
-    check_trace_json.py FILE [--pes N] [--ring BLOCKS ITERS] [--region NAME]
+    check_trace_json.py FILE [--pes N] [--ring BLOCKS ITERS] [--pkt] [--region NAME]
                         [--dropped PE:N ...] [--min-dropped PE:N ...]
 
 Always: the file is Chrome-trace JSON with one named process per PE, every
@@ -21,6 +21,9 @@ named for PE p-1 and for value i+1; and across PEs, each wait ends no
 earlier than the put_signal of PE p-1 that released it, within the clock
 alignment's error bound (clocks aligned: without the alignment, a skewed
 clock breaks this).
+--pkt: the ring of packets instead (test_trace_gpu's packet ring): the
+transfer is a put_pkt to PE p+1 with flag i+1, the wait one on this block's
+packet slot for flag i+1, named for PE p-1 (inferred from its put_pkt).
 --dropped PE:N: PE's dropped count is exactly N. --min-dropped: at least N.
 Exit 0 when every check passes; prints one line per failure otherwise.
 """
@@ -87,7 +90,7 @@ def in_regions(e, regs):
     return any(r["ts"] - 1e-3 <= e["ts"] and e["ts"] + e["dur"] <= r["ts"] + r["dur"] + 1e-3 for r in regs)
 
 
-def ring(doc, meta, blocks, iters, region):
+def ring(doc, meta, blocks, iters, region, pkt=False):
     n = meta["n_pes"]
     xs = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
     tol = clock_tolerance_us(meta)
@@ -95,30 +98,35 @@ def ring(doc, meta, blocks, iters, region):
     for e in xs:
         track.setdefault((e["pid"], e["tid"]), []).append(e)
     puts = {}
+    put = "put_pkt " if pkt else "put_signal "
     for p in range(n):
         for b in range(blocks):
             evs = sorted(track.get((p, b * 1024), []), key=lambda e: (e["ts"], -e["dur"]))
             regs = [e for e in evs if e["cat"] == "region" and e["name"] == region]
-            ps = [e for e in evs if e["cat"] == "transfer" and e["name"].startswith("put_signal")]
+            ps = [e for e in evs if e["cat"] == "transfer" and e["name"].startswith(put)]
             # the ring's waits: those inside its regions (the same block may
             # run other kernels of the test, e.g. warps waiting together)
             ws = [e for e in evs if e["cat"] == "wait" and in_regions(e, regs)]
             where = "PE %d block %d" % (p, b)
             if (len(regs), len(ps), len(ws)) != (iters, iters, iters):
-                fail("%s: %d regions, %d put_signals, %d waits; expected %d of each" % (where, len(regs), len(ps),
-                                                                                      len(ws), iters))
+                fail("%s: %d regions, %d %ss, %d waits; expected %d of each" % (where, len(regs), len(ps), put.strip(),
+                                                                              len(ws), iters))
                 continue
             puts[(p, b)] = ps
             for i in range(iters):
                 r, q, w = regs[i], ps[i], ws[i]
                 if not (r["ts"] <= q["ts"] <= q["ts"] + q["dur"] <= w["ts"] + 1e-3 and
                         w["ts"] + w["dur"] <= r["ts"] + r["dur"] + 1e-3):
-                    fail("%s iteration %d: out of order: region [%.3f, %.3f], put_signal [%.3f, %.3f], wait "
-                         "[%.3f, %.3f]" % (where, i, r["ts"], r["ts"] + r["dur"], q["ts"], q["ts"] + q["dur"],
+                    fail("%s iteration %d: out of order: region [%.3f, %.3f], %s [%.3f, %.3f], wait "
+                         "[%.3f, %.3f]" % (where, i, r["ts"], r["ts"] + r["dur"], put.strip(), q["ts"], q["ts"] + q["dur"],
                                            w["ts"], w["ts"] + w["dur"]))
                 want_to = "-> PE %d," % ((p + 1) % n)
                 if want_to not in q["name"] or q["args"].get("peer") != (p + 1) % n:
-                    fail("%s iteration %d: put_signal %r not to PE %d" % (where, i, q["name"], (p + 1) % n))
+                    fail("%s iteration %d: %s %r not to PE %d" % (where, i, put.strip(), q["name"], (p + 1) % n))
+                if pkt and (q["args"].get("flag") != i + 1 or q["args"].get("pkt") != 1):
+                    fail("%s iteration %d: put_pkt %r: expected a packet put with flag %d" % (where, i, q["name"], i + 1))
+                if pkt and (not w["name"].startswith("wait pkt@") or w["args"].get("cmp") != "=="):
+                    fail("%s iteration %d: wait %r is not a packet wait (==)" % (where, i, w["name"]))
                 want_from = "from PE %d " % ((p - 1) % n)
                 if want_from not in w["name"] + " " or w["args"].get("expected") != i + 1:
                     fail("%s iteration %d: wait %r: expected one for %d from PE %d" % (where, i, w["name"], i + 1,
@@ -135,9 +143,9 @@ def ring(doc, meta, blocks, iters, region):
         for i, w in enumerate(ws):
             q = puts[src][i]
             if w["ts"] + w["dur"] + tol < q["ts"] + q["dur"]:
-                fail("PE %d block %d iteration %d: the wait ended at %.3f us, before PE %d's put_signal that "
+                fail("PE %d block %d iteration %d: the wait ended at %.3f us, before PE %d's %s that "
                      "released it ended at %.3f us (tolerance %.3f us): clocks not aligned" % (
-                         p, b, i, w["ts"] + w["dur"], src[0], q["ts"] + q["dur"], tol))
+                         p, b, i, w["ts"] + w["dur"], src[0], put.strip(), q["ts"] + q["dur"], tol))
 
 
 def main(argv=None):
@@ -145,6 +153,7 @@ def main(argv=None):
     ap.add_argument("file")
     ap.add_argument("--pes", type=int)
     ap.add_argument("--ring", nargs=2, type=int, metavar=("BLOCKS", "ITERS"))
+    ap.add_argument("--pkt", action="store_true")
     ap.add_argument("--region", default="ring")
     ap.add_argument("--dropped", action="append", default=[])
     ap.add_argument("--min-dropped", action="append", default=[])
@@ -159,7 +168,7 @@ def main(argv=None):
             if got is None or (got != n if exact else got < n):
                 fail("PE %d dropped %s events, expected %s%d" % (pe, got, "" if exact else ">= ", n))
         if args.ring:
-            ring(doc, meta, args.ring[0], args.ring[1], args.region)
+            ring(doc, meta, args.ring[0], args.ring[1], args.region, args.pkt)
     if FAILS:
         print("%d check(s) failed in %s" % (len(FAILS), args.file))
         return 1

@@ -2,7 +2,7 @@
  * trace_json_fixture.c - the JSON writer (src/trace/trace_json.c) on events
  * made up here, as two PEs whose clocks disagree would record them:
  *
- *   trace_json_fixture OUT.json
+ *   trace_json_fixture OUT.json [pkt]
  *
  * The events are the ring kernel of tests/trace (per block: a region "ring
  * step", a put_signal to the next PE, a wait for the previous PE's signal)
@@ -12,8 +12,11 @@
  * them (check_trace_json.py --ring checks it; without the alignment they
  * would end 5 ms before). Also: a region whose end was not recorded, an end
  * without a begin, one of each other kind, two warps' waits on one word
- * (one slice) on a labelled word, drop counts, and checks here of the
- * names the writer gives.
+ * (one slice) on a labelled word, a packet put and the wait it released
+ * (named for its PE), a packet collective's wait, drop counts, and checks
+ * here of the names the writer gives. With "pkt" the ring is made of packets
+ * (a put_pkt with flag i+1 into the next PE's slot, a packet wait on this
+ * PE's slot, named for the previous PE by the put_pkt that filled it).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -86,8 +89,9 @@ int main(int argc, char **argv) {
     int node_world[] = {0, 1};
     FILE *f;
     char *text;
-    if (argc != 2) {
-        fprintf(stderr, "usage: trace_json_fixture OUT.json\n");
+    const int pkt = argc == 3 && strcmp(argv[2], "pkt") == 0;
+    if (argc != 2 && !pkt) {
+        fprintf(stderr, "usage: trace_json_fixture OUT.json [pkt]\n");
         return 2;
     }
     /* the clocks as measure() would have found them */
@@ -103,6 +107,19 @@ int main(int argc, char **argv) {
                 uint64_t t = REF0 + 1000 + (uint64_t)i * 10000 + (uint64_t)b * 100;
                 uint64_t sig = base + 0x1000 + (uint64_t)b * 8;
                 evs[p][nev[p]++] = ev(p, SYMM_TRACE_REGION_BEGIN, 0, 0, -1, 0, 7, 0, t, t, (uint32_t)b);
+                /* packets: into the next PE's slot (b, i), waited on here in this PE's */
+                uint64_t slot = base + 0x8000 + ((uint64_t)b * ITERS + (uint64_t)i) * 0x1000;
+                if (pkt) {
+                    evs[p][nev[p]++] = ev(p, SYMM_TRACE_PUT, SYMM_TRACE_GROUP_BLOCK, SYMM_TRACE_F_PKT, (p + 1) % 2,
+                                          slot, 4096, (uint64_t)i + 1, t + 100, t + 600 + (uint64_t)p * 50,
+                                          (uint32_t)b);
+                    evs[p][nev[p]++] = ev(p, SYMM_TRACE_WAIT, SYMM_TRACE_GROUP_BLOCK,
+                                          SYMM_TRACE_WAIT_FLAGS(SYMM_CMP_EQ, SYMM_TRACE_WAIT_PKT), -1, slot,
+                                          (uint64_t)i + 1, (uint64_t)i + 1, t + 700, t + 1500, (uint32_t)b);
+                    evs[p][nev[p]++] = ev(p, SYMM_TRACE_REGION_END, 0, 0, -1, 0, 7, 0, t + 1600, t + 1600,
+                                          (uint32_t)b);
+                    continue;
+                }
                 /* into the next PE's word b (symmetric: the same offset) */
                 evs[p][nev[p]++] = ev(p, SYMM_TRACE_PUT_SIGNAL, SYMM_TRACE_GROUP_BLOCK, SYMM_TRACE_F_ADD, (p + 1) % 2,
                                       sig, 4096, 1, t + 100, t + 600 + (uint64_t)p * 50, (uint32_t)b);
@@ -141,6 +158,17 @@ int main(int argc, char **argv) {
             evs[0][nev[0]++] = w;
         }
     }
+    /* packets: PE 1 block 7 put_pkts into PE 0's packet buffer, whose wait
+     * names PE 1 (inferred from the put_pkt); a packet collective's wait
+     * knows its PE */
+    evs[1][nev[1]++] = ev(1, SYMM_TRACE_PUT, SYMM_TRACE_GROUP_BLOCK, SYMM_TRACE_F_PKT, 0, BASE1 + 0x5000, 2048, 3,
+                          REF0 + 70000, REF0 + 70400, 7);
+    evs[0][nev[0]++] = ev(0, SYMM_TRACE_WAIT, SYMM_TRACE_GROUP_WARP,
+                          SYMM_TRACE_WAIT_FLAGS(SYMM_CMP_EQ, SYMM_TRACE_WAIT_PKT), -1, BASE0 + 0x5000, 3, 3,
+                          REF0 + 69000, REF0 + 71000, 7);
+    evs[0][nev[0]++] = ev(0, SYMM_TRACE_WAIT, SYMM_TRACE_GROUP_THREAD,
+                          SYMM_TRACE_WAIT_FLAGS(SYMM_CMP_EQ, SYMM_TRACE_WAIT_COLL_PKT), 1, BASE0 + 0x6000, 5, 5,
+                          REF0 + 72000, REF0 + 72500, 7);
     /* PE 1, block 6: an end whose begin was dropped */
     evs[1][nev[1]++] = ev(1, SYMM_TRACE_REGION_END, 0, 0, -1, 0, 7, 0, REF0 + 60000, REF0 + 60000, 6);
 
@@ -176,8 +204,8 @@ int main(int argc, char **argv) {
     text = slurp(argv[1]);
     const char *want[] = {
         "\"name\":\"ring step\"",
-        "\"name\":\"put_signal 4 KiB -> PE 1, sig += 1\"",
-        "\"name\":\"wait sig@0x7f0000001000 from PE 1 >= 1\"",
+        pkt ? "\"name\":\"put_pkt 4 KiB -> PE 1, flag 1\"" : "\"name\":\"put_signal 4 KiB -> PE 1, sig += 1\"",
+        pkt ? "\"name\":\"wait pkt@0x7f0000008000 from PE 1 == 1\"" : "\"name\":\"wait sig@0x7f0000001000 from PE 1 >= 1\"",
         "\"from\":\"inferred\"",
         "\"name\":\"put 100 B -> PE 1 (nbi)\"",
         "\"name\":\"get 3 MiB <- PE 1\"",
@@ -193,6 +221,12 @@ int main(int argc, char **argv) {
         "\"name\":\"wait flags[1]@0x7f0000004000 from PE 1 >= 9\",\"cat\":\"wait\",\"dur\":0.101",
         "\"thread\":32,\"sm\":15,\"group\":\"thread\",\"lanes\":64,\"warps\":2,\"peer\":1,\"from\":\"label\"",
         "\"label\":\"flags[1]\"",
+        "\"name\":\"put_pkt 2 KiB -> PE 0, flag 3\"",
+        "\"pkt\":1,\"flag\":3",
+        "\"name\":\"wait pkt@0x7f0000005000 from PE 1 == 3\"",
+        "\"group\":\"warp\",\"peer\":1,\"from\":\"inferred\"",
+        "\"signal_value\":3,\"signal_op\":\"put_pkt\"",
+        "\"name\":\"wait coll packets from PE 1 == 5\"",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(text, want[i]))

@@ -65,7 +65,8 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_packet(
         for (int p = 0; p < n; p++) {
             if (p == me || (root >= 0 && p != root))
                 continue;
-            uint64_t w = symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p) + (k - lo) * 16, e.flag, fs, p);
+            const char *reg = symm__c_region(ws, e.par, slot, n, p);
+            uint64_t w = symm__c_wait_pkt(ctx, reg, reg + (k - lo) * 16, e.flag, fs, p);
             symm__c_stw(dst + (uint64_t)(root < 0 ? p : 0) * out_stride + 8 * k, w, nb);
         }
     }
@@ -126,8 +127,8 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
         for (k = plo + t; k < phi; k += nt) {
             uint64_t b = 8 * (lo + k);
             uint32_t nb = symm__c_word_nb(nbytes, lo + k);
-            uint64_t w =
-                symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, root) + (k - plo) * 16, e.flag, fs, root);
+            const char *reg = symm__c_region(ws, e.par, slot, n, root);
+            uint64_t w = symm__c_wait_pkt(ctx, reg, reg + (k - plo) * 16, e.flag, fs, root);
             for (int i = 1; i < m; i++) {
                 int q = (root + 1 + (mine + i) % m) % n;
                 symm__c_st16_vol(symm__c_peer(ctx, symm__c_region(ws, e.par, slot, n, me) + (k - plo) * 16, q),
@@ -143,7 +144,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_packet2(
             for (k = plo + t; k < phi; k += nt) {
                 uint64_t b = 8 * (lo + k);
                 uint32_t nb = symm__c_word_nb(nbytes, lo + k);
-                symm__c_stw(dst + b, symm__c_wait_pkt(ctx, reg + (k - plo) * 16, e.flag, fs, from), nb);
+                symm__c_stw(dst + b, symm__c_wait_pkt(ctx, reg, reg + (k - plo) * 16, e.flag, fs, from), nb);
             }
         }
     }

@@ -49,7 +49,8 @@
             for (int p = 0; p < n; p++) {                                                         \
                 uint64_t w = (p == me)                                                            \
                     ? symm__c_ldw(src + (uint64_t)me * piece + 8 * k, nb)                         \
-                    : symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p) + (k - lo) * 16, \
+                    : symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p),                \
+                                       symm__c_region(ws, e.par, slot, n, p) + (k - lo) * 16,     \
                                        e.flag, fs, p);                                            \
                 if (p == 0) symm__c_first_##S(&a, w);                                             \
                 else symm__c_next_##S(&a, w, op);                                                 \
@@ -123,8 +124,9 @@ SYMM__DEVICE_INTERNAL void symm__c_piece(uint64_t words, int n, int p, uint64_t 
             uint64_t r;                                                                           \
             for (int p = 0; p < n; p++) {                                                         \
                 uint64_t w = (p == me) ? symm__c_ldw(src + 8 * g, nb)                             \
-                                       : symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p) + \
-                                                                   (k - lo) * 16, e.flag, fs, p); \
+                                       : symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p), \
+                                                          symm__c_region(ws, e.par, slot, n, p) + \
+                                                              (k - lo) * 16, e.flag, fs, p);      \
                 if (p == 0) symm__c_first_##S(&a, w);                                             \
                 else symm__c_next_##S(&a, w, op);                                                 \
             }                                                                                     \
@@ -144,8 +146,9 @@ SYMM__DEVICE_INTERNAL void symm__c_piece(uint64_t words, int n, int p, uint64_t 
                     uint64_t g = ps + k;                                                          \
                     uint32_t nb = symm__c_word_nb(nbytes, g);                                     \
                     symm__c_stw(dst + 8 * g,                                                      \
-                                symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p) + half + \
-                                                          (k - lo) * 16, e.flag, fs, p), nb);     \
+                                symm__c_wait_pkt(ctx, symm__c_region(ws, e.par, slot, n, p) + half, \
+                                                 symm__c_region(ws, e.par, slot, n, p) + half +   \
+                                                     (k - lo) * 16, e.flag, fs, p), nb);          \
                 }                                                                                 \
             }                                                                                     \
         symm__block_sync();                                                                       \

@@ -184,15 +184,22 @@ SYMM__DEVICE_INTERNAL void symm__c_wait_flag_from(const symm_ctx_t *ctx, const u
 
 
 /* Poll PE src's packet until its first half carries `flag` and its second
- * `fsig` (flag ^ symm__c_sig32 of the call); return its 8 data bytes. */
-SYMM__DEVICE_INTERNAL uint64_t symm__c_wait_pkt(const symm_ctx_t *ctx, const void *p, uint32_t flag, uint32_t fsig,
-                                               int src) {
+ * `fsig` (flag ^ symm__c_sig32 of the call); return its 8 data bytes.
+ * Traced as a wait on `reg` (src's region, so the lanes of a warp waiting
+ * for one PE make one event) when the packet was not there at the first
+ * poll: the waits that cost time, without an event per packet. */
+SYMM__DEVICE_INTERNAL uint64_t symm__c_wait_pkt(const symm_ctx_t *ctx, const void *reg, const void *p, uint32_t flag,
+                                               uint32_t fsig, int src) {
     uint32_t polls = 0, odd = fsig;
     uint64_t t0 = 0;
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
+    (void)reg;
     for (;;) {
         symm__v4_t v = symm__c_ld16_vol(p);
-        if (v.y == flag && v.w == fsig)
+        if (v.y == flag && v.w == fsig) {
+            SYMM__TRACE_WAIT(ctx, polls ? t_ : 0, SYMM_TRACE_WAIT_COLL_PKT, reg, src, SYMM_CMP_EQ, flag, flag);
             return ((uint64_t)v.z << 32) | v.x;
+        }
         if (++polls % SYMM__WAIT_CHECK_EVERY == 0) {
             if (v.y == flag && v.w == odd)
                 symm__c_fail_pkt(ctx, src, flag, fsig, v.w);

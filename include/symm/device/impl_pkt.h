@@ -96,37 +96,53 @@ SYMM__DEVICE_INTERNAL void symm__pkt_wait(const symm_ctx_t *ctx, const void *pkt
     }
 }
 
+/* Traced like the puts and waits (docs/trace.md): a put event with the
+ * packet buffer, the payload's bytes and the flag; a wait on the packet
+ * buffer for the flag, whose PE the dump infers from the put_pkt that wrote
+ * it. The group forms record after their closing barrier. */
 SYMM_DEVICE_FN void symm_put_pkt(const symm_ctx_t *ctx, void *pkt, const void *src, size_t nbytes, uint32_t flag,
                                  int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
     symm__put_pkt(ctx, pkt, src, nbytes, flag, pe, 0, 1, "symm_put_pkt");
+    SYMM__TRACE_PUT_PKT(ctx, t_, SYMM__G_THREAD, pe, pkt, nbytes, flag);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_pkt_warp(const symm_ctx_t *ctx, void *pkt, const void *src,
                                                        size_t nbytes, uint32_t flag, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_WARP);
     symm__put_pkt(ctx, pkt, src, nbytes, flag, pe, symm__lane(), 32, "symm_put_pkt_warp");
     symm__warp_sync();
+    SYMM__TRACE_PUT_PKT(ctx, t_, SYMM__G_WARP, pe, pkt, nbytes, flag);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_pkt_block(const symm_ctx_t *ctx, void *pkt, const void *src,
                                                         size_t nbytes, uint32_t flag, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     symm__put_pkt(ctx, pkt, src, nbytes, flag, pe, symm__block_tid(), symm__block_nthreads(), "symm_put_pkt_block");
     symm__block_sync();
+    SYMM__TRACE_PUT_PKT(ctx, t_, SYMM__G_BLOCK, pe, pkt, nbytes, flag);
 }
 
 SYMM_DEVICE_FN void symm_pkt_wait(const symm_ctx_t *ctx, const void *pkt, void *dest, size_t nbytes, uint32_t flag) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
     symm__pkt_wait(ctx, pkt, dest, nbytes, flag, 0, 1, "symm_pkt_wait");
+    SYMM__TRACE_WAIT(ctx, t_, SYMM_TRACE_WAIT_PKT, pkt, -1, SYMM_CMP_EQ, flag, flag);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_pkt_wait_warp(const symm_ctx_t *ctx, const void *pkt, void *dest,
                                                         size_t nbytes, uint32_t flag) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_WARP);
     symm__pkt_wait(ctx, pkt, dest, nbytes, flag, symm__lane(), 32, "symm_pkt_wait_warp");
     symm__warp_sync();
+    SYMM__TRACE_WAIT_G(ctx, t_, SYMM__G_WARP, SYMM_TRACE_WAIT_PKT, pkt, -1, SYMM_CMP_EQ, flag, flag);
 }
 
 SYMM_DEVICE_FN SYMM__CONVERGENT void symm_pkt_wait_block(const symm_ctx_t *ctx, const void *pkt, void *dest,
                                                          size_t nbytes, uint32_t flag) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_BLOCK);
     symm__pkt_wait(ctx, pkt, dest, nbytes, flag, symm__block_tid(), symm__block_nthreads(), "symm_pkt_wait_block");
     symm__block_sync();
+    SYMM__TRACE_WAIT_G(ctx, t_, SYMM__G_BLOCK, SYMM_TRACE_WAIT_PKT, pkt, -1, SYMM_CMP_EQ, flag, flag);
 }
 
 #endif /* SYMM_DEVICE_IMPL_PKT_H */

@@ -16,7 +16,10 @@
  *   SYMM__TRACE_RMA(ctx, t, kind, g, nbi, pe, addr, nbytes)     put / get
  *   SYMM__TRACE_PUT_SIGNAL(ctx, t, g, nbi, pe, sig, nbytes, value, op)
  *   SYMM__TRACE_SIGNAL(ctx, t, pe, sig, value, op)
+ *   SYMM__TRACE_PUT_PKT(ctx, t, g, pe, pkt, nbytes, flag)        symm_put_pkt*
  *   SYMM__TRACE_WAIT(ctx, t, what, addr, pe, cmp, expected, seen)
+ *   SYMM__TRACE_WAIT_G(ctx, t, g, what, addr, pe, cmp, expected, seen)  a wait
+ *                                  made by group g (warp / block scope)
  *   SYMM__TRACE_SYNC(ctx, t, kind, g, flags)   barrier / fence / quiet
  *   SYMM__TRACE_COLL(ctx, t, coll, algo, flags, nbytes)  a block's collective
  *   SYMM__TRACE_REGION(ctx, kind, name)        symm_trace_begin / _end
@@ -35,6 +38,9 @@
     symm__trace_rec((ctx), (t), SYMM_TRACE_PUT_SIGNAL, (g),                                          \
                     ((nbi) ? SYMM_TRACE_F_NBI : 0u) | ((op) == SYMM_SIGNAL_ADD ? SYMM_TRACE_F_ADD : 0u), \
                     (pe), (uint64_t)(uintptr_t)(sig), (uint64_t)(nbytes), (uint64_t)(value))
+#  define SYMM__TRACE_PUT_PKT(ctx, t, g, pe, pkt, nbytes, flag)                                     \
+    symm__trace_rec((ctx), (t), SYMM_TRACE_PUT, (g), SYMM_TRACE_F_PKT, (pe), (uint64_t)(uintptr_t)(pkt),  \
+                    (uint64_t)(nbytes), (uint64_t)(flag))
 #  define SYMM__TRACE_SIGNAL(ctx, t, pe, sig, value, op)                                            \
     symm__trace_rec((ctx), (t), SYMM_TRACE_SIGNAL, SYMM_TRACE_GROUP_THREAD,                          \
                     (op) == SYMM_SIGNAL_ADD ? SYMM_TRACE_F_ADD : 0u, (pe), (uint64_t)(uintptr_t)(sig),   \
@@ -43,6 +49,9 @@
     symm__trace_rec((ctx), (t), SYMM_TRACE_WAIT, SYMM_TRACE_GROUP_THREAD,                            \
                     SYMM_TRACE_WAIT_FLAGS((cmp), (what)), (pe), (uint64_t)(uintptr_t)(addr),             \
                     (uint64_t)(expected), (uint64_t)(seen))
+#  define SYMM__TRACE_WAIT_G(ctx, t, g, what, addr, pe, cmp, expected, seen)                       \
+    symm__trace_rec((ctx), (t), SYMM_TRACE_WAIT, (g), SYMM_TRACE_WAIT_FLAGS((cmp), (what)), (pe),         \
+                    (uint64_t)(uintptr_t)(addr), (uint64_t)(expected), (uint64_t)(seen))
 #  define SYMM__TRACE_SYNC(ctx, t, kind, g, flags)                                                  \
     symm__trace_rec((ctx), (t), (kind), (g), (flags), -1, 0, 0, 0)
 #  define SYMM__TRACE_COLL(ctx, t, coll, algo, flags, nbytes)                                       \
@@ -54,8 +63,10 @@
 #  define SYMM__TRACE_START(...)
 #  define SYMM__TRACE_RMA(...)
 #  define SYMM__TRACE_PUT_SIGNAL(...)
+#  define SYMM__TRACE_PUT_PKT(...)
 #  define SYMM__TRACE_SIGNAL(...)
 #  define SYMM__TRACE_WAIT(...)
+#  define SYMM__TRACE_WAIT_G(...)
 #  define SYMM__TRACE_SYNC(...)
 #  define SYMM__TRACE_COLL(...)
 #  define SYMM__TRACE_REGION(...)
