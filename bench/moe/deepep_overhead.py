@@ -54,18 +54,28 @@ def _op_name(func):
 
 
 class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
-    """Counts the aten ops that would launch device work (not inside symm's stand-in)."""
+    """Counts the aten ops that would launch device work: not inside symm's
+    stand-in, and not on what the host read back from the device (`host`:
+    storages the stand-in's read returned, and what ops make of them alone)."""
 
     def __init__(self):
         super().__init__()
         self.ops = []
-        self.paused = 0
+        self.paused = 1  # counts only while a call is measured (cpu_count); tags host tensors always
+        self.host = set()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        from torch.utils._pytree import tree_flatten
         name = _op_name(func)
-        if not self.paused and name not in _NO_LAUNCH:
+        out = func(*args, **(kwargs or {}))
+        ins = [t for t in tree_flatten((args, kwargs or {}))[0] if isinstance(t, torch.Tensor) and t.dim() > 0]
+        on_host = bool(ins) and all(t.untyped_storage().data_ptr() in self.host for t in ins)
+        if on_host:
+            self.host.update(t.untyped_storage().data_ptr() for t in tree_flatten(out)[0]
+                             if isinstance(t, torch.Tensor))
+        elif not self.paused and name not in _NO_LAUNCH:
             self.ops.append(name)
-        return func(*args, **(kwargs or {}))
+        return out
 
 
 # ---------------------------------------------------------------------------
@@ -100,7 +110,10 @@ class NullEngine:
 
         def read(t):
             stats["syncs"] += 1
-            return [int(v) for v in t.reshape(-1).tolist()]
+            with _Quiet(stats["counter"]):  # the device-to-host copy: counted as the sync
+                out = t.reshape(-1).clone()
+            stats["counter"].host.add(out.untyped_storage().data_ptr())
+            return out
         self.cuda.read = read
 
     def ht(self, E, K, H, M, x_dtype, scales):
@@ -108,12 +121,12 @@ class NullEngine:
 
     def all_gather(self, out, inp):
         self.stats["symm"] += 1
-        with _Quiet(self.stats.get("counter")):
+        with _Quiet(self.stats["counter"]):
             out.view(self.n, -1).copy_(inp.view(1, -1))
 
     def all_to_all(self, out, inp):
         self.stats["symm"] += 1
-        with _Quiet(self.stats.get("counter")):
+        with _Quiet(self.stats["counter"]):
             out.copy_(inp)
 
 
@@ -143,7 +156,7 @@ class NullHT:
 
     def dispatch(self, x, topk_idx, topk_weights=None, x_scale=None, do_send=True, do_recv=True):
         self.eng.stats["symm"] += 1
-        with _Quiet(self.eng.stats.get("counter")):
+        with _Quiet(self.eng.stats["counter"]):
             key = (topk_idx.data_ptr(), topk_idx._version)
             if key not in self.counts:  # the counts of a routing, once (not the call's time)
                 L, idx = self.local_experts, topk_idx.long()
@@ -174,19 +187,31 @@ def host_us(fn, reps, sync):
     return statistics.median(times)
 
 
-def cpu_count(fn, stats):
-    """(symm launches, other launches, host syncs, op names) of one call of fn."""
-    c = OpCounter()
-    stats.update(symm=0, syncs=0, counter=c)
+def cpu_count(fn, before, stats):
+    """(symm launches, other launches, host syncs, op names) of one call of fn
+    (after one uncounted, so that what a call keeps for the next is tagged)."""
+    c = stats["counter"]
     with c:
+        if before:
+            before()
         fn()
-    stats["counter"] = None
+        if before:
+            before()
+        stats.update(symm=0, syncs=0)
+        c.ops = []
+        c.paused -= 1
+        try:
+            fn()
+        finally:
+            c.paused += 1
     return stats["symm"], len(c.ops), stats["syncs"], c.ops
 
 
-def gpu_count(fn):
+def gpu_count(fn, before):
     """(symm launches, other launches, host syncs, names) of one call of fn, from torch.profiler."""
     from torch.profiler import ProfilerActivity, profile
+    if before:
+        before()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         fn()
@@ -214,9 +239,7 @@ def measure(paths, count, sync, timer, reps):
             if before:
                 before()
             fn()
-        if before:
-            before()
-        symm, other, syncs, ops = count(fn)
+        symm, other, syncs, ops = count(fn, before)
 
         def timed():
             fn()
@@ -286,7 +309,7 @@ def table(rows, title, gpu):
 def run_cpu(args):
     import symm.moe.deep_ep as dep
     torch.set_num_threads(1)  # tiny ops: no worker threads to wake (they would time the machine's load)
-    stats = {"symm": 0, "syncs": 0, "counter": None}
+    stats = {"symm": 0, "syncs": 0, "counter": OpCounter()}
     n, T, H, K, E = args.ranks, args.tokens, args.hidden, args.topk, args.experts
     eng_box = []
 
@@ -298,7 +321,12 @@ def run_cpu(args):
     x = torch.randn((T, H), generator=g).to(torch.bfloat16)
     x8 = x.to(torch.float8_e4m3fn)
     s8 = torch.ones((T, H // 128))
-    idx = torch.rand((T, E), generator=g).argsort(dim=1)[:, :K].contiguous()
+    # every rank gets the same: slot k goes to rank k % n, local expert (t + k // n) % L (the stand-in's
+    # ranks all send rank 0's batch, so each receives what rank 0 does)
+    L, t, k = E // n, torch.arange(T).view(T, 1), torch.arange(K).view(1, K)
+    if K % n or K // n > L:
+        raise SystemExit("--topk must be a multiple of --ranks, at most experts / ranks per rank")
+    idx = ((k % n) * L + (t + k // n) % L).contiguous()
     w = torch.rand((T, K), generator=g)
 
     class G:
@@ -311,8 +339,8 @@ def run_cpu(args):
     bufv = dep.Buffer(G(), 1 << 30, explicitly_destroy=True, max_num_tokens=T, zero_copy_recv=True)
     eng = eng_box[0]
     own = {"bf16": eng.ht(E, K, H, T, torch.bfloat16, False), "fp8": eng.ht(E, K, H, T, torch.float8_e4m3fn, True)}
-    rows = measure(paths_for(dep, own, buf, bufv, (x, x8, s8, idx, w), E), lambda fn: cpu_count(fn, stats),
-                   lambda: None, None, args.reps)
+    rows = measure(paths_for(dep, own, buf, bufv, (x, x8, s8, idx, w), E),
+                   lambda fn, before: cpu_count(fn, before, stats), lambda: None, None, args.reps)
     title = ("### symm.moe.deep_ep's overhead per call, CPU stand-in (symm's calls counted, not run)\n\n"
              "- %d tokens, hidden %d, top-%d, %d experts, %d ranks (rank 0); medians of %d calls; %s"
              % (T, H, K, E, n, args.reps, _stamp()))
