@@ -111,11 +111,19 @@ def _tensor(t, name, call, dims=None, dtypes=None, device=None, contiguous=True)
     return t
 
 
+def _fits(got, want):
+    if len(got) != len(want):
+        return False
+    for g, w in zip(got, want):
+        if w is not None and g != w:
+            return False
+    return True
+
+
 def _shape(t, name, call, want):
-    got = tuple(t.shape)
-    if len(got) != len(want) or any(w is not None and g != w for g, w in zip(got, want)):
+    if not _fits(t.shape, want):
         raise ValueError("%s: %s has shape %s; expected (%s)" % (
-            call, name, got, ", ".join("*" if w is None else str(w) for w in want)))
+            call, name, tuple(t.shape), ", ".join("*" if w is None else str(w) for w in want)))
 
 
 def _align(v, a):
@@ -504,6 +512,8 @@ class Buffer:
         self._state_hdr = None
         self._pending = None
         self._fps = {}
+        self._default_configs = {}
+        self._block_offsets = {}
         self._first_experts = {}
         self._last = None            # the stream the last call ran on (calls are ordered as on one stream)
         self._last_captured = False
@@ -783,8 +793,13 @@ class Buffer:
             slot.sms = want
 
     def _config(self, config, call, combine=False):
-        if config is None:
-            return self.get_combine_config(self.group_size) if combine else self.get_dispatch_config(self.group_size)
+        if config is None:  # DeepEP's recommended one, made once per SM count
+            key = (combine, Buffer.num_sms)
+            config = self._default_configs.get(key)
+            if config is None:
+                config = self._default_configs[key] = (self.get_combine_config if combine else
+                                                       self.get_dispatch_config)(self.group_size)
+            return config
         if not isinstance(config, Config):
             raise TypeError("%s: config must be a symm.moe.deep_ep.Config, got %s" % (call, type(config).__name__))
         if config.num_sms % 2:
@@ -1007,10 +1022,11 @@ class Buffer:
             counts = host[:, 3 + G:3 + G + n].sum(dim=0, dtype=torch.int32)
             per_expert_all = host[:, 3 + G + n:].sum(dim=0, dtype=torch.int32)
             R = int(counts[self.rank])
+            recv_host = host[:, 3 + G + self.rank].tolist()
             per_expert_recv = per_expert_all[self.rank * L:(self.rank + 1) * L].tolist()
         else:
             R = num_worst_tokens
-            per_expert_recv = counts = per_expert_all = None
+            per_expert_recv = counts = per_expert_all = recv_host = None
         key = self._ht_key(M, x, scales, K, E)
         slot = self._slot_for_dispatch(key, None, self._ht_make(key), call)
         self._set_sms(slot, config)
@@ -1019,7 +1035,8 @@ class Buffer:
             # keeps is_token_in_rank for these too (the rows a token goes to are the ranks it is in)
             idx = None if topk_idx is not None else self._route_idx_of(is_token_in_rank, L, K)
             route = _Route("ht", idx=idx, in_rank=is_token_in_rank, T=T, M=M, K=K, E=E, hidden=x.size(1), rows=R,
-                           recv_counts=recv_counts, num_recv=None if num_worst_tokens else R, key=key)
+                           recv_counts=recv_counts, recv_host=recv_host, num_recv=None if num_worst_tokens else R,
+                           key=key)
             views = slot.h.dispatch(x, topk_idx if topk_idx is not None else idx, topk_weights,
                                     x_scale=self._scales_in(scales, x.size(1)))
         slot.route, slot.state = route, "dispatched"
@@ -1031,7 +1048,8 @@ class Buffer:
             torch.cumsum(gathered[:, 3 + G:3 + G + n], dim=0, dtype=torch.int32, out=rank_prefix)
             self._note_received(views, counts, per_expert_all, topk_idx is not None, num_worst_tokens, n, L)
         handle = DispatchHandle((rank_prefix, None, None, recv_src, is_token_in_rank, None), route, self)
-        lst = [] if per_expert_recv is None else [_align(v, expert_alignment) for v in per_expert_recv]
+        lst = [] if per_expert_recv is None else \
+            per_expert_recv if expert_alignment == 1 else [_align(v, expert_alignment) for v in per_expert_recv]
         mine = () if self._zero_copy_recv else (recv_x, recv_scales)  # views of symm's buffers are not torch's
         event = self._leave(compute, comm, async_finish, allocate_on_comm_stream,
                             (x, scales, topk_idx, topk_weights, num_tokens_per_rank, is_token_in_rank,
@@ -1280,27 +1298,36 @@ class Buffer:
         from the ranks it sent the token to, in rank order."""
         n, M, K, dev = self.group_size, route.M, w.size(1), self._device
         R, T = w.size(0), route.T
-        counts = route.recv_counts.to(torch.int64)
-        incl = counts.cumsum(0)
-        rows = torch.arange(R, device=dev)
-        src = torch.searchsorted(incl, rows, right=True)
-        srcc = src.clamp(max=n - 1)
-        pos = rows - (incl - counts)[srcc]
-        # rows past the received ones go to rows of their own past the blocks (unique indices: deterministic)
-        dest = torch.where((src < n) & (pos < M), srcc * M + pos, n * M + rows)
-        send = torch.zeros((n * M + R, K), dtype=torch.float32, device=dev)
-        send.index_copy_(0, dest, w)
+        send = torch.empty((n * M, K), dtype=torch.float32, device=dev)
+        if route.recv_host is not None:  # the rows from each source, known on the host: one copy per source
+            start = 0
+            for s, cnt in enumerate(route.recv_host):
+                if cnt:
+                    send[s * M:s * M + cnt].copy_(w[start:start + cnt])
+                start += cnt
+        else:  # num_worst_tokens: placed on the device; rows past the received ones are dropped
+            counts = route.recv_counts.to(torch.int64)
+            incl = counts.cumsum(0)
+            rows = torch.arange(R, device=dev)
+            src = torch.searchsorted(incl, rows, right=True)
+            srcc = src.clamp(max=n - 1)
+            pos = rows - (incl - counts)[srcc]
+            # past the blocks, each such row to a row of its own (unique indices: deterministic)
+            dest = torch.where((src < n) & (pos < M), srcc * M + pos, n * M + rows)
+            send = torch.empty((n * M + R, K), dtype=torch.float32, device=dev)
+            send.index_copy_(0, dest, w)
         got = torch.empty(n * M * K, dtype=torch.float32, device=dev)
         self._engine.all_to_all(got, send[:n * M].reshape(-1))
-        got = got.view(n * M, K)
+        # token t's row from rank r is row (t's place among the tokens sent to r) of r's block
         in_rank = route.in_rank
-        spos = in_rank.to(torch.int64).cumsum(0) - 1
-        gidx = torch.arange(n, device=dev) * M + spos.clamp(min=0)
-        vals = got[gidx.reshape(-1)].view(T, n, K)
-        vals = torch.where(in_rank.unsqueeze(2), vals, torch.zeros((), dtype=torch.float32, device=dev))
+        offs = self._block_offsets.get((n, M))
+        if offs is None:
+            offs = self._block_offsets[(n, M)] = torch.arange(n, device=dev) * M - 1
+        gidx = (in_rank.cumsum(0) + offs).clamp_(min=0)
+        vals = got.view(n * M, K)[gidx]
         with self._use(alloc):
             out = torch.empty((T, K), dtype=torch.float32, device=dev)
-        out.copy_(vals[:, 0] if n == 1 else vals.sum(dim=1))
+        torch.sum(torch.where(in_rank.unsqueeze(2), vals, _ZERO_F32), dim=1, out=out)
         return out
 
     # ---- low latency --------------------------------------------------------------------
