@@ -308,7 +308,6 @@ def table(rows, title, gpu):
 
 def run_cpu(args):
     import symm.moe.deep_ep as dep
-    torch.set_num_threads(1)  # tiny ops: no worker threads to wake (they would time the machine's load)
     stats = {"symm": 0, "syncs": 0, "counter": OpCounter()}
     n, T, H, K, E = args.ranks, args.tokens, args.hidden, args.topk, args.experts
     eng_box = []
@@ -316,7 +315,18 @@ def run_cpu(args):
     def factory(group, comm, call):
         eng_box.append(NullEngine(n, stats))
         return eng_box[-1]
-    dep._engine_factory = factory
+    saved, dep._engine_factory = dep._engine_factory, factory
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny ops: no worker threads to wake (they would time the machine's load)
+    try:
+        return _run_cpu(args, dep, stats, eng_box)
+    finally:
+        dep._engine_factory = saved
+        torch.set_num_threads(threads)
+
+
+def _run_cpu(args, dep, stats, eng_box):
+    n, T, H, K, E = args.ranks, args.tokens, args.hidden, args.topk, args.experts
     g = torch.Generator().manual_seed(1)
     x = torch.randn((T, H), generator=g).to(torch.bfloat16)
     x8 = x.to(torch.float8_e4m3fn)
@@ -325,7 +335,7 @@ def run_cpu(args):
     # ranks all send rank 0's batch, so each receives what rank 0 does)
     L, t, k = E // n, torch.arange(T).view(T, 1), torch.arange(K).view(1, K)
     if K % n or K // n > L:
-        raise SystemExit("--topk must be a multiple of --ranks, at most experts / ranks per rank")
+        raise ValueError("--topk must be a multiple of --ranks, at most experts / ranks per rank")
     idx = ((k % n) * L + (t + k // n) % L).contiguous()
     w = torch.rand((T, K), generator=g)
 
@@ -344,7 +354,9 @@ def run_cpu(args):
     title = ("### symm.moe.deep_ep's overhead per call, CPU stand-in (symm's calls counted, not run)\n\n"
              "- %d tokens, hidden %d, top-%d, %d experts, %d ranks (rank 0); medians of %d calls; %s"
              % (T, H, K, E, n, args.reps, _stamp()))
-    return table(rows, title, False)
+    for b in (buf, bufv):
+        b.destroy()
+    return table(rows, title, False), rows
 
 
 def _stamp():
@@ -410,10 +422,10 @@ def run_gpu(args):
     symm.barrier()
     symm.finalize()
     dist.destroy_process_group()
-    return text if rank == 0 else None
+    return (text if rank == 0 else None), rows
 
 
-def main():
+def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="also write the table (markdown) here")
     ap.add_argument("--cpu", action="store_true", help="the CPU stand-in even where GPUs are")
@@ -423,15 +435,21 @@ def main():
     ap.add_argument("--topk", type=int, default=8)
     ap.add_argument("--experts", type=int, default=256)
     ap.add_argument("--reps", type=int, default=20)
-    args = ap.parse_args()
-    gpu = not args.cpu and torch.cuda.is_available() and torch.cuda.device_count() > 0
+    args = ap.parse_args(argv)
+    args.gpu = not args.cpu and torch.cuda.is_available() and torch.cuda.device_count() > 0
+    # DeepEP's intranode shape on GPUs; tiny shapes on the CPU (its copies would be the CPU's, not the wrapper's)
+    args.tokens = args.tokens or (4096 if args.gpu else 64)
+    args.hidden = args.hidden or (7168 if args.gpu else 256)
+    return args
+
+
+def main():
+    args = parse()
+    gpu = args.gpu
     if gpu and ("RANK" not in os.environ or "WORLD_SIZE" not in os.environ):
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=os.environ.get("MASTER_PORT", "29731"))
-    # DeepEP's intranode shape on GPUs; tiny shapes on the CPU (its copies would be the CPU's, not the wrapper's)
-    args.tokens = args.tokens or (4096 if gpu else 64)
-    args.hidden = args.hidden or (7168 if gpu else 256)
-    text = run_gpu(args) if gpu else run_cpu(args)
+    text, _ = run_gpu(args) if gpu else run_cpu(args)
     if text:
         print(text)
         if args.out:
