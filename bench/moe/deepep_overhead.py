@@ -220,6 +220,8 @@ def gpu_count(fn, before):
     for e in prof.events():
         name = e.name
         if e.device_type == torch.autograd.DeviceType.CUDA:
+            if name.startswith("Memcpy DtoH"):
+                continue  # the host's read of the counts: counted as its synchronisation
             if name.startswith("symm__"):
                 symm += 1
             else:
@@ -406,8 +408,10 @@ def run_gpu(args):
             b.synchronize()
             times.append(a.elapsed_time(b) * 1e3)
         return statistics.median(times)
-    rows = measure(paths_for(dep, own, buf, bufv, (x, x8, s8, idx, w), E), gpu_count, torch.cuda.synchronize,
-                   timer, args.reps)
+    def sync():  # the device idle and the ranks together before a host-timed call
+        torch.cuda.synchronize()
+        symm.barrier()
+    rows = measure(paths_for(dep, own, buf, bufv, (x, x8, s8, idx, w), E), gpu_count, sync, timer, args.reps)
     shared = n > torch.cuda.device_count()
     title = ("### symm.moe.deep_ep's overhead per call, %d PE(s)%s\n\n"
              "- %d tokens per PE, hidden %d, top-%d, %d experts; rank 0's medians of %d calls; %s GPU(s): %s; %s"

@@ -428,9 +428,6 @@ class _Slot:
 
 
 _SAME_STREAM = contextlib.nullcontext()
-# CPU scalars: where(..., out=) takes them beside tensors of any device
-_ZERO_F32 = torch.zeros((), dtype=torch.float32)
-_MINUS_ONE_I32 = torch.full((), -1, dtype=torch.int32)
 
 
 def _fingerprint(*parts):
@@ -514,6 +511,9 @@ class Buffer:
         self._fps = {}
         self._default_configs = {}
         self._block_offsets = {}
+        # scalars for where(..., out=), which takes no Python numbers
+        self._zero_f32 = torch.zeros((), dtype=torch.float32, device=self._device)
+        self._minus_one_i32 = torch.full((), -1, dtype=torch.int32, device=self._device)
         self._first_experts = {}
         self._last = None            # the stream the last call ran on (calls are ordered as on one stream)
         self._last_captured = False
@@ -658,7 +658,7 @@ class Buffer:
 
     def _ran_on(self, stream):
         self._last = stream
-        self._last_captured = self._cuda.capturing() if stream is self._comm else False
+        self._last_captured = self._cuda.capturing()  # the current stream's: a comm stream in it joined it
 
     def _enter(self, call, previous_event, async_finish, allocate_on_comm_stream):
         """DeepEP's stream protocol: the communication stream waits for
@@ -1082,9 +1082,9 @@ class Buffer:
         if first is None:
             first = self._first_experts[L] = torch.arange(n, dtype=torch.int32, device=self._device) * L
         if K < n:  # the ranks of each token first: the K largest of (first expert or -1)
-            return torch.topk(torch.where(in_rank, first, _MINUS_ONE_I32), K, dim=1).values
+            return torch.topk(torch.where(in_rank, first, self._minus_one_i32), K, dim=1).values
         idx = torch.full((in_rank.size(0), K), -1, dtype=torch.int32, device=self._device)
-        torch.where(in_rank, first, _MINUS_ONE_I32, out=idx[:, :n])
+        torch.where(in_rank, first, self._minus_one_i32, out=idx[:, :n])
         return idx
 
     def _route_idx(self, route):
@@ -1177,7 +1177,7 @@ class Buffer:
                     live = torch.arange(R, dtype=torch.int32, device=self._device) < nrecv
                     idx = torch.where(live.unsqueeze(1), idx, -1)
                 recv_idx.copy_(idx)
-                torch.where(idx >= 0, rw[:R], _ZERO_F32, out=recv_w)
+                torch.where(idx >= 0, rw[:R], self._zero_f32, out=recv_w)
         return recv_x, recv_scales, recv_idx, recv_w, recv_src
 
     def _note_received(self, views, counts, per_expert_all, with_topk, worst, n, L):
@@ -1327,7 +1327,7 @@ class Buffer:
         vals = got.view(n * M, K)[gidx]
         with self._use(alloc):
             out = torch.empty((T, K), dtype=torch.float32, device=dev)
-        torch.sum(torch.where(in_rank.unsqueeze(2), vals, _ZERO_F32), dim=1, out=out)
+        torch.sum(torch.where(in_rank.unsqueeze(2), vals, self._zero_f32), dim=1, out=out)
         return out
 
     # ---- low latency --------------------------------------------------------------------
