@@ -161,7 +161,8 @@ class NullHT:
             if key not in self.counts:  # the counts of a routing, once (not the call's time)
                 L, idx = self.local_experts, topk_idx.long()
                 mine = (idx >= 0) & (idx < L)
-                self.counts[key] = (int(mine.any(dim=1).sum()) * self.n, torch.bincount(idx[mine], minlength=L) * self.n)
+                self.counts[key] = (int(mine.any(dim=1).sum()) * self.n,
+                                    torch.bincount(idx[mine], minlength=L) * self.n)
             nrecv, nper = self.counts[key]
             self.views[5].fill_(nrecv)
             self.views[6].copy_(nper)
@@ -311,7 +312,7 @@ def table(rows, title, gpu):
 def run_cpu(args):
     import symm.moe.deep_ep as dep
     stats = {"symm": 0, "syncs": 0, "counter": OpCounter()}
-    n, T, H, K, E = args.ranks, args.tokens, args.hidden, args.topk, args.experts
+    n = args.ranks
     eng_box = []
 
     def factory(group, comm, call):

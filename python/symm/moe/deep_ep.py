@@ -519,6 +519,7 @@ class Buffer:
         self._last_captured = False
         self._warned = False
         self._destroyed = False
+        self._cuda.synchronize()  # the tensors above are read on whichever stream the first call uses
 
     # ---- life ---------------------------------------------------------------------------
 
@@ -862,7 +863,8 @@ class Buffer:
             counts.scatter_add_(0, torch.where(valid, i64, torch.full_like(i64, num_experts)).reshape(-1),
                                 torch.ones(i64.numel(), dtype=torch.int32, device=dev))
             per_expert.copy_(counts[:num_experts])
-        event = self._leave(compute, comm, async_finish, allocate_on_comm_stream, (topk_idx, per_rank, per_expert, in_rank))
+        event = self._leave(compute, comm, async_finish, allocate_on_comm_stream,
+                            (topk_idx, per_rank, per_expert, in_rank))
         return per_rank, None, per_expert, in_rank, event
 
     # ---- normal dispatch ----------------------------------------------------------------
@@ -1108,7 +1110,8 @@ class Buffer:
         bad = {i for i, h in enumerate(heads) if h[2] > 0}
         if got is not None:
             counts, per_expert = self._pending
-            if not torch.equal(got[:, 0], counts) or (per_expert is not None and not torch.equal(got[:, 1:], per_expert)):
+            if not torch.equal(got[:, 0], counts) or \
+                    (per_expert is not None and not torch.equal(got[:, 1:], per_expert)):
                 want = counts.view(-1, 1) if per_expert is None else torch.cat((counts.view(-1, 1), per_expert), dim=1)
                 bad.update((got != want).any(dim=1).nonzero().flatten().tolist())
         self._pending = None
@@ -1267,7 +1270,6 @@ class Buffer:
                 _tensor(b, "bias[%d]" % i, call, 2, (x.dtype,), self._device)
                 _shape(b, "bias[%d]" % i, call, (route.T, route.hidden))
         compute, comm, alloc = self._enter(call, previous_event, async_finish, allocate_on_comm_stream)
-        c = self._cuda
         slot = self._slot_for_combine(route, call)
         with self._use(comm):
             if slot is None:
