@@ -53,26 +53,33 @@ def _op_name(func):
     return func.__name__.split(".")[0] if hasattr(func, "__name__") else str(func)
 
 
+def _tag_host(t):
+    t._deepep_overhead_host = True
+
+
+def _on_host(t):
+    return getattr(t, "_deepep_overhead_host", False)
+
+
 class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
     """Counts the aten ops that would launch device work: not inside symm's
-    stand-in, and not on what the host read back from the device (`host`:
-    storages the stand-in's read returned, and what ops make of them alone)."""
+    stand-in, and not on what the host read back from the device (tensors
+    the stand-in's read returned, tagged, and what ops make of them alone)."""
 
     def __init__(self):
         super().__init__()
         self.ops = []
         self.paused = 1  # counts only while a call is measured (cpu_count); tags host tensors always
-        self.host = set()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         from torch.utils._pytree import tree_flatten
         name = _op_name(func)
         out = func(*args, **(kwargs or {}))
         ins = [t for t in tree_flatten((args, kwargs or {}))[0] if isinstance(t, torch.Tensor) and t.dim() > 0]
-        on_host = bool(ins) and all(t.untyped_storage().data_ptr() in self.host for t in ins)
-        if on_host:
-            self.host.update(t.untyped_storage().data_ptr() for t in tree_flatten(out)[0]
-                             if isinstance(t, torch.Tensor))
+        if ins and all(_on_host(t) for t in ins):
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor):
+                    _tag_host(t)
         elif not self.paused and name not in _NO_LAUNCH:
             self.ops.append(name)
         return out
@@ -112,7 +119,7 @@ class NullEngine:
             stats["syncs"] += 1
             with _Quiet(stats["counter"]):  # the device-to-host copy: counted as the sync
                 out = t.reshape(-1).clone()
-            stats["counter"].host.add(out.untyped_storage().data_ptr())
+            _tag_host(out)
             return out
         self.cuda.read = read
 
