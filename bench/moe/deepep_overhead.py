@@ -221,11 +221,30 @@ def gpu_count(fn, before):
     if before:
         before()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+
+    def na(e):
+        return None, None, None, ["n/a: torch.profiler: %s" % (str(e).splitlines() or [type(e).__name__])[0][:80]]
+    # a profiler that cannot trace here (e.g. under MPS) leaves the counts n/a; the call still runs, so the
+    # ranks stay in step, and its own errors are raised
+    prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    try:
+        prof.__enter__()
+    except Exception as e:  # noqa: BLE001
+        fn()
+        return na(e)
+    try:
         fn()
         torch.cuda.synchronize()
+    finally:
+        try:
+            prof.__exit__(None, None, None)
+            events = prof.events()
+        except Exception as e:  # noqa: BLE001
+            events = e
+    if isinstance(events, Exception):
+        return na(events)
     symm, other, syncs, names = 0, 0, 0, []
-    for e in prof.events():
+    for e in events:
         name = e.name
         if e.device_type == torch.autograd.DeviceType.CUDA:
             if name.startswith("Memcpy DtoH"):
@@ -303,8 +322,10 @@ def table(rows, title, gpu):
         head += " call us | call / own |"
         rule += " ---: | ---: |"
     lines = [title, "", head, rule]
+    def num(v):
+        return "-" if v is None else "%d" % v
     for name, symm, other, syncs, hus, call, _ in rows:
-        line = "| %s | %d | %d | %d | %.0f |" % (name, symm, other, syncs, hus)
+        line = "| %s | %s | %s | %s | %.0f |" % (name, num(symm), num(other), num(syncs), hus)
         if gpu:
             key = "combine" if "combine" in name else "dispatch " + name.split()[-1]
             ref = own.get(key, (None, None))[1]
@@ -416,6 +437,7 @@ def run_gpu(args):
             b.synchronize()
             times.append(a.elapsed_time(b) * 1e3)
         return statistics.median(times)
+
     def sync():  # the device idle and the ranks together before a host-timed call
         torch.cuda.synchronize()
         symm.barrier()
