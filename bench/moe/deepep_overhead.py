@@ -12,6 +12,7 @@ Paths, per call:
                            into fresh tensors, as DeepEP returns them
   api views                the same with Buffer(..., zero_copy_recv=True)
   api combine              Buffer.combine(y, handle), and with topk_weights
+  own / api layout         HighThroughput.get_dispatch_layout / Buffer.get_dispatch_layout
 each for bf16 and fp8 (float32 scales per 128) x.
 
 Columns: symm launches (symm's own kernels and collectives), other launches
@@ -179,6 +180,10 @@ class NullHT:
         self.eng.stats["symm"] += 1
         return out
 
+    def get_dispatch_layout(self, topk_idx):
+        self.eng.stats["symm"] += 1
+        return self.views[5], self.views[6], self.views[4]
+
 
 # ---------------------------------------------------------------------------
 # Measuring
@@ -291,6 +296,8 @@ def paths_for(dep, own, buf, bufv, data, E):
     per_rank, _, per_expert, in_rank, _ = buf.get_dispatch_layout(idx, E)
     full = dict(num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert,
                 topk_idx=idx, topk_weights=w)
+    out.append(("own layout", lambda: own["bf16"].get_dispatch_layout(idx), None))
+    out.append(("api layout", lambda: buf.get_dispatch_layout(idx, E), None))
     for kind, xin, o in (("bf16", x, own["bf16"]), ("fp8", (x8, s8), own["fp8"])):
         xo, so = (x, None) if kind == "bf16" else (x8, s8)
         out.append(("own dispatch %s" % kind, lambda o=o, xo=xo, so=so: o.dispatch(xo, idx, w, x_scale=so), None))
@@ -327,7 +334,7 @@ def table(rows, title, gpu):
     for name, symm, other, syncs, hus, call, _ in rows:
         line = "| %s | %s | %s | %s | %.0f |" % (name, num(symm), num(other), num(syncs), hus)
         if gpu:
-            key = "combine" if "combine" in name else "dispatch " + name.split()[-1]
+            key = "combine" if "combine" in name else "layout" if "layout" in name else "dispatch " + name.split()[-1]
             ref = own.get(key, (None, None))[1]
             line += " %.0f | %s |" % (call, "-" if not ref else "%.2f" % (call / ref))
         lines.append(line)

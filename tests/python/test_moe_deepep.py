@@ -387,7 +387,8 @@ def test_overhead_bench_counts_what_the_wrapper_adds():
     got = {name: (symm, other, syncs, ops) for name, symm, other, syncs, _, _, ops in rows}
     assert sorted(got) == sorted(["own dispatch bf16", "own dispatch fp8", "api full bf16", "api full fp8",
                                   "api cached bf16", "api cached fp8", "api views bf16", "api views fp8",
-                                  "own combine", "api combine", "api combine + topk_weights"])
+                                  "own combine", "api combine", "api combine + topk_weights", "own layout",
+                                  "api layout"])
     for kind, copies in (("bf16", ["copy_"]), ("fp8", ["copy_", "copy_"])):
         assert got["own dispatch " + kind] == (1, 0, 0, [])
         assert got["api views " + kind] == (1, 0, 0, [])
@@ -397,6 +398,7 @@ def test_overhead_bench_counts_what_the_wrapper_adds():
         # count row, x (and scales), sources, indices, weights (2), rank prefix, what was received
         assert sorted(ops) == sorted(["cat", "copy_", "copy_", "ge", "where", "cumsum", "cat"] + copies), ops
     assert got["api combine"] == (1, 0, 0, [])
+    assert got["own layout"] == (1, 0, 0, []) and got["api layout"][:3] == (0, 12, 0), got["api layout"]
     symm, other, syncs, ops = got["api combine + topk_weights"]
     assert (symm, syncs) == (2, 0) and other <= 4 + 6, ops  # a copy per source rank, six ops back
     assert "| api full bf16 |" in text and "other launches, per path" in text

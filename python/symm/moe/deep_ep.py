@@ -514,6 +514,7 @@ class Buffer:
         # scalars for where(..., out=), which takes no Python numbers
         self._zero_f32 = torch.zeros((), dtype=torch.float32, device=self._device)
         self._minus_one_i32 = torch.full((), -1, dtype=torch.int32, device=self._device)
+        self._one_i32 = torch.ones(1, dtype=torch.int32, device=self._device)  # expanded: scatter_add_'s ones
         self._first_experts = {}
         self._last = None            # the stream the last call ran on (calls are ordered as on one stream)
         self._last_captured = False
@@ -823,17 +824,19 @@ class Buffer:
 
     # ---- layout -------------------------------------------------------------------------
 
-    def _ranks_of(self, idx, num_experts):
-        """bool [T, ranks]: which ranks hold one of each token's experts (-1 and
-        indices outside the experts count nowhere), on the current stream."""
-        n, T = self.group_size, idx.size(0)
-        i64 = idx.long()
-        valid = (i64 >= 0) & (i64 < num_experts)
-        rank_of = torch.where(valid, torch.div(i64, num_experts // n, rounding_mode="floor"),
-                              torch.full_like(i64, n))
+    def _layout_of(self, idx, num_experts, in_rank, per_rank, per_expert):
+        """get_dispatch_layout's three tensors from idx, on the current stream
+        (-1 and indices outside the experts count nowhere): twelve kernels."""
+        n, T, E = self.group_size, idx.size(0), num_experts
+        # the experts, with every index that counts nowhere as E (an extra column / count, dropped)
+        e = idx.masked_fill((idx < 0) | (idx >= E), E).long()
         full = torch.zeros((T, n + 1), dtype=torch.bool, device=idx.device)
-        full.scatter_(1, rank_of, True)
-        return full[:, :n], i64, valid
+        full.scatter_(1, torch.div(e, E // n, rounding_mode="floor"), True)
+        in_rank.copy_(full[:, :n])
+        torch.sum(in_rank, dim=0, dtype=torch.int32, out=per_rank)
+        counts = torch.zeros(E + 1, dtype=torch.int32, device=idx.device)
+        counts.scatter_add_(0, e.view(-1), self._one_i32.expand(e.numel()))
+        per_expert.copy_(counts[:E])
 
     def get_dispatch_layout(self, topk_idx: torch.Tensor, num_experts: int, previous_event: Optional[EventOverlap] = None,
                             async_finish: bool = False, allocate_on_comm_stream: bool = False) -> \
@@ -856,13 +859,7 @@ class Buffer:
             per_expert = torch.empty(num_experts, dtype=torch.int32, device=dev)
             in_rank = torch.empty((T, n), dtype=torch.bool, device=dev)
         with self._use(comm):
-            ranks, i64, valid = self._ranks_of(topk_idx, num_experts)
-            in_rank.copy_(ranks)
-            torch.sum(ranks, dim=0, dtype=torch.int32, out=per_rank)
-            counts = torch.zeros(num_experts + 1, dtype=torch.int32, device=dev)
-            counts.scatter_add_(0, torch.where(valid, i64, torch.full_like(i64, num_experts)).reshape(-1),
-                                torch.ones(i64.numel(), dtype=torch.int32, device=dev))
-            per_expert.copy_(counts[:num_experts])
+            self._layout_of(topk_idx, num_experts, in_rank, per_rank, per_expert)
         event = self._leave(compute, comm, async_finish, allocate_on_comm_stream,
                             (topk_idx, per_rank, per_expert, in_rank))
         return per_rank, None, per_expert, in_rank, event
@@ -1177,8 +1174,8 @@ class Buffer:
             if topk_idx is not None:
                 idx = ridx[:R]
                 if worst:
-                    live = torch.arange(R, dtype=torch.int32, device=self._device) < nrecv
-                    idx = torch.where(live.unsqueeze(1), idx, -1)
+                    past = torch.arange(R, dtype=torch.int32, device=self._device) >= nrecv
+                    idx = idx.masked_fill(past.unsqueeze(1), -1)
                 recv_idx.copy_(idx)
                 torch.where(idx >= 0, rw[:R], self._zero_f32, out=recv_w)
         return recv_x, recv_scales, recv_idx, recv_w, recv_src
