@@ -51,6 +51,10 @@ as DeepEP documents them. What differs, and why:
   routes when the handle's first two entries are read.
 - combine's bias is added to the bf16 sum (DeepEP adds it before rounding): one
   more rounding of the result.
+- Streams. A call with neither async_finish nor previous_event runs on the
+  current stream, where DeepEP runs it on its communication stream between two
+  waits: the same order without the switches. Calls made on different streams
+  are ordered as if they shared one, as DeepEP's are.
 
 What symm cannot do raises symm.UnsupportedError naming it: internode
 (RDMA) traffic and groups spanning several nodes, shrink mode (rank masks),
