@@ -506,11 +506,15 @@ class Buffer:
         self._slots = {}            # key -> [_Slot]
         self._seq = 0
         self._bound = max_num_tokens  # the normal mode's agreed token bound
-        # the count row's head on the device: tokens, fingerprint (written when they change), overflow, and
-        # what the last dispatch received until the next synchronising one checks it (_pending: what every
-        # rank expected there, on the host)
-        self._state = torch.zeros(4 + 256, dtype=torch.int32, device=self._device)
-        self._state_hdr = None
+        # the count row's head on the device: tokens and fingerprint (written when they change), how far
+        # past num_worst_tokens a dispatch received, and what the last dispatch received until the next
+        # synchronising one checks it (_pending: what every rank expected there, on the host). A captured
+        # graph keeps their addresses: they are never freed while the Buffer lives.
+        self._hdr = torch.zeros(2, dtype=torch.int32, device=self._device)
+        self._hdr_is = None
+        self._over = torch.zeros(1, dtype=torch.int32, device=self._device)
+        self._got = torch.zeros(1 + 256, dtype=torch.int32, device=self._device)
+        self._got_retired = []
         self._pending = None
         self._fps = {}
         self._default_configs = {}
@@ -1003,16 +1007,13 @@ class Buffer:
         G = 0 if self._pending is None else 1 + (0 if self._pending[1] is None else self._pending[1].size(1))
         W = 3 + G + n + E
         with self._use(comm):
-            if not num_worst_tokens:
-                self._state_room(4 + L)
-            st = self._state
             # every rank's counts (DeepEP's notify step): [tokens, fingerprint, how far past num_worst_tokens
             # an earlier dispatch received, what the last checked one received, per rank, per expert]
-            if self._state_hdr != (T, fp):
-                st[0:2].view(torch.int64).fill_((fp << 32) | T)
-                self._state_hdr = (T, fp)
+            if self._hdr_is != (T, fp):
+                self._hdr.view(torch.int64).fill_((fp << 32) | T)
+                self._hdr_is = (T, fp)
             row = torch.empty(W, dtype=torch.int32, device=self._device)
-            torch.cat((st[:3 + G], num_tokens_per_rank, num_tokens_per_expert), out=row)
+            torch.cat((self._hdr, self._over, self._got[:G], num_tokens_per_rank, num_tokens_per_expert), out=row)
             gathered = torch.empty((n, W), dtype=torch.int32, device=self._device)
             self._engine.all_gather(gathered.view(-1), row)
             if num_worst_tokens == 0:
@@ -1066,16 +1067,6 @@ class Buffer:
             fp = self._fps[parts] = _fingerprint(*(str(p) if isinstance(p, torch.dtype) else p for p in parts))
         return fp
 
-    def _state_room(self, need):
-        """Make the count row's device state hold `need` ints (kept: what it holds)."""
-        old = self._state
-        if old.numel() >= need:
-            return
-        self._cuda.synchronize()  # the old one may still be read on another stream
-        new = torch.zeros(max(need, 2 * old.numel()), dtype=torch.int32, device=self._device)
-        new[:old.numel()].copy_(old)
-        self._state = new
-
     def _route_idx_of(self, in_rank, L, K):
         """int32 [tokens, K]: the first local expert of each rank a token goes
         to, -1 in the other columns: a routing symm's dispatch sends exactly
@@ -1119,7 +1110,7 @@ class Buffer:
         if bad:
             if heads[self.rank][2] > 0:
                 with self._use(comm):
-                    self._state[2:3].zero_()
+                    self._over.zero_()
             raise RuntimeError("%s: an earlier dispatch on rank(s) %s received other counts than "
                                "num_tokens_per_rank / num_tokens_per_expert said (they must be get_dispatch_layout's "
                                "for the topk_idx passed, or num_worst_tokens too small): its outputs were wrong"
@@ -1191,15 +1182,17 @@ class Buffer:
         rows (and with top-k the per-expert counts), which the next dispatch's
         count row carries to every rank, beside what every rank expects."""
         nrecv, nper = views[5], views[6]
-        st = self._state
         if worst:
-            torch.maximum(st[2:3], nrecv - worst, out=st[2:3])
+            torch.maximum(self._over, nrecv - worst, out=self._over)
             return
+        if self._got.numel() < 1 + L:  # the old one stays alive: the last row may still be reading it
+            self._got_retired.append(self._got)
+            self._got = torch.zeros(1 + L, dtype=torch.int32, device=self._device)
         if with_topk:
-            torch.cat((nrecv, nper), out=st[3:4 + L])
+            torch.cat((nrecv, nper), out=self._got[:1 + L])
             self._pending = (counts, per_expert_all.view(n, L))
         else:
-            st[3:4].copy_(nrecv)
+            self._got[:1].copy_(nrecv)
             self._pending = (counts, None)
 
     def _cached_dispatch(self, x, scales, handle, config, previous_event, async_finish, allocate_on_comm_stream,
