@@ -16,15 +16,21 @@
 #            DeepEP's API and through symm's own, GB/s as DeepEP counts them, at 24 SMs
 #            and every SM -> $OUT/deepep/bench.md (machine, command, date in it); DeepEP's
 #            own kernels (bench/moe/deepep_bench.py) beside it where deep_ep is
-#            installed, else a summary line says the comparison is n/a
+#            installed, else a summary line says the comparison is n/a. On one GPU:
+#            1 PE -> bench_1.md and 2 PEs sharing it -> bench_2.md (their ratio
+#            tables, API / own time, are what such a run shows)
+#   overhead bench/moe/deepep_overhead.py: per call of the DeepEP API and of symm's own,
+#            the kernels launched (torch.profiler), host synchronisations, host time and
+#            call time, at the same shape; 1 PE -> overhead_1.md, and 2 PEs (one per
+#            GPU, or sharing one) -> overhead_2.md
 #
 # Logs and results under $OUT/deepep/ (machine.txt: the machine, the build, the
 # command, the date); the last lines are a table of the steps and the benchmark's
 # tables. Every step runs under `timeout -k`, each at most what is left of
-# DEEPEP_WALL (default 150 s); a step that no longer fits is reported as such.
+# DEEPEP_WALL (default 240 s); a step that no longer fits is reported as such.
 # With fewer GPUs than PEs the PEs share GPUs under a private MPS daemon
 # (scripts/with_mps.sh), unless DEEPEP_MPS=0 (2 PEs on one GPU also run without
-# it); the benchmark needs 2 GPUs or more (shared GPUs time nothing NVLink does).
+# it). Runs unchanged on one GPU and on several.
 # Multicast stays off; SYMM_WAIT_TIMEOUT (default 15 s) turns a lost signal into
 # a message naming the PE and the word. No GPU: prints SKIP and exits 0.
 set -uo pipefail
@@ -38,14 +44,16 @@ unset SYMM_ENABLE_MULTICAST
 export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
-steps=${*:-test2 test4 bench}
-wall=${DEEPEP_WALL:-150}
+steps=${*:-test2 test4 bench overhead}
+wall=${DEEPEP_WALL:-240}
 t_all=${DEEPEP_T0:-$(date +%s)}
 summary=()
 failed=0
 
 for s in $steps; do
-  case $s in test2|test4|bench) ;; *) echo "gpu_deepep.sh: unknown step '$s' (test2 test4 bench)" >&2; exit 2 ;; esac
+  case $s in test2|test4|bench|overhead) ;;
+    *) echo "gpu_deepep.sh: unknown step '$s' (test2 test4 bench overhead)" >&2; exit 2 ;;
+  esac
 done
 
 has_step() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -63,7 +71,9 @@ if [ "$ngpu" -lt 1 ]; then
   exit 0
 fi
 
-has_step bench && rm -f "$log/bench.md" "$log/deepep_own.md"  # no stale table in the summary
+# no stale table in the summary
+has_step bench && rm -f "$log/bench.md" "$log/bench_1.md" "$log/bench_2.md" "$log/deepep_own.md"
+has_step overhead && rm -f "$log/overhead_1.md" "$log/overhead_2.md"
 export PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}"
 case $build in /*) ;; *) build=$here/$build ;; esac
 export SYMM_LIBRARY="$build/src/libsymm.so"
@@ -71,6 +81,8 @@ export SYMM_LIBRARY="$build/src/libsymm.so"
 # ---- MPS for PEs that share a GPU: rerun this script under scripts/with_mps.sh ------------
 max_pes=0
 has_step test2 && max_pes=2
+has_step bench && max_pes=2
+has_step overhead && max_pes=2
 has_step test4 && max_pes=4
 if [ -z "${DEEPEP_INNER:-}" ] && [ "${DEEPEP_MPS:-1}" != 0 ] && [ "$ngpu" -lt "$max_pes" ] &&
    [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
@@ -130,7 +142,12 @@ else
     nb=4
     [ "$nb" -gt "$ngpu" ] && nb=$ngpu
     if [ "$nb" -lt 2 ]; then
-      note "deepep_api_bench" skip 0 "one GPU: a benchmark on PEs sharing it times nothing NVLink does"
+      # one GPU: the API against symm's own on 1 PE and on 2 PEs sharing it (ratios; no NVLink traffic)
+      for p in 1 2; do
+        run "deepep_api_bench ($p PE(s) on one GPU)" 60 "$log/bench_$p.log" \
+          env "$(share_env "$p")" torchrun --nproc-per-node "$p" --master-port $((29740 + p)) \
+          bench/moe/deepep_api_bench.py --out "$log/bench_$p.md"
+      done
     else
       run "deepep_api_bench ($nb PEs, one per GPU)" 45 "$log/bench.log" \
         torchrun --nproc-per-node "$nb" --master-port 29729 bench/moe/deepep_api_bench.py --out "$log/bench.md"
@@ -143,10 +160,20 @@ else
       fi
     fi
   fi
+  if has_step overhead; then
+    for p in 1 2; do
+      run "deepep_overhead ($p PE(s), $ngpu GPU(s))" 60 "$log/overhead_$p.log" \
+        env "$(share_env "$p")" torchrun --nproc-per-node "$p" --master-port $((29750 + p)) \
+        bench/moe/deepep_overhead.py --out "$log/overhead_$p.md"
+    done
+  fi
 fi
 
 echo "==== gpu_deepep.sh summary ($ngpu GPU(s), $(( $(date +%s) - t_all )) s of $wall; logs in $log) ===="
 printf '%s\n' "${summary[@]}"
-grep -E '^\||^received' "$log/bench.md" 2>/dev/null
-grep -E '^\||^n/a' "$log/deepep_own.md" 2>/dev/null
+for f in bench bench_1 bench_2 deepep_own overhead_1 overhead_2; do
+  [ -e "$log/$f.md" ] || continue
+  echo "-- deepep/$f.md: $(grep -m1 '^###' "$log/$f.md" | sed 's/^### //')"
+  grep -E '^\||^received|^n/a' "$log/$f.md"
+done
 exit $failed

@@ -3,6 +3,8 @@ over symm), beside symm's own API (symm.moe.HighThroughput), on the same GPUs:
 
     torchrun --nproc-per-node 4 bench/moe/deepep_api_bench.py [--out FILE]
 
+(any number of ranks; more ranks than GPUs share them, and the title says so)
+
 4096 tokens per rank, hidden 7168, top-8, 256 experts (DeepEP's
 tests/test_intranode.py defaults); x as fp8 e4m3 with a float32 scale per 128
 elements, and as bf16; combine in bf16. GB/s as DeepEP's test counts them:
@@ -207,7 +209,10 @@ def main():
                           zero_copy_recv=views)
     results, check = measure(torch, dep, own_ht, make_buffer, (x, x8, s8, idx, w, E), n, sms_list, share, clock)
     if rank == 0:
-        head = ["### DeepEP's API over symm (symm.moe.deep_ep) beside symm's own, %d ranks" % n, "",
+        gpus = torch.cuda.device_count()
+        where = (", one per GPU" if n <= gpus else " sharing one GPU (no NVLink traffic: the ratios, not the GB/s, "
+                 "are the point)" if gpus == 1 else " sharing %d GPUs" % gpus)
+        head = ["### DeepEP's API over symm (symm.moe.deep_ep) beside symm's own, %d ranks%s" % (n, where), "",
                 "- machine: %s, %s, %d GPU(s): %s" % (platform.node(), platform.machine(), torch.cuda.device_count(),
                                                      torch.cuda.get_device_name()),
                 "- command: %s" % " ".join([os.path.basename(sys.executable)] + sys.argv),

@@ -127,7 +127,7 @@ class FakeCuda:
         pass
 
     def read(self, t):
-        return [int(v) for v in t.reshape(-1).tolist()]
+        return t.reshape(-1).clone()
 
 
 def _bad(call, msg):

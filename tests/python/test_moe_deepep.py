@@ -364,3 +364,41 @@ def test_bench_script_measures_every_row(monkeypatch):
         ("own (symm.moe.HighThroughput)", 16), ("api cached", 16), ("api views", 16), ("api full", 16)]
     assert "| api cached (symm.moe.deep_ep) | 16 |" in text and "received rows of the API = the own API's" in text
     assert text.count("| 1.00 | 1.00 |") >= 4, text
+
+
+def test_overhead_bench_counts_what_the_wrapper_adds():
+    """bench/moe/deepep_overhead.py on the CPU stand-in: every path gets its
+    row, and what the wrapper launches besides symm's own calls stays what it
+    has to be: nothing for zero-copy cached dispatches and a plain combine,
+    one copy per returned tensor for cached dispatches, and for the
+    non-cached dispatch the count row, the copies out, the weights, the rank
+    prefix and what it keeps for the next dispatch's check (one host
+    synchronisation, DeepEP's notify step)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench", "moe",
+                        "deepep_overhead.py")
+    spec = importlib.util.spec_from_file_location("deepep_overhead", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    import symm.moe.deep_ep as dep
+    factory = dep._engine_factory
+    text, rows = bench.run_cpu(bench.parse(["--cpu", "--reps", "2", "--tokens", "16", "--experts", "32"]))
+    assert dep._engine_factory is factory
+    got = {name: (symm, other, syncs, ops) for name, symm, other, syncs, _, _, ops in rows}
+    assert sorted(got) == sorted(["own dispatch bf16", "own dispatch fp8", "api full bf16", "api full fp8",
+                                  "api cached bf16", "api cached fp8", "api views bf16", "api views fp8",
+                                  "own combine", "api combine", "api combine + topk_weights", "own layout",
+                                  "api layout"])
+    for kind, copies in (("bf16", ["copy_"]), ("fp8", ["copy_", "copy_"])):
+        assert got["own dispatch " + kind] == (1, 0, 0, [])
+        assert got["api views " + kind] == (1, 0, 0, [])
+        assert got["api cached " + kind] == (1, len(copies), 0, copies)
+        symm, other, syncs, ops = got["api full " + kind]
+        assert (symm, syncs) == (2, 1)  # the count exchange and the dispatch; the host reads the counts
+        # count row, x (and scales), sources, indices, weights (2), rank prefix, what was received
+        assert sorted(ops) == sorted(["cat", "copy_", "copy_", "ge", "where", "cumsum", "cat"] + copies), ops
+    assert got["api combine"] == (1, 0, 0, [])
+    assert got["own layout"] == (1, 0, 0, []) and got["api layout"][:3] == (0, 12, 0), got["api layout"]
+    symm, other, syncs, ops = got["api combine + topk_weights"]
+    assert (symm, syncs) == (2, 0) and other <= 4 + 6, ops  # a copy per source rank, six ops back
+    assert "| api full bf16 |" in text and "other launches, per path" in text

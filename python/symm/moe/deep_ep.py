@@ -51,6 +51,10 @@ as DeepEP documents them. What differs, and why:
   routes when the handle's first two entries are read.
 - combine's bias is added to the bf16 sum (DeepEP adds it before rounding): one
   more rounding of the result.
+- Streams. A call with neither async_finish nor previous_event runs on the
+  current stream, where DeepEP runs it on its communication stream between two
+  waits: the same order without the switches. Calls made on different streams
+  are ordered as if they shared one, as DeepEP's are.
 
 What symm cannot do raises symm.UnsupportedError naming it: internode
 (RDMA) traffic and groups spanning several nodes, shrink mode (rank masks),
@@ -58,6 +62,7 @@ LogFMT combine, the wait-time statistics tensors, a low-latency mode without
 NVLink, scales that are neither one float32 (or int32) per 128 elements nor
 fewer columns than that, and get_local_buffer_tensor.
 """
+import contextlib
 import ctypes
 import itertools
 import warnings
@@ -110,11 +115,19 @@ def _tensor(t, name, call, dims=None, dtypes=None, device=None, contiguous=True)
     return t
 
 
+def _fits(got, want):
+    if len(got) != len(want):
+        return False
+    for g, w in zip(got, want):
+        if w is not None and g != w:
+            return False
+    return True
+
+
 def _shape(t, name, call, want):
-    got = tuple(t.shape)
-    if len(got) != len(want) or any(w is not None and g != w for g, w in zip(got, want)):
+    if not _fits(t.shape, want):
         raise ValueError("%s: %s has shape %s; expected (%s)" % (
-            call, name, got, ", ".join("*" if w is None else str(w) for w in want)))
+            call, name, tuple(t.shape), ", ".join("*" if w is None else str(w) for w in want)))
 
 
 def _align(v, a):
@@ -225,8 +238,9 @@ class _Cuda:
         torch.cuda.synchronize(self.device)
 
     def read(self, t):
-        """The int32 values of device tensor t as a list, through pinned memory,
-        ordered on the current stream (the host waits for it)."""
+        """The int32 values of device tensor t, flat, in a CPU tensor (pinned
+        memory, valid until the next read), ordered on the current stream (the
+        host waits for it)."""
         n = t.numel()
         if self._pinned is None or self._pinned.numel() < n:
             self._pinned = torch.empty(max(n, 1024), dtype=torch.int32, pin_memory=True)
@@ -235,7 +249,7 @@ class _Cuda:
         ev = torch.cuda.Event()
         ev.record(self.current())
         ev.synchronize()
-        return host.tolist()
+        return host
 
 
 class _SymmEngine:
@@ -417,6 +431,9 @@ class _Slot:
         self.routes_view = None
 
 
+_SAME_STREAM = contextlib.nullcontext()
+
+
 def _fingerprint(*parts):
     return zlib.crc32(repr(parts).encode()) & 0x7fffffff
 
@@ -489,9 +506,29 @@ class Buffer:
         self._slots = {}            # key -> [_Slot]
         self._seq = 0
         self._bound = max_num_tokens  # the normal mode's agreed token bound
-        self._bad = torch.zeros(1, dtype=torch.int32, device=self._device)
+        # the count row's head on the device: tokens and fingerprint (written when they change), how far
+        # past num_worst_tokens a dispatch received, and what the last dispatch received until the next
+        # synchronising one checks it (_pending: what every rank expected there, on the host). A captured
+        # graph keeps their addresses: they are never freed while the Buffer lives.
+        self._hdr = torch.zeros(2, dtype=torch.int32, device=self._device)
+        self._hdr_is = None
+        self._over = torch.zeros(1, dtype=torch.int32, device=self._device)
+        self._got = torch.zeros(1 + 256, dtype=torch.int32, device=self._device)
+        self._got_retired = []
+        self._pending = None
+        self._fps = {}
+        self._default_configs = {}
+        self._block_offsets = {}
+        # scalars for where(..., out=), which takes no Python numbers
+        self._zero_f32 = torch.zeros((), dtype=torch.float32, device=self._device)
+        self._minus_one_i32 = torch.full((), -1, dtype=torch.int32, device=self._device)
+        self._one_i32 = torch.ones(1, dtype=torch.int32, device=self._device)  # expanded: scatter_add_'s ones
+        self._first_experts = {}
+        self._last = None            # the stream the last call ran on (calls are ordered as on one stream)
+        self._last_captured = False
         self._warned = False
         self._destroyed = False
+        self._cuda.synchronize()  # the tensors above are read on whichever stream the first call uses
 
     # ---- life ---------------------------------------------------------------------------
 
@@ -604,10 +641,43 @@ class Buffer:
 
     # ---- streams ------------------------------------------------------------------------
 
+    def _use(self, stream):
+        """A context that makes `stream` current; None: the current stream stays."""
+        return _SAME_STREAM if stream is None else self._cuda.use(stream)
+
+    def _after_last(self, stream):
+        """Order `stream` after the Buffer's previous call, when that call ran
+        on another stream (DeepEP runs every call on its one communication
+        stream, so its calls never overlap). Not across a capture's start:
+        torch.cuda.graph synchronises the device before it captures."""
+        last = self._last
+        if last is not None and last != stream and (self._last_captured or not self._cuda.capturing()):
+            self._cuda.wait_stream(stream, last)
+
+    def _comm_after(self, compute, event):
+        """The communication stream waits for `event` (an EventHandle), else
+        for the current stream, and for the Buffer's previous call."""
+        if event is not None:
+            self._cuda.wait_event(self._comm, event._event)
+        else:
+            self._cuda.wait_stream(self._comm, compute)
+            if self._last is not None and self._last != compute:
+                self._after_last(self._comm)
+            return
+        self._after_last(self._comm)
+
+    def _ran_on(self, stream):
+        self._last = stream
+        self._last_captured = self._cuda.capturing()  # the current stream's: a comm stream in it joined it
+
     def _enter(self, call, previous_event, async_finish, allocate_on_comm_stream):
         """DeepEP's stream protocol: the communication stream waits for
-        previous_event (else the current stream); returns (compute, comm,
-        the stream outputs are allocated on)."""
+        previous_event (else the current stream); returns (compute, the
+        stream the call runs on, the stream outputs are allocated on), None
+        for the current stream. A call with neither async_finish nor
+        previous_event runs on the current stream: DeepEP would run it on the
+        communication stream between two waits, the same order, at the cost
+        of the stream switches and events."""
         if previous_event is not None and not isinstance(previous_event, EventOverlap):
             raise TypeError("%s: previous_event must be an EventOverlap (Buffer.capture()), got %s"
                             % (call, type(previous_event).__name__))
@@ -617,17 +687,22 @@ class Buffer:
         c = self._cuda
         compute = c.current()
         ev = getattr(previous_event, "event", None)
-        if ev is not None:
-            c.wait_event(self._comm, ev._event)
-        else:
-            c.wait_stream(self._comm, compute)
+        if ev is None and not async_finish:
+            self._after_last(compute)
+            return compute, None, None
+        self._comm_after(compute, ev)
         return compute, self._comm, (self._comm if allocate_on_comm_stream else compute)
 
-    def _leave(self, compute, async_finish, allocate_on_comm_stream, tensors):
+    def _leave(self, compute, comm, async_finish, allocate_on_comm_stream, tensors):
         """async_finish: an event on the communication stream, the tensors
-        recorded on the streams they cross; else the current stream waits."""
+        recorded on the streams they cross; else the current stream waits
+        (nothing to wait for when the call ran on it)."""
         c = self._cuda
+        if comm is None:
+            self._ran_on(compute)
+            return EventOverlap(None)
         if async_finish:
+            self._ran_on(self._comm)
             for t in tensors:
                 if isinstance(t, torch.Tensor):
                     c.record_stream(t, self._comm)
@@ -635,6 +710,7 @@ class Buffer:
                         c.record_stream(t, compute)
             return EventOverlap(EventHandle(c, self._comm))
         c.wait_stream(compute, self._comm)
+        self._ran_on(compute)
         return EventOverlap(None)
 
     # ---- slots --------------------------------------------------------------------------
@@ -727,8 +803,13 @@ class Buffer:
             slot.sms = want
 
     def _config(self, config, call, combine=False):
-        if config is None:
-            return self.get_combine_config(self.group_size) if combine else self.get_dispatch_config(self.group_size)
+        if config is None:  # DeepEP's recommended one, made once per SM count
+            key = (combine, Buffer.num_sms)
+            config = self._default_configs.get(key)
+            if config is None:
+                config = self._default_configs[key] = (self.get_combine_config if combine else
+                                                       self.get_dispatch_config)(self.group_size)
+            return config
         if not isinstance(config, Config):
             raise TypeError("%s: config must be a symm.moe.deep_ep.Config, got %s" % (call, type(config).__name__))
         if config.num_sms % 2:
@@ -751,17 +832,19 @@ class Buffer:
 
     # ---- layout -------------------------------------------------------------------------
 
-    def _ranks_of(self, idx, num_experts):
-        """bool [T, ranks]: which ranks hold one of each token's experts (-1 and
-        indices outside the experts count nowhere), on the current stream."""
-        n, T = self.group_size, idx.size(0)
-        i64 = idx.long()
-        valid = (i64 >= 0) & (i64 < num_experts)
-        rank_of = torch.where(valid, torch.div(i64, num_experts // n, rounding_mode="floor"),
-                              torch.full_like(i64, n))
+    def _layout_of(self, idx, num_experts, in_rank, per_rank, per_expert):
+        """get_dispatch_layout's three tensors from idx, on the current stream
+        (-1 and indices outside the experts count nowhere): twelve kernels."""
+        n, T, E = self.group_size, idx.size(0), num_experts
+        # the experts, with every index that counts nowhere as E (an extra column / count, dropped)
+        e = idx.masked_fill((idx < 0) | (idx >= E), E).long()
         full = torch.zeros((T, n + 1), dtype=torch.bool, device=idx.device)
-        full.scatter_(1, rank_of, True)
-        return full[:, :n], i64, valid
+        full.scatter_(1, torch.div(e, E // n, rounding_mode="floor"), True)
+        in_rank.copy_(full[:, :n])
+        torch.sum(in_rank, dim=0, dtype=torch.int32, out=per_rank)
+        counts = torch.zeros(E + 1, dtype=torch.int32, device=idx.device)
+        counts.scatter_add_(0, e.view(-1), self._one_i32.expand(e.numel()))
+        per_expert.copy_(counts[:E])
 
     def get_dispatch_layout(self, topk_idx: torch.Tensor, num_experts: int, previous_event: Optional[EventOverlap] = None,
                             async_finish: bool = False, allocate_on_comm_stream: bool = False) -> \
@@ -779,19 +862,14 @@ class Buffer:
                                                                                       self.group_size))
         compute, comm, alloc = self._enter(call, previous_event, async_finish, allocate_on_comm_stream)
         n, T, dev = self.group_size, topk_idx.size(0), self._device
-        with self._cuda.use(alloc):
+        with self._use(alloc):
             per_rank = torch.empty(n, dtype=torch.int32, device=dev)
             per_expert = torch.empty(num_experts, dtype=torch.int32, device=dev)
             in_rank = torch.empty((T, n), dtype=torch.bool, device=dev)
-        with self._cuda.use(comm):
-            ranks, i64, valid = self._ranks_of(topk_idx, num_experts)
-            in_rank.copy_(ranks)
-            torch.sum(ranks, dim=0, dtype=torch.int32, out=per_rank)
-            counts = torch.zeros(num_experts + 1, dtype=torch.int32, device=dev)
-            counts.scatter_add_(0, torch.where(valid, i64, torch.full_like(i64, num_experts)).reshape(-1),
-                                torch.ones(i64.numel(), dtype=torch.int32, device=dev))
-            per_expert.copy_(counts[:num_experts])
-        event = self._leave(compute, async_finish, allocate_on_comm_stream, (topk_idx, per_rank, per_expert, in_rank))
+        with self._use(comm):
+            self._layout_of(topk_idx, num_experts, in_rank, per_rank, per_expert)
+        event = self._leave(compute, comm, async_finish, allocate_on_comm_stream,
+                            (topk_idx, per_rank, per_expert, in_rank))
         return per_rank, None, per_expert, in_rank, event
 
     # ---- normal dispatch ----------------------------------------------------------------
@@ -919,77 +997,124 @@ class Buffer:
             raise ValueError("%s: num_worst_tokens > 0 needs topk_idx and topk_weights (as in DeepEP)" % call)
         L = E // n
         K = topk_idx.size(1) if topk_idx is not None else n
-        fp = _fingerprint(x.size(1), str(x.dtype), None if scales is None else (str(scales.dtype), scales.size(1)),
-                          K, E, topk_idx is not None, num_worst_tokens)
+        fp = self._fingerprint((x.size(1), x.dtype, None if scales is None else (scales.dtype, scales.size(1)),
+                                K, E, topk_idx is not None, num_worst_tokens))
         if num_worst_tokens:  # no count exchange to agree on: a bound from what every rank passes alike
             M = self._worst_bound(num_worst_tokens, T, call)
 
         compute, comm, alloc = self._enter(call, previous_event, async_finish, allocate_on_comm_stream)
         c = self._cuda
-        with c.use(comm):
-            # every rank's counts (DeepEP's notify step): [tokens, fingerprint, error flag, per rank, per expert]
-            row = torch.empty(3 + n + E, dtype=torch.int32, device=self._device)
-            row[0:1].fill_(T)
-            row[1:2].fill_(fp)
-            row[2:3].copy_(self._bad)
-            row[3:3 + n].copy_(num_tokens_per_rank)
-            row[3 + n:].copy_(num_tokens_per_expert)
-            gathered = torch.empty((n, 3 + n + E), dtype=torch.int32, device=self._device)
+        G = 0 if self._pending is None else 1 + (0 if self._pending[1] is None else self._pending[1].size(1))
+        W = 3 + G + n + E
+        with self._use(comm):
+            # every rank's counts (DeepEP's notify step): [tokens, fingerprint, how far past num_worst_tokens
+            # an earlier dispatch received, what the last checked one received, per rank, per expert]
+            if self._hdr_is != (T, fp):
+                self._hdr.view(torch.int64).fill_((fp << 32) | T)
+                self._hdr_is = (T, fp)
+            row = torch.empty(W, dtype=torch.int32, device=self._device)
+            torch.cat((self._hdr, self._over, self._got[:G], num_tokens_per_rank, num_tokens_per_expert), out=row)
+            gathered = torch.empty((n, W), dtype=torch.int32, device=self._device)
             self._engine.all_gather(gathered.view(-1), row)
             if num_worst_tokens == 0:
-                host = c.read(gathered)
+                host = c.read(gathered).view(n, W)
+        recv_counts = gathered[:, 3 + G + self.rank]
         if num_worst_tokens == 0:
-            rows_of = [host[i * (3 + n + E):(i + 1) * (3 + n + E)] for i in range(n)]
-            self._check_gathered(rows_of, call)
-            M = self._grow_bound(max(r[0] for r in rows_of))
-            R = sum(r[3 + self.rank] for r in rows_of)
-            per_expert_recv = [sum(r[3 + n + self.rank * L + j] for r in rows_of) for j in range(L)]
+            heads = host[:, :3].tolist()
+            self._check_gathered(heads, host[:, 3:3 + G] if G else None, call, comm)
+            M = self._grow_bound(max(h[0] for h in heads))
+            counts = host[:, 3 + G:3 + G + n].sum(dim=0, dtype=torch.int32)
+            per_expert_all = host[:, 3 + G + n:].sum(dim=0, dtype=torch.int32)
+            R = int(counts[self.rank])
+            recv_host = host[:, 3 + G + self.rank].tolist()
+            per_expert_recv = per_expert_all[self.rank * L:(self.rank + 1) * L].tolist()
         else:
             R = num_worst_tokens
-            per_expert_recv = None
+            per_expert_recv = counts = per_expert_all = recv_host = None
         key = self._ht_key(M, x, scales, K, E)
         slot = self._slot_for_dispatch(key, None, self._ht_make(key), call)
         self._set_sms(slot, config)
-        with c.use(comm):
-            # the routing, kept for a cached dispatch, a re-run and the weights of combine
-            if topk_idx is not None:
-                idx = topk_idx.clone() if topk_idx.dtype == torch.int32 else topk_idx.to(torch.int32)
-            else:
-                idx = torch.where(is_token_in_rank, torch.arange(n, device=self._device, dtype=torch.int32) * L,
-                                  torch.full((), -1, dtype=torch.int32, device=self._device))
-            route = _Route("ht", idx=idx, T=T, M=M, K=K, E=E, hidden=x.size(1), rows=R,
-                           recv_counts=gathered[:, 3 + self.rank], num_recv=None if num_worst_tokens else R, key=key)
-            views = slot.h.dispatch(x, idx, topk_weights, x_scale=self._scales_in(scales, x.size(1)))
+        with self._use(comm):
+            # the routing, kept for a cached dispatch, a re-run and the weights of combine: DeepEP's handle
+            # keeps is_token_in_rank for these too (the rows a token goes to are the ranks it is in)
+            idx = None if topk_idx is not None else self._route_idx_of(is_token_in_rank, L, K)
+            route = _Route("ht", idx=idx, in_rank=is_token_in_rank, T=T, M=M, K=K, E=E, hidden=x.size(1), rows=R,
+                           recv_counts=recv_counts, recv_host=recv_host, num_recv=None if num_worst_tokens else R,
+                           key=key)
+            views = slot.h.dispatch(x, topk_idx if topk_idx is not None else idx, topk_weights,
+                                    x_scale=self._scales_in(scales, x.size(1)))
         slot.route, slot.state = route, "dispatched"
         out = self._ht_outputs(views, route, x, scales, topk_idx, R, num_worst_tokens > 0, comm, alloc)
         recv_x, recv_scales, recv_idx, recv_w, recv_src = out
-        with c.use(alloc):
+        with self._use(alloc):
             rank_prefix = torch.empty((n, n), dtype=torch.int32, device=self._device)
-        with c.use(comm):
-            torch.cumsum(gathered[:, 3:3 + n], dim=0, dtype=torch.int32, out=rank_prefix)
-            self._note_mismatch(views, route, per_expert_recv, gathered, topk_idx is not None, num_worst_tokens)
+        with self._use(comm):
+            torch.cumsum(gathered[:, 3 + G:3 + G + n], dim=0, dtype=torch.int32, out=rank_prefix)
+            self._note_received(views, counts, per_expert_all, topk_idx is not None, num_worst_tokens, n, L)
         handle = DispatchHandle((rank_prefix, None, None, recv_src, is_token_in_rank, None), route, self)
-        lst = [] if per_expert_recv is None else [_align(v, expert_alignment) for v in per_expert_recv]
+        lst = [] if per_expert_recv is None else \
+            per_expert_recv if expert_alignment == 1 else [_align(v, expert_alignment) for v in per_expert_recv]
         mine = () if self._zero_copy_recv else (recv_x, recv_scales)  # views of symm's buffers are not torch's
-        event = self._leave(compute, async_finish, allocate_on_comm_stream,
+        event = self._leave(compute, comm, async_finish, allocate_on_comm_stream,
                             (x, scales, topk_idx, topk_weights, num_tokens_per_rank, is_token_in_rank,
                              num_tokens_per_expert, recv_idx, recv_w, recv_src, rank_prefix) + mine)
         return (recv_x, recv_scales) if scales is not None else recv_x, recv_idx, recv_w, lst, handle, event
 
-    def _check_gathered(self, rows_of, call):
-        fps = [r[1] for r in rows_of]
+    def _fingerprint(self, parts):
+        """What the ranks' dispatches must agree on, as one int (computed once per distinct shape)."""
+        fp = self._fps.get(parts)
+        if fp is None:
+            fp = self._fps[parts] = _fingerprint(*(str(p) if isinstance(p, torch.dtype) else p for p in parts))
+        return fp
+
+    def _route_idx_of(self, in_rank, L, K):
+        """int32 [tokens, K]: the first local expert of each rank a token goes
+        to, -1 in the other columns: a routing symm's dispatch sends exactly
+        where is_token_in_rank says (a token goes to at most K ranks)."""
+        n = self.group_size
+        first = self._first_experts.get(L)
+        if first is None:
+            first = self._first_experts[L] = torch.arange(n, dtype=torch.int32, device=self._device) * L
+        if K < n:  # the ranks of each token first: the K largest of (first expert or -1)
+            return torch.topk(torch.where(in_rank, first, self._minus_one_i32), K, dim=1).values
+        idx = torch.full((in_rank.size(0), K), -1, dtype=torch.int32, device=self._device)
+        torch.where(in_rank, first, self._minus_one_i32, out=idx[:, :n])
+        return idx
+
+    def _route_idx(self, route):
+        """The routing of a dispatch made with topk_idx, from its is_token_in_rank
+        (DeepEP's handle keeps that tensor too), made when first needed."""
+        if route.idx is None:
+            route.idx = self._route_idx_of(route.in_rank, route.E // self.group_size, route.K)
+        return route.idx
+
+    def _check_gathered(self, heads, got, call, comm):
+        """The ranks' [tokens, fingerprint, overflow] heads and what each
+        rank's last checked dispatch received (got, or None): raise, on every
+        rank alike, when the calls differ or an earlier dispatch received other
+        counts than its layout said."""
+        fps = [h[1] for h in heads]
         if len(set(fps)) > 1:
             raise ValueError("%s: the ranks' dispatches differ in hidden size, x dtype, scales, top-k, "
                              "num_experts or num_worst_tokens (every rank must make the same calls with the same "
                              "shapes); ranks %s differ from rank 0" % (call, [i for i, f in enumerate(fps)
                                                                                if f != fps[0]]))
-        bad = [i for i, r in enumerate(rows_of) if r[2]]
+        bad = {i for i, h in enumerate(heads) if h[2] > 0}
+        if got is not None:
+            counts, per_expert = self._pending
+            if not torch.equal(got[:, 0], counts) or \
+                    (per_expert is not None and not torch.equal(got[:, 1:], per_expert)):
+                want = counts.view(-1, 1) if per_expert is None else torch.cat((counts.view(-1, 1), per_expert), dim=1)
+                bad.update((got != want).any(dim=1).nonzero().flatten().tolist())
+        self._pending = None
         if bad:
-            self._bad.zero_()
+            if heads[self.rank][2] > 0:
+                with self._use(comm):
+                    self._over.zero_()
             raise RuntimeError("%s: an earlier dispatch on rank(s) %s received other counts than "
                                "num_tokens_per_rank / num_tokens_per_expert said (they must be get_dispatch_layout's "
                                "for the topk_idx passed, or num_worst_tokens too small): its outputs were wrong"
-                               % (call, bad))
+                               % (call, sorted(bad)))
 
     def _worst_bound(self, worst, T, call):
         per = -(-worst // self.group_size)
@@ -1006,17 +1131,19 @@ class Buffer:
                              % (call, T, self._bound))
         return self._bound
 
-    def _ht_outputs(self, views, route, x, scales, topk_idx, R, worst, comm, alloc):
+    def _ht_outputs(self, views, route, x, scales, topk_idx, R, worst, comm, alloc, src=True):
         """DeepEP's outputs from symm's receive buffers: rows [0, R) copied (or
         viewed, zero_copy_recv), indices in topk_idx's dtype, weights 0 where the
-        index is -1; with num_worst_tokens, indices -1 past the rows received."""
+        index is -1; with num_worst_tokens, indices -1 past the rows received;
+        the source token indices unless src is False (a cached dispatch). One
+        kernel per tensor, two for the weights (three for the indices with
+        num_worst_tokens)."""
         rx, rs, ridx, rw, rsrc, nrecv, _ = views
-        c = self._cuda
         cap = rx.size(0)
         if R > cap:
             raise ValueError("Buffer.dispatch: %d rows to return but symm's receive buffers hold %d" % (R, cap))
         ncols = None if scales is None else scales.size(1)
-        with c.use(alloc):
+        with self._use(alloc):
             if self._zero_copy_recv:
                 recv_x, recv_scales = rx[:R], None
                 if scales is not None:
@@ -1026,42 +1153,47 @@ class Buffer:
                 recv_x = torch.empty((R, x.size(1)), dtype=x.dtype, device=self._device)
                 recv_scales = None if scales is None else torch.empty((R, ncols), dtype=scales.dtype,
                                                                       device=self._device)
-            recv_src = torch.empty(R, dtype=torch.int32, device=self._device)
+            recv_src = torch.empty(R, dtype=torch.int32, device=self._device) if src else None
             recv_idx = recv_w = None
             if topk_idx is not None:
                 recv_idx = torch.empty((R, topk_idx.size(1)), dtype=topk_idx.dtype, device=self._device)
                 recv_w = torch.empty((R, topk_idx.size(1)), dtype=torch.float32, device=self._device)
-        with c.use(comm):
+        with self._use(comm):
             if not self._zero_copy_recv:
                 recv_x.copy_(rx[:R])
                 if scales is not None:
                     s = rs[:R, :ncols]
                     recv_scales.copy_(s.view(torch.int32) if scales.dtype == torch.int32 else s)
-            recv_src.copy_(rsrc[:R, 1])
+            if src:
+                recv_src.copy_(rsrc[:R, 1])
             if topk_idx is not None:
                 idx = ridx[:R]
                 if worst:
-                    live = (torch.arange(R, device=self._device) < nrecv.to(torch.int64)).unsqueeze(1)
-                    idx = torch.where(live, idx, torch.full((), -1, dtype=idx.dtype, device=self._device))
+                    past = torch.arange(R, dtype=torch.int32, device=self._device) >= nrecv
+                    idx = idx.masked_fill(past.unsqueeze(1), -1)
                 recv_idx.copy_(idx)
-                torch.where(idx >= 0, rw[:R], torch.zeros((), dtype=torch.float32, device=self._device),
-                            out=recv_w)
+                torch.where(idx >= 0, rw[:R], self._zero_f32, out=recv_w)
         return recv_x, recv_scales, recv_idx, recv_w, recv_src
 
-    def _note_mismatch(self, views, route, per_expert_recv, gathered, with_topk, worst):
-        """Remember (on the device, no synchronisation) whether symm received
-        other counts than the ranks' num_tokens_per_rank / _per_expert said;
-        the next synchronising dispatch reports it on every rank."""
+    def _note_received(self, views, counts, per_expert_all, with_topk, worst, n, L):
+        """Keep, on the device, what symm received against what the layout
+        said, for the next synchronising dispatch to check on every rank (no
+        synchronisation now): with num_worst_tokens, how far past it; else the
+        rows (and with top-k the per-expert counts), which the next dispatch's
+        count row carries to every rank, beside what every rank expects."""
         nrecv, nper = views[5], views[6]
         if worst:
-            bad = nrecv.to(torch.int64) > worst
+            torch.maximum(self._over, nrecv - worst, out=self._over)
+            return
+        if self._got.numel() < 1 + L:  # the old one stays alive: the last row may still be reading it
+            self._got_retired.append(self._got)
+            self._got = torch.zeros(1 + L, dtype=torch.int32, device=self._device)
+        if with_topk:
+            torch.cat((nrecv, nper), out=self._got[:1 + L])
+            self._pending = (counts, per_expert_all.view(n, L))
         else:
-            bad = nrecv.to(torch.int64) != route.rows
-            if with_topk:
-                n, L = self.group_size, route.E // self.group_size
-                want = gathered[:, 3 + n + self.rank * L:3 + n + (self.rank + 1) * L].sum(dim=0)
-                bad = bad | (nper.to(torch.int64) != want).any()
-        self._bad.copy_(self._bad | bad.to(torch.int32))
+            self._got[:1].copy_(nrecv)
+            self._pending = (counts, None)
 
     def _cached_dispatch(self, x, scales, handle, config, previous_event, async_finish, allocate_on_comm_stream,
                          call):
@@ -1074,13 +1206,13 @@ class Buffer:
         compute, comm, alloc = self._enter(call, previous_event, async_finish, allocate_on_comm_stream)
         slot = self._slot_for_dispatch(key, route, self._ht_make(key), call)
         self._set_sms(slot, config)
-        with self._cuda.use(comm):
-            views = slot.h.dispatch(x, route.idx, None, x_scale=self._scales_in(scales, x.size(1)))
+        with self._use(comm):
+            views = slot.h.dispatch(x, self._route_idx(route), None, x_scale=self._scales_in(scales, x.size(1)))
         slot.route, slot.state = route, "dispatched"
         recv_x, recv_scales, _, _, _ = self._ht_outputs(views, route, x, scales, None, route.rows,
-                                                        route.num_recv is None, comm, alloc)
+                                                        route.num_recv is None, comm, alloc, src=False)
         mine = () if self._zero_copy_recv else (recv_x, recv_scales)
-        event = self._leave(compute, async_finish, allocate_on_comm_stream, (x, scales) + mine)
+        event = self._leave(compute, comm, async_finish, allocate_on_comm_stream, (x, scales) + mine)
         return (recv_x, recv_scales) if scales is not None else recv_x, None, None, None, None, event
 
     def _own_handle(self, handle, cls, call):
@@ -1102,7 +1234,7 @@ class Buffer:
         x = torch.zeros((route.T, H), dtype=x_dtype, device=self._device)
         s = torch.zeros((route.T, (H + SCALE_BLOCK - 1) // SCALE_BLOCK), dtype=torch.float32,
                         device=self._device) if scaled else None
-        slot.h.dispatch(x, route.idx, None, x_scale=s)
+        slot.h.dispatch(x, self._route_idx(route), None, x_scale=s)
         slot.route, slot.state = route, "dispatched"
         return slot
 
@@ -1132,15 +1264,14 @@ class Buffer:
                 _tensor(b, "bias[%d]" % i, call, 2, (x.dtype,), self._device)
                 _shape(b, "bias[%d]" % i, call, (route.T, route.hidden))
         compute, comm, alloc = self._enter(call, previous_event, async_finish, allocate_on_comm_stream)
-        c = self._cuda
         slot = self._slot_for_combine(route, call)
-        with c.use(comm):
+        with self._use(comm):
             if slot is None:
                 slot = self._redispatch_ht(route, call)
         self._set_sms(slot, config)
-        with c.use(alloc):
+        with self._use(alloc):
             out = torch.empty((route.T, route.hidden), dtype=x.dtype, device=self._device)
-        with c.use(comm):
+        with self._use(comm):
             slot.h.combine(x, out=out)
             slot.state = "idle"
             combined_w = None
@@ -1153,7 +1284,7 @@ class Buffer:
                 out.copy_(acc)
         if slot.key[0] == "ht" and slot.key[1] < self._bound:
             self._drop_small_slots()
-        event = self._leave(compute, async_finish, allocate_on_comm_stream,
+        event = self._leave(compute, comm, async_finish, allocate_on_comm_stream,
                             (x, topk_weights, out, combined_w) + tuple(biases))
         return out, combined_w, event
 
@@ -1163,27 +1294,36 @@ class Buffer:
         from the ranks it sent the token to, in rank order."""
         n, M, K, dev = self.group_size, route.M, w.size(1), self._device
         R, T = w.size(0), route.T
-        counts = route.recv_counts.to(torch.int64)
-        incl = counts.cumsum(0)
-        rows = torch.arange(R, device=dev)
-        src = torch.searchsorted(incl, rows, right=True)
-        srcc = src.clamp(max=n - 1)
-        pos = rows - (incl - counts)[srcc]
-        # rows past the received ones go to rows of their own past the blocks (unique indices: deterministic)
-        dest = torch.where((src < n) & (pos < M), srcc * M + pos, n * M + rows)
-        send = torch.zeros((n * M + R, K), dtype=torch.float32, device=dev)
-        send.index_copy_(0, dest, w)
+        send = torch.empty((n * M, K), dtype=torch.float32, device=dev)
+        if route.recv_host is not None:  # the rows from each source, known on the host: one copy per source
+            start = 0
+            for s, cnt in enumerate(route.recv_host):
+                if cnt:
+                    send[s * M:s * M + cnt].copy_(w[start:start + cnt])
+                start += cnt
+        else:  # num_worst_tokens: placed on the device; rows past the received ones are dropped
+            counts = route.recv_counts.to(torch.int64)
+            incl = counts.cumsum(0)
+            rows = torch.arange(R, device=dev)
+            src = torch.searchsorted(incl, rows, right=True)
+            srcc = src.clamp(max=n - 1)
+            pos = rows - (incl - counts)[srcc]
+            # past the blocks, each such row to a row of its own (unique indices: deterministic)
+            dest = torch.where((src < n) & (pos < M), srcc * M + pos, n * M + rows)
+            send = torch.empty((n * M + R, K), dtype=torch.float32, device=dev)
+            send.index_copy_(0, dest, w)
         got = torch.empty(n * M * K, dtype=torch.float32, device=dev)
         self._engine.all_to_all(got, send[:n * M].reshape(-1))
-        got = got.view(n * M, K)
-        in_rank = self._ranks_of(route.idx, route.E)[0]
-        spos = in_rank.to(torch.int64).cumsum(0) - 1
-        gidx = torch.arange(n, device=dev) * M + spos.clamp(min=0)
-        vals = got[gidx.reshape(-1)].view(T, n, K)
-        vals = torch.where(in_rank.unsqueeze(2), vals, torch.zeros((), dtype=torch.float32, device=dev))
-        with self._cuda.use(alloc):
+        # token t's row from rank r is row (t's place among the tokens sent to r) of r's block
+        in_rank = route.in_rank
+        offs = self._block_offsets.get((n, M))
+        if offs is None:
+            offs = self._block_offsets[(n, M)] = torch.arange(n, device=dev) * M - 1
+        gidx = (in_rank.cumsum(0) + offs).clamp_(min=0)
+        vals = got.view(n * M, K)[gidx]
+        with self._use(alloc):
             out = torch.empty((T, K), dtype=torch.float32, device=dev)
-        out.copy_(vals[:, 0] if n == 1 else vals.sum(dim=1))
+        torch.sum(torch.where(in_rank.unsqueeze(2), vals, self._zero_f32), dim=1, out=out)
         return out
 
     # ---- low latency --------------------------------------------------------------------
@@ -1271,9 +1411,7 @@ class Buffer:
         key = ("ll", M, H, E, K, bool(use_fp8))
         c = self._cuda
         compute = c.current()
-        launch = compute if return_recv_hook else self._comm
-        if not return_recv_hook:
-            c.wait_stream(self._comm, compute)
+        launch, here = self._ll_stream(compute, async_finish)
         rows, G = n * M, H // 128
         recv_x = torch.empty((L, rows, H), dtype=torch.float8_e4m3fn if use_fp8 else torch.bfloat16,
                              device=self._device)
@@ -1284,7 +1422,7 @@ class Buffer:
         elif use_fp8:
             scales = torch.empty((L, G // 4, rows), dtype=torch.int32, device=self._device).transpose(1, 2)
         route = _Route("ll", T=T, M=M, K=K, E=E, hidden=H, key=key, count=count, routes=None)
-        with c.use(launch):
+        with self._use(here):
             slot = self._slot_for_dispatch(key, route, self._ll_make(key), call)
             if use_fp8:
                 q, s = self._cast_fp8(x, round_scale)
@@ -1319,16 +1457,23 @@ class Buffer:
                 slot.state = "dispatched"
             event, out_hook = EventOverlap(None), hook
         else:
-            with c.use(launch):
+            with self._use(here):
                 received()
             slot.state = "dispatched"
-            if async_finish:
-                event = EventOverlap(EventHandle(c, launch), kept)
-            else:
-                c.wait_stream(compute, launch)
-                event = EventOverlap(None)
+            event = EventOverlap(EventHandle(c, launch), kept) if async_finish else EventOverlap(None)
             out_hook = None
+        self._ran_on(launch)
         return (recv_x, scales) if use_fp8 else recv_x, count, handle, event, out_hook
+
+    def _ll_stream(self, compute, async_finish):
+        """(the stream a low-latency call runs on, None when it is the current
+        one): the communication stream, after the current one, with
+        async_finish; else the current stream (a receive hook's too)."""
+        if async_finish:
+            self._comm_after(compute, None)
+            return self._comm, self._comm
+        self._after_last(compute)
+        return compute, None
 
     def _ll_decode(self, route):
         """src_info and layout_range of a low-latency dispatch, from its routes."""
@@ -1413,10 +1558,8 @@ class Buffer:
             _shape(out, "out", call, (route.T, H))
         c = self._cuda
         compute = c.current()
-        launch = compute if return_recv_hook else self._comm
-        if not return_recv_hook:
-            c.wait_stream(self._comm, compute)
-        with c.use(launch):
+        launch, here = self._ll_stream(compute, async_finish)
+        with self._use(here):
             slot = self._ll_slot_for_combine(route, topk_idx, call)
         y = x
         if zero_copy:
@@ -1425,8 +1568,9 @@ class Buffer:
                                  "called for this dispatch" % call)
             y = slot.combine_buf
         combined = out if out is not None else torch.empty((route.T, H), dtype=torch.bfloat16, device=self._device)
-        with c.use(launch):
+        with self._use(here):
             slot.h.combine(combined, topk_idx, topk_weights, y, None, do_send=True, do_recv=not return_recv_hook)
+        self._ran_on(launch)
         kept = (x, topk_idx, topk_weights, y, combined)
         if return_recv_hook:
             slot.state = "combine_sent"
@@ -1443,7 +1587,6 @@ class Buffer:
         slot.state = "idle"
         if async_finish:
             return combined, EventOverlap(EventHandle(c, launch), kept), None
-        c.wait_stream(compute, launch)
         return combined, EventOverlap(None), None
 
 
