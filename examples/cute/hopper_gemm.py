@@ -26,13 +26,14 @@ warpgroups:
 
 Variants (the same producer, mainloop and epilogue):
   hgemm      the GEMM alone, plain grouped tile order.
-  ag_hgemm   C = all_gather(A) @ Bt^T. Row tiles come in bands, one per
-             source PE, this PE's own band first (its A is a_local: it never
-             waits), then PE me+1's, me+2's, ...: the order in which the copy
-             engines deliver the peers' shards (ag_gemm.py pushes each PE's
-             shard to me-1 first). Before loading a peer band's rows, the
-             producer warp waits for the flag of their chunk (acquire), so a
-             tile waits for its own chunk only.
+  ag_hgemm   C = all_gather(A) @ Bt^T. Row tiles come in the order the
+             rows arrive: this PE's own shard first (its A is a_local: it
+             never waits), then PE me+1's, me+2's, ... (ag_gemm.py pushes
+             each PE's shard to me-1 first), each shard chunk by chunk (the
+             rows one flag covers; a group of GROUP_M row tiles never spans
+             two chunks). Before loading a peer's rows, the producer warp
+             waits for the flag of their chunk (acquire), so a tile waits
+             for its own chunk only.
   rs_hgemm   out = reduce_scatter(A @ Bt^T). Bands are the owners' rows, in
              the order me+1, me+2, ..., me: a peer band's tiles are stored by
              the epilogue straight into slot `me` of the owner's receive
@@ -282,6 +283,10 @@ def ag_hgemm(ctx: I64, atom_al: cute.CopyAtom, mAl: cute.Tensor, atom_af: cute.C
     tBsB, tBgB = tma_views(atom_b, mB, sB, BN)
     band_tiles_m, tiles_n, k_tiles = m_loc // BM, n // BN, k // BK
     tiles = band_tiles_m * npes * tiles_n
+    # the unit of the tile order is a chunk: unit u = src * chunks + chunk,
+    # from this PE's first chunk on, so src me, me+1, ... each chunk 0, 1, ...
+    chunks = m_loc // chunk_m
+    chunk_tiles_m = chunk_m // BM
     if warp < 4:
         cute.arch.setmaxregister_decrease(PRODUCER_REGS)
         if warp == 0:
@@ -290,15 +295,16 @@ def ag_hgemm(ctx: I64, atom_al: cute.CopyAtom, mAl: cute.Tensor, atom_af: cute.C
             cpasync.prefetch_descriptor(atom_b)
             epoch = cute.make_tensor(epoch_ptr, cute.make_layout(1))[0]
             par = I32(epoch % 2)
-            chunks = m_loc // chunk_m
             st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, STAGES)
             t = bid
             while t < tiles:
-                src, tm, tn = tile_coords(t, band_tiles_m, tiles_n, npes, me)
+                unit, r, tn = tile_coords(t, chunk_tiles_m, tiles_n, npes * chunks, me * chunks)
+                src = unit // chunks
+                chunk = unit - src * chunks
+                tm = chunk * chunk_tiles_m + r
                 if src == me:
                     st = load_ab(pipe, st, atom_al, tAgAl, tAsAl, atom_b, tBgB, tBsB, tm, tn, k_tiles)
                 else:
-                    chunk = (tm * BM) // chunk_m
                     # every lane acquires the flag itself, then orders the TMA
                     # (async proxy) reads of the chunk after it
                     sc.signal_wait_until(ctx, flags + ((par * npes + src) * chunks + chunk), sc.CMP_GE,
@@ -319,9 +325,10 @@ def ag_hgemm(ctx: I64, atom_al: cute.CopyAtom, mAl: cute.Tensor, atom_af: cute.C
         rl = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
         t = bid
         while t < tiles:
-            src, tm, tn = tile_coords(t, band_tiles_m, tiles_n, npes, me)
+            unit, r, tn = tile_coords(t, chunk_tiles_m, tiles_n, npes * chunks, me * chunks)
             rd, rl = mma_tile(pipe, rd, rl, tiled, tCrA, tCrB, acc, k_tiles)
-            store_tile(acc, tCsC, thr_cp, tS, w, c, n, src * band_tiles_m + tm, tn)
+            # unit * chunk_tiles_m: the first row tile of chunk (unit % chunks) of PE unit // chunks
+            store_tile(acc, tCsC, thr_cp, tS, w, c, n, unit * chunk_tiles_m + r, tn)
             t += nblk
 
 

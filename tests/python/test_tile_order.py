@@ -1,0 +1,169 @@
+"""The fused Triton GEMMs take their tiles in the order their inputs arrive
+(examples/triton/_gemm.py), checked on the CPU with Triton's interpreter
+running the kernels' own tile-order functions:
+
+  - ag_gemm (ag_tile): every tile exactly once; this PE's rows first (they
+    never wait), then the peers' chunks in the order the copy engines deliver
+    them (ag_push_order: each PE pushes to me-1 first, chunk by chunk), so no
+    tile comes before a tile whose chunk lands later; a group of row tiles
+    never spans two chunks; with the default chunk size the order is the
+    GEMM alone's (gemm_kernel's band_tile), the bands rotated.
+  - gemm_rs (chunk_tile in the own band's kernel): every tile once, chunk 0
+    before chunk 1 (each sender copies its chunks in order); rs_band_order
+    makes PE q receive its band from q-1 first and from q+1 last, the order
+    the kernel's epilogue waits in.
+"""
+import importlib.util
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from symm_testutil import REPO, optional_import  # noqa: E402
+
+# the interpreter is chosen when a function is decorated: set before _gemm loads
+os.environ["TRITON_INTERPRET"] = "1"
+triton = optional_import("triton")
+torch = optional_import("torch")
+if triton is None or torch is None:
+    pytest.skip("needs triton and torch", allow_module_level=True)
+import triton.language as tl  # noqa: E402
+
+
+def _load_gemm():
+    """A private copy of examples/triton/_gemm.py, decorated under the interpreter."""
+    spec = importlib.util.spec_from_file_location("_gemm_interp", os.path.join(REPO, "examples", "triton",
+                                                                               "_gemm.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+G = _load_gemm()
+BM, BN = 128, 256
+
+
+@triton.jit
+def _ag_order(out, me, npes, N, M_LOC, CHUNK_M, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    src, row, pid_n = G.ag_tile(pid, me, npes, N, M_LOC, CHUNK_M, BM, BN, GROUP_M)
+    tl.store(out + pid * 3, src)
+    tl.store(out + pid * 3 + 1, row)
+    tl.store(out + pid * 3 + 2, pid_n)
+
+
+@triton.jit
+def _chunk_order(out, N, CHUNK_M, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    row, pid_n = G.chunk_tile(pid, N, CHUNK_M, BM, BN, GROUP_M)
+    tl.store(out + pid * 2, row)
+    tl.store(out + pid * 2 + 1, pid_n)
+
+
+@triton.jit
+def _band_order(out, N, M_LOC, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    band, pid_m, pid_n = G.band_tile(pid, N, M_LOC, BM, BN, GROUP_M)
+    tl.store(out + pid * 2, band * M_LOC + pid_m * BM)
+    tl.store(out + pid * 2 + 1, pid_n)
+
+
+def ag_order(me, npes, m_loc, n, chunk_m, group_m):
+    tiles = npes * (m_loc // BM) * triton.cdiv(n, BN)
+    out = torch.full((tiles * 3,), -1, dtype=torch.int32)
+    _ag_order[(tiles,)](out, me, npes, n, m_loc, chunk_m, BM=BM, BN=BN, GROUP_M=group_m)
+    return [tuple(r) for r in out.view(-1, 3).tolist()]
+
+
+def chunk_order(m_rows, n, chunk_m, group_m):
+    tiles = (m_rows // BM) * triton.cdiv(n, BN)
+    out = torch.full((tiles * 2,), -1, dtype=torch.int32)
+    _chunk_order[(tiles,)](out, n, chunk_m, BM=BM, BN=BN, GROUP_M=group_m)
+    return [tuple(r) for r in out.view(-1, 2).tolist()]
+
+
+def band_order(m_rows, n, m_loc, group_m):
+    tiles = (m_rows // BM) * triton.cdiv(n, BN)
+    out = torch.full((tiles * 2,), -1, dtype=torch.int32)
+    _band_order[(tiles,)](out, n, m_loc, BM=BM, BN=BN, GROUP_M=group_m)
+    return [tuple(r) for r in out.view(-1, 2).tolist()]
+
+
+def arrival(me, src, chunk, npes, chunks):
+    """When (src's shard, chunk) is readable on PE me, as a rank: this PE's
+    own rows at once; a peer's chunk in the push stage at which src copies
+    to me (ag_push_order), chunk by chunk (all PEs push side by side)."""
+    if src == me:
+        return -1
+    return G.ag_push_order(src, npes).index(me) * chunks + chunk
+
+
+# (PEs, rows per PE, N per PE, rows per chunk or 0 for the default, GROUP_M):
+# the default chunk; chunks smaller than a group (groups must shrink to
+# them); a shard not a multiple of a group; ragged last column tile
+AG_CASES = [(4, 1024, 1024, 0, 8), (4, 1024, 1024, 256, 8), (3, 768, 512, 384, 8),
+            (2, 384, 1000, 0, 8), (4, 512, 768, 128, 4)]
+
+
+@pytest.mark.parametrize("npes,m_loc,n,chunk_m,group_m", AG_CASES)
+def test_ag_gemm_order_follows_arrival(npes, m_loc, n, chunk_m, group_m):
+    chunk_m = chunk_m or G.auto_chunk_rows(m_loc, BM, group_m)
+    chunks = m_loc // chunk_m
+    tiles_n = triton.cdiv(n, BN)
+    for me in range(npes):
+        order = ag_order(me, npes, m_loc, n, chunk_m, group_m)
+        want = {(s, r, c) for s in range(npes) for r in range(0, m_loc, BM) for c in range(tiles_n)}
+        assert sorted(order) == sorted(want), "PE %d: a tile missing or taken twice" % me
+        ranks = [arrival(me, s, r // chunk_m, npes, chunks) for s, r, _ in order]
+        assert ranks == sorted(ranks), "PE %d: a tile comes before one whose rows arrive earlier" % me
+        own = (m_loc // BM) * tiles_n
+        assert all(s == me for s, _, _ in order[:own]), "PE %d: its first tiles are not its own rows" % me
+        # chunk by chunk: once the order leaves a chunk it never comes back to it
+        runs = [(s, r // chunk_m) for s, r, _ in order]
+        runs = [u for i, u in enumerate(runs) if i == 0 or u != runs[i - 1]]
+        assert len(runs) == len(set(runs)) == npes * chunks, "PE %d: a chunk's tiles are split" % me
+
+
+@pytest.mark.parametrize("npes,m_loc,n", [(4, 2048, 1024), (2, 1024, 768)])
+def test_ag_gemm_default_order_is_the_gemm_alone_order(npes, m_loc, n):
+    """With one group of row tiles per chunk, ag_gemm's order is gemm_kernel's
+    (which tune_gemm.py and the "GEMM alone" column time), bands rotated so
+    this PE's come first: the fused GEMM keeps the tuned L2 reuse."""
+    gm = 8
+    chunk_m = G.auto_chunk_rows(m_loc, BM, gm)
+    assert chunk_m == gm * BM
+    alone = band_order(npes * m_loc, n, m_loc, gm)
+    for me in range(npes):
+        fused = ag_order(me, npes, m_loc, n, chunk_m, gm)
+        per_band = len(alone) // npes
+        rotated = [((me + b) % npes, r - b * m_loc, c) for b in range(npes)
+                   for r, c in alone[b * per_band:(b + 1) * per_band]]
+        assert fused == rotated
+
+
+@pytest.mark.parametrize("m_loc,n,chunk_m,group_m", [(1024, 1024, 512, 8), (1024, 768, 256, 8),
+                                                     (2048, 512, 1024, 8), (512, 1000, 512, 8)])
+def test_gemm_rs_own_band_goes_chunk_by_chunk(m_loc, n, chunk_m, group_m):
+    order = chunk_order(m_loc, n, chunk_m, group_m)
+    tiles_n = triton.cdiv(n, BN)
+    assert sorted(order) == sorted((r, c) for r in range(0, m_loc, BM) for c in range(tiles_n))
+    chunks = [r // chunk_m for r, _ in order]
+    assert chunks == sorted(chunks), "a tile of a later chunk comes before one of an earlier chunk"
+
+
+@pytest.mark.parametrize("npes", [2, 3, 4, 8])
+def test_gemm_rs_band_order(npes):
+    """PE q's band: from q-1 first, q+1 last (the own kernel waits in that
+    order), and every PE computes its own band last (rs_band_order leaves it out)."""
+    for q in range(npes):
+        stage = {p: G.rs_band_order(p, npes).index(q) for p in range(npes) if p != q}
+        assert sorted(stage, key=stage.get) == [(q - i) % npes for i in range(1, npes)]
+        assert q not in G.rs_band_order(q, npes) and len(set(G.rs_band_order(q, npes))) == npes - 1
+
+
+@pytest.mark.parametrize("npes", [2, 3, 4, 8])
+def test_ag_push_order_reaches_every_peer_once(npes):
+    for me in range(npes):
+        order = G.ag_push_order(me, npes)
+        assert sorted(order) == sorted(set(range(npes)) - {me}) and order[0] == (me - 1) % npes
