@@ -90,6 +90,18 @@ def tile_coords(t, band_tiles_m, tiles_n, nbands, first):
     return band, first_m + rr % gsz, rr // gsz
 
 
+def ag_tile(t, chunk_tiles_m, tiles_n, chunks, npes, me):
+    """ag_hgemm's tile t -> (source PE, chunk, row tile inside the source's
+    shard, column tile): the unit of the order is a chunk, u = src * chunks
+    + chunk, taken from this PE's first chunk on (src me, me+1, ..., each
+    chunk 0, 1, ...), groups of row tiles inside a chunk. A plain function:
+    traced into the kernel, and callable on ints (tests/python/test_tile_order.py)."""
+    unit, r, tn = tile_coords(t, chunk_tiles_m, tiles_n, npes * chunks, me * chunks)
+    src = unit // chunks
+    chunk = unit - src * chunks
+    return src, chunk, chunk * chunk_tiles_m + r, tn
+
+
 def shared_storage():
     """The CTA's shared memory: A and B stage buffers (swizzled as TMA
     writes them and wgmma reads them), the epilogue staging tile, and the
@@ -283,8 +295,6 @@ def ag_hgemm(ctx: I64, atom_al: cute.CopyAtom, mAl: cute.Tensor, atom_af: cute.C
     tBsB, tBgB = tma_views(atom_b, mB, sB, BN)
     band_tiles_m, tiles_n, k_tiles = m_loc // BM, n // BN, k // BK
     tiles = band_tiles_m * npes * tiles_n
-    # the unit of the tile order is a chunk: unit u = src * chunks + chunk,
-    # from this PE's first chunk on, so src me, me+1, ... each chunk 0, 1, ...
     chunks = m_loc // chunk_m
     chunk_tiles_m = chunk_m // BM
     if warp < 4:
@@ -298,10 +308,7 @@ def ag_hgemm(ctx: I64, atom_al: cute.CopyAtom, mAl: cute.Tensor, atom_af: cute.C
             st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, STAGES)
             t = bid
             while t < tiles:
-                unit, r, tn = tile_coords(t, chunk_tiles_m, tiles_n, npes * chunks, me * chunks)
-                src = unit // chunks
-                chunk = unit - src * chunks
-                tm = chunk * chunk_tiles_m + r
+                src, chunk, tm, tn = ag_tile(t, chunk_tiles_m, tiles_n, chunks, npes, me)
                 if src == me:
                     st = load_ab(pipe, st, atom_al, tAgAl, tAsAl, atom_b, tBgB, tBsB, tm, tn, k_tiles)
                 else:
@@ -325,10 +332,9 @@ def ag_hgemm(ctx: I64, atom_al: cute.CopyAtom, mAl: cute.Tensor, atom_af: cute.C
         rl = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
         t = bid
         while t < tiles:
-            unit, r, tn = tile_coords(t, chunk_tiles_m, tiles_n, npes * chunks, me * chunks)
+            src, _, tm, tn = ag_tile(t, chunk_tiles_m, tiles_n, chunks, npes, me)
             rd, rl = mma_tile(pipe, rd, rl, tiled, tCrA, tCrB, acc, k_tiles)
-            # unit * chunk_tiles_m: the first row tile of chunk (unit % chunks) of PE unit // chunks
-            store_tile(acc, tCsC, thr_cp, tS, w, c, n, unit * chunk_tiles_m + r, tn)
+            store_tile(acc, tCsC, thr_cp, tS, w, c, n, src * band_tiles_m + tm, tn)
             t += nblk
 
 

@@ -12,6 +12,10 @@ running the kernels' own tile-order functions:
     before chunk 1 (each sender copies its chunks in order); rs_band_order
     makes PE q receive its band from q-1 first and from q+1 last, the order
     the kernel's epilogue waits in.
+  - CuTe DSL ag_hgemm (examples/cute/hopper_gemm.py ag_tile, called on ints,
+    with its tile_coords unwrapped from cute.jit): the same properties against
+    examples/cute/ag_gemm.py's push_order and CHUNK_ROWS, for the persistent
+    grid's tile sequence (skips without CuTe DSL).
 """
 import importlib.util
 import os
@@ -22,11 +26,24 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from symm_testutil import REPO, optional_import  # noqa: E402
 
-# the interpreter is chosen when a function is decorated: set before _gemm loads
+# the interpreter is chosen when a function is decorated: on while _gemm loads
+# and this file's kernels are defined, off again after (other test files of
+# one pytest run compile for real)
+_INTERPRET_WAS = os.environ.get("TRITON_INTERPRET")
+
+
+def _restore_interpret():
+    if _INTERPRET_WAS is None:
+        os.environ.pop("TRITON_INTERPRET", None)
+    else:
+        os.environ["TRITON_INTERPRET"] = _INTERPRET_WAS
+
+
 os.environ["TRITON_INTERPRET"] = "1"
 triton = optional_import("triton")
 torch = optional_import("torch")
 if triton is None or torch is None:
+    _restore_interpret()
     pytest.skip("needs triton and torch", allow_module_level=True)
 import triton.language as tl  # noqa: E402
 
@@ -69,6 +86,9 @@ def _band_order(out, N, M_LOC, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.c
     tl.store(out + pid * 2 + 1, pid_n)
 
 
+_restore_interpret()
+
+
 def ag_order(me, npes, m_loc, n, chunk_m, group_m):
     tiles = npes * (m_loc // BM) * triton.cdiv(n, BN)
     out = torch.full((tiles * 3,), -1, dtype=torch.int32)
@@ -90,13 +110,29 @@ def band_order(m_rows, n, m_loc, group_m):
     return [tuple(r) for r in out.view(-1, 2).tolist()]
 
 
-def arrival(me, src, chunk, npes, chunks):
+def arrival(me, src, chunk, npes, chunks, push_order=None):
     """When (src's shard, chunk) is readable on PE me, as a rank: this PE's
     own rows at once; a peer's chunk in the push stage at which src copies
     to me (ag_push_order), chunk by chunk (all PEs push side by side)."""
     if src == me:
         return -1
-    return G.ag_push_order(src, npes).index(me) * chunks + chunk
+    return (push_order or G.ag_push_order)(src, npes).index(me) * chunks + chunk
+
+
+def check_ag_order(order, me, npes, m_loc, tiles_n, chunk_m, push_order=None):
+    """order: (source PE, first row in its shard, column tile) per tile, in
+    the order this PE takes them."""
+    chunks = m_loc // chunk_m
+    want = {(s, r, c) for s in range(npes) for r in range(0, m_loc, BM) for c in range(tiles_n)}
+    assert sorted(order) == sorted(want), "PE %d: a tile missing or taken twice" % me
+    ranks = [arrival(me, s, r // chunk_m, npes, chunks, push_order) for s, r, _ in order]
+    assert ranks == sorted(ranks), "PE %d: a tile comes before one whose rows arrive earlier" % me
+    own = (m_loc // BM) * tiles_n
+    assert all(s == me for s, _, _ in order[:own]), "PE %d: its first tiles are not its own rows" % me
+    # chunk by chunk: once the order leaves a chunk it never comes back to it
+    runs = [(s, r // chunk_m) for s, r, _ in order]
+    runs = [u for i, u in enumerate(runs) if i == 0 or u != runs[i - 1]]
+    assert len(runs) == len(set(runs)) == npes * chunks, "PE %d: a chunk's tiles are split" % me
 
 
 # (PEs, rows per PE, N per PE, rows per chunk or 0 for the default, GROUP_M):
@@ -109,20 +145,9 @@ AG_CASES = [(4, 1024, 1024, 0, 8), (4, 1024, 1024, 256, 8), (3, 768, 512, 384, 8
 @pytest.mark.parametrize("npes,m_loc,n,chunk_m,group_m", AG_CASES)
 def test_ag_gemm_order_follows_arrival(npes, m_loc, n, chunk_m, group_m):
     chunk_m = chunk_m or G.auto_chunk_rows(m_loc, BM, group_m)
-    chunks = m_loc // chunk_m
-    tiles_n = triton.cdiv(n, BN)
     for me in range(npes):
-        order = ag_order(me, npes, m_loc, n, chunk_m, group_m)
-        want = {(s, r, c) for s in range(npes) for r in range(0, m_loc, BM) for c in range(tiles_n)}
-        assert sorted(order) == sorted(want), "PE %d: a tile missing or taken twice" % me
-        ranks = [arrival(me, s, r // chunk_m, npes, chunks) for s, r, _ in order]
-        assert ranks == sorted(ranks), "PE %d: a tile comes before one whose rows arrive earlier" % me
-        own = (m_loc // BM) * tiles_n
-        assert all(s == me for s, _, _ in order[:own]), "PE %d: its first tiles are not its own rows" % me
-        # chunk by chunk: once the order leaves a chunk it never comes back to it
-        runs = [(s, r // chunk_m) for s, r, _ in order]
-        runs = [u for i, u in enumerate(runs) if i == 0 or u != runs[i - 1]]
-        assert len(runs) == len(set(runs)) == npes * chunks, "PE %d: a chunk's tiles are split" % me
+        check_ag_order(ag_order(me, npes, m_loc, n, chunk_m, group_m), me, npes, m_loc, triton.cdiv(n, BN),
+                       chunk_m)
 
 
 @pytest.mark.parametrize("npes,m_loc,n", [(4, 2048, 1024), (2, 1024, 768)])
@@ -167,3 +192,39 @@ def test_ag_push_order_reaches_every_peer_once(npes):
     for me in range(npes):
         order = G.ag_push_order(me, npes)
         assert sorted(order) == sorted(set(range(npes)) - {me}) and order[0] == (me - 1) % npes
+
+
+def _cute_modules():
+    """examples/cute's hopper_gemm (tile_coords unwrapped from cute.jit so
+    that ag_tile runs on ints) and ag_gemm, or a skip without CuTe DSL."""
+    if optional_import("cutlass") is None:
+        pytest.skip("needs CuTe DSL (nvidia-cutlass-dsl)")
+    cute_dir = os.path.join(REPO, "examples", "cute")
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    sys.path.insert(0, cute_dir)
+    try:
+        import ag_gemm as cute_ag
+        import hopper_gemm as H
+    finally:
+        sys.path.remove(cute_dir)
+    assert cute_ag.BM == H.BM and cute_ag.GROUP_M == H.GROUP_M
+    H.tile_coords = getattr(H.tile_coords, "__wrapped__", H.tile_coords)
+    return H, cute_ag
+
+
+# (PEs, rows per PE, column tiles): the examples' square and LLM shapes on 4
+# PEs, a shard of one chunk, 3 PEs
+@pytest.mark.parametrize("npes,m_loc,tiles_n", [(4, 2048, 8), (4, 1024, 28), (2, 512, 4), (3, 3072, 2)])
+def test_cute_ag_hgemm_order_follows_arrival(npes, m_loc, tiles_n):
+    H, cute_ag = _cute_modules()
+    # the chunk size ag_gemm.py passes to the kernel
+    chunk_m = cute_ag.CHUNK_ROWS if m_loc % cute_ag.CHUNK_ROWS == 0 else m_loc
+    chunks, ctm = m_loc // chunk_m, chunk_m // H.BM
+    tiles = npes * (m_loc // H.BM) * tiles_n
+    for me in range(npes):
+        order = []
+        for t in range(tiles):
+            src, chunk, tm, tn = H.ag_tile(t, ctm, tiles_n, chunks, npes, me)
+            assert tm // ctm == chunk
+            order.append((src, tm * H.BM, tn))
+        check_ag_order(order, me, npes, m_loc, tiles_n, chunk_m, cute_ag.push_order)
