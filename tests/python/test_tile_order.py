@@ -1,56 +1,44 @@
-"""The fused Triton GEMMs take their tiles in the order their inputs arrive
-(examples/triton/_gemm.py), checked on the CPU with Triton's interpreter
-running the kernels' own tile-order functions:
+"""The fused GEMMs take their tiles in the order their inputs arrive, checked
+on the CPU with the kernels' own tile-order functions:
 
-  - ag_gemm (ag_tile): every tile exactly once; this PE's rows first (they
-    never wait), then the peers' chunks in the order the copy engines deliver
-    them (ag_push_order: each PE pushes to me-1 first, chunk by chunk), so no
-    tile comes before a tile whose chunk lands later; a group of row tiles
-    never spans two chunks; with the default chunk size the order is the
-    GEMM alone's (gemm_kernel's band_tile), the bands rotated.
-  - gemm_rs (chunk_tile in the own band's kernel): every tile once, chunk 0
-    before chunk 1 (each sender copies its chunks in order); rs_band_order
-    makes PE q receive its band from q-1 first and from q+1 last, the order
-    the kernel's epilogue waits in.
+  - Triton ag_gemm (examples/triton/_gemm.py ag_tile, run under Triton's
+    interpreter by tile_order_orders.py in a process of its own): every tile
+    exactly once; this PE's rows first (they never wait), then the peers'
+    chunks in the order the copy engines deliver them (ag_push_order: each PE
+    pushes to me-1 first, chunk by chunk), so no tile comes before a tile
+    whose chunk lands earlier; a chunk's tiles are not split (a group of row
+    tiles never spans two chunks); with the default chunk size the order is
+    the GEMM alone's (gemm_kernel's band_tile), the bands rotated.
+  - Triton gemm_rs (chunk_tile, the own band's kernel): every tile once,
+    chunk 0 before chunk 1 (each sender copies its chunks in order);
+    rs_band_order makes PE q receive its band from q-1 first and from q+1
+    last, the order the kernel's epilogue waits in.
   - CuTe DSL ag_hgemm (examples/cute/hopper_gemm.py ag_tile, called on ints,
-    with its tile_coords unwrapped from cute.jit): the same properties against
-    examples/cute/ag_gemm.py's push_order and CHUNK_ROWS, for the persistent
-    grid's tile sequence (skips without CuTe DSL).
+    its tile_coords unwrapped from cute.jit): the same properties against
+    examples/cute/ag_gemm.py's push_order and CHUNK_ROWS (skips without
+    CuTe DSL).
 """
+import functools
 import importlib.util
+import json
 import os
+import subprocess
 import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 from symm_testutil import REPO, optional_import  # noqa: E402
 
-# the interpreter is chosen when a function is decorated: on while _gemm loads
-# and this file's kernels are defined, off again after (other test files of
-# one pytest run compile for real)
-_INTERPRET_WAS = os.environ.get("TRITON_INTERPRET")
-
-
-def _restore_interpret():
-    if _INTERPRET_WAS is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = _INTERPRET_WAS
-
-
-os.environ["TRITON_INTERPRET"] = "1"
-triton = optional_import("triton")
-torch = optional_import("torch")
-if triton is None or torch is None:
-    _restore_interpret()
+if optional_import("triton") is None or optional_import("torch") is None:
     pytest.skip("needs triton and torch", allow_module_level=True)
-import triton.language as tl  # noqa: E402
 
 
 def _load_gemm():
-    """A private copy of examples/triton/_gemm.py, decorated under the interpreter."""
-    spec = importlib.util.spec_from_file_location("_gemm_interp", os.path.join(REPO, "examples", "triton",
+    """examples/triton/_gemm.py under a private name (the push orders and
+    chunk sizes are plain Python)."""
+    spec = importlib.util.spec_from_file_location("_gemm_orders", os.path.join(REPO, "examples", "triton",
                                                                                "_gemm.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -60,71 +48,57 @@ def _load_gemm():
 G = _load_gemm()
 BM, BN = 128, 256
 
-
-@triton.jit
-def _ag_order(out, me, npes, N, M_LOC, CHUNK_M, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
-    pid = tl.program_id(0)
-    src, row, pid_n = G.ag_tile(pid, me, npes, N, M_LOC, CHUNK_M, BM, BN, GROUP_M)
-    tl.store(out + pid * 3, src)
-    tl.store(out + pid * 3 + 1, row)
-    tl.store(out + pid * 3 + 2, pid_n)
-
-
-@triton.jit
-def _chunk_order(out, N, CHUNK_M, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
-    pid = tl.program_id(0)
-    row, pid_n = G.chunk_tile(pid, N, CHUNK_M, BM, BN, GROUP_M)
-    tl.store(out + pid * 2, row)
-    tl.store(out + pid * 2 + 1, pid_n)
+# (PEs, rows per PE, N per PE, rows per chunk or 0 for the default, GROUP_M):
+# the default chunk; chunks smaller than a group (groups must shrink to
+# them); a shard not a multiple of a group; ragged last column tile
+AG_CASES = [(4, 1024, 1024, 0, 8), (4, 1024, 1024, 256, 8), (3, 768, 512, 384, 8),
+            (2, 384, 1000, 0, 8), (4, 512, 768, 128, 4)]
+ALONE_CASES = [(4, 2048, 1024), (2, 1024, 768)]          # (PEs, rows per PE, N per PE)
+RS_CASES = [(1024, 1024, 512, 8), (1024, 768, 256, 8), (2048, 512, 1024, 8), (512, 1000, 512, 8)]
 
 
-@triton.jit
-def _band_order(out, N, M_LOC, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
-    pid = tl.program_id(0)
-    band, pid_m, pid_n = G.band_tile(pid, N, M_LOC, BM, BN, GROUP_M)
-    tl.store(out + pid * 2, band * M_LOC + pid_m * BM)
-    tl.store(out + pid * 2 + 1, pid_n)
+def cdiv(a, b):
+    return -(-a // b)
 
 
-_restore_interpret()
+def chunk_rows(m_loc, chunk_m, group_m):
+    return chunk_m or G.auto_chunk_rows(m_loc, BM, group_m)
 
 
-def ag_order(me, npes, m_loc, n, chunk_m, group_m):
-    tiles = npes * (m_loc // BM) * triton.cdiv(n, BN)
-    out = torch.full((tiles * 3,), -1, dtype=torch.int32)
-    _ag_order[(tiles,)](out, me, npes, n, m_loc, chunk_m, BM=BM, BN=BN, GROUP_M=group_m)
-    return [tuple(r) for r in out.view(-1, 3).tolist()]
+@functools.lru_cache(maxsize=None)
+def orders():
+    """Every case's tile order, from one interpreter process."""
+    cases = {"ag": [], "chunk": [], "band": []}
+    for npes, m_loc, n, chunk_m, gm in AG_CASES:
+        cases["ag"] += [[me, npes, m_loc, n, chunk_rows(m_loc, chunk_m, gm), gm] for me in range(npes)]
+    for npes, m_loc, n in ALONE_CASES:
+        cases["ag"] += [[me, npes, m_loc, n, chunk_rows(m_loc, 0, 8), 8] for me in range(npes)]
+        cases["band"].append([npes * m_loc, n, m_loc, 8])
+    cases["chunk"] = [list(c) for c in RS_CASES]
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "tile_order_orders.py"), json.dumps(cases)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    return ({tuple(c): [tuple(t) for t in r] for c, r in zip(cases["ag"], res["ag"])},
+            {tuple(c): [tuple(t) for t in r] for c, r in zip(cases["chunk"], res["chunk"])},
+            {tuple(c): [tuple(t) for t in r] for c, r in zip(cases["band"], res["band"])})
 
 
-def chunk_order(m_rows, n, chunk_m, group_m):
-    tiles = (m_rows // BM) * triton.cdiv(n, BN)
-    out = torch.full((tiles * 2,), -1, dtype=torch.int32)
-    _chunk_order[(tiles,)](out, n, chunk_m, BM=BM, BN=BN, GROUP_M=group_m)
-    return [tuple(r) for r in out.view(-1, 2).tolist()]
-
-
-def band_order(m_rows, n, m_loc, group_m):
-    tiles = (m_rows // BM) * triton.cdiv(n, BN)
-    out = torch.full((tiles * 2,), -1, dtype=torch.int32)
-    _band_order[(tiles,)](out, n, m_loc, BM=BM, BN=BN, GROUP_M=group_m)
-    return [tuple(r) for r in out.view(-1, 2).tolist()]
-
-
-def arrival(me, src, chunk, npes, chunks, push_order=None):
+def arrival(me, src, chunk, npes, chunks, push_order):
     """When (src's shard, chunk) is readable on PE me, as a rank: this PE's
     own rows at once; a peer's chunk in the push stage at which src copies
-    to me (ag_push_order), chunk by chunk (all PEs push side by side)."""
+    to me, chunk by chunk (all PEs push side by side)."""
     if src == me:
         return -1
-    return (push_order or G.ag_push_order)(src, npes).index(me) * chunks + chunk
+    return push_order(src, npes).index(me) * chunks + chunk
 
 
-def check_ag_order(order, me, npes, m_loc, tiles_n, chunk_m, push_order=None):
+def check_ag_order(order, me, npes, m_loc, tiles_n, chunk_m, push_order):
     """order: (source PE, first row in its shard, column tile) per tile, in
     the order this PE takes them."""
     chunks = m_loc // chunk_m
     want = {(s, r, c) for s in range(npes) for r in range(0, m_loc, BM) for c in range(tiles_n)}
-    assert sorted(order) == sorted(want), "PE %d: a tile missing or taken twice" % me
+    assert len(order) == len(want) and set(order) == want, "PE %d: a tile missing or taken twice" % me
     ranks = [arrival(me, s, r // chunk_m, npes, chunks, push_order) for s, r, _ in order]
     assert ranks == sorted(ranks), "PE %d: a tile comes before one whose rows arrive earlier" % me
     own = (m_loc // BM) * tiles_n
@@ -135,44 +109,37 @@ def check_ag_order(order, me, npes, m_loc, tiles_n, chunk_m, push_order=None):
     assert len(runs) == len(set(runs)) == npes * chunks, "PE %d: a chunk's tiles are split" % me
 
 
-# (PEs, rows per PE, N per PE, rows per chunk or 0 for the default, GROUP_M):
-# the default chunk; chunks smaller than a group (groups must shrink to
-# them); a shard not a multiple of a group; ragged last column tile
-AG_CASES = [(4, 1024, 1024, 0, 8), (4, 1024, 1024, 256, 8), (3, 768, 512, 384, 8),
-            (2, 384, 1000, 0, 8), (4, 512, 768, 128, 4)]
-
-
 @pytest.mark.parametrize("npes,m_loc,n,chunk_m,group_m", AG_CASES)
 def test_ag_gemm_order_follows_arrival(npes, m_loc, n, chunk_m, group_m):
-    chunk_m = chunk_m or G.auto_chunk_rows(m_loc, BM, group_m)
+    ag, _, _ = orders()
+    cm = chunk_rows(m_loc, chunk_m, group_m)
     for me in range(npes):
-        check_ag_order(ag_order(me, npes, m_loc, n, chunk_m, group_m), me, npes, m_loc, triton.cdiv(n, BN),
-                       chunk_m)
+        check_ag_order(ag[(me, npes, m_loc, n, cm, group_m)], me, npes, m_loc, cdiv(n, BN), cm,
+                       G.ag_push_order)
 
 
-@pytest.mark.parametrize("npes,m_loc,n", [(4, 2048, 1024), (2, 1024, 768)])
+@pytest.mark.parametrize("npes,m_loc,n", ALONE_CASES)
 def test_ag_gemm_default_order_is_the_gemm_alone_order(npes, m_loc, n):
     """With one group of row tiles per chunk, ag_gemm's order is gemm_kernel's
     (which tune_gemm.py and the "GEMM alone" column time), bands rotated so
     this PE's come first: the fused GEMM keeps the tuned L2 reuse."""
-    gm = 8
-    chunk_m = G.auto_chunk_rows(m_loc, BM, gm)
-    assert chunk_m == gm * BM
-    alone = band_order(npes * m_loc, n, m_loc, gm)
+    ag, _, band = orders()
+    cm = chunk_rows(m_loc, 0, 8)
+    assert cm == 8 * BM
+    alone = band[(npes * m_loc, n, m_loc, 8)]
+    per_band = len(alone) // npes
     for me in range(npes):
-        fused = ag_order(me, npes, m_loc, n, chunk_m, gm)
-        per_band = len(alone) // npes
         rotated = [((me + b) % npes, r - b * m_loc, c) for b in range(npes)
                    for r, c in alone[b * per_band:(b + 1) * per_band]]
-        assert fused == rotated
+        assert ag[(me, npes, m_loc, n, cm, 8)] == rotated
 
 
-@pytest.mark.parametrize("m_loc,n,chunk_m,group_m", [(1024, 1024, 512, 8), (1024, 768, 256, 8),
-                                                     (2048, 512, 1024, 8), (512, 1000, 512, 8)])
+@pytest.mark.parametrize("m_loc,n,chunk_m,group_m", RS_CASES)
 def test_gemm_rs_own_band_goes_chunk_by_chunk(m_loc, n, chunk_m, group_m):
-    order = chunk_order(m_loc, n, chunk_m, group_m)
-    tiles_n = triton.cdiv(n, BN)
-    assert sorted(order) == sorted((r, c) for r in range(0, m_loc, BM) for c in range(tiles_n))
+    _, chunk, _ = orders()
+    order = chunk[(m_loc, n, chunk_m, group_m)]
+    want = {(r, c) for r in range(0, m_loc, BM) for c in range(cdiv(n, BN))}
+    assert len(order) == len(want) and set(order) == want
     chunks = [r // chunk_m for r, _ in order]
     assert chunks == sorted(chunks), "a tile of a later chunk comes before one of an earlier chunk"
 
@@ -194,6 +161,7 @@ def test_ag_push_order_reaches_every_peer_once(npes):
         assert sorted(order) == sorted(set(range(npes)) - {me}) and order[0] == (me - 1) % npes
 
 
+@functools.lru_cache(maxsize=None)
 def _cute_modules():
     """examples/cute's hopper_gemm (tile_coords unwrapped from cute.jit so
     that ag_tile runs on ints) and ag_gemm, or a skip without CuTe DSL."""
@@ -202,11 +170,18 @@ def _cute_modules():
     cute_dir = os.path.join(REPO, "examples", "cute")
     sys.path.insert(0, os.path.join(REPO, "python"))
     sys.path.insert(0, cute_dir)
+    # examples/triton has modules of the same names: keep whatever another
+    # test file imported, and give it back after
+    names = ("_common", "ag_gemm", "hopper_gemm")
+    saved = {k: sys.modules.pop(k) for k in names if k in sys.modules}
     try:
         import ag_gemm as cute_ag
         import hopper_gemm as H
     finally:
         sys.path.remove(cute_dir)
+        for k in names:
+            sys.modules.pop(k, None)
+        sys.modules.update(saved)
     assert cute_ag.BM == H.BM and cute_ag.GROUP_M == H.GROUP_M
     H.tile_coords = getattr(H.tile_coords, "__wrapped__", H.tile_coords)
     return H, cute_ag
