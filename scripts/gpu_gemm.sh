@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GEMM + communication examples (CuTe DSL and Triton) on 4 GPUs, one PE
 # per GPU, against the overlap bars; results under $OUT/gemm/, summary last.
+# With 1 to 3 GPUs it runs the shared mode below instead.
 #
 #   1. GEMM alone at the per-PE shapes on GPU 0: CuTe DSL (hopper_gemm.py
 #      hgemm, from carried cubins), Triton (the examples' gemm_kernel) and
@@ -20,9 +21,27 @@
 # the device bitcode for Triton from $SYMM_BITCODE_DIR (default
 # build-lead/bitcode, else build/bitcode). Every step runs under timeout -k;
 # device waits stop after SYMM_WAIT_TIMEOUT seconds with a message.
-# Multicast stays off. GEMM_DRY=1 prints the steps instead of running them.
+# Multicast stays off. GEMM_DRY=1 prints the steps instead of running them
+# (GEMM_DRY_NGPU=N: as if N GPUs were there).
 # Env: GEMM_ALONE_WALL (80), GEMM_CUTE_WALL (90), GEMM_TRITON_WALL (120),
 # GEMM_TUNE=0 skips step 1's Triton candidates, GEMM_SHAPES (square,llm).
+#
+# Shared mode (fewer than 4 GPUs): correctness only, GEMM_SHARED_PES PEs
+# (default 2) sharing GPU 0, each step under its own private MPS daemon
+# (scripts/with_mps.sh; none is started where one already answers), each PE
+# with its share of the SMs. The PEs' pushes land before their GEMMs start
+# there (no overlap), so this checks every tile's rows and the waits, not
+# speed:
+#   S1. CuTe DSL ag_gemm and gemm_rs, shapes small and llm (run_gpu.py; the
+#       tables' times are of a shared GPU and not compared with anything);
+#   S2. Triton ag_gemm and gemm_rs, shapes small and llm (gemm_bars.py
+#       --no-bench);
+#   S3. Triton ag_gemm with chunks smaller than a group of row tiles and
+#       gemm_rs with 4 chunks per band (the tile order's groups shrink to a
+#       chunk), --no-bench.
+# Each against the unfused torch result with fresh data; the table "PEs
+# share one GPU" last. Env: GEMM_SHARED_SHAPES (small,llm),
+# GEMM_SHARED_WALL (240 s per step).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD
@@ -64,8 +83,9 @@ status() { # $1: exit status -> words
 }
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if [ "${ngpu:-0}" -lt 4 ]; then
-  echo "SKIP: scripts/gpu_gemm.sh needs 4 GPUs, found ${ngpu:-0}"
+[ "$dry" = 1 ] && ngpu=${GEMM_DRY_NGPU:-$ngpu}
+if [ "${ngpu:-0}" -lt 1 ]; then
+  echo "SKIP: scripts/gpu_gemm.sh needs a GPU, found none"
   exit 0
 fi
 case "$build" in /*) lib=$build/src/libsymm.so ;; *) lib=$here/$build/src/libsymm.so ;; esac
@@ -80,6 +100,79 @@ fi
 pyenv=(env PYTHONPATH="$here/python" SYMM_LIBRARY="$lib" SYMM_BITCODE_DIR="$bc")
 nvidia-smi -L >"$out/machine.txt" 2>&1
 note "machine" "$ngpu GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+
+# ---- shared mode: PEs share GPU 0, checks only ----
+if [ "$ngpu" -lt 4 ]; then
+  npes=${GEMM_SHARED_PES:-2}
+  wall=${GEMM_SHARED_WALL:-240}
+  sshapes=${GEMM_SHARED_SHAPES:-small,llm}
+  # a private MPS daemon per step (a fault in one leaves the next a clean
+  # server), unless one already answers; each PE gets its share of the SMs
+  mps=()
+  [ -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ] ||
+    mps=(env SYMM_MPS_LOGS="$out/mps_logs" scripts/with_mps.sh --timeout $((wall - 15)) --)
+  penv=("${pyenv[@]}" CUDA_VISIBLE_DEVICES=0 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$((100 / npes)))
+  rows=()
+  bad=0
+  row() { # step, what, result, detail
+    rows+=("| $1 | $2 | $3 | $4 |")
+    [ "$3" = ok ] || bad=$((bad + 1))
+  }
+  port=29880
+
+  t0=$(date +%s)
+  port=$((port + 1))
+  rm -f "$out/cute_gemm_shared.md"
+  rc=$(run "$out/cute_gemm_shared.log" "$wall" "${mps[@]}" "${penv[@]}" \
+         torchrun --nproc-per-node "$npes" --master-port "$port" examples/cute/run_gpu.py \
+         --cubins "$cubins" --only ag_gemm,gemm_rs --shape "$sshapes" --iters 3 --out "$out/cute_gemm_shared.md")
+  res=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/cute_gemm_shared.log" 2>/dev/null | tail -1)
+  row S1 "CuTe DSL ag_gemm + gemm_rs ($sshapes)" "$(status "$rc")" "${res:-no result}; $(since "$t0")"
+  [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/cute_gemm_shared.log"
+
+  t0=$(date +%s)
+  port=$((port + 1))
+  rm -f "$out/triton_gemm_shared.md"
+  rc=$(run "$out/triton_gemm_shared.log" "$wall" "${mps[@]}" "${penv[@]}" \
+         torchrun --nproc-per-node "$npes" --master-port "$port" examples/triton/gemm_bars.py \
+         --shape "$sshapes" --no-bench --out "$out/triton_gemm_shared.md")
+  res=$(grep -cE '^\| (ag_gemm|gemm_rs) .*\| ok \|' "$out/triton_gemm_shared.md" 2>/dev/null)
+  row S2 "Triton ag_gemm + gemm_rs ($sshapes)" "$(status "$rc")" "${res:-0} checks ok; $(since "$t0")"
+  [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/triton_gemm_shared.log"
+
+  # chunks of 256 rows (2 row tiles) against groups of 8: the groups shrink to a chunk
+  for ex in "ag_gemm --M 4096 --K 2048 --N 4096 --chunks $((4096 / npes / 256))" \
+            "gemm_rs --M 4096 --K 4096 --N 2048 --chunks 4"; do
+    name=${ex%% *}
+    t0=$(date +%s)
+    port=$((port + 1))
+    # shellcheck disable=SC2086 # the example's options, split on purpose
+    rc=$(run "$out/${name}_chunks_shared.log" "$wall" "${mps[@]}" "${penv[@]}" \
+           torchrun --nproc-per-node "$npes" --master-port "$port" examples/triton/"$name".py \
+           ${ex#* } --no-bench)
+    res=$(grep -m1 -E "^$name \[" "$out/${name}_chunks_shared.log" 2>/dev/null | sed -E 's/^[^]]*\]: //')
+    row S3 "Triton ${ex}" "$(status "$rc")" "${res:-no report}; $(since "$t0")"
+    [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/${name}_chunks_shared.log"
+  done
+
+  echo
+  for f in cute_gemm_shared.md triton_gemm_shared.md; do
+    [ -f "$out/$f" ] && cat "$out/$f"
+  done
+  {
+    echo
+    echo "### ag_gemm / gemm_rs checks: PEs share one GPU ($npes PEs on GPU 0, MPS; correctness only)"
+    echo
+    echo "| step | what | result | detail |"
+    echo "| --- | --- | --- | --- |"
+    printf '%s\n' "${rows[@]}"
+  } | tee "$out/shared_summary.md"
+  echo
+  echo "==== gpu_gemm.sh (PEs share one GPU): $(since "$t_start"), $bad step(s) not ok, logs in $out ===="
+  cat "$summary"
+  [ "$bad" = 0 ]
+  exit
+fi
 
 # ---- 1. the GEMMs alone (GPU 0), Triton tile candidates (GPUs 1-3) ----
 t0=$(date +%s)

@@ -12,10 +12,11 @@ the weight. Per call:
     after each chunk copies the epoch into the peer's flag for that chunk
     (same stream: the flag lands after the data). All chunks go to PE me-1
     first, which needs this shard right after its own rows, then me-2, ...;
-  - the GEMM, one persistent grid on the main stream, starts at once with
-    this PE's own rows (read from A_me: no wait), then the rows of me+1,
-    me+2, ...; before loading a peer's rows its producer warp waits for that
-    chunk's flag only.
+  - the GEMM, one persistent grid on the main stream, takes its tiles in
+    the order the rows arrive: this PE's own rows first (read from A_me: no
+    wait), then the rows of me+1, me+2, ..., each shard chunk by chunk;
+    before loading a peer's rows its producer warp waits for that chunk's
+    flag only.
 Where PEs share a GPU the pushes land (join, stream barrier) before the GEMM
 starts: waiting tiles could otherwise hold the SMs a peer needs.
 
@@ -38,7 +39,17 @@ BM, BN, BK = 128, 256, 64   # hopper_gemm.py's tile
 # an LLM MLP up-projection (hidden 8192, intermediate 28672, 4096 tokens), and
 # a small one for quick runs and PEs sharing a GPU
 SHAPES = {"square": (8192, 8192, 8192), "llm": (4096, 8192, 28672), "small": (1024, 1024, 2048)}
-CHUNK_ROWS = 512            # rows per flag: a tile waits for its own chunk only
+GROUP_M = 8                 # hopper_gemm.py's row tiles per group
+# rows per flag: a tile waits for its own chunk only; one group of row tiles,
+# so the chunk order is the GEMM's group order and no group needs two chunks
+CHUNK_ROWS = GROUP_M * BM
+
+
+def push_order(me, npes):
+    """The PEs this PE's shard is copied to, in order: me-1 first (it reads
+    this shard right after its own rows), then me-2, ...; so PE q gets the
+    shard of q+1 first, then q+2's..., the order of ag_hgemm's tiles."""
+    return [(me - i) % npes for i in range(1, npes)]
 
 
 class AGGemm:
@@ -68,8 +79,7 @@ class AGGemm:
             w, me = self.env.world, self.env.rank
             chunk_bytes = self.chunk_m * self.k * 2
             copies = []
-            for i in range(1, w):
-                q = (me - i) % w
+            for q in push_order(me, w):
                 dst = symm.get_peer_tensor(self.a_full, q)[par * self.m + me * self.m_loc:].data_ptr()
                 flag = symm.get_peer_tensor(self.flags, q)[(par * w + me) * self.chunks:].data_ptr()
                 for ch in range(self.chunks):

@@ -26,13 +26,14 @@ warpgroups:
 
 Variants (the same producer, mainloop and epilogue):
   hgemm      the GEMM alone, plain grouped tile order.
-  ag_hgemm   C = all_gather(A) @ Bt^T. Row tiles come in bands, one per
-             source PE, this PE's own band first (its A is a_local: it never
-             waits), then PE me+1's, me+2's, ...: the order in which the copy
-             engines deliver the peers' shards (ag_gemm.py pushes each PE's
-             shard to me-1 first). Before loading a peer band's rows, the
-             producer warp waits for the flag of their chunk (acquire), so a
-             tile waits for its own chunk only.
+  ag_hgemm   C = all_gather(A) @ Bt^T. Row tiles come in the order the
+             rows arrive: this PE's own shard first (its A is a_local: it
+             never waits), then PE me+1's, me+2's, ... (ag_gemm.py pushes
+             each PE's shard to me-1 first), each shard chunk by chunk (the
+             rows one flag covers; a group of GROUP_M row tiles never spans
+             two chunks). Before loading a peer's rows, the producer warp
+             waits for the flag of their chunk (acquire), so a tile waits
+             for its own chunk only.
   rs_hgemm   out = reduce_scatter(A @ Bt^T). Bands are the owners' rows, in
              the order me+1, me+2, ..., me: a peer band's tiles are stored by
              the epilogue straight into slot `me` of the owner's receive
@@ -87,6 +88,18 @@ def tile_coords(t, band_tiles_m, tiles_n, nbands, first):
     gsz = cutlass.min(band_tiles_m - first_m, GROUP_M)
     rr = r - g * per_group
     return band, first_m + rr % gsz, rr // gsz
+
+
+def ag_tile(t, chunk_tiles_m, tiles_n, chunks, npes, me):
+    """ag_hgemm's tile t -> (source PE, chunk, row tile inside the source's
+    shard, column tile): the unit of the order is a chunk, u = src * chunks
+    + chunk, taken from this PE's first chunk on (src me, me+1, ..., each
+    chunk 0, 1, ...), groups of row tiles inside a chunk. A plain function:
+    traced into the kernel, and callable on ints (tests/python/test_tile_order.py)."""
+    unit, r, tn = tile_coords(t, chunk_tiles_m, tiles_n, npes * chunks, me * chunks)
+    src = unit // chunks
+    chunk = unit - src * chunks
+    return src, chunk, chunk * chunk_tiles_m + r, tn
 
 
 def shared_storage():
@@ -282,6 +295,8 @@ def ag_hgemm(ctx: I64, atom_al: cute.CopyAtom, mAl: cute.Tensor, atom_af: cute.C
     tBsB, tBgB = tma_views(atom_b, mB, sB, BN)
     band_tiles_m, tiles_n, k_tiles = m_loc // BM, n // BN, k // BK
     tiles = band_tiles_m * npes * tiles_n
+    chunks = m_loc // chunk_m
+    chunk_tiles_m = chunk_m // BM
     if warp < 4:
         cute.arch.setmaxregister_decrease(PRODUCER_REGS)
         if warp == 0:
@@ -290,15 +305,13 @@ def ag_hgemm(ctx: I64, atom_al: cute.CopyAtom, mAl: cute.Tensor, atom_af: cute.C
             cpasync.prefetch_descriptor(atom_b)
             epoch = cute.make_tensor(epoch_ptr, cute.make_layout(1))[0]
             par = I32(epoch % 2)
-            chunks = m_loc // chunk_m
             st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, STAGES)
             t = bid
             while t < tiles:
-                src, tm, tn = tile_coords(t, band_tiles_m, tiles_n, npes, me)
+                src, chunk, tm, tn = ag_tile(t, chunk_tiles_m, tiles_n, chunks, npes, me)
                 if src == me:
                     st = load_ab(pipe, st, atom_al, tAgAl, tAsAl, atom_b, tBgB, tBsB, tm, tn, k_tiles)
                 else:
-                    chunk = (tm * BM) // chunk_m
                     # every lane acquires the flag itself, then orders the TMA
                     # (async proxy) reads of the chunk after it
                     sc.signal_wait_until(ctx, flags + ((par * npes + src) * chunks + chunk), sc.CMP_GE,
@@ -319,7 +332,7 @@ def ag_hgemm(ctx: I64, atom_al: cute.CopyAtom, mAl: cute.Tensor, atom_af: cute.C
         rl = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
         t = bid
         while t < tiles:
-            src, tm, tn = tile_coords(t, band_tiles_m, tiles_n, npes, me)
+            src, _, tm, tn = ag_tile(t, chunk_tiles_m, tiles_n, chunks, npes, me)
             rd, rl = mma_tile(pipe, rd, rl, tiled, tCrA, tCrB, acc, k_tiles)
             store_tile(acc, tCsC, thr_cp, tS, w, c, n, src * band_tiles_m + tm, tn)
             t += nblk

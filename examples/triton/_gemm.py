@@ -6,11 +6,16 @@ shapes; put the winner here). On Hopper, Triton 3.6 lowers tl.dot to wgmma
 on its own; BM=128, BN=256, BK=64 with 8 warps and 3-4 stages is a known
 good configuration for large bf16 GEMMs.
 
-Tiles are grouped per "band" of rows that come from one PE (ag_gemm: one
-source shard; gemm_rs: one owner), bands in the order the kernel wants them,
-and inside a band GROUP_M row tiles share each column tile (swizzle), so the
-B tiles and A rows in L2 are reused while the band order (what communication
-waits for or feeds) is kept.
+Tiles are grouped per "band" of rows (gemm_kernel: the M/n rows of one PE;
+the fused kernels: one chunk, the rows one flag covers), bands in the order
+the kernel wants them, and inside a band GROUP_M row tiles share each column
+tile (swizzle), so the B tiles and A rows in L2 are reused while the band
+order (what communication waits for or feeds) is kept. A group never spans
+two chunks: its first tiles would otherwise need the later chunk too.
+
+The order the chunks arrive in is decided here too (ag_push_order,
+rs_band_order), so the kernels' tile order and the copies' order come from
+one place (tests/python/test_tile_order.py checks that they agree).
 """
 import triton
 import triton.language as tl
@@ -27,6 +32,28 @@ GEMM_CONFIG = {
     "gemm_rs": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=4),
     "gemm_rs_partial": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=4),
 }
+
+
+def ag_push_order(me, npes):
+    """ag_gemm: the PEs this PE's shard is copied to, in order: me-1 first,
+    which reads it right after its own rows, then me-2, ... So PE q receives
+    the shard of q+1 first, then q+2's...: the order of ag_tile's bands."""
+    return [(me - i) % npes for i in range(1, npes)]
+
+
+def rs_band_order(me, npes):
+    """gemm_rs: the owners of the partial bands this PE computes, in order:
+    me+1, me+2, ..., me-1 (its own band comes last, in the fused kernel). So
+    PE q receives its band from q-1 first and from q+1 last, chunk by chunk."""
+    return [(me + i) % npes for i in range(1, npes)]
+
+
+def auto_chunk_rows(m_loc, bm, group_m):
+    """The rows per flag of ag_gemm when none are asked for: one group of
+    row tiles (group_m * bm), so the chunk order is the group order of the
+    GEMM alone, or the whole shard where it is not a multiple of that."""
+    rows = group_m * bm
+    return rows if m_loc % rows == 0 else m_loc
 
 
 def split(cfg):
@@ -51,6 +78,27 @@ def band_tile(pid, N, M_LOC, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.con
     pid_m = first_m + (r % per_group) % gsz
     pid_n = (r % per_group) // gsz
     return band, pid_m, pid_n
+
+
+@triton.jit
+def chunk_tile(pid, N, CHUNK_M, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """Program `pid` -> (first row, column tile) in a row space cut into
+    chunks of CHUNK_M rows taken in order: every tile of chunk c comes
+    before any of chunk c+1, grouped inside the chunk (band_tile)."""
+    chunk, pid_m, pid_n = band_tile(pid, N, CHUNK_M, BM, BN, GROUP_M)
+    return chunk * CHUNK_M + pid_m * BM, pid_n
+
+
+@triton.jit
+def ag_tile(pid, me, npes, N, M_LOC, CHUNK_M,
+            BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """ag_gemm's program `pid` -> (source PE, first row inside its shard,
+    column tile): the shards in the order they arrive (this PE's own, which
+    never waits, then me+1's, me+2's...: ag_push_order), each shard chunk by
+    chunk in the order its copies land."""
+    row, pid_n = chunk_tile(pid, N, CHUNK_M, BM, BN, GROUP_M)
+    band = row // M_LOC
+    return (me + band) % npes, row - band * M_LOC, pid_n
 
 
 @triton.jit

@@ -8,16 +8,19 @@ GEMM runs:
   - the Triton GEMM starts at once: tiles of its own rows read A_me directly,
     tiles of a peer's rows first wait for that chunk's flag
     (signal_wait_until, acquire), so the GEMM computes on whatever has arrived.
-    Tiles go band by band: this PE's rows first (they never wait), then PE
-    me+1's, me+2's...; inside a band, GROUP_M row tiles share each column
-    tile (_gemm.py; the tile configuration is _gemm.GEMM_CONFIG);
+    Tiles go in the order the rows arrive: this PE's rows first (they never
+    wait), then PE me+1's, me+2's..., each shard chunk by chunk; inside a
+    chunk, GROUP_M row tiles share each column tile (_gemm.ag_tile; the
+    tile configuration is _gemm.GEMM_CONFIG). A chunk is one such group of
+    row tiles by default (--chunks: more, smaller flags), so a group never
+    waits for two chunks;
   - a side stream pushes this PE's shard, chunk by chunk, into the peers'
     symmetric A_full with the copy engines (cuMemcpyAsync: no SMs taken from
     the GEMM), and after each chunk copies the call's epoch into the peer's
     flag for that chunk (same stream, so the flag lands after the data).
     Its order matches the consumers': PE me-1 needs this shard right after
     its own rows, PE me-2 after that..., so all chunks go to me-1 first,
-    then to me-2, ...
+    then to me-2, ... (_gemm.ag_push_order).
 
 The epoch is counted on the GPU (main stream), so the call can be captured
 into a CUDA graph: the side stream forks from and joins the main stream
@@ -50,9 +53,8 @@ def ag_gemm_kernel(ctx, a_local, a_full, b, c, flags, epoch_ptr, M, N, K, M_LOC,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
     me = st.my_pe(ctx)
     npes = st.n_pes(ctx)
-    band, pid_m, pid_n = G.band_tile(tl.program_id(0), N, M_LOC, BM, BN, GROUP_M)
-    src = (me + band) % npes                   # this PE's rows first, then the next PE's, ...
-    row_loc = pid_m * BM
+    # this PE's rows first, then the next PE's, ..., each chunk by chunk
+    src, row_loc, pid_n = G.ag_tile(tl.program_id(0), me, npes, N, M_LOC, CHUNK_M, BM, BN, GROUP_M)
     if src == me:
         a_base = a_local + row_loc * K
     else:
@@ -74,7 +76,7 @@ class AGGemm:
     epoch on the GPU, fork the side stream, issue the copy engines' copies
     (a symm.cubin.CopyList, addresses worked out once per input tensor and
     parity, replayed as one CUDA graph launch outside capture instead of
-    2 * chunks * (n - 1) cuMemcpyAsync calls, 24 at 4 PEs and 4 chunks) and
+    2 * chunks * (n - 1) cuMemcpyAsync calls, 12 at 4 PEs and 2 chunks) and
     one prepared Triton launch
     (symm.triton.prepare: argument binding and specialisation done once per
     set of tensors), then join. Why: per chunk, slicing peer tensors and two
@@ -84,15 +86,23 @@ class AGGemm:
     path rivals the GPU's time per call and a plain stream waits on the
     host; a CopyList entry is one driver call."""
 
-    def __init__(self, env, m, k, n_local, chunks=4, dtype=torch.bfloat16, config=None):
+    def __init__(self, env, m, k, n_local, chunks=0, dtype=torch.bfloat16, config=None):
         w = env.world
         self.cx, self.opts = G.split(config or G.GEMM_CONFIG["ag_gemm"])
         bm, bk = self.cx["BM"], self.cx["BK"]
-        self.env, self.m, self.k, self.n, self.chunks = env, m, k, n_local, chunks
+        if chunks < 0:
+            raise ValueError("chunks must be 0 (one group of row tiles each) or more, got %d" % chunks)
+        self.env, self.m, self.k, self.n = env, m, k, n_local
         self.m_loc = m // w
+        if m % w or self.m_loc % bm or k % bk:
+            raise ValueError("shapes: M/n_pes must be a multiple of %d and K of %d" % (bm, bk))
+        if not chunks:
+            chunks = self.m_loc // G.auto_chunk_rows(self.m_loc, bm, self.cx["GROUP_M"])
+        self.chunks = chunks
         self.chunk_m = self.m_loc // chunks
-        if m % w or self.m_loc % chunks or self.chunk_m % bm or k % bk:
-            raise ValueError("shapes: M/n_pes/chunks must be a multiple of %d and K of %d" % (bm, bk))
+        if self.m_loc % chunks or self.chunk_m % bm:
+            raise ValueError("shapes: M/n_pes/chunks must be a multiple of %d (M/n_pes=%d, chunks=%d)"
+                             % (bm, self.m_loc, chunks))
         self.dtype = dtype
         self.a_full = symm.zeros((2, m, k), dtype)
         self.flags = symm.zeros((2, w * chunks), torch.int64)
@@ -121,8 +131,7 @@ class AGGemm:
             esz = a.element_size()
             chunk_bytes = self.chunk_m * self.k * esz
             copies = []
-            for i in range(1, w):
-                q = (me - i) % w
+            for q in G.ag_push_order(me, w):
                 dst = symm.get_peer_tensor(self.a_full, q)[par, me * self.m_loc:].data_ptr()
                 flag = symm.get_peer_tensor(self.flags, q)[par, me * self.chunks:].data_ptr()
                 for ch in range(self.chunks):
@@ -185,14 +194,15 @@ class AGGemm:
         symm.free_tensor(self.a_full)
 
 
-def run(m=8192, k=8192, n=8192, iters=20, bench=True, checks=2):
+def run(m=8192, k=8192, n=8192, iters=20, bench=True, checks=2, chunks=0):
     """Check the fused op against NCCL all_gather + torch.matmul (fresh data
     each iteration), then time it, the unfused torch + NCCL, and the GEMM
-    alone (the examples' Triton GEMM at the per-PE shape, no communication)."""
+    alone (the examples' Triton GEMM at the per-PE shape, no communication).
+    chunks: flags per shard (0: one group of row tiles each)."""
     env = C.setup()
     w = env.world
     n_loc = n // w
-    op = AGGemm(env, m, k, n_loc)
+    op = AGGemm(env, m, k, n_loc, chunks=chunks)
     a = torch.empty(m // w, k, dtype=torch.bfloat16, device=env.device)
     b = torch.empty(k, n_loc, dtype=torch.bfloat16, device=env.device)
     c = torch.empty(m, n_loc, dtype=torch.bfloat16, device=env.device)
@@ -225,8 +235,8 @@ def run(m=8192, k=8192, n=8192, iters=20, bench=True, checks=2):
         t_ref = C.bench_ref(ref, iters)
         t_alone = C.bench(alone, iters)
     op.close()
-    C.report(env, "ag_gemm", "M=%d K=%d N=%d (N/PE=%d) bf16, %d iterations vs all_gather+matmul, "
-             "max abs err %.2e" % (m, k, n, n_loc, checks, worst), ok,
+    C.report(env, "ag_gemm", "M=%d K=%d N=%d (N/PE=%d) bf16, %d chunks per shard, %d iterations vs "
+             "all_gather+matmul, max abs err %.2e" % (m, k, n, n_loc, op.chunks, checks, worst), ok,
              [("symm.triton", t_symm), ("NCCL all_gather + torch.matmul", t_ref),
               ("Triton GEMM alone", t_alone)])
     return {"ok": ok, "symm_us": t_symm, "ref_us": t_ref, "alone_us": t_alone, "alone": "Triton GEMM",
@@ -234,4 +244,4 @@ def run(m=8192, k=8192, n=8192, iters=20, bench=True, checks=2):
 
 
 if __name__ == "__main__":
-    C.main(run, __doc__.split("\n")[0], m=8192, k=8192, n=8192)
+    C.main(run, __doc__.split("\n")[0], m=8192, k=8192, n=8192, chunks=0)

@@ -2,6 +2,7 @@
 the overlap bars, in one table.
 
     torchrun --nproc-per-node 4 examples/triton/gemm_bars.py [--out FILE] [--shape square,llm] [--iters 20]
+             [--no-bench]
 
 For each example and shape: the check against torch + NCCL (fresh data every
 iteration), then the fused op, the GEMM alone at the same per-PE shape (no
@@ -9,6 +10,8 @@ communication) and the unfused torch.matmul + NCCL, each timed on a plain
 stream (back-to-back calls) and from a CUDA graph (examples/triton/_common.py
 bench). The bars: fused <= 1.10 x the GEMM alone, and >= 1.25 x faster than
 torch + NCCL, in both modes. PE 0 prints the table (and writes it to --out).
+--no-bench: the checks only (where PEs share a GPU, times say nothing of
+NVLink).
 """
 import argparse
 import os
@@ -33,9 +36,13 @@ HEADER = ("example", "M x N x K (per PE)", "check", "mode", "fused us", "GEMM al
           "speedup (>= %.2f)" % SPEEDUP_OVER_UNFUSED, "bars", "host us/call (stream)")
 
 
-def rows_of(name, res):
-    """Table rows (stream, graph) of one run() result."""
+def rows_of(name, res, bench=True):
+    """Table rows (stream, graph) of one run() result; without bench, one
+    row with the check only."""
     m, n, k = res["mnk"]
+    if not bench:
+        return [(name, "%dx%dx%d" % (m, n, k), "ok" if res["ok"] else "WRONG", "check only", "-", "-", "-",
+                 "-", "-", "ok" if res["ok"] else "WRONG", "-")]
     out = []
     for i, mode in enumerate(("stream", "graph")):
         f = res["symm_us"][i] if res["symm_us"] else None
@@ -67,6 +74,7 @@ def main():
     ap.add_argument("--shape", default="square,llm", help="comma-separated: %s" % ", ".join(SHAPES))
     ap.add_argument("--only", default="ag_gemm,gemm_rs", help="comma-separated examples")
     ap.add_argument("--iters", type=int, default=20, help="calls per timing window")
+    ap.add_argument("--no-bench", action="store_true", help="check only")
     args = ap.parse_args()
     env = C.setup()
     rows, ok = [], True
@@ -76,12 +84,14 @@ def main():
                 if name not in args.only.split(","):
                     continue
                 m, k, n = SHAPES[shape][name]
-                res = mod.run(m=m, k=k, n=n, iters=args.iters, bench=True)
+                res = mod.run(m=m, k=k, n=n, iters=args.iters, bench=not args.no_bench)
                 ok &= res["ok"]
-                rows += rows_of("%s %s" % (name, shape), res)
+                rows += rows_of("%s %s" % (name, shape), res, bench=not args.no_bench)
         if env.rank == 0:
-            what = ("PEs sharing one GPU: not a measure of NVLink" if env.shared
+            what = ("PEs share one GPU (%d PEs): not a measure of NVLink" % env.world if env.shared
                     else "%d PEs, one GPU each" % env.world)
+            if args.no_bench:
+                what += "; checks only"
             text = ["", "### symm.triton fused GEMMs against the overlap bars (%s)" % what, "",
                     "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
             text += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]

@@ -18,7 +18,8 @@ GEMM), and the reduction is fused into the GEMM of this PE's own band:
     call's epoch into the owner's flags of that chunk's row tiles (same
     stream, so the flags land after the data). Chunks go to the side streams
     round robin (--streams, one by default, as in ag_gemm.py);
-  - the own band comes last, in one Triton kernel (gemm_rs_kernel): each tile
+  - the own band comes last, in one Triton kernel (gemm_rs_kernel), its
+    tiles chunk by chunk in the order the chunks arrive: each tile
     runs its main loop, then, for each peer p in the order their partials
     arrive (me-1 computed this PE's band first, me+1 last), waits for p's flag
     of its row tile (signal_wait_until, acquire), adds p's partial tile to
@@ -106,7 +107,7 @@ import symm.triton as st
 
 
 @triton.jit
-def gemm_rs_kernel(ctx, a, b, recv, counters, out, gen, M, N, K, M_LOC, VEC: tl.constexpr,
+def gemm_rs_kernel(ctx, a, b, recv, counters, out, gen, M, N, K, M_LOC, CHUNK_M, VEC: tl.constexpr,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
     """out = A[own band] @ B + the n-1 peers' partials of the band.
 
@@ -117,13 +118,17 @@ def gemm_rs_kernel(ctx, a, b, recv, counters, out, gen, M, N, K, M_LOC, VEC: tl.
     one per sender and row tile (the epoch of the last call whose rows of the
     tile arrived). gen: this call's epoch (gen[0]). VEC: N % 8 == 0 and out
     16-byte aligned (recv is: symmetric), told to Triton for 16-byte
-    loads/stores whatever it infers from N.
+    loads/stores whatever it infers from N. CHUNK_M: rows per copied
+    chunk; the tiles go chunk by chunk, in the order the chunks arrive
+    (chunk 0 first from every sender), so the tiles that need the last copy
+    (PE me+1's last chunk, which runs beside this kernel) come last.
     Grid: (M_LOC/BM) * cdiv(N, BN) programs, one tile each."""
     me = st.my_pe(ctx)
     npes = st.n_pes(ctx)
-    _, pid_m, pid_n = G.band_tile(tl.program_id(0), N, M_LOC, BM, BN, GROUP_M)
-    acc = G.mma_tile(a + (me * M_LOC + pid_m * BM) * K, b, N, K, pid_n, BM, BN, BK)
-    lrow = pid_m * BM + tl.arange(0, BM)
+    row0, pid_n = G.chunk_tile(tl.program_id(0), N, CHUNK_M, BM, BN, GROUP_M)
+    pid_m = row0 // BM
+    acc = G.mma_tile(a + (me * M_LOC + row0) * K, b, N, K, pid_n, BM, BN, BK)
+    lrow = row0 + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
     idx = lrow[:, None] * N + offs_n[None, :]
     nmask = offs_n[None, :] < N
@@ -192,8 +197,7 @@ class GemmRS:
         me, cm, tpc = env.rank, self.chunk_m, self.tiles_per_chunk
         self.plan = [[], []]
         for par in range(2):
-            for s in range(w - 1):
-                q = (me + 1 + s) % w           # the next PE's band first
+            for s, q in enumerate(G.rs_band_order(me, w)):   # the next PE's band first
                 recv_q = symm.get_peer_tensor(self.recv, q)[par, me]
                 flags_q = symm.get_peer_tensor(self.flags, q)[par, me]
                 for ch in range(chunks):
@@ -248,7 +252,7 @@ class GemmRS:
             vec = self.vec and out.data_ptr() % 16 == 0
             run = self._launches[key] = st.prepare(
                 gemm_rs_kernel, self.grid, self.env.ctx, a, b, self.recv[par], self.flags[par], out,
-                self.epoch, self.m, self.n, self.k, self.m_loc, VEC=vec, **self.cx, **self.opts)
+                self.epoch, self.m, self.n, self.k, self.m_loc, self.chunk_m, VEC=vec, **self.cx, **self.opts)
         return run
 
     def __call__(self, a, b, out):

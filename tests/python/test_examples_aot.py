@@ -44,7 +44,7 @@ SPECS = [
                                        epoch_ptr=I64, M=I32, N=I32, K=I32, M_LOC=I32, CHUNK_M=I32, CHUNKS=I32),
      GEMM, GEMM_OPTS),
     ("gemm_rs", "gemm_rs_kernel", dict(ctx="i64", a=B16, b=B16, recv=B16, counters=I64, out=B16, gen=I64,
-                                       M=I32, N=I32, K=I32, M_LOC=I32),
+                                       M=I32, N=I32, K=I32, M_LOC=I32, CHUNK_M=I32),
      dict(GEMM, VEC=True), GEMM_OPTS),
     ("_gemm", "gemm_kernel", dict(a=B16, b=B16, c=B16, M=I32, N=I32, K=I32, M_LOC=I32), GEMM, GEMM_OPTS),
     ("seq_all_to_all", "seq_all_to_all_kernel", dict(ctx="i64", out=B16, x=B16, counter=I64, gen=I64,
