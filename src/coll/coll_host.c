@@ -149,8 +149,9 @@ static symm_status_t get_team(symm_team_t team, symm_stream_t stream, const char
                            "%s: the first collective on a team allocates its staging area and must be "
                            "made outside CUDA graph capture", call);
     const symm_ctx_t *ctx = symm__team_host_ctx(team);
-    if (ctx->backend == SYMM_BACKEND_HOST)
-        return symm__error(SYMM_ERR_UNSUPPORTED, "%s: the host backend has no GPU collectives", call);
+    const symm__backend_ops_t *be = symm__runtime_backend();
+    if (!(be->kernel_caps & SYMM__BE_KCAP_COLL))
+        return symm__error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend has no GPU collectives", call, be->name);
     if (ctx->n_pes > SYMM_COLL_MAX_PES)
         return symm__error(SYMM_ERR_UNSUPPORTED, "%s: team of %d PEs (collectives support %d)", call,
                            ctx->n_pes, SYMM_COLL_MAX_PES);
