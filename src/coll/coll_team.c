@@ -85,15 +85,17 @@ symm_status_t symm__coll_team_get(symm_team_t team, symm_stream_t stream, const 
         *out = t;
         return SYMM_SUCCESS;
     }
-    /* First call on this team: every PE is here (the call is collective). */
+    /* First call on this team: every PE is here (the call is collective).
+     * A backend without GPU collectives is named before the capture check,
+     * which cannot ask CUDA where there is no GPU. */
+    const symm__backend_ops_t *be = symm__runtime_backend();
+    if (!(be->kernel_caps & SYMM__BE_KCAP_COLL))
+        return symm__error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend has no GPU collectives", call, be->name);
     if (symm__coll_capturing(stream) != 0)
         return symm__error(SYMM_ERR_INVALID_ARG,
                            "%s: the first collective on a team allocates its staging area and must be "
                            "made outside CUDA graph capture", call);
     const symm_ctx_t *ctx = symm__team_host_ctx(team);
-    const symm__backend_ops_t *be = symm__runtime_backend();
-    if (!(be->kernel_caps & SYMM__BE_KCAP_COLL))
-        return symm__error(SYMM_ERR_UNSUPPORTED, "%s: the %s backend has no GPU collectives", call, be->name);
     if (ctx->n_pes > SYMM_COLL_MAX_PES)
         return symm__error(SYMM_ERR_UNSUPPORTED, "%s: team of %d PEs (collectives support %d)", call,
                            ctx->n_pes, SYMM_COLL_MAX_PES);

@@ -14,7 +14,8 @@
 static void expect_unsupported(symm_status_t st, const char *call) {
     char want[128];
     if (st != SYMM_ERR_UNSUPPORTED)
-        TEST_FAIL("%s: got %d (%s), expected SYMM_ERR_UNSUPPORTED\n", call, (int)st, symm_strerror(st));
+        TEST_FAIL("%s: got %d (%s: %s), expected SYMM_ERR_UNSUPPORTED\n", call, (int)st, symm_strerror(st),
+                  symm_last_error());
     snprintf(want, sizeof want, "%s: the host backend has no GPU collectives", call);
     if (strstr(symm_last_error(), want) == NULL)
         TEST_FAIL("message '%s' lacks '%s'\n", symm_last_error(), want);
