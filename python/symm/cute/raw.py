@@ -11,9 +11,9 @@ calls); symm.cute has the same calls on tensor views.
 import cutlass
 import cutlass.cute as cute
 
+from .. import _device_api
 from ._convert import (VoidPtr, _f32, _f64, _i8, _i16, _i32, _i64, _ptr, _ret,
                        _u8, _u16, _u32, _u64)
-from .. import _device_api
 from ._bitcode import BITCODE
 
 __all__ = list(_device_api.NAMES)
