@@ -34,7 +34,7 @@ struct symm_moe {
     int share;             /* SMs a waiting grid of this PE may fill */
     int sms;               /* the SM budget: most blocks of any kernel */
     int sms_set;           /* 0: sms is the default */
-    int ht_serial;         /* SYMM_MOE_HT_COMBINE=serial */
+    int ht_serial;         /* SYMM_MOE_HT_COMBINE: serial (1) or split (0) */
 };
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }

@@ -31,11 +31,10 @@
  *         the sources so every PE's data comes in from the start.
  *   recv  Per token: wait for the chunk flags of the rows it gets back and
  *         sum them in float32, in PE order. With both halves in one kernel
- *         half the blocks send and half reduce as the data arrives (or, with
- *         SYMM_MOE_HT_COMBINE=serial, every block sends its share and then
- *         reduces: twice the senders when few SMs are allowed; no block waits
- *         before it has sent, so neither form can deadlock), and the rows
- *         this PE returns to itself are read from y where they are.
+ *         every block sends its share and then reduces (SYMM_MOE_HT_COMBINE=
+ *         split: half the blocks send and half reduce as the data arrives;
+ *         no block waits before it has sent, so neither form can deadlock),
+ *         and the rows this PE returns to itself are read from y.
  * Reuse: r's ht_cbuf and ht_cflag are written by combine e + 1 of s only
  * after s's dispatch e + 1 waited for r's count row of e + 1, posted after
  * r's combine e had read them; the parity-indexed count rows are written
@@ -47,6 +46,8 @@
 #define TAG(e, c) (((uint64_t)(e) << 32) | (uint64_t)(uint32_t)(c))
 #define HT_UNROLL 8
 #define HT_BATCH 32 /* tokens per dispatch step of a block */
+#define HT_RED_U 4  /* combine: 16-byte vectors a thread reduces at once */
+#define HT_RED_G 2  /* combine: sources of each loaded at once */
 
 /* The PEs token t goes to (bit r), counting its experts into ecnt when given;
  * -1 in a signed index type is no expert, other values outside the experts
@@ -419,14 +420,14 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv(const symm__moe_kargs_t *A, uint64_t 
     const uint32_t nch = ht_nchunks(A);
     const uint64_t m = A->num_tokens, rb = (uint64_t)A->hidden * 2u, ystride = (uint64_t)A->y_stride[1] * 2u;
     const uint32_t *roff = MOE_U32(A, ht_roff);
-    uint32_t tb = 4096u / h8;
+    uint32_t tb = 8192u / h8; /* about four passes of HT_RED_U vectors per thread */
     __shared__ uint64_t smask[HT_BATCH];
     __shared__ uint32_t spos[SYMM__MOE_THREADS];
     tb = tb < 1 ? 1 : (tb > HT_BATCH ? HT_BATCH : tb);
     if (tb * n > SYMM__MOE_THREADS)
         tb = SYMM__MOE_THREADS / n;
     for (uint64_t t0 = (uint64_t)b * tb; t0 < m; t0 += (uint64_t)nb * tb) {
-        const uint32_t cnt = m - t0 < tb ? (uint32_t)(m - t0) : tb;
+        const uint32_t cnt = m - t0 < tb ? (uint32_t)(m - t0) : tb, total = cnt * h8;
         symm__block_sync();
         if (tid < cnt * n) {
             const uint32_t j = tid / n, r = tid % n;
@@ -441,32 +442,56 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv(const symm__moe_kargs_t *A, uint64_t 
             }
         }
         symm__block_sync();
-        for (uint32_t q = tid; q < cnt * h8; q += SYMM__MOE_THREADS) {
-            const uint32_t j = q / h8, v = q % h8;
-            const uint64_t t = t0 + j;
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            for (uint64_t mm = smask[j]; mm;) {
-                symm__v4_t va[MOE_GATHER], none = {0, 0, 0, 0}; /* y is bf16 or f16: 16 bytes per 8 */
-                int have[MOE_GATHER];
+        /* HT_RED_U vectors per thread, each with up to HT_RED_G sources loaded before any is
+         * summed: the loads, not the arithmetic, bound this loop */
+        for (uint32_t q0 = tid; q0 < total; q0 += SYMM__MOE_THREADS * HT_RED_U) {
+            float acc[HT_RED_U][8];
+            uint64_t mm[HT_RED_U], any = 0;
 #pragma unroll
-                for (int i = 0; i < MOE_GATHER; i++) { /* PE order, as the reference sums */
-                    have[i] = mm != 0;
-                    if (have[i]) {
-                        const uint32_t r = (uint32_t)(__ffsll((long long)mm) - 1);
-                        const uint32_t pos = spos[j * n + r];
-                        const char *src = fused && r == me
-                                              ? (const char *)A->y + ((uint64_t)roff[me] + pos) * ystride
-                                              : MOE_AT(A, ht_cbuf) + ((uint64_t)r * A->max_tokens + pos) * rb;
-                        mm &= mm - 1;
-                        va[i] = symm__cld16(src + (uint64_t)v * 16u, 0);
+            for (int u = 0; u < HT_RED_U; u++) {
+                const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
+                mm[u] = q < total ? smask[q / h8] : 0;
+                any |= mm[u];
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    acc[u][k] = 0.0f;
+            }
+            while (any) {
+                symm__v4_t va[HT_RED_U][HT_RED_G], none = {0, 0, 0, 0}; /* y is bf16 or f16: 16 bytes per 8 */
+                int have[HT_RED_U][HT_RED_G];
+                any = 0;
+#pragma unroll
+                for (int u = 0; u < HT_RED_U; u++) {
+                    const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS, j = q / h8, v = q % h8;
+#pragma unroll
+                    for (int i = 0; i < HT_RED_G; i++) { /* PE order, as the reference sums */
+                        have[u][i] = mm[u] != 0;
+                        if (have[u][i]) {
+                            const uint32_t r = (uint32_t)(__ffsll((long long)mm[u]) - 1);
+                            const uint32_t pos = spos[j * n + r];
+                            const char *src = fused && r == me
+                                                  ? (const char *)A->y + ((uint64_t)roff[me] + pos) * ystride
+                                                  : MOE_AT(A, ht_cbuf) + ((uint64_t)r * A->max_tokens + pos) * rb;
+                            mm[u] &= mm[u] - 1;
+                            va[u][i] = symm__cld16(src + (uint64_t)v * 16u, 0);
+                        }
                     }
+                    any |= mm[u];
                 }
 #pragma unroll
-                for (int i = 0; i < MOE_GATHER; i++)
-                    if (have[i])
-                        moe_fma8(A->y_kind, va[i], none, 1.0f, acc);
+                for (int u = 0; u < HT_RED_U; u++)
+#pragma unroll
+                    for (int i = 0; i < HT_RED_G; i++)
+                        if (have[u][i])
+                            moe_fma8(A->y_kind, va[u][i], none, 1.0f, acc[u]);
             }
-            moe_store8((char *)A->out + ((int64_t)t * A->out_stride + (int64_t)v * 8) * 2, A->out_kind, acc);
+#pragma unroll
+            for (int u = 0; u < HT_RED_U; u++) {
+                const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS, j = q / h8, v = q % h8;
+                if (q < total)
+                    moe_store8((char *)A->out + ((int64_t)(t0 + j) * A->out_stride + (int64_t)v * 8) * 2, A->out_kind,
+                               acc[u]);
+            }
         }
     }
 }
