@@ -443,7 +443,7 @@ def _cdiv(a, b):
     return -(-a // b)
 
 
-# The stream collectives' block choice (src/coll/coll_host.c), mirrored so
+# The stream collectives' block choice (src/coll/coll_choose.c), mirrored so
 # that the CuTe kernels and the device-callable collectives run the grid the
 # CUDA C kernel of the same size runs: region_blocks (packet and one-shot:
 # one block per SYMM__COLL_REGION_UNITS 16-byte units) and direct_blocks

@@ -33,7 +33,7 @@ def arrive_and_wait(ctx, counters, i, peers_value, npes):
 # Most blocks of an exchange launch: the stream collectives' cap for a data
 # move (SYMM__COLL_MOVE_BLOCKS); the grid is chosen per call (exchange_blocks).
 MAX_BLOCKS = 128
-# The stream collectives' block size for data moves (THREADS in coll_host.c).
+# The stream collectives' block size for data moves (SYMM__COLL_THREADS in src/coll/coll_launch.h).
 MOVE_THREADS = 512
 
 

@@ -104,11 +104,26 @@ typedef struct symm__be_coll {
     const symm_ctx_t *h_ctx; /* the team */
 } symm__be_coll_t;
 
+/* Which of libsymm's own GPU kernels may run over a backend's heap: fixed
+ * per backend (ops->kernel_caps), asked by the modules above the runtime
+ * instead of the backend's name. The public enum symm_backend_cap says what
+ * the user's device calls and the library's collectives do in one run (the
+ * nvshmem backend drops SYMM_CAP_COLL when PEs share a GPU without MPS, while
+ * symm's collective kernels still run there), so it is not this. */
+enum symm__be_kernel_cap {
+    SYMM__BE_KCAP_COLL  = 0x1u, /* stream collectives: symm's kernels on teams inside the load/store
+                                   window, the backend's coll for the others */
+    SYMM__BE_KCAP_MOE   = 0x2u, /* MoE exchange: its kernels store to every team PE at the heap's
+                                   stride (the whole team in one load/store window) */
+    SYMM__BE_KCAP_TRACE = 0x4u  /* device trace: a GPU whose clocks the trace reads and aligns */
+};
+
 struct symm__backend_ops {
     const char *name;
-    uint32_t kind;  /* enum symm_backend_kind */
-    int on_native;  /* opened on top of the native backend (args->native) */
-    int multi_node; /* may span several nodes */
+    uint32_t kind;        /* enum symm_backend_kind */
+    int on_native;        /* opened on top of the native backend (args->native) */
+    int multi_node;       /* may span several nodes */
+    uint32_t kernel_caps; /* enum symm__be_kernel_cap */
 
     /* Optional: open the backend's library before anything else, so that a
      * machine without it says so (and not "no GPU" first). Local. */

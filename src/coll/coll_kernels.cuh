@@ -16,9 +16,6 @@ extern "C" {
 #include "coll/coll_launch.h"
 }
 
-/* Threads per block of every stream-collective kernel. */
-#define SYMM__COLL_THREADS 512
-
 /* Check a launch: the error (if any) names the kernel. */
 static inline symm_status_t symm__coll_launched(const char *what) {
     cudaError_t e = cudaGetLastError();

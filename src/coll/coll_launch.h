@@ -1,5 +1,5 @@
 /*
- * coll_launch.h - what the host side of the collectives (coll_host.c, C11)
+ * coll_launch.h - what the host side of the collectives (coll_calls.c, C11)
  * asks the kernel side (coll_k_*.cu) to launch. Plain C, no CUDA headers.
  */
 #ifndef SYMM_COLL_LAUNCH_H
@@ -7,6 +7,10 @@
 
 #include <stdint.h>
 #include "symm/symm.h"
+
+/* Threads per block of every stream-collective kernel (the host sizes the
+ * grids with it, the kernels' launch bounds use it). */
+#define SYMM__COLL_THREADS 512
 
 #ifdef __cplusplus
 extern "C" {

@@ -17,6 +17,7 @@
 #include "symm/symm_moe.h"
 #include "core/env.h"
 #include "core/log.h"
+#include "runtime/team.h"
 #include "moe/moe.h"
 
 struct symm_moe {
@@ -161,9 +162,9 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
         goto fail_handle;
     if ((st = symm_team_ctx_copy(team, &h->ctx)) != SYMM_SUCCESS)
         goto fail_handle;
-    if (h->ctx.backend != SYMM_BACKEND_NATIVE) {
-        st = symm__error(SYMM_ERR_UNSUPPORTED, "%s: the MoE exchange needs the native backend (GPUs); this is "
-                         "backend %u", call, h->ctx.backend);
+    if (!(symm__runtime_backend()->kernel_caps & SYMM__BE_KCAP_MOE)) {
+        st = symm__error(SYMM_ERR_UNSUPPORTED, "%s: the MoE exchange needs the native backend (GPUs, every PE "
+                         "by load/store); this is the %s backend", call, symm__runtime_backend()->name);
         goto fail_handle;
     }
     h->cfg = *cfg;

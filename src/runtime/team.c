@@ -242,6 +242,8 @@ symm_status_t symm_team_ctx_copy(symm_team_t team, symm_ctx_t *ctx) {
 
 symm_status_t symm_ctx(const symm_ctx_t **d_ctx) { return symm_team_ctx(&symm__rt.world, d_ctx); }
 
+const symm__backend_ops_t *symm__runtime_backend(void) { return symm__rt.initialized ? symm__rt.be->ops : NULL; }
+
 symm_status_t symm__team_backend_coll(symm_team_t team, const symm__be_coll_t *c, symm_stream_t stream) {
     symm__backend_t *be = symm__rt.be;
     (void)team;

@@ -45,6 +45,10 @@ void *symm__team_ext_get(symm_team_t team, const void *key);
  * SYMM_ERR_UNSUPPORTED when it has no collectives. */
 symm_status_t symm__team_backend_coll(symm_team_t team, const symm__be_coll_t *c, symm_stream_t stream);
 
+/* The backend's operations, for what a module asks of it (name,
+ * kernel_caps); NULL when symm is not initialised. */
+const symm__backend_ops_t *symm__runtime_backend(void);
+
 /* The device trace (src/trace): point every team's context at this PE's
  * trace state (`ring`, a device address; 0: no trace), host copy and device
  * copy. Local; the caller makes sure no kernel runs meanwhile. */

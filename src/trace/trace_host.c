@@ -67,9 +67,10 @@ static const symm_ctx_t *world_ctx(void) {
     return w ? symm__team_host_ctx(w) : NULL;
 }
 
+/* Does the backend give the trace a GPU (its kernels, its clocks)? */
 static int backend_has_gpu(void) {
-    const symm_ctx_t *c = world_ctx();
-    return c && c->backend != SYMM_BACKEND_HOST;
+    const symm__backend_ops_t *be = symm__runtime_backend();
+    return be && (be->kernel_caps & SYMM__BE_KCAP_TRACE);
 }
 
 /* Release what the state holds (heap blocks go with the heap at finalize). */
@@ -93,16 +94,21 @@ static symm_status_t measure(symm__trace_clock_t *out) {
     symm_status_t st = SYMM_SUCCESS;
     uint64_t *mine = NULL, *all = NULL;
     uint32_t res = 0;
+    int gpu;
     memset(out, 0, (size_t)n * sizeof *out);
     out[0].valid = 1;
     if (!w)
         return symm__error(SYMM_ERR_NOT_INITIALIZED, "symm_trace: symm is not initialized");
     ctx = *w;
-    if (ctx.backend == SYMM_BACKEND_HOST || n == 1 || !(ctx.ldst_first == 0 && ctx.ldst_count == n)) {
+    gpu = backend_has_gpu();
+    if (!gpu || n == 1 || !(ctx.ldst_first == 0 && ctx.ldst_count == n)) {
         g.measured = 0;
-        snprintf(g.method, sizeof g.method, "%s", ctx.backend == SYMM_BACKEND_HOST ? "none: no GPU (host backend)"
-                 : n == 1 ? "one PE" : "none: PEs outside the load/store window; offsets taken as 0");
-        if (ctx.backend != SYMM_BACKEND_HOST && n == 1) {
+        if (!gpu)
+            snprintf(g.method, sizeof g.method, "none: no GPU (%s backend)", symm__runtime_backend()->name);
+        else
+            snprintf(g.method, sizeof g.method, "%s",
+                     n == 1 ? "one PE" : "none: PEs outside the load/store window; offsets taken as 0");
+        if (gpu && n == 1) {
             /* still measure the timer's step */
             st = symm__trace_clock_run(&(symm__trace_clock_job_t){ctx, g.pingpong, g.d_samples, g.d_res, R, g.seq + 1},
                                        NULL, &res);

@@ -2,7 +2,8 @@
 arguments when a kernel is compiled, and its host side (compile helper,
 Kernel, AOT manifest, symm.cubin) works without a GPU.
 
-- The generated declarations are up to date with the headers.
+- The generated declarations are up to date with the headers, and the check
+  fails when one of them is stale.
 - Every declared function has a raw wrapper with the C parameters in order;
   the constants mirror the C enums.
 - Without CuTe DSL, `import symm.cute` raises an ImportError that says what
@@ -42,6 +43,30 @@ def test_generated_files_are_fresh():
     r = subprocess.run([sys.executable, os.path.join(PYTHON_DIR, "tools", "gen_cute_api.py"),
                         "--check", "--cc", CC], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+GENERATED = ('_device_api.py', 'cute/raw.py')
+
+
+@pytest.mark.parametrize("stale", (None,) + GENERATED)
+def test_check_fails_on_a_stale_file(tmp_path, stale):
+    """--check on a copy of the generated files: it passes on the copy as it
+    is, and fails, naming the file, when one of them lost a line."""
+    import shutil
+    for rel in GENERATED:
+        dst = tmp_path / "symm" / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(os.path.join(PYTHON_DIR, "symm", rel), dst)
+    if stale:
+        path = tmp_path / "symm" / stale
+        lines = path.read_text().split("\n")
+        path.write_text("\n".join(lines[:len(lines) // 2] + lines[len(lines) // 2 + 1:]))
+    r = subprocess.run([sys.executable, os.path.join(PYTHON_DIR, "tools", 'gen_cute_api.py'), "--check", "--cc", CC,
+                        "--python-dir", str(tmp_path)], capture_output=True, text=True)
+    if stale is None:
+        assert r.returncode == 0, r.stdout + r.stderr
+    else:
+        assert r.returncode == 1 and "stale: " + os.path.join("symm", stale) in r.stdout, r.stdout + r.stderr
 
 
 @needs_cute

@@ -61,7 +61,7 @@ PTX_WANT = {
 
 def _signature_names():
     spec = importlib.util.spec_from_file_location(
-        "sigs", os.path.join(PYTHON_DIR, "symm", "triton", "_signatures.py"))
+        "sigs", os.path.join(PYTHON_DIR, "symm", "_device_api.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return {"symm_" + f[0] for f in mod.FUNCTIONS}

@@ -1,6 +1,7 @@
 """symm.triton covers exactly the device API of the headers (no GPU needed).
 
-- The generated table and wrappers are up to date with the headers.
+- The generated table and wrappers are up to date with the headers, and the
+  check fails when one of them is stale.
 - Every declared function has a symm.triton wrapper and a raw extern, whose
   parameters are the C parameters in order.
 - The constants mirror the C enums.
@@ -35,6 +36,30 @@ def test_generated_files_are_fresh():
     r = subprocess.run([sys.executable, os.path.join(PYTHON_DIR, "tools", "gen_triton_api.py"),
                         "--check", "--cc", CC], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+GENERATED = ('_device_api.py', 'triton/_signatures.py', 'triton/_api.py')
+
+
+@pytest.mark.parametrize("stale", (None,) + GENERATED)
+def test_check_fails_on_a_stale_file(tmp_path, stale):
+    """--check on a copy of the generated files: it passes on the copy as it
+    is, and fails, naming the file, when one of them lost a line."""
+    import shutil
+    for rel in GENERATED:
+        dst = tmp_path / "symm" / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(os.path.join(PYTHON_DIR, "symm", rel), dst)
+    if stale:
+        path = tmp_path / "symm" / stale
+        lines = path.read_text().split("\n")
+        path.write_text("\n".join(lines[:len(lines) // 2] + lines[len(lines) // 2 + 1:]))
+    r = subprocess.run([sys.executable, os.path.join(PYTHON_DIR, "tools", 'gen_triton_api.py'), "--check", "--cc", CC,
+                        "--python-dir", str(tmp_path)], capture_output=True, text=True)
+    if stale is None:
+        assert r.returncode == 0, r.stdout + r.stderr
+    else:
+        assert r.returncode == 1 and "stale: " + os.path.join("symm", stale) in r.stdout, r.stdout + r.stderr
 
 
 def header_decls():

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-/* ---- stream collectives (src/coll/coll_host.c) ----------------------------------- */
+/* ---- stream collectives (src/coll/coll_choose.c) --------------------------------- */
 
 /*
  * AUTO's table: every limit of the stream collectives for three team sizes

@@ -11,164 +11,12 @@ calls); symm.cute has the same calls on tensor views.
 import cutlass
 import cutlass.cute as cute
 
+from .. import _device_api
 from ._convert import (VoidPtr, _f32, _f64, _i8, _i16, _i32, _i64, _ptr, _ret,
                        _u8, _u16, _u32, _u64)
 from ._bitcode import BITCODE
 
-__all__ = [
-    'all_gather_block',
-    'all_gather_grid',
-    'all_reduce_block',
-    'all_reduce_ex_block',
-    'all_reduce_ex_grid',
-    'all_reduce_grid',
-    'all_to_all_block',
-    'all_to_all_grid',
-    'all_to_allv_block',
-    'all_to_allv_grid',
-    'atomic_add_i32',
-    'atomic_add_i64',
-    'atomic_add_u32',
-    'atomic_add_u64',
-    'atomic_and_i32',
-    'atomic_and_i64',
-    'atomic_and_u32',
-    'atomic_and_u64',
-    'atomic_compare_swap_i32',
-    'atomic_compare_swap_i64',
-    'atomic_compare_swap_u32',
-    'atomic_compare_swap_u64',
-    'atomic_fetch_add_i32',
-    'atomic_fetch_add_i64',
-    'atomic_fetch_add_u32',
-    'atomic_fetch_add_u64',
-    'atomic_fetch_and_i32',
-    'atomic_fetch_and_i64',
-    'atomic_fetch_and_u32',
-    'atomic_fetch_and_u64',
-    'atomic_fetch_i32',
-    'atomic_fetch_i64',
-    'atomic_fetch_inc_i32',
-    'atomic_fetch_inc_i64',
-    'atomic_fetch_inc_u32',
-    'atomic_fetch_inc_u64',
-    'atomic_fetch_or_i32',
-    'atomic_fetch_or_i64',
-    'atomic_fetch_or_u32',
-    'atomic_fetch_or_u64',
-    'atomic_fetch_u32',
-    'atomic_fetch_u64',
-    'atomic_fetch_xor_i32',
-    'atomic_fetch_xor_i64',
-    'atomic_fetch_xor_u32',
-    'atomic_fetch_xor_u64',
-    'atomic_inc_i32',
-    'atomic_inc_i64',
-    'atomic_inc_u32',
-    'atomic_inc_u64',
-    'atomic_or_i32',
-    'atomic_or_i64',
-    'atomic_or_u32',
-    'atomic_or_u64',
-    'atomic_set_i32',
-    'atomic_set_i64',
-    'atomic_set_u32',
-    'atomic_set_u64',
-    'atomic_swap_i32',
-    'atomic_swap_i64',
-    'atomic_swap_u32',
-    'atomic_swap_u64',
-    'atomic_xor_i32',
-    'atomic_xor_i64',
-    'atomic_xor_u32',
-    'atomic_xor_u64',
-    'barrier',
-    'barrier_block',
-    'barrier_warp',
-    'broadcast_block',
-    'broadcast_grid',
-    'coll_barrier_block',
-    'coll_barrier_grid',
-    'ctx_my_pe',
-    'ctx_n_pes',
-    'ctx_ptr',
-    'fence',
-    'fence_block',
-    'fence_warp',
-    'g_f32',
-    'g_f64',
-    'g_i16',
-    'g_i32',
-    'g_i64',
-    'g_i8',
-    'g_u16',
-    'g_u32',
-    'g_u64',
-    'g_u8',
-    'get',
-    'get_block',
-    'get_block_nbi',
-    'get_nbi',
-    'get_warp',
-    'get_warp_nbi',
-    'ld_f32',
-    'ld_f64',
-    'ld_i32',
-    'ld_i64',
-    'ld_u32',
-    'ld_u64',
-    'p_f32',
-    'p_f64',
-    'p_i16',
-    'p_i32',
-    'p_i64',
-    'p_i8',
-    'p_u16',
-    'p_u32',
-    'p_u64',
-    'p_u8',
-    'pkt_wait',
-    'pkt_wait_block',
-    'pkt_wait_warp',
-    'put',
-    'put_block',
-    'put_block_nbi',
-    'put_nbi',
-    'put_pkt',
-    'put_pkt_block',
-    'put_pkt_warp',
-    'put_signal',
-    'put_signal_block',
-    'put_signal_block_nbi',
-    'put_signal_nbi',
-    'put_signal_warp',
-    'put_signal_warp_nbi',
-    'put_warp',
-    'put_warp_nbi',
-    'quiet',
-    'quiet_block',
-    'quiet_warp',
-    'reduce_scatter_block',
-    'reduce_scatter_ex_block',
-    'reduce_scatter_ex_grid',
-    'reduce_scatter_grid',
-    'signal_fetch',
-    'signal_op',
-    'signal_wait_until',
-    'st_f32',
-    'st_f64',
-    'st_i32',
-    'st_i64',
-    'st_u32',
-    'st_u64',
-    'sync_block',
-    'trace_begin',
-    'trace_end',
-    'wait_until_i32',
-    'wait_until_i64',
-    'wait_until_u32',
-    'wait_until_u64',
-]
+__all__ = list(_device_api.NAMES)
 
 
 @cute.extern(name='symm_all_gather_block', source=BITCODE)
@@ -176,10 +24,6 @@ def _x_all_gather_block(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, count: cutlas
 
 
 def all_gather_block(ctx, dest, src, count, dtype):
-    """void symm_all_gather_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_all_gather_block(_ptr(ctx), _ptr(dest), _ptr(src), _u64(count), _i32(dtype))
 
 
@@ -188,10 +32,6 @@ def _x_all_gather_grid(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, count: cutlass
 
 
 def all_gather_grid(ctx, dest, src, count, dtype, block, nblocks):
-    """void symm_all_gather_grid(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int block, int nblocks)
-
-    Grid scope: every thread of `nblocks` CTAs per PE calls it, CTA `block` doing its share (symm_device_coll.h).
-    """
     _x_all_gather_grid(_ptr(ctx), _ptr(dest), _ptr(src), _u64(count), _i32(dtype), _i32(block), _i32(nblocks))
 
 
@@ -200,10 +40,6 @@ def _x_all_reduce_block(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, count: cutlas
 
 
 def all_reduce_block(ctx, dest, src, count, dtype, op):
-    """void symm_all_reduce_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_all_reduce_block(_ptr(ctx), _ptr(dest), _ptr(src), _u64(count), _i32(dtype), _i32(op))
 
 
@@ -212,10 +48,6 @@ def _x_all_reduce_ex_block(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, count: cut
 
 
 def all_reduce_ex_block(ctx, dest, src, count, dtype, op, acc, algo):
-    """void symm_all_reduce_ex_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op, int acc, int algo)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_all_reduce_ex_block(_ptr(ctx), _ptr(dest), _ptr(src), _u64(count), _i32(dtype), _i32(op), _i32(acc), _i32(algo))
 
 
@@ -224,10 +56,6 @@ def _x_all_reduce_ex_grid(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, count: cutl
 
 
 def all_reduce_ex_grid(ctx, dest, src, count, dtype, op, acc, algo, block, nblocks):
-    """void symm_all_reduce_ex_grid(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op, int acc, int algo, int block, int nblocks)
-
-    Grid scope: every thread of `nblocks` CTAs per PE calls it, CTA `block` doing its share (symm_device_coll.h).
-    """
     _x_all_reduce_ex_grid(_ptr(ctx), _ptr(dest), _ptr(src), _u64(count), _i32(dtype), _i32(op), _i32(acc), _i32(algo), _i32(block), _i32(nblocks))
 
 
@@ -236,10 +64,6 @@ def _x_all_reduce_grid(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, count: cutlass
 
 
 def all_reduce_grid(ctx, dest, src, count, dtype, op, block, nblocks):
-    """void symm_all_reduce_grid(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op, int block, int nblocks)
-
-    Grid scope: every thread of `nblocks` CTAs per PE calls it, CTA `block` doing its share (symm_device_coll.h).
-    """
     _x_all_reduce_grid(_ptr(ctx), _ptr(dest), _ptr(src), _u64(count), _i32(dtype), _i32(op), _i32(block), _i32(nblocks))
 
 
@@ -248,10 +72,6 @@ def _x_all_to_all_block(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, count: cutlas
 
 
 def all_to_all_block(ctx, dest, src, count, dtype):
-    """void symm_all_to_all_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_all_to_all_block(_ptr(ctx), _ptr(dest), _ptr(src), _u64(count), _i32(dtype))
 
 
@@ -260,10 +80,6 @@ def _x_all_to_all_grid(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, count: cutlass
 
 
 def all_to_all_grid(ctx, dest, src, count, dtype, block, nblocks):
-    """void symm_all_to_all_grid(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int block, int nblocks)
-
-    Grid scope: every thread of `nblocks` CTAs per PE calls it, CTA `block` doing its share (symm_device_coll.h).
-    """
     _x_all_to_all_grid(_ptr(ctx), _ptr(dest), _ptr(src), _u64(count), _i32(dtype), _i32(block), _i32(nblocks))
 
 
@@ -272,10 +88,6 @@ def _x_all_to_allv_block(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, send_counts:
 
 
 def all_to_allv_block(ctx, dest, src, send_counts, send_displs, recv_counts, recv_displs, dtype):
-    """void symm_all_to_allv_block(const symm_ctx_t * ctx, void * dest, const void * src, const uint64_t * send_counts, const uint64_t * send_displs, const uint64_t * recv_counts, const uint64_t * recv_displs, int dtype)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_all_to_allv_block(_ptr(ctx), _ptr(dest), _ptr(src), _ptr(send_counts), _ptr(send_displs), _ptr(recv_counts), _ptr(recv_displs), _i32(dtype))
 
 
@@ -284,10 +96,6 @@ def _x_all_to_allv_grid(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, send_counts: 
 
 
 def all_to_allv_grid(ctx, dest, src, send_counts, send_displs, recv_counts, recv_displs, dtype, block, nblocks):
-    """void symm_all_to_allv_grid(const symm_ctx_t * ctx, void * dest, const void * src, const uint64_t * send_counts, const uint64_t * send_displs, const uint64_t * recv_counts, const uint64_t * recv_displs, int dtype, int block, int nblocks)
-
-    Grid scope: every thread of `nblocks` CTAs per PE calls it, CTA `block` doing its share (symm_device_coll.h).
-    """
     _x_all_to_allv_grid(_ptr(ctx), _ptr(dest), _ptr(src), _ptr(send_counts), _ptr(send_displs), _ptr(recv_counts), _ptr(recv_displs), _i32(dtype), _i32(block), _i32(nblocks))
 
 
@@ -296,10 +104,6 @@ def _x_atomic_add_i32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int32, pe: cutl
 
 
 def atomic_add_i32(ctx, ptr, value, pe):
-    """void symm_atomic_add_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_add_i32(_ptr(ctx), _ptr(ptr), _i32(value), _i32(pe))
 
 
@@ -308,10 +112,6 @@ def _x_atomic_add_i64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int64, pe: cutl
 
 
 def atomic_add_i64(ctx, ptr, value, pe):
-    """void symm_atomic_add_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_add_i64(_ptr(ctx), _ptr(ptr), _i64(value), _i32(pe))
 
 
@@ -320,10 +120,6 @@ def _x_atomic_add_u32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint32, pe: cut
 
 
 def atomic_add_u32(ctx, ptr, value, pe):
-    """void symm_atomic_add_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_add_u32(_ptr(ctx), _ptr(ptr), _u32(value), _i32(pe))
 
 
@@ -332,10 +128,6 @@ def _x_atomic_add_u64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint64, pe: cut
 
 
 def atomic_add_u64(ctx, ptr, value, pe):
-    """void symm_atomic_add_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_add_u64(_ptr(ctx), _ptr(ptr), _u64(value), _i32(pe))
 
 
@@ -344,10 +136,6 @@ def _x_atomic_and_i32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int32, pe: cutl
 
 
 def atomic_and_i32(ctx, ptr, value, pe):
-    """void symm_atomic_and_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_and_i32(_ptr(ctx), _ptr(ptr), _i32(value), _i32(pe))
 
 
@@ -356,10 +144,6 @@ def _x_atomic_and_i64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int64, pe: cutl
 
 
 def atomic_and_i64(ctx, ptr, value, pe):
-    """void symm_atomic_and_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_and_i64(_ptr(ctx), _ptr(ptr), _i64(value), _i32(pe))
 
 
@@ -368,10 +152,6 @@ def _x_atomic_and_u32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint32, pe: cut
 
 
 def atomic_and_u32(ctx, ptr, value, pe):
-    """void symm_atomic_and_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_and_u32(_ptr(ctx), _ptr(ptr), _u32(value), _i32(pe))
 
 
@@ -380,10 +160,6 @@ def _x_atomic_and_u64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint64, pe: cut
 
 
 def atomic_and_u64(ctx, ptr, value, pe):
-    """void symm_atomic_and_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_and_u64(_ptr(ctx), _ptr(ptr), _u64(value), _i32(pe))
 
 
@@ -392,10 +168,6 @@ def _x_atomic_compare_swap_i32(ctx: VoidPtr, ptr: VoidPtr, cond: cutlass.Int32, 
 
 
 def atomic_compare_swap_i32(ctx, ptr, cond, value, pe):
-    """int32_t symm_atomic_compare_swap_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t cond, int32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_compare_swap_i32(_ptr(ctx), _ptr(ptr), _i32(cond), _i32(value), _i32(pe)), cutlass.Int32)
 
 
@@ -404,10 +176,6 @@ def _x_atomic_compare_swap_i64(ctx: VoidPtr, ptr: VoidPtr, cond: cutlass.Int64, 
 
 
 def atomic_compare_swap_i64(ctx, ptr, cond, value, pe):
-    """int64_t symm_atomic_compare_swap_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t cond, int64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_compare_swap_i64(_ptr(ctx), _ptr(ptr), _i64(cond), _i64(value), _i32(pe)), cutlass.Int64)
 
 
@@ -416,10 +184,6 @@ def _x_atomic_compare_swap_u32(ctx: VoidPtr, ptr: VoidPtr, cond: cutlass.Uint32,
 
 
 def atomic_compare_swap_u32(ctx, ptr, cond, value, pe):
-    """uint32_t symm_atomic_compare_swap_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t cond, uint32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_compare_swap_u32(_ptr(ctx), _ptr(ptr), _u32(cond), _u32(value), _i32(pe)), cutlass.Uint32)
 
 
@@ -428,10 +192,6 @@ def _x_atomic_compare_swap_u64(ctx: VoidPtr, ptr: VoidPtr, cond: cutlass.Uint64,
 
 
 def atomic_compare_swap_u64(ctx, ptr, cond, value, pe):
-    """uint64_t symm_atomic_compare_swap_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t cond, uint64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_compare_swap_u64(_ptr(ctx), _ptr(ptr), _u64(cond), _u64(value), _i32(pe)), cutlass.Uint64)
 
 
@@ -440,10 +200,6 @@ def _x_atomic_fetch_add_i32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int32, pe
 
 
 def atomic_fetch_add_i32(ctx, ptr, value, pe):
-    """int32_t symm_atomic_fetch_add_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_add_i32(_ptr(ctx), _ptr(ptr), _i32(value), _i32(pe)), cutlass.Int32)
 
 
@@ -452,10 +208,6 @@ def _x_atomic_fetch_add_i64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int64, pe
 
 
 def atomic_fetch_add_i64(ctx, ptr, value, pe):
-    """int64_t symm_atomic_fetch_add_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_add_i64(_ptr(ctx), _ptr(ptr), _i64(value), _i32(pe)), cutlass.Int64)
 
 
@@ -464,10 +216,6 @@ def _x_atomic_fetch_add_u32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint32, p
 
 
 def atomic_fetch_add_u32(ctx, ptr, value, pe):
-    """uint32_t symm_atomic_fetch_add_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_add_u32(_ptr(ctx), _ptr(ptr), _u32(value), _i32(pe)), cutlass.Uint32)
 
 
@@ -476,10 +224,6 @@ def _x_atomic_fetch_add_u64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint64, p
 
 
 def atomic_fetch_add_u64(ctx, ptr, value, pe):
-    """uint64_t symm_atomic_fetch_add_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_add_u64(_ptr(ctx), _ptr(ptr), _u64(value), _i32(pe)), cutlass.Uint64)
 
 
@@ -488,10 +232,6 @@ def _x_atomic_fetch_and_i32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int32, pe
 
 
 def atomic_fetch_and_i32(ctx, ptr, value, pe):
-    """int32_t symm_atomic_fetch_and_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_and_i32(_ptr(ctx), _ptr(ptr), _i32(value), _i32(pe)), cutlass.Int32)
 
 
@@ -500,10 +240,6 @@ def _x_atomic_fetch_and_i64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int64, pe
 
 
 def atomic_fetch_and_i64(ctx, ptr, value, pe):
-    """int64_t symm_atomic_fetch_and_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_and_i64(_ptr(ctx), _ptr(ptr), _i64(value), _i32(pe)), cutlass.Int64)
 
 
@@ -512,10 +248,6 @@ def _x_atomic_fetch_and_u32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint32, p
 
 
 def atomic_fetch_and_u32(ctx, ptr, value, pe):
-    """uint32_t symm_atomic_fetch_and_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_and_u32(_ptr(ctx), _ptr(ptr), _u32(value), _i32(pe)), cutlass.Uint32)
 
 
@@ -524,10 +256,6 @@ def _x_atomic_fetch_and_u64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint64, p
 
 
 def atomic_fetch_and_u64(ctx, ptr, value, pe):
-    """uint64_t symm_atomic_fetch_and_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_and_u64(_ptr(ctx), _ptr(ptr), _u64(value), _i32(pe)), cutlass.Uint64)
 
 
@@ -536,10 +264,6 @@ def _x_atomic_fetch_i32(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32) -> cutlas
 
 
 def atomic_fetch_i32(ctx, ptr, pe):
-    """int32_t symm_atomic_fetch_i32(const symm_ctx_t * ctx, const int32_t * ptr, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_i32(_ptr(ctx), _ptr(ptr), _i32(pe)), cutlass.Int32)
 
 
@@ -548,10 +272,6 @@ def _x_atomic_fetch_i64(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32) -> cutlas
 
 
 def atomic_fetch_i64(ctx, ptr, pe):
-    """int64_t symm_atomic_fetch_i64(const symm_ctx_t * ctx, const int64_t * ptr, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_i64(_ptr(ctx), _ptr(ptr), _i32(pe)), cutlass.Int64)
 
 
@@ -560,10 +280,6 @@ def _x_atomic_fetch_inc_i32(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32) -> cu
 
 
 def atomic_fetch_inc_i32(ctx, ptr, pe):
-    """int32_t symm_atomic_fetch_inc_i32(const symm_ctx_t * ctx, int32_t * ptr, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_inc_i32(_ptr(ctx), _ptr(ptr), _i32(pe)), cutlass.Int32)
 
 
@@ -572,10 +288,6 @@ def _x_atomic_fetch_inc_i64(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32) -> cu
 
 
 def atomic_fetch_inc_i64(ctx, ptr, pe):
-    """int64_t symm_atomic_fetch_inc_i64(const symm_ctx_t * ctx, int64_t * ptr, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_inc_i64(_ptr(ctx), _ptr(ptr), _i32(pe)), cutlass.Int64)
 
 
@@ -584,10 +296,6 @@ def _x_atomic_fetch_inc_u32(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32) -> cu
 
 
 def atomic_fetch_inc_u32(ctx, ptr, pe):
-    """uint32_t symm_atomic_fetch_inc_u32(const symm_ctx_t * ctx, uint32_t * ptr, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_inc_u32(_ptr(ctx), _ptr(ptr), _i32(pe)), cutlass.Uint32)
 
 
@@ -596,10 +304,6 @@ def _x_atomic_fetch_inc_u64(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32) -> cu
 
 
 def atomic_fetch_inc_u64(ctx, ptr, pe):
-    """uint64_t symm_atomic_fetch_inc_u64(const symm_ctx_t * ctx, uint64_t * ptr, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_inc_u64(_ptr(ctx), _ptr(ptr), _i32(pe)), cutlass.Uint64)
 
 
@@ -608,10 +312,6 @@ def _x_atomic_fetch_or_i32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int32, pe:
 
 
 def atomic_fetch_or_i32(ctx, ptr, value, pe):
-    """int32_t symm_atomic_fetch_or_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_or_i32(_ptr(ctx), _ptr(ptr), _i32(value), _i32(pe)), cutlass.Int32)
 
 
@@ -620,10 +320,6 @@ def _x_atomic_fetch_or_i64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int64, pe:
 
 
 def atomic_fetch_or_i64(ctx, ptr, value, pe):
-    """int64_t symm_atomic_fetch_or_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_or_i64(_ptr(ctx), _ptr(ptr), _i64(value), _i32(pe)), cutlass.Int64)
 
 
@@ -632,10 +328,6 @@ def _x_atomic_fetch_or_u32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint32, pe
 
 
 def atomic_fetch_or_u32(ctx, ptr, value, pe):
-    """uint32_t symm_atomic_fetch_or_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_or_u32(_ptr(ctx), _ptr(ptr), _u32(value), _i32(pe)), cutlass.Uint32)
 
 
@@ -644,10 +336,6 @@ def _x_atomic_fetch_or_u64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint64, pe
 
 
 def atomic_fetch_or_u64(ctx, ptr, value, pe):
-    """uint64_t symm_atomic_fetch_or_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_or_u64(_ptr(ctx), _ptr(ptr), _u64(value), _i32(pe)), cutlass.Uint64)
 
 
@@ -656,10 +344,6 @@ def _x_atomic_fetch_u32(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32) -> cutlas
 
 
 def atomic_fetch_u32(ctx, ptr, pe):
-    """uint32_t symm_atomic_fetch_u32(const symm_ctx_t * ctx, const uint32_t * ptr, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_u32(_ptr(ctx), _ptr(ptr), _i32(pe)), cutlass.Uint32)
 
 
@@ -668,10 +352,6 @@ def _x_atomic_fetch_u64(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32) -> cutlas
 
 
 def atomic_fetch_u64(ctx, ptr, pe):
-    """uint64_t symm_atomic_fetch_u64(const symm_ctx_t * ctx, const uint64_t * ptr, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_u64(_ptr(ctx), _ptr(ptr), _i32(pe)), cutlass.Uint64)
 
 
@@ -680,10 +360,6 @@ def _x_atomic_fetch_xor_i32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int32, pe
 
 
 def atomic_fetch_xor_i32(ctx, ptr, value, pe):
-    """int32_t symm_atomic_fetch_xor_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_xor_i32(_ptr(ctx), _ptr(ptr), _i32(value), _i32(pe)), cutlass.Int32)
 
 
@@ -692,10 +368,6 @@ def _x_atomic_fetch_xor_i64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int64, pe
 
 
 def atomic_fetch_xor_i64(ctx, ptr, value, pe):
-    """int64_t symm_atomic_fetch_xor_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_xor_i64(_ptr(ctx), _ptr(ptr), _i64(value), _i32(pe)), cutlass.Int64)
 
 
@@ -704,10 +376,6 @@ def _x_atomic_fetch_xor_u32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint32, p
 
 
 def atomic_fetch_xor_u32(ctx, ptr, value, pe):
-    """uint32_t symm_atomic_fetch_xor_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_xor_u32(_ptr(ctx), _ptr(ptr), _u32(value), _i32(pe)), cutlass.Uint32)
 
 
@@ -716,10 +384,6 @@ def _x_atomic_fetch_xor_u64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint64, p
 
 
 def atomic_fetch_xor_u64(ctx, ptr, value, pe):
-    """uint64_t symm_atomic_fetch_xor_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_fetch_xor_u64(_ptr(ctx), _ptr(ptr), _u64(value), _i32(pe)), cutlass.Uint64)
 
 
@@ -728,10 +392,6 @@ def _x_atomic_inc_i32(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32) -> None: ..
 
 
 def atomic_inc_i32(ctx, ptr, pe):
-    """void symm_atomic_inc_i32(const symm_ctx_t * ctx, int32_t * ptr, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_inc_i32(_ptr(ctx), _ptr(ptr), _i32(pe))
 
 
@@ -740,10 +400,6 @@ def _x_atomic_inc_i64(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32) -> None: ..
 
 
 def atomic_inc_i64(ctx, ptr, pe):
-    """void symm_atomic_inc_i64(const symm_ctx_t * ctx, int64_t * ptr, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_inc_i64(_ptr(ctx), _ptr(ptr), _i32(pe))
 
 
@@ -752,10 +408,6 @@ def _x_atomic_inc_u32(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32) -> None: ..
 
 
 def atomic_inc_u32(ctx, ptr, pe):
-    """void symm_atomic_inc_u32(const symm_ctx_t * ctx, uint32_t * ptr, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_inc_u32(_ptr(ctx), _ptr(ptr), _i32(pe))
 
 
@@ -764,10 +416,6 @@ def _x_atomic_inc_u64(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32) -> None: ..
 
 
 def atomic_inc_u64(ctx, ptr, pe):
-    """void symm_atomic_inc_u64(const symm_ctx_t * ctx, uint64_t * ptr, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_inc_u64(_ptr(ctx), _ptr(ptr), _i32(pe))
 
 
@@ -776,10 +424,6 @@ def _x_atomic_or_i32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int32, pe: cutla
 
 
 def atomic_or_i32(ctx, ptr, value, pe):
-    """void symm_atomic_or_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_or_i32(_ptr(ctx), _ptr(ptr), _i32(value), _i32(pe))
 
 
@@ -788,10 +432,6 @@ def _x_atomic_or_i64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int64, pe: cutla
 
 
 def atomic_or_i64(ctx, ptr, value, pe):
-    """void symm_atomic_or_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_or_i64(_ptr(ctx), _ptr(ptr), _i64(value), _i32(pe))
 
 
@@ -800,10 +440,6 @@ def _x_atomic_or_u32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint32, pe: cutl
 
 
 def atomic_or_u32(ctx, ptr, value, pe):
-    """void symm_atomic_or_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_or_u32(_ptr(ctx), _ptr(ptr), _u32(value), _i32(pe))
 
 
@@ -812,10 +448,6 @@ def _x_atomic_or_u64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint64, pe: cutl
 
 
 def atomic_or_u64(ctx, ptr, value, pe):
-    """void symm_atomic_or_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_or_u64(_ptr(ctx), _ptr(ptr), _u64(value), _i32(pe))
 
 
@@ -824,10 +456,6 @@ def _x_atomic_set_i32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int32, pe: cutl
 
 
 def atomic_set_i32(ctx, ptr, value, pe):
-    """void symm_atomic_set_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_set_i32(_ptr(ctx), _ptr(ptr), _i32(value), _i32(pe))
 
 
@@ -836,10 +464,6 @@ def _x_atomic_set_i64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int64, pe: cutl
 
 
 def atomic_set_i64(ctx, ptr, value, pe):
-    """void symm_atomic_set_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_set_i64(_ptr(ctx), _ptr(ptr), _i64(value), _i32(pe))
 
 
@@ -848,10 +472,6 @@ def _x_atomic_set_u32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint32, pe: cut
 
 
 def atomic_set_u32(ctx, ptr, value, pe):
-    """void symm_atomic_set_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_set_u32(_ptr(ctx), _ptr(ptr), _u32(value), _i32(pe))
 
 
@@ -860,10 +480,6 @@ def _x_atomic_set_u64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint64, pe: cut
 
 
 def atomic_set_u64(ctx, ptr, value, pe):
-    """void symm_atomic_set_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_set_u64(_ptr(ctx), _ptr(ptr), _u64(value), _i32(pe))
 
 
@@ -872,10 +488,6 @@ def _x_atomic_swap_i32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int32, pe: cut
 
 
 def atomic_swap_i32(ctx, ptr, value, pe):
-    """int32_t symm_atomic_swap_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_swap_i32(_ptr(ctx), _ptr(ptr), _i32(value), _i32(pe)), cutlass.Int32)
 
 
@@ -884,10 +496,6 @@ def _x_atomic_swap_i64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int64, pe: cut
 
 
 def atomic_swap_i64(ctx, ptr, value, pe):
-    """int64_t symm_atomic_swap_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_swap_i64(_ptr(ctx), _ptr(ptr), _i64(value), _i32(pe)), cutlass.Int64)
 
 
@@ -896,10 +504,6 @@ def _x_atomic_swap_u32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint32, pe: cu
 
 
 def atomic_swap_u32(ctx, ptr, value, pe):
-    """uint32_t symm_atomic_swap_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_swap_u32(_ptr(ctx), _ptr(ptr), _u32(value), _i32(pe)), cutlass.Uint32)
 
 
@@ -908,10 +512,6 @@ def _x_atomic_swap_u64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint64, pe: cu
 
 
 def atomic_swap_u64(ctx, ptr, value, pe):
-    """uint64_t symm_atomic_swap_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_atomic_swap_u64(_ptr(ctx), _ptr(ptr), _u64(value), _i32(pe)), cutlass.Uint64)
 
 
@@ -920,10 +520,6 @@ def _x_atomic_xor_i32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int32, pe: cutl
 
 
 def atomic_xor_i32(ctx, ptr, value, pe):
-    """void symm_atomic_xor_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_xor_i32(_ptr(ctx), _ptr(ptr), _i32(value), _i32(pe))
 
 
@@ -932,10 +528,6 @@ def _x_atomic_xor_i64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int64, pe: cutl
 
 
 def atomic_xor_i64(ctx, ptr, value, pe):
-    """void symm_atomic_xor_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_xor_i64(_ptr(ctx), _ptr(ptr), _i64(value), _i32(pe))
 
 
@@ -944,10 +536,6 @@ def _x_atomic_xor_u32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint32, pe: cut
 
 
 def atomic_xor_u32(ctx, ptr, value, pe):
-    """void symm_atomic_xor_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_xor_u32(_ptr(ctx), _ptr(ptr), _u32(value), _i32(pe))
 
 
@@ -956,10 +544,6 @@ def _x_atomic_xor_u64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint64, pe: cut
 
 
 def atomic_xor_u64(ctx, ptr, value, pe):
-    """void symm_atomic_xor_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_atomic_xor_u64(_ptr(ctx), _ptr(ptr), _u64(value), _i32(pe))
 
 
@@ -968,10 +552,6 @@ def _x_barrier(ctx: VoidPtr) -> None: ...
 
 
 def barrier(ctx):
-    """void symm_barrier(const symm_ctx_t * ctx)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_barrier(_ptr(ctx))
 
 
@@ -980,10 +560,6 @@ def _x_barrier_block(ctx: VoidPtr) -> None: ...
 
 
 def barrier_block(ctx):
-    """void symm_barrier_block(const symm_ctx_t * ctx)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_barrier_block(_ptr(ctx))
 
 
@@ -992,10 +568,6 @@ def _x_barrier_warp(ctx: VoidPtr) -> None: ...
 
 
 def barrier_warp(ctx):
-    """void symm_barrier_warp(const symm_ctx_t * ctx)
-
-    Warp scope: all 32 lanes of the warp call it together, with the same arguments.
-    """
     _x_barrier_warp(_ptr(ctx))
 
 
@@ -1004,10 +576,6 @@ def _x_broadcast_block(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, count: cutlass
 
 
 def broadcast_block(ctx, dest, src, count, dtype, root):
-    """void symm_broadcast_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int root)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_broadcast_block(_ptr(ctx), _ptr(dest), _ptr(src), _u64(count), _i32(dtype), _i32(root))
 
 
@@ -1016,10 +584,6 @@ def _x_broadcast_grid(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, count: cutlass.
 
 
 def broadcast_grid(ctx, dest, src, count, dtype, root, block, nblocks):
-    """void symm_broadcast_grid(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int root, int block, int nblocks)
-
-    Grid scope: every thread of `nblocks` CTAs per PE calls it, CTA `block` doing its share (symm_device_coll.h).
-    """
     _x_broadcast_grid(_ptr(ctx), _ptr(dest), _ptr(src), _u64(count), _i32(dtype), _i32(root), _i32(block), _i32(nblocks))
 
 
@@ -1028,10 +592,6 @@ def _x_coll_barrier_block(ctx: VoidPtr) -> None: ...
 
 
 def coll_barrier_block(ctx):
-    """void symm_coll_barrier_block(const symm_ctx_t * ctx)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_coll_barrier_block(_ptr(ctx))
 
 
@@ -1040,10 +600,6 @@ def _x_coll_barrier_grid(ctx: VoidPtr, block: cutlass.Int32, nblocks: cutlass.In
 
 
 def coll_barrier_grid(ctx, block, nblocks):
-    """void symm_coll_barrier_grid(const symm_ctx_t * ctx, int block, int nblocks)
-
-    Grid scope: every thread of `nblocks` CTAs per PE calls it, CTA `block` doing its share (symm_device_coll.h).
-    """
     _x_coll_barrier_grid(_ptr(ctx), _i32(block), _i32(nblocks))
 
 
@@ -1052,10 +608,6 @@ def _x_ctx_my_pe(ctx: VoidPtr) -> cutlass.Int32: ...
 
 
 def ctx_my_pe(ctx):
-    """int symm_ctx_my_pe(const symm_ctx_t * ctx)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_ctx_my_pe(_ptr(ctx)), cutlass.Int32)
 
 
@@ -1064,10 +616,6 @@ def _x_ctx_n_pes(ctx: VoidPtr) -> cutlass.Int32: ...
 
 
 def ctx_n_pes(ctx):
-    """int symm_ctx_n_pes(const symm_ctx_t * ctx)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_ctx_n_pes(_ptr(ctx)), cutlass.Int32)
 
 
@@ -1076,10 +624,6 @@ def _x_ctx_ptr(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32) -> VoidPtr: ...
 
 
 def ctx_ptr(ctx, ptr, pe):
-    """void * symm_ctx_ptr(const symm_ctx_t * ctx, const void * ptr, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_ctx_ptr(_ptr(ctx), _ptr(ptr), _i32(pe)), None)
 
 
@@ -1088,10 +632,6 @@ def _x_fence(ctx: VoidPtr) -> None: ...
 
 
 def fence(ctx):
-    """void symm_fence(const symm_ctx_t * ctx)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_fence(_ptr(ctx))
 
 
@@ -1100,10 +640,6 @@ def _x_fence_block(ctx: VoidPtr) -> None: ...
 
 
 def fence_block(ctx):
-    """void symm_fence_block(const symm_ctx_t * ctx)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_fence_block(_ptr(ctx))
 
 
@@ -1112,10 +648,6 @@ def _x_fence_warp(ctx: VoidPtr) -> None: ...
 
 
 def fence_warp(ctx):
-    """void symm_fence_warp(const symm_ctx_t * ctx)
-
-    Warp scope: all 32 lanes of the warp call it together, with the same arguments.
-    """
     _x_fence_warp(_ptr(ctx))
 
 
@@ -1124,10 +656,6 @@ def _x_g_f32(ctx: VoidPtr, src: VoidPtr, pe: cutlass.Int32) -> cutlass.Float32: 
 
 
 def g_f32(ctx, src, pe):
-    """float symm_g_f32(const symm_ctx_t * ctx, const float * src, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_g_f32(_ptr(ctx), _ptr(src), _i32(pe)), cutlass.Float32)
 
 
@@ -1136,10 +664,6 @@ def _x_g_f64(ctx: VoidPtr, src: VoidPtr, pe: cutlass.Int32) -> cutlass.Float64: 
 
 
 def g_f64(ctx, src, pe):
-    """double symm_g_f64(const symm_ctx_t * ctx, const double * src, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_g_f64(_ptr(ctx), _ptr(src), _i32(pe)), cutlass.Float64)
 
 
@@ -1148,10 +672,6 @@ def _x_g_i16(ctx: VoidPtr, src: VoidPtr, pe: cutlass.Int32) -> cutlass.Int16: ..
 
 
 def g_i16(ctx, src, pe):
-    """int16_t symm_g_i16(const symm_ctx_t * ctx, const int16_t * src, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_g_i16(_ptr(ctx), _ptr(src), _i32(pe)), cutlass.Int16)
 
 
@@ -1160,10 +680,6 @@ def _x_g_i32(ctx: VoidPtr, src: VoidPtr, pe: cutlass.Int32) -> cutlass.Int32: ..
 
 
 def g_i32(ctx, src, pe):
-    """int32_t symm_g_i32(const symm_ctx_t * ctx, const int32_t * src, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_g_i32(_ptr(ctx), _ptr(src), _i32(pe)), cutlass.Int32)
 
 
@@ -1172,10 +688,6 @@ def _x_g_i64(ctx: VoidPtr, src: VoidPtr, pe: cutlass.Int32) -> cutlass.Int64: ..
 
 
 def g_i64(ctx, src, pe):
-    """int64_t symm_g_i64(const symm_ctx_t * ctx, const int64_t * src, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_g_i64(_ptr(ctx), _ptr(src), _i32(pe)), cutlass.Int64)
 
 
@@ -1184,10 +696,6 @@ def _x_g_i8(ctx: VoidPtr, src: VoidPtr, pe: cutlass.Int32) -> cutlass.Int8: ...
 
 
 def g_i8(ctx, src, pe):
-    """int8_t symm_g_i8(const symm_ctx_t * ctx, const int8_t * src, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_g_i8(_ptr(ctx), _ptr(src), _i32(pe)), cutlass.Int8)
 
 
@@ -1196,10 +704,6 @@ def _x_g_u16(ctx: VoidPtr, src: VoidPtr, pe: cutlass.Int32) -> cutlass.Uint16: .
 
 
 def g_u16(ctx, src, pe):
-    """uint16_t symm_g_u16(const symm_ctx_t * ctx, const uint16_t * src, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_g_u16(_ptr(ctx), _ptr(src), _i32(pe)), cutlass.Uint16)
 
 
@@ -1208,10 +712,6 @@ def _x_g_u32(ctx: VoidPtr, src: VoidPtr, pe: cutlass.Int32) -> cutlass.Uint32: .
 
 
 def g_u32(ctx, src, pe):
-    """uint32_t symm_g_u32(const symm_ctx_t * ctx, const uint32_t * src, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_g_u32(_ptr(ctx), _ptr(src), _i32(pe)), cutlass.Uint32)
 
 
@@ -1220,10 +720,6 @@ def _x_g_u64(ctx: VoidPtr, src: VoidPtr, pe: cutlass.Int32) -> cutlass.Uint64: .
 
 
 def g_u64(ctx, src, pe):
-    """uint64_t symm_g_u64(const symm_ctx_t * ctx, const uint64_t * src, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_g_u64(_ptr(ctx), _ptr(src), _i32(pe)), cutlass.Uint64)
 
 
@@ -1232,10 +728,6 @@ def _x_g_u8(ctx: VoidPtr, src: VoidPtr, pe: cutlass.Int32) -> cutlass.Uint8: ...
 
 
 def g_u8(ctx, src, pe):
-    """uint8_t symm_g_u8(const symm_ctx_t * ctx, const uint8_t * src, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_g_u8(_ptr(ctx), _ptr(src), _i32(pe)), cutlass.Uint8)
 
 
@@ -1244,10 +736,6 @@ def _x_get(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlass.Uint64, pe
 
 
 def get(ctx, dest, src, nbytes, pe):
-    """void symm_get(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_get(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _i32(pe))
 
 
@@ -1256,10 +744,6 @@ def _x_get_block(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlass.Uint
 
 
 def get_block(ctx, dest, src, nbytes, pe):
-    """void symm_get_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_get_block(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _i32(pe))
 
 
@@ -1268,10 +752,6 @@ def _x_get_block_nbi(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlass.
 
 
 def get_block_nbi(ctx, dest, src, nbytes, pe):
-    """void symm_get_block_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_get_block_nbi(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _i32(pe))
 
 
@@ -1280,10 +760,6 @@ def _x_get_nbi(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlass.Uint64
 
 
 def get_nbi(ctx, dest, src, nbytes, pe):
-    """void symm_get_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_get_nbi(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _i32(pe))
 
 
@@ -1292,10 +768,6 @@ def _x_get_warp(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlass.Uint6
 
 
 def get_warp(ctx, dest, src, nbytes, pe):
-    """void symm_get_warp(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Warp scope: all 32 lanes of the warp call it together, with the same arguments.
-    """
     _x_get_warp(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _i32(pe))
 
 
@@ -1304,10 +776,6 @@ def _x_get_warp_nbi(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlass.U
 
 
 def get_warp_nbi(ctx, dest, src, nbytes, pe):
-    """void symm_get_warp_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Warp scope: all 32 lanes of the warp call it together, with the same arguments.
-    """
     _x_get_warp_nbi(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _i32(pe))
 
 
@@ -1316,10 +784,6 @@ def _x_ld_f32(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32, sem: cutlass.Int32,
 
 
 def ld_f32(ctx, ptr, pe, sem, scope):
-    """float symm_ld_f32(const symm_ctx_t * ctx, const float * ptr, int pe, int sem, int scope)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_ld_f32(_ptr(ctx), _ptr(ptr), _i32(pe), _i32(sem), _i32(scope)), cutlass.Float32)
 
 
@@ -1328,10 +792,6 @@ def _x_ld_f64(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32, sem: cutlass.Int32,
 
 
 def ld_f64(ctx, ptr, pe, sem, scope):
-    """double symm_ld_f64(const symm_ctx_t * ctx, const double * ptr, int pe, int sem, int scope)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_ld_f64(_ptr(ctx), _ptr(ptr), _i32(pe), _i32(sem), _i32(scope)), cutlass.Float64)
 
 
@@ -1340,10 +800,6 @@ def _x_ld_i32(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32, sem: cutlass.Int32,
 
 
 def ld_i32(ctx, ptr, pe, sem, scope):
-    """int32_t symm_ld_i32(const symm_ctx_t * ctx, const int32_t * ptr, int pe, int sem, int scope)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_ld_i32(_ptr(ctx), _ptr(ptr), _i32(pe), _i32(sem), _i32(scope)), cutlass.Int32)
 
 
@@ -1352,10 +808,6 @@ def _x_ld_i64(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32, sem: cutlass.Int32,
 
 
 def ld_i64(ctx, ptr, pe, sem, scope):
-    """int64_t symm_ld_i64(const symm_ctx_t * ctx, const int64_t * ptr, int pe, int sem, int scope)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_ld_i64(_ptr(ctx), _ptr(ptr), _i32(pe), _i32(sem), _i32(scope)), cutlass.Int64)
 
 
@@ -1364,10 +816,6 @@ def _x_ld_u32(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32, sem: cutlass.Int32,
 
 
 def ld_u32(ctx, ptr, pe, sem, scope):
-    """uint32_t symm_ld_u32(const symm_ctx_t * ctx, const uint32_t * ptr, int pe, int sem, int scope)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_ld_u32(_ptr(ctx), _ptr(ptr), _i32(pe), _i32(sem), _i32(scope)), cutlass.Uint32)
 
 
@@ -1376,10 +824,6 @@ def _x_ld_u64(ctx: VoidPtr, ptr: VoidPtr, pe: cutlass.Int32, sem: cutlass.Int32,
 
 
 def ld_u64(ctx, ptr, pe, sem, scope):
-    """uint64_t symm_ld_u64(const symm_ctx_t * ctx, const uint64_t * ptr, int pe, int sem, int scope)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_ld_u64(_ptr(ctx), _ptr(ptr), _i32(pe), _i32(sem), _i32(scope)), cutlass.Uint64)
 
 
@@ -1388,10 +832,6 @@ def _x_p_f32(ctx: VoidPtr, dest: VoidPtr, value: cutlass.Float32, pe: cutlass.In
 
 
 def p_f32(ctx, dest, value, pe):
-    """void symm_p_f32(const symm_ctx_t * ctx, float * dest, float value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_p_f32(_ptr(ctx), _ptr(dest), _f32(value), _i32(pe))
 
 
@@ -1400,10 +840,6 @@ def _x_p_f64(ctx: VoidPtr, dest: VoidPtr, value: cutlass.Float64, pe: cutlass.In
 
 
 def p_f64(ctx, dest, value, pe):
-    """void symm_p_f64(const symm_ctx_t * ctx, double * dest, double value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_p_f64(_ptr(ctx), _ptr(dest), _f64(value), _i32(pe))
 
 
@@ -1412,10 +848,6 @@ def _x_p_i16(ctx: VoidPtr, dest: VoidPtr, value: cutlass.Int16, pe: cutlass.Int3
 
 
 def p_i16(ctx, dest, value, pe):
-    """void symm_p_i16(const symm_ctx_t * ctx, int16_t * dest, int16_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_p_i16(_ptr(ctx), _ptr(dest), _i16(value), _i32(pe))
 
 
@@ -1424,10 +856,6 @@ def _x_p_i32(ctx: VoidPtr, dest: VoidPtr, value: cutlass.Int32, pe: cutlass.Int3
 
 
 def p_i32(ctx, dest, value, pe):
-    """void symm_p_i32(const symm_ctx_t * ctx, int32_t * dest, int32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_p_i32(_ptr(ctx), _ptr(dest), _i32(value), _i32(pe))
 
 
@@ -1436,10 +864,6 @@ def _x_p_i64(ctx: VoidPtr, dest: VoidPtr, value: cutlass.Int64, pe: cutlass.Int3
 
 
 def p_i64(ctx, dest, value, pe):
-    """void symm_p_i64(const symm_ctx_t * ctx, int64_t * dest, int64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_p_i64(_ptr(ctx), _ptr(dest), _i64(value), _i32(pe))
 
 
@@ -1448,10 +872,6 @@ def _x_p_i8(ctx: VoidPtr, dest: VoidPtr, value: cutlass.Int8, pe: cutlass.Int32)
 
 
 def p_i8(ctx, dest, value, pe):
-    """void symm_p_i8(const symm_ctx_t * ctx, int8_t * dest, int8_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_p_i8(_ptr(ctx), _ptr(dest), _i8(value), _i32(pe))
 
 
@@ -1460,10 +880,6 @@ def _x_p_u16(ctx: VoidPtr, dest: VoidPtr, value: cutlass.Uint16, pe: cutlass.Int
 
 
 def p_u16(ctx, dest, value, pe):
-    """void symm_p_u16(const symm_ctx_t * ctx, uint16_t * dest, uint16_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_p_u16(_ptr(ctx), _ptr(dest), _u16(value), _i32(pe))
 
 
@@ -1472,10 +888,6 @@ def _x_p_u32(ctx: VoidPtr, dest: VoidPtr, value: cutlass.Uint32, pe: cutlass.Int
 
 
 def p_u32(ctx, dest, value, pe):
-    """void symm_p_u32(const symm_ctx_t * ctx, uint32_t * dest, uint32_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_p_u32(_ptr(ctx), _ptr(dest), _u32(value), _i32(pe))
 
 
@@ -1484,10 +896,6 @@ def _x_p_u64(ctx: VoidPtr, dest: VoidPtr, value: cutlass.Uint64, pe: cutlass.Int
 
 
 def p_u64(ctx, dest, value, pe):
-    """void symm_p_u64(const symm_ctx_t * ctx, uint64_t * dest, uint64_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_p_u64(_ptr(ctx), _ptr(dest), _u64(value), _i32(pe))
 
 
@@ -1496,10 +904,6 @@ def _x_p_u8(ctx: VoidPtr, dest: VoidPtr, value: cutlass.Uint8, pe: cutlass.Int32
 
 
 def p_u8(ctx, dest, value, pe):
-    """void symm_p_u8(const symm_ctx_t * ctx, uint8_t * dest, uint8_t value, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_p_u8(_ptr(ctx), _ptr(dest), _u8(value), _i32(pe))
 
 
@@ -1508,10 +912,6 @@ def _x_pkt_wait(ctx: VoidPtr, pkt: VoidPtr, dest: VoidPtr, nbytes: cutlass.Uint6
 
 
 def pkt_wait(ctx, pkt, dest, nbytes, flag):
-    """void symm_pkt_wait(const symm_ctx_t * ctx, const void * pkt, void * dest, size_t nbytes, uint32_t flag)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_pkt_wait(_ptr(ctx), _ptr(pkt), _ptr(dest), _u64(nbytes), _u32(flag))
 
 
@@ -1520,10 +920,6 @@ def _x_pkt_wait_block(ctx: VoidPtr, pkt: VoidPtr, dest: VoidPtr, nbytes: cutlass
 
 
 def pkt_wait_block(ctx, pkt, dest, nbytes, flag):
-    """void symm_pkt_wait_block(const symm_ctx_t * ctx, const void * pkt, void * dest, size_t nbytes, uint32_t flag)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_pkt_wait_block(_ptr(ctx), _ptr(pkt), _ptr(dest), _u64(nbytes), _u32(flag))
 
 
@@ -1532,10 +928,6 @@ def _x_pkt_wait_warp(ctx: VoidPtr, pkt: VoidPtr, dest: VoidPtr, nbytes: cutlass.
 
 
 def pkt_wait_warp(ctx, pkt, dest, nbytes, flag):
-    """void symm_pkt_wait_warp(const symm_ctx_t * ctx, const void * pkt, void * dest, size_t nbytes, uint32_t flag)
-
-    Warp scope: all 32 lanes of the warp call it together, with the same arguments.
-    """
     _x_pkt_wait_warp(_ptr(ctx), _ptr(pkt), _ptr(dest), _u64(nbytes), _u32(flag))
 
 
@@ -1544,10 +936,6 @@ def _x_put(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlass.Uint64, pe
 
 
 def put(ctx, dest, src, nbytes, pe):
-    """void symm_put(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_put(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _i32(pe))
 
 
@@ -1556,10 +944,6 @@ def _x_put_block(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlass.Uint
 
 
 def put_block(ctx, dest, src, nbytes, pe):
-    """void symm_put_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_put_block(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _i32(pe))
 
 
@@ -1568,10 +952,6 @@ def _x_put_block_nbi(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlass.
 
 
 def put_block_nbi(ctx, dest, src, nbytes, pe):
-    """void symm_put_block_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_put_block_nbi(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _i32(pe))
 
 
@@ -1580,10 +960,6 @@ def _x_put_nbi(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlass.Uint64
 
 
 def put_nbi(ctx, dest, src, nbytes, pe):
-    """void symm_put_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_put_nbi(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _i32(pe))
 
 
@@ -1592,10 +968,6 @@ def _x_put_pkt(ctx: VoidPtr, pkt: VoidPtr, src: VoidPtr, nbytes: cutlass.Uint64,
 
 
 def put_pkt(ctx, pkt, src, nbytes, flag, pe):
-    """void symm_put_pkt(const symm_ctx_t * ctx, void * pkt, const void * src, size_t nbytes, uint32_t flag, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_put_pkt(_ptr(ctx), _ptr(pkt), _ptr(src), _u64(nbytes), _u32(flag), _i32(pe))
 
 
@@ -1604,10 +976,6 @@ def _x_put_pkt_block(ctx: VoidPtr, pkt: VoidPtr, src: VoidPtr, nbytes: cutlass.U
 
 
 def put_pkt_block(ctx, pkt, src, nbytes, flag, pe):
-    """void symm_put_pkt_block(const symm_ctx_t * ctx, void * pkt, const void * src, size_t nbytes, uint32_t flag, int pe)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_put_pkt_block(_ptr(ctx), _ptr(pkt), _ptr(src), _u64(nbytes), _u32(flag), _i32(pe))
 
 
@@ -1616,10 +984,6 @@ def _x_put_pkt_warp(ctx: VoidPtr, pkt: VoidPtr, src: VoidPtr, nbytes: cutlass.Ui
 
 
 def put_pkt_warp(ctx, pkt, src, nbytes, flag, pe):
-    """void symm_put_pkt_warp(const symm_ctx_t * ctx, void * pkt, const void * src, size_t nbytes, uint32_t flag, int pe)
-
-    Warp scope: all 32 lanes of the warp call it together, with the same arguments.
-    """
     _x_put_pkt_warp(_ptr(ctx), _ptr(pkt), _ptr(src), _u64(nbytes), _u32(flag), _i32(pe))
 
 
@@ -1628,10 +992,6 @@ def _x_put_signal(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlass.Uin
 
 
 def put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
-    """void symm_put_signal(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, uint64_t * sig, uint64_t signal, int sig_op, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_put_signal(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _ptr(sig), _u64(signal), _i32(sig_op), _i32(pe))
 
 
@@ -1640,10 +1000,6 @@ def _x_put_signal_block(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutla
 
 
 def put_signal_block(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
-    """void symm_put_signal_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, uint64_t * sig, uint64_t signal, int sig_op, int pe)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_put_signal_block(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _ptr(sig), _u64(signal), _i32(sig_op), _i32(pe))
 
 
@@ -1652,10 +1008,6 @@ def _x_put_signal_block_nbi(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: c
 
 
 def put_signal_block_nbi(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
-    """void symm_put_signal_block_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, uint64_t * sig, uint64_t signal, int sig_op, int pe)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_put_signal_block_nbi(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _ptr(sig), _u64(signal), _i32(sig_op), _i32(pe))
 
 
@@ -1664,10 +1016,6 @@ def _x_put_signal_nbi(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlass
 
 
 def put_signal_nbi(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
-    """void symm_put_signal_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, uint64_t * sig, uint64_t signal, int sig_op, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_put_signal_nbi(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _ptr(sig), _u64(signal), _i32(sig_op), _i32(pe))
 
 
@@ -1676,10 +1024,6 @@ def _x_put_signal_warp(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlas
 
 
 def put_signal_warp(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
-    """void symm_put_signal_warp(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, uint64_t * sig, uint64_t signal, int sig_op, int pe)
-
-    Warp scope: all 32 lanes of the warp call it together, with the same arguments.
-    """
     _x_put_signal_warp(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _ptr(sig), _u64(signal), _i32(sig_op), _i32(pe))
 
 
@@ -1688,10 +1032,6 @@ def _x_put_signal_warp_nbi(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cu
 
 
 def put_signal_warp_nbi(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
-    """void symm_put_signal_warp_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, uint64_t * sig, uint64_t signal, int sig_op, int pe)
-
-    Warp scope: all 32 lanes of the warp call it together, with the same arguments.
-    """
     _x_put_signal_warp_nbi(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _ptr(sig), _u64(signal), _i32(sig_op), _i32(pe))
 
 
@@ -1700,10 +1040,6 @@ def _x_put_warp(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlass.Uint6
 
 
 def put_warp(ctx, dest, src, nbytes, pe):
-    """void symm_put_warp(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Warp scope: all 32 lanes of the warp call it together, with the same arguments.
-    """
     _x_put_warp(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _i32(pe))
 
 
@@ -1712,10 +1048,6 @@ def _x_put_warp_nbi(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, nbytes: cutlass.U
 
 
 def put_warp_nbi(ctx, dest, src, nbytes, pe):
-    """void symm_put_warp_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Warp scope: all 32 lanes of the warp call it together, with the same arguments.
-    """
     _x_put_warp_nbi(_ptr(ctx), _ptr(dest), _ptr(src), _u64(nbytes), _i32(pe))
 
 
@@ -1724,10 +1056,6 @@ def _x_quiet(ctx: VoidPtr) -> None: ...
 
 
 def quiet(ctx):
-    """void symm_quiet(const symm_ctx_t * ctx)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_quiet(_ptr(ctx))
 
 
@@ -1736,10 +1064,6 @@ def _x_quiet_block(ctx: VoidPtr) -> None: ...
 
 
 def quiet_block(ctx):
-    """void symm_quiet_block(const symm_ctx_t * ctx)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_quiet_block(_ptr(ctx))
 
 
@@ -1748,10 +1072,6 @@ def _x_quiet_warp(ctx: VoidPtr) -> None: ...
 
 
 def quiet_warp(ctx):
-    """void symm_quiet_warp(const symm_ctx_t * ctx)
-
-    Warp scope: all 32 lanes of the warp call it together, with the same arguments.
-    """
     _x_quiet_warp(_ptr(ctx))
 
 
@@ -1760,10 +1080,6 @@ def _x_reduce_scatter_block(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, count: cu
 
 
 def reduce_scatter_block(ctx, dest, src, count, dtype, op):
-    """void symm_reduce_scatter_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_reduce_scatter_block(_ptr(ctx), _ptr(dest), _ptr(src), _u64(count), _i32(dtype), _i32(op))
 
 
@@ -1772,10 +1088,6 @@ def _x_reduce_scatter_ex_block(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, count:
 
 
 def reduce_scatter_ex_block(ctx, dest, src, count, dtype, op, acc, algo):
-    """void symm_reduce_scatter_ex_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op, int acc, int algo)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_reduce_scatter_ex_block(_ptr(ctx), _ptr(dest), _ptr(src), _u64(count), _i32(dtype), _i32(op), _i32(acc), _i32(algo))
 
 
@@ -1784,10 +1096,6 @@ def _x_reduce_scatter_ex_grid(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, count: 
 
 
 def reduce_scatter_ex_grid(ctx, dest, src, count, dtype, op, acc, algo, block, nblocks):
-    """void symm_reduce_scatter_ex_grid(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op, int acc, int algo, int block, int nblocks)
-
-    Grid scope: every thread of `nblocks` CTAs per PE calls it, CTA `block` doing its share (symm_device_coll.h).
-    """
     _x_reduce_scatter_ex_grid(_ptr(ctx), _ptr(dest), _ptr(src), _u64(count), _i32(dtype), _i32(op), _i32(acc), _i32(algo), _i32(block), _i32(nblocks))
 
 
@@ -1796,10 +1104,6 @@ def _x_reduce_scatter_grid(ctx: VoidPtr, dest: VoidPtr, src: VoidPtr, count: cut
 
 
 def reduce_scatter_grid(ctx, dest, src, count, dtype, op, block, nblocks):
-    """void symm_reduce_scatter_grid(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op, int block, int nblocks)
-
-    Grid scope: every thread of `nblocks` CTAs per PE calls it, CTA `block` doing its share (symm_device_coll.h).
-    """
     _x_reduce_scatter_grid(_ptr(ctx), _ptr(dest), _ptr(src), _u64(count), _i32(dtype), _i32(op), _i32(block), _i32(nblocks))
 
 
@@ -1808,10 +1112,6 @@ def _x_signal_fetch(ctx: VoidPtr, sig: VoidPtr) -> cutlass.Uint64: ...
 
 
 def signal_fetch(ctx, sig):
-    """uint64_t symm_signal_fetch(const symm_ctx_t * ctx, const uint64_t * sig)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_signal_fetch(_ptr(ctx), _ptr(sig)), cutlass.Uint64)
 
 
@@ -1820,10 +1120,6 @@ def _x_signal_op(ctx: VoidPtr, sig: VoidPtr, value: cutlass.Uint64, sig_op: cutl
 
 
 def signal_op(ctx, sig, value, sig_op, pe):
-    """void symm_signal_op(const symm_ctx_t * ctx, uint64_t * sig, uint64_t value, int sig_op, int pe)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_signal_op(_ptr(ctx), _ptr(sig), _u64(value), _i32(sig_op), _i32(pe))
 
 
@@ -1832,10 +1128,6 @@ def _x_signal_wait_until(ctx: VoidPtr, sig: VoidPtr, cmp: cutlass.Int32, value: 
 
 
 def signal_wait_until(ctx, sig, cmp, value):
-    """uint64_t symm_signal_wait_until(const symm_ctx_t * ctx, const uint64_t * sig, int cmp, uint64_t value)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_signal_wait_until(_ptr(ctx), _ptr(sig), _i32(cmp), _u64(value)), cutlass.Uint64)
 
 
@@ -1844,10 +1136,6 @@ def _x_st_f32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Float32, pe: cutlass.In
 
 
 def st_f32(ctx, ptr, value, pe, sem, scope):
-    """void symm_st_f32(const symm_ctx_t * ctx, float * ptr, float value, int pe, int sem, int scope)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_st_f32(_ptr(ctx), _ptr(ptr), _f32(value), _i32(pe), _i32(sem), _i32(scope))
 
 
@@ -1856,10 +1144,6 @@ def _x_st_f64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Float64, pe: cutlass.In
 
 
 def st_f64(ctx, ptr, value, pe, sem, scope):
-    """void symm_st_f64(const symm_ctx_t * ctx, double * ptr, double value, int pe, int sem, int scope)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_st_f64(_ptr(ctx), _ptr(ptr), _f64(value), _i32(pe), _i32(sem), _i32(scope))
 
 
@@ -1868,10 +1152,6 @@ def _x_st_i32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int32, pe: cutlass.Int3
 
 
 def st_i32(ctx, ptr, value, pe, sem, scope):
-    """void symm_st_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe, int sem, int scope)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_st_i32(_ptr(ctx), _ptr(ptr), _i32(value), _i32(pe), _i32(sem), _i32(scope))
 
 
@@ -1880,10 +1160,6 @@ def _x_st_i64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Int64, pe: cutlass.Int3
 
 
 def st_i64(ctx, ptr, value, pe, sem, scope):
-    """void symm_st_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe, int sem, int scope)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_st_i64(_ptr(ctx), _ptr(ptr), _i64(value), _i32(pe), _i32(sem), _i32(scope))
 
 
@@ -1892,10 +1168,6 @@ def _x_st_u32(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint32, pe: cutlass.Int
 
 
 def st_u32(ctx, ptr, value, pe, sem, scope):
-    """void symm_st_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe, int sem, int scope)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_st_u32(_ptr(ctx), _ptr(ptr), _u32(value), _i32(pe), _i32(sem), _i32(scope))
 
 
@@ -1904,10 +1176,6 @@ def _x_st_u64(ctx: VoidPtr, ptr: VoidPtr, value: cutlass.Uint64, pe: cutlass.Int
 
 
 def st_u64(ctx, ptr, value, pe, sem, scope):
-    """void symm_st_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe, int sem, int scope)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_st_u64(_ptr(ctx), _ptr(ptr), _u64(value), _i32(pe), _i32(sem), _i32(scope))
 
 
@@ -1916,10 +1184,6 @@ def _x_sync_block(ctx: VoidPtr) -> None: ...
 
 
 def sync_block(ctx):
-    """void symm_sync_block(const symm_ctx_t * ctx)
-
-    Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).
-    """
     _x_sync_block(_ptr(ctx))
 
 
@@ -1928,10 +1192,6 @@ def _x_trace_begin(ctx: VoidPtr, name_id: cutlass.Int32) -> None: ...
 
 
 def trace_begin(ctx, name_id):
-    """void symm_trace_begin(const symm_ctx_t * ctx, int name_id)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_trace_begin(_ptr(ctx), _i32(name_id))
 
 
@@ -1940,10 +1200,6 @@ def _x_trace_end(ctx: VoidPtr, name_id: cutlass.Int32) -> None: ...
 
 
 def trace_end(ctx, name_id):
-    """void symm_trace_end(const symm_ctx_t * ctx, int name_id)
-
-    Thread scope: any thread may call it, alone.
-    """
     _x_trace_end(_ptr(ctx), _i32(name_id))
 
 
@@ -1952,10 +1208,6 @@ def _x_wait_until_i32(ctx: VoidPtr, ivar: VoidPtr, cmp: cutlass.Int32, value: cu
 
 
 def wait_until_i32(ctx, ivar, cmp, value):
-    """int32_t symm_wait_until_i32(const symm_ctx_t * ctx, const int32_t * ivar, int cmp, int32_t value)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_wait_until_i32(_ptr(ctx), _ptr(ivar), _i32(cmp), _i32(value)), cutlass.Int32)
 
 
@@ -1964,10 +1216,6 @@ def _x_wait_until_i64(ctx: VoidPtr, ivar: VoidPtr, cmp: cutlass.Int32, value: cu
 
 
 def wait_until_i64(ctx, ivar, cmp, value):
-    """int64_t symm_wait_until_i64(const symm_ctx_t * ctx, const int64_t * ivar, int cmp, int64_t value)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_wait_until_i64(_ptr(ctx), _ptr(ivar), _i32(cmp), _i64(value)), cutlass.Int64)
 
 
@@ -1976,10 +1224,6 @@ def _x_wait_until_u32(ctx: VoidPtr, ivar: VoidPtr, cmp: cutlass.Int32, value: cu
 
 
 def wait_until_u32(ctx, ivar, cmp, value):
-    """uint32_t symm_wait_until_u32(const symm_ctx_t * ctx, const uint32_t * ivar, int cmp, uint32_t value)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_wait_until_u32(_ptr(ctx), _ptr(ivar), _i32(cmp), _u32(value)), cutlass.Uint32)
 
 
@@ -1988,8 +1232,14 @@ def _x_wait_until_u64(ctx: VoidPtr, ivar: VoidPtr, cmp: cutlass.Int32, value: cu
 
 
 def wait_until_u64(ctx, ivar, cmp, value):
-    """uint64_t symm_wait_until_u64(const symm_ctx_t * ctx, const uint64_t * ivar, int cmp, uint64_t value)
-
-    Thread scope: any thread may call it, alone.
-    """
     return _ret(_x_wait_until_u64(_ptr(ctx), _ptr(ivar), _i32(cmp), _u64(value)), cutlass.Uint64)
+
+
+# docstrings: the C declaration (symm._device_api), then the scope
+_HOW = {
+    'thread': 'Thread scope: any thread may call it, alone.',
+    'warp': 'Warp scope: all 32 lanes of the warp call it together, with the same arguments.',
+    'block': 'Block scope: every thread of the CTA calls it together, with the same arguments (it contains CTA barriers).',
+    'grid': 'Grid scope: every thread of `nblocks` CTAs per PE calls it, CTA `block` doing its share (symm_device_coll.h).',
+}
+_device_api.document(globals(), {name: _HOW[scope] for name, scope in _device_api.SCOPES.items()})

@@ -4,270 +4,75 @@ and symm_device_coll.h; do not edit (tests/python/test_triton_api.py checks it).
 import triton
 import triton.language as tl
 
+from .. import _device_api
 from . import _util, raw
+from ._signatures import MODES
 
-__all__ = [
-    'all_gather_block',
-    'all_gather_grid',
-    'all_reduce_block',
-    'all_reduce_ex_block',
-    'all_reduce_ex_grid',
-    'all_reduce_grid',
-    'all_to_all_block',
-    'all_to_all_grid',
-    'all_to_allv_block',
-    'all_to_allv_grid',
-    'atomic_add_i32',
-    'atomic_add_i64',
-    'atomic_add_u32',
-    'atomic_add_u64',
-    'atomic_and_i32',
-    'atomic_and_i64',
-    'atomic_and_u32',
-    'atomic_and_u64',
-    'atomic_compare_swap_i32',
-    'atomic_compare_swap_i64',
-    'atomic_compare_swap_u32',
-    'atomic_compare_swap_u64',
-    'atomic_fetch_add_i32',
-    'atomic_fetch_add_i64',
-    'atomic_fetch_add_u32',
-    'atomic_fetch_add_u64',
-    'atomic_fetch_and_i32',
-    'atomic_fetch_and_i64',
-    'atomic_fetch_and_u32',
-    'atomic_fetch_and_u64',
-    'atomic_fetch_i32',
-    'atomic_fetch_i64',
-    'atomic_fetch_inc_i32',
-    'atomic_fetch_inc_i64',
-    'atomic_fetch_inc_u32',
-    'atomic_fetch_inc_u64',
-    'atomic_fetch_or_i32',
-    'atomic_fetch_or_i64',
-    'atomic_fetch_or_u32',
-    'atomic_fetch_or_u64',
-    'atomic_fetch_u32',
-    'atomic_fetch_u64',
-    'atomic_fetch_xor_i32',
-    'atomic_fetch_xor_i64',
-    'atomic_fetch_xor_u32',
-    'atomic_fetch_xor_u64',
-    'atomic_inc_i32',
-    'atomic_inc_i64',
-    'atomic_inc_u32',
-    'atomic_inc_u64',
-    'atomic_or_i32',
-    'atomic_or_i64',
-    'atomic_or_u32',
-    'atomic_or_u64',
-    'atomic_set_i32',
-    'atomic_set_i64',
-    'atomic_set_u32',
-    'atomic_set_u64',
-    'atomic_swap_i32',
-    'atomic_swap_i64',
-    'atomic_swap_u32',
-    'atomic_swap_u64',
-    'atomic_xor_i32',
-    'atomic_xor_i64',
-    'atomic_xor_u32',
-    'atomic_xor_u64',
-    'barrier',
-    'barrier_block',
-    'barrier_warp',
-    'broadcast_block',
-    'broadcast_grid',
-    'coll_barrier_block',
-    'coll_barrier_grid',
-    'ctx_my_pe',
-    'ctx_n_pes',
-    'ctx_ptr',
-    'fence',
-    'fence_block',
-    'fence_warp',
-    'g_f32',
-    'g_f64',
-    'g_i16',
-    'g_i32',
-    'g_i64',
-    'g_i8',
-    'g_u16',
-    'g_u32',
-    'g_u64',
-    'g_u8',
-    'get',
-    'get_block',
-    'get_block_nbi',
-    'get_nbi',
-    'get_warp',
-    'get_warp_nbi',
-    'ld_f32',
-    'ld_f64',
-    'ld_i32',
-    'ld_i64',
-    'ld_u32',
-    'ld_u64',
-    'p_f32',
-    'p_f64',
-    'p_i16',
-    'p_i32',
-    'p_i64',
-    'p_i8',
-    'p_u16',
-    'p_u32',
-    'p_u64',
-    'p_u8',
-    'pkt_wait',
-    'pkt_wait_block',
-    'pkt_wait_warp',
-    'put',
-    'put_block',
-    'put_block_nbi',
-    'put_nbi',
-    'put_pkt',
-    'put_pkt_block',
-    'put_pkt_warp',
-    'put_signal',
-    'put_signal_block',
-    'put_signal_block_nbi',
-    'put_signal_nbi',
-    'put_signal_warp',
-    'put_signal_warp_nbi',
-    'put_warp',
-    'put_warp_nbi',
-    'quiet',
-    'quiet_block',
-    'quiet_warp',
-    'reduce_scatter_block',
-    'reduce_scatter_ex_block',
-    'reduce_scatter_ex_grid',
-    'reduce_scatter_grid',
-    'signal_fetch',
-    'signal_op',
-    'signal_wait_until',
-    'st_f32',
-    'st_f64',
-    'st_i32',
-    'st_i64',
-    'st_u32',
-    'st_u64',
-    'sync_block',
-    'trace_begin',
-    'trace_end',
-    'wait_until_i32',
-    'wait_until_i64',
-    'wait_until_u32',
-    'wait_until_u64',
-]
+__all__ = list(_device_api.NAMES)
 
 
 @triton.jit
 def all_gather_block(ctx, dest, src, count, dtype):
-    """void symm_all_gather_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('all_gather_block', ctx, dest, src, count, dtype)
     raw.all_gather_block(ctx, dest, src, count, dtype)
 
 
 @triton.jit
 def all_gather_grid(ctx, dest, src, count, dtype, block, nblocks):
-    """void symm_all_gather_grid(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int block, int nblocks)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('all_gather_grid', ctx, dest, src, count, dtype, block, nblocks)
     raw.all_gather_grid(ctx, dest, src, count, dtype, block, nblocks)
 
 
 @triton.jit
 def all_reduce_block(ctx, dest, src, count, dtype, op):
-    """void symm_all_reduce_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('all_reduce_block', ctx, dest, src, count, dtype, op)
     raw.all_reduce_block(ctx, dest, src, count, dtype, op)
 
 
 @triton.jit
 def all_reduce_ex_block(ctx, dest, src, count, dtype, op, acc, algo):
-    """void symm_all_reduce_ex_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op, int acc, int algo)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('all_reduce_ex_block', ctx, dest, src, count, dtype, op, acc, algo)
     raw.all_reduce_ex_block(ctx, dest, src, count, dtype, op, acc, algo)
 
 
 @triton.jit
 def all_reduce_ex_grid(ctx, dest, src, count, dtype, op, acc, algo, block, nblocks):
-    """void symm_all_reduce_ex_grid(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op, int acc, int algo, int block, int nblocks)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('all_reduce_ex_grid', ctx, dest, src, count, dtype, op, acc, algo, block, nblocks)
     raw.all_reduce_ex_grid(ctx, dest, src, count, dtype, op, acc, algo, block, nblocks)
 
 
 @triton.jit
 def all_reduce_grid(ctx, dest, src, count, dtype, op, block, nblocks):
-    """void symm_all_reduce_grid(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op, int block, int nblocks)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('all_reduce_grid', ctx, dest, src, count, dtype, op, block, nblocks)
     raw.all_reduce_grid(ctx, dest, src, count, dtype, op, block, nblocks)
 
 
 @triton.jit
 def all_to_all_block(ctx, dest, src, count, dtype):
-    """void symm_all_to_all_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('all_to_all_block', ctx, dest, src, count, dtype)
     raw.all_to_all_block(ctx, dest, src, count, dtype)
 
 
 @triton.jit
 def all_to_all_grid(ctx, dest, src, count, dtype, block, nblocks):
-    """void symm_all_to_all_grid(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int block, int nblocks)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('all_to_all_grid', ctx, dest, src, count, dtype, block, nblocks)
     raw.all_to_all_grid(ctx, dest, src, count, dtype, block, nblocks)
 
 
 @triton.jit
 def all_to_allv_block(ctx, dest, src, send_counts, send_displs, recv_counts, recv_displs, dtype):
-    """void symm_all_to_allv_block(const symm_ctx_t * ctx, void * dest, const void * src, const uint64_t * send_counts, const uint64_t * send_displs, const uint64_t * recv_counts, const uint64_t * recv_displs, int dtype)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('all_to_allv_block', ctx, dest, src, send_counts, send_displs, recv_counts, recv_displs, dtype)
     raw.all_to_allv_block(ctx, dest, src, send_counts, send_displs, recv_counts, recv_displs, dtype)
 
 
 @triton.jit
 def all_to_allv_grid(ctx, dest, src, send_counts, send_displs, recv_counts, recv_displs, dtype, block, nblocks):
-    """void symm_all_to_allv_grid(const symm_ctx_t * ctx, void * dest, const void * src, const uint64_t * send_counts, const uint64_t * send_displs, const uint64_t * recv_counts, const uint64_t * recv_displs, int dtype, int block, int nblocks)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('all_to_allv_grid', ctx, dest, src, send_counts, send_displs, recv_counts, recv_displs, dtype, block, nblocks)
     raw.all_to_allv_grid(ctx, dest, src, send_counts, send_displs, recv_counts, recv_displs, dtype, block, nblocks)
 
 
 @triton.jit
 def atomic_add_i32(ctx, ptr, value, pe):
-    """void symm_atomic_add_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_add_i32', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -277,10 +82,6 @@ def atomic_add_i32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_add_i64(ctx, ptr, value, pe):
-    """void symm_atomic_add_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_add_i64', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -290,10 +91,6 @@ def atomic_add_i64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_add_u32(ctx, ptr, value, pe):
-    """void symm_atomic_add_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_add_u32', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -303,10 +100,6 @@ def atomic_add_u32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_add_u64(ctx, ptr, value, pe):
-    """void symm_atomic_add_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_add_u64', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -316,10 +109,6 @@ def atomic_add_u64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_and_i32(ctx, ptr, value, pe):
-    """void symm_atomic_and_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_and_i32', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -329,10 +118,6 @@ def atomic_and_i32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_and_i64(ctx, ptr, value, pe):
-    """void symm_atomic_and_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_and_i64', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -342,10 +127,6 @@ def atomic_and_i64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_and_u32(ctx, ptr, value, pe):
-    """void symm_atomic_and_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_and_u32', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -355,10 +136,6 @@ def atomic_and_u32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_and_u64(ctx, ptr, value, pe):
-    """void symm_atomic_and_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_and_u64', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -368,10 +145,6 @@ def atomic_and_u64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_compare_swap_i32(ctx, ptr, cond, value, pe):
-    """int32_t symm_atomic_compare_swap_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t cond, int32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_compare_swap_i32', ctx, ptr, cond, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.int32)
@@ -382,10 +155,6 @@ def atomic_compare_swap_i32(ctx, ptr, cond, value, pe):
 
 @triton.jit
 def atomic_compare_swap_i64(ctx, ptr, cond, value, pe):
-    """int64_t symm_atomic_compare_swap_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t cond, int64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_compare_swap_i64', ctx, ptr, cond, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.int64)
@@ -396,10 +165,6 @@ def atomic_compare_swap_i64(ctx, ptr, cond, value, pe):
 
 @triton.jit
 def atomic_compare_swap_u32(ctx, ptr, cond, value, pe):
-    """uint32_t symm_atomic_compare_swap_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t cond, uint32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_compare_swap_u32', ctx, ptr, cond, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.uint32)
@@ -410,10 +175,6 @@ def atomic_compare_swap_u32(ctx, ptr, cond, value, pe):
 
 @triton.jit
 def atomic_compare_swap_u64(ctx, ptr, cond, value, pe):
-    """uint64_t symm_atomic_compare_swap_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t cond, uint64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_compare_swap_u64', ctx, ptr, cond, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.uint64)
@@ -424,10 +185,6 @@ def atomic_compare_swap_u64(ctx, ptr, cond, value, pe):
 
 @triton.jit
 def atomic_fetch_add_i32(ctx, ptr, value, pe):
-    """int32_t symm_atomic_fetch_add_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_add_i32', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.int32)
@@ -438,10 +195,6 @@ def atomic_fetch_add_i32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_fetch_add_i64(ctx, ptr, value, pe):
-    """int64_t symm_atomic_fetch_add_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_add_i64', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.int64)
@@ -452,10 +205,6 @@ def atomic_fetch_add_i64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_fetch_add_u32(ctx, ptr, value, pe):
-    """uint32_t symm_atomic_fetch_add_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_add_u32', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.uint32)
@@ -466,10 +215,6 @@ def atomic_fetch_add_u32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_fetch_add_u64(ctx, ptr, value, pe):
-    """uint64_t symm_atomic_fetch_add_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_add_u64', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.uint64)
@@ -480,10 +225,6 @@ def atomic_fetch_add_u64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_fetch_and_i32(ctx, ptr, value, pe):
-    """int32_t symm_atomic_fetch_and_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_and_i32', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.int32)
@@ -494,10 +235,6 @@ def atomic_fetch_and_i32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_fetch_and_i64(ctx, ptr, value, pe):
-    """int64_t symm_atomic_fetch_and_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_and_i64', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.int64)
@@ -508,10 +245,6 @@ def atomic_fetch_and_i64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_fetch_and_u32(ctx, ptr, value, pe):
-    """uint32_t symm_atomic_fetch_and_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_and_u32', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.uint32)
@@ -522,10 +255,6 @@ def atomic_fetch_and_u32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_fetch_and_u64(ctx, ptr, value, pe):
-    """uint64_t symm_atomic_fetch_and_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_and_u64', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.uint64)
@@ -536,28 +265,16 @@ def atomic_fetch_and_u64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_fetch_i32(ctx, ptr, pe):
-    """int32_t symm_atomic_fetch_i32(const symm_ctx_t * ctx, const int32_t * ptr, int pe)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.atomic_fetch_i32(ctx, ptr, pe)
 
 
 @triton.jit
 def atomic_fetch_i64(ctx, ptr, pe):
-    """int64_t symm_atomic_fetch_i64(const symm_ctx_t * ctx, const int64_t * ptr, int pe)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.atomic_fetch_i64(ctx, ptr, pe)
 
 
 @triton.jit
 def atomic_fetch_inc_i32(ctx, ptr, pe):
-    """int32_t symm_atomic_fetch_inc_i32(const symm_ctx_t * ctx, int32_t * ptr, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_inc_i32', ctx, ptr, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.int32)
@@ -568,10 +285,6 @@ def atomic_fetch_inc_i32(ctx, ptr, pe):
 
 @triton.jit
 def atomic_fetch_inc_i64(ctx, ptr, pe):
-    """int64_t symm_atomic_fetch_inc_i64(const symm_ctx_t * ctx, int64_t * ptr, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_inc_i64', ctx, ptr, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.int64)
@@ -582,10 +295,6 @@ def atomic_fetch_inc_i64(ctx, ptr, pe):
 
 @triton.jit
 def atomic_fetch_inc_u32(ctx, ptr, pe):
-    """uint32_t symm_atomic_fetch_inc_u32(const symm_ctx_t * ctx, uint32_t * ptr, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_inc_u32', ctx, ptr, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.uint32)
@@ -596,10 +305,6 @@ def atomic_fetch_inc_u32(ctx, ptr, pe):
 
 @triton.jit
 def atomic_fetch_inc_u64(ctx, ptr, pe):
-    """uint64_t symm_atomic_fetch_inc_u64(const symm_ctx_t * ctx, uint64_t * ptr, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_inc_u64', ctx, ptr, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.uint64)
@@ -610,10 +315,6 @@ def atomic_fetch_inc_u64(ctx, ptr, pe):
 
 @triton.jit
 def atomic_fetch_or_i32(ctx, ptr, value, pe):
-    """int32_t symm_atomic_fetch_or_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_or_i32', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.int32)
@@ -624,10 +325,6 @@ def atomic_fetch_or_i32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_fetch_or_i64(ctx, ptr, value, pe):
-    """int64_t symm_atomic_fetch_or_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_or_i64', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.int64)
@@ -638,10 +335,6 @@ def atomic_fetch_or_i64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_fetch_or_u32(ctx, ptr, value, pe):
-    """uint32_t symm_atomic_fetch_or_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_or_u32', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.uint32)
@@ -652,10 +345,6 @@ def atomic_fetch_or_u32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_fetch_or_u64(ctx, ptr, value, pe):
-    """uint64_t symm_atomic_fetch_or_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_or_u64', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.uint64)
@@ -666,28 +355,16 @@ def atomic_fetch_or_u64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_fetch_u32(ctx, ptr, pe):
-    """uint32_t symm_atomic_fetch_u32(const symm_ctx_t * ctx, const uint32_t * ptr, int pe)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.atomic_fetch_u32(ctx, ptr, pe)
 
 
 @triton.jit
 def atomic_fetch_u64(ctx, ptr, pe):
-    """uint64_t symm_atomic_fetch_u64(const symm_ctx_t * ctx, const uint64_t * ptr, int pe)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.atomic_fetch_u64(ctx, ptr, pe)
 
 
 @triton.jit
 def atomic_fetch_xor_i32(ctx, ptr, value, pe):
-    """int32_t symm_atomic_fetch_xor_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_xor_i32', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.int32)
@@ -698,10 +375,6 @@ def atomic_fetch_xor_i32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_fetch_xor_i64(ctx, ptr, value, pe):
-    """int64_t symm_atomic_fetch_xor_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_xor_i64', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.int64)
@@ -712,10 +385,6 @@ def atomic_fetch_xor_i64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_fetch_xor_u32(ctx, ptr, value, pe):
-    """uint32_t symm_atomic_fetch_xor_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_xor_u32', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.uint32)
@@ -726,10 +395,6 @@ def atomic_fetch_xor_u32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_fetch_xor_u64(ctx, ptr, value, pe):
-    """uint64_t symm_atomic_fetch_xor_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_fetch_xor_u64', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.uint64)
@@ -740,10 +405,6 @@ def atomic_fetch_xor_u64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_inc_i32(ctx, ptr, pe):
-    """void symm_atomic_inc_i32(const symm_ctx_t * ctx, int32_t * ptr, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_inc_i32', ctx, ptr, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -753,10 +414,6 @@ def atomic_inc_i32(ctx, ptr, pe):
 
 @triton.jit
 def atomic_inc_i64(ctx, ptr, pe):
-    """void symm_atomic_inc_i64(const symm_ctx_t * ctx, int64_t * ptr, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_inc_i64', ctx, ptr, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -766,10 +423,6 @@ def atomic_inc_i64(ctx, ptr, pe):
 
 @triton.jit
 def atomic_inc_u32(ctx, ptr, pe):
-    """void symm_atomic_inc_u32(const symm_ctx_t * ctx, uint32_t * ptr, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_inc_u32', ctx, ptr, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -779,10 +432,6 @@ def atomic_inc_u32(ctx, ptr, pe):
 
 @triton.jit
 def atomic_inc_u64(ctx, ptr, pe):
-    """void symm_atomic_inc_u64(const symm_ctx_t * ctx, uint64_t * ptr, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_inc_u64', ctx, ptr, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -792,10 +441,6 @@ def atomic_inc_u64(ctx, ptr, pe):
 
 @triton.jit
 def atomic_or_i32(ctx, ptr, value, pe):
-    """void symm_atomic_or_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_or_i32', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -805,10 +450,6 @@ def atomic_or_i32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_or_i64(ctx, ptr, value, pe):
-    """void symm_atomic_or_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_or_i64', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -818,10 +459,6 @@ def atomic_or_i64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_or_u32(ctx, ptr, value, pe):
-    """void symm_atomic_or_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_or_u32', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -831,10 +468,6 @@ def atomic_or_u32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_or_u64(ctx, ptr, value, pe):
-    """void symm_atomic_or_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_or_u64', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -844,10 +477,6 @@ def atomic_or_u64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_set_i32(ctx, ptr, value, pe):
-    """void symm_atomic_set_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_set_i32', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -857,10 +486,6 @@ def atomic_set_i32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_set_i64(ctx, ptr, value, pe):
-    """void symm_atomic_set_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_set_i64', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -870,10 +495,6 @@ def atomic_set_i64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_set_u32(ctx, ptr, value, pe):
-    """void symm_atomic_set_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_set_u32', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -883,10 +504,6 @@ def atomic_set_u32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_set_u64(ctx, ptr, value, pe):
-    """void symm_atomic_set_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_set_u64', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -896,10 +513,6 @@ def atomic_set_u64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_swap_i32(ctx, ptr, value, pe):
-    """int32_t symm_atomic_swap_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_swap_i32', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.int32)
@@ -910,10 +523,6 @@ def atomic_swap_i32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_swap_i64(ctx, ptr, value, pe):
-    """int64_t symm_atomic_swap_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_swap_i64', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.int64)
@@ -924,10 +533,6 @@ def atomic_swap_i64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_swap_u32(ctx, ptr, value, pe):
-    """uint32_t symm_atomic_swap_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_swap_u32', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.uint32)
@@ -938,10 +543,6 @@ def atomic_swap_u32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_swap_u64(ctx, ptr, value, pe):
-    """uint64_t symm_atomic_swap_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_swap_u64', ctx, ptr, value, pe)
     tl.debug_barrier()
     r = tl.cast(0, tl.uint64)
@@ -952,10 +553,6 @@ def atomic_swap_u64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_xor_i32(ctx, ptr, value, pe):
-    """void symm_atomic_xor_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_xor_i32', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -965,10 +562,6 @@ def atomic_xor_i32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_xor_i64(ctx, ptr, value, pe):
-    """void symm_atomic_xor_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_xor_i64', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -978,10 +571,6 @@ def atomic_xor_i64(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_xor_u32(ctx, ptr, value, pe):
-    """void symm_atomic_xor_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_xor_u32', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -991,10 +580,6 @@ def atomic_xor_u32(ctx, ptr, value, pe):
 
 @triton.jit
 def atomic_xor_u64(ctx, ptr, value, pe):
-    """void symm_atomic_xor_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('atomic_xor_u64', ctx, ptr, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1004,10 +589,6 @@ def atomic_xor_u64(ctx, ptr, value, pe):
 
 @triton.jit
 def barrier(ctx):
-    """void symm_barrier(const symm_ctx_t * ctx)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('barrier', ctx)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1017,20 +598,12 @@ def barrier(ctx):
 
 @triton.jit
 def barrier_block(ctx):
-    """void symm_barrier_block(const symm_ctx_t * ctx)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('barrier_block', ctx)
     raw.barrier_block(ctx)
 
 
 @triton.jit
 def barrier_warp(ctx):
-    """void symm_barrier_warp(const symm_ctx_t * ctx)
-
-    Warp 0 of the program calls it (warp scope), between two program barriers.
-    """
     _util.require_scalars('barrier_warp', ctx)
     tl.debug_barrier()
     if _util.tid() < 32:
@@ -1040,77 +613,45 @@ def barrier_warp(ctx):
 
 @triton.jit
 def broadcast_block(ctx, dest, src, count, dtype, root):
-    """void symm_broadcast_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int root)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('broadcast_block', ctx, dest, src, count, dtype, root)
     raw.broadcast_block(ctx, dest, src, count, dtype, root)
 
 
 @triton.jit
 def broadcast_grid(ctx, dest, src, count, dtype, root, block, nblocks):
-    """void symm_broadcast_grid(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int root, int block, int nblocks)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('broadcast_grid', ctx, dest, src, count, dtype, root, block, nblocks)
     raw.broadcast_grid(ctx, dest, src, count, dtype, root, block, nblocks)
 
 
 @triton.jit
 def coll_barrier_block(ctx):
-    """void symm_coll_barrier_block(const symm_ctx_t * ctx)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('coll_barrier_block', ctx)
     raw.coll_barrier_block(ctx)
 
 
 @triton.jit
 def coll_barrier_grid(ctx, block, nblocks):
-    """void symm_coll_barrier_grid(const symm_ctx_t * ctx, int block, int nblocks)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('coll_barrier_grid', ctx, block, nblocks)
     raw.coll_barrier_grid(ctx, block, nblocks)
 
 
 @triton.jit
 def ctx_my_pe(ctx):
-    """int symm_ctx_my_pe(const symm_ctx_t * ctx)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.ctx_my_pe(ctx)
 
 
 @triton.jit
 def ctx_n_pes(ctx):
-    """int symm_ctx_n_pes(const symm_ctx_t * ctx)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.ctx_n_pes(ctx)
 
 
 @triton.jit
 def ctx_ptr(ctx, ptr, pe):
-    """void * symm_ctx_ptr(const symm_ctx_t * ctx, const void * ptr, int pe)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return _util.like_pointer(raw.ctx_ptr(ctx, ptr, pe), ptr)
 
 
 @triton.jit
 def fence(ctx):
-    """void symm_fence(const symm_ctx_t * ctx)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('fence', ctx)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1120,20 +661,12 @@ def fence(ctx):
 
 @triton.jit
 def fence_block(ctx):
-    """void symm_fence_block(const symm_ctx_t * ctx)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('fence_block', ctx)
     raw.fence_block(ctx)
 
 
 @triton.jit
 def fence_warp(ctx):
-    """void symm_fence_warp(const symm_ctx_t * ctx)
-
-    Warp 0 of the program calls it (warp scope), between two program barriers.
-    """
     _util.require_scalars('fence_warp', ctx)
     tl.debug_barrier()
     if _util.tid() < 32:
@@ -1143,100 +676,56 @@ def fence_warp(ctx):
 
 @triton.jit
 def g_f32(ctx, src, pe):
-    """float symm_g_f32(const symm_ctx_t * ctx, const float * src, int pe)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.g_f32(ctx, src, pe)
 
 
 @triton.jit
 def g_f64(ctx, src, pe):
-    """double symm_g_f64(const symm_ctx_t * ctx, const double * src, int pe)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.g_f64(ctx, src, pe)
 
 
 @triton.jit
 def g_i16(ctx, src, pe):
-    """int16_t symm_g_i16(const symm_ctx_t * ctx, const int16_t * src, int pe)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.g_i16(ctx, src, pe)
 
 
 @triton.jit
 def g_i32(ctx, src, pe):
-    """int32_t symm_g_i32(const symm_ctx_t * ctx, const int32_t * src, int pe)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.g_i32(ctx, src, pe)
 
 
 @triton.jit
 def g_i64(ctx, src, pe):
-    """int64_t symm_g_i64(const symm_ctx_t * ctx, const int64_t * src, int pe)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.g_i64(ctx, src, pe)
 
 
 @triton.jit
 def g_i8(ctx, src, pe):
-    """int8_t symm_g_i8(const symm_ctx_t * ctx, const int8_t * src, int pe)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.g_i8(ctx, src, pe)
 
 
 @triton.jit
 def g_u16(ctx, src, pe):
-    """uint16_t symm_g_u16(const symm_ctx_t * ctx, const uint16_t * src, int pe)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.g_u16(ctx, src, pe)
 
 
 @triton.jit
 def g_u32(ctx, src, pe):
-    """uint32_t symm_g_u32(const symm_ctx_t * ctx, const uint32_t * src, int pe)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.g_u32(ctx, src, pe)
 
 
 @triton.jit
 def g_u64(ctx, src, pe):
-    """uint64_t symm_g_u64(const symm_ctx_t * ctx, const uint64_t * src, int pe)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.g_u64(ctx, src, pe)
 
 
 @triton.jit
 def g_u8(ctx, src, pe):
-    """uint8_t symm_g_u8(const symm_ctx_t * ctx, const uint8_t * src, int pe)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.g_u8(ctx, src, pe)
 
 
 @triton.jit
 def get(ctx, dest, src, nbytes, pe):
-    """void symm_get(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('get', ctx, dest, src, nbytes, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1246,30 +735,18 @@ def get(ctx, dest, src, nbytes, pe):
 
 @triton.jit
 def get_block(ctx, dest, src, nbytes, pe):
-    """void symm_get_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('get_block', ctx, dest, src, nbytes, pe)
     raw.get_block(ctx, dest, src, nbytes, pe)
 
 
 @triton.jit
 def get_block_nbi(ctx, dest, src, nbytes, pe):
-    """void symm_get_block_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('get_block_nbi', ctx, dest, src, nbytes, pe)
     raw.get_block_nbi(ctx, dest, src, nbytes, pe)
 
 
 @triton.jit
 def get_nbi(ctx, dest, src, nbytes, pe):
-    """void symm_get_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('get_nbi', ctx, dest, src, nbytes, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1279,10 +756,6 @@ def get_nbi(ctx, dest, src, nbytes, pe):
 
 @triton.jit
 def get_warp(ctx, dest, src, nbytes, pe):
-    """void symm_get_warp(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Warp 0 of the program calls it (warp scope), between two program barriers.
-    """
     _util.require_scalars('get_warp', ctx, dest, src, nbytes, pe)
     tl.debug_barrier()
     if _util.tid() < 32:
@@ -1292,10 +765,6 @@ def get_warp(ctx, dest, src, nbytes, pe):
 
 @triton.jit
 def get_warp_nbi(ctx, dest, src, nbytes, pe):
-    """void symm_get_warp_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Warp 0 of the program calls it (warp scope), between two program barriers.
-    """
     _util.require_scalars('get_warp_nbi', ctx, dest, src, nbytes, pe)
     tl.debug_barrier()
     if _util.tid() < 32:
@@ -1305,64 +774,36 @@ def get_warp_nbi(ctx, dest, src, nbytes, pe):
 
 @triton.jit
 def ld_f32(ctx, ptr, pe, sem, scope):
-    """float symm_ld_f32(const symm_ctx_t * ctx, const float * ptr, int pe, int sem, int scope)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.ld_f32(ctx, ptr, pe, sem, scope)
 
 
 @triton.jit
 def ld_f64(ctx, ptr, pe, sem, scope):
-    """double symm_ld_f64(const symm_ctx_t * ctx, const double * ptr, int pe, int sem, int scope)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.ld_f64(ctx, ptr, pe, sem, scope)
 
 
 @triton.jit
 def ld_i32(ctx, ptr, pe, sem, scope):
-    """int32_t symm_ld_i32(const symm_ctx_t * ctx, const int32_t * ptr, int pe, int sem, int scope)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.ld_i32(ctx, ptr, pe, sem, scope)
 
 
 @triton.jit
 def ld_i64(ctx, ptr, pe, sem, scope):
-    """int64_t symm_ld_i64(const symm_ctx_t * ctx, const int64_t * ptr, int pe, int sem, int scope)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.ld_i64(ctx, ptr, pe, sem, scope)
 
 
 @triton.jit
 def ld_u32(ctx, ptr, pe, sem, scope):
-    """uint32_t symm_ld_u32(const symm_ctx_t * ctx, const uint32_t * ptr, int pe, int sem, int scope)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.ld_u32(ctx, ptr, pe, sem, scope)
 
 
 @triton.jit
 def ld_u64(ctx, ptr, pe, sem, scope):
-    """uint64_t symm_ld_u64(const symm_ctx_t * ctx, const uint64_t * ptr, int pe, int sem, int scope)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.ld_u64(ctx, ptr, pe, sem, scope)
 
 
 @triton.jit
 def p_f32(ctx, dest, value, pe):
-    """void symm_p_f32(const symm_ctx_t * ctx, float * dest, float value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('p_f32', ctx, dest, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1372,10 +813,6 @@ def p_f32(ctx, dest, value, pe):
 
 @triton.jit
 def p_f64(ctx, dest, value, pe):
-    """void symm_p_f64(const symm_ctx_t * ctx, double * dest, double value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('p_f64', ctx, dest, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1385,10 +822,6 @@ def p_f64(ctx, dest, value, pe):
 
 @triton.jit
 def p_i16(ctx, dest, value, pe):
-    """void symm_p_i16(const symm_ctx_t * ctx, int16_t * dest, int16_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('p_i16', ctx, dest, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1398,10 +831,6 @@ def p_i16(ctx, dest, value, pe):
 
 @triton.jit
 def p_i32(ctx, dest, value, pe):
-    """void symm_p_i32(const symm_ctx_t * ctx, int32_t * dest, int32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('p_i32', ctx, dest, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1411,10 +840,6 @@ def p_i32(ctx, dest, value, pe):
 
 @triton.jit
 def p_i64(ctx, dest, value, pe):
-    """void symm_p_i64(const symm_ctx_t * ctx, int64_t * dest, int64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('p_i64', ctx, dest, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1424,10 +849,6 @@ def p_i64(ctx, dest, value, pe):
 
 @triton.jit
 def p_i8(ctx, dest, value, pe):
-    """void symm_p_i8(const symm_ctx_t * ctx, int8_t * dest, int8_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('p_i8', ctx, dest, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1437,10 +858,6 @@ def p_i8(ctx, dest, value, pe):
 
 @triton.jit
 def p_u16(ctx, dest, value, pe):
-    """void symm_p_u16(const symm_ctx_t * ctx, uint16_t * dest, uint16_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('p_u16', ctx, dest, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1450,10 +867,6 @@ def p_u16(ctx, dest, value, pe):
 
 @triton.jit
 def p_u32(ctx, dest, value, pe):
-    """void symm_p_u32(const symm_ctx_t * ctx, uint32_t * dest, uint32_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('p_u32', ctx, dest, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1463,10 +876,6 @@ def p_u32(ctx, dest, value, pe):
 
 @triton.jit
 def p_u64(ctx, dest, value, pe):
-    """void symm_p_u64(const symm_ctx_t * ctx, uint64_t * dest, uint64_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('p_u64', ctx, dest, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1476,10 +885,6 @@ def p_u64(ctx, dest, value, pe):
 
 @triton.jit
 def p_u8(ctx, dest, value, pe):
-    """void symm_p_u8(const symm_ctx_t * ctx, uint8_t * dest, uint8_t value, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('p_u8', ctx, dest, value, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1489,10 +894,6 @@ def p_u8(ctx, dest, value, pe):
 
 @triton.jit
 def pkt_wait(ctx, pkt, dest, nbytes, flag):
-    """void symm_pkt_wait(const symm_ctx_t * ctx, const void * pkt, void * dest, size_t nbytes, uint32_t flag)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('pkt_wait', ctx, pkt, dest, nbytes, flag)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1502,20 +903,12 @@ def pkt_wait(ctx, pkt, dest, nbytes, flag):
 
 @triton.jit
 def pkt_wait_block(ctx, pkt, dest, nbytes, flag):
-    """void symm_pkt_wait_block(const symm_ctx_t * ctx, const void * pkt, void * dest, size_t nbytes, uint32_t flag)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('pkt_wait_block', ctx, pkt, dest, nbytes, flag)
     raw.pkt_wait_block(ctx, pkt, dest, nbytes, flag)
 
 
 @triton.jit
 def pkt_wait_warp(ctx, pkt, dest, nbytes, flag):
-    """void symm_pkt_wait_warp(const symm_ctx_t * ctx, const void * pkt, void * dest, size_t nbytes, uint32_t flag)
-
-    Warp 0 of the program calls it (warp scope), between two program barriers.
-    """
     _util.require_scalars('pkt_wait_warp', ctx, pkt, dest, nbytes, flag)
     tl.debug_barrier()
     if _util.tid() < 32:
@@ -1525,10 +918,6 @@ def pkt_wait_warp(ctx, pkt, dest, nbytes, flag):
 
 @triton.jit
 def put(ctx, dest, src, nbytes, pe):
-    """void symm_put(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('put', ctx, dest, src, nbytes, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1538,30 +927,18 @@ def put(ctx, dest, src, nbytes, pe):
 
 @triton.jit
 def put_block(ctx, dest, src, nbytes, pe):
-    """void symm_put_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('put_block', ctx, dest, src, nbytes, pe)
     raw.put_block(ctx, dest, src, nbytes, pe)
 
 
 @triton.jit
 def put_block_nbi(ctx, dest, src, nbytes, pe):
-    """void symm_put_block_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('put_block_nbi', ctx, dest, src, nbytes, pe)
     raw.put_block_nbi(ctx, dest, src, nbytes, pe)
 
 
 @triton.jit
 def put_nbi(ctx, dest, src, nbytes, pe):
-    """void symm_put_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('put_nbi', ctx, dest, src, nbytes, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1571,10 +948,6 @@ def put_nbi(ctx, dest, src, nbytes, pe):
 
 @triton.jit
 def put_pkt(ctx, pkt, src, nbytes, flag, pe):
-    """void symm_put_pkt(const symm_ctx_t * ctx, void * pkt, const void * src, size_t nbytes, uint32_t flag, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('put_pkt', ctx, pkt, src, nbytes, flag, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1584,20 +957,12 @@ def put_pkt(ctx, pkt, src, nbytes, flag, pe):
 
 @triton.jit
 def put_pkt_block(ctx, pkt, src, nbytes, flag, pe):
-    """void symm_put_pkt_block(const symm_ctx_t * ctx, void * pkt, const void * src, size_t nbytes, uint32_t flag, int pe)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('put_pkt_block', ctx, pkt, src, nbytes, flag, pe)
     raw.put_pkt_block(ctx, pkt, src, nbytes, flag, pe)
 
 
 @triton.jit
 def put_pkt_warp(ctx, pkt, src, nbytes, flag, pe):
-    """void symm_put_pkt_warp(const symm_ctx_t * ctx, void * pkt, const void * src, size_t nbytes, uint32_t flag, int pe)
-
-    Warp 0 of the program calls it (warp scope), between two program barriers.
-    """
     _util.require_scalars('put_pkt_warp', ctx, pkt, src, nbytes, flag, pe)
     tl.debug_barrier()
     if _util.tid() < 32:
@@ -1607,10 +972,6 @@ def put_pkt_warp(ctx, pkt, src, nbytes, flag, pe):
 
 @triton.jit
 def put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
-    """void symm_put_signal(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, uint64_t * sig, uint64_t signal, int sig_op, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('put_signal', ctx, dest, src, nbytes, sig, signal, sig_op, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1620,30 +981,18 @@ def put_signal(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
 
 @triton.jit
 def put_signal_block(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
-    """void symm_put_signal_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, uint64_t * sig, uint64_t signal, int sig_op, int pe)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('put_signal_block', ctx, dest, src, nbytes, sig, signal, sig_op, pe)
     raw.put_signal_block(ctx, dest, src, nbytes, sig, signal, sig_op, pe)
 
 
 @triton.jit
 def put_signal_block_nbi(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
-    """void symm_put_signal_block_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, uint64_t * sig, uint64_t signal, int sig_op, int pe)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('put_signal_block_nbi', ctx, dest, src, nbytes, sig, signal, sig_op, pe)
     raw.put_signal_block_nbi(ctx, dest, src, nbytes, sig, signal, sig_op, pe)
 
 
 @triton.jit
 def put_signal_nbi(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
-    """void symm_put_signal_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, uint64_t * sig, uint64_t signal, int sig_op, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('put_signal_nbi', ctx, dest, src, nbytes, sig, signal, sig_op, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1653,10 +1002,6 @@ def put_signal_nbi(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
 
 @triton.jit
 def put_signal_warp(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
-    """void symm_put_signal_warp(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, uint64_t * sig, uint64_t signal, int sig_op, int pe)
-
-    Warp 0 of the program calls it (warp scope), between two program barriers.
-    """
     _util.require_scalars('put_signal_warp', ctx, dest, src, nbytes, sig, signal, sig_op, pe)
     tl.debug_barrier()
     if _util.tid() < 32:
@@ -1666,10 +1011,6 @@ def put_signal_warp(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
 
 @triton.jit
 def put_signal_warp_nbi(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
-    """void symm_put_signal_warp_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, uint64_t * sig, uint64_t signal, int sig_op, int pe)
-
-    Warp 0 of the program calls it (warp scope), between two program barriers.
-    """
     _util.require_scalars('put_signal_warp_nbi', ctx, dest, src, nbytes, sig, signal, sig_op, pe)
     tl.debug_barrier()
     if _util.tid() < 32:
@@ -1679,10 +1020,6 @@ def put_signal_warp_nbi(ctx, dest, src, nbytes, sig, signal, sig_op, pe):
 
 @triton.jit
 def put_warp(ctx, dest, src, nbytes, pe):
-    """void symm_put_warp(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Warp 0 of the program calls it (warp scope), between two program barriers.
-    """
     _util.require_scalars('put_warp', ctx, dest, src, nbytes, pe)
     tl.debug_barrier()
     if _util.tid() < 32:
@@ -1692,10 +1029,6 @@ def put_warp(ctx, dest, src, nbytes, pe):
 
 @triton.jit
 def put_warp_nbi(ctx, dest, src, nbytes, pe):
-    """void symm_put_warp_nbi(const symm_ctx_t * ctx, void * dest, const void * src, size_t nbytes, int pe)
-
-    Warp 0 of the program calls it (warp scope), between two program barriers.
-    """
     _util.require_scalars('put_warp_nbi', ctx, dest, src, nbytes, pe)
     tl.debug_barrier()
     if _util.tid() < 32:
@@ -1705,10 +1038,6 @@ def put_warp_nbi(ctx, dest, src, nbytes, pe):
 
 @triton.jit
 def quiet(ctx):
-    """void symm_quiet(const symm_ctx_t * ctx)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('quiet', ctx)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1718,20 +1047,12 @@ def quiet(ctx):
 
 @triton.jit
 def quiet_block(ctx):
-    """void symm_quiet_block(const symm_ctx_t * ctx)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('quiet_block', ctx)
     raw.quiet_block(ctx)
 
 
 @triton.jit
 def quiet_warp(ctx):
-    """void symm_quiet_warp(const symm_ctx_t * ctx)
-
-    Warp 0 of the program calls it (warp scope), between two program barriers.
-    """
     _util.require_scalars('quiet_warp', ctx)
     tl.debug_barrier()
     if _util.tid() < 32:
@@ -1741,59 +1062,35 @@ def quiet_warp(ctx):
 
 @triton.jit
 def reduce_scatter_block(ctx, dest, src, count, dtype, op):
-    """void symm_reduce_scatter_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('reduce_scatter_block', ctx, dest, src, count, dtype, op)
     raw.reduce_scatter_block(ctx, dest, src, count, dtype, op)
 
 
 @triton.jit
 def reduce_scatter_ex_block(ctx, dest, src, count, dtype, op, acc, algo):
-    """void symm_reduce_scatter_ex_block(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op, int acc, int algo)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('reduce_scatter_ex_block', ctx, dest, src, count, dtype, op, acc, algo)
     raw.reduce_scatter_ex_block(ctx, dest, src, count, dtype, op, acc, algo)
 
 
 @triton.jit
 def reduce_scatter_ex_grid(ctx, dest, src, count, dtype, op, acc, algo, block, nblocks):
-    """void symm_reduce_scatter_ex_grid(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op, int acc, int algo, int block, int nblocks)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('reduce_scatter_ex_grid', ctx, dest, src, count, dtype, op, acc, algo, block, nblocks)
     raw.reduce_scatter_ex_grid(ctx, dest, src, count, dtype, op, acc, algo, block, nblocks)
 
 
 @triton.jit
 def reduce_scatter_grid(ctx, dest, src, count, dtype, op, block, nblocks):
-    """void symm_reduce_scatter_grid(const symm_ctx_t * ctx, void * dest, const void * src, size_t count, int dtype, int op, int block, int nblocks)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('reduce_scatter_grid', ctx, dest, src, count, dtype, op, block, nblocks)
     raw.reduce_scatter_grid(ctx, dest, src, count, dtype, op, block, nblocks)
 
 
 @triton.jit
 def signal_fetch(ctx, sig):
-    """uint64_t symm_signal_fetch(const symm_ctx_t * ctx, const uint64_t * sig)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.signal_fetch(ctx, sig)
 
 
 @triton.jit
 def signal_op(ctx, sig, value, sig_op, pe):
-    """void symm_signal_op(const symm_ctx_t * ctx, uint64_t * sig, uint64_t value, int sig_op, int pe)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('signal_op', ctx, sig, value, sig_op, pe)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1803,19 +1100,11 @@ def signal_op(ctx, sig, value, sig_op, pe):
 
 @triton.jit
 def signal_wait_until(ctx, sig, cmp, value):
-    """uint64_t symm_signal_wait_until(const symm_ctx_t * ctx, const uint64_t * sig, int cmp, uint64_t value)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.signal_wait_until(ctx, sig, cmp, value)
 
 
 @triton.jit
 def st_f32(ctx, ptr, value, pe, sem, scope):
-    """void symm_st_f32(const symm_ctx_t * ctx, float * ptr, float value, int pe, int sem, int scope)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('st_f32', ctx, ptr, value, pe, sem, scope)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1825,10 +1114,6 @@ def st_f32(ctx, ptr, value, pe, sem, scope):
 
 @triton.jit
 def st_f64(ctx, ptr, value, pe, sem, scope):
-    """void symm_st_f64(const symm_ctx_t * ctx, double * ptr, double value, int pe, int sem, int scope)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('st_f64', ctx, ptr, value, pe, sem, scope)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1838,10 +1123,6 @@ def st_f64(ctx, ptr, value, pe, sem, scope):
 
 @triton.jit
 def st_i32(ctx, ptr, value, pe, sem, scope):
-    """void symm_st_i32(const symm_ctx_t * ctx, int32_t * ptr, int32_t value, int pe, int sem, int scope)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('st_i32', ctx, ptr, value, pe, sem, scope)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1851,10 +1132,6 @@ def st_i32(ctx, ptr, value, pe, sem, scope):
 
 @triton.jit
 def st_i64(ctx, ptr, value, pe, sem, scope):
-    """void symm_st_i64(const symm_ctx_t * ctx, int64_t * ptr, int64_t value, int pe, int sem, int scope)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('st_i64', ctx, ptr, value, pe, sem, scope)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1864,10 +1141,6 @@ def st_i64(ctx, ptr, value, pe, sem, scope):
 
 @triton.jit
 def st_u32(ctx, ptr, value, pe, sem, scope):
-    """void symm_st_u32(const symm_ctx_t * ctx, uint32_t * ptr, uint32_t value, int pe, int sem, int scope)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('st_u32', ctx, ptr, value, pe, sem, scope)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1877,10 +1150,6 @@ def st_u32(ctx, ptr, value, pe, sem, scope):
 
 @triton.jit
 def st_u64(ctx, ptr, value, pe, sem, scope):
-    """void symm_st_u64(const symm_ctx_t * ctx, uint64_t * ptr, uint64_t value, int pe, int sem, int scope)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('st_u64', ctx, ptr, value, pe, sem, scope)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1890,20 +1159,12 @@ def st_u64(ctx, ptr, value, pe, sem, scope):
 
 @triton.jit
 def sync_block(ctx):
-    """void symm_sync_block(const symm_ctx_t * ctx)
-
-    Every thread of the program calls it (block scope): call it from code that all threads reach.
-    """
     _util.require_scalars('sync_block', ctx)
     raw.sync_block(ctx)
 
 
 @triton.jit
 def trace_begin(ctx, name_id):
-    """void symm_trace_begin(const symm_ctx_t * ctx, int name_id)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('trace_begin', ctx, name_id)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1913,10 +1174,6 @@ def trace_begin(ctx, name_id):
 
 @triton.jit
 def trace_end(ctx, name_id):
-    """void symm_trace_end(const symm_ctx_t * ctx, int name_id)
-
-    Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.
-    """
     _util.require_scalars('trace_end', ctx, name_id)
     tl.debug_barrier()
     if _util.tid() == 0:
@@ -1926,35 +1183,29 @@ def trace_end(ctx, name_id):
 
 @triton.jit
 def wait_until_i32(ctx, ivar, cmp, value):
-    """int32_t symm_wait_until_i32(const symm_ctx_t * ctx, const int32_t * ivar, int cmp, int32_t value)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.wait_until_i32(ctx, ivar, cmp, value)
 
 
 @triton.jit
 def wait_until_i64(ctx, ivar, cmp, value):
-    """int64_t symm_wait_until_i64(const symm_ctx_t * ctx, const int64_t * ivar, int cmp, int64_t value)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.wait_until_i64(ctx, ivar, cmp, value)
 
 
 @triton.jit
 def wait_until_u32(ctx, ivar, cmp, value):
-    """uint32_t symm_wait_until_u32(const symm_ctx_t * ctx, const uint32_t * ivar, int cmp, uint32_t value)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.wait_until_u32(ctx, ivar, cmp, value)
 
 
 @triton.jit
 def wait_until_u64(ctx, ivar, cmp, value):
-    """uint64_t symm_wait_until_u64(const symm_ctx_t * ctx, const uint64_t * ivar, int cmp, uint64_t value)
-
-    Every thread calls it (a read without side effects); tensor arguments are handled element-wise.
-    """
     return raw.wait_until_u64(ctx, ivar, cmp, value)
+
+
+# docstrings: the C declaration (symm._device_api), then who runs the call
+_HOW = {
+    'block': 'Every thread of the program calls it (block scope): call it from code that all threads reach.',
+    'warp': 'Warp 0 of the program calls it (warp scope), between two program barriers.',
+    'thread0': 'Thread 0 of the program calls it, between two program barriers (so it is ordered after everything the program did before and before everything after); scalar arguments only.',
+    'each': 'Every thread calls it (a read without side effects); tensor arguments are handled element-wise.',
+}
+_device_api.document(globals(), {name: _HOW[mode] for name, mode in MODES.items()})

@@ -230,6 +230,7 @@ static symm_status_t host_barrier_on_stream(symm__backend_t *be, const symm_ctx_
 const symm__backend_ops_t symm__backend_host_ops = {
     .name = "host",
     .kind = SYMM_BACKEND_HOST,
+    .kernel_caps = 0, /* no GPU: libsymm's kernels have nowhere to run */
     .open = host_open,
     .close = host_close,
     .reserve = host_reserve,

@@ -562,6 +562,7 @@ static symm_status_t native_module_has_global(symm__backend_t *be, void *module,
 const symm__backend_ops_t symm__backend_native_ops = {
     .name = "native",
     .kind = SYMM_BACKEND_NATIVE,
+    .kernel_caps = SYMM__BE_KCAP_COLL | SYMM__BE_KCAP_MOE | SYMM__BE_KCAP_TRACE,
     .open = native_open,
     .close = native_close,
     .reserve = native_reserve,

@@ -497,6 +497,8 @@ const symm__backend_ops_t symm__backend_nccl_ops = {
     .kind = SYMM_BACKEND_NCCL,
     .on_native = 1,
     .multi_node = 1,
+    /* no MoE: its kernels need every team PE at the heap's stride */
+    .kernel_caps = SYMM__BE_KCAP_COLL | SYMM__BE_KCAP_TRACE,
     .load = nccl_load,
     .open = nccl_open,
     .close = nccl_close,

@@ -331,6 +331,8 @@ const symm__backend_ops_t symm__backend_nvshmem_ops = {
     .kind = SYMM_BACKEND_NVSHMEM,
     .on_native = 1,
     .multi_node = 1,
+    /* no MoE: its kernels need every team PE at the heap's stride */
+    .kernel_caps = SYMM__BE_KCAP_COLL | SYMM__BE_KCAP_TRACE,
     .load = nvshmem_load,
     .open = nvshmem_open,
     .close = nvshmem_close,
