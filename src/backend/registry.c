@@ -1,6 +1,6 @@
 /*
- * registry.c - the list of backends SYMM_BACKEND can name, and helpers
- * shared by them.
+ * registry.c - the backends SYMM_BACKEND can name (expanded from
+ * symm/device/backend/list.h), and helpers shared by them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,10 +10,9 @@
 
 const symm__backend_ops_t *symm__backend_find(const char *name) {
     static const symm__backend_ops_t *const all[] = {
-        &symm__backend_native_ops,
-        &symm__backend_host_ops,
-        &symm__backend_nvshmem_ops,
-        &symm__backend_nccl_ops,
+#define SYMM__X(name, ...) &symm__backend_##name##_ops,
+        SYMM__BACKEND_LIST(SYMM__X)
+#undef SYMM__X
     };
     if (!name || !*name)
         name = "native";

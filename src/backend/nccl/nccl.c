@@ -22,7 +22,7 @@
 #include "bootstrap/agree.h"
 #include "core/env.h"
 #include "core/log.h"
-#include "symm/device/backend_state.h"
+#include "symm/device/backend/state.h"
 
 #if !defined(SYMM_HAVE_NCCL_DEVICE)
 /* This libsymm was built without NCCL's device headers (cmake/symm_comm_libs.cmake). */
