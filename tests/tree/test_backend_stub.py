@@ -51,7 +51,8 @@ REGISTRY_MAIN = r'''
 
 /* Placeholders for the tables this program does not link: a backend's own
  * file (stub.c) defines the real one. */
-#define SYMM__X(be, ...) __attribute__((weak)) const symm__backend_ops_t symm__backend_##be##_ops = {.name = #be};
+#define SYMM__X(be, KIND, ...) \
+    __attribute__((weak)) const symm__backend_ops_t symm__backend_##be##_ops = {.name = #be, .kind = SYMM_BACKEND_##KIND};
 SYMM__BACKEND_LIST(SYMM__X)
 #undef SYMM__X
 
