@@ -71,6 +71,10 @@
       "AUTO's limits of the stream collectives for every team size, 'name=bytes,...' (names: " \
       "SYMM__COLL_LIMITS in include/symm/contract/coll_auto.h; K/M/G suffixes; never), e.g. "  \
       "rs_ce_min=32M,bcast_ce_min=never; default: the table. The same on every PE (init checks)")\
+    X(moe_ht_combine,     SYMM_MOE_HT_COMBINE,     STRING,   "split",                        \
+      "how a high-throughput MoE combine that sends and receives in one kernel uses its blocks: " \
+      "split (half send, half reduce as rows arrive) or serial (every block sends its share, " \
+      "then reduces); symm_moe_create refuses other values")                                 \
     X(trace,              SYMM_TRACE,              BOOL,     "0",                            \
       "device trace: the Python front ends compile kernels with the traced device code (the "   \
       "*_trace.bc bitcode for Triton and CuTe DSL, -DSYMM_TRACE for TileLang); docs/trace.md") \

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "symm/symm_moe.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "moe/moe.h"
 
@@ -32,6 +33,7 @@ struct symm_moe {
     int share;             /* SMs a waiting grid of this PE may fill */
     int sms;               /* the SM budget: most blocks of any kernel */
     int sms_set;           /* 0: sms is the default */
+    int ht_serial;         /* SYMM_MOE_HT_COMBINE=serial */
 };
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -109,6 +111,17 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg) {
     return st;
 }
 
+/* SYMM_MOE_HT_COMBINE: a PE's choice changes only how its own blocks share the
+ * work, so PEs need not agree on it. */
+static symm_status_t ht_combine_schedule(const char *call, int *serial) {
+    const char *v = symm__env()->moe_ht_combine;
+    if (strcmp(v, "split") != 0 && strcmp(v, "serial") != 0)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: SYMM_MOE_HT_COMBINE is '%s'; it takes split or serial",
+                           call, v);
+    *serial = strcmp(v, "serial") == 0;
+    return SYMM_SUCCESS;
+}
+
 symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, symm_moe_t **out) {
     const char *call = "symm_moe_create";
     symm_moe_t *h;
@@ -129,6 +142,8 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
     if ((st = symm__moe_geom(call, cfg, symm_team_n_pes(team), &h->g)) != SYMM_SUCCESS)
         goto fail_handle;
     if ((st = same_everywhere(cfg)) != SYMM_SUCCESS)
+        goto fail_handle;
+    if ((st = ht_combine_schedule(call, &h->ht_serial)) != SYMM_SUCCESS)
         goto fail_handle;
     if ((st = symm_team_ctx_copy(team, &h->ctx)) != SYMM_SUCCESS)
         goto fail_handle;
@@ -239,6 +254,7 @@ static symm_status_t begin(const char *call, symm_moe_t *h, symm__moe_kargs_t *a
 static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, int flags, symm_stream_t stream) {
     a->kernel = (uint32_t)k;
     a->flags = (uint32_t)flags;
+    a->ht_serial = k == SYMM__MK_HT_COMBINE && h->ht_serial;
     a->nblocks = grid(h, k, flags);
     return symm__moe_launch(a, stream);
 }

@@ -31,8 +31,11 @@
  *         the sources so every PE's data comes in from the start.
  *   recv  Per token: wait for the chunk flags of the rows it gets back and
  *         sum them in float32, in PE order. With both halves in one kernel
- *         half the blocks send and half reduce as the data arrives, and the
- *         rows this PE returns to itself are read from y where they are.
+ *         half the blocks send and half reduce as the data arrives (or, with
+ *         SYMM_MOE_HT_COMBINE=serial, every block sends its share and then
+ *         reduces: twice the senders when few SMs are allowed; no block waits
+ *         before it has sent, so neither form can deadlock), and the rows
+ *         this PE returns to itself are read from y where they are.
  * Reuse: r's ht_cbuf and ht_cflag are written by combine e + 1 of s only
  * after s's dispatch e + 1 waited for r's count row of e + 1, posted after
  * r's combine e had read them; the parity-indexed count rows are written
@@ -473,9 +476,9 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine(const __
     const uint64_t e = moe_begin(A, 0);
     const uint32_t B = gridDim.x, b = blockIdx.x;
     if (A->flags == SYMM_MOE_SEND_RECV) {
-        if (B == 1) {
-            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send(A, e, 0, 1, 1));
-            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE_RECV, ht_combine_recv(A, e, 0, 1, 1));
+        if (B == 1 || A->ht_serial) {
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send(A, e, b, B, 1));
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE_RECV, ht_combine_recv(A, e, b, B, 1));
         } else if (b < B / 2) {
             MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send(A, e, b, B / 2, 1));
         } else {

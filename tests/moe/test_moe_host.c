@@ -6,10 +6,13 @@
  *   - configurations that differ between PEs: SYMM_ERR_MISMATCH on every PE,
  *     naming the field and both values;
  *   - a good configuration: SYMM_ERR_UNSUPPORTED (the host backend has no GPU
- *     kernels), and the runtime still works after all of them;
+ *     kernels), and the runtime still works after all of them; with
+ *     SYMM_MOE_HT_COMBINE=sideways (moe_host_schedule_N) SYMM_ERR_INVALID_ARG
+ *     naming the variable instead;
  *   - calls on a NULL handle fail cleanly (the SM budget's and the routes' too); destroy(NULL)
  *     is a no-op.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "symm_test.h"
@@ -38,6 +41,8 @@ int main(void) {
     symm_moe_config_t c = good();
     int me, n;
     void *p = NULL;
+    const char *sched = getenv("SYMM_MOE_HT_COMBINE");
+    const int bad_schedule = sched != NULL && strcmp(sched, "sideways") == 0;
     SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_NOT_INITIALIZED);
     SYMM_CHECK(symm_init());
     me = symm_my_pe();
@@ -70,8 +75,14 @@ int main(void) {
 
     c = good();
     c.num_experts = (size_t)8 * (size_t)n;
-    SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_UNSUPPORTED);
-    expect_msg("native backend");
+    if (bad_schedule) { /* checked before the backend: the same on a GPU */
+        SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
+        expect_msg("SYMM_MOE_HT_COMBINE is 'sideways'; it takes split or serial");
+        TEST_ASSERT(h == NULL, "no handle on failure");
+    } else {
+        SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_UNSUPPORTED);
+        expect_msg("native backend");
+    }
     TEST_ASSERT(symm_moe_heap_bytes(&c, n) > 0, "heap_bytes of a good configuration");
     SYMM_EXPECT(symm_moe_create(&c, symm_team_node(), NULL), SYMM_ERR_INVALID_ARG);
 
