@@ -5,11 +5,11 @@
  * NCCL ships its device API as C++ headers and no bitcode, so this file is
  * compiled by clang-19 in CUDA mode (-x cuda --cuda-device-only, see
  * bitcode/CMakeLists.txt): NCCL's templates are instantiated inside symm's
- * backend file (include/symm/device/backend_nccl.h), and with SYMM_BITCODE
+ * backend file (include/symm/device/backend/nccl.h), and with SYMM_BITCODE
  * every public symm_* function is exported with its plain C name, exactly as
  * in the plain-C libsymm_device_sm*.bc. A DSL links this one file; nothing of
  * NCCL needs linking besides (the ncclDevComm travels in the context). What
- * clang needs beyond nvcc to read NCCL's headers is in backend_nccl.h, and an
+ * clang needs beyond nvcc to read NCCL's headers is in backend/nccl.h, and an
  * empty texture_fetch_functions.h the build puts on the include path (CUDA 13
  * dropped it; clang-19's CUDA wrapper still includes it).
  */

@@ -21,7 +21,9 @@ reference each other, the module graph has no cycle. Exit status 1 lists
 every offending edge with the file and the name that makes it.
 
 It also checks that hand-written PTX (an asm statement) appears only in
-include/symm/device/impl_ptx.h, among the files of src/, include/ and bitcode/.
+include/symm/device/impl_ptx.h and in a backend's own PTX header
+(include/symm/device/backend/<name>_ptx.h), among the files of src/,
+include/ and bitcode/.
 """
 import argparse
 import os
@@ -36,6 +38,13 @@ INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # an asm statement (not an asm label such as __asm__("vprintf") on a declaration)
 ASM_RE = re.compile(r'\basm\s*(?:volatile\s*)?\(|__asm__\s+volatile|__asm__\s*\(\s*"[^"]*[\s%;{]')
 PTX_HOME = os.path.join("include", "symm", "device", "impl_ptx.h")
+# each backend's PTX lives with its device file: <name>_ptx.h in this folder
+PTX_BACKEND_DIR = os.path.join("include", "symm", "device", "backend")
+
+
+def ptx_allowed(rel):
+    """Whether the file at rel (from the repository root) may hold PTX."""
+    return rel == PTX_HOME or (os.path.dirname(rel) == PTX_BACKEND_DIR and rel.endswith("_ptx.h"))
 
 
 def read_layers(path):
@@ -107,13 +116,13 @@ def include_edges(files):
 
 def ptx_outside(root):
     """Files under root's src/, include/ and bitcode/ with an asm statement,
-    impl_ptx.h excepted."""
+    impl_ptx.h and the backends' <name>_ptx.h excepted."""
     bad = []
     for top in ("src", "include", "bitcode"):
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for name in sorted(files):
                 rel = os.path.relpath(os.path.join(dirpath, name), root)
-                if not name.endswith(SOURCE_EXT) or rel == PTX_HOME:
+                if not name.endswith(SOURCE_EXT) or ptx_allowed(rel):
                     continue
                 with open(os.path.join(root, rel), errors="replace") as f:
                     text = re.sub(r"/\*.*?\*/|//[^\n]*", "", f.read(), flags=re.S)
@@ -203,17 +212,18 @@ def main():
             for w in sorted(why):
                 bad.append("%s -> %s: %s" % (src, dst, w))
     for rel in ptx_outside(os.path.dirname(SRC)):
-        bad.append("%s: hand-written PTX outside %s (add a helper there)" % (rel, PTX_HOME))
+        bad.append("%s: hand-written PTX outside %s and %s/<name>_ptx.h (add a helper there)"
+                   % (rel, PTX_HOME, PTX_BACKEND_DIR))
     if args.graph:
         for (src, dst), why in sorted(graph.items()):
             print("%-16s -> %-16s (%d)" % (src, dst, len(why)))
     if bad:
         print("check_layers: %d problems (a lower layer may not include or call a higher one, nor "
-              "a sibling; PTX only in %s):" % (len(bad), PTX_HOME))
+              "a sibling; PTX only in %s and %s/<name>_ptx.h):" % (len(bad), PTX_HOME, PTX_BACKEND_DIR))
         for b in bad:
             print("  " + b)
         return 1
-    print("check_layers: %d files, %d module edges, all downward (%s); PTX only in impl_ptx.h"
+    print("check_layers: %d files, %d module edges, all downward (%s); PTX only in impl_ptx.h and backend/*_ptx.h"
           % (len(files), len(graph), " < ".join(
               "/".join(m for m in layers if layers[m] == r) for r in sorted(set(layers.values())))))
     return 0

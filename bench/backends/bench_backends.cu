@@ -2,7 +2,7 @@
  * bench_backends.cu - see bench_backends.h. The kernels are the plain uses of
  * the device API a kernel author writes; what differs between the columns of
  * the "backends" table is only the context's backend, so the dispatch of
- * include/symm/device/impl_backend.h picks the path.
+ * include/symm/device/backend/dispatch.h picks the path.
  */
 #include <cuda_runtime.h>
 

@@ -166,7 +166,7 @@ symm_status_t symm_backend_module_init(void *cumodule);
 /* Register a function that returns a CUDA function (a CUfunction) of a
  * module to set up as above, at init or at once when symm is up; the
  * device header does this for CUDA C programs built with the nvshmem
- * backend (include/symm/device/backend_nvshmem.h). Any thread, any time. */
+ * backend (include/symm/device/backend/nvshmem.h). Any thread, any time. */
 void symm_backend_module_source(void *(*find)(void));
 
 /* ======================================================================== */

@@ -41,7 +41,7 @@
  * on every PE, agreed the same way) go through copy-engine pipelines
  * ("copy-engine": the data on the copy engines chunk by chunk, small
  * kernels signalling the chunks). SYMM_COLL_TUNE="name=bytes,..." moves
- * AUTO's limits (the table in symm/device/coll_auto.h); set it alike on
+ * AUTO's limits (the table in symm/contract/coll_auto.h); set it alike on
  * every PE.
  *
  * Errors (nothing is enqueued): SYMM_ERR_NOT_INITIALIZED; SYMM_ERR_ENV (a bad

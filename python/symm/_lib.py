@@ -18,6 +18,8 @@ import glob
 import os
 import threading
 
+from . import _backends
+
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 # python/symm -> the repository root, when running from a source checkout
 _REPO_DIR = os.path.dirname(os.path.dirname(_PKG_DIR))
@@ -71,9 +73,10 @@ def bitcode_dir():
         % ", ".join(cands))
 
 
-SCALE_OUT_BACKENDS = ("nvshmem", "nccl")
+# the backends with device calls of their own (include/symm/device/backend/list.h)
+SCALE_OUT_BACKENDS = _backends.FAR
 # every backend a kernel can be compiled for (docs/backends.md)
-BACKENDS = ("native",) + SCALE_OUT_BACKENDS
+BACKENDS = _backends.COMPILE_TARGETS
 
 
 def check_backend(backend, who=""):
@@ -121,12 +124,13 @@ def bitcode_path(arch=None, backend=None, trace=None):
     if backend is not None:
         check_backend(backend)
     if backend in SCALE_OUT_BACKENDS:
+        b = _backends.get(backend)
         if arch is not None and _arch_int(arch) < 90:
             raise ValueError("the %s device bitcode is built for sm_90 and newer (got %s)" % (backend, arch))
-        path = os.path.join(d, "libsymm_device_%s_sm90%s.bc" % (backend, sfx))
+        path = os.path.join(d, "%s_sm90%s.bc" % (b.bitcode, sfx))
         if not os.path.isfile(path):
             raise LibraryNotFoundError("%s not found (built by CMake with clang-19%s)" % (
-                path, " and NCCL's device headers" if backend == "nccl" else ""))
+                path, " and the library's device headers (%s)" % b.include_var if b.include_var else ""))
         return path
     if arch is None:
         name = "libsymm_device%s.bc" % sfx
@@ -164,17 +168,30 @@ def _pip_lib_dir(module):
     return None
 
 
-def nvshmem_device_bitcode():
-    """NVSHMEM's libnvshmem_device.bc, which a Triton kernel links next to
-    libsymm_device_nvshmem_sm90.bc (raises LibraryNotFoundError)."""
-    env = os.environ.get("SYMM_NVSHMEM_DEVICE_BC")
-    d = _pip_lib_dir("nvshmem")
-    cands = [env] if env else ([os.path.join(d, "libnvshmem_device.bc")] if d else [])
+def device_lib_bitcode(backend):
+    """The bitcode of `backend`'s own device library (its list.h device_lib,
+    e.g. NVSHMEM's libnvshmem_device.bc), which a Triton kernel links next to
+    symm's file for that backend: $SYMM_<NAME>_DEVICE_BC, else the pip
+    package nvidia-<name>-cu13. None for a backend without one; raises
+    LibraryNotFoundError when it has one that is not found."""
+    b = _backends.get(backend)
+    if not b.device_lib:
+        return None
+    var = "SYMM_%s_DEVICE_BC" % b.name.upper()
+    env = os.environ.get(var)
+    d = _pip_lib_dir(b.name)
+    cands = [env] if env else ([os.path.join(d, b.device_lib + ".bc")] if d else [])
     for c in cands:
         if os.path.isfile(c):
             return c
-    raise LibraryNotFoundError("libnvshmem_device.bc not found (looked at: %s); pip install "
-                               "nvidia-nvshmem-cu13 or set SYMM_NVSHMEM_DEVICE_BC" % (", ".join(cands) or "nothing"))
+    raise LibraryNotFoundError("%s.bc not found (looked at: %s); pip install nvidia-%s-cu13 or set %s" % (
+        b.device_lib, ", ".join(cands) or "nothing", b.name, var))
+
+
+def nvshmem_device_bitcode():
+    """NVSHMEM's libnvshmem_device.bc, which a Triton kernel links next to
+    libsymm_device_nvshmem_sm90.bc (raises LibraryNotFoundError)."""
+    return device_lib_bitcode("nvshmem")
 
 
 def set_library_defaults():

@@ -7,7 +7,7 @@
  * backend only does local work: pick a device, reserve address space, create
  * this PE's piece of a chunk, map every node PE's piece at its slot, and a
  * few device-memory helpers. A new backend fills one symm__backend_ops_t and
- * adds itself to symm__backend_find (registry.c); docs/backends.md.
+ * gets a line in symm/device/backend/list.h; docs/backends.md.
  *
  * Scale-out backends (nvshmem, nccl) sit on the native backend of this PE's
  * GPU (on_native: the registry opens it first and hands it over in
@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "symm/symm.h"
+#include "symm/device/backend/list.h"
 #include "bootstrap/bootstrap.h"
 
 #ifdef __cplusplus
@@ -216,14 +217,14 @@ struct symm__backend_ops {
 symm_status_t symm__backend_open(const symm__backend_ops_t *ops, const symm__backend_args_t *args,
                                  symm__backend_t **out);
 
-/* The backend called `name` ("native", "host", "nvshmem", "nccl"), or NULL. */
+/* The backend called `name` (a name of symm/device/backend/list.h), or NULL. */
 const symm__backend_ops_t *symm__backend_find(const char *name);
 
-/* The backends, for registry.c. */
-extern const symm__backend_ops_t symm__backend_native_ops;
-extern const symm__backend_ops_t symm__backend_host_ops;
-extern const symm__backend_ops_t symm__backend_nvshmem_ops;
-extern const symm__backend_ops_t symm__backend_nccl_ops;
+/* The backends of symm/device/backend/list.h: symm__backend_<name>_ops,
+ * defined in src/backend/<name>/. */
+#define SYMM__X(name, ...) extern const symm__backend_ops_t symm__backend_##name##_ops;
+SYMM__BACKEND_LIST(SYMM__X)
+#undef SYMM__X
 
 /* Parse SYMM_DEBUG_DENY_PEER ("i:j"): 1 and *i, *j when set and valid, 0 when
  * empty, -1 when malformed. */

@@ -1,25 +1,39 @@
 /*
- * registry.c - the list of backends SYMM_BACKEND can name, and helpers
- * shared by them.
+ * registry.c - the backends SYMM_BACKEND can name (expanded from
+ * symm/device/backend/list.h), and helpers shared by them.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
 #include "bootstrap/agree.h"
+#include "core/log.h"
 
 const symm__backend_ops_t *symm__backend_find(const char *name) {
-    static const symm__backend_ops_t *const all[] = {
-        &symm__backend_native_ops,
-        &symm__backend_host_ops,
-        &symm__backend_nvshmem_ops,
-        &symm__backend_nccl_ops,
+    static const struct {
+        const char *name;
+        uint32_t kind;
+        const symm__backend_ops_t *ops;
+    } all[] = {
+#define SYMM__X(be, KIND, ...) {#be, SYMM_BACKEND_##KIND, &symm__backend_##be##_ops},
+        SYMM__BACKEND_LIST(SYMM__X)
+#undef SYMM__X
     };
     if (!name || !*name)
         name = "native";
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-        if (strcmp(all[i]->name, name) == 0)
-            return all[i];
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        if (strcmp(all[i].name, name) != 0)
+            continue;
+        /* the list line and the backend's own table must agree (a bug otherwise) */
+        if (strcmp(all[i].ops->name, all[i].name) != 0 || all[i].ops->kind != all[i].kind) {
+            SYMM_LOG_ERROR("backend %s: its ops table says name %s, kind %u; its line in "
+                           "symm/device/backend/list.h kind %u",
+                           all[i].name, all[i].ops->name, (unsigned)all[i].ops->kind, (unsigned)all[i].kind);
+            return NULL;
+        }
+        return all[i].ops;
+    }
     return NULL;
 }
 

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "symm/symm.h"
-#include "symm/device/coll_auto.h"
-#include "symm/device/coll_layout.h"
+#include "symm/contract/coll_auto.h"
+#include "symm/contract/coll_layout.h"
 
 #ifdef __cplusplus
 extern "C" {

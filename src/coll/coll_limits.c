@@ -1,6 +1,6 @@
 /*
  * coll_limits.c - AUTO's limits in force: the table of
- * include/symm/device/coll_auto.h (SYMM__COLL_LIMITS, a column per team
+ * include/symm/contract/coll_auto.h (SYMM__COLL_LIMITS, a column per team
  * size), SYMM_COLL_TUNE over it, and the bench's and tests' overrides
  * (symm__coll_tune_set) over both. Not thread-safe (as the other tuning
  * hooks): the overrides are process-wide settings every PE sets alike.
@@ -68,7 +68,7 @@ static symm_status_t parse_tune(void) {
         }
         if (!eq || (i = lim_index(p, (size_t)(eq - p))) < 0 || len - (size_t)(eq - p) - 1 >= sizeof value)
             return symm__error(SYMM_ERR_ENV, "SYMM_COLL_TUNE: \"%.*s\" is not name=bytes with a name of "
-                               "include/symm/device/coll_auto.h (SYMM__COLL_LIMITS)", (int)len, p);
+                               "include/symm/contract/coll_auto.h (SYMM__COLL_LIMITS)", (int)len, p);
         memcpy(value, eq + 1, len - (size_t)(eq - p) - 1);
         value[len - (size_t)(eq - p) - 1] = '\0';
         if (strcmp(value, "never") == 0)

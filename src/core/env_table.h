@@ -69,7 +69,7 @@
       "the copy engines; 0 = never. The same on every PE (init checks)")                     \
     X(coll_tune,          SYMM_COLL_TUNE,          STRING,   "",                             \
       "AUTO's limits of the stream collectives for every team size, 'name=bytes,...' (names: " \
-      "SYMM__COLL_LIMITS in include/symm/device/coll_auto.h; K/M/G suffixes; never), e.g. "  \
+      "SYMM__COLL_LIMITS in include/symm/contract/coll_auto.h; K/M/G suffixes; never), e.g. "  \
       "rs_ce_min=32M,bcast_ce_min=never; default: the table. The same on every PE (init checks)")\
     X(moe_ht_combine,     SYMM_MOE_HT_COMBINE,     STRING,   "serial",                       \
       "how a high-throughput MoE combine that sends and receives in one kernel uses its blocks: " \

@@ -11,7 +11,7 @@
 
 #include "symm/symm_device.h"
 #include "symm/symm_moe.h"
-#include "symm/device/coll_reduce.h"
+#include "symm/device/convert.h" /* element conversions */
 
 extern "C" {
 #include "core/log.h"

@@ -82,6 +82,8 @@ def test_wheel_builds_and_finds_its_parts(tmp_path):
     for need in ("symm/__init__.py", "symm/lib/libsymm.so.0", "symm/bin/symmrun", "symm/bin/symm-info",
                  "symm/include/symm/symm.h",
                  "symm/include/symm/symm_device.h", "symm/include/symm/device/impl.h",
+                 "symm/include/symm/device/backend/list.h", "symm/include/symm/device/backend/dispatch.h",
+                 "symm/include/symm/contract/coll_layout.h", "symm/_backends.py",
                  "symm/triton/__init__.py", "symm/triton/_api.py", "symm/triton/raw.py",
                  "symm/cute/__init__.py", "symm/cute/raw.py", "symm/cubin.py",
                  "symm/moe/__init__.py", "symm/moe/deep_ep.py"):

@@ -6,7 +6,7 @@
 #ifndef SYMM_DEVICE_COLL_API_H
 #define SYMM_DEVICE_COLL_API_H
 
-#include "symm/device/coll_auto.h" /* SYMM__COLL_DEV_PACKET_MAX, SYMM__COLL_DEV_ONESHOT_MAX */
+#include "symm/contract/coll_auto.h" /* SYMM__COLL_DEV_PACKET_MAX, SYMM__COLL_DEV_ONESHOT_MAX */
 
 /* Check the shared preconditions; returns the element size or stops. */
 SYMM__DEVICE_INTERNAL uint32_t symm__c_dev_check(const symm_ctx_t *ctx, const char *call, int dtype, int op,

@@ -29,7 +29,7 @@
 #define SYMM_DEVICE_COLL_IMPL_H
 
 /* In dependency order; the memory instructions they use are impl_ptx.h's. */
-#include "symm/device/coll_layout.h"
+#include "symm/contract/coll_layout.h"
 #include "symm/device/coll_reduce.h"
 #include "symm/device/coll_units.h"  /* words and units, splits, peers */
 #include "symm/device/coll_sync.h"   /* epochs, flags, handshakes, barrier, messages */

@@ -7,7 +7,7 @@
  *   impl_ptx.h   loads/stores by width, ordering and scope; atomics; signals
  *   impl_wait.h  the spin-wait with deadline and abort flag
  *   impl_copy.h  the put/get copy engine (SM loads/stores) and its variants
- *   impl_backend.h  where a call to a peer outside the load/store window goes
+ *   backend/dispatch.h  where a call to a peer outside the load/store window goes
  *                (the scale-out backends' device files, backend_*.h)
  *   impl_rma.h   context queries, p/g, put/get, put_signal, signals
  *   impl_pkt.h   packet puts: payload and flag in the same stores
@@ -31,7 +31,7 @@
 #include "symm/device/trace.h"     /* the hooks the families below call */
 #include "symm/device/impl_wait.h"
 #include "symm/device/impl_copy.h"
-#include "symm/device/impl_backend.h"
+#include "symm/device/backend/dispatch.h"
 #include "symm/device/impl_rma.h"
 #include "symm/device/impl_pkt.h"
 #include "symm/device/impl_ldst.h"

@@ -351,7 +351,7 @@ SYMM__DEVICE_INTERNAL uint64_t symm__ctx_trace(const symm_ctx_t *ctx) {
 
 /* The context's load/store window (ldst_first, ldst_count: two adjacent
  * int32s), read the same way and for the same reason as my_pe and stride:
- * every call that may leave the window tests it (impl_backend.h). */
+ * every call that may leave the window tests it (backend/dispatch.h). */
 SYMM__DEVICE_INTERNAL void symm__ctx_ldst(const symm_ctx_t *ctx, int32_t *first, int32_t *count) {
     const int global = symm__ctx_in_global(ctx);
     if (global) {
@@ -395,15 +395,6 @@ SYMM__DEVICE_INTERNAL void symm__ctx_range(const symm_ctx_t *ctx, int32_t *n_pes
         *base = ctx->heap_base;
         *size = ctx->heap_size;
     }
-}
-
-/* ---- NCCL's device headers under clang (backend_nccl.h) ------------------------ */
-
-/* The write-through 16-byte store NCCL's GIN proxy queue uses (CUDA's __stwt
- * for uint4), for clang's CUDA mode, whose headers lack it. */
-SYMM__DEVICE_INTERNAL void symm__st_wt_v4(void *p, uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
-    asm volatile("st.global.wt.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x), "r"(y), "r"(z), "r"(w)
-                 : "memory");
 }
 
 /* ---- bulk copy loops: one element of each width, local or remote (impl_copy.h) ---- */

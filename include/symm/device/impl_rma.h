@@ -24,7 +24,7 @@ SYMM__DEVICE_INTERNAL void *symm__peer(const symm_ctx_t *ctx, const void *p, int
 
 /* PE pe's copy of p at an address this GPU loads and stores: the window's
  * arithmetic, else the backend's own address for it, else NULL (the call
- * then goes through the backend's library, impl_backend.h). */
+ * then goes through the backend's library, backend/dispatch.h). */
 SYMM__DEVICE_INTERNAL void *symm__addr(const symm_ctx_t *ctx, const void *p, int pe) {
     if (symm__ldst_peer(ctx, pe))
         return symm__peer_api(ctx, p, pe);

@@ -10,7 +10,7 @@
 #ifndef SYMM_DEVICE_IMPL_SYNC_H
 #define SYMM_DEVICE_IMPL_SYNC_H
 
-/* A scale-out context adds its library's fence / quiet (impl_backend.h),
+/* A scale-out context adds its library's fence / quiet (backend/dispatch.h),
  * which covers what went through the library; nothing on native. */
 
 SYMM_DEVICE_FN void symm_fence(const symm_ctx_t *ctx) {

@@ -8,7 +8,7 @@
 
 #include "symm/symm_trace_types.h"
 
-/* The trace's groups are the backend calls' groups (impl_backend.h), so a
+/* The trace's groups are the backend calls' groups (backend/dispatch.h), so a
  * call site passes its own. */
 typedef char symm__trace_group_matches[((int)SYMM_TRACE_GROUP_THREAD == (int)SYMM__G_THREAD &&
                                         (int)SYMM_TRACE_GROUP_WARP == (int)SYMM__G_WARP &&

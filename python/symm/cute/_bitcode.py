@@ -16,7 +16,7 @@ import os
 
 import cutlass.cute as cute
 
-from .. import _lib
+from .. import _backends, _lib
 
 _ARCH = contextvars.ContextVar("symm_cute_arch", default=None)
 _BACKEND = contextvars.ContextVar("symm_cute_backend", default=None)
@@ -122,18 +122,28 @@ def nvshmem_device_bitcode(arch=90):
 
 def link_files(arch, backend, trace=None):
     """The bitcode files a kernel for (arch, backend) links, checked to exist:
-    symm's file (traced with trace=True; None: $SYMM_TRACE), and on nvshmem
-    NVSHMEM's device bitcode after it."""
+    symm's file (traced with trace=True; None: $SYMM_TRACE), and on a backend
+    with a device library of its own (nvshmem) that library's bitcode after it."""
     backend = resolve_backend(backend)
-    if backend == "native":
+    b = _backends.get(backend)
+    if not b.far:
         path = _lib.bitcode_path(arch, trace=trace)
         if not os.path.isfile(path):
             raise _lib.LibraryNotFoundError("%s not found (build the bitcode, or set SYMM_BITCODE_DIR)" % path)
         return [path]
     files = [_lib.bitcode_path(arch, backend=backend, trace=trace)]
-    if backend == "nvshmem":
-        files.append(nvshmem_device_bitcode(arch))
+    if b.device_lib:
+        find = _DEVICE_LIB_FINDERS.get(b.device_lib)
+        if find is None:
+            raise _lib.LibraryNotFoundError("symm.cute on %s: no finder for its device library %s "
+                                            "(symm/cute/_bitcode.py, _DEVICE_LIB_FINDERS)" % (backend, b.device_lib))
+        files.append(find(arch))
     return files
+
+
+# list.h's device_lib -> the function that finds that library's bitcode for
+# an architecture in a form libNVVM accepts
+_DEVICE_LIB_FINDERS = {"libnvshmem_device": nvshmem_device_bitcode}
 
 
 @contextlib.contextmanager
@@ -162,7 +172,7 @@ class _SymmBitCode(cute.BitCode):
     @property
     def path(self):
         backend = selected_backend()
-        return _lib.bitcode_path(selected_arch(), backend=None if backend == "native" else backend,
+        return _lib.bitcode_path(selected_arch(), backend=backend if _backends.get(backend).far else None,
                                  trace=selected_trace())
 
     def __repr__(self):

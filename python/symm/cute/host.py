@@ -15,7 +15,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass.cute.runtime import from_dlpack, make_ptr
 
-from .. import _lib, _tensor
+from .. import _backends, _lib, _tensor
 from ._bitcode import current_device_arch, link_files, parse_arch, resolve_backend, target
 
 _TORCH_TO_CUTLASS = {
@@ -131,19 +131,20 @@ def compile(fn, *args, arch=None, options=None, backend=None, trace=None, **kwar
         opts = ("%s --link-libraries=%s" % (opts, ",".join(files[1:]))).strip()
     with target(a, backend, trace):
         fn = cute.compile(fn, *args, options=opts, **kwargs) if opts else cute.compile(fn, *args, **kwargs)
-    return ModuleInit(fn) if backend == "nvshmem" else fn
+    return ModuleInit(fn, backend) if _backends.get(backend).module_init else fn
 
 
 class ModuleInit:
-    """A function compiled for the nvshmem backend: NVSHMEM keeps its device
-    state in a __constant__ of every module linking its device library, so
-    before the first launch in a CUDA context the loaded module goes to
-    symm_backend_module_init (symm.triton does the same for Triton's modules).
-    Everything else (__ptx__, __cubin__, export_to_c...) is the compiled
-    function's."""
+    """A function compiled for a backend whose modules need a set-up (list.h's
+    module_init: nvshmem keeps its device state in a __constant__ of every
+    module linking its device library), so before the first launch in a CUDA
+    context the loaded module goes to symm_backend_module_init (symm.triton
+    does the same for Triton's modules). Everything else (__ptx__, __cubin__,
+    export_to_c...) is the compiled function's."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, backend="nvshmem"):
         self.fn = fn
+        self.backend = backend
         self._contexts = set()
 
     def __getattr__(self, name):
@@ -157,10 +158,10 @@ class ModuleInit:
         """Set up the module in the current CUDA context (once per context)."""
         from .. import _runtime, cubin
         running = _runtime.backend() if _runtime.initialized() else None
-        if running != "nvshmem":
-            raise RuntimeError("symm.cute: this kernel was compiled for the nvshmem backend, but symm %s; "
+        if running != self.backend:
+            raise RuntimeError("symm.cute: this kernel was compiled for the %s backend, but symm %s; "
                                "compile it for the running backend (backend=None)"
-                               % ("runs %s" % running if running else "is not initialised"))
+                               % (self.backend, "runs %s" % running if running else "is not initialised"))
         ctx = cubin.current_context()
         if ctx not in self._contexts:
             # CuTe DSL loads its cubin as a CUDA library (context-independent);

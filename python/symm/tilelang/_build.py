@@ -26,7 +26,7 @@ from tilelang.engine.callback import register_cuda_postproc
 from tvm import tirx
 from tvm.target import Target
 
-from .. import _lib
+from .. import _backends, _lib
 from ..cubin import read_manifest, write_manifest
 
 SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
@@ -57,6 +57,8 @@ TILELANG_HEADER_DIAGS = ("20012",)
 # NVSHMEM's device headers, written for C++17, under -std=c++20: #3012 / #3013
 # "volatile ... is deprecated" (barrier.cuh, reduce.cuh, nvshmemi_wait_until_apis.cuh).
 NVSHMEM_HEADER_DIAGS = ("3012", "3013")
+# the diagnostics a backend library's own headers raise (nvcc numbers), per backend
+_LIBRARY_HEADER_DIAGS = {"nvshmem": NVSHMEM_HEADER_DIAGS}
 
 _HOOK_NAME = "tilelang_callback_cuda_postproc"
 
@@ -100,11 +102,11 @@ def nvshmem_device_library():
 def backend_flags(backend):
     """nvcc flags that fix symm's device API to `backend`; native adds none,
     so its kernels stay what they were before the scale-out backends."""
-    if _lib.check_backend(backend) == "native":
+    if not _backends.get(_lib.check_backend(backend)).far:
         return []
     flags = ["-DSYMM_DEVICE_BACKEND=" + backend, "-I" + backend_include_dir(backend)]
-    # NVSHMEM's device functions live in libnvshmem_device.a: relocatable code, linked after
-    return flags + (["-rdc=true"] if backend == "nvshmem" else [])
+    # a device library (NVSHMEM's libnvshmem_device.a) is relocatable code, linked after
+    return flags + (["-rdc=true"] if _backends.get(backend).device_lib else [])
 
 
 def running_backend():
@@ -131,7 +133,7 @@ def compile_flags(backend=None, trace=None):
     (by default running_backend(); native or nccl: TileLang's path has no
     device link for nvshmem), traced with trace=True (None: $SYMM_TRACE)."""
     backend = _lib.check_backend(backend or running_backend())
-    if backend == "nvshmem":
+    if _backends.get(backend).device_lib:
         raise NotImplementedError(_NO_JIT_NVSHMEM)
     return ["-I" + d for d in include_dirs()] + backend_flags(backend) + trace_flags(trace)
 
@@ -365,7 +367,7 @@ def nvcc_command(source, output, arch=90, fmt="cubin", werror=True, nvcc="nvcc",
     if werror:
         cmd += ["-Werror", "all-warnings"]
     # one -Xcudafe per number: nvcc splits an -X option's value at commas
-    for d in TILELANG_HEADER_DIAGS + (NVSHMEM_HEADER_DIAGS if backend == "nvshmem" else ()):
+    for d in TILELANG_HEADER_DIAGS + _LIBRARY_HEADER_DIAGS.get(backend, ()):
         cmd += ["-Xcudafe", "--diag_suppress=" + d]
     for d in tilelang_include_dirs():
         cmd += ["-isystem", d]
@@ -423,12 +425,13 @@ def build(func, out_dir, name, arch=90, pass_configs=None, nvcc="nvcc", keep_ptx
     with open(src, "w") as f:
         f.write(low.source)
     cubin = os.path.join(out_dir, name + ".cubin")
-    rel = os.path.join(out_dir, name + ".rdc.cubin") if backend == "nvshmem" else cubin
+    dlink = bool(_backends.get(backend).device_lib)  # relocatable code, device-linked with the library
+    rel = os.path.join(out_dir, name + ".rdc.cubin") if dlink else cubin
     outs = [("cubin", rel)] + ([("ptx", os.path.join(out_dir, name + ".ptx"))] if keep_ptx else [])
     for fmt, out in outs:
         _run(nvcc_command(src, out, arch, fmt, nvcc=nvcc, backend=backend, trace=trace),
              "nvcc on %s (%s)" % (src, fmt))
-    if backend == "nvshmem":
+    if dlink:
         _run(dlink_command(rel, cubin, arch, nvcc=nvcc), "device link of %s" % rel)
         os.remove(rel)
     entry = low.manifest(name, arch, backend)

@@ -1,5 +1,5 @@
 """Linking libsymm_device*.bc into Triton kernels."""
-from .. import _lib
+from .. import _backends, _lib
 from .raw import LIB_NAME
 
 
@@ -18,8 +18,9 @@ def _current_arch():
         return None
 
 
-# The library names a kernel's extern_libs use: symm's bitcode, and on the
-# nvshmem backend NVSHMEM's own device bitcode, which symm's calls.
+# The library names a kernel's extern_libs use: symm's bitcode, and on a
+# backend with a device library of its own (list.h's device_lib: NVSHMEM's
+# libnvshmem_device.bc, which symm's calls) that file under the backend's name.
 NVSHMEM_LIB_NAME = "nvshmem"
 
 
@@ -49,8 +50,10 @@ def extern_libs(arch=None, backend=None, trace=None):
     trace = _lib.trace_requested(trace)
     if backend in _lib.SCALE_OUT_BACKENDS:
         libs = {LIB_NAME: _lib.bitcode_path(arch, backend=backend, trace=trace)}
-        if backend == "nvshmem":
-            libs[NVSHMEM_LIB_NAME] = _lib.nvshmem_device_bitcode()
+        b = _backends.get(backend)
+        if b.device_lib:  # the library's own device bitcode, under the backend's name
+            libs[b.name] = _lib.device_lib_bitcode(backend)
+        if b.module_init:
             _install_module_hook()
         return libs
     return {LIB_NAME: _lib.bitcode_path(arch, trace=trace)}

@@ -22,10 +22,10 @@
 #include "bootstrap/agree.h"
 #include "core/env.h"
 #include "core/log.h"
-#include "symm/device/backend_state.h"
+#include "symm/device/backend/state.h"
 
 #if !defined(SYMM_HAVE_NCCL_DEVICE)
-/* This libsymm was built without NCCL's device headers (cmake/symm_comm_libs.cmake). */
+/* This libsymm was built without NCCL's device headers (cmake/backend/nccl.cmake). */
 size_t symm__nccl_state_bytes(void) { return SYMM__NCCL_DEVCOMM_OFFSET; }
 
 symm_status_t symm__nccl_devcomm_create(const symm__nccl_lib_t *lib, symm__nccl_comm_t comm, int force_gin,

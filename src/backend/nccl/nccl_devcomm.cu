@@ -17,7 +17,7 @@
 #include <nccl_device.h>
 #pragma GCC diagnostic pop
 
-#include "symm/device/backend_state.h"
+#include "symm/device/backend/state.h"
 
 extern "C" {
 #include "backend/nccl/nccl_devcomm.h"

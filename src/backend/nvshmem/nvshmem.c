@@ -8,7 +8,7 @@
  * module_init). The heap is one nvshmem_align block of the heap limit,
  * mapped by NVSHMEM on every PE at init. Peers NVSHMEM maps into this GPU at
  * a constant distance form the load/store window, where symm's native code
- * runs; the others are NVSHMEM's (device calls in backend_nvshmem.h, on-stream
+ * runs; the others are NVSHMEM's (device calls in backend/nvshmem.h, on-stream
  * collectives and barriers here).
  */
 #include <stdio.h>
@@ -20,7 +20,7 @@
 #include "bootstrap/agree.h"
 #include "core/env.h"
 #include "core/log.h"
-#include "symm/device/backend_state.h"
+#include "symm/device/backend/state.h"
 
 typedef struct symm__nvshmem_backend {
     symm__scaleout_t so;

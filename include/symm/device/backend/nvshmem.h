@@ -1,6 +1,6 @@
 /*
- * device/backend_nvshmem.h - the nvshmem backend's device calls (included by
- * impl_backend.h when the compilation carries the nvshmem backend).
+ * device/backend/nvshmem.h - the nvshmem backend's device calls (included by
+ * dispatch.h; empty unless the compilation carries the nvshmem backend).
  *
  * Peers that NVSHMEM maps into this GPU (nvshmem_ptr not NULL) are handed back
  * to symm's native code; the others go through NVSHMEM's device library:
@@ -19,7 +19,29 @@
 #ifndef SYMM_DEVICE_BACKEND_NVSHMEM_H
 #define SYMM_DEVICE_BACKEND_NVSHMEM_H
 
-#include "symm/device/backend_state.h"
+/* Whether this compilation carries the nvshmem backend (dispatch.h). */
+#define SYMM__BE_ID_nvshmem 102 /* 100 + SYMM_BACKEND_NVSHMEM */
+#if defined(SYMM_DEVICE_BACKEND)
+#  if SYMM__BE_CHOSEN(SYMM__BE_ID_nvshmem)
+#    define SYMM__BE_WITH_NVSHMEM 1
+#    define SYMM__BE_FIXED SYMM_BACKEND_NVSHMEM
+#  else
+#    define SYMM__BE_WITH_NVSHMEM 0
+#  endif
+#elif defined(SYMM_DEVICE_WITH_NVSHMEM)
+#  define SYMM__BE_WITH_NVSHMEM 1
+#else
+#  define SYMM__BE_WITH_NVSHMEM 0
+#endif
+#if SYMM__BE_WITH_NVSHMEM
+#  define SYMM__BE_IF_nvshmem(...) __VA_ARGS__
+#else
+#  define SYMM__BE_IF_nvshmem(...)
+#endif
+
+#if SYMM__BE_WITH_NVSHMEM
+
+#include "symm/device/backend/state.h"
 
 #if defined(__CUDACC__)
 #  include <nvshmem.h>
@@ -279,5 +301,7 @@ __attribute__((constructor)) static void symm__nvshmem_module_register(void) {
 }
 #  endif
 #endif
+
+#endif /* SYMM__BE_WITH_NVSHMEM */
 
 #endif /* SYMM_DEVICE_BACKEND_NVSHMEM_H */

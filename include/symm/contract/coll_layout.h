@@ -1,10 +1,10 @@
 /*
- * device/coll_layout.h - the layout of a collective workspace: internal, but
+ * contract/coll_layout.h - the layout of a collective workspace: internal, but
  * shared by the host side of the collectives (src/coll) and the device code
  * (coll_impl.h), which must agree on it on every PE.
  */
-#ifndef SYMM_DEVICE_COLL_LAYOUT_H
-#define SYMM_DEVICE_COLL_LAYOUT_H
+#ifndef SYMM_CONTRACT_COLL_LAYOUT_H
+#define SYMM_CONTRACT_COLL_LAYOUT_H
 
 #include <stdint.h>
 #include "symm/symm_coll_types.h"
@@ -103,4 +103,4 @@ typedef struct symm__coll_ws {
 }
 #endif
 
-#endif /* SYMM_DEVICE_COLL_LAYOUT_H */
+#endif /* SYMM_CONTRACT_COLL_LAYOUT_H */

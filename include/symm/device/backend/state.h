@@ -1,5 +1,5 @@
 /*
- * device/backend_state.h - what ctx->backend_state points at, per backend.
+ * device/backend/state.h - what ctx->backend_state points at, per backend.
  *
  * Written by the host (src/backend/<name>/) into device memory once per team,
  * read by the backend's device file. Plain C with fixed-width fields, so the

@@ -1,6 +1,6 @@
 /*
- * device/backend_nccl.h - the nccl backend's device calls (included by
- * impl_backend.h when the compilation carries the nccl backend).
+ * device/backend/nccl.h - the nccl backend's device calls (included by
+ * dispatch.h; empty unless the compilation carries the nccl backend).
  *
  * NCCL's device API is C++ templates (nccl_device.h), so this file is the one
  * device file that is CUDA C++: nvcc for CUDA C users (NCCL's include folder
@@ -18,10 +18,38 @@
 #ifndef SYMM_DEVICE_BACKEND_NCCL_H
 #define SYMM_DEVICE_BACKEND_NCCL_H
 
+/* Whether this compilation carries the nccl backend (dispatch.h). */
+#define SYMM__BE_ID_nccl 103 /* 100 + SYMM_BACKEND_NCCL */
+#if defined(SYMM_DEVICE_BACKEND)
+#  if SYMM__BE_CHOSEN(SYMM__BE_ID_nccl)
+#    define SYMM__BE_WITH_NCCL 1
+#    define SYMM__BE_FIXED SYMM_BACKEND_NCCL
+#  else
+#    define SYMM__BE_WITH_NCCL 0
+#  endif
+#elif defined(SYMM_DEVICE_WITH_NCCL)
+#  define SYMM__BE_WITH_NCCL 1
+#else
+#  define SYMM__BE_WITH_NCCL 0
+#endif
+#if SYMM__BE_WITH_NCCL
+#  define SYMM__BE_IF_nccl(...) __VA_ARGS__
+#else
+#  define SYMM__BE_IF_nccl(...)
+#endif
+
+#if SYMM__BE_WITH_NCCL && !defined(__CUDACC__)
+#  error "the nccl device backend is CUDA C++ (NCCL's device API): compile with nvcc or clang -x cuda"
+#endif
+
+#if SYMM__BE_WITH_NCCL
+
+#include "symm/device/backend/nccl_ptx.h"
+
 /* clang in CUDA mode (the nccl bitcode) needs two things nvcc gives NCCL's
  * headers: __CUDACC__ with a value (NCCL tests `#if __CUDACC__`, clang
  * defines it empty), and __stwt for uint4 (the write-through store of GIN's
- * proxy queue, missing from clang's CUDA headers). */
+ * proxy queue, missing from clang's CUDA headers; nccl_ptx.h). */
 #if defined(__clang__) && defined(__CUDA__)
 #  undef __CUDACC__
 #  define __CUDACC__ 1
@@ -38,7 +66,7 @@ static __device__ __forceinline__ void __stwt(uint4 *p, uint4 v) { symm__st_wt_v
 #  pragma GCC diagnostic pop
 #endif
 
-#include "symm/device/backend_state.h"
+#include "symm/device/backend/state.h"
 
 #define SYMM__NCCL_NO_GIN                                                                    \
     "the nccl backend reaches PEs outside the LSA team only through GIN, and this "          \
@@ -226,5 +254,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__nccl_barrier(const symm_ctx_t 
     default: symm__nccl_barrier_coop(ctx, ncclCoopCta{}); break;
     }
 }
+
+#endif /* SYMM__BE_WITH_NCCL */
 
 #endif /* SYMM_DEVICE_BACKEND_NCCL_H */

@@ -1,12 +1,12 @@
 /*
- * device/coll_auto.h - the sizes at which AUTO changes algorithm, for the
+ * contract/coll_auto.h - the sizes at which AUTO changes algorithm, for the
  * stream collectives (src/coll) and the device calls (coll_api.h): the one
  * place they are defined. Bytes per PE (per peer for all-to-all);
  * docs/tuning.md gives the measurements behind every limit. The stream
  * limits may be overridden at run time for measurements (symm__coll_tune*).
  */
-#ifndef SYMM_DEVICE_COLL_AUTO_H
-#define SYMM_DEVICE_COLL_AUTO_H
+#ifndef SYMM_CONTRACT_COLL_AUTO_H
+#define SYMM_CONTRACT_COLL_AUTO_H
 
 #include <stdint.h>
 
@@ -87,4 +87,4 @@
 #define SYMM__COLL_DEV_PACKET_MAX  SYMM__COLL_PACKET_MAX
 #define SYMM__COLL_DEV_ONESHOT_MAX ((uint64_t)256 << 10)
 
-#endif /* SYMM_DEVICE_COLL_AUTO_H */
+#endif /* SYMM_CONTRACT_COLL_AUTO_H */
