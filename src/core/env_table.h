@@ -71,10 +71,11 @@
       "AUTO's limits of the stream collectives for every team size, 'name=bytes,...' (names: " \
       "SYMM__COLL_LIMITS in include/symm/contract/coll_auto.h; K/M/G suffixes; never), e.g. "  \
       "rs_ce_min=32M,bcast_ce_min=never; default: the table. The same on every PE (init checks)")\
-    X(moe_ht_combine,     SYMM_MOE_HT_COMBINE,     STRING,   "serial",                       \
+    X(moe_ht_combine,     SYMM_MOE_HT_COMBINE,     STRING,   "auto",                         \
       "how a high-throughput MoE combine that sends and receives in one kernel uses its blocks: " \
-      "serial (every block sends its share, then reduces) or split (half send, half reduce as " \
-      "rows arrive); symm_moe_create refuses other values")                                 \
+      "serial (every block sends its share, then reduces), split (half send, half reduce as " \
+      "rows arrive) or auto (serial under half the SMs, else split); symm_moe_create refuses " \
+      "other values")                                                                        \
     X(trace,              SYMM_TRACE,              BOOL,     "0",                            \
       "device trace: the Python front ends compile kernels with the traced device code (the "   \
       "*_trace.bc bitcode for Triton and CuTe DSL, -DSYMM_TRACE for TileLang); docs/trace.md") \

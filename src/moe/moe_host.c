@@ -34,7 +34,7 @@ struct symm_moe {
     int share;             /* SMs a waiting grid of this PE may fill */
     int sms;               /* the SM budget: most blocks of any kernel */
     int sms_set;           /* 0: sms is the default */
-    int ht_serial;         /* SYMM_MOE_HT_COMBINE: serial (1) or split (0) */
+    int ht_serial;         /* SYMM_MOE_HT_COMBINE: serial (1), split (0) or by the grid (-1) */
 };
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -127,11 +127,18 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets) 
  * work, so PEs need not agree on it. */
 static symm_status_t ht_combine_schedule(const char *call, int *serial) {
     const char *v = symm__env()->moe_ht_combine;
-    if (strcmp(v, "split") != 0 && strcmp(v, "serial") != 0)
-        return symm__error(SYMM_ERR_INVALID_ARG, "%s: SYMM_MOE_HT_COMBINE is '%s'; it takes split or serial",
-                           call, v);
-    *serial = strcmp(v, "serial") == 0;
+    if (strcmp(v, "auto") != 0 && strcmp(v, "split") != 0 && strcmp(v, "serial") != 0)
+        return symm__error(SYMM_ERR_INVALID_ARG,
+                           "%s: SYMM_MOE_HT_COMBINE is '%s'; it takes auto, split or serial", call, v);
+    *serial = strcmp(v, "serial") == 0 ? 1 : strcmp(v, "split") == 0 ? 0 : -1;
     return SYMM_SUCCESS;
+}
+
+/* auto: with fewer blocks than half the SMs the send, which the blocks limit,
+ * gets them all (serial); with more, half of them already keep the links busy
+ * and the reduce overlaps it (split). */
+static int ht_serial_for(const symm_moe_t *h, int nblocks) {
+    return h->ht_serial >= 0 ? h->ht_serial : 2 * nblocks < h->share;
 }
 
 symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, symm_moe_t **out) {
@@ -272,8 +279,8 @@ static symm_status_t begin(const char *call, symm_moe_t *h, symm__moe_kargs_t *a
 static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, int flags, symm_stream_t stream) {
     a->kernel = (uint32_t)k;
     a->flags = (uint32_t)flags;
-    a->ht_serial = k == SYMM__MK_HT_COMBINE && h->ht_serial;
     a->nblocks = grid(h, k, flags);
+    a->ht_serial = k == SYMM__MK_HT_COMBINE && ht_serial_for(h, a->nblocks);
     return symm__moe_launch(a, stream);
 }
 

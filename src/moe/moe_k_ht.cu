@@ -31,10 +31,11 @@
  *         the sources so every PE's data comes in from the start.
  *   recv  Per token: wait for the chunk flags of the rows it gets back and
  *         sum them in float32, in PE order. With both halves in one kernel
- *         every block sends its share and then reduces (SYMM_MOE_HT_COMBINE=
- *         split: half the blocks send and half reduce as the data arrives;
- *         no block waits before it has sent, so neither form can deadlock),
- *         and the rows this PE returns to itself are read from y.
+ *         and few blocks, every block sends its share and then reduces; with
+ *         many, half the blocks send and half reduce as the data arrives
+ *         (SYMM_MOE_HT_COMBINE; no block waits before it has sent, so
+ *         neither form can deadlock). The rows this PE returns to itself are
+ *         read from y.
  * Reuse: r's ht_cbuf and ht_cflag are written by combine e + 1 of s only
  * after s's dispatch e + 1 waited for r's count row of e + 1, posted after
  * r's combine e had read them; the parity-indexed count rows are written

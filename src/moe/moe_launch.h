@@ -127,7 +127,7 @@ typedef struct symm__moe_kargs {
     uint32_t pkt;            /* low latency: packets on (SYMM_MOE_PACKETS is not 0) */
     uint32_t kernel;         /* symm__mk_t */
     uint32_t flags;          /* SYMM_MOE_SEND and/or SYMM_MOE_RECV */
-    uint32_t ht_serial;      /* HT combine with both halves: every block sends, then reduces (else split) */
+    uint32_t ht_serial;      /* HT combine with both halves: every block sends, then reduces (else half send) */
     uint64_t num_tokens;     /* m */
     const uint32_t *bound;   /* device, or NULL */
     /* dispatch */

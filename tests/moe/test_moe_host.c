@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
     c.num_experts = (size_t)8 * (size_t)n;
     if (bad_schedule) { /* checked before the backend: the same on a GPU */
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
-        expect_msg("SYMM_MOE_HT_COMBINE is 'sideways'; it takes split or serial");
+        expect_msg("SYMM_MOE_HT_COMBINE is 'sideways'; it takes auto, split or serial");
         TEST_ASSERT(h == NULL, "no handle on failure");
     } else {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_UNSUPPORTED);
