@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "symm/symm.h"
-#include "symm/device/coll_reduce.h"
+#include "symm/contract/coll_kinds.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "heap/heap.h"
