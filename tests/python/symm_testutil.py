@@ -91,3 +91,26 @@ def run_pes(code, n, env=None, timeout=90):
 def describe(results):
     return "\n".join("--- PE %d rc=%s\nstdout:\n%s\nstderr:\n%s" % (i, r.returncode, r.stdout, r.stderr)
                      for i, r in enumerate(results))
+
+
+def check_generator_catches_stale(tmp_path, generator, generated, stale, cc):
+    """Run python/tools/<generator> --check on a copy of the files it makes
+    (`generated`, paths under symm/): it passes on the copy as it is, and
+    fails, naming the file, when `stale` (one of them, or None) lost a line."""
+    import shutil
+    import subprocess
+    import sys
+    for rel in generated:
+        dst = tmp_path / "symm" / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(os.path.join(PYTHON_DIR, "symm", rel), dst)
+    if stale:
+        path = tmp_path / "symm" / stale
+        lines = path.read_text().split("\n")
+        path.write_text("\n".join(lines[:len(lines) // 2] + lines[len(lines) // 2 + 1:]))
+    r = subprocess.run([sys.executable, os.path.join(PYTHON_DIR, "tools", generator), "--check", "--cc", cc,
+                        "--python-dir", str(tmp_path)], capture_output=True, text=True)
+    if stale is None:
+        assert r.returncode == 0, r.stdout + r.stderr
+    else:
+        assert r.returncode == 1 and "stale: " + os.path.join("symm", stale) in r.stdout, r.stdout + r.stderr

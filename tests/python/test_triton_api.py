@@ -14,7 +14,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from symm_testutil import INCLUDE_DIR, PYTHON_DIR, REPO, in_ci  # noqa: E402
+from symm_testutil import INCLUDE_DIR, PYTHON_DIR, REPO, check_generator_catches_stale, in_ci  # noqa: E402
 
 sys.path.insert(0, PYTHON_DIR)
 sys.path.insert(0, os.path.join(REPO, "tests", "bitcode"))
@@ -43,23 +43,7 @@ GENERATED = ('_device_api.py', 'triton/_signatures.py', 'triton/_api.py')
 
 @pytest.mark.parametrize("stale", (None,) + GENERATED)
 def test_check_fails_on_a_stale_file(tmp_path, stale):
-    """--check on a copy of the generated files: it passes on the copy as it
-    is, and fails, naming the file, when one of them lost a line."""
-    import shutil
-    for rel in GENERATED:
-        dst = tmp_path / "symm" / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(os.path.join(PYTHON_DIR, "symm", rel), dst)
-    if stale:
-        path = tmp_path / "symm" / stale
-        lines = path.read_text().split("\n")
-        path.write_text("\n".join(lines[:len(lines) // 2] + lines[len(lines) // 2 + 1:]))
-    r = subprocess.run([sys.executable, os.path.join(PYTHON_DIR, "tools", 'gen_triton_api.py'), "--check", "--cc", CC,
-                        "--python-dir", str(tmp_path)], capture_output=True, text=True)
-    if stale is None:
-        assert r.returncode == 0, r.stdout + r.stderr
-    else:
-        assert r.returncode == 1 and "stale: " + os.path.join("symm", stale) in r.stdout, r.stdout + r.stderr
+    check_generator_catches_stale(tmp_path, "gen_triton_api.py", GENERATED, stale, CC)
 
 
 def header_decls():
