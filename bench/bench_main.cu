@@ -78,6 +78,7 @@ typedef struct opts {
     int no_nvshmem, no_nccl; /* skip the library entirely, not even init */
     int list;
     const char *backends; /* --backend: comma list of native, nvshmem, nccl (":remote" each) */
+    int moe_rows;      /* --moe-rows: BENCH_MOE_LL | BENCH_MOE_HT */
 } opts_t;
 
 /* symmrun's whole-run limit when --timeout is not given (seconds): a full run
@@ -92,7 +93,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: symm-bench [--mode NAME[,NAME...]] [--out FILE] [--quick] [--npes N]\n"
             "                  [--require-gpus N] [--require-no-gpu] [--timeout S] [--phase-timeout S]\n"
-            "                  [--verbose] [--no-nvshmem] [--no-nccl] [--list]\n"
+            "                  [--verbose] [--no-nvshmem] [--no-nccl] [--moe-rows ll|ht|all] [--list]\n"
             "  --mode          modes to run (default: all, in order); --list shows them\n"
             "  --out FILE      also write the results as markdown (machine, command, date first)\n"
             "  --quick         a fast smoke run: fewer sizes, repeats and iterations\n"
@@ -107,6 +108,7 @@ static void usage(FILE *f) {
             "                  (also SYMM_BENCH_VERBOSE=1)\n"
             "  --no-nvshmem    leave NVSHMEM out entirely, not even its init (SYMM_BENCH_NO_NVSHMEM=1)\n"
             "  --no-nccl       leave NCCL out entirely, not even its init (SYMM_BENCH_NO_NCCL=1)\n"
+            "  --moe-rows R    the moe mode's tables: ll (low latency), ht (high throughput) or all (default)\n"
             "  --backend LIST  run the modes once per symm backend of LIST (native, nvshmem, nccl; NAME:remote\n"
             "                  sets SYMM_DEBUG_FORCE_REMOTE=1: every call takes the library's path), then the\n"
             "                  backends mode's table side by side; default modes rma,coll,backends; the\n"
@@ -138,6 +140,7 @@ static int env_flag(const char *name) {
 static int parse_opts(int argc, char **argv, opts_t *o) {
     memset(o, 0, sizeof *o);
     o->timeout = -1;
+    o->moe_rows = BENCH_MOE_LL | BENCH_MOE_HT;
     o->phase_timeout = BENCH_DEFAULT_PHASE_TIMEOUT;
     o->verbose = env_flag("SYMM_BENCH_VERBOSE");
     o->no_nvshmem = env_flag("SYMM_BENCH_NO_NVSHMEM");
@@ -173,6 +176,12 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
         } else if (!strcmp(a, "--require-gpus") && val && parse_int(val, &o->require_gpus) == 0) {
             ++i;
         } else if (!strcmp(a, "--timeout") && val && parse_int(val, &o->timeout) == 0) {
+            ++i;
+        } else if (!strcmp(a, "--moe-rows") && val &&
+                   (!strcmp(val, "ll") || !strcmp(val, "ht") || !strcmp(val, "all"))) {
+            o->moe_rows = !strcmp(val, "ll")   ? BENCH_MOE_LL
+                          : !strcmp(val, "ht") ? BENCH_MOE_HT
+                                               : BENCH_MOE_LL | BENCH_MOE_HT;
             ++i;
         } else if (!strcmp(a, "--backend") && val) {
             o->backends = val;
@@ -509,6 +518,7 @@ int main(int argc, char **argv) {
         bench_env_t env;
         memset(&env, 0, sizeof env);
         env.quick = o.quick;
+        env.moe_rows = o.moe_rows;
         env.backend_label = label;
         bench_phase_begin("symm init%s%s", label ? ": backend " : "", label ? label : "");
         symm_status_t init_st = symm_init();

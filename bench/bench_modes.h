@@ -25,11 +25,16 @@
 #  include <nccl.h>
 #endif
 
+/* The moe mode's tables (--moe-rows). */
+#define BENCH_MOE_LL 1
+#define BENCH_MOE_HT 2
+
 /* What symm-bench set up before the modes run; shared by all of them. */
 typedef struct bench_env {
     int me, npes;              /* symm world PE and size */
     int device;                /* CUDA device of this PE */
     int quick;                 /* --quick: fewer sizes, repeats and iterations */
+    int moe_rows;              /* --moe-rows: the moe mode's tables (BENCH_MOE_LL | BENCH_MOE_HT) */
     int shared;                /* some PEs share a GPU: not a measure of NVLink */
     bench_report_t *report;    /* prints on rank 0 only; the --out file */
     const symm_ctx_t *ctx;     /* world team device context */

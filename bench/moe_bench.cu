@@ -565,7 +565,7 @@ static int run_moe(bench_env_t *env) {
                       "the PEs (ncclSend/ncclRecv in a group, as torch.distributed.all_to_all_single), timed in a "
                       "graph; %s. SMs: the most blocks any kernel of the run launched (one block per SM); the "
                       "budget is all %d SMs a PE may fill unless the row says otherwise.", SAMPLES, nccl_why, share);
-    {
+    if (env->moe_rows & BENCH_MOE_LL) {
         static const char *h[] = {"experts", "top-k", "hidden", "tokens/PE", "SMs", "rows (dispatch / combine)",
                                   "dispatch us", "combine us", "dispatch bytes/PE", "NCCL us (dispatch bytes)",
                                   "NCCL us (combine bytes)", "NCCL / symm dispatch", "NCCL / symm combine", "timed"};
@@ -586,7 +586,7 @@ static int run_moe(bench_env_t *env) {
                                       getenv("SYMM_MOE_PACKETS") ? getenv("SYMM_MOE_PACKETS") : "auto"));
         bench_table_emit(env->report, t);
     }
-    if (256 % n == 0) {
+    if ((env->moe_rows & BENCH_MOE_HT) && 256 % n == 0) {
         static const char *h[] = {"SM budget", "SMs", "dispatch x", "rows received", "dispatch us", "dispatch GB/s",
                                   "combine us", "combine GB/s", "NCCL GB/s (dispatch bytes)",
                                   "NCCL GB/s (combine bytes)", "DeepEP 24 SMs GB/s (dispatch / combine)",
@@ -605,6 +605,9 @@ static int run_moe(bench_env_t *env) {
                             "(dispatch: rows x (7168 + 224 scale bytes) for fp8, rows x 14336 for bf16; combine: "
                             "rows returned x 14336); dispatch includes the layout. DeepEP column: its normal kernels "
                             "on 4x H100 with 24 SMs (DESIGN.md), not this run (bench/moe/deepep_bench.py runs it).");
+        bench_table_note(t, bench_fmt("Combine schedule: SYMM_MOE_HT_COMBINE=%s.", getenv("SYMM_MOE_HT_COMBINE")
+                                                                                   ? getenv("SYMM_MOE_HT_COMBINE")
+                                                                                   : "auto"));
         bench_table_emit(env->report, t);
     }
     bench_report_text(env->report, "Bars (issue 27; defined for 4 GPUs, one PE each, 4096 tokens):");

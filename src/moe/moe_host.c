@@ -34,7 +34,8 @@ struct symm_moe {
     int share;             /* SMs a waiting grid of this PE may fill */
     int sms;               /* the SM budget: most blocks of any kernel */
     int sms_set;           /* 0: sms is the default */
-    int ht_serial;         /* SYMM_MOE_HT_COMBINE: serial (1), split (0) or by the grid (-1) */
+    int ht_sched;          /* SYMM_MOE_HT_COMBINE: enum symm__moe_ht_sched, or -1: by the grid (auto) */
+    int ht_send_warps;     /* overlap: warps of a block that send */
 };
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -124,21 +125,42 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets) 
 }
 
 /* SYMM_MOE_HT_COMBINE: a PE's choice changes only how its own blocks share the
- * work, so PEs need not agree on it. */
-static symm_status_t ht_combine_schedule(const char *call, int *serial) {
+ * work, so PEs need not agree on it. "overlap:S" sets the sending warps of
+ * each block (1..SYMM__MOE_WARPS - 1; default SYMM__MOE_HT_SEND_WARPS). */
+#define SYMM__MOE_HT_SEND_WARPS (SYMM__MOE_WARPS / 2)
+static symm_status_t ht_combine_schedule(const char *call, int *sched, int *send_warps) {
     const char *v = symm__env()->moe_ht_combine;
-    if (strcmp(v, "auto") != 0 && strcmp(v, "split") != 0 && strcmp(v, "serial") != 0)
+    *send_warps = SYMM__MOE_HT_SEND_WARPS;
+    if (strcmp(v, "auto") == 0)
+        *sched = -1;
+    else if (strcmp(v, "split") == 0)
+        *sched = SYMM__MOE_HT_SPLIT;
+    else if (strcmp(v, "serial") == 0)
+        *sched = SYMM__MOE_HT_SERIAL;
+    else if (strncmp(v, "overlap", 7) == 0 && (v[7] == '\0' || v[7] == ':')) {
+        *sched = SYMM__MOE_HT_OVERLAP;
+        if (v[7] == ':') {
+            char *end = NULL;
+            long s = strtol(v + 8, &end, 10);
+            if (end == v + 8 || *end != '\0' || s < 1 || s > SYMM__MOE_WARPS - 1)
+                return symm__error(SYMM_ERR_INVALID_ARG, "%s: SYMM_MOE_HT_COMBINE is '%s'; overlap:S takes S, the "
+                                   "sending warps of a block, in 1..%d", call, v, SYMM__MOE_WARPS - 1);
+            *send_warps = (int)s;
+        }
+    } else
         return symm__error(SYMM_ERR_INVALID_ARG,
-                           "%s: SYMM_MOE_HT_COMBINE is '%s'; it takes auto, split or serial", call, v);
-    *serial = strcmp(v, "serial") == 0 ? 1 : strcmp(v, "split") == 0 ? 0 : -1;
+                           "%s: SYMM_MOE_HT_COMBINE is '%s'; it takes auto, split, serial, overlap or overlap:S",
+                           call, v);
     return SYMM_SUCCESS;
 }
 
 /* auto: with fewer blocks than half the SMs the send, which the blocks limit,
  * gets them all (serial); with more, half of them already keep the links busy
  * and the reduce overlaps it (split). */
-static int ht_serial_for(const symm_moe_t *h, int nblocks) {
-    return h->ht_serial >= 0 ? h->ht_serial : 2 * nblocks < h->share;
+static int ht_sched_for(const symm_moe_t *h, int nblocks) {
+    if (h->ht_sched >= 0)
+        return h->ht_sched;
+    return 2 * nblocks < h->share ? SYMM__MOE_HT_SERIAL : SYMM__MOE_HT_SPLIT;
 }
 
 symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, symm_moe_t **out) {
@@ -165,7 +187,7 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
         goto fail_handle;
     if ((st = same_everywhere(cfg, packets)) != SYMM_SUCCESS)
         goto fail_handle;
-    if ((st = ht_combine_schedule(call, &h->ht_serial)) != SYMM_SUCCESS)
+    if ((st = ht_combine_schedule(call, &h->ht_sched, &h->ht_send_warps)) != SYMM_SUCCESS)
         goto fail_handle;
     if ((st = symm_team_ctx_copy(team, &h->ctx)) != SYMM_SUCCESS)
         goto fail_handle;
@@ -280,7 +302,8 @@ static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, i
     a->kernel = (uint32_t)k;
     a->flags = (uint32_t)flags;
     a->nblocks = grid(h, k, flags);
-    a->ht_serial = k == SYMM__MK_HT_COMBINE && ht_serial_for(h, a->nblocks);
+    a->ht_sched = k == SYMM__MK_HT_COMBINE ? (uint32_t)ht_sched_for(h, a->nblocks) : 0u;
+    a->ht_send_warps = (uint32_t)h->ht_send_warps;
     return symm__moe_launch(a, stream);
 }
 

@@ -49,6 +49,9 @@
 #define HT_BATCH 32 /* tokens per dispatch step of a block */
 #define HT_RED_U 4  /* combine: 16-byte vectors a thread reduces at once */
 #define HT_RED_G 2  /* combine: sources of each loaded at once */
+/* combine, overlap: vectors a sending thread loads at once; its warps are a
+ * part of the block, so each holds twice the bytes in flight */
+#define HT_SEND_U_WS 16
 
 /* The PEs token t goes to (bit r), counting its experts into ecnt when given;
  * -1 in a signed index type is no expert, other values outside the experts
@@ -347,17 +350,32 @@ SYMM__DEVICE_INTERNAL uint32_t ht_nchunks(const symm__moe_kargs_t *A) {
     return (A->max_tokens + SYMM__MOE_HT_CHUNK - 1) / SYMM__MOE_HT_CHUNK;
 }
 
-/* Send half: this block is `b` of `nb` senders. With `fused`, the rows this
- * PE returns to itself stay in y for the receive half to read. */
+/* The threads of a block that run one half: `tid` of `nthr`, meeting at
+ * barrier `bar` (0: the whole block; else a named group of warps). */
+typedef struct ht_group {
+    uint32_t tid, nthr, bar;
+} ht_group_t;
+
+SYMM__DEVICE_INTERNAL void ht_group_sync(ht_group_t g) {
+    if (g.bar == 0)
+        symm__block_sync();
+    else
+        symm__group_sync(g.bar, g.nthr);
+}
+
+/* Send half: this block is `b` of `nb` senders, with the threads of `g`,
+ * each with U 16-byte vectors loaded before it stores any. With `fused`, the
+ * rows this PE returns to itself stay in y for the receive half to read. */
+template <int U>
 SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t e, uint32_t b, uint32_t nb,
-                                           int fused) {
-    const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, me = (uint32_t)A->me;
+                                           int fused, ht_group_t g) {
+    const uint32_t tid = g.tid, nthr = g.nthr, n = (uint32_t)A->n, me = (uint32_t)A->me;
     const uint32_t *roff = MOE_U32(A, ht_roff);
     const uint64_t rb = (uint64_t)A->hidden * 2u, ystride = (uint64_t)A->y_stride[1] * 2u;
     const uint32_t nvr = (uint32_t)(rb / 16u), nch = ht_nchunks(A);
     const uint64_t got = (uint64_t)MOE_I32(A, ht_rnum)[0];
     const uint64_t rows = got < A->y_rows ? got : A->y_rows;
-    const int yal = moe_al16((uint64_t)(uintptr_t)A->y) && moe_al16(ystride);
+    const int yal = moe_al16((uint64_t)(uintptr_t)A->y) && moe_al16(ystride), ylin = ystride == rb;
     uint32_t maxc = 0, item = 0;
     if (got > A->y_rows && b == 0 && tid == 0)
         moe_error(A, SYMM__MOE_ERR_Y_ROWS, (int64_t)got, (int64_t)A->y_rows, 0);
@@ -382,27 +400,28 @@ SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t 
                 const char *src = (const char *)A->y + j0 * ystride;
                 if (yal) {
                     const uint32_t total = (uint32_t)lim * nvr;
-                    for (uint32_t q0 = tid; q0 < total; q0 += SYMM__MOE_THREADS * HT_UNROLL) {
-                        symm__v4_t v[HT_UNROLL];
+                    for (uint32_t q0 = tid; q0 < total; q0 += nthr * U) {
+                        symm__v4_t v[U];
 #pragma unroll
-                        for (int u = 0; u < HT_UNROLL; u++) {
-                            const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
+                        for (int u = 0; u < U; u++) {
+                            const uint32_t q = q0 + (uint32_t)u * nthr;
                             if (q < total)
-                                v[u] = symm__cld16(src + (q / nvr) * ystride + 16u * (q % nvr), 0);
+                                v[u] = symm__cld16(src + (ylin ? (uint64_t)(q * 16u) : (q / nvr) * ystride + 16u * (q % nvr)),
+                                                   0);
                         }
 #pragma unroll
-                        for (int u = 0; u < HT_UNROLL; u++) {
-                            const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
-                            if (q < total)
-                                symm__cst16(dst + (uint64_t)q * 16u, v[u], 1);
+                        for (int u = 0; u < U; u++) {
+                            const uint32_t q = q0 + (uint32_t)u * nthr;
+                            if (q < total) /* q * 16 < 2^32: a chunk is at most 32 rows of 2^17 bytes */
+                                symm__cst16(dst + (uint64_t)(q * 16u), v[u], 1);
                         }
                     }
                 } else {
                     for (uint32_t j = 0; j < lim; j++)
-                        symm__copy(dst + j * rb, src + j * ystride, rb, tid, SYMM__MOE_THREADS, 1);
+                        symm__copy(dst + j * rb, src + j * ystride, rb, tid, nthr, 1);
                 }
             }
-            symm__block_sync();
+            ht_group_sync(g);
             if (tid == 0)
                 /* not traced here (the receiver's wait names PE s): a record in these loops makes
                  * ptxas spill this kernel, which sits at its 128-register limit */
@@ -497,21 +516,154 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv(const symm__moe_kargs_t *A, uint64_t 
     }
 }
 
+/* A chunk flag for the warp reducers: they share their SM with the senders,
+ * so a flag not there yet is polled every quarter microsecond, not in a
+ * tight loop; the deadline as in every wait. */
+SYMM__DEVICE_INTERNAL void ht_wait_lazy(const symm__moe_kargs_t *A, const uint64_t *word, uint64_t v, int from) {
+    SYMM__TRACE_START(&A->ctx, t_, SYMM__G_THREAD);
+    uint64_t t0 = 0, seen;
+    uint32_t polls = 0;
+    while ((seen = symm__ld_b64(word, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS)) < v) {
+        symm__nanosleep(256u);
+        if (++polls % 1024u == 0)
+            t0 = symm__wait_check(&A->ctx, word, SYMM_CMP_GE, v, seen, t0);
+    }
+    SYMM__TRACE_WAIT(&A->ctx, t_, SYMM_TRACE_WAIT_MOE, word, from, SYMM_CMP_GE, v, seen);
+    (void)from;
+}
+
+/* Receive half by warps: warp `w` of `nw` sums tokens w, w + nw, ... on its
+ * own (no barrier with other warps), so one warp's wait for a flag or a load
+ * hides behind the others' loads. Lane l finds source l's (and l + 32's) row
+ * and waits for its chunk; the next token's mask and positions are loaded
+ * while this one is summed. Sums in PE order, like ht_combine_recv. */
+SYMM__DEVICE_INTERNAL void ht_combine_recv_warps(const symm__moe_kargs_t *A, uint64_t e, uint32_t w, uint32_t nw,
+                                                 int fused) {
+    const uint32_t lane = symm__lane(), n = (uint32_t)A->n, me = (uint32_t)A->me, h8 = A->hidden / 8u;
+    const uint32_t nch = ht_nchunks(A);
+    const uint64_t m = A->num_tokens, rb = (uint64_t)A->hidden * 2u, ystride = (uint64_t)A->y_stride[1] * 2u;
+    const uint32_t *roff = MOE_U32(A, ht_roff), *hpos = MOE_U32(A, ht_pos);
+    const uint64_t *hmask = MOE_U64(A, ht_mask);
+    uint64_t mask = 0;
+    uint32_t pos0 = 0, pos1 = 0;
+    if (w < m) {
+        mask = hmask[w];
+        pos0 = lane < n ? hpos[(uint64_t)w * n + lane] : 0;
+        pos1 = lane + 32u < n ? hpos[(uint64_t)w * n + lane + 32u] : 0;
+    }
+    for (uint64_t t = w; t < m; t += nw) {
+        const uint64_t tn = t + nw;
+        uint64_t src0 = 0, src1 = 0; /* lane l: the row of source l, and of source l + 32 */
+        uint64_t nmask = 0;
+        uint32_t npos0 = 0, npos1 = 0;
+        for (uint32_t r = lane; r < n; r += 32u) {
+            const uint32_t pos = r < 32u ? pos0 : pos1;
+            uint64_t a = 0;
+            if ((mask >> r) & 1u) {
+                if (fused && r == me) {
+                    a = (uint64_t)(uintptr_t)A->y + ((uint64_t)roff[me] + pos) * ystride;
+                } else {
+                    ht_wait_lazy(A, MOE_U64(A, ht_cflag) + (uint64_t)r * nch + pos / SYMM__MOE_HT_CHUNK, e, (int)r);
+                    a = (uint64_t)(uintptr_t)(MOE_AT(A, ht_cbuf) + ((uint64_t)r * A->max_tokens + pos) * rb);
+                }
+            }
+            if (r < 32u)
+                src0 = a;
+            else
+                src1 = a;
+        }
+        /* lane r's acquire of its flag covers the other lanes' loads of that row */
+        symm__warp_sync();
+        if (tn < m) {
+            nmask = hmask[tn];
+            npos0 = lane < n ? hpos[tn * n + lane] : 0;
+            npos1 = lane + 32u < n ? hpos[tn * n + lane + 32u] : 0;
+        }
+        for (uint32_t kb = 0; kb < h8; kb += 32u * HT_RED_U) { /* the same trips on every lane: shuffles inside */
+            const uint32_t k0 = kb + lane;
+            float acc[HT_RED_U][8];
+            uint64_t mm = mask;
+#pragma unroll
+            for (int u = 0; u < HT_RED_U; u++)
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    acc[u][k] = 0.0f;
+            while (mm) {
+                symm__v4_t va[HT_RED_U][HT_RED_G], none = {0, 0, 0, 0};
+                const char *src[HT_RED_G];
+                int ng = 0;
+#pragma unroll
+                for (int i = 0; i < HT_RED_G; i++) { /* PE order, as the reference sums */
+                    src[i] = NULL;
+                    if (mm) {
+                        const uint32_t r = (uint32_t)(__ffsll((long long)mm) - 1);
+                        mm &= mm - 1;
+                        src[i] = (const char *)(uintptr_t)__shfl_sync(MOE_FULL, r < 32u ? src0 : src1, r & 31u);
+                        ng = i + 1;
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < HT_RED_U; u++) {
+                    const uint32_t v = k0 + 32u * (uint32_t)u;
+#pragma unroll
+                    for (int i = 0; i < HT_RED_G; i++)
+                        if (i < ng && v < h8)
+                            va[u][i] = symm__cld16(src[i] + (uint64_t)v * 16u, 0);
+                }
+#pragma unroll
+                for (int u = 0; u < HT_RED_U; u++)
+#pragma unroll
+                    for (int i = 0; i < HT_RED_G; i++)
+                        if (i < ng && k0 + 32u * (uint32_t)u < h8)
+                            moe_fma8(A->y_kind, va[u][i], none, 1.0f, acc[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < HT_RED_U; u++) {
+                const uint32_t v = k0 + 32u * (uint32_t)u;
+                if (v < h8)
+                    moe_store8((char *)A->out + ((int64_t)t * A->out_stride + (int64_t)v * 8) * 2, A->out_kind,
+                               acc[u]);
+            }
+        }
+        mask = nmask;
+        pos0 = npos0;
+        pos1 = npos1;
+    }
+}
+
+/* Both halves, overlapped in every block (SYMM__MOE_HT_OVERLAP): warps [0, S)
+ * send, the others reduce as rows arrive. Under a small SM budget serial runs
+ * the two one after the other, each with only one half's bytes in flight per
+ * SM; here both are in flight at once on every SM. A kernel of its own, so
+ * its register allocation is not the other schedules'. */
+__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_ws(const __grid_constant__ symm__moe_kargs_t a) {
+    const symm__moe_kargs_t *A = &a;
+    const uint64_t e = moe_begin(A, 0);
+    const uint32_t B = gridDim.x, b = blockIdx.x, tid = symm__block_tid(), warp = tid >> 5, S = A->ht_send_warps;
+    if (warp < S) {
+        const ht_group_t g = {tid, S * 32u, 1u};
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send<HT_SEND_U_WS>(A, e, b, B, 1, g));
+    } else {
+        ht_combine_recv_warps(A, e, (warp - S) * B + b, (SYMM__MOE_WARPS - S) * B, 1);
+    }
+}
+
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
     const uint64_t e = moe_begin(A, 0);
     const uint32_t B = gridDim.x, b = blockIdx.x;
+    const ht_group_t all = {symm__block_tid(), SYMM__MOE_THREADS, 0u};
     if (A->flags == SYMM_MOE_SEND_RECV) {
-        if (B == 1 || A->ht_serial) {
-            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send(A, e, b, B, 1));
+        if (B == 1 || A->ht_sched == SYMM__MOE_HT_SERIAL) {
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send<HT_UNROLL>(A, e, b, B, 1, all));
             MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE_RECV, ht_combine_recv(A, e, b, B, 1));
         } else if (b < B / 2) {
-            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send(A, e, b, B / 2, 1));
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send<HT_UNROLL>(A, e, b, B / 2, 1, all));
         } else {
             MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE_RECV, ht_combine_recv(A, e, b - B / 2, B - B / 2, 1));
         }
     } else if (A->flags & SYMM_MOE_SEND) {
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send(A, e, b, B, 0));
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send<HT_UNROLL>(A, e, b, B, 0, all));
     } else {
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE_RECV, ht_combine_recv(A, e, b, B, 0));
     }
@@ -526,7 +678,10 @@ symm_status_t symm__moe_launch_ht(const symm__moe_kargs_t *a, cudaStream_t s) {
         symm__k_ht_dispatch<<<a->nblocks, SYMM__MOE_THREADS, a->experts * sizeof(uint32_t), s>>>(*a);
         return symm__moe_launched("the MoE high-throughput dispatch kernel");
     default:
-        symm__k_ht_combine<<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
+        if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_OVERLAP)
+            symm__k_ht_combine_ws<<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
+        else
+            symm__k_ht_combine<<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
         return symm__moe_launched("the MoE high-throughput combine kernel");
     }
 }

@@ -27,6 +27,12 @@ extern "C" {
 /* Rows of a high-throughput combine covered by one completion flag. */
 #define SYMM__MOE_HT_CHUNK 32
 
+/* How a high-throughput combine with both halves in one kernel uses its
+ * blocks (SYMM_MOE_HT_COMBINE): half the blocks send and half reduce; every
+ * block sends its share, then reduces; or every block's first warps send
+ * while its other warps reduce. */
+enum symm__moe_ht_sched { SYMM__MOE_HT_SPLIT = 0, SYMM__MOE_HT_SERIAL = 1, SYMM__MOE_HT_OVERLAP = 2 };
+
 /* Kernels: one per call (or per half when flags split it), and the layout. */
 typedef enum symm__mk {
     SYMM__MK_LL_DISPATCH = 0,
@@ -127,7 +133,8 @@ typedef struct symm__moe_kargs {
     uint32_t pkt;            /* low latency: packets on (SYMM_MOE_PACKETS is not 0) */
     uint32_t kernel;         /* symm__mk_t */
     uint32_t flags;          /* SYMM_MOE_SEND and/or SYMM_MOE_RECV */
-    uint32_t ht_serial;      /* HT combine with both halves: every block sends, then reduces (else half send) */
+    uint32_t ht_sched;       /* HT combine with both halves: enum symm__moe_ht_sched */
+    uint32_t ht_send_warps;  /* SYMM__MOE_HT_OVERLAP: warps of each block that send (1..SYMM__MOE_WARPS - 1) */
     uint64_t num_tokens;     /* m */
     const uint32_t *bound;   /* device, or NULL */
     /* dispatch */

@@ -85,6 +85,17 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__block_sync(void) {
 #endif
 }
 
+/* A barrier over the first or a later group of warps of a block: `id` 1..15
+ * names the group, n (a multiple of 32) is its threads; memory ordering as
+ * symm__block_sync among them. Every thread of the group calls it. */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__group_sync(uint32_t id, uint32_t n) {
+#if defined(__CUDACC__)
+    symm__ptx_bar_sync_n(id, n);
+#else
+    __nvvm_barrier_sync_cnt(id, n);
+#endif
+}
+
 /* bar.warp.sync over all 32 lanes, with the same memory ordering among them. */
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__warp_sync(void) {
 #if defined(__CUDACC__)

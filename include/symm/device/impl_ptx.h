@@ -47,6 +47,13 @@ SYMM__DEVICE_INTERNAL void symm__nanosleep(uint32_t ns) {
     asm volatile("nanosleep.u32 %0;" ::"r"(ns));
 }
 
+/* bar.sync id, n: the barrier `id` (1..15; 0 is the whole block's) over n
+ * threads (a multiple of 32), so groups of warps of one block meet without
+ * the others. nvcc only: symm__group_sync (impl_arch.h) is the caller. */
+SYMM__DEVICE_INTERNAL void symm__ptx_bar_sync_n(uint32_t id, uint32_t n) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+
 /* ---- fences ------------------------------------------------------------------ */
 
 /* fence.acq_rel.sys: orders this thread's earlier memory operations before its
