@@ -12,7 +12,8 @@
 # 3. A table: schedule, budget, SMs, dispatch x, dispatch us, combine us,
 #    combine GB/s (DeepEP's measure), and which schedule's combine was fastest.
 #
-# HT_VARIANTS (default "auto serial split overlap overlap:4 overlap:12").
+# HT_VARIANTS (default "serial split serial-warps overlap:4 overlap overlap:12"; auto
+# is serial under half the SMs, else split).
 # One PE per GPU where there are 2 GPUs (or more: the first 2); on one GPU the
 # 2 PEs share it under a private MPS daemon (scripts/with_mps.sh), so the
 # figures then say nothing about NVLink (the bench's tables say so too).
@@ -32,7 +33,7 @@ export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-build-sm90}
 case $build in /*) ;; *) build=$here/$build ;; esac
-variants=${HT_VARIANTS:-auto serial split overlap overlap:4 overlap:12}
+variants=${HT_VARIANTS:-serial split serial-warps overlap:4 overlap overlap:12}
 wall=${HT_WALL:-240}
 t_all=${HT_T0:-$(date +%s)}
 summary=()

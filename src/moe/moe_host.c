@@ -137,6 +137,8 @@ static symm_status_t ht_combine_schedule(const char *call, int *sched, int *send
         *sched = SYMM__MOE_HT_SPLIT;
     else if (strcmp(v, "serial") == 0)
         *sched = SYMM__MOE_HT_SERIAL;
+    else if (strcmp(v, "serial-warps") == 0)
+        *sched = SYMM__MOE_HT_SERIAL_WARPS;
     else if (strncmp(v, "overlap", 7) == 0 && (v[7] == '\0' || v[7] == ':')) {
         *sched = SYMM__MOE_HT_OVERLAP;
         if (v[7] == ':') {
@@ -149,7 +151,8 @@ static symm_status_t ht_combine_schedule(const char *call, int *sched, int *send
         }
     } else
         return symm__error(SYMM_ERR_INVALID_ARG,
-                           "%s: SYMM_MOE_HT_COMBINE is '%s'; it takes auto, split, serial, overlap or overlap:S",
+                           "%s: SYMM_MOE_HT_COMBINE is '%s'; it takes auto, split, serial, serial-warps, overlap or "
+                           "overlap:S",
                            call, v);
     return SYMM_SUCCESS;
 }

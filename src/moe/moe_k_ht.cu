@@ -634,13 +634,19 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv_warps(const symm__moe_kargs_t *A, uin
 /* Both halves, overlapped in every block (SYMM__MOE_HT_OVERLAP): warps [0, S)
  * send, the others reduce as rows arrive. Under a small SM budget serial runs
  * the two one after the other, each with only one half's bytes in flight per
- * SM; here both are in flight at once on every SM. A kernel of its own, so
- * its register allocation is not the other schedules'. */
+ * SM; here both are in flight at once on every SM. SYMM__MOE_HT_SERIAL_WARPS:
+ * every warp sends, then every warp reduces by tokens. A kernel of its own,
+ * so its register allocation is not the other schedules'. */
+template <int SCHED>
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_ws(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
     const uint64_t e = moe_begin(A, 0);
     const uint32_t B = gridDim.x, b = blockIdx.x, tid = symm__block_tid(), warp = tid >> 5, S = A->ht_send_warps;
-    if (warp < S) {
+    if (SCHED == SYMM__MOE_HT_SERIAL_WARPS) { /* serial's order, the warp reducers */
+        const ht_group_t all = {tid, SYMM__MOE_THREADS, 0u};
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send<HT_UNROLL>(A, e, b, B, 1, all));
+        ht_combine_recv_warps(A, e, warp * B + b, SYMM__MOE_WARPS * B, 1);
+    } else if (warp < S) {
         const ht_group_t g = {tid, S * 32u, 1u};
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send<HT_SEND_U_WS>(A, e, b, B, 1, g));
     } else {
@@ -679,7 +685,9 @@ symm_status_t symm__moe_launch_ht(const symm__moe_kargs_t *a, cudaStream_t s) {
         return symm__moe_launched("the MoE high-throughput dispatch kernel");
     default:
         if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_OVERLAP)
-            symm__k_ht_combine_ws<<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
+            symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP><<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
+        else if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_SERIAL_WARPS)
+            symm__k_ht_combine_ws<SYMM__MOE_HT_SERIAL_WARPS><<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
         else
             symm__k_ht_combine<<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
         return symm__moe_launched("the MoE high-throughput combine kernel");

@@ -29,9 +29,15 @@ extern "C" {
 
 /* How a high-throughput combine with both halves in one kernel uses its
  * blocks (SYMM_MOE_HT_COMBINE): half the blocks send and half reduce; every
- * block sends its share, then reduces; or every block's first warps send
- * while its other warps reduce. */
-enum symm__moe_ht_sched { SYMM__MOE_HT_SPLIT = 0, SYMM__MOE_HT_SERIAL = 1, SYMM__MOE_HT_OVERLAP = 2 };
+ * block sends its share, then reduces (by batches of tokens, or each warp by
+ * tokens of its own); or every block's first warps send while its other
+ * warps reduce. */
+enum symm__moe_ht_sched {
+    SYMM__MOE_HT_SPLIT = 0,
+    SYMM__MOE_HT_SERIAL = 1,
+    SYMM__MOE_HT_OVERLAP = 2,
+    SYMM__MOE_HT_SERIAL_WARPS = 3
+};
 
 /* Kernels: one per call (or per half when flags split it), and the layout. */
 typedef enum symm__mk {

@@ -120,7 +120,8 @@ int main(int argc, char **argv) {
     c.num_experts = (size_t)8 * (size_t)n;
     if (bad_schedule) { /* checked before the backend: the same on a GPU */
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
-        expect_msg("SYMM_MOE_HT_COMBINE is 'sideways'; it takes auto, split, serial, overlap or overlap:S");
+        expect_msg("SYMM_MOE_HT_COMBINE is 'sideways'; it takes auto, split, serial, serial-warps, overlap or "
+                   "overlap:S");
         TEST_ASSERT(h == NULL, "no handle on failure");
     } else if (bad_warps) {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
