@@ -19,14 +19,16 @@
 # figures then say nothing about NVLink (the bench's tables say so too).
 # Every step runs under `timeout -k`, each at most what is left of HT_WALL
 # (default 240 s). Multicast stays off; SYMM_WAIT_TIMEOUT=15 turns a lost
-# signal into a message naming the PE and the word. Logs and the bench's
-# markdown under $OUT/moe_ht/. No GPU: prints SKIP and exits 0.
+# signal into a message naming the PE and the word. What comes back is four
+# files under $OUT/moe_ht/: machine.txt, summary.txt (what is printed last),
+# bench.md (every schedule's bench markdown) and logs.txt (every step's log,
+# in order). No GPU: prints SKIP and exits 0.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD
 OUT=${OUT:-$PWD/out}
-log=$OUT/moe_ht
-mkdir -p "$log"
+res=$OUT/moe_ht
+mkdir -p "$res"
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 unset SYMM_ENABLE_MULTICAST
 export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
@@ -49,7 +51,10 @@ if [ "${ngpu:-0}" -lt 1 ]; then
   exit 0
 fi
 { date -u; hostname; nvidia-smi -L; nvidia-smi topo -m; nvcc --version | tail -1; echo "build: $build"
-  git log -1 --oneline; } >"$log/machine.txt" 2>&1
+  git log -1 --oneline; } >"$res/machine.txt" 2>&1
+
+log=$(mktemp -d /tmp/gpu_moe_ht.XXXXXX) || exit 1 # one file per step, gathered into $res at the end
+trap 'rm -rf "$log"' EXIT
 
 for pkg in nccl nvshmem; do
   d=$(python3 -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) && \
@@ -81,9 +86,9 @@ run() {
   elif [ $rc -eq 77 ]; then
     note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 -i skip "$out")"
   elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-    note "$name" FAIL $(( $(date +%s) - t0 )) "timed out after $limit s, see moe_ht/$(basename "$out")"
+    note "$name" FAIL $(( $(date +%s) - t0 )) "timed out after $limit s, see logs.txt: $(basename "$out")"
   else
-    note "$name" FAIL $(( $(date +%s) - t0 )) "rc=$rc, see moe_ht/$(basename "$out")"
+    note "$name" FAIL $(( $(date +%s) - t0 )) "rc=$rc, see logs.txt: $(basename "$out")"
     grep -E 'FAIL|Error|error|timed out|assert' "$out" | head -6
   fi
   return $rc
@@ -113,6 +118,7 @@ for v in $variants; do
 done
 
 # 3. the table: the high-throughput rows of each schedule's markdown
+{
 echo
 echo "== gpu_moe_ht.sh: steps"
 printf '%s\n' "${summary[@]}"
@@ -138,4 +144,10 @@ for v in $variants; do
 done
 echo "fastest bf16 combine: 24 SMs ${best24:-n/a} (${best24_us} us), every SM ${bestall:-n/a} (${bestall_us} us)"
 [ "$ngpu" -lt 2 ] && echo "note: the 2 PEs shared one GPU: not an NVLink figure"
+} | tee "$res/summary.txt"
+for f in $(ls -tr "$log"); do echo "==== $f"; tail -c 20000 "$log/$f"; done >"$res/logs.txt" 2>&1
+for v in $variants; do
+  md=$log/bench_$(tag "$v").md
+  [ -s "$md" ] && { echo "<!-- SYMM_MOE_HT_COMBINE=$v -->"; cat "$md"; echo; }
+done >"$res/bench.md"
 exit $failed
