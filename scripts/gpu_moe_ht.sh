@@ -12,13 +12,13 @@
 # 3. A table: schedule, budget, SMs, dispatch x, dispatch us, combine us,
 #    combine GB/s (DeepEP's measure), and which schedule's combine was fastest.
 #
-# HT_VARIANTS (default "serial split serial-warps overlap:4 overlap overlap:12"; auto
-# is serial under half the SMs, else split).
+# HT_VARIANTS (default "serial split serial-warps overlap overlap:4 overlap-async
+# overlap-async:4"; auto is serial under half the SMs, else split).
 # One PE per GPU where there are 2 GPUs (or more: the first 2); on one GPU the
 # 2 PEs share it under a private MPS daemon (scripts/with_mps.sh), so the
 # figures then say nothing about NVLink (the bench's tables say so too).
 # Every step runs under `timeout -k`, each at most what is left of HT_WALL
-# (default 240 s). Multicast stays off; SYMM_WAIT_TIMEOUT=15 turns a lost
+# (default 250 s). Multicast stays off; SYMM_WAIT_TIMEOUT=15 turns a lost
 # signal into a message naming the PE and the word. What comes back is four
 # files under $OUT/moe_ht/: machine.txt, summary.txt (what is printed last),
 # bench.md (every schedule's bench markdown) and logs.txt (every step's log,
@@ -35,8 +35,8 @@ export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-build-sm90}
 case $build in /*) ;; *) build=$here/$build ;; esac
-variants=${HT_VARIANTS:-serial split serial-warps overlap:4 overlap overlap:12}
-wall=${HT_WALL:-240}
+variants=${HT_VARIANTS:-serial split serial-warps overlap overlap:4 overlap-async overlap-async:4}
+wall=${HT_WALL:-250}
 t_all=${HT_T0:-$(date +%s)}
 summary=()
 failed=0
@@ -124,15 +124,15 @@ echo "== gpu_moe_ht.sh: steps"
 printf '%s\n' "${summary[@]}"
 echo
 echo "== high-throughput combine by schedule (2 PEs; GB/s: rows returned x 14336 B over the call)"
-printf '%-12s %-6s %-4s %-13s %-11s %-10s %-12s\n' schedule budget SMs "dispatch x" "dispatch us" "combine us" "combine GB/s"
+printf '%-16s %-6s %-4s %-13s %-11s %-10s %-12s\n' schedule budget SMs "dispatch x" "dispatch us" "combine us" "combine GB/s"
 best24="" best24_us=0 bestall="" bestall_us=0
 for v in $variants; do
   md=$log/bench_$(tag "$v").md
-  [ -s "$md" ] || { printf '%-12s (no results)\n' "$v"; continue; }
+  [ -s "$md" ] || { printf '%-16s (no results)\n' "$v"; continue; }
   # | budget | SMs | dispatch x | rows | dispatch us | dispatch GB/s | combine us | combine GB/s | ...
   while IFS='|' read -r _ bud sms x _ dus _ cus cgbs _; do
     bud=$(echo $bud) sms=$(echo $sms) x=$(echo $x) dus=$(echo $dus) cus=$(echo $cus) cgbs=$(echo $cgbs)
-    printf '%-12s %-6s %-4s %-13s %-11s %-10s %-12s\n' "$v" "$bud" "$sms" "$x" "$dus" "$cus" "$cgbs"
+    printf '%-16s %-6s %-4s %-13s %-11s %-10s %-12s\n' "$v" "$bud" "$sms" "$x" "$dus" "$cus" "$cgbs"
     if [ "$x" = bf16 ]; then
       if [ "$bud" = 24 ] && { [ -z "$best24" ] || awk "BEGIN{exit !($cus < $best24_us)}"; }; then
         best24=$v best24_us=$cus

@@ -125,36 +125,42 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets) 
 }
 
 /* SYMM_MOE_HT_COMBINE: a PE's choice changes only how its own blocks share the
- * work, so PEs need not agree on it. "overlap:S" sets the sending warps of
- * each block (1..SYMM__MOE_WARPS - 1; default SYMM__MOE_HT_SEND_WARPS). */
+ * work, so PEs need not agree on it. ":S" after overlap sets the sending warps
+ * of each block (1..SYMM__MOE_WARPS - 1; default SYMM__MOE_HT_SEND_WARPS). */
 #define SYMM__MOE_HT_SEND_WARPS (SYMM__MOE_WARPS / 2)
 static symm_status_t ht_combine_schedule(const char *call, int *sched, int *send_warps) {
-    const char *v = symm__env()->moe_ht_combine;
+    const char *v = symm__env()->moe_ht_combine, *w;
     *send_warps = SYMM__MOE_HT_SEND_WARPS;
-    if (strcmp(v, "auto") == 0)
+    if (strcmp(v, "auto") == 0) {
         *sched = -1;
-    else if (strcmp(v, "split") == 0)
+    } else if (strcmp(v, "split") == 0) {
         *sched = SYMM__MOE_HT_SPLIT;
-    else if (strcmp(v, "serial") == 0)
+    } else if (strcmp(v, "serial") == 0) {
         *sched = SYMM__MOE_HT_SERIAL;
-    else if (strcmp(v, "serial-warps") == 0)
+    } else if (strcmp(v, "serial-warps") == 0) {
         *sched = SYMM__MOE_HT_SERIAL_WARPS;
-    else if (strncmp(v, "overlap", 7) == 0 && (v[7] == '\0' || v[7] == ':')) {
-        *sched = SYMM__MOE_HT_OVERLAP;
-        if (v[7] == ':') {
+    } else if (strncmp(v, "overlap", 7) == 0) {
+        w = v + 7;
+        *sched = strncmp(w, "-async", 6) == 0 ? SYMM__MOE_HT_OVERLAP_ASYNC : SYMM__MOE_HT_OVERLAP;
+        w += *sched == SYMM__MOE_HT_OVERLAP_ASYNC ? 6 : 0;
+        if (*w == ':') {
             char *end = NULL;
-            long s = strtol(v + 8, &end, 10);
-            if (end == v + 8 || *end != '\0' || s < 1 || s > SYMM__MOE_WARPS - 1)
-                return symm__error(SYMM_ERR_INVALID_ARG, "%s: SYMM_MOE_HT_COMBINE is '%s'; overlap:S takes S, the "
-                                   "sending warps of a block, in 1..%d", call, v, SYMM__MOE_WARPS - 1);
+            long s = strtol(w + 1, &end, 10);
+            if (end == w + 1 || *end != '\0' || s < 1 || s > SYMM__MOE_WARPS - 1)
+                goto bad;
             *send_warps = (int)s;
+        } else if (*w != '\0') {
+            goto bad;
         }
-    } else
-        return symm__error(SYMM_ERR_INVALID_ARG,
-                           "%s: SYMM_MOE_HT_COMBINE is '%s'; it takes auto, split, serial, serial-warps, overlap or "
-                           "overlap:S",
-                           call, v);
+    } else {
+        goto bad;
+    }
     return SYMM_SUCCESS;
+
+bad:
+    return symm__error(SYMM_ERR_INVALID_ARG, "%s: SYMM_MOE_HT_COMBINE is '%s'; it takes auto, split, serial, "
+                       "serial-warps, overlap[:S] or overlap-async[:S] (S: the sending warps of a block, 1..%d)",
+                       call, v, SYMM__MOE_WARPS - 1);
 }
 
 /* auto: with fewer blocks than half the SMs the send, which the blocks limit,

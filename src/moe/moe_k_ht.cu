@@ -52,6 +52,9 @@
 /* combine, overlap: vectors a sending thread loads at once; its warps are a
  * part of the block, so each holds twice the bytes in flight */
 #define HT_SEND_U_WS 16
+/* combine, overlap-async: items in flight per reducing warp, and its ring of vectors in shared memory */
+#define HT_AS_STAGES 4
+#define HT_AS_RING (HT_AS_STAGES * HT_RED_G * HT_RED_U * 32)
 
 /* The PEs token t goes to (bit r), counting its experts into ecnt when given;
  * -1 in a signed index type is no expert, other values outside the experts
@@ -631,6 +634,140 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv_warps(const symm__moe_kargs_t *A, uin
     }
 }
 
+/* The rows of token t's sources for a warp reducer: lane l gets source l's
+ * (and l + 32's) row address, after the acquire of its chunk flag; the warp
+ * barrier extends each lane's acquire to the others' loads of that row. */
+SYMM__DEVICE_INTERNAL uint64_t ht_token_rows(const symm__moe_kargs_t *A, uint64_t e, uint64_t t, int fused,
+                                             uint64_t *src0, uint64_t *src1) {
+    const uint32_t lane = symm__lane(), n = (uint32_t)A->n, me = (uint32_t)A->me, nch = ht_nchunks(A);
+    const uint64_t rb = (uint64_t)A->hidden * 2u, ystride = (uint64_t)A->y_stride[1] * 2u;
+    const uint64_t mask = MOE_U64(A, ht_mask)[t];
+    *src0 = *src1 = 0;
+    for (uint32_t r = lane; r < n; r += 32u) {
+        uint64_t a = 0;
+        if ((mask >> r) & 1u) {
+            const uint32_t pos = MOE_U32(A, ht_pos)[t * n + r];
+            if (fused && r == me) {
+                a = (uint64_t)(uintptr_t)A->y + ((uint64_t)MOE_U32(A, ht_roff)[me] + pos) * ystride;
+            } else {
+                ht_wait_lazy(A, MOE_U64(A, ht_cflag) + (uint64_t)r * nch + pos / SYMM__MOE_HT_CHUNK, e, (int)r);
+                a = (uint64_t)(uintptr_t)(MOE_AT(A, ht_cbuf) + ((uint64_t)r * A->max_tokens + pos) * rb);
+            }
+        }
+        if (r < 32u)
+            *src0 = a;
+        else
+            *src1 = a;
+    }
+    symm__warp_sync();
+    return mask;
+}
+
+/* Warp reducer with its loads through shared memory (cp.async): the same
+ * sums as ht_combine_recv_warps, but an item (a token's slice of 32 x
+ * HT_RED_U vectors from up to HT_RED_G sources) is copied HT_AS_STAGES - 1
+ * items ahead of the one summed, so a warp keeps that many items in flight
+ * without registers to hold them. `ring`: this warp's
+ * [HT_AS_STAGES][HT_RED_G][HT_RED_U][32] vectors; every lane reads back only
+ * what it copied itself. */
+SYMM__DEVICE_INTERNAL void ht_combine_recv_async(const symm__moe_kargs_t *A, uint64_t e, uint32_t w, uint32_t nw,
+                                                 int fused, symm__v4_t *ring) {
+    const uint32_t lane = symm__lane(), h8 = A->hidden / 8u, slice = 32u * HT_RED_U;
+    const uint64_t m = A->num_tokens;
+    /* the copying cursor: token ti, slice kbi, sources mmi still to copy there */
+    uint64_t ti = w, mmi = 0, maski = 0, src0 = 0, src1 = 0;
+    uint32_t kbi = 0, si = 0;
+    /* the summing cursor */
+    uint64_t tc = w, mmc = 0, maskc = 0, maskn = 0; /* maskn: the mask of token tc + nw, loaded early */
+    uint32_t kbc = 0, sc = 0;
+    float acc[HT_RED_U][8];
+    if (ti < m)
+        mmi = maski = ht_token_rows(A, e, ti, fused, &src0, &src1);
+    if (tc < m)
+        mmc = maskc = MOE_U64(A, ht_mask)[tc];
+    if (tc + nw < m)
+        maskn = MOE_U64(A, ht_mask)[tc + nw];
+#pragma unroll
+    for (int u = 0; u < HT_RED_U; u++)
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            acc[u][k] = 0.0f;
+    for (uint32_t k = 0;; k++) {
+        /* copy the next item into stage si (an empty group past the last token) */
+        if (ti < m) {
+#pragma unroll
+            for (int i = 0; i < HT_RED_G; i++) {
+                if (mmi) {
+                    const uint32_t r = (uint32_t)(__ffsll((long long)mmi) - 1);
+                    const char *src = (const char *)(uintptr_t)__shfl_sync(MOE_FULL, r < 32u ? src0 : src1, r & 31u);
+                    mmi &= mmi - 1;
+#pragma unroll
+                    for (int u = 0; u < HT_RED_U; u++) {
+                        const uint32_t v = kbi + lane + 32u * (uint32_t)u;
+                        if (v < h8)
+                            symm__cp_async16(&ring[((si * HT_RED_G + i) * HT_RED_U + u) * 32u + lane],
+                                             src + (uint64_t)v * 16u);
+                    }
+                }
+            }
+            if (mmi == 0) { /* the slice's last group: on to the next slice or token */
+                kbi += slice;
+                if (kbi >= h8) {
+                    kbi = 0;
+                    ti += nw;
+                    if (ti < m)
+                        maski = ht_token_rows(A, e, ti, fused, &src0, &src1);
+                }
+                mmi = maski;
+            }
+        }
+        symm__cp_async_commit();
+        si = si + 1 == HT_AS_STAGES ? 0 : si + 1;
+        if (k + 1 < HT_AS_STAGES)
+            continue; /* filling the pipeline */
+        if (tc >= m)
+            break;
+        /* sum the oldest item, stage sc */
+        symm__cp_async_wait(HT_AS_STAGES - 1);
+        {
+            symm__v4_t none = {0, 0, 0, 0};
+#pragma unroll
+            for (int i = 0; i < HT_RED_G; i++) {
+                if (mmc) {
+                    mmc &= mmc - 1;
+#pragma unroll
+                    for (int u = 0; u < HT_RED_U; u++)
+                        if (kbc + lane + 32u * (uint32_t)u < h8)
+                            moe_fma8(A->y_kind, symm__cld16(&ring[((sc * HT_RED_G + i) * HT_RED_U + u) * 32u + lane], 0),
+                                     none, 1.0f, acc[u]);
+                }
+            }
+        }
+        sc = sc + 1 == HT_AS_STAGES ? 0 : sc + 1;
+        if (mmc == 0) { /* the slice is summed: store it, then the next slice or token */
+#pragma unroll
+            for (int u = 0; u < HT_RED_U; u++) {
+                const uint32_t v = kbc + lane + 32u * (uint32_t)u;
+                if (v < h8)
+                    moe_store8((char *)A->out + ((int64_t)tc * A->out_stride + (int64_t)v * 8) * 2, A->out_kind,
+                               acc[u]);
+#pragma unroll
+                for (int q = 0; q < 8; q++)
+                    acc[u][q] = 0.0f;
+            }
+            kbc += slice;
+            if (kbc >= h8) {
+                kbc = 0;
+                tc += nw;
+                maskc = maskn;
+                maskn = tc + nw < m ? MOE_U64(A, ht_mask)[tc + nw] : 0;
+            }
+            mmc = maskc;
+        }
+    }
+    symm__cp_async_wait(0);
+}
+
 /* Both halves, overlapped in every block (SYMM__MOE_HT_OVERLAP): warps [0, S)
  * send, the others reduce as rows arrive. Under a small SM budget serial runs
  * the two one after the other, each with only one half's bytes in flight per
@@ -644,6 +781,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_ws(const
     const symm__moe_kargs_t *A = &a;
     const uint64_t e = moe_begin(A, 0);
     const uint32_t B = gridDim.x, b = blockIdx.x, tid = symm__block_tid(), warp = tid >> 5, S = A->ht_send_warps;
+    extern __shared__ symm__v4_t ht_ring[]; /* SYMM__MOE_HT_OVERLAP_ASYNC: HT_AS_RING per reducing warp */
     if (SCHED == SYMM__MOE_HT_SERIAL_WARPS) { /* serial's order, the warp reducers */
         const ht_group_t all = {tid, SYMM__MOE_THREADS, 0u};
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send<HT_UNROLL>(A, e, b, B, 1, all));
@@ -651,6 +789,9 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_ws(const
     } else if (warp < S) {
         const ht_group_t g = {tid, S * 32u, 1u};
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send<HT_SEND_U_WS>(A, e, b, B, 1, g));
+    } else if (SCHED == SYMM__MOE_HT_OVERLAP_ASYNC) {
+        ht_combine_recv_async(A, e, (warp - S) * B + b, (SYMM__MOE_WARPS - S) * B, 1,
+                              ht_ring + (size_t)(warp - S) * HT_AS_RING);
     } else {
         ht_combine_recv_warps(A, e, (warp - S) * B + b, (SYMM__MOE_WARPS - S) * B, 1);
     }
@@ -686,7 +827,20 @@ symm_status_t symm__moe_launch_ht(const symm__moe_kargs_t *a, cudaStream_t s) {
         symm__k_ht_dispatch<<<a->nblocks, SYMM__MOE_THREADS, a->experts * sizeof(uint32_t), s>>>(*a);
         return symm__moe_launched("the MoE high-throughput dispatch kernel");
     default:
-        if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_OVERLAP)
+        if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_OVERLAP_ASYNC) {
+            const size_t smem = (size_t)(SYMM__MOE_WARPS - a->ht_send_warps) * HT_AS_RING * sizeof(symm__v4_t);
+            int dev = 0, most = 0;
+            if (cudaGetDevice(&dev) == cudaSuccess &&
+                cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
+                smem <= (size_t)most &&
+                cudaFuncSetAttribute(symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP_ASYNC>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) == cudaSuccess) {
+                symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP_ASYNC><<<a->nblocks, SYMM__MOE_THREADS, smem, s>>>(*a);
+            } else { /* the rings do not fit this GPU's shared memory: the same schedule through registers */
+                (void)cudaGetLastError();
+                symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP><<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
+            }
+        } else if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_OVERLAP)
             symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP><<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
         else if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_SERIAL_WARPS)
             symm__k_ht_combine_ws<SYMM__MOE_HT_SERIAL_WARPS><<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);

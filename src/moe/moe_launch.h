@@ -36,7 +36,8 @@ enum symm__moe_ht_sched {
     SYMM__MOE_HT_SPLIT = 0,
     SYMM__MOE_HT_SERIAL = 1,
     SYMM__MOE_HT_OVERLAP = 2,
-    SYMM__MOE_HT_SERIAL_WARPS = 3
+    SYMM__MOE_HT_SERIAL_WARPS = 3,
+    SYMM__MOE_HT_OVERLAP_ASYNC = 4 /* overlap, the reducing warps' loads through shared memory (cp.async) */
 };
 
 /* Kernels: one per call (or per half when flags split it), and the layout. */

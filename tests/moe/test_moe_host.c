@@ -7,8 +7,9 @@
  *     naming the field and both values;
  *   - a good configuration: SYMM_ERR_UNSUPPORTED (the host backend has no GPU
  *     kernels), and the runtime still works after all of them; with
- *     SYMM_MOE_HT_COMBINE=sideways (moe_host_schedule_N) or overlap:S with S
- *     outside 1..15 SYMM_ERR_INVALID_ARG naming the variable instead;
+ *     SYMM_MOE_HT_COMBINE=sideways (moe_host_schedule_N), or overlap:S or
+ *     overlap-async:S with S not a number in 1..15, SYMM_ERR_INVALID_ARG
+ *     naming the variable and its value instead;
  *   - calls on a NULL handle fail cleanly (the SM budget's and the routes' too); destroy(NULL)
  *     is a no-op.
  * With argv[1] "packets-mismatch": SYMM_MOE_PACKETS=0 on the last PE only
@@ -81,7 +82,10 @@ int main(int argc, char **argv) {
     void *p = NULL;
     const char *sched = getenv("SYMM_MOE_HT_COMBINE");
     const int bad_schedule = sched != NULL && strcmp(sched, "sideways") == 0;
-    const char *warps = sched != NULL && strncmp(sched, "overlap:", 8) == 0 ? sched + 8 : NULL;
+    const char *warps = sched == NULL                                ? NULL
+                        : strncmp(sched, "overlap:", 8) == 0       ? sched + 8
+                        : strncmp(sched, "overlap-async:", 14) == 0 ? sched + 14
+                                                                    : NULL;
     const int bad_warps = warps != NULL && (warps[0] == '\0' || warps[strspn(warps, "0123456789")] != '\0' ||
                                             atoi(warps) < 1 || atoi(warps) > 15);
     if (argc > 1)
@@ -118,14 +122,11 @@ int main(int argc, char **argv) {
 
     c = good();
     c.num_experts = (size_t)8 * (size_t)n;
-    if (bad_schedule) { /* checked before the backend: the same on a GPU */
+    if (bad_schedule || bad_warps) { /* checked before the backend: the same on a GPU */
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
-        expect_msg("SYMM_MOE_HT_COMBINE is 'sideways'; it takes auto, split, serial, serial-warps, overlap or "
-                   "overlap:S");
-        TEST_ASSERT(h == NULL, "no handle on failure");
-    } else if (bad_warps) {
-        SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
-        expect_msg("overlap:S takes S, the sending warps of a block, in 1..15");
+        expect_msg("it takes auto, split, serial, serial-warps, overlap[:S] or overlap-async[:S] (S: the sending "
+                   "warps of a block, 1..15)");
+        expect_msg(bad_schedule ? "SYMM_MOE_HT_COMBINE is 'sideways'" : sched);
         TEST_ASSERT(h == NULL, "no handle on failure");
     } else {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_UNSUPPORTED);

@@ -54,6 +54,31 @@ SYMM__DEVICE_INTERNAL void symm__ptx_bar_sync_n(uint32_t id, uint32_t n) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
 }
 
+/* cp.async.cg.shared.global (sm_80+): 16 bytes from global memory at `gmem`
+ * into shared memory at `smem` (both 16-byte aligned, generic addresses)
+ * without holding a register while they travel; complete for the issuing
+ * thread after a cp.async.wait_group that covers its group. */
+SYMM__DEVICE_INTERNAL void symm__cp_async16(void *smem, const void *gmem) {
+    asm volatile("{\n\t.reg .u64 sa, ga;\n\tcvta.to.shared.u64 sa, %0;\n\tcvta.to.global.u64 ga, %1;\n\t"
+                 "cp.async.cg.shared.global [sa], [ga], 16;\n\t}" ::"l"(smem), "l"(gmem) : "memory");
+}
+
+/* Close this thread's group of cp.async copies. */
+SYMM__DEVICE_INTERNAL void symm__cp_async_commit(void) {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+/* Wait until at most `pending` (0..3, a constant after inlining) of this
+ * thread's newest groups are still in flight. */
+SYMM__DEVICE_INTERNAL void symm__cp_async_wait(int pending) {
+    switch (pending) {
+    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    }
+}
+
 /* ---- fences ------------------------------------------------------------------ */
 
 /* fence.acq_rel.sys: orders this thread's earlier memory operations before its
