@@ -13,9 +13,11 @@
  *           (symm_moe_ll_routes) and every combined token checked exactly
  *           against a host reference
  *   ht      high-throughput layout / dispatch / combine (fp8 + scales, 2048
- *           tokens per PE, a dispatch whose combine is skipped): every
- *           received row, its order, mapped indices, weights, source, the
- *           counts, and every combined token, exactly
+ *           tokens per PE, a dispatch whose combine is skipped; then bf16
+ *           rows of hidden 2056, whose combine rows are no whole number of
+ *           a warp reducer's slices): every received row, its order, mapped
+ *           indices, weights, source, the counts, and every combined token,
+ *           exactly
  *   graph   both modes captured into one CUDA graph with the send and
  *           receive halves split by other work, replayed with fresh data
  *   errors  an expert index out of range and a repeated one (skipped on the
@@ -622,6 +624,17 @@ static void part_ht(void) {
         std::vector<Batch> bs = ht_batches(t, 77, it, it == 2 ? npes - 1 : -1);
         snprintf(what, sizeof what, "ht call %d", it);
         ht_round(t, bs[me], it % 2, it == 3);
+        ht_verify(t, bs, what);
+    }
+    SYMM_CHECK(symm_moe_check(t.h, stream));
+    ht_free(t);
+    /* bf16 rows of 257 vectors: several slices of a warp reducer's 128 per token, the last
+     * one partial; both halves in one kernel, the combine schedule's own path */
+    ht_make(t, 256, 8, 2056, 300, 2, 0);
+    for (int it = 0; it < 2; it++) {
+        std::vector<Batch> bs = ht_batches(t, 91, it, -1);
+        snprintf(what, sizeof what, "ht hidden 2056, call %d", it);
+        ht_round(t, bs[me], 0);
         ht_verify(t, bs, what);
     }
     SYMM_CHECK(symm_moe_check(t.h, stream));
