@@ -219,6 +219,11 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
         h->share = symm__moe_sm_count();
     }
     h->sms = h->share;
+    if (h->ht_sched == SYMM__MOE_HT_OVERLAP_ASYNC && !symm__moe_ht_async_prepare(h->ht_send_warps)) {
+        SYMM_LOG_INFO("%s: SYMM_MOE_HT_COMBINE=overlap-async: its shared memory does not fit this GPU; overlap "
+                      "instead", call);
+        h->ht_sched = SYMM__MOE_HT_OVERLAP;
+    }
     *out = h;
     return SYMM_SUCCESS;
 

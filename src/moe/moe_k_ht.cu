@@ -818,6 +818,24 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine(const __
     }
 }
 
+/* Shared memory of the overlap-async kernel: a ring per reducing warp. */
+static size_t ht_async_smem(uint32_t send_warps) {
+    return (size_t)(SYMM__MOE_WARPS - send_warps) * HT_AS_RING * sizeof(symm__v4_t);
+}
+
+extern "C" int symm__moe_ht_async_prepare(int send_warps) {
+    const size_t smem = ht_async_smem((uint32_t)send_warps);
+    int dev = 0, most = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
+        smem <= (size_t)most &&
+        cudaFuncSetAttribute(symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP_ASYNC>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) == cudaSuccess)
+        return 1;
+    (void)cudaGetLastError();
+    return 0;
+}
+
 symm_status_t symm__moe_launch_ht(const symm__moe_kargs_t *a, cudaStream_t s) {
     switch (a->kernel) {
     case SYMM__MK_HT_LAYOUT:
@@ -828,18 +846,8 @@ symm_status_t symm__moe_launch_ht(const symm__moe_kargs_t *a, cudaStream_t s) {
         return symm__moe_launched("the MoE high-throughput dispatch kernel");
     default:
         if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_OVERLAP_ASYNC) {
-            const size_t smem = (size_t)(SYMM__MOE_WARPS - a->ht_send_warps) * HT_AS_RING * sizeof(symm__v4_t);
-            int dev = 0, most = 0;
-            if (cudaGetDevice(&dev) == cudaSuccess &&
-                cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
-                smem <= (size_t)most &&
-                cudaFuncSetAttribute(symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP_ASYNC>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) == cudaSuccess) {
-                symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP_ASYNC><<<a->nblocks, SYMM__MOE_THREADS, smem, s>>>(*a);
-            } else { /* the rings do not fit this GPU's shared memory: the same schedule through registers */
-                (void)cudaGetLastError();
-                symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP><<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
-            }
+            symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP_ASYNC>
+                <<<a->nblocks, SYMM__MOE_THREADS, ht_async_smem(a->ht_send_warps), s>>>(*a);
         } else if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_OVERLAP)
             symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP><<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
         else if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_SERIAL_WARPS)

@@ -181,6 +181,13 @@ symm_status_t symm__moe_launch(const symm__moe_kargs_t *a, symm_stream_t stream)
 symm_status_t symm__moe_err_alloc(symm__moe_err_t **host, uint64_t *dev);
 void symm__moe_err_free(symm__moe_err_t *host);
 
+/* Let the overlap-async combine kernel take its shared memory (a ring per
+ * reducing warp, with send_warps of SYMM__MOE_WARPS sending): 1 when the
+ * current device has that much, else 0 (the handle then runs overlap). Once
+ * per handle, at creation: no attribute calls at launch, which may be inside
+ * a graph capture. */
+int symm__moe_ht_async_prepare(int send_warps);
+
 /* Multiprocessors of the current device (1 when unknown). */
 int symm__moe_sm_count(void);
 
