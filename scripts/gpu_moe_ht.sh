@@ -12,8 +12,9 @@
 # 3. A table: schedule, budget, SMs, dispatch x, dispatch us, combine us,
 #    combine GB/s (DeepEP's measure), and which schedule's combine was fastest.
 #
-# HT_VARIANTS (default "serial split serial-warps overlap overlap:4 overlap-async
-# overlap-async:4"; auto is serial under half the SMs, else split).
+# HT_VARIANTS (default "auto serial split serial-warps overlap:2 overlap:3 overlap:6
+# overlap-async:2 overlap-async:3 overlap-async overlap-async:6"; auto is overlap, whose
+# default S is 4).
 # One PE per GPU where there are 2 GPUs (or more: the first 2); on one GPU the
 # 2 PEs share it under a private MPS daemon (scripts/with_mps.sh), so the
 # figures then say nothing about NVLink (the bench's tables say so too).
@@ -35,7 +36,7 @@ export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-build-sm90}
 case $build in /*) ;; *) build=$here/$build ;; esac
-variants=${HT_VARIANTS:-serial split serial-warps overlap overlap:4 overlap-async overlap-async:4}
+variants=${HT_VARIANTS:-auto serial split serial-warps overlap:2 overlap:3 overlap:6 overlap-async:2 overlap-async:3 overlap-async overlap-async:6}
 wall=${HT_WALL:-250}
 t_all=${HT_T0:-$(date +%s)}
 summary=()

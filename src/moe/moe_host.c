@@ -127,7 +127,7 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets) 
 /* SYMM_MOE_HT_COMBINE: a PE's choice changes only how its own blocks share the
  * work, so PEs need not agree on it. ":S" after overlap sets the sending warps
  * of each block (1..SYMM__MOE_WARPS - 1; default SYMM__MOE_HT_SEND_WARPS). */
-#define SYMM__MOE_HT_SEND_WARPS (SYMM__MOE_WARPS / 2)
+#define SYMM__MOE_HT_SEND_WARPS (SYMM__MOE_WARPS / 4)
 static symm_status_t ht_combine_schedule(const char *call, int *sched, int *send_warps) {
     const char *v = symm__env()->moe_ht_combine, *w;
     *send_warps = SYMM__MOE_HT_SEND_WARPS;
@@ -163,13 +163,11 @@ bad:
                        call, v, SYMM__MOE_WARPS - 1);
 }
 
-/* auto: with fewer blocks than half the SMs the send, which the blocks limit,
- * gets them all (serial); with more, half of them already keep the links busy
- * and the reduce overlaps it (split). */
-static int ht_sched_for(const symm_moe_t *h, int nblocks) {
-    if (h->ht_sched >= 0)
-        return h->ht_sched;
-    return 2 * nblocks < h->share ? SYMM__MOE_HT_SERIAL : SYMM__MOE_HT_SPLIT;
+/* auto: overlap with a quarter of the warps sending, the fastest schedule
+ * measured with 24 SMs and with every SM (2 H200s: 342 and 214 us against
+ * serial's 577 and split's 245; docs/moe.md). */
+static int ht_sched_for(const symm_moe_t *h) {
+    return h->ht_sched >= 0 ? h->ht_sched : SYMM__MOE_HT_OVERLAP;
 }
 
 symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, symm_moe_t **out) {
@@ -316,7 +314,7 @@ static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, i
     a->kernel = (uint32_t)k;
     a->flags = (uint32_t)flags;
     a->nblocks = grid(h, k, flags);
-    a->ht_sched = k == SYMM__MK_HT_COMBINE ? (uint32_t)ht_sched_for(h, a->nblocks) : 0u;
+    a->ht_sched = k == SYMM__MK_HT_COMBINE ? (uint32_t)ht_sched_for(h) : 0u;
     a->ht_send_warps = (uint32_t)h->ht_send_warps;
     return symm__moe_launch(a, stream);
 }
