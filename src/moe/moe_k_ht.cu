@@ -785,15 +785,29 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_ws(const
     if (SCHED == SYMM__MOE_HT_SERIAL_WARPS) { /* serial's order, the warp reducers */
         const ht_group_t all = {tid, SYMM__MOE_THREADS, 0u};
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send<HT_UNROLL>(A, e, b, B, 1, all));
-        ht_combine_recv_warps(A, e, warp * B + b, SYMM__MOE_WARPS * B, 1);
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE_RECV,
+                       ht_combine_recv_warps(A, e, warp * B + b, SYMM__MOE_WARPS * B, 1); symm__block_sync());
     } else if (warp < S) {
         const ht_group_t g = {tid, S * 32u, 1u};
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send<HT_SEND_U_WS>(A, e, b, B, 1, g));
-    } else if (SCHED == SYMM__MOE_HT_OVERLAP_ASYNC) {
-        ht_combine_recv_async(A, e, (warp - S) * B + b, (SYMM__MOE_WARPS - S) * B, 1,
-                              ht_ring + (size_t)(warp - S) * HT_AS_RING);
     } else {
-        ht_combine_recv_warps(A, e, (warp - S) * B + b, (SYMM__MOE_WARPS - S) * B, 1);
+        /* traced builds: the reducing warps' half as one slice per block, like MOE_TRACE_HALF's */
+#if SYMM__TRACE_ON
+        __shared__ uint64_t tr_;
+        if (tid == S * 32u)
+            tr_ = symm__trace_start(&A->ctx, SYMM__G_BLOCK);
+#endif
+        if (SCHED == SYMM__MOE_HT_OVERLAP_ASYNC)
+            ht_combine_recv_async(A, e, (warp - S) * B + b, (SYMM__MOE_WARPS - S) * B, 1,
+                                  ht_ring + (size_t)(warp - S) * HT_AS_RING);
+        else
+            ht_combine_recv_warps(A, e, (warp - S) * B + b, (SYMM__MOE_WARPS - S) * B, 1);
+#if SYMM__TRACE_ON
+        symm__group_sync(2u, (SYMM__MOE_WARPS - S) * 32u);
+        if (tid == S * 32u)
+            SYMM__TRACE_COLL(&A->ctx, tr_, SYMM_TRACE_COLL_MOE_HT_COMBINE_RECV, SYMM_COLL_ALGO_AUTO,
+                             SYMM_TRACE_F_STREAM, 0);
+#endif
     }
 }
 
