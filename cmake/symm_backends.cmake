@@ -55,7 +55,8 @@ set(SYMM_BACKENDS_FAR "")
 # X(name, KIND, none|far, "bitcode", "device_lib", "include_var", 0|1), as python/tools/gen_backends.py reads it
 set(_w "[ \t]*")
 set(_q "\"([^\"]*)\"")
-set(_symm_list_re "^${_w}X\\(${_w}([A-Za-z0-9_]+)${_w},${_w}([A-Za-z0-9_]+)${_w},${_w}(none|far)${_w},${_w}${_q}${_w},${_w}${_q}${_w},${_w}${_q}${_w},${_w}([01])${_w}\\)${_w}$")
+string(CONCAT _symm_list_re "^${_w}X\\(${_w}([A-Za-z0-9_]+)${_w},${_w}([A-Za-z0-9_]+)${_w},${_w}(none|far)${_w},"
+       "${_w}${_q}${_w},${_w}${_q}${_w},${_w}${_q}${_w},${_w}([01])${_w}\\)${_w}$")
 foreach(_line IN LISTS _symm_list_lines)
   if(NOT _line MATCHES "${_symm_list_re}")
     message(FATAL_ERROR "symm: ${_symm_list_h}: a line of SYMM__BACKEND_LIST that is not "
