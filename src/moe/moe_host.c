@@ -35,6 +35,7 @@ struct symm_moe {
     int sms;               /* the SM budget: most blocks of any kernel */
     int sms_set;           /* 0: sms is the default */
     int ht_serial;         /* SYMM_MOE_HT_COMBINE: serial (1), split (0) or by the grid (-1) */
+    int ll_probe;          /* SYMM_MOE_LL_PROBE (enum symm__moe_probe) */
 };
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -134,6 +135,21 @@ static symm_status_t ht_combine_schedule(const char *call, int *serial) {
     return SYMM_SUCCESS;
 }
 
+/* SYMM_MOE_LL_PROBE: the low-latency kernels cut down to time their parts. */
+static symm_status_t ll_probe_mode(const char *call, int *probe) {
+    const char *v = symm__env()->moe_ll_probe;
+    if (v[0] != 0 && strcmp(v, "empty") != 0 && strcmp(v, "hop") != 0)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: SYMM_MOE_LL_PROBE is '%s'; it takes empty or hop (or unset)",
+                           call, v);
+    *probe = !strcmp(v, "empty") ? SYMM__MOE_PROBE_EMPTY
+             : !strcmp(v, "hop")   ? SYMM__MOE_PROBE_HOP
+                                   : SYMM__MOE_PROBE_NONE;
+    if (*probe != SYMM__MOE_PROBE_NONE)
+        SYMM_LOG_WARN("%s: SYMM_MOE_LL_PROBE=%s: low-latency calls are reduced for timing and their results "
+                      "are wrong", call, v);
+    return SYMM_SUCCESS;
+}
+
 /* auto: with fewer blocks than half the SMs the send, which the blocks limit,
  * gets them all (serial); with more, half of them already keep the links busy
  * and the reduce overlaps it (split). */
@@ -166,6 +182,8 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
     if ((st = same_everywhere(cfg, packets)) != SYMM_SUCCESS)
         goto fail_handle;
     if ((st = ht_combine_schedule(call, &h->ht_serial)) != SYMM_SUCCESS)
+        goto fail_handle;
+    if ((st = ll_probe_mode(call, &h->ll_probe)) != SYMM_SUCCESS)
         goto fail_handle;
     if ((st = symm_team_ctx_copy(team, &h->ctx)) != SYMM_SUCCESS)
         goto fail_handle;
@@ -281,6 +299,7 @@ static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, i
     a->flags = (uint32_t)flags;
     a->nblocks = grid(h, k, flags);
     a->ht_serial = k == SYMM__MK_HT_COMBINE && ht_serial_for(h, a->nblocks);
+    a->probe = (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) ? (uint32_t)h->ll_probe : 0u;
     return symm__moe_launch(a, stream);
 }
 

@@ -70,7 +70,7 @@
 
 #define LL_UNROLL 4
 #define LL_BATCH 32   /* most tokens (or rows) a block handles in one step */
-#define LL_PGATHER 4  /* routes whose packets a combine thread polls at once */
+#define LL_PGATHER 8  /* routes whose packets a combine thread polls at once (top-8 in one go) */
 
 /* A count word: epoch << 32 | mode << 30 | routes. */
 #define LL_ROUTES 0x3fffffffu
@@ -222,6 +222,13 @@ SYMM__DEVICE_INTERNAL uint32_t ll_take_entry(const symm__moe_kargs_t *A, const u
 
 /* ---- dispatch --------------------------------------------------------------------------- */
 
+/* Scales s0 .. s0 + 3 (those below scale_cols) of token t, as bits into w. */
+SYMM__DEVICE_INTERNAL void ll_ld_scales(const symm__moe_kargs_t *A, int64_t t, uint32_t s0, uint32_t *w) {
+    const uint32_t cnt = A->scale_cols - s0 < 4 ? A->scale_cols - s0 : 4;
+    for (uint32_t i = 0; i < cnt; i++)
+        w[i] = symm__f32_bits(A->x_scale[t * A->xs_stride[0] + (int64_t)(s0 + i) * A->xs_stride[1]]);
+}
+
 SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t e) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
@@ -245,8 +252,25 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     __shared__ uint32_t sidx[SYMM__MOE_IDX_CHUNK];
     __shared__ uint64_t smask[LL_BATCH];
     __shared__ uint32_t stok[LL_BATCH];
+    symm__v4_t pv[LL_UNROLL]; /* the first batch's x and scales, loaded with the indices: not after them */
+    uint32_t pw[4] = {0, 0, 0, 0};
     for (uint32_t w = lane; w < per_warp; w += 32)
         ecnt[warp * per_warp + w] = 0;
+    {
+        /* this block's first tokens below num_tokens (a superset of those below bound_m, which
+         * need not be known yet); the copy below takes the values of the tokens it sends */
+        const uint32_t b = blockIdx.x, n0 = all < ctok ? all : ctok, own0 = n0 > b ? (n0 - b + B - 1) / B : 0;
+        const uint32_t pre = (own0 < tb ? own0 : tb) * nvx;
+#pragma unroll
+        for (int u = 0; u < LL_UNROLL; u++) {
+            const uint32_t q = tid + (uint32_t)u * SYMM__MOE_THREADS;
+            if (q < pre)
+                pv[u] = ll_ld16((const char *)A->x + (dpr + (uint64_t)(b + (q / nvx) * B) * dp) * xrow +
+                                16u * (q % nvx));
+        }
+        if (tid < (own0 < tb ? own0 : tb) * cq)
+            ll_ld_scales(A, (int64_t)(dpr + (uint64_t)(b + (tid / cq) * B) * dp), 4 * (tid % cq), pw);
+    }
     for (uint32_t c0 = 0;; c0 += ctok) {
         const uint32_t ntok = mine > c0 ? (mine - c0 < ctok ? mine - c0 : ctok) : 0;
         const uint32_t nst = all > c0 ? (all - c0 < ctok ? all - c0 : ctok) : 0; /* >= ntok */
@@ -323,7 +347,9 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                             const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
                             if (q < total) {
                                 const uint64_t t = dpr + (uint64_t)stok[q / nvx] * dp;
-                                v[u] = ll_ld16((const char *)A->x + t * xrow + 16u * (q % nvx));
+                                v[u] = c0 == 0 && o0 == 0 && q0 == tid
+                                           ? pv[u]
+                                           : ll_ld16((const char *)A->x + t * xrow + 16u * (q % nvx));
                             }
                         }
 #pragma unroll
@@ -346,12 +372,11 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                 }
                 /* scales, four per 16 bytes (the slot's scales start 16-byte aligned) */
                 for (uint32_t q = tid; q < nb * cq; q += SYMM__MOE_THREADS) {
-                    const uint32_t j = q / cq, s0 = 4 * (q % cq), cnt = cols - s0 < 4 ? cols - s0 : 4;
-                    const int64_t t = (int64_t)(dpr + (uint64_t)stok[j] * dp);
+                    const uint32_t j = q / cq, s0 = 4 * (q % cq);
                     symm__v4_t v;
-                    uint32_t w[4] = {0, 0, 0, 0};
-                    for (uint32_t i = 0; i < cnt; i++)
-                        w[i] = symm__f32_bits(A->x_scale[t * A->xs_stride[0] + (int64_t)(s0 + i) * A->xs_stride[1]]);
+                    uint32_t w[4] = {pw[0], pw[1], pw[2], pw[3]};
+                    if (c0 != 0 || o0 != 0 || q != tid)
+                        ll_ld_scales(A, (int64_t)(dpr + (uint64_t)stok[j] * dp), s0, w);
                     v.x = w[0];
                     v.y = w[1];
                     v.z = w[2];
@@ -396,6 +421,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
     __shared__ uint32_t ioff[LL_ITEMS], ipre[LL_ITEMS];
     __shared__ uint32_t smode[SYMM__MOE_MAX_PES];
     __shared__ uint32_t stl[LL_BATCH], ssrc[LL_BATCH], sle[LL_BATCH], srow[LL_BATCH];
+    symm__v4_t sv = {0, 0, 0, 0}; /* the batch's first scale (packet, or plain bits in x) */
     for (uint32_t i0 = blockIdx.x; i0 < items; i0 += B * ipb) {
         const uint32_t left = (items - i0 + B - 1) / B, ni = left < ipb ? left : ipb;
         uint32_t total;
@@ -462,6 +488,14 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                 }
             }
             symm__block_sync();
+            /* the first scales' loads go out with the rows' (a packet not there yet is polled again) */
+            if (tid < nb * cols) {
+                const uint32_t j = tid / cols, c = tid % cols, s = ssrc[j];
+                if (smode[s] & LL_MODE_DPKT)
+                    sv = symm__c_ld16_vol(ll_pslot(A, p, s, stl[j]) + 2u * A->x_bytes + 16u * (c / 2));
+                else
+                    sv.x = ((const uint32_t *)(const void *)(ll_slot(A, p, s, stl[j]) + A->x_bytes))[c];
+            }
             /* x: 16 bytes per thread and step (packets: two, polled until they carry the tag) */
             {
                 const uint32_t tv = nb * nvx;
@@ -504,12 +538,13 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                 if (smode[s] & LL_MODE_DPKT) {
                     /* data byte x_bytes + 4c lies in packet (x_bytes + 4c) / 8, half c % 2 */
                     const char *src = ll_pslot(A, p, s, stl[j]) + 2u * A->x_bytes + 16u * (c / 2);
-                    symm__v4_t v = symm__c_ld16_vol(src);
+                    symm__v4_t v = q == tid ? sv : symm__c_ld16_vol(src);
                     if (!ll_pkt_ok(v, tag))
                         v = ll_pkt_wait(A, src, tag, v);
                     f = symm__bits_f32(c % 2 ? v.z : v.x);
                 } else {
-                    f = ((const float *)(const void *)(ll_slot(A, p, s, stl[j]) + A->x_bytes))[c];
+                    f = q == tid ? symm__bits_f32(sv.x)
+                                 : ((const float *)(const void *)(ll_slot(A, p, s, stl[j]) + A->x_bytes))[c];
                 }
                 A->out_scale[(int64_t)sle[j] * A->os_stride[0] + (int64_t)srow[j] * A->os_stride[1] +
                              (int64_t)c * A->os_stride[2]] = f;
@@ -518,14 +553,42 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
     }
 }
 
-__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const __grid_constant__ symm__moe_kargs_t a) {
-    const symm__moe_kargs_t *A = &a;
-    const int send = (A->flags & SYMM_MOE_SEND) != 0;
-    const uint64_t e = moe_begin(A, send);
+/* SYMM_MOE_LL_PROBE=hop: block 0's thread x < n posts a word to PE x (send
+ * half) and waits for PE x's (receive half): one crossing of the links and
+ * the wait, without the exchange. Dispatch e uses the count word of expert 0
+ * at parity e & 1 (e << 32), combine e the other parity's (e << 32 | 1):
+ * each value is above the word's last one, which the same thread wrote in an
+ * earlier kernel of the stream. */
+SYMM__DEVICE_INTERNAL void ll_probe_hop(const symm__moe_kargs_t *A, uint64_t e, int combine) {
+    const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, L = A->local, me = (uint32_t)A->me;
+    const uint32_t p = (uint32_t)(e & 1u) ^ (combine ? 1u : 0u);
+    const uint64_t v = (e << 32) | (combine ? 1u : 0u);
+    if (blockIdx.x != 0 || tid >= n)
+        return;
+    if (A->flags & SYMM_MOE_SEND)
+        symm__st_b64(moe_peer(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + me) * L, (int)tid), v, SYMM_SEM_RELAXED,
+                     SYMM_SCOPE_SYS);
+    if (A->flags & SYMM_MOE_RECV)
+        moe_wait(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + tid) * L, v, (int)tid);
+}
+
+SYMM__DEVICE_INTERNAL void ll_dispatch(const symm__moe_kargs_t *A, uint64_t e, int send) {
     if (send)
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, e));
     if (A->flags & SYMM_MOE_RECV)
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, ll_dispatch_recv(A, e));
+}
+
+__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const __grid_constant__ symm__moe_kargs_t a) {
+    const symm__moe_kargs_t *A = &a;
+    const int send = (A->flags & SYMM_MOE_SEND) != 0;
+    const uint64_t e = moe_begin(A, send);
+    if (A->probe != SYMM__MOE_PROBE_NONE) {
+        if (A->probe == SYMM__MOE_PROBE_HOP)
+            ll_probe_hop(A, e, 0);
+    } else {
+        ll_dispatch(A, e, send);
+    }
     if (send)
         moe_close_epoch(A, SYMM__MK_LL_DISPATCH, e);
 }
@@ -544,10 +607,12 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
     const uint64_t slot_bytes = (uint64_t)A->hidden * 4u;
     const uint64_t *routes = MOE_U64(A, ll_route);
-    const uint32_t *modes = MOE_U32(A, ll_mode);
     extern __shared__ uint32_t pre[]; /* [L + 1]: first flat row of each local expert */
     __shared__ uint64_t sridx[LL_BATCH], syoff[LL_BATCH];
+    __shared__ uint32_t modes[SYMM__MOE_MAX_PES]; /* each source's mode: a row's form without a second load */
     uint32_t total, run = 0, rb;
+    if (tid < (uint32_t)A->n)
+        modes[tid] = MOE_U32(A, ll_mode)[tid];
     for (uint32_t b0 = 0; b0 < L; b0 += SYMM__MOE_THREADS) {
         const uint32_t x = b0 + tid, c = x < L ? MOE_U32(A, ll_rcnt)[x] : 0;
         uint32_t sum, ex = moe_block_scan(c, &sum);
@@ -752,6 +817,11 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, uint64_t 
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
     const uint64_t e = moe_begin(A, 0);
+    if (A->probe != SYMM__MOE_PROBE_NONE) {
+        if (A->probe == SYMM__MOE_PROBE_HOP)
+            ll_probe_hop(A, e, 1);
+        return;
+    }
     if (A->flags & SYMM_MOE_SEND)
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, ll_combine_send(A, e));
     if (A->flags & SYMM_MOE_RECV)

@@ -37,6 +37,13 @@ typedef enum symm__mk {
     SYMM__MK_COUNT
 } symm__mk_t;
 
+/* SYMM_MOE_LL_PROBE: the low-latency kernels reduced for timing (results wrong). */
+enum symm__moe_probe {
+    SYMM__MOE_PROBE_NONE = 0,
+    SYMM__MOE_PROBE_EMPTY = 1, /* start, open or close the epoch, end */
+    SYMM__MOE_PROBE_HOP = 2    /* one flag to and from every PE, by block 0 */
+};
+
 /* Errors the device records (symm__moe_err_t.code). */
 enum symm__moe_err_code {
     SYMM__MOE_ERR_NONE = 0,
@@ -128,6 +135,7 @@ typedef struct symm__moe_kargs {
     uint32_t kernel;         /* symm__mk_t */
     uint32_t flags;          /* SYMM_MOE_SEND and/or SYMM_MOE_RECV */
     uint32_t ht_serial;      /* HT combine with both halves: every block sends, then reduces (else half send) */
+    uint32_t probe;          /* low latency: SYMM_MOE_LL_PROBE (symm__moe_probe), 0 for the real exchange */
     uint64_t num_tokens;     /* m */
     const uint32_t *bound;   /* device, or NULL */
     /* dispatch */

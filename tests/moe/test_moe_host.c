@@ -7,8 +7,8 @@
  *     naming the field and both values;
  *   - a good configuration: SYMM_ERR_UNSUPPORTED (the host backend has no GPU
  *     kernels), and the runtime still works after all of them; with
- *     SYMM_MOE_HT_COMBINE=sideways (moe_host_schedule_N) SYMM_ERR_INVALID_ARG
- *     naming the variable instead;
+ *     SYMM_MOE_HT_COMBINE=sideways (moe_host_schedule_N) or SYMM_MOE_LL_PROBE=sometimes
+ *     (moe_host_probe_2) SYMM_ERR_INVALID_ARG naming the variable instead;
  *   - calls on a NULL handle fail cleanly (the SM budget's and the routes' too); destroy(NULL)
  *     is a no-op.
  * With argv[1] "packets-mismatch": SYMM_MOE_PACKETS=0 on the last PE only
@@ -81,6 +81,8 @@ int main(int argc, char **argv) {
     void *p = NULL;
     const char *sched = getenv("SYMM_MOE_HT_COMBINE");
     const int bad_schedule = sched != NULL && strcmp(sched, "sideways") == 0;
+    const char *probe = getenv("SYMM_MOE_LL_PROBE");
+    const int bad_probe = probe != NULL && strcmp(probe, "sometimes") == 0;
     if (argc > 1)
         return packets_case(argv[1]);
     SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_NOT_INITIALIZED);
@@ -118,6 +120,10 @@ int main(int argc, char **argv) {
     if (bad_schedule) { /* checked before the backend: the same on a GPU */
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
         expect_msg("SYMM_MOE_HT_COMBINE is 'sideways'; it takes auto, split or serial");
+        TEST_ASSERT(h == NULL, "no handle on failure");
+    } else if (bad_probe) {
+        SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
+        expect_msg("SYMM_MOE_LL_PROBE is 'sometimes'; it takes empty or hop (or unset)");
         TEST_ASSERT(h == NULL, "no handle on failure");
     } else {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_UNSUPPORTED);
