@@ -4,7 +4,7 @@
 #
 #   BUILD=build-sm90 OUT=/some/dir bash scripts/gpu_moe_ll_probe.sh [step...]
 #
-# steps (default: all, in this order):
+# steps (default: test probe bench; run in the order given):
 #   test    test_moe on 2 PEs (one per GPU where there are 2, else sharing one under
 #           scripts/with_mps.sh): every part (ll ht graph errors budget) with
 #           SYMM_MOE_PACKETS=auto, then ll and graph with 1 and 0
@@ -46,7 +46,6 @@ summary=()
 rows=()
 failed=0
 
-has_step() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 note() { summary+=("$(printf '%-44s %-6s %5s s  %s' "$1" "$2" "$3" "${4:-}")"); [ "$2" = ok ] || [ "$2" = skip ] || failed=1; }
 left() { echo $(( wall - ($(date +%s) - t_all) )); }
 
@@ -117,7 +116,8 @@ need() { # need PATH WHAT: the build has it, else a FAIL line
 symmrun=$build/tools/symmrun
 bench=$build/bench/symm-bench
 
-if has_step test && need "$build/tests/moe/test_moe" "test_moe" && need "$symmrun" "test_moe"; then
+step_test() {
+  need "$build/tests/moe/test_moe" "test_moe" && need "$symmrun" "test_moe" || return 0
   run "test_moe all parts, packets auto (2 PEs)" 60 "$log/test_moe_all.log" \
     env SYMM_MOE_PACKETS=auto "$symmrun" -n 2 --timeout 55 "$build/tests/moe/test_moe" 2 all
   for pk in 1 0; do
@@ -126,7 +126,7 @@ if has_step test && need "$build/tests/moe/test_moe" "test_moe" && need "$symmru
         env SYMM_MOE_PACKETS=$pk "$symmrun" -n 2 --timeout 25 "$build/tests/moe/test_moe" 2 "$part"
     done
   done
-fi
+}
 
 # variant NAME NPES FILE [env...] -- bench args: one moe_ll run, its rows kept for the table
 variant() {
@@ -148,20 +148,29 @@ variant() {
   done < <(grep -E '^\| (256|64) \|' "$log/$file.md")
 }
 
-if has_step probe && need "$bench" "symm-bench moe_ll"; then
+step_probe() {
+  need "$bench" "symm-bench moe_ll" || return 0
   variant real 2 probe_real SYMM_MOE_PACKETS=auto --
   variant plain 2 probe_plain SYMM_MOE_PACKETS=0 -- --no-nccl
   variant hop 2 probe_hop SYMM_MOE_LL_PROBE=hop -- --no-nccl
   variant empty 2 probe_empty SYMM_MOE_LL_PROBE=empty -- --no-nccl
   variant 1pe 1 probe_1pe SYMM_MOE_PACKETS=auto -- --no-nccl
-fi
+}
 
-if has_step bench && need "$bench" "symm-bench moe_ll"; then
-  nb=$ngpu
+step_bench() {
+  need "$bench" "symm-bench moe_ll" || return 0
+  local nb=$ngpu
   [ "$nb" -gt 4 ] && nb=4
   [ "$nb" -lt 2 ] && nb=2
   variant "bench$nb" "$nb" bench_$nb SYMM_MOE_PACKETS=auto --
-fi
+}
+
+for st in $steps; do
+  case $st in
+    test | probe | bench) "step_$st" ;;
+    *) note "step $st" FAIL 0 "unknown step (test, probe, bench)" ;;
+  esac
+done
 
 echo
 echo "== gpu_moe_ll_probe.sh: $ngpu GPU(s), build $build, logs in $log"
