@@ -16,6 +16,9 @@
 #             hop      SYMM_MOE_LL_PROBE=hop: each kernel only exchanges one flag with every PE
 #             empty    SYMM_MOE_LL_PROBE=empty: each kernel only starts and ends
 #             1pe      the real exchange on 1 PE: every wait local, no link crossed
+#             stamps   SYMM_MOE_LL_PROBE=stamps: the real exchange, each block printing its
+#                      stage times for one call (on 2 PEs, and stamps1 on 1 PE); summed up
+#                      by scripts/moe_ll_stamps.py at the end
 #           real - hop: what the exchange adds to one crossing; hop - empty: a crossing
 #           and its wait; empty: the launch and timing floor.
 #   bench   symm-bench --mode moe_ll on every GPU (up to 4, one PE each; 2 sharing one
@@ -155,6 +158,8 @@ step_probe() {
   variant hop 2 probe_hop SYMM_MOE_LL_PROBE=hop -- --no-nccl
   variant empty 2 probe_empty SYMM_MOE_LL_PROBE=empty -- --no-nccl
   variant 1pe 1 probe_1pe SYMM_MOE_PACKETS=auto -- --no-nccl
+  variant stamps 2 probe_stamps SYMM_MOE_LL_PROBE=stamps -- --no-nccl
+  variant stamps1 1 probe_stamps1 SYMM_MOE_LL_PROBE=stamps -- --no-nccl
 }
 
 step_bench() {
@@ -180,4 +185,11 @@ echo "variant | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / co
      "NCCL per call us (dispatch / combine) | pair us (back to back) | NCCL us (dispatch) | NCCL us (combine) |" \
      "NCCL pair / symm pair | timed |"
 if [ ${#rows[@]} -gt 0 ]; then printf '%s\n' "${rows[@]}"; fi
+for f in probe_stamps probe_stamps1; do
+  if [ -f "$log/$f.log" ] && [ -n "$py" ]; then
+    echo
+    echo "stage times, $f (per kernel, shape, PE: when the last block reached each stage, us from the first block's start):"
+    "$py" scripts/moe_ll_stamps.py "$log/$f.log" | tee "$log/$f.stages.txt"
+  fi
+done
 exit $failed

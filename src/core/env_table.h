@@ -92,9 +92,10 @@
       "plainly (rows, then a released flag) above; 1 = always packets (more memory); 0 = "   \
       "never. Read at symm_moe_create; the same on every PE (create checks)")                \
     X(moe_ll_probe,       SYMM_MOE_LL_PROBE,       STRING,   "",                             \
-      "diagnostic timing of the low-latency MoE kernels, their results wrong: empty (each "   \
-      "kernel starts and ends, nothing else), hop (one flag exchange with every PE per "      \
-      "kernel) or unset (the real exchange). Read at symm_moe_create; set it alike on every PE")
+      "diagnostic timing of the low-latency MoE kernels: empty (each kernel starts and ends, " \
+      "nothing else) or hop (one flag exchange with every PE per kernel), both with wrong "    \
+      "results; stamps (the real exchange; each block prints its stage times for the 30th "   \
+      "call); unset: the real exchange. Read at symm_moe_create; set it alike on every PE")
 
 /* 600 s in release builds: no wait lasts forever (the README's promise),
  * and as long as torch.distributed's default collective timeout, so a peer

@@ -138,15 +138,16 @@ static symm_status_t ht_combine_schedule(const char *call, int *serial) {
 /* SYMM_MOE_LL_PROBE: the low-latency kernels cut down to time their parts. */
 static symm_status_t ll_probe_mode(const char *call, int *probe) {
     const char *v = symm__env()->moe_ll_probe;
-    if (v[0] != 0 && strcmp(v, "empty") != 0 && strcmp(v, "hop") != 0)
-        return symm__error(SYMM_ERR_INVALID_ARG, "%s: SYMM_MOE_LL_PROBE is '%s'; it takes empty or hop (or unset)",
-                           call, v);
-    *probe = !strcmp(v, "empty") ? SYMM__MOE_PROBE_EMPTY
-             : !strcmp(v, "hop")   ? SYMM__MOE_PROBE_HOP
-                                   : SYMM__MOE_PROBE_NONE;
+    if (v[0] != 0 && strcmp(v, "empty") != 0 && strcmp(v, "hop") != 0 && strcmp(v, "stamps") != 0)
+        return symm__error(SYMM_ERR_INVALID_ARG,
+                           "%s: SYMM_MOE_LL_PROBE is '%s'; it takes empty, hop or stamps (or unset)", call, v);
+    *probe = !strcmp(v, "empty")    ? SYMM__MOE_PROBE_EMPTY
+             : !strcmp(v, "hop")    ? SYMM__MOE_PROBE_HOP
+             : !strcmp(v, "stamps") ? SYMM__MOE_PROBE_STAMPS
+                                    : SYMM__MOE_PROBE_NONE;
     if (*probe != SYMM__MOE_PROBE_NONE)
-        SYMM_LOG_WARN("%s: SYMM_MOE_LL_PROBE=%s: low-latency calls are reduced for timing and their results "
-                      "are wrong", call, v);
+        SYMM_LOG_WARN("%s: SYMM_MOE_LL_PROBE=%s: low-latency calls are instrumented or reduced for timing "
+                      "(empty, hop: their results are wrong)", call, v);
     return SYMM_SUCCESS;
 }
 

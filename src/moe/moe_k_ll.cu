@@ -220,6 +220,51 @@ SYMM__DEVICE_INTERNAL uint32_t ll_take_entry(const symm__moe_kargs_t *A, const u
     return (uint32_t)v;
 }
 
+/* ---- SYMM_MOE_LL_PROBE=stamps: each block's stage times ------------------------------------ */
+
+#define LL_NSTAMP 8
+#define LL_STAMP_CALL 30 /* the epoch whose stage times are printed: a timed call of symm-bench */
+
+/* The block's stamps (%globaltimer, ns), written by thread 0. */
+SYMM__DEVICE_INTERNAL uint64_t *ll_stamps(void) {
+    __shared__ uint64_t s[LL_NSTAMP];
+    return s;
+}
+
+/* Stamp stage i (thread 0, which passes every barrier the stage ends with). */
+SYMM__DEVICE_INTERNAL void ll_stamp(const symm__moe_kargs_t *A, uint32_t i) {
+    if (A->probe == SYMM__MOE_PROBE_STAMPS && symm__block_tid() == 0)
+        ll_stamps()[i] = symm__globaltimer();
+}
+
+/* One line per block: "llstamp <kernel> E <experts> M <max tokens> pe <me> block <b> t0 <ns>
+ * d <stage - t0, ns, -1: not reached> x 7";
+ * scripts/gpu_moe_ll_probe.sh sums them up. */
+SYMM__NOINLINE void ll_stamps_print(const symm__moe_kargs_t *A, const char *kernel, uint32_t nst) {
+    const uint64_t *s = ll_stamps();
+    long long d[LL_NSTAMP];
+    for (uint32_t i = 0; i < LL_NSTAMP; i++)
+        d[i] = i < nst && s[i] ? (long long)(s[i] - s[0]) : -1;
+    printf("llstamp %s E %u M %u pe %d block %u t0 %llu d %lld %lld %lld %lld %lld %lld %lld\n", kernel, A->experts,
+           A->max_tokens, A->me, blockIdx.x, (unsigned long long)s[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]);
+}
+
+SYMM__DEVICE_INTERNAL void ll_stamps_begin(const symm__moe_kargs_t *A) {
+    if (A->probe == SYMM__MOE_PROBE_STAMPS && symm__block_tid() == 0) {
+        for (uint32_t i = 0; i < LL_NSTAMP; i++)
+            ll_stamps()[i] = 0;
+        ll_stamps()[0] = symm__globaltimer();
+    }
+}
+
+SYMM__DEVICE_INTERNAL void ll_stamps_end(const symm__moe_kargs_t *A, const char *kernel, uint64_t e, uint32_t last) {
+    if (A->probe == SYMM__MOE_PROBE_STAMPS && symm__block_tid() == 0) {
+        ll_stamps()[last] = symm__globaltimer();
+        if (e == LL_STAMP_CALL)
+            ll_stamps_print(A, kernel, last + 1);
+    }
+}
+
 /* ---- dispatch --------------------------------------------------------------------------- */
 
 /* Scales s0 .. s0 + 3 (those below scale_cols) of token t, as bits into w. */
@@ -229,10 +274,15 @@ SYMM__DEVICE_INTERNAL void ll_ld_scales(const symm__moe_kargs_t *A, int64_t t, u
         w[i] = symm__f32_bits(A->x_scale[t * A->xs_stride[0] + (int64_t)(s0 + i) * A->xs_stride[1]]);
 }
 
-SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t e) {
+/* The send half opens the epoch: thread 0 reads the last one with the first
+ * chunk's indices (*se: the block's copy) and counts the block in *ticket
+ * (the kernel's end stores the new epoch from the block counted last). */
+SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t *se, uint32_t *ticket) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
-    const uint32_t me = (uint32_t)A->me, dpr = me % dp, p = (uint32_t)(e & 1u), tag = ll_tag(e);
+    const uint32_t me = (uint32_t)A->me, dpr = me % dp;
+    uint64_t e = 0;
+    uint32_t p = 0, tag = 0;
     /* experts are owned from the last block down, tokens from the first block up: with few tokens
      * the lists and the rows leave from different SMs at once */
     const uint32_t B = gridDim.x, GW = B * SYMM__MOE_WARPS, gw = (B - 1 - blockIdx.x) * SYMM__MOE_WARPS + warp;
@@ -275,13 +325,27 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
         const uint32_t ntok = mine > c0 ? (mine - c0 < ctok ? mine - c0 : ctok) : 0;
         const uint32_t nst = all > c0 ? (all - c0 < ctok ? all - c0 : ctok) : 0; /* >= ntok */
         const int last = c0 + ctok >= mine;
-        /* stage the chunk's indices (up to num_tokens: these loads need not wait for bound_m's) */
+        /* stage the chunk's indices (up to num_tokens: these loads need not wait for bound_m's);
+         * the first chunk's go with the epoch's load */
         symm__block_sync();
-        for (uint32_t q = tid; q < nst * K; q += SYMM__MOE_THREADS) {
-            const uint64_t t = dpr + (uint64_t)(c0 + q / K) * dp;
-            sidx[q] = ((const uint32_t *)A->idx)[t * K + q % K];
+        {
+            const uint64_t ev = c0 == 0 && tid == 0 ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
+            for (uint32_t q = tid; q < nst * K; q += SYMM__MOE_THREADS) {
+                const uint64_t t = dpr + (uint64_t)(c0 + q / K) * dp;
+                sidx[q] = ((const uint32_t *)A->idx)[t * K + q % K];
+            }
+            if (c0 == 0 && tid == 0)
+                *se = ev + 1u;
         }
         symm__block_sync();
+        if (c0 == 0) {
+            e = *se;
+            p = (uint32_t)(e & 1u);
+            tag = ll_tag(e);
+            if (tid == 0) /* every thread of the block has its epoch: count the block */
+                *ticket = atomicAdd(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 1u) + 1u;
+            ll_stamp(A, 1); /* indices staged, epoch read */
+        }
         /* expert lists (and, with the last chunk, their counts): tagged entries, relaxed stores */
         for (uint32_t w = 0; w < per_warp; w++) {
             const uint32_t ex = gw + w * GW, r = ex / L, le = ex % L;
@@ -311,6 +375,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
             }
             __syncwarp();
         }
+        if (c0 == 0)
+            ll_stamp(A, 2); /* thread 0's expert lists posted */
         /* token rows: this block's tokens of the chunk, a batch at a time */
         {
             const uint32_t b = blockIdx.x, nown = ntok > b ? (ntok - b + B - 1) / B : 0;
@@ -405,6 +471,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
         if (last)
             break;
     }
+    ll_stamp(A, 3); /* rows sent */
 }
 
 /* Most (local expert, source) items a block waits for at once: one thread
@@ -437,6 +504,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
             }
         }
         symm__block_sync();
+        ll_stamp(A, 4); /* the round's counts seen */
         {
             uint32_t num = 0;
             if (tid < ni) {
@@ -488,6 +556,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                 }
             }
             symm__block_sync();
+            ll_stamp(A, 5); /* the batch's list entries (and plain rows' flags) seen */
             /* the first scales' loads go out with the rows' (a packet not there yet is polled again) */
             if (tid < nb * cols) {
                 const uint32_t j = tid / cols, c = tid % cols, s = ssrc[j];
@@ -551,6 +620,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
             }
         }
     }
+    ll_stamp(A, 6); /* rows copied */
 }
 
 /* SYMM_MOE_LL_PROBE=hop: block 0's thread x < n posts a word to PE x (send
@@ -572,25 +642,40 @@ SYMM__DEVICE_INTERNAL void ll_probe_hop(const symm__moe_kargs_t *A, uint64_t e, 
         moe_wait(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + tid) * L, v, (int)tid);
 }
 
-SYMM__DEVICE_INTERNAL void ll_dispatch(const symm__moe_kargs_t *A, uint64_t e, int send) {
-    if (send)
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, e));
-    if (A->flags & SYMM_MOE_RECV)
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, ll_dispatch_recv(A, e));
-}
-
+/* Dispatch: the epoch is opened by the send half (ll_dispatch_send) or read
+ * here; the block counted last stores it as it ends (every block read the
+ * old value before it was counted; the next kernel on the stream sees the
+ * new one), so no block waits for the count at the end. */
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
+    const uint32_t tid = symm__block_tid();
     const int send = (A->flags & SYMM_MOE_SEND) != 0;
-    const uint64_t e = moe_begin(A, send);
-    if (A->probe != SYMM__MOE_PROBE_NONE) {
-        if (A->probe == SYMM__MOE_PROBE_HOP)
-            ll_probe_hop(A, e, 0);
+    const int real = A->probe == SYMM__MOE_PROBE_NONE || A->probe == SYMM__MOE_PROBE_STAMPS;
+    __shared__ uint64_t se;
+    uint32_t ticket = 0;
+    uint64_t e;
+    ll_stamps_begin(A);
+    if (blockIdx.x == 0 && tid == 0)
+        atomicMax(&moe_state(A)->max_grid, gridDim.x);
+    if (send && real) {
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, &se, &ticket));
     } else {
-        ll_dispatch(A, e, send);
+        if (tid == 0)
+            se = *(volatile uint64_t *)&moe_state(A)->epoch + (send ? 1u : 0u);
+        symm__block_sync();
+        if (send && tid == 0)
+            ticket = atomicAdd(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 1u) + 1u;
     }
-    if (send)
-        moe_close_epoch(A, SYMM__MK_LL_DISPATCH, e);
+    e = se;
+    if (A->probe == SYMM__MOE_PROBE_HOP)
+        ll_probe_hop(A, e, 0);
+    else if (real && (A->flags & SYMM_MOE_RECV))
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, ll_dispatch_recv(A, e));
+    if (ticket == gridDim.x) { /* thread 0 of the block counted last */
+        atomicExch(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 0u);
+        *(volatile uint64_t *)&moe_state(A)->epoch = e;
+    }
+    ll_stamps_end(A, "dispatch", e, 7);
 }
 
 /* ---- combine ---------------------------------------------------------------------------- */
@@ -623,6 +708,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
     if (tid == 0)
         pre[L] = run;
     symm__block_sync();
+    ll_stamp(A, 1); /* received rows' counts scanned */
     total = pre[L];
     /* few rows: one per block, so they all leave at once */
     rb = ll_batch(nvy);
@@ -810,22 +896,27 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, uint64_t 
                          (int)(((const uint32_t *)A->idx)[t * K + k] / A->local));
         }
         symm__block_sync();
+        if (w == blockIdx.x)
+            ll_stamp(A, 3); /* the first unit's routes, weights and plain rows' flags */
         ll_combine_rows(A, tag, t0, nb, glo, gn, sok, sw, spk);
     }
 }
 
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
+    ll_stamps_begin(A);
     const uint64_t e = moe_begin(A, 0);
-    if (A->probe != SYMM__MOE_PROBE_NONE) {
+    if (A->probe == SYMM__MOE_PROBE_EMPTY || A->probe == SYMM__MOE_PROBE_HOP) {
         if (A->probe == SYMM__MOE_PROBE_HOP)
             ll_probe_hop(A, e, 1);
         return;
     }
     if (A->flags & SYMM_MOE_SEND)
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, ll_combine_send(A, e));
+    ll_stamp(A, 2); /* rows sent */
     if (A->flags & SYMM_MOE_RECV)
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, e));
+    ll_stamps_end(A, "combine", e, 4);
 }
 
 /* Dynamic shared memory of each kernel for a grid of `blocks`. */

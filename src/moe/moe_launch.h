@@ -41,7 +41,8 @@ typedef enum symm__mk {
 enum symm__moe_probe {
     SYMM__MOE_PROBE_NONE = 0,
     SYMM__MOE_PROBE_EMPTY = 1, /* start, open or close the epoch, end */
-    SYMM__MOE_PROBE_HOP = 2    /* one flag to and from every PE, by block 0 */
+    SYMM__MOE_PROBE_HOP = 2,   /* one flag to and from every PE, by block 0 */
+    SYMM__MOE_PROBE_STAMPS = 3 /* the real exchange, each block's stage times printed for call 30 */
 };
 
 /* Errors the device records (symm__moe_err_t.code). */
