@@ -19,9 +19,15 @@
  * counts differ, and so may their forms in one call).
  *
  * Dispatch, epoch e (dispatches so far, kept on the device; p = e & 1; the
- * tag is ll_tag(e), never 0, the value of memory no call has written):
+ * tag is ll_tag(e), never 0, the value of memory no call has written). The
+ * send half opens it: each block reads the last epoch with its first
+ * indices and counts itself; the block counted last stores e as it ends
+ * (every block had read the old value before it was counted), so no block
+ * waits for that count at its end.
  *   send  Every block stages the top-k indices of this PE's tokens (t =
- *         dp_rank, dp_rank + dp, ... below the bound) in shared memory.
+ *         dp_rank, dp_rank + dp, ... below the bound) in shared memory; the
+ *         x and scales of its first batch of tokens are loaded with them,
+ *         not after them.
  *         Expert lists: warp w of the grid owns experts w, w + warps, ...;
  *         for each it scans the routes in token order (ballots, so every
  *         route gets the same slot whichever block looks) and stores each
@@ -39,7 +45,8 @@
  *         prefix over sources of l's counts is s's first row, as pplx orders
  *         rows by source) and notes each source's mode, then takes their
  *         routes as one stream in batches: polls each list entry, then the
- *         row (its packets, or its flag and then its bytes), copies it to
+ *         row (its packets, or its flag and then its bytes; the first
+ *         scales' loads go out with the row's), copies it to
  *         out_expert_x[l][row] and its scales, and notes the route for
  *         combine.
  * Combine, same epoch:
