@@ -24,7 +24,10 @@ def main(paths):
         with open(path, errors="replace") as f:
             for line in f:
                 w = line.split()
-                if len(w) < 20 or w[0] != "llstamp":
+                if "llstamp" not in w:  # symmrun prefixes each line with "[rank] "
+                    continue
+                w = w[w.index("llstamp"):]
+                if len(w) < 20:
                     continue
                 try:
                     key = (w[1], int(w[3]), int(w[5]), int(w[7]))

@@ -37,12 +37,12 @@ typedef enum symm__mk {
     SYMM__MK_COUNT
 } symm__mk_t;
 
-/* SYMM_MOE_LL_PROBE: the low-latency kernels reduced for timing (results wrong). */
+/* SYMM_MOE_LL_PROBE: the low-latency kernels reduced (results wrong) or instrumented for timing. */
 enum symm__moe_probe {
     SYMM__MOE_PROBE_NONE = 0,
     SYMM__MOE_PROBE_EMPTY = 1, /* start, open or close the epoch, end */
     SYMM__MOE_PROBE_HOP = 2,   /* one flag to and from every PE, by block 0 */
-    SYMM__MOE_PROBE_STAMPS = 3 /* the real exchange, each block's stage times printed for call 30 */
+    SYMM__MOE_PROBE_STAMPS = 3 /* the real exchange, each block's stage times printed for dispatch 30 */
 };
 
 /* Errors the device records (symm__moe_err_t.code). */
