@@ -744,8 +744,9 @@ static int run_moe_ll(bench_env_t *env) {
                         "call: its all-to-alls of the same bytes timed the same way. "
                         "pair us: a dispatch + combine pair, 8 pairs replayed back to back from one graph, no "
                         "barrier: timed like the NCCL columns (back-to-back all-to-alls in a graph). "
-                        "SYMM_MOE_LL_PROBE=empty / hop: the kernels reduced to their start and end / one flag "
-                        "exchange (diagnostic; their results are wrong).");
+                        "SYMM_MOE_LL_PROBE (diagnostic): empty / hop: the kernels reduced to their start and "
+                        "end / one flag exchange (results wrong); twice: each dispatch kernel does its call twice; "
+                        "stamps: each block prints its stage times for one call.");
     bench_table_emit(env->report, t);
     return 0;
 }

@@ -16,6 +16,8 @@
 #             hop      SYMM_MOE_LL_PROBE=hop: each kernel only exchanges one flag with every PE
 #             empty    SYMM_MOE_LL_PROBE=empty: each kernel only starts and ends
 #             1pe      the real exchange on 1 PE: every wait local, no link crossed
+#             twice    SYMM_MOE_LL_PROBE=twice: each dispatch kernel does its call twice (twice1:
+#                      on 1 PE); twice - real: a dispatch with its code and data warm
 #             stamps   SYMM_MOE_LL_PROBE=stamps: the real exchange, each block printing its
 #                      stage times for one call (on 2 PEs, and stamps1 on 1 PE); summed up
 #                      by scripts/moe_ll_stamps.py at the end
@@ -158,6 +160,8 @@ step_probe() {
   variant hop 2 probe_hop SYMM_MOE_LL_PROBE=hop -- --no-nccl
   variant empty 2 probe_empty SYMM_MOE_LL_PROBE=empty -- --no-nccl
   variant 1pe 1 probe_1pe SYMM_MOE_PACKETS=auto -- --no-nccl
+  variant twice 2 probe_twice SYMM_MOE_LL_PROBE=twice -- --no-nccl
+  variant twice1 1 probe_twice1 SYMM_MOE_LL_PROBE=twice -- --no-nccl
   variant stamps 2 probe_stamps SYMM_MOE_LL_PROBE=stamps -- --no-nccl
   variant stamps1 1 probe_stamps1 SYMM_MOE_LL_PROBE=stamps -- --no-nccl
 }

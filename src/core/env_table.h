@@ -95,7 +95,8 @@
       "diagnostic timing of the low-latency MoE kernels: empty (each kernel starts and ends, " \
       "nothing else) or hop (one flag exchange with every PE per kernel), both with wrong "    \
       "results; stamps (the real exchange; each block prints its stage times for the 30th "   \
-      "call); unset: the real exchange. Read at symm_moe_create; set it alike on every PE")
+      "call); twice (each dispatch kernel does its call twice); unset: the real exchange. "  \
+      "Read at symm_moe_create; the same on every PE (create checks)")
 
 /* 600 s in release builds: no wait lasts forever (the README's promise),
  * and as long as torch.distributed's default collective timeout, so a peer

@@ -95,6 +95,7 @@ static const char *probe_name(uint64_t w) {
     case SYMM__MOE_PROBE_EMPTY + 1: return "empty";
     case SYMM__MOE_PROBE_HOP + 1: return "hop";
     case SYMM__MOE_PROBE_STAMPS + 1: return "stamps";
+    case SYMM__MOE_PROBE_TWICE + 1: return "twice";
     default: return "not a probe";
     }
 }
@@ -153,16 +154,18 @@ static symm_status_t ht_combine_schedule(const char *call, int *serial) {
 /* SYMM_MOE_LL_PROBE: the low-latency kernels cut down or instrumented to time their parts. */
 static symm_status_t ll_probe_mode(const char *call, int *probe) {
     const char *v = symm__env()->moe_ll_probe;
-    if (v[0] != 0 && strcmp(v, "empty") != 0 && strcmp(v, "hop") != 0 && strcmp(v, "stamps") != 0)
+    if (v[0] != 0 && strcmp(v, "empty") != 0 && strcmp(v, "hop") != 0 && strcmp(v, "stamps") != 0 &&
+        strcmp(v, "twice") != 0)
         return symm__error(SYMM_ERR_INVALID_ARG,
-                           "%s: SYMM_MOE_LL_PROBE is '%s'; it takes empty, hop or stamps (or unset)", call, v);
+                           "%s: SYMM_MOE_LL_PROBE is '%s'; it takes empty, hop, stamps or twice (or unset)", call, v);
     *probe = !strcmp(v, "empty")    ? SYMM__MOE_PROBE_EMPTY
              : !strcmp(v, "hop")    ? SYMM__MOE_PROBE_HOP
              : !strcmp(v, "stamps") ? SYMM__MOE_PROBE_STAMPS
+             : !strcmp(v, "twice")  ? SYMM__MOE_PROBE_TWICE
                                     : SYMM__MOE_PROBE_NONE;
     if (*probe != SYMM__MOE_PROBE_NONE)
         SYMM_LOG_WARN("%s: SYMM_MOE_LL_PROBE=%s: low-latency calls are instrumented or reduced for timing "
-                      "(empty, hop: their results are wrong)", call, v);
+                      "(empty, hop: their results are wrong; twice: each dispatch kernel does its call twice)", call, v);
     return SYMM_SUCCESS;
 }
 

@@ -336,7 +336,10 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
          * the first chunk's go with the epoch's load */
         symm__block_sync();
         {
-            const uint64_t ev = c0 == 0 && tid == 0 ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
+            /* (a second pass of SYMM_MOE_LL_PROBE=twice, the block counted: the next epoch) */
+            const uint64_t ev = c0 != 0 || tid != 0 ? 0
+                                : *ticket ? *se
+                                          : *(volatile uint64_t *)&moe_state(A)->epoch;
             for (uint32_t q = tid; q < nst * K; q += SYMM__MOE_THREADS) {
                 const uint64_t t = dpr + (uint64_t)(c0 + q / K) * dp;
                 sidx[q] = ((const uint32_t *)A->idx)[t * K + q % K];
@@ -349,7 +352,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
             e = *se;
             p = (uint32_t)(e & 1u);
             tag = ll_tag(e);
-            if (tid == 0) /* every thread of the block has its epoch: count the block */
+            if (tid == 0 && *ticket == 0) /* every thread of the block has its epoch: count the block */
                 *ticket = atomicAdd(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 1u) + 1u;
             ll_stamp(A, 1); /* indices staged, epoch read */
         }
@@ -657,27 +660,34 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
     const symm__moe_kargs_t *A = &a;
     const uint32_t tid = symm__block_tid();
     const int send = (A->flags & SYMM_MOE_SEND) != 0;
-    const int real = A->probe == SYMM__MOE_PROBE_NONE || A->probe == SYMM__MOE_PROBE_STAMPS;
+    const int real = A->probe == SYMM__MOE_PROBE_NONE || A->probe == SYMM__MOE_PROBE_STAMPS ||
+                     A->probe == SYMM__MOE_PROBE_TWICE;
+    const int passes = A->probe == SYMM__MOE_PROBE_TWICE && send && (A->flags & SYMM_MOE_RECV) ? 2 : 1;
     __shared__ uint64_t se;
     uint32_t ticket = 0;
-    uint64_t e;
+    uint64_t e = 0;
     ll_stamps_begin(A);
     if (blockIdx.x == 0 && tid == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
-    if (send && real) {
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, &se, &ticket));
-    } else {
-        if (tid == 0)
-            se = *(volatile uint64_t *)&moe_state(A)->epoch + (send ? 1u : 0u);
-        symm__block_sync();
-        if (send && tid == 0)
-            ticket = atomicAdd(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 1u) + 1u;
+#pragma unroll 1
+    for (int pass = 0; pass < passes; pass++) { /* SYMM_MOE_LL_PROBE=twice: dispatches e and e + 1 */
+        if (pass)
+            symm__block_sync();
+        if (send && real) {
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, &se, &ticket));
+        } else {
+            if (tid == 0)
+                se = *(volatile uint64_t *)&moe_state(A)->epoch + (send ? 1u : 0u);
+            symm__block_sync();
+            if (send && tid == 0)
+                ticket = atomicAdd(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 1u) + 1u;
+        }
+        e = se;
+        if (A->probe == SYMM__MOE_PROBE_HOP)
+            ll_probe_hop(A, e, 0);
+        else if (real && (A->flags & SYMM_MOE_RECV))
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, ll_dispatch_recv(A, e));
     }
-    e = se;
-    if (A->probe == SYMM__MOE_PROBE_HOP)
-        ll_probe_hop(A, e, 0);
-    else if (real && (A->flags & SYMM_MOE_RECV))
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, ll_dispatch_recv(A, e));
     if (ticket == gridDim.x) { /* thread 0 of the block counted last */
         atomicExch(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 0u);
         *(volatile uint64_t *)&moe_state(A)->epoch = e;

@@ -42,7 +42,8 @@ enum symm__moe_probe {
     SYMM__MOE_PROBE_NONE = 0,
     SYMM__MOE_PROBE_EMPTY = 1, /* start, open or close the epoch, end */
     SYMM__MOE_PROBE_HOP = 2,   /* one flag to and from every PE, by block 0 */
-    SYMM__MOE_PROBE_STAMPS = 3 /* the real exchange, each block's stage times printed for dispatch 30 */
+    SYMM__MOE_PROBE_STAMPS = 3, /* the real exchange, each block's stage times printed for dispatch 30 */
+    SYMM__MOE_PROBE_TWICE = 4   /* the dispatch kernel does its call twice (epochs e and e + 1) */
 };
 
 /* Errors the device records (symm__moe_err_t.code). */

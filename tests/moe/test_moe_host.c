@@ -132,7 +132,7 @@ int main(int argc, char **argv) {
         TEST_ASSERT(h == NULL, "no handle on failure");
     } else if (bad_probe) {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
-        expect_msg("SYMM_MOE_LL_PROBE is 'sometimes'; it takes empty, hop or stamps (or unset)");
+        expect_msg("SYMM_MOE_LL_PROBE is 'sometimes'; it takes empty, hop, stamps or twice (or unset)");
         TEST_ASSERT(h == NULL, "no handle on failure");
     } else {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_UNSUPPORTED);
