@@ -19,6 +19,7 @@
 
 #include "bench_modes.h"
 #include "nvshmem/bench_nvshmem.h"
+#include "symm/device/backend/list.h"
 
 /* ---- mode registry ------------------------------------------------------------------ */
 
@@ -77,7 +78,7 @@ typedef struct opts {
     int verbose;
     int no_nvshmem, no_nccl; /* skip the library entirely, not even init */
     int list;
-    const char *backends; /* --backend: comma list of native, nvshmem, nccl (":remote" each) */
+    const char *backends; /* --backend: comma list of backends of the list (":remote" each) */
 } opts_t;
 
 /* symmrun's whole-run limit when --timeout is not given (seconds): a full run
@@ -133,6 +134,16 @@ static int parse_int(const char *s, int *out) {
 static int env_flag(const char *name) {
     const char *v = getenv(name);
     return v && *v && strcmp(v, "0") != 0;
+}
+
+/* A --backend name: a backend of the list that kernels are compiled for (a bitcode stem). */
+static int bench_backend_known(const char *p, size_t len) {
+#define BENCH_BE_KNOWN(name, KIND, dev, bitcode, ...)                          \
+    if (sizeof(bitcode) > 1 && len == sizeof(#name) - 1 && !strncmp(p, #name, len)) \
+        return 1;
+    SYMM__BACKEND_LIST(BENCH_BE_KNOWN)
+#undef BENCH_BE_KNOWN
+    return 0;
 }
 
 static int parse_opts(int argc, char **argv, opts_t *o) {
@@ -197,11 +208,14 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
     }
     for (const char *p = o->backends; p && *p;) {
         size_t len = strcspn(p, ","), base = strcspn(p, ",:");
-        int known = (base == 6 && !strncmp(p, "native", 6)) || (base == 7 && !strncmp(p, "nvshmem", 7)) ||
-                    (base == 4 && !strncmp(p, "nccl", 4));
-        if (!known || (base < len && strncmp(p + base, ":remote", len - base) != 0)) {
-            fprintf(stderr, "symm-bench: --backend entry '%.*s' is not native, nvshmem or nccl (optionally "
-                            "with :remote)\n", (int)len, p);
+        if (!bench_backend_known(p, base) || (base < len && (len - base != 7 || strncmp(p + base, ":remote", 7)))) {
+            fprintf(stderr, "symm-bench: --backend entry '%.*s' is not one of", (int)len, p);
+#define BENCH_BE_NAME(name, KIND, dev, bitcode, ...) \
+    if (sizeof(bitcode) > 1)                       \
+        fprintf(stderr, " %s", #name);
+            SYMM__BACKEND_LIST(BENCH_BE_NAME)
+#undef BENCH_BE_NAME
+            fprintf(stderr, " (optionally with :remote)\n");
             return -1;
         }
         p += len + (p[len] == ',');

@@ -9,12 +9,12 @@
 #     probe   nccl_probe: NCCL alone, the nccl backend's calls in its order (blocking,
 #             non-blocking polled, non-blocking unpolled), each call's result: tells NCCL
 #             on this machine apart from symm's use of it (a few seconds)
-#     device  the device suites (rma, signal, amo, ldst, barrier) on 1 PE per backend:
-#             native, nvshmem, nvshmem with SYMM_DEBUG_FORCE_REMOTE=1 (every call through
-#             NVSHMEM's device library), nccl
+#     device  the device suites (rma, signal, amo, ldst, barrier) on 1 PE per backend the
+#             build made them for (the backend list): native, nvshmem, nvshmem with
+#             SYMM_DEBUG_FORCE_REMOTE=1 (every call through NVSHMEM's device library), nccl
 #     coll    capabilities, the stream collectives through symm's kernels and through the
 #             library's (forced remote), and test_coll's errors/move/matrix parts on
-#             native, nvshmem and nccl, 1 PE
+#             each backend the build made them for (native, nvshmem, nccl), 1 PE
 #     python  symm.triton kernels on nccl (symm's nccl bitcode) and nvshmem (forced remote:
 #             NVSHMEM's libnvshmem_device.bc linked into Triton), 1 PE (PY_BACKENDS picks:
 #             "nccl nvshmem_remote"; each shard may take PY_STEP_S, default 220 s); the bitcode is built
@@ -165,10 +165,10 @@ bg_step() { order+=("$1"); ( order=(); step "$@" ) & bg_pids+=($!); }
 # wait for the bg_steps started since the last call (not for other background work)
 wait_bg() { local p; for p in "${bg_pids[@]}"; do wait "$p"; done; bg_pids=(); }
 
-# ctest over REGEX as one step, the tests side by side (1 PE each on the one GPU)
-ctest_step() { # NAME WANT REGEX [JOBS]
+# ctest over REGEX (less EXCLUDE) as one step, the tests side by side (1 PE each on the one GPU)
+ctest_step() { # NAME WANT REGEX [JOBS [EXCLUDE]]
   step "$1" "$2" pass -- env CTEST_OUTPUT_ON_FAILURE=1 \
-    ctest --test-dir "$build" -R "$3" -j "${BACKENDS_JOBS:-${4:-4}}" --timeout "$2" --no-tests=error
+    ctest --test-dir "$build" -R "$3" ${5:+-E "$5"} -j "${BACKENDS_JOBS:-${4:-4}}" --timeout "$2" --no-tests=error
   [ -f "$logs/$1.log" ] || return 0
   local tail total skipped
   tail=$(grep -E 'tests passed|tests failed' "$logs/$1.log" | tail -1)
@@ -286,12 +286,13 @@ wait_bg
 grep -m1 -hE 'nccl backend: (heap|no device communicator)' "$logs/nccl_2host_caps.log" 2>/dev/null | cut -c1-160 |
   sed 's/^/  /' >>"$logs/nccl_2host_caps.res"
 
-# ---- the other backends, 1 PE -------------------------------------------------------------------
+# ---- the other backends, 1 PE: every one the build made tests for (the backend list) -------------
 if stage device; then
-  ctest_step device_suites 150 '^device_(rma|signal|amo|ldst|barrier)_(native|nvshmem|nvshmem_remote)_1$' 4
+  ctest_step device_suites 150 '^device_(rma|signal|amo|ldst|barrier)_[a-z0-9_]+_1$' 4 '_nccl_1$'
 fi
 if stage coll; then
-  ctest_step coll_backends 150 '^(backend_(caps|coll)_nvshmem(_remote)?_1|coll_(errors|move|matrix)_(native|nvshmem)_1)$' 4
+  ctest_step coll_backends 150 '^(backend_(caps|coll)_[a-z0-9]+(_remote)?_1|coll_(errors|move|matrix)_[a-z0-9]+_1)$' 4 \
+    '_nccl(_remote)?_1$'
   grep -hE '^[0-9]+: (backend |coll \(|world window)' "$logs/coll_backends.log" | sed 's/^[0-9]*: /  /' |
     cut -c1-160 | head -12 >>"$logs/coll_backends.res" 2>/dev/null
 fi

@@ -9,17 +9,16 @@
 #include "bench_backends.h"
 #include "../bench_slice.h"
 #include "symm/symm_device.h"
+#include "symm/device/backend/list.h"
 
+/* native, and every far backend of the list compiled in (its SYMM__BE_IF_<name>) */
+#define BENCH_BE_BIT(name, KIND, dev, ...) SYMM__BE_DEV_##dev(name, b |= 1u << SYMM_BACKEND_##KIND;)
 extern "C" unsigned bench_be_kernels_backends(void) {
     unsigned b = 1u << SYMM_BACKEND_NATIVE;
-#if defined(SYMM_DEVICE_WITH_NVSHMEM)
-    b |= 1u << SYMM_BACKEND_NVSHMEM;
-#endif
-#if defined(SYMM_DEVICE_WITH_NCCL)
-    b |= 1u << SYMM_BACKEND_NCCL;
-#endif
+    SYMM__BACKEND_LIST(BENCH_BE_BIT)
     return b;
 }
+#undef BENCH_BE_BIT
 
 __global__ static void put_kernel(const symm_ctx_t *ctx, char *dst, const char *src, size_t n, int inner, int pe) {
     size_t off;

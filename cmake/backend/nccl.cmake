@@ -77,3 +77,10 @@ else()
                  "its device communicator (set SYMM_NCCL_HOME or pip install nvidia-nccl-cu13)")
 endif()
 
+
+# for the per-backend tests (cmake/symm_backends.cmake); NCCL's device API is
+# headers only, and GIN has no remote get, signals or atomics to force
+set(SYMM_BACKEND_nccl_LIBRARY "${SYMM_NCCL_LIBRARY}")
+set(SYMM_BACKEND_nccl_DEVICE_LINK "")
+set(SYMM_BACKEND_nccl_HINT "pip install nvidia-nccl-cu13")
+set(SYMM_BACKEND_nccl_FORCE_REMOTE OFF)

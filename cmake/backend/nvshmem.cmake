@@ -40,3 +40,10 @@ else()
   message(STATUS "symm: NVSHMEM not found (the nvshmem backend opens it at run time all the same; "
                  "its tests and symm-bench's NVSHMEM columns need it here: pip install nvidia-nvshmem-cu13)")
 endif()
+
+# for the per-backend tests (cmake/symm_backends.cmake)
+set(SYMM_BACKEND_nvshmem_LIBRARY "${SYMM_NVSHMEM_HOST_LIBRARY}")
+set(SYMM_BACKEND_nvshmem_DEVICE_LINK "${SYMM_NVSHMEM_DEVICE_LIBRARY}" "${SYMM_NVSHMEM_HOST_LIBRARY}" CUDA::cuda_driver)
+set(SYMM_BACKEND_nvshmem_HINT "pip install nvidia-nvshmem-cu13")
+# remote get, signals and atomics through NVSHMEM's device library: every call can take it
+set(SYMM_BACKEND_nvshmem_FORCE_REMOTE ON)

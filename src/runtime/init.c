@@ -205,8 +205,11 @@ static symm_status_t init_with(symm__bootstrap_t *boot, int launcher_local_rank)
 
     const symm__backend_ops_t *ops = symm__backend_find(env->backend);
     if (!ops) {
-        st = symm__error(SYMM_ERR_ENV, "SYMM_BACKEND='%s' is not a backend (native, nvshmem, nccl, "
-                         "host)", env->backend);
+        /* the names of the list, ", native, host, ..." read past the first ", " */
+#define SYMM__X(be, ...) ", " #be
+        static const char names[] = SYMM__BACKEND_LIST(SYMM__X);
+#undef SYMM__X
+        st = symm__error(SYMM_ERR_ENV, "SYMM_BACKEND='%s' is not a backend (%s)", env->backend, names + 2);
         goto fail;
     }
     if ((st = find_node(ops)) != SYMM_SUCCESS)

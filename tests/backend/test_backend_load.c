@@ -4,14 +4,17 @@
  * it looked, what to install), and a found library gets as far as the GPU.
  *
  * Usage (SYMM_BACKEND set by the caller):
- *   test_backend_load missing   SYMM_<NVSHMEM|NCCL>_LIB names a file that is not there
- *   test_backend_load no_gpu    the library is found; no GPU is visible
- *   test_backend_load bad_name  SYMM_BACKEND names no backend
+ *   test_backend_load missing VAR HINT   VAR (SYMM_<KIND>_LIB) names a file that is not
+ *                                        there; the message names VAR and says HINT
+ *   test_backend_load no_gpu             the library is found; no GPU is visible
+ *   test_backend_load bad_name           SYMM_BACKEND names no backend; the message
+ *                                        names every backend of the list
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "symm/device/backend/list.h"
 #include "symm_test.h"
 
 static void expect_init_error(symm_status_t want, const char *const *words) {
@@ -33,10 +36,12 @@ int main(int argc, char **argv) {
     const char *backend = getenv("SYMM_BACKEND");
     if (!backend)
         TEST_FAIL("set SYMM_BACKEND");
-    const int nv = strcmp(backend, "nvshmem") == 0;
     if (strcmp(which, "missing") == 0) {
-        const char *words[] = {nv ? "SYMM_NVSHMEM_LIB=" : "SYMM_NCCL_LIB=", "cannot open",
-                               nv ? "pip install nvidia-nvshmem-cu13" : "pip install nvidia-nccl-cu13", NULL};
+        if (argc < 4)
+            TEST_FAIL("usage: test_backend_load missing SYMM_<KIND>_LIB HINT");
+        char var[128];
+        snprintf(var, sizeof var, "%s=", argv[2]);
+        const char *words[] = {var, "cannot open", argv[3], NULL};
         expect_init_error(SYMM_ERR_UNSUPPORTED, words);
     } else if (strcmp(which, "no_gpu") == 0) {
         const char *visible = getenv("CUDA_VISIBLE_DEVICES");
@@ -45,7 +50,9 @@ int main(int argc, char **argv) {
         const char *words[] = {"run on a GPU machine", NULL};
         expect_init_error(SYMM_ERR_NO_DEVICE, words);
     } else if (strcmp(which, "bad_name") == 0) {
-        const char *words[] = {"is not a backend", "nvshmem", "nccl", NULL};
+#define NAME(be, ...) #be,
+        const char *words[] = {"is not a backend", SYMM__BACKEND_LIST(NAME) NULL};
+#undef NAME
         expect_init_error(SYMM_ERR_ENV, words);
     } else {
         TEST_FAIL("unknown case '%s'", which);

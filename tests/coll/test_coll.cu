@@ -35,6 +35,7 @@
  *         with them.
  */
 #include <stdlib.h>
+#include <time.h>
 
 #include "coll_test.h"
 #include "coll/coll.h"
@@ -442,6 +443,15 @@ static void expect_algo(const char *what, const char *want) {
     }
 }
 
+/* Seconds each kind of call took in a round (PE 0's wall clock, printed: the
+ * pipelines' cost per chunk differs much between machine shapes). */
+static double pipe_s[4];
+static double pipe_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static void pipe_calls(int round) {
     static const symm_dtype_t types[4] = {SYMM_DTYPE_F32, SYMM_DTYPE_BF16, SYMM_DTYPE_I64, SYMM_DTYPE_FP8_E4M3};
     static const symm_redop_t ops[4] = {SYMM_OP_SUM, SYMM_OP_MAX, SYMM_OP_BXOR, SYMM_OP_SUM};
@@ -453,9 +463,12 @@ static void pipe_calls(int round) {
             size_t n = counts[c] + (size_t)v;
             if (n * ct_esz(types[v]) * npes + 4 * GUARD > POOL)
                 n = (POOL - 4 * GUARD) / (ct_esz(types[v]) * npes);
+            double t = pipe_now();
             /* reduce-scatter through the copy engines: any buffers */
             check_reduce_scatter(types[v], ops[v], SYMM_COLL_ALGO_AUTO, n, k & 1, (k >> 1) & 1, c % 3 == 1, k & 1);
             expect_algo("reduce_scatter", "copy-engine");
+            pipe_s[0] += pipe_now() - t;
+            t = pipe_now();
             /* all-reduce: a multiple of 16 n bytes into a symmetric recv */
             {
                 size_t per = 16 * (size_t)npes / ct_esz(types[v]), m = (n + per - 1) / per * per;
@@ -465,9 +478,13 @@ static void pipe_calls(int round) {
                                  k & 1);
                 expect_algo("all_reduce", "copy-engine");
             }
+            pipe_s[1] += pipe_now() - t;
+            t = pipe_now();
             /* broadcast through the copy engines: symmetric recv, every root */
             check_move(MV_BCAST, types[v], n, 1, (k >> 1) & 1, c % 3 == 2, k & 1, k % npes);
             expect_algo("broadcast", "copy-engine");
+            pipe_s[2] += pipe_now() - t;
+            t = pipe_now();
             /* ONESHOT reduce-scatter (AUTO's limit raised; the pieces fit the regions) */
             if (n * ct_esz(types[v]) <= ((size_t)256 << 10)) {
                 check_reduce_scatter(types[v], ops[v], SYMM_COLL_ALGO_ONESHOT, n, (k >> 1) & 1, k & 1, c % 3 == 0,
@@ -478,7 +495,13 @@ static void pipe_calls(int round) {
                     strncmp(symm_coll_last_algo(), "direct", 6) != 0)
                     expect_algo("reduce_scatter ONESHOT", "oneshot");
             }
+            pipe_s[3] += pipe_now() - t;
         }
+    if (me == 0)
+        printf("pipe: round %d: reduce-scatter %.1f s, all-reduce %.1f s, broadcast %.1f s, one-shot %.1f s\n", round,
+               pipe_s[0], pipe_s[1], pipe_s[2], pipe_s[3]);
+    fflush(stdout);
+    memset(pipe_s, 0, sizeof(pipe_s));
 }
 
 static void part_pipe(void) {
@@ -496,6 +519,7 @@ static void part_pipe(void) {
     SYMM_CHECK(symm__coll_debug_set_epoch(symm_team_world(), 3 * M - 5));
     SYMM_CHECK(symm_barrier_all());
     tune("ce_chunk", 4096);
+    double t = pipe_now();
     for (int i = 0; i < 6; i++) {
         check_reduce_scatter(SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_COLL_ALGO_AUTO, 30001, i & 1, 0, 0, 0);
         check_move(MV_BCAST, SYMM_DTYPE_U8, 100003, 1, i & 1, 0, 0, i % npes);
@@ -503,10 +527,17 @@ static void part_pipe(void) {
                          1, i & 1, 0, 0);
     }
     if (me == 0)
-        printf("pipe: %lld checked calls (copy-engine reduce-scatter, all-reduce, broadcast; one-shot "
-               "reduce-scatter)\n", g_checks);
-    /* and captured into a graph with the packet and direct forms */
-    part_graph(100);
+        printf("pipe: across the flags' wrap: %.1f s\npipe: %lld checked calls (copy-engine reduce-scatter, "
+               "all-reduce, broadcast; one-shot reduce-scatter)\n", pipe_now() - t, g_checks);
+    fflush(stdout);
+    /* and captured into a graph with the packet and direct forms, in chunks of 64 KiB and
+     * replayed 20 times: a graph node per copy, and PEs sharing several GPUs under MPS
+     * replay copy nodes slowly */
+    tune("ce_chunk", 64 << 10);
+    t = pipe_now();
+    part_graph(20);
+    if (me == 0)
+        printf("pipe: graphs %.1f s\n", pipe_now() - t);
     symm__coll_tune_reset();
 }
 

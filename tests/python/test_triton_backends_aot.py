@@ -26,6 +26,11 @@ except ImportError:
 
 pytestmark = pytest.mark.skipif(not HAVE_TRITON, reason="triton not installed (pip install triton==3.6.0)")
 
+from symm import _backends  # noqa: E402
+
+# every backend of the list with its own device calls and a bitcode file
+BACKENDS = [b.name for b in _backends.BACKENDS.values() if b.far and b.bitcode]
+
 KERNEL = '''
 import triton
 import triton.language as tl
@@ -41,8 +46,8 @@ def k(ctx, dst, src, sig, word, out, pe):
     st.barrier_block(ctx)
 '''
 
-# What only the backend's own path puts in the PTX: NVSHMEM's per-module
-# device state; the write-through store of NCCL's GIN proxy queue.
+# What only the backend's own path puts in the PTX, where known: NVSHMEM's
+# per-module device state; the write-through store of NCCL's GIN proxy queue.
 MARKS = {"nvshmem": "nvshmemi_device_state_d", "nccl": "st.global.wt.v4.u32"}
 
 
@@ -52,12 +57,12 @@ def _libs(backend):
     try:
         return st.extern_libs(90, backend=backend)
     except _lib.LibraryNotFoundError as e:
-        if in_ci() and backend == "nvshmem":
+        if in_ci() and backend == "nvshmem":  # its bitcode and NVSHMEM's are always there in CI
             raise
         pytest.skip(str(e))
 
 
-@pytest.mark.parametrize("backend", ["nvshmem", "nccl"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_links_and_assembles(backend, monkeypatch):
     import importlib.util
 
@@ -76,6 +81,8 @@ def test_links_and_assembles(backend, monkeypatch):
     k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"extern_libs": libs, "num_warps": 4})
     ptx = k.asm["ptx"]
     assert k.asm.get("cubin"), "no cubin for the %s kernel" % backend
-    assert MARKS[backend] in ptx, "the %s kernel's PTX lacks %r" % (backend, MARKS[backend])
-    if backend == "nvshmem":
-        assert "nvshmem" in libs and libs["nvshmem"].endswith("libnvshmem_device.bc")
+    if backend in MARKS:
+        assert MARKS[backend] in ptx, "the %s kernel's PTX lacks %r" % (backend, MARKS[backend])
+    devlib = _backends.get(backend).device_lib
+    if devlib:  # the library's own device bitcode, linked beside symm's under the backend's name
+        assert backend in libs and libs[backend].endswith(devlib + ".bc"), libs

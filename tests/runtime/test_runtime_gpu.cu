@@ -14,7 +14,8 @@
  *   deny     SYMM_DEBUG_DENY_PEER=0:1 -> SYMM_ERR_NO_PEER_ACCESS naming the
  *            pair on every PE; then a normal init works in the same process
  *   graph    a CUDA graph of (store to next PE, stream barrier, check, stream
- *            barrier) replayed 1000 times
+ *            barrier) replayed 1000 times; the same captured in global mode
+ *            across the watcher's health checks, replayed 10 times
  *   abort    the last PE exits while the others run a kernel waiting for its
  *            signal: the abort flag stops the kernel and the host sees an error
  */
@@ -321,6 +322,31 @@ static void scenario_graph(void) {
     CUDA_CHECK(cudaMemcpy(&he, errors, sizeof(he), cudaMemcpyDeviceToHost));
     TEST_ASSERT(hc == 1000 && he == 0, "after 1000 replays: counter %llu, %llu wrong values",
                 (unsigned long long)hc, he);
+    CUDA_CHECK(cudaGraphExecDestroy(ge));
+    CUDA_CHECK(cudaGraphDestroy(g));
+
+    /* The same captured in global mode (torch.cuda.graph's default) and left open across
+     * two of the watcher thread's health checks (one a second): they must neither break
+     * the capture nor take it for a failed GPU. */
+    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    graph_put<<<1, 1, 0, s>>>(counter, remote, me);
+    SYMM_CHECK(symm_barrier_all_on_stream((symm_stream_t)s));
+    graph_check<<<1, 1, 0, s>>>(counter, slot, prev, errors);
+    SYMM_CHECK(symm_team_barrier_on_stream(symm_team_node(), (symm_stream_t)s));
+    {
+        struct timespec ts = {2, 500000000L};
+        nanosleep(&ts, NULL);
+    }
+    CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    for (int i = 0; i < 10; i++)
+        CUDA_CHECK(cudaGraphLaunch(ge, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    CUDA_CHECK(cudaMemcpy(&hc, counter, sizeof(hc), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&he, errors, sizeof(he), cudaMemcpyDeviceToHost));
+    TEST_ASSERT(hc == 1010 && he == 0, "after 10 replays of the graph captured in global mode: counter %llu, "
+                "%llu wrong values", (unsigned long long)hc, he);
+    SYMM_CHECK(symm_barrier_all());
     CUDA_CHECK(cudaGraphExecDestroy(ge));
     CUDA_CHECK(cudaGraphDestroy(g));
     CUDA_CHECK(cudaStreamDestroy(s));

@@ -1,11 +1,10 @@
 """A backend added by the steps of docs/backends.md ("Adding a backend") and
 nothing else builds and is listed everywhere the list reaches.
 
-    python3 tests/tree/test_backend_stub.py CC [CLANG19] [CMAKE]
+    python3 tests/tree/test_backend_stub.py CC [CLANG19] [CMAKE] [NVCC]
 
-On a copy of the tree (include/, src/, cmake/, bitcode/, python/) it adds a
-`stub` backend in the documented steps, from the files of
-tests/tree/stub_backend/:
+On a copy of the tree it adds a `stub` backend in the documented steps, from
+the files of tests/tree/stub_backend/:
   1. folder   src/backend/stub/stub.c (its ops table)
   2. header   include/symm/device/backend/stub.h, and its include line in dispatch.h
   3. list     its line in include/symm/device/backend/list.h, its kind in
@@ -21,10 +20,17 @@ and checks, in the copy:
   - with CLANG19: the device API compiles for nvptx as the bitcode is built,
     without the stub (no call into the stub's library), with
     SYMM_DEVICE_WITH_STUB and with SYMM_DEVICE_BACKEND=stub (calls into it);
-  - with CMAKE: cmake/backend/stub.cmake is included (a script that does what
-    the top CMakeLists.txt does with cmake/backend/*.cmake);
+  - with CMAKE (and NVCC, the CUDA compiler): the copy configures; it includes
+    cmake/backend/stub.cmake; the bitcode rules (bitcode/CMakeLists.txt) build
+    libsymm_device_stub_sm90.bc and its traced twin from the C source fixed to
+    the stub (where clang-19 is); `ctest -N` lists the tests every backend of
+    the list gets (the collectives' 1-PE suite on it, its library's loading
+    messages) for the stub, beside nvshmem's and nccl's, and no test of the
+    original tree is lost; the device suites that need the stub's library,
+    which it has none of, are left out with the reason printed;
   - symm._backends lists stub with its kind and columns, and symm._lib
     counts it among the backends kernels are compiled for.
+None of the bitcode rules or test lists is edited: they loop over the list.
 libsymm's CUDA files are not rebuilt (minutes of nvcc): the stub has no code
 in them beyond the dispatch, which the nvptx compilation covers.
 """
@@ -88,18 +94,12 @@ int main(void) {
 }
 '''
 
-CMAKE_SCRIPT = r'''
-file(GLOB _files "${ROOT}/cmake/backend/*.cmake")
-list(SORT _files)
-foreach(_f IN LISTS _files)
-  get_filename_component(_n "${_f}" NAME_WE)
-  message(STATUS "backend cmake: ${_n}")
-endforeach()
-include("${ROOT}/cmake/backend/stub.cmake")
-if(NOT DEFINED SYMM_STUB_INCLUDE_DIR)
-  message(FATAL_ERROR "cmake/backend/stub.cmake did not set SYMM_STUB_INCLUDE_DIR")
-endif()
-'''
+# what every backend of the list gets, whatever its library (cmake/symm_backends.cmake)
+STUB_TESTS = ("coll_errors_stub_1", "coll_move_stub_1", "coll_matrix_stub_1",
+              "backend_load_stub_missing_1", "backend_load_stub_missing_2")
+STUB_BITCODE = ("libsymm_device_stub_sm90.bc", "libsymm_device_stub_sm90_trace.bc")
+# the top folders a configure reads
+TREE = ("CMakeLists.txt", "cmake", "include", "src", "tools", "tests", "bench", "bitcode", "python")
 
 
 def edit(path, old, new):
@@ -209,6 +209,61 @@ def check_device(root, clang, work, failures):
             print("device: %s: %s the stub's library" % (what, "calls" if want else "does not call"))
 
 
+def ctest_names(build):
+    r = subprocess.run(["ctest", "--test-dir", build, "-N"], capture_output=True, text=True)
+    return set(re.findall(r"^\s*Test\s+#\d+: (\S+)", r.stdout, re.M))
+
+
+def configure(root, build, cmake, cc, nvcc):
+    cmd = [cmake, "-S", root, "-B", build, "-DCMAKE_C_COMPILER=" + cc, "-DCMAKE_BUILD_TYPE=Release"]
+    if nvcc:
+        cmd.append("-DCMAKE_CUDA_COMPILER=" + nvcc)
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def check_cmake(root, work, cmake, cc, nvcc, clang, failures):
+    """Configure the copy: the stub's cmake file, bitcode rule and tests come
+    from the list alone; the tree without the stub gives the tests to keep."""
+    r = configure(root, os.path.join(work, "build"), cmake, cc, nvcc)
+    out = r.stdout + r.stderr
+    if r.returncode != 0:
+        failures.append("the tree with the stub does not configure:\n" + out[-4000:])
+        return
+    if "symm: stub backend: nothing to find" not in out:
+        failures.append("cmake/backend/stub.cmake was not included:\n" + out[-2000:])
+    else:
+        print("cmake: the top CMakeLists.txt includes cmake/backend/stub.cmake")
+    why = re.search(r"symm: the device suites on the stub backend are NOT built: ([^\n]*)", out)
+    if not why:
+        failures.append("configure does not say why the stub's device suites are not built")
+    else:
+        print("cmake: %s" % why.group(0))
+    if clang:
+        rules = os.path.join(work, "build", "bitcode", "CMakeFiles", "symm_device_bitcode.dir", "build.make")
+        try:
+            with open(rules) as f:
+                text = f.read()
+        except OSError:
+            text = ""
+        for bc in STUB_BITCODE:
+            # the rule's block: its dependency lines and its commands, up to a blank line
+            rule = re.search(r"^bitcode/%s:[^\n]*\n(?:[^\n]+\n)*" % re.escape(bc), text, re.M)
+            if not rule or "-DSYMM_DEVICE_BACKEND=stub" not in rule.group(0) or \
+                    "symm_device_bitcode.c" not in rule.group(0):
+                failures.append("bitcode/: no rule building %s from symm_device_bitcode.c with "
+                                "-DSYMM_DEVICE_BACKEND=stub (%s)" % (bc, rules))
+        else:
+            print("bitcode: rules for %s" % ", ".join(STUB_BITCODE))
+    with_stub = ctest_names(os.path.join(work, "build"))
+    missing = [t for t in STUB_TESTS if t not in with_stub]
+    if missing:
+        failures.append("ctest -N does not list %s (stub tests listed: %s)" % (
+            ", ".join(missing), ", ".join(sorted(t for t in with_stub if "stub" in t)) or "none"))
+    else:
+        print("ctest: lists %s" % ", ".join(STUB_TESTS))
+    return with_stub
+
+
 def check_python(root, failures):
     pkg = types.ModuleType("symm_stub_copy")
     pkg.__path__ = [os.path.join(root, "python", "symm")]
@@ -232,14 +287,26 @@ def main():
     cc = sys.argv[1] if len(sys.argv) > 1 else "cc"
     clang = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] else None
     cmake = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] else None
+    nvcc = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else None
     failures = []
     with tempfile.TemporaryDirectory() as work:
         root = os.path.join(work, "tree")
-        for top in ("include", "src", "cmake", "bitcode"):
-            shutil.copytree(os.path.join(REPO, top), os.path.join(root, top))
-        shutil.copytree(os.path.join(REPO, "python", "tools"), os.path.join(root, "python", "tools"))
-        shutil.copytree(os.path.join(REPO, "python", "symm"), os.path.join(root, "python", "symm"),
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+        for top in TREE:
+            src = os.path.join(REPO, top)
+            if os.path.isdir(src):
+                shutil.copytree(src, os.path.join(root, top), ignore=ignore)
+            else:
+                os.makedirs(root, exist_ok=True)
+                shutil.copy(src, os.path.join(root, top))
+        before = None
+        if cmake:
+            # the tree as it is, for the tests the stub must not take away
+            r = configure(root, os.path.join(work, "build-before"), cmake, cc, nvcc)
+            if r.returncode != 0:
+                failures.append("the tree without the stub does not configure:\n" + (r.stdout + r.stderr)[-4000:])
+            else:
+                before = ctest_names(os.path.join(work, "build-before"))
         add_stub(root)
         n = check_host(root, cc, work, failures)
         print("host: the %d C files of src/ that include the ops table or the list compile with the stub" % n)
@@ -248,14 +315,15 @@ def main():
         else:
             print("device: SKIPPED (no clang-19 given)")
         if cmake:
-            script = os.path.join(work, "backends.cmake")
-            with open(script, "w") as f:
-                f.write(CMAKE_SCRIPT)
-            r = run([cmake, "-DROOT=" + root, "-P", script], "cmake/backend/stub.cmake", failures)
-            if "backend cmake: stub" in r.stdout + r.stderr:
-                print("cmake: cmake/backend/*.cmake includes stub.cmake")
-            elif r.returncode == 0:
-                failures.append("cmake/backend/stub.cmake not found by the glob:\n" + r.stdout + r.stderr)
+            after = check_cmake(root, work, cmake, cc, nvcc, clang, failures)
+            if before is not None and after is not None:
+                lost = sorted(before - after)
+                if lost:
+                    failures.append("the stub takes tests away: %s" % ", ".join(lost[:20]))
+                else:
+                    print("ctest: %d tests without the stub, all kept; %d with it" % (len(before), len(after)))
+        else:
+            print("cmake: SKIPPED (no cmake given)")
         check_python(root, failures)
     if failures:
         print("\n".join(failures))

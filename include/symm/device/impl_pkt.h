@@ -47,7 +47,16 @@ SYMM__DEVICE_INTERNAL void symm__pkt_stw(char *p, uint64_t w, uint32_t nb) {
         p[i] = (char)(unsigned char)(w >> (8 * i));
 }
 
-/* Word k (8 bytes, the last may be short) of nbytes goes to packet k. */
+/* A lane handles its packets in batches of 8 (kb + i * nlanes, i = 0..7),
+ * named one by one so that they stay in registers. */
+#define SYMM__PKT_EACH(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define SYMM__PKT_BATCH 8u
+#define SYMM__PKT_NB(k) (nbytes - 8 * (k) < 8 ? (uint32_t)(nbytes - 8 * (k)) : 8u)
+
+/* Word k (8 bytes, the last may be short) of nbytes goes to packet k. A
+ * lane loads its batch of words before it stores any packet: src may alias
+ * the packets, so a load after a store could not start before it, and a
+ * run of loads each behind a store costs a memory latency apiece. */
 SYMM__DEVICE_INTERNAL void symm__put_pkt(const symm_ctx_t *ctx, void *pkt, const void *src, size_t nbytes,
                                          uint32_t flag, int pe, uint32_t lane, uint32_t nlanes, const char *call) {
     char *q = (char *)symm__addr(ctx, pkt, pe);
@@ -58,20 +67,41 @@ SYMM__DEVICE_INTERNAL void symm__put_pkt(const symm_ctx_t *ctx, void *pkt, const
                        : q == NULL ? "the PE is outside the load/store window (packets need direct stores)"
                                    : "the packet buffer is not 16-byte aligned",
                        pe, flag);
-    for (size_t k = lane; k < words; k += nlanes) {
-        uint32_t nb = nbytes - 8 * k < 8 ? (uint32_t)(nbytes - 8 * k) : 8u;
-        uint64_t w = symm__pkt_ldw((const char *)src + 8 * k, nb);
-        symm__v4_t v;
-        v.x = (uint32_t)w;
-        v.y = flag;
-        v.z = (uint32_t)(w >> 32);
-        v.w = flag;
-        symm__c_st16_vol(q + 16 * k, v);
+    if (words <= nlanes) { /* a packet per lane at most: no batch to gather */
+        if (lane < words) {
+            uint64_t w = symm__pkt_ldw((const char *)src + 8 * lane, SYMM__PKT_NB(lane));
+            symm__v4_t v;
+            v.x = (uint32_t)w;
+            v.y = flag;
+            v.z = (uint32_t)(w >> 32);
+            v.w = flag;
+            symm__c_st16_vol(q + 16 * lane, v);
+        }
+        return;
+    }
+    for (size_t kb = lane; kb < words; kb += (size_t)nlanes * SYMM__PKT_BATCH) {
+#define SYMM__PKT_LOAD(i)                                                                          \
+        size_t k##i = kb + (size_t)(i) * nlanes;                                                   \
+        uint64_t w##i = k##i < words ? symm__pkt_ldw((const char *)src + 8 * k##i, SYMM__PKT_NB(k##i)) : 0;
+#define SYMM__PKT_STORE(i)                                                                         \
+        if (k##i < words) {                                                                        \
+            symm__v4_t v##i;                                                                       \
+            v##i.x = (uint32_t)w##i;                                                               \
+            v##i.y = flag;                                                                         \
+            v##i.z = (uint32_t)(w##i >> 32);                                                       \
+            v##i.w = flag;                                                                         \
+            symm__c_st16_vol(q + 16 * k##i, v##i);                                                 \
+        }
+        SYMM__PKT_EACH(SYMM__PKT_LOAD)
+        SYMM__PKT_EACH(SYMM__PKT_STORE)
+#undef SYMM__PKT_LOAD
+#undef SYMM__PKT_STORE
     }
 }
 
 /* Poll the local packets until each carries `flag` in both halves, storing
- * each payload word into dest as it arrives. */
+ * each payload word into dest. A lane loads its whole batch before it looks
+ * at any packet: one memory latency per poll of the batch, not per packet. */
 SYMM__DEVICE_INTERNAL void symm__pkt_wait(const symm_ctx_t *ctx, const void *pkt, void *dest, size_t nbytes,
                                           uint32_t flag, uint32_t lane, uint32_t nlanes, const char *call) {
     size_t words = (nbytes + 7) / 8;
@@ -80,21 +110,62 @@ SYMM__DEVICE_INTERNAL void symm__pkt_wait(const symm_ctx_t *ctx, const void *pkt
                        flag == 0 ? "flag 0 (the value of a cleared buffer) cannot mark a packet"
                                  : "the packet buffer is not 16-byte aligned",
                        ctx->my_pe, flag);
-    for (size_t k = lane; k < words; k += nlanes) {
-        const char *p = (const char *)pkt + 16 * k;
-        uint32_t nb = nbytes - 8 * k < 8 ? (uint32_t)(nbytes - 8 * k) : 8u, polls = 0;
-        uint64_t t0 = 0;
-        symm__v4_t v;
-        for (;;) {
-            v = symm__c_ld16_vol(p);
-            if (v.y == flag && v.w == flag)
-                break;
-            if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
-                t0 = symm__wait_check(ctx, p, SYMM_CMP_EQ, flag, v.y == flag ? v.w : v.y, t0);
+    if (words <= nlanes) { /* a packet per lane at most */
+        if (lane < words) {
+            const char *p = (const char *)pkt + 16 * lane;
+            uint32_t polls = 0;
+            uint64_t t0 = 0;
+            symm__v4_t v;
+            for (;;) {
+                v = symm__c_ld16_vol(p);
+                if (v.y == flag && v.w == flag)
+                    break;
+                if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+                    t0 = symm__wait_check(ctx, p, SYMM_CMP_EQ, flag, v.y == flag ? v.w : v.y, t0);
+            }
+            symm__pkt_stw((char *)dest + 8 * lane, ((uint64_t)v.z << 32) | v.x, SYMM__PKT_NB(lane));
         }
-        symm__pkt_stw((char *)dest + 8 * k, ((uint64_t)v.z << 32) | v.x, nb);
+        return;
+    }
+    for (size_t kb = lane; kb < words; kb += (size_t)nlanes * SYMM__PKT_BATCH) {
+        uint32_t pending = 0, polls = 0;
+        uint64_t t0 = 0;
+#define SYMM__PKT_INIT(i)                                                                          \
+        size_t k##i = kb + (size_t)(i) * nlanes;                                                   \
+        symm__v4_t v##i = {0, 0, 0, 0};                                                            \
+        pending |= (uint32_t)(k##i < words) << (i);
+#define SYMM__PKT_POLL(i)                                                                          \
+        if (pending & (1u << (i)))                                                                 \
+            v##i = symm__c_ld16_vol((const char *)pkt + 16 * k##i);
+#define SYMM__PKT_CHECK(i)                                                                         \
+        if ((pending & (1u << (i))) && v##i.y == flag && v##i.w == flag)                           \
+            pending &= ~(1u << (i));                                                               \
+        else if ((pending & (1u << (i))) && late == NULL) {                                        \
+            late = (const char *)pkt + 16 * k##i;                                                  \
+            seen = v##i.y == flag ? v##i.w : v##i.y;                                               \
+        }
+#define SYMM__PKT_OUT(i)                                                                           \
+        if (k##i < words)                                                                          \
+            symm__pkt_stw((char *)dest + 8 * k##i, ((uint64_t)v##i.z << 32) | v##i.x, SYMM__PKT_NB(k##i));
+        SYMM__PKT_EACH(SYMM__PKT_INIT)
+        while (pending) {
+            const char *late = NULL;
+            uint32_t seen = 0;
+            SYMM__PKT_EACH(SYMM__PKT_POLL)
+            SYMM__PKT_EACH(SYMM__PKT_CHECK)
+            if (pending && ++polls % SYMM__WAIT_CHECK_EVERY == 0)
+                t0 = symm__wait_check(ctx, late, SYMM_CMP_EQ, flag, seen, t0);
+        }
+        SYMM__PKT_EACH(SYMM__PKT_OUT)
+#undef SYMM__PKT_INIT
+#undef SYMM__PKT_POLL
+#undef SYMM__PKT_CHECK
+#undef SYMM__PKT_OUT
     }
 }
+#undef SYMM__PKT_EACH
+#undef SYMM__PKT_BATCH
+#undef SYMM__PKT_NB
 
 /* Traced like the puts and waits (docs/trace.md): a put event with the
  * packet buffer, the payload's bytes and the flag; a wait on the packet

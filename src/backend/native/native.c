@@ -312,12 +312,17 @@ static void native_close(symm__backend_t *be) {
 
 /* A kernel that trapped (a symm deadline, a failed check, a fault) leaves
  * the context with a sticky error that every later call returns, this idle
- * stream's query included; the query itself never blocks. */
+ * stream's query included; the query itself never blocks. The query runs in
+ * relaxed capture mode: in the default mode a stream query while any thread
+ * captures a graph in global mode is refused and breaks that capture. */
 static int native_health(symm__backend_t *be, char *why, size_t size) {
     symm__native_backend_t *nb = (symm__native_backend_t *)be;
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     cudaError_t e = cudaSetDevice(be->device); /* this thread's current device */
-    if (e == cudaSuccess)
+    if (e == cudaSuccess && (e = cudaThreadExchangeStreamCaptureMode(&mode)) == cudaSuccess) {
         e = cudaStreamQuery(nb->probe);
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    }
     if (e == cudaSuccess || e == cudaErrorNotReady)
         return 0;
     snprintf(why, size, "its GPU %d reports %s (%s): a kernel trapped or faulted there (see its message)",

@@ -2,7 +2,9 @@
  * device/backend/list.h - the backends, one line each: the one list from
  * which the device dispatch (dispatch.h), the host registry
  * (src/backend/registry.c) and python/symm/_backends.py
- * (python/tools/gen_backends.py) are made. Adding a backend: docs/backends.md.
+ * (python/tools/gen_backends.py) are made, and which CMake reads
+ * (cmake/symm_backends.cmake) for the bitcode rules and the per-backend
+ * tests. Adding a backend: docs/backends.md.
  * Internal: not part of the public API.
  *
  * X(name, KIND, dev, bitcode, device_lib, include_var, module_init)
