@@ -263,77 +263,104 @@ static const char *ll_forms(uint32_t K, uint32_t H, uint32_t m) {
     return bench_fmt("%s / %s", d ? "packets" : "plain", c ? "packets" : "plain");
 }
 
-static ll_result_t ll_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32_t K, uint32_t H, uint32_t m,
-                          int quick) {
+/* A low-latency case: a handle for m tokens/PE and its buffers, fp8 dispatch
+ * with scales, bf16 combine, uniform random routing. */
+typedef struct ll_bufs {
+    ll_case_t l;
+    size_t disp_bytes, comb_bytes;
+    uint32_t *d_idx;
+    unsigned char *x, *ox;
+    float *xs, *os, *w;
+    int32_t *num;
+    uint16_t *y, *out;
+} ll_bufs_t;
+
+static void ll_open(bench_env_t *env, ll_bufs_t *b, uint32_t E, uint32_t K, uint32_t H, uint32_t m) {
     const int n = env->npes;
     const uint32_t cols = (H + 127) / 128;
-    ll_case_t l;
-    ll_result_t res;
-    int graphed, sms;
-    size_t disp_bytes = (size_t)m * K * (H + cols * 4), comb_bytes = (size_t)m * K * H * 2;
-    bench_phase_begin("moe low latency E%u K%u H%u tokens %u", E, K, H, m);
+    ll_case_t &l = b->l;
+    b->disp_bytes = (size_t)m * K * (H + cols * 4);
+    b->comb_bytes = (size_t)m * K * H * 2;
     l.h = make_handle(SYMM_MOE_LOW_LATENCY, E, K, H, m, 1);
     const uint32_t L = (uint32_t)symm_moe_local_experts(l.h), rows = m * (uint32_t)n;
     std::vector<uint32_t> idx = route(m, E, K, 1000 + (uint64_t)env->me * 7 + m);
-    uint32_t *d_idx = dev<uint32_t>(idx.size());
-    BENCH_CUDA(cudaMemcpy(d_idx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
-    unsigned char *x = dev<unsigned char>((size_t)m * H), *ox = dev<unsigned char>((size_t)L * rows * H);
-    float *xs = dev<float>((size_t)m * cols), *os = dev<float>((size_t)L * rows * cols), *w = dev<float>((size_t)m * K);
-    int32_t *num = dev<int32_t>(L);
-    uint16_t *y = dev<uint16_t>((size_t)L * rows * H), *out = dev<uint16_t>((size_t)m * H);
-    bench_fill_pattern(x, (size_t)m * H, 7u + (uint32_t)env->me, 0, env->stream);
+    b->d_idx = dev<uint32_t>(idx.size());
+    BENCH_CUDA(cudaMemcpy(b->d_idx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
+    b->x = dev<unsigned char>((size_t)m * H);
+    b->ox = dev<unsigned char>((size_t)L * rows * H);
+    b->xs = dev<float>((size_t)m * cols);
+    b->os = dev<float>((size_t)L * rows * cols);
+    b->w = dev<float>((size_t)m * K);
+    b->num = dev<int32_t>(L);
+    b->y = dev<uint16_t>((size_t)L * rows * H);
+    b->out = dev<uint16_t>((size_t)m * H);
+    bench_fill_pattern(b->x, (size_t)m * H, 7u + (uint32_t)env->me, 0, env->stream);
     memset(&l.d, 0, sizeof l.d);
-    l.d.out_expert_num_tokens = num;
-    l.d.out_expert_x = ox;
+    l.d.out_expert_num_tokens = b->num;
+    l.d.out_expert_x = b->ox;
     l.d.out_expert_x_stride[0] = (int64_t)rows * H;
     l.d.out_expert_x_stride[1] = H;
     l.d.out_expert_rows = rows;
-    l.d.out_expert_x_scale = os;
+    l.d.out_expert_x_scale = b->os;
     l.d.out_expert_x_scale_stride[0] = (int64_t)rows * cols;
     l.d.out_expert_x_scale_stride[1] = cols;
     l.d.out_expert_x_scale_stride[2] = 1;
-    l.d.dp_x = x;
+    l.d.dp_x = b->x;
     l.d.dp_x_stride = H;
-    l.d.dp_x_scale = xs;
+    l.d.dp_x_scale = b->xs;
     l.d.dp_x_scale_stride[0] = cols;
     l.d.dp_x_scale_stride[1] = 1;
-    l.d.indices = d_idx;
+    l.d.indices = b->d_idx;
     l.d.num_tokens = m;
     l.d.x_dtype = SYMM_DTYPE_FP8_E4M3;
     memset(&l.c, 0, sizeof l.c);
-    l.c.out_tokens = out;
+    l.c.out_tokens = b->out;
     l.c.out_stride = H;
     l.c.out_rows = m;
     l.c.out_dtype = SYMM_DTYPE_BF16;
-    l.c.indices = d_idx;
-    l.c.weights = w;
+    l.c.indices = b->d_idx;
+    l.c.weights = b->w;
     l.c.num_tokens = m;
-    l.c.expert_y = y;
+    l.c.expert_y = b->y;
     l.c.expert_y_stride[0] = (int64_t)rows * H;
     l.c.expert_y_stride[1] = H;
     l.c.expert_y_rows = rows;
     l.c.y_dtype = SYMM_DTYPE_BF16;
-    sms_used(env, l.h); /* start counting */
-    time_pairs(env, ll_step, &l, quick ? 5 : SAMPLES, &res.d_us, &res.c_us, &graphed);
-    sms = sms_used(env, l.h);
-    BENCH_SYMM(symm_moe_check(l.h, env->stream));
-    res.nd = nccl_us(env, (disp_bytes + (size_t)n - 1) / (size_t)n, quick);
-    res.nc = nccl_us(env, (comb_bytes + (size_t)n - 1) / (size_t)n, quick);
+}
+
+static void ll_close(ll_bufs_t *b) {
+    BENCH_SYMM(symm_moe_destroy(b->l.h));
+    cudaFree(b->d_idx); cudaFree(b->x); cudaFree(b->ox); cudaFree(b->xs); cudaFree(b->os); cudaFree(b->w);
+    cudaFree(b->num); cudaFree(b->y); cudaFree(b->out);
+}
+
+static ll_result_t ll_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32_t K, uint32_t H, uint32_t m,
+                          int quick) {
+    const int n = env->npes;
+    ll_bufs_t b;
+    ll_result_t res;
+    int graphed, sms;
+    bench_phase_begin("moe low latency E%u K%u H%u tokens %u", E, K, H, m);
+    ll_open(env, &b, E, K, H, m);
+    sms_used(env, b.l.h); /* start counting */
+    time_pairs(env, ll_step, &b.l, quick ? 5 : SAMPLES, &res.d_us, &res.c_us, &graphed);
+    sms = sms_used(env, b.l.h);
+    BENCH_SYMM(symm_moe_check(b.l.h, env->stream));
+    res.nd = nccl_us(env, (b.disp_bytes + (size_t)n - 1) / (size_t)n, quick);
+    res.nc = nccl_us(env, (b.comb_bytes + (size_t)n - 1) / (size_t)n, quick);
     res.E = E;
     res.m = m;
     {
         const char *cells[] = {bench_fmt("%u", E), bench_fmt("%u", K), bench_fmt("%u", H), bench_fmt("%u", m),
                                bench_fmt("%d", sms), ll_forms(K, H, m), bench_fmt("%.1f", res.d_us),
-                               bench_fmt("%.1f", res.c_us), bench_fmt_bytes(disp_bytes),
+                               bench_fmt("%.1f", res.c_us), bench_fmt_bytes(b.disp_bytes),
                                res.nd > 0 ? bench_fmt("%.1f", res.nd) : "n/a",
                                res.nc > 0 ? bench_fmt("%.1f", res.nc) : "n/a",
                                bench_fmt_ratio(res.nd, res.d_us), bench_fmt_ratio(res.nc, res.c_us),
                                graphed ? "graph" : "stream"};
         bench_table_row(t, cells);
     }
-    BENCH_SYMM(symm_moe_destroy(l.h));
-    cudaFree(d_idx); cudaFree(x); cudaFree(ox); cudaFree(xs); cudaFree(os); cudaFree(w); cudaFree(num);
-    cudaFree(y); cudaFree(out);
+    ll_close(&b);
     bench_phase_end();
     return res;
 }
@@ -623,3 +650,109 @@ static int run_moe(bench_env_t *env) {
 }
 
 BENCH_MODE(moe, 40, "MoE dispatch/combine (pplx and DeepEP shapes) vs NCCL all-to-all, SM budgets, bars", run_moe)
+
+/* ---- the low-latency rows alone, with back-to-back pairs ------------------------------- */
+
+static void ll_pair(void *arg, cudaStream_t s) {
+    ll_step(arg, s, 0);
+    ll_step(arg, s, 1);
+}
+
+/* Microseconds per dispatch + combine pair replayed back to back from a graph
+ * (no barrier, no events between calls), the slowest PE's: timed the way the
+ * NCCL column is. */
+static double ll_pair_us(bench_env_t *env, ll_case_t *l, int quick) {
+    const double ms = bench_time_graph(ll_pair, l, env->stream, 8, 2, quick ? 3 : 5, quick ? 3 : 7);
+    return max_over_pes(env->npes, ms * 1e3);
+}
+
+/* NCCL's all-to-alls of a dispatch's and a combine's bytes as a "pair", for
+ * time_pairs: per call behind the same barrier as symm's calls. */
+typedef struct nccl_pair {
+    a2a_arg_t d, c;
+} nccl_pair_t;
+
+static void nccl_pair_step(void *arg, cudaStream_t s, int half) {
+    nccl_pair_t *p = (nccl_pair_t *)arg;
+    nccl_a2a(half == 0 ? &p->d : &p->c, s);
+}
+
+/* Per-call medians (us) of NCCL's all-to-alls of d and c bytes per PE, each
+ * pair behind a barrier, as time_pairs times symm; -1 without NCCL. */
+static void nccl_per_call(bench_env_t *env, size_t d_bytes, size_t c_bytes, int quick, double *d_us,
+                          double *c_us) {
+    nccl_pair_t p;
+    int graphed;
+    *d_us = *c_us = -1;
+    if (!env->nccl_ok || d_bytes == 0 || c_bytes == 0)
+        return;
+    p.d.env = p.c.env = env;
+    p.d.per_peer = (d_bytes + (size_t)env->npes - 1) / (size_t)env->npes;
+    p.c.per_peer = (c_bytes + (size_t)env->npes - 1) / (size_t)env->npes;
+    BENCH_CUDA(cudaMalloc((void **)&p.d.send, p.d.per_peer * (size_t)env->npes));
+    BENCH_CUDA(cudaMalloc((void **)&p.d.recv, p.d.per_peer * (size_t)env->npes));
+    BENCH_CUDA(cudaMalloc((void **)&p.c.send, p.c.per_peer * (size_t)env->npes));
+    BENCH_CUDA(cudaMalloc((void **)&p.c.recv, p.c.per_peer * (size_t)env->npes));
+    bench_barrier();
+    time_pairs(env, nccl_pair_step, &p, quick ? 5 : SAMPLES, d_us, c_us, &graphed);
+    BENCH_CUDA(cudaFree(p.d.send));
+    BENCH_CUDA(cudaFree(p.d.recv));
+    BENCH_CUDA(cudaFree(p.c.send));
+    BENCH_CUDA(cudaFree(p.c.recv));
+}
+
+static int run_moe_ll(bench_env_t *env) {
+    const int n = env->npes, shared = shares_gpu(env);
+    const char *probe = getenv("SYMM_MOE_LL_PROBE");
+    static const uint32_t rows[][4] = {{256, 8, 7168, 1}, {256, 8, 7168, 8}, {256, 8, 7168, 128}, {64, 6, 2048, 1}};
+    static const char *h[] = {"experts", "top-k", "hidden", "tokens/PE", "SMs", "rows (dispatch / combine)",
+                              "dispatch us", "combine us", "NCCL per call us (dispatch / combine bytes)",
+                              "pair us (back to back)", "NCCL us (dispatch bytes)", "NCCL us (combine bytes)",
+                              "NCCL pair / symm pair", "timed"};
+    bench_table_t *t = bench_table_new(
+        bench_fmt("Low latency, %d PEs%s, SYMM_MOE_LL_PROBE=%s", n, shared ? " sharing a GPU" : " one per GPU",
+                  probe && *probe ? probe : "(unset: the real exchange)"),
+        14, h);
+    for (const auto &r : rows) {
+        const uint32_t E = r[0], K = r[1], H = r[2], m = r[3];
+        ll_bufs_t b;
+        double d_us, c_us, pair, nd, nc, ncd, ncc;
+        int graphed, sms;
+        if (E % (uint32_t)n || (env->quick && m == 8) || (env->quick && E == 64))
+            continue;
+        bench_phase_begin("moe_ll E%u K%u H%u tokens %u", E, K, H, m);
+        ll_open(env, &b, E, K, H, m);
+        sms_used(env, b.l.h);
+        time_pairs(env, ll_step, &b.l, env->quick ? 5 : SAMPLES, &d_us, &c_us, &graphed);
+        pair = ll_pair_us(env, &b.l, env->quick);
+        sms = sms_used(env, b.l.h);
+        BENCH_SYMM(symm_moe_check(b.l.h, env->stream));
+        nd = nccl_us(env, (b.disp_bytes + (size_t)n - 1) / (size_t)n, env->quick);
+        nc = nccl_us(env, (b.comb_bytes + (size_t)n - 1) / (size_t)n, env->quick);
+        nccl_per_call(env, b.disp_bytes, b.comb_bytes, env->quick, &ncd, &ncc);
+        {
+            const char *cells[] = {bench_fmt("%u", E), bench_fmt("%u", K), bench_fmt("%u", H), bench_fmt("%u", m),
+                                   bench_fmt("%d", sms), ll_forms(K, H, m), bench_fmt("%.1f", d_us),
+                                   bench_fmt("%.1f", c_us),
+                                   ncd > 0 ? bench_fmt("%.1f / %.1f", ncd, ncc) : "n/a", bench_fmt("%.1f", pair),
+                                   nd > 0 ? bench_fmt("%.1f", nd) : "n/a", nc > 0 ? bench_fmt("%.1f", nc) : "n/a",
+                                   nd > 0 && nc > 0 ? bench_fmt_ratio(nd + nc, pair) : "n/a",
+                                   graphed ? "graph" : "stream"};
+            bench_table_row(t, cells);
+        }
+        ll_close(&b);
+        bench_phase_end();
+    }
+    bench_table_note(t, "dispatch us / combine us: per call, each pair behind an on-stream barrier (as --mode moe); NCCL per "
+                        "call: its all-to-alls of the same bytes timed the same way. "
+                        "pair us: a dispatch + combine pair, 8 pairs replayed back to back from one graph, no "
+                        "barrier: timed like the NCCL columns (back-to-back all-to-alls in a graph). "
+                        "SYMM_MOE_LL_PROBE (diagnostic): empty / hop: the kernels reduced to their start and "
+                        "end / one flag exchange (results wrong); twice: each dispatch kernel does its call twice; "
+                        "stamps: each block prints its stage times for one call.");
+    bench_table_emit(env->report, t);
+    return 0;
+}
+
+BENCH_MODE(moe_ll, 41, "MoE low-latency rows alone: per call and back-to-back pairs vs NCCL (SYMM_MOE_LL_PROBE)",
+           run_moe_ll)

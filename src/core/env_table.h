@@ -93,7 +93,13 @@
       "low-latency MoE dispatch/combine: auto = a call's rows as packets (data and flag "     \
       "together: no fence, twice the bytes) while one PE's fit in SYMM_MOE_PACKET_BYTES, "    \
       "plainly (rows, then a released flag) above; 1 = always packets (more memory); 0 = "   \
-      "never. Read at symm_moe_create; the same on every PE (create checks)")
+      "never. Read at symm_moe_create; the same on every PE (create checks)")                \
+    X(moe_ll_probe,       SYMM_MOE_LL_PROBE,       STRING,   "",                             \
+      "diagnostic timing of the low-latency MoE kernels: empty (each kernel starts and ends, " \
+      "nothing else) or hop (one flag exchange with every PE per kernel), both with wrong "    \
+      "results; stamps (the real exchange; each block prints its stage times for the 30th "   \
+      "call); twice (each dispatch kernel does its call twice); unset: the real exchange. "  \
+      "Read at symm_moe_create; the same on every PE (create checks)")
 
 /* 600 s in release builds: no wait lasts forever (the README's promise),
  * and as long as torch.distributed's default collective timeout, so a peer

@@ -36,6 +36,7 @@ struct symm_moe {
     int sms_set;           /* 0: sms is the default */
     int ht_sched;          /* SYMM_MOE_HT_COMBINE: enum symm__moe_ht_sched, or -1: by the grid (auto) */
     int ht_send_warps;     /* overlap: warps of a block that send */
+    int ll_probe;          /* SYMM_MOE_LL_PROBE (enum symm__moe_probe) */
 };
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -86,9 +87,21 @@ typedef struct cfg_words {
     CFG_FIELDS(W)
 #undef W
     uint64_t packets; /* SYMM_MOE_PACKETS: it sizes the packet regions, so the layout */
+    uint64_t probe;   /* SYMM_MOE_LL_PROBE (+1; 0: a value it does not take): a PE's cut kernels hang the others */
 } cfg_words_t;
 
-static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets) {
+static const char *probe_name(uint64_t w) {
+    switch (w) {
+    case SYMM__MOE_PROBE_NONE + 1: return "unset";
+    case SYMM__MOE_PROBE_EMPTY + 1: return "empty";
+    case SYMM__MOE_PROBE_HOP + 1: return "hop";
+    case SYMM__MOE_PROBE_STAMPS + 1: return "stamps";
+    case SYMM__MOE_PROBE_TWICE + 1: return "twice";
+    default: return "not a probe";
+    }
+}
+
+static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, int probe) {
     cfg_words_t mine, *all;
     int n = symm_n_pes();
     symm_status_t st;
@@ -96,6 +109,7 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets) 
     CFG_FIELDS(W)
 #undef W
     mine.packets = (uint64_t)packets;
+    mine.probe = (uint64_t)(probe + 1);
     all = (cfg_words_t *)calloc((size_t)n, sizeof(*all));
     if (all == NULL)
         return symm__error(SYMM_ERR_NO_MEMORY, "symm_moe_create: out of host memory");
@@ -117,6 +131,9 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets) 
                              "(it sizes the handle's memory: set it alike everywhere)",
                              symm__moe_packets_name((int)all[0].packets), symm__moe_packets_name((int)all[p].packets),
                              p);
+        if (st == SYMM_SUCCESS && all[p].probe != all[0].probe)
+            st = symm__error(SYMM_ERR_MISMATCH, "symm_moe_create: SYMM_MOE_LL_PROBE is %s on PE 0 but %s on PE %d "
+                             "(set it alike everywhere)", probe_name(all[0].probe), probe_name(all[p].probe), p);
         if (st != SYMM_SUCCESS)
             break;
     }
@@ -163,6 +180,24 @@ bad:
                        call, v, SYMM__MOE_WARPS - 1);
 }
 
+/* SYMM_MOE_LL_PROBE: the low-latency kernels cut down or instrumented to time their parts. */
+static symm_status_t ll_probe_mode(const char *call, int *probe) {
+    const char *v = symm__env()->moe_ll_probe;
+    if (v[0] != 0 && strcmp(v, "empty") != 0 && strcmp(v, "hop") != 0 && strcmp(v, "stamps") != 0 &&
+        strcmp(v, "twice") != 0)
+        return symm__error(SYMM_ERR_INVALID_ARG,
+                           "%s: SYMM_MOE_LL_PROBE is '%s'; it takes empty, hop, stamps or twice (or unset)", call, v);
+    *probe = !strcmp(v, "empty")    ? SYMM__MOE_PROBE_EMPTY
+             : !strcmp(v, "hop")    ? SYMM__MOE_PROBE_HOP
+             : !strcmp(v, "stamps") ? SYMM__MOE_PROBE_STAMPS
+             : !strcmp(v, "twice")  ? SYMM__MOE_PROBE_TWICE
+                                    : SYMM__MOE_PROBE_NONE;
+    if (*probe != SYMM__MOE_PROBE_NONE)
+        SYMM_LOG_WARN("%s: SYMM_MOE_LL_PROBE=%s: low-latency calls are instrumented or reduced for timing "
+                      "(empty, hop: their results are wrong; twice: each dispatch kernel does its call twice)", call, v);
+    return SYMM_SUCCESS;
+}
+
 /* auto: overlap with a quarter of the warps sending, the fastest schedule
  * measured with 24 SMs and with every SM (2 H200s: 342 and 214 us against
  * serial's 577 and split's 245; docs/moe.md). */
@@ -192,9 +227,14 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
         return symm__error(SYMM_ERR_NO_MEMORY, "%s: out of host memory", call);
     if ((st = symm__moe_geom(call, cfg, symm_team_n_pes(team), packets, &h->g)) != SYMM_SUCCESS)
         goto fail_handle;
-    if ((st = same_everywhere(cfg, packets)) != SYMM_SUCCESS)
+    /* a bad SYMM_MOE_LL_PROBE is reported after the exchange, so no PE is left waiting in it */
+    if (ll_probe_mode(call, &h->ll_probe) != SYMM_SUCCESS)
+        h->ll_probe = -1;
+    if ((st = same_everywhere(cfg, packets, h->ll_probe)) != SYMM_SUCCESS)
         goto fail_handle;
     if ((st = ht_combine_schedule(call, &h->ht_sched, &h->ht_send_warps)) != SYMM_SUCCESS)
+        goto fail_handle;
+    if (h->ll_probe < 0 && (st = ll_probe_mode(call, &h->ll_probe)) != SYMM_SUCCESS)
         goto fail_handle;
     if ((st = symm_team_ctx_copy(team, &h->ctx)) != SYMM_SUCCESS)
         goto fail_handle;
@@ -316,6 +356,7 @@ static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, i
     a->nblocks = grid(h, k, flags);
     a->ht_sched = k == SYMM__MK_HT_COMBINE ? (uint32_t)ht_sched_for(h) : 0u;
     a->ht_send_warps = (uint32_t)h->ht_send_warps;
+    a->probe = (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) ? (uint32_t)h->ll_probe : 0u;
     return symm__moe_launch(a, stream);
 }
 

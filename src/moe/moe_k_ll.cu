@@ -19,9 +19,15 @@
  * counts differ, and so may their forms in one call).
  *
  * Dispatch, epoch e (dispatches so far, kept on the device; p = e & 1; the
- * tag is ll_tag(e), never 0, the value of memory no call has written):
+ * tag is ll_tag(e), never 0, the value of memory no call has written). The
+ * send half opens it: each block reads the last epoch with its first
+ * indices and counts itself; the block counted last stores e as it ends
+ * (every block had read the old value before it was counted), so no block
+ * waits for that count at its end.
  *   send  Every block stages the top-k indices of this PE's tokens (t =
- *         dp_rank, dp_rank + dp, ... below the bound) in shared memory.
+ *         dp_rank, dp_rank + dp, ... below the bound) in shared memory; the
+ *         x and scales of its first batch of tokens are loaded with them,
+ *         not after them.
  *         Expert lists: warp w of the grid owns experts w, w + warps, ...;
  *         for each it scans the routes in token order (ballots, so every
  *         route gets the same slot whichever block looks) and stores each
@@ -39,7 +45,8 @@
  *         prefix over sources of l's counts is s's first row, as pplx orders
  *         rows by source) and notes each source's mode, then takes their
  *         routes as one stream in batches: polls each list entry, then the
- *         row (its packets, or its flag and then its bytes), copies it to
+ *         row (its packets, or its flag and then its bytes; the first
+ *         scales' loads go out with the row's), copies it to
  *         out_expert_x[l][row] and its scales, and notes the route for
  *         combine.
  * Combine, same epoch:
@@ -70,7 +77,7 @@
 
 #define LL_UNROLL 4
 #define LL_BATCH 32   /* most tokens (or rows) a block handles in one step */
-#define LL_PGATHER 4  /* routes whose packets a combine thread polls at once */
+#define LL_PGATHER 8  /* routes whose packets a combine thread polls at once (top-8 in one go) */
 
 /* A count word: epoch << 32 | mode << 30 | routes. */
 #define LL_ROUTES 0x3fffffffu
@@ -220,12 +227,69 @@ SYMM__DEVICE_INTERNAL uint32_t ll_take_entry(const symm__moe_kargs_t *A, const u
     return (uint32_t)v;
 }
 
+/* ---- SYMM_MOE_LL_PROBE=stamps: each block's stage times ------------------------------------ */
+
+#define LL_NSTAMP 8
+#define LL_STAMP_CALL 30 /* the epoch whose stage times are printed: a timed call of symm-bench */
+
+/* The block's stamps (%globaltimer, ns), written by thread 0. */
+SYMM__DEVICE_INTERNAL uint64_t *ll_stamps(void) {
+    __shared__ uint64_t s[LL_NSTAMP];
+    return s;
+}
+
+/* Stamp stage i (thread 0, which passes every barrier the stage ends with). */
+SYMM__DEVICE_INTERNAL void ll_stamp(const symm__moe_kargs_t *A, uint32_t i) {
+    if (A->probe == SYMM__MOE_PROBE_STAMPS && symm__block_tid() == 0)
+        ll_stamps()[i] = symm__globaltimer();
+}
+
+/* One line per block: "llstamp <kernel> E <experts> M <max tokens> pe <me> block <b> t0 <ns>
+ * d <stage - t0, ns, -1: not reached> x 7";
+ * scripts/gpu_moe_ll_probe.sh sums them up. */
+SYMM__NOINLINE void ll_stamps_print(const symm__moe_kargs_t *A, const char *kernel, uint32_t nst) {
+    const uint64_t *s = ll_stamps();
+    long long d[LL_NSTAMP];
+    for (uint32_t i = 0; i < LL_NSTAMP; i++)
+        d[i] = i < nst && s[i] ? (long long)(s[i] - s[0]) : -1;
+    printf("llstamp %s E %u M %u pe %d block %u t0 %llu d %lld %lld %lld %lld %lld %lld %lld\n", kernel, A->experts,
+           A->max_tokens, A->me, blockIdx.x, (unsigned long long)s[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]);
+}
+
+SYMM__DEVICE_INTERNAL void ll_stamps_begin(const symm__moe_kargs_t *A) {
+    if (A->probe == SYMM__MOE_PROBE_STAMPS && symm__block_tid() == 0) {
+        for (uint32_t i = 0; i < LL_NSTAMP; i++)
+            ll_stamps()[i] = 0;
+        ll_stamps()[0] = symm__globaltimer();
+    }
+}
+
+SYMM__DEVICE_INTERNAL void ll_stamps_end(const symm__moe_kargs_t *A, const char *kernel, uint64_t e, uint32_t last) {
+    if (A->probe == SYMM__MOE_PROBE_STAMPS && symm__block_tid() == 0) {
+        ll_stamps()[last] = symm__globaltimer();
+        if (e == LL_STAMP_CALL)
+            ll_stamps_print(A, kernel, last + 1);
+    }
+}
+
 /* ---- dispatch --------------------------------------------------------------------------- */
 
-SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t e) {
+/* Scales s0 .. s0 + 3 (those below scale_cols) of token t, as bits into w. */
+SYMM__DEVICE_INTERNAL void ll_ld_scales(const symm__moe_kargs_t *A, int64_t t, uint32_t s0, uint32_t *w) {
+    const uint32_t cnt = A->scale_cols - s0 < 4 ? A->scale_cols - s0 : 4;
+    for (uint32_t i = 0; i < cnt; i++)
+        w[i] = symm__f32_bits(A->x_scale[t * A->xs_stride[0] + (int64_t)(s0 + i) * A->xs_stride[1]]);
+}
+
+/* The send half opens the epoch: thread 0 reads the last one with the first
+ * chunk's indices (*se: the block's copy) and counts the block in *ticket
+ * (the kernel's end stores the new epoch from the block counted last). */
+SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t *se, uint32_t *ticket) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
-    const uint32_t me = (uint32_t)A->me, dpr = me % dp, p = (uint32_t)(e & 1u), tag = ll_tag(e);
+    const uint32_t me = (uint32_t)A->me, dpr = me % dp;
+    uint64_t e = 0;
+    uint32_t p = 0, tag = 0;
     /* experts are owned from the last block down, tokens from the first block up: with few tokens
      * the lists and the rows leave from different SMs at once */
     const uint32_t B = gridDim.x, GW = B * SYMM__MOE_WARPS, gw = (B - 1 - blockIdx.x) * SYMM__MOE_WARPS + warp;
@@ -245,19 +309,53 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     __shared__ uint32_t sidx[SYMM__MOE_IDX_CHUNK];
     __shared__ uint64_t smask[LL_BATCH];
     __shared__ uint32_t stok[LL_BATCH];
+    symm__v4_t pv[LL_UNROLL]; /* the first batch's x and scales, loaded with the indices: not after them */
+    uint32_t pw[4] = {0, 0, 0, 0};
     for (uint32_t w = lane; w < per_warp; w += 32)
         ecnt[warp * per_warp + w] = 0;
+    {
+        /* this block's first tokens below num_tokens (a superset of those below bound_m, which
+         * need not be known yet); the copy below takes the values of the tokens it sends */
+        const uint32_t b = blockIdx.x, n0 = all < ctok ? all : ctok, own0 = n0 > b ? (n0 - b + B - 1) / B : 0;
+        const uint32_t pre = (own0 < tb ? own0 : tb) * nvx;
+#pragma unroll
+        for (int u = 0; u < LL_UNROLL; u++) {
+            const uint32_t q = tid + (uint32_t)u * SYMM__MOE_THREADS;
+            if (q < pre)
+                pv[u] = ll_ld16((const char *)A->x + (dpr + (uint64_t)(b + (q / nvx) * B) * dp) * xrow +
+                                16u * (q % nvx));
+        }
+        if (tid < (own0 < tb ? own0 : tb) * cq)
+            ll_ld_scales(A, (int64_t)(dpr + (uint64_t)(b + (tid / cq) * B) * dp), 4 * (tid % cq), pw);
+    }
     for (uint32_t c0 = 0;; c0 += ctok) {
         const uint32_t ntok = mine > c0 ? (mine - c0 < ctok ? mine - c0 : ctok) : 0;
         const uint32_t nst = all > c0 ? (all - c0 < ctok ? all - c0 : ctok) : 0; /* >= ntok */
         const int last = c0 + ctok >= mine;
-        /* stage the chunk's indices (up to num_tokens: these loads need not wait for bound_m's) */
+        /* stage the chunk's indices (up to num_tokens: these loads need not wait for bound_m's);
+         * the first chunk's go with the epoch's load */
         symm__block_sync();
-        for (uint32_t q = tid; q < nst * K; q += SYMM__MOE_THREADS) {
-            const uint64_t t = dpr + (uint64_t)(c0 + q / K) * dp;
-            sidx[q] = ((const uint32_t *)A->idx)[t * K + q % K];
+        {
+            /* (a second pass of SYMM_MOE_LL_PROBE=twice, the block counted: the next epoch) */
+            const uint64_t ev = c0 != 0 || tid != 0 ? 0
+                                : *ticket ? *se
+                                          : *(volatile uint64_t *)&moe_state(A)->epoch;
+            for (uint32_t q = tid; q < nst * K; q += SYMM__MOE_THREADS) {
+                const uint64_t t = dpr + (uint64_t)(c0 + q / K) * dp;
+                sidx[q] = ((const uint32_t *)A->idx)[t * K + q % K];
+            }
+            if (c0 == 0 && tid == 0)
+                *se = ev + 1u;
         }
         symm__block_sync();
+        if (c0 == 0) {
+            e = *se;
+            p = (uint32_t)(e & 1u);
+            tag = ll_tag(e);
+            if (tid == 0 && *ticket == 0) /* every thread of the block has its epoch: count the block */
+                *ticket = atomicAdd(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 1u) + 1u;
+            ll_stamp(A, 1); /* indices staged, epoch read */
+        }
         /* expert lists (and, with the last chunk, their counts): tagged entries, relaxed stores */
         for (uint32_t w = 0; w < per_warp; w++) {
             const uint32_t ex = gw + w * GW, r = ex / L, le = ex % L;
@@ -287,6 +385,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
             }
             __syncwarp();
         }
+        if (c0 == 0)
+            ll_stamp(A, 2); /* thread 0's expert lists posted */
         /* token rows: this block's tokens of the chunk, a batch at a time */
         {
             const uint32_t b = blockIdx.x, nown = ntok > b ? (ntok - b + B - 1) / B : 0;
@@ -323,7 +423,9 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                             const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
                             if (q < total) {
                                 const uint64_t t = dpr + (uint64_t)stok[q / nvx] * dp;
-                                v[u] = ll_ld16((const char *)A->x + t * xrow + 16u * (q % nvx));
+                                v[u] = c0 == 0 && o0 == 0 && q0 == tid
+                                           ? pv[u]
+                                           : ll_ld16((const char *)A->x + t * xrow + 16u * (q % nvx));
                             }
                         }
 #pragma unroll
@@ -346,12 +448,11 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                 }
                 /* scales, four per 16 bytes (the slot's scales start 16-byte aligned) */
                 for (uint32_t q = tid; q < nb * cq; q += SYMM__MOE_THREADS) {
-                    const uint32_t j = q / cq, s0 = 4 * (q % cq), cnt = cols - s0 < 4 ? cols - s0 : 4;
-                    const int64_t t = (int64_t)(dpr + (uint64_t)stok[j] * dp);
+                    const uint32_t j = q / cq, s0 = 4 * (q % cq);
                     symm__v4_t v;
-                    uint32_t w[4] = {0, 0, 0, 0};
-                    for (uint32_t i = 0; i < cnt; i++)
-                        w[i] = symm__f32_bits(A->x_scale[t * A->xs_stride[0] + (int64_t)(s0 + i) * A->xs_stride[1]]);
+                    uint32_t w[4] = {pw[0], pw[1], pw[2], pw[3]};
+                    if (c0 != 0 || o0 != 0 || q != tid)
+                        ll_ld_scales(A, (int64_t)(dpr + (uint64_t)stok[j] * dp), s0, w);
                     v.x = w[0];
                     v.y = w[1];
                     v.z = w[2];
@@ -380,6 +481,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
         if (last)
             break;
     }
+    ll_stamp(A, 3); /* rows sent */
 }
 
 /* Most (local expert, source) items a block waits for at once: one thread
@@ -396,6 +498,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
     __shared__ uint32_t ioff[LL_ITEMS], ipre[LL_ITEMS];
     __shared__ uint32_t smode[SYMM__MOE_MAX_PES];
     __shared__ uint32_t stl[LL_BATCH], ssrc[LL_BATCH], sle[LL_BATCH], srow[LL_BATCH];
+    symm__v4_t sv = {0, 0, 0, 0}; /* the batch's first scale (packet, or plain bits in x) */
     for (uint32_t i0 = blockIdx.x; i0 < items; i0 += B * ipb) {
         const uint32_t left = (items - i0 + B - 1) / B, ni = left < ipb ? left : ipb;
         uint32_t total;
@@ -411,6 +514,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
             }
         }
         symm__block_sync();
+        ll_stamp(A, 4); /* the round's counts seen */
         {
             uint32_t num = 0;
             if (tid < ni) {
@@ -462,6 +566,15 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                 }
             }
             symm__block_sync();
+            ll_stamp(A, 5); /* the batch's list entries (and plain rows' flags) seen */
+            /* the first scales' loads go out with the rows' (a packet not there yet is polled again) */
+            if (tid < nb * cols) {
+                const uint32_t j = tid / cols, c = tid % cols, s = ssrc[j];
+                if (smode[s] & LL_MODE_DPKT)
+                    sv = symm__c_ld16_vol(ll_pslot(A, p, s, stl[j]) + 2u * A->x_bytes + 16u * (c / 2));
+                else
+                    sv.x = ((const uint32_t *)(const void *)(ll_slot(A, p, s, stl[j]) + A->x_bytes))[c];
+            }
             /* x: 16 bytes per thread and step (packets: two, polled until they carry the tag) */
             {
                 const uint32_t tv = nb * nvx;
@@ -504,30 +617,82 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                 if (smode[s] & LL_MODE_DPKT) {
                     /* data byte x_bytes + 4c lies in packet (x_bytes + 4c) / 8, half c % 2 */
                     const char *src = ll_pslot(A, p, s, stl[j]) + 2u * A->x_bytes + 16u * (c / 2);
-                    symm__v4_t v = symm__c_ld16_vol(src);
+                    symm__v4_t v = q == tid ? sv : symm__c_ld16_vol(src);
                     if (!ll_pkt_ok(v, tag))
                         v = ll_pkt_wait(A, src, tag, v);
                     f = symm__bits_f32(c % 2 ? v.z : v.x);
                 } else {
-                    f = ((const float *)(const void *)(ll_slot(A, p, s, stl[j]) + A->x_bytes))[c];
+                    f = q == tid ? symm__bits_f32(sv.x)
+                                 : ((const float *)(const void *)(ll_slot(A, p, s, stl[j]) + A->x_bytes))[c];
                 }
                 A->out_scale[(int64_t)sle[j] * A->os_stride[0] + (int64_t)srow[j] * A->os_stride[1] +
                              (int64_t)c * A->os_stride[2]] = f;
             }
         }
     }
+    ll_stamp(A, 6); /* rows copied */
 }
 
+/* SYMM_MOE_LL_PROBE=hop: block 0's thread x < n posts a word to PE x (send
+ * half) and waits for PE x's (receive half): one crossing of the links and
+ * the wait, without the exchange. Dispatch e uses the count word of expert 0
+ * at parity e & 1 (e << 32), combine e the other parity's (e << 32 | 1):
+ * each value is above the word's last one, which the same thread wrote in an
+ * earlier kernel of the stream. */
+SYMM__DEVICE_INTERNAL void ll_probe_hop(const symm__moe_kargs_t *A, uint64_t e, int combine) {
+    const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, L = A->local, me = (uint32_t)A->me;
+    const uint32_t p = (uint32_t)(e & 1u) ^ (combine ? 1u : 0u);
+    const uint64_t v = (e << 32) | (combine ? 1u : 0u);
+    if (blockIdx.x != 0 || tid >= n)
+        return;
+    if (A->flags & SYMM_MOE_SEND)
+        symm__st_b64(moe_peer(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + me) * L, (int)tid), v, SYMM_SEM_RELAXED,
+                     SYMM_SCOPE_SYS);
+    if (A->flags & SYMM_MOE_RECV)
+        moe_wait(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + tid) * L, v, (int)tid);
+}
+
+/* Dispatch: the epoch is opened by the send half (ll_dispatch_send) or read
+ * here; the block counted last stores it as it ends (every block read the
+ * old value before it was counted; the next kernel on the stream sees the
+ * new one), so no block waits for the count at the end. */
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
+    const uint32_t tid = symm__block_tid();
     const int send = (A->flags & SYMM_MOE_SEND) != 0;
-    const uint64_t e = moe_begin(A, send);
-    if (send)
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, e));
-    if (A->flags & SYMM_MOE_RECV)
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, ll_dispatch_recv(A, e));
-    if (send)
-        moe_close_epoch(A, SYMM__MK_LL_DISPATCH, e);
+    const int real = A->probe == SYMM__MOE_PROBE_NONE || A->probe == SYMM__MOE_PROBE_STAMPS ||
+                     A->probe == SYMM__MOE_PROBE_TWICE;
+    const int passes = A->probe == SYMM__MOE_PROBE_TWICE && send && (A->flags & SYMM_MOE_RECV) ? 2 : 1;
+    __shared__ uint64_t se;
+    uint32_t ticket = 0;
+    uint64_t e = 0;
+    ll_stamps_begin(A);
+    if (blockIdx.x == 0 && tid == 0)
+        atomicMax(&moe_state(A)->max_grid, gridDim.x);
+#pragma unroll 1
+    for (int pass = 0; pass < passes; pass++) { /* SYMM_MOE_LL_PROBE=twice: dispatches e and e + 1 */
+        if (pass)
+            symm__block_sync();
+        if (send && real) {
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, &se, &ticket));
+        } else {
+            if (tid == 0)
+                se = *(volatile uint64_t *)&moe_state(A)->epoch + (send ? 1u : 0u);
+            symm__block_sync();
+            if (send && tid == 0)
+                ticket = atomicAdd(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 1u) + 1u;
+        }
+        e = se;
+        if (A->probe == SYMM__MOE_PROBE_HOP)
+            ll_probe_hop(A, e, 0);
+        else if (real && (A->flags & SYMM_MOE_RECV))
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, ll_dispatch_recv(A, e));
+    }
+    if (ticket == gridDim.x) { /* thread 0 of the block counted last */
+        atomicExch(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 0u);
+        *(volatile uint64_t *)&moe_state(A)->epoch = e;
+    }
+    ll_stamps_end(A, "dispatch", e, 7);
 }
 
 /* ---- combine ---------------------------------------------------------------------------- */
@@ -544,10 +709,12 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
     const uint64_t slot_bytes = (uint64_t)A->hidden * 4u;
     const uint64_t *routes = MOE_U64(A, ll_route);
-    const uint32_t *modes = MOE_U32(A, ll_mode);
     extern __shared__ uint32_t pre[]; /* [L + 1]: first flat row of each local expert */
     __shared__ uint64_t sridx[LL_BATCH], syoff[LL_BATCH];
+    __shared__ uint32_t modes[SYMM__MOE_MAX_PES]; /* each source's mode: a row's form without a second load */
     uint32_t total, run = 0, rb;
+    if (tid < (uint32_t)A->n)
+        modes[tid] = MOE_U32(A, ll_mode)[tid];
     for (uint32_t b0 = 0; b0 < L; b0 += SYMM__MOE_THREADS) {
         const uint32_t x = b0 + tid, c = x < L ? MOE_U32(A, ll_rcnt)[x] : 0;
         uint32_t sum, ex = moe_block_scan(c, &sum);
@@ -558,6 +725,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
     if (tid == 0)
         pre[L] = run;
     symm__block_sync();
+    ll_stamp(A, 1); /* received rows' counts scanned */
     total = pre[L];
     /* few rows: one per block, so they all leave at once */
     rb = ll_batch(nvy);
@@ -745,17 +913,27 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, uint64_t 
                          (int)(((const uint32_t *)A->idx)[t * K + k] / A->local));
         }
         symm__block_sync();
+        if (w == blockIdx.x)
+            ll_stamp(A, 3); /* the first unit's routes, weights and plain rows' flags */
         ll_combine_rows(A, tag, t0, nb, glo, gn, sok, sw, spk);
     }
 }
 
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
+    ll_stamps_begin(A);
     const uint64_t e = moe_begin(A, 0);
+    if (A->probe == SYMM__MOE_PROBE_EMPTY || A->probe == SYMM__MOE_PROBE_HOP) {
+        if (A->probe == SYMM__MOE_PROBE_HOP)
+            ll_probe_hop(A, e, 1);
+        return;
+    }
     if (A->flags & SYMM_MOE_SEND)
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, ll_combine_send(A, e));
+    ll_stamp(A, 2); /* rows sent */
     if (A->flags & SYMM_MOE_RECV)
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, e));
+    ll_stamps_end(A, "combine", e, 4);
 }
 
 /* Dynamic shared memory of each kernel for a grid of `blocks`. */

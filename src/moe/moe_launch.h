@@ -50,6 +50,15 @@ typedef enum symm__mk {
     SYMM__MK_COUNT
 } symm__mk_t;
 
+/* SYMM_MOE_LL_PROBE: the low-latency kernels reduced (results wrong) or instrumented for timing. */
+enum symm__moe_probe {
+    SYMM__MOE_PROBE_NONE = 0,
+    SYMM__MOE_PROBE_EMPTY = 1, /* start, open or close the epoch, end */
+    SYMM__MOE_PROBE_HOP = 2,   /* one flag to and from every PE, by block 0 */
+    SYMM__MOE_PROBE_STAMPS = 3, /* the real exchange, each block's stage times printed for dispatch 30 */
+    SYMM__MOE_PROBE_TWICE = 4   /* the dispatch kernel does its call twice (epochs e and e + 1) */
+};
+
 /* Errors the device records (symm__moe_err_t.code). */
 enum symm__moe_err_code {
     SYMM__MOE_ERR_NONE = 0,
@@ -142,6 +151,7 @@ typedef struct symm__moe_kargs {
     uint32_t flags;          /* SYMM_MOE_SEND and/or SYMM_MOE_RECV */
     uint32_t ht_sched;       /* HT combine with both halves: enum symm__moe_ht_sched */
     uint32_t ht_send_warps;  /* SYMM__MOE_HT_OVERLAP: warps of each block that send (1..SYMM__MOE_WARPS - 1) */
+    uint32_t probe;          /* low latency: SYMM_MOE_LL_PROBE (symm__moe_probe), 0 for the real exchange */
     uint64_t num_tokens;     /* m */
     const uint32_t *bound;   /* device, or NULL */
     /* dispatch */

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# The low-latency MoE path on GPUs, in one command, on a build made beforehand
+# (it builds nothing): its tests, where its time goes, and its bench rows.
+#
+#   BUILD=build-sm90 OUT=/some/dir bash scripts/gpu_moe_ll_probe.sh [step...]
+#
+# steps (default: test probe bench; run in the order given):
+#   test    test_moe on 2 PEs (one per GPU where there are 2, else sharing one under
+#           scripts/with_mps.sh): every part (ll ht graph errors budget) with
+#           SYMM_MOE_PACKETS=auto, then ll and graph with 1 and 0
+#   probe   symm-bench --mode moe_ll (256 experts top-8 hidden 7168 at 1, 8, 128 tokens/PE;
+#           64 experts top-6 hidden 2048 at 1) once per variant, each row per call (behind
+#           a barrier, as --mode moe times it) and as back-to-back pairs (as NCCL is timed):
+#             real     the exchange as built (SYMM_MOE_PACKETS=auto), NCCL beside it
+#             plain    the same with SYMM_MOE_PACKETS=0 (every row, then a released flag)
+#             hop      SYMM_MOE_LL_PROBE=hop: each kernel only exchanges one flag with every PE
+#             empty    SYMM_MOE_LL_PROBE=empty: each kernel only starts and ends
+#             1pe      the real exchange on 1 PE: every wait local, no link crossed
+#             twice    SYMM_MOE_LL_PROBE=twice: each dispatch kernel does its call twice (twice1:
+#                      on 1 PE); twice - real: a dispatch with its code and data warm
+#             stamps   SYMM_MOE_LL_PROBE=stamps: the real exchange, each block printing its
+#                      stage times for one call (on 2 PEs, and stamps1 on 1 PE); summed up
+#                      by scripts/moe_ll_stamps.py at the end
+#           real - hop: what the exchange adds to one crossing; hop - empty: a crossing
+#           and its wait; empty: the launch and timing floor.
+#   bench   symm-bench --mode moe_ll on every GPU (up to 4, one PE each; 2 sharing one
+#           GPU where there is one): the real rows with the NCCL columns
+#
+# Logs and results under $OUT/moe_ll/; the last lines are a table of the steps and the
+# rows of every variant. Every step runs under `timeout -k`, each at most what is
+# left of LL_WALL (default 240 s). Multicast stays off; SYMM_WAIT_TIMEOUT=15 turns a
+# lost flag into a message naming the PE and the word. No GPU: prints SKIP, exits 0.
+# DRY=1 prints the commands instead of running them.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+here=$PWD
+OUT=${OUT:-$PWD/out}
+log=$OUT/moe_ll
+mkdir -p "$log"
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+unset SYMM_ENABLE_MULTICAST SYMM_MOE_LL_PROBE SYMM_MOE_PACKETS
+export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+export PATH="$PATH:/usr/local/cuda/bin"
+build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
+case $build in /*) ;; *) build=$here/$build ;; esac
+steps=${*:-test probe bench}
+wall=${LL_WALL:-240}
+dry=${DRY:-0}
+t_all=${LL_T0:-$(date +%s)}
+summary=()
+rows=()
+failed=0
+
+note() { summary+=("$(printf '%-44s %-6s %5s s  %s' "$1" "$2" "$3" "${4:-}")"); [ "$2" = ok ] || [ "$2" = skip ] || failed=1; }
+left() { echo $(( wall - ($(date +%s) - t_all) )); }
+
+if [ "$dry" = 1 ]; then
+  ngpu=${DRY_GPUS:-2}
+else
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+fi
+{ date -u; hostname; nvidia-smi -L; nvcc --version | tail -1; echo "build: $build"; git log -1 --oneline; } \
+  >"$log/machine.txt" 2>&1
+if [ "$ngpu" -lt 1 ]; then
+  echo "SKIP: gpu_moe_ll_probe.sh: no GPU on this machine"
+  exit 0
+fi
+
+py=$(command -v python3 || true)
+if [ -n "$py" ]; then
+  for pkg in nccl nvshmem; do
+    d=$($py -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) && \
+      export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  done
+fi
+
+# Two PEs on one GPU: rerun this script under a private MPS daemon.
+if [ "$dry" != 1 ] && [ -z "${LL_INNER:-}" ] && [ "$ngpu" -lt 2 ] &&
+   [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
+  LL_INNER=1 LL_T0=$t_all OUT="$OUT" scripts/with_mps.sh --timeout "$(( wall + 30 ))" -- bash "$0" "$@"
+  exit $?
+fi
+
+# run NAME LIMIT LOGFILE cmd...: bounded by timeout -k and what is left of the wall
+run() {
+  local name=$1 limit=$2 out=$3 t0 rc rest
+  shift 3
+  rest=$(left)
+  if [ "$rest" -lt 15 ]; then
+    note "$name" FAIL 0 "not run: the ${wall} s wall is used up"
+    return 1
+  fi
+  [ "$limit" -gt "$rest" ] && limit=$rest
+  if [ "$dry" = 1 ]; then
+    echo "DRY: timeout -k 10 $limit $* > $out"
+    note "$name" ok 0 "dry run"
+    return 0
+  fi
+  t0=$(date +%s)
+  timeout -k 10 "$limit" "$@" >"$out" 2>&1
+  rc=$?
+  if [ $rc -eq 77 ] || { [ $rc -eq 0 ] && grep -q '^SKIP' "$out"; }; then
+    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 -i skip "$out")"
+  elif [ $rc -eq 0 ]; then
+    note "$name" ok $(( $(date +%s) - t0 ))
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    note "$name" FAIL $(( $(date +%s) - t0 )) "timed out after $limit s, see moe_ll/$(basename "$out")"
+  else
+    note "$name" FAIL $(( $(date +%s) - t0 )) "rc=$rc, see moe_ll/$(basename "$out")"
+    grep -E 'FAIL|Error|error|timed out|assert' "$out" | head -8
+  fi
+  return $rc
+}
+
+need() { # need PATH WHAT: the build has it, else a FAIL line
+  if [ -e "$1" ] || [ "$dry" = 1 ]; then return 0; fi
+  note "$2" FAIL 0 "$1 missing: build $build first (cmake --build $build -j)"
+  return 1
+}
+
+symmrun=$build/tools/symmrun
+bench=$build/bench/symm-bench
+
+step_test() {
+  need "$build/tests/moe/test_moe" "test_moe" && need "$symmrun" "test_moe" || return 0
+  run "test_moe all parts, packets auto (2 PEs)" 60 "$log/test_moe_all.log" \
+    env SYMM_MOE_PACKETS=auto "$symmrun" -n 2 --timeout 55 "$build/tests/moe/test_moe" 2 all
+  for pk in 1 0; do
+    for part in ll graph; do
+      run "test_moe $part, packets $pk (2 PEs)" 30 "$log/test_moe_${part}_pkt$pk.log" \
+        env SYMM_MOE_PACKETS=$pk "$symmrun" -n 2 --timeout 25 "$build/tests/moe/test_moe" 2 "$part"
+    done
+  done
+}
+
+# variant NAME NPES FILE [env...] -- bench args: one moe_ll run, its rows kept for the table
+variant() {
+  local name=$1 n=$2 file=$3
+  shift 3
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  local extra=("$@")
+  if [ "$n" -gt "$ngpu" ] && [[ " ${extra[*]} " != *" --no-nccl "* ]]; then
+    extra+=(--no-nccl) # NCCL refuses two ranks on one GPU
+  fi
+  run "moe_ll $name ($n PEs)" 60 "$log/$file.log" \
+    env "${envs[@]}" "$bench" --mode moe_ll --npes "$n" --no-nvshmem --timeout 55 --phase-timeout 30 \
+    --out "$log/$file.md" "${extra[@]}"
+  [ -f "$log/$file.md" ] || return 0
+  while IFS= read -r line; do
+    rows+=("$(printf '%-6s %s' "$name" "$line")")
+  done < <(grep -E '^\| (256|64) \|' "$log/$file.md")
+}
+
+step_probe() {
+  need "$bench" "symm-bench moe_ll" || return 0
+  variant real 2 probe_real SYMM_MOE_PACKETS=auto --
+  variant plain 2 probe_plain SYMM_MOE_PACKETS=0 -- --no-nccl
+  variant hop 2 probe_hop SYMM_MOE_LL_PROBE=hop -- --no-nccl
+  variant empty 2 probe_empty SYMM_MOE_LL_PROBE=empty -- --no-nccl
+  variant 1pe 1 probe_1pe SYMM_MOE_PACKETS=auto -- --no-nccl
+  variant twice 2 probe_twice SYMM_MOE_LL_PROBE=twice -- --no-nccl
+  variant twice1 1 probe_twice1 SYMM_MOE_LL_PROBE=twice -- --no-nccl
+  variant stamps 2 probe_stamps SYMM_MOE_LL_PROBE=stamps -- --no-nccl
+  variant stamps1 1 probe_stamps1 SYMM_MOE_LL_PROBE=stamps -- --no-nccl
+}
+
+step_bench() {
+  need "$bench" "symm-bench moe_ll" || return 0
+  local nb=$ngpu
+  [ "$nb" -gt 4 ] && nb=4
+  [ "$nb" -lt 2 ] && nb=2
+  variant "bench$nb" "$nb" bench_$nb SYMM_MOE_PACKETS=auto --
+}
+
+for st in $steps; do
+  case $st in
+    test | probe | bench) "step_$st" ;;
+    *) note "step $st" FAIL 0 "unknown step (test, probe, bench)" ;;
+  esac
+done
+
+echo
+echo "== gpu_moe_ll_probe.sh: $ngpu GPU(s), build $build, logs in $log"
+printf '%s\n' "${summary[@]}"
+echo
+echo "variant | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / combine) | dispatch us | combine us |" \
+     "NCCL per call us (dispatch / combine) | pair us (back to back) | NCCL us (dispatch) | NCCL us (combine) |" \
+     "NCCL pair / symm pair | timed |"
+if [ ${#rows[@]} -gt 0 ]; then printf '%s\n' "${rows[@]}"; fi
+for f in probe_stamps probe_stamps1; do
+  if [ -f "$log/$f.log" ] && [ -n "$py" ]; then
+    echo
+    echo "stage times, $f (per kernel, shape, PE: when the last block reached each stage, us from the first block's start):"
+    "$py" scripts/moe_ll_stamps.py "$log/$f.log" | tee "$log/$f.stages.txt"
+  fi
+done
+exit $failed

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Sum up the stage times the low-latency MoE kernels print with SYMM_MOE_LL_PROBE=stamps.
+
+Each block prints one line per kernel for one call (src/moe/moe_k_ll.cu, ll_stamps_print):
+  llstamp <kernel> E <experts> M <max tokens> pe <pe> block <b> t0 <ns> d <d1> ... <d7>
+(d: ns since the block's start; -1: the block did not reach that stage). For every kernel,
+shape and PE this prints, per stage, when the last block reached it, counted from the first
+block's start (us), and the spread of the blocks' starts.
+
+  python3 scripts/moe_ll_stamps.py LOG...
+"""
+import sys
+from collections import defaultdict
+
+STAGES = {
+    "dispatch": ["indices staged", "lists posted", "rows sent", "counts seen", "entries seen", "rows copied", "end"],
+    "combine": ["counts scanned", "rows sent", "recv set up", "end"],
+}
+
+
+def main(paths):
+    groups = defaultdict(list)
+    for path in paths:
+        with open(path, errors="replace") as f:
+            for line in f:
+                w = line.split()
+                if "llstamp" not in w:  # symmrun prefixes each line with "[rank] "
+                    continue
+                w = w[w.index("llstamp"):]
+                if len(w) < 20:
+                    continue
+                try:
+                    key = (w[1], int(w[3]), int(w[5]), int(w[7]))
+                    t0 = int(w[11])
+                    d = [int(x) for x in w[13:20]]
+                except ValueError:
+                    continue
+                groups[key].append((t0, d))
+    if not groups:
+        print("moe_ll_stamps: no llstamp lines (SYMM_MOE_LL_PROBE=stamps not set, or the run failed)")
+        return 1
+    for key in sorted(groups):
+        kernel, E, M, pe = key
+        rows = groups[key]
+        first = min(t0 for t0, _ in rows)
+        spread = (max(t0 for t0, _ in rows) - first) / 1e3
+        cells = []
+        for i, name in enumerate(STAGES.get(kernel, [])):
+            at = [t0 + d[i] - first for t0, d in rows if d[i] >= 0]
+            if at:
+                cells.append(f"{name} {max(at) / 1e3:.2f}")
+        print(f"{kernel:8s} E{E:<3d} M{M:<4d} pe {pe}: {len(rows):3d} blocks, starts within {spread:.2f} us; "
+              f"last block at (us): " + ", ".join(cells))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
