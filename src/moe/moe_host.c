@@ -144,7 +144,7 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, 
 /* SYMM_MOE_HT_COMBINE: a PE's choice changes only how its own blocks share the
  * work, so PEs need not agree on it. ":S" after overlap sets the sending warps
  * of each block (1..SYMM__MOE_WARPS - 1; default SYMM__MOE_HT_SEND_WARPS). */
-#define SYMM__MOE_HT_SEND_WARPS (SYMM__MOE_WARPS / 4)
+#define SYMM__MOE_HT_SEND_WARPS 3 /* the fastest measured with 24 SMs (2 H200s, docs/moe.md) */
 static symm_status_t ht_combine_schedule(const char *call, int *sched, int *send_warps) {
     const char *v = symm__env()->moe_ht_combine, *w;
     *send_warps = SYMM__MOE_HT_SEND_WARPS;
@@ -198,9 +198,9 @@ static symm_status_t ll_probe_mode(const char *call, int *probe) {
     return SYMM_SUCCESS;
 }
 
-/* auto: overlap with a quarter of the warps sending, the fastest schedule
- * measured with 24 SMs and with every SM (2 H200s: 342 and 214 us against
- * serial's 577 and split's 245; docs/moe.md). */
+/* auto: overlap with 3 of the 16 warps sending, the fastest schedule measured
+ * with 24 SMs and within 4% of the fastest with every SM (2 H200s: 316 and
+ * 217 us against serial's 577 and split's 243; docs/moe.md). */
 static int ht_sched_for(const symm_moe_t *h) {
     return h->ht_sched >= 0 ? h->ht_sched : SYMM__MOE_HT_OVERLAP;
 }
