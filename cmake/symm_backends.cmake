@@ -30,6 +30,9 @@
 #                                        NOTFOUND when it needs one not found
 #   symm_backend_device_ok(<name> <ok> <why>)  CUDA C with its device calls
 #                                        compiles and links here; else why not
+#   symm_backend_device_use(<name> <ok> <why> <incs> <defs> <links>)  the
+#                                        same, and where ok appends what a
+#                                        target compiling its calls needs
 #   symm_backend_bitcode(<name> <how> <why>)   how its own bitcode file is
 #                                        built: "c" (bitcode/symm_device_bitcode.c
 #                                        fixed to it), "cuda" (clang in CUDA mode
@@ -121,6 +124,29 @@ function(symm_backend_device_ok name ok why)
     set(${ok} ON PARENT_SCOPE)
   endif()
   set(${why} "${_why}" PARENT_SCOPE)
+endfunction()
+
+# symm_backend_device_use(<name> <ok> <why> <incs> <defs> <links>): as
+# symm_backend_device_ok, and where the device code builds, appends its include
+# folder, SYMM_DEVICE_WITH_<KIND>=1 and its device link to the caller's lists
+# named <incs>, <defs> and <links> (what a target compiling its calls needs).
+function(symm_backend_device_use name ok why incs defs links)
+  symm_backend_device_ok(${name} _ok _why)
+  set(${ok} ${_ok} PARENT_SCOPE)
+  set(${why} "${_why}" PARENT_SCOPE)
+  if(NOT _ok)
+    return()
+  endif()
+  symm_backend_headers(${name} _inc)
+  set(_i ${${incs}})
+  set(_d ${${defs}})
+  set(_l ${${links}})
+  list(APPEND _i ${_inc})
+  list(APPEND _d SYMM_DEVICE_WITH_${SYMM_BACKEND_${name}_KIND}=1)
+  list(APPEND _l ${SYMM_BACKEND_${name}_DEVICE_LINK})
+  set(${incs} ${_i} PARENT_SCOPE)
+  set(${defs} ${_d} PARENT_SCOPE)
+  set(${links} ${_l} PARENT_SCOPE)
 endfunction()
 
 function(symm_backend_bitcode name how why)
