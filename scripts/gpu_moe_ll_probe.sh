@@ -25,6 +25,9 @@
 #           and its wait; empty: the launch and timing floor.
 #   bench   symm-bench --mode moe_ll on every GPU (up to 4, one PE each; 2 sharing one
 #           GPU where there is one): the real rows with the NCCL columns
+#   test4   test_moe ll and graph (packets auto) on 4 PEs sharing the GPUs (under
+#           scripts/with_mps.sh, every PE on one GPU, where there are fewer than 4)
+#   real plain hop empty 1pe twice twice1 stamps stamps1: one variant of probe alone
 #
 # Logs and results under $OUT/moe_ll/; the last lines are a table of the steps and the
 # rows of every variant. Every step runs under `timeout -k`, each at most what is
@@ -153,31 +156,46 @@ variant() {
   done < <(grep -E '^\| (256|64) \|' "$log/$file.md")
 }
 
-step_probe() {
+# one probe variant by name
+probe_one() {
   need "$bench" "symm-bench moe_ll" || return 0
-  variant real 2 probe_real SYMM_MOE_PACKETS=auto --
-  variant plain 2 probe_plain SYMM_MOE_PACKETS=0 -- --no-nccl
-  variant hop 2 probe_hop SYMM_MOE_LL_PROBE=hop -- --no-nccl
-  variant empty 2 probe_empty SYMM_MOE_LL_PROBE=empty -- --no-nccl
-  variant 1pe 1 probe_1pe SYMM_MOE_PACKETS=auto -- --no-nccl
-  variant twice 2 probe_twice SYMM_MOE_LL_PROBE=twice -- --no-nccl
-  variant twice1 1 probe_twice1 SYMM_MOE_LL_PROBE=twice -- --no-nccl
-  variant stamps 2 probe_stamps SYMM_MOE_LL_PROBE=stamps -- --no-nccl
-  variant stamps1 1 probe_stamps1 SYMM_MOE_LL_PROBE=stamps -- --no-nccl
+  case $1 in
+    real) variant real 2 probe_real SYMM_MOE_PACKETS=auto -- ;;
+    plain) variant plain 2 probe_plain SYMM_MOE_PACKETS=0 -- --no-nccl ;;
+    hop) variant hop 2 probe_hop SYMM_MOE_LL_PROBE=hop -- --no-nccl ;;
+    empty) variant empty 2 probe_empty SYMM_MOE_LL_PROBE=empty -- --no-nccl ;;
+    1pe) variant 1pe 1 probe_1pe SYMM_MOE_PACKETS=auto -- --no-nccl ;;
+    twice) variant twice 2 probe_twice SYMM_MOE_LL_PROBE=twice -- --no-nccl ;;
+    twice1) variant twice1 1 probe_twice1 SYMM_MOE_LL_PROBE=twice -- --no-nccl ;;
+    stamps) variant stamps 2 probe_stamps SYMM_MOE_LL_PROBE=stamps -- --no-nccl ;;
+    stamps1) variant stamps1 1 probe_stamps1 SYMM_MOE_LL_PROBE=stamps -- --no-nccl ;;
+  esac
 }
 
-step_bench() {
-  need "$bench" "symm-bench moe_ll" || return 0
-  local nb=$ngpu
-  [ "$nb" -gt 4 ] && nb=4
-  [ "$nb" -lt 2 ] && nb=2
-  variant "bench$nb" "$nb" bench_$nb SYMM_MOE_PACKETS=auto --
+step_probe() {
+  local v
+  for v in real plain hop empty 1pe twice twice1 stamps stamps1; do probe_one "$v"; done
+}
+
+# test_moe's ll and graph parts on 4 PEs: one per GPU where there are 4, else sharing the GPUs
+# under a private MPS daemon (unless this run is already under one)
+step_test4() {
+  need "$build/tests/moe/test_moe" "test_moe" && need "$symmrun" "test_moe" || return 0
+  local wrap=() part
+  if [ "$ngpu" -lt 4 ] && [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
+    wrap=(scripts/with_mps.sh --timeout 50 --)
+  fi
+  for part in ll graph; do
+    run "test_moe $part, packets auto (4 PEs)" 55 "$log/test_moe_${part}_4pe.log" \
+      env SYMM_MOE_PACKETS=auto "${wrap[@]}" "$symmrun" -n 4 --timeout 45 "$build/tests/moe/test_moe" 4 "$part"
+  done
 }
 
 for st in $steps; do
   case $st in
-    test | probe | bench) "step_$st" ;;
-    *) note "step $st" FAIL 0 "unknown step (test, probe, bench)" ;;
+    test | test4 | probe | bench) "step_$st" ;;
+    real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1) probe_one "$st" ;;
+    *) note "step $st" FAIL 0 "unknown step (test, test4, probe, bench, or a probe variant)" ;;
   esac
 done
 

@@ -2,10 +2,11 @@
 """Sum up the stage times the low-latency MoE kernels print with SYMM_MOE_LL_PROBE=stamps.
 
 Each block prints one line per kernel for one call (src/moe/moe_k_ll.cu, ll_stamps_print):
-  llstamp <kernel> E <experts> M <max tokens> pe <pe> block <b> t0 <ns> d <d1> ... <d7>
+  llstamp <kernel> E <experts> M <max tokens> pe <pe> block <b> t0 <ns> d <d1> ... <d15>
 (d: ns since the block's start; -1: the block did not reach that stage). For every kernel,
-shape and PE this prints, per stage, when the last block reached it, counted from the first
-block's start (us), and the spread of the blocks' starts.
+shape and PE this prints, per stage, when the first and the last block reached it, counted
+from the first block's start (us), and the spread of the blocks' starts. Stage names follow
+the LLS_* stamps of moe_k_ll.cu.
 
   python3 scripts/moe_ll_stamps.py LOG...
 """
@@ -13,8 +14,9 @@ import sys
 from collections import defaultdict
 
 STAGES = {
-    "dispatch": ["indices staged", "lists posted", "rows sent", "counts seen", "entries seen", "rows copied", "end"],
-    "combine": ["counts scanned", "rows sent", "recv set up", "end"],
+    "dispatch": ["loads issued", "indices staged", "lists posted", "row PEs known", "x stores issued", "send done",
+                 "counts seen", "scanned", "entries seen", "rows copied", "end"],
+    "combine": ["recv loads", "counts scanned", "rows located", "rows sent", "flags seen", "end"],
 }
 
 
@@ -27,12 +29,12 @@ def main(paths):
                 if "llstamp" not in w:  # symmrun prefixes each line with "[rank] "
                     continue
                 w = w[w.index("llstamp"):]
-                if len(w) < 20:
+                if len(w) < 14:
                     continue
                 try:
                     key = (w[1], int(w[3]), int(w[5]), int(w[7]))
                     t0 = int(w[11])
-                    d = [int(x) for x in w[13:20]]
+                    d = [int(x) for x in w[13:]]
                 except ValueError:
                     continue
                 groups[key].append((t0, d))
@@ -46,11 +48,11 @@ def main(paths):
         spread = (max(t0 for t0, _ in rows) - first) / 1e3
         cells = []
         for i, name in enumerate(STAGES.get(kernel, [])):
-            at = [t0 + d[i] - first for t0, d in rows if d[i] >= 0]
+            at = [t0 + d[i] - first for t0, d in rows if i < len(d) and d[i] >= 0]
             if at:
-                cells.append(f"{name} {max(at) / 1e3:.2f}")
+                cells.append(f"{name} {min(at) / 1e3:.2f}/{max(at) / 1e3:.2f}")
         print(f"{kernel:8s} E{E:<3d} M{M:<4d} pe {pe}: {len(rows):3d} blocks, starts within {spread:.2f} us; "
-              f"last block at (us): " + ", ".join(cells))
+              f"first/last block at (us): " + ", ".join(cells))
     return 0
 
 

@@ -67,6 +67,9 @@ static int grid(const symm_moe_t *h, symm__mk_t k, int flags) {
         if (rows_max > (uint64_t)g->groups * M * K)
             rows_max = (uint64_t)g->groups * M * K;
         want = rows_max > M ? rows_max : M;
+        /* rows that may go back as packets are sent in slices by two blocks or more each */
+        if (M <= g->pmt && want < 2 * rows_max)
+            want = 2 * rows_max;
         break;
     case SYMM__MK_HT_LAYOUT: want = 1; break;
     case SYMM__MK_HT_DISPATCH: want = (flags & SYMM_MOE_SEND) ? cdiv(M, 32) : 1; break;

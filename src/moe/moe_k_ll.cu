@@ -227,9 +227,53 @@ SYMM__DEVICE_INTERNAL uint32_t ll_take_entry(const symm__moe_kargs_t *A, const u
     return (uint32_t)v;
 }
 
+/* Poll a count word until it holds epoch e (>= e << 32), loading the list entry at `ent`
+ * (or nothing: NULL) in the same round: the sender stores its entries before the count, so
+ * the entry mostly comes with it, one dependent poll less. *seen: the last entry loaded
+ * (checked by its tag). Relaxed polls suffice: the entries carry their tags, a plain row its
+ * own released flag, and buffer reuse is ordered by the kernels of each stream. */
+SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const uint64_t *cw, uint64_t e,
+                                             const uint64_t *ent, uint64_t *seen, int from) {
+    SYMM__TRACE_START(&A->ctx, t_, SYMM__G_THREAD);
+    uint64_t v = symm__ld_b64(cw, SYMM_SEM_VOLATILE, SYMM_SCOPE_SYS);
+    uint64_t x = ent ? symm__ld_b64(ent, SYMM_SEM_VOLATILE, SYMM_SCOPE_SYS) : 0;
+    uint32_t polls = 0;
+    uint64_t t0 = 0;
+    while (v < (e << 32)) {
+        if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+            t0 = symm__wait_check(&A->ctx, cw, SYMM_CMP_GE, e << 32, v, t0);
+        v = symm__ld_b64(cw, SYMM_SEM_VOLATILE, SYMM_SCOPE_SYS);
+        if (ent)
+            x = symm__ld_b64(ent, SYMM_SEM_VOLATILE, SYMM_SCOPE_SYS);
+    }
+    SYMM__TRACE_WAIT(&A->ctx, t_, SYMM_TRACE_WAIT_MOE, cw, from, SYMM_CMP_GE, e << 32, v);
+    (void)from;
+    *seen = x;
+    return v;
+}
+
 /* ---- SYMM_MOE_LL_PROBE=stamps: each block's stage times ------------------------------------ */
 
-#define LL_NSTAMP 8
+#define LL_NSTAMP 16
+/* dispatch stamps (scripts/moe_ll_stamps.py names them alike) */
+#define LLS_D_PRO 1   /* the first loads issued */
+#define LLS_D_IDX 2   /* indices staged, epoch read */
+#define LLS_D_LIST 3  /* thread 0's expert lists and counts posted */
+#define LLS_D_MASK 4  /* the first row batch's destinations known */
+#define LLS_D_XST 5   /* thread 0's first x stores issued */
+#define LLS_D_SENT 6  /* the send half done */
+#define LLS_D_CNT 7   /* the first round's counts seen */
+#define LLS_D_SCAN 8  /* its routes' offsets scanned */
+#define LLS_D_ENT 9   /* the first batch's list entries (and plain flags) seen */
+#define LLS_D_COPY 10 /* rows copied */
+#define LLS_D_END 11
+/* combine stamps */
+#define LLS_C_PRE 1   /* the receive half's routes and weights loaded ahead of the send */
+#define LLS_C_SCAN 2  /* received rows' counts scanned */
+#define LLS_C_SLOT 3  /* the first batch's rows located */
+#define LLS_C_SENT 4  /* rows sent */
+#define LLS_C_SET 5   /* the first unit's plain flags waited for */
+#define LLS_C_END 6
 #define LL_STAMP_CALL 30 /* the epoch whose stage times are printed: a timed call of symm-bench */
 
 /* The block's stamps (%globaltimer, ns), written by thread 0. */
@@ -245,15 +289,17 @@ SYMM__DEVICE_INTERNAL void ll_stamp(const symm__moe_kargs_t *A, uint32_t i) {
 }
 
 /* One line per block: "llstamp <kernel> E <experts> M <max tokens> pe <me> block <b> t0 <ns>
- * d <stage - t0, ns, -1: not reached> x 7";
- * scripts/gpu_moe_ll_probe.sh sums them up. */
+ * d <stage - t0, ns, -1: not reached> x 15"; scripts/moe_ll_stamps.py sums them up
+ * (its STAGES name the stamps of each kernel). */
 SYMM__NOINLINE void ll_stamps_print(const symm__moe_kargs_t *A, const char *kernel, uint32_t nst) {
     const uint64_t *s = ll_stamps();
     long long d[LL_NSTAMP];
     for (uint32_t i = 0; i < LL_NSTAMP; i++)
         d[i] = i < nst && s[i] ? (long long)(s[i] - s[0]) : -1;
-    printf("llstamp %s E %u M %u pe %d block %u t0 %llu d %lld %lld %lld %lld %lld %lld %lld\n", kernel, A->experts,
-           A->max_tokens, A->me, blockIdx.x, (unsigned long long)s[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]);
+    printf("llstamp %s E %u M %u pe %d block %u t0 %llu d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld "
+           "%lld %lld %lld\n",
+           kernel, A->experts, A->max_tokens, A->me, blockIdx.x, (unsigned long long)s[0], d[1], d[2], d[3], d[4],
+           d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15]);
 }
 
 SYMM__DEVICE_INTERNAL void ll_stamps_begin(const symm__moe_kargs_t *A) {
@@ -304,6 +350,9 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     /* this call's form: packets while this PE's rows fit the packet slots; its group's combine rows
      * come back as packets while they fit too (every PE of the group decides alike) */
     const int pk = A->pkt && all <= A->pcap;
+    /* packet rows of fewer tokens than half the blocks: each row in sl slices, one per block (block
+     * b: token b / sl, slice b % sl), so every block issues a small share of the stores */
+    const uint32_t sl = pk && all > 0 && all <= ctok && 2u * all <= B ? B / all : 1u;
     const uint64_t mode = (pk ? LL_MODE_DPKT : 0u) | (A->pkt && A->num_tokens <= A->pmt ? LL_MODE_CPKT : 0u);
     extern __shared__ uint32_t ecnt[]; /* [warps][per_warp]: running route counts of owned experts */
     __shared__ uint32_t sidx[SYMM__MOE_IDX_CHUNK];
@@ -313,7 +362,18 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     uint32_t pw[4] = {0, 0, 0, 0};
     for (uint32_t w = lane; w < per_warp; w += 32)
         ecnt[warp * per_warp + w] = 0;
-    {
+    if (sl > 1) {
+        /* the block's slice: its first vector per thread (x, or a quad of scales) */
+        const uint32_t i = blockIdx.x / sl, z = blockIdx.x % sl, nv = nvx + cq;
+        const uint32_t v = nv * z / sl + tid;
+        const uint64_t t = dpr + (uint64_t)i * dp;
+        if (i < all && v < nv * (z + 1) / sl) {
+            if (v < nvx)
+                pv[0] = ll_ld16((const char *)A->x + t * xrow + 16u * v);
+            else
+                ll_ld_scales(A, (int64_t)t, 4u * (v - nvx), pw);
+        }
+    } else {
         /* this block's first tokens below num_tokens (a superset of those below bound_m, which
          * need not be known yet); the copy below takes the values of the tokens it sends */
         const uint32_t b = blockIdx.x, n0 = all < ctok ? all : ctok, own0 = n0 > b ? (n0 - b + B - 1) / B : 0;
@@ -328,13 +388,15 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
         if (tid < (own0 < tb ? own0 : tb) * cq)
             ll_ld_scales(A, (int64_t)(dpr + (uint64_t)(b + (tid / cq) * B) * dp), 4 * (tid % cq), pw);
     }
+    ll_stamp(A, LLS_D_PRO);
     for (uint32_t c0 = 0;; c0 += ctok) {
         const uint32_t ntok = mine > c0 ? (mine - c0 < ctok ? mine - c0 : ctok) : 0;
         const uint32_t nst = all > c0 ? (all - c0 < ctok ? all - c0 : ctok) : 0; /* >= ntok */
         const int last = c0 + ctok >= mine;
         /* stage the chunk's indices (up to num_tokens: these loads need not wait for bound_m's);
-         * the first chunk's go with the epoch's load */
-        symm__block_sync();
+         * the first chunk's go with the epoch's load (nothing read sidx before it) */
+        if (c0 != 0)
+            symm__block_sync();
         {
             /* (a second pass of SYMM_MOE_LL_PROBE=twice, the block counted: the next epoch) */
             const uint64_t ev = c0 != 0 || tid != 0 ? 0
@@ -354,7 +416,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
             tag = ll_tag(e);
             if (tid == 0 && *ticket == 0) /* every thread of the block has its epoch: count the block */
                 *ticket = atomicAdd(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 1u) + 1u;
-            ll_stamp(A, 1); /* indices staged, epoch read */
+            ll_stamp(A, LLS_D_IDX);
         }
         /* expert lists (and, with the last chunk, their counts): tagged entries, relaxed stores */
         for (uint32_t w = 0; w < per_warp; w++) {
@@ -386,7 +448,61 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
             __syncwarp();
         }
         if (c0 == 0)
-            ll_stamp(A, 2); /* thread 0's expert lists posted */
+            ll_stamp(A, LLS_D_LIST);
+        if (sl > 1) { /* (one chunk) */
+            const uint32_t i = blockIdx.x / sl, z = blockIdx.x % sl, nv = nvx + cq;
+            if (i < ntok) {
+                const uint32_t lo = nv * z / sl, hi = nv * (z + 1) / sl, *row = &sidx[i * K];
+                const uint64_t t = dpr + (uint64_t)i * dp;
+                char *slot = ll_pslot(A, p, me, i);
+                uint64_t mask;
+                /* the token's PEs: a thread per route (slice 0 reports bad routes) */
+                if (tid == 0)
+                    smask[0] = 0;
+                symm__block_sync();
+                if (tid < K) {
+                    const uint32_t ex = row[tid];
+                    if (ex >= E) {
+                        if (ex != SYMM_MOE_NO_EXPERT && z == 0)
+                            moe_error(A, SYMM__MOE_ERR_EXPERT_RANGE, (int64_t)t, (int64_t)tid, (int64_t)ex);
+                    } else if (!ll_valid(row, tid, E)) {
+                        if (z == 0)
+                            moe_error(A, SYMM__MOE_ERR_EXPERT_DUP, (int64_t)t, (int64_t)tid, (int64_t)ex);
+                    } else {
+                        atomicOr((unsigned long long *)&smask[0], 1ull << (ex / L));
+                    }
+                }
+                symm__block_sync();
+                ll_stamp(A, LLS_D_MASK);
+                mask = smask[0];
+                for (uint32_t v = lo + tid; v < hi; v += SYMM__MOE_THREADS) {
+                    symm__v4_t d;
+                    if (v == lo + tid) { /* the prefetched vector */
+                        if (v < nvx) {
+                            d = pv[0];
+                        } else {
+                            d.x = pw[0];
+                            d.y = pw[1];
+                            d.z = pw[2];
+                            d.w = pw[3];
+                        }
+                    } else if (v < nvx) {
+                        d = ll_ld16((const char *)A->x + t * xrow + 16u * v);
+                    } else {
+                        uint32_t w[4] = {0, 0, 0, 0};
+                        ll_ld_scales(A, (int64_t)t, 4u * (v - nvx), w);
+                        d.x = w[0];
+                        d.y = w[1];
+                        d.z = w[2];
+                        d.w = w[3];
+                    }
+                    for (uint64_t m = mask; m; m &= m - 1)
+                        ll_put_pkt2(moe_peer(A, slot + 32u * v, __ffsll((long long)m) - 1), d, tag);
+                }
+                ll_stamp(A, LLS_D_XST);
+            }
+            break;
+        }
         /* token rows: this block's tokens of the chunk, a batch at a time */
         {
             const uint32_t b = blockIdx.x, nown = ntok > b ? (ntok - b + B - 1) / B : 0;
@@ -413,6 +529,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                     stok[tid] = c0 + i;
                 }
                 symm__block_sync();
+                if (c0 == 0 && o0 == 0)
+                    ll_stamp(A, LLS_D_MASK);
                 /* x, 16 bytes per thread and step, loaded once for all the token's PEs */
                 {
                     const uint32_t total = nb * nvx;
@@ -446,6 +564,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                         }
                     }
                 }
+                if (c0 == 0 && o0 == 0)
+                    ll_stamp(A, LLS_D_XST);
                 /* scales, four per 16 bytes (the slot's scales start 16-byte aligned) */
                 for (uint32_t q = tid; q < nb * cq; q += SYMM__MOE_THREADS) {
                     const uint32_t j = q / cq, s0 = 4 * (q % cq);
@@ -481,7 +601,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
         if (last)
             break;
     }
-    ll_stamp(A, 3); /* rows sent */
+    ll_stamp(A, LLS_D_SENT);
 }
 
 /* Most (local expert, source) items a block waits for at once: one thread
@@ -496,6 +616,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
     const uint32_t rb = ll_batch(nvx + cols);
     __shared__ uint32_t cnt[SYMM__MOE_THREADS];   /* [item of the round][source]: routes */
     __shared__ uint32_t ioff[LL_ITEMS], ipre[LL_ITEMS];
+    __shared__ uint64_t sent0[LL_ITEMS]; /* each item's first list entry, as loaded with its count */
     __shared__ uint32_t smode[SYMM__MOE_MAX_PES];
     __shared__ uint32_t stl[LL_BATCH], ssrc[LL_BATCH], sle[LL_BATCH], srow[LL_BATCH];
     symm__v4_t sv = {0, 0, 0, 0}; /* the batch's first scale (packet, or plain bits in x) */
@@ -505,16 +626,23 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
         /* the counts of every item of this round, at once */
         symm__block_sync();
         if (tid < ni * n) {
-            const uint32_t j = tid / n, x = tid % n, le = (i0 + j * B) / n;
-            const uint64_t v = moe_wait(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + x) * L + le, e << 32, (int)x);
+            const uint32_t j = tid / n, x = tid % n, le = (i0 + j * B) / n, s = (i0 + j * B) % n;
+            uint64_t first = 0;
+            const uint64_t v =
+                ll_wait_count(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + x) * L + le, e,
+                              x == s ? MOE_U64(A, ll_list) + (((uint64_t)p * n + s) * L + le) * A->cap : NULL, &first,
+                              (int)x);
             cnt[tid] = (uint32_t)v & LL_ROUTES;
+            if (x == s)
+                sent0[j] = first;
             if (j == 0) {
                 smode[x] = (uint32_t)(v >> 30) & 3u;
                 MOE_U32(A, ll_mode)[x] = (uint32_t)(v >> 30) & 3u; /* for the combine; every block agrees */
             }
         }
         symm__block_sync();
-        ll_stamp(A, 4); /* the round's counts seen */
+        if (i0 == blockIdx.x)
+            ll_stamp(A, LLS_D_CNT);
         {
             uint32_t num = 0;
             if (tid < ni) {
@@ -535,6 +663,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
             const uint32_t pre = moe_block_scan(num, &total);
             if (tid < ni)
                 ipre[tid] = pre;
+            if (i0 == blockIdx.x)
+                ll_stamp(A, LLS_D_SCAN);
         }
         for (uint32_t j0 = 0; j0 < total; j0 += rb) {
             const uint32_t nb = total - j0 < rb ? total - j0 : rb;
@@ -552,7 +682,9 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                 {
                     const uint32_t item = i0 + lo * B, le = item / n, s = item % n, r = j - ipre[lo];
                     const uint32_t ent =
-                        ll_take_entry(A, MOE_U64(A, ll_list) + (((uint64_t)p * n + s) * L + le) * A->cap + r, tag);
+                        r == 0 && (uint32_t)(sent0[lo] >> 32) == tag
+                            ? (uint32_t)sent0[lo]
+                            : ll_take_entry(A, MOE_U64(A, ll_list) + (((uint64_t)p * n + s) * L + le) * A->cap + r, tag);
                     const uint32_t tl = ent >> 8;
                     const uint64_t t = (uint64_t)tl * dp + s % dp;
                     if (!(smode[s] & LL_MODE_DPKT))
@@ -566,7 +698,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                 }
             }
             symm__block_sync();
-            ll_stamp(A, 5); /* the batch's list entries (and plain rows' flags) seen */
+            if (i0 == blockIdx.x && j0 == 0)
+                ll_stamp(A, LLS_D_ENT);
             /* the first scales' loads go out with the rows' (a packet not there yet is polled again) */
             if (tid < nb * cols) {
                 const uint32_t j = tid / cols, c = tid % cols, s = ssrc[j];
@@ -630,7 +763,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
             }
         }
     }
-    ll_stamp(A, 6); /* rows copied */
+    ll_stamp(A, LLS_D_COPY);
 }
 
 /* SYMM_MOE_LL_PROBE=hop: block 0's thread x < n posts a word to PE x (send
@@ -692,7 +825,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
         atomicExch(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 0u);
         *(volatile uint64_t *)&moe_state(A)->epoch = e;
     }
-    ll_stamps_end(A, "dispatch", e, 7);
+    ll_stamps_end(A, "dispatch", e, LLS_D_END);
 }
 
 /* ---- combine ---------------------------------------------------------------------------- */
@@ -702,6 +835,61 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
  * sender and receiver apply the same rule either way). */
 SYMM__DEVICE_INTERNAL int ll_cpkt(const symm__moe_kargs_t *A, uint32_t mode, uint64_t t) {
     return (mode & LL_MODE_CPKT) != 0 && t < A->pmt;
+}
+
+/* Fewer received rows than half the blocks: row r in sl slices, block b sending slice b % sl of
+ * row b / sl, so no block issues a whole row. A plain row (its flag released behind all of its
+ * bytes) goes whole from its slice 0. Every thread finds the row itself (no barrier before the
+ * first load). */
+SYMM__DEVICE_INTERNAL void ll_combine_send_slices(const symm__moe_kargs_t *A, uint64_t e, const uint32_t *pre,
+                                                  const uint32_t *modes, uint32_t total) {
+    const uint32_t tid = symm__block_tid(), L = A->local, K = A->topk, dp = (uint32_t)A->dp, tag = ll_tag(e);
+    const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
+    const uint32_t sl = gridDim.x / total, r = blockIdx.x / sl, z = blockIdx.x % sl;
+    const uint32_t vlo = nvy * z / sl, vhi = nvy * (z + 1) / sl;
+    uint32_t lo = 0, hi = L - 1; /* the last expert whose first row is <= r */
+    uint64_t yoff, route, t;
+    uint32_t src, k, g0;
+    symm__v4_t v0 = {0, 0, 0, 0};
+    MOE_TRACE_T0(tb_, A);
+    if (r >= total)
+        return;
+    while (lo < hi) {
+        const uint32_t mid = (lo + hi + 1) / 2;
+        if (pre[mid] <= r)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    yoff = (uint64_t)((int64_t)lo * A->y_stride[0] + (int64_t)(r - pre[lo]) * A->y_stride[1]) * ysz;
+    if (vlo + tid < vhi)
+        v0 = ll_ld16((const char *)A->y + yoff + 16u * (vlo + tid));
+    ll_stamp(A, LLS_C_SLOT);
+    route = MOE_U64(A, ll_route)[(uint64_t)lo * A->rows + (r - pre[lo])];
+    src = (uint32_t)(route & 0xffffu);
+    k = (uint32_t)((route >> 16) & 0xffffu);
+    g0 = src / dp * dp;
+    t = route >> 32;
+    if (ll_cpkt(A, modes[src], t)) {
+        char *dst = ll_pcslot(A, t, k);
+        for (uint32_t q = vlo + tid; q < vhi; q += SYMM__MOE_THREADS) {
+            const symm__v4_t v = q == vlo + tid ? v0 : ll_ld16((const char *)A->y + yoff + 16u * q);
+            for (uint32_t d = 0; d < dp; d++)
+                ll_put_pkt2(moe_peer(A, dst + 32u * q, (int)(g0 + d)), v, tag);
+        }
+    } else if (z == 0) {
+        const uint64_t slot_bytes = (uint64_t)A->hidden * 4u;
+        char *dst = MOE_AT(A, ll_cbuf) + (t * K + k) * slot_bytes;
+        for (uint32_t q = tid; q < nvy; q += SYMM__MOE_THREADS) {
+            const symm__v4_t v = ll_ld16((const char *)A->y + yoff + 16u * q);
+            for (uint32_t d = 0; d < dp; d++)
+                symm__cst16(moe_peer(A, dst + 16u * q, (int)(g0 + d)), v, 1);
+        }
+        symm__block_sync(); /* (every thread of the block took this branch: one row, one route) */
+        if (tid < dp)
+            MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + t * K + k, e, (int)(g0 + tid),
+                            (uint64_t)A->hidden * ysz);
+    }
 }
 
 SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t e) {
@@ -725,8 +913,12 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
     if (tid == 0)
         pre[L] = run;
     symm__block_sync();
-    ll_stamp(A, 1); /* received rows' counts scanned */
+    ll_stamp(A, LLS_C_SCAN);
     total = pre[L];
+    if (total > 0 && 2u * total <= gridDim.x) {
+        ll_combine_send_slices(A, e, pre, modes, total);
+        return;
+    }
     /* few rows: one per block, so they all leave at once */
     rb = ll_batch(nvy);
     if (rb > (total + gridDim.x - 1) / gridDim.x)
@@ -752,6 +944,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
             syoff[tid] = (uint64_t)((int64_t)lo * A->y_stride[0] + (int64_t)(r - pre[lo]) * A->y_stride[1]) * ysz;
         }
         symm__block_sync();
+        if (r0 == blockIdx.x * rb)
+            ll_stamp(A, LLS_C_SLOT);
         /* the routes are read after the rows' loads are issued, so both are in flight together */
         {
             const uint32_t tv = nb * nvy;
@@ -871,56 +1065,93 @@ SYMM__DEVICE_INTERNAL void ll_combine_rows(const symm__moe_kargs_t *A, uint32_t 
     }
 }
 
-SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, uint64_t e) {
-    const uint32_t tid = symm__block_tid(), K = A->topk, E = A->experts, dp = (uint32_t)A->dp, tag = ll_tag(e);
-    const uint32_t g0 = (uint32_t)A->me / dp * dp, B = gridDim.x, h8 = A->hidden / 8u;
-    const uint64_t bound = moe_bound(A, blockIdx.x == 0 && tid == 0);
-    uint32_t tb = 1024u / h8, sl = 1;
-    uint64_t units;
-    __shared__ float sw[SYMM__MOE_THREADS];
-    __shared__ uint8_t sok[SYMM__MOE_THREADS];
-    __shared__ uint8_t spk[LL_BATCH];
-    tb = tb < 1 ? 1 : (tb > LL_BATCH ? LL_BATCH : tb);
-    if (tb * K > SYMM__MOE_THREADS)
-        tb = SYMM__MOE_THREADS / K;
-    if ((uint64_t)tb * B > bound) { /* few tokens: spread them over the blocks, and split each when fewer */
-        if (bound >= B) {
-            tb = (uint32_t)((bound + B - 1) / B);
+/* How the receive half splits its tokens over the blocks: tb tokens a unit, or (fewer tokens than
+ * blocks) each token's hidden dimension in sl slices; units in all. */
+typedef struct ll_cplan {
+    uint64_t bound, units;
+    uint32_t tb, sl;
+} ll_cplan_t;
+
+SYMM__DEVICE_INTERNAL ll_cplan_t ll_combine_plan(const symm__moe_kargs_t *A) {
+    const uint32_t K = A->topk, B = gridDim.x, h8 = A->hidden / 8u;
+    ll_cplan_t c;
+    c.bound = moe_bound(A, blockIdx.x == 0 && symm__block_tid() == 0);
+    c.tb = 1024u / h8;
+    c.sl = 1;
+    c.tb = c.tb < 1 ? 1 : (c.tb > LL_BATCH ? LL_BATCH : c.tb);
+    if (c.tb * K > SYMM__MOE_THREADS)
+        c.tb = SYMM__MOE_THREADS / K;
+    if ((uint64_t)c.tb * B > c.bound) { /* few tokens: spread them over the blocks, and split each when fewer */
+        if (c.bound >= B) {
+            c.tb = (uint32_t)((c.bound + B - 1) / B);
         } else {
-            tb = 1;
-            sl = bound ? B / (uint32_t)bound : 1;
-            if (sl > h8)
-                sl = h8;
+            c.tb = 1;
+            c.sl = c.bound ? B / (uint32_t)c.bound : 1;
+            if (c.sl > h8)
+                c.sl = h8;
         }
     }
-    units = sl > 1 ? bound * sl : (bound + tb - 1) / tb;
-    for (uint64_t w = blockIdx.x; w < units; w += B) {
+    c.units = c.sl > 1 ? c.bound * c.sl : (c.bound + c.tb - 1) / c.tb;
+    return c;
+}
+
+/* The receive half's shared state of one unit: each route's validity, weight, and each token's form. */
+typedef struct ll_cunit {
+    float sw[SYMM__MOE_THREADS];
+    uint8_t sok[SYMM__MOE_THREADS];
+    uint8_t spk[LL_BATCH];
+} ll_cunit_t;
+
+/* Unit w's tokens t0 .. t0 + nb - 1 (threads below nb x K: one route each): its inputs, which
+ * no peer writes, so they may be loaded before the send half. */
+SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t t0, uint32_t nb, ll_cunit_t *u) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp;
+    const uint32_t g0 = (uint32_t)A->me / dp * dp;
+    if (tid < nb * K) {
+        const uint64_t t = t0 + tid / K;
+        const uint32_t k = tid % K;
+        const int ok = ll_valid((const uint32_t *)A->idx + t * K, k, A->experts);
+        u->sok[tid] = (uint8_t)ok;
+        u->sw[tid] = ok ? A->weights[t * K + k] : 0.0f;
+        if (k == 0)
+            u->spk[tid / K] = (uint8_t)ll_cpkt(A, MOE_U32(A, ll_mode)[g0 + (uint32_t)(t % dp)], t);
+    }
+}
+
+SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, uint64_t e, const ll_cplan_t *c, ll_cunit_t *u,
+                                           int ahead) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, B = gridDim.x, h8 = A->hidden / 8u, tag = ll_tag(e);
+    const uint32_t sl = c->sl, tb = c->tb;
+    for (uint64_t w = blockIdx.x; w < c->units; w += B) {
         const uint64_t t0 = sl > 1 ? w / sl : w * tb;
-        const uint32_t nb = sl > 1 ? 1u : (bound - t0 < tb ? (uint32_t)(bound - t0) : tb);
+        const uint32_t nb = sl > 1 ? 1u : (c->bound - t0 < tb ? (uint32_t)(c->bound - t0) : tb);
         const uint32_t z = sl > 1 ? (uint32_t)(w % sl) : 0u, glo = h8 * z / sl, gn = h8 * (z + 1) / sl - glo;
         symm__block_sync();
+        if (!(ahead && w == blockIdx.x)) {
+            ll_combine_setup(A, t0, nb, u);
+            symm__block_sync();
+        }
         if (tid < nb * K) {
             const uint64_t t = t0 + tid / K;
             const uint32_t k = tid % K;
-            const int ok = ll_valid((const uint32_t *)A->idx + t * K, k, E);
-            const int pk = ll_cpkt(A, MOE_U32(A, ll_mode)[g0 + (uint32_t)(t % dp)], t);
-            sok[tid] = (uint8_t)ok;
-            sw[tid] = ok ? A->weights[t * K + k] : 0.0f;
-            if (k == 0)
-                spk[tid / K] = (uint8_t)pk;
-            if (ok && !pk) /* from the PE of the route's expert */
+            if (u->sok[tid] && !u->spk[tid / K]) /* from the PE of the route's expert */
                 moe_wait(A, MOE_U64(A, ll_cflag) + t * K + k, e,
                          (int)(((const uint32_t *)A->idx)[t * K + k] / A->local));
         }
         symm__block_sync();
         if (w == blockIdx.x)
-            ll_stamp(A, 3); /* the first unit's routes, weights and plain rows' flags */
-        ll_combine_rows(A, tag, t0, nb, glo, gn, sok, sw, spk);
+            ll_stamp(A, LLS_C_SET);
+        ll_combine_rows(A, tag, t0, nb, glo, gn, u->sok, u->sw, u->spk);
     }
 }
 
+/* With both halves and at most one receive unit per block, the block loads its unit's routes
+ * and weights first: they are the call's inputs, and the send half then hides their latency. */
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
+    __shared__ ll_cunit_t u;
+    ll_cplan_t c = {0, 0, 1, 1};
+    int ahead = 0;
     ll_stamps_begin(A);
     const uint64_t e = moe_begin(A, 0);
     if (A->probe == SYMM__MOE_PROBE_EMPTY || A->probe == SYMM__MOE_PROBE_HOP) {
@@ -928,12 +1159,24 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __
             ll_probe_hop(A, e, 1);
         return;
     }
+    if (A->flags & SYMM_MOE_RECV) {
+        c = ll_combine_plan(A);
+        ahead = (A->flags & SYMM_MOE_SEND) && c.units <= gridDim.x;
+        if (ahead && blockIdx.x < c.units)
+            ll_combine_setup(A, c.sl > 1 ? blockIdx.x / c.sl : (uint64_t)blockIdx.x * c.tb,
+                             c.sl > 1 ? 1u
+                                      : (c.bound - (uint64_t)blockIdx.x * c.tb < c.tb
+                                             ? (uint32_t)(c.bound - (uint64_t)blockIdx.x * c.tb)
+                                             : c.tb),
+                             &u);
+        ll_stamp(A, LLS_C_PRE);
+    }
     if (A->flags & SYMM_MOE_SEND)
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, ll_combine_send(A, e));
-    ll_stamp(A, 2); /* rows sent */
+    ll_stamp(A, LLS_C_SENT);
     if (A->flags & SYMM_MOE_RECV)
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, e));
-    ll_stamps_end(A, "combine", e, 4);
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, e, &c, &u, ahead));
+    ll_stamps_end(A, "combine", e, LLS_C_END);
 }
 
 /* Dynamic shared memory of each kernel for a grid of `blocks`. */
