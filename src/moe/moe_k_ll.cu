@@ -268,11 +268,11 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_D_COPY 10 /* rows copied */
 #define LLS_D_END 11
 /* combine stamps */
-#define LLS_C_PRE 1   /* the receive half's routes and weights loaded ahead of the send */
+#define LLS_C_PRE 1   /* the receive half's inputs asked for (L1 prefetches) */
 #define LLS_C_SCAN 2  /* received rows' counts scanned */
 #define LLS_C_SLOT 3  /* the first batch's rows located */
 #define LLS_C_SENT 4  /* rows sent */
-#define LLS_C_SET 5   /* the first unit's plain flags waited for */
+#define LLS_C_SET 5   /* the first unit's routes set up and plain flags waited for */
 #define LLS_C_END 6
 #define LL_STAMP_CALL 30 /* the epoch whose stage times are printed: a timed call of symm-bench */
 
@@ -320,6 +320,31 @@ SYMM__DEVICE_INTERNAL void ll_stamps_end(const symm__moe_kargs_t *A, const char 
 
 /* ---- dispatch --------------------------------------------------------------------------- */
 
+/* *bound_m as loaded (without a bound: num_tokens), apart from its use (ll_bound_use). The
+ * kernels have one thread of their last warp load it into shared memory as they start: that
+ * warp alone waits for it, while the others issue their own first loads. */
+SYMM__DEVICE_INTERNAL uint64_t ll_bound_load(const symm__moe_kargs_t *A) {
+    uint32_t b = 0;
+    if (A->bound != NULL)
+        b = *A->bound;
+    return A->bound != NULL ? b : A->num_tokens;
+}
+
+/* The bound a loaded *bound_m gives (moe_bound's rule): reported and num_tokens when above it. */
+SYMM__DEVICE_INTERNAL uint64_t ll_bound_use(const symm__moe_kargs_t *A, uint64_t b, int report) {
+    if (b <= A->num_tokens)
+        return b;
+    if (report)
+        moe_error(A, SYMM__MOE_ERR_BOUND, (int64_t)b, (int64_t)A->num_tokens, 0);
+    return A->num_tokens;
+}
+
+/* Count the block in the kernel's done word: its ticket, 1 .. blocks (the warp waits for the
+ * atomic's round trip: the compiler aggregates it over the warp). */
+SYMM__DEVICE_INTERNAL uint32_t ll_count_block(const symm__moe_kargs_t *A, uint32_t kernel) {
+    return symm__atom_add_b32(&moe_state(A)->done[kernel], 1u) + 1u;
+}
+
 /* Scales s0 .. s0 + 3 (those below scale_cols) of token t, as bits into w. */
 SYMM__DEVICE_INTERNAL void ll_ld_scales(const symm__moe_kargs_t *A, int64_t t, uint32_t s0, uint32_t *w) {
     const uint32_t cnt = A->scale_cols - s0 < 4 ? A->scale_cols - s0 : 4;
@@ -328,9 +353,11 @@ SYMM__DEVICE_INTERNAL void ll_ld_scales(const symm__moe_kargs_t *A, int64_t t, u
 }
 
 /* The send half opens the epoch: thread 0 reads the last one with the first
- * chunk's indices (*se: the block's copy) and counts the block in *ticket
- * (the kernel's end stores the new epoch from the block counted last). */
-SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t *se, uint32_t *ticket) {
+ * chunk's indices (*se: the block's copy; `again`: a second pass of
+ * SYMM_MOE_LL_PROBE=twice takes the next one from there), and the block is
+ * counted in *ticket of its last warp's first thread as the half ends (the
+ * kernel's end stores the new epoch from the block counted last). */
+SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t *se, uint32_t *ticket, int again) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
     const uint32_t me = (uint32_t)A->me, dpr = me % dp;
@@ -340,9 +367,10 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
      * the lists and the rows leave from different SMs at once */
     const uint32_t B = gridDim.x, GW = B * SYMM__MOE_WARPS, gw = (B - 1 - blockIdx.x) * SYMM__MOE_WARPS + warp;
     const uint32_t per_warp = (E + GW - 1) / GW, ctok = SYMM__MOE_IDX_CHUNK / K;
-    const uint64_t bound = moe_bound(A, blockIdx.x == 0 && tid == 0);
-    const uint32_t mine = bound > dpr ? (uint32_t)((bound - dpr + dp - 1) / dp) : 0;
-    const uint32_t all = A->num_tokens > dpr ? (uint32_t)((A->num_tokens - dpr + dp - 1) / dp) : 0;
+    __shared__ uint64_t sbraw; /* *bound_m: loaded by the last warp, read after the indices are staged */
+    uint32_t mine = 0;
+    /* (num_tokens <= max_num_tokens, a 32-bit count: the host checks it) */
+    const uint32_t all = (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
     const uint32_t nvx = A->x_bytes / 16u, cols = A->scale_cols, cq = (cols + 3) / 4;
     const uint32_t tb = ll_batch(nvx + cq);
     const uint64_t xrow = (uint64_t)A->x_stride * A->x_esz, foff = ll_sdata(A);
@@ -362,6 +390,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     uint32_t pw[4] = {0, 0, 0, 0};
     for (uint32_t w = lane; w < per_warp; w += 32)
         ecnt[warp * per_warp + w] = 0;
+    if (tid == SYMM__MOE_THREADS - 32)
+        sbraw = ll_bound_load(A);
     if (sl > 1) {
         /* the block's slice: its first vector per thread (x, or a quad of scales) */
         const uint32_t i = blockIdx.x / sl, z = blockIdx.x % sl, nv = nvx + cq;
@@ -390,9 +420,9 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     }
     ll_stamp(A, LLS_D_PRO);
     for (uint32_t c0 = 0;; c0 += ctok) {
-        const uint32_t ntok = mine > c0 ? (mine - c0 < ctok ? mine - c0 : ctok) : 0;
         const uint32_t nst = all > c0 ? (all - c0 < ctok ? all - c0 : ctok) : 0; /* >= ntok */
-        const int last = c0 + ctok >= mine;
+        uint32_t ntok;
+        int last;
         /* stage the chunk's indices (up to num_tokens: these loads need not wait for bound_m's);
          * the first chunk's go with the epoch's load (nothing read sidx before it) */
         if (c0 != 0)
@@ -400,8 +430,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
         {
             /* (a second pass of SYMM_MOE_LL_PROBE=twice, the block counted: the next epoch) */
             const uint64_t ev = c0 != 0 || tid != 0 ? 0
-                                : *ticket ? *se
-                                          : *(volatile uint64_t *)&moe_state(A)->epoch;
+                                : again ? *se
+                                        : *(volatile uint64_t *)&moe_state(A)->epoch;
             for (uint32_t q = tid; q < nst * K; q += SYMM__MOE_THREADS) {
                 const uint64_t t = dpr + (uint64_t)(c0 + q / K) * dp;
                 sidx[q] = ((const uint32_t *)A->idx)[t * K + q % K];
@@ -411,11 +441,15 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
         }
         symm__block_sync();
         if (c0 == 0) {
+            const uint32_t bound = (uint32_t)ll_bound_use(A, sbraw, blockIdx.x == 0 && tid == 0);
+            mine = bound > dpr ? (bound - dpr + dp - 1) / dp : 0;
+        }
+        ntok = mine > c0 ? (mine - c0 < ctok ? mine - c0 : ctok) : 0;
+        last = c0 + ctok >= mine;
+        if (c0 == 0) {
             e = *se;
             p = (uint32_t)(e & 1u);
             tag = ll_tag(e);
-            if (tid == 0 && *ticket == 0) /* every thread of the block has its epoch: count the block */
-                *ticket = atomicAdd(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 1u) + 1u;
             ll_stamp(A, LLS_D_IDX);
         }
         /* expert lists (and, with the last chunk, their counts): tagged entries, relaxed stores */
@@ -601,6 +635,10 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
         if (last)
             break;
     }
+    /* every thread of the block has its epoch: count the block, from the last warp, which the
+     * receive half's first waits (warps 0 ..) leave idle while the atomic travels */
+    if (tid == SYMM__MOE_THREADS - 32 && *ticket == 0)
+        *ticket = ll_count_block(A, SYMM__MK_LL_DISPATCH);
     ll_stamp(A, LLS_D_SENT);
 }
 
@@ -807,13 +845,13 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
         if (pass)
             symm__block_sync();
         if (send && real) {
-            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, &se, &ticket));
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, &se, &ticket, pass));
         } else {
             if (tid == 0)
                 se = *(volatile uint64_t *)&moe_state(A)->epoch + (send ? 1u : 0u);
             symm__block_sync();
             if (send && tid == 0)
-                ticket = atomicAdd(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 1u) + 1u;
+                ticket = ll_count_block(A, SYMM__MK_LL_DISPATCH);
         }
         e = se;
         if (A->probe == SYMM__MOE_PROBE_HOP)
@@ -821,7 +859,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
         else if (real && (A->flags & SYMM_MOE_RECV))
             MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, ll_dispatch_recv(A, e));
     }
-    if (ticket == gridDim.x) { /* thread 0 of the block counted last */
+    if (ticket == gridDim.x) { /* the thread that counted the block counted last */
         atomicExch(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 0u);
         *(volatile uint64_t *)&moe_state(A)->epoch = e;
     }
@@ -892,28 +930,40 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_slices(const symm__moe_kargs_t *A, ui
     }
 }
 
-SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t e) {
-    const uint32_t tid = symm__block_tid(), L = A->local, K = A->topk, dp = (uint32_t)A->dp, tag = ll_tag(e);
+/* The send half; thread 0 loads the epoch into *se (read by every thread after the scan's
+ * barriers), with the first loads of the counts and modes: no warp waits for one of these
+ * before all are in flight. */
+SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t *se) {
+    const uint32_t tid = symm__block_tid(), L = A->local, K = A->topk, dp = (uint32_t)A->dp;
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
     const uint64_t slot_bytes = (uint64_t)A->hidden * 4u;
     const uint64_t *routes = MOE_U64(A, ll_route);
     extern __shared__ uint32_t pre[]; /* [L + 1]: first flat row of each local expert */
     __shared__ uint64_t sridx[LL_BATCH], syoff[LL_BATCH];
     __shared__ uint32_t modes[SYMM__MOE_MAX_PES]; /* each source's mode: a row's form without a second load */
-    uint32_t total, run = 0, rb;
-    if (tid < (uint32_t)A->n)
-        modes[tid] = MOE_U32(A, ll_mode)[tid];
-    for (uint32_t b0 = 0; b0 < L; b0 += SYMM__MOE_THREADS) {
-        const uint32_t x = b0 + tid, c = x < L ? MOE_U32(A, ll_rcnt)[x] : 0;
-        uint32_t sum, ex = moe_block_scan(c, &sum);
-        if (x < L)
-            pre[x] = run + ex;
-        run += sum;
+    uint32_t total, run = 0, rb, tag;
+    uint64_t e;
+    {
+        const uint32_t c = tid < L ? MOE_U32(A, ll_rcnt)[tid] : 0, md = tid < (uint32_t)A->n ? MOE_U32(A, ll_mode)[tid] : 0;
+        const uint64_t ev = tid == 0 ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
+        if (tid < (uint32_t)A->n)
+            modes[tid] = md;
+        if (tid == 0)
+            *se = ev;
+        for (uint32_t b0 = 0; b0 < L; b0 += SYMM__MOE_THREADS) {
+            const uint32_t x = b0 + tid, cx = b0 == 0 ? c : (x < L ? MOE_U32(A, ll_rcnt)[x] : 0);
+            uint32_t sum, ex = moe_block_scan(cx, &sum);
+            if (x < L)
+                pre[x] = run + ex;
+            run += sum;
+        }
     }
     if (tid == 0)
         pre[L] = run;
     symm__block_sync();
     ll_stamp(A, LLS_C_SCAN);
+    e = *se;
+    tag = ll_tag(e);
     total = pre[L];
     if (total > 0 && 2u * total <= gridDim.x) {
         ll_combine_send_slices(A, e, pre, modes, total);
@@ -1065,118 +1115,164 @@ SYMM__DEVICE_INTERNAL void ll_combine_rows(const symm__moe_kargs_t *A, uint32_t 
     }
 }
 
-/* How the receive half splits its tokens over the blocks: tb tokens a unit, or (fewer tokens than
- * blocks) each token's hidden dimension in sl slices; units in all. */
+/* How the receive half splits its tokens (below `bound`) over the blocks: tb tokens a unit, or
+ * (fewer tokens than blocks) each token's hidden dimension in sl slices; units in all. */
 typedef struct ll_cplan {
     uint64_t bound, units;
     uint32_t tb, sl;
 } ll_cplan_t;
 
-SYMM__DEVICE_INTERNAL ll_cplan_t ll_combine_plan(const symm__moe_kargs_t *A) {
-    const uint32_t K = A->topk, B = gridDim.x, h8 = A->hidden / 8u;
+SYMM__DEVICE_INTERNAL ll_cplan_t ll_combine_plan(const symm__moe_kargs_t *A, uint64_t bound) {
+    const uint32_t K = A->topk, B = gridDim.x, h8 = A->hidden / 8u, b32 = (uint32_t)bound; /* <= max_num_tokens */
     ll_cplan_t c;
-    c.bound = moe_bound(A, blockIdx.x == 0 && symm__block_tid() == 0);
+    c.bound = bound;
     c.tb = 1024u / h8;
     c.sl = 1;
     c.tb = c.tb < 1 ? 1 : (c.tb > LL_BATCH ? LL_BATCH : c.tb);
     if (c.tb * K > SYMM__MOE_THREADS)
         c.tb = SYMM__MOE_THREADS / K;
     if ((uint64_t)c.tb * B > c.bound) { /* few tokens: spread them over the blocks, and split each when fewer */
-        if (c.bound >= B) {
-            c.tb = (uint32_t)((c.bound + B - 1) / B);
+        if (b32 >= B) {
+            c.tb = (b32 + B - 1) / B;
         } else {
             c.tb = 1;
-            c.sl = c.bound ? B / (uint32_t)c.bound : 1;
+            c.sl = b32 ? B / b32 : 1;
             if (c.sl > h8)
                 c.sl = h8;
         }
     }
-    c.units = c.sl > 1 ? c.bound * c.sl : (c.bound + c.tb - 1) / c.tb;
+    c.units = c.sl > 1 ? c.bound * c.sl : (b32 + c.tb - 1) / c.tb;
     return c;
 }
 
-/* The receive half's shared state of one unit: each route's validity, weight, and each token's form. */
+/* Unit w's first token and tokens. */
+SYMM__DEVICE_INTERNAL uint64_t ll_unit_t0(const ll_cplan_t *c, uint64_t w) {
+    return c->sl > 1 ? (uint32_t)w / c->sl : w * c->tb; /* (units < 2^32: tokens x slices <= blocks there) */
+}
+
+SYMM__DEVICE_INTERNAL uint32_t ll_unit_nb(const ll_cplan_t *c, uint64_t t0) {
+    return c->sl > 1 ? 1u : (c->bound - t0 < c->tb ? (uint32_t)(c->bound - t0) : c->tb);
+}
+
+/* The receive half's shared state of one unit: each route's expert, validity and weight, and
+ * each token's form. */
 typedef struct ll_cunit {
+    uint32_t six[SYMM__MOE_THREADS];
     float sw[SYMM__MOE_THREADS];
     uint8_t sok[SYMM__MOE_THREADS];
     uint8_t spk[LL_BATCH];
 } ll_cunit_t;
 
-/* Unit w's tokens t0 .. t0 + nb - 1 (threads below nb x K: one route each): its inputs, which
- * no peer writes, so they may be loaded before the send half. */
-SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t t0, uint32_t nb, ll_cunit_t *u) {
+/* The lines unit w's setup will load, into L1 at the kernel's start, by the block's last warp
+ * (the send half's first loads are the first warps'): the send half hides their latency. The
+ * unit is the one of *bound_m = num_tokens (the bound is not waited for here); with another
+ * bound the setup loads what it needs itself. */
+SYMM__DEVICE_INTERNAL void ll_combine_prefetch(const symm__moe_kargs_t *A, uint64_t w) {
     const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp;
-    const uint32_t g0 = (uint32_t)A->me / dp * dp;
-    if (tid < nb * K) {
-        const uint64_t t = t0 + tid / K;
-        const uint32_t k = tid % K;
-        const int ok = ll_valid((const uint32_t *)A->idx + t * K, k, A->experts);
-        u->sok[tid] = (uint8_t)ok;
-        u->sw[tid] = ok ? A->weights[t * K + k] : 0.0f;
-        if (k == 0)
-            u->spk[tid / K] = (uint8_t)ll_cpkt(A, MOE_U32(A, ll_mode)[g0 + (uint32_t)(t % dp)], t);
+    if (tid >= SYMM__MOE_THREADS - 32) {
+        const uint32_t lane = tid - (SYMM__MOE_THREADS - 32);
+        const ll_cplan_t c = ll_combine_plan(A, A->num_tokens);
+        if (w < c.units) {
+            const uint64_t t0 = ll_unit_t0(&c, w);
+            const uint32_t nb = ll_unit_nb(&c, t0);
+            for (uint32_t q = lane; q < nb * K; q += 32) {
+                symm__prefetch_l1((const uint32_t *)A->idx + t0 * K + q);
+                symm__prefetch_l1(A->weights + t0 * K + q);
+            }
+            for (uint32_t j = lane; j < nb && j < dp; j += 32)
+                symm__prefetch_l1(MOE_U32(A, ll_mode) + (uint32_t)A->me / dp * dp + (uint32_t)((t0 + j) % dp));
+        }
     }
 }
 
-SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, uint64_t e, const ll_cplan_t *c, ll_cunit_t *u,
-                                           int ahead) {
-    const uint32_t tid = symm__block_tid(), K = A->topk, B = gridDim.x, h8 = A->hidden / 8u, tag = ll_tag(e);
-    const uint32_t sl = c->sl, tb = c->tb;
+/* Unit tokens t0 .. t0 + nb - 1 (threads below nb x K: one route each): every route's index,
+ * weight and the token's form loaded at once, then each route's validity from shared memory.
+ * Every thread calls it; a barrier must pass before u is read. */
+SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t t0, uint32_t nb, ll_cunit_t *u) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp;
+    const uint32_t g0 = (uint32_t)A->me / dp * dp;
+    float w = 0.0f;
+    uint32_t mode = 0;
+    if (tid < nb * K) {
+        const uint64_t t = t0 + tid / K;
+        u->six[tid] = ((const uint32_t *)A->idx)[t * K + tid % K];
+        w = A->weights[t * K + tid % K];
+        if (tid % K == 0)
+            mode = MOE_U32(A, ll_mode)[g0 + (uint32_t)(t % dp)];
+    }
+    symm__block_sync();
+    if (tid < nb * K) {
+        const uint64_t t = t0 + tid / K;
+        const uint32_t k = tid % K;
+        const int ok = ll_valid(&u->six[tid - k], k, A->experts);
+        u->sok[tid] = (uint8_t)ok;
+        u->sw[tid] = ok ? w : 0.0f;
+        if (k == 0)
+            u->spk[tid / K] = (uint8_t)ll_cpkt(A, mode, t);
+    }
+}
+
+/* The receive half (*se: the epoch, in shared memory, written before a barrier this half passes). */
+SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uint64_t *se, const ll_cplan_t *c,
+                                           ll_cunit_t *u) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, B = gridDim.x, h8 = A->hidden / 8u;
+    const uint32_t sl = c->sl;
     for (uint64_t w = blockIdx.x; w < c->units; w += B) {
-        const uint64_t t0 = sl > 1 ? w / sl : w * tb;
-        const uint32_t nb = sl > 1 ? 1u : (c->bound - t0 < tb ? (uint32_t)(c->bound - t0) : tb);
-        const uint32_t z = sl > 1 ? (uint32_t)(w % sl) : 0u, glo = h8 * z / sl, gn = h8 * (z + 1) / sl - glo;
+        const uint64_t t0 = ll_unit_t0(c, w);
+        const uint32_t nb = ll_unit_nb(c, t0);
+        const uint32_t z = sl > 1 ? (uint32_t)w % sl : 0u, glo = h8 * z / sl, gn = h8 * (z + 1) / sl - glo;
+        uint64_t e;
         symm__block_sync();
-        if (!(ahead && w == blockIdx.x)) {
-            ll_combine_setup(A, t0, nb, u);
-            symm__block_sync();
-        }
+        ll_combine_setup(A, t0, nb, u);
+        symm__block_sync();
+        e = *se;
         if (tid < nb * K) {
-            const uint64_t t = t0 + tid / K;
             const uint32_t k = tid % K;
             if (u->sok[tid] && !u->spk[tid / K]) /* from the PE of the route's expert */
-                moe_wait(A, MOE_U64(A, ll_cflag) + t * K + k, e,
-                         (int)(((const uint32_t *)A->idx)[t * K + k] / A->local));
+                moe_wait(A, MOE_U64(A, ll_cflag) + (t0 + tid / K) * K + k, e, (int)(u->six[tid] / A->local));
         }
         symm__block_sync();
         if (w == blockIdx.x)
             ll_stamp(A, LLS_C_SET);
-        ll_combine_rows(A, tag, t0, nb, glo, gn, u->sok, u->sw, u->spk);
+        ll_combine_rows(A, ll_tag(e), t0, nb, glo, gn, u->sok, u->sw, u->spk);
     }
 }
 
-/* With both halves and at most one receive unit per block, the block loads its unit's routes
- * and weights first: they are the call's inputs, and the send half then hides their latency. */
+/* The receive half's inputs (bound, routes, weights, forms) are the call's or the dispatch's:
+ * their loads go out at the start, and the send half hides them. */
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
     __shared__ ll_cunit_t u;
-    ll_cplan_t c = {0, 0, 1, 1};
-    int ahead = 0;
+    __shared__ uint64_t se;    /* the epoch (dispatches so far: the combine works on the last one) */
+    __shared__ uint64_t sbraw; /* *bound_m as loaded by the last warp (no other warp waits for it) */
     ll_stamps_begin(A);
-    const uint64_t e = moe_begin(A, 0);
     if (A->probe == SYMM__MOE_PROBE_EMPTY || A->probe == SYMM__MOE_PROBE_HOP) {
+        const uint64_t e = moe_begin(A, 0);
         if (A->probe == SYMM__MOE_PROBE_HOP)
             ll_probe_hop(A, e, 1);
         return;
     }
+    if (blockIdx.x == 0 && symm__block_tid() == 0)
+        atomicMax(&moe_state(A)->max_grid, gridDim.x);
     if (A->flags & SYMM_MOE_RECV) {
-        c = ll_combine_plan(A);
-        ahead = (A->flags & SYMM_MOE_SEND) && c.units <= gridDim.x;
-        if (ahead && blockIdx.x < c.units)
-            ll_combine_setup(A, c.sl > 1 ? blockIdx.x / c.sl : (uint64_t)blockIdx.x * c.tb,
-                             c.sl > 1 ? 1u
-                                      : (c.bound - (uint64_t)blockIdx.x * c.tb < c.tb
-                                             ? (uint32_t)(c.bound - (uint64_t)blockIdx.x * c.tb)
-                                             : c.tb),
-                             &u);
+        if (symm__block_tid() == SYMM__MOE_THREADS - 32)
+            sbraw = ll_bound_load(A);
+        ll_combine_prefetch(A, blockIdx.x);
         ll_stamp(A, LLS_C_PRE);
     }
     if (A->flags & SYMM_MOE_SEND)
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, ll_combine_send(A, e));
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, ll_combine_send(A, &se));
+    else if (symm__block_tid() == 0)
+        se = *(volatile uint64_t *)&moe_state(A)->epoch;
     ll_stamp(A, LLS_C_SENT);
-    if (A->flags & SYMM_MOE_RECV)
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, e, &c, &u, ahead));
-    ll_stamps_end(A, "combine", e, LLS_C_END);
+    if (A->flags & SYMM_MOE_RECV) {
+        ll_cplan_t c;
+        if (!(A->flags & SYMM_MOE_SEND))
+            symm__block_sync(); /* (the send half's barriers publish sbraw otherwise) */
+        c = ll_combine_plan(A, ll_bound_use(A, sbraw, blockIdx.x == 0 && symm__block_tid() == 0));
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, &se, &c, &u));
+    }
+    ll_stamps_end(A, "combine", se, LLS_C_END);
 }
 
 /* Dynamic shared memory of each kernel for a grid of `blocks`. */

@@ -47,6 +47,12 @@ SYMM__DEVICE_INTERNAL void symm__nanosleep(uint32_t ns) {
     asm volatile("nanosleep.u32 %0;" ::"r"(ns));
 }
 
+/* Bring the line of p (a generic address) into this SM's L1 without holding a
+ * register or waiting: later loads of it hit. */
+SYMM__DEVICE_INTERNAL void symm__prefetch_l1(const void *p) {
+    asm volatile("prefetch.L1 [%0];" ::"l"(p));
+}
+
 /* bar.sync id, n: the barrier `id` (1..15; 0 is the whole block's) over n
  * threads (a multiple of 32), so groups of warps of one block meet without
  * the others. nvcc only: symm__group_sync (impl_arch.h) is the caller. */
