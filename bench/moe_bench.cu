@@ -704,7 +704,8 @@ static void nccl_per_call(bench_env_t *env, size_t d_bytes, size_t c_bytes, int 
 static int run_moe_ll(bench_env_t *env) {
     const int n = env->npes, shared = shares_gpu(env);
     const char *probe = getenv("SYMM_MOE_LL_PROBE");
-    static const uint32_t rows[][4] = {{256, 8, 7168, 1}, {256, 8, 7168, 8}, {256, 8, 7168, 128}, {64, 6, 2048, 1}};
+    static const uint32_t rows[][4] = {{256, 8, 7168, 1}, {256, 8, 7168, 8}, {256, 8, 7168, 128},
+                                       {64, 6, 2048, 1},  {64, 6, 2048, 8},  {64, 6, 2048, 128}};
     static const char *h[] = {"experts", "top-k", "hidden", "tokens/PE", "SMs", "rows (dispatch / combine)",
                               "dispatch us", "combine us", "NCCL per call us (dispatch / combine bytes)",
                               "pair us (back to back)", "NCCL us (dispatch bytes)", "NCCL us (combine bytes)",

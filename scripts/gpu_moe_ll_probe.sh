@@ -8,8 +8,8 @@
 #   test    test_moe on 2 PEs (one per GPU where there are 2, else sharing one under
 #           scripts/with_mps.sh): every part (ll ht graph errors budget) with
 #           SYMM_MOE_PACKETS=auto, then ll and graph with 1 and 0
-#   probe   symm-bench --mode moe_ll (256 experts top-8 hidden 7168 at 1, 8, 128 tokens/PE;
-#           64 experts top-6 hidden 2048 at 1) once per variant, each row per call (behind
+#   probe   symm-bench --mode moe_ll (256 experts top-8 hidden 7168 and 64 experts top-6
+#           hidden 2048, each at 1, 8, 128 tokens/PE) once per variant, each row per call (behind
 #           a barrier, as --mode moe times it) and as back-to-back pairs (as NCCL is timed):
 #             real     the exchange as built (SYMM_MOE_PACKETS=auto), NCCL beside it
 #             plain    the same with SYMM_MOE_PACKETS=0 (every row, then a released flag)

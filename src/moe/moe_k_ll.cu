@@ -21,9 +21,9 @@
  * Dispatch, epoch e (dispatches so far, kept on the device; p = e & 1; the
  * tag is ll_tag(e), never 0, the value of memory no call has written). The
  * send half opens it: each block reads the last epoch with its first
- * indices and counts itself; the block counted last stores e as it ends
- * (every block had read the old value before it was counted), so no block
- * waits for that count at its end.
+ * indices and counts itself as its send half ends; the block counted last
+ * stores e as it ends (every block had read the old value before it was
+ * counted), so no block waits for that count at its end.
  *   send  Every block stages the top-k indices of this PE's tokens (t =
  *         dp_rank, dp_rank + dp, ... below the bound) in shared memory; the
  *         x and scales of its first batch of tokens are loaded with them,
@@ -39,14 +39,17 @@
  *         token once into every PE that holds one of its experts (not once
  *         per expert): as packets into ll_pbuf[p][me][t / dp], or plainly
  *         into ll_dbuf[p][me][t / dp] with the row's flag (e) released
- *         behind it.
+ *         behind it. Packet rows of fewer tokens than half the blocks go in
+ *         slices instead, block b sending slice b % sl of token b / sl, so
+ *         that no block issues a whole row's stores alone.
  *   recv  Block b takes the (local expert l, source s) items b, b + blocks,
  *         ... together: it waits for the counts of all of them at once (the
  *         prefix over sources of l's counts is s's first row, as pplx orders
  *         rows by source) and notes each source's mode, then takes their
- *         routes as one stream in batches: polls each list entry, then the
- *         row (its packets, or its flag and then its bytes; the first
- *         scales' loads go out with the row's), copies it to
+ *         routes as one stream in batches: polls each list entry (the first
+ *         of each item is loaded with its count, as the sender stores it
+ *         first), then the row (its packets, or its flag and then its
+ *         bytes; the first scales' loads go out with the row's), copies it to
  *         out_expert_x[l][row] and its scales, and notes the route for
  *         combine.
  * Combine, same epoch:
@@ -54,10 +57,17 @@
  *         its token's DP group: as packets into ll_pcbuf[t][k] when the
  *         token's source asked for them (its mode, kept in ll_mode), else
  *         into ll_cbuf[t][k] with a release of ll_cflag[t][k] = e behind it.
+ *         Rows fewer than half the blocks go in slices (packets; a plain
+ *         row whole, from its first slice's block).
  *   recv  Per token (its hidden dimension split over several blocks when
  *         tokens are fewer than blocks): the valid routes' rows, polled as
  *         packets or waited for by flag, summed weight x row in float32 in
- *         slot order, stored.
+ *         slot order, stored. Its inputs (bound, routes, weights) are asked
+ *         for as the kernel starts, so the send half hides their loads.
+ *
+ * No warp waits for a load before the kernel's first loads are all out: a
+ * value needed late (the bound, the epoch, the block count) is loaded by one
+ * thread into shared memory, or waited for where nothing else is pending.
  *
  * Why two buffers by parity suffice, with no acknowledgement: PE s writes
  * r's parity-p buffers (counts, lists, rows) in dispatch e and next in
