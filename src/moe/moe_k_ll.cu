@@ -21,9 +21,10 @@
  * Dispatch, epoch e (dispatches so far, kept on the device; p = e & 1; the
  * tag is ll_tag(e), never 0, the value of memory no call has written). The
  * send half opens it: each block reads the last epoch with its first
- * indices and counts itself as its send half ends; the block counted last
- * stores e as it ends (every block had read the old value before it was
- * counted), so no block waits for that count at its end.
+ * indices and counts itself later (as its receive half's first waits run,
+ * which hide the atomic); the block counted last stores e as it ends (every
+ * block had read the old value before it was counted), so no block waits
+ * for that count at its end.
  *   send  Every block stages the top-k indices of this PE's tokens (t =
  *         dp_rank, dp_rank + dp, ... below the bound) in shared memory; the
  *         x and scales of its first batch of tokens are loaded with them,
@@ -364,10 +365,9 @@ SYMM__DEVICE_INTERNAL void ll_ld_scales(const symm__moe_kargs_t *A, int64_t t, u
 
 /* The send half opens the epoch: thread 0 reads the last one with the first
  * chunk's indices (*se: the block's copy; `again`: a second pass of
- * SYMM_MOE_LL_PROBE=twice takes the next one from there), and the block is
- * counted in *ticket of its last warp's first thread as the half ends (the
- * kernel's end stores the new epoch from the block counted last). */
-SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t *se, uint32_t *ticket, int again) {
+ * SYMM_MOE_LL_PROBE=twice takes the next one from there). The block is
+ * counted after it (ll_count_late). */
+SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t *se, int again) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
     const uint32_t me = (uint32_t)A->me, dpr = me % dp;
@@ -645,10 +645,6 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
         if (last)
             break;
     }
-    /* every thread of the block has its epoch: count the block, from the last warp, which the
-     * receive half's first waits (warps 0 ..) leave idle while the atomic travels */
-    if (tid == SYMM__MOE_THREADS - 32 && *ticket == 0)
-        *ticket = ll_count_block(A, SYMM__MK_LL_DISPATCH);
     ll_stamp(A, LLS_D_SENT);
 }
 
@@ -656,7 +652,16 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
  * per (item, source) count, so SYMM__MOE_THREADS / n of them (all with one PE). */
 #define LL_ITEMS SYMM__MOE_THREADS
 
-SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t e) {
+/* The block's count (the dispatch kernel's epoch rule), by the first thread of its last warp
+ * while the receive half's first waits run (warps 0 .. poll): the atomic's round trip, which
+ * that warp waits for, overlaps them. Once per kernel (*ticket != 0 after). */
+SYMM__DEVICE_INTERNAL void ll_count_late(const symm__moe_kargs_t *A, uint32_t *ticket) {
+    if (ticket != NULL && symm__block_tid() == SYMM__MOE_THREADS - 32 && *ticket == 0)
+        *ticket = ll_count_block(A, SYMM__MK_LL_DISPATCH);
+}
+
+/* The receive half; `ticket` (or NULL): the block is counted in it as the first waits start. */
+SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket) {
     const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, L = A->local, dp = (uint32_t)A->dp;
     const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
     const uint32_t B = gridDim.x, items = n * L, ipb = SYMM__MOE_THREADS / n;
@@ -673,6 +678,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
         uint32_t total;
         /* the counts of every item of this round, at once */
         symm__block_sync();
+        ll_count_late(A, ticket);
         if (tid < ni * n) {
             const uint32_t j = tid / n, x = tid % n, le = (i0 + j * B) / n, s = (i0 + j * B) % n;
             uint64_t first = 0;
@@ -855,7 +861,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
         if (pass)
             symm__block_sync();
         if (send && real) {
-            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, &se, &ticket, pass));
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, &se, pass));
         } else {
             if (tid == 0)
                 se = *(volatile uint64_t *)&moe_state(A)->epoch + (send ? 1u : 0u);
@@ -867,7 +873,9 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
         if (A->probe == SYMM__MOE_PROBE_HOP)
             ll_probe_hop(A, e, 0);
         else if (real && (A->flags & SYMM_MOE_RECV))
-            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, ll_dispatch_recv(A, e));
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, ll_dispatch_recv(A, e, send ? &ticket : NULL));
+        if (send && real) /* (a send half alone, or a receive half with no items here) */
+            ll_count_late(A, &ticket);
     }
     if (ticket == gridDim.x) { /* the thread that counted the block counted last */
         atomicExch(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 0u);
