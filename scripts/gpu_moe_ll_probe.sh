@@ -27,7 +27,9 @@
 #           GPU where there is one): the real rows with the NCCL columns
 #   test4   test_moe ll and graph (packets auto) on 4 PEs sharing the GPUs (under
 #           scripts/with_mps.sh, every PE on one GPU, where there are fewer than 4)
-#   real plain hop empty 1pe twice twice1 stamps stamps1: one variant of probe alone
+#   testpdl test_moe ll and graph on 2 PEs with SYMM_MOE_PDL=1 (programmatic dependent launch)
+#   real plain hop empty 1pe twice twice1 stamps stamps1 pdl: one variant of probe alone
+#           (pdl: the real exchange with SYMM_MOE_PDL=1; not in probe's default list)
 #
 # Logs and results under $OUT/moe_ll/; the last lines are a table of the steps and the
 # rows of every variant. Every step runs under `timeout -k`, each at most what is
@@ -41,7 +43,7 @@ OUT=${OUT:-$PWD/out}
 log=$OUT/moe_ll
 mkdir -p "$log"
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST SYMM_MOE_LL_PROBE SYMM_MOE_PACKETS
+unset SYMM_ENABLE_MULTICAST SYMM_MOE_LL_PROBE SYMM_MOE_PACKETS SYMM_MOE_PDL
 export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
@@ -169,12 +171,22 @@ probe_one() {
     twice1) variant twice1 1 probe_twice1 SYMM_MOE_LL_PROBE=twice -- --no-nccl ;;
     stamps) variant stamps 2 probe_stamps SYMM_MOE_LL_PROBE=stamps -- --no-nccl ;;
     stamps1) variant stamps1 1 probe_stamps1 SYMM_MOE_LL_PROBE=stamps -- --no-nccl ;;
+    pdl) variant pdl 2 probe_pdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 -- --no-nccl ;;
   esac
 }
 
 step_probe() {
   local v
   for v in real plain hop empty 1pe twice twice1 stamps stamps1; do probe_one "$v"; done
+}
+
+step_testpdl() {
+  need "$build/tests/moe/test_moe" "test_moe" && need "$symmrun" "test_moe" || return 0
+  local part
+  for part in ll graph; do
+    run "test_moe $part, SYMM_MOE_PDL=1 (2 PEs)" 30 "$log/test_moe_${part}_pdl.log" \
+      env SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 "$symmrun" -n 2 --timeout 25 "$build/tests/moe/test_moe" 2 "$part"
+  done
 }
 
 # test_moe's ll and graph parts on 4 PEs: one per GPU where there are 4, else sharing the GPUs
@@ -193,9 +205,9 @@ step_test4() {
 
 for st in $steps; do
   case $st in
-    test | test4 | probe | bench) "step_$st" ;;
-    real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1) probe_one "$st" ;;
-    *) note "step $st" FAIL 0 "unknown step (test, test4, probe, bench, or a probe variant)" ;;
+    test | test4 | testpdl | probe | bench) "step_$st" ;;
+    real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | pdl) probe_one "$st" ;;
+    *) note "step $st" FAIL 0 "unknown step (test, test4, testpdl, probe, bench, or a probe variant)" ;;
   esac
 done
 

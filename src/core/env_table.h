@@ -99,7 +99,12 @@
       "nothing else) or hop (one flag exchange with every PE per kernel), both with wrong "    \
       "results; stamps (the real exchange; each block prints its stage times for the 30th "   \
       "call); twice (each dispatch kernel does its call twice); unset: the real exchange. "  \
-      "Read at symm_moe_create; the same on every PE (create checks)")
+      "Read at symm_moe_create; the same on every PE (create checks)")                     \
+    X(moe_pdl,            SYMM_MOE_PDL,            BOOL,     "0",                            \
+      "low-latency MoE kernels launched with programmatic dependent launch (sm_90 and "      \
+      "newer): each kernel's blocks may start while the kernel before it on the stream ends, " \
+      "and wait on the device (griddepcontrol) for its memory; 0 = launched plainly. Read at " \
+      "symm_moe_create")
 
 /* 600 s in release builds: no wait lasts forever (the README's promise),
  * and as long as torch.distributed's default collective timeout, so a peer

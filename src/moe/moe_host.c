@@ -37,6 +37,7 @@ struct symm_moe {
     int ht_sched;          /* SYMM_MOE_HT_COMBINE: enum symm__moe_ht_sched, or -1: by the grid (auto) */
     int ht_send_warps;     /* overlap: warps of a block that send */
     int ll_probe;          /* SYMM_MOE_LL_PROBE (enum symm__moe_probe) */
+    int pdl;               /* SYMM_MOE_PDL, where the device has it: the low-latency kernels' launches */
 };
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -260,6 +261,7 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
         h->share = symm__moe_sm_count();
     }
     h->sms = h->share;
+    h->pdl = symm__env()->moe_pdl && symm__moe_pdl_supported();
     if (h->ht_sched == SYMM__MOE_HT_OVERLAP_ASYNC && !symm__moe_ht_async_prepare(h->ht_send_warps)) {
         SYMM_LOG_INFO("%s: SYMM_MOE_HT_COMBINE=overlap-async: its shared memory does not fit this GPU; overlap "
                       "instead", call);
@@ -360,6 +362,7 @@ static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, i
     a->ht_sched = k == SYMM__MK_HT_COMBINE ? (uint32_t)ht_sched_for(h) : 0u;
     a->ht_send_warps = (uint32_t)h->ht_send_warps;
     a->probe = (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) ? (uint32_t)h->ll_probe : 0u;
+    a->pdl = (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) ? (uint32_t)h->pdl : 0u;
     return symm__moe_launch(a, stream);
 }
 

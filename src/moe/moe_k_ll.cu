@@ -329,6 +329,19 @@ SYMM__DEVICE_INTERNAL void ll_stamps_end(const symm__moe_kargs_t *A, const char 
     }
 }
 
+/* ---- programmatic dependent launch (SYMM_MOE_PDL) ------------------------------------------ */
+
+/* A kernel launched with it starts with this, before its first load or store of global memory:
+ * it waits for the kernel before it on the stream (its memory, the epoch included, is then
+ * visible, and every order the protocol takes from the stream holds as without it), then lets
+ * the next one's blocks start. No block of this grid waits for that one. */
+SYMM__DEVICE_INTERNAL void ll_pdl_begin(const symm__moe_kargs_t *A) {
+    if (A->pdl) {
+        symm__griddep_wait();
+        symm__griddep_launch();
+    }
+}
+
 /* ---- dispatch --------------------------------------------------------------------------- */
 
 /* *bound_m as loaded (without a bound: num_tokens), apart from its use (ll_bound_use). The
@@ -854,6 +867,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
     uint32_t ticket = 0;
     uint64_t e = 0;
     ll_stamps_begin(A);
+    ll_pdl_begin(A);
     if (blockIdx.x == 0 && tid == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
 #pragma unroll 1
@@ -1264,6 +1278,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __
     __shared__ uint64_t se;    /* the epoch (dispatches so far: the combine works on the last one) */
     __shared__ uint64_t sbraw; /* *bound_m as loaded by the last warp (no other warp waits for it) */
     ll_stamps_begin(A);
+    ll_pdl_begin(A);
     if (A->probe == SYMM__MOE_PROBE_EMPTY || A->probe == SYMM__MOE_PROBE_HOP) {
         const uint64_t e = moe_begin(A, 0);
         if (A->probe == SYMM__MOE_PROBE_HOP)
@@ -1303,11 +1318,30 @@ extern "C" size_t symm__moe_ll_smem(const symm__moe_kargs_t *a, int blocks) {
 }
 
 symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s) {
-    const size_t smem = symm__moe_ll_smem(a, a->nblocks);
-    if (a->kernel == SYMM__MK_LL_DISPATCH) {
+    const int dispatch = a->kernel == SYMM__MK_LL_DISPATCH;
+    const size_t smem = dispatch || (a->flags & SYMM_MOE_SEND) ? symm__moe_ll_smem(a, a->nblocks) : 0;
+    if (a->pdl) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1] = {};
+        cudaError_t e;
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.gridDim = dim3((unsigned)a->nblocks);
+        cfg.blockDim = dim3(SYMM__MOE_THREADS);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = s;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        e = dispatch ? cudaLaunchKernelEx(&cfg, symm__k_ll_dispatch, *a) : cudaLaunchKernelEx(&cfg, symm__k_ll_combine, *a);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            return symm__error(SYMM_ERR_CUDA, "launching the MoE %s kernel (SYMM_MOE_PDL=1): %s (%s)",
+                               dispatch ? "dispatch" : "combine", cudaGetErrorName(e), cudaGetErrorString(e));
+        }
+    } else if (dispatch) {
         symm__k_ll_dispatch<<<a->nblocks, SYMM__MOE_THREADS, smem, s>>>(*a);
-        return symm__moe_launched("the MoE dispatch kernel");
+    } else {
+        symm__k_ll_combine<<<a->nblocks, SYMM__MOE_THREADS, smem, s>>>(*a);
     }
-    symm__k_ll_combine<<<a->nblocks, SYMM__MOE_THREADS, (a->flags & SYMM_MOE_SEND) ? smem : 0, s>>>(*a);
-    return symm__moe_launched("the MoE combine kernel");
+    return symm__moe_launched(dispatch ? "the MoE dispatch kernel" : "the MoE combine kernel");
 }

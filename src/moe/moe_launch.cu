@@ -48,6 +48,16 @@ extern "C" int symm__moe_sm_count(void) {
     return n;
 }
 
+extern "C" int symm__moe_pdl_supported(void) {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return major >= 9;
+}
+
 extern "C" symm_status_t symm__moe_stream_sync(symm_stream_t stream) {
     cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
     if (e != cudaSuccess)

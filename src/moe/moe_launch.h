@@ -152,6 +152,7 @@ typedef struct symm__moe_kargs {
     uint32_t ht_sched;       /* HT combine with both halves: enum symm__moe_ht_sched */
     uint32_t ht_send_warps;  /* SYMM__MOE_HT_OVERLAP: warps of each block that send (1..SYMM__MOE_WARPS - 1) */
     uint32_t probe;          /* low latency: SYMM_MOE_LL_PROBE (symm__moe_probe), 0 for the real exchange */
+    uint32_t pdl;            /* low latency: launched with programmatic dependent launch (SYMM_MOE_PDL) */
     uint64_t num_tokens;     /* m */
     const uint32_t *bound;   /* device, or NULL */
     /* dispatch */
@@ -200,6 +201,10 @@ int symm__moe_ht_async_prepare(int send_warps);
 
 /* Multiprocessors of the current device (1 when unknown). */
 int symm__moe_sm_count(void);
+
+/* Can the current device launch kernels with programmatic dependent launch
+ * (compute capability 9.0 or newer): 1, else 0. */
+int symm__moe_pdl_supported(void);
 
 /* Read the device word at `dev` into *v and zero it (the stream is idle).
  * Errors: SYMM_ERR_CUDA. */

@@ -47,6 +47,22 @@ SYMM__DEVICE_INTERNAL void symm__nanosleep(uint32_t ns) {
     asm volatile("nanosleep.u32 %0;" ::"r"(ns));
 }
 
+/* Programmatic dependent launch (sm_90+; nothing on older GPUs, and nothing
+ * in a grid launched without it): wait until the grids this one depends on
+ * have completed and their memory is visible; let the grid launched after
+ * this one on its stream start its blocks now. */
+SYMM__DEVICE_INTERNAL void symm__griddep_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+SYMM__DEVICE_INTERNAL void symm__griddep_launch(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* Bring the line of p (a generic address) into this SM's L1 without holding a
  * register or waiting: later loads of it hit. */
 SYMM__DEVICE_INTERNAL void symm__prefetch_l1(const void *p) {
