@@ -384,6 +384,13 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
     const uint32_t me = (uint32_t)A->me, dpr = me % dp;
+    /* the epoch and each thread's first index of the first chunk go out before anything else is
+     * computed (they are staged below, once the prologue is done) */
+    const uint32_t kq = tid / K;
+    const uint64_t tq = dpr + (uint64_t)kq * dp;
+    const int has_ix0 = (kq + 1) * K <= SYMM__MOE_IDX_CHUNK && tq < A->num_tokens;
+    const uint64_t ev0 = tid == 0 && !again ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
+    const uint32_t ix0 = has_ix0 ? ((const uint32_t *)A->idx)[tq * K + (tid - kq * K)] : 0;
     uint64_t e = 0;
     uint32_t p = 0, tag = 0;
     /* experts are owned from the last block down, tokens from the first block up: with few tokens
@@ -452,12 +459,10 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
             symm__block_sync();
         {
             /* (a second pass of SYMM_MOE_LL_PROBE=twice, the block counted: the next epoch) */
-            const uint64_t ev = c0 != 0 || tid != 0 ? 0
-                                : again ? *se
-                                        : *(volatile uint64_t *)&moe_state(A)->epoch;
+            const uint64_t ev = c0 != 0 || tid != 0 ? 0 : again ? *se : ev0;
             for (uint32_t q = tid; q < nst * K; q += SYMM__MOE_THREADS) {
                 const uint64_t t = dpr + (uint64_t)(c0 + q / K) * dp;
-                sidx[q] = ((const uint32_t *)A->idx)[t * K + q % K];
+                sidx[q] = c0 == 0 && q == tid ? ix0 : ((const uint32_t *)A->idx)[t * K + q % K];
             }
             if (c0 == 0 && tid == 0)
                 *se = ev + 1u;
@@ -512,26 +517,28 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                 const uint32_t lo = nv * z / sl, hi = nv * (z + 1) / sl, *row = &sidx[i * K];
                 const uint64_t t = dpr + (uint64_t)i * dp;
                 char *slot = ll_pslot(A, p, me, i);
-                uint64_t mask;
-                /* the token's PEs: a thread per route (slice 0 reports bad routes) */
-                if (tid == 0)
-                    smask[0] = 0;
-                symm__block_sync();
-                if (tid < K) {
-                    const uint32_t ex = row[tid];
-                    if (ex >= E) {
-                        if (ex != SYMM_MOE_NO_EXPERT && z == 0)
-                            moe_error(A, SYMM__MOE_ERR_EXPERT_RANGE, (int64_t)t, (int64_t)tid, (int64_t)ex);
-                    } else if (!ll_valid(row, tid, E)) {
-                        if (z == 0)
-                            moe_error(A, SYMM__MOE_ERR_EXPERT_DUP, (int64_t)t, (int64_t)tid, (int64_t)ex);
-                    } else {
-                        atomicOr((unsigned long long *)&smask[0], 1ull << (ex / L));
+                uint64_t mask = 0;
+                /* the token's PEs, found by every warp itself (a lane per route, OR over the warp):
+                 * no barrier before the stores; slice 0's first warp reports bad routes */
+                for (uint32_t k0 = 0; k0 < K; k0 += 32) {
+                    const uint32_t k = k0 + lane;
+                    uint64_t m = 0;
+                    if (k < K) {
+                        const uint32_t ex = row[k];
+                        if (ex >= E) {
+                            if (ex != SYMM_MOE_NO_EXPERT && z == 0 && warp == 0)
+                                moe_error(A, SYMM__MOE_ERR_EXPERT_RANGE, (int64_t)t, (int64_t)k, (int64_t)ex);
+                        } else if (!ll_valid(row, k, E)) {
+                            if (z == 0 && warp == 0)
+                                moe_error(A, SYMM__MOE_ERR_EXPERT_DUP, (int64_t)t, (int64_t)k, (int64_t)ex);
+                        } else {
+                            m = 1ull << (ex / L);
+                        }
                     }
+                    mask |= ((uint64_t)__reduce_or_sync(MOE_FULL, (uint32_t)(m >> 32)) << 32) |
+                            __reduce_or_sync(MOE_FULL, (uint32_t)m);
                 }
-                symm__block_sync();
                 ll_stamp(A, LLS_D_MASK);
-                mask = smask[0];
                 for (uint32_t v = lo + tid; v < hi; v += SYMM__MOE_THREADS) {
                     symm__v4_t d;
                     if (v == lo + tid) { /* the prefetched vector */
@@ -794,6 +801,30 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                             }
                         }
                     }
+                    /* packets without the tag yet: loaded again all together until none is
+                     * missing (one round trip per round, not one per packet) */
+                    for (uint32_t polls = 0;;) {
+                        uint32_t miss = 0;
+#pragma unroll
+                        for (int u = 0; u < LL_UNROLL; u++) {
+                            const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
+                            if (q < tv && (smode[ssrc[q / nvx]] & LL_MODE_DPKT) &&
+                                !(ll_pkt_ok(va[u], tag) && ll_pkt_ok(vb[u], tag)))
+                                miss |= 1u << u;
+                        }
+                        if (miss == 0)
+                            break;
+#pragma unroll
+                        for (int u = 0; u < LL_UNROLL; u++)
+                            if ((miss >> u) & 1u) {
+                                const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS, j = q / nvx;
+                                const char *src = ll_pslot(A, p, ssrc[j], stl[j]) + 32u * (q % nvx);
+                                if (++polls % SYMM__WAIT_CHECK_EVERY == 0) /* the deadline, on one of them */
+                                    (void)ll_pkt_data(A, src, tag, va[u], vb[u]);
+                                va[u] = symm__c_ld16_vol(src);
+                                vb[u] = symm__c_ld16_vol(src + 16);
+                            }
+                    }
 #pragma unroll
                     for (int u = 0; u < LL_UNROLL; u++) {
                         const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
@@ -802,9 +833,11 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                             char *dst = (char *)A->out_x +
                                         ((int64_t)sle[j] * A->ox_stride[0] + (int64_t)srow[j] * A->ox_stride[1]) *
                                             (int64_t)esz + 16u * (q % nvx);
-                            if (smode[s] & LL_MODE_DPKT)
-                                va[u] = ll_pkt_data(A, ll_pslot(A, p, s, stl[j]) + 32u * (q % nvx), tag, va[u],
-                                                    vb[u]);
+                            if (smode[s] & LL_MODE_DPKT) {
+                                va[u].y = va[u].z;
+                                va[u].z = vb[u].x;
+                                va[u].w = vb[u].z;
+                            }
                             ll_st16(dst, va[u]);
                         }
                     }
@@ -1091,6 +1124,76 @@ SYMM__DEVICE_INTERNAL void ll_acc16(uint32_t kind, symm__v4_t d, uint32_t h, flo
     }
 }
 
+#define LL_CGATHER 4 /* routes whose packets a combine thread loads at once in ll_combine_group_pkt */
+
+/* One output group (8 elements) of token t whose rows came back as packets, 2-byte rows (bf16,
+ * f16): LL_CGATHER routes at a time, their packets loaded at once, those without the tag yet
+ * loaded again together until none is missing, then summed in slot order. Kept small and in
+ * registers (a wider gather spills, and a spilled load is waited for at once: the loads then
+ * go one round trip after another). */
+SYMM__DEVICE_INTERNAL void ll_combine_group_pkt(const symm__moe_kargs_t *A, uint32_t tag, uint64_t t, uint32_t v,
+                                                const uint8_t *ok, const float *w, float *acc) {
+    const uint32_t K = A->topk, kind = A->y_kind;
+    const uint64_t stride = (uint64_t)A->hidden * 8u; /* one route's packet slot */
+    const char *base = ll_pcslot(A, t, 0) + (uint64_t)v * 32u;
+    for (uint32_t k0 = 0; k0 < K; k0 += LL_CGATHER) {
+        symm__v4_t pa[LL_CGATHER], pb[LL_CGATHER];
+        uint32_t need = 0, polls = 0;
+        uint64_t t0 = 0;
+#pragma unroll
+        for (uint32_t i = 0; i < LL_CGATHER; i++)
+            if (k0 + i < K && ok[k0 + i]) {
+                need |= 1u << i;
+                pa[i] = symm__c_ld16_vol(base + (k0 + i) * stride);
+                pb[i] = symm__c_ld16_vol(base + (k0 + i) * stride + 16);
+            }
+        for (;;) {
+            uint32_t miss = 0, seen = 0, at = 0;
+#pragma unroll
+            for (uint32_t i = 0; i < LL_CGATHER; i++)
+                if (((need >> i) & 1u) && !(ll_pkt_ok(pa[i], tag) && ll_pkt_ok(pb[i], tag)))
+                    miss |= 1u << i;
+            if (miss == 0)
+                break;
+            if (++polls % SYMM__WAIT_CHECK_EVERY == 0) { /* (constant indices only: pa, pb stay in registers) */
+#pragma unroll
+                for (uint32_t i = LL_CGATHER; i-- > 0;)
+                    if ((miss >> i) & 1u) {
+                        const symm__v4_t x = ll_pkt_ok(pa[i], tag) ? pb[i] : pa[i];
+                        seen = x.y == tag ? x.w : x.y;
+                        at = k0 + i;
+                    }
+                t0 = symm__wait_check(&A->ctx, base + at * stride, SYMM_CMP_EQ, tag, seen, t0);
+            }
+#pragma unroll
+            for (uint32_t i = 0; i < LL_CGATHER; i++)
+                if ((miss >> i) & 1u) {
+                    pa[i] = symm__c_ld16_vol(base + (k0 + i) * stride);
+                    pb[i] = symm__c_ld16_vol(base + (k0 + i) * stride + 16);
+                }
+        }
+#pragma unroll
+        for (uint32_t i = 0; i < LL_CGATHER; i++)
+            if ((need >> i) & 1u) { /* slot order, as the reference sums */
+                symm__v4_t d;
+                d.x = pa[i].x;
+                d.y = pa[i].z;
+                d.z = pb[i].x;
+                d.w = pb[i].z;
+                if (kind == SYMM_DTYPE_BF16) {
+                    const uint32_t u[4] = {d.x, d.y, d.z, d.w};
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        acc[2 * q] += w[k0 + i] * symm__bits_f32(u[q] << 16);
+                        acc[2 * q + 1] += w[k0 + i] * symm__bits_f32(u[q] & 0xffff0000u);
+                    }
+                } else {
+                    ll_acc16(kind, d, 0, w[k0 + i], acc);
+                }
+            }
+    }
+}
+
 /* Output groups [glo, glo + gn) (8 elements each) of tokens t0 .. t0 + nb - 1:
  * each thread sums a group's routes in slot order, 16 data bytes per route
  * and pass (f32 rows take two passes), with the loads of several routes in
@@ -1107,7 +1210,9 @@ SYMM__DEVICE_INTERNAL void ll_combine_rows(const symm__moe_kargs_t *A, uint32_t 
         const uint64_t t = t0 + j;
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         /* the passes unrolled: acc is indexed by constants, so it stays in registers */
-        if (spk[j]) {
+        if (spk[j] && passes == 1) {
+            ll_combine_group_pkt(A, tag, t, v, &sok[j * K], &sw[j * K], acc);
+        } else if (spk[j]) {
 #pragma unroll
             for (uint32_t h = 0; h < 2; h++)
                 for (uint32_t k0 = 0; h < passes && k0 < K; k0 += LL_PGATHER) {
