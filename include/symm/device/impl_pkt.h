@@ -71,6 +71,16 @@ SYMM__NOINLINE uint64_t symm__pkt_wait_late(const symm_ctx_t *ctx, const char *p
     return symm__wait_check(ctx, p, SYMM_CMP_EQ, flag, v.y == flag ? v.w : v.y, t0);
 }
 
+/* The packet of word w: {low half, flag, high half, flag}. */
+SYMM__DEVICE_INTERNAL symm__v4_t symm__pkt_of(uint64_t w, uint32_t flag) {
+    symm__v4_t v;
+    v.x = (uint32_t)w;
+    v.y = flag;
+    v.z = (uint32_t)(w >> 32);
+    v.w = flag;
+    return v;
+}
+
 /* A lane handles its packets in batches of 8 (kb + i * nlanes, i = 0..7),
  * named one by one so that they stay in registers. */
 #define SYMM__PKT_EACH(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
@@ -95,12 +105,7 @@ SYMM__DEVICE_INTERNAL void symm__put_pkt(const symm_ctx_t *ctx, void *pkt, const
     if (words <= nlanes) { /* a packet per lane at most: no batch to gather */
         if (lane < words) {
             uint64_t w = symm__pkt_ldw((const char *)src + 8 * lane, SYMM__PKT_NB(lane));
-            symm__v4_t v;
-            v.x = (uint32_t)w;
-            v.y = flag;
-            v.z = (uint32_t)(w >> 32);
-            v.w = flag;
-            symm__c_st16_vol(q + 16 * lane, v);
+            symm__c_st16_vol(q + 16 * lane, symm__pkt_of(w, flag));
         }
         return;
     }
@@ -111,14 +116,8 @@ SYMM__DEVICE_INTERNAL void symm__put_pkt(const symm_ctx_t *ctx, void *pkt, const
             w[j] = j < words ? ((const uint64_t *)src)[j] : 0;
 #pragma unroll
         for (uint32_t j = 0; j < SYMM__PKT_BATCH; j++)
-            if (j < words) {
-                symm__v4_t v;
-                v.x = (uint32_t)w[j];
-                v.y = flag;
-                v.z = (uint32_t)(w[j] >> 32);
-                v.w = flag;
-                symm__c_st16_vol(q + 16 * j, v);
-            }
+            if (j < words)
+                symm__c_st16_vol(q + 16 * j, symm__pkt_of(w[j], flag));
         return;
     }
     for (size_t kb = lane; kb < words; kb += (size_t)nlanes * SYMM__PKT_BATCH) {
@@ -128,14 +127,8 @@ SYMM__DEVICE_INTERNAL void symm__put_pkt(const symm_ctx_t *ctx, void *pkt, const
                       : al ? ((const uint64_t *)src)[k##i]                                         \
                            : symm__pkt_ldw_any((const char *)src + 8 * k##i, SYMM__PKT_NB(k##i));
 #define SYMM__PKT_STORE(i)                                                                         \
-        if (k##i < words) {                                                                        \
-            symm__v4_t v##i;                                                                       \
-            v##i.x = (uint32_t)w##i;                                                               \
-            v##i.y = flag;                                                                         \
-            v##i.z = (uint32_t)(w##i >> 32);                                                       \
-            v##i.w = flag;                                                                         \
-            symm__c_st16_vol(q + 16 * k##i, v##i);                                                 \
-        }
+        if (k##i < words)                                                                          \
+            symm__c_st16_vol(q + 16 * k##i, symm__pkt_of(w##i, flag));
         SYMM__PKT_EACH(SYMM__PKT_LOAD)
         SYMM__PKT_EACH(SYMM__PKT_STORE)
 #undef SYMM__PKT_LOAD
