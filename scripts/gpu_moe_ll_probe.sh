@@ -4,7 +4,8 @@
 #
 #   BUILD=build-sm90 OUT=/some/dir bash scripts/gpu_moe_ll_probe.sh [step...]
 #
-# steps (default: test probe bench; run in the order given):
+# steps (default: test probe bench; run in the order given; the final run of issue 27's cut:
+#   LL_WALL=60 ... test real stamps testpdl pdl 1pe stamps1 test4):
 #   test    test_moe on 2 PEs (one per GPU where there are 2, else sharing one under
 #           scripts/with_mps.sh): every part (ll ht graph errors budget) with
 #           SYMM_MOE_PACKETS=auto, then ll and graph with 1 and 0
