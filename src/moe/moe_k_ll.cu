@@ -1126,16 +1126,17 @@ SYMM__DEVICE_INTERNAL void ll_acc16(uint32_t kind, symm__v4_t d, uint32_t h, flo
 
 #define LL_CGATHER 4 /* routes whose packets a combine thread loads at once in ll_combine_group_pkt */
 
-/* One output group (8 elements) of token t whose rows came back as packets, 2-byte rows (bf16,
- * f16): LL_CGATHER routes at a time, their packets loaded at once, those without the tag yet
- * loaded again together until none is missing, then summed in slot order. Kept small and in
- * registers (a wider gather spills, and a spilled load is waited for at once: the loads then
- * go one round trip after another). */
+/* Pass h of one output group (8 elements) of token t whose rows came back as packets (16 data
+ * bytes of each route: the group's 8 elements of a 2-byte row, or half of them of an f32 row):
+ * LL_CGATHER routes at a time, their packets loaded at once, those without the tag yet loaded
+ * again together until none is missing, then summed in slot order. Kept small and in registers
+ * (a wider gather spills, and a spilled load is waited for at once: the loads then go one round
+ * trip after another). h is a constant where it is inlined, so acc stays in registers. */
 SYMM__DEVICE_INTERNAL void ll_combine_group_pkt(const symm__moe_kargs_t *A, uint32_t tag, uint64_t t, uint32_t v,
-                                                const uint8_t *ok, const float *w, float *acc) {
+                                                uint32_t h, const uint8_t *ok, const float *w, float *acc) {
     const uint32_t K = A->topk, kind = A->y_kind;
     const uint64_t stride = (uint64_t)A->hidden * 8u; /* one route's packet slot */
-    const char *base = ll_pcslot(A, t, 0) + (uint64_t)v * 32u;
+    const char *base = ll_pcslot(A, t, 0) + (uint64_t)v * 16u * moe_kind_size(kind) + 32u * h;
     for (uint32_t k0 = 0; k0 < K; k0 += LL_CGATHER) {
         symm__v4_t pa[LL_CGATHER], pb[LL_CGATHER];
         uint32_t need = 0, polls = 0;
@@ -1188,7 +1189,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_group_pkt(const symm__moe_kargs_t *A, uint
                         acc[2 * q + 1] += w[k0 + i] * symm__bits_f32(u[q] & 0xffff0000u);
                     }
                 } else {
-                    ll_acc16(kind, d, 0, w[k0 + i], acc);
+                    ll_acc16(kind, d, h, w[k0 + i], acc);
                 }
             }
     }
@@ -1210,28 +1211,10 @@ SYMM__DEVICE_INTERNAL void ll_combine_rows(const symm__moe_kargs_t *A, uint32_t 
         const uint64_t t = t0 + j;
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         /* the passes unrolled: acc is indexed by constants, so it stays in registers */
-        if (spk[j] && passes == 1) {
-            ll_combine_group_pkt(A, tag, t, v, &sok[j * K], &sw[j * K], acc);
-        } else if (spk[j]) {
-#pragma unroll
-            for (uint32_t h = 0; h < 2; h++)
-                for (uint32_t k0 = 0; h < passes && k0 < K; k0 += LL_PGATHER) {
-                    symm__v4_t pa[LL_PGATHER], pb[LL_PGATHER];
-#pragma unroll
-                    for (uint32_t i = 0; i < LL_PGATHER; i++)
-                        if (k0 + i < K && sok[j * K + k0 + i]) {
-                            const char *src = ll_pcslot(A, t, k0 + i) + (uint64_t)v * 16u * ysz + 32u * h;
-                            pa[i] = symm__c_ld16_vol(src);
-                            pb[i] = symm__c_ld16_vol(src + 16);
-                        }
-#pragma unroll
-                    for (uint32_t i = 0; i < LL_PGATHER; i++)
-                        if (k0 + i < K && sok[j * K + k0 + i]) /* slot order, as the reference sums */
-                            ll_acc16(kind,
-                                     ll_pkt_data(A, ll_pcslot(A, t, k0 + i) + (uint64_t)v * 16u * ysz + 32u * h, tag,
-                                                 pa[i], pb[i]),
-                                     h, sw[j * K + k0 + i], acc);
-                }
+        if (spk[j]) {
+            ll_combine_group_pkt(A, tag, t, v, 0, &sok[j * K], &sw[j * K], acc);
+            if (passes == 2)
+                ll_combine_group_pkt(A, tag, t, v, 1, &sok[j * K], &sw[j * K], acc);
         } else {
 #pragma unroll
             for (uint32_t h = 0; h < 2; h++)
