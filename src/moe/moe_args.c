@@ -470,8 +470,8 @@ symm_status_t symm__moe_check_ht_into(const char *call, const symm_moe_config_t 
         if (x % 16u)
             return BAD("%s: recv_x %p is not 16-byte aligned", call, recv_x);
         if (!x_in_heap)
-            return BAD("%s: recv_x %p is not %zu bytes of the symmetric heap (capacity %u rows x %zu bytes; "
-                       "allocate it with symm_malloc: the peers store into it)", call, recv_x, xb, g->cap,
+            return BAD("%s: recv_x %p is not %zu bytes inside one block of the symmetric heap (capacity %u rows "
+                       "x %zu bytes; allocate it with symm_malloc: the peers store into it)", call, recv_x, xb, g->cap,
                        cfg->hidden_dim_bytes);
         if (x != own_x && overlap(x, xb, base, (size_t)g->lay.total))
             return BAD("%s: recv_x %p overlaps the handle's own buffers", call, recv_x);
@@ -483,8 +483,9 @@ symm_status_t symm__moe_check_ht_into(const char *call, const symm_moe_config_t 
         if (s % 16u)
             return BAD("%s: recv_x_scale %p is not 16-byte aligned", call, recv_x_scale);
         if (!s_in_heap)
-            return BAD("%s: recv_x_scale %p is not %zu bytes of the symmetric heap (capacity %u rows x %u float32 "
-                       "scales; allocate it with symm_malloc)", call, recv_x_scale, sb, g->cap, g->scale_cols);
+            return BAD("%s: recv_x_scale %p is not %zu bytes inside one block of the symmetric heap (capacity %u "
+                       "rows x %u float32 scales; allocate it with symm_malloc)", call, recv_x_scale, sb, g->cap,
+                       g->scale_cols);
         if (s != own_s && overlap(s, sb, base, (size_t)g->lay.total))
             return BAD("%s: recv_x_scale %p overlaps the handle's own buffers", call, recv_x_scale);
     }

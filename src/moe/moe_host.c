@@ -429,6 +429,16 @@ symm_status_t symm_moe_ht_layout(symm_moe_t *h, const void *indices, symm_dtype_
     return launch(h, &a, SYMM__MK_HT_LAYOUT, 0, stream);
 }
 
+/* Non-zero when [p, p + n) lies inside one live block of this PE's symmetric heap. */
+static int in_heap_block(const void *p, size_t n) {
+    size_t off = 0, start = 0, size = 0;
+    if (n == 0)
+        return 1;
+    if (!symm__heap_offset(p, n, &off) || !symm__alloc_lookup(symm__heap.alloc, off, &start, &size))
+        return 0;
+    return off + n <= start + size;
+}
+
 /* Where this PE's rows of x and scales land: the handle's buffers, or the
  * caller's (symmetric, checked by symm__moe_check_ht_into). The receive half
  * lays out nothing there, so it takes what its send half named. */
@@ -443,8 +453,8 @@ static symm_status_t ht_into(const char *call, symm_moe_t *h, void *recv_x, floa
         return SYMM_SUCCESS;
     }
     return symm__moe_check_ht_into(call, &h->cfg, &h->g, (uintptr_t)h->base, recv_x, recv_x_scale,
-                                   recv_x == NULL || symm__heap_offset(recv_x, xb, NULL),
-                                   recv_x_scale == NULL || symm__heap_offset(recv_x_scale, sb, NULL), a);
+                                   recv_x == NULL || in_heap_block(recv_x, xb),
+                                   recv_x_scale == NULL || in_heap_block(recv_x_scale, sb), a);
 }
 
 static symm_status_t ht_dispatch(const char *call, symm_moe_t *h, const symm_moe_ht_dispatch_args_t *args,

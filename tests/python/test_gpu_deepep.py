@@ -49,6 +49,11 @@ def test_in_flight(ctx):
     cases.case_in_flight(ctx)
 
 
+@pytest.mark.parametrize("fp8", [False, True])
+def test_recv_buffers(ctx, fp8):
+    cases.case_recv_buffers(ctx, fp8)
+
+
 @pytest.mark.parametrize("use_fp8", [False, True])
 @pytest.mark.parametrize("hook", [False, True])
 def test_low_latency(ctx, use_fp8, hook):

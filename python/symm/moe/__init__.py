@@ -910,6 +910,53 @@ class HighThroughput(_Handle):
         if flags & SEND:
             self._num_tokens = m
 
+    def _prepare(self, topk_idx, topk_weights=None):
+        """The argument block of dispatches that repeat one routing (symm.moe.deep_ep's
+        cached dispatch), checked once; _dispatch_prepared fills in x."""
+        call = "HighThroughput.dispatch"
+        topk_idx, code = _ht_indices(topk_idx, call, self.experts_per_token, self.device)
+        a = HtDispatchArgs()
+        if topk_weights is not None:
+            _tensor(topk_weights, "topk_weights", call, 2, (torch.float32,), self.device, contiguous=True)
+            _shape(topk_weights, "topk_weights", call, (topk_idx.size(0), self.experts_per_token))
+            a.weights = topk_weights.data_ptr()
+        a.indices = topk_idx.data_ptr()
+        a.indices_dtype = code
+        a.num_tokens = topk_idx.size(0)
+        return (a, ctypes.addressof(a), topk_idx, topk_weights)
+
+    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None):
+        """Both halves of a dispatch of prep's routing: x (and x_scale) checked
+        against it here, the rest by the C library; recv_x / recv_x_scale as
+        for dispatch (symmetric tensors; their bounds are the caller's to check)
+        or None."""
+        call = "HighThroughput.dispatch"
+        a = prep[0]
+        if type(x) is not _Tensor or x.dtype != self.x_dtype or x.dim() != 2 or x.size(0) != a.num_tokens or \
+                x.size(1) != self.hidden_dim or x.device != self.device or x.stride(1) != 1:
+            raise ValueError("%s: x must be %s [%d, %d] on %s, rows contiguous; got %s %s" % (
+                call, self.x_dtype, a.num_tokens, self.hidden_dim, self.device, getattr(x, "dtype", type(x)),
+                tuple(getattr(x, "shape", ()))))
+        if (x_scale is None) == self.has_scales:
+            raise ValueError("%s: the object was made %s scales: x_scale must %s" % (
+                call, "with" if self.has_scales else "without", "be given" if self.has_scales else "be None"))
+        a.x = x.data_ptr()
+        a.x_stride = x.stride(0)
+        a.x_dtype = _dtype_code(x)
+        if x_scale is not None:
+            _tensor(x_scale, "x_scale", call, 2, (torch.float32,), self.device, last_contiguous=False)
+            _shape(x_scale, "x_scale", call, (a.num_tokens, (self.hidden_dim + SCALE_BLOCK - 1) // SCALE_BLOCK))
+            a.x_scale = x_scale.data_ptr()
+            a.x_scale_stride[0], a.x_scale_stride[1] = x_scale.stride(0), x_scale.stride(1)
+        if recv_x is None and recv_x_scale is None:
+            _call("symm_moe_ht_dispatch", self._h(), prep[1], SEND | RECV, _stream(self._dev))
+        else:
+            _call("symm_moe_ht_dispatch_into", self._h(), prep[1], _ptr(recv_x), _ptr(recv_x_scale), SEND | RECV,
+                  _stream(self._dev))
+        self._num_tokens = a.num_tokens
+        return (self._recv_x if recv_x is None else recv_x, self._recv_scale if recv_x_scale is None else recv_x_scale,
+                self._recv_idx, self._recv_w, self._recv_src, self._num_recv, self._num_recv_per_expert)
+
     def combine(self, y, out=None, out_dtype=torch.bfloat16, do_send=True, do_recv=True):
         """out[t] (a new [tokens, hidden] tensor unless given) = the sum of the
         rows y[i] the PEs return for token t of the last dispatch."""
