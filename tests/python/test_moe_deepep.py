@@ -359,15 +359,17 @@ def test_bench_script_measures_every_row(monkeypatch):
         clock = bench.Clock(Ev, lambda: None, lambda: None, reps=3, warmup=1)
         results, check = bench.measure(
             torch, dep, lambda dt, sc: eng.ht(E, K, H, T, dt, sc),
-            lambda views: dep.Buffer(group, 1 << 20, explicitly_destroy=True, max_num_tokens=T, zero_copy_recv=views),
+            lambda how: dep.Buffer(group, 1 << 20, explicitly_destroy=True, max_num_tokens=T,
+                                   num_recv_buffers=0 if how == "copy" else 2, zero_copy_recv=how == "views"),
             (d.x, x8, s8, d.idx, d.w, E), 2, [8, 0], eng.share, clock)
         return results, check, bench.table(results, H, check)
 
     (results, check, text), _ = run_ranks(2, body)
     assert check is True
     assert [(p.split()[0] + " " + p.split()[1], sms) for p, sms, _, _ in results] == [
-        ("own (symm.moe.HighThroughput)", 8), ("api cached", 8), ("api views", 8), ("api full", 8),
-        ("own (symm.moe.HighThroughput)", 16), ("api cached", 16), ("api views", 16), ("api full", 16)]
+        ("own (symm.moe.HighThroughput)", 8), ("api cached", 8), ("api copy", 8), ("api views", 8), ("api full", 8),
+        ("own (symm.moe.HighThroughput)", 16), ("api cached", 16), ("api copy", 16), ("api views", 16),
+        ("api full", 16)]
     assert "| api cached (symm.moe.deep_ep) | 16 |" in text and "received rows of the API = the own API's" in text
     assert text.count("| 1.00 | 1.00 |") >= 4, text
 
