@@ -35,10 +35,13 @@ as DeepEP documents them. What differs, and why:
   Buffer(..., max_num_tokens=N). A dispatch without a CPU synchronisation
   (num_worst_tokens > 0, or a cached handle) cannot agree: its num_tokens must
   fit a bound agreed before, and num_worst_tokens must be the same on every rank.
-- Received tensors are fresh tensors, as DeepEP returns them: the rows are
-  copied out of symm's receive buffers (one device copy of what was received).
-  Buffer(..., zero_copy_recv=True) returns views of those buffers instead, valid
-  until the Buffer's next dispatch.
+- Received tensors are fresh tensors, as DeepEP returns them. recv_x and its
+  scales lie in one of the Buffer's symmetric receive buffers (num_recv_buffers
+  per shape), where the peers stored the rows: no copy. A buffer serves a new
+  dispatch only once torch has freed every tensor over it; while the caller
+  holds all of them, the rows are copied into fresh tensors (one device copy of
+  what was received). Buffer(..., zero_copy_recv=True) returns views of symm's
+  own receive buffers instead, valid until the Buffer's next dispatch.
 - symm's combine works on the state of a dispatch. A combine whose dispatch is
   no longer the last one over its symm handle (two combines of one handle, or
   more dispatches in flight than the Buffer keeps) first runs the dispatch's
