@@ -787,6 +787,7 @@ class HighThroughput(_Handle):
         super().__init__(cfg, call)
         self.num_experts, self.experts_per_token, self.hidden_dim = num_experts, experts_per_token, hidden_dim
         self.max_num_tokens, self.x_dtype, self.has_scales = max_num_tokens, x_dtype, bool(scales)
+        self._x_code = _DTYPE_CODES.get(str(x_dtype).replace("torch.", ""), -1)
         self.world_size = _runtime.n_pes()
         self._num_tokens = 0
         r = HtRecv()
@@ -942,7 +943,7 @@ class HighThroughput(_Handle):
                 call, "with" if self.has_scales else "without", "be given" if self.has_scales else "be None"))
         a.x = x.data_ptr()
         a.x_stride = x.stride(0)
-        a.x_dtype = _dtype_code(x)
+        a.x_dtype = self._x_code
         if x_scale is not None:
             _tensor(x_scale, "x_scale", call, 2, (torch.float32,), self.device, last_contiguous=False)
             _shape(x_scale, "x_scale", call, (a.num_tokens, (self.hidden_dim + SCALE_BLOCK - 1) // SCALE_BLOCK))
