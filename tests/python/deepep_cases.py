@@ -384,6 +384,8 @@ def case_recv_buffers(ctx, fp8):
     try:
         kept = [dispatch(buf, j) for j in range(4)]
         assert len(buf._pools) == 1 and not copy._pools, (list(buf._pools), list(copy._pools))
+        pool_bytes = sum(e.buf.numel() for p in buf._pools.values() for e in p.entries)
+        assert pool_bytes > 0 and buf.heap_bytes() >= pool_bytes, "heap_bytes() counts the receive buffers"
         got = [_in_pool(k[0][0], buf) for k in kept]
         assert got == [True, True, False, False], "%s: in the pool: %s" % (what, got)
         if fp8:
