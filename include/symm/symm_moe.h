@@ -53,8 +53,9 @@
  * pointers, the call order.
  *
  * Buffers are device memory of this PE's GPU (anywhere; they need not be in
- * the symmetric heap). The handle's own buffers are symmetric allocations,
- * made by symm_moe_create (collective; outside graph capture).
+ * the symmetric heap, except the receive buffers a caller gives
+ * symm_moe_ht_dispatch_into). The handle's own buffers are symmetric
+ * allocations, made by symm_moe_create (collective; outside graph capture).
  *
  * Make handles after symm_init and destroy them before symm_finalize.
  */

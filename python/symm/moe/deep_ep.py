@@ -451,7 +451,8 @@ class _Slot:
 _SAME_STREAM = contextlib.nullcontext()
 
 
-_use_count = torch._C._storage_Use_Count
+# A storage's reference count (a torch without it: no receive buffers, every dispatch copies)
+_use_count = getattr(torch._C, "_storage_Use_Count", None)
 
 
 class _RecvEntry:
@@ -560,7 +561,7 @@ class Buffer:
         self._device = e.device
         self._comm = self._cuda.new_stream()
         self._zero_copy_recv = bool(zero_copy_recv)
-        self._num_recv_buffers = 0 if zero_copy_recv else num_recv_buffers
+        self._num_recv_buffers = 0 if zero_copy_recv or _use_count is None else num_recv_buffers
         self._pools = {}            # key -> _RecvPool (normal mode)
         self._x_ok = set()          # (x dtype, hidden[, scales dtype, columns]) that passed _x_parts' checks
         self._kept = []             # receive buffers of retired pools that a tensor still held when they retired
