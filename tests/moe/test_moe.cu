@@ -471,6 +471,8 @@ static void ht_make(HT &t, uint32_t E, uint32_t K, uint32_t H, uint32_t M, int e
     t.cfg = moe_config(SYMM_MOE_HIGH_THROUGHPUT, E, K, H, M, esz, t.cols, 1);
     SYMM_CHECK(symm_moe_create(&t.cfg, NULL, &t.h));
     SYMM_CHECK(symm_moe_ht_recv_buffers(t.h, &t.r));
+    t.rx = t.r.x; /* until a round names other buffers (part_graph dispatches without ht_round) */
+    t.rs = t.r.x_scale;
     t.L = (uint32_t)symm_moe_local_experts(t.h);
     t.first = (uint32_t)symm_moe_first_expert(t.h);
     t.d_x = dalloc<unsigned char>((size_t)M * H * esz);
