@@ -433,6 +433,83 @@ def rs_hgemm(ctx: I64, atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.Copy
             counter[bid] = epoch
 
 
+# ---------------------------------------------------------------------------
+# GEMM + reduce-scatter with the transfers on the copy engines
+# ---------------------------------------------------------------------------
+
+@cute.kernel
+def rs_hgemm_ce(ctx: I64, atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.CopyAtom, mB: cute.Tensor,
+                stage: cute.Pointer, recv: cute.Pointer, done: cute.Pointer, rflag: cute.Pointer,
+                out: cute.Pointer, m: I32, n: I32, k: I32, sub_m: I32, t_begin: I32, t_end: I32):
+    """out (m / n_pes x n) = rows my_pe of the sum over PEs of A_p @ Bt_p^T,
+    tiles t_begin.. t_end of the band order me+1, ..., me (the whole call, or
+    the peer bands and then the own band as two launches).
+    stage: this PE's m x n partials (local; only the peers' rows are written);
+    a peer band's tile is stored there and counted in done[owner][sub-chunk]
+    (release, after both warpgroups' stores), which the copy engines wait for
+    (cuStreamWaitValue64) before moving the sub-chunk of sub_m rows into the
+    owner's recv slot and setting its rflag. recv: n_pes slots of m/n_pes x n
+    (slot p: PE p's partial of this PE's rows); rflag: [n_pes][sub-chunks],
+    1 once PE p's sub-chunk landed (zeroed by the host after the call). Own
+    band tiles wait for every peer's flag of their sub-chunk, then add the
+    peers' partials to their own before the store."""
+    tid, _, _ = cute.arch.thread_idx()
+    bid, _, _ = cute.arch.block_idx()
+    nblk, _, _ = cute.arch.grid_dim()
+    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
+    sA, sB, sC, pipe = shared_storage()
+    tAsA, tAgA = tma_views(atom_a, mA, sA, BM)
+    tBsB, tBgB = tma_views(atom_b, mB, sB, BN)
+    m_loc = m // npes
+    band_tiles_m, tiles_n, k_tiles = m_loc // BM, n // BN, k // BK
+    subs = m_loc // sub_m
+    sub_tiles_m = sub_m // BM
+    first = (me + 1) % npes
+    if warp < 4:
+        cute.arch.setmaxregister_decrease(PRODUCER_REGS)
+        if warp == 0:
+            cpasync.prefetch_descriptor(atom_a)
+            cpasync.prefetch_descriptor(atom_b)
+            st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, STAGES)
+            t = t_begin + bid
+            while t < t_end:
+                owner, tm, tn = tile_coords(t, band_tiles_m, tiles_n, npes, first)
+                st = load_ab(pipe, st, atom_a, tAgA, tAsA, atom_b, tBgB, tBsB, owner * band_tiles_m + tm,
+                             tn, k_tiles)
+                t += nblk
+            pipe.producer_tail(st)
+    else:
+        cute.arch.setmaxregister_increase(CONSUMER_REGS)
+        ct = tid - 128
+        w = ct // 128
+        tiled, tCrA, tCrB, tCsC, acc = mma_setup(sA, sB, sC, ct)
+        thr_cp, tS = epilogue_copy(sC, ct)
+        slot = I64(m_loc) * n                  # elements per sender slot
+        rd = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
+        rl = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
+        t = t_begin + bid
+        while t < t_end:
+            owner, tm, tn = tile_coords(t, band_tiles_m, tiles_n, npes, first)
+            sub = tm // sub_tiles_m
+            rd, rl = mma_tile(pipe, rd, rl, tiled, tCrA, tCrB, acc, k_tiles)
+            if owner != me:
+                store_tile(acc, tCsC, thr_cp, tS, w, stage, n, owner * band_tiles_m + tm, tn)
+                # both warpgroups' stores, then one release count the copy engines wait for
+                cute.arch.barrier(barrier_id=3, number_of_threads=CONSUMERS)
+                if ct == 0:
+                    sc.signal_op(ctx, done + (owner * subs + sub), U64(1), sc.SIGNAL_ADD, me)
+            else:
+                if ct == 0:
+                    # me-1 computed this band first, so its partials land first
+                    for i in cutlass.range(1, npes, unroll=1):
+                        p = (me + npes - i) % npes
+                        sc.signal_wait_until(ctx, rflag + (p * subs + sub), sc.CMP_GE, U64(1))
+                cute.arch.barrier(barrier_id=3, number_of_threads=CONSUMERS)
+                store_reduced(acc, tCsC, thr_cp, tS, w, out, recv, n, tm, tn, me, npes, slot)
+            t += nblk
+
+
 PB = Ptr(BF16)
 S = Ptr(U64, 8)
 KERNELS = [
@@ -444,4 +521,7 @@ KERNELS = [
     Kernel(rs_hgemm, [("ctx", I64), ("a", Tma(BF16, BM)), ("bt", Tma(BF16, BN)), ("recv", PB), ("flags", S),
                       ("out", PB), ("counters", S), ("m", I32), ("n", I32), ("k", I32)],
            block=THREADS, smem=SMEM),
+    Kernel(rs_hgemm_ce, [("ctx", I64), ("a", Tma(BF16, BM)), ("bt", Tma(BF16, BN)), ("stage", PB), ("recv", PB),
+                         ("done", S), ("rflag", S), ("out", PB), ("m", I32), ("n", I32), ("k", I32),
+                         ("sub_m", I32), ("t_begin", I32), ("t_end", I32)], block=THREADS, smem=SMEM),
 ]
