@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CuTe DSL GEMM + reduce-scatter (examples/cute/gemm_rs.py): the copy-engine
-# variant (ce, and ce-owners on 3+ PEs) against the epilogue-push one (push),
+# variants (ce; ce-noprefetch; ce-owners on 3+ PEs) against the epilogue-push
+# one (push),
 # checked against torch with fresh data and timed next to the GEMM alone and
 # torch.matmul + NCCL. Runs unchanged on 1, 2 or 4 GPUs (more: 4 are used);
 # results under $OUT/gemm_rs/, a summary table last. About 2-3 minutes.
@@ -8,7 +9,7 @@
 #   1. speed (2+ GPUs): one PE per GPU, shapes square (M=K=N=8192) and llm
 #      (M=4096, K=28672, N=8192), every variant; the overlap table.
 #   2. correctness (any GPU count): 2 PEs sharing GPU 0 under a private MPS
-#      daemon (scripts/with_mps.sh), shapes small and llm, every variant
+#      daemon (scripts/with_mps.sh), shapes small and llm, ce and push
 #      (ce runs as two launches there: peer bands, then the own band).
 #
 # Nothing is built here: libsymm from $BUILD (src/libsymm.so; default
@@ -77,8 +78,8 @@ pyenv=(env PYTHONPATH="$here/python" SYMM_LIBRARY="$lib")
 nvidia-smi -L >"$out/machine.txt" 2>&1
 npes=$ngpu
 [ "$npes" -gt 4 ] && npes=4
-variants=ce,push
-[ "$npes" -gt 2 ] && variants=ce,ce-owners,push
+variants=ce,ce-noprefetch,push
+[ "$npes" -gt 2 ] && variants=ce,ce-owners,ce-noprefetch,push
 
 # ---- 1. speed: one PE per GPU ----
 if [ "$npes" -ge 2 ]; then

@@ -20,8 +20,9 @@ Two ways to move the peers' partials (--variants):
         the same stream). The own band's tiles wait for their sub-chunk's
         flags, add the peers' partials in fp32 and store the sum. An
         `entered` word per peer keeps a fast peer from copying call e+1 into
-        a receive slot this PE still reads in call e. ce-owners: the same
-        with a side stream per owner (copies to several owners at once).
+        a receive slot this PE still reads in call e. An own-band tile asks
+        L2 for the peers' partials before its mainloop (ce-noprefetch: not).
+        ce-owners: a side stream per owner (copies to several at once).
   push  (GemmRS, rs_hgemm) a peer band's tile is stored by the epilogue
         straight into the owner's receive buffer over NVLink (SM stores),
         then flagged; the own band reduces as above.
@@ -36,7 +37,7 @@ iteration, and timed (CUDA graphs and a plain stream) next to the GEMM alone
 at the same per-PE shape and the unfused torch + NCCL.
 
     torchrun --nproc-per-node 4 examples/cute/gemm_rs.py [--cubins build-cute] [--shape square,llm]
-        [--variants ce,ce-owners,push]
+        [--variants ce,ce-owners,ce-noprefetch,push]
 """
 import importlib.util
 import os
@@ -63,7 +64,7 @@ ce = _load_copyengine()
 
 BM, BN, BK = 128, 256, 64   # hopper_gemm.py's tile
 GROUP_M = 8                 # hopper_gemm.py's row tiles per group
-VARIANTS = ("ce", "ce-owners", "push")
+VARIANTS = ("ce", "ce-owners", "ce-noprefetch", "push")
 # (M, K, N) of the layer, K sharded over the PEs: the square benchmark shape,
 # an LLM MLP down-projection (intermediate 28672, hidden 8192, 4096 tokens), and
 # a small one for quick runs and PEs sharing a GPU
@@ -107,11 +108,13 @@ class GemmRSCE:
     stream, the partials moved by the copy engines (module doc: ce).
 
     lanes: 1 (every owner's sub-chunks on one side stream, in band order) or
-    "owners" (a side stream per owner)."""
+    "owners" (a side stream per owner); prefetch: the own band's tiles
+    prefetch the peers' partials into L2 before their mainloop."""
 
-    def __init__(self, env, m, k_loc, n, lanes=1):
+    def __init__(self, env, m, k_loc, n, lanes=1, prefetch=True):
         w, me = env.world, env.rank
         self.env, self.m, self.k, self.n, self.m_loc = env, m, k_loc, n, m // w
+        self.prefetch = 1 if prefetch else 0
         if m % w or self.m_loc % BM or n % BN or k_loc % BK:
             raise ValueError("gemm_rs: M/n_pes must be a multiple of %d, N of %d and K/n_pes of %d "
                              "(got M=%d over %d PEs, N=%d, K/PE=%d)" % (BM, BN, BK, m, w, n, k_loc))
@@ -175,7 +178,7 @@ class GemmRSCE:
 
     def _gemm(self, a, bt, out, t0, t1):
         self.env.k["rs_hgemm_ce"](self.grid, self.env.ctx, a, bt, self.stage, self.recv, self.done, self.rflag,
-                                  out, self.m, self.n, self.k, self.sub_m, t0, t1)
+                                  out, self.m, self.n, self.k, self.sub_m, t0, t1, self.prefetch)
 
     def __call__(self, a, bt, out):
         self._check(a, bt, out)
@@ -222,7 +225,8 @@ class GemmRSCE:
 def make_op(env, variant, m, k_loc, n):
     if variant == "push":
         return GemmRS(env, m, k_loc, n)
-    return GemmRSCE(env, m, k_loc, n, lanes="owners" if variant == "ce-owners" else 1)
+    return GemmRSCE(env, m, k_loc, n, lanes="owners" if variant == "ce-owners" else 1,
+                    prefetch=variant != "ce-noprefetch")
 
 
 def variants_of(args):

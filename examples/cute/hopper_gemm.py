@@ -437,13 +437,31 @@ def rs_hgemm(ctx: I64, atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.Copy
 # GEMM + reduce-scatter with the transfers on the copy engines
 # ---------------------------------------------------------------------------
 
+@cute.jit
+def prefetch_partials(recv, slot, n, tm, tn, me, npes, ct):
+    """Consumer thread ct's share of the L2 prefetch of the peers' partials
+    of tile (tm, tn): 128 rows x 512 bytes = 512 lines of 128 bytes a peer,
+    two lines per thread."""
+    for i in cutlass.range(1, npes, unroll=1):
+        base = recv + ((me + i) % npes) * slot
+        for j in cutlass.range_constexpr(2):
+            line = ct + j * CONSUMERS
+            row = tm * BM + line // 4
+            col = tn * BN + (line % 4) * 64
+            cute.arch.prefetch((base + (I64(row) * n + col)).llvm_ptr, cache_level="L2")
+
+
 @cute.kernel
 def rs_hgemm_ce(ctx: I64, atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.CopyAtom, mB: cute.Tensor,
                 stage: cute.Pointer, recv: cute.Pointer, done: cute.Pointer, rflag: cute.Pointer,
-                out: cute.Pointer, m: I32, n: I32, k: I32, sub_m: I32, t_begin: I32, t_end: I32):
+                out: cute.Pointer, m: I32, n: I32, k: I32, sub_m: I32, t_begin: I32, t_end: I32,
+                prefetch: I32):
     """out (m / n_pes x n) = rows my_pe of the sum over PEs of A_p @ Bt_p^T,
     tiles t_begin.. t_end of the band order me+1, ..., me (the whole call, or
-    the peer bands and then the own band as two launches).
+    the peer bands and then the own band as two launches). prefetch (0/1):
+    an own-band tile asks L2 for the peers' partials before its mainloop, so
+    its epilogue's loads hit L2 (the GPU's point of coherence: a line
+    fetched before the copy engine rewrites it is updated, never stale).
     stage: this PE's m x n partials (local; only the peers' rows are written);
     a peer band's tile is stored there and counted in done[owner][sub-chunk]
     (release, after both warpgroups' stores), which the copy engines wait for
@@ -492,6 +510,8 @@ def rs_hgemm_ce(ctx: I64, atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.C
         while t < t_end:
             owner, tm, tn = tile_coords(t, band_tiles_m, tiles_n, npes, first)
             sub = tm // sub_tiles_m
+            if owner == me and prefetch != 0:
+                prefetch_partials(recv, slot, n, tm, tn, me, npes, ct)
             rd, rl = mma_tile(pipe, rd, rl, tiled, tCrA, tCrB, acc, k_tiles)
             if owner != me:
                 store_tile(acc, tCsC, thr_cp, tS, w, stage, n, owner * band_tiles_m + tm, tn)
@@ -523,5 +543,6 @@ KERNELS = [
            block=THREADS, smem=SMEM),
     Kernel(rs_hgemm_ce, [("ctx", I64), ("a", Tma(BF16, BM)), ("bt", Tma(BF16, BN)), ("stage", PB), ("recv", PB),
                          ("done", S), ("rflag", S), ("out", PB), ("m", I32), ("n", I32), ("k", I32),
-                         ("sub_m", I32), ("t_begin", I32), ("t_end", I32)], block=THREADS, smem=SMEM),
+                         ("sub_m", I32), ("t_begin", I32), ("t_end", I32), ("prefetch", I32)],
+           block=THREADS, smem=SMEM),
 ]

@@ -62,13 +62,13 @@ def rs_ce_kernel(sim, mod):
     """The model of rs_hgemm_ce, launched as symm.cubin launches the built one."""
     BM, BN, GROUP_M = mod.BM, mod.BN, mod.GROUP_M
 
-    def launch(grid, ctx, a, bt, stage, recv, done, rflag, out, m, n, k, sub_m, t0, t1):
+    def launch(grid, ctx, a, bt, stage, recv, done, rflag, out, m, n, k, sub_m, t0, t1, prefetch):
         P, me = sim.P, sim.cur
         m_loc = m // P
         band_tiles_m, tiles_n = m_loc // BM, n // BN
         subs, sub_tiles_m = m_loc // sub_m, sub_m // BM
         assert grid == sim.nsm, "the persistent grid is one block per slot"
-        assert a.shape == (m, k) and bt.shape == (n, k) and out.shape == (m_loc, n)
+        assert a.shape == (m, k) and bt.shape == (n, k) and out.shape == (m_loc, n) and prefetch in (0, 1)
         blocks = []
         for t in range(t0, t1):
             owner, tm, tn = tile_coords(t, band_tiles_m, tiles_n, P, (me + 1) % P, GROUP_M)
