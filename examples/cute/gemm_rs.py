@@ -112,7 +112,7 @@ class GemmRSCE:
     prefetch the peers' partials into L2 before their mainloop."""
 
     def __init__(self, env, m, k_loc, n, lanes=1, prefetch=True):
-        w, me = env.world, env.rank
+        w = env.world
         self.env, self.m, self.k, self.n, self.m_loc = env, m, k_loc, n, m // w
         self.prefetch = 1 if prefetch else 0
         if m % w or self.m_loc % BM or n % BN or k_loc % BK:
@@ -218,6 +218,7 @@ class GemmRSCE:
     def close(self):
         torch.cuda.synchronize()
         symm.barrier()
+        self.side = self.program = None              # its graph names the buffers freed next
         for t in (self.entered, self.rflag, self.done, self.recv):
             symm.free_tensor(t)
 
