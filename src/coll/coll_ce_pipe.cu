@@ -19,8 +19,9 @@
  * Broadcast: the root copies part j of each chunk into non-root j's recv
  * and signals the chunk; non-root j forwards part j of every signalled chunk
  * to the other non-roots with SM stores (one kernel for the whole call), so
- * the root sends each byte once and the non-roots share the rest; an end
- * handshake tells every PE that everything written into it has landed.
+ * the root sends each byte once and the non-roots share the rest (with one
+ * non-root: one copy of the whole buffer); an end handshake tells every PE
+ * that everything written into it has landed.
  *
  * Reduce-scatter: each PE copies chunk k of piece q into PE q's staging
  * area (a ring of nbuf buffers per source PE) and signals it; PE q's
@@ -235,7 +236,8 @@ extern "C" symm_status_t symm__coll_ce_bcast(const symm__coll_pipe_t *pp, const 
     cudaStream_t s = (cudaStream_t)stream;
     symm__coll_ce_t *ce = pp->ce;
     int n = pp->ctx->n_pes, me = pp->ctx->my_pe, m = n - 1;
-    uint64_t chunk = pipe_chunk(pp->chunk, nbytes, 0);
+    /* with one non-root nothing forwards, so chunks would only split the copy */
+    uint64_t chunk = m > 1 ? pipe_chunk(pp->chunk, nbytes, 0) : nbytes > 0 ? nbytes : 16;
     uint32_t nchunks = (uint32_t)((nbytes + chunk - 1) / chunk);
     symm_status_t st;
     cudaError_t e;

@@ -351,6 +351,14 @@ static symm_status_t begin(const char *call, symm_moe_t *h, symm__moe_kargs_t *a
 }
 
 static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, int flags, symm_stream_t stream) {
+    /* A combine's one-kernel schedules read this PE's own rows of y in place
+     * with 16-byte loads; a y off that alignment (pointer or row stride) takes
+     * the halves as two kernels, whose send half copies at any alignment. */
+    if (k == SYMM__MK_HT_COMBINE && flags == SYMM_MOE_SEND_RECV && a->y_rows > 0 &&
+        (((uintptr_t)a->y | (uintptr_t)(a->y_stride[1] * 2)) & 15u) != 0) {
+        symm_status_t st = launch(h, a, k, SYMM_MOE_SEND, stream);
+        return st != SYMM_SUCCESS ? st : launch(h, a, k, SYMM_MOE_RECV, stream);
+    }
     a->kernel = (uint32_t)k;
     a->flags = (uint32_t)flags;
     a->nblocks = grid(h, k, flags);

@@ -453,6 +453,7 @@ struct HT {
     symm_moe_ht_recv_t r;
     uint32_t E, K, H, M, L, cols, first;
     int esz;
+    uint32_t yoff; /* y starts this many elements into its allocation */
     unsigned char *d_x;
     float *d_xs, *d_w;
     int32_t *d_idx;
@@ -472,7 +473,7 @@ static void ht_make(HT &t, uint32_t E, uint32_t K, uint32_t H, uint32_t M, int e
     t.d_xs = dalloc<float>((size_t)M * t.cols);
     t.d_w = dalloc<float>((size_t)M * K);
     t.d_idx = dalloc<int32_t>((size_t)M * K);
-    t.d_y = dalloc<uint16_t>(t.r.capacity * H);
+    t.d_y = dalloc<uint16_t>(t.r.capacity * H + 8);
     t.d_out = dalloc<uint16_t>((size_t)M * H);
 }
 
@@ -525,11 +526,11 @@ static void ht_round(HT &t, const Batch &b, int split, int skip = 0) {
         SYMM_CHECK(symm_moe_ht_dispatch(t.h, &d, SYMM_MOE_SEND_RECV, stream));
     }
     ht_experts<<<256, 256, 0, stream>>>((const unsigned char *)t.r.x, t.esz, t.r.indices, t.r.weights, t.r.num_recv,
-                                        t.d_y, t.K, t.H, t.first);
-    SYMM_CHECK(symm_moe_ht_combine(t.h, t.d_y, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out, SYMM_DTYPE_BF16, t.H,
-                                   t.M, split ? SYMM_MOE_SEND : SYMM_MOE_SEND_RECV, stream));
+                                        t.d_y + t.yoff, t.K, t.H, t.first);
+    SYMM_CHECK(symm_moe_ht_combine(t.h, t.d_y + t.yoff, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out, SYMM_DTYPE_BF16,
+                                   t.H, t.M, split ? SYMM_MOE_SEND : SYMM_MOE_SEND_RECV, stream));
     if (split)
-        SYMM_CHECK(symm_moe_ht_combine(t.h, t.d_y, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out, SYMM_DTYPE_BF16,
+        SYMM_CHECK(symm_moe_ht_combine(t.h, t.d_y + t.yoff, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out, SYMM_DTYPE_BF16,
                                        t.H, t.M, SYMM_MOE_RECV, stream));
 }
 
@@ -635,6 +636,18 @@ static void part_ht(void) {
         std::vector<Batch> bs = ht_batches(t, 91, it, -1);
         snprintf(what, sizeof what, "ht hidden 2056, call %d", it);
         ht_round(t, bs[me], 0);
+        ht_verify(t, bs, what);
+    }
+    SYMM_CHECK(symm_moe_check(t.h, stream));
+    ht_free(t);
+    /* y one element (2 bytes) into its allocation: off the 16-byte alignment
+     * the one-kernel combine reads this PE's rows with */
+    ht_make(t, 256, 8, 1024, 300, 2, 0);
+    t.yoff = 1;
+    for (int it = 0; it < 2; it++) {
+        std::vector<Batch> bs = ht_batches(t, 53, it, -1);
+        snprintf(what, sizeof what, "ht y at 2 bytes past alignment, call %d", it);
+        ht_round(t, bs[me], it);
         ht_verify(t, bs, what);
     }
     SYMM_CHECK(symm_moe_check(t.h, stream));

@@ -56,7 +56,7 @@
       "all-reduce from 3 PEs: the stores-only two-shot kernel up to this")                       \
     X(push_ar_min, SYMM__MIB(16), SYMM__MIB(16), SYMM__MIB(16),                                   \
       "all-reduce: the push pipeline from this")                                                 \
-    X(ar_ce_min, SYMM__MIB(128), SYMM__MIB(128), SYMM__MIB(128),                                  \
+    X(ar_ce_min, SYMM__NEVER, SYMM__MIB(128), SYMM__MIB(128),                                  \
       "all-reduce: copy-engine reduce-scatter + all-gather from this (symmetric recv)")          \
     X(rs_packet_max, SYMM__KIB(256), SYMM__KIB(128), SYMM__KIB(128),                              \
       "reduce-scatter: packets up to this")                                                      \
@@ -64,11 +64,11 @@
       "reduce-scatter: ONESHOT (stores into the owner's region, one handshake) up to this")      \
     X(push_rs_min, SYMM__NEVER, SYMM__NEVER, SYMM__NEVER,                                         \
       "reduce-scatter: the push pipeline from this")                                             \
-    X(rs_ce_min, SYMM__MIB(16), SYMM__MIB(16), SYMM__MIB(16),                                     \
+    X(rs_ce_min, SYMM__NEVER, SYMM__MIB(16), SYMM__MIB(16),                                     \
       "reduce-scatter: the copy-engine pipeline from this")                                      \
-    X(bcast_hop1_max, SYMM__KIB(256), SYMM__KIB(128), SYMM__KIB(64),                              \
+    X(bcast_hop1_max, SYMM__KIB(512), SYMM__KIB(128), SYMM__KIB(64),                              \
       "broadcast: one-hop packets up to this (two hops above it need 3 PEs)")                    \
-    X(bcast_packet_max, SYMM__KIB(256), SYMM__KIB(256), SYMM__KIB(256),                           \
+    X(bcast_packet_max, SYMM__KIB(512), SYMM__KIB(256), SYMM__KIB(256),                           \
       "broadcast: packets up to this")                                                           \
     X(bcast_ce_min, SYMM__MIB(64), SYMM__MIB(64), SYMM__MIB(64),                                  \
       "broadcast: the copy-engine pipeline from this (symmetric recv)")                          \
