@@ -64,6 +64,7 @@ ce = _load_copyengine()
 
 BM, BN, BK = 128, 256, 64   # hopper_gemm.py's tile
 GROUP_M = 8                 # hopper_gemm.py's row tiles per group
+REC_WORDS = 4               # hopper_gemm.py's record of a wait that gave up
 VARIANTS = ("ce", "ce-owners", "ce-noprefetch", "push")
 # (M, K, N) of the layer, K sharded over the PEs: the square benchmark shape,
 # an LLM MLP down-projection (intermediate 28672, hidden 8192, 4096 tokens), and
@@ -132,6 +133,7 @@ class GemmRSCE:
         self.done = symm.zeros((w * self.subs,), torch.uint64)          # [owner][sub]: tiles stored
         self.rflag = symm.zeros((w * self.subs,), torch.uint64)         # [sender][sub]: landed
         self.entered = symm.zeros((w,), torch.uint64)                   # [peer]: its slot for us is free
+        self.rec = torch.zeros(REC_WORDS, dtype=torch.uint64, device=env.device)  # a wait that gave up
         self.ones = ce.ones(env.device)
         self.grid = min(self.tiles, symm.sm_share())
         self.program = self.side = None
@@ -178,7 +180,11 @@ class GemmRSCE:
 
     def _gemm(self, a, bt, out, t0, t1):
         self.env.k["rs_hgemm_ce"](self.grid, self.env.ctx, a, bt, self.stage, self.recv, self.done, self.rflag,
-                                  out, self.m, self.n, self.k, self.sub_m, t0, t1, self.prefetch)
+                                  out, self.rec, self.m, self.n, self.k, self.sub_m, t0, t1, self.prefetch)
+
+    def _report(self):
+        """Stop with symm's message if one of the kernel's waits gave up."""
+        self.env.k["rs_wait_report"](1, self.env.ctx, self.rec)
 
     def __call__(self, a, bt, out):
         self._check(a, bt, out)
@@ -198,6 +204,7 @@ class GemmRSCE:
         else:
             self._gemm(a, bt, out, 0, self.tiles)   # launched first: the side stream then waits on it
             s.run()
+        self._report()
         s.main_fill(self.rflag, 0)                   # every flag was waited for by some own-band tile
         if not self.env.shared:
             s.end()

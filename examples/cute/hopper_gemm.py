@@ -56,7 +56,8 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 import symm.cute as sc
 from symm.cute import Kernel, Ptr, Tma, tma_smem_layout
 
-BF16, F32, I32, I64, U64 = cutlass.BFloat16, cutlass.Float32, cutlass.Int32, cutlass.Int64, cutlass.Uint64
+BF16, F32, I32, I64, U32, U64 = (cutlass.BFloat16, cutlass.Float32, cutlass.Int32, cutlass.Int64, cutlass.Uint32,
+                                 cutlass.Uint64)
 
 BM, BN, BK = 128, 256, 64    # CTA tile; BK is one 128-byte swizzle atom of bf16
 STAGES = 4                   # A+B buffers of 48 KiB each
@@ -437,6 +438,56 @@ def rs_hgemm(ctx: I64, atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.Copy
 # GEMM + reduce-scatter with the transfers on the copy engines
 # ---------------------------------------------------------------------------
 
+# symm_ctx_t's timeout_ns and abort_flag as 64-bit words (include/symm/symm_types.h)
+CTX_TIMEOUT_WORD, CTX_ABORT_WORD = 6, 7
+REC_WORDS = 4   # a wait that gave up: [0] 1, [1] the flag's address, [2] the value seen, [3] ns waited
+
+
+@cute.jit
+def wait_flag_inline(ctx, flag, rec):
+    """Acquire-wait until *flag >= 1 with symm's deadline and abort flag (read
+    from the context), written inline: a kernel with any function call (symm's
+    waits print through one when they give up) has every wgmma serialised by
+    ptxas (C7510). A wait that gives up records itself in rec and returns, as
+    does every later wait that sees the record, so the kernel ends;
+    rs_wait_report, launched after it, reports and stops."""
+    words = cute.make_ptr(U64, ctx, cute.AddressSpace.gmem, assumed_align=8)
+    timeout = cute.arch.load(words + CTX_TIMEOUT_WORD, U64)
+    abort_addr = cute.arch.load(words + CTX_ABORT_WORD, U64)
+    v = cute.arch.load(flag, U64, sem="acquire", scope="sys")
+    stop = cute.arch.load(rec, U64, sem="relaxed", scope="gpu")
+    t0 = cute.arch.globaltimer()
+    while v < U64(1) and stop == U64(0):
+        waited = cute.arch.globaltimer() - t0
+        aborted = U32(0)
+        if abort_addr != U64(0):
+            aborted = cute.arch.load(cute.make_ptr(U32, I64(abort_addr), cute.AddressSpace.gmem, assumed_align=4),
+                                     U32, sem="relaxed", scope="sys")
+        if aborted != U32(0) or (timeout != U64(0) and U64(waited) > timeout):
+            stop = U64(1)
+            if cute.arch.atomic_cas(rec, cmp=U64(0), val=U64(1), sem="relaxed", scope="gpu") == U64(0):
+                r = cute.make_tensor(rec, cute.make_layout(REC_WORDS))
+                r[1] = U64(flag.toint())
+                r[2] = v
+                r[3] = U64(waited)
+        else:
+            v = cute.arch.load(flag, U64, sem="acquire", scope="sys")
+            stop = cute.arch.load(rec, U64, sem="relaxed", scope="gpu")
+
+
+@cute.kernel
+def rs_wait_report(ctx: I64, rec: cute.Pointer):
+    """After rs_hgemm_ce: if one of its waits gave up, say which and stop
+    through symm's own wait on the record (its message, then a trap)."""
+    tid, _, _ = cute.arch.thread_idx()
+    if tid == 0:
+        r = cute.make_tensor(rec, cute.make_layout(REC_WORDS))
+        if r[0] != U64(0):
+            cute.printf("symm: PE %d: gemm_rs: a wait for the flag at 0x%llx gave up (deadline or abort) after %llu ns, "
+                        "last seen %llu", sc.my_pe(ctx), r[1], r[3], r[2])
+            sc.signal_wait_until(ctx, rec, sc.CMP_EQ, U64(0))
+
+
 @cute.jit
 def prefetch_partials(recv, slot, n, tm, tn, me, npes, ct):
     """Consumer thread ct's share of the L2 prefetch of the peers' partials
@@ -454,8 +505,8 @@ def prefetch_partials(recv, slot, n, tm, tn, me, npes, ct):
 @cute.kernel
 def rs_hgemm_ce(ctx: I64, atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.CopyAtom, mB: cute.Tensor,
                 stage: cute.Pointer, recv: cute.Pointer, done: cute.Pointer, rflag: cute.Pointer,
-                out: cute.Pointer, m: I32, n: I32, k: I32, sub_m: I32, t_begin: I32, t_end: I32,
-                prefetch: I32):
+                out: cute.Pointer, rec: cute.Pointer, m: I32, n: I32, k: I32, sub_m: I32, t_begin: I32,
+                t_end: I32, prefetch: I32):
     """out (m / n_pes x n) = rows my_pe of the sum over PEs of A_p @ Bt_p^T,
     tiles t_begin.. t_end of the band order me+1, ..., me (the whole call, or
     the peer bands and then the own band as two launches). prefetch (0/1):
@@ -518,13 +569,14 @@ def rs_hgemm_ce(ctx: I64, atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.C
                 # both warpgroups' stores, then one release count the copy engines wait for
                 cute.arch.barrier(barrier_id=3, number_of_threads=CONSUMERS)
                 if ct == 0:
-                    sc.signal_op(ctx, done + (owner * subs + sub), U64(1), sc.SIGNAL_ADD, me)
+                    cute.arch.red(done + (owner * subs + sub), U64(1), op="add", dtype=U64, sem="release",
+                                  scope="sys")
             else:
                 if ct == 0:
                     # me-1 computed this band first, so its partials land first
                     for i in cutlass.range(1, npes, unroll=1):
                         p = (me + npes - i) % npes
-                        sc.signal_wait_until(ctx, rflag + (p * subs + sub), sc.CMP_GE, U64(1))
+                        wait_flag_inline(ctx, rflag + (p * subs + sub), rec)
                 cute.arch.barrier(barrier_id=3, number_of_threads=CONSUMERS)
                 store_reduced(acc, tCsC, thr_cp, tS, w, out, recv, n, tm, tn, me, npes, slot)
             t += nblk
@@ -542,7 +594,8 @@ KERNELS = [
                       ("out", PB), ("counters", S), ("m", I32), ("n", I32), ("k", I32)],
            block=THREADS, smem=SMEM),
     Kernel(rs_hgemm_ce, [("ctx", I64), ("a", Tma(BF16, BM)), ("bt", Tma(BF16, BN)), ("stage", PB), ("recv", PB),
-                         ("done", S), ("rflag", S), ("out", PB), ("m", I32), ("n", I32), ("k", I32),
+                         ("done", S), ("rflag", S), ("out", PB), ("rec", S), ("m", I32), ("n", I32), ("k", I32),
                          ("sub_m", I32), ("t_begin", I32), ("t_end", I32), ("prefetch", I32)],
            block=THREADS, smem=SMEM),
+    Kernel(rs_wait_report, [("ctx", I64), ("rec", S)], block=32),
 ]

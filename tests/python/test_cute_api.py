@@ -274,13 +274,16 @@ def test_hopper_gemm_kernels_use_tma_wgmma_and_a_pipeline(tmp_path):
     each chunk's flag and fences the async proxy before its TMA loads, the
     reduce-scatter form releases each pushed tile's flag and acquires the
     peers'; the copy-engine form counts each locally stored tile with a
-    release add, acquires the peers' flags and prefetches their partials
+    release add, acquires the peers' flags (an inline wait with the
+    context's deadline: no function call) and prefetches their partials
     into L2. Their Tma operands reach the manifest with box and swizzle."""
     sys.path.insert(0, os.path.join(REPO, "examples", "cute"))
     from symm.cute.aot import _load_source, kernels_of
     mod = _load_source(os.path.join(REPO, "examples", "cute", "hopper_gemm.py"))
     k = {k.name: k for k in kernels_of(mod)}
-    assert set(k) == {"hgemm", "ag_hgemm", "rs_hgemm", "rs_hgemm_ce"}
+    assert set(k) == {"hgemm", "ag_hgemm", "rs_hgemm", "rs_hgemm_ce", "rs_wait_report"}
+    report = k.pop("rs_wait_report").aot(str(tmp_path), arch=90, keep_ptx=True)
+    assert report["block"] == [32, 1, 1]
     for name in k:
         entry = k[name].aot(str(tmp_path), arch=90, keep_ptx=True)
         ptx = (tmp_path / (name + ".ptx")).read_text()
@@ -297,7 +300,9 @@ def test_hopper_gemm_kernels_use_tma_wgmma_and_a_pipeline(tmp_path):
             assert "st.release.sys" in ptx and "ld.acquire.sys" in ptx and "ld.global.v4" in ptx
         if name == "rs_hgemm_ce":
             assert "red.release.sys.global.add.u64" in ptx and "ld.acquire.sys" in ptx and "ld.global.v4" in ptx
-            assert "prefetch.global.L2" in ptx
+            assert "prefetch.global.L2" in ptx and "globaltimer" in ptx
+            # no function call: ptxas would serialise every wgmma of the kernel (C7510)
+            assert not re.search(r"\bcall(\.uni)?\b", ptx), "rs_hgemm_ce calls a function"
         if name == "hgemm":
             assert [p[4]["box_rows"] for p in tma] == [mod.BM, mod.BN]
 
