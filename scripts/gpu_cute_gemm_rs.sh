@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # CuTe DSL GEMM + reduce-scatter (examples/cute/gemm_rs.py): the copy-engine
 # variants (ce; ce-noprefetch; ce-owners on 3+ PEs) against the epilogue-push
-# one (push),
+# one (push), and all-gather + GEMM (ag_gemm.py), through run_gpu.py; each
 # checked against torch with fresh data and timed next to the GEMM alone and
 # torch.matmul + NCCL. Runs unchanged on 1, 2 or 4 GPUs (more: 4 are used);
 # results under $OUT/gemm_rs/, a summary table last. About 2-3 minutes.
 #
-#   1. speed (2+ GPUs): one PE per GPU, shapes square (M=K=N=8192) and llm
-#      (M=4096, K=28672, N=8192), every variant; the overlap table.
+#   1. speed (2+ GPUs): one PE per GPU, shapes square (M=K=N=8192) and llm,
+#      ag_gemm and every gemm_rs variant; the overlap tables.
 #   2. correctness (any GPU count): 2 PEs sharing GPU 0 under a private MPS
-#      daemon (scripts/with_mps.sh), shapes small and llm, ce and push
+#      daemon (scripts/with_mps.sh), shapes small and llm, ag_gemm, ce, push
 #      (ce runs as two launches there: peer bands, then the own band).
 #
 # Nothing is built here: libsymm from $BUILD (src/libsymm.so; default
@@ -70,8 +70,8 @@ if [ -n "$missing" ] && [ "$dry" != 1 ]; then
   echo "gpu_cute_gemm_rs.sh: missing:$missing"
   exit 2
 fi
-if [ "$dry" != 1 ] && ! grep -q '"rs_hgemm_ce"' "$cubins/manifest.json"; then
-  echo "gpu_cute_gemm_rs.sh: $cubins has no rs_hgemm_ce: rebuild it from this branch (build_cubins.py)"
+if [ "$dry" != 1 ] && ! grep -q '"wait_report"' "$cubins/manifest.json"; then
+  echo "gpu_cute_gemm_rs.sh: $cubins has no wait_report: rebuild it from this branch (build_cubins.py)"
   exit 2
 fi
 pyenv=(env PYTHONPATH="$here/python" SYMM_LIBRARY="$lib")
@@ -86,10 +86,10 @@ if [ "$npes" -ge 2 ]; then
   t0=$(date +%s)
   rm -f "$out/speed.md"
   rc=$(run "$out/speed.log" "${RS_SPEED_WALL:-150}" "${pyenv[@]}" CUDA_VISIBLE_DEVICES="$(seq -s, 0 $((npes - 1)))" \
-         torchrun --nproc-per-node "$npes" --master-port 29890 examples/cute/gemm_rs.py --cubins "$cubins" \
-         --shape "$shapes" --variants "$variants" --iters 3 --out "$out/speed.md")
-  row 1 "$npes PEs, one GPU each: $shapes, $variants" "$(status "$rc")" \
-      "$(cat "$out/speed.md" 2>/dev/null | grep -c '| ok |') rows checked ok; $(since "$t0")"
+         torchrun --nproc-per-node "$npes" --master-port 29890 examples/cute/run_gpu.py --cubins "$cubins" \
+         --only ag_gemm,gemm_rs --shape "$shapes" --variants "$variants" --iters 3 --out "$out/speed.md")
+  row 1 "$npes PEs, one GPU each: $shapes, ag_gemm, gemm_rs $variants" "$(status "$rc")" \
+      "$(cat "$out/speed.md" 2>/dev/null | grep -cE '^\| (ag_gemm|gemm_rs) .*\| ok \|') rows checked ok; $(since "$t0")"
   [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -30 "$out/speed.log"
 else
   row 1 "one PE per GPU" skipped "1 GPU: no NVLink pair (the shared run below checks correctness)"
@@ -104,10 +104,10 @@ mps=()
   mps=(env SYMM_MPS_LOGS="$out/mps_logs" scripts/with_mps.sh --timeout $((wall - 15)) --)
 rc=$(run "$out/shared.log" "$wall" "${mps[@]}" "${pyenv[@]}" CUDA_VISIBLE_DEVICES=0 \
        CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 torchrun --nproc-per-node 2 --master-port 29891 \
-       examples/cute/gemm_rs.py --cubins "$cubins" --shape small,llm --variants ce,push --iters 3 \
-       --out "$out/shared.md")
-row 2 "2 PEs sharing GPU 0 (MPS): small,llm, ce,push" "$(status "$rc")" \
-    "$(cat "$out/shared.md" 2>/dev/null | grep -c '| ok |') rows checked ok; $(since "$t0")"
+       examples/cute/run_gpu.py --cubins "$cubins" --only ag_gemm,gemm_rs --shape small,llm --variants ce,push \
+       --iters 3 --out "$out/shared.md")
+row 2 "2 PEs sharing GPU 0 (MPS): small,llm, ag_gemm, gemm_rs ce,push" "$(status "$rc")" \
+    "$(cat "$out/shared.md" 2>/dev/null | grep -cE '^\| (ag_gemm|gemm_rs) .*\| ok \|') rows checked ok; $(since "$t0")"
 [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -30 "$out/shared.log"
 
 # ---- summary ----
@@ -116,7 +116,7 @@ for f in speed.md shared.md; do
   [ -f "$out/$f" ] && cat "$out/$f"
 done
 echo
-grep -h -E '^gemm_rs ' "$out/speed.log" "$out/shared.log" 2>/dev/null
+grep -h -E '^(ag_gemm|gemm_rs) ' "$out/speed.log" "$out/shared.log" 2>/dev/null
 {
   echo
   echo "### gpu_cute_gemm_rs.sh: $ngpu GPU(s), $(since "$t_start"), logs in $out"

@@ -184,7 +184,7 @@ class GemmRSCE:
 
     def _report(self):
         """Stop with symm's message if one of the kernel's waits gave up."""
-        self.env.k["rs_wait_report"](1, self.env.ctx, self.rec)
+        self.env.k["wait_report"](1, self.env.ctx, self.rec)
 
     def __call__(self, a, bt, out):
         self._check(a, bt, out)

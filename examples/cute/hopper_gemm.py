@@ -279,12 +279,14 @@ def hgemm(atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.CopyAtom, mB: cut
 @cute.kernel
 def ag_hgemm(ctx: I64, atom_al: cute.CopyAtom, mAl: cute.Tensor, atom_af: cute.CopyAtom, mAf: cute.Tensor,
              atom_b: cute.CopyAtom, mB: cute.Tensor, c: cute.Pointer, flags: cute.Pointer,
-             epoch_ptr: cute.Pointer, m: I32, n: I32, k: I32, m_loc: I32, chunk_m: I32):
+             epoch_ptr: cute.Pointer, rec: cute.Pointer, m: I32, n: I32, k: I32, m_loc: I32, chunk_m: I32):
     """C (m x n) = all_gather(A) @ Bt^T. a_local: this PE's m_loc rows;
     a_full: two parity buffers of all m rows ((2 m) x k), peer rows written
     there by the copy engines; flags: [2][n_pes][m_loc / chunk_m] words, the
     epoch of the last call whose chunk arrived (set by the copy engines after
-    the chunk's data); epoch_ptr: this call's epoch (a device word)."""
+    the chunk's data); epoch_ptr: this call's epoch (a device word); rec:
+    the record of a wait that gave up (wait_flag_inline: no function call,
+    so the wgmma stay pipelined)."""
     tid, _, _ = cute.arch.thread_idx()
     bid, _, _ = cute.arch.block_idx()
     nblk, _, _ = cute.arch.grid_dim()
@@ -315,8 +317,7 @@ def ag_hgemm(ctx: I64, atom_al: cute.CopyAtom, mAl: cute.Tensor, atom_af: cute.C
                 else:
                     # every lane acquires the flag itself, then orders the TMA
                     # (async proxy) reads of the chunk after it
-                    sc.signal_wait_until(ctx, flags + ((par * npes + src) * chunks + chunk), sc.CMP_GE,
-                                         U64(epoch))
+                    wait_flag_inline(ctx, flags + ((par * npes + src) * chunks + chunk), U64(epoch), rec)
                     cute.arch.fence_proxy("async.global")
                     row_tile = (par * m + src * m_loc) // BM + tm
                     st = load_ab(pipe, st, atom_af, tAgAf, tAsAf, atom_b, tBgB, tBsB, row_tile, tn,
@@ -444,20 +445,20 @@ REC_WORDS = 4   # a wait that gave up: [0] 1, [1] the flag's address, [2] the va
 
 
 @cute.jit
-def wait_flag_inline(ctx, flag, rec):
-    """Acquire-wait until *flag >= 1 with symm's deadline and abort flag (read
+def wait_flag_inline(ctx, flag, value, rec):
+    """Acquire-wait until *flag >= value with symm's deadline and abort flag (read
     from the context), written inline: a kernel with any function call (symm's
     waits print through one when they give up) has every wgmma serialised by
     ptxas (C7510). A wait that gives up records itself in rec and returns, as
     does every later wait that sees the record, so the kernel ends;
-    rs_wait_report, launched after it, reports and stops."""
+    wait_report, launched after it, reports and stops."""
     words = cute.make_ptr(U64, ctx, cute.AddressSpace.gmem, assumed_align=8)
     timeout = cute.arch.load(words + CTX_TIMEOUT_WORD, U64)
     abort_addr = cute.arch.load(words + CTX_ABORT_WORD, U64)
     v = cute.arch.load(flag, U64, sem="acquire", scope="sys")
     stop = cute.arch.load(rec, U64, sem="relaxed", scope="gpu")
     t0 = cute.arch.globaltimer()
-    while v < U64(1) and stop == U64(0):
+    while v < value and stop == U64(0):
         waited = cute.arch.globaltimer() - t0
         aborted = U32(0)
         if abort_addr != U64(0):
@@ -476,14 +477,15 @@ def wait_flag_inline(ctx, flag, rec):
 
 
 @cute.kernel
-def rs_wait_report(ctx: I64, rec: cute.Pointer):
-    """After rs_hgemm_ce: if one of its waits gave up, say which and stop
-    through symm's own wait on the record (its message, then a trap)."""
+def wait_report(ctx: I64, rec: cute.Pointer):
+    """After a kernel that waits with wait_flag_inline: if one of its waits
+    gave up, say which and stop through symm's own wait on the record (its
+    message, then a trap)."""
     tid, _, _ = cute.arch.thread_idx()
     if tid == 0:
         r = cute.make_tensor(rec, cute.make_layout(REC_WORDS))
         if r[0] != U64(0):
-            cute.printf("symm: PE %d: gemm_rs: a wait for the flag at 0x%llx gave up (deadline or abort) after %llu ns, "
+            cute.printf("symm: PE %d: fused GEMM: a wait for the flag at 0x%llx gave up (deadline or abort) after %llu ns, "
                         "last seen %llu", sc.my_pe(ctx), r[1], r[3], r[2])
             sc.signal_wait_until(ctx, rec, sc.CMP_EQ, U64(0))
 
@@ -576,7 +578,7 @@ def rs_hgemm_ce(ctx: I64, atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.C
                     # me-1 computed this band first, so its partials land first
                     for i in cutlass.range(1, npes, unroll=1):
                         p = (me + npes - i) % npes
-                        wait_flag_inline(ctx, rflag + (p * subs + sub), rec)
+                        wait_flag_inline(ctx, rflag + (p * subs + sub), U64(1), rec)
                 cute.arch.barrier(barrier_id=3, number_of_threads=CONSUMERS)
                 store_reduced(acc, tCsC, thr_cp, tS, w, out, recv, n, tm, tn, me, npes, slot)
             t += nblk
@@ -588,7 +590,7 @@ KERNELS = [
     Kernel(hgemm, [("a", Tma(BF16, BM)), ("bt", Tma(BF16, BN)), ("c", PB), ("m", I32), ("n", I32),
                    ("k", I32)], block=THREADS, smem=SMEM),
     Kernel(ag_hgemm, [("ctx", I64), ("a_local", Tma(BF16, BM)), ("a_full", Tma(BF16, BM)),
-                      ("bt", Tma(BF16, BN)), ("c", PB), ("flags", S), ("epoch", Ptr(I64, 8)), ("m", I32),
+                      ("bt", Tma(BF16, BN)), ("c", PB), ("flags", S), ("epoch", Ptr(I64, 8)), ("rec", S), ("m", I32),
                       ("n", I32), ("k", I32), ("m_loc", I32), ("chunk_m", I32)], block=THREADS, smem=SMEM),
     Kernel(rs_hgemm, [("ctx", I64), ("a", Tma(BF16, BM)), ("bt", Tma(BF16, BN)), ("recv", PB), ("flags", S),
                       ("out", PB), ("counters", S), ("m", I32), ("n", I32), ("k", I32)],
@@ -597,5 +599,5 @@ KERNELS = [
                          ("done", S), ("rflag", S), ("out", PB), ("rec", S), ("m", I32), ("n", I32), ("k", I32),
                          ("sub_m", I32), ("t_begin", I32), ("t_end", I32), ("prefetch", I32)],
            block=THREADS, smem=SMEM),
-    Kernel(rs_wait_report, [("ctx", I64), ("rec", S)], block=32),
+    Kernel(wait_report, [("ctx", I64), ("rec", S)], block=32),
 ]

@@ -97,11 +97,11 @@ def rs_ce_kernel(sim, mod):
 
 
 def report_kernel(sim):
-    """rs_wait_report: no wait of the model gives up, so its record stays empty."""
+    """wait_report: no wait of the model gives up, so its record stays empty."""
     def launch(grid, ctx, rec):
         def act():
             assert int(rec.view(torch.int64).abs().sum()) == 0, "a wait gave up"
-        sim.kernel("rs_wait_report", [(lambda: True, act)])
+        sim.kernel("wait_report", [(lambda: True, act)])
     return S.FakeKernel(lambda *args: launch(*args))
 
 
@@ -142,7 +142,7 @@ def scenario(sim, mod, P, calls, m_loc, lanes, shared):
     ops = []
     for p in range(P):
         sim.cur = p
-        env = Env(p, P, shared, {"rs_hgemm_ce": rs_ce_kernel(sim, mod), "rs_wait_report": report_kernel(sim)})
+        env = Env(p, P, shared, {"rs_hgemm_ce": rs_ce_kernel(sim, mod), "wait_report": report_kernel(sim)})
         op = mod.GemmRSCE(env, m, k, n, lanes=lanes)
         ops.append((op, torch.empty(m, k, dtype=BF16), torch.empty(n, k, dtype=BF16),
                     torch.empty(m_loc, n, dtype=BF16)))

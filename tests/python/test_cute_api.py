@@ -281,8 +281,8 @@ def test_hopper_gemm_kernels_use_tma_wgmma_and_a_pipeline(tmp_path):
     from symm.cute.aot import _load_source, kernels_of
     mod = _load_source(os.path.join(REPO, "examples", "cute", "hopper_gemm.py"))
     k = {k.name: k for k in kernels_of(mod)}
-    assert set(k) == {"hgemm", "ag_hgemm", "rs_hgemm", "rs_hgemm_ce", "rs_wait_report"}
-    report = k.pop("rs_wait_report").aot(str(tmp_path), arch=90, keep_ptx=True)
+    assert set(k) == {"hgemm", "ag_hgemm", "rs_hgemm", "rs_hgemm_ce", "wait_report"}
+    report = k.pop("wait_report").aot(str(tmp_path), arch=90, keep_ptx=True)
     assert report["block"] == [32, 1, 1]
     for name in k:
         entry = k[name].aot(str(tmp_path), arch=90, keep_ptx=True)
@@ -295,7 +295,8 @@ def test_hopper_gemm_kernels_use_tma_wgmma_and_a_pipeline(tmp_path):
         assert tma and all(p[4]["swizzle"] == 128 and p[4]["box_cols"] == 64 and p[2] == "bfloat16" for p in tma)
         assert entry["block"] == [384, 1, 1] and entry["smem"] == mod.SMEM and mod.SMEM <= 227 * 1024
         if name == "ag_hgemm":
-            assert "ld.acquire.sys" in ptx and "fence.proxy.async.global" in ptx
+            assert "ld.acquire.sys" in ptx and "fence.proxy.async.global" in ptx and "globaltimer" in ptx
+            assert not re.search(r"\bcall(\.uni)?\b", ptx), "ag_hgemm calls a function"
         if name == "rs_hgemm":
             assert "st.release.sys" in ptx and "ld.acquire.sys" in ptx and "ld.global.v4" in ptx
         if name == "rs_hgemm_ce":
