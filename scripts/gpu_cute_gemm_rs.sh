@@ -4,7 +4,7 @@
 # one (push), and all-gather + GEMM (ag_gemm.py), through run_gpu.py; each
 # checked against torch with fresh data and timed next to the GEMM alone and
 # torch.matmul + NCCL. Runs unchanged on 1, 2 or 4 GPUs (more: 4 are used);
-# results under $OUT/gemm_rs/, a summary table last. About 2-3 minutes.
+# results under $OUT/gemm_rs/, a summary table last. Under a minute on 2 H200s.
 #
 #   1. speed (2+ GPUs): one PE per GPU, shapes square (M=K=N=8192) and llm,
 #      ag_gemm and every gemm_rs variant; the overlap tables.
