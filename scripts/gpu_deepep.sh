@@ -5,16 +5,25 @@
 #   BUILD=build-gpu OUT=/some/dir bash scripts/gpu_deepep.sh [step...]
 #
 # steps (default: all, in this order):
+#   moe2     tests/moe/test_moe's ht part on 2 PEs (symmrun): symm_moe_ht_dispatch_into, the
+#            rows stored straight into the caller's symmetric buffers, each PE choosing its
+#            own per call (none, A, B, A's x with the handle's scales; both halves in one call
+#            and split), every row checked, and its argument checks
 #   test2    tests/python/test_gpu_deepep.py under torchrun on 2 PEs: every tensor of
 #            DeepEP's normal and low-latency calls against torch references (bf16 and
 #            fp8, cached handles, num_worst_tokens, async_finish and events, hooks,
 #            zero-copy combine, two calls in flight, ranks that send or receive
-#            nothing), CUDA graph replay, bad inputs, Config SM budgets
+#            nothing), CUDA graph replay, bad inputs, Config SM budgets; the receive
+#            buffers (rows returned where the peers stored them, kept tensors intact
+#            through later dispatches, copies while every buffer is held, reuse once
+#            freed); HighThroughput.dispatch(recv_x=, recv_x_scale=) and its checks
 #   test4    the same on 4 PEs
 #   bench    bench/moe/deepep_api_bench.py on min(4, GPUs) PEs, one per GPU: DeepEP's
 #            intranode shape (4096 tokens, hidden 7168, top-8, 256 experts) through
 #            DeepEP's API and through symm's own, GB/s as DeepEP counts them, at 24 SMs
-#            and every SM -> $OUT/deepep/bench.md (machine, command, date in it); DeepEP's
+#            and every SM (rows: own, api cached = rows in a free receive buffer, api copy =
+#            rows copied out, api views, api full; and a ratio table, api / own time)
+#            -> $OUT/deepep/bench.md (machine, command, date in it); DeepEP's
 #            own kernels (bench/moe/deepep_bench.py) beside it where deep_ep is
 #            installed, else a summary line says the comparison is n/a. On one GPU:
 #            1 PE -> bench_1.md and 2 PEs sharing it -> bench_2.md (their ratio
@@ -44,15 +53,15 @@ unset SYMM_ENABLE_MULTICAST
 export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
-steps=${*:-test2 test4 bench overhead}
+steps=${*:-moe2 test2 test4 bench overhead}
 wall=${DEEPEP_WALL:-240}
 t_all=${DEEPEP_T0:-$(date +%s)}
 summary=()
 failed=0
 
 for s in $steps; do
-  case $s in test2|test4|bench|overhead) ;;
-    *) echo "gpu_deepep.sh: unknown step '$s' (test2 test4 bench overhead)" >&2; exit 2 ;;
+  case $s in moe2|test2|test4|bench|overhead) ;;
+    *) echo "gpu_deepep.sh: unknown step '$s' (moe2 test2 test4 bench overhead)" >&2; exit 2 ;;
   esac
 done
 
@@ -80,6 +89,7 @@ export SYMM_LIBRARY="$build/src/libsymm.so"
 
 # ---- MPS for PEs that share a GPU: rerun this script under scripts/with_mps.sh ------------
 max_pes=0
+has_step moe2 && max_pes=2
 has_step test2 && max_pes=2
 has_step bench && max_pes=2
 has_step overhead && max_pes=2
@@ -114,7 +124,9 @@ run() {
   t0=$(date +%s)
   timeout -k 10 "$limit" "$@" >"$out" 2>&1
   rc=$?
-  if [ $rc -eq 0 ] && grep -qE '^n/a:' "$out"; then
+  if [ $rc -eq 77 ]; then  # the C tests' skip status
+    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 -E 'SKIP' "$out")"
+  elif [ $rc -eq 0 ] && grep -qE '^n/a:' "$out"; then
     note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 '^n/a:' "$out")"
   elif [ $rc -eq 0 ] && grep -qE '[0-9]+ skipped' "$out" && ! grep -qE '[0-9]+ passed' "$out"; then
     note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 -E 'SKIPPED|skipped' "$out")"
@@ -131,9 +143,18 @@ run() {
 if [ ! -e "$SYMM_LIBRARY" ]; then
   note "gpu_deepep.sh" FAIL 0 "$SYMM_LIBRARY missing: build $build first (cmake --build $build -j)"
 else
+  if has_step moe2; then
+    if [ -x "$build/tests/moe/test_moe" ] && [ -x "$build/tools/symmrun" ]; then
+      run "test_moe ht, dispatch_into (2 PEs)" 60 "$log/test_moe_ht_2.log" \
+        "$build/tools/symmrun" -n 2 --timeout 55 "$build/tests/moe/test_moe" 2 ht
+      tail -1 "$log/test_moe_ht_2.log"
+    else
+      note "test_moe ht (2 PEs)" FAIL 0 "$build/tests/moe/test_moe or tools/symmrun missing: build targets test_moe symmrun"
+    fi
+  fi
   for n in 2 4; do
     has_step "test$n" || continue
-    run "pytest test_gpu_deepep ($n PEs)" $(( 45 + 5 * n / 2 )) "$log/pytest_$n.log" \
+    run "pytest test_gpu_deepep ($n PEs)" $(( 70 + 10 * n / 2 )) "$log/pytest_$n.log" \
       env "$(share_env "$n")" torchrun --nproc-per-node "$n" --master-port $((29720 + n)) \
       -m pytest -q -x -rs -p no:cacheprovider tests/python/test_gpu_deepep.py
     tail -2 "$log/pytest_$n.log"
@@ -149,7 +170,7 @@ else
           bench/moe/deepep_api_bench.py --out "$log/bench_$p.md"
       done
     else
-      run "deepep_api_bench ($nb PEs, one per GPU)" 45 "$log/bench.log" \
+      run "deepep_api_bench ($nb PEs, one per GPU)" 60 "$log/bench.log" \
         torchrun --nproc-per-node "$nb" --master-port 29729 bench/moe/deepep_api_bench.py --out "$log/bench.md"
       # DeepEP's own kernels beside it, where deep_ep is installed (found without importing torch)
       if python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("deep_ep") is None)' 2>/dev/null; then

@@ -17,9 +17,15 @@ the dispatch it needs run, untimed, before its barrier.
 Rows, at an SM budget of 24 and at every SM this rank may use:
   own          symm.moe.HighThroughput: dispatch returns views of its receive
                buffers, no host synchronisation
-  api cached   Buffer.dispatch(x, handle=...) (what DeepEP's test times): the
-               received rows copied into fresh tensors, as DeepEP returns them
-  api views    the same with Buffer(..., zero_copy_recv=True): no copy
+  api cached   Buffer.dispatch(x, handle=...) (what DeepEP's test times): fresh
+               tensors, as DeepEP returns them, over one of the Buffer's
+               receive buffers that no tensor holds, where the peers stored
+               the rows (no copy)
+  api copy     the same with Buffer(..., num_recv_buffers=0): the rows copied
+               into fresh tensors (what happens while the caller holds every
+               receive buffer)
+  api views    the same with Buffer(..., zero_copy_recv=True): views of symm's
+               own receive buffers, valid until the next dispatch
   api full     Buffer.dispatch with the layout tensors and top-k: the ranks'
                counts exchanged and read by the host first (DeepEP's notify)
 and a ratio table (api / own time). Rank 0 prints the tables; --out writes
@@ -89,8 +95,9 @@ def measure(torch, dep, own_ht, make_buffer, data, n, sms_list, share, clock):
     x, x8, s8, idx, w, E = data
     own8 = own_ht(torch.float8_e4m3fn, True)
     own16 = own_ht(torch.bfloat16, False)
-    api = make_buffer(False)
-    apiv = make_buffer(True)
+    api = make_buffer("pool")
+    apic = make_buffer("copy")
+    apiv = make_buffer("views")
     per_rank, _, per_expert, in_rank, _ = api.get_dispatch_layout(idx, E)
     full = dict(num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert,
                 topk_idx=idx, topk_weights=w)
@@ -112,7 +119,8 @@ def measure(torch, dep, own_ht, make_buffer, data, n, sms_list, share, clock):
         y.copy_(rx16[:R])
         r["combine"] = clock.time(lambda: own16.combine(y), before=lambda: own16.dispatch(x, idx, w))
         results.append(("own (symm.moe.HighThroughput)", budget, r, R))
-        for name, buf in (("api cached (symm.moe.deep_ep)", api), ("api views (zero_copy_recv=True)", apiv)):
+        for name, buf in (("api cached (symm.moe.deep_ep)", api), ("api copy (num_recv_buffers=0)", apic),
+                          ("api views (zero_copy_recv=True)", apiv)):
             r = {}
             (rx8, _), _, _, _, h8, _ = buf.dispatch((x8, s8), config=dcfg, **full)
             rx, _, _, _, h16, _ = buf.dispatch(x, config=dcfg, **full)
@@ -127,7 +135,7 @@ def measure(torch, dep, own_ht, make_buffer, data, n, sms_list, share, clock):
         r = {"fp8": clock.time(lambda: api.dispatch((x8, s8), config=dcfg, **full)),
              "bf16": clock.time(lambda: api.dispatch(x, config=dcfg, **full)), "combine": None}
         results.append(("api full (counts read by the host)", budget, r, R))
-    for b in (api, apiv):
+    for b in (api, apic, apiv):
         b.destroy()
     own8.destroy()
     own16.destroy()
@@ -164,7 +172,7 @@ def main():
     ap.add_argument("--hidden", type=int, default=7168)
     ap.add_argument("--topk", type=int, default=8)
     ap.add_argument("--experts", type=int, default=256)
-    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
     args = ap.parse_args()
     try:
@@ -204,9 +212,9 @@ def main():
     def own_ht(dtype, scales):
         return moe.HighThroughput(E, K, H, T, x_dtype=dtype, scales=scales)
 
-    def make_buffer(views):
+    def make_buffer(how):
         return dep.Buffer(dist.group.WORLD, int(1e9), explicitly_destroy=True, max_num_tokens=T,
-                          zero_copy_recv=views)
+                          num_recv_buffers=0 if how == "copy" else 2, zero_copy_recv=how == "views")
     results, check = measure(torch, dep, own_ht, make_buffer, (x, x8, s8, idx, w, E), n, sms_list, share, clock)
     if rank == 0:
         gpus = torch.cuda.device_count()

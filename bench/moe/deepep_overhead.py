@@ -8,8 +8,12 @@ Paths, per call:
   own dispatch / combine   symm.moe.HighThroughput: symm's kernel(s) alone
   api full                 Buffer.dispatch with the layout tensors and top-k (the
                            ranks' counts exchanged and read by the host first)
-  api cached               Buffer.dispatch(x, handle=...): received rows copied
-                           into fresh tensors, as DeepEP returns them
+  api cached               Buffer.dispatch(x, handle=...): the received rows land in
+                           one of the Buffer's receive buffers that no tensor holds
+                           and come back as fresh tensors over it (no copy)
+  api cached copy          the same with Buffer(..., num_recv_buffers=0): the rows
+                           copied into fresh tensors (what happens while the caller
+                           holds every receive buffer)
   api views                the same with Buffer(..., zero_copy_recv=True)
   api combine              Buffer.combine(y, handle), and with topk_weights
   own / api layout         HighThroughput.get_dispatch_layout / Buffer.get_dispatch_layout
@@ -132,6 +136,12 @@ class NullEngine:
         with _Quiet(self.stats["counter"]):
             out.view(self.n, -1).copy_(inp.view(1, -1))
 
+    def pool_alloc(self, nbytes):
+        return torch.zeros(nbytes, dtype=torch.uint8)
+
+    def pool_free(self, t):
+        pass
+
     def all_to_all(self, out, inp):
         self.stats["symm"] += 1
         with _Quiet(self.stats["counter"]):
@@ -142,7 +152,7 @@ class NullHT:
     def __init__(self, eng, E, K, H, M, x_dtype, scales):
         self.eng, self.E, self.K, self.H, self.n = eng, E, K, H, eng.n
         self.local_experts = E // eng.n
-        cap = M * eng.n
+        self.capacity = cap = M * eng.n
         self.views = (torch.zeros((cap, H), dtype=x_dtype), torch.ones((cap, (H + 127) // 128)) if scales else None,
                       torch.zeros((cap, K), dtype=torch.int32), torch.zeros((cap, K)),
                       torch.zeros((cap, 2), dtype=torch.int32), torch.zeros(1, dtype=torch.int32),
@@ -162,7 +172,8 @@ class NullHT:
     def destroy(self):
         pass
 
-    def dispatch(self, x, topk_idx, topk_weights=None, x_scale=None, do_send=True, do_recv=True):
+    def dispatch(self, x, topk_idx, topk_weights=None, x_scale=None, do_send=True, do_recv=True, recv_x=None,
+                 recv_x_scale=None):
         self.eng.stats["symm"] += 1
         with _Quiet(self.eng.stats["counter"]):
             key = (topk_idx.data_ptr(), topk_idx._version)
@@ -174,7 +185,15 @@ class NullHT:
             nrecv, nper = self.counts[key]
             self.views[5].fill_(nrecv)
             self.views[6].copy_(nper)
-        return self.views
+        if recv_x is None:
+            return self.views
+        return (recv_x, recv_x_scale) + self.views[2:]
+
+    def _prepare(self, topk_idx, topk_weights=None):
+        return (topk_idx, topk_weights)
+
+    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None):
+        return self.dispatch(x, prep[0], prep[1], x_scale=x_scale, recv_x=recv_x, recv_x_scale=recv_x_scale)
 
     def combine(self, y, out=None, out_dtype=torch.bfloat16, do_send=True, do_recv=True):
         self.eng.stats["symm"] += 1
@@ -289,7 +308,7 @@ def measure(paths, count, sync, timer, reps):
     return rows
 
 
-def paths_for(dep, own, buf, bufv, data, E):
+def paths_for(dep, own, buf, bufv, bufc, data, E):
     """The calls to measure, for bf16 and fp8."""
     x, x8, s8, idx, w = data
     out = []
@@ -304,6 +323,8 @@ def paths_for(dep, own, buf, bufv, data, E):
         out.append(("api full %s" % kind, lambda xin=xin: buf.dispatch(xin, **full), None))
         recv, _, rw, _, h, _ = buf.dispatch(xin, **full)
         out.append(("api cached %s" % kind, lambda xin=xin, h=h: buf.dispatch(xin, handle=h), None))
+        hc = bufc.dispatch(xin, **full)[4]
+        out.append(("api cached copy %s" % kind, lambda xin=xin, hc=hc: bufc.dispatch(xin, handle=hc), None))
         hv = bufv.dispatch(xin, **full)[4]
         out.append(("api views %s" % kind, lambda xin=xin, hv=hv: bufv.dispatch(xin, handle=hv), None))
         if kind == "bf16":
@@ -385,14 +406,15 @@ def _run_cpu(args, dep, stats, eng_box):
             return n
     buf = dep.Buffer(G(), 1 << 30, explicitly_destroy=True, max_num_tokens=T)
     bufv = dep.Buffer(G(), 1 << 30, explicitly_destroy=True, max_num_tokens=T, zero_copy_recv=True)
+    bufc = dep.Buffer(G(), 1 << 30, explicitly_destroy=True, max_num_tokens=T, num_recv_buffers=0)
     eng = eng_box[0]
     own = {"bf16": eng.ht(E, K, H, T, torch.bfloat16, False), "fp8": eng.ht(E, K, H, T, torch.float8_e4m3fn, True)}
-    rows = measure(paths_for(dep, own, buf, bufv, (x, x8, s8, idx, w), E),
+    rows = measure(paths_for(dep, own, buf, bufv, bufc, (x, x8, s8, idx, w), E),
                    lambda fn, before: cpu_count(fn, before, stats), lambda: None, None, args.reps)
     title = ("### symm.moe.deep_ep's overhead per call, CPU stand-in (symm's calls counted, not run)\n\n"
              "- %d tokens, hidden %d, top-%d, %d experts, %d ranks (rank 0); medians of %d calls; %s"
              % (T, H, K, E, n, args.reps, _stamp()))
-    for b in (buf, bufv):
+    for b in (buf, bufv, bufc):
         b.destroy()
     return table(rows, title, False), rows
 
@@ -425,7 +447,8 @@ def run_gpu(args):
            "fp8": moe.HighThroughput(E, K, H, T, x_dtype=torch.float8_e4m3fn, scales=True)}
     buf = dep.Buffer(dist.group.WORLD, int(1e9), explicitly_destroy=True, max_num_tokens=T)
     bufv = dep.Buffer(dist.group.WORLD, int(1e9), explicitly_destroy=True, max_num_tokens=T, zero_copy_recv=True)
-    for b in (buf, bufv):  # every kernel of both APIs on every SM this PE may use
+    bufc = dep.Buffer(dist.group.WORLD, int(1e9), explicitly_destroy=True, max_num_tokens=T, num_recv_buffers=0)
+    for b in (buf, bufv, bufc):  # every kernel of both APIs on every SM this PE may use
         b.set_num_sms(symm.sm_share() // 2 * 2)
     for o in own.values():
         o.set_num_sms(0)
@@ -448,7 +471,7 @@ def run_gpu(args):
     def sync():  # the device idle and the ranks together before a host-timed call
         torch.cuda.synchronize()
         symm.barrier()
-    rows = measure(paths_for(dep, own, buf, bufv, (x, x8, s8, idx, w), E), gpu_count, sync, timer, args.reps)
+    rows = measure(paths_for(dep, own, buf, bufv, bufc, (x, x8, s8, idx, w), E), gpu_count, sync, timer, args.reps)
     shared = n > torch.cuda.device_count()
     title = ("### symm.moe.deep_ep's overhead per call, %d PE(s)%s\n\n"
              "- %d tokens per PE, hidden %d, top-%d, %d experts; rank 0's medians of %d calls; %s GPU(s): %s; %s"
@@ -456,7 +479,7 @@ def run_gpu(args):
                 (" sharing GPUs" if shared else ", one per GPU"), T, H, K, E, args.reps, torch.cuda.device_count(),
                 torch.cuda.get_device_name(), _stamp()))
     text = table(rows, title, True)
-    for b in (buf, bufv):
+    for b in (buf, bufv, bufc):
         b.destroy()
     for o in own.values():
         o.destroy()

@@ -53,8 +53,9 @@
  * pointers, the call order.
  *
  * Buffers are device memory of this PE's GPU (anywhere; they need not be in
- * the symmetric heap). The handle's own buffers are symmetric allocations,
- * made by symm_moe_create (collective; outside graph capture).
+ * the symmetric heap, except the receive buffers a caller gives
+ * symm_moe_ht_dispatch_into). The handle's own buffers are symmetric
+ * allocations, made by symm_moe_create (collective; outside graph capture).
  *
  * Make handles after symm_init and destroy them before symm_finalize.
  */
@@ -352,6 +353,31 @@ typedef struct symm_moe_ht_recv {
 
 symm_status_t symm_moe_ht_dispatch(symm_moe_t *moe, const symm_moe_ht_dispatch_args_t *args, int flags,
                                    symm_stream_t stream);
+
+/*
+ * symm_moe_ht_dispatch_into - symm_moe_ht_dispatch, with this PE's received
+ * rows of x and their scales stored straight into the caller's buffers
+ * instead of the handle's (no copy afterwards): rows 0 .. num_recv - 1 of
+ *   recv_x        [capacity][hidden_dim_bytes], 16-byte aligned, and
+ *   recv_x_scale  float32 [capacity][scale_cols], 16-byte aligned,
+ * laid out as symm_moe_ht_recv_t's x and x_scale. The peers store into them,
+ * so both must lie in the symmetric heap (symm_malloc; any block of it with
+ * those bytes, not overlapping the handle's or each other). NULL takes the
+ * handle's buffer for that one (symm_moe_ht_dispatch is both NULL). Each PE
+ * chooses its own, per call, with no agreement between PEs: the send half
+ * publishes the choice to the peers on the device. The top-k indices,
+ * weights, sources and counts stay in the handle's buffers. The buffers are
+ * rewritten from the moment the send half's kernel starts, so work enqueued
+ * before the call on `stream` may still read them, later work must not
+ * until the receive half is done; a receive half takes what its send half
+ * named (NULL, or the same pointers). A captured graph keeps the pointers
+ * it captured.
+ * Errors: as symm_moe_ht_dispatch; SYMM_ERR_INVALID_ARG also for a buffer
+ * outside the heap, short, misaligned or overlapping, and for recv_x_scale
+ * on a handle without scales.
+ */
+symm_status_t symm_moe_ht_dispatch_into(symm_moe_t *moe, const symm_moe_ht_dispatch_args_t *args, void *recv_x,
+                                        float *recv_x_scale, int flags, symm_stream_t stream);
 
 /* The receive buffers (the same on every call). Errors: SYMM_ERR_INVALID_ARG. */
 symm_status_t symm_moe_ht_recv_buffers(const symm_moe_t *moe, symm_moe_ht_recv_t *recv);

@@ -70,6 +70,18 @@ symm_status_t symm__moe_check_ht_combine(const symm_moe_config_t *cfg, const voi
                                          int64_t y_stride, size_t y_rows, void *out, symm_dtype_t out_dtype,
                                          int64_t out_stride, size_t out_rows, size_t num_tokens,
                                          symm__moe_kargs_t *a);
+/* Bytes a caller's receive buffers of symm_moe_ht_dispatch_into take: x
+ * (capacity x hidden_dim_bytes) and scales (capacity x scale columns x 4, 0
+ * without scales). */
+void symm__moe_ht_into_bytes(const symm_moe_config_t *cfg, const symm__moe_geom_t *g, size_t *x_bytes,
+                             size_t *scale_bytes);
+/* Check a dispatch's receive buffers (NULL: the handle's own, at `base`)
+ * and set a->ht_rx_at / ht_rs_at. x_in_heap / s_in_heap: the caller's
+ * answer whether each lies in the symmetric heap with the bytes above.
+ * Errors: SYMM_ERR_INVALID_ARG naming the buffer and the rule. */
+symm_status_t symm__moe_check_ht_into(const char *call, const symm_moe_config_t *cfg, const symm__moe_geom_t *g,
+                                      uintptr_t base, const void *recv_x, const void *recv_x_scale, int x_in_heap,
+                                      int s_in_heap, symm__moe_kargs_t *a);
 /* flags is SYMM_MOE_SEND, SYMM_MOE_RECV or both. */
 symm_status_t symm__moe_check_flags(const char *call, int flags);
 

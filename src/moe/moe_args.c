@@ -67,6 +67,7 @@ static void layout(const symm_moe_config_t *cfg, symm__moe_geom_t *g) {
         l->ht_mask = region(&at, M * 8);
         l->ht_pos = region(&at, M * n * 4);
         l->ht_cflag = region(&at, n * ((M + SYMM__MOE_HT_CHUNK - 1) / SYMM__MOE_HT_CHUNK) * 8);
+        l->ht_dst = region(&at, 2 * n * 4 * 8);
         l->ht_rx = region(&at, cap * cfg->hidden_dim_bytes);
         l->ht_rscale = region(&at, cap * g->scale_cols * 4);
         l->ht_ridx = region(&at, cap * K * 4);
@@ -446,6 +447,52 @@ symm_status_t symm__moe_check_ht_dispatch(const symm_moe_config_t *cfg, const sy
     a->xs_stride[0] = x->x_scale_stride[0];
     a->xs_stride[1] = x->x_scale_stride[1];
     a->weights = x->weights;
+    return SYMM_SUCCESS;
+}
+
+void symm__moe_ht_into_bytes(const symm_moe_config_t *cfg, const symm__moe_geom_t *g, size_t *x_bytes,
+                             size_t *scale_bytes) {
+    *x_bytes = (size_t)g->cap * cfg->hidden_dim_bytes;
+    *scale_bytes = (size_t)g->cap * g->scale_cols * 4u;
+}
+
+/* [a, a + an) and [b, b + bn) share a byte. */
+static int overlap(uintptr_t a, size_t an, uintptr_t b, size_t bn) { return an && bn && a < b + bn && b < a + an; }
+
+symm_status_t symm__moe_check_ht_into(const char *call, const symm_moe_config_t *cfg, const symm__moe_geom_t *g,
+                                      uintptr_t base, const void *recv_x, const void *recv_x_scale, int x_in_heap,
+                                      int s_in_heap, symm__moe_kargs_t *a) {
+    const uintptr_t x = (uintptr_t)recv_x, s = (uintptr_t)recv_x_scale;
+    const uintptr_t own_x = base + g->lay.ht_rx, own_s = base + g->lay.ht_rscale;
+    size_t xb, sb;
+    symm__moe_ht_into_bytes(cfg, g, &xb, &sb);
+    if (recv_x != NULL) {
+        if (x % 16u)
+            return BAD("%s: recv_x %p is not 16-byte aligned", call, recv_x);
+        if (!x_in_heap)
+            return BAD("%s: recv_x %p is not %zu bytes inside one block of the symmetric heap (capacity %u rows "
+                       "x %zu bytes; allocate it with symm_malloc: the peers store into it)", call, recv_x, xb, g->cap,
+                       cfg->hidden_dim_bytes);
+        if (x != own_x && overlap(x, xb, base, (size_t)g->lay.total))
+            return BAD("%s: recv_x %p overlaps the handle's own buffers", call, recv_x);
+    }
+    if (recv_x_scale != NULL) {
+        if (g->scale_cols == 0)
+            return BAD("%s: recv_x_scale is given but the handle carries no scales (hidden_dim_scale_bytes 0)",
+                       call);
+        if (s % 16u)
+            return BAD("%s: recv_x_scale %p is not 16-byte aligned", call, recv_x_scale);
+        if (!s_in_heap)
+            return BAD("%s: recv_x_scale %p is not %zu bytes inside one block of the symmetric heap (capacity %u "
+                       "rows x %u float32 scales; allocate it with symm_malloc)", call, recv_x_scale, sb, g->cap,
+                       g->scale_cols);
+        if (s != own_s && overlap(s, sb, base, (size_t)g->lay.total))
+            return BAD("%s: recv_x_scale %p overlaps the handle's own buffers", call, recv_x_scale);
+    }
+    if (overlap(recv_x ? x : own_x, xb, recv_x_scale ? s : own_s, sb))
+        return BAD("%s: recv_x and recv_x_scale overlap", call);
+    a->ht_rx_at = (int64_t)((recv_x ? x : own_x) - base);
+    a->ht_rs_at = (int64_t)((recv_x_scale ? s : own_s) - base);
     return SYMM_SUCCESS;
 }
 

@@ -17,6 +17,7 @@
 #include "symm/symm_moe.h"
 #include "core/env.h"
 #include "core/log.h"
+#include "heap/heap.h"
 #include "runtime/team.h"
 #include "moe/moe.h"
 
@@ -31,6 +32,8 @@ struct symm_moe {
     uint64_t err_dev;
     int step;              /* enum symm__moe_step */
     size_t ht_tokens;      /* num_tokens of the last high-throughput dispatch */
+    void *ht_into_x;       /* its receive buffers (symm_moe_ht_dispatch_into; NULL: the handle's) */
+    float *ht_into_s;
     int share;             /* SMs a waiting grid of this PE may fill */
     int sms;               /* the SM budget: most blocks of any kernel */
     int sms_set;           /* 0: sms is the default */
@@ -434,20 +437,61 @@ symm_status_t symm_moe_ht_layout(symm_moe_t *h, const void *indices, symm_dtype_
     return launch(h, &a, SYMM__MK_HT_LAYOUT, 0, stream);
 }
 
-symm_status_t symm_moe_ht_dispatch(symm_moe_t *h, const symm_moe_ht_dispatch_args_t *args, int flags,
-                                   symm_stream_t stream) {
-    const char *call = "symm_moe_ht_dispatch";
+/* Non-zero when [p, p + n) lies inside one live block of this PE's symmetric heap. */
+static int in_heap_block(const void *p, size_t n) {
+    size_t off = 0, start = 0, size = 0;
+    if (n == 0)
+        return 1;
+    if (!symm__heap_offset(p, n, &off) || !symm__alloc_lookup(symm__heap.alloc, off, &start, &size))
+        return 0;
+    return off + n <= start + size;
+}
+
+/* Where this PE's rows of x and scales land: the handle's buffers, or the
+ * caller's (symmetric, checked by symm__moe_check_ht_into). The receive half
+ * lays out nothing there, so it takes what its send half named. */
+static symm_status_t ht_into(const char *call, symm_moe_t *h, void *recv_x, float *recv_x_scale, int flags,
+                             symm__moe_kargs_t *a) {
+    size_t xb = 0, sb = 0;
+    symm__moe_ht_into_bytes(&h->cfg, &h->g, &xb, &sb);
+    if (!(flags & SYMM_MOE_SEND)) {
+        if ((recv_x != NULL && recv_x != h->ht_into_x) || (recv_x_scale != NULL && recv_x_scale != h->ht_into_s))
+            return symm__error(SYMM_ERR_INVALID_ARG, "%s: the receive half got other receive buffers than its "
+                               "send half (pass the same, or NULL)", call);
+        return SYMM_SUCCESS;
+    }
+    return symm__moe_check_ht_into(call, &h->cfg, &h->g, (uintptr_t)h->base, recv_x, recv_x_scale,
+                                   recv_x == NULL || in_heap_block(recv_x, xb),
+                                   recv_x_scale == NULL || in_heap_block(recv_x_scale, sb), a);
+}
+
+static symm_status_t ht_dispatch(const char *call, symm_moe_t *h, const symm_moe_ht_dispatch_args_t *args,
+                                 void *recv_x, float *recv_x_scale, int flags, symm_stream_t stream) {
     symm__moe_kargs_t a;
     symm_status_t st;
     int next;
     if ((st = begin(call, h, &a)) != SYMM_SUCCESS ||
         (st = symm__moe_check_order(call, h->step, 0, flags, &next)) != SYMM_SUCCESS ||
-        (st = symm__moe_check_ht_dispatch(&h->cfg, &h->g, args, &a)) != SYMM_SUCCESS)
+        (st = symm__moe_check_ht_dispatch(&h->cfg, &h->g, args, &a)) != SYMM_SUCCESS ||
+        (st = ht_into(call, h, recv_x, recv_x_scale, flags, &a)) != SYMM_SUCCESS)
         return st;
     st = run(call, h, &a, flags, next, SYMM__MK_HT_DISPATCH, stream);
-    if (h->step == next && (flags & SYMM_MOE_SEND)) /* launched (st may be an earlier call's error) */
+    if (h->step == next && (flags & SYMM_MOE_SEND)) { /* launched (st may be an earlier call's error) */
         h->ht_tokens = args->num_tokens;
+        h->ht_into_x = recv_x;
+        h->ht_into_s = recv_x_scale;
+    }
     return st;
+}
+
+symm_status_t symm_moe_ht_dispatch(symm_moe_t *h, const symm_moe_ht_dispatch_args_t *args, int flags,
+                                   symm_stream_t stream) {
+    return ht_dispatch("symm_moe_ht_dispatch", h, args, NULL, NULL, flags, stream);
+}
+
+symm_status_t symm_moe_ht_dispatch_into(symm_moe_t *h, const symm_moe_ht_dispatch_args_t *args, void *recv_x,
+                                        float *recv_x_scale, int flags, symm_stream_t stream) {
+    return ht_dispatch("symm_moe_ht_dispatch_into", h, args, recv_x, recv_x_scale, flags, stream);
 }
 
 symm_status_t symm_moe_ht_recv_buffers(const symm_moe_t *h, symm_moe_ht_recv_t *r) {

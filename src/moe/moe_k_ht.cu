@@ -129,8 +129,17 @@ SYMM__DEVICE_INTERNAL void ht_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     __shared__ uint32_t run[SYMM__MOE_MAX_PES];
     __shared__ uint64_t smask[HT_BATCH];
     __shared__ uint32_t srow[HT_BATCH][SYMM__MOE_MAX_PES];
+    __shared__ char *rx_at[SYMM__MOE_MAX_PES], *rs_at[SYMM__MOE_MAX_PES]; /* r's receive buffers, as my addresses */
+    uint64_t *hdst = MOE_U64(A, ht_dst) + (uint64_t)p * n * 4u;
     if (tid < n)
         pre[tid] = tot[tid] = off[tid] = run[tid] = 0;
+    /* where my rows go at every PE: posted first, it depends on nothing but the stream order of my calls */
+    if (last && tid < n) {
+        uint64_t *d = (uint64_t *)moe_peer(A, hdst + (uint64_t)me * 4u, (int)tid);
+        symm__st_b64(d, (uint64_t)A->ht_rx_at, SYMM_SEM_WEAK, SYMM_SCOPE_SYS);
+        symm__st_b64(d + 1, (uint64_t)A->ht_rs_at, SYMM_SEM_WEAK, SYMM_SCOPE_SYS);
+        symm__st_b64(d + 2, TAG(e, 1), SYMM_SEM_RELEASE, SYMM_SCOPE_SYS);
+    }
     if (last)
         for (uint32_t x = tid; x < E; x += SYMM__MOE_THREADS)
             ecnt[x] = 0;
@@ -172,6 +181,12 @@ SYMM__DEVICE_INTERNAL void ht_dispatch_send(const symm__moe_kargs_t *A, uint64_t
         if (x / n < me)
             atomicAdd(&off[x % n], c);
     }
+    /* every PE's receive buffers (offsets in the heap are the same on every PE) */
+    if (tid < n) {
+        moe_wait(A, hdst + (uint64_t)tid * 4u + 2u, TAG(e, 0), (int)tid);
+        rx_at[tid] = (char *)(uintptr_t)(A->base + symm__ld_b64(hdst + tid * 4u, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));
+        rs_at[tid] = (char *)(uintptr_t)(A->base + symm__ld_b64(hdst + tid * 4u + 1u, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));
+    }
     for (uint64_t t0 = lo; t0 < hi; t0 += HT_BATCH) {
         const uint32_t nb = hi - t0 < HT_BATCH ? (uint32_t)(hi - t0) : HT_BATCH;
         symm__block_sync();
@@ -212,7 +227,7 @@ SYMM__DEVICE_INTERNAL void ht_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                             const int r = __ffsll((long long)mm) - 1;
                             const uint32_t row = srow[j][r];
                             if (row < A->cap)
-                                symm__cst16(moe_peer(A, MOE_AT(A, ht_rx) + (uint64_t)row * xb + 16u * (q % nvx), r),
+                                symm__cst16(moe_peer(A, rx_at[r] + (uint64_t)row * xb + 16u * (q % nvx), r),
                                             v[u], 1);
                         }
                     }
@@ -224,7 +239,7 @@ SYMM__DEVICE_INTERNAL void ht_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                     const int r = __ffsll((long long)mm) - 1;
                     const uint32_t row = srow[j][r];
                     if (row < A->cap)
-                        symm__copy(moe_peer(A, MOE_AT(A, ht_rx) + (uint64_t)row * xb, r),
+                        symm__copy(moe_peer(A, rx_at[r] + (uint64_t)row * xb, r),
                                    (const char *)A->x + (t0 + j) * xrow, xb, tid, SYMM__MOE_THREADS, 1);
                 }
         }
@@ -263,7 +278,7 @@ SYMM__DEVICE_INTERNAL void ht_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                         continue;
                     }
                     if (u < cq) {
-                        dst = MOE_AT(A, ht_rscale) + (row * cols + at) * 4u;
+                        dst = rs_at[r] + (row * cols + at) * 4u;
                     } else if (u < cq + kq) {
                         for (uint32_t i = 0; i < cnt; i++)
                             v[i] = (uint32_t)(ex[i] >= 0 && ex[i] < (int64_t)E && (uint32_t)(ex[i] / L) == (uint32_t)r

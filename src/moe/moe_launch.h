@@ -109,12 +109,14 @@ typedef struct symm__moe_err {
  *   ht_mask     uint64 [M]: bit r: token t goes to PE r (local)
  *   ht_pos      uint32 [M][n]: position of token t among my tokens going to r (local)
  *   ht_cflag    uint64 [n][M / HT_CHUNK rounded up]: epoch of PE r's combine rows of chunk c
+ *   ht_dst      uint64 [2][n][4]: where PE r takes this dispatch's rows: its x and scale
+ *               buffers as byte offsets from its handle base, then epoch << 32 | 1
  *   ht_rx .. ht_rpe: the receive buffers (symm_moe_ht_recv_t)
  *   ht_cbuf     [n][M][hidden * 2 bytes]: rows PE r returns, at my tokens' positions
  */
 typedef struct symm__moe_layout {
     uint64_t state, ll_cnt, ll_list, ll_dbuf, ll_pbuf, ll_mode, ll_rcnt, ll_route, ll_cflag, ll_cbuf, ll_pcbuf;
-    uint64_t ht_mat, ht_emat, ht_rcv, ht_exp, ht_roff, ht_mask, ht_pos, ht_cflag;
+    uint64_t ht_mat, ht_emat, ht_rcv, ht_exp, ht_roff, ht_mask, ht_pos, ht_cflag, ht_dst;
     uint64_t ht_rx, ht_rscale, ht_ridx, ht_rw, ht_rsrc, ht_rnum, ht_rpe, ht_cbuf;
     uint64_t total;
 } symm__moe_layout_t;
@@ -163,6 +165,8 @@ typedef struct symm__moe_kargs {
     const void *idx;
     uint32_t idx_kind;       /* 0: uint32, 1: int32, 2: int64 */
     const float *weights;
+    int64_t ht_rx_at;        /* HT dispatch: this PE's receive buffer of x (ht_rx or the caller's), from base */
+    int64_t ht_rs_at;        /* HT dispatch: and of the scales (ht_rscale or the caller's) */
     int32_t *out_num;        /* LL out_expert_num_tokens */
     void *out_x;
     int64_t ox_stride[2];

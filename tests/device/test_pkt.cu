@@ -4,7 +4,8 @@
  * Each PE streams thousands of messages to its right neighbour as packets,
  * in two buffers used in turn; the neighbour waits for each message's flag
  * (a sequence number), checks every byte of it (fresh data each iteration,
- * lengths 1 B to 4 KiB + 1, unaligned source and destination), and answers
+ * lengths 1 B to 4 KiB + 1, source and destination at odd offsets and, every
+ * third message, 8-byte aligned), and answers
  * with an 8-byte packet from a local variable, which the sender waits for
  * before it reuses that buffer. A flag seen before its payload shows up as a
  * wrong byte; a lost packet as the wait's deadline.
@@ -85,7 +86,9 @@ __global__ static void stream_kernel(const symm_ctx_t *ctx, int scope, uint32_t 
         if (i > iters)
             continue; /* the last two answers only */
         uint32_t len = pkt_len[i % N_LENS];
-        uint32_t soff = (i * 7) % 17, doff = (i * 5) % 19;
+        /* every third message 8-byte aligned at both ends (a thread's batch then loads and
+         * stores whole words), the others at odd offsets */
+        uint32_t soff = i % 3 == 0 ? 8 * (i % 2) : (i * 7) % 17, doff = i % 3 == 0 ? 8 * ((i / 3) % 2) : (i * 5) % 19;
         uint64_t seed = msg_seed(salt, i, me);
         for (uint32_t j = tid; j < len; j += nthr)
             outbuf[soff + j] = dt_byte(seed, j);

@@ -458,6 +458,10 @@ struct HT {
     float *d_xs, *d_w;
     int32_t *d_idx;
     uint16_t *d_y, *d_out;
+    void *into_x;  /* symm_moe_ht_dispatch_into's buffers for the next round (NULL: the handle's) */
+    float *into_s;
+    const void *rx; /* where the last round's rows landed */
+    const float *rs;
 };
 
 static void ht_make(HT &t, uint32_t E, uint32_t K, uint32_t H, uint32_t M, int esz, int scales) {
@@ -518,14 +522,22 @@ static void ht_round(HT &t, const Batch &b, int split, int skip = 0) {
         half.num_tokens = b.m / 2;
         SYMM_CHECK(symm_moe_ht_dispatch(t.h, &half, SYMM_MOE_SEND_RECV, stream));
     }
-    if (split) {
+    t.rx = t.into_x ? t.into_x : t.r.x;
+    t.rs = t.into_s ? t.into_s : t.r.x_scale;
+    if (split && (t.into_x || t.into_s)) { /* the receive half takes what the send half named (or NULL) */
+        SYMM_CHECK(symm_moe_ht_dispatch_into(t.h, &d, t.into_x, t.into_s, SYMM_MOE_SEND, stream));
+        spin<<<1, 32, 0, stream>>>(20000);
+        SYMM_CHECK(symm_moe_ht_dispatch_into(t.h, &d, NULL, t.into_s, SYMM_MOE_RECV, stream));
+    } else if (split) {
         SYMM_CHECK(symm_moe_ht_dispatch(t.h, &d, SYMM_MOE_SEND, stream));
         spin<<<1, 32, 0, stream>>>(20000);
         SYMM_CHECK(symm_moe_ht_dispatch(t.h, &d, SYMM_MOE_RECV, stream));
+    } else if (t.into_x || t.into_s) {
+        SYMM_CHECK(symm_moe_ht_dispatch_into(t.h, &d, t.into_x, t.into_s, SYMM_MOE_SEND_RECV, stream));
     } else {
         SYMM_CHECK(symm_moe_ht_dispatch(t.h, &d, SYMM_MOE_SEND_RECV, stream));
     }
-    ht_experts<<<256, 256, 0, stream>>>((const unsigned char *)t.r.x, t.esz, t.r.indices, t.r.weights, t.r.num_recv,
+    ht_experts<<<256, 256, 0, stream>>>((const unsigned char *)t.rx, t.esz, t.r.indices, t.r.weights, t.r.num_recv,
                                         t.d_y + t.yoff, t.K, t.H, t.first);
     SYMM_CHECK(symm_moe_ht_combine(t.h, t.d_y + t.yoff, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out, SYMM_DTYPE_BF16,
                                    t.H, t.M, split ? SYMM_MOE_SEND : SYMM_MOE_SEND_RECV, stream));
@@ -549,9 +561,9 @@ static void ht_verify(HT &t, const std::vector<Batch> &bs, const char *what) {
     CUDA_CHECK(cudaMemcpy(per.data(), t.r.num_recv_per_expert, L * 4, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(idx.data(), t.r.indices, idx.size() * 4, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(src.data(), t.r.src, src.size() * 4, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(x.data(), t.r.x, x.size(), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(x.data(), t.rx, x.size(), cudaMemcpyDeviceToHost));
     if (cols)
-        CUDA_CHECK(cudaMemcpy(sc.data(), t.r.x_scale, sc.size() * 4, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(sc.data(), t.rs, sc.size() * 4, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(w.data(), t.r.weights, w.size() * 4, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(out.data(), t.d_out, out.size() * 2, cudaMemcpyDeviceToHost));
     for (int p = 0; p < npes; p++) {
@@ -615,20 +627,81 @@ static void ht_verify(HT &t, const std::vector<Batch> &bs, const char *what) {
     }
 }
 
+static void expect_msg(symm_status_t st, symm_status_t want, const char *needle, const char *what);
+
+/* symm_moe_ht_dispatch_into's checks, before anything runs: buffers outside
+ * the heap, misaligned, short, inside the handle, overlapping; scales on a
+ * handle without them; a receive half with other buffers than its send half.
+ * The handle works on afterwards. */
+static void ht_into_errors(HT &t, void *a, float *as) {
+    symm_moe_ht_dispatch_args_t d;
+    size_t xb = t.r.capacity * (size_t)t.H * (size_t)t.esz;
+    void *small = NULL, *dev = NULL;
+    memset(&d, 0, sizeof(d));
+    d.x = t.d_x;
+    d.x_stride = t.H;
+    d.x_dtype = t.esz == 1 ? SYMM_DTYPE_FP8_E4M3 : SYMM_DTYPE_BF16;
+    d.x_scale = t.cols ? t.d_xs : NULL;
+    d.x_scale_stride[0] = t.cols;
+    d.x_scale_stride[1] = 1;
+    d.indices = t.d_idx;
+    d.indices_dtype = SYMM_DTYPE_I32;
+    d.num_tokens = 0;
+    SYMM_CHECK(symm_malloc(xb / 2, &small));
+    CUDA_CHECK(cudaMalloc(&dev, xb));
+    expect_msg(symm_moe_ht_dispatch_into(t.h, &d, dev, as, SYMM_MOE_SEND_RECV, stream), SYMM_ERR_INVALID_ARG,
+               "symmetric heap", "into: cudaMalloc'd recv_x");
+    expect_msg(symm_moe_ht_dispatch_into(t.h, &d, small, as, SYMM_MOE_SEND_RECV, stream), SYMM_ERR_INVALID_ARG,
+               "inside one block", "into: recv_x of half the bytes");
+    expect_msg(symm_moe_ht_dispatch_into(t.h, &d, (char *)a + 8, as, SYMM_MOE_SEND_RECV, stream),
+               SYMM_ERR_INVALID_ARG, "16-byte aligned", "into: misaligned recv_x");
+    expect_msg(symm_moe_ht_dispatch_into(t.h, &d, (void *)((const char *)t.r.x - 4096), as, SYMM_MOE_SEND_RECV,
+                                         stream), SYMM_ERR_INVALID_ARG, "overlaps the handle", "into: recv_x inside the handle");
+    expect_msg(symm_moe_ht_dispatch_into(t.h, &d, a, (float *)a, SYMM_MOE_SEND_RECV, stream), SYMM_ERR_INVALID_ARG,
+               "overlap", "into: recv_x_scale over recv_x");
+    SYMM_CHECK(symm_moe_ht_dispatch_into(t.h, &d, a, as, SYMM_MOE_SEND, stream));
+    expect_msg(symm_moe_ht_dispatch_into(t.h, &d, NULL, t.r.x_scale, SYMM_MOE_RECV, stream), SYMM_ERR_INVALID_ARG,
+               "send half", "into: a receive half with other buffers");
+    SYMM_CHECK(symm_moe_ht_dispatch_into(t.h, &d, a, NULL, SYMM_MOE_RECV, stream));
+    SYMM_CHECK(symm_moe_ht_combine(t.h, t.d_y, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out, SYMM_DTYPE_BF16, t.H,
+                                   t.M, SYMM_MOE_SEND_RECV, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    SYMM_CHECK(symm_free(small));
+    CUDA_CHECK(cudaFree(dev));
+}
+
 static void part_ht(void) {
     HT t;
     char what[96];
+    void *a = NULL, *b = NULL;
     if (256 % npes)
         return;
     ht_make(t, 256, 8, 1024, 2048, 1, 1);
-    for (int it = 0; it < 4; it++) {
-        std::vector<Batch> bs = ht_batches(t, 77, it, it == 2 ? npes - 1 : -1);
-        snprintf(what, sizeof what, "ht call %d", it);
-        ht_round(t, bs[me], it % 2, it == 3);
-        ht_verify(t, bs, what);
+    /* the caller's receive buffers: x and scales of one allocation each time, as symm.moe.deep_ep's */
+    {
+        const size_t xb = t.r.capacity * (size_t)t.H, sb = t.r.capacity * (size_t)t.cols * 4;
+        SYMM_CHECK(symm_malloc(xb + sb, &a));
+        SYMM_CHECK(symm_malloc(xb + sb, &b));
+        ht_into_errors(t, a, (float *)(void *)((char *)a + xb));
+        /* calls 0-3: the handle's; 4-7: each PE its own choice (none, A, B, A's x with the handle's scales) */
+        for (int it = 0; it < 8; it++) {
+            std::vector<Batch> bs = ht_batches(t, 77, it, it == 2 ? npes - 1 : -1);
+            const int pick = it < 4 ? 0 : (it + me) % 4;
+            void *base = pick == 1 || pick == 3 ? a : pick == 2 ? b : NULL;
+            t.into_x = base;
+            t.into_s = base && pick != 3 ? (float *)(void *)((char *)base + xb) : NULL;
+            snprintf(what, sizeof what, "ht call %d (receive buffers %s)", it,
+                     pick == 0 ? "the handle's" : pick == 1 ? "A" : pick == 2 ? "B" : "A's x, the handle's scales");
+            ht_round(t, bs[me], it % 2, it == 3 || it == 6);
+            ht_verify(t, bs, what);
+        }
+        t.into_x = NULL;
+        t.into_s = NULL;
     }
     SYMM_CHECK(symm_moe_check(t.h, stream));
     ht_free(t);
+    SYMM_CHECK(symm_free(a));
+    SYMM_CHECK(symm_free(b));
     /* bf16 rows of 257 vectors: several slices of a warp reducer's 128 per token, the last
      * one partial; both halves in one kernel, the combine schedule's own path */
     ht_make(t, 256, 8, 2056, 300, 2, 0);

@@ -275,6 +275,47 @@ static void test_ht_args(void) {
     EXPECT_BAD(symm__moe_check_ht_dispatch(&c, &g, &a, &k), "low-latency mode");
 }
 
+/* symm_moe_ht_dispatch_into's receive buffers: NULL is the handle's own; a
+ * caller's must be in the heap, 16-byte aligned, clear of the handle's region
+ * and of each other; scales only with a handle that has them. */
+static void test_ht_into(void) {
+    symm_moe_config_t c = pplx_small();
+    symm__moe_geom_t g;
+    symm__moe_kargs_t k;
+    size_t xb, sb;
+    const uintptr_t base = (uintptr_t)1 << 32, past = base + ((uintptr_t)1 << 30);
+    c.mode = SYMM_MOE_HIGH_THROUGHPUT;
+    c.dp_size = 1;
+    c.max_num_tokens = 100;
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS, "geom");
+    CHECK(g.lay.ht_dst > 0 && g.lay.ht_dst % 256 == 0 && g.lay.ht_rx >= g.lay.ht_dst + 2 * 4 * 4 * 8,
+          "ht_dst: [2][n][4] words before the receive buffers");
+    symm__moe_ht_into_bytes(&c, &g, &xb, &sb);
+    CHECK(xb == 400u * 512u && sb == 400u * 4u * 4u, "into bytes %zu %zu", xb, sb);
+    memset(&k, 0, sizeof(k));
+    CHECK(symm__moe_check_ht_into("t", &c, &g, base, NULL, NULL, 1, 1, &k) == SYMM_SUCCESS &&
+          k.ht_rx_at == (int64_t)g.lay.ht_rx && k.ht_rs_at == (int64_t)g.lay.ht_rscale, "the handle's own");
+    CHECK(symm__moe_check_ht_into("t", &c, &g, base, (void *)past, (void *)(past + xb), 1, 1, &k) == SYMM_SUCCESS &&
+          k.ht_rx_at == (int64_t)(past - base) && k.ht_rs_at == (int64_t)(past + xb - base), "the caller's: %s",
+          symm_last_error());
+    CHECK(symm__moe_check_ht_into("t", &c, &g, base, (void *)(base - xb - 256), NULL, 1, 1, &k) == SYMM_SUCCESS &&
+          k.ht_rx_at == -(int64_t)(xb + 256), "below the handle: a negative offset");
+    CHECK(symm__moe_check_ht_into("t", &c, &g, base, (void *)(base + g.lay.ht_rx), NULL, 1, 1, &k) == SYMM_SUCCESS,
+          "the handle's own buffer, named");
+    EXPECT_BAD(symm__moe_check_ht_into("t", &c, &g, base, (void *)(past + 8), NULL, 1, 1, &k), "not 16-byte aligned");
+    EXPECT_BAD(symm__moe_check_ht_into("t", &c, &g, base, (void *)past, NULL, 0, 1, &k), "symmetric heap");
+    EXPECT_BAD(symm__moe_check_ht_into("t", &c, &g, base, (void *)(base + 256), NULL, 1, 1, &k), "overlaps the handle");
+    EXPECT_BAD(symm__moe_check_ht_into("t", &c, &g, base, NULL, (void *)past, 1, 0, &k), "recv_x_scale");
+    EXPECT_BAD(symm__moe_check_ht_into("t", &c, &g, base, NULL, (void *)(past + 4), 1, 1, &k), "not 16-byte");
+    EXPECT_BAD(symm__moe_check_ht_into("t", &c, &g, base, (void *)past, (void *)(past + xb - 16), 1, 1, &k),
+               "overlap");
+    c.hidden_dim_scale_bytes = 0;
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS, "geom without scales");
+    EXPECT_BAD(symm__moe_check_ht_into("t", &c, &g, base, NULL, (void *)past, 1, 1, &k), "carries no scales");
+    CHECK(symm__moe_check_ht_into("t", &c, &g, base, (void *)past, NULL, 1, 1, &k) == SYMM_SUCCESS,
+          "no scales, recv_x only: %s", symm_last_error());
+}
+
 static void test_order(void) {
     int at = SYMM__MOE_AT_DISPATCH_SEND, next = -1;
     CHECK(symm__moe_check_order("t", at, 0, SYMM_MOE_SEND, &next) == SYMM_SUCCESS &&
@@ -328,6 +369,7 @@ int main(void) {
     test_dispatch_args();
     test_combine_args();
     test_ht_args();
+    test_ht_into();
     test_order();
     test_messages();
     if (failures) {

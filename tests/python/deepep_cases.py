@@ -330,6 +330,104 @@ def case_in_flight(ctx):
         buf.destroy()
 
 
+def _pool_ptrs(buf):
+    return {e.storage.data_ptr() for p in buf._pools.values() for e in p.entries}
+
+
+def _in_pool(t, buf):
+    return t.untyped_storage().data_ptr() in _pool_ptrs(buf)
+
+
+def case_recv_buffers(ctx, fp8):
+    """The normal mode's receive buffers (Buffer(num_recv_buffers=2)): a
+    dispatch returns x (and its scales) in a buffer of the pool that no tensor
+    holds, where the peers stored the rows; tensors the caller keeps stay as
+    they were through later dispatches (with every buffer held, the rows are
+    copied into fresh tensors); a view alone keeps its buffer; a dropped
+    buffer is used again; num_recv_buffers=0 always copies; destroy() keeps
+    the buffers a tensor still holds."""
+    dep, me, n = ctx.dep, ctx.rank, ctx.n
+    E, K, H = (16, 3, 256) if not ctx.gpu else (32, 4, 512)
+    T = 20 if not ctx.gpu else 160
+    for bad in (-1, 1.5):
+        try:
+            ctx.make_buffer(num_nvl_bytes=1 << 20, num_recv_buffers=bad)
+        except (ValueError, TypeError) as e:
+            assert "num_recv_buffers" in str(e), e
+        else:
+            raise AssertionError("num_recv_buffers=%r was taken" % (bad,))
+    buf = ctx.make_buffer(num_nvl_bytes=1 << 20, explicitly_destroy=True, max_num_tokens=T)
+    copy = ctx.make_buffer(num_nvl_bytes=1 << 20, explicitly_destroy=True, max_num_tokens=T, num_recv_buffers=0)
+    what = "receive buffers %s" % ("fp8" if fp8 else "bf16")
+
+    def dispatch(b, j, handle=None):
+        data = batches(1200 + j, n, [T - j - r for r in range(n)], E, K, H, fp8)
+        d = data[me]
+        x = _dev(d.x, ctx)
+        xin = (x, _dev(d.s, ctx)) if fp8 else x
+        if handle is not None:
+            rx = b.dispatch(xin, handle=handle)[0]
+            return (rx if fp8 else (rx, None)), handle, data
+        idx, w = _dev(d.idx, ctx), _dev(d.w, ctx)
+        pr, _, pe, ir, _ = b.get_dispatch_layout(idx, E)
+        rx, _, _, _, h, _ = b.dispatch(xin, num_tokens_per_rank=pr, is_token_in_rank=ir, num_tokens_per_expert=pe,
+                                       topk_idx=idx, topk_weights=w)
+        return (rx if fp8 else (rx, None)), h, data
+
+    def check(got, data, rows, label):
+        ref = ht_reference(data, me, n, E)
+        eq(got[0], ref["x"][rows], "%s: %s recv_x" % (what, label))
+        if fp8:
+            eq(got[1], ref["s"][rows], "%s: %s scales" % (what, label))
+            assert got[1].is_contiguous() and got[1].dtype == torch.float32, label
+
+    try:
+        kept = [dispatch(buf, j) for j in range(4)]
+        assert len(buf._pools) == 1 and not copy._pools, (list(buf._pools), list(copy._pools))
+        pool_bytes = sum(e.buf.numel() for p in buf._pools.values() for e in p.entries)
+        assert pool_bytes > 0 and buf.heap_bytes() >= pool_bytes, "heap_bytes() counts the receive buffers"
+        got = [_in_pool(k[0][0], buf) for k in kept]
+        assert got == [True, True, False, False], "%s: in the pool: %s" % (what, got)
+        if fp8:
+            assert all(_in_pool(k[0][1], buf) == g for k, g in zip(kept, got)), what
+        for j, (t, _, data) in enumerate(kept):
+            check(t, data, slice(None), "kept dispatch %d" % j)
+            assert t[0].is_contiguous() and t[0]._base is None, "%s: recv_x is a tensor of its own" % what
+        c = dispatch(copy, 0)
+        check(c[0], c[2], slice(None), "num_recv_buffers=0")
+        assert not _in_pool(c[0][0], buf), what
+        # a view of dispatch 0's rows keeps its buffer; dispatch 1's dropped: the next dispatch lands there
+        R0 = kept[0][0][0].size(0)
+        view = kept[0][0][0][1:3]
+        ptr1 = kept[1][0][0].untyped_storage().data_ptr()
+        data0 = kept[0][2]
+        del kept[:2], t, got
+        nxt = dispatch(buf, 4)
+        assert nxt[0][0].untyped_storage().data_ptr() == ptr1, "%s: the dropped buffer was not used again" % what
+        check(nxt[0], nxt[2], slice(None), "dispatch into a dropped buffer")
+        # both held now: a cached dispatch copies; the view and the earlier rows stay
+        cached = dispatch(buf, 4, nxt[1])
+        assert not _in_pool(cached[0][0], buf), what
+        check(cached[0], nxt[2], slice(None), "cached dispatch, every buffer held")
+        ctx.sync()
+        if R0 >= 3:
+            eq(view, ht_reference(data0, me, n, E)["x"][1:3], what + ": a kept view")
+        del view
+        again = dispatch(buf, 4, nxt[1])
+        assert _in_pool(again[0][0], buf), "%s: a buffer only a dropped view held was not used again" % what
+        check(again[0], nxt[2], slice(None), "cached dispatch into a freed buffer")
+        check(nxt[0], nxt[2], slice(None), "the first dispatch's rows, after cached ones")
+        ctx.sync()
+        ctx.barrier()
+    finally:
+        copy.destroy()
+        buf.destroy()
+    # destroy kept the buffer `again` holds (and `nxt`'s): the rows are still there
+    assert len(buf._kept) == 2 and not buf._pools, (len(buf._kept), list(buf._pools))
+    check(again[0], nxt[2], slice(None), "rows kept past destroy()")
+    ctx.barrier()
+
+
 # ---------------------------------------------------------------------------
 # low latency
 # ---------------------------------------------------------------------------

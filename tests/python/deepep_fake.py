@@ -169,6 +169,7 @@ class FakeEngine:
         self.calls = {"ag": 0, "a2a": 0}
         self.gen = torch.Generator().manual_seed(1000 + self.rank)
         self.handles = []
+        self.pool_live, self.pool_freed = set(), 0
 
     def _create(self, cfg):
         key = ("create", self.created)
@@ -189,6 +190,24 @@ class FakeEngine:
         h = FakeLL(self, max_tokens, num_experts, k, hidden, x_dtype, scales)
         self.handles.append(h)
         return h
+
+    def pool_alloc(self, nbytes):
+        """Collective, like symm.tensor: every rank asks for the same bytes."""
+        key = ("pool", self.calls.setdefault("pool", 0))
+        self.calls["pool"] += 1
+        got = self.world.exchange(key, self.rank, nbytes)
+        if any(g != got[0] for g in got):
+            raise symm.MismatchError("symm.tensor", symm.MismatchError.status, "sizes %s differ" % (got,))
+        t = _garbage((nbytes,), torch.uint8, self.gen)
+        self.pool_live.add(t.data_ptr())
+        return t
+
+    def pool_free(self, t):
+        key = ("pool_free", self.calls.setdefault("pool_free", 0))
+        self.calls["pool_free"] += 1
+        self.world.exchange(key, self.rank, t.numel())
+        self.pool_live.discard(t.data_ptr())
+        self.pool_freed += 1
 
     def all_gather(self, out, inp):
         key = ("ag", self.calls["ag"])
@@ -260,13 +279,31 @@ class FakeHT(_FakeHandle):
         self.nper = torch.full((self.local_experts,), -7, dtype=torch.int32)
         self.state = None
         self.sent_tokens = 0
+        self.into = (None, None)
 
     def _views(self):
-        return self.rx, self.rs, self.ridx, self.rw, self.rsrc, self.nrecv, self.nper
+        rx = self.rx if self.into[0] is None else self.into[0]
+        rs = self.rs if self.into[1] is None else self.into[1]
+        return rx, rs, self.ridx, self.rw, self.rsrc, self.nrecv, self.nper
 
-    def dispatch(self, x, topk_idx, topk_weights=None, x_scale=None, do_send=True, do_recv=True):
+    def dispatch(self, x, topk_idx, topk_weights=None, x_scale=None, do_send=True, do_recv=True, recv_x=None,
+                 recv_x_scale=None):
         call = "HighThroughput.dispatch"
         self._alive()
+        if do_send:
+            for t, want, name in ((recv_x, self.rx, "recv_x"), (recv_x_scale, self.rs, "recv_x_scale")):
+                if t is not None and (want is None or t.dtype != want.dtype or t.size(0) < want.size(0) or
+                                      t.size(1) != want.size(1) or t.stride() != want.stride() or
+                                      t.untyped_storage().data_ptr() not in self.eng.pool_live):
+                    raise _bad("symm_moe_ht_dispatch_into", "%s is not a receive buffer for this handle" % name)
+            self.into = (recv_x, recv_x_scale)
+            # the peers store into them from the send on: what was there is gone
+            for t in self.into:
+                if t is not None:
+                    t.copy_(_garbage(tuple(t.shape), t.dtype, self.eng.gen))
+        elif (recv_x is not None and recv_x is not self.into[0]) or \
+                (recv_x_scale is not None and recv_x_scale is not self.into[1]):
+            raise _bad("symm_moe_ht_dispatch_into", "the receive half got other receive buffers than its send half")
         if x.dtype != self.x_dtype or x.dim() != 2 or x.size(1) != self.H:
             raise TypeError("%s: x is %s %s; the object takes %s [*, %d]" % (call, x.dtype, tuple(x.shape),
                                                                              self.x_dtype, self.H))
@@ -296,6 +333,12 @@ class FakeHT(_FakeHandle):
             self._receive(eng.world.wait(self._key("d"), eng.rank))
         return self._views()
 
+    def _prepare(self, topk_idx, topk_weights=None):
+        return (topk_idx, topk_weights)
+
+    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None):
+        return self.dispatch(x, prep[0], prep[1], x_scale=x_scale, recv_x=recv_x, recv_x_scale=recv_x_scale)
+
     def _receive(self, sent):
         me, L, E, first = self.eng.rank, self.local_experts, self.E, self.first_expert
         rows, srcs, per = [], [], torch.zeros(L, dtype=torch.int64)
@@ -318,10 +361,11 @@ class FakeHT(_FakeHandle):
         R = len(rows)
         if R > self.capacity:
             raise _bad("symm_moe_ht_dispatch", "%d rows to receive, above max_recv_tokens %d" % (R, self.capacity))
+        rx, rs = self._views()[:2]
         for i, (xr, sr, li, wr) in enumerate(rows):
-            self.rx[i] = xr
+            rx[i] = xr
             if sr is not None:
-                self.rs[i] = sr
+                rs[i] = sr
             self.ridx[i] = li
             self.rw[i] = wr
             self.rsrc[i] = torch.tensor(srcs[i], dtype=torch.int32)

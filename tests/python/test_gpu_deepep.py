@@ -49,6 +49,11 @@ def test_in_flight(ctx):
     cases.case_in_flight(ctx)
 
 
+@pytest.mark.parametrize("fp8", [False, True])
+def test_recv_buffers(ctx, fp8):
+    cases.case_recv_buffers(ctx, fp8)
+
+
 @pytest.mark.parametrize("use_fp8", [False, True])
 @pytest.mark.parametrize("hook", [False, True])
 def test_low_latency(ctx, use_fp8, hook):
@@ -89,3 +94,68 @@ def test_sm_budget(ctx):
             symm.barrier()
     finally:
         buf.destroy()
+
+
+@pytest.mark.parametrize("fp8", [False, True])
+def test_ht_dispatch_into(ctx, fp8):
+    """symm.moe.HighThroughput.dispatch(recv_x=, recv_x_scale=) (symm_moe_ht_dispatch_into):
+    the rows land in the caller's symmetric tensors, equal to what the object's
+    own buffers receive for the same call; bad buffers (dtype, shape, device,
+    outside the heap, misaligned, scales without them) raise before anything
+    runs, on every rank alike, and the object works on afterwards."""
+    import symm.moe as moe
+    n, me, dev = ctx.n, ctx.rank, ctx.device
+    E, K, H, T = 32, 4, 512, 96
+    x_dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
+    ht = moe.HighThroughput(E, K, H, T, x_dtype=x_dtype, scales=fp8)
+    cap, cols = ht.capacity, (H + 127) // 128
+    esz = torch.empty((), dtype=x_dtype).element_size()
+    s_at = (cap * H * esz + 255) // 256 * 256
+    pool = symm.tensor((s_at + cap * cols * 4,), torch.uint8)
+    rx = pool[:cap * H * esz].view(x_dtype).view(cap, H)
+    rs = pool[s_at:].view(torch.float32).view(cap, cols) if fp8 else None
+    try:
+        data = cases.batches(4242, n, [T - 3 * r for r in range(n)], E, K, H, fp8)
+        d = data[me]
+        x, s = d.x.to(dev), (d.s.to(dev) if fp8 else None)
+        idx, w = d.idx.to(dev), d.w.to(dev)
+        ref = cases.ht_reference(data, me, n, E)
+        R = ref["x"].size(0)
+        # the object's own buffers, then the caller's, for the same call
+        own = [v.clone() if v is not None else None for v in ht.dispatch(x, idx, w, x_scale=s)]
+        got = ht.dispatch(x, idx, w, x_scale=s, recv_x=rx, recv_x_scale=rs)
+        assert got[0] is rx and got[1] is rs
+        torch.cuda.synchronize()
+        cases.eq(rx[:R], ref["x"], "into: recv_x")
+        cases.eq(own[0][:R], ref["x"], "own: recv_x")
+        if fp8:
+            cases.eq(rs[:R], ref["s"], "into: scales")
+        for i in (2, 3, 4, 5, 6):  # indices, weights, sources, counts: the object's, as before
+            cases.eq(got[i], own[i].cpu(), "into: output %d" % i)
+        # bad buffers: raised before any launch, on every rank (the order stays a dispatch's)
+        other = torch.float8_e5m2 if fp8 else torch.float16
+        bad = [(TypeError, "recv_x is", dict(recv_x=rx.view(other))),
+               (ValueError, "at least", dict(recv_x=rx[:cap - 1])),
+               (ValueError, "this PE runs on", dict(recv_x=torch.empty((cap, H), dtype=x_dtype)))]
+        bad.append((symm.SymmError, "symmetric heap", dict(recv_x=torch.empty((cap, H), dtype=x_dtype, device=dev))))
+        if esz == 2:
+            skew = pool[8:8 + cap * H * esz].view(x_dtype).view(cap, H)
+            bad.append((symm.SymmError, "16-byte aligned", dict(recv_x=skew)))
+        if fp8:
+            bad.append((ValueError, "at least", dict(recv_x=rx, recv_x_scale=rs[:cap - 1])))
+        else:
+            bad.append((ValueError, "without scales", dict(recv_x=rx, recv_x_scale=rx.view(torch.float32))))
+        for exc, match, kw in bad:
+            with pytest.raises(exc, match=match):
+                ht.dispatch(x, idx, w, x_scale=s, **kw)
+        # still in order: a dispatch into the caller's buffers, then a combine of it
+        ht.dispatch(x, idx, w, x_scale=s, recv_x=rx, recv_x_scale=rs)
+        y = cases.expert_out(rx[:ht.capacity].cpu(), rs.cpu() if fp8 else None, me).to(dev)
+        y[R:] = 0
+        out = ht.combine(y)
+        cases.close(out, cases.combine_reference(data, me, n, E), "into: combine after")
+        torch.cuda.synchronize()
+        symm.barrier()
+    finally:
+        ht.destroy()
+        symm.free_tensor(pool)

@@ -220,6 +220,12 @@ def test_in_flight(monkeypatch, n):
     _run(monkeypatch, n, cases.case_in_flight)
 
 
+@pytest.mark.parametrize("n", [1, 2, 4])
+@pytest.mark.parametrize("fp8", [False, True])
+def test_recv_buffers(monkeypatch, n, fp8):
+    _run(monkeypatch, n, cases.case_recv_buffers, fp8)
+
+
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("use_fp8", [False, True])
 @pytest.mark.parametrize("hook", [False, True])
@@ -353,15 +359,17 @@ def test_bench_script_measures_every_row(monkeypatch):
         clock = bench.Clock(Ev, lambda: None, lambda: None, reps=3, warmup=1)
         results, check = bench.measure(
             torch, dep, lambda dt, sc: eng.ht(E, K, H, T, dt, sc),
-            lambda views: dep.Buffer(group, 1 << 20, explicitly_destroy=True, max_num_tokens=T, zero_copy_recv=views),
+            lambda how: dep.Buffer(group, 1 << 20, explicitly_destroy=True, max_num_tokens=T,
+                                   num_recv_buffers=0 if how == "copy" else 2, zero_copy_recv=how == "views"),
             (d.x, x8, s8, d.idx, d.w, E), 2, [8, 0], eng.share, clock)
         return results, check, bench.table(results, H, check)
 
     (results, check, text), _ = run_ranks(2, body)
     assert check is True
     assert [(p.split()[0] + " " + p.split()[1], sms) for p, sms, _, _ in results] == [
-        ("own (symm.moe.HighThroughput)", 8), ("api cached", 8), ("api views", 8), ("api full", 8),
-        ("own (symm.moe.HighThroughput)", 16), ("api cached", 16), ("api views", 16), ("api full", 16)]
+        ("own (symm.moe.HighThroughput)", 8), ("api cached", 8), ("api copy", 8), ("api views", 8), ("api full", 8),
+        ("own (symm.moe.HighThroughput)", 16), ("api cached", 16), ("api copy", 16), ("api views", 16),
+        ("api full", 16)]
     assert "| api cached (symm.moe.deep_ep) | 16 |" in text and "received rows of the API = the own API's" in text
     assert text.count("| 1.00 | 1.00 |") >= 4, text
 
@@ -369,11 +377,12 @@ def test_bench_script_measures_every_row(monkeypatch):
 def test_overhead_bench_counts_what_the_wrapper_adds():
     """bench/moe/deepep_overhead.py on the CPU stand-in: every path gets its
     row, and what the wrapper launches besides symm's own calls stays what it
-    has to be: nothing for zero-copy cached dispatches and a plain combine,
-    one copy per returned tensor for cached dispatches, and for the
-    non-cached dispatch the count row, the copies out, the weights, the rank
-    prefix and what it keeps for the next dispatch's check (one host
-    synchronisation, DeepEP's notify step)."""
+    has to be: nothing for cached dispatches (their rows land in a receive
+    buffer of the pool, or are viewed) and a plain combine, one copy per
+    returned tensor for cached dispatches without a free receive buffer, and
+    for the non-cached dispatch the count row, the sources, the indices, the
+    weights, the rank prefix and what it keeps for the next dispatch's check
+    (one host synchronisation, DeepEP's notify step)."""
     import importlib.util
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench", "moe",
                         "deepep_overhead.py")
@@ -387,16 +396,18 @@ def test_overhead_bench_counts_what_the_wrapper_adds():
     got = {name: (symm, other, syncs, ops) for name, symm, other, syncs, _, _, ops in rows}
     assert sorted(got) == sorted(["own dispatch bf16", "own dispatch fp8", "api full bf16", "api full fp8",
                                   "api cached bf16", "api cached fp8", "api views bf16", "api views fp8",
+                                  "api cached copy bf16", "api cached copy fp8",
                                   "own combine", "api combine", "api combine + topk_weights", "own layout",
                                   "api layout"])
     for kind, copies in (("bf16", ["copy_"]), ("fp8", ["copy_", "copy_"])):
         assert got["own dispatch " + kind] == (1, 0, 0, [])
         assert got["api views " + kind] == (1, 0, 0, [])
-        assert got["api cached " + kind] == (1, len(copies), 0, copies)
+        assert got["api cached " + kind] == (1, 0, 0, [])
+        assert got["api cached copy " + kind] == (1, len(copies), 0, copies)
         symm, other, syncs, ops = got["api full " + kind]
         assert (symm, syncs) == (2, 1)  # the count exchange and the dispatch; the host reads the counts
-        # count row, x (and scales), sources, indices, weights (2), rank prefix, what was received
-        assert sorted(ops) == sorted(["cat", "copy_", "copy_", "ge", "where", "cumsum", "cat"] + copies), ops
+        # count row, sources, indices, weights (2), rank prefix, what was received
+        assert sorted(ops) == sorted(["cat", "copy_", "copy_", "ge", "where", "cumsum", "cat"]), ops
     assert got["api combine"] == (1, 0, 0, [])
     assert got["own layout"] == (1, 0, 0, []) and got["api layout"][:3] == (0, 12, 0), got["api layout"]
     symm, other, syncs, ops = got["api combine + topk_weights"]

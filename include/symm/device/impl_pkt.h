@@ -28,23 +28,57 @@ SYMM__NOINLINE void symm__pkt_fail(int pe, const char *call, const char *why, in
 
 /* `nb` (1..8) bytes at p as a little-endian word, zero-extended; any
  * alignment and any memory (plain C: generic addresses, so a source in
- * local or shared memory works). */
-SYMM__DEVICE_INTERNAL uint64_t symm__pkt_ldw(const char *p, uint32_t nb) {
+ * local or shared memory works). Out of line, as is the store below: a
+ * message's instructions are fetched on its critical path, and eight inlined
+ * byte loops make a batch's code several times larger. */
+SYMM__NOINLINE uint64_t symm__pkt_ldw_any(const char *p, uint32_t nb) {
     uint64_t w = 0;
-    if (nb == 8 && ((uintptr_t)p & 7u) == 0)
-        return *(const uint64_t *)p;
     for (uint32_t i = 0; i < nb; i++)
         w |= (uint64_t)(unsigned char)p[i] << (8 * i);
     return w;
 }
 
-SYMM__DEVICE_INTERNAL void symm__pkt_stw(char *p, uint64_t w, uint32_t nb) {
-    if (nb == 8 && ((uintptr_t)p & 7u) == 0) {
-        *(uint64_t *)p = w;
-        return;
-    }
+SYMM__NOINLINE void symm__pkt_stw_any(char *p, uint64_t w, uint32_t nb) {
     for (uint32_t i = 0; i < nb; i++)
         p[i] = (char)(unsigned char)(w >> (8 * i));
+}
+
+SYMM__DEVICE_INTERNAL uint64_t symm__pkt_ldw(const char *p, uint32_t nb) {
+    if (nb == 8 && ((uintptr_t)p & 7u) == 0)
+        return *(const uint64_t *)p;
+    return symm__pkt_ldw_any(p, nb);
+}
+
+SYMM__DEVICE_INTERNAL void symm__pkt_stw(char *p, uint64_t w, uint32_t nb) {
+    if (nb == 8 && ((uintptr_t)p & 7u) == 0)
+        *(uint64_t *)p = w;
+    else
+        symm__pkt_stw_any(p, w, nb);
+}
+
+/* The poll's slow side, out of line: the deadline and abort checks, named
+ * for the batch's first packet still missing (bit i of `pending`: packet
+ * kb + i * nlanes). */
+SYMM__NOINLINE uint64_t symm__pkt_wait_late(const symm_ctx_t *ctx, const char *pkt, size_t kb, uint32_t nlanes,
+                                            uint32_t pending, uint32_t flag, uint64_t t0) {
+    uint32_t i = 0;
+    const char *p;
+    symm__v4_t v;
+    while (i < 31u && !(pending & (1u << i)))
+        i++;
+    p = pkt + 16 * (kb + (size_t)i * nlanes);
+    v = symm__c_ld16_vol(p);
+    return symm__wait_check(ctx, p, SYMM_CMP_EQ, flag, v.y == flag ? v.w : v.y, t0);
+}
+
+/* The packet of word w: {low half, flag, high half, flag}. */
+SYMM__DEVICE_INTERNAL symm__v4_t symm__pkt_of(uint64_t w, uint32_t flag) {
+    symm__v4_t v;
+    v.x = (uint32_t)w;
+    v.y = flag;
+    v.z = (uint32_t)(w >> 32);
+    v.w = flag;
+    return v;
 }
 
 /* A lane handles its packets in batches of 8 (kb + i * nlanes, i = 0..7),
@@ -67,31 +101,34 @@ SYMM__DEVICE_INTERNAL void symm__put_pkt(const symm_ctx_t *ctx, void *pkt, const
                        : q == NULL ? "the PE is outside the load/store window (packets need direct stores)"
                                    : "the packet buffer is not 16-byte aligned",
                        pe, flag);
+    const int al = (((uintptr_t)src | nbytes) & 7u) == 0; /* every word a whole aligned one */
     if (words <= nlanes) { /* a packet per lane at most: no batch to gather */
         if (lane < words) {
             uint64_t w = symm__pkt_ldw((const char *)src + 8 * lane, SYMM__PKT_NB(lane));
-            symm__v4_t v;
-            v.x = (uint32_t)w;
-            v.y = flag;
-            v.z = (uint32_t)(w >> 32);
-            v.w = flag;
-            symm__c_st16_vol(q + 16 * lane, v);
+            symm__c_st16_vol(q + 16 * lane, symm__pkt_of(w, flag));
         }
+        return;
+    }
+    if (nlanes == 1 && words <= SYMM__PKT_BATCH && al) { /* one thread, one batch: the shortest code */
+        uint64_t w[SYMM__PKT_BATCH];
+#pragma unroll
+        for (uint32_t j = 0; j < SYMM__PKT_BATCH; j++)
+            w[j] = j < words ? ((const uint64_t *)src)[j] : 0;
+#pragma unroll
+        for (uint32_t j = 0; j < SYMM__PKT_BATCH; j++)
+            if (j < words)
+                symm__c_st16_vol(q + 16 * j, symm__pkt_of(w[j], flag));
         return;
     }
     for (size_t kb = lane; kb < words; kb += (size_t)nlanes * SYMM__PKT_BATCH) {
 #define SYMM__PKT_LOAD(i)                                                                          \
         size_t k##i = kb + (size_t)(i) * nlanes;                                                   \
-        uint64_t w##i = k##i < words ? symm__pkt_ldw((const char *)src + 8 * k##i, SYMM__PKT_NB(k##i)) : 0;
+        uint64_t w##i = k##i >= words ? 0                                                          \
+                      : al ? ((const uint64_t *)src)[k##i]                                         \
+                           : symm__pkt_ldw_any((const char *)src + 8 * k##i, SYMM__PKT_NB(k##i));
 #define SYMM__PKT_STORE(i)                                                                         \
-        if (k##i < words) {                                                                        \
-            symm__v4_t v##i;                                                                       \
-            v##i.x = (uint32_t)w##i;                                                               \
-            v##i.y = flag;                                                                         \
-            v##i.z = (uint32_t)(w##i >> 32);                                                       \
-            v##i.w = flag;                                                                         \
-            symm__c_st16_vol(q + 16 * k##i, v##i);                                                 \
-        }
+        if (k##i < words)                                                                          \
+            symm__c_st16_vol(q + 16 * k##i, symm__pkt_of(w##i, flag));
         SYMM__PKT_EACH(SYMM__PKT_LOAD)
         SYMM__PKT_EACH(SYMM__PKT_STORE)
 #undef SYMM__PKT_LOAD
@@ -105,6 +142,7 @@ SYMM__DEVICE_INTERNAL void symm__put_pkt(const symm_ctx_t *ctx, void *pkt, const
 SYMM__DEVICE_INTERNAL void symm__pkt_wait(const symm_ctx_t *ctx, const void *pkt, void *dest, size_t nbytes,
                                           uint32_t flag, uint32_t lane, uint32_t nlanes, const char *call) {
     size_t words = (nbytes + 7) / 8;
+    const int al = (((uintptr_t)dest | nbytes) & 7u) == 0; /* every word a whole aligned one */
     if (lane == 0 && (flag == 0 || ((uintptr_t)pkt & 15u) != 0))
         symm__pkt_fail(ctx->world_pe, call,
                        flag == 0 ? "flag 0 (the value of a cleared buffer) cannot mark a packet"
@@ -127,6 +165,30 @@ SYMM__DEVICE_INTERNAL void symm__pkt_wait(const symm_ctx_t *ctx, const void *pkt
         }
         return;
     }
+    if (nlanes == 1 && words <= SYMM__PKT_BATCH && al) { /* one thread, one batch: the shortest code */
+        uint32_t pending = (1u << words) - 1u, polls = 0;
+        uint64_t t0 = 0;
+        symm__v4_t v[SYMM__PKT_BATCH];
+        for (;;) {
+#pragma unroll
+            for (uint32_t j = 0; j < SYMM__PKT_BATCH; j++)
+                if (pending & (1u << j))
+                    v[j] = symm__c_ld16_vol((const char *)pkt + 16 * j);
+#pragma unroll
+            for (uint32_t j = 0; j < SYMM__PKT_BATCH; j++)
+                if ((pending & (1u << j)) && v[j].y == flag && v[j].w == flag)
+                    pending &= ~(1u << j);
+            if (!pending)
+                break;
+            if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+                t0 = symm__pkt_wait_late(ctx, (const char *)pkt, 0, 1, pending, flag, t0);
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < SYMM__PKT_BATCH; j++)
+            if (j < words)
+                ((uint64_t *)dest)[j] = ((uint64_t)v[j].z << 32) | v[j].x;
+        return;
+    }
     for (size_t kb = lane; kb < words; kb += (size_t)nlanes * SYMM__PKT_BATCH) {
         uint32_t pending = 0, polls = 0;
         uint64_t t0 = 0;
@@ -139,22 +201,23 @@ SYMM__DEVICE_INTERNAL void symm__pkt_wait(const symm_ctx_t *ctx, const void *pkt
             v##i = symm__c_ld16_vol((const char *)pkt + 16 * k##i);
 #define SYMM__PKT_CHECK(i)                                                                         \
         if ((pending & (1u << (i))) && v##i.y == flag && v##i.w == flag)                           \
-            pending &= ~(1u << (i));                                                               \
-        else if ((pending & (1u << (i))) && late == NULL) {                                        \
-            late = (const char *)pkt + 16 * k##i;                                                  \
-            seen = v##i.y == flag ? v##i.w : v##i.y;                                               \
-        }
+            pending &= ~(1u << (i));
 #define SYMM__PKT_OUT(i)                                                                           \
-        if (k##i < words)                                                                          \
-            symm__pkt_stw((char *)dest + 8 * k##i, ((uint64_t)v##i.z << 32) | v##i.x, SYMM__PKT_NB(k##i));
+        if (k##i < words) {                                                                        \
+            uint64_t w##i = ((uint64_t)v##i.z << 32) | v##i.x;                                     \
+            if (al)                                                                                \
+                ((uint64_t *)dest)[k##i] = w##i;                                                   \
+            else                                                                                   \
+                symm__pkt_stw_any((char *)dest + 8 * k##i, w##i, SYMM__PKT_NB(k##i));              \
+        }
         SYMM__PKT_EACH(SYMM__PKT_INIT)
-        while (pending) {
-            const char *late = NULL;
-            uint32_t seen = 0;
+        for (;;) {
             SYMM__PKT_EACH(SYMM__PKT_POLL)
             SYMM__PKT_EACH(SYMM__PKT_CHECK)
-            if (pending && ++polls % SYMM__WAIT_CHECK_EVERY == 0)
-                t0 = symm__wait_check(ctx, late, SYMM_CMP_EQ, flag, seen, t0);
+            if (!pending)
+                break;
+            if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+                t0 = symm__pkt_wait_late(ctx, (const char *)pkt, kb, nlanes, pending, flag, t0);
         }
         SYMM__PKT_EACH(SYMM__PKT_OUT)
 #undef SYMM__PKT_INIT

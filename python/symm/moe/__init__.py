@@ -723,7 +723,7 @@ def _moe_ht_dispatch(handle: int, recv_x: torch.Tensor, recv_x_scale: Optional[t
                      num_recv: torch.Tensor, num_recv_per_expert: torch.Tensor, x: torch.Tensor,
                      x_scale: Optional[torch.Tensor], topk_idx: torch.Tensor, topk_weights: Optional[torch.Tensor],
                      do_send: bool, do_recv: bool) -> None:
-    _handle(handle)._dispatch(x, x_scale, topk_idx, topk_weights, do_send, do_recv)
+    _handle(handle)._dispatch(x, x_scale, topk_idx, topk_weights, do_send, do_recv, recv_x, recv_x_scale)
 
 
 @_moe_ht_dispatch.register_fake
@@ -787,6 +787,7 @@ class HighThroughput(_Handle):
         super().__init__(cfg, call)
         self.num_experts, self.experts_per_token, self.hidden_dim = num_experts, experts_per_token, hidden_dim
         self.max_num_tokens, self.x_dtype, self.has_scales = max_num_tokens, x_dtype, bool(scales)
+        self._x_code = _DTYPE_CODES.get(str(x_dtype).replace("torch.", ""), -1)
         self.world_size = _runtime.n_pes()
         self._num_tokens = 0
         r = HtRecv()
@@ -828,22 +829,55 @@ class HighThroughput(_Handle):
         _call("symm_moe_ht_layout", self._h(), topk_idx.data_ptr(), code, topk_idx.size(0), per_rank.data_ptr(),
               per_expert.data_ptr(), in_rank.data_ptr(), _stream(self._dev))
 
-    def dispatch(self, x, topk_idx, topk_weights=None, x_scale=None, do_send=True, do_recv=True):
+    def dispatch(self, x, topk_idx, topk_weights=None, x_scale=None, do_send=True, do_recv=True, recv_x=None,
+                 recv_x_scale=None):
         """Returns (recv_x, recv_x_scale or None, recv_topk_idx, recv_topk_weights,
-        recv_src, num_recv, num_recv_per_expert): views of the receive buffers."""
+        recv_src, num_recv, num_recv_per_expert): views of the receive buffers.
+        recv_x / recv_x_scale: the caller's receive buffers for x and its
+        scales instead of the object's (symm_moe_ht_dispatch_into): symmetric
+        tensors (symm.tensor) of [>= capacity, hidden] x_dtype and [>=
+        capacity, scale columns] float32, row-contiguous; the peers store the
+        rows straight into them, and they are what comes back."""
         self._h()
+        rx = self._recv_x if recv_x is None else recv_x
+        rs = self._recv_scale if recv_x_scale is None else recv_x_scale
         if _traced(x):
-            torch.ops.symm.moe_ht_dispatch(self._key, self._recv_x, self._recv_scale, self._recv_idx, self._recv_w,
+            torch.ops.symm.moe_ht_dispatch(self._key, rx, rs, self._recv_idx, self._recv_w,
                                            self._recv_src, self._num_recv, self._num_recv_per_expert, x, x_scale,
                                            topk_idx, topk_weights, bool(do_send), bool(do_recv))
         else:
-            self._dispatch(x, x_scale, topk_idx, topk_weights, do_send, do_recv)
-        return (self._recv_x, self._recv_scale, self._recv_idx, self._recv_w, self._recv_src, self._num_recv,
-                self._num_recv_per_expert)
+            self._dispatch(x, x_scale, topk_idx, topk_weights, do_send, do_recv, rx, rs)
+        return (rx, rs, self._recv_idx, self._recv_w, self._recv_src, self._num_recv, self._num_recv_per_expert)
 
-    def _dispatch(self, x, x_scale, topk_idx, topk_weights, do_send, do_recv):
+    def _into(self, recv_x, recv_x_scale, call):
+        """The C pointers of the caller's receive buffers (None: the object's), checked."""
+        px = ps = None
+        if recv_x is not None and recv_x.data_ptr() != self._recv_x.data_ptr():
+            _tensor(recv_x, "recv_x", call, 2, (self.x_dtype,), self.device)
+            _shape(recv_x, "recv_x", call, (None, self.hidden_dim))
+            if recv_x.size(0) < self.capacity or recv_x.stride(0) != self.hidden_dim:
+                raise ValueError("%s: recv_x has shape %s, strides %s; expected at least (%d, %d), rows contiguous "
+                                 "(the receive capacity)" % (call, tuple(recv_x.shape), recv_x.stride(),
+                                                             self.capacity, self.hidden_dim))
+            px = recv_x.data_ptr()
+        if recv_x_scale is not None and (self._recv_scale is None or
+                                         recv_x_scale.data_ptr() != self._recv_scale.data_ptr()):
+            if not self.has_scales:
+                raise ValueError("%s: the object was made without scales: recv_x_scale must be None" % call)
+            cols = self._recv_scale.size(1)
+            _tensor(recv_x_scale, "recv_x_scale", call, 2, (torch.float32,), self.device)
+            _shape(recv_x_scale, "recv_x_scale", call, (None, cols))
+            if recv_x_scale.size(0) < self.capacity or recv_x_scale.stride(0) != cols:
+                raise ValueError("%s: recv_x_scale has shape %s, strides %s; expected at least (%d, %d), rows "
+                                 "contiguous (the receive capacity)" % (call, tuple(recv_x_scale.shape),
+                                                                        recv_x_scale.stride(), self.capacity, cols))
+            ps = recv_x_scale.data_ptr()
+        return px, ps
+
+    def _dispatch(self, x, x_scale, topk_idx, topk_weights, do_send, do_recv, recv_x=None, recv_x_scale=None):
         call = "HighThroughput.dispatch"
         flags = _flags(do_send, do_recv, call)
+        px, ps = self._into(recv_x, recv_x_scale, call)
         _tensor(x, "x", call, 2, (self.x_dtype,), self.device)
         _shape(x, "x", call, (None, self.hidden_dim))
         m = x.size(0)
@@ -870,9 +904,59 @@ class HighThroughput(_Handle):
         a.indices = topk_idx.data_ptr()
         a.indices_dtype = code
         a.num_tokens = m
-        _call("symm_moe_ht_dispatch", self._h(), ctypes.addressof(a), flags, _stream(self._dev))
+        if px is None and ps is None:
+            _call("symm_moe_ht_dispatch", self._h(), ctypes.addressof(a), flags, _stream(self._dev))
+        else:
+            _call("symm_moe_ht_dispatch_into", self._h(), ctypes.addressof(a), px, ps, flags, _stream(self._dev))
         if flags & SEND:
             self._num_tokens = m
+
+    def _prepare(self, topk_idx, topk_weights=None):
+        """The argument block of dispatches that repeat one routing (symm.moe.deep_ep's
+        cached dispatch), checked once; _dispatch_prepared fills in x."""
+        call = "HighThroughput.dispatch"
+        topk_idx, code = _ht_indices(topk_idx, call, self.experts_per_token, self.device)
+        a = HtDispatchArgs()
+        if topk_weights is not None:
+            _tensor(topk_weights, "topk_weights", call, 2, (torch.float32,), self.device, contiguous=True)
+            _shape(topk_weights, "topk_weights", call, (topk_idx.size(0), self.experts_per_token))
+            a.weights = topk_weights.data_ptr()
+        a.indices = topk_idx.data_ptr()
+        a.indices_dtype = code
+        a.num_tokens = topk_idx.size(0)
+        return (a, ctypes.addressof(a), topk_idx, topk_weights)
+
+    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None):
+        """Both halves of a dispatch of prep's routing: x (and x_scale) checked
+        against it here, the rest by the C library; recv_x / recv_x_scale as
+        for dispatch (symmetric tensors; their bounds are the caller's to check)
+        or None."""
+        call = "HighThroughput.dispatch"
+        a = prep[0]
+        if type(x) is not _Tensor or x.dtype != self.x_dtype or x.dim() != 2 or x.size(0) != a.num_tokens or \
+                x.size(1) != self.hidden_dim or x.device != self.device or x.stride(1) != 1:
+            raise ValueError("%s: x must be %s [%d, %d] on %s, rows contiguous; got %s %s" % (
+                call, self.x_dtype, a.num_tokens, self.hidden_dim, self.device, getattr(x, "dtype", type(x)),
+                tuple(getattr(x, "shape", ()))))
+        if (x_scale is None) == self.has_scales:
+            raise ValueError("%s: the object was made %s scales: x_scale must %s" % (
+                call, "with" if self.has_scales else "without", "be given" if self.has_scales else "be None"))
+        a.x = x.data_ptr()
+        a.x_stride = x.stride(0)
+        a.x_dtype = self._x_code
+        if x_scale is not None:
+            _tensor(x_scale, "x_scale", call, 2, (torch.float32,), self.device, last_contiguous=False)
+            _shape(x_scale, "x_scale", call, (a.num_tokens, (self.hidden_dim + SCALE_BLOCK - 1) // SCALE_BLOCK))
+            a.x_scale = x_scale.data_ptr()
+            a.x_scale_stride[0], a.x_scale_stride[1] = x_scale.stride(0), x_scale.stride(1)
+        if recv_x is None and recv_x_scale is None:
+            _call("symm_moe_ht_dispatch", self._h(), prep[1], SEND | RECV, _stream(self._dev))
+        else:
+            _call("symm_moe_ht_dispatch_into", self._h(), prep[1], _ptr(recv_x), _ptr(recv_x_scale), SEND | RECV,
+                  _stream(self._dev))
+        self._num_tokens = a.num_tokens
+        return (self._recv_x if recv_x is None else recv_x, self._recv_scale if recv_x_scale is None else recv_x_scale,
+                self._recv_idx, self._recv_w, self._recv_src, self._num_recv, self._num_recv_per_expert)
 
     def combine(self, y, out=None, out_dtype=torch.bfloat16, do_send=True, do_recv=True):
         """out[t] (a new [tokens, hidden] tensor unless given) = the sum of the
