@@ -64,6 +64,9 @@ def parser(doc):
     ap.add_argument("--out", help="append the result table (markdown) to this file")
     ap.add_argument("--shape", help="GEMM examples: comma-separated shapes among square, llm, small "
                     "(default square,llm; small with --quick or where PEs share a GPU)")
+    ap.add_argument("--variants", help="gemm_rs: comma-separated among ce (copy engines, one side stream), "
+                    "ce-owners (a side stream per owner), ce-noprefetch (ce without the L2 prefetch of the "
+                    "partials), push (SM stores to the owner) (default ce,push)")
     return ap
 
 

@@ -43,6 +43,7 @@ GROUP_M = 8                 # hopper_gemm.py's row tiles per group
 # rows per flag: a tile waits for its own chunk only; one group of row tiles,
 # so the chunk order is the GEMM's group order and no group needs two chunks
 CHUNK_ROWS = GROUP_M * BM
+REC_WORDS = 4               # hopper_gemm.py's record of a wait that gave up
 
 
 def push_order(me, npes):
@@ -66,6 +67,7 @@ class AGGemm:
         self.a_full = symm.zeros((2 * m, k), torch.bfloat16)             # two parity buffers
         self.flags = symm.zeros((2 * w * self.chunks,), torch.uint64)    # [parity][source PE][chunk]
         self.epoch = torch.zeros(1, dtype=torch.int64, device=env.device)
+        self.rec = torch.zeros(REC_WORDS, dtype=torch.uint64, device=env.device)  # a wait that gave up
         self.side = torch.cuda.Stream(env.device)
         self.grid = min((m // BM) * (n_loc // BN), symm.sm_share())
         self.calls = 0
@@ -107,8 +109,9 @@ class AGGemm:
             if self.env.shared:
                 main.wait_stream(self.side)
                 symm.barrier_on_stream()
-        self.env.k["ag_hgemm"](self.grid, self.env.ctx, a, self.a_full, bt, c, self.flags, self.epoch,
+        self.env.k["ag_hgemm"](self.grid, self.env.ctx, a, self.a_full, bt, c, self.flags, self.epoch, self.rec,
                                self.m, self.n, self.k, self.m_loc, self.chunk_m)
+        self.env.k["wait_report"](1, self.env.ctx, self.rec)   # stops with symm's message if a wait gave up
         if ce is not None:
             main.wait_stream(self.side)      # a may change after the call
         return c

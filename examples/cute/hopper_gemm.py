@@ -56,7 +56,8 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 import symm.cute as sc
 from symm.cute import Kernel, Ptr, Tma, tma_smem_layout
 
-BF16, F32, I32, I64, U64 = cutlass.BFloat16, cutlass.Float32, cutlass.Int32, cutlass.Int64, cutlass.Uint64
+BF16, F32, I32, I64, U32, U64 = (cutlass.BFloat16, cutlass.Float32, cutlass.Int32, cutlass.Int64, cutlass.Uint32,
+                                 cutlass.Uint64)
 
 BM, BN, BK = 128, 256, 64    # CTA tile; BK is one 128-byte swizzle atom of bf16
 STAGES = 4                   # A+B buffers of 48 KiB each
@@ -278,12 +279,14 @@ def hgemm(atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.CopyAtom, mB: cut
 @cute.kernel
 def ag_hgemm(ctx: I64, atom_al: cute.CopyAtom, mAl: cute.Tensor, atom_af: cute.CopyAtom, mAf: cute.Tensor,
              atom_b: cute.CopyAtom, mB: cute.Tensor, c: cute.Pointer, flags: cute.Pointer,
-             epoch_ptr: cute.Pointer, m: I32, n: I32, k: I32, m_loc: I32, chunk_m: I32):
+             epoch_ptr: cute.Pointer, rec: cute.Pointer, m: I32, n: I32, k: I32, m_loc: I32, chunk_m: I32):
     """C (m x n) = all_gather(A) @ Bt^T. a_local: this PE's m_loc rows;
     a_full: two parity buffers of all m rows ((2 m) x k), peer rows written
     there by the copy engines; flags: [2][n_pes][m_loc / chunk_m] words, the
     epoch of the last call whose chunk arrived (set by the copy engines after
-    the chunk's data); epoch_ptr: this call's epoch (a device word)."""
+    the chunk's data); epoch_ptr: this call's epoch (a device word); rec:
+    the record of a wait that gave up (wait_flag_inline: no function call,
+    so the wgmma stay pipelined)."""
     tid, _, _ = cute.arch.thread_idx()
     bid, _, _ = cute.arch.block_idx()
     nblk, _, _ = cute.arch.grid_dim()
@@ -314,8 +317,7 @@ def ag_hgemm(ctx: I64, atom_al: cute.CopyAtom, mAl: cute.Tensor, atom_af: cute.C
                 else:
                     # every lane acquires the flag itself, then orders the TMA
                     # (async proxy) reads of the chunk after it
-                    sc.signal_wait_until(ctx, flags + ((par * npes + src) * chunks + chunk), sc.CMP_GE,
-                                         U64(epoch))
+                    wait_flag_inline(ctx, flags + ((par * npes + src) * chunks + chunk), U64(epoch), rec)
                     cute.arch.fence_proxy("async.global")
                     row_tile = (par * m + src * m_loc) // BM + tm
                     st = load_ab(pipe, st, atom_af, tAgAf, tAsAf, atom_b, tBgB, tBsB, row_tile, tn,
@@ -433,15 +435,169 @@ def rs_hgemm(ctx: I64, atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.Copy
             counter[bid] = epoch
 
 
+# ---------------------------------------------------------------------------
+# GEMM + reduce-scatter with the transfers on the copy engines
+# ---------------------------------------------------------------------------
+
+# symm_ctx_t's timeout_ns and abort_flag as 64-bit words (include/symm/symm_types.h)
+CTX_TIMEOUT_WORD, CTX_ABORT_WORD = 6, 7
+REC_WORDS = 4   # a wait that gave up: [0] 1, [1] the flag's address, [2] the value seen, [3] ns waited
+
+
+@cute.jit
+def wait_flag_inline(ctx, flag, value, rec):
+    """Acquire-wait until *flag >= value with symm's deadline and abort flag (read
+    from the context), written inline: a kernel with any function call (symm's
+    waits print through one when they give up) has every wgmma serialised by
+    ptxas (C7510). A wait that gives up records itself in rec and returns, as
+    does every later wait that sees the record, so the kernel ends;
+    wait_report, launched after it, reports and stops."""
+    words = cute.make_ptr(U64, ctx, cute.AddressSpace.gmem, assumed_align=8)
+    timeout = cute.arch.load(words + CTX_TIMEOUT_WORD, U64)
+    abort_addr = cute.arch.load(words + CTX_ABORT_WORD, U64)
+    v = cute.arch.load(flag, U64, sem="acquire", scope="sys")
+    stop = cute.arch.load(rec, U64, sem="relaxed", scope="gpu")
+    t0 = cute.arch.globaltimer()
+    while v < value and stop == U64(0):
+        waited = cute.arch.globaltimer() - t0
+        aborted = U32(0)
+        if abort_addr != U64(0):
+            aborted = cute.arch.load(cute.make_ptr(U32, I64(abort_addr), cute.AddressSpace.gmem, assumed_align=4),
+                                     U32, sem="relaxed", scope="sys")
+        if aborted != U32(0) or (timeout != U64(0) and U64(waited) > timeout):
+            stop = U64(1)
+            if cute.arch.atomic_cas(rec, cmp=U64(0), val=U64(1), sem="relaxed", scope="gpu") == U64(0):
+                r = cute.make_tensor(rec, cute.make_layout(REC_WORDS))
+                r[1] = U64(flag.toint())
+                r[2] = v
+                r[3] = U64(waited)
+        else:
+            v = cute.arch.load(flag, U64, sem="acquire", scope="sys")
+            stop = cute.arch.load(rec, U64, sem="relaxed", scope="gpu")
+
+
+@cute.kernel
+def wait_report(ctx: I64, rec: cute.Pointer):
+    """After a kernel that waits with wait_flag_inline: if one of its waits
+    gave up, say which and stop through symm's own wait on the record (its
+    message, then a trap)."""
+    tid, _, _ = cute.arch.thread_idx()
+    if tid == 0:
+        r = cute.make_tensor(rec, cute.make_layout(REC_WORDS))
+        if r[0] != U64(0):
+            cute.printf("symm: PE %d: fused GEMM: a wait for the flag at 0x%llx gave up (deadline or abort) after %llu ns, "
+                        "last seen %llu", sc.my_pe(ctx), r[1], r[3], r[2])
+            sc.signal_wait_until(ctx, rec, sc.CMP_EQ, U64(0))
+
+
+@cute.jit
+def prefetch_partials(recv, slot, n, tm, tn, me, npes, ct):
+    """Consumer thread ct's share of the L2 prefetch of the peers' partials
+    of tile (tm, tn): 128 rows x 512 bytes = 512 lines of 128 bytes a peer,
+    two lines per thread."""
+    for i in cutlass.range(1, npes, unroll=1):
+        base = recv + ((me + i) % npes) * slot
+        for j in cutlass.range_constexpr(2):
+            line = ct + j * CONSUMERS
+            row = tm * BM + line // 4
+            col = tn * BN + (line % 4) * 64
+            cute.arch.prefetch((base + (I64(row) * n + col)).llvm_ptr, cache_level="L2")
+
+
+@cute.kernel
+def rs_hgemm_ce(ctx: I64, atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.CopyAtom, mB: cute.Tensor,
+                stage: cute.Pointer, recv: cute.Pointer, done: cute.Pointer, rflag: cute.Pointer,
+                out: cute.Pointer, rec: cute.Pointer, m: I32, n: I32, k: I32, sub_m: I32, t_begin: I32,
+                t_end: I32, prefetch: I32):
+    """out (m / n_pes x n) = rows my_pe of the sum over PEs of A_p @ Bt_p^T,
+    tiles t_begin.. t_end of the band order me+1, ..., me (the whole call, or
+    the peer bands and then the own band as two launches). prefetch (0/1):
+    an own-band tile asks L2 for the peers' partials before its mainloop, so
+    its epilogue's loads hit L2 (the GPU's point of coherence: a line
+    fetched before the copy engine rewrites it is updated, never stale).
+    stage: this PE's m x n partials (local; only the peers' rows are written);
+    a peer band's tile is stored there and counted in done[owner][sub-chunk]
+    (release, after both warpgroups' stores), which the copy engines wait for
+    (cuStreamWaitValue64) before moving the sub-chunk of sub_m rows into the
+    owner's recv slot and setting its rflag. recv: n_pes slots of m/n_pes x n
+    (slot p: PE p's partial of this PE's rows); rflag: [n_pes][sub-chunks],
+    1 once PE p's sub-chunk landed (zeroed by the host after the call). Own
+    band tiles wait for every peer's flag of their sub-chunk, then add the
+    peers' partials to their own before the store."""
+    tid, _, _ = cute.arch.thread_idx()
+    bid, _, _ = cute.arch.block_idx()
+    nblk, _, _ = cute.arch.grid_dim()
+    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    me, npes = sc.my_pe(ctx), sc.n_pes(ctx)
+    sA, sB, sC, pipe = shared_storage()
+    tAsA, tAgA = tma_views(atom_a, mA, sA, BM)
+    tBsB, tBgB = tma_views(atom_b, mB, sB, BN)
+    m_loc = m // npes
+    band_tiles_m, tiles_n, k_tiles = m_loc // BM, n // BN, k // BK
+    subs = m_loc // sub_m
+    sub_tiles_m = sub_m // BM
+    first = (me + 1) % npes
+    if warp < 4:
+        cute.arch.setmaxregister_decrease(PRODUCER_REGS)
+        if warp == 0:
+            cpasync.prefetch_descriptor(atom_a)
+            cpasync.prefetch_descriptor(atom_b)
+            st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, STAGES)
+            t = t_begin + bid
+            while t < t_end:
+                owner, tm, tn = tile_coords(t, band_tiles_m, tiles_n, npes, first)
+                st = load_ab(pipe, st, atom_a, tAgA, tAsA, atom_b, tBgB, tBsB, owner * band_tiles_m + tm,
+                             tn, k_tiles)
+                t += nblk
+            pipe.producer_tail(st)
+    else:
+        cute.arch.setmaxregister_increase(CONSUMER_REGS)
+        ct = tid - 128
+        w = ct // 128
+        tiled, tCrA, tCrB, tCsC, acc = mma_setup(sA, sB, sC, ct)
+        thr_cp, tS = epilogue_copy(sC, ct)
+        slot = I64(m_loc) * n                  # elements per sender slot
+        rd = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
+        rl = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
+        t = t_begin + bid
+        while t < t_end:
+            owner, tm, tn = tile_coords(t, band_tiles_m, tiles_n, npes, first)
+            sub = tm // sub_tiles_m
+            if owner == me and prefetch != 0:
+                prefetch_partials(recv, slot, n, tm, tn, me, npes, ct)
+            rd, rl = mma_tile(pipe, rd, rl, tiled, tCrA, tCrB, acc, k_tiles)
+            if owner != me:
+                store_tile(acc, tCsC, thr_cp, tS, w, stage, n, owner * band_tiles_m + tm, tn)
+                # both warpgroups' stores, then one release count the copy engines wait for
+                cute.arch.barrier(barrier_id=3, number_of_threads=CONSUMERS)
+                if ct == 0:
+                    cute.arch.red(done + (owner * subs + sub), U64(1), op="add", dtype=U64, sem="release",
+                                  scope="sys")
+            else:
+                if ct == 0:
+                    # me-1 computed this band first, so its partials land first
+                    for i in cutlass.range(1, npes, unroll=1):
+                        p = (me + npes - i) % npes
+                        wait_flag_inline(ctx, rflag + (p * subs + sub), U64(1), rec)
+                cute.arch.barrier(barrier_id=3, number_of_threads=CONSUMERS)
+                store_reduced(acc, tCsC, thr_cp, tS, w, out, recv, n, tm, tn, me, npes, slot)
+            t += nblk
+
+
 PB = Ptr(BF16)
 S = Ptr(U64, 8)
 KERNELS = [
     Kernel(hgemm, [("a", Tma(BF16, BM)), ("bt", Tma(BF16, BN)), ("c", PB), ("m", I32), ("n", I32),
                    ("k", I32)], block=THREADS, smem=SMEM),
     Kernel(ag_hgemm, [("ctx", I64), ("a_local", Tma(BF16, BM)), ("a_full", Tma(BF16, BM)),
-                      ("bt", Tma(BF16, BN)), ("c", PB), ("flags", S), ("epoch", Ptr(I64, 8)), ("m", I32),
+                      ("bt", Tma(BF16, BN)), ("c", PB), ("flags", S), ("epoch", Ptr(I64, 8)), ("rec", S), ("m", I32),
                       ("n", I32), ("k", I32), ("m_loc", I32), ("chunk_m", I32)], block=THREADS, smem=SMEM),
     Kernel(rs_hgemm, [("ctx", I64), ("a", Tma(BF16, BM)), ("bt", Tma(BF16, BN)), ("recv", PB), ("flags", S),
                       ("out", PB), ("counters", S), ("m", I32), ("n", I32), ("k", I32)],
            block=THREADS, smem=SMEM),
+    Kernel(rs_hgemm_ce, [("ctx", I64), ("a", Tma(BF16, BM)), ("bt", Tma(BF16, BN)), ("stage", PB), ("recv", PB),
+                         ("done", S), ("rflag", S), ("out", PB), ("rec", S), ("m", I32), ("n", I32), ("k", I32),
+                         ("sub_m", I32), ("t_begin", I32), ("t_end", I32), ("prefetch", I32)],
+           block=THREADS, smem=SMEM),
+    Kernel(wait_report, [("ctx", I64), ("rec", S)], block=32),
 ]

@@ -273,12 +273,17 @@ def test_hopper_gemm_kernels_use_tma_wgmma_and_a_pipeline(tmp_path):
     reallocation and 16-byte epilogue stores; the all-gather form acquires
     each chunk's flag and fences the async proxy before its TMA loads, the
     reduce-scatter form releases each pushed tile's flag and acquires the
-    peers'. Their Tma operands reach the manifest with box and swizzle."""
+    peers'; the copy-engine form counts each locally stored tile with a
+    release add, acquires the peers' flags (an inline wait with the
+    context's deadline: no function call) and prefetches their partials
+    into L2. Their Tma operands reach the manifest with box and swizzle."""
     sys.path.insert(0, os.path.join(REPO, "examples", "cute"))
     from symm.cute.aot import _load_source, kernels_of
     mod = _load_source(os.path.join(REPO, "examples", "cute", "hopper_gemm.py"))
     k = {k.name: k for k in kernels_of(mod)}
-    assert set(k) == {"hgemm", "ag_hgemm", "rs_hgemm"}
+    assert set(k) == {"hgemm", "ag_hgemm", "rs_hgemm", "rs_hgemm_ce", "wait_report"}
+    report = k.pop("wait_report").aot(str(tmp_path), arch=90, keep_ptx=True)
+    assert report["block"] == [32, 1, 1]
     for name in k:
         entry = k[name].aot(str(tmp_path), arch=90, keep_ptx=True)
         ptx = (tmp_path / (name + ".ptx")).read_text()
@@ -290,9 +295,15 @@ def test_hopper_gemm_kernels_use_tma_wgmma_and_a_pipeline(tmp_path):
         assert tma and all(p[4]["swizzle"] == 128 and p[4]["box_cols"] == 64 and p[2] == "bfloat16" for p in tma)
         assert entry["block"] == [384, 1, 1] and entry["smem"] == mod.SMEM and mod.SMEM <= 227 * 1024
         if name == "ag_hgemm":
-            assert "ld.acquire.sys" in ptx and "fence.proxy.async.global" in ptx
+            assert "ld.acquire.sys" in ptx and "fence.proxy.async.global" in ptx and "globaltimer" in ptx
+            assert not re.search(r"\bcall(\.uni)?\b", ptx), "ag_hgemm calls a function"
         if name == "rs_hgemm":
             assert "st.release.sys" in ptx and "ld.acquire.sys" in ptx and "ld.global.v4" in ptx
+        if name == "rs_hgemm_ce":
+            assert "red.release.sys.global.add.u64" in ptx and "ld.acquire.sys" in ptx and "ld.global.v4" in ptx
+            assert "prefetch.global.L2" in ptx and "globaltimer" in ptx
+            # no function call: ptxas would serialise every wgmma of the kernel (C7510)
+            assert not re.search(r"\bcall(\.uni)?\b", ptx), "rs_hgemm_ce calls a function"
         if name == "hgemm":
             assert [p[4]["box_rows"] for p in tma] == [mod.BM, mod.BN]
 

@@ -17,6 +17,9 @@ on the CPU with the kernels' own tile-order functions:
     its tile_coords unwrapped from cute.jit): the same properties against
     examples/cute/ag_gemm.py's push_order and CHUNK_ROWS (skips without
     CuTe DSL).
+  - CuTe DSL rs_hgemm_ce (tile_coords on ints): bands me+1, ..., me, each
+    sub-chunk finished before the next starts: the order of gemm_rs.py's
+    copy-engine program.
 """
 import functools
 import importlib.util
@@ -203,3 +206,33 @@ def test_cute_ag_hgemm_order_follows_arrival(npes, m_loc, tiles_n):
             assert tm // ctm == chunk
             order.append((src, tm * H.BM, tn))
         check_ag_order(order, me, npes, m_loc, tiles_n, chunk_m, cute_ag.push_order)
+
+
+# (PEs, rows per band, column tiles): square and LLM on 4 and 2 PEs, a band smaller than a group
+@pytest.mark.parametrize("npes,m_loc,tiles_n", [(4, 2048, 32), (4, 1024, 32), (2, 4096, 32), (2, 512, 4),
+                                                (3, 3072, 2)])
+def test_cute_rs_hgemm_ce_order_follows_the_copies(npes, m_loc, tiles_n):
+    """rs_hgemm_ce's tiles (hopper_gemm.tile_coords on ints): every tile
+    once; bands in the order me+1, ..., me (the order of the side stream's
+    copies, own band last); inside a band, a sub-chunk (the rows one count
+    covers, as gemm_rs.py's GemmRSCE picks them) is finished before the next
+    one starts, so the copy engines' sub-chunk order is the GEMM's. The CPU
+    model of the protocol (cute_rs_protocol_sim.py) takes the same order."""
+    H, _ = _cute_modules()
+    sys.path.insert(0, HERE)
+    import cute_rs_protocol_sim as sim
+    sub_m = H.GROUP_M * H.BM if m_loc % (H.GROUP_M * H.BM) == 0 else m_loc
+    band_tiles_m = m_loc // H.BM
+    for me in range(npes):
+        order = []
+        for t in range(npes * band_tiles_m * tiles_n):
+            owner, tm, tn = H.tile_coords(t, band_tiles_m, tiles_n, npes, (me + 1) % npes)
+            assert (owner, tm, tn) == sim.tile_coords(t, band_tiles_m, tiles_n, npes, (me + 1) % npes, H.GROUP_M)
+            order.append((owner, tm, tn))
+        assert len(set(order)) == len(order) == npes * band_tiles_m * tiles_n
+        units = [(owner, tm * H.BM // sub_m) for owner, tm, _ in order]
+        firsts = list(dict.fromkeys(units))        # sub-chunks in order of their first tile
+        want = [((me + 1 + b) % npes, j) for b in range(npes) for j in range(m_loc // sub_m)]
+        assert firsts == want, (me, firsts[:6], want[:6])
+        # contiguous: no tile of a sub-chunk after the next one started
+        assert [u for i, u in enumerate(units) if i == 0 or units[i - 1] != u] == want

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# CuTe DSL GEMM + reduce-scatter (examples/cute/gemm_rs.py): the copy-engine
+# variants (ce; ce-noprefetch; ce-owners on 3+ PEs) against the epilogue-push
+# one (push), and all-gather + GEMM (ag_gemm.py), through run_gpu.py; each
+# checked against torch with fresh data and timed next to the GEMM alone and
+# torch.matmul + NCCL. Runs unchanged on 1, 2 or 4 GPUs (more: 4 are used);
+# results under $OUT/gemm_rs/, a summary table last. Under a minute on 2 H200s.
+#
+#   1. speed (2+ GPUs): one PE per GPU, shapes square (M=K=N=8192) and llm,
+#      ag_gemm and every gemm_rs variant; the overlap tables.
+#   2. correctness (any GPU count): 2 PEs sharing GPU 0 under a private MPS
+#      daemon (scripts/with_mps.sh), shapes small and llm, ag_gemm, ce, push
+#      (ce runs as two launches there: peer bands, then the own band).
+#
+# Nothing is built here: libsymm from $BUILD (src/libsymm.so; default
+# build-gpu), the CuTe cubins from $SYMM_CUTE_CUBINS (default build-cute:
+# python examples/cute/build_cubins.py -o build-cute where CuTe DSL is).
+# Every step runs under timeout -k; device waits stop after SYMM_WAIT_TIMEOUT
+# (15) seconds with a message. Multicast stays off.
+# Env: RS_SPEED_WALL (150 s), RS_SHARED_WALL (150 s), RS_SHAPES (square,llm),
+# RS_DRY=1 prints the steps instead of running them (RS_DRY_NGPU=N: as if N
+# GPUs were there).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+here=$PWD
+OUT=${OUT:-$PWD/out}
+out="$OUT/gemm_rs"
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+unset SYMM_ENABLE_MULTICAST
+export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15} PYTHONUNBUFFERED=1
+build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
+cubins=${SYMM_CUTE_CUBINS:-build-cute}
+shapes=${RS_SHAPES:-square,llm}
+dry=${RS_DRY:-0}
+t_start=$(date +%s)
+rows=()
+bad=0
+
+since() { echo "$(( $(date +%s) - $1 )) s"; }
+# run LOG WALL CMD...: CMD under timeout -k, output to LOG; echoes the status
+run() {
+  local log=$1 wall=$2
+  shift 2
+  if [ "$dry" = 1 ]; then
+    echo "dry: timeout -k 10 $wall $* > $log" >&2
+    echo 0
+    return
+  fi
+  timeout -k 10 "$wall" "$@" >"$log" 2>&1
+  echo $?
+}
+status() { case "$1" in 0) echo ok ;; 124|137) echo "TIMEOUT (rc=$1)" ;; *) echo "FAILED (rc=$1)" ;; esac; }
+row() { # step, what, status, detail
+  rows+=("| $1 | $2 | $3 | $4 |")
+  case "$3" in ok|skipped) ;; *) bad=$((bad + 1)) ;; esac
+}
+
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+[ "$dry" = 1 ] && ngpu=${RS_DRY_NGPU:-$ngpu}
+if [ "${ngpu:-0}" -lt 1 ]; then
+  echo "SKIP: scripts/gpu_cute_gemm_rs.sh needs a GPU, found none"
+  exit 0
+fi
+case "$build" in /*) lib=$build/src/libsymm.so ;; *) lib=$here/$build/src/libsymm.so ;; esac
+missing=""
+[ -f "$lib" ] || missing="$missing libsymm ($lib: build it first)"
+[ -f "$cubins/manifest.json" ] || missing="$missing CuTe cubins ($cubins/manifest.json: python examples/cute/build_cubins.py -o $cubins where CuTe DSL is, and carry it)"
+if [ -n "$missing" ] && [ "$dry" != 1 ]; then
+  echo "gpu_cute_gemm_rs.sh: missing:$missing"
+  exit 2
+fi
+if [ "$dry" != 1 ] && ! grep -q '"wait_report"' "$cubins/manifest.json"; then
+  echo "gpu_cute_gemm_rs.sh: $cubins has no wait_report: rebuild it from this branch (build_cubins.py)"
+  exit 2
+fi
+pyenv=(env PYTHONPATH="$here/python" SYMM_LIBRARY="$lib")
+nvidia-smi -L >"$out/machine.txt" 2>&1
+npes=$ngpu
+[ "$npes" -gt 4 ] && npes=4
+variants=ce,ce-noprefetch,push
+[ "$npes" -gt 2 ] && variants=ce,ce-owners,ce-noprefetch,push
+
+# ---- 1. speed: one PE per GPU ----
+if [ "$npes" -ge 2 ]; then
+  t0=$(date +%s)
+  rm -f "$out/speed.md"
+  rc=$(run "$out/speed.log" "${RS_SPEED_WALL:-150}" "${pyenv[@]}" CUDA_VISIBLE_DEVICES="$(seq -s, 0 $((npes - 1)))" \
+         torchrun --nproc-per-node "$npes" --master-port 29890 examples/cute/run_gpu.py --cubins "$cubins" \
+         --only ag_gemm,gemm_rs --shape "$shapes" --variants "$variants" --iters 3 --out "$out/speed.md")
+  row 1 "$npes PEs, one GPU each: $shapes, ag_gemm, gemm_rs $variants" "$(status "$rc")" \
+      "$(cat "$out/speed.md" 2>/dev/null | grep -cE '^\| (ag_gemm|gemm_rs) .*\| ok \|') rows checked ok; $(since "$t0")"
+  [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -30 "$out/speed.log"
+else
+  row 1 "one PE per GPU" skipped "1 GPU: no NVLink pair (the shared run below checks correctness)"
+fi
+
+# ---- 2. correctness: 2 PEs sharing GPU 0 under MPS ----
+t0=$(date +%s)
+wall=${RS_SHARED_WALL:-150}
+rm -f "$out/shared.md"
+mps=()
+[ -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ] ||
+  mps=(env SYMM_MPS_LOGS="$out/mps_logs" scripts/with_mps.sh --timeout $((wall - 15)) --)
+rc=$(run "$out/shared.log" "$wall" "${mps[@]}" "${pyenv[@]}" CUDA_VISIBLE_DEVICES=0 \
+       CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 torchrun --nproc-per-node 2 --master-port 29891 \
+       examples/cute/run_gpu.py --cubins "$cubins" --only ag_gemm,gemm_rs --shape small,llm --variants ce,push \
+       --iters 3 --out "$out/shared.md")
+row 2 "2 PEs sharing GPU 0 (MPS): small,llm, ag_gemm, gemm_rs ce,push" "$(status "$rc")" \
+    "$(cat "$out/shared.md" 2>/dev/null | grep -cE '^\| (ag_gemm|gemm_rs) .*\| ok \|') rows checked ok; $(since "$t0")"
+[ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -30 "$out/shared.log"
+
+# ---- summary ----
+echo
+for f in speed.md shared.md; do
+  [ -f "$out/$f" ] && cat "$out/$f"
+done
+echo
+grep -h -E '^(ag_gemm|gemm_rs) ' "$out/speed.log" "$out/shared.log" 2>/dev/null
+{
+  echo
+  echo "### gpu_cute_gemm_rs.sh: $ngpu GPU(s), $(since "$t_start"), logs in $out"
+  echo
+  echo "| step | what | result | detail |"
+  echo "| --- | --- | --- | --- |"
+  printf '%s\n' "${rows[@]}"
+} | tee "$out/summary.md"
+[ "$bad" = 0 ]

@@ -1,0 +1,27 @@
+"""The copy-engine protocol of the CuTe DSL gemm_rs (examples/cute/gemm_rs.py,
+GemmRSCE) on a CPU model of the GPUs (cute_rs_protocol_sim.py): the
+example's host class, unchanged, queues its copies, stream waits and
+kernels; a seeded random scheduler runs them with few block slots per GPU
+on 1 to 4 PEs, one side stream or one per owner, PEs on their own GPUs or
+sharing one; every call's output must match torch, nothing may deadlock,
+and every count and flag must be back to zero. Needs torch, not CuTe DSL or
+a GPU. Runs in a subprocess: the model replaces the symm module."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from symm_testutil import optional_import  # noqa: E402
+
+SIM = os.path.join(HERE, "cute_rs_protocol_sim.py")
+
+
+def test_gemm_rs_copy_engine_protocol():
+    if optional_import("torch") is None:
+        pytest.skip("torch not installed")
+    r = subprocess.run([sys.executable, SIM, "--seeds", "3", "--calls", "3"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0 and "0 failed" in r.stdout, r.stdout[-4000:] + r.stderr[-4000:]
