@@ -501,13 +501,9 @@ static std::vector<Batch> ht_batches(const HT &t, uint64_t seed, int it, int emp
     return b;
 }
 
-static void ht_round(HT &t, const Batch &b, int split, int skip = 0) {
+/* The dispatch arguments of HT handle t's inputs for m tokens (weights: t's, or NULL). */
+static symm_moe_ht_dispatch_args_t ht_args(const HT &t, size_t m, int weights) {
     symm_moe_ht_dispatch_args_t d;
-    CUDA_CHECK(cudaMemcpyAsync(t.d_x, b.x.data(), b.x.size(), cudaMemcpyHostToDevice, stream));
-    CUDA_CHECK(cudaMemcpyAsync(t.d_xs, b.scale.data(), b.scale.size() * 4, cudaMemcpyHostToDevice, stream));
-    CUDA_CHECK(cudaMemcpyAsync(t.d_idx, b.idx.data(), b.idx.size() * 4, cudaMemcpyHostToDevice, stream));
-    CUDA_CHECK(cudaMemcpyAsync(t.d_w, b.w.data(), b.w.size() * 4, cudaMemcpyHostToDevice, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
     memset(&d, 0, sizeof(d));
     d.x = t.d_x;
     d.x_stride = t.H;
@@ -517,8 +513,19 @@ static void ht_round(HT &t, const Batch &b, int split, int skip = 0) {
     d.x_scale_stride[1] = 1;
     d.indices = t.d_idx;
     d.indices_dtype = SYMM_DTYPE_I32;
-    d.weights = t.d_w;
-    d.num_tokens = b.m;
+    d.weights = weights ? t.d_w : NULL;
+    d.num_tokens = m;
+    return d;
+}
+
+static void ht_round(HT &t, const Batch &b, int split, int skip = 0) {
+    symm_moe_ht_dispatch_args_t d;
+    CUDA_CHECK(cudaMemcpyAsync(t.d_x, b.x.data(), b.x.size(), cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(t.d_xs, b.scale.data(), b.scale.size() * 4, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(t.d_idx, b.idx.data(), b.idx.size() * 4, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(t.d_w, b.w.data(), b.w.size() * 4, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    d = ht_args(t, b.m, 1);
     if (skip) { /* a dispatch of half the tokens whose combine is skipped */
         symm_moe_ht_dispatch_args_t half = d;
         half.num_tokens = b.m / 2;
@@ -639,16 +646,7 @@ static void ht_into_errors(HT &t, void *a, float *as) {
     symm_moe_ht_dispatch_args_t d;
     size_t xb = t.r.capacity * (size_t)t.H * (size_t)t.esz;
     void *small = NULL, *dev = NULL;
-    memset(&d, 0, sizeof(d));
-    d.x = t.d_x;
-    d.x_stride = t.H;
-    d.x_dtype = t.esz == 1 ? SYMM_DTYPE_FP8_E4M3 : SYMM_DTYPE_BF16;
-    d.x_scale = t.cols ? t.d_xs : NULL;
-    d.x_scale_stride[0] = t.cols;
-    d.x_scale_stride[1] = 1;
-    d.indices = t.d_idx;
-    d.indices_dtype = SYMM_DTYPE_I32;
-    d.num_tokens = 0;
+    d = ht_args(t, 0, 0);
     SYMM_CHECK(symm_malloc(xb / 2, &small));
     CUDA_CHECK(cudaMalloc(&dev, xb));
     expect_msg(symm_moe_ht_dispatch_into(t.h, &d, dev, as, SYMM_MOE_SEND_RECV, stream), SYMM_ERR_INVALID_ARG,
@@ -755,17 +753,7 @@ static void part_graph(void) {
         ll_args(l, dummy, 1, &d, &c);
     }
     d.num_tokens = c.num_tokens = l.M; /* the graph keeps the sizes; bound_m says how many are real */
-    memset(&hd, 0, sizeof(hd));
-    hd.x = h.d_x;
-    hd.x_stride = h.H;
-    hd.x_dtype = SYMM_DTYPE_FP8_E4M3;
-    hd.x_scale = h.d_xs;
-    hd.x_scale_stride[0] = h.cols;
-    hd.x_scale_stride[1] = 1;
-    hd.indices = h.d_idx;
-    hd.indices_dtype = SYMM_DTYPE_I32;
-    hd.weights = h.d_w;
-    hd.num_tokens = h.M;
+    hd = ht_args(h, h.M, 1); /* fp8 with scales */
     CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
     SYMM_CHECK(symm_moe_dispatch(l.h, &d, SYMM_MOE_SEND, stream));
     spin<<<1, 32, 0, stream>>>(10000);
