@@ -23,8 +23,9 @@ from the literal text would double CI's build time (11 minutes on 2 cores).
 
 Lines that start programs on PEs (`symmrun`, and a `# or: torchrun ...`
 alternative where torchrun is installed) must do what README.md says: with no
-GPU, stop at symm_init with "no GPU found" on every PE; with GPUs, print ok on
-every PE.
+GPU, stop at symm_init with "no GPU found" on every PE (symmrun stops the
+others once one has exited, so a slow PE may be stopped before it says so);
+with GPUs, print ok on every PE.
 
 Beside the READMEs' text: the examples are compiled with warnings as errors
 (through CUDAFLAGS, CMake's default for CMAKE_CUDA_FLAGS; the text is
@@ -184,7 +185,9 @@ class Runner:
             out, code = open(log).read(), int(open(rc).read())
             n = npes(cmd)
             if gpus_absent:
-                if code == 0 or out.count("no GPU found") < n:
+                # every PE says so, unless symmrun stopped the others after the first one's exit
+                said = out.count("no GPU found")
+                if code == 0 or said == 0 or (said < n and "stopping the other ranks" not in out):
                     fail("%s: %s: with no GPU, README.md says every PE stops at symm_init with "
                          "'no GPU found'; exit %d, output:\n%s" % (where, cmd, code, out))
             else:
