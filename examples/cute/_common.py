@@ -67,6 +67,8 @@ def parser(doc):
     ap.add_argument("--variants", help="gemm_rs: comma-separated among ce (copy engines, one side stream), "
                     "ce-owners (a side stream per owner), ce-noprefetch (ce without the L2 prefetch of the "
                     "partials), push (SM stores to the owner) (default ce,push)")
+    ap.add_argument("--timeline", action="store_true", help="ag_gemm, gemm_rs ce: log one call's schedule per "
+                    "PE (when each piece became ready to copy and landed; CUDA events on the side stream)")
     return ap
 
 
@@ -234,6 +236,17 @@ FUSED_OVER_GEMM, SPEEDUP_OVER_UNFUSED = 1.10, 1.25
 OVERLAP_HEADER = ("example", "M x N x K (per PE)", "check", "mode", "fused us", "GEMM alone us",
                   "fused / GEMM alone (<= %.2f)" % FUSED_OVER_GEMM, "torch.matmul + NCCL us",
                   "speedup (>= %.2f)" % SPEEDUP_OVER_UNFUSED, "bars")
+
+
+def us(t):
+    """A time cell: us with one decimal, or the reason there is none."""
+    return "%.1f" % t if isinstance(t, float) else str(t)
+
+
+def rate(t, nbytes):
+    """GB/s of nbytes moved in t us (a time or the reason there is none)."""
+    return "%.0f GB/s for %.1f MiB out" % (nbytes / t / 1e3, nbytes / 2**20) if isinstance(t, float) and t > 0 \
+        else "-"
 
 
 def overlap_rows(name, mnk, good, fused, alone, unfused):
