@@ -228,6 +228,69 @@ def graph_stream_us(fn, reps):
     return {"graph": g, "stream": stream_us(fn, GRAPH_CALLS, reps)}
 
 
+def _window_us(fn, calls):
+    """One timing window on every PE (after a host barrier): fn() called
+    `calls` times between CUDA events, us per call on this PE."""
+    symm.barrier()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(calls):
+        fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) * 1000.0 / calls
+
+
+def paired_us(fns, reps):
+    """{name: {"graph": us, "stream": us}} of every fn of fns {name: fn},
+    timed in turns: each repetition times every party once (a graph replay
+    of GRAPH_CALLS calls, then GRAPH_CALLS calls on a plain stream), the
+    order rotating, so a drift of the GPUs' clocks over the run (they slow
+    down as they warm up) weighs on every party alike instead of on whichever
+    was timed last. The median per party, the slowest PE's; a graph that
+    could not be captured on some PE gives the reason instead of a time."""
+    names = list(fns)
+    graphs = {}
+    for name in names:
+        fn = fns[name]
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        g, err = torch.cuda.CUDAGraph(), None
+        try:
+            with torch.cuda.graph(g, capture_error_mode="thread_local"):
+                for _ in range(GRAPH_CALLS):
+                    fn()
+        except Exception as e:  # noqa: BLE001 - the row says why; the stream time still counts
+            err = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:60] if str(e) else "")
+        torch.cuda.synchronize()
+        if check_all_pes(err is None):     # every PE replays, or none
+            g.replay()
+            torch.cuda.synchronize()
+            graphs[name] = g
+        else:
+            graphs[name] = "n/a: graph capture failed (%s)" % (err or "on another PE")
+    times = {(n, mode): [] for n in names for mode in ("graph", "stream")}
+    for r in range(reps):
+        k = r % len(names)
+        for n in names[k:] + names[:k]:
+            if not isinstance(graphs[n], str):
+                times[(n, "graph")].append(_window_us(graphs[n].replay, 1) / GRAPH_CALLS)
+            times[(n, "stream")].append(_window_us(fns[n], GRAPH_CALLS))
+    keys = sorted(times)
+    mine = [statistics.median(times[key]) if times[key] else float("nan") for key in keys]
+    # host_allgather wants the same length on every PE: fixed-width doubles
+    every = [struct.unpack("<%dd" % len(keys), x) for x in symm.host_allgather(struct.pack("<%dd" % len(keys), *mine))]
+    out = {n: {} for n in names}
+    for i, (n, mode) in enumerate(keys):
+        if mode == "graph" and isinstance(graphs[n], str):
+            out[n][mode] = graphs[n]
+        else:
+            out[n][mode] = max(v[i] for v in every)
+    graphs.clear()
+    return out
+
+
 # The overlap bars (issue: fused GEMM + communication): fused at most
 # FUSED_OVER_GEMM x the GEMM alone at the same per-PE shape, and at least
 # SPEEDUP_OVER_UNFUSED x faster than torch.matmul + NCCL, in graphs and on a

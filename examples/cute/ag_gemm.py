@@ -198,10 +198,14 @@ def run(env, args):
 
         good = C.check(env, lambda: op(a, bt, c), fill, verify)
         ok &= good
-        fused = C.graph_stream_us(lambda: op(a, bt, c), reps)
-        alone = C.graph_stream_us(lambda: env.k["hgemm"](C.gemm_grid(m, n_loc), a_all, bt, c_ref, m, n_loc, k),
-                                  reps)
-        base = C.graph_stream_us(unfused, reps) if group is not None else "n/a: " + why
+        # fused, the GEMM alone and torch + NCCL timed in turns (C.paired_us)
+        parties = {"fused": lambda: op(a, bt, c),
+                   "alone": lambda: env.k["hgemm"](C.gemm_grid(m, n_loc), a_all, bt, c_ref, m, n_loc, k)}
+        if group is not None:
+            parties["unfused"] = unfused
+        t = C.paired_us(parties, reps)
+        fused, alone = t["fused"], t["alone"]
+        base = t["unfused"] if group is not None else "n/a: " + why
         extra = ""
         if w > 1 and not env.shared:
             comm = C.graph_stream_us(lambda: op.copies_only(a), reps)["graph"]

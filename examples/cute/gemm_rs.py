@@ -311,18 +311,27 @@ def run(env, args):
             worst[0] = max(worst[0], err)
             return good
 
-        alone = C.graph_stream_us(lambda: env.k["hgemm"](C.gemm_grid(m, n), a, bt, part, m, n, k_loc), reps)
-        base = C.graph_stream_us(unfused, reps) if group is not None else "n/a: " + why
+        def alone_fn():
+            env.k["hgemm"](C.gemm_grid(m, n), a, bt, part, m, n, k_loc)
+
         for v in variants:
             op = make_op(env, v, m, k_loc, n)
             try:
                 worst[0] = 0.0
                 good = C.check(env, lambda: op(a, bt, out), fill, verify)
-                fused = C.graph_stream_us(lambda: op(a, bt, out), reps)
+                # fused, the GEMM alone and torch + NCCL timed in turns (C.paired_us)
+                parties = {"fused": lambda: op(a, bt, out), "alone": alone_fn}
+                if group is not None:
+                    parties["unfused"] = unfused
+                if isinstance(op, GemmRSCE):
+                    parties["kernel"] = lambda: op.kernel_only(a, bt, out)
+                t = C.paired_us(parties, reps)
+                fused, alone = t["fused"], t["alone"]
+                base = t["unfused"] if group is not None else "n/a: " + why
                 extra = ""
                 if isinstance(op, GemmRSCE):
-                    kern = C.graph_stream_us(lambda: op.kernel_only(a, bt, out), reps)["graph"]
-                    extra = "; its kernel alone (no communication) %s us in a graph" % C.us(kern)
+                    extra = "; its kernel alone (no communication) %s us in a graph (GEMM alone %s)" % (
+                        C.us(t["kernel"]["graph"]), C.us(alone["graph"]))
                     if op.side is not None and not env.shared:
                         comm = C.graph_stream_us(op.comm_only, reps)["graph"]
                         extra += "; its copies alone (no GEMM) %s us in a graph (%s)" % (

@@ -354,7 +354,7 @@ def store_reduced(acc, tCsC, thr_cp, tS, w, out, recv, n, tm, tn, me, npes, slot
         stage_chunk(acc, tCsC, w, ch)
         col0 = tn * BN + ch * EPI_N
         total = tS.load().to(F32)
-        for i in cutlass.range(1, npes, unroll=1):
+        for i in cutlass.range(1, npes, unroll=2):
             p = (me + i) % npes
             total = total + thr_cp.partition_S(chunk_view(recv + p * slot, n, row0, col0)).load().to(F32)
         thr_cp.partition_D(chunk_view(out, n, row0, col0)).store(total.to(BF16))
