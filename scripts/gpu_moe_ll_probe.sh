@@ -26,6 +26,7 @@
 #           and its wait; empty: the launch and timing floor.
 #   bench   symm-bench --mode moe_ll on every GPU (up to 4, one PE each; 2 sharing one
 #           GPU where there is one): the real rows with the NCCL columns
+#   stampsn the stamps variant on the bench's PEs
 #   test4   test_moe ll and graph (packets auto) on 4 PEs sharing the GPUs (under
 #           scripts/with_mps.sh, every PE on one GPU, where there are fewer than 4)
 #   testpdl test_moe ll and graph on 2 PEs with SYMM_MOE_PDL=1 (programmatic dependent launch)
@@ -181,6 +182,25 @@ step_probe() {
   for v in real plain hop empty 1pe twice twice1 stamps stamps1; do probe_one "$v"; done
 }
 
+# the real rows on every GPU (up to 4, one PE each; 2 PEs sharing the GPU where there is one),
+# NCCL's all-to-alls of the same bytes beside them where every PE has its own GPU
+step_bench() {
+  need "$bench" "symm-bench moe_ll" || return 0
+  local n=$ngpu
+  [ "$n" -gt 4 ] && n=4
+  [ "$n" -lt 2 ] && n=2
+  variant "bench$n" "$n" "bench_${n}pe" SYMM_MOE_PACKETS=auto --
+}
+
+# stage stamps on the bench's PEs (up to 4, one per GPU)
+step_stampsn() {
+  need "$bench" "symm-bench moe_ll" || return 0
+  local n=$ngpu
+  [ "$n" -gt 4 ] && n=4
+  [ "$n" -lt 2 ] && n=2
+  variant "stamps$n" "$n" probe_stampsn SYMM_MOE_LL_PROBE=stamps -- --no-nccl
+}
+
 step_testpdl() {
   need "$build/tests/moe/test_moe" "test_moe" && need "$symmrun" "test_moe" || return 0
   local part
@@ -206,9 +226,9 @@ step_test4() {
 
 for st in $steps; do
   case $st in
-    test | test4 | testpdl | probe | bench) "step_$st" ;;
+    test | test4 | testpdl | probe | bench | stampsn) "step_$st" ;;
     real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | pdl) probe_one "$st" ;;
-    *) note "step $st" FAIL 0 "unknown step (test, test4, testpdl, probe, bench, or a probe variant)" ;;
+    *) note "step $st" FAIL 0 "unknown step (test, test4, testpdl, probe, bench, stampsn, or a probe variant)" ;;
   esac
 done
 
@@ -220,7 +240,7 @@ echo "variant | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / co
      "NCCL per call us (dispatch / combine) | pair us (back to back) | NCCL us (dispatch) | NCCL us (combine) |" \
      "NCCL pair / symm pair | timed |"
 if [ ${#rows[@]} -gt 0 ]; then printf '%s\n' "${rows[@]}"; fi
-for f in probe_stamps probe_stamps1; do
+for f in probe_stamps probe_stamps1 probe_stampsn; do
   if [ -f "$log/$f.log" ] && [ -n "$py" ]; then
     echo
     echo "stage times, $f (per kernel, shape, PE: when the last block reached each stage, us from the first block's start):"

@@ -60,6 +60,11 @@ static int grid(const symm_moe_t *h, symm__mk_t k, int flags) {
         rows_max = n * g->local;
         if (rows_max > (uint64_t)g->groups * M * K)
             rows_max = (uint64_t)g->groups * M * K;
+        if (g->ll_small && h->ll_probe != SYMM__MOE_PROBE_TWICE) {
+            /* the small path: a block per route received, or per token sent besides the header's */
+            want = rows_max > g->cap + 1u ? rows_max : g->cap + 1u;
+            break;
+        }
         want = cdiv(E, SYMM__MOE_WARPS);
         if (want < g->cap)
             want = g->cap;
@@ -355,6 +360,7 @@ static symm_status_t begin(const char *call, symm_moe_t *h, symm__moe_kargs_t *a
     a->pcap = h->g.pcap;
     a->pmt = h->g.pmt;
     a->pkt = h->g.packets != SYMM__MOE_PKT_OFF;
+    a->ll_small = h->g.ll_small && h->ll_probe != SYMM__MOE_PROBE_TWICE;
     return SYMM_SUCCESS;
 }
 
