@@ -1139,9 +1139,12 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             row = __reduce_add_sync(MOE_FULL, c);
             if (u == blockIdx.x)
                 ll_stamp(A, LLS_D_SCAN);
-            if (z == 0 && tid == 0)
-                MOE_U64(A, ll_route)[(uint64_t)le * A->rows + row] =
-                    (uint64_t)s | ((uint64_t)k << 16) | (((uint64_t)tl * dp + s % dp) << 32);
+            if (z == 0 && tid == 0) { /* the route for combine, by row and in the flat list */
+                const uint64_t rw = (uint64_t)s | ((uint64_t)k << 16) | (((uint64_t)tl * dp + s % dp) << 32);
+                MOE_U64(A, ll_route)[(uint64_t)le * A->rows + row] = rw;
+                MOE_U64(A, ll_flat)[2u + 2u * P] = rw;
+                MOE_U64(A, ll_flat)[3u + 2u * P] = ((uint64_t)le << 32) | row;
+            }
             {
                 const char *src = ll_pslot(A, p, s, tl);
                 char *dx = (char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)esz;
@@ -1202,6 +1205,8 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
      * sources' modes for the combine */
     if (blockIdx.x == 0 && tid < n)
         MOE_U32(A, ll_mode)[tid] = smode[tid];
+    if (blockIdx.x == 0 && tid == 0)
+        MOE_U64(A, ll_flat)[0] = R;
     for (uint32_t c0 = blockIdx.x * SYMM__MOE_THREADS; c0 < L; c0 += B * SYMM__MOE_THREADS) {
         symm__block_sync();
         hist[tid] = 0;
@@ -1414,6 +1419,76 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_slices(const symm__moe_kargs_t *A, ui
         if (tid < dp)
             MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + t * K + k, e, (int)(g0 + tid),
                             (uint64_t)A->hidden * ysz);
+    }
+}
+
+/* The send half of the small handles' combine: the dispatch left its routes as a flat list
+ * (ll_flat), so every thread loads their number, its route's entry and the epoch at once and
+ * sends its share with no barrier before the first store: unit u = route u / sl, slice u % sl
+ * (fewer routes than blocks: slices; a plain row whole, from its slice 0, its flag released
+ * behind the block's stores). Thread 0 leaves the epoch in *se. */
+SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uint64_t *se) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp, B = gridDim.x;
+    const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
+    const uint64_t *flat = MOE_U64(A, ll_flat);
+    const uint32_t R = (uint32_t)flat[0];
+    const uint64_t e = *(volatile uint64_t *)&moe_state(A)->epoch;
+    const uint32_t tag = ll_tag(e), sl = R > 0 && R < B ? B / R : 1u;
+    MOE_TRACE_T0(tb_, A);
+    if (tid == 0)
+        *se = e;
+    ll_stamp(A, LLS_C_SCAN);
+    for (uint32_t u = blockIdx.x; u < R * sl; u += B) {
+        const uint32_t P = u / sl, z = u % sl;
+        const uint64_t route = flat[2u + 2u * P], pos = flat[3u + 2u * P];
+        const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu), g0 = src / dp * dp;
+        const uint64_t t = route >> 32;
+        const uint64_t yoff =
+            (uint64_t)((int64_t)(pos >> 32) * A->y_stride[0] + (int64_t)(uint32_t)pos * A->y_stride[1]) * ysz;
+        const uint32_t mode = MOE_U32(A, ll_mode)[src];
+        if (u == blockIdx.x)
+            ll_stamp(A, LLS_C_SLOT);
+        if (ll_cpkt(A, mode, t)) {
+            char *dst = ll_pcslot(A, t, k);
+            for (uint32_t q0 = nvy * z / sl + tid; q0 < nvy * (z + 1) / sl; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
+                symm__v4_t v[LL_UNROLL];
+#pragma unroll
+                for (int x = 0; x < LL_UNROLL; x++) {
+                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
+                    if (q < nvy * (z + 1) / sl)
+                        v[x] = ll_ld16((const char *)A->y + yoff + 16u * q);
+                }
+#pragma unroll
+                for (int x = 0; x < LL_UNROLL; x++) {
+                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
+                    if (q < nvy * (z + 1) / sl)
+                        for (uint32_t d = 0; d < dp; d++)
+                            ll_put_pkt2(moe_peer(A, dst + 32u * q, (int)(g0 + d)), v[x], tag);
+                }
+            }
+        } else if (z == 0) {
+            char *dst = MOE_AT(A, ll_cbuf) + (t * K + k) * (uint64_t)A->hidden * 4u;
+            for (uint32_t q0 = tid; q0 < nvy; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
+                symm__v4_t v[LL_UNROLL];
+#pragma unroll
+                for (int x = 0; x < LL_UNROLL; x++) {
+                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
+                    if (q < nvy)
+                        v[x] = ll_ld16((const char *)A->y + yoff + 16u * q);
+                }
+#pragma unroll
+                for (int x = 0; x < LL_UNROLL; x++) {
+                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
+                    if (q < nvy)
+                        for (uint32_t d = 0; d < dp; d++)
+                            symm__cst16(moe_peer(A, dst + 16u * q, (int)(g0 + d)), v[x], 1);
+                }
+            }
+            symm__block_sync(); /* (the block's unit: one route, one form) */
+            if (tid < dp)
+                MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + t * K + k, e, (int)(g0 + tid),
+                                (uint64_t)A->hidden * ysz);
+        }
     }
 }
 
@@ -1892,14 +1967,15 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
         ll_stamp(A, LLS_C_PRE);
     }
     if (A->flags & SYMM_MOE_SEND)
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, ll_combine_send(A, &se));
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE,
+                       small ? ll_combine_send_small(A, &se) : ll_combine_send(A, &se));
     else if (symm__block_tid() == 0)
         se = *(volatile uint64_t *)&moe_state(A)->epoch;
     ll_stamp(A, LLS_C_SENT);
     if (A->flags & SYMM_MOE_RECV) {
         ll_cplan_t c;
-        if (!(A->flags & SYMM_MOE_SEND))
-            symm__block_sync(); /* (the send half's barriers publish sbraw otherwise) */
+        if (!(A->flags & SYMM_MOE_SEND) || small)
+            symm__block_sync(); /* (the generic send half's barriers publish sbraw otherwise) */
         c = ll_combine_plan(A, ll_bound_use(A, sbraw, blockIdx.x == 0 && symm__block_tid() == 0));
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, &se, &c, &u, small));
     }

@@ -109,6 +109,9 @@ typedef struct symm__moe_err {
  *   ll_hdr      [2][n][1 + cap * min(k, L)] packets (small dispatch only): source s's header,
  *               packet 0 its routes here and its mode, then each route in token
  *               order (data: local expert | slot k << 24, then token / dp)
+ *   ll_flat     uint64 [1 + n * cap * min(k, L)][2] (small dispatch only): the routes the last
+ *               dispatch received, [0][0] their number, then each one's ll_route word and its
+ *               expert << 32 | row (local)
  * High throughput (DeepEP's normal layout):
  *   ht_mat      uint64 [2][n][n]: (epoch << 32 | tokens) PE s sends PE r
  *   ht_emat     uint64 [2][n][L]: (epoch << 32 | tokens) PE s sends my local expert l
@@ -124,7 +127,7 @@ typedef struct symm__moe_err {
  *   ht_cbuf     [n][M][hidden * 2 bytes]: rows PE r returns, at my tokens' positions
  */
 typedef struct symm__moe_layout {
-    uint64_t state, ll_cnt, ll_list, ll_dbuf, ll_pbuf, ll_mode, ll_rcnt, ll_route, ll_cflag, ll_cbuf, ll_pcbuf, ll_hdr;
+    uint64_t state, ll_cnt, ll_list, ll_dbuf, ll_pbuf, ll_mode, ll_rcnt, ll_route, ll_cflag, ll_cbuf, ll_pcbuf, ll_hdr, ll_flat;
     uint64_t ht_mat, ht_emat, ht_rcv, ht_exp, ht_roff, ht_mask, ht_pos, ht_cflag, ht_dst;
     uint64_t ht_rx, ht_rscale, ht_ridx, ht_rw, ht_rsrc, ht_rnum, ht_rpe, ht_cbuf;
     uint64_t total;
