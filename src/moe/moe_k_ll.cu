@@ -1355,7 +1355,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS)
         atomicExch(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 0u);
         *(volatile uint64_t *)&moe_state(A)->epoch = e;
     }
-    ll_stamps_end(A, "dispatch", e, LLS_D_END);
+    ll_stamps_end(A, "dispatch-small", e, LLS_D_END);
 }
 
 /* ---- combine ---------------------------------------------------------------------------- */
@@ -1979,7 +1979,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
         c = ll_combine_plan(A, ll_bound_use(A, sbraw, blockIdx.x == 0 && symm__block_tid() == 0));
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, &se, &c, &u, small));
     }
-    ll_stamps_end(A, "combine", se, LLS_C_END);
+    ll_stamps_end(A, small ? "combine-small" : "combine", se, LLS_C_END);
 }
 
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __grid_constant__ symm__moe_kargs_t a) {
