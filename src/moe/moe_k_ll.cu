@@ -65,12 +65,15 @@
  *         blocks send the rows as in the generic path (packets into ll_pbuf[p][me][t / dp], once
  *         per PE, in slices when tokens are fewer than blocks), each warp finding its token's PEs
  *         from its own loads of the slots (shuffles, no barrier).
- *   recv  Every block polls every source's header (packet 0 and the first entries loaded
- *         together; the routes up to the count until they carry the tag), then in shared memory:
- *         the routes in source order, then token order, are pplx's rows, so a route's row is the
- *         number of routes before it with the same expert. Block b copies routes b, b + blocks,
- *         ... (slices of a row when routes are fewer than blocks), polling the row's packets,
- *         notes each route for combine, and counts its share of the experts' rows.
+ *   recv  Block b takes the (source, token slot) pairs b, b + blocks, ... (slices of a row when
+ *         pairs are fewer than blocks), known before any header, so its first pair's packets are
+ *         loaded with the headers. Every block polls every source's header (packet 0 and the
+ *         first entries loaded together; the routes up to the count until they carry the tag),
+ *         then in shared memory: the routes in source order, then token order, are pplx's rows,
+ *         so a route's row is the number of routes before it with the same expert. A pair some
+ *         route here names is polled until its packets carry the tag and copied to each of those
+ *         routes' rows; block 0 notes every route for combine; each block counts its share of
+ *         the experts' rows.
  *   The same parity argument holds with headers in place of counts: every PE posts every PE a
  *   header in every dispatch (no routes included).
  * Combine, same epoch:
@@ -1047,22 +1050,40 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
 #define LL_HPOLL 4 /* header entries a lane polls at once */
 
 /* The receive half of a small dispatch (epoch e; ticket: the block is counted as its polls start,
- * or NULL). Every block polls every source's header (warp w: sources w, w + warps, ...; packet 0
- * and the first entries loaded together), then places each route itself in shared memory: the
- * routes in source order, then token order, are pplx's rows, so a route's row is the number of
- * routes before it with the same expert. Block b copies units b, b + blocks, ... of the routes
- * (each route's row in slices when routes are fewer than blocks), then counts its share of the
- * experts' rows. */
+ * or NULL). Its units are (source s, token slot tl, slice z), known before any header: unit u =
+ * (s, tl) u / sl, slice u % sl, where sl splits a row when the pairs are fewer than the blocks.
+ * So a block's first unit's row packets are loaded with the headers, in the same round trip.
+ * Every block polls every source's header (warp w: sources w, w + warps, ...; packet 0 and the
+ * first entries loaded together), then places every route in shared memory: the routes in
+ * source order, then token order, are pplx's rows, so a route's row is the number of routes
+ * before it with the same expert. A unit whose token names experts here copies its slice to each
+ * of their rows (loaded once); one no route names is dropped unread. Then block b counts its share
+ * of the experts' rows. */
 SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t n = (uint32_t)A->n, L = A->local, dp = (uint32_t)A->dp, B = gridDim.x, hmax = ll_hmax(A);
     const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
-    const uint32_t nv = nvx + (cols + 3) / 4;
+    const uint32_t nv = nvx + (cols + 3) / 4, cap = A->cap, pairs = n * cap;
+    const uint32_t sl = pairs < B ? B / pairs : 1u, units = pairs * sl;
     const uint64_t esz = A->x_esz;
     __shared__ uint2 rent[SYMM__MOE_SMALL_RECV]; /* [source][route]: expert | k << 24, token / dp */
+    __shared__ uint32_t rrow[SYMM__MOE_SMALL_RECV]; /* [source][route]: its row at its expert */
     __shared__ uint32_t scnt[SYMM__MOE_MAX_PES], smode[SYMM__MOE_MAX_PES], hist[SYMM__MOE_THREADS];
+    symm__v4_t va[LL_UNROLL], vb[LL_UNROLL]; /* the first unit's first packets, loaded with the headers */
     uint32_t R = 0;
     ll_count_late(A, ticket);
+    if (blockIdx.x < units) {
+        const uint32_t u = blockIdx.x, s = u / sl / cap, tl = u / sl % cap, z = u % sl;
+        const char *src = ll_pslot(A, p, s, tl);
+#pragma unroll
+        for (int x = 0; x < LL_UNROLL; x++) {
+            const uint32_t v = nv * z / sl + tid + (uint32_t)x * SYMM__MOE_THREADS;
+            if (v < nv * (z + 1) / sl) {
+                va[x] = symm__c_ld16_vol(src + 32u * v);
+                vb[x] = symm__c_ld16_vol(src + 32u * v + 16u);
+            }
+        }
+    }
     for (uint32_t s = warp; s < n; s += SYMM__MOE_WARPS) {
         const char *h = ll_hslot(A, p, s);
         symm__v4_t h0 = symm__c_ld16_vol(h), ev[LL_HPOLL];
@@ -1118,83 +1139,93 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     ll_stamp(A, LLS_D_CNT);
     for (uint32_t s = 0; s < n; s++)
         R += scnt[s];
-    {
-        const uint32_t sl = R > 0 && R < B ? B / R : 1u, units = R * sl;
-        for (uint32_t u = blockIdx.x; u < units; u += B) {
-            const uint32_t P = u / sl, z = u % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
-            uint32_t s = 0, i = P, c = 0, row, le, k, tl;
-            while (i >= scnt[s]) {
-                i -= scnt[s];
-                s++;
-            }
-            le = rent[s * hmax + i].x & 0xffffffu;
-            k = rent[s * hmax + i].x >> 24;
-            tl = rent[s * hmax + i].y;
-            /* the route's row: routes before it (earlier sources, earlier tokens) of its expert */
-            for (uint32_t s2 = 0; s2 <= s; s2++) {
-                const uint32_t lim = s2 < s ? scnt[s2] : i;
-                for (uint32_t j = lane; j < lim; j += 32)
-                    c += (rent[s2 * hmax + j].x & 0xffffffu) == le;
-            }
-            row = __reduce_add_sync(MOE_FULL, c);
-            if (u == blockIdx.x)
-                ll_stamp(A, LLS_D_SCAN);
-            if (z == 0 && tid == 0) { /* the route for combine, by row and in the flat list */
-                const uint64_t rw = (uint64_t)s | ((uint64_t)k << 16) | (((uint64_t)tl * dp + s % dp) << 32);
-                MOE_U64(A, ll_route)[(uint64_t)le * A->rows + row] = rw;
-                MOE_U64(A, ll_flat)[2u + 2u * P] = rw;
-                MOE_U64(A, ll_flat)[3u + 2u * P] = ((uint64_t)le << 32) | row;
-            }
-            {
-                const char *src = ll_pslot(A, p, s, tl);
-                char *dx = (char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)esz;
-                for (uint32_t v0 = lo + tid; v0 < hi; v0 += SYMM__MOE_THREADS * LL_UNROLL) {
-                    symm__v4_t va[LL_UNROLL], vb[LL_UNROLL];
+    /* every route's row: the routes before it (earlier sources, earlier tokens) of its expert */
+    for (uint32_t P = tid; P < R; P += SYMM__MOE_THREADS) {
+        uint32_t s = 0, i = P, c = 0, le;
+        while (i >= scnt[s]) {
+            i -= scnt[s];
+            s++;
+        }
+        le = rent[s * hmax + i].x & 0xffffffu;
+        for (uint32_t s2 = 0; s2 <= s; s2++) {
+            const uint32_t lim = s2 < s ? scnt[s2] : i;
+            for (uint32_t j = 0; j < lim; j++)
+                c += (rent[s2 * hmax + j].x & 0xffffffu) == le;
+        }
+        rrow[s * hmax + i] = c;
+        if (blockIdx.x == 0) { /* the route for combine, by row and in the flat list */
+            const uint32_t tl = rent[s * hmax + i].y, k = rent[s * hmax + i].x >> 24;
+            const uint64_t rw = (uint64_t)s | ((uint64_t)k << 16) | (((uint64_t)tl * dp + s % dp) << 32);
+            MOE_U64(A, ll_route)[(uint64_t)le * A->rows + c] = rw;
+            MOE_U64(A, ll_flat)[2u + 2u * P] = rw;
+            MOE_U64(A, ll_flat)[3u + 2u * P] = ((uint64_t)le << 32) | c;
+        }
+    }
+    symm__block_sync();
+    ll_stamp(A, LLS_D_SCAN);
+    for (uint32_t u = blockIdx.x; u < units; u += B) {
+        const uint32_t s = u / sl / cap, tl = u / sl % cap, z = u % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
+        const char *src = ll_pslot(A, p, s, tl);
+        int named = 0;
+        for (uint32_t i = 0; i < scnt[s]; i++)
+            named |= rent[s * hmax + i].y == tl;
+        if (!named)
+            continue; /* (no route of this token comes here: its slot holds nothing of this call) */
+        for (uint32_t v0 = lo + tid; v0 < hi; v0 += SYMM__MOE_THREADS * LL_UNROLL) {
+            if (u != blockIdx.x || v0 != lo + tid) {
 #pragma unroll
-                    for (int x = 0; x < LL_UNROLL; x++) {
-                        const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
-                        if (v < hi) {
-                            va[x] = symm__c_ld16_vol(src + 32u * v);
-                            vb[x] = symm__c_ld16_vol(src + 32u * v + 16u);
-                        }
+                for (int x = 0; x < LL_UNROLL; x++) {
+                    const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
+                    if (v < hi) {
+                        va[x] = symm__c_ld16_vol(src + 32u * v);
+                        vb[x] = symm__c_ld16_vol(src + 32u * v + 16u);
                     }
-                    /* packets without the tag yet: loaded again all together until none is missing */
-                    for (uint32_t polls = 0;;) {
-                        uint32_t miss = 0;
+                }
+            }
+            /* packets without the tag yet: loaded again all together until none is missing */
+            for (uint32_t polls = 0;;) {
+                uint32_t miss = 0;
 #pragma unroll
-                        for (int x = 0; x < LL_UNROLL; x++)
-                            if (v0 + (uint32_t)x * SYMM__MOE_THREADS < hi && !(ll_pkt_ok(va[x], tag) && ll_pkt_ok(vb[x], tag)))
-                                miss |= 1u << x;
-                        if (miss == 0)
-                            break;
+                for (int x = 0; x < LL_UNROLL; x++)
+                    if (v0 + (uint32_t)x * SYMM__MOE_THREADS < hi && !(ll_pkt_ok(va[x], tag) && ll_pkt_ok(vb[x], tag)))
+                        miss |= 1u << x;
+                if (miss == 0)
+                    break;
 #pragma unroll
-                        for (int x = 0; x < LL_UNROLL; x++)
-                            if ((miss >> x) & 1u) {
-                                const char *q = src + 32u * (v0 + (uint32_t)x * SYMM__MOE_THREADS);
-                                if (++polls % SYMM__WAIT_CHECK_EVERY == 0) /* the deadline, on one of them */
-                                    (void)ll_pkt_data(A, q, tag, va[x], vb[x]);
-                                va[x] = symm__c_ld16_vol(q);
-                                vb[x] = symm__c_ld16_vol(q + 16);
-                            }
+                for (int x = 0; x < LL_UNROLL; x++)
+                    if ((miss >> x) & 1u) {
+                        const char *q = src + 32u * (v0 + (uint32_t)x * SYMM__MOE_THREADS);
+                        if (++polls % SYMM__WAIT_CHECK_EVERY == 0) /* the deadline, on one of them */
+                            (void)ll_pkt_data(A, q, tag, va[x], vb[x]);
+                        va[x] = symm__c_ld16_vol(q);
+                        vb[x] = symm__c_ld16_vol(q + 16);
                     }
+            }
+            /* the slice into the row of every route of the token here */
+            for (uint32_t i = 0; i < scnt[s]; i++) {
+                const uint2 en = rent[s * hmax + i];
+                const uint32_t le = en.x & 0xffffffu, row = rrow[s * hmax + i];
+                char *dx;
+                if (en.y != tl)
+                    continue;
+                dx = (char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)esz;
 #pragma unroll
-                    for (int x = 0; x < LL_UNROLL; x++) {
-                        const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
-                        symm__v4_t d;
-                        if (v >= hi)
-                            continue;
-                        d.x = va[x].x;
-                        d.y = va[x].z;
-                        d.z = vb[x].x;
-                        d.w = vb[x].z;
-                        if (v < nvx) {
-                            ll_st16(dx + 16u * v, d);
-                        } else {
-                            const uint32_t w[4] = {d.x, d.y, d.z, d.w};
-                            for (uint32_t j = 0; j < 4 && 4u * (v - nvx) + j < cols; j++)
-                                A->out_scale[(int64_t)le * A->os_stride[0] + (int64_t)row * A->os_stride[1] +
-                                             (int64_t)(4u * (v - nvx) + j) * A->os_stride[2]] = symm__bits_f32(w[j]);
-                        }
+                for (int x = 0; x < LL_UNROLL; x++) {
+                    const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
+                    symm__v4_t d;
+                    if (v >= hi)
+                        continue;
+                    d.x = va[x].x;
+                    d.y = va[x].z;
+                    d.z = vb[x].x;
+                    d.w = vb[x].z;
+                    if (v < nvx) {
+                        ll_st16(dx + 16u * v, d);
+                    } else {
+                        const uint32_t w[4] = {d.x, d.y, d.z, d.w};
+                        for (uint32_t j = 0; j < 4 && 4u * (v - nvx) + j < cols; j++)
+                            A->out_scale[(int64_t)le * A->os_stride[0] + (int64_t)row * A->os_stride[1] +
+                                         (int64_t)(4u * (v - nvx) + j) * A->os_stride[2]] = symm__bits_f32(w[j]);
                     }
                 }
             }
