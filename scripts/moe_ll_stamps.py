@@ -19,8 +19,10 @@ STAGES = {
     "combine": ["recv loads", "counts scanned", "rows located", "rows sent", "flags seen", "end"],
     # the small handles' kernels (symm__k_ll_dispatch_small, symm__k_ll_combine_small)
     "dispatch-small": ["loads issued", "epoch and indices in", "headers posted", "row PEs known", "x stores issued",
-                       "send done", "headers seen", "routes placed", "-", "rows copied", "end"],
-    "combine-small": ["recv loads", "loads issued", "first route read", "rows sent", "flags seen", "end"],
+                       "send done", "headers seen", "routes placed", "first slice polled", "rows copied", "-",
+                       "header routes counted", "end"],
+    "combine-small": ["recv loads", "loads issued", "first route read", "rows sent", "setup done", "-",
+                      "packets polled", "summed", "end"],
 }
 
 

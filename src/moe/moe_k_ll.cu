@@ -310,6 +310,12 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_C_SENT 4  /* rows sent */
 #define LLS_C_SET 5   /* the first unit's routes set up and plain flags waited for */
 #define LLS_C_END 6
+/* the small kernels' own (their end is stamped after these) */
+#define LLS_DS_HSYNC 12 /* the header block's routes counted (its second barrier passed) */
+#define LLS_DS_END 13
+#define LLS_CS_POLL 7   /* thread 0's route's packets seen (ll_combine_pkt_rp, first round) */
+#define LLS_CS_SUM 8    /* its group summed and stored */
+#define LLS_CS_END 9
 #define LL_STAMP_CALL 30 /* the epoch whose stage times are printed: a timed call of symm-bench */
 
 /* The block's stamps (%globaltimer, ns), written by thread 0. */
@@ -989,6 +995,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
         if (ok && (mm & ((1u << lane) - 1u)) == 0)
             wcnt[warp * n + r] = (uint32_t)__popc(mm);
         symm__block_sync();
+        ll_stamp(A, LLS_DS_HSYNC);
         if (ok) {
             for (uint32_t w = 0; w < warp; w++)
                 pos += wcnt[w * n + r];
@@ -1071,7 +1078,6 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     __shared__ uint32_t scnt[SYMM__MOE_MAX_PES], smode[SYMM__MOE_MAX_PES], hist[SYMM__MOE_THREADS];
     symm__v4_t va[LL_UNROLL], vb[LL_UNROLL]; /* the first unit's first packets, loaded with the headers */
     uint32_t R = 0;
-    ll_count_late(A, ticket);
     if (blockIdx.x < units) {
         const uint32_t u = blockIdx.x, s = u / sl / cap, tl = u / sl % cap, z = u % sl;
         const char *src = ll_pslot(A, p, s, tl);
@@ -1084,6 +1090,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             }
         }
     }
+    ll_count_late(A, ticket); /* (after this thread's loads: its warp waits for the atomic) */
     for (uint32_t s = warp; s < n; s += SYMM__MOE_WARPS) {
         const char *h = ll_hslot(A, p, s);
         symm__v4_t h0 = symm__c_ld16_vol(h), ev[LL_HPOLL];
@@ -1201,6 +1208,8 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                         vb[x] = symm__c_ld16_vol(q + 16);
                     }
             }
+            if (u == blockIdx.x && v0 == lo + tid)
+                ll_stamp(A, LLS_D_ENT);
             /* the slice into the row of every route of the token here */
             for (uint32_t i = 0; i < scnt[s]; i++) {
                 const uint2 en = rent[s * hmax + i];
@@ -1270,21 +1279,21 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     __shared__ uint32_t sidx[SYMM__MOE_SMALL_SEND], wcnt[SYMM__MOE_WARPS * SYMM__MOE_MAX_PES];
     uint32_t ix = E, xa = E, xb = E;
     symm__v4_t pv = {0, 0, 0, 0};
-    uint64_t e;
+    uint64_t e, ev = 0, bv = 0;
+    /* every load goes out before any shared store that needs one (a warp stalls at such a store, and
+     * its later loads would wait a round trip behind it) */
     if (tid == 0)
-        se = *(volatile uint64_t *)&moe_state(A)->epoch + (send ? 1u : 0u);
+        ev = *(volatile uint64_t *)&moe_state(A)->epoch;
     if (send) {
         const uint32_t nvx = A->x_bytes / 16u, nv = nvx + (A->scale_cols + 3) / 4;
         const uint32_t sl = all > 0 && all < RB ? RB / all : 1u, u = blockIdx.x;
         if (tid == SYMM__MOE_THREADS - 32)
-            sbraw = ll_bound_load(A);
+            bv = ll_bound_load(A);
         if (blockIdx.x == B - 1) {
             for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
                 wcnt[x] = 0;
-            if (tid < all * K) {
+            if (tid < all * K)
                 ix = ((const uint32_t *)A->idx)[(dpr + (uint64_t)(tid / K) * dp) * K + tid % K];
-                sidx[tid] = ix;
-            }
         }
         if ((B == 1 || blockIdx.x < RB) && u < all * sl) {
             const uint32_t i = u / sl, z = u % sl, v = nv * z / sl + tid;
@@ -1306,7 +1315,13 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
                 }
             }
         }
+        if (blockIdx.x == B - 1 && tid < all * K)
+            sidx[tid] = ix;
+        if (tid == SYMM__MOE_THREADS - 32)
+            sbraw = bv;
     }
+    if (tid == 0)
+        se = ev + (send ? 1u : 0u);
     ll_stamp(A, LLS_D_PRO);
     symm__block_sync();
     e = se;
@@ -1386,7 +1401,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS)
         atomicExch(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 0u);
         *(volatile uint64_t *)&moe_state(A)->epoch = e;
     }
-    ll_stamps_end(A, "dispatch-small", e, LLS_D_END);
+    ll_stamps_end(A, "dispatch-small", e, LLS_DS_END);
 }
 
 /* ---- combine ---------------------------------------------------------------------------- */
@@ -1723,13 +1738,30 @@ SYMM__DEVICE_INTERNAL void ll_combine_group_pkt(const symm__moe_kargs_t *A, uint
     }
 }
 
+/* ll_combine_pkt_rp's first round of loads for 2-byte outputs (this thread's route's two packets),
+ * issued before the unit's setup says which routes are valid and which tokens come back as
+ * packets: a slot that turns out unused is not looked at, so these loads ride with the setup's.
+ * 1 when it loaded them (f32 rows, four packets a route, load theirs in ll_combine_pkt_rp). */
+SYMM__DEVICE_INTERNAL int ll_combine_rp_preload(const symm__moe_kargs_t *A, uint64_t t0, uint32_t nb, uint32_t glo,
+                                                uint32_t gn, symm__v4_t *pk) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, per = SYMM__MOE_THREADS / K, x = tid / K, k = tid % K;
+    if (A->y_kind == SYMM_DTYPE_F32)
+        return 0;
+    if (tid < per * K && x < nb * gn) {
+        const char *q = ll_pcslot(A, t0 + x / gn, k) + (uint64_t)(glo + x % gn) * 32u;
+        pk[0] = symm__c_ld16_vol(q);
+        pk[1] = symm__c_ld16_vol(q + 16u);
+    }
+    return 1;
+}
+
 /* The packet tokens' output groups of a unit, a route per thread: thread (pair, k) polls route k's
  * packets of one group (one round of loads for every route, where a thread that sums all of a
  * group's routes itself takes several), leaves weight x row in shared memory, and the pair's
  * first thread sums the products in slot order. Every thread calls it. */
 SYMM__DEVICE_INTERNAL void ll_combine_pkt_rp(const symm__moe_kargs_t *A, uint32_t tag, uint64_t t0, uint32_t nb,
                                              uint32_t glo, uint32_t gn, const uint8_t *sok, const float *sw,
-                                             const uint8_t *spk) {
+                                             const uint8_t *spk, const symm__v4_t *pre, int have) {
     const uint32_t tid = symm__block_tid(), K = A->topk, kind = A->y_kind, per = SYMM__MOE_THREADS / K;
     const uint32_t np = kind == SYMM_DTYPE_F32 ? 4u : 2u; /* packets of one route's group */
     __shared__ float sprod[8 * SYMM__MOE_THREADS]; /* [element][thread] */
@@ -1746,7 +1778,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_pkt_rp(const symm__moe_kargs_t *A, uint32_
 #pragma unroll
                 for (uint32_t i = 0; i < 4; i++)
                     if (i < np)
-                        pk[i] = symm__c_ld16_vol(q + 16u * i);
+                        pk[i] = have && x0 == 0 && i < 2 ? pre[i & 1u] : symm__c_ld16_vol(q + 16u * i);
                 for (;;) {
                     uint32_t miss = 0;
 #pragma unroll
@@ -1765,6 +1797,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_pkt_rp(const symm__moe_kargs_t *A, uint32_
                         if ((miss >> i) & 1u)
                             pk[i] = symm__c_ld16_vol(q + 16u * i);
                 }
+                if (x0 == 0)
+                    ll_stamp(A, LLS_CS_POLL);
                 d.x = pk[0].x;
                 d.y = pk[0].z;
                 d.z = pk[1].x;
@@ -1795,6 +1829,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_pkt_rp(const symm__moe_kargs_t *A, uint32_
                            acc);
             }
         }
+        if (x0 == 0)
+            ll_stamp(A, LLS_CS_SUM);
         symm__block_sync();
     }
 }
@@ -1806,7 +1842,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_pkt_rp(const symm__moe_kargs_t *A, uint32_
  * were waited for. */
 SYMM__DEVICE_INTERNAL void ll_combine_rows(const symm__moe_kargs_t *A, uint32_t tag, uint64_t t0, uint32_t nb,
                                            uint32_t glo, uint32_t gn, const uint8_t *sok, const float *sw,
-                                           const uint8_t *spk, int small) {
+                                           const uint8_t *spk, int small, const symm__v4_t *pre, int have) {
     const uint32_t tid = symm__block_tid(), K = A->topk, kind = A->y_kind, ysz = moe_kind_size(kind);
     const uint32_t passes = ysz / 2u;
     const uint64_t slot_bytes = (uint64_t)A->hidden * 4u;
@@ -1814,7 +1850,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_rows(const symm__moe_kargs_t *A, uint32_t 
      * rounds of it, sums each group's routes in one thread) */
     const int rp = small;
     if (rp)
-        ll_combine_pkt_rp(A, tag, t0, nb, glo, gn, sok, sw, spk);
+        ll_combine_pkt_rp(A, tag, t0, nb, glo, gn, sok, sw, spk, pre, have);
     for (uint32_t q = tid; q < nb * gn; q += SYMM__MOE_THREADS) {
         const uint32_t j = q / gn, v = glo + q % gn;
         const uint64_t t = t0 + j;
@@ -1953,7 +1989,10 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
         const uint32_t nb = ll_unit_nb(c, t0);
         const uint32_t z = sl > 1 ? (uint32_t)w % sl : 0u, glo = h8 * z / sl, gn = h8 * (z + 1) / sl - glo;
         uint64_t e;
-        int plain = 0;
+        int plain = 0, have = 0;
+        symm__v4_t pre[2];
+        if (small && w == blockIdx.x) /* the first unit's packets ride with its setup's loads */
+            have = ll_combine_rp_preload(A, t0, nb, glo, gn, pre);
         if (w != blockIdx.x) /* (the first unit's setup touches nothing the send half reads) */
             symm__block_sync();
         ll_combine_setup(A, t0, nb, u);
@@ -1971,7 +2010,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
         }
         if (w == blockIdx.x)
             ll_stamp(A, LLS_C_SET);
-        ll_combine_rows(A, ll_tag(e), t0, nb, glo, gn, u->sok, u->sw, u->spk, small);
+        ll_combine_rows(A, ll_tag(e), t0, nb, glo, gn, u->sok, u->sw, u->spk, small, pre, have);
     }
 }
 
@@ -2010,7 +2049,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
         c = ll_combine_plan(A, ll_bound_use(A, sbraw, blockIdx.x == 0 && symm__block_tid() == 0));
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, &se, &c, &u, small));
     }
-    ll_stamps_end(A, small ? "combine-small" : "combine", se, LLS_C_END);
+    ll_stamps_end(A, small ? "combine-small" : "combine", se, small ? LLS_CS_END : LLS_C_END);
 }
 
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __grid_constant__ symm__moe_kargs_t a) {
