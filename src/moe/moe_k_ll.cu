@@ -1076,7 +1076,10 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     __shared__ uint2 rent[SYMM__MOE_SMALL_RECV]; /* [source][route]: expert | k << 24, token / dp */
     __shared__ uint32_t rrow[SYMM__MOE_SMALL_RECV]; /* [source][route]: its row at its expert */
     __shared__ uint32_t scnt[SYMM__MOE_MAX_PES], smode[SYMM__MOE_MAX_PES], hist[SYMM__MOE_THREADS];
+    __shared__ uint32_t pcnt[SYMM__MOE_SMALL_RECV];  /* [source][token slot]: its routes here */
+    __shared__ uint16_t pdst[SYMM__MOE_SMALL_RECV];  /* [source][token slot][kl]: those routes (rent index) */
     symm__v4_t va[LL_UNROLL], vb[LL_UNROLL]; /* the first unit's first packets, loaded with the headers */
+    const uint32_t kl = A->topk < L ? A->topk : L;
     uint32_t R = 0;
     if (blockIdx.x < units) {
         const uint32_t u = blockIdx.x, s = u / sl / cap, tl = u / sl % cap, z = u % sl;
@@ -1090,6 +1093,8 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             }
         }
     }
+    for (uint32_t x = tid; x < pairs; x += SYMM__MOE_THREADS)
+        pcnt[x] = 0;
     ll_count_late(A, ticket); /* (after this thread's loads: its warp waits for the atomic) */
     for (uint32_t s = warp; s < n; s += SYMM__MOE_WARPS) {
         const char *h = ll_hslot(A, p, s);
@@ -1160,6 +1165,10 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                 c += (rent[s2 * hmax + j].x & 0xffffffu) == le;
         }
         rrow[s * hmax + i] = c;
+        {
+            const uint32_t pr = s * cap + rent[s * hmax + i].y;
+            pdst[pr * kl + atomicAdd(&pcnt[pr], 1u)] = (uint16_t)(s * hmax + i);
+        }
         if (blockIdx.x == 0) { /* the route for combine, by row and in the flat list */
             const uint32_t tl = rent[s * hmax + i].y, k = rent[s * hmax + i].x >> 24;
             const uint64_t rw = (uint64_t)s | ((uint64_t)k << 16) | (((uint64_t)tl * dp + s % dp) << 32);
@@ -1173,10 +1182,8 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     for (uint32_t u = blockIdx.x; u < units; u += B) {
         const uint32_t s = u / sl / cap, tl = u / sl % cap, z = u % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
         const char *src = ll_pslot(A, p, s, tl);
-        int named = 0;
-        for (uint32_t i = 0; i < scnt[s]; i++)
-            named |= rent[s * hmax + i].y == tl;
-        if (!named)
+        const uint32_t nd = pcnt[s * cap + tl];
+        if (nd == 0)
             continue; /* (no route of this token comes here: its slot holds nothing of this call) */
         for (uint32_t v0 = lo + tid; v0 < hi; v0 += SYMM__MOE_THREADS * LL_UNROLL) {
             if (u != blockIdx.x || v0 != lo + tid) {
@@ -1211,12 +1218,10 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             if (u == blockIdx.x && v0 == lo + tid)
                 ll_stamp(A, LLS_D_ENT);
             /* the slice into the row of every route of the token here */
-            for (uint32_t i = 0; i < scnt[s]; i++) {
-                const uint2 en = rent[s * hmax + i];
-                const uint32_t le = en.x & 0xffffffu, row = rrow[s * hmax + i];
+            for (uint32_t di = 0; di < nd; di++) {
+                const uint32_t ri = pdst[(s * cap + tl) * kl + di];
+                const uint32_t le = rent[ri].x & 0xffffffu, row = rrow[ri];
                 char *dx;
-                if (en.y != tl)
-                    continue;
                 dx = (char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)esz;
 #pragma unroll
                 for (int x = 0; x < LL_UNROLL; x++) {
