@@ -1957,15 +1957,53 @@ SYMM__DEVICE_INTERNAL void ll_combine_prefetch(const symm__moe_kargs_t *A, uint6
     }
 }
 
+/* A thread's route of its block's first unit (the plan of *bound_m = num_tokens), loaded as the
+ * small handles' combine starts, so the send half hides the loads; have: they are that unit's
+ * (set when the bound turns out to give the same unit). */
+typedef struct ll_cin {
+    uint64_t t0;
+    uint32_t nb, ix, mode, have;
+    float w;
+} ll_cin_t;
+
+SYMM__DEVICE_INTERNAL void ll_combine_inputs(const symm__moe_kargs_t *A, ll_cin_t *in) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp;
+    const ll_cplan_t c = ll_combine_plan(A, A->num_tokens);
+    in->t0 = 0;
+    in->nb = 0;
+    in->ix = 0;
+    in->mode = 0;
+    in->have = 0;
+    in->w = 0.0f;
+    if (blockIdx.x < c.units) {
+        in->t0 = ll_unit_t0(&c, blockIdx.x);
+        in->nb = ll_unit_nb(&c, in->t0);
+        if (tid < in->nb * K) {
+            const uint64_t t = in->t0 + tid / K;
+            in->ix = ((const uint32_t *)A->idx)[t * K + tid % K];
+            in->w = A->weights[t * K + tid % K];
+            if (tid % K == 0)
+                in->mode = MOE_U32(A, ll_mode)[(uint32_t)A->me / dp * dp + (uint32_t)(t % dp)];
+        }
+    }
+}
+
 /* Unit tokens t0 .. t0 + nb - 1 (threads below nb x K: one route each): every route's index,
  * weight and the token's form loaded at once, then each route's validity from shared memory.
  * Every thread calls it; a barrier must pass before u is read. */
-SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t t0, uint32_t nb, ll_cunit_t *u) {
+SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t t0, uint32_t nb, ll_cunit_t *u,
+                                            const ll_cin_t *in) {
     const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp;
     const uint32_t g0 = (uint32_t)A->me / dp * dp;
     float w = 0.0f;
     uint32_t mode = 0;
-    if (tid < nb * K) {
+    if (in != NULL && in->have) { /* loaded as the kernel started */
+        if (tid < nb * K) {
+            u->six[tid] = in->ix;
+            w = in->w;
+            mode = in->mode;
+        }
+    } else if (tid < nb * K) {
         const uint64_t t = t0 + tid / K;
         u->six[tid] = ((const uint32_t *)A->idx)[t * K + tid % K];
         w = A->weights[t * K + tid % K];
@@ -1986,7 +2024,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t
 
 /* The receive half (*se: the epoch, in shared memory, written before a barrier this half passes). */
 SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uint64_t *se, const ll_cplan_t *c,
-                                           ll_cunit_t *u, int small) {
+                                           ll_cunit_t *u, int small, ll_cin_t *in) {
     const uint32_t tid = symm__block_tid(), K = A->topk, B = gridDim.x, h8 = A->hidden / 8u;
     const uint32_t sl = c->sl;
     for (uint64_t w = blockIdx.x; w < c->units; w += B) {
@@ -2000,7 +2038,9 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
             have = ll_combine_rp_preload(A, t0, nb, glo, gn, pre);
         if (w != blockIdx.x) /* (the first unit's setup touches nothing the send half reads) */
             symm__block_sync();
-        ll_combine_setup(A, t0, nb, u);
+        if (in != NULL)
+            in->have = w == blockIdx.x && in->t0 == t0 && in->nb == nb;
+        ll_combine_setup(A, t0, nb, u, in);
         symm__block_sync();
         e = *se;
         for (uint32_t j = 0; j < nb; j++)
@@ -2035,10 +2075,17 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     }
     if (blockIdx.x == 0 && symm__block_tid() == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
+    ll_cin_t in;
+    uint64_t braw = 0;
     if (A->flags & SYMM_MOE_RECV) {
-        if (symm__block_tid() == SYMM__MOE_THREADS - 32)
-            sbraw = ll_bound_load(A);
-        ll_combine_prefetch(A, blockIdx.x);
+        if (small) { /* every thread its own bound and its first unit's route, in registers */
+            braw = ll_bound_load(A);
+            ll_combine_inputs(A, &in);
+        } else {
+            if (symm__block_tid() == SYMM__MOE_THREADS - 32)
+                sbraw = ll_bound_load(A);
+            ll_combine_prefetch(A, blockIdx.x);
+        }
         ll_stamp(A, LLS_C_PRE);
     }
     if (A->flags & SYMM_MOE_SEND)
@@ -2049,10 +2096,10 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     ll_stamp(A, LLS_C_SENT);
     if (A->flags & SYMM_MOE_RECV) {
         ll_cplan_t c;
-        if (!(A->flags & SYMM_MOE_SEND) || small)
-            symm__block_sync(); /* (the generic send half's barriers publish sbraw otherwise) */
-        c = ll_combine_plan(A, ll_bound_use(A, sbraw, blockIdx.x == 0 && symm__block_tid() == 0));
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, &se, &c, &u, small));
+        if (!(A->flags & SYMM_MOE_SEND) && !small)
+            symm__block_sync(); /* (the send half's barriers publish sbraw otherwise) */
+        c = ll_combine_plan(A, ll_bound_use(A, small ? braw : sbraw, blockIdx.x == 0 && symm__block_tid() == 0));
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, &se, &c, &u, small, small ? &in : NULL));
     }
     ll_stamps_end(A, small ? "combine-small" : "combine", se, small ? LLS_CS_END : LLS_C_END);
 }
