@@ -53,7 +53,7 @@
       "all-reduce from 3 PEs: packets in two shots above this")                                  \
     X(ar_stores_max, SYMM__MIB(4), SYMM__MIB(4), SYMM__MIB(4),                                    \
       "all-reduce from 3 PEs: the stores-only two-shot kernel up to this")                       \
-    X(push_ar_min, SYMM__MIB(16), SYMM__MIB(16), SYMM__MIB(16),                                   \
+    X(push_ar_min, SYMM__MIB(16), SYMM__MIB(8), SYMM__MIB(8),                                   \
       "all-reduce: the push pipeline from this")                                                 \
     X(ar_ce_min, SYMM__NEVER, SYMM__NEVER, SYMM__NEVER,                                  \
       "all-reduce: copy-engine reduce-scatter + all-gather from this (symmetric recv)")          \
