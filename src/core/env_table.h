@@ -100,6 +100,11 @@
       "results; stamps (the real exchange; each block prints its stage times for the 30th "   \
       "call); twice (each dispatch kernel does its call twice); unset: the real exchange. "  \
       "Read at symm_moe_create; the same on every PE (create checks)")                     \
+    X(moe_ll_small,       SYMM_MOE_LL_SMALL,       BOOL,     "1",                            \
+      "low-latency MoE: handles small enough (every call's rows as packets, a PE's routes one "  \
+      "block's threads) take the small dispatch and combine kernels (one header of routes per " \
+      "PE pair, no per-expert lists); 0 = the general kernels always. Read at symm_moe_create; " \
+      "the same on every PE (create checks)")                                                 \
     X(moe_pdl,            SYMM_MOE_PDL,            BOOL,     "0",                            \
       "low-latency MoE kernels launched with programmatic dependent launch (sm_90 and "      \
       "newer): each kernel's blocks may start while the kernel before it on the stream ends, " \

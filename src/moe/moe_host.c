@@ -41,6 +41,8 @@ struct symm_moe {
     int ht_send_warps;     /* overlap: warps of a block that send */
     int ll_probe;          /* SYMM_MOE_LL_PROBE (enum symm__moe_probe) */
     int pdl;               /* SYMM_MOE_PDL, where the device has it: the low-latency kernels' launches */
+    int ll_small;          /* the small low-latency kernels: the geometry allows them, SYMM_MOE_LL_SMALL is on and
+                              SYMM_MOE_LL_PROBE is not twice */
 };
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -60,6 +62,11 @@ static int grid(const symm_moe_t *h, symm__mk_t k, int flags) {
         rows_max = n * g->local;
         if (rows_max > (uint64_t)g->groups * M * K)
             rows_max = (uint64_t)g->groups * M * K;
+        if (h->ll_small) {
+            /* the small path: a block per route received, or per token sent besides the header's */
+            want = rows_max > g->cap + 1u ? rows_max : g->cap + 1u;
+            break;
+        }
         want = cdiv(E, SYMM__MOE_WARPS);
         if (want < g->cap)
             want = g->cap;
@@ -95,6 +102,7 @@ typedef struct cfg_words {
 #undef W
     uint64_t packets; /* SYMM_MOE_PACKETS: it sizes the packet regions, so the layout */
     uint64_t probe;   /* SYMM_MOE_LL_PROBE (+1; 0: a value it does not take): a PE's cut kernels hang the others */
+    uint64_t small;   /* SYMM_MOE_LL_SMALL: the small kernels' protocol differs from the general one */
 } cfg_words_t;
 
 static const char *probe_name(uint64_t w) {
@@ -117,6 +125,7 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, 
 #undef W
     mine.packets = (uint64_t)packets;
     mine.probe = (uint64_t)(probe + 1);
+    mine.small = symm__env()->moe_ll_small ? 1u : 0u;
     all = (cfg_words_t *)calloc((size_t)n, sizeof(*all));
     if (all == NULL)
         return symm__error(SYMM_ERR_NO_MEMORY, "symm_moe_create: out of host memory");
@@ -141,6 +150,10 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, 
         if (st == SYMM_SUCCESS && all[p].probe != all[0].probe)
             st = symm__error(SYMM_ERR_MISMATCH, "symm_moe_create: SYMM_MOE_LL_PROBE is %s on PE 0 but %s on PE %d "
                              "(set it alike everywhere)", probe_name(all[0].probe), probe_name(all[p].probe), p);
+        if (st == SYMM_SUCCESS && all[p].small != all[0].small)
+            st = symm__error(SYMM_ERR_MISMATCH, "symm_moe_create: SYMM_MOE_LL_SMALL is %llu on PE 0 but %llu on PE %d "
+                             "(the small kernels speak another protocol: set it alike everywhere)",
+                             (unsigned long long)all[0].small, (unsigned long long)all[p].small, p);
         if (st != SYMM_SUCCESS)
             break;
     }
@@ -265,6 +278,7 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
     }
     h->sms = h->share;
     h->pdl = symm__env()->moe_pdl && symm__moe_pdl_supported();
+    h->ll_small = h->g.ll_small && symm__env()->moe_ll_small && h->ll_probe != SYMM__MOE_PROBE_TWICE;
     if (h->ht_sched == SYMM__MOE_HT_OVERLAP_ASYNC && !symm__moe_ht_async_prepare(h->ht_send_warps)) {
         SYMM_LOG_INFO("%s: SYMM_MOE_HT_COMBINE=overlap-async: its shared memory does not fit this GPU; overlap "
                       "instead", call);
@@ -355,6 +369,7 @@ static symm_status_t begin(const char *call, symm_moe_t *h, symm__moe_kargs_t *a
     a->pcap = h->g.pcap;
     a->pmt = h->g.pmt;
     a->pkt = h->g.packets != SYMM__MOE_PKT_OFF;
+    a->ll_small = (uint32_t)h->ll_small;
     return SYMM_SUCCESS;
 }
 

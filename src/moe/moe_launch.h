@@ -24,6 +24,12 @@ extern "C" {
 /* Top-k indices a low-latency dispatch stages in shared memory at a time. */
 #define SYMM__MOE_IDX_CHUNK 2048
 
+/* The small low-latency dispatch (moe_k_ll.cu): a handle takes it when every call's rows go as
+ * packets and a PE's routes fit one block (cap x top-k, one thread each) and the routes a PE may
+ * receive fit the receivers' shared memory (n x cap x min(top-k, local experts)). */
+#define SYMM__MOE_SMALL_SEND SYMM__MOE_THREADS
+#define SYMM__MOE_SMALL_RECV 1024
+
 /* Rows of a high-throughput combine covered by one completion flag. */
 #define SYMM__MOE_HT_CHUNK 32
 
@@ -100,6 +106,12 @@ typedef struct symm__moe_err {
  *   ll_cflag    uint64 [M][k]: epoch of the expert row in ll_cbuf[t][k]
  *   ll_cbuf     [M][k][hidden * 4 bytes]: expert outputs for my tokens
  *   ll_pcbuf    [pmt][k][hidden * 8 bytes]: the same as packets (tokens < pmt)
+ *   ll_hdr      [2][n][1 + cap * min(k, L)] packets (small dispatch only): source s's header,
+ *               packet 0 its routes here and its mode, then each route in token
+ *               order (data: local expert | slot k << 24, then token / dp)
+ *   ll_flat     uint64 [1 + n * cap * min(k, L)][2] (small dispatch only): the routes the last
+ *               dispatch received, [0][0] their number, then each one's ll_route word and its
+ *               expert << 32 | row (local)
  * High throughput (DeepEP's normal layout):
  *   ht_mat      uint64 [2][n][n]: (epoch << 32 | tokens) PE s sends PE r
  *   ht_emat     uint64 [2][n][L]: (epoch << 32 | tokens) PE s sends my local expert l
@@ -115,7 +127,7 @@ typedef struct symm__moe_err {
  *   ht_cbuf     [n][M][hidden * 2 bytes]: rows PE r returns, at my tokens' positions
  */
 typedef struct symm__moe_layout {
-    uint64_t state, ll_cnt, ll_list, ll_dbuf, ll_pbuf, ll_mode, ll_rcnt, ll_route, ll_cflag, ll_cbuf, ll_pcbuf;
+    uint64_t state, ll_cnt, ll_list, ll_dbuf, ll_pbuf, ll_mode, ll_rcnt, ll_route, ll_cflag, ll_cbuf, ll_pcbuf, ll_hdr, ll_flat;
     uint64_t ht_mat, ht_emat, ht_rcv, ht_exp, ht_roff, ht_mask, ht_pos, ht_cflag, ht_dst;
     uint64_t ht_rx, ht_rscale, ht_ridx, ht_rw, ht_rsrc, ht_rnum, ht_rpe, ht_cbuf;
     uint64_t total;
@@ -155,6 +167,7 @@ typedef struct symm__moe_kargs {
     uint32_t ht_send_warps;  /* SYMM__MOE_HT_OVERLAP: warps of each block that send (1..SYMM__MOE_WARPS - 1) */
     uint32_t probe;          /* low latency: SYMM_MOE_LL_PROBE (symm__moe_probe), 0 for the real exchange */
     uint32_t pdl;            /* low latency: launched with programmatic dependent launch (SYMM_MOE_PDL) */
+    uint32_t ll_small;       /* low latency: the small dispatch (geometry's ll_small; not with the twice probe) */
     uint64_t num_tokens;     /* m */
     const uint32_t *bound;   /* device, or NULL */
     /* dispatch */

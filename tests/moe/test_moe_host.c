@@ -16,7 +16,8 @@
  * (SYMM_ERR_MISMATCH on every PE, naming both values); "packets-bad": a value
  * that is no mode (SYMM_ERR_INVALID_ARG on every PE, naming the variable);
  * "probe-mismatch": SYMM_MOE_LL_PROBE=hop on the last PE only (SYMM_ERR_MISMATCH
- * on every PE, naming both values).
+ * on every PE, naming both values); "small-mismatch": SYMM_MOE_LL_SMALL=0 on the last PE
+ * only (likewise).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdlib.h>
@@ -47,12 +48,15 @@ static void expect_msg(const char *needle) {
 static int packets_case(const char *how) {
     const char *rank = getenv("RANK"), *world = getenv("WORLD_SIZE");
     const int mismatch = strcmp(how, "packets-mismatch") == 0, probe = strcmp(how, "probe-mismatch") == 0;
+    const int small = strcmp(how, "small-mismatch") == 0;
     symm_moe_config_t c = good();
     symm_moe_t *h = NULL;
     int n;
     TEST_ASSERT(rank && world, "run under mp_driver (RANK, WORLD_SIZE)");
-    TEST_ASSERT(mismatch || probe || strcmp(how, "packets-bad") == 0, "unknown case %s", how);
-    if (probe)
+    TEST_ASSERT(mismatch || probe || small || strcmp(how, "packets-bad") == 0, "unknown case %s", how);
+    if (small)
+        setenv("SYMM_MOE_LL_SMALL", atoi(rank) == atoi(world) - 1 ? "0" : "1", 1);
+    else if (probe)
         setenv("SYMM_MOE_LL_PROBE", atoi(rank) == atoi(world) - 1 ? "hop" : "", 1);
     else if (mismatch)
         setenv("SYMM_MOE_PACKETS", atoi(rank) == atoi(world) - 1 ? "0" : "auto", 1);
@@ -61,7 +65,12 @@ static int packets_case(const char *how) {
     SYMM_CHECK(symm_init());
     n = symm_n_pes();
     c.num_experts = (size_t)8 * (size_t)n;
-    if (probe && n > 1) {
+    if (small && n > 1) {
+        char want[96];
+        SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_MISMATCH);
+        snprintf(want, sizeof want, "SYMM_MOE_LL_SMALL is 1 on PE 0 but 0 on PE %d", n - 1);
+        expect_msg(want);
+    } else if (probe && n > 1) {
         char want[96];
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_MISMATCH);
         snprintf(want, sizeof want, "SYMM_MOE_LL_PROBE is unset on PE 0 but hop on PE %d", n - 1);
@@ -71,7 +80,7 @@ static int packets_case(const char *how) {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_MISMATCH);
         snprintf(want, sizeof want, "SYMM_MOE_PACKETS is auto on PE 0 but 0 on PE %d", n - 1);
         expect_msg(want);
-    } else if (mismatch || probe) {
+    } else if (mismatch || probe || small) {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_UNSUPPORTED); /* one PE: nothing to differ */
     } else {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
