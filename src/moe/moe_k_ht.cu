@@ -614,7 +614,8 @@ SYMM__DEVICE_INTERNAL void ht_group_sync(ht_group_t g) {
 /* Send half: this block is `b` of `nb` senders, with the threads of `g`,
  * each with U 16-byte vectors loaded before it stores any. With `fused`, the
  * rows this PE returns to itself stay in y for the receive half to read.
- * With `ring` (this thread's HT_SR_THREAD vectors of shared memory, U =
+ * With `ring` (HT_SR_THREAD vectors of shared memory per thread of `g`,
+ * thread-interleaved so a warp's 16-byte accesses take no bank twice; U =
  * HT_SR_U), y's vectors come in by cp.async HT_SR_STAGES - 1 rounds ahead of
  * the round stored; every thread reads back only what it copied itself. */
 template <int U>
@@ -658,7 +659,7 @@ SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t 
                             for (int u = 0; u < U; u++) {
                                 const uint32_t q = tid + k * step + (uint32_t)u * nthr;
                                 if (q < total)
-                                    symm__cp_async16(&ring[(k % HT_SR_STAGES) * U + (uint32_t)u],
+                                    symm__cp_async16(&ring[((k % HT_SR_STAGES) * U + (uint32_t)u) * nthr + tid],
                                                      src + (ylin ? (uint64_t)(q * 16u)
                                                                  : (q / nvr) * ystride + 16u * (q % nvr)));
                             }
@@ -674,7 +675,7 @@ SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t 
                                 const uint32_t q = tid + j * step + (uint32_t)u * nthr;
                                 if (q < total)
                                     symm__cst16(dst + (uint64_t)(q * 16u),
-                                                symm__cld16(&ring[(j % HT_SR_STAGES) * U + (uint32_t)u], 0), 1);
+                                                symm__cld16(&ring[((j % HT_SR_STAGES) * U + (uint32_t)u) * nthr + tid], 0), 1);
                             }
                         }
                     }
@@ -1069,7 +1070,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_ws(const
     } else if (warp < S && SCHED == SYMM__MOE_HT_OVERLAP_RING) {
         const ht_group_t g = {tid, S * 32u, 1u};
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE,
-                       ht_combine_send<HT_SR_U>(A, e, b, B, 1, g, ht_ring + (size_t)tid * HT_SR_THREAD));
+                       ht_combine_send<HT_SR_U>(A, e, b, B, 1, g, ht_ring));
     } else if (warp < S) {
         const ht_group_t g = {tid, S * 32u, 1u};
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send<HT_SEND_U_WS>(A, e, b, B, 1, g));
