@@ -20,6 +20,11 @@
  *         r's ht_rcv[me] with a release (an atomic; rows dropped for
  *         capacity count too): ht_rcv counts rows over all dispatches, and
  *         the receiver knows how many to expect from ht_mat.
+ *         That is the batches form (SYMM_MOE_HT_DISPATCH=batches); the warps
+ *         form (the default, ht_dispatch_send_warps) gives the same rows and
+ *         counts, but block b counts only its own tokens and takes the
+ *         prefix from the earlier blocks' counts (ht_bcnt, ht_bflag), and
+ *         each warp sends whole tokens with no block barrier between them.
  *   recv  One block: waits for every PE's counts and its rows (ht_rcv up
  *         to what it expects so far), notes where each source's rows start,
  *         and publishes num_recv and the tokens per local expert.
