@@ -16,7 +16,9 @@
 #    HT_VARIANTS: DeepEP's shape (4096 tokens/PE, hidden 7168, top-8, 256
 #    experts), 24 SMs and every SM, fp8 and bf16 dispatch, bf16 combine.
 # 3. bench/moe/deepep_api_bench.py on N PEs under torchrun (one PE per GPU
-#    only; variant: the defaults): symm's own Python API and DeepEP's API over it.
+#    only; variant: the defaults): symm's own Python API and DeepEP's API over
+#    it; before the benches, tests/python/test_gpu_deepep.py and
+#    test_gpu_moe.py under torchrun the same way (the defaults).
 # 4. A table: every variant's rows (dispatch and combine us and GB/s as DeepEP
 #    counts them), the fastest variant per column at 24 SMs, and issue 27's
 #    bars against it (defined for 4 GPUs, one PE each).
@@ -25,7 +27,7 @@
 # PEs share it under a private MPS daemon (scripts/with_mps.sh): then the
 # figures say nothing about NVLink (the table says so) and step 3 is skipped.
 # Every step runs under `timeout -k`, each at most what is left of HT_WALL
-# (default 230 s). Multicast stays off; SYMM_WAIT_TIMEOUT=15 turns a lost
+# (default 270 s). Multicast stays off; SYMM_WAIT_TIMEOUT=15 turns a lost
 # signal into a message naming the PE and the word. What comes back: files
 # under $OUT/moe_ht/: machine.txt, summary.txt (what is printed last),
 # bench.md (every variant's bench markdown), deepep_api.md and logs.txt
@@ -45,7 +47,7 @@ build=${BUILD:-build-sm90}
 case $build in /*) ;; *) build=$here/$build ;; esac
 variants=${HT_VARIANTS:-warps/auto batches/auto warps/split warps/overlap:4 warps/overlap:6 warps/overlap:8 warps/overlap-ring warps/overlap-ring:4 warps/overlap-ring:6 warps/overlap-ring:8 warps/overlap-async}
 tvariants=${HT_TEST_VARIANTS:-warps/auto batches/auto warps/overlap-ring warps/overlap-ring:8}
-wall=${HT_WALL:-230}
+wall=${HT_WALL:-270}
 t_all=${HT_T0:-$(date +%s)}
 summary=()
 failed=0
@@ -137,6 +139,17 @@ for v in $tvariants; do
   done
   first=0
 done
+
+# 1b. the Python front ends' GPU tests (symm.moe and DeepEP's API over it), defaults, one PE per GPU
+if [ "$ngpu" -ge 2 ] && python3 -c "import torch, pytest" 2>/dev/null && command -v torchrun >/dev/null; then
+  run "pytest test_gpu_deepep + test_gpu_moe ($npes PEs)" 90 "$log/pytest_$npes.log" \
+    env PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" SYMM_LIBRARY="$build/src/libsymm.so" \
+    torchrun --nproc-per-node "$npes" --master-port 29733 -m pytest -q -rs -p no:cacheprovider \
+    tests/python/test_gpu_deepep.py tests/python/test_gpu_moe.py
+  tail -3 "$log/pytest_$npes.log"
+else
+  note "pytest test_gpu_deepep + test_gpu_moe" skip 0 "one GPU, or no torch / pytest / torchrun here"
+fi
 
 # 2. the high-throughput rows per variant
 for v in $variants; do
