@@ -77,8 +77,14 @@
       "rows arrive), serial-warps (serial, each warp reducing tokens of its own), overlap or " \
       "overlap:S (in every block S warps send, default 3 of 16, while the others reduce), "  \
       "overlap-async or overlap-async:S (overlap, the reducing warps loading through shared " \
-      "memory) or auto (overlap); symm_moe_create "                                          \
+      "memory), overlap-ring or overlap-ring:S (overlap, the sending warps loading through "  \
+      "shared memory) or auto (overlap); symm_moe_create "                                  \
       "refuses other values")                                                                \
+    X(moe_ht_dispatch,    SYMM_MOE_HT_DISPATCH,    STRING,   "warps",                        \
+      "how a high-throughput MoE dispatch's blocks send their tokens: warps (each warp sends " \
+      "whole tokens on its own, every block counting only its own tokens) or batches (the "   \
+      "whole block sends 32 tokens at a time between barriers); symm_moe_create refuses "    \
+      "other values")                                                                        \
     X(trace,              SYMM_TRACE,              BOOL,     "0",                            \
       "device trace: the Python front ends compile kernels with the traced device code (the "   \
       "*_trace.bc bitcode for Triton and CuTe DSL, -DSYMM_TRACE for TileLang); docs/trace.md") \

@@ -40,6 +40,9 @@ static uint64_t region(uint64_t *at, uint64_t bytes) {
     return off;
 }
 
+/* Most blocks of a high-throughput dispatch for M tokens (moe_host.c's grid). */
+static uint64_t cdiv_blocks(uint64_t M) { return (M + SYMM__MOE_HT_BLOCK_TOKENS - 1) / SYMM__MOE_HT_BLOCK_TOKENS; }
+
 static void layout(const symm_moe_config_t *cfg, symm__moe_geom_t *g) {
     symm__moe_layout_t *l = &g->lay;
     const uint64_t n = (uint64_t)g->n, L = g->local, K = cfg->experts_per_token;
@@ -78,6 +81,8 @@ static void layout(const symm_moe_config_t *cfg, symm__moe_geom_t *g) {
         l->ht_rnum = region(&at, 16);
         l->ht_rpe = region(&at, L * 4);
         l->ht_cbuf = region(&at, n * M * H * 2);
+        l->ht_bcnt = region(&at, cdiv_blocks(M) * (n + cfg->num_experts) * 4);
+        l->ht_bflag = region(&at, cdiv_blocks(M) * 8);
     }
     l->total = at;
 }

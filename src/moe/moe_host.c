@@ -39,6 +39,7 @@ struct symm_moe {
     int sms_set;           /* 0: sms is the default */
     int ht_sched;          /* SYMM_MOE_HT_COMBINE: enum symm__moe_ht_sched, or -1: by the grid (auto) */
     int ht_send_warps;     /* overlap: warps of a block that send */
+    int ht_dwarps;         /* SYMM_MOE_HT_DISPATCH: 1 warps, 0 batches */
     int ll_probe;          /* SYMM_MOE_LL_PROBE (enum symm__moe_probe) */
     int pdl;               /* SYMM_MOE_PDL, where the device has it: the low-latency kernels' launches */
     int ll_small;          /* the small low-latency kernels: the geometry allows them, SYMM_MOE_LL_SMALL is on and
@@ -83,7 +84,7 @@ static int grid(const symm_moe_t *h, symm__mk_t k, int flags) {
             want = 2 * rows_max;
         break;
     case SYMM__MK_HT_LAYOUT: want = 1; break;
-    case SYMM__MK_HT_DISPATCH: want = (flags & SYMM_MOE_SEND) ? cdiv(M, 32) : 1; break;
+    case SYMM__MK_HT_DISPATCH: want = (flags & SYMM_MOE_SEND) ? cdiv(M, SYMM__MOE_HT_BLOCK_TOKENS) : 1; break;
     default: want = 2 * cdiv(M * n, SYMM__MOE_HT_CHUNK); break;
     }
     if (want < 1)
@@ -178,8 +179,10 @@ static symm_status_t ht_combine_schedule(const char *call, int *sched, int *send
         *sched = SYMM__MOE_HT_SERIAL_WARPS;
     } else if (strncmp(v, "overlap", 7) == 0) {
         w = v + 7;
-        *sched = strncmp(w, "-async", 6) == 0 ? SYMM__MOE_HT_OVERLAP_ASYNC : SYMM__MOE_HT_OVERLAP;
-        w += *sched == SYMM__MOE_HT_OVERLAP_ASYNC ? 6 : 0;
+        *sched = strncmp(w, "-async", 6) == 0  ? SYMM__MOE_HT_OVERLAP_ASYNC
+                 : strncmp(w, "-ring", 5) == 0 ? SYMM__MOE_HT_OVERLAP_RING
+                                               : SYMM__MOE_HT_OVERLAP;
+        w += *sched == SYMM__MOE_HT_OVERLAP_ASYNC ? 6 : *sched == SYMM__MOE_HT_OVERLAP_RING ? 5 : 0;
         if (*w == ':') {
             char *end = NULL;
             long s = strtol(w + 1, &end, 10);
@@ -196,8 +199,19 @@ static symm_status_t ht_combine_schedule(const char *call, int *sched, int *send
 
 bad:
     return symm__error(SYMM_ERR_INVALID_ARG, "%s: SYMM_MOE_HT_COMBINE is '%s'; it takes auto, split, serial, "
-                       "serial-warps, overlap[:S] or overlap-async[:S] (S: the sending warps of a block, 1..%d)",
+                       "serial-warps, overlap[:S], overlap-async[:S] or overlap-ring[:S] (S: the sending warps of a block, "
+                       "1..%d)",
                        call, v, SYMM__MOE_WARPS - 1);
+}
+
+/* SYMM_MOE_HT_DISPATCH: how a PE's own dispatch blocks send, so PEs need not agree on it. */
+static symm_status_t ht_dispatch_form(const char *call, int *warps) {
+    const char *v = symm__env()->moe_ht_dispatch;
+    if (strcmp(v, "warps") != 0 && strcmp(v, "batches") != 0)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: SYMM_MOE_HT_DISPATCH is '%s'; it takes warps or batches",
+                           call, v);
+    *warps = strcmp(v, "warps") == 0;
+    return SYMM_SUCCESS;
 }
 
 /* SYMM_MOE_LL_PROBE: the low-latency kernels cut down or instrumented to time their parts. */
@@ -252,7 +266,8 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
         h->ll_probe = -1;
     if ((st = same_everywhere(cfg, packets, h->ll_probe)) != SYMM_SUCCESS)
         goto fail_handle;
-    if ((st = ht_combine_schedule(call, &h->ht_sched, &h->ht_send_warps)) != SYMM_SUCCESS)
+    if ((st = ht_combine_schedule(call, &h->ht_sched, &h->ht_send_warps)) != SYMM_SUCCESS ||
+        (st = ht_dispatch_form(call, &h->ht_dwarps)) != SYMM_SUCCESS)
         goto fail_handle;
     if (h->ll_probe < 0 && (st = ll_probe_mode(call, &h->ll_probe)) != SYMM_SUCCESS)
         goto fail_handle;
@@ -279,9 +294,10 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
     h->sms = h->share;
     h->pdl = symm__env()->moe_pdl && symm__moe_pdl_supported();
     h->ll_small = h->g.ll_small && symm__env()->moe_ll_small && h->ll_probe != SYMM__MOE_PROBE_TWICE;
-    if (h->ht_sched == SYMM__MOE_HT_OVERLAP_ASYNC && !symm__moe_ht_async_prepare(h->ht_send_warps)) {
-        SYMM_LOG_INFO("%s: SYMM_MOE_HT_COMBINE=overlap-async: its shared memory does not fit this GPU; overlap "
-                      "instead", call);
+    if ((h->ht_sched == SYMM__MOE_HT_OVERLAP_ASYNC || h->ht_sched == SYMM__MOE_HT_OVERLAP_RING) &&
+        !symm__moe_ht_async_prepare(h->ht_sched, h->ht_send_warps)) {
+        SYMM_LOG_INFO("%s: SYMM_MOE_HT_COMBINE=%s: its shared memory does not fit this GPU; overlap "
+                      "instead", call, symm__env()->moe_ht_combine);
         h->ht_sched = SYMM__MOE_HT_OVERLAP;
     }
     *out = h;
@@ -387,6 +403,7 @@ static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, i
     a->nblocks = grid(h, k, flags);
     a->ht_sched = k == SYMM__MK_HT_COMBINE ? (uint32_t)ht_sched_for(h) : 0u;
     a->ht_send_warps = (uint32_t)h->ht_send_warps;
+    a->ht_dwarps = (uint32_t)h->ht_dwarps;
     a->probe = (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) ? (uint32_t)h->ll_probe : 0u;
     a->pdl = (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) ? (uint32_t)h->pdl : 0u;
     return symm__moe_launch(a, stream);

@@ -7,9 +7,10 @@
  *     naming the field and both values;
  *   - a good configuration: SYMM_ERR_UNSUPPORTED (the host backend has no GPU
  *     kernels), and the runtime still works after all of them; with
- *     SYMM_MOE_HT_COMBINE=sideways (moe_host_schedule_N), or overlap:S or
- *     overlap-async:S with S not a number in 1..15, or SYMM_MOE_LL_PROBE=sometimes
- *     (moe_host_probe_2), SYMM_ERR_INVALID_ARG naming the variable and its value instead;
+ *     SYMM_MOE_HT_COMBINE=sideways (moe_host_schedule_N), or overlap:S,
+ *     overlap-async:S or overlap-ring:S with S not a number in 1..15, or
+ *     SYMM_MOE_HT_DISPATCH=rows, or SYMM_MOE_LL_PROBE=sometimes (moe_host_probe_2),
+ *     SYMM_ERR_INVALID_ARG naming the variable and its value instead;
  *   - calls on a NULL handle fail cleanly (the SM budget's and the routes' too); destroy(NULL)
  *     is a no-op.
  * With argv[1] "packets-mismatch": SYMM_MOE_PACKETS=0 on the last PE only
@@ -103,9 +104,12 @@ int main(int argc, char **argv) {
     const char *warps = sched == NULL                                ? NULL
                         : strncmp(sched, "overlap:", 8) == 0       ? sched + 8
                         : strncmp(sched, "overlap-async:", 14) == 0 ? sched + 14
+                        : strncmp(sched, "overlap-ring:", 13) == 0 ? sched + 13
                                                                     : NULL;
     const int bad_warps = warps != NULL && (warps[0] == '\0' || warps[strspn(warps, "0123456789")] != '\0' ||
                                             atoi(warps) < 1 || atoi(warps) > 15);
+    const char *dform = getenv("SYMM_MOE_HT_DISPATCH");
+    const int bad_dform = dform != NULL && strcmp(dform, "warps") != 0 && strcmp(dform, "batches") != 0;
     const char *probe = getenv("SYMM_MOE_LL_PROBE");
     const int bad_probe = probe != NULL && strcmp(probe, "sometimes") == 0;
     if (argc > 1)
@@ -144,9 +148,14 @@ int main(int argc, char **argv) {
     c.num_experts = (size_t)8 * (size_t)n;
     if (bad_schedule || bad_warps) { /* checked before the backend: the same on a GPU */
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
-        expect_msg("it takes auto, split, serial, serial-warps, overlap[:S] or overlap-async[:S] (S: the sending "
-                   "warps of a block, 1..15)");
+        expect_msg("it takes auto, split, serial, serial-warps, overlap[:S], overlap-async[:S] or overlap-ring[:S] "
+                   "(S: the sending warps of a block, 1..15)");
         expect_msg(bad_schedule ? "SYMM_MOE_HT_COMBINE is 'sideways'" : sched);
+        TEST_ASSERT(h == NULL, "no handle on failure");
+    } else if (bad_dform) {
+        SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
+        expect_msg("it takes warps or batches");
+        expect_msg(dform);
         TEST_ASSERT(h == NULL, "no handle on failure");
     } else if (bad_probe) {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
