@@ -207,6 +207,16 @@ def graph_stream_us(fn, reps):
     CUDA graph (time_us), and back-to-back calls on a plain stream
     (stream_us). The same method for every party compared. A graph that
     could not be captured on some PE gives the reason instead of a time."""
+    graph = _capture(fn)
+    g = graph if isinstance(graph, str) else _sync_time(graph.replay, reps) / GRAPH_CALLS
+    del graph
+    return {"graph": g, "stream": stream_us(fn, GRAPH_CALLS, reps)}
+
+
+def _capture(fn):
+    """fn() warmed up, then GRAPH_CALLS calls captured in a CUDA graph and
+    replayed once; the graph, or (when some PE could not capture it) the
+    reason as a string, on every PE alike."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -218,14 +228,11 @@ def graph_stream_us(fn, reps):
     except Exception as e:  # noqa: BLE001 - the row says why; the stream time still counts
         err = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:60] if str(e) else "")
     torch.cuda.synchronize()
-    if check_all_pes(err is None):     # every PE replays, or none
-        graph.replay()
-        torch.cuda.synchronize()
-        g = _sync_time(graph.replay, reps) / GRAPH_CALLS
-    else:
-        g = "n/a: graph capture failed (%s)" % (err or "on another PE")
-    del graph
-    return {"graph": g, "stream": stream_us(fn, GRAPH_CALLS, reps)}
+    if not check_all_pes(err is None):     # every PE replays, or none
+        return "n/a: graph capture failed (%s)" % (err or "on another PE")
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph
 
 
 def _window_us(fn, calls):
@@ -252,24 +259,7 @@ def paired_us(fns, reps):
     names = list(fns)
     graphs = {}
     for name in names:
-        fn = fns[name]
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        g, err = torch.cuda.CUDAGraph(), None
-        try:
-            with torch.cuda.graph(g, capture_error_mode="thread_local"):
-                for _ in range(GRAPH_CALLS):
-                    fn()
-        except Exception as e:  # noqa: BLE001 - the row says why; the stream time still counts
-            err = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:60] if str(e) else "")
-        torch.cuda.synchronize()
-        if check_all_pes(err is None):     # every PE replays, or none
-            g.replay()
-            torch.cuda.synchronize()
-            graphs[name] = g
-        else:
-            graphs[name] = "n/a: graph capture failed (%s)" % (err or "on another PE")
+        graphs[name] = _capture(fns[name])
     times = {(n, mode): [] for n in names for mode in ("graph", "stream")}
     for r in range(reps):
         k = r % len(names)
