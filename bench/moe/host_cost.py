@@ -112,6 +112,24 @@ def host_us(ata, t, pairs, repeats, op=False, sync=None):
     return statistics.median(out)
 
 
+def profile(ata, t, pairs, top):
+    """cProfile over `pairs` eager pairs; prints the `top` functions by own time
+    (every PE runs the calls, so the peers' kernels stay matched)."""
+    import cProfile
+    import io
+    import pstats
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(pairs):
+        pair(ata, t)
+    pr.disable()
+    if top:
+        s = io.StringIO()
+        pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(top)
+        print("==== cProfile: symm.moe eager pairs (%d), top %d by own time" % (pairs, top))
+        print(s.getvalue())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mock", action="store_true", help="no GPU: CPU tensors and a stand-in C call")
@@ -119,6 +137,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--op", action="store_true", help="also time the custom-op path")
     ap.add_argument("--out", help="also write the table (markdown) here")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also print cProfile's top N functions (by own time) over the eager pairs")
     args = ap.parse_args()
     import symm.moe as moe
     rows = []
@@ -127,6 +147,8 @@ def main():
         t = tensors(ata, "cpu")
         pair(ata, t)  # first call: the full checks
         rows.append(("eager call, stand-in C call (%s)" % how, host_us(ata, t, args.pairs, args.repeats)))
+        if args.profile:
+            profile(ata, t, args.pairs, args.profile)
         if args.op:
             rows.append(("custom-op path, stand-in C call", host_us(ata, t, args.pairs, args.repeats, op=True)))
         title, rank = "symm.moe host time per call (no GPU)", 0
@@ -149,6 +171,12 @@ def main():
         rows.append(("eager call: host time (perf_counter, %d pairs, no sync)" % args.pairs,
                      host_us(ata, t, args.pairs, args.repeats, sync=lambda: (torch.cuda.synchronize(),
                                                                              symm.barrier()))))
+        if args.profile:
+            torch.cuda.synchronize()
+            symm.barrier()
+            profile(ata, t, args.pairs, args.profile if rank == 0 else 0)
+            torch.cuda.synchronize()
+            symm.barrier()
         if args.op:
             rows.append(("custom-op path: host time", host_us(ata, t, args.pairs, args.repeats, op=True,
                                                               sync=lambda: (torch.cuda.synchronize(),
