@@ -205,15 +205,25 @@ class Config:
 # Streams and events (tests give a CPU stand-in with the same methods)
 # ---------------------------------------------------------------------------
 
+_get_stream = getattr(torch._C, "_cuda_getCurrentStream", None)
+_is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", torch.cuda.is_current_stream_capturing)
+
+
 class _Cuda:
     """torch.cuda's streams and events, as the Buffer uses them."""
 
     def __init__(self, device):
         self.device = device
         self._pinned = None
+        self._index = torch.device(device).index if device is not None else None
 
     def current(self):
-        return torch.cuda.current_stream(self.device)
+        # the raw query and a Stream made from its ids: torch.cuda.current_stream
+        # re-resolves the device and may switch to it on every call
+        if self._index is None or _get_stream is None:
+            return torch.cuda.current_stream(self.device)
+        sid, dev, kind = _get_stream(self._index)
+        return torch.cuda.Stream(stream_id=sid, device_index=dev, device_type=kind)
 
     def new_stream(self):
         return torch.cuda.Stream(self.device)
@@ -237,7 +247,7 @@ class _Cuda:
             t.record_stream(stream)
 
     def capturing(self):
-        return torch.cuda.is_current_stream_capturing()
+        return _is_capturing()
 
     def synchronize(self):
         torch.cuda.synchronize(self.device)
