@@ -112,6 +112,25 @@ def host_us(ata, t, pairs, repeats, op=False, sync=None):
     return statistics.median(out)
 
 
+def c_us(ata, moe, pairs, repeats, sync):
+    """Median microseconds per call of symm_moe_dispatch / symm_moe_combine
+    called straight through ctypes with the argument structures the eager
+    pairs left filled: the library's share of an eager call."""
+    c, d, cb, da, ca = ata._c, ata._cdispatch, ata._ccombine, ata._daddr, ata._caddr
+    flags = moe.SEND | moe.RECV
+    stream = moe._stream(ata._dev)
+    out = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(pairs):
+            if d(c, da, flags, stream) or cb(c, ca, flags, stream):
+                raise RuntimeError("symm_moe_dispatch/combine failed in the C-only timing")
+        out.append((time.perf_counter() - t0) / (2 * pairs) * 1e6)
+    sync()
+    return statistics.median(out)
+
+
 def profile(ata, t, pairs, top):
     """cProfile over `pairs` eager pairs; prints the `top` functions by own time
     (every PE runs the calls, so the peers' kernels stay matched)."""
@@ -171,6 +190,8 @@ def main():
         rows.append(("eager call: host time (perf_counter, %d pairs, no sync)" % args.pairs,
                      host_us(ata, t, args.pairs, args.repeats, sync=lambda: (torch.cuda.synchronize(),
                                                                              symm.barrier()))))
+        rows.append(("the C calls alone (ctypes, arguments filled by the pairs above)",
+                     c_us(ata, moe, args.pairs, args.repeats, lambda: (torch.cuda.synchronize(), symm.barrier()))))
         if args.profile:
             torch.cuda.synchronize()
             symm.barrier()
