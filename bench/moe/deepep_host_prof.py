@@ -59,5 +59,7 @@ for name, fn in (("own dispatch fp8", own8), ("api cached fp8", api8), ("api com
     if rank == 0:
         s = io.StringIO(); pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(15)
         print("==== cProfile %s, %d calls, top 15 by own time" % (name, N)); print(s.getvalue()[:9000])
+        s = io.StringIO(); pstats.Stats(pr, stream=s).sort_stats("cumtime").print_stats("symm", 15)
+        print("==== cProfile %s, symm's functions, top 15 by cumulative time" % name); print(s.getvalue()[:9000])
 buf.destroy(); own.destroy()
 symm.barrier(); symm.finalize(); dist.destroy_process_group()
