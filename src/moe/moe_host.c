@@ -425,6 +425,8 @@ static symm_status_t run(const char *call, symm_moe_t *h, symm__moe_kargs_t *a, 
     if ((st = launch(h, a, k, flags, stream)) != SYMM_SUCCESS)
         return st;
     h->step = next;
+    if (((volatile symm__moe_err_t *)h->err)->code == 0)
+        return SYMM_SUCCESS; /* the common case: no message to format on every call */
     snprintf(how, sizeof(how), "%s (this call was enqueued; the error is an earlier call's): ", call);
     return take_error(h, how);
 }
