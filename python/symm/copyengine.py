@@ -1,6 +1,8 @@
-"""Communication on the copy engines, issued by the host on side streams:
-what the fused GEMM examples use so that moving the data takes no SM from
-the GEMM.
+"""symm.copyengine: communication on the copy engines, issued by the host on
+side streams, so that moving data takes no SM from the kernels beside it
+(the fused GEMM examples of every front end use it: Triton, CuTe DSL and
+TileLang). Needs torch and a CUDA driver; imported on its own
+(`from symm import copyengine`), not by `import symm`.
 
 A call's side work is a Program, fixed when the operation is built (the same
 addresses and values every call): on one or more lanes (side streams),
@@ -70,7 +72,7 @@ def check_memops(device_index):
            "cuDeviceGetAttribute(CAN_USE_64_BIT_STREAM_MEM_OPS)")
     if not v.value:
         raise RuntimeError("this GPU does not take 64-bit stream memory operations (cuStreamWaitValue64), which "
-                           "the copy-engine examples use")
+                           "symm.copyengine uses")
 
 
 class PeerAddr(int):
@@ -83,7 +85,7 @@ def peer(addr, pe):
     SYMM_DEBUG_FORCE_REMOTE): a copy engine can only reach mapped peers."""
     p = symm.peer_ptr(addr, pe)
     if not p:
-        raise RuntimeError("PE %d is not mapped into this process: the copy-engine examples need every PE on this "
+        raise RuntimeError("PE %d is not mapped into this process: symm.copyengine needs every PE on this "
                            "node, reachable by load/store (NVLink / PCIe peer access)" % pe)
     return PeerAddr(p)
 
