@@ -19,12 +19,15 @@
 # build-gpu -j), the CuTe cubins from $SYMM_CUTE_CUBINS (default build-cute;
 # python examples/cute/build_cubins.py -o build-cute where CuTe DSL is) and
 # the device bitcode for Triton from $SYMM_BITCODE_DIR (default
-# build-lead/bitcode, else build/bitcode). Every step runs under timeout -k;
+# $BUILD/bitcode, else build-lead/bitcode, else build/bitcode). Every step runs under timeout -k;
 # device waits stop after SYMM_WAIT_TIMEOUT seconds with a message.
 # Multicast stays off. GEMM_DRY=1 prints the steps instead of running them
 # (GEMM_DRY_NGPU=N: as if N GPUs were there).
-# Env: GEMM_ALONE_WALL (80), GEMM_CUTE_WALL (90), GEMM_TRITON_WALL (120),
-# GEMM_TUNE=0 skips step 1's Triton candidates, GEMM_SHAPES (square,llm).
+# Env: GEMM_ALONE_WALL (80), GEMM_CUTE_WALL (90), GEMM_TRITON_WALL (150),
+# GEMM_TUNE=0 skips step 1's Triton candidates, GEMM_SHAPES (square,llm),
+# GEMM_RS_DESIGNS (ce: Triton gemm_rs designs, comma-separated: ce,events).
+# Without the CuTe cubins (or with GEMM_CUTE=0) the CuTe steps are skipped
+# with a line in the summary and the GEMM-alone table has no CuTe row.
 #
 # Shared mode (fewer than 4 GPUs): correctness only, GEMM_SHARED_PES PEs
 # (default 2) sharing GPU 0, each step under its own private MPS daemon
@@ -34,11 +37,12 @@
 # speed:
 #   S1. CuTe DSL ag_gemm and gemm_rs, shapes small and llm (run_gpu.py; the
 #       tables' times are of a shared GPU and not compared with anything);
-#   S2. Triton ag_gemm and gemm_rs, shapes small and llm (gemm_bars.py
-#       --no-bench);
-#   S3. Triton ag_gemm with chunks smaller than a group of row tiles and
-#       gemm_rs with 4 chunks per band (the tile order's groups shrink to a
-#       chunk), --no-bench.
+#   S2. Triton ag_gemm and gemm_rs (both designs: ce and events), shapes
+#       small and llm (gemm_bars.py --no-bench);
+#   S3. Triton ag_gemm with chunks smaller than a group of row tiles,
+#       gemm_rs events with 4 chunks per band (the tile order's groups
+#       shrink to a chunk), and gemm_rs ce with N not a multiple of the
+#       tile (masked columns) and a side stream per owner, --no-bench.
 # Each against the unfused torch result with fresh data; the table "PEs
 # share one GPU" last. Env: GEMM_SHARED_SHAPES (small,llm),
 # GEMM_SHARED_WALL (240 s per step).
@@ -55,7 +59,9 @@ build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
 cubins=${SYMM_CUTE_CUBINS:-build-cute}
 bc=${SYMM_BITCODE_DIR:-}
 if [ -z "$bc" ]; then
-  bc=$here/build-lead/bitcode
+  # $BUILD's own bitcode first (its build made it with libsymm), then the usual folders
+  case "$build" in /*) bc=$build/bitcode ;; *) bc=$here/$build/bitcode ;; esac
+  [ -f "$bc/libsymm_device_sm90.bc" ] || bc=$here/build-lead/bitcode
   [ -f "$bc/libsymm_device_sm90.bc" ] || bc=$here/build/bitcode
 fi
 shapes=${GEMM_SHAPES:-square,llm}
@@ -91,7 +97,11 @@ fi
 case "$build" in /*) lib=$build/src/libsymm.so ;; *) lib=$here/$build/src/libsymm.so ;; esac
 missing=""
 [ -f "$lib" ] || missing="$missing libsymm ($lib: build it first)"
-[ -f "$cubins/manifest.json" ] || missing="$missing CuTe cubins ($cubins/manifest.json: python examples/cute/build_cubins.py -o $cubins where CuTe DSL is, and carry it)"
+cute=${GEMM_CUTE:-1}
+[ -f "$cubins/manifest.json" ] || cute=0
+cubin_args=()
+[ "$cute" = 1 ] && cubin_args=(--cubins "$cubins")
+designs=${GEMM_RS_DESIGNS:-ce}
 [ -f "$bc/libsymm_device_sm90.bc" ] || missing="$missing device bitcode ($bc/libsymm_device_sm90.bc: set SYMM_BITCODE_DIR)"
 if [ -n "$missing" ] && [ "$dry" != 1 ]; then
   echo "gpu_gemm.sh: missing:$missing"
@@ -100,6 +110,7 @@ fi
 pyenv=(env PYTHONPATH="$here/python" SYMM_LIBRARY="$lib" SYMM_BITCODE_DIR="$bc")
 nvidia-smi -L >"$out/machine.txt" 2>&1
 note "machine" "$ngpu GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+[ "$cute" = 1 ] || note "CuTe DSL steps" "skipped (no $cubins/manifest.json, or GEMM_CUTE=0)"
 
 # ---- shared mode: PEs share GPU 0, checks only ----
 if [ "$ngpu" -lt 4 ]; then
@@ -123,26 +134,29 @@ if [ "$ngpu" -lt 4 ]; then
   t0=$(date +%s)
   port=$((port + 1))
   rm -f "$out/cute_gemm_shared.md"
-  rc=$(run "$out/cute_gemm_shared.log" "$wall" "${mps[@]}" "${penv[@]}" \
-         torchrun --nproc-per-node "$npes" --master-port "$port" examples/cute/run_gpu.py \
-         --cubins "$cubins" --only ag_gemm,gemm_rs --shape "$sshapes" --iters 3 --out "$out/cute_gemm_shared.md")
-  res=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/cute_gemm_shared.log" 2>/dev/null | tail -1)
-  row S1 "CuTe DSL ag_gemm + gemm_rs ($sshapes)" "$(status "$rc")" "${res:-no result}; $(since "$t0")"
-  [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/cute_gemm_shared.log"
+  if [ "$cute" = 1 ]; then
+    rc=$(run "$out/cute_gemm_shared.log" "$wall" "${mps[@]}" "${penv[@]}" \
+           torchrun --nproc-per-node "$npes" --master-port "$port" examples/cute/run_gpu.py \
+           --cubins "$cubins" --only ag_gemm,gemm_rs --shape "$sshapes" --iters 3 --out "$out/cute_gemm_shared.md")
+    res=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/cute_gemm_shared.log" 2>/dev/null | tail -1)
+    row S1 "CuTe DSL ag_gemm + gemm_rs ($sshapes)" "$(status "$rc")" "${res:-no result}; $(since "$t0")"
+    [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/cute_gemm_shared.log"
+  fi
 
   t0=$(date +%s)
   port=$((port + 1))
   rm -f "$out/triton_gemm_shared.md"
   rc=$(run "$out/triton_gemm_shared.log" "$wall" "${mps[@]}" "${penv[@]}" \
          torchrun --nproc-per-node "$npes" --master-port "$port" examples/triton/gemm_bars.py \
-         --shape "$sshapes" --no-bench --out "$out/triton_gemm_shared.md")
+         --shape "$sshapes" --rs-designs ce,events --no-bench --out "$out/triton_gemm_shared.md")
   res=$(grep -cE '^\| (ag_gemm|gemm_rs) .*\| ok \|' "$out/triton_gemm_shared.md" 2>/dev/null)
   row S2 "Triton ag_gemm + gemm_rs ($sshapes)" "$(status "$rc")" "${res:-0} checks ok; $(since "$t0")"
   [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/triton_gemm_shared.log"
 
   # chunks of 256 rows (2 row tiles) against groups of 8: the groups shrink to a chunk
   for ex in "ag_gemm --M 4096 --K 2048 --N 4096 --chunks $((4096 / npes / 256))" \
-            "gemm_rs --M 4096 --K 4096 --N 2048 --chunks 4"; do
+            "gemm_rs --M 4096 --K 4096 --N 2048 --design events --chunks 4" \
+            "gemm_rs --M 4096 --K 4096 --N 2000 --design ce --lanes 0"; do
     name=${ex%% *}
     t0=$(date +%s)
     port=$((port + 1))
@@ -178,7 +192,7 @@ fi
 t0=$(date +%s)
 rm -f "$out/gemm_alone.md"
 ( rc=$(run "$out/gemm_alone.log" "${GEMM_ALONE_WALL:-80}" "${pyenv[@]}" CUDA_VISIBLE_DEVICES=0 \
-        python examples/gemm_alone.py --cubins "$cubins" --out "$out/gemm_alone.md")
+        python examples/gemm_alone.py "${cubin_args[@]}" --out "$out/gemm_alone.md")
   echo "$rc" >"$out/gemm_alone.rc" ) &
 alone_pid=$!
 tune_pids=()
@@ -207,18 +221,20 @@ fi
 # ---- 2. CuTe DSL: ag_gemm and gemm_rs on 4 PEs ----
 t0=$(date +%s)
 rm -f "$out/cute_gemm.md"
-rc=$(run "$out/cute_gemm.log" "${GEMM_CUTE_WALL:-90}" "${pyenv[@]}" \
-       torchrun --nproc-per-node 4 --master-port 29860 examples/cute/run_gpu.py --cubins "$cubins" \
-       --only ag_gemm,gemm_rs --shape "$shapes" --iters 3 --out "$out/cute_gemm.md")
-note "CuTe ag_gemm + gemm_rs (4 PEs)" "$(status "$rc"): $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/cute_gemm.log" 2>/dev/null | tail -1) ($(since "$t0"))"
-[ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/cute_gemm.log"
+if [ "$cute" = 1 ]; then
+  rc=$(run "$out/cute_gemm.log" "${GEMM_CUTE_WALL:-90}" "${pyenv[@]}" \
+         torchrun --nproc-per-node 4 --master-port 29860 examples/cute/run_gpu.py --cubins "$cubins" \
+         --only ag_gemm,gemm_rs --shape "$shapes" --iters 3 --out "$out/cute_gemm.md")
+  note "CuTe ag_gemm + gemm_rs (4 PEs)" "$(status "$rc"): $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/cute_gemm.log" 2>/dev/null | tail -1) ($(since "$t0"))"
+  [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/cute_gemm.log"
+fi
 
 # ---- 3. Triton: ag_gemm and gemm_rs on 4 PEs ----
 t0=$(date +%s)
 rm -f "$out/triton_gemm.md"
-rc=$(run "$out/triton_gemm.log" "${GEMM_TRITON_WALL:-120}" "${pyenv[@]}" \
+rc=$(run "$out/triton_gemm.log" "${GEMM_TRITON_WALL:-150}" "${pyenv[@]}" \
        torchrun --nproc-per-node 4 --master-port 29870 examples/triton/gemm_bars.py --shape "$shapes" \
-       --iters 20 --out "$out/triton_gemm.md")
+       --rs-designs "$designs" --iters 20 --out "$out/triton_gemm.md")
 note "Triton ag_gemm + gemm_rs (4 PEs)" "$(status "$rc") ($(since "$t0"))"
 [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/triton_gemm.log"
 
