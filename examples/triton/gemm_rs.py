@@ -345,10 +345,11 @@ class GemmRSCE:
         if self.side is None:
             self._gemm(a, b, out, 0, self.tiles)()
             return
-        self.rflag.fill_(1)
+        s = self.side
+        s.main_fill(self.rflag, 1)
         self._gemm(a, b, out, 0, self.tiles)()
-        self.done.zero_()
-        self.rflag.zero_()
+        s.main_fill(self.done, 0)
+        s.main_fill(self.rflag, 0)
 
     def close(self):
         torch.cuda.synchronize()
