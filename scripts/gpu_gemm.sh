@@ -24,7 +24,8 @@
 # Multicast stays off. GEMM_DRY=1 prints the steps instead of running them
 # (GEMM_DRY_NGPU=N: as if N GPUs were there).
 # Env: GEMM_ALONE_WALL (80), GEMM_CUTE_WALL (90), GEMM_TRITON_WALL (150),
-# GEMM_TUNE=0 skips step 1's Triton candidates, GEMM_SHAPES (square,llm),
+# GEMM_TUNE=0 skips step 1's Triton candidates, GEMM_ALONE=0 its GEMM-alone
+# table (the bars table times the GEMM alone too), GEMM_SHAPES (square,llm),
 # GEMM_RS_DESIGNS (ce: Triton gemm_rs designs, comma-separated: ce,events).
 # Without the CuTe cubins (or with GEMM_CUTE=0) the CuTe steps are skipped
 # with a line in the summary and the GEMM-alone table has no CuTe row.
@@ -191,10 +192,11 @@ fi
 # ---- 1. the GEMMs alone (GPU 0), Triton tile candidates (GPUs 1-3) ----
 t0=$(date +%s)
 rm -f "$out/gemm_alone.md"
-( rc=$(run "$out/gemm_alone.log" "${GEMM_ALONE_WALL:-80}" "${pyenv[@]}" CUDA_VISIBLE_DEVICES=0 \
+alone_pid=""
+[ "${GEMM_ALONE:-1}" = 1 ] && ( rc=$(run "$out/gemm_alone.log" "${GEMM_ALONE_WALL:-80}" "${pyenv[@]}" CUDA_VISIBLE_DEVICES=0 \
         python examples/gemm_alone.py "${cubin_args[@]}" --out "$out/gemm_alone.md")
   echo "$rc" >"$out/gemm_alone.rc" ) &
-alone_pid=$!
+[ "${GEMM_ALONE:-1}" = 1 ] && alone_pid=$!
 tune_pids=()
 if [ "${GEMM_TUNE:-1}" = 1 ]; then
   # the candidates of tune_gemm.py split over three GPUs, every shape each
@@ -207,10 +209,14 @@ if [ "${GEMM_TUNE:-1}" = 1 ]; then
     tune_pids+=($!)
   done
 fi
-wait "$alone_pid"
-rc=$(cat "$out/gemm_alone.rc" 2>/dev/null || echo 1)
-note "GEMM alone (GPU 0)" "$(status "$rc") ($(since "$t0"))"
-[ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -15 "$out/gemm_alone.log"
+if [ -n "$alone_pid" ]; then
+  wait "$alone_pid"
+  rc=$(cat "$out/gemm_alone.rc" 2>/dev/null || echo 1)
+  note "GEMM alone (GPU 0)" "$(status "$rc") ($(since "$t0"))"
+  [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -15 "$out/gemm_alone.log"
+else
+  note "GEMM alone (GPU 0)" "skipped (GEMM_ALONE=0; the bars table has the GEMM alone per shape)"
+fi
 for p in "${tune_pids[@]}"; do wait "$p"; done
 if [ "${#tune_pids[@]}" -gt 0 ]; then
   res=""

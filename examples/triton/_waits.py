@@ -7,7 +7,8 @@ note C7510), and symm's device waits print through one when they give up
 symm.triton.signal_wait_until loses its wgmma pipelining. wait_flag_inline
 waits with the same deadline and abort flag (read from the context) in plain
 Triton, no call: a wait that gives up writes a record (REC_WORDS words: 1,
-the flag's address, the value seen, the ns waited) and returns, as does every
+the flag's address, the value seen, the ns waited; where several give up at
+once, the words may come from different ones) and returns, as does every
 later wait that sees the record, so the kernel ends; wait_report_kernel,
 launched after it, prints the record through symm's own wait (its message,
 then a trap)."""
@@ -42,11 +43,15 @@ def wait_flag_inline(ctx, flag, value, rec):
             if abort_addr != 0:
                 aborted = tl.load(abort_addr.to(tl.pointer_type(tl.int32)), volatile=True)
             if (aborted != 0) | ((timeout != 0) & (waited > timeout)):
+                # plain stores, no atomic whose result Triton would broadcast
+                # through shared memory with a barrier: the threads of a
+                # program leave this loop at different iterations (each
+                # loads the flag itself), so no barrier may sit inside it
                 stop = stop + 1                # stop is 0 here: now 1, as int64
-                if tl.atomic_cas(rec, stop - 1, stop, sem="relaxed", scope="gpu") == 0:   # 0 -> 1, int64
-                    tl.store(rec + 1, flag.to(tl.int64))
-                    tl.store(rec + 2, v)
-                    tl.store(rec + 3, waited)
+                tl.store(rec + 1, flag.to(tl.int64))
+                tl.store(rec + 2, v)
+                tl.store(rec + 3, waited)
+                tl.store(rec, stop)
             else:
                 v = tl.load(flag, volatile=True)
                 stop = tl.load(rec, volatile=True)
