@@ -5,7 +5,26 @@ row shard B [K/n, N] of the weight; the layer computes
 out_r = sum over PEs of (A @ B)[rows of PE r] (a "band": the M/n rows PE r
 owns). Instead of a full GEMM followed by a reduce-scatter, the partial bands
 travel while the GEMM runs, moved by the copy engines (no SMs taken from the
-GEMM), and the reduction is fused into the GEMM of this PE's own band:
+GEMM), and the reduction is fused into the GEMM of this PE's own band. Two
+designs (--design):
+
+ce (GemmRSCE, the default): one Triton GEMM (gemm_rs_ce_kernel) over every
+band, in the order owner = me+1, me+2, ..., me (own band last), each band
+sub-chunk by sub-chunk (a group of GROUP_M row tiles x every column). A peer
+band's tile is stored into a local staging buffer and counted per sub-chunk
+(a release add after a barrier of the program). A side stream, filled once
+per operation (symm.copyengine: replayed as a CUDA graph on a plain stream,
+queued into the caller's graph under capture), waits on the GPU for each
+count (cuStreamWaitValue64), copies the sub-chunk into the owner's receive
+slot (cuMemcpyAsync: the copy engines over NVLink) and then sets the
+owner's flag for it (an 8-byte copy after the data on the same stream). The
+own band's tiles wait for their sub-chunk's flags inline (_waits.py: no
+function call, so ptxas keeps the wgmma pipelined), add the peers' partials
+in fp32 and store the sum. The host's work per call: one fork, the GEMM
+launch, the side graph's replay, one small kernel (flag reset, report of a
+wait that gave up), one join. GemmRSCE's docstring has the protocol.
+
+events (GemmRS): the design below, kept for comparison.
 
   - the main stream computes the partial bands of the other PEs, in the
     order owner = me+1, me+2, ..., me-1, each band in `chunks` row chunks,
@@ -22,7 +41,7 @@ GEMM), and the reduction is fused into the GEMM of this PE's own band:
     tiles chunk by chunk in the order the chunks arrive: each tile
     runs its main loop, then, for each peer p in the order their partials
     arrive (me-1 computed this PE's band first, me+1 last), waits for p's flag
-    of its row tile (signal_wait_until, acquire), adds p's partial tile to
+    of its row tile (inline, acquire), adds p's partial tile to
     its fp32 accumulator, and writes the output: the reduction costs no
     separate pass and its inputs crossed NVLink while the GEMM ran.
 
@@ -32,7 +51,7 @@ me+1 computed last (its copy runs beside this PE's own band; the tiles that
 need it come last in the own band's tile order, --chunks makes the piece
 smaller). The tile configuration of the Triton GEMMs is _gemm.GEMM_CONFIG.
 
-Synchronisation. Each call has an epoch e (1, 2, ..., counted on the GPU)
+Synchronisation of the events design. Each call has an epoch e (1, 2, ..., counted on the GPU)
 and a parity par (the host's call count mod 2, so e and par alternate
 together):
 
@@ -91,7 +110,8 @@ together):
   acquire at system scope before they load the partial.
 
     torchrun --nproc-per-node 4 examples/triton/gemm_rs.py --M 8192 --K 8192 --N 8192
-             [--chunks 2] [--streams 1] [--partial torch|triton] [--stages 0]
+             [--design ce|events] [--lanes 1 (0: a side stream per owner)] [--stages 0]
+             [--chunks 2] [--streams 1] [--partial torch|triton]   (the last three: events)
 
 Reference: torch.matmul, then torch.distributed.reduce_scatter_tensor.
 """
@@ -186,18 +206,31 @@ def gemm_rs_ce_kernel(ctx, a, b, stage, recv, done, rflag, out, rec, N, K, M_LOC
         tl.debug_barrier()                      # every thread's stores, then one release add
         tl.atomic_add(done + owner * subs + sub, 1, sem="release", scope="sys")
     else:
-        for i in range(1, NPES):
-            p = (ME + NPES - i) % NPES         # PE ME-1 computed this band first, ME+1 last
-            W.wait_flag_inline(ctx, rflag + p * subs + sub, 1, rec)
-            src = recv + p * M_LOC * N + idx
-            if VEC:
-                src = tl.max_contiguous(tl.multiple_of(src, [16, 16]), [1, BN])
-            acc += tl.load(src, mask=nmask).to(tl.float32)
-        dst = out + idx
-        if VEC:
-            dst = tl.max_contiguous(tl.multiple_of(dst, [16, 16]), [1, BN])
-        tl.store(dst, acc.to(out.dtype.element_ty), mask=nmask)
+        for i in range(1, NPES):               # PE ME-1 computed this band first, ME+1 last
+            W.wait_flag_inline(ctx, rflag + ((ME + NPES - i) % NPES) * subs + sub, 1, rec)
+        # the sum in two column halves: half the registers for the partials' tiles
+        lo, hi = acc.reshape(BM, 2, BN // 2).permute(0, 2, 1).split()
+        _add_partials_store(lo, recv, out, row0, pid_n * BN, N, M_LOC, ME, NPES, VEC, BM, BN // 2)
+        _add_partials_store(hi, recv, out, row0, pid_n * BN + BN // 2, N, M_LOC, ME, NPES, VEC, BM, BN // 2)
 
+
+@triton.jit
+def _add_partials_store(acc, recv, out, row0, col0, N, M_LOC, ME, NPES, VEC: tl.constexpr, BM: tl.constexpr,
+                        BW: tl.constexpr):
+    """out[row0:+BM, col0:+BW] = acc + the peers' partials of those elements."""
+    offs_m = row0 + tl.arange(0, BM)
+    offs_n = col0 + tl.arange(0, BW)
+    idx = offs_m[:, None] * N + offs_n[None, :]
+    nmask = offs_n[None, :] < N
+    for i in range(1, NPES):
+        src = recv + ((ME + NPES - i) % NPES) * M_LOC * N + idx
+        if VEC:
+            src = tl.max_contiguous(tl.multiple_of(src, [16, 16]), [1, BW])
+        acc += tl.load(src, mask=nmask).to(tl.float32)
+    dst = out + idx
+    if VEC:
+        dst = tl.max_contiguous(tl.multiple_of(dst, [16, 16]), [1, BW])
+    tl.store(dst, acc.to(out.dtype.element_ty), mask=nmask)
 
 class GemmRSCE:
     """out = reduce_scatter(a @ b) over the PEs, a [M, K/n], b [K/n, N],

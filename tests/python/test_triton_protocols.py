@@ -26,3 +26,13 @@ def test_gemm_rs_copy_engine_protocol():
     r = subprocess.run([sys.executable, SIM, "--seeds", "3", "--calls", "3"], capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0 and "0 failed" in r.stdout, r.stdout[-4000:] + r.stderr[-4000:]
+
+
+def test_gemm_rs_ce_kernel_in_the_interpreter():
+    """gemm_rs_ce_kernel itself, run by Triton's interpreter on the CPU
+    (triton_rs_interp.py): stage, counts and the own band's sum."""
+    if optional_import("torch") is None or optional_import("triton") is None:
+        pytest.skip("torch or triton not installed")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "triton_rs_interp.py")], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0 and "0 failed" in r.stdout, r.stdout[-4000:] + r.stderr[-4000:]
