@@ -136,6 +136,7 @@ class AGGemm:
         self.rec = W.new_record(env.device)
         self._finish = st.prepare(ag_finish_kernel, (1,), env.ctx, self.rec, self.epoch_dev, num_warps=1)
         self.side = torch.cuda.Stream(env.device)
+        self._fork, self._join = torch.cuda.Event(), torch.cuda.Event()   # made once: no allocation per call
         self.grid = ((m // bm) * triton.cdiv(n_local, self.cx["BN"]),)
         self.calls = 0
         self._copies = {}                      # (a's address, parity) -> CopyList
@@ -189,16 +190,18 @@ class AGGemm:
         self.calls += 1
         ce, run = self._copy_list(a, par), self._launch(a, b, c, par)
         main = torch.cuda.current_stream()
-        self.side.wait_stream(main)            # a and this call's epoch_dev are ready
+        self._fork.record(main)
+        self.side.wait_event(self._fork)       # a and this call's epoch_dev are ready
         ce(self.side)
+        self._join.record(self.side)
         if self.env.shared:
             # PEs on one GPU run side by side only as far as SMs allow: every
             # PE's pushes land before any GEMM starts, so its tiles never spin
             # on SMs a peer's push needs
-            main.wait_stream(self.side)
+            main.wait_event(self._join)
             symm.barrier_on_stream()
         run()
-        main.wait_stream(self.side)            # a may be reused after this call
+        main.wait_event(self._join)            # a may be reused after this call
         self._finish()                         # report; the next call's epoch
         return c
 

@@ -153,6 +153,9 @@ class Side:
         self.streams = [torch.cuda.Stream(device) for _ in range(lanes)]
         self._h = [ctypes.c_void_p(s.cuda_stream) for s in self.streams]
         self._lib = _driver()
+        # fork and join events made once: no allocation per call
+        self._fork = torch.cuda.Event()
+        self._joins = [torch.cuda.Event() for _ in range(lanes)]
         self._graphs = {}       # id(program) -> (program, CUDA graph of it)
         self.graph_error = None  # why a program could not be captured (it is then queued op by op)
         self._graph, self._prog, self._used = None, None, 1
@@ -194,9 +197,9 @@ class Side:
         self._graph = None if capturing else self._graphs.get(id(program), (None, None))[1]
         self._prog = program
         self._used = 1 if self._graph is not None else program.lanes
-        cur = torch.cuda.current_stream()
+        self._fork.record(torch.cuda.current_stream())
         for s in self.streams[:self._used]:
-            s.wait_stream(cur)
+            s.wait_event(self._fork)
 
     def run(self):
         """Queue the program begin() named, or replay its graph."""
@@ -209,8 +212,9 @@ class Side:
     def end(self):
         """Join: the caller's stream waits for everything queued on the lanes."""
         cur = torch.cuda.current_stream()
-        for s in self.streams[:self._used]:
-            cur.wait_stream(s)
+        for s, ev in zip(self.streams[:self._used], self._joins):
+            ev.record(s)
+            cur.wait_event(ev)
 
     def _queue(self, program):
         lib, h = self._lib, self._h
