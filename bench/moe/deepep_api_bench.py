@@ -9,10 +9,17 @@ over symm), beside symm's own API (symm.moe.HighThroughput), on the same GPUs:
 tests/test_intranode.py defaults); x as fp8 e4m3 with a float32 scale per 128
 elements, and as bf16; combine in bf16. GB/s as DeepEP's test counts them:
 received rows x row bytes (bf16: hidden x 2; fp8: hidden + hidden / 128 x 4)
-over the call's time; combine: the same rows x hidden x 2. Each call is timed
-with CUDA events on rank 0 after a barrier on the stream (the ranks start
-together), the median of --reps calls after --warmup; a combine is timed with
-the dispatch it needs run, untimed, before its barrier.
+over the call's time; combine: the same rows x hidden x 2. Two timings, on
+rank 0, of --reps calls after --warmup:
+  back to back  DeepEP's (its tests' bench()): an event before and after each
+                call, no host synchronisation between calls, 256 MB of L2 flushed
+                first; the mean over the calls but the first. The host runs ahead,
+                so this is the calls' time on the GPU.
+  idle GPU      each call behind a barrier on the stream and a host
+                synchronisation (the ranks start together, the GPU waits for the
+                host): the median; the host's time before the launch counts here.
+A combine is timed with the dispatch it needs run, untimed, before it (before
+its start event; before its barrier).
 
 Rows, at an SM budget of 24 and at every SM this rank may use:
   own          symm.moe.HighThroughput: dispatch returns views of its receive
@@ -66,8 +73,34 @@ class Clock:
     ranks' starting line), `before()` (untimed) ahead of the barrier; the
     median over reps, in microseconds."""
 
-    def __init__(self, event, barrier, sync, reps, warmup):
+    def __init__(self, event, barrier, sync, reps, warmup, flush):
         self.event, self.barrier, self.sync, self.reps, self.warmup = event, barrier, sync, reps, warmup
+        self.flush = flush
+
+    def back_to_back(self, fn, before=None):
+        """DeepEP's timing: events around each call, no synchronisation between
+        calls; the mean over the calls but the first, in microseconds."""
+        for _ in range(self.warmup):
+            if before:
+                before()
+            fn()
+        self.sync()
+        self.barrier()
+        self.flush()
+        marks = [(self.event(), self.event()) for _ in range(self.reps)]
+        for a, b in marks:
+            if before:
+                before()
+            a.record()
+            fn()
+            b.record()
+        self.sync()
+        times = [a.elapsed_time(b) * 1e3 for a, b in marks][1:]
+        return sum(times) / len(times)
+
+    def both(self, fn, before=None):
+        """{"b2b": back to back, "idle": behind a barrier} in microseconds."""
+        return {"b2b": self.back_to_back(fn, before), "idle": self.time(fn, before)}
 
     def time(self, fn, before=None):
         for _ in range(self.warmup):
@@ -112,12 +145,12 @@ def measure(torch, dep, own_ht, make_buffer, data, n, sms_list, share, clock):
         r = {}
         views = own16.dispatch(x, idx, w)
         rx16, nrecv = views[0], views[5]
-        r["fp8"] = clock.time(lambda: own8.dispatch(x8, idx, w, x_scale=s8))
-        r["bf16"] = clock.time(lambda: own16.dispatch(x, idx, w))
+        r["fp8"] = clock.both(lambda: own8.dispatch(x8, idx, w, x_scale=s8))
+        r["bf16"] = clock.both(lambda: own16.dispatch(x, idx, w))
         R = int(nrecv.item())
         y = torch.zeros((R, x.size(1)), dtype=torch.bfloat16, device=x.device)
         y.copy_(rx16[:R])
-        r["combine"] = clock.time(lambda: own16.combine(y), before=lambda: own16.dispatch(x, idx, w))
+        r["combine"] = clock.both(lambda: own16.combine(y), before=lambda: own16.dispatch(x, idx, w))
         results.append(("own (symm.moe.HighThroughput)", budget, r, R))
         for name, buf in (("api cached (symm.moe.deep_ep)", api), ("api copy (num_recv_buffers=0)", apic),
                           ("api views (zero_copy_recv=True)", apiv)):
@@ -126,14 +159,14 @@ def measure(torch, dep, own_ht, make_buffer, data, n, sms_list, share, clock):
             rx, _, _, _, h16, _ = buf.dispatch(x, config=dcfg, **full)
             if check is None:
                 check = torch.equal(rx.view(torch.int16), y.view(torch.int16)) and rx.size(0) == R
-            r["fp8"] = clock.time(lambda: buf.dispatch((x8, s8), handle=h8, config=dcfg))
-            r["bf16"] = clock.time(lambda: buf.dispatch(x, handle=h16, config=dcfg))
+            r["fp8"] = clock.both(lambda: buf.dispatch((x8, s8), handle=h8, config=dcfg))
+            r["bf16"] = clock.both(lambda: buf.dispatch(x, handle=h16, config=dcfg))
             yy = rx.clone()
-            r["combine"] = clock.time(lambda: buf.combine(yy, h16, config=ccfg),
+            r["combine"] = clock.both(lambda: buf.combine(yy, h16, config=ccfg),
                                       before=lambda: buf.dispatch(x, handle=h16, config=dcfg))
             results.append((name, budget, r, rx.size(0)))
-        r = {"fp8": clock.time(lambda: api.dispatch((x8, s8), config=dcfg, **full)),
-             "bf16": clock.time(lambda: api.dispatch(x, config=dcfg, **full)), "combine": None}
+        r = {"fp8": clock.both(lambda: api.dispatch((x8, s8), config=dcfg, **full)),
+             "bf16": clock.both(lambda: api.dispatch(x, config=dcfg, **full)), "combine": None}
         results.append(("api full (counts read by the host)", budget, r, R))
     for b in (api, apic, apiv):
         b.destroy()
@@ -142,26 +175,35 @@ def measure(torch, dep, own_ht, make_buffer, data, n, sms_list, share, clock):
     return results, check
 
 
+_TIMINGS = (("b2b", "back to back (DeepEP's timing: the calls' time on the GPU)"),
+            ("idle", "idle GPU (each call behind a barrier and a host synchronisation: the host's time counts)"))
+
+
 def table(results, hidden, check):
     fp8_row, bf16_row = hidden + hidden // 128 * 4, hidden * 2
-    lines = ["| path | SMs | dispatch fp8 GB/s (us) | dispatch bf16 GB/s (us) | combine GB/s (us) |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+    lines = []
 
-    def cell(us, rows, row_bytes):
-        return "-" if us is None else "%.1f (%.0f)" % (rows * row_bytes / us * 1e-3, us)
-    for path, sms, r, rows in results:
-        lines.append("| %s | %d | %s | %s | %s |" % (path, sms, cell(r["fp8"], rows, fp8_row),
-                                                     cell(r["bf16"], rows, bf16_row),
-                                                     cell(r["combine"], rows, bf16_row)))
-    own = {sms: r for path, sms, r, _ in results if path.startswith("own")}
-    lines += ["", "| path / own, time | SMs | dispatch fp8 | dispatch bf16 | combine |", "| --- | ---: | ---: | ---: | ---: |"]
-    for path, sms, r, _ in results:
-        if path.startswith("own"):
-            continue
-        o = own[sms]
-        lines.append("| %s | %d | %s |" % (path, sms, " | ".join(
-            "-" if r[k] is None else "%.2f" % (r[k] / o[k]) for k in ("fp8", "bf16", "combine"))))
-    lines += ["", "received rows of the API = the own API's (bf16, rank 0): %s" % ("yes" if check else "NO")]
+    def cell(t, rows, row_bytes):
+        return "-" if t is None else "%.1f (%.0f)" % (rows * row_bytes / t * 1e-3, t)
+    for how, title in _TIMINGS:
+        lines += ["#### " + title, "", "| path | SMs | dispatch fp8 GB/s (us) | dispatch bf16 GB/s (us) | "
+                  "combine GB/s (us) |", "| --- | ---: | ---: | ---: | ---: |"]
+        for path, sms, r, rows in results:
+            t = {k: None if v is None else v[how] for k, v in r.items()}
+            lines.append("| %s | %d | %s | %s | %s |" % (path, sms, cell(t["fp8"], rows, fp8_row),
+                                                         cell(t["bf16"], rows, bf16_row),
+                                                         cell(t["combine"], rows, bf16_row)))
+        own = {sms: r for path, sms, r, _ in results if path.startswith("own")}
+        lines += ["", "| path / own, time (%s) | SMs | dispatch fp8 | dispatch bf16 | combine |" % how,
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for path, sms, r, _ in results:
+            if path.startswith("own"):
+                continue
+            o = own[sms]
+            lines.append("| %s | %d | %s |" % (path, sms, " | ".join(
+                "-" if r[k] is None else "%.2f" % (r[k][how] / o[k][how]) for k in ("fp8", "bf16", "combine"))))
+        lines.append("")
+    lines += ["received rows of the API = the own API's (bf16, rank 0): %s" % ("yes" if check else "NO")]
     return "\n".join(lines)
 
 
@@ -206,8 +248,9 @@ def main():
     w = torch.rand((T, K), dtype=torch.float32, device=dev)
     share = symm.sm_share()
     sms_list = [24, 0] if share > 24 else [0]
+    cache = torch.empty(int(256e6 // 4), dtype=torch.int32, device=dev)  # DeepEP's L2 flush
     clock = Clock(lambda: torch.cuda.Event(enable_timing=True), lambda: symm.barrier_on_stream(),
-                  torch.cuda.synchronize, args.reps, args.warmup)
+                  torch.cuda.synchronize, args.reps, args.warmup, cache.zero_)
 
     def own_ht(dtype, scales):
         return moe.HighThroughput(E, K, H, T, x_dtype=dtype, scales=scales)
@@ -225,7 +268,7 @@ def main():
                                                      torch.cuda.get_device_name()),
                 "- command: %s" % " ".join([os.path.basename(sys.executable)] + sys.argv),
                 "- date: %s" % datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                "- %d tokens per rank, hidden %d, top-%d, %d experts; rank 0's medians of %d calls; %d received "
+                "- %d tokens per rank, hidden %d, top-%d, %d experts; rank 0's figures over %d calls (back to back: the mean but the first; idle GPU: the median); %d received "
                 "rows on rank 0" % (T, H, K, E, args.reps, results[0][3]), ""]
         text = "\n".join(head) + table(results, H, check)
         print(text)

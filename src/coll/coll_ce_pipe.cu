@@ -18,10 +18,11 @@
  *
  * Broadcast: the root copies part j of each chunk into non-root j's recv
  * and signals the chunk; non-root j forwards part j of every signalled chunk
- * to the other non-roots with SM stores (one kernel for the whole call), so
- * the root sends each byte once and the non-roots share the rest (with one
- * non-root: one copy of the whole buffer); an end handshake tells every PE
- * that everything written into it has landed.
+ * to the other non-roots on its own copy engine (a one-thread kernel waits
+ * for the chunk's flag, then the copies follow it on the stream), so the
+ * root sends each byte once, the non-roots share the rest and no SM stores
+ * (with one non-root: one copy of the whole buffer); an end handshake tells
+ * every PE that everything written into it has landed.
  *
  * Reduce-scatter: each PE copies chunk k of piece q into PE q's staging
  * area (a ring of nbuf buffers per source PE) and signals it; PE q's
@@ -86,41 +87,14 @@ symm__k_pipe_signal(const __grid_constant__ symm_ctx_t ctx, const __grid_constan
             symm__c_st4_release(symm__c_peer(&ctx, symm__c_flag(&ws, kind, e.par, k, ctx.my_pe), p), e.flag);
 }
 
-/* Wait for flag `kind` of chunk k from every peer. */
+/* Wait for flag `kind` of chunk k from PE `from`, or from every peer (-1). */
 __global__ void __launch_bounds__(64)
 symm__k_pipe_wait(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
-                  uint32_t kind, uint32_t k) {
+                  uint32_t kind, uint32_t k, int from) {
     symm__c_ep_t e = symm__c_epoch_now(&ws, 0);
     for (int p = (int)threadIdx.x; p < ctx.n_pes; p += (int)blockDim.x)
-        if (p != ctx.my_pe)
+        if (p != ctx.my_pe && (from < 0 || p == from))
             symm__c_wait_flag_from(&ctx, symm__c_flag(&ws, kind, e.par, k, p), e.flag, p);
-}
-
-/* Broadcast, non-root (3 PEs or more): for each chunk, once the root has
- * signalled it, store this PE's part of it from its own recv into the
- * other non-roots' recv; the blocks share each part. */
-__global__ void __launch_bounds__(SYMM__COLL_THREADS)
-symm__k_pipe_bcast_fwd(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
-                       char *dst, uint64_t nbytes, uint64_t chunk, uint32_t nchunks, int root) {
-    int me = ctx.my_pe, n = ctx.n_pes, m = n - 1, mine = (me - root - 1 + n) % n;
-    uint32_t t = threadIdx.x, nt = blockDim.x;
-    symm__c_ep_t e = symm__c_epoch_now(&ws, 0);
-    for (uint32_t k = 0; k < nchunks; k++) {
-        uint64_t c0 = (uint64_t)k * chunk, len = nbytes - c0 < chunk ? nbytes - c0 : chunk, plo, phi, a, b;
-        if (t == 0)
-            symm__c_wait_flag_from(&ctx, symm__c_flag(&ws, PIPE_KIND_LANDED, e.par, k, root), e.flag, root);
-        symm__block_sync();
-        pipe_part(len, m, mine, &plo, &phi);
-        symm__c_split((phi - plo + 15) / 16, gridDim.x, blockIdx.x, &a, &b);
-        a = plo + 16 * a;
-        b = plo + 16 * b < phi ? plo + 16 * b : phi;
-        if (b > a)
-            for (int i = 1; i < m; i++) {
-                /* blocks start at different targets, so every link carries some */
-                int j = (mine + 1 + (int)((blockIdx.x + k + (uint32_t)i - 1u) % (uint32_t)(m - 1))) % m;
-                symm__copy(symm__c_peer(&ctx, dst + c0 + a, (root + 1 + j) % n), dst + c0 + a, b - a, t, nt, 1);
-            }
-    }
 }
 
 /* Reduce-scatter: the reduction of chunk k (len bytes at out / own) from
@@ -278,10 +252,27 @@ extern "C" symm_status_t symm__coll_ce_bcast(const symm__coll_pipe_t *pp, const 
             (local && (e = cudaStreamWaitEvent(s, ce->join, 0)) != cudaSuccess))
             return pipe_fail("joining the side streams", e);
     } else if (m > 1) {
-        symm__k_pipe_bcast_fwd<<<pp->blocks, SYMM__COLL_THREADS, 0, s>>>(*pp->ctx, *pp->ws, (char *)recv, nbytes,
-                                                                         chunk, nchunks, root);
-        if ((st = pipe_check("launching the forwarding kernel")) != SYMM_SUCCESS)
-            return st;
+        int mine = (me - root - 1 + n) % n;
+        for (uint32_t k = 0; k < nchunks; k++) {
+            uint64_t c0 = (uint64_t)k * chunk, len = nbytes - c0 < chunk ? nbytes - c0 : chunk, plo, phi;
+            pipe_part(len, m, mine, &plo, &phi);
+            if (phi <= plo)
+                continue; /* the same on every chunk but a short last one: nothing of it to forward */
+            symm__k_pipe_wait<<<1, 32, 0, s>>>(*pp->ctx, *pp->ws, PIPE_KIND_LANDED, k, root);
+            if ((st = pipe_check("launching a chunk's wait kernel")) != SYMM_SUCCESS)
+                return st;
+            for (int i = 1; i < m; i++) {
+                /* each non-root starts at another target, and each chunk at the next one */
+                int j = (mine + 1 + (int)(((uint32_t)i - 1u + k) % (uint32_t)(m - 1))) % m, q = (root + 1 + j) % n;
+                void *d = pipe_peer(pp, (char *)recv + c0 + plo, q);
+                if (d == NULL)
+                    return symm__error(SYMM_ERR_INTERNAL, "collectives (copy engines): no address of PE %d's recv",
+                                       q);
+                if ((e = cudaMemcpyAsync(d, (const char *)recv + c0 + plo, phi - plo, cudaMemcpyDefault, s)) !=
+                    cudaSuccess)
+                    return pipe_fail("forwarding a chunk's part", e);
+            }
+        }
     }
     symm__k_pipe_end<<<1, 64, 0, s>>>(*pp->ctx, *pp->ws);
     return pipe_check("launching the pipeline's end kernel");
@@ -303,7 +294,7 @@ static symm_status_t rs_pass(const symm__coll_pipe_t *pp, const char *send, char
         uint64_t c0 = (uint64_t)k * chunk, len = nbytes - c0 < chunk ? nbytes - c0 : chunk;
         uint32_t b = k % nbuf;
         if (k >= nbuf) {
-            symm__k_pipe_wait<<<1, 64, 0, s>>>(*pp->ctx, *pp->ws, PIPE_KIND_FREED, k - nbuf);
+            symm__k_pipe_wait<<<1, 64, 0, s>>>(*pp->ctx, *pp->ws, PIPE_KIND_FREED, k - nbuf, -1);
             if ((st = pipe_check("launching a buffer wait kernel")) != SYMM_SUCCESS)
                 return st;
         }

@@ -330,8 +330,9 @@ def test_event_overlap():
 
 def test_bench_script_measures_every_row(monkeypatch):
     """bench/moe/deepep_api_bench.py's measurement and tables on the stand-in
-    (events that say 1 ms): every path and SM budget gets its row, the ratio
-    table and the equality check come out."""
+    (events that say 1 ms): every path and SM budget gets its row in both
+    timings (back to back, idle GPU), the ratio tables and the equality check
+    come out."""
     import importlib.util
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench", "moe",
                         "deepep_api_bench.py")
@@ -356,7 +357,7 @@ def test_bench_script_measures_every_row(monkeypatch):
         eng = FakeEngine(group)
         d = cases.batches(8, 2, [T, T], E, K, H)[group.rank()]
         x8, s8 = bench.fp8_rows(torch, d.x)
-        clock = bench.Clock(Ev, lambda: None, lambda: None, reps=3, warmup=1)
+        clock = bench.Clock(Ev, lambda: None, lambda: None, reps=3, warmup=1, flush=lambda: None)
         results, check = bench.measure(
             torch, dep, lambda dt, sc: eng.ht(E, K, H, T, dt, sc),
             lambda how: dep.Buffer(group, 1 << 20, explicitly_destroy=True, max_num_tokens=T,
@@ -371,7 +372,8 @@ def test_bench_script_measures_every_row(monkeypatch):
         ("own (symm.moe.HighThroughput)", 16), ("api cached", 16), ("api copy", 16), ("api views", 16),
         ("api full", 16)]
     assert "| api cached (symm.moe.deep_ep) | 16 |" in text and "received rows of the API = the own API's" in text
-    assert text.count("| 1.00 | 1.00 |") >= 4, text
+    assert "#### back to back" in text and "#### idle GPU" in text
+    assert text.count("| 1.00 | 1.00 |") >= 8, text
 
 
 def test_overhead_bench_counts_what_the_wrapper_adds():

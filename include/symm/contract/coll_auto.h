@@ -24,8 +24,7 @@
  * (no machine with more than 4 GPUs ran the bench; it repeats the 4-PE
  * choices except where the regions, half as large with twice the PEs, or
  * the root's seven copies of a one-hop broadcast make a smaller limit
- * safer), and the copy-engine and one-shot reduce-scatter entries until
- * scripts/gpu_coll.sh has run.
+ * safer).
  *
  *   packet_max        packets need no handshake, the direct kernels two (about 4 us)
  *   oneshot_max       between the packets and the direct kernels (all-reduce)
@@ -54,9 +53,9 @@
       "all-reduce from 3 PEs: packets in two shots above this")                                  \
     X(ar_stores_max, SYMM__MIB(4), SYMM__MIB(4), SYMM__MIB(4),                                    \
       "all-reduce from 3 PEs: the stores-only two-shot kernel up to this")                       \
-    X(push_ar_min, SYMM__MIB(16), SYMM__MIB(16), SYMM__MIB(16),                                   \
+    X(push_ar_min, SYMM__MIB(16), SYMM__MIB(8), SYMM__MIB(8),                                   \
       "all-reduce: the push pipeline from this")                                                 \
-    X(ar_ce_min, SYMM__NEVER, SYMM__MIB(128), SYMM__MIB(128),                                  \
+    X(ar_ce_min, SYMM__NEVER, SYMM__NEVER, SYMM__NEVER,                                  \
       "all-reduce: copy-engine reduce-scatter + all-gather from this (symmetric recv)")          \
     X(rs_packet_max, SYMM__KIB(256), SYMM__KIB(128), SYMM__KIB(128),                              \
       "reduce-scatter: packets up to this")                                                      \
@@ -64,13 +63,13 @@
       "reduce-scatter: ONESHOT (stores into the owner's region, one handshake) up to this")      \
     X(push_rs_min, SYMM__NEVER, SYMM__NEVER, SYMM__NEVER,                                         \
       "reduce-scatter: the push pipeline from this")                                             \
-    X(rs_ce_min, SYMM__NEVER, SYMM__MIB(16), SYMM__MIB(16),                                     \
+    X(rs_ce_min, SYMM__NEVER, SYMM__NEVER, SYMM__NEVER,                                     \
       "reduce-scatter: the copy-engine pipeline from this")                                      \
     X(bcast_hop1_max, SYMM__KIB(512), SYMM__KIB(128), SYMM__KIB(64),                              \
       "broadcast: one-hop packets up to this (two hops above it need 3 PEs)")                    \
-    X(bcast_packet_max, SYMM__KIB(512), SYMM__KIB(256), SYMM__KIB(256),                           \
+    X(bcast_packet_max, SYMM__KIB(512), SYMM__MIB(2), SYMM__KIB(256),                           \
       "broadcast: packets up to this")                                                           \
-    X(bcast_ce_min, SYMM__MIB(64), SYMM__MIB(64), SYMM__MIB(64),                                  \
+    X(bcast_ce_min, SYMM__MIB(64), SYMM__NEVER, SYMM__NEVER,                                  \
       "broadcast: the copy-engine pipeline from this (symmetric recv)")                          \
     X(ce_chunk, SYMM__MIB(8), SYMM__MIB(8), SYMM__MIB(8),                                         \
       "copy-engine pipelines: bytes per chunk (of each piece for the reduce-scatter)")
