@@ -4,10 +4,15 @@
 # one (push), and all-gather + GEMM (ag_gemm.py), through run_gpu.py; each
 # checked against torch with fresh data and timed next to the GEMM alone and
 # torch.matmul + NCCL. Runs unchanged on 1, 2 or 4 GPUs (more: 4 are used);
-# results under $OUT/gemm_rs/, a summary table last. Under a minute on 2 H200s.
+# results under $OUT/gemm_rs/, a summary table last. About 1.5 minutes on
+# 4 H200s (each step bounded: RS_SPEED_WALL + RS_SPEED2_WALL + RS_SHARED_WALL, 260 s).
 #
 #   1. speed (2+ GPUs): one PE per GPU, shapes square (M=K=N=8192) and llm,
-#      ag_gemm and every gemm_rs variant; the overlap tables.
+#      ag_gemm and every gemm_rs variant; the overlap tables; the copies
+#      alone (no GEMM: the copy engines' rate) and one call's schedule per PE
+#      (--timeline: when each piece became ready and landed) in the log.
+#   1b. speed on GPUs 0-1 where there are 3 or more: 2 PEs, ag_gemm, gemm_rs
+#      ce and push, the 2-PE figures beside the 4-PE ones.
 #   2. correctness (any GPU count): 2 PEs sharing GPU 0 under a private MPS
 #      daemon (scripts/with_mps.sh), shapes small and llm, ag_gemm, ce, push
 #      (ce runs as two launches there: peer bands, then the own band).
@@ -17,7 +22,7 @@
 # python examples/cute/build_cubins.py -o build-cute where CuTe DSL is).
 # Every step runs under timeout -k; device waits stop after SYMM_WAIT_TIMEOUT
 # (15) seconds with a message. Multicast stays off.
-# Env: RS_SPEED_WALL (150 s), RS_SHARED_WALL (150 s), RS_SHAPES (square,llm),
+# Env: RS_SPEED_WALL (110 s), RS_SPEED2_WALL (80 s), RS_SHARED_WALL (70 s), RS_SHAPES (square,llm),
 # RS_DRY=1 prints the steps instead of running them (RS_DRY_NGPU=N: as if N
 # GPUs were there).
 set -uo pipefail
@@ -85,9 +90,9 @@ variants=ce,ce-noprefetch,push
 if [ "$npes" -ge 2 ]; then
   t0=$(date +%s)
   rm -f "$out/speed.md"
-  rc=$(run "$out/speed.log" "${RS_SPEED_WALL:-150}" "${pyenv[@]}" CUDA_VISIBLE_DEVICES="$(seq -s, 0 $((npes - 1)))" \
+  rc=$(run "$out/speed.log" "${RS_SPEED_WALL:-110}" "${pyenv[@]}" CUDA_VISIBLE_DEVICES="$(seq -s, 0 $((npes - 1)))" \
          torchrun --nproc-per-node "$npes" --master-port 29890 examples/cute/run_gpu.py --cubins "$cubins" \
-         --only ag_gemm,gemm_rs --shape "$shapes" --variants "$variants" --iters 3 --out "$out/speed.md")
+         --only ag_gemm,gemm_rs --shape "$shapes" --variants "$variants" --iters 3 --timeline --out "$out/speed.md")
   row 1 "$npes PEs, one GPU each: $shapes, ag_gemm, gemm_rs $variants" "$(status "$rc")" \
       "$(cat "$out/speed.md" 2>/dev/null | grep -cE '^\| (ag_gemm|gemm_rs) .*\| ok \|') rows checked ok; $(since "$t0")"
   [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -30 "$out/speed.log"
@@ -95,9 +100,21 @@ else
   row 1 "one PE per GPU" skipped "1 GPU: no NVLink pair (the shared run below checks correctness)"
 fi
 
+# ---- 1b. speed on 2 of the GPUs (3+ GPUs): the 2-PE figures beside the 4-PE ones ----
+if [ "$npes" -ge 3 ]; then
+  t0=$(date +%s)
+  rm -f "$out/speed2.md"
+  rc=$(run "$out/speed2.log" "${RS_SPEED2_WALL:-80}" "${pyenv[@]}" CUDA_VISIBLE_DEVICES=0,1 \
+         torchrun --nproc-per-node 2 --master-port 29892 examples/cute/run_gpu.py --cubins "$cubins" \
+         --only ag_gemm,gemm_rs --shape "$shapes" --variants ce,push --iters 3 --out "$out/speed2.md")
+  row 1b "2 PEs, one GPU each (GPUs 0-1): $shapes, ag_gemm, gemm_rs ce,push" "$(status "$rc")" \
+      "$(cat "$out/speed2.md" 2>/dev/null | grep -cE '^\| (ag_gemm|gemm_rs) .*\| ok \|') rows checked ok; $(since "$t0")"
+  [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -30 "$out/speed2.log"
+fi
+
 # ---- 2. correctness: 2 PEs sharing GPU 0 under MPS ----
 t0=$(date +%s)
-wall=${RS_SHARED_WALL:-150}
+wall=${RS_SHARED_WALL:-70}
 rm -f "$out/shared.md"
 mps=()
 [ -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ] ||
@@ -112,11 +129,11 @@ row 2 "2 PEs sharing GPU 0 (MPS): small,llm, ag_gemm, gemm_rs ce,push" "$(status
 
 # ---- summary ----
 echo
-for f in speed.md shared.md; do
+for f in speed.md speed2.md shared.md; do
   [ -f "$out/$f" ] && cat "$out/$f"
 done
 echo
-grep -h -E '^(ag_gemm|gemm_rs) ' "$out/speed.log" "$out/shared.log" 2>/dev/null
+grep -h -E '^(ag_gemm|gemm_rs) ' "$out/speed.log" "$out/speed2.log" "$out/shared.log" 2>/dev/null
 {
   echo
   echo "### gpu_cute_gemm_rs.sh: $ngpu GPU(s), $(since "$t_start"), logs in $out"

@@ -26,11 +26,14 @@
 #           and its wait; empty: the launch and timing floor.
 #   bench   symm-bench --mode moe_ll on every GPU (up to 4, one PE each; 2 sharing one
 #           GPU where there is one): the real rows with the NCCL columns
+#   stampsn the stamps variant on the bench's PEs
 #   test4   test_moe ll and graph (packets auto) on 4 PEs sharing the GPUs (under
 #           scripts/with_mps.sh, every PE on one GPU, where there are fewer than 4)
 #   testpdl test_moe ll and graph on 2 PEs with SYMM_MOE_PDL=1 (programmatic dependent launch)
-#   real plain hop empty 1pe twice twice1 stamps stamps1 pdl: one variant of probe alone
-#           (pdl: the real exchange with SYMM_MOE_PDL=1; not in probe's default list)
+#   real plain hop empty 1pe twice twice1 stamps stamps1 pdl nosmall nosmall1: one variant of
+#           probe alone (pdl: the real exchange with SYMM_MOE_PDL=1; nosmall: with
+#           SYMM_MOE_LL_SMALL=0, the general kernels where the small ones would run, on 2 PEs and
+#           nosmall1 on 1; none of these in probe's default list)
 #
 # Logs and results under $OUT/moe_ll/; the last lines are a table of the steps and the
 # rows of every variant. Every step runs under `timeout -k`, each at most what is
@@ -44,7 +47,7 @@ OUT=${OUT:-$PWD/out}
 log=$OUT/moe_ll
 mkdir -p "$log"
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST SYMM_MOE_LL_PROBE SYMM_MOE_PACKETS SYMM_MOE_PDL
+unset SYMM_ENABLE_MULTICAST SYMM_MOE_LL_PROBE SYMM_MOE_PACKETS SYMM_MOE_PDL SYMM_MOE_LL_SMALL
 export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
@@ -173,12 +176,33 @@ probe_one() {
     stamps) variant stamps 2 probe_stamps SYMM_MOE_LL_PROBE=stamps -- --no-nccl ;;
     stamps1) variant stamps1 1 probe_stamps1 SYMM_MOE_LL_PROBE=stamps -- --no-nccl ;;
     pdl) variant pdl 2 probe_pdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 -- --no-nccl ;;
+    nosmall) variant nosmall 2 probe_nosmall SYMM_MOE_PACKETS=auto SYMM_MOE_LL_SMALL=0 -- --no-nccl ;;
+    nosmall1) variant nosmall1 1 probe_nosmall1 SYMM_MOE_PACKETS=auto SYMM_MOE_LL_SMALL=0 -- --no-nccl ;;
   esac
 }
 
 step_probe() {
   local v
   for v in real plain hop empty 1pe twice twice1 stamps stamps1; do probe_one "$v"; done
+}
+
+# the real rows on every GPU (up to 4, one PE each; 2 PEs sharing the GPU where there is one),
+# NCCL's all-to-alls of the same bytes beside them where every PE has its own GPU
+step_bench() {
+  need "$bench" "symm-bench moe_ll" || return 0
+  local n=$ngpu
+  [ "$n" -gt 4 ] && n=4
+  [ "$n" -lt 2 ] && n=2
+  variant "bench$n" "$n" "bench_${n}pe" SYMM_MOE_PACKETS=auto --
+}
+
+# stage stamps on the bench's PEs (up to 4, one per GPU)
+step_stampsn() {
+  need "$bench" "symm-bench moe_ll" || return 0
+  local n=$ngpu
+  [ "$n" -gt 4 ] && n=4
+  [ "$n" -lt 2 ] && n=2
+  variant "stamps$n" "$n" probe_stampsn SYMM_MOE_LL_PROBE=stamps -- --no-nccl
 }
 
 step_testpdl() {
@@ -206,9 +230,9 @@ step_test4() {
 
 for st in $steps; do
   case $st in
-    test | test4 | testpdl | probe | bench) "step_$st" ;;
-    real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | pdl) probe_one "$st" ;;
-    *) note "step $st" FAIL 0 "unknown step (test, test4, testpdl, probe, bench, or a probe variant)" ;;
+    test | test4 | testpdl | probe | bench | stampsn) "step_$st" ;;
+    real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | pdl | nosmall | nosmall1) probe_one "$st" ;;
+    *) note "step $st" FAIL 0 "unknown step (test, test4, testpdl, probe, bench, stampsn, or a probe variant)" ;;
   esac
 done
 
@@ -220,7 +244,7 @@ echo "variant | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / co
      "NCCL per call us (dispatch / combine) | pair us (back to back) | NCCL us (dispatch) | NCCL us (combine) |" \
      "NCCL pair / symm pair | timed |"
 if [ ${#rows[@]} -gt 0 ]; then printf '%s\n' "${rows[@]}"; fi
-for f in probe_stamps probe_stamps1; do
+for f in probe_stamps probe_stamps1 probe_stampsn; do
   if [ -f "$log/$f.log" ] && [ -n "$py" ]; then
     echo
     echo "stage times, $f (per kernel, shape, PE: when the last block reached each stage, us from the first block's start):"

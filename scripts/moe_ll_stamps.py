@@ -17,6 +17,12 @@ STAGES = {
     "dispatch": ["loads issued", "indices staged", "lists posted", "row PEs known", "x stores issued", "send done",
                  "counts seen", "scanned", "entries seen", "rows copied", "end"],
     "combine": ["recv loads", "counts scanned", "rows located", "rows sent", "flags seen", "end"],
+    # the small handles' kernels (symm__k_ll_dispatch_small, symm__k_ll_combine_small)
+    "dispatch-small": ["loads issued", "epoch and indices in", "headers posted", "row PEs known", "x stores issued",
+                       "send done", "headers seen", "routes placed", "first slice polled", "rows copied", "-",
+                       "header routes counted", "end"],
+    "combine-small": ["recv loads", "loads issued", "first route read", "rows sent", "setup done", "-",
+                      "packets polled", "summed", "end"],
 }
 
 
@@ -49,9 +55,9 @@ def main(paths):
         cells = []
         for i, name in enumerate(STAGES.get(kernel, [])):
             at = [t0 + d[i] - first for t0, d in rows if i < len(d) and d[i] >= 0]
-            if at:
+            if at and name != "-":
                 cells.append(f"{name} {min(at) / 1e3:.2f}/{max(at) / 1e3:.2f}")
-        print(f"{kernel:8s} E{E:<3d} M{M:<4d} pe {pe}: {len(rows):3d} blocks, starts within {spread:.2f} us; "
+        print(f"{kernel:14s} E{E:<3d} M{M:<4d} pe {pe}: {len(rows):3d} blocks, starts within {spread:.2f} us; "
               f"first/last block at (us): " + ", ".join(cells))
     return 0
 

@@ -67,6 +67,8 @@ def parser(doc):
     ap.add_argument("--variants", help="gemm_rs: comma-separated among ce (copy engines, one side stream), "
                     "ce-owners (a side stream per owner), ce-noprefetch (ce without the L2 prefetch of the "
                     "partials), push (SM stores to the owner) (default ce,push)")
+    ap.add_argument("--timeline", action="store_true", help="ag_gemm, gemm_rs ce: log one call's schedule per "
+                    "PE (when each piece became ready to copy and landed; CUDA events on the side stream)")
     return ap
 
 
@@ -205,6 +207,16 @@ def graph_stream_us(fn, reps):
     CUDA graph (time_us), and back-to-back calls on a plain stream
     (stream_us). The same method for every party compared. A graph that
     could not be captured on some PE gives the reason instead of a time."""
+    graph = _capture(fn)
+    g = graph if isinstance(graph, str) else _sync_time(graph.replay, reps) / GRAPH_CALLS
+    del graph
+    return {"graph": g, "stream": stream_us(fn, GRAPH_CALLS, reps)}
+
+
+def _capture(fn):
+    """fn() warmed up, then GRAPH_CALLS calls captured in a CUDA graph and
+    replayed once; the graph, or (when some PE could not capture it) the
+    reason as a string, on every PE alike."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -216,14 +228,57 @@ def graph_stream_us(fn, reps):
     except Exception as e:  # noqa: BLE001 - the row says why; the stream time still counts
         err = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:60] if str(e) else "")
     torch.cuda.synchronize()
-    if check_all_pes(err is None):     # every PE replays, or none
-        graph.replay()
-        torch.cuda.synchronize()
-        g = _sync_time(graph.replay, reps) / GRAPH_CALLS
-    else:
-        g = "n/a: graph capture failed (%s)" % (err or "on another PE")
-    del graph
-    return {"graph": g, "stream": stream_us(fn, GRAPH_CALLS, reps)}
+    if not check_all_pes(err is None):     # every PE replays, or none
+        return "n/a: graph capture failed (%s)" % (err or "on another PE")
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph
+
+
+def _window_us(fn, calls):
+    """One timing window on every PE (after a host barrier): fn() called
+    `calls` times between CUDA events, us per call on this PE."""
+    symm.barrier()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(calls):
+        fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) * 1000.0 / calls
+
+
+def paired_us(fns, reps):
+    """{name: {"graph": us, "stream": us}} of every fn of fns {name: fn},
+    timed in turns: each repetition times every party once (a graph replay
+    of GRAPH_CALLS calls, then GRAPH_CALLS calls on a plain stream), the
+    order rotating, so a drift of the GPUs' clocks over the run (they slow
+    down as they warm up) weighs on every party alike instead of on whichever
+    was timed last. The median per party, the slowest PE's; a graph that
+    could not be captured on some PE gives the reason instead of a time."""
+    names = list(fns)
+    graphs = {}
+    for name in names:
+        graphs[name] = _capture(fns[name])
+    times = {(n, mode): [] for n in names for mode in ("graph", "stream")}
+    for r in range(reps):
+        k = r % len(names)
+        for n in names[k:] + names[:k]:
+            if not isinstance(graphs[n], str):
+                times[(n, "graph")].append(_window_us(graphs[n].replay, 1) / GRAPH_CALLS)
+            times[(n, "stream")].append(_window_us(fns[n], GRAPH_CALLS))
+    keys = sorted(times)
+    mine = [statistics.median(times[key]) if times[key] else float("nan") for key in keys]
+    # host_allgather wants the same length on every PE: fixed-width doubles
+    every = [struct.unpack("<%dd" % len(keys), x) for x in symm.host_allgather(struct.pack("<%dd" % len(keys), *mine))]
+    out = {n: {} for n in names}
+    for i, (n, mode) in enumerate(keys):
+        if mode == "graph" and isinstance(graphs[n], str):
+            out[n][mode] = graphs[n]
+        else:
+            out[n][mode] = max(v[i] for v in every)
+    graphs.clear()
+    return out
 
 
 # The overlap bars (issue: fused GEMM + communication): fused at most
@@ -234,6 +289,17 @@ FUSED_OVER_GEMM, SPEEDUP_OVER_UNFUSED = 1.10, 1.25
 OVERLAP_HEADER = ("example", "M x N x K (per PE)", "check", "mode", "fused us", "GEMM alone us",
                   "fused / GEMM alone (<= %.2f)" % FUSED_OVER_GEMM, "torch.matmul + NCCL us",
                   "speedup (>= %.2f)" % SPEEDUP_OVER_UNFUSED, "bars")
+
+
+def us(t):
+    """A time cell: us with one decimal, or the reason there is none."""
+    return "%.1f" % t if isinstance(t, float) else str(t)
+
+
+def rate(t, nbytes):
+    """GB/s of nbytes moved in t us (a time or the reason there is none)."""
+    return "%.0f GB/s for %.1f MiB out" % (nbytes / t / 1e3, nbytes / 2**20) if isinstance(t, float) and t > 0 \
+        else "-"
 
 
 def overlap_rows(name, mnk, good, fused, alone, unfused):

@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 
 import _common as C
+import _timeline as T
 import symm
 import symm.cubin
 
@@ -74,24 +75,39 @@ class AGGemm:
         self._copies = {}
         symm.barrier()
 
+    def push_peers(self):
+        """The peers this PE's shard goes to, in push order."""
+        return push_order(self.env.rank, self.env.world)
+
+    def copy_tuples(self, a, par):
+        """(dst, src, bytes) of a call: A_me into each peer's a_full (parity
+        par), chunk then flag, PE me-1 first."""
+        w, me = self.env.world, self.env.rank
+        chunk_bytes = self.chunk_m * self.k * 2
+        copies = []
+        for q in self.push_peers():
+            dst = symm.get_peer_tensor(self.a_full, q)[par * self.m + me * self.m_loc:].data_ptr()
+            flag = symm.get_peer_tensor(self.flags, q)[(par * w + me) * self.chunks:].data_ptr()
+            for ch in range(self.chunks):
+                copies.append((dst + ch * chunk_bytes, a.data_ptr() + ch * chunk_bytes, chunk_bytes))
+                copies.append((flag + ch * 8, self.epoch.data_ptr(), 8))
+        return copies
+
     def _copy_list(self, a, par):
-        """A_me into each peer's a_full (parity par), chunk then flag, PE me-1 first."""
         key = (a.data_ptr(), par)
         if key not in self._copies:
-            w, me = self.env.world, self.env.rank
-            chunk_bytes = self.chunk_m * self.k * 2
-            copies = []
-            for q in push_order(me, w):
-                dst = symm.get_peer_tensor(self.a_full, q)[par * self.m + me * self.m_loc:].data_ptr()
-                flag = symm.get_peer_tensor(self.flags, q)[(par * w + me) * self.chunks:].data_ptr()
-                for ch in range(self.chunks):
-                    copies.append((dst + ch * chunk_bytes, a.data_ptr() + ch * chunk_bytes, chunk_bytes))
-                    copies.append((flag + ch * 8, self.epoch.data_ptr(), 8))
+            copies = self.copy_tuples(a, par)
             if len(self._copies) >= 8:
                 self._close_copies()
             # replay: one graph launch per call instead of 2 * chunks * (n - 1) cuMemcpyAsync
             self._copies[key] = symm.cubin.CopyList(copies, replay=True) if copies else None
         return self._copies[key]
+
+    def launch(self, a, bt, c):
+        """The fused kernel of a call (its epoch bumped), then the report of a wait that gave up."""
+        self.env.k["ag_hgemm"](self.grid, self.env.ctx, a, self.a_full, bt, c, self.flags, self.epoch, self.rec,
+                               self.m, self.n, self.k, self.m_loc, self.chunk_m)
+        self.env.k["wait_report"](1, self.env.ctx, self.rec)   # stops with symm's message if a wait gave up
 
     def __call__(self, a, bt, c):
         if (a.shape != (self.m_loc, self.k) or bt.shape != (self.n, self.k) or c.shape != (self.m, self.n)
@@ -109,12 +125,24 @@ class AGGemm:
             if self.env.shared:
                 main.wait_stream(self.side)
                 symm.barrier_on_stream()
-        self.env.k["ag_hgemm"](self.grid, self.env.ctx, a, self.a_full, bt, c, self.flags, self.epoch, self.rec,
-                               self.m, self.n, self.k, self.m_loc, self.chunk_m)
-        self.env.k["wait_report"](1, self.env.ctx, self.rec)   # stops with symm's message if a wait gave up
+        self.launch(a, bt, c)
         if ce is not None:
             main.wait_stream(self.side)      # a may change after the call
         return c
+
+    def copies_only(self, a):
+        """A call's copies and flags with no GEMM (the caller's stream waits
+        for them): what the copy engines take to push this PE's shard to
+        every peer, the floor of the fused call where they are slower than
+        the GEMM."""
+        self.calls += 1
+        ce = self._copy_list(a, self.calls % 2)
+        main = torch.cuda.current_stream()
+        self.epoch.add_(1)
+        if ce is not None:
+            self.side.wait_stream(main)
+            ce(self.side)
+            main.wait_stream(self.side)
 
     def _close_copies(self):
         for ce in self._copies.values():
@@ -170,13 +198,26 @@ def run(env, args):
 
         good = C.check(env, lambda: op(a, bt, c), fill, verify)
         ok &= good
-        fused = C.graph_stream_us(lambda: op(a, bt, c), reps)
-        alone = C.graph_stream_us(lambda: env.k["hgemm"](C.gemm_grid(m, n_loc), a_all, bt, c_ref, m, n_loc, k),
-                                  reps)
-        base = C.graph_stream_us(unfused, reps) if group is not None else "n/a: " + why
+        # fused, the GEMM alone and torch + NCCL timed in turns (C.paired_us)
+        parties = {"fused": lambda: op(a, bt, c),
+                   "alone": lambda: env.k["hgemm"](C.gemm_grid(m, n_loc), a_all, bt, c_ref, m, n_loc, k)}
+        if group is not None:
+            parties["unfused"] = unfused
+        t = C.paired_us(parties, reps)
+        fused, alone = t["fused"], t["alone"]
+        base = t["unfused"] if group is not None else "n/a: " + why
+        extra = ""
+        if w > 1 and not env.shared:
+            comm = C.graph_stream_us(lambda: op.copies_only(a), reps)["graph"]
+            extra = "; its copies alone (no GEMM) %s us in a graph (%s)" % (
+                C.us(comm), C.rate(comm, (w - 1) * a.numel() * 2))
+            if args.timeline:
+                T.report(env, [T.ag_call(op, a, bt, c, "ag_gemm %s" % name) for _ in range(2)][-1:])
+            good = C.check(env, lambda: op(a, bt, c), fill, verify) and good   # fresh data after timing
+            ok &= good
         rows += C.overlap_rows("ag_gemm %s" % name, (m, n_loc, k), good, fused, alone, base)
-        env.log("ag_gemm %s: check %s (max |diff| %.2e over %d iterations)"
-                % (name, "ok" if good else "WRONG", worst[0], env.iters))
+        env.log("ag_gemm %s: check %s (max |diff| %.2e over %d iterations)%s"
+                % (name, "ok" if good else "WRONG", worst[0], 2 * env.iters if extra else env.iters, extra))
         op.close()
     return ("all-gather + GEMM, bf16 (symm.cute, Hopper TMA + wgmma GEMM; copies on the copy engines)",
             C.OVERLAP_HEADER, rows, ok)

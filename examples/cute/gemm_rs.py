@@ -43,6 +43,7 @@ import torch
 import torch.distributed as dist
 
 import _common as C
+import _timeline as T
 import symm
 from symm import copyengine as ce
 
@@ -206,6 +207,26 @@ class GemmRSCE:
         self.side.main_fill(self.done, 0)
         self.side.main_fill(self.rflag, 0)
 
+    def comm_only(self):
+        """The side stream's work of a call with no GEMM (every count set as
+        the GEMM leaves it; the caller's stream waits for the peers' flags):
+        what the copy engines take to move this PE's partials, the floor of
+        the fused call where they are slower than the GEMM."""
+        s = self.side
+        if s is None:
+            return
+        w, me = self.env.world, self.env.rank
+        s.main_fill(self.done, self.tiles_sub)
+        s.begin(self.program)
+        s.run()
+        for p in range(w):
+            if p != me:
+                for j in range(self.subs):
+                    s.main_wait_eq(self.rflag.data_ptr() + (p * self.subs + j) * 8, 1)
+        s.end()
+        s.main_fill(self.done, 0)                    # this PE's own band's counts are never waited for
+        s.main_fill(self.rflag, 0)
+
     def close(self):
         torch.cuda.synchronize()
         symm.barrier()
@@ -274,19 +295,34 @@ def run(env, args):
             worst[0] = max(worst[0], err)
             return good
 
-        alone = C.graph_stream_us(lambda: env.k["hgemm"](C.gemm_grid(m, n), a, bt, part, m, n, k_loc), reps)
-        base = C.graph_stream_us(unfused, reps) if group is not None else "n/a: " + why
+        def alone_fn():
+            env.k["hgemm"](C.gemm_grid(m, n), a, bt, part, m, n, k_loc)
+
         for v in variants:
             op = make_op(env, v, m, k_loc, n)
             try:
                 worst[0] = 0.0
                 good = C.check(env, lambda: op(a, bt, out), fill, verify)
-                fused = C.graph_stream_us(lambda: op(a, bt, out), reps)
+                # fused, the GEMM alone and torch + NCCL timed in turns (C.paired_us)
+                parties = {"fused": lambda: op(a, bt, out), "alone": alone_fn}
+                if group is not None:
+                    parties["unfused"] = unfused
+                if isinstance(op, GemmRSCE):
+                    parties["kernel"] = lambda: op.kernel_only(a, bt, out)
+                t = C.paired_us(parties, reps)
+                fused, alone = t["fused"], t["alone"]
+                base = t["unfused"] if group is not None else "n/a: " + why
                 extra = ""
                 if isinstance(op, GemmRSCE):
-                    kern = C.graph_stream_us(lambda: op.kernel_only(a, bt, out), reps)["graph"]
-                    extra = "; its kernel alone (no communication) %s us in a graph" % (
-                        "%.1f" % kern if isinstance(kern, float) else kern)
+                    extra = "; its kernel alone (no communication) %s us in a graph (GEMM alone %s)" % (
+                        C.us(t["kernel"]["graph"]), C.us(alone["graph"]))
+                    if op.side is not None and not env.shared:
+                        comm = C.graph_stream_us(op.comm_only, reps)["graph"]
+                        extra += "; its copies alone (no GEMM) %s us in a graph (%s)" % (
+                            C.us(comm), C.rate(comm, (w - 1) * (m // w) * n * 2))
+                        if args.timeline:
+                            T.report(env, [T.rs_call(op, a, bt, out, "gemm_rs %s %s" % (name, v))
+                                           for _ in range(2)][-1:])
                     if op.side is not None and op.side.graph_error:
                         extra += "; side program not graphed (%s)" % op.side.graph_error
                 good = C.check(env, lambda: op(a, bt, out), fill, verify) and good   # fresh data after timing

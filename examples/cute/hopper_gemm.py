@@ -354,7 +354,7 @@ def store_reduced(acc, tCsC, thr_cp, tS, w, out, recv, n, tm, tn, me, npes, slot
         stage_chunk(acc, tCsC, w, ch)
         col0 = tn * BN + ch * EPI_N
         total = tS.load().to(F32)
-        for i in cutlass.range(1, npes, unroll=1):
+        for i in cutlass.range(1, npes, unroll=2):
             p = (me + i) % npes
             total = total + thr_cp.partition_S(chunk_view(recv + p * slot, n, row0, col0)).load().to(F32)
         thr_cp.partition_D(chunk_view(out, n, row0, col0)).store(total.to(BF16))
@@ -444,36 +444,52 @@ CTX_TIMEOUT_WORD, CTX_ABORT_WORD = 6, 7
 REC_WORDS = 4   # a wait that gave up: [0] 1, [1] the flag's address, [2] the value seen, [3] ns waited
 
 
+# how often a spinning wait looks at its deadline and the record, and how long
+# it spins before it reads the abort flag (include/symm/device/impl_wait.h's
+# SYMM__WAIT_CHECK_EVERY and SYMM__ABORT_CHECK_NS): the abort flag is host
+# memory, and a sys-scope read of it on every poll of every waiting CTA keeps
+# the GPU's host interface busy, which starves the copy engines and the
+# stream waits that feed these very flags (the 4-PE collapse of issue #29)
+WAIT_CHECK_EVERY = 64
+ABORT_CHECK_NS = 1000000
+
+
 @cute.jit
 def wait_flag_inline(ctx, flag, value, rec):
     """Acquire-wait until *flag >= value with symm's deadline and abort flag (read
     from the context), written inline: a kernel with any function call (symm's
     waits print through one when they give up) has every wgmma serialised by
-    ptxas (C7510). A wait that gives up records itself in rec and returns, as
+    ptxas (C7510). The loop polls the flag alone; every WAIT_CHECK_EVERY polls
+    it reads the clock and the record, and after ABORT_CHECK_NS of waiting the
+    abort flag. A wait that gives up records itself in rec and returns, as
     does every later wait that sees the record, so the kernel ends;
     wait_report, launched after it, reports and stops."""
-    words = cute.make_ptr(U64, ctx, cute.AddressSpace.gmem, assumed_align=8)
-    timeout = cute.arch.load(words + CTX_TIMEOUT_WORD, U64)
-    abort_addr = cute.arch.load(words + CTX_ABORT_WORD, U64)
     v = cute.arch.load(flag, U64, sem="acquire", scope="sys")
-    stop = cute.arch.load(rec, U64, sem="relaxed", scope="gpu")
-    t0 = cute.arch.globaltimer()
-    while v < value and stop == U64(0):
-        waited = cute.arch.globaltimer() - t0
-        aborted = U32(0)
-        if abort_addr != U64(0):
-            aborted = cute.arch.load(cute.make_ptr(U32, I64(abort_addr), cute.AddressSpace.gmem, assumed_align=4),
-                                     U32, sem="relaxed", scope="sys")
-        if aborted != U32(0) or (timeout != U64(0) and U64(waited) > timeout):
-            stop = U64(1)
-            if cute.arch.atomic_cas(rec, cmp=U64(0), val=U64(1), sem="relaxed", scope="gpu") == U64(0):
-                r = cute.make_tensor(rec, cute.make_layout(REC_WORDS))
-                r[1] = U64(flag.toint())
-                r[2] = v
-                r[3] = U64(waited)
-        else:
-            v = cute.arch.load(flag, U64, sem="acquire", scope="sys")
-            stop = cute.arch.load(rec, U64, sem="relaxed", scope="gpu")
+    if v < value:
+        words = cute.make_ptr(U64, ctx, cute.AddressSpace.gmem, assumed_align=8)
+        timeout = cute.arch.load(words + CTX_TIMEOUT_WORD, U64)
+        abort_addr = cute.arch.load(words + CTX_ABORT_WORD, U64)
+        stop = cute.arch.load(rec, U64, sem="relaxed", scope="gpu")
+        t0 = cute.arch.globaltimer()
+        polls = U32(0)
+        while v < value and stop == U64(0):
+            polls = polls + U32(1)
+            if polls % U32(WAIT_CHECK_EVERY) == U32(0):
+                waited = U64(cute.arch.globaltimer() - t0)
+                stop = cute.arch.load(rec, U64, sem="relaxed", scope="gpu")
+                aborted = U32(0)
+                if abort_addr != U64(0) and waited >= U64(ABORT_CHECK_NS):
+                    aborted = cute.arch.load(cute.make_ptr(U32, I64(abort_addr), cute.AddressSpace.gmem,
+                                                           assumed_align=4), U32, sem="relaxed", scope="sys")
+                if stop == U64(0) and (aborted != U32(0) or (timeout != U64(0) and waited > timeout)):
+                    stop = U64(1)
+                    if cute.arch.atomic_cas(rec, cmp=U64(0), val=U64(1), sem="relaxed", scope="gpu") == U64(0):
+                        r = cute.make_tensor(rec, cute.make_layout(REC_WORDS))
+                        r[1] = U64(flag.toint())
+                        r[2] = v
+                        r[3] = waited
+            if stop == U64(0):
+                v = cute.arch.load(flag, U64, sem="acquire", scope="sys")
 
 
 @cute.kernel

@@ -75,10 +75,16 @@
       "how a high-throughput MoE combine that sends and receives in one kernel uses its blocks: " \
       "serial (every block sends its share, then reduces), split (half send, half reduce as " \
       "rows arrive), serial-warps (serial, each warp reducing tokens of its own), overlap or " \
-      "overlap:S (in every block S warps send, default 3 of 16, while the others reduce), "  \
+      "overlap:S (in every block S warps of 16 send, default 3 on 2 PEs and 6 on more, while the others reduce), "  \
       "overlap-async or overlap-async:S (overlap, the reducing warps loading through shared " \
-      "memory) or auto (overlap); symm_moe_create "                                          \
+      "memory), overlap-ring or overlap-ring:S (overlap, the sending warps loading through "  \
+      "shared memory) or auto (overlap); symm_moe_create "                                  \
       "refuses other values")                                                                \
+    X(moe_ht_dispatch,    SYMM_MOE_HT_DISPATCH,    STRING,   "warps",                        \
+      "how a high-throughput MoE dispatch's blocks send their tokens: warps (each warp sends " \
+      "whole tokens on its own, every block counting only its own tokens) or batches (the "   \
+      "whole block sends 32 tokens at a time between barriers); symm_moe_create refuses "    \
+      "other values")                                                                        \
     X(trace,              SYMM_TRACE,              BOOL,     "0",                            \
       "device trace: the Python front ends compile kernels with the traced device code (the "   \
       "*_trace.bc bitcode for Triton and CuTe DSL, -DSYMM_TRACE for TileLang); docs/trace.md") \
@@ -100,6 +106,11 @@
       "results; stamps (the real exchange; each block prints its stage times for the 30th "   \
       "call); twice (each dispatch kernel does its call twice); unset: the real exchange. "  \
       "Read at symm_moe_create; the same on every PE (create checks)")                     \
+    X(moe_ll_small,       SYMM_MOE_LL_SMALL,       BOOL,     "1",                            \
+      "low-latency MoE: handles small enough (every call's rows as packets, a PE's routes one "  \
+      "block's threads) take the small dispatch and combine kernels (one header of routes per " \
+      "PE pair, no per-expert lists); 0 = the general kernels always. Read at symm_moe_create; " \
+      "the same on every PE (create checks)")                                                 \
     X(moe_pdl,            SYMM_MOE_PDL,            BOOL,     "0",                            \
       "low-latency MoE kernels launched with programmatic dependent launch (sm_90 and "      \
       "newer): each kernel's blocks may start while the kernel before it on the stream ends, " \

@@ -29,6 +29,7 @@ typedef struct symm__moe_geom {
     uint32_t local, cap, scale_cols, tok_stride, rows, x_esz;
     int packets;        /* low latency: SYMM__MOE_PKT_OFF, _AUTO or _ON */
     uint32_t pcap, pmt; /* low latency: packet slots per source, tokens with combine packets */
+    int ll_small;       /* low latency: dispatches take the small path (SYMM__MOE_SMALL_*) */
     symm__moe_layout_t lay;
 } symm__moe_geom_t;
 

@@ -40,6 +40,9 @@ static uint64_t region(uint64_t *at, uint64_t bytes) {
     return off;
 }
 
+/* Most blocks of a high-throughput dispatch for M tokens (moe_host.c's grid). */
+static uint64_t cdiv_blocks(uint64_t M) { return (M + SYMM__MOE_HT_BLOCK_TOKENS - 1) / SYMM__MOE_HT_BLOCK_TOKENS; }
+
 static void layout(const symm_moe_config_t *cfg, symm__moe_geom_t *g) {
     symm__moe_layout_t *l = &g->lay;
     const uint64_t n = (uint64_t)g->n, L = g->local, K = cfg->experts_per_token;
@@ -58,6 +61,8 @@ static void layout(const symm_moe_config_t *cfg, symm__moe_geom_t *g) {
         l->ll_cflag = region(&at, M * K * 8);
         l->ll_cbuf = region(&at, M * K * H * 4);
         l->ll_pcbuf = region(&at, (uint64_t)g->pmt * K * H * 8);
+        l->ll_hdr = region(&at, g->ll_small ? 2 * n * (1 + cap * (K < L ? K : L)) * 16 : 0);
+        l->ll_flat = region(&at, g->ll_small ? (1 + n * cap * (K < L ? K : L)) * 16 : 0);
     } else {
         l->ht_mat = region(&at, 2 * n * n * 8);
         l->ht_emat = region(&at, 2 * n * L * 8);
@@ -76,6 +81,8 @@ static void layout(const symm_moe_config_t *cfg, symm__moe_geom_t *g) {
         l->ht_rnum = region(&at, 16);
         l->ht_rpe = region(&at, L * 4);
         l->ht_cbuf = region(&at, n * M * H * 2);
+        l->ht_bcnt = region(&at, cdiv_blocks(M) * (n + cfg->num_experts) * 4);
+        l->ht_bflag = region(&at, cdiv_blocks(M) * 8);
     }
     l->total = at;
 }
@@ -178,6 +185,13 @@ symm_status_t symm__moe_geom(const char *call, const symm_moe_config_t *cfg, int
             r.pmt = (uint32_t)(SYMM_MOE_PACKET_BYTES / (cfg->experts_per_token * cfg->hidden_dim * 2));
             if (r.pmt > cfg->max_num_tokens)
                 r.pmt = (uint32_t)cfg->max_num_tokens;
+        }
+        {
+            /* every call's rows as packets, a PE's routes one block's threads, its receipts the shared memory */
+            const uint64_t kl = cfg->experts_per_token < r.local ? cfg->experts_per_token : r.local;
+            r.ll_small = packets != SYMM__MOE_PKT_OFF && r.pcap >= r.cap &&
+                         (uint64_t)r.cap * cfg->experts_per_token <= SYMM__MOE_SMALL_SEND &&
+                         (uint64_t)n * r.cap * kl <= SYMM__MOE_SMALL_RECV && r.cap <= 0xffffu;
         }
     } else {
         if (cfg->dp_size != 1)

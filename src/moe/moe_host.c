@@ -39,8 +39,11 @@ struct symm_moe {
     int sms_set;           /* 0: sms is the default */
     int ht_sched;          /* SYMM_MOE_HT_COMBINE: enum symm__moe_ht_sched, or -1: by the grid (auto) */
     int ht_send_warps;     /* overlap: warps of a block that send */
+    int ht_dwarps;         /* SYMM_MOE_HT_DISPATCH: 1 warps, 0 batches */
     int ll_probe;          /* SYMM_MOE_LL_PROBE (enum symm__moe_probe) */
     int pdl;               /* SYMM_MOE_PDL, where the device has it: the low-latency kernels' launches */
+    int ll_small;          /* the small low-latency kernels: the geometry allows them, SYMM_MOE_LL_SMALL is on and
+                              SYMM_MOE_LL_PROBE is not twice */
 };
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -60,6 +63,11 @@ static int grid(const symm_moe_t *h, symm__mk_t k, int flags) {
         rows_max = n * g->local;
         if (rows_max > (uint64_t)g->groups * M * K)
             rows_max = (uint64_t)g->groups * M * K;
+        if (h->ll_small) {
+            /* the small path: a block per route received, or per token sent besides the header's */
+            want = rows_max > g->cap + 1u ? rows_max : g->cap + 1u;
+            break;
+        }
         want = cdiv(E, SYMM__MOE_WARPS);
         if (want < g->cap)
             want = g->cap;
@@ -76,7 +84,7 @@ static int grid(const symm_moe_t *h, symm__mk_t k, int flags) {
             want = 2 * rows_max;
         break;
     case SYMM__MK_HT_LAYOUT: want = 1; break;
-    case SYMM__MK_HT_DISPATCH: want = (flags & SYMM_MOE_SEND) ? cdiv(M, 32) : 1; break;
+    case SYMM__MK_HT_DISPATCH: want = (flags & SYMM_MOE_SEND) ? cdiv(M, SYMM__MOE_HT_BLOCK_TOKENS) : 1; break;
     default: want = 2 * cdiv(M * n, SYMM__MOE_HT_CHUNK); break;
     }
     if (want < 1)
@@ -95,6 +103,7 @@ typedef struct cfg_words {
 #undef W
     uint64_t packets; /* SYMM_MOE_PACKETS: it sizes the packet regions, so the layout */
     uint64_t probe;   /* SYMM_MOE_LL_PROBE (+1; 0: a value it does not take): a PE's cut kernels hang the others */
+    uint64_t small;   /* SYMM_MOE_LL_SMALL: the small kernels' protocol differs from the general one */
 } cfg_words_t;
 
 static const char *probe_name(uint64_t w) {
@@ -117,6 +126,7 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, 
 #undef W
     mine.packets = (uint64_t)packets;
     mine.probe = (uint64_t)(probe + 1);
+    mine.small = symm__env()->moe_ll_small ? 1u : 0u;
     all = (cfg_words_t *)calloc((size_t)n, sizeof(*all));
     if (all == NULL)
         return symm__error(SYMM_ERR_NO_MEMORY, "symm_moe_create: out of host memory");
@@ -141,6 +151,10 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, 
         if (st == SYMM_SUCCESS && all[p].probe != all[0].probe)
             st = symm__error(SYMM_ERR_MISMATCH, "symm_moe_create: SYMM_MOE_LL_PROBE is %s on PE 0 but %s on PE %d "
                              "(set it alike everywhere)", probe_name(all[0].probe), probe_name(all[p].probe), p);
+        if (st == SYMM_SUCCESS && all[p].small != all[0].small)
+            st = symm__error(SYMM_ERR_MISMATCH, "symm_moe_create: SYMM_MOE_LL_SMALL is %llu on PE 0 but %llu on PE %d "
+                             "(the small kernels speak another protocol: set it alike everywhere)",
+                             (unsigned long long)all[0].small, (unsigned long long)all[p].small, p);
         if (st != SYMM_SUCCESS)
             break;
     }
@@ -148,13 +162,19 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, 
     return st;
 }
 
+/* The sending warps of an overlap block (of 16): the fastest measured at 24 SMs,
+ * 3 on 2 PEs (half the rows leave the GPU) and 6 on 4 (three quarters do; 6 also
+ * wins with every SM there). 3 PEs and 5+ are unmeasured (docs/moe.md). */
+static int ht_send_warps_for(int npes) {
+    return npes <= 2 ? 3 : 6;
+}
+
 /* SYMM_MOE_HT_COMBINE: a PE's choice changes only how its own blocks share the
  * work, so PEs need not agree on it. ":S" after overlap sets the sending warps
- * of each block (1..SYMM__MOE_WARPS - 1; default SYMM__MOE_HT_SEND_WARPS). */
-#define SYMM__MOE_HT_SEND_WARPS 3 /* the fastest measured with 24 SMs (2 H200s, docs/moe.md) */
-static symm_status_t ht_combine_schedule(const char *call, int *sched, int *send_warps) {
+ * of each block (1..SYMM__MOE_WARPS - 1; default ht_send_warps_for). */
+static symm_status_t ht_combine_schedule(const char *call, int npes, int *sched, int *send_warps) {
     const char *v = symm__env()->moe_ht_combine, *w;
-    *send_warps = SYMM__MOE_HT_SEND_WARPS;
+    *send_warps = ht_send_warps_for(npes);
     if (strcmp(v, "auto") == 0) {
         *sched = -1;
     } else if (strcmp(v, "split") == 0) {
@@ -165,8 +185,10 @@ static symm_status_t ht_combine_schedule(const char *call, int *sched, int *send
         *sched = SYMM__MOE_HT_SERIAL_WARPS;
     } else if (strncmp(v, "overlap", 7) == 0) {
         w = v + 7;
-        *sched = strncmp(w, "-async", 6) == 0 ? SYMM__MOE_HT_OVERLAP_ASYNC : SYMM__MOE_HT_OVERLAP;
-        w += *sched == SYMM__MOE_HT_OVERLAP_ASYNC ? 6 : 0;
+        *sched = strncmp(w, "-async", 6) == 0  ? SYMM__MOE_HT_OVERLAP_ASYNC
+                 : strncmp(w, "-ring", 5) == 0 ? SYMM__MOE_HT_OVERLAP_RING
+                                               : SYMM__MOE_HT_OVERLAP;
+        w += *sched == SYMM__MOE_HT_OVERLAP_ASYNC ? 6 : *sched == SYMM__MOE_HT_OVERLAP_RING ? 5 : 0;
         if (*w == ':') {
             char *end = NULL;
             long s = strtol(w + 1, &end, 10);
@@ -183,8 +205,19 @@ static symm_status_t ht_combine_schedule(const char *call, int *sched, int *send
 
 bad:
     return symm__error(SYMM_ERR_INVALID_ARG, "%s: SYMM_MOE_HT_COMBINE is '%s'; it takes auto, split, serial, "
-                       "serial-warps, overlap[:S] or overlap-async[:S] (S: the sending warps of a block, 1..%d)",
+                       "serial-warps, overlap[:S], overlap-async[:S] or overlap-ring[:S] (S: the sending warps of a block, "
+                       "1..%d)",
                        call, v, SYMM__MOE_WARPS - 1);
+}
+
+/* SYMM_MOE_HT_DISPATCH: how a PE's own dispatch blocks send, so PEs need not agree on it. */
+static symm_status_t ht_dispatch_form(const char *call, int *warps) {
+    const char *v = symm__env()->moe_ht_dispatch;
+    if (strcmp(v, "warps") != 0 && strcmp(v, "batches") != 0)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: SYMM_MOE_HT_DISPATCH is '%s'; it takes warps or batches",
+                           call, v);
+    *warps = strcmp(v, "warps") == 0;
+    return SYMM_SUCCESS;
 }
 
 /* SYMM_MOE_LL_PROBE: the low-latency kernels cut down or instrumented to time their parts. */
@@ -205,9 +238,9 @@ static symm_status_t ll_probe_mode(const char *call, int *probe) {
     return SYMM_SUCCESS;
 }
 
-/* auto: overlap with 3 of the 16 warps sending, the fastest schedule measured
- * with 24 SMs and within 4% of the fastest with every SM (2 H200s: 316 and
- * 217 us against serial's 577 and split's 243; docs/moe.md). */
+/* auto: overlap (its sending warps by PE count, ht_send_warps_for), the fastest
+ * schedule measured with 24 SMs and within 4% of the fastest with every SM
+ * (2 H200s: 316 and 217 us against serial's 577 and split's 243; docs/moe.md). */
 static int ht_sched_for(const symm_moe_t *h) {
     return h->ht_sched >= 0 ? h->ht_sched : SYMM__MOE_HT_OVERLAP;
 }
@@ -239,7 +272,8 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
         h->ll_probe = -1;
     if ((st = same_everywhere(cfg, packets, h->ll_probe)) != SYMM_SUCCESS)
         goto fail_handle;
-    if ((st = ht_combine_schedule(call, &h->ht_sched, &h->ht_send_warps)) != SYMM_SUCCESS)
+    if ((st = ht_combine_schedule(call, symm_team_n_pes(team), &h->ht_sched, &h->ht_send_warps)) != SYMM_SUCCESS ||
+        (st = ht_dispatch_form(call, &h->ht_dwarps)) != SYMM_SUCCESS)
         goto fail_handle;
     if (h->ll_probe < 0 && (st = ll_probe_mode(call, &h->ll_probe)) != SYMM_SUCCESS)
         goto fail_handle;
@@ -265,9 +299,11 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
     }
     h->sms = h->share;
     h->pdl = symm__env()->moe_pdl && symm__moe_pdl_supported();
-    if (h->ht_sched == SYMM__MOE_HT_OVERLAP_ASYNC && !symm__moe_ht_async_prepare(h->ht_send_warps)) {
-        SYMM_LOG_INFO("%s: SYMM_MOE_HT_COMBINE=overlap-async: its shared memory does not fit this GPU; overlap "
-                      "instead", call);
+    h->ll_small = h->g.ll_small && symm__env()->moe_ll_small && h->ll_probe != SYMM__MOE_PROBE_TWICE;
+    if ((h->ht_sched == SYMM__MOE_HT_OVERLAP_ASYNC || h->ht_sched == SYMM__MOE_HT_OVERLAP_RING) &&
+        !symm__moe_ht_async_prepare(h->ht_sched, h->ht_send_warps)) {
+        SYMM_LOG_INFO("%s: SYMM_MOE_HT_COMBINE=%s: its shared memory does not fit this GPU; overlap "
+                      "instead", call, symm__env()->moe_ht_combine);
         h->ht_sched = SYMM__MOE_HT_OVERLAP;
     }
     *out = h;
@@ -355,6 +391,7 @@ static symm_status_t begin(const char *call, symm_moe_t *h, symm__moe_kargs_t *a
     a->pcap = h->g.pcap;
     a->pmt = h->g.pmt;
     a->pkt = h->g.packets != SYMM__MOE_PKT_OFF;
+    a->ll_small = (uint32_t)h->ll_small;
     return SYMM_SUCCESS;
 }
 
@@ -372,6 +409,7 @@ static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, i
     a->nblocks = grid(h, k, flags);
     a->ht_sched = k == SYMM__MK_HT_COMBINE ? (uint32_t)ht_sched_for(h) : 0u;
     a->ht_send_warps = (uint32_t)h->ht_send_warps;
+    a->ht_dwarps = (uint32_t)h->ht_dwarps;
     a->probe = (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) ? (uint32_t)h->ll_probe : 0u;
     a->pdl = (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) ? (uint32_t)h->pdl : 0u;
     return symm__moe_launch(a, stream);

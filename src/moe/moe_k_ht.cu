@@ -20,6 +20,11 @@
  *         r's ht_rcv[me] with a release (an atomic; rows dropped for
  *         capacity count too): ht_rcv counts rows over all dispatches, and
  *         the receiver knows how many to expect from ht_mat.
+ *         That is the batches form (SYMM_MOE_HT_DISPATCH=batches); the warps
+ *         form (the default, ht_dispatch_send_warps) gives the same rows and
+ *         counts, but block b counts only its own tokens and takes the
+ *         prefix from the earlier blocks' counts (ht_bcnt, ht_bflag), and
+ *         each warp sends whole tokens with no block barrier between them.
  *   recv  One block: waits for every PE's counts and its rows (ht_rcv up
  *         to what it expects so far), notes where each source's rows start,
  *         and publishes num_recv and the tokens per local expert.
@@ -55,24 +60,39 @@
 /* combine, overlap-async: items in flight per reducing warp, and its ring of vectors in shared memory */
 #define HT_AS_STAGES 4
 #define HT_AS_RING (HT_AS_STAGES * HT_RED_G * HT_RED_U * 32)
+/* combine, overlap-ring: stages of HT_SR_U vectors each sending thread has in flight through
+ * shared memory (cp.async waits for at most 3 groups), so the send half keeps 4x the bytes of
+ * its registers' loads moving */
+#define HT_SR_STAGES 4
+#define HT_SR_U 8
+#define HT_SR_THREAD (HT_SR_STAGES * HT_SR_U) /* vectors of a sending thread's ring */
 
 /* The PEs token t goes to (bit r), counting its experts into ecnt when given;
  * -1 in a signed index type is no expert, other values outside the experts
  * are errors (recorded when `report`). */
 SYMM__DEVICE_INTERNAL uint64_t ht_token_mask(const symm__moe_kargs_t *A, uint64_t t, uint32_t *ecnt, int report) {
     uint64_t mask = 0;
-    for (uint32_t k = 0; k < A->topk; k++) {
-        int64_t ex = moe_index(A, t * A->topk + k);
-        if (ex == -1 && A->idx_kind != 0)
-            continue;
-        if (ex < 0 || ex >= (int64_t)A->experts) {
-            if (report)
-                moe_error(A, SYMM__MOE_ERR_EXPERT_RANGE, (int64_t)t, (int64_t)k, ex);
-            continue;
+    /* eight indices loaded before any is used: the counts' shared atomics would otherwise
+     * order each load behind the previous index's atomic (one memory round trip per slot) */
+    for (uint32_t k0 = 0; k0 < A->topk; k0 += 8) {
+        int64_t xs[8];
+#pragma unroll
+        for (uint32_t i = 0; i < 8; i++)
+            xs[i] = k0 + i < A->topk ? moe_index(A, t * A->topk + k0 + i) : -1;
+#pragma unroll
+        for (uint32_t i = 0; i < 8; i++) {
+            const int64_t ex = xs[i];
+            if (k0 + i >= A->topk || (ex == -1 && A->idx_kind != 0))
+                continue;
+            if (ex < 0 || ex >= (int64_t)A->experts) {
+                if (report)
+                    moe_error(A, SYMM__MOE_ERR_EXPERT_RANGE, (int64_t)t, (int64_t)(k0 + i), ex);
+                continue;
+            }
+            if (ecnt)
+                atomicAdd(&ecnt[ex], 1u);
+            mask |= 1ull << (uint32_t)(ex / A->local);
         }
-        if (ecnt)
-            atomicAdd(&ecnt[ex], 1u);
-        mask |= 1ull << (uint32_t)(ex / A->local);
     }
     return mask;
 }
@@ -112,6 +132,45 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_layout(const __g
 }
 
 /* ---- dispatch --------------------------------------------------------------------------- */
+
+/* Both dispatch forms, once every count is known: the last block sends every PE the
+ * rows I send it (tot, per PE) and its local experts' rows (ecnt); then every block
+ * reads my first row at every PE (off: what the PEs before me send it) and every PE's
+ * receive buffers (rx_at, rs_at, as my addresses). */
+SYMM__DEVICE_INTERNAL void ht_publish_locate(const symm__moe_kargs_t *A, uint64_t e, int last, const uint32_t *tot,
+                                             const uint32_t *ecnt, uint32_t *off, char **rx_at, char **rs_at,
+                                             const uint64_t *hdst) {
+    const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, L = A->local, me = (uint32_t)A->me;
+    const uint32_t p = (uint32_t)(e & 1u);
+    if (last) {
+        for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS) {
+            SYMM__TRACE_START(&A->ctx, ts_, SYMM__G_THREAD);
+            symm__st_b64(moe_peer(A, MOE_U64(A, ht_mat) + ((uint64_t)p * n + me) * n + x % n, (int)(x / n)),
+                         TAG(e, tot[x % n]), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
+            SYMM__TRACE_SIGNAL(&A->ctx, ts_, (int)(x / n), MOE_U64(A, ht_mat) + ((uint64_t)p * n + me) * n + x % n,
+                               TAG(e, tot[x % n]), SYMM_SIGNAL_SET);
+        }
+        for (uint32_t x = tid; x < n * L; x += SYMM__MOE_THREADS) {
+            SYMM__TRACE_START(&A->ctx, ts_, SYMM__G_THREAD);
+            symm__st_b64(moe_peer(A, MOE_U64(A, ht_emat) + ((uint64_t)p * n + me) * L + x % L, (int)(x / L)),
+                         TAG(e, ecnt[x]), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
+            SYMM__TRACE_SIGNAL(&A->ctx, ts_, (int)(x / L), MOE_U64(A, ht_emat) + ((uint64_t)p * n + me) * L + x % L,
+                               TAG(e, ecnt[x]), SYMM_SIGNAL_SET);
+        }
+    }
+    /* every PE's row: my first row at r is what the PEs before me send it */
+    for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS) {
+        const uint32_t c = (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + (uint64_t)p * n * n + x, TAG(e, 0), (int)(x / n));
+        if (x / n < me)
+            atomicAdd(&off[x % n], c);
+    }
+    /* every PE's receive buffers (offsets in the heap are the same on every PE) */
+    if (tid < n) {
+        moe_wait(A, hdst + (uint64_t)tid * 4u + 2u, TAG(e, 0), (int)tid);
+        rx_at[tid] = (char *)(uintptr_t)(A->base + symm__ld_b64(hdst + tid * 4u, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));
+        rs_at[tid] = (char *)(uintptr_t)(A->base + symm__ld_b64(hdst + tid * 4u + 1u, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));
+    }
+}
 
 SYMM__DEVICE_INTERNAL void ht_dispatch_send(const symm__moe_kargs_t *A, uint64_t e) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
@@ -159,34 +218,7 @@ SYMM__DEVICE_INTERNAL void ht_dispatch_send(const symm__moe_kargs_t *A, uint64_t
         }
     }
     symm__block_sync();
-    if (last) {
-        for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS) {
-            SYMM__TRACE_START(&A->ctx, ts_, SYMM__G_THREAD);
-            symm__st_b64(moe_peer(A, MOE_U64(A, ht_mat) + ((uint64_t)p * n + me) * n + x % n, (int)(x / n)),
-                         TAG(e, tot[x % n]), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
-            SYMM__TRACE_SIGNAL(&A->ctx, ts_, (int)(x / n), MOE_U64(A, ht_mat) + ((uint64_t)p * n + me) * n + x % n,
-                               TAG(e, tot[x % n]), SYMM_SIGNAL_SET);
-        }
-        for (uint32_t x = tid; x < n * L; x += SYMM__MOE_THREADS) {
-            SYMM__TRACE_START(&A->ctx, ts_, SYMM__G_THREAD);
-            symm__st_b64(moe_peer(A, MOE_U64(A, ht_emat) + ((uint64_t)p * n + me) * L + x % L, (int)(x / L)),
-                         TAG(e, ecnt[x]), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
-            SYMM__TRACE_SIGNAL(&A->ctx, ts_, (int)(x / L), MOE_U64(A, ht_emat) + ((uint64_t)p * n + me) * L + x % L,
-                               TAG(e, ecnt[x]), SYMM_SIGNAL_SET);
-        }
-    }
-    /* every PE's row: my first row at r is what the PEs before me send it */
-    for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS) {
-        const uint32_t c = (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + (uint64_t)p * n * n + x, TAG(e, 0), (int)(x / n));
-        if (x / n < me)
-            atomicAdd(&off[x % n], c);
-    }
-    /* every PE's receive buffers (offsets in the heap are the same on every PE) */
-    if (tid < n) {
-        moe_wait(A, hdst + (uint64_t)tid * 4u + 2u, TAG(e, 0), (int)tid);
-        rx_at[tid] = (char *)(uintptr_t)(A->base + symm__ld_b64(hdst + tid * 4u, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));
-        rs_at[tid] = (char *)(uintptr_t)(A->base + symm__ld_b64(hdst + tid * 4u + 1u, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));
-    }
+    ht_publish_locate(A, e, last, tot, ecnt, off, rx_at, rs_at, hdst);
     for (uint64_t t0 = lo; t0 < hi; t0 += HT_BATCH) {
         const uint32_t nb = hi - t0 < HT_BATCH ? (uint32_t)(hi - t0) : HT_BATCH;
         symm__block_sync();
@@ -313,6 +345,195 @@ SYMM__DEVICE_INTERNAL void ht_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     }
 }
 
+/* Dispatch's send half, warps form (SYMM_MOE_HT_DISPATCH=warps): block b
+ * counts only its own tokens, per PE and per expert, posts those counts in
+ * ht_bcnt[b] behind ht_bflag[b] = e, and takes its first row per PE from the
+ * counts of the blocks before it; the last block sums every block's counts
+ * into this PE's count rows. Then each warp sends whole tokens on its own
+ * (tokens lo + w, lo + w + 16, ...): the row's vectors loaded once, stored
+ * into every PE the token goes to, then its scales, top-k and source, with
+ * no block barrier between tokens. Rows, positions and the counts' meaning
+ * are the batches form's. */
+#define HT_WU 8 /* warps form: 16-byte vectors a lane loads before it stores any */
+SYMM__DEVICE_INTERNAL void ht_dispatch_send_warps(const symm__moe_kargs_t *A, uint64_t e) {
+    const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
+    const uint32_t n = (uint32_t)A->n, L = A->local, K = A->topk, E = A->experts, me = (uint32_t)A->me;
+    const uint32_t p = (uint32_t)(e & 1u), B = gridDim.x, b = blockIdx.x, bw = n + E;
+    const uint64_t m = A->num_tokens, lo = m * b / B, hi = m * (b + 1) / B;
+    const int last = b == B - 1;
+    const uint32_t nvx = A->x_bytes / 16u, cols = A->scale_cols, xb = A->x_bytes;
+    const uint64_t xrow = (uint64_t)A->x_stride * A->x_esz;
+    const int xal = moe_al16((uint64_t)(uintptr_t)A->x) && moe_al16(xrow);
+    uint64_t *hmask = MOE_U64(A, ht_mask), *bflag = MOE_U64(A, ht_bflag);
+    uint32_t *hpos = MOE_U32(A, ht_pos), *bcnt = MOE_U32(A, ht_bcnt);
+    extern __shared__ uint32_t ecnt[]; /* [experts]: my tokens' counts, then (last block) every block's */
+    __shared__ uint32_t cnt[SYMM__MOE_MAX_PES], pre[SYMM__MOE_MAX_PES], off[SYMM__MOE_MAX_PES];
+    __shared__ uint32_t tot[SYMM__MOE_MAX_PES], wsum[SYMM__MOE_WARPS][SYMM__MOE_MAX_PES];
+    __shared__ char *rx_at[SYMM__MOE_MAX_PES], *rs_at[SYMM__MOE_MAX_PES]; /* r's receive buffers, as my addresses */
+    uint64_t *hdst = MOE_U64(A, ht_dst) + (uint64_t)p * n * 4u;
+    if (tid < n)
+        cnt[tid] = pre[tid] = off[tid] = tot[tid] = 0;
+    /* where my rows go at every PE: posted first, it depends on nothing but the stream order of my calls */
+    if (last && tid < n) {
+        uint64_t *d = (uint64_t *)moe_peer(A, hdst + (uint64_t)me * 4u, (int)tid);
+        symm__st_b64(d, (uint64_t)A->ht_rx_at, SYMM_SEM_WEAK, SYMM_SCOPE_SYS);
+        symm__st_b64(d + 1, (uint64_t)A->ht_rs_at, SYMM_SEM_WEAK, SYMM_SCOPE_SYS);
+        symm__st_b64(d + 2, TAG(e, 1), SYMM_SEM_RELEASE, SYMM_SCOPE_SYS);
+    }
+    for (uint32_t x = tid; x < E; x += SYMM__MOE_THREADS)
+        ecnt[x] = 0;
+    symm__block_sync();
+    /* my tokens' masks and, per PE, their positions among my block's tokens going there
+     * (a ballot per PE in each warp, the warps' sums scanned by one thread per PE) */
+    for (uint64_t t0 = lo; t0 < hi; t0 += SYMM__MOE_THREADS) {
+        const uint64_t t = t0 + tid;
+        const uint64_t mask = t < hi ? ht_token_mask(A, t, ecnt, 1) : 0;
+        if (t < hi)
+            hmask[t] = mask;
+        for (uint32_t r = 0; r < n; r++) {
+            const uint32_t ball = __ballot_sync(MOE_FULL, (uint32_t)(mask >> r) & 1u);
+            if (lane == 0)
+                wsum[warp][r] = (uint32_t)__popc(ball);
+        }
+        symm__block_sync();
+        if (tid < n) {
+            uint32_t s = cnt[tid];
+            for (uint32_t w = 0; w < SYMM__MOE_WARPS; w++) {
+                const uint32_t c = wsum[w][tid];
+                wsum[w][tid] = s;
+                s += c;
+            }
+            cnt[tid] = s;
+        }
+        symm__block_sync();
+        for (uint32_t r = 0; r < n; r++) {
+            const uint32_t ball = __ballot_sync(MOE_FULL, (uint32_t)(mask >> r) & 1u);
+            if ((mask >> r) & 1u)
+                hpos[t * n + r] = wsum[warp][r] + (uint32_t)__popc(ball & ((1u << lane) - 1u));
+        }
+        symm__block_sync();
+    }
+    /* my counts for the blocks after me and for the last block */
+    for (uint32_t x = tid; x < bw; x += SYMM__MOE_THREADS)
+        bcnt[(uint64_t)b * bw + x] = x < n ? cnt[x] : ecnt[x - n];
+    symm__block_sync();
+    if (tid == 0)
+        symm__st_b64(bflag + b, e, SYMM_SEM_RELEASE, SYMM_SCOPE_GPU);
+    /* the rows the blocks before me send each PE; the last block: every block's counts */
+    for (uint32_t x = tid; x < (last ? B : b) * n; x += SYMM__MOE_THREADS) {
+        const uint32_t ob = x / n, r = x % n;
+        uint32_t c;
+        if (ob != b)
+            moe_wait(A, bflag + ob, e, (int)me);
+        c = bcnt[(uint64_t)ob * bw + r];
+        if (ob < b)
+            atomicAdd(&pre[r], c);
+        if (last)
+            atomicAdd(&tot[r], c);
+    }
+    symm__block_sync(); /* the waits above acquired every flag the reads below need */
+    if (last) {
+        for (uint32_t x = tid; x < E; x += SYMM__MOE_THREADS) {
+            uint32_t s = 0;
+            for (uint32_t ob = 0; ob < B; ob++)
+                s += bcnt[(uint64_t)ob * bw + n + x];
+            ecnt[x] = s;
+        }
+        symm__block_sync();
+    }
+    ht_publish_locate(A, e, last, tot, ecnt, off, rx_at, rs_at, hdst);
+    symm__block_sync();
+    /* each warp its tokens: lane l holds the row of PE l (and l + 32) */
+    uint64_t nmask = lo + warp < hi ? hmask[lo + warp] : 0;
+    for (uint64_t t = lo + warp; t < hi; t += SYMM__MOE_WARPS) {
+        const uint64_t mask = nmask;
+        const char *src = (const char *)A->x + t * xrow;
+        uint32_t row0 = 0, row1 = 0;
+        for (uint32_t r = lane; r < n; r += 32u) {
+            if ((mask >> r) & 1u) {
+                const uint32_t pos = pre[r] + hpos[t * n + r];
+                hpos[t * n + r] = pos; /* the combine's: among all my tokens going to r */
+                if (r < 32u)
+                    row0 = off[r] + pos;
+                else
+                    row1 = off[r] + pos;
+            }
+        }
+        nmask = t + SYMM__MOE_WARPS < hi ? hmask[t + SYMM__MOE_WARPS] : 0;
+        if (xal) {
+            for (uint32_t v0 = 0; v0 < nvx; v0 += 32u * HT_WU) {
+                symm__v4_t v[HT_WU];
+#pragma unroll
+                for (int u = 0; u < HT_WU; u++) {
+                    const uint32_t q = v0 + lane + 32u * (uint32_t)u;
+                    if (q < nvx)
+                        v[u] = symm__cld16(src + 16u * q, 0);
+                }
+                for (uint64_t mm = mask; mm; mm &= mm - 1) {
+                    const uint32_t r = (uint32_t)(__ffsll((long long)mm) - 1);
+                    const uint32_t row = __shfl_sync(MOE_FULL, r < 32u ? row0 : row1, r & 31u);
+                    if (row >= A->cap)
+                        continue;
+                    char *dst = (char *)moe_peer(A, rx_at[r] + (uint64_t)row * xb, (int)r);
+#pragma unroll
+                    for (int u = 0; u < HT_WU; u++) {
+                        const uint32_t q = v0 + lane + 32u * (uint32_t)u;
+                        if (q < nvx)
+                            symm__cst16(dst + 16u * q, v[u], 1);
+                    }
+                }
+            }
+        } else {
+            for (uint64_t mm = mask; mm; mm &= mm - 1) {
+                const uint32_t r = (uint32_t)(__ffsll((long long)mm) - 1);
+                const uint32_t row = __shfl_sync(MOE_FULL, r < 32u ? row0 : row1, r & 31u);
+                if (row < A->cap)
+                    symm__copy(moe_peer(A, rx_at[r] + (uint64_t)row * xb, (int)r), src, xb, lane, 32u, 1);
+            }
+        }
+        /* scales, then the top-k mapped to each PE's local experts (-1 elsewhere) with the weights, then the source */
+        for (uint32_t i0 = 0; i0 < cols; i0 += 32u) {
+            const uint32_t i = i0 + lane;
+            const uint32_t w = i < cols
+                ? symm__f32_bits(A->x_scale[(int64_t)t * A->xs_stride[0] + (int64_t)i * A->xs_stride[1]]) : 0u;
+            for (uint64_t mm = mask; mm; mm &= mm - 1) {
+                const uint32_t r = (uint32_t)(__ffsll((long long)mm) - 1);
+                const uint32_t row = __shfl_sync(MOE_FULL, r < 32u ? row0 : row1, r & 31u);
+                if (row < A->cap && i < cols)
+                    moe_put32(moe_peer(A, rs_at[r] + ((uint64_t)row * cols + i) * 4u, (int)r), w);
+            }
+        }
+        for (uint32_t k0 = 0; k0 < K; k0 += 32u) {
+            const uint32_t k = k0 + lane;
+            const int64_t ex = k < K ? moe_index(A, t * K + k) : -1;
+            const uint32_t w = k < K && A->weights ? symm__f32_bits(A->weights[t * K + k]) : 0u;
+            for (uint64_t mm = mask; mm; mm &= mm - 1) {
+                const uint32_t r = (uint32_t)(__ffsll((long long)mm) - 1);
+                const uint32_t row = __shfl_sync(MOE_FULL, r < 32u ? row0 : row1, r & 31u);
+                if (row < A->cap && k < K) {
+                    const int32_t le = ex >= 0 && ex < (int64_t)E && (uint32_t)(ex / L) == r ? (int32_t)(ex % L) : -1;
+                    moe_put32(moe_peer(A, MOE_AT(A, ht_ridx) + ((uint64_t)row * K + k) * 4u, (int)r), (uint32_t)le);
+                    moe_put32(moe_peer(A, MOE_AT(A, ht_rw) + ((uint64_t)row * K + k) * 4u, (int)r), w);
+                }
+            }
+        }
+        for (uint64_t mm = mask; mm; mm &= mm - 1) {
+            const uint32_t r = (uint32_t)(__ffsll((long long)mm) - 1);
+            const uint32_t row = __shfl_sync(MOE_FULL, r < 32u ? row0 : row1, r & 31u);
+            if (lane == 0 && row < A->cap)
+                symm__cst8(moe_peer(A, MOE_AT(A, ht_rsrc) + (uint64_t)row * 8u, (int)r), (uint64_t)me | (t << 32), 1);
+        }
+    }
+    /* the rows this block addressed to each PE, behind its stores */
+    symm__block_sync();
+    if (tid < n && cnt[tid] != 0) {
+        SYMM__TRACE_START(&A->ctx, ts_, SYMM__G_THREAD);
+        symm__fence_acq_rel_sys();
+        symm__atom_add_b64(moe_peer(A, MOE_U64(A, ht_rcv) + me, (int)tid), (uint64_t)cnt[tid]);
+        SYMM__TRACE_SIGNAL(&A->ctx, ts_, (int)tid, MOE_U64(A, ht_rcv) + me, cnt[tid], SYMM_SIGNAL_ADD);
+    }
+}
+
 /* The receive half of epoch e (one block): every PE's rows are in; publish
  * the counts, and where each source's rows start (for the combine). */
 SYMM__DEVICE_INTERNAL void ht_dispatch_recv(const symm__moe_kargs_t *A, uint64_t e) {
@@ -354,7 +575,8 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_dispatch(const _
     const int send = (A->flags & SYMM_MOE_SEND) != 0;
     const uint64_t e = moe_begin(A, send);
     if (send)
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_DISPATCH, ht_dispatch_send(A, e));
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_DISPATCH,
+                       if (A->ht_dwarps) ht_dispatch_send_warps(A, e); else ht_dispatch_send(A, e));
     if ((A->flags & SYMM_MOE_RECV) && blockIdx.x == 0)
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_DISPATCH_RECV, ht_dispatch_recv(A, e));
     if (send)
@@ -383,10 +605,14 @@ SYMM__DEVICE_INTERNAL void ht_group_sync(ht_group_t g) {
 
 /* Send half: this block is `b` of `nb` senders, with the threads of `g`,
  * each with U 16-byte vectors loaded before it stores any. With `fused`, the
- * rows this PE returns to itself stay in y for the receive half to read. */
+ * rows this PE returns to itself stay in y for the receive half to read.
+ * With `ring` (HT_SR_THREAD vectors of shared memory per thread of `g`,
+ * thread-interleaved so a warp's 16-byte accesses take no bank twice; U =
+ * HT_SR_U), y's vectors come in by cp.async HT_SR_STAGES - 1 rounds ahead of
+ * the round stored; every thread reads back only what it copied itself. */
 template <int U>
 SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t e, uint32_t b, uint32_t nb,
-                                           int fused, ht_group_t g) {
+                                           int fused, ht_group_t g, symm__v4_t *ring = NULL) {
     const uint32_t tid = g.tid, nthr = g.nthr, n = (uint32_t)A->n, me = (uint32_t)A->me;
     const uint32_t *roff = MOE_U32(A, ht_roff);
     const uint64_t rb = (uint64_t)A->hidden * 2u, ystride = (uint64_t)A->y_stride[1] * 2u;
@@ -416,7 +642,37 @@ SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t 
                 char *dst = (char *)moe_peer(A, MOE_AT(A, ht_cbuf) + ((uint64_t)me * A->max_tokens +
                                                                       (uint64_t)c * SYMM__MOE_HT_CHUNK) * rb, (int)s);
                 const char *src = (const char *)A->y + j0 * ystride;
-                if (yal) {
+                if (yal && ring) {
+                    const uint32_t total = (uint32_t)lim * nvr, step = nthr * U;
+                    const uint32_t rounds = tid < total ? (total - tid + step - 1) / step : 0;
+                    for (uint32_t k = 0; k < rounds + HT_SR_STAGES - 1; k++) {
+                        if (k < rounds) {
+#pragma unroll
+                            for (int u = 0; u < U; u++) {
+                                const uint32_t q = tid + k * step + (uint32_t)u * nthr;
+                                if (q < total)
+                                    symm__cp_async16(&ring[((k % HT_SR_STAGES) * U + (uint32_t)u) * nthr + tid],
+                                                     src + (ylin ? (uint64_t)(q * 16u)
+                                                                 : (q / nvr) * ystride + 16u * (q % nvr)));
+                            }
+                        }
+                        symm__cp_async_commit(); /* empty past the last round: the count of groups stays right */
+                        if (k + 1 < HT_SR_STAGES)
+                            continue;
+                        symm__cp_async_wait(HT_SR_STAGES - 1); /* round k - (HT_SR_STAGES - 1) is in */
+                        {
+                            const uint32_t j = k - (HT_SR_STAGES - 1);
+#pragma unroll
+                            for (int u = 0; u < U; u++) {
+                                const uint32_t q = tid + j * step + (uint32_t)u * nthr;
+                                if (q < total)
+                                    symm__cst16(dst + (uint64_t)(q * 16u),
+                                                symm__cld16(&ring[((j % HT_SR_STAGES) * U + (uint32_t)u) * nthr + tid], 0), 1);
+                            }
+                        }
+                    }
+                    symm__cp_async_wait(0);
+                } else if (yal) {
                     const uint32_t total = (uint32_t)lim * nvr;
                     for (uint32_t q0 = tid; q0 < total; q0 += nthr * U) {
                         symm__v4_t v[U];
@@ -796,12 +1052,17 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_ws(const
     const symm__moe_kargs_t *A = &a;
     const uint64_t e = moe_begin(A, 0);
     const uint32_t B = gridDim.x, b = blockIdx.x, tid = symm__block_tid(), warp = tid >> 5, S = A->ht_send_warps;
-    extern __shared__ symm__v4_t ht_ring[]; /* SYMM__MOE_HT_OVERLAP_ASYNC: HT_AS_RING per reducing warp */
+    /* SYMM__MOE_HT_OVERLAP_ASYNC: HT_AS_RING per reducing warp; _RING: HT_SR_THREAD per sending thread */
+    extern __shared__ symm__v4_t ht_ring[];
     if (SCHED == SYMM__MOE_HT_SERIAL_WARPS) { /* serial's order, the warp reducers */
         const ht_group_t all = {tid, SYMM__MOE_THREADS, 0u};
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send<HT_UNROLL>(A, e, b, B, 1, all));
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE_RECV,
                        ht_combine_recv_warps(A, e, warp * B + b, SYMM__MOE_WARPS * B, 1); symm__block_sync());
+    } else if (warp < S && SCHED == SYMM__MOE_HT_OVERLAP_RING) {
+        const ht_group_t g = {tid, S * 32u, 1u};
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE,
+                       ht_combine_send<HT_SR_U>(A, e, b, B, 1, g, ht_ring));
     } else if (warp < S) {
         const ht_group_t g = {tid, S * 32u, 1u};
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_HT_COMBINE, ht_combine_send<HT_SEND_U_WS>(A, e, b, B, 1, g));
@@ -847,18 +1108,22 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine(const __
     }
 }
 
-/* Shared memory of the overlap-async kernel: a ring per reducing warp. */
-static size_t ht_async_smem(uint32_t send_warps) {
+/* Shared memory of the overlap-async kernel (a ring per reducing warp) and
+ * of the overlap-ring kernel (a ring per sending thread). */
+static size_t ht_async_smem(uint32_t sched, uint32_t send_warps) {
+    if (sched == SYMM__MOE_HT_OVERLAP_RING)
+        return (size_t)send_warps * 32u * HT_SR_THREAD * sizeof(symm__v4_t);
     return (size_t)(SYMM__MOE_WARPS - send_warps) * HT_AS_RING * sizeof(symm__v4_t);
 }
 
-extern "C" int symm__moe_ht_async_prepare(int send_warps) {
-    const size_t smem = ht_async_smem((uint32_t)send_warps);
+extern "C" int symm__moe_ht_async_prepare(int sched, int send_warps) {
+    const size_t smem = ht_async_smem((uint32_t)sched, (uint32_t)send_warps);
     int dev = 0, most = 0;
     if (cudaGetDevice(&dev) == cudaSuccess &&
         cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
         smem <= (size_t)most &&
-        cudaFuncSetAttribute(symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP_ASYNC>,
+        cudaFuncSetAttribute(sched == SYMM__MOE_HT_OVERLAP_RING ? symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP_RING>
+                                                                : symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP_ASYNC>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) == cudaSuccess)
         return 1;
     (void)cudaGetLastError();
@@ -876,7 +1141,10 @@ symm_status_t symm__moe_launch_ht(const symm__moe_kargs_t *a, cudaStream_t s) {
     default:
         if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_OVERLAP_ASYNC) {
             symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP_ASYNC>
-                <<<a->nblocks, SYMM__MOE_THREADS, ht_async_smem(a->ht_send_warps), s>>>(*a);
+                <<<a->nblocks, SYMM__MOE_THREADS, ht_async_smem(a->ht_sched, a->ht_send_warps), s>>>(*a);
+        } else if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_OVERLAP_RING) {
+            symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP_RING>
+                <<<a->nblocks, SYMM__MOE_THREADS, ht_async_smem(a->ht_sched, a->ht_send_warps), s>>>(*a);
         } else if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_OVERLAP)
             symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP><<<a->nblocks, SYMM__MOE_THREADS, 0, s>>>(*a);
         else if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_SERIAL_WARPS)

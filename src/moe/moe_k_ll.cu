@@ -53,6 +53,29 @@
  *         bytes; the first scales' loads go out with the row's), copies it to
  *         out_expert_x[l][row] and its scales, and notes the route for
  *         combine.
+ * Small dispatch (a->ll_small: a handle whose every call goes as packets, a PE's routes at most
+ * one block's threads and the routes a PE may receive within the receivers' shared memory;
+ * its own kernel, symm__k_ll_dispatch_small). No per-expert lists: the routes travel in one
+ * header per (source, destination PE), so a receiver polls n words' worth of packets instead of
+ * n x L counts, and places every route itself.
+ *   send  The last block (of two or more) stages the indices, a route per thread, and posts every
+ *         PE its header at ll_hdr[p][me]: packet 0 (routes, mode), then each route in token order
+ *         (local expert | k << 24, t / dp), each packet tagged; a route's place in its PE's list
+ *         is the match over its warp plus the earlier warps' counts (one barrier). The other
+ *         blocks send the rows as in the generic path (packets into ll_pbuf[p][me][t / dp], once
+ *         per PE, in slices when tokens are fewer than blocks), each warp finding its token's PEs
+ *         from its own loads of the slots (shuffles, no barrier).
+ *   recv  Block b takes the (source, token slot) pairs b, b + blocks, ... (slices of a row when
+ *         pairs are fewer than blocks), known before any header, so its first pair's packets are
+ *         loaded with the headers. Every block polls every source's header (packet 0 and the
+ *         first entries loaded together; the routes up to the count until they carry the tag),
+ *         then in shared memory: the routes in source order, then token order, are pplx's rows,
+ *         so a route's row is the number of routes before it with the same expert. A pair some
+ *         route here names is polled until its packets carry the tag and copied to each of those
+ *         routes' rows; block 0 notes every route for combine; each block counts its share of
+ *         the experts' rows.
+ *   The same parity argument holds with headers in place of counts: every PE posts every PE a
+ *   header in every dispatch (no routes included).
  * Combine, same epoch:
  *   send  Each received row goes back, weighted by nothing, to every PE of
  *         its token's DP group: as packets into ll_pcbuf[t][k] when the
@@ -63,7 +86,9 @@
  *   recv  Per token (its hidden dimension split over several blocks when
  *         tokens are fewer than blocks): the valid routes' rows, polled as
  *         packets or waited for by flag, summed weight x row in float32 in
- *         slot order, stored. Its inputs (bound, routes, weights) are asked
+ *         slot order, stored. In the small handles' kernel a packet token's
+ *         routes are polled by one thread each (one round of loads), their
+ *         products summed in slot order from shared memory. Its inputs (bound, routes, weights) are asked
  *         for as the kernel starts, so the send half hides their loads.
  *
  * No warp waits for a load before the kernel's first loads are all out: a
@@ -285,6 +310,12 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_C_SENT 4  /* rows sent */
 #define LLS_C_SET 5   /* the first unit's routes set up and plain flags waited for */
 #define LLS_C_END 6
+/* the small kernels' own (their end is stamped after these) */
+#define LLS_DS_HSYNC 12 /* the header block's routes counted (its second barrier passed) */
+#define LLS_DS_END 13
+#define LLS_CS_POLL 7   /* thread 0's route's packets seen (ll_combine_pkt_rp, first round) */
+#define LLS_CS_SUM 8    /* its group summed and stored */
+#define LLS_CS_END 9
 #define LL_STAMP_CALL 30 /* the epoch whose stage times are printed: a timed call of symm-bench */
 
 /* The block's stamps (%globaltimer, ns), written by thread 0. */
@@ -885,6 +916,434 @@ SYMM__DEVICE_INTERNAL void ll_probe_hop(const symm__moe_kargs_t *A, uint64_t e, 
         moe_wait(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + tid) * L, v, (int)tid);
 }
 
+/* ---- the small dispatch (a->ll_small) --------------------------------------------------- */
+
+/* Routes one source may send one PE in a small dispatch: each of its tokens names at most
+ * min(K, L) of that PE's experts. */
+SYMM__DEVICE_INTERNAL uint32_t ll_hmax(const symm__moe_kargs_t *A) {
+    return A->cap * (A->topk < A->local ? A->topk : A->local);
+}
+
+/* Header of source s at parity p on this PE: packet 0 (routes, mode), then one packet a route. */
+SYMM__DEVICE_INTERNAL char *ll_hslot(const symm__moe_kargs_t *A, uint32_t p, uint32_t s) {
+    return MOE_AT(A, ll_hdr) + ((uint64_t)p * (uint32_t)A->n + s) * (1u + ll_hmax(A)) * 16u;
+}
+
+/* 8 data bytes (lo, hi) as one packet at dst. */
+SYMM__DEVICE_INTERNAL void ll_put_pkt1(void *dst, uint32_t lo, uint32_t hi, uint32_t tag) {
+    symm__v4_t a;
+    a.x = lo;
+    a.y = tag;
+    a.z = hi;
+    a.w = tag;
+    symm__c_st16_vol(dst, a);
+}
+
+/* The PEs that token t's valid routes go to, found by one warp without shared memory or a
+ * barrier: lane k holds slot k (and k + 32), a shuffle per slot finds repeats (ll_valid's rule). */
+SYMM__DEVICE_INTERNAL uint64_t ll_warp_mask(const symm__moe_kargs_t *A, uint32_t a, uint32_t b) {
+    const uint32_t lane = symm__block_tid() & 31u, K = A->topk, E = A->experts, L = A->local;
+    int oka = a < E, okb = b < E;
+    uint64_t m;
+    for (uint32_t j = 0; j < K && j < 32u; j++) {
+        const uint32_t x = __shfl_sync(MOE_FULL, a, j);
+        oka &= !(j < lane && x == a);
+        okb &= x != b;
+    }
+    for (uint32_t j = 32; j < K; j++) {
+        const uint32_t x = __shfl_sync(MOE_FULL, b, j - 32u);
+        okb &= !(j < lane + 32u && x == b);
+    }
+    m = (oka ? 1ull << (a / L) : 0ull) | (okb ? 1ull << (b / L) : 0ull);
+    return ((uint64_t)__reduce_or_sync(MOE_FULL, (uint32_t)(m >> 32)) << 32) | __reduce_or_sync(MOE_FULL, (uint32_t)m);
+}
+
+/* The send half of a small dispatch (e: its epoch, sbraw: *bound_m as loaded, both published by
+ * the caller's barrier; ix, xa, xb, pv, pw: this thread's prologue loads, see ll_small_dispatch).
+ * The last block (of two or more) builds every PE's header: each thread one route of this PE's
+ * tokens, its place in its PE's list from a match over the warp and the warps' counts, so one
+ * barrier; the others send the rows, a token's row once to every PE it goes to, in slices when
+ * tokens are fewer than those blocks. */
+SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e, uint32_t mine, uint32_t ix,
+                                         uint32_t xa, uint32_t xb, const symm__v4_t *pv0, uint32_t *sidx,
+                                         uint32_t *wcnt) {
+    const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
+    const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
+    const uint32_t me = (uint32_t)A->me, dpr = me % dp, B = gridDim.x, p = (uint32_t)(e & 1u), tag = ll_tag(e);
+    const uint32_t all = (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
+    const uint32_t RB = B > 1 ? B - 1 : 1, nvx = A->x_bytes / 16u, cols = A->scale_cols, nv = nvx + (cols + 3) / 4;
+    const uint64_t xrow = (uint64_t)A->x_stride * A->x_esz;
+    const uint32_t mode = LL_MODE_DPKT | (A->pkt && A->num_tokens <= A->pmt ? LL_MODE_CPKT : 0u);
+    if (blockIdx.x == B - 1) {
+        /* the header: route q = i * K + k of token i (below the bound) */
+        const uint32_t q = tid, i = q / K, k = q % K;
+        const uint64_t t = dpr + (uint64_t)i * dp;
+        int ok = 0;
+        uint32_t r = 0xffffffffu, mm, pos = 0;
+        if (q < mine * K) {
+            ok = ll_valid(&sidx[q - k], k, E);
+            if (ix >= E) {
+                if (ix != SYMM_MOE_NO_EXPERT)
+                    moe_error(A, SYMM__MOE_ERR_EXPERT_RANGE, (int64_t)t, (int64_t)k, (int64_t)ix);
+            } else if (!ok) {
+                moe_error(A, SYMM__MOE_ERR_EXPERT_DUP, (int64_t)t, (int64_t)k, (int64_t)ix);
+            }
+            if (ok)
+                r = ix / L;
+        }
+        mm = __match_any_sync(MOE_FULL, r);
+        if (ok && (mm & ((1u << lane) - 1u)) == 0)
+            wcnt[warp * n + r] = (uint32_t)__popc(mm);
+        symm__block_sync();
+        ll_stamp(A, LLS_DS_HSYNC);
+        if (ok) {
+            for (uint32_t w = 0; w < warp; w++)
+                pos += wcnt[w * n + r];
+            pos += (uint32_t)__popc(mm & ((1u << lane) - 1u));
+            ll_put_pkt1(moe_peer(A, ll_hslot(A, p, me) + 16u * (1u + pos), (int)r), (ix % L) | (k << 24), i, tag);
+        }
+        for (uint32_t x = tid; x < n; x += SYMM__MOE_THREADS) {
+            uint32_t c = 0;
+            for (uint32_t w = 0; w < SYMM__MOE_WARPS; w++)
+                c += wcnt[w * n + x];
+            ll_put_pkt1(moe_peer(A, ll_hslot(A, p, me), (int)x), c, mode, tag);
+        }
+        ll_stamp(A, LLS_D_LIST);
+        if (B > 1)
+            return;
+    }
+    {
+        /* rows: unit u = token u / sl, slice u % sl; the first unit's first vector and the warp's
+         * view of its token's slots came with the prologue */
+        const uint32_t sl = all > 0 && all < RB ? RB / all : 1u, units = all * sl;
+        for (uint32_t u = blockIdx.x; u < units; u += RB) {
+            const uint32_t i = u / sl, z = u % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
+            const uint64_t t = dpr + (uint64_t)i * dp;
+            uint64_t mask;
+            char *slot;
+            if (i >= mine)
+                break; /* (tokens go in order: the later units' are at or above the bound too) */
+            if (u != blockIdx.x) {
+                xa = lane < K ? ((const uint32_t *)A->idx)[t * K + lane] : E;
+                xb = lane + 32u < K ? ((const uint32_t *)A->idx)[t * K + lane + 32u] : E;
+            }
+            mask = ll_warp_mask(A, xa, xb);
+            if (u == blockIdx.x)
+                ll_stamp(A, LLS_D_MASK);
+            slot = ll_pslot(A, p, me, i);
+            for (uint32_t v = lo + tid; v < hi; v += SYMM__MOE_THREADS) {
+                symm__v4_t d;
+                if (u == blockIdx.x && v == lo + tid) {
+                    d = *pv0;
+                } else if (v < nvx) {
+                    d = ll_ld16((const char *)A->x + t * xrow + 16u * v);
+                } else {
+                    uint32_t w[4] = {0, 0, 0, 0};
+                    ll_ld_scales(A, (int64_t)t, 4u * (v - nvx), w);
+                    d.x = w[0];
+                    d.y = w[1];
+                    d.z = w[2];
+                    d.w = w[3];
+                }
+                for (uint64_t m = mask; m; m &= m - 1)
+                    ll_put_pkt2(moe_peer(A, slot + 32u * v, __ffsll((long long)m) - 1), d, tag);
+            }
+            if (u == blockIdx.x)
+                ll_stamp(A, LLS_D_XST);
+        }
+    }
+}
+
+#define LL_HPOLL 4 /* header entries a lane polls at once */
+
+/* The receive half of a small dispatch (epoch e; ticket: the block is counted as its polls start,
+ * or NULL). Its units are (source s, token slot tl, slice z), known before any header: unit u =
+ * (s, tl) u / sl, slice u % sl, where sl splits a row when the pairs are fewer than the blocks.
+ * So a block's first unit's row packets are loaded with the headers, in the same round trip.
+ * Every block polls every source's header (warp w: sources w, w + warps, ...; packet 0 and the
+ * first entries loaded together), then places every route in shared memory: the routes in
+ * source order, then token order, are pplx's rows, so a route's row is the number of routes
+ * before it with the same expert. A unit whose token names experts here copies its slice to each
+ * of their rows (loaded once); one no route names is dropped unread. Then block b counts its share
+ * of the experts' rows. */
+SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket) {
+    const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
+    const uint32_t n = (uint32_t)A->n, L = A->local, dp = (uint32_t)A->dp, B = gridDim.x, hmax = ll_hmax(A);
+    const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
+    const uint32_t nv = nvx + (cols + 3) / 4, cap = A->cap, pairs = n * cap;
+    const uint32_t sl = pairs < B ? B / pairs : 1u, units = pairs * sl;
+    const uint64_t esz = A->x_esz;
+    __shared__ uint2 rent[SYMM__MOE_SMALL_RECV]; /* [source][route]: expert | k << 24, token / dp */
+    __shared__ uint32_t rrow[SYMM__MOE_SMALL_RECV]; /* [source][route]: its row at its expert */
+    __shared__ uint32_t scnt[SYMM__MOE_MAX_PES], smode[SYMM__MOE_MAX_PES], hist[SYMM__MOE_THREADS];
+    __shared__ uint32_t pcnt[SYMM__MOE_SMALL_RECV];  /* [source][token slot]: its routes here */
+    __shared__ uint16_t pdst[SYMM__MOE_SMALL_RECV];  /* [source][token slot][kl]: those routes (rent index) */
+    symm__v4_t va[LL_UNROLL], vb[LL_UNROLL]; /* the first unit's first packets, loaded with the headers */
+    const uint32_t kl = A->topk < L ? A->topk : L;
+    uint32_t R = 0;
+    if (blockIdx.x < units) {
+        const uint32_t u = blockIdx.x, s = u / sl / cap, tl = u / sl % cap, z = u % sl;
+        const char *src = ll_pslot(A, p, s, tl);
+#pragma unroll
+        for (int x = 0; x < LL_UNROLL; x++) {
+            const uint32_t v = nv * z / sl + tid + (uint32_t)x * SYMM__MOE_THREADS;
+            if (v < nv * (z + 1) / sl) {
+                va[x] = symm__c_ld16_vol(src + 32u * v);
+                vb[x] = symm__c_ld16_vol(src + 32u * v + 16u);
+            }
+        }
+    }
+    for (uint32_t x = tid; x < pairs; x += SYMM__MOE_THREADS)
+        pcnt[x] = 0;
+    ll_count_late(A, ticket); /* (after this thread's loads: its warp waits for the atomic) */
+    for (uint32_t s = warp; s < n; s += SYMM__MOE_WARPS) {
+        const char *h = ll_hslot(A, p, s);
+        symm__v4_t h0 = symm__c_ld16_vol(h), ev[LL_HPOLL];
+        uint32_t cnt, mode, polls = 0;
+        uint64_t t0 = 0;
+#pragma unroll
+        for (uint32_t j = 0; j < LL_HPOLL; j++)
+            if (lane + 32u * j < hmax)
+                ev[j] = symm__c_ld16_vol(h + 16u * (1u + lane + 32u * j));
+        while (!__all_sync(MOE_FULL, ll_pkt_ok(h0, tag))) {
+            if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+                t0 = symm__wait_check(&A->ctx, h, SYMM_CMP_EQ, tag, h0.y == tag ? h0.w : h0.y, t0);
+            h0 = symm__c_ld16_vol(h);
+        }
+        cnt = __shfl_sync(MOE_FULL, h0.x, 0);
+        mode = __shfl_sync(MOE_FULL, h0.z, 0);
+        if (lane == 0) {
+            scnt[s] = cnt;
+            smode[s] = mode & 3u;
+        }
+        for (uint32_t i0 = 0; i0 < cnt; i0 += 32u * LL_HPOLL) {
+            if (i0 != 0) {
+#pragma unroll
+                for (uint32_t j = 0; j < LL_HPOLL; j++)
+                    if (i0 + lane + 32u * j < cnt)
+                        ev[j] = symm__c_ld16_vol(h + 16u * (1u + i0 + lane + 32u * j));
+            }
+            for (polls = 0;;) {
+                uint32_t miss = 0;
+#pragma unroll
+                for (uint32_t j = 0; j < LL_HPOLL; j++)
+                    if (i0 + lane + 32u * j < cnt && !ll_pkt_ok(ev[j], tag))
+                        miss |= 1u << j;
+                if (!__any_sync(MOE_FULL, miss != 0))
+                    break;
+#pragma unroll
+                for (uint32_t j = 0; j < LL_HPOLL; j++)
+                    if ((miss >> j) & 1u) {
+                        const char *q = h + 16u * (1u + i0 + lane + 32u * j);
+                        if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+                            t0 = symm__wait_check(&A->ctx, q, SYMM_CMP_EQ, tag,
+                                                  ev[j].y == tag ? ev[j].w : ev[j].y, t0);
+                        ev[j] = symm__c_ld16_vol(q);
+                    }
+            }
+#pragma unroll
+            for (uint32_t j = 0; j < LL_HPOLL; j++)
+                if (i0 + lane + 32u * j < cnt)
+                    rent[s * hmax + i0 + lane + 32u * j] = make_uint2(ev[j].x, ev[j].z);
+        }
+    }
+    symm__block_sync();
+    ll_stamp(A, LLS_D_CNT);
+    for (uint32_t s = 0; s < n; s++)
+        R += scnt[s];
+    /* every route's row: the routes before it (earlier sources, earlier tokens) of its expert */
+    for (uint32_t P = tid; P < R; P += SYMM__MOE_THREADS) {
+        uint32_t s = 0, i = P, c = 0, le;
+        while (i >= scnt[s]) {
+            i -= scnt[s];
+            s++;
+        }
+        le = rent[s * hmax + i].x & 0xffffffu;
+        for (uint32_t s2 = 0; s2 <= s; s2++) {
+            const uint32_t lim = s2 < s ? scnt[s2] : i;
+            for (uint32_t j = 0; j < lim; j++)
+                c += (rent[s2 * hmax + j].x & 0xffffffu) == le;
+        }
+        rrow[s * hmax + i] = c;
+        {
+            const uint32_t pr = s * cap + rent[s * hmax + i].y;
+            pdst[pr * kl + atomicAdd(&pcnt[pr], 1u)] = (uint16_t)(s * hmax + i);
+        }
+        if (blockIdx.x == 0) { /* the route for combine, by row and in the flat list */
+            const uint32_t tl = rent[s * hmax + i].y, k = rent[s * hmax + i].x >> 24;
+            const uint64_t rw = (uint64_t)s | ((uint64_t)k << 16) | (((uint64_t)tl * dp + s % dp) << 32);
+            MOE_U64(A, ll_route)[(uint64_t)le * A->rows + c] = rw;
+            MOE_U64(A, ll_flat)[2u + 2u * P] = rw;
+            MOE_U64(A, ll_flat)[3u + 2u * P] = ((uint64_t)le << 32) | c;
+        }
+    }
+    symm__block_sync();
+    ll_stamp(A, LLS_D_SCAN);
+    for (uint32_t u = blockIdx.x; u < units; u += B) {
+        const uint32_t s = u / sl / cap, tl = u / sl % cap, z = u % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
+        const char *src = ll_pslot(A, p, s, tl);
+        const uint32_t nd = pcnt[s * cap + tl];
+        if (nd == 0)
+            continue; /* (no route of this token comes here: its slot holds nothing of this call) */
+        for (uint32_t v0 = lo + tid; v0 < hi; v0 += SYMM__MOE_THREADS * LL_UNROLL) {
+            if (u != blockIdx.x || v0 != lo + tid) {
+#pragma unroll
+                for (int x = 0; x < LL_UNROLL; x++) {
+                    const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
+                    if (v < hi) {
+                        va[x] = symm__c_ld16_vol(src + 32u * v);
+                        vb[x] = symm__c_ld16_vol(src + 32u * v + 16u);
+                    }
+                }
+            }
+            /* packets without the tag yet: loaded again all together until none is missing */
+            for (uint32_t polls = 0;;) {
+                uint32_t miss = 0;
+#pragma unroll
+                for (int x = 0; x < LL_UNROLL; x++)
+                    if (v0 + (uint32_t)x * SYMM__MOE_THREADS < hi && !(ll_pkt_ok(va[x], tag) && ll_pkt_ok(vb[x], tag)))
+                        miss |= 1u << x;
+                if (miss == 0)
+                    break;
+#pragma unroll
+                for (int x = 0; x < LL_UNROLL; x++)
+                    if ((miss >> x) & 1u) {
+                        const char *q = src + 32u * (v0 + (uint32_t)x * SYMM__MOE_THREADS);
+                        if (++polls % SYMM__WAIT_CHECK_EVERY == 0) /* the deadline, on one of them */
+                            (void)ll_pkt_data(A, q, tag, va[x], vb[x]);
+                        va[x] = symm__c_ld16_vol(q);
+                        vb[x] = symm__c_ld16_vol(q + 16);
+                    }
+            }
+            if (u == blockIdx.x && v0 == lo + tid)
+                ll_stamp(A, LLS_D_ENT);
+            /* the slice into the row of every route of the token here */
+            for (uint32_t di = 0; di < nd; di++) {
+                const uint32_t ri = pdst[(s * cap + tl) * kl + di];
+                const uint32_t le = rent[ri].x & 0xffffffu, row = rrow[ri];
+                char *dx;
+                dx = (char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)esz;
+#pragma unroll
+                for (int x = 0; x < LL_UNROLL; x++) {
+                    const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
+                    symm__v4_t d;
+                    if (v >= hi)
+                        continue;
+                    d.x = va[x].x;
+                    d.y = va[x].z;
+                    d.z = vb[x].x;
+                    d.w = vb[x].z;
+                    if (v < nvx) {
+                        ll_st16(dx + 16u * v, d);
+                    } else {
+                        const uint32_t w[4] = {d.x, d.y, d.z, d.w};
+                        for (uint32_t j = 0; j < 4 && 4u * (v - nvx) + j < cols; j++)
+                            A->out_scale[(int64_t)le * A->os_stride[0] + (int64_t)row * A->os_stride[1] +
+                                         (int64_t)(4u * (v - nvx) + j) * A->os_stride[2]] = symm__bits_f32(w[j]);
+                    }
+                }
+            }
+        }
+    }
+    ll_stamp(A, LLS_D_COPY);
+    /* every local expert's rows (none included), block b counting experts b x threads, ...; the
+     * sources' modes for the combine */
+    if (blockIdx.x == 0 && tid < n)
+        MOE_U32(A, ll_mode)[tid] = smode[tid];
+    if (blockIdx.x == 0 && tid == 0)
+        MOE_U64(A, ll_flat)[0] = R;
+    for (uint32_t c0 = blockIdx.x * SYMM__MOE_THREADS; c0 < L; c0 += B * SYMM__MOE_THREADS) {
+        symm__block_sync();
+        hist[tid] = 0;
+        symm__block_sync();
+        for (uint32_t s = 0; s < n; s++)
+            for (uint32_t j = tid; j < scnt[s]; j += SYMM__MOE_THREADS) {
+                const uint32_t le = rent[s * hmax + j].x & 0xffffffu;
+                if (le - c0 < SYMM__MOE_THREADS)
+                    atomicAdd(&hist[le - c0], 1u);
+            }
+        symm__block_sync();
+        if (c0 + tid < L) {
+            A->out_num[c0 + tid] = (int32_t)hist[tid];
+            MOE_U32(A, ll_rcnt)[c0 + tid] = hist[tid];
+        }
+    }
+}
+
+/* A small dispatch: the halves the flags name, on the epoch it returns. The prologue issues every
+ * first load before anything waits for one: the epoch (thread 0), *bound_m (the last warp), the
+ * header block's indices (a route per thread), each row block's first vector and its warps' view
+ * of the first token's slots; one barrier publishes them, and no block waits for another of its
+ * grid before its sending is done. */
+SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uint32_t *ticket) {
+    const uint32_t tid = symm__block_tid(), lane = tid & 31u, K = A->topk, E = A->experts, n = (uint32_t)A->n;
+    const uint32_t dp = (uint32_t)A->dp, dpr = (uint32_t)A->me % dp, B = gridDim.x, RB = B > 1 ? B - 1 : 1;
+    const int send = (A->flags & SYMM_MOE_SEND) != 0, recv = (A->flags & SYMM_MOE_RECV) != 0;
+    const uint32_t all = (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
+    __shared__ uint64_t se, sbraw;
+    __shared__ uint32_t sidx[SYMM__MOE_SMALL_SEND], wcnt[SYMM__MOE_WARPS * SYMM__MOE_MAX_PES];
+    uint32_t ix = E, xa = E, xb = E;
+    symm__v4_t pv = {0, 0, 0, 0};
+    uint64_t e, ev = 0, bv = 0;
+    /* every load goes out before any shared store that needs one (a warp stalls at such a store, and
+     * its later loads would wait a round trip behind it) */
+    if (tid == 0)
+        ev = *(volatile uint64_t *)&moe_state(A)->epoch;
+    if (send) {
+        const uint32_t nvx = A->x_bytes / 16u, nv = nvx + (A->scale_cols + 3) / 4;
+        const uint32_t sl = all > 0 && all < RB ? RB / all : 1u, u = blockIdx.x;
+        if (tid == SYMM__MOE_THREADS - 32)
+            bv = ll_bound_load(A);
+        if (blockIdx.x == B - 1) {
+            for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
+                wcnt[x] = 0;
+            if (tid < all * K)
+                ix = ((const uint32_t *)A->idx)[(dpr + (uint64_t)(tid / K) * dp) * K + tid % K];
+        }
+        if ((B == 1 || blockIdx.x < RB) && u < all * sl) {
+            const uint32_t i = u / sl, z = u % sl, v = nv * z / sl + tid;
+            const uint64_t t = dpr + (uint64_t)i * dp;
+            if (lane < K)
+                xa = ((const uint32_t *)A->idx)[t * K + lane];
+            if (lane + 32u < K)
+                xb = ((const uint32_t *)A->idx)[t * K + lane + 32u];
+            if (v < nv * (z + 1) / sl) {
+                if (v < nvx) {
+                    pv = ll_ld16((const char *)A->x + t * ((uint64_t)A->x_stride * A->x_esz) + 16u * v);
+                } else {
+                    uint32_t w[4] = {0, 0, 0, 0};
+                    ll_ld_scales(A, (int64_t)t, 4u * (v - nvx), w);
+                    pv.x = w[0];
+                    pv.y = w[1];
+                    pv.z = w[2];
+                    pv.w = w[3];
+                }
+            }
+        }
+        if (blockIdx.x == B - 1 && tid < all * K)
+            sidx[tid] = ix;
+        if (tid == SYMM__MOE_THREADS - 32)
+            sbraw = bv;
+    }
+    if (tid == 0)
+        se = ev + (send ? 1u : 0u);
+    ll_stamp(A, LLS_D_PRO);
+    symm__block_sync();
+    e = se;
+    ll_stamp(A, LLS_D_IDX);
+    if (send) {
+        const uint32_t bound = (uint32_t)ll_bound_use(A, sbraw, blockIdx.x == 0 && tid == 0);
+        const uint32_t mine = bound > dpr ? (bound - dpr + dp - 1) / dp : 0;
+        ll_small_send(A, e, mine, ix, xa, xb, &pv, sidx, wcnt);
+        ll_stamp(A, LLS_D_SENT);
+    }
+    if (recv)
+        ll_small_recv(A, e, send ? ticket : NULL);
+    else if (send)
+        ll_count_late(A, ticket);
+    return e;
+}
+
 /* Dispatch: the epoch is opened by the send half (ll_dispatch_send) or read
  * here; the block counted last stores it as it ends (every block read the
  * old value before it was counted; the next kernel on the stream sees the
@@ -929,6 +1388,25 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
         *(volatile uint64_t *)&moe_state(A)->epoch = e;
     }
     ll_stamps_end(A, "dispatch", e, LLS_D_END);
+}
+
+/* The small dispatch (a->ll_small, the real exchange or its stamps): its own kernel, so its
+ * registers, shared memory and code are its own. Epoch as in symm__k_ll_dispatch. */
+__global__ void __launch_bounds__(SYMM__MOE_THREADS)
+    symm__k_ll_dispatch_small(const __grid_constant__ symm__moe_kargs_t a) {
+    const symm__moe_kargs_t *A = &a;
+    uint32_t ticket = 0;
+    uint64_t e;
+    ll_stamps_begin(A);
+    ll_pdl_begin(A);
+    if (blockIdx.x == 0 && symm__block_tid() == 0)
+        atomicMax(&moe_state(A)->max_grid, gridDim.x);
+    e = ll_small_dispatch(A, &ticket);
+    if (ticket == gridDim.x) { /* the thread that counted the block counted last */
+        atomicExch(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 0u);
+        *(volatile uint64_t *)&moe_state(A)->epoch = e;
+    }
+    ll_stamps_end(A, "dispatch-small", e, LLS_DS_END);
 }
 
 /* ---- combine ---------------------------------------------------------------------------- */
@@ -992,6 +1470,76 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_slices(const symm__moe_kargs_t *A, ui
         if (tid < dp)
             MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + t * K + k, e, (int)(g0 + tid),
                             (uint64_t)A->hidden * ysz);
+    }
+}
+
+/* The send half of the small handles' combine: the dispatch left its routes as a flat list
+ * (ll_flat), so every thread loads their number, its route's entry and the epoch at once and
+ * sends its share with no barrier before the first store: unit u = route u / sl, slice u % sl
+ * (fewer routes than blocks: slices; a plain row whole, from its slice 0, its flag released
+ * behind the block's stores). Thread 0 leaves the epoch in *se. */
+SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uint64_t *se) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp, B = gridDim.x;
+    const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
+    const uint64_t *flat = MOE_U64(A, ll_flat);
+    const uint32_t R = (uint32_t)flat[0];
+    const uint64_t e = *(volatile uint64_t *)&moe_state(A)->epoch;
+    const uint32_t tag = ll_tag(e), sl = R > 0 && R < B ? B / R : 1u;
+    MOE_TRACE_T0(tb_, A);
+    if (tid == 0)
+        *se = e;
+    ll_stamp(A, LLS_C_SCAN);
+    for (uint32_t u = blockIdx.x; u < R * sl; u += B) {
+        const uint32_t P = u / sl, z = u % sl;
+        const uint64_t route = flat[2u + 2u * P], pos = flat[3u + 2u * P];
+        const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu), g0 = src / dp * dp;
+        const uint64_t t = route >> 32;
+        const uint64_t yoff =
+            (uint64_t)((int64_t)(pos >> 32) * A->y_stride[0] + (int64_t)(uint32_t)pos * A->y_stride[1]) * ysz;
+        const uint32_t mode = MOE_U32(A, ll_mode)[src];
+        if (u == blockIdx.x)
+            ll_stamp(A, LLS_C_SLOT);
+        if (ll_cpkt(A, mode, t)) {
+            char *dst = ll_pcslot(A, t, k);
+            for (uint32_t q0 = nvy * z / sl + tid; q0 < nvy * (z + 1) / sl; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
+                symm__v4_t v[LL_UNROLL];
+#pragma unroll
+                for (int x = 0; x < LL_UNROLL; x++) {
+                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
+                    if (q < nvy * (z + 1) / sl)
+                        v[x] = ll_ld16((const char *)A->y + yoff + 16u * q);
+                }
+#pragma unroll
+                for (int x = 0; x < LL_UNROLL; x++) {
+                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
+                    if (q < nvy * (z + 1) / sl)
+                        for (uint32_t d = 0; d < dp; d++)
+                            ll_put_pkt2(moe_peer(A, dst + 32u * q, (int)(g0 + d)), v[x], tag);
+                }
+            }
+        } else if (z == 0) {
+            char *dst = MOE_AT(A, ll_cbuf) + (t * K + k) * (uint64_t)A->hidden * 4u;
+            for (uint32_t q0 = tid; q0 < nvy; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
+                symm__v4_t v[LL_UNROLL];
+#pragma unroll
+                for (int x = 0; x < LL_UNROLL; x++) {
+                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
+                    if (q < nvy)
+                        v[x] = ll_ld16((const char *)A->y + yoff + 16u * q);
+                }
+#pragma unroll
+                for (int x = 0; x < LL_UNROLL; x++) {
+                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
+                    if (q < nvy)
+                        for (uint32_t d = 0; d < dp; d++)
+                            symm__cst16(moe_peer(A, dst + 16u * q, (int)(g0 + d)), v[x], 1);
+                }
+            }
+            symm__block_sync(); /* (the block's unit: one route, one form) */
+            if (tid < dp)
+                MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + t * K + k, e, (int)(g0 + tid),
+                                (uint64_t)A->hidden * ysz);
+        }
     }
 }
 
@@ -1195,6 +1743,103 @@ SYMM__DEVICE_INTERNAL void ll_combine_group_pkt(const symm__moe_kargs_t *A, uint
     }
 }
 
+/* ll_combine_pkt_rp's first round of loads for 2-byte outputs (this thread's route's two packets),
+ * issued before the unit's setup says which routes are valid and which tokens come back as
+ * packets: a slot that turns out unused is not looked at, so these loads ride with the setup's.
+ * 1 when it loaded them (f32 rows, four packets a route, load theirs in ll_combine_pkt_rp). */
+SYMM__DEVICE_INTERNAL int ll_combine_rp_preload(const symm__moe_kargs_t *A, uint64_t t0, uint32_t nb, uint32_t glo,
+                                                uint32_t gn, symm__v4_t *pk) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, per = SYMM__MOE_THREADS / K, x = tid / K, k = tid % K;
+    if (A->y_kind == SYMM_DTYPE_F32)
+        return 0;
+    if (tid < per * K && x < nb * gn) {
+        const char *q = ll_pcslot(A, t0 + x / gn, k) + (uint64_t)(glo + x % gn) * 32u;
+        pk[0] = symm__c_ld16_vol(q);
+        pk[1] = symm__c_ld16_vol(q + 16u);
+    }
+    return 1;
+}
+
+/* The packet tokens' output groups of a unit, a route per thread: thread (pair, k) polls route k's
+ * packets of one group (one round of loads for every route, where a thread that sums all of a
+ * group's routes itself takes several), leaves weight x row in shared memory, and the pair's
+ * first thread sums the products in slot order. Every thread calls it. */
+SYMM__DEVICE_INTERNAL void ll_combine_pkt_rp(const symm__moe_kargs_t *A, uint32_t tag, uint64_t t0, uint32_t nb,
+                                             uint32_t glo, uint32_t gn, const uint8_t *sok, const float *sw,
+                                             const uint8_t *spk, const symm__v4_t *pre, int have) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, kind = A->y_kind, per = SYMM__MOE_THREADS / K;
+    const uint32_t np = kind == SYMM_DTYPE_F32 ? 4u : 2u; /* packets of one route's group */
+    __shared__ float sprod[8 * SYMM__MOE_THREADS]; /* [element][thread] */
+    for (uint32_t x0 = 0; x0 < nb * gn; x0 += per) {
+        const uint32_t x = x0 + tid / K, k = tid % K;
+        float pr[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (tid < per * K && x < nb * gn) {
+            const uint32_t j = x / gn, v = glo + x % gn;
+            if (spk[j] && sok[j * K + k]) {
+                const char *q = ll_pcslot(A, t0 + j, k) + (uint64_t)v * 16u * moe_kind_size(kind);
+                symm__v4_t pk[4], d;
+                uint32_t polls = 0;
+                uint64_t tw = 0;
+#pragma unroll
+                for (uint32_t i = 0; i < 4; i++)
+                    if (i < np)
+                        pk[i] = have && x0 == 0 && i < 2 ? pre[i & 1u] : symm__c_ld16_vol(q + 16u * i);
+                for (;;) {
+                    uint32_t miss = 0;
+#pragma unroll
+                    for (uint32_t i = 0; i < 4; i++)
+                        if (i < np && !ll_pkt_ok(pk[i], tag))
+                            miss |= 1u << i;
+                    if (miss == 0)
+                        break;
+                    if (++polls % SYMM__WAIT_CHECK_EVERY == 0) {
+                        const uint32_t i = (uint32_t)__ffs((int)miss) - 1u;
+                        const symm__v4_t y = i == 0 ? pk[0] : i == 1 ? pk[1] : i == 2 ? pk[2] : pk[3];
+                        tw = symm__wait_check(&A->ctx, q + 16u * i, SYMM_CMP_EQ, tag, y.y == tag ? y.w : y.y, tw);
+                    }
+#pragma unroll
+                    for (uint32_t i = 0; i < 4; i++)
+                        if ((miss >> i) & 1u)
+                            pk[i] = symm__c_ld16_vol(q + 16u * i);
+                }
+                if (x0 == 0)
+                    ll_stamp(A, LLS_CS_POLL);
+                d.x = pk[0].x;
+                d.y = pk[0].z;
+                d.z = pk[1].x;
+                d.w = pk[1].z;
+                ll_acc16(kind, d, 0, sw[j * K + k], pr);
+                if (np == 4) {
+                    d.x = pk[2].x;
+                    d.y = pk[2].z;
+                    d.z = pk[3].x;
+                    d.w = pk[3].z;
+                    ll_acc16(kind, d, 1, sw[j * K + k], pr);
+                }
+            }
+        }
+#pragma unroll
+        for (uint32_t i = 0; i < 8; i++)
+            sprod[i * SYMM__MOE_THREADS + tid] = pr[i];
+        symm__block_sync();
+        if (tid < per && x0 + tid < nb * gn) {
+            const uint32_t j = (x0 + tid) / gn, v = glo + (x0 + tid) % gn;
+            if (spk[j]) {
+                float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                for (uint32_t kk = 0; kk < K; kk++)
+#pragma unroll
+                    for (uint32_t i = 0; i < 8; i++)
+                        acc[i] += sprod[i * SYMM__MOE_THREADS + tid * K + kk];
+                moe_store8((char *)A->out + ((int64_t)(t0 + j) * A->out_stride + (int64_t)v * 8) * 2, A->out_kind,
+                           acc);
+            }
+        }
+        if (x0 == 0)
+            ll_stamp(A, LLS_CS_SUM);
+        symm__block_sync();
+    }
+}
+
 /* Output groups [glo, glo + gn) (8 elements each) of tokens t0 .. t0 + nb - 1:
  * each thread sums a group's routes in slot order, 16 data bytes per route
  * and pass (f32 rows take two passes), with the loads of several routes in
@@ -1202,14 +1847,21 @@ SYMM__DEVICE_INTERNAL void ll_combine_group_pkt(const symm__moe_kargs_t *A, uint
  * were waited for. */
 SYMM__DEVICE_INTERNAL void ll_combine_rows(const symm__moe_kargs_t *A, uint32_t tag, uint64_t t0, uint32_t nb,
                                            uint32_t glo, uint32_t gn, const uint8_t *sok, const float *sw,
-                                           const uint8_t *spk) {
+                                           const uint8_t *spk, int small, const symm__v4_t *pre, int have) {
     const uint32_t tid = symm__block_tid(), K = A->topk, kind = A->y_kind, ysz = moe_kind_size(kind);
     const uint32_t passes = ysz / 2u;
     const uint64_t slot_bytes = (uint64_t)A->hidden * 4u;
+    /* packet tokens a route per thread in the small kernel (the other kernel, which may take many
+     * rounds of it, sums each group's routes in one thread) */
+    const int rp = small;
+    if (rp)
+        ll_combine_pkt_rp(A, tag, t0, nb, glo, gn, sok, sw, spk, pre, have);
     for (uint32_t q = tid; q < nb * gn; q += SYMM__MOE_THREADS) {
         const uint32_t j = q / gn, v = glo + q % gn;
         const uint64_t t = t0 + j;
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (rp && spk[j])
+            continue;
         /* the passes unrolled: acc is indexed by constants, so it stays in registers */
         if (spk[j]) {
             ll_combine_group_pkt(A, tag, t, v, 0, &sok[j * K], &sw[j * K], acc);
@@ -1305,15 +1957,53 @@ SYMM__DEVICE_INTERNAL void ll_combine_prefetch(const symm__moe_kargs_t *A, uint6
     }
 }
 
+/* A thread's route of its block's first unit (the plan of *bound_m = num_tokens), loaded as the
+ * small handles' combine starts, so the send half hides the loads; have: they are that unit's
+ * (set when the bound turns out to give the same unit). */
+typedef struct ll_cin {
+    uint64_t t0;
+    uint32_t nb, ix, mode, have;
+    float w;
+} ll_cin_t;
+
+SYMM__DEVICE_INTERNAL void ll_combine_inputs(const symm__moe_kargs_t *A, ll_cin_t *in) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp;
+    const ll_cplan_t c = ll_combine_plan(A, A->num_tokens);
+    in->t0 = 0;
+    in->nb = 0;
+    in->ix = 0;
+    in->mode = 0;
+    in->have = 0;
+    in->w = 0.0f;
+    if (blockIdx.x < c.units) {
+        in->t0 = ll_unit_t0(&c, blockIdx.x);
+        in->nb = ll_unit_nb(&c, in->t0);
+        if (tid < in->nb * K) {
+            const uint64_t t = in->t0 + tid / K;
+            in->ix = ((const uint32_t *)A->idx)[t * K + tid % K];
+            in->w = A->weights[t * K + tid % K];
+            if (tid % K == 0)
+                in->mode = MOE_U32(A, ll_mode)[(uint32_t)A->me / dp * dp + (uint32_t)(t % dp)];
+        }
+    }
+}
+
 /* Unit tokens t0 .. t0 + nb - 1 (threads below nb x K: one route each): every route's index,
  * weight and the token's form loaded at once, then each route's validity from shared memory.
  * Every thread calls it; a barrier must pass before u is read. */
-SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t t0, uint32_t nb, ll_cunit_t *u) {
+SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t t0, uint32_t nb, ll_cunit_t *u,
+                                            const ll_cin_t *in) {
     const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp;
     const uint32_t g0 = (uint32_t)A->me / dp * dp;
     float w = 0.0f;
     uint32_t mode = 0;
-    if (tid < nb * K) {
+    if (in != NULL && in->have) { /* loaded as the kernel started */
+        if (tid < nb * K) {
+            u->six[tid] = in->ix;
+            w = in->w;
+            mode = in->mode;
+        }
+    } else if (tid < nb * K) {
         const uint64_t t = t0 + tid / K;
         u->six[tid] = ((const uint32_t *)A->idx)[t * K + tid % K];
         w = A->weights[t * K + tid % K];
@@ -1334,7 +2024,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t
 
 /* The receive half (*se: the epoch, in shared memory, written before a barrier this half passes). */
 SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uint64_t *se, const ll_cplan_t *c,
-                                           ll_cunit_t *u) {
+                                           ll_cunit_t *u, int small, ll_cin_t *in) {
     const uint32_t tid = symm__block_tid(), K = A->topk, B = gridDim.x, h8 = A->hidden / 8u;
     const uint32_t sl = c->sl;
     for (uint64_t w = blockIdx.x; w < c->units; w += B) {
@@ -1342,26 +2032,36 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
         const uint32_t nb = ll_unit_nb(c, t0);
         const uint32_t z = sl > 1 ? (uint32_t)w % sl : 0u, glo = h8 * z / sl, gn = h8 * (z + 1) / sl - glo;
         uint64_t e;
-        symm__block_sync();
-        ll_combine_setup(A, t0, nb, u);
+        int plain = 0, have = 0;
+        symm__v4_t pre[2];
+        if (small && w == blockIdx.x) /* the first unit's packets ride with its setup's loads */
+            have = ll_combine_rp_preload(A, t0, nb, glo, gn, pre);
+        if (w != blockIdx.x) /* (the first unit's setup touches nothing the send half reads) */
+            symm__block_sync();
+        if (in != NULL)
+            in->have = w == blockIdx.x && in->t0 == t0 && in->nb == nb;
+        ll_combine_setup(A, t0, nb, u, in);
         symm__block_sync();
         e = *se;
-        if (tid < nb * K) {
-            const uint32_t k = tid % K;
-            if (u->sok[tid] && !u->spk[tid / K]) /* from the PE of the route's expert */
-                moe_wait(A, MOE_U64(A, ll_cflag) + (t0 + tid / K) * K + k, e, (int)(u->six[tid] / A->local));
+        for (uint32_t j = 0; j < nb; j++)
+            plain |= !u->spk[j];
+        if (plain) { /* plain rows: their flags waited for before any thread reads them */
+            if (tid < nb * K) {
+                const uint32_t k = tid % K;
+                if (u->sok[tid] && !u->spk[tid / K]) /* from the PE of the route's expert */
+                    moe_wait(A, MOE_U64(A, ll_cflag) + (t0 + tid / K) * K + k, e, (int)(u->six[tid] / A->local));
+            }
+            symm__block_sync();
         }
-        symm__block_sync();
         if (w == blockIdx.x)
             ll_stamp(A, LLS_C_SET);
-        ll_combine_rows(A, ll_tag(e), t0, nb, glo, gn, u->sok, u->sw, u->spk);
+        ll_combine_rows(A, ll_tag(e), t0, nb, glo, gn, u->sok, u->sw, u->spk, small, pre, have);
     }
 }
 
 /* The receive half's inputs (bound, routes, weights, forms) are the call's or the dispatch's:
  * their loads go out at the start, and the send half hides them. */
-__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __grid_constant__ symm__moe_kargs_t a) {
-    const symm__moe_kargs_t *A = &a;
+SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int small) {
     __shared__ ll_cunit_t u;
     __shared__ uint64_t se;    /* the epoch (dispatches so far: the combine works on the last one) */
     __shared__ uint64_t sbraw; /* *bound_m as loaded by the last warp (no other warp waits for it) */
@@ -1375,25 +2075,44 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __
     }
     if (blockIdx.x == 0 && symm__block_tid() == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
+    ll_cin_t in;
+    uint64_t braw = 0;
     if (A->flags & SYMM_MOE_RECV) {
-        if (symm__block_tid() == SYMM__MOE_THREADS - 32)
-            sbraw = ll_bound_load(A);
-        ll_combine_prefetch(A, blockIdx.x);
+        if (small) { /* every thread its own bound and its first unit's route, in registers */
+            braw = ll_bound_load(A);
+            ll_combine_inputs(A, &in);
+        } else {
+            if (symm__block_tid() == SYMM__MOE_THREADS - 32)
+                sbraw = ll_bound_load(A);
+            ll_combine_prefetch(A, blockIdx.x);
+        }
         ll_stamp(A, LLS_C_PRE);
     }
     if (A->flags & SYMM_MOE_SEND)
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, ll_combine_send(A, &se));
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE,
+                       small ? ll_combine_send_small(A, &se) : ll_combine_send(A, &se));
     else if (symm__block_tid() == 0)
         se = *(volatile uint64_t *)&moe_state(A)->epoch;
     ll_stamp(A, LLS_C_SENT);
     if (A->flags & SYMM_MOE_RECV) {
         ll_cplan_t c;
-        if (!(A->flags & SYMM_MOE_SEND))
+        if (!(A->flags & SYMM_MOE_SEND) && !small)
             symm__block_sync(); /* (the send half's barriers publish sbraw otherwise) */
-        c = ll_combine_plan(A, ll_bound_use(A, sbraw, blockIdx.x == 0 && symm__block_tid() == 0));
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, &se, &c, &u));
+        c = ll_combine_plan(A, ll_bound_use(A, small ? braw : sbraw, blockIdx.x == 0 && symm__block_tid() == 0));
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, &se, &c, &u, small, small ? &in : NULL));
     }
-    ll_stamps_end(A, "combine", se, LLS_C_END);
+    ll_stamps_end(A, small ? "combine-small" : "combine", se, small ? LLS_CS_END : LLS_C_END);
+}
+
+__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __grid_constant__ symm__moe_kargs_t a) {
+    ll_combine_kernel(&a, 0);
+}
+
+/* The combine of a handle with the small dispatch: the same kernel without the per-thread packet
+ * sums (ll_combine_pkt_rp takes every packet token), so fewer registers. */
+__global__ void __launch_bounds__(SYMM__MOE_THREADS)
+    symm__k_ll_combine_small(const __grid_constant__ symm__moe_kargs_t a) {
+    ll_combine_kernel(&a, 1);
 }
 
 /* Dynamic shared memory of each kernel for a grid of `blocks`. */
@@ -1407,7 +2126,10 @@ extern "C" size_t symm__moe_ll_smem(const symm__moe_kargs_t *a, int blocks) {
 
 symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s) {
     const int dispatch = a->kernel == SYMM__MK_LL_DISPATCH;
-    const size_t smem = dispatch || (a->flags & SYMM_MOE_SEND) ? symm__moe_ll_smem(a, a->nblocks) : 0;
+    const int small = dispatch && a->ll_small && (a->probe == SYMM__MOE_PROBE_NONE || a->probe == SYMM__MOE_PROBE_STAMPS);
+    void (*const kd)(symm__moe_kargs_t) = small ? symm__k_ll_dispatch_small : symm__k_ll_dispatch;
+    void (*const kc)(symm__moe_kargs_t) = a->ll_small ? symm__k_ll_combine_small : symm__k_ll_combine;
+    const size_t smem = small ? 0 : dispatch || (a->flags & SYMM_MOE_SEND) ? symm__moe_ll_smem(a, a->nblocks) : 0;
     if (a->pdl) {
         cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute at[1] = {};
@@ -1420,16 +2142,16 @@ symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s) {
         cfg.stream = s;
         cfg.attrs = at;
         cfg.numAttrs = 1;
-        e = dispatch ? cudaLaunchKernelEx(&cfg, symm__k_ll_dispatch, *a) : cudaLaunchKernelEx(&cfg, symm__k_ll_combine, *a);
+        e = dispatch ? cudaLaunchKernelEx(&cfg, kd, *a) : cudaLaunchKernelEx(&cfg, kc, *a);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
             return symm__error(SYMM_ERR_CUDA, "launching the MoE %s kernel (SYMM_MOE_PDL=1): %s (%s)",
                                dispatch ? "dispatch" : "combine", cudaGetErrorName(e), cudaGetErrorString(e));
         }
     } else if (dispatch) {
-        symm__k_ll_dispatch<<<a->nblocks, SYMM__MOE_THREADS, smem, s>>>(*a);
+        kd<<<a->nblocks, SYMM__MOE_THREADS, smem, s>>>(*a);
     } else {
-        symm__k_ll_combine<<<a->nblocks, SYMM__MOE_THREADS, smem, s>>>(*a);
+        kc<<<a->nblocks, SYMM__MOE_THREADS, smem, s>>>(*a);
     }
     return symm__moe_launched(dispatch ? "the MoE dispatch kernel" : "the MoE combine kernel");
 }

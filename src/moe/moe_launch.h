@@ -24,6 +24,16 @@ extern "C" {
 /* Top-k indices a low-latency dispatch stages in shared memory at a time. */
 #define SYMM__MOE_IDX_CHUNK 2048
 
+/* The small low-latency dispatch (moe_k_ll.cu): a handle takes it when every call's rows go as
+ * packets and a PE's routes fit one block (cap x top-k, one thread each) and the routes a PE may
+ * receive fit the receivers' shared memory (n x cap x min(top-k, local experts)). */
+#define SYMM__MOE_SMALL_SEND SYMM__MOE_THREADS
+#define SYMM__MOE_SMALL_RECV 1024
+
+/* Tokens per block of a high-throughput dispatch at least (its grid is at
+ * most max_num_tokens / this, rounded up; ht_bcnt is sized for that many). */
+#define SYMM__MOE_HT_BLOCK_TOKENS 32
+
 /* Rows of a high-throughput combine covered by one completion flag. */
 #define SYMM__MOE_HT_CHUNK 32
 
@@ -37,7 +47,8 @@ enum symm__moe_ht_sched {
     SYMM__MOE_HT_SERIAL = 1,
     SYMM__MOE_HT_OVERLAP = 2,
     SYMM__MOE_HT_SERIAL_WARPS = 3,
-    SYMM__MOE_HT_OVERLAP_ASYNC = 4 /* overlap, the reducing warps' loads through shared memory (cp.async) */
+    SYMM__MOE_HT_OVERLAP_ASYNC = 4, /* overlap, the reducing warps' loads through shared memory (cp.async) */
+    SYMM__MOE_HT_OVERLAP_RING = 5   /* overlap, the sending warps' loads through shared memory (cp.async) */
 };
 
 /* Kernels: one per call (or per half when flags split it), and the layout. */
@@ -100,6 +111,12 @@ typedef struct symm__moe_err {
  *   ll_cflag    uint64 [M][k]: epoch of the expert row in ll_cbuf[t][k]
  *   ll_cbuf     [M][k][hidden * 4 bytes]: expert outputs for my tokens
  *   ll_pcbuf    [pmt][k][hidden * 8 bytes]: the same as packets (tokens < pmt)
+ *   ll_hdr      [2][n][1 + cap * min(k, L)] packets (small dispatch only): source s's header,
+ *               packet 0 its routes here and its mode, then each route in token
+ *               order (data: local expert | slot k << 24, then token / dp)
+ *   ll_flat     uint64 [1 + n * cap * min(k, L)][2] (small dispatch only): the routes the last
+ *               dispatch received, [0][0] their number, then each one's ll_route word and its
+ *               expert << 32 | row (local)
  * High throughput (DeepEP's normal layout):
  *   ht_mat      uint64 [2][n][n]: (epoch << 32 | tokens) PE s sends PE r
  *   ht_emat     uint64 [2][n][L]: (epoch << 32 | tokens) PE s sends my local expert l
@@ -113,11 +130,14 @@ typedef struct symm__moe_err {
  *               buffers as byte offsets from its handle base, then epoch << 32 | 1
  *   ht_rx .. ht_rpe: the receive buffers (symm_moe_ht_recv_t)
  *   ht_cbuf     [n][M][hidden * 2 bytes]: rows PE r returns, at my tokens' positions
+ *   ht_bcnt     uint32 [M / 32 rounded up][n + experts]: dispatch block b's tokens per PE
+ *               and per expert (local; warps form)
+ *   ht_bflag    uint64 [M / 32 rounded up]: epoch of block b's counts there (local)
  */
 typedef struct symm__moe_layout {
-    uint64_t state, ll_cnt, ll_list, ll_dbuf, ll_pbuf, ll_mode, ll_rcnt, ll_route, ll_cflag, ll_cbuf, ll_pcbuf;
+    uint64_t state, ll_cnt, ll_list, ll_dbuf, ll_pbuf, ll_mode, ll_rcnt, ll_route, ll_cflag, ll_cbuf, ll_pcbuf, ll_hdr, ll_flat;
     uint64_t ht_mat, ht_emat, ht_rcv, ht_exp, ht_roff, ht_mask, ht_pos, ht_cflag, ht_dst;
-    uint64_t ht_rx, ht_rscale, ht_ridx, ht_rw, ht_rsrc, ht_rnum, ht_rpe, ht_cbuf;
+    uint64_t ht_rx, ht_rscale, ht_ridx, ht_rw, ht_rsrc, ht_rnum, ht_rpe, ht_cbuf, ht_bcnt, ht_bflag;
     uint64_t total;
 } symm__moe_layout_t;
 
@@ -153,8 +173,10 @@ typedef struct symm__moe_kargs {
     uint32_t flags;          /* SYMM_MOE_SEND and/or SYMM_MOE_RECV */
     uint32_t ht_sched;       /* HT combine with both halves: enum symm__moe_ht_sched */
     uint32_t ht_send_warps;  /* SYMM__MOE_HT_OVERLAP: warps of each block that send (1..SYMM__MOE_WARPS - 1) */
+    uint32_t ht_dwarps;      /* HT dispatch: 1 each warp sends whole tokens (SYMM_MOE_HT_DISPATCH=warps), 0 batches */
     uint32_t probe;          /* low latency: SYMM_MOE_LL_PROBE (symm__moe_probe), 0 for the real exchange */
     uint32_t pdl;            /* low latency: launched with programmatic dependent launch (SYMM_MOE_PDL) */
+    uint32_t ll_small;       /* low latency: the small dispatch (geometry's ll_small; not with the twice probe) */
     uint64_t num_tokens;     /* m */
     const uint32_t *bound;   /* device, or NULL */
     /* dispatch */
@@ -201,7 +223,7 @@ void symm__moe_err_free(symm__moe_err_t *host);
  * current device has that much, else 0 (the handle then runs overlap). Once
  * per handle, at creation: no attribute calls at launch, which may be inside
  * a graph capture. */
-int symm__moe_ht_async_prepare(int send_warps);
+int symm__moe_ht_async_prepare(int sched, int send_warps);
 
 /* Multiprocessors of the current device (1 when unknown). */
 int symm__moe_sm_count(void);

@@ -6,7 +6,7 @@ order, same counts and flags, the same sums on bf16 tensors) runs as a
 persistent grid on few block slots; a seeded random scheduler runs whatever
 can run. Every call's output is checked against torch, calls follow each
 other without a pause (a host far ahead of its GPUs), the diagnostic
-kernel_only() calls are mixed in, and PEs that share a GPU (two launches
+kernel_only() and comm_only() calls are mixed in, and PEs that share a GPU (two launches
 and a stream barrier) are modelled too. Needs torch only.
 
     python3 tests/python/cute_rs_protocol_sim.py [--seeds N] [--calls N]   (exit 0: all passed)
@@ -148,7 +148,8 @@ def scenario(sim, mod, P, calls, m_loc, lanes, shared):
         op = mod.GemmRSCE(env, m, k, n, lanes=lanes)
         ops.append((op, torch.empty(m, k, dtype=BF16), torch.empty(n, k, dtype=BF16),
                     torch.empty(m_loc, n, dtype=BF16)))
-    seq = ["fused"] * calls + ["kernel", "fused"]
+    # the diagnostics: the kernel alone, and the copies alone (one PE per GPU only)
+    seq = ["fused"] * calls + ["kernel", "fused"] + ([] if shared else ["comm", "fused"])
     outs = {}
     for i, mode in enumerate(seq):
         for p in range(P):
@@ -160,8 +161,10 @@ def scenario(sim, mod, P, calls, m_loc, lanes, shared):
             if mode == "fused":
                 op(a, bt, out)
                 sim.host(lambda out=out, i=i, p=p: outs.__setitem__((i, p), out.clone()), "output")
-            else:
+            elif mode == "kernel":
                 op.kernel_only(a, bt, out)
+            else:
+                op.comm_only()
     sim.run()
     for i, mode in enumerate(seq):
         if mode != "fused":
