@@ -25,11 +25,22 @@ CTX_ABORT_WORD = tl.constexpr(7)
 REC_WORDS = 4
 
 
+# the abort flag lives in host memory: a sys-scope read of it on every poll of
+# every waiting program keeps the GPU's host interface busy, which starves the
+# copy engines and stream waits that set these very flags (issue #29's 4-PE
+# collapse); so the loop polls the flag alone, reads the clock and the record
+# every WAIT_CHECK_EVERY polls, and the abort flag only after ABORT_CHECK_NS
+WAIT_CHECK_EVERY = tl.constexpr(64)
+ABORT_CHECK_NS = tl.constexpr(1000000)
+
+
 @triton.jit
 def wait_flag_inline(ctx, flag, value, rec):
     """Wait until the int64 word *flag >= value, then acquire (system scope,
     the flag's writer may be a peer's copy engine), with symm's deadline and
-    abort flag; every thread of the program returns after the wait."""
+    abort flag; every thread of the program returns after the wait. The
+    loop polls the flag alone; every WAIT_CHECK_EVERY polls it reads the
+    clock and the record, and after ABORT_CHECK_NS of waiting the abort flag."""
     v = tl.load(flag, volatile=True)
     if v < value:
         words = ctx.to(tl.pointer_type(tl.int64))
@@ -37,24 +48,28 @@ def wait_flag_inline(ctx, flag, value, rec):
         abort_addr = tl.load(words + CTX_ABORT_WORD)
         stop = tl.load(rec, volatile=True)
         t0 = globaltimer()
+        polls = 0
         while (v < value) & (stop == 0):
-            waited = globaltimer() - t0
-            aborted = 0
-            if abort_addr != 0:
-                aborted = tl.load(abort_addr.to(tl.pointer_type(tl.int32)), volatile=True)
-            if (aborted != 0) | ((timeout != 0) & (waited > timeout)):
-                # plain stores, no atomic whose result Triton would broadcast
-                # through shared memory with a barrier: the threads of a
-                # program leave this loop at different iterations (each
-                # loads the flag itself), so no barrier may sit inside it
-                stop = stop + 1                # stop is 0 here: now 1, as int64
-                tl.store(rec + 1, flag.to(tl.int64))
-                tl.store(rec + 2, v)
-                tl.store(rec + 3, waited)
-                tl.store(rec, stop)
-            else:
-                v = tl.load(flag, volatile=True)
+            polls += 1
+            if polls % WAIT_CHECK_EVERY == 0:
+                waited = globaltimer() - t0
                 stop = tl.load(rec, volatile=True)
+                aborted = 0
+                if (abort_addr != 0) & (waited >= ABORT_CHECK_NS):
+                    aborted = tl.load(abort_addr.to(tl.pointer_type(tl.int32)), volatile=True)
+                if (stop == 0) & ((aborted != 0) | ((timeout != 0) & (waited > timeout))):
+                    # plain stores, no atomic whose result Triton would
+                    # broadcast through shared memory with a barrier: the
+                    # threads of a program leave this loop at different
+                    # iterations (each loads the flag itself), so no barrier
+                    # may sit inside it
+                    stop = stop + 1            # stop is 0 here: now 1, as int64
+                    tl.store(rec + 1, flag.to(tl.int64))
+                    tl.store(rec + 2, v)
+                    tl.store(rec + 3, waited)
+                    tl.store(rec, stop)
+            if stop == 0:
+                v = tl.load(flag, volatile=True)
     # one acquire for the program (a compare-and-swap that never matches: the
     # flags are >= 0, and Triton drops an atomic add of 0 whose result is
     # unused); the barrier orders every thread's later loads after it
