@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The GEMM + communication examples (CuTe DSL and Triton) on 4 GPUs, one PE
-# per GPU, against the overlap bars; results under $OUT/gemm/, summary last.
-# With 1 to 3 GPUs it runs the shared mode below instead.
+# The GEMM + communication examples (CuTe DSL and Triton) on 2 to 4 GPUs, one
+# PE per GPU, against the overlap bars (set for 4 PEs); results under
+# $OUT/gemm/, summary last. With one GPU it runs the shared mode below instead.
 #
 #   1. GEMM alone at the per-PE shapes on GPU 0: CuTe DSL (hopper_gemm.py
 #      hgemm, from carried cubins), Triton (the examples' gemm_kernel) and
 #      torch.matmul (examples/gemm_alone.py; bar >= 0.90 x torch.matmul);
-#      meanwhile GPUs 1-3 time the Triton tile candidates (tune_gemm.py).
+#      meanwhile GPUs 1-3 time the Triton tile candidates (tune_gemm.py;
+#      on 4 GPUs only).
 #   2. CuTe DSL ag_gemm and gemm_rs, square (M=K=N=8192) and LLM
 #      (M=4096, hidden 8192, intermediate 28672) shapes, checked against
 #      torch + NCCL with fresh data, timed in CUDA graphs and on a plain
@@ -30,7 +31,7 @@
 # Without the CuTe cubins (or with GEMM_CUTE=0) the CuTe steps are skipped
 # with a line in the summary and the GEMM-alone table has no CuTe row.
 #
-# Shared mode (fewer than 4 GPUs): correctness only, GEMM_SHARED_PES PEs
+# Shared mode (one GPU): correctness only, GEMM_SHARED_PES PEs
 # (default 2) sharing GPU 0, each step under its own private MPS daemon
 # (scripts/with_mps.sh; none is started where one already answers), each PE
 # with its share of the SMs. The PEs' pushes land before their GEMMs start
@@ -113,8 +114,8 @@ nvidia-smi -L >"$out/machine.txt" 2>&1
 note "machine" "$ngpu GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
 [ "$cute" = 1 ] || note "CuTe DSL steps" "skipped (no $cubins/manifest.json, or GEMM_CUTE=0)"
 
-# ---- shared mode: PEs share GPU 0, checks only ----
-if [ "$ngpu" -lt 4 ]; then
+# ---- shared mode (one GPU): PEs share GPU 0, checks only ----
+if [ "$ngpu" -lt 2 ]; then
   npes=${GEMM_SHARED_PES:-2}
   wall=${GEMM_SHARED_WALL:-240}
   sshapes=${GEMM_SHARED_SHAPES:-small,llm}
@@ -189,7 +190,10 @@ if [ "$ngpu" -lt 4 ]; then
   exit
 fi
 
-# ---- 1. the GEMMs alone (GPU 0), Triton tile candidates (GPUs 1-3) ----
+# ---- bars: one PE per GPU, on up to 4 GPUs ----
+npes=$((ngpu < 4 ? ngpu : 4))
+
+# ---- 1. the GEMMs alone (GPU 0), Triton tile candidates (GPUs 1-3, on 4 GPUs) ----
 t0=$(date +%s)
 rm -f "$out/gemm_alone.md"
 alone_pid=""
@@ -198,7 +202,7 @@ alone_pid=""
   echo "$rc" >"$out/gemm_alone.rc" ) &
 [ "${GEMM_ALONE:-1}" = 1 ] && alone_pid=$!
 tune_pids=()
-if [ "${GEMM_TUNE:-1}" = 1 ]; then
+if [ "${GEMM_TUNE:-1}" = 1 ] && [ "$npes" -ge 4 ]; then
   # the candidates of tune_gemm.py split over three GPUs, every shape each
   i=0
   for cfgs in 0,1,2,3 4,5,6 7,8,9; do
@@ -224,24 +228,24 @@ if [ "${#tune_pids[@]}" -gt 0 ]; then
   note "Triton tile candidates (GPUs 1-3)" "$res"
 fi
 
-# ---- 2. CuTe DSL: ag_gemm and gemm_rs on 4 PEs ----
+# ---- 2. CuTe DSL: ag_gemm and gemm_rs, one PE per GPU ----
 t0=$(date +%s)
 rm -f "$out/cute_gemm.md"
 if [ "$cute" = 1 ]; then
   rc=$(run "$out/cute_gemm.log" "${GEMM_CUTE_WALL:-90}" "${pyenv[@]}" \
-         torchrun --nproc-per-node 4 --master-port 29860 examples/cute/run_gpu.py --cubins "$cubins" \
+         torchrun --nproc-per-node "$npes" --master-port 29860 examples/cute/run_gpu.py --cubins "$cubins" \
          --only ag_gemm,gemm_rs --shape "$shapes" --iters 3 --out "$out/cute_gemm.md")
-  note "CuTe ag_gemm + gemm_rs (4 PEs)" "$(status "$rc"): $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/cute_gemm.log" 2>/dev/null | tail -1) ($(since "$t0"))"
+  note "CuTe ag_gemm + gemm_rs ($npes PEs)" "$(status "$rc"): $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/cute_gemm.log" 2>/dev/null | tail -1) ($(since "$t0"))"
   [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/cute_gemm.log"
 fi
 
-# ---- 3. Triton: ag_gemm and gemm_rs on 4 PEs ----
+# ---- 3. Triton: ag_gemm and gemm_rs, one PE per GPU ----
 t0=$(date +%s)
 rm -f "$out/triton_gemm.md"
 rc=$(run "$out/triton_gemm.log" "${GEMM_TRITON_WALL:-150}" "${pyenv[@]}" \
-       torchrun --nproc-per-node 4 --master-port 29870 examples/triton/gemm_bars.py --shape "$shapes" \
+       torchrun --nproc-per-node "$npes" --master-port 29870 examples/triton/gemm_bars.py --shape "$shapes" \
        --rs-designs "$designs" --iters 20 --out "$out/triton_gemm.md")
-note "Triton ag_gemm + gemm_rs (4 PEs)" "$(status "$rc") ($(since "$t0"))"
+note "Triton ag_gemm + gemm_rs ($npes PEs)" "$(status "$rc") ($(since "$t0"))"
 [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/triton_gemm.log"
 
 # ---- summary: the tables, then the steps ----
