@@ -112,6 +112,7 @@ class Sim:
         m.free_tensor = lambda t: None
         m.sm_share = lambda: self.nsm   # persistent grids: as many blocks as the model's slots
         m.cubin = types.ModuleType("symm.cubin")
+        m.timing = load_timing()
         return m
 
     # -- queuing ------------------------------------------------------------------------
@@ -538,6 +539,17 @@ def scenario_grid(sim, mods, P, calls, cfg, example):
 
 
 COPYENGINE = os.path.join(REPO, "python", "symm", "copyengine.py")
+TIMING = os.path.join(REPO, "python", "symm", "timing.py")
+
+
+def load_timing():
+    """symm.timing (the package's module, read from the source tree) for a
+    fake symm: it imports torch and symm when called, so it uses the fakes."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("symm.timing", TIMING)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def load_copyengine(fake):
