@@ -50,15 +50,10 @@
 # GEMM_SHARED_WALL (240 s per step).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-here=$PWD
-OUT=${OUT:-$PWD/out}
+# shellcheck source=scripts/_gemm_common.sh
+. scripts/_gemm_common.sh
 out="$OUT/gemm"
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15} PYTHONUNBUFFERED=1
-build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
-cubins=${SYMM_CUTE_CUBINS:-build-cute}
 bc=${SYMM_BITCODE_DIR:-}
 if [ -z "$bc" ]; then
   # $BUILD's own bitcode first (its build made it with libsymm), then the usual folders
@@ -70,33 +65,14 @@ shapes=${GEMM_SHAPES:-square,llm}
 dry=${GEMM_DRY:-0}
 summary="$out/summary.txt"
 : >"$summary"
-t_start=$(date +%s)
 
 note() { printf '%-36s %s\n' "$1" "$2" >>"$summary"; }
-since() { echo "$(( $(date +%s) - $1 )) s"; }
-# run LOG WALL CMD...: CMD under timeout -k, output to LOG; echoes the status
-run() {
-  local log=$1 wall=$2
-  shift 2
-  if [ "$dry" = 1 ]; then
-    echo "dry: timeout -k 10 $wall $* > $log" >&2
-    echo 0
-    return
-  fi
-  timeout -k 10 "$wall" "$@" >"$log" 2>&1
-  echo $?
-}
-status() { # $1: exit status -> words
-  case "$1" in 0) echo ok ;; 124|137) echo "TIMEOUT (rc=$1)" ;; *) echo "FAILED (rc=$1)" ;; esac
-}
 
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-[ "$dry" = 1 ] && ngpu=${GEMM_DRY_NGPU:-$ngpu}
-if [ "${ngpu:-0}" -lt 1 ]; then
+ngpu=$(gpu_count "${GEMM_DRY_NGPU:-}")
+if [ "$ngpu" -lt 1 ]; then
   echo "SKIP: scripts/gpu_gemm.sh needs a GPU, found none"
   exit 0
 fi
-case "$build" in /*) lib=$build/src/libsymm.so ;; *) lib=$here/$build/src/libsymm.so ;; esac
 missing=""
 [ -f "$lib" ] || missing="$missing libsymm ($lib: build it first)"
 cute=${GEMM_CUTE:-1}
