@@ -12,8 +12,6 @@ once, the words may come from different ones) and returns, as does every
 later wait that sees the record, so the kernel ends; wait_report_kernel,
 launched after it, prints the record through symm's own wait (its message,
 then a trap)."""
-import os
-
 import torch
 import triton
 import triton.language as tl
@@ -77,49 +75,6 @@ def wait_flag_inline(ctx, flag, value, rec):
     # unused); the barrier orders every thread's later loads after it
     tl.atomic_cas(flag, v * 0 - 1, v * 0 - 1, sem="acquire", scope="sys")
     tl.debug_barrier()
-
-
-# PROBE (removed after the 2-GPU run): the previous wait, which reads the
-# clock and the host-mapped abort flag on every poll
-@triton.jit
-def _wait_flag_inline_per_poll(ctx, flag, value, rec):
-    """Wait until the int64 word *flag >= value, then acquire (system scope,
-    the flag's writer may be a peer's copy engine), with symm's deadline and
-    abort flag; every thread of the program returns after the wait."""
-    v = tl.load(flag, volatile=True)
-    if v < value:
-        words = ctx.to(tl.pointer_type(tl.int64))
-        timeout = tl.load(words + CTX_TIMEOUT_WORD)
-        abort_addr = tl.load(words + CTX_ABORT_WORD)
-        stop = tl.load(rec, volatile=True)
-        t0 = globaltimer()
-        while (v < value) & (stop == 0):
-            waited = globaltimer() - t0
-            aborted = 0
-            if abort_addr != 0:
-                aborted = tl.load(abort_addr.to(tl.pointer_type(tl.int32)), volatile=True)
-            if (aborted != 0) | ((timeout != 0) & (waited > timeout)):
-                # plain stores, no atomic whose result Triton would broadcast
-                # through shared memory with a barrier: the threads of a
-                # program leave this loop at different iterations (each
-                # loads the flag itself), so no barrier may sit inside it
-                stop = stop + 1                # stop is 0 here: now 1, as int64
-                tl.store(rec + 1, flag.to(tl.int64))
-                tl.store(rec + 2, v)
-                tl.store(rec + 3, waited)
-                tl.store(rec, stop)
-            else:
-                v = tl.load(flag, volatile=True)
-                stop = tl.load(rec, volatile=True)
-    # one acquire for the program (a compare-and-swap that never matches: the
-    # flags are >= 0, and Triton drops an atomic add of 0 whose result is
-    # unused); the barrier orders every thread's later loads after it
-    tl.atomic_cas(flag, v * 0 - 1, v * 0 - 1, sem="acquire", scope="sys")
-    tl.debug_barrier()
-
-
-if os.environ.get("SYMM_PROBE_OLD_WAIT") == "1":
-    wait_flag_inline = _wait_flag_inline_per_poll
 
 
 @triton.jit
