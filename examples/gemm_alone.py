@@ -28,6 +28,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "python"))
 
 import symm.cubin  # noqa: E402
+from symm import timing  # noqa: E402
 
 BAR = 0.90
 # name -> (M, K, N) of the per-PE GEMM
@@ -44,20 +45,12 @@ def graph_us(fn, calls=10, reps=5):
     for _ in range(2):
         fn()
     torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
+    g, err = timing.capture(fn, calls)
+    if g is None:
+        raise RuntimeError("CUDA graph capture failed: " + err)
     g.replay()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0 / calls)
+    times = [timing.window_us(g.replay) / calls for _ in range(reps)]
     del g
     return statistics.median(times)
 
@@ -66,16 +59,7 @@ def stream_us(fn, calls=20, reps=5):
     for _ in range(2):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(calls):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0 / calls)
-    return statistics.median(times)
+    return statistics.median([timing.window_us(fn, calls) for _ in range(reps)])
 
 
 def close_to(out, ref, atol=1e-2, rtol=2e-2):

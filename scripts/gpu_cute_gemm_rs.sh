@@ -27,47 +27,25 @@
 # GPUs were there).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-here=$PWD
-OUT=${OUT:-$PWD/out}
+# shellcheck source=scripts/_gemm_common.sh
+. scripts/_gemm_common.sh
 out="$OUT/gemm_rs"
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15} PYTHONUNBUFFERED=1
-build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
-cubins=${SYMM_CUTE_CUBINS:-build-cute}
 shapes=${RS_SHAPES:-square,llm}
 dry=${RS_DRY:-0}
-t_start=$(date +%s)
 rows=()
 bad=0
 
-since() { echo "$(( $(date +%s) - $1 )) s"; }
-# run LOG WALL CMD...: CMD under timeout -k, output to LOG; echoes the status
-run() {
-  local log=$1 wall=$2
-  shift 2
-  if [ "$dry" = 1 ]; then
-    echo "dry: timeout -k 10 $wall $* > $log" >&2
-    echo 0
-    return
-  fi
-  timeout -k 10 "$wall" "$@" >"$log" 2>&1
-  echo $?
-}
-status() { case "$1" in 0) echo ok ;; 124|137) echo "TIMEOUT (rc=$1)" ;; *) echo "FAILED (rc=$1)" ;; esac; }
 row() { # step, what, status, detail
   rows+=("| $1 | $2 | $3 | $4 |")
   case "$3" in ok|skipped) ;; *) bad=$((bad + 1)) ;; esac
 }
 
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-[ "$dry" = 1 ] && ngpu=${RS_DRY_NGPU:-$ngpu}
-if [ "${ngpu:-0}" -lt 1 ]; then
+ngpu=$(gpu_count "${RS_DRY_NGPU:-}")
+if [ "$ngpu" -lt 1 ]; then
   echo "SKIP: scripts/gpu_cute_gemm_rs.sh needs a GPU, found none"
   exit 0
 fi
-case "$build" in /*) lib=$build/src/libsymm.so ;; *) lib=$here/$build/src/libsymm.so ;; esac
 missing=""
 [ -f "$lib" ] || missing="$missing libsymm ($lib: build it first)"
 [ -f "$cubins/manifest.json" ] || missing="$missing CuTe cubins ($cubins/manifest.json: python examples/cute/build_cubins.py -o $cubins where CuTe DSL is, and carry it)"

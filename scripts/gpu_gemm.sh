@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The GEMM + communication examples (CuTe DSL and Triton) on 4 GPUs, one PE
-# per GPU, against the overlap bars; results under $OUT/gemm/, summary last.
-# With 1 to 3 GPUs it runs the shared mode below instead.
+# The GEMM + communication examples (CuTe DSL and Triton) on 2 to 4 GPUs, one
+# PE per GPU, against the overlap bars (set for 4 PEs); results under
+# $OUT/gemm/, summary last. With one GPU it runs the shared mode below instead.
 #
 #   1. GEMM alone at the per-PE shapes on GPU 0: CuTe DSL (hopper_gemm.py
 #      hgemm, from carried cubins), Triton (the examples' gemm_kernel) and
 #      torch.matmul (examples/gemm_alone.py; bar >= 0.90 x torch.matmul);
-#      meanwhile GPUs 1-3 time the Triton tile candidates (tune_gemm.py).
+#      meanwhile GPUs 1-3 time the Triton tile candidates (tune_gemm.py;
+#      on 4 GPUs only).
 #   2. CuTe DSL ag_gemm and gemm_rs, square (M=K=N=8192) and LLM
 #      (M=4096, hidden 8192, intermediate 28672) shapes, checked against
 #      torch + NCCL with fresh data, timed in CUDA graphs and on a plain
@@ -19,14 +20,18 @@
 # build-gpu -j), the CuTe cubins from $SYMM_CUTE_CUBINS (default build-cute;
 # python examples/cute/build_cubins.py -o build-cute where CuTe DSL is) and
 # the device bitcode for Triton from $SYMM_BITCODE_DIR (default
-# build-lead/bitcode, else build/bitcode). Every step runs under timeout -k;
+# $BUILD/bitcode, else build-lead/bitcode, else build/bitcode). Every step runs under timeout -k;
 # device waits stop after SYMM_WAIT_TIMEOUT seconds with a message.
 # Multicast stays off. GEMM_DRY=1 prints the steps instead of running them
 # (GEMM_DRY_NGPU=N: as if N GPUs were there).
-# Env: GEMM_ALONE_WALL (80), GEMM_CUTE_WALL (90), GEMM_TRITON_WALL (120),
-# GEMM_TUNE=0 skips step 1's Triton candidates, GEMM_SHAPES (square,llm).
+# Env: GEMM_ALONE_WALL (80), GEMM_CUTE_WALL (90), GEMM_TRITON_WALL (150),
+# GEMM_TUNE=0 skips step 1's Triton candidates, GEMM_ALONE=0 its GEMM-alone
+# table (the bars table times the GEMM alone too), GEMM_SHAPES (square,llm),
+# GEMM_RS_DESIGNS (ce: Triton gemm_rs designs, comma-separated: ce,events).
+# Without the CuTe cubins (or with GEMM_CUTE=0) the CuTe steps are skipped
+# with a line in the summary and the GEMM-alone table has no CuTe row.
 #
-# Shared mode (fewer than 4 GPUs): correctness only, GEMM_SHARED_PES PEs
+# Shared mode (one GPU): correctness only, GEMM_SHARED_PES PEs
 # (default 2) sharing GPU 0, each step under its own private MPS daemon
 # (scripts/with_mps.sh; none is started where one already answers), each PE
 # with its share of the SMs. The PEs' pushes land before their GEMMs start
@@ -34,64 +39,47 @@
 # speed:
 #   S1. CuTe DSL ag_gemm and gemm_rs, shapes small and llm (run_gpu.py; the
 #       tables' times are of a shared GPU and not compared with anything);
-#   S2. Triton ag_gemm and gemm_rs, shapes small and llm (gemm_bars.py
-#       --no-bench);
-#   S3. Triton ag_gemm with chunks smaller than a group of row tiles and
-#       gemm_rs with 4 chunks per band (the tile order's groups shrink to a
-#       chunk), --no-bench.
+#   S2. Triton ag_gemm and gemm_rs (both designs: ce and events), shapes
+#       small and llm (gemm_bars.py --no-bench);
+#   S3. Triton ag_gemm with chunks smaller than a group of row tiles,
+#       gemm_rs events with 4 chunks per band (the tile order's groups
+#       shrink to a chunk), and gemm_rs ce with N not a multiple of the
+#       tile (masked columns) and a side stream per owner, --no-bench.
 # Each against the unfused torch result with fresh data; the table "PEs
 # share one GPU" last. Env: GEMM_SHARED_SHAPES (small,llm),
 # GEMM_SHARED_WALL (240 s per step).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-here=$PWD
-OUT=${OUT:-$PWD/out}
+# shellcheck source=scripts/_gemm_common.sh
+. scripts/_gemm_common.sh
 out="$OUT/gemm"
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15} PYTHONUNBUFFERED=1
-build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
-cubins=${SYMM_CUTE_CUBINS:-build-cute}
 bc=${SYMM_BITCODE_DIR:-}
 if [ -z "$bc" ]; then
-  bc=$here/build-lead/bitcode
+  # $BUILD's own bitcode first (its build made it with libsymm), then the usual folders
+  case "$build" in /*) bc=$build/bitcode ;; *) bc=$here/$build/bitcode ;; esac
+  [ -f "$bc/libsymm_device_sm90.bc" ] || bc=$here/build-lead/bitcode
   [ -f "$bc/libsymm_device_sm90.bc" ] || bc=$here/build/bitcode
 fi
 shapes=${GEMM_SHAPES:-square,llm}
 dry=${GEMM_DRY:-0}
 summary="$out/summary.txt"
 : >"$summary"
-t_start=$(date +%s)
 
 note() { printf '%-36s %s\n' "$1" "$2" >>"$summary"; }
-since() { echo "$(( $(date +%s) - $1 )) s"; }
-# run LOG WALL CMD...: CMD under timeout -k, output to LOG; echoes the status
-run() {
-  local log=$1 wall=$2
-  shift 2
-  if [ "$dry" = 1 ]; then
-    echo "dry: timeout -k 10 $wall $* > $log" >&2
-    echo 0
-    return
-  fi
-  timeout -k 10 "$wall" "$@" >"$log" 2>&1
-  echo $?
-}
-status() { # $1: exit status -> words
-  case "$1" in 0) echo ok ;; 124|137) echo "TIMEOUT (rc=$1)" ;; *) echo "FAILED (rc=$1)" ;; esac
-}
 
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-[ "$dry" = 1 ] && ngpu=${GEMM_DRY_NGPU:-$ngpu}
-if [ "${ngpu:-0}" -lt 1 ]; then
+ngpu=$(gpu_count "${GEMM_DRY_NGPU:-}")
+if [ "$ngpu" -lt 1 ]; then
   echo "SKIP: scripts/gpu_gemm.sh needs a GPU, found none"
   exit 0
 fi
-case "$build" in /*) lib=$build/src/libsymm.so ;; *) lib=$here/$build/src/libsymm.so ;; esac
 missing=""
 [ -f "$lib" ] || missing="$missing libsymm ($lib: build it first)"
-[ -f "$cubins/manifest.json" ] || missing="$missing CuTe cubins ($cubins/manifest.json: python examples/cute/build_cubins.py -o $cubins where CuTe DSL is, and carry it)"
+cute=${GEMM_CUTE:-1}
+[ -f "$cubins/manifest.json" ] || cute=0
+cubin_args=()
+[ "$cute" = 1 ] && cubin_args=(--cubins "$cubins")
+designs=${GEMM_RS_DESIGNS:-ce}
 [ -f "$bc/libsymm_device_sm90.bc" ] || missing="$missing device bitcode ($bc/libsymm_device_sm90.bc: set SYMM_BITCODE_DIR)"
 if [ -n "$missing" ] && [ "$dry" != 1 ]; then
   echo "gpu_gemm.sh: missing:$missing"
@@ -100,9 +88,10 @@ fi
 pyenv=(env PYTHONPATH="$here/python" SYMM_LIBRARY="$lib" SYMM_BITCODE_DIR="$bc")
 nvidia-smi -L >"$out/machine.txt" 2>&1
 note "machine" "$ngpu GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+[ "$cute" = 1 ] || note "CuTe DSL steps" "skipped (no $cubins/manifest.json, or GEMM_CUTE=0)"
 
-# ---- shared mode: PEs share GPU 0, checks only ----
-if [ "$ngpu" -lt 4 ]; then
+# ---- shared mode (one GPU): PEs share GPU 0, checks only ----
+if [ "$ngpu" -lt 2 ]; then
   npes=${GEMM_SHARED_PES:-2}
   wall=${GEMM_SHARED_WALL:-240}
   sshapes=${GEMM_SHARED_SHAPES:-small,llm}
@@ -123,26 +112,29 @@ if [ "$ngpu" -lt 4 ]; then
   t0=$(date +%s)
   port=$((port + 1))
   rm -f "$out/cute_gemm_shared.md"
-  rc=$(run "$out/cute_gemm_shared.log" "$wall" "${mps[@]}" "${penv[@]}" \
-         torchrun --nproc-per-node "$npes" --master-port "$port" examples/cute/run_gpu.py \
-         --cubins "$cubins" --only ag_gemm,gemm_rs --shape "$sshapes" --iters 3 --out "$out/cute_gemm_shared.md")
-  res=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/cute_gemm_shared.log" 2>/dev/null | tail -1)
-  row S1 "CuTe DSL ag_gemm + gemm_rs ($sshapes)" "$(status "$rc")" "${res:-no result}; $(since "$t0")"
-  [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/cute_gemm_shared.log"
+  if [ "$cute" = 1 ]; then
+    rc=$(run "$out/cute_gemm_shared.log" "$wall" "${mps[@]}" "${penv[@]}" \
+           torchrun --nproc-per-node "$npes" --master-port "$port" examples/cute/run_gpu.py \
+           --cubins "$cubins" --only ag_gemm,gemm_rs --shape "$sshapes" --iters 3 --out "$out/cute_gemm_shared.md")
+    res=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/cute_gemm_shared.log" 2>/dev/null | tail -1)
+    row S1 "CuTe DSL ag_gemm + gemm_rs ($sshapes)" "$(status "$rc")" "${res:-no result}; $(since "$t0")"
+    [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/cute_gemm_shared.log"
+  fi
 
   t0=$(date +%s)
   port=$((port + 1))
   rm -f "$out/triton_gemm_shared.md"
   rc=$(run "$out/triton_gemm_shared.log" "$wall" "${mps[@]}" "${penv[@]}" \
          torchrun --nproc-per-node "$npes" --master-port "$port" examples/triton/gemm_bars.py \
-         --shape "$sshapes" --no-bench --out "$out/triton_gemm_shared.md")
+         --shape "$sshapes" --rs-designs ce,events --no-bench --out "$out/triton_gemm_shared.md")
   res=$(grep -cE '^\| (ag_gemm|gemm_rs) .*\| ok \|' "$out/triton_gemm_shared.md" 2>/dev/null)
   row S2 "Triton ag_gemm + gemm_rs ($sshapes)" "$(status "$rc")" "${res:-0} checks ok; $(since "$t0")"
   [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/triton_gemm_shared.log"
 
   # chunks of 256 rows (2 row tiles) against groups of 8: the groups shrink to a chunk
   for ex in "ag_gemm --M 4096 --K 2048 --N 4096 --chunks $((4096 / npes / 256))" \
-            "gemm_rs --M 4096 --K 4096 --N 2048 --chunks 4"; do
+            "gemm_rs --M 4096 --K 4096 --N 2048 --design events --chunks 4" \
+            "gemm_rs --M 4096 --K 4096 --N 2000 --design ce --lanes 0"; do
     name=${ex%% *}
     t0=$(date +%s)
     port=$((port + 1))
@@ -174,15 +166,19 @@ if [ "$ngpu" -lt 4 ]; then
   exit
 fi
 
-# ---- 1. the GEMMs alone (GPU 0), Triton tile candidates (GPUs 1-3) ----
+# ---- bars: one PE per GPU, on up to 4 GPUs ----
+npes=$((ngpu < 4 ? ngpu : 4))
+
+# ---- 1. the GEMMs alone (GPU 0), Triton tile candidates (GPUs 1-3, on 4 GPUs) ----
 t0=$(date +%s)
 rm -f "$out/gemm_alone.md"
-( rc=$(run "$out/gemm_alone.log" "${GEMM_ALONE_WALL:-80}" "${pyenv[@]}" CUDA_VISIBLE_DEVICES=0 \
-        python examples/gemm_alone.py --cubins "$cubins" --out "$out/gemm_alone.md")
+alone_pid=""
+[ "${GEMM_ALONE:-1}" = 1 ] && ( rc=$(run "$out/gemm_alone.log" "${GEMM_ALONE_WALL:-80}" "${pyenv[@]}" CUDA_VISIBLE_DEVICES=0 \
+        python examples/gemm_alone.py "${cubin_args[@]}" --out "$out/gemm_alone.md")
   echo "$rc" >"$out/gemm_alone.rc" ) &
-alone_pid=$!
+[ "${GEMM_ALONE:-1}" = 1 ] && alone_pid=$!
 tune_pids=()
-if [ "${GEMM_TUNE:-1}" = 1 ]; then
+if [ "${GEMM_TUNE:-1}" = 1 ] && [ "$npes" -ge 4 ]; then
   # the candidates of tune_gemm.py split over three GPUs, every shape each
   i=0
   for cfgs in 0,1,2,3 4,5,6 7,8,9; do
@@ -193,10 +189,14 @@ if [ "${GEMM_TUNE:-1}" = 1 ]; then
     tune_pids+=($!)
   done
 fi
-wait "$alone_pid"
-rc=$(cat "$out/gemm_alone.rc" 2>/dev/null || echo 1)
-note "GEMM alone (GPU 0)" "$(status "$rc") ($(since "$t0"))"
-[ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -15 "$out/gemm_alone.log"
+if [ -n "$alone_pid" ]; then
+  wait "$alone_pid"
+  rc=$(cat "$out/gemm_alone.rc" 2>/dev/null || echo 1)
+  note "GEMM alone (GPU 0)" "$(status "$rc") ($(since "$t0"))"
+  [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -15 "$out/gemm_alone.log"
+else
+  note "GEMM alone (GPU 0)" "skipped (GEMM_ALONE=0; the bars table has the GEMM alone per shape)"
+fi
 for p in "${tune_pids[@]}"; do wait "$p"; done
 if [ "${#tune_pids[@]}" -gt 0 ]; then
   res=""
@@ -204,22 +204,24 @@ if [ "${#tune_pids[@]}" -gt 0 ]; then
   note "Triton tile candidates (GPUs 1-3)" "$res"
 fi
 
-# ---- 2. CuTe DSL: ag_gemm and gemm_rs on 4 PEs ----
+# ---- 2. CuTe DSL: ag_gemm and gemm_rs, one PE per GPU ----
 t0=$(date +%s)
 rm -f "$out/cute_gemm.md"
-rc=$(run "$out/cute_gemm.log" "${GEMM_CUTE_WALL:-90}" "${pyenv[@]}" \
-       torchrun --nproc-per-node 4 --master-port 29860 examples/cute/run_gpu.py --cubins "$cubins" \
-       --only ag_gemm,gemm_rs --shape "$shapes" --iters 3 --out "$out/cute_gemm.md")
-note "CuTe ag_gemm + gemm_rs (4 PEs)" "$(status "$rc"): $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/cute_gemm.log" 2>/dev/null | tail -1) ($(since "$t0"))"
-[ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/cute_gemm.log"
+if [ "$cute" = 1 ]; then
+  rc=$(run "$out/cute_gemm.log" "${GEMM_CUTE_WALL:-90}" "${pyenv[@]}" \
+         torchrun --nproc-per-node "$npes" --master-port 29860 examples/cute/run_gpu.py --cubins "$cubins" \
+         --only ag_gemm,gemm_rs --shape "$shapes" --iters 3 --out "$out/cute_gemm.md")
+  note "CuTe ag_gemm + gemm_rs ($npes PEs)" "$(status "$rc"): $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/cute_gemm.log" 2>/dev/null | tail -1) ($(since "$t0"))"
+  [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/cute_gemm.log"
+fi
 
-# ---- 3. Triton: ag_gemm and gemm_rs on 4 PEs ----
+# ---- 3. Triton: ag_gemm and gemm_rs, one PE per GPU ----
 t0=$(date +%s)
 rm -f "$out/triton_gemm.md"
-rc=$(run "$out/triton_gemm.log" "${GEMM_TRITON_WALL:-120}" "${pyenv[@]}" \
-       torchrun --nproc-per-node 4 --master-port 29870 examples/triton/gemm_bars.py --shape "$shapes" \
-       --iters 20 --out "$out/triton_gemm.md")
-note "Triton ag_gemm + gemm_rs (4 PEs)" "$(status "$rc") ($(since "$t0"))"
+rc=$(run "$out/triton_gemm.log" "${GEMM_TRITON_WALL:-150}" "${pyenv[@]}" \
+       torchrun --nproc-per-node "$npes" --master-port 29870 examples/triton/gemm_bars.py --shape "$shapes" \
+       --rs-designs "$designs" --iters 20 --out "$out/triton_gemm.md")
+note "Triton ag_gemm + gemm_rs ($npes PEs)" "$(status "$rc") ($(since "$t0"))"
 [ "$rc" = 0 ] || [ "$dry" = 1 ] || tail -25 "$out/triton_gemm.log"
 
 # ---- summary: the tables, then the steps ----

@@ -25,6 +25,7 @@ import torch.distributed as dist  # noqa: E402
 
 import symm  # noqa: E402
 import symm.cubin  # noqa: E402
+from symm import timing  # noqa: E402
 
 SOURCES = (os.path.join(HERE, "kernels.py"), os.path.join(HERE, "hopper_gemm.py"),
            os.path.join(REPO, "tests", "python", "cute_kernels.py"))
@@ -142,19 +143,8 @@ GRAPH_CALLS = 10  # calls per CUDA graph replay
 def _sync_time(fn, reps):
     """Median of reps timings (us) of fn(), each between host barriers of
     every PE (so the PEs start together), CUDA events around it."""
-    times = []
-    for _ in range(reps):
-        symm.barrier()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0)
     # the slowest PE's median is the collective's time
-    med = statistics.median(times)
-    # host_allgather wants the same length on every PE: a fixed-width double
-    return max(struct.unpack("<d", x)[0] for x in symm.host_allgather(struct.pack("<d", med)))
+    return timing.slowest(statistics.median([_window_us(fn, 1) for _ in range(reps)]))
 
 
 def time_us(fn, reps=20, warmup=3, graph=True):
@@ -168,10 +158,9 @@ def time_us(fn, reps=20, warmup=3, graph=True):
     torch.cuda.synchronize()
     if not graph:
         return _sync_time(fn, reps)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, capture_error_mode="thread_local"):
-        for _ in range(GRAPH_CALLS):
-            fn()
+    g, err = timing.capture(fn, GRAPH_CALLS)
+    if g is None:
+        raise RuntimeError("CUDA graph capture failed: " + err)
     g.replay()
     torch.cuda.synchronize()
     t = _sync_time(g.replay, reps) / GRAPH_CALLS
@@ -188,18 +177,7 @@ def stream_us(fn, calls=10, reps=5, warmup=2):
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        symm.barrier()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(calls):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0 / calls)
-    med = statistics.median(times)
-    return max(struct.unpack("<d", x)[0] for x in symm.host_allgather(struct.pack("<d", med)))
+    return timing.slowest(statistics.median([_window_us(fn, calls) for _ in range(reps)]))
 
 
 def graph_stream_us(fn, reps):
@@ -220,14 +198,7 @@ def _capture(fn):
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    graph, err = torch.cuda.CUDAGraph(), None
-    try:
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            for _ in range(GRAPH_CALLS):
-                fn()
-    except Exception as e:  # noqa: BLE001 - the row says why; the stream time still counts
-        err = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:60] if str(e) else "")
-    torch.cuda.synchronize()
+    graph, err = timing.capture(fn, GRAPH_CALLS)
     if not check_all_pes(err is None):     # every PE replays, or none
         return "n/a: graph capture failed (%s)" % (err or "on another PE")
     graph.replay()
@@ -239,13 +210,7 @@ def _window_us(fn, calls):
     """One timing window on every PE (after a host barrier): fn() called
     `calls` times between CUDA events, us per call on this PE."""
     symm.barrier()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(calls):
-        fn()
-    b.record()
-    b.synchronize()
-    return a.elapsed_time(b) * 1000.0 / calls
+    return timing.window_us(fn, calls)
 
 
 def paired_us(fns, reps):

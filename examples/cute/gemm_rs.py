@@ -39,29 +39,13 @@ at the same per-PE shape and the unfused torch + NCCL.
     torchrun --nproc-per-node 4 examples/cute/gemm_rs.py [--cubins build-cute] [--shape square,llm]
         [--variants ce,ce-owners,ce-noprefetch,push]
 """
-import importlib.util
-import os
-
 import torch
 import torch.distributed as dist
 
 import _common as C
 import _timeline as T
 import symm
-
-
-def _load_copyengine():
-    """examples/tilelang/_copyengine.py (side-stream programs of copies and
-    stream memory operations; plain torch + the CUDA driver, no TileLang),
-    under a name of its own: that folder's _common would shadow this one's."""
-    path = os.path.join(C.HERE, os.pardir, "tilelang", "_copyengine.py")
-    spec = importlib.util.spec_from_file_location("symm_examples_copyengine", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-ce = _load_copyengine()
+from symm import copyengine as ce
 
 BM, BN, BK = 128, 256, 64   # hopper_gemm.py's tile
 GROUP_M = 8                 # hopper_gemm.py's row tiles per group

@@ -24,6 +24,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 import symm  # noqa: E402
+from symm import timing  # noqa: E402
 
 
 class Env:
@@ -123,14 +124,7 @@ def time_op(fn, iters, warmup=3):
     for _ in range(warmup):
         fn()
     sync_all()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    end.synchronize()
-    us = start.elapsed_time(end) * 1e3 / iters
-    return max(float(x) for x in symm.host_allgather(repr(us).encode()))
+    return timing.slowest(timing.window_us(fn, iters))
 
 
 def time_graph(fn, iters, repeats=5, warmup=3):
@@ -155,40 +149,23 @@ def time_graphs(fns, iters, repeats=5, warmup=3):
         for _ in range(warmup):
             fn()
         sync_all()
-        graph, err = torch.cuda.CUDAGraph(), None
-        try:
-            # thread_local: another thread (gloo, the allocator) may touch CUDA meanwhile
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                for _ in range(iters):
-                    fn()
-        except Exception as e:  # noqa: BLE001 - reported; the column stays empty
-            err = "%s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0])
+        graph, err = timing.capture(fn, iters)
         if all_ok(err is None):
             graphs[name] = graph
-        else:
-            if err is not None:
-                print("PE %d: CUDA graph capture of %s failed (%s): no graph time" % (symm.my_pe(), name, err),
-                      flush=True)
-            torch.cuda.synchronize()
+        elif err is not None:
+            print("PE %d: CUDA graph capture of %s failed (%s): no graph time" % (symm.my_pe(), name, err),
+                  flush=True)
     for graph in graphs.values():
         sync_all()
         graph.replay()  # the first replay uploads the graph
     samples = {name: [] for name in graphs}
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for _ in range(repeats):
         for name, graph in graphs.items():
             sync_all()
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            samples[name].append(start.elapsed_time(end) * 1e3 / iters)
+            samples[name].append(timing.window_us(graph.replay) / iters)
     graphs.clear()
-    out = {}
-    for name in fns:
-        us = statistics.median(samples[name]) if name in samples else None
-        out[name] = None if us is None else max(float(x) for x in symm.host_allgather(repr(us).encode()))
-    return out
+    # every PE has the same graphs (all_ok above), so every PE gathers alike
+    return {name: timing.slowest(statistics.median(samples[name])) if name in samples else None for name in fns}
 
 
 def time_host(fn, iters, warmup=1):
@@ -202,7 +179,7 @@ def time_host(fn, iters, warmup=1):
         fn()
     torch.cuda.synchronize()
     us = (time.perf_counter() - t0) * 1e6 / iters
-    return max(float(x) for x in symm.host_allgather(repr(us).encode()))
+    return timing.slowest(us)
 
 
 def all_ok(ok):

@@ -30,8 +30,8 @@ import math
 import torch
 
 import symm
+from symm import copyengine as ce
 
-import _copyengine as ce
 import _fused as F
 import _gemm
 from _common import all_ok, close, rand, row, skipped, sync_all, time_graphs, time_op

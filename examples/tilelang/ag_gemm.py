@@ -4,7 +4,7 @@ place: its slot of the symmetric A_full, as torch.distributed's in-place
 all_gather_into_tensor takes it) and its column shard B [k, n/P].
 
 The data moves on the copy engines, queued by the host on side streams
-(_copyengine.py): no SM leaves the GEMM. Each PE pushes its shard into every
+(symm.copyengine): no SM leaves the GEMM. Each PE pushes its shard into every
 peer's A_full, PE me-1 first (it needs this shard right after its own), then
 me-2, ...; after each piece a copy of 8-byte ones sets the peer's flags for
 it. The GEMM (_gemm.py's pipelined TMA + wgmma tiles) goes band by band, its
@@ -35,8 +35,8 @@ import sys
 import torch
 
 import symm
+from symm import copyengine as ce
 
-import _copyengine as ce
 import _fused as F
 import _gemm
 from _common import all_ok, close, example_main, rand, row, skipped, sync_all

@@ -8,7 +8,7 @@ the owners' row chunks, PE me+1's first, this PE's own last. A tile of a
 peer's band stores its bf16 partial into a local staging buffer and adds 1
 to the count of its sub-chunk (a release after the block's stores). The
 copy engines move each finished sub-chunk: a side stream queued by the host
-(_copyengine.py) waits for the count on the GPU (cuStreamWaitValue64, no
+(symm.copyengine) waits for the count on the GPU (cuStreamWaitValue64, no
 SM), copies the sub-chunk into the owner's receive slot for this PE and
 sets the owner's flag for it. A tile of the own band, once its sum over K
 is done, waits for the P-1 peers' partials of its tile (their flags, in its
@@ -35,8 +35,8 @@ import sys
 import torch
 
 import symm
+from symm import copyengine as ce
 
-import _copyengine as ce
 import _fused as F
 import _gemm
 from _common import all_ok, close, example_main, rand, row, skipped, sync_all

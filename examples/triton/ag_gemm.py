@@ -43,23 +43,28 @@ import triton.language as tl
 
 import _common as C
 import _gemm as G
+import _waits as W
 import symm
 import symm.cubin
 import symm.triton as st
 
 
 @triton.jit
-def ag_gemm_kernel(ctx, a_local, a_full, b, c, flags, epoch_ptr, M, N, K, M_LOC, CHUNK_M, CHUNKS,
+def ag_gemm_kernel(ctx, a_local, a_full, b, c, flags, epoch_ptr, rec, M, N, K, M_LOC, CHUNK_M, CHUNKS, ME, NPES,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
-    me = st.my_pe(ctx)
-    npes = st.n_pes(ctx)
+    """c = all_gather(a) @ b; a peer's rows wait for their chunk's flag
+    (>= this call's epoch) inline (_waits: no function call, so the wgmma
+    stay pipelined); rec: the record of a wait that gave up. ME, NPES: this
+    PE and the PE count (host values: no symm call in the kernel)."""
+    me = ME
+    npes = NPES
     # this PE's rows first, then the next PE's, ..., each chunk by chunk
     src, row_loc, pid_n = G.ag_tile(tl.program_id(0), me, npes, N, M_LOC, CHUNK_M, BM, BN, GROUP_M)
     if src == me:
         a_base = a_local + row_loc * K
     else:
         chunk = row_loc // CHUNK_M
-        st.signal_wait_until(ctx, flags + src * CHUNKS + chunk, st.CMP_GE, tl.load(epoch_ptr))
+        W.wait_flag_inline(ctx, flags + src * CHUNKS + chunk, tl.load(epoch_ptr), rec)
         a_base = a_full + (src * M_LOC + row_loc) * K
     acc = G.mma_tile(a_base, b, N, K, pid_n, BM, BN, BK)
     offs_m = src * M_LOC + row_loc + tl.arange(0, BM)
@@ -68,18 +73,33 @@ def ag_gemm_kernel(ctx, a_local, a_full, b, c, flags, epoch_ptr, M, N, K, M_LOC,
              mask=offs_n[None, :] < N)
 
 
+@triton.jit
+def ag_finish_kernel(ctx, rec, epoch_ptr):
+    """After the GEMM and the join of the side stream (every copy of this
+    call's epoch done): report a wait that gave up, then advance the epoch
+    for the next call (one launch instead of a report and a torch add)."""
+    if tl.load(rec) != 0:
+        if st.tid() == 0:
+            tl.device_print("symm ag_gemm: a flag wait gave up (deadline or abort): flag address, value seen, "
+                            "ns waited", tl.load(rec + 1), tl.load(rec + 2), tl.load(rec + 3))
+        st.signal_wait_until(ctx, rec, st.CMP_EQ, 0)
+    if st.tid() == 0:
+        tl.store(epoch_ptr, tl.load(epoch_ptr) + 1)
+
+
 class AGGemm:
     """c = all_gather(a) @ b over the PEs: a [M/n, K] this PE's rows, b
     [K, N/n], c [M, N/n], on the current stream.
 
-    The host path does per call only what must happen per call: bump the
-    epoch on the GPU, fork the side stream, issue the copy engines' copies
+    The host path does per call only what must happen per call: fork the
+    side stream, issue the copy engines' copies
     (a symm.cubin.CopyList, addresses worked out once per input tensor and
     parity, replayed as one CUDA graph launch outside capture instead of
     2 * chunks * (n - 1) cuMemcpyAsync calls, 12 at 4 PEs and 2 chunks) and
     one prepared Triton launch
     (symm.triton.prepare: argument binding and specialisation done once per
-    set of tensors), then join. Why: per chunk, slicing peer tensors and two
+    set of tensors), join, and one prepared launch of ag_finish_kernel
+    (report a wait that gave up, advance the epoch on the GPU). Why: per chunk, slicing peer tensors and two
     torch copy_ calls cost about 12 us of torch dispatch before their two
     driver calls, and kernel[grid](...) about 100 us (timed on a CPU
     machine, examples/triton/host_profile.py), so with 12 chunks the host
@@ -111,8 +131,12 @@ class AGGemm:
         for par in range(2):
             for q in range(w):
                 symm.trace_label(self.flags[par, q * chunks:(q + 1) * chunks], "A rows of PE %d" % q, pe=q)
-        self.epoch_dev = torch.zeros(1, dtype=torch.int64, device=env.device)
+        # this call's epoch (1 at the first call), advanced on the GPU after each call
+        self.epoch_dev = torch.ones(1, dtype=torch.int64, device=env.device)
+        self.rec = W.new_record(env.device)
+        self._finish = st.prepare(ag_finish_kernel, (1,), env.ctx, self.rec, self.epoch_dev, num_warps=1)
         self.side = torch.cuda.Stream(env.device)
+        self._fork, self._join = torch.cuda.Event(), torch.cuda.Event()   # made once: no allocation per call
         self.grid = ((m // bm) * triton.cdiv(n_local, self.cx["BN"]),)
         self.calls = 0
         self._copies = {}                      # (a's address, parity) -> CopyList
@@ -151,7 +175,8 @@ class AGGemm:
                 self._launches.clear()
             run = self._launches[key] = st.prepare(
                 ag_gemm_kernel, self.grid, self.env.ctx, a, self.a_full[par], b, c, self.flags[par],
-                self.epoch_dev, self.m, self.n, self.k, self.m_loc, self.chunk_m, self.chunks,
+                self.epoch_dev, self.rec, self.m, self.n, self.k, self.m_loc, self.chunk_m, self.chunks,
+                self.env.rank, self.env.world,
                 **self.cx, **self.opts)
         return run
 
@@ -165,17 +190,19 @@ class AGGemm:
         self.calls += 1
         ce, run = self._copy_list(a, par), self._launch(a, b, c, par)
         main = torch.cuda.current_stream()
-        self.epoch_dev.add_(1)                 # this call's epoch, counted on the GPU
-        self.side.wait_stream(main)            # a and epoch_dev are ready
+        self._fork.record(main)
+        self.side.wait_event(self._fork)       # a and this call's epoch_dev are ready
         ce(self.side)
+        self._join.record(self.side)
         if self.env.shared:
             # PEs on one GPU run side by side only as far as SMs allow: every
             # PE's pushes land before any GEMM starts, so its tiles never spin
             # on SMs a peer's push needs
-            main.wait_stream(self.side)
+            main.wait_event(self._join)
             symm.barrier_on_stream()
         run()
-        main.wait_stream(self.side)            # a may be reused after this call
+        main.wait_event(self._join)            # a may be reused after this call
+        self._finish()                         # report; the next call's epoch
         return c
 
     def _close_copies(self):
@@ -207,20 +234,22 @@ def run(m=8192, k=8192, n=8192, iters=20, bench=True, checks=2, chunks=0):
     b = torch.empty(k, n_loc, dtype=torch.bfloat16, device=env.device)
     c = torch.empty(m, n_loc, dtype=torch.bfloat16, device=env.device)
     full = torch.empty(m, k, dtype=torch.bfloat16, device=env.device)
-    ok = True
-    worst = 0.0
-    for it in range(checks):
-        g = torch.Generator(device=env.device).manual_seed(31000 * it + env.rank)
-        a.normal_(generator=g).mul_(0.05)
-        b.normal_(generator=g).mul_(0.05)
-        c.fill_(float("nan"))                  # a tile the kernel missed cannot pass
-        op(a, b, c)
-        C.REF.all_gather_into_tensor(full, a)
-        ref = torch.matmul(full, b)
-        err = (c.float() - ref.float()).abs().max().item()
-        worst = max(worst, err)
-        ok &= torch.allclose(c.float(), ref.float(), rtol=2e-2, atol=2e-2)
-    ok = C.all_ok(ok)
+    worst = [0.0]
+
+    def check(first):
+        good = True
+        for it in range(first, first + checks):
+            g = torch.Generator(device=env.device).manual_seed(31000 * it + env.rank)
+            a.normal_(generator=g).mul_(0.05)
+            b.normal_(generator=g).mul_(0.05)
+            c.fill_(float("nan"))              # a tile the kernel missed cannot pass
+            op(a, b, c)
+            C.REF.all_gather_into_tensor(full, a)
+            ref = torch.matmul(full, b)
+            worst[0] = max(worst[0], (c.float() - ref.float()).abs().max().item())
+            good &= torch.allclose(c.float(), ref.float(), rtol=2e-2, atol=2e-2)
+        return good
+    ok = C.all_ok(check(0))
     t_symm = t_ref = t_alone = host = None
     if bench:
         c_ref = torch.empty_like(c)
@@ -234,9 +263,11 @@ def run(m=8192, k=8192, n=8192, iters=20, bench=True, checks=2, chunks=0):
         host = C.LAST_HOST_US
         t_ref = C.bench_ref(ref, iters)
         t_alone = C.bench(alone, iters)
+        ok = C.all_ok(check(checks)) and ok    # fresh data after the timed calls
     op.close()
     C.report(env, "ag_gemm", "M=%d K=%d N=%d (N/PE=%d) bf16, %d chunks per shard, %d iterations vs "
-             "all_gather+matmul, max abs err %.2e" % (m, k, n, n_loc, op.chunks, checks, worst), ok,
+             "all_gather+matmul, max abs err %.2e" % (m, k, n, n_loc, op.chunks, 2 * checks if bench else checks,
+                                                      worst[0]), ok,
              [("symm.triton", t_symm), ("NCCL all_gather + torch.matmul", t_ref),
               ("Triton GEMM alone", t_alone)])
     return {"ok": ok, "symm_us": t_symm, "ref_us": t_ref, "alone_us": t_alone, "alone": "Triton GEMM",

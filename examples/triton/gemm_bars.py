@@ -2,7 +2,7 @@
 the overlap bars, in one table.
 
     torchrun --nproc-per-node 4 examples/triton/gemm_bars.py [--out FILE] [--shape square,llm] [--iters 20]
-             [--no-bench]
+             [--no-bench] [--rs-designs ce,events]
 
 For each example and shape: the check against torch + NCCL (fresh data every
 iteration), then the fused op, the GEMM alone at the same per-PE shape (no
@@ -10,6 +10,10 @@ communication) and the unfused torch.matmul + NCCL, each timed on a plain
 stream (back-to-back calls) and from a CUDA graph (examples/triton/_common.py
 bench). The bars: fused <= 1.10 x the GEMM alone, and >= 1.25 x faster than
 torch + NCCL, in both modes. PE 0 prints the table (and writes it to --out).
+gemm_rs runs in each design of --rs-designs (gemm_rs.py: ce, the default,
+one Triton GEMM with the copies on the copy engines; events, the partial
+bands by torch.mm); the ce rows also give its kernel alone with the flags
+preset (no communication), in a graph.
 --no-bench: the checks only (where PEs share a GPU, times say nothing of
 NVLink).
 """
@@ -33,7 +37,8 @@ SHAPES = {
 FUSED_OVER_GEMM, SPEEDUP_OVER_UNFUSED = 1.10, 1.25
 HEADER = ("example", "M x N x K (per PE)", "check", "mode", "fused us", "GEMM alone us",
           "fused / GEMM alone (<= %.2f)" % FUSED_OVER_GEMM, "torch.matmul + NCCL us",
-          "speedup (>= %.2f)" % SPEEDUP_OVER_UNFUSED, "bars", "host us/call (stream)")
+          "speedup (>= %.2f)" % SPEEDUP_OVER_UNFUSED, "bars", "host us/call (stream)",
+          "fused kernel, no communication us (graph)")
 
 
 def rows_of(name, res, bench=True):
@@ -42,7 +47,7 @@ def rows_of(name, res, bench=True):
     m, n, k = res["mnk"]
     if not bench:
         return [(name, "%dx%dx%d" % (m, n, k), "ok" if res["ok"] else "WRONG", "check only", "-", "-", "-",
-                 "-", "-", "ok" if res["ok"] else "WRONG", "-")]
+                 "-", "-", "ok" if res["ok"] else "WRONG", "-", "-")]
     out = []
     for i, mode in enumerate(("stream", "graph")):
         f = res["symm_us"][i] if res["symm_us"] else None
@@ -64,7 +69,8 @@ def rows_of(name, res, bench=True):
         out.append((name, "%dx%dx%d" % (m, n, k), "ok" if res["ok"] else "WRONG", mode, fmt(f),
                     "%s (%s)" % (fmt(g), res["alone"]), "-" if over is None else "%.2f" % over, fmt(u),
                     "-" if speed is None else "%.2f" % speed, verdict,
-                    fmt(res.get("host_us")) if mode == "stream" else "-"))
+                    fmt(res.get("host_us")) if mode == "stream" else "-",
+                    fmt(res.get("kernel_us")) if mode == "graph" else "-"))
     return out
 
 
@@ -75,7 +81,16 @@ def main():
     ap.add_argument("--only", default="ag_gemm,gemm_rs", help="comma-separated examples")
     ap.add_argument("--iters", type=int, default=20, help="calls per timing window")
     ap.add_argument("--no-bench", action="store_true", help="check only")
+    ap.add_argument("--rs-designs", default="ce", help="comma-separated gemm_rs designs: %s"
+                    % ", ".join(gemm_rs.DESIGNS))
     args = ap.parse_args()
+    unknown = [x for x in args.shape.split(",") if x not in SHAPES]
+    if unknown:
+        ap.error("no shape %s (choose among %s)" % (", ".join(unknown), ", ".join(SHAPES)))
+    designs = args.rs_designs.split(",")
+    bad = [d for d in designs if d not in gemm_rs.DESIGNS]
+    if bad:
+        ap.error("no gemm_rs design %s (choose among %s)" % (", ".join(bad), ", ".join(gemm_rs.DESIGNS)))
     env = C.setup()
     rows, ok = [], True
     try:
@@ -84,9 +99,12 @@ def main():
                 if name not in args.only.split(","):
                     continue
                 m, k, n = SHAPES[shape][name]
-                res = mod.run(m=m, k=k, n=n, iters=args.iters, bench=not args.no_bench)
-                ok &= res["ok"]
-                rows += rows_of("%s %s" % (name, shape), res, bench=not args.no_bench)
+                for d in (designs if name == "gemm_rs" else [None]):
+                    kw = {"design": d} if d else {}
+                    res = mod.run(m=m, k=k, n=n, iters=args.iters, bench=not args.no_bench, **kw)
+                    ok &= res["ok"]
+                    label = "%s %s%s" % (name, shape, " " + d if d and len(designs) > 1 else "")
+                    rows += rows_of(label, res, bench=not args.no_bench)
         if env.rank == 0:
             what = ("PEs share one GPU (%d PEs): not a measure of NVLink" % env.world if env.shared
                     else "%d PEs, one GPU each" % env.world)

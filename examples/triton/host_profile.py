@@ -8,6 +8,9 @@ a GPU: the Python side of each step the host makes per call.
   and by a symm.triton.prepare'd launch, the compiled kernel real (sm_90,
   the symm bitcode linked), Triton's driver a stand-in whose launcher does
   nothing, so the figures are the Python path alone;
+- the prepared launches of gemm_rs.py's GemmRSCE (its GEMM and its
+  finish_kernel: the two launches of a call, beside the side program's
+  graph replay and two stream joins);
 - per chunk of the all-gather: the views and the two copy_ calls the
   per-chunk form made (torch dispatch on CPU tensors; a GPU adds the driver
   calls), against a symm.cubin.CopyList entry (one ctypes call; the driver
@@ -101,8 +104,8 @@ def main():
     driver.set_active(_Driver())
     bf16, i64 = tl.bfloat16, tl.int64
     args = (0x7F0000001000, _Tensor(1 << 20, bf16), _Tensor(2 << 20, bf16), _Tensor(3 << 20, bf16),
-            _Tensor(4 << 20, bf16), _Tensor(5 << 20, i64), _Tensor(6 << 20, i64),
-            8192, 2048, 8192, 2048, 512, 4)
+            _Tensor(4 << 20, bf16), _Tensor(5 << 20, i64), _Tensor(6 << 20, i64), _Tensor(7 << 20, i64),
+            8192, 2048, 8192, 2048, 512, 4, 0, 4)
     cx, opts = G.split(G.GEMM_CONFIG["ag_gemm"])
     grid = (512,)
     t0 = time.time()
@@ -112,6 +115,16 @@ def main():
                  per_call_us(lambda: st.launch(ag_gemm.ag_gemm_kernel, grid, *args, **cx, **opts))))
     prepared = st.prepare(ag_gemm.ag_gemm_kernel, grid, *args, **cx, **opts)
     rows.append(("Triton launch: symm.triton.prepare'd (fast=%s)" % prepared.fast, per_call_us(prepared)))
+    import _waits as W
+    import gemm_rs
+    rs_args = (0x7F0000001000, _Tensor(1 << 20, bf16), _Tensor(2 << 20, bf16), _Tensor(3 << 20, bf16),
+               _Tensor(4 << 20, bf16), _Tensor(5 << 20, i64), _Tensor(6 << 20, i64), _Tensor(7 << 20, bf16),
+               _Tensor(8 << 20, i64), 8192, 2048, 2048, 1024, 0, 4, 0)
+    rs = st.prepare(gemm_rs.gemm_rs_ce_kernel, (2048,), *rs_args, VEC=True, **cx, **opts)
+    rows.append(("Triton launch: gemm_rs_ce_kernel prepare'd (fast=%s)" % rs.fast, per_call_us(rs)))
+    fin = st.prepare(W.finish_kernel, (1,), 0x7F0000001000, _Tensor(8 << 20, i64), _Tensor(9 << 20, i64), 8,
+                     BLOCK=32, num_warps=1)
+    rows.append(("Triton launch: finish_kernel prepare'd (flag reset + report)", per_call_us(fin)))
 
     full = torch.zeros((2, 64, 16), dtype=torch.bfloat16)
     a = torch.zeros((16, 16), dtype=torch.bfloat16)

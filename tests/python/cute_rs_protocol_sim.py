@@ -112,12 +112,15 @@ class Env:
 
 
 def load_gemm_rs(sim):
-    """examples/cute/gemm_rs.py (and its _common, its _copyengine) over this
-    model's symm; its copy-engine Side queues on the model."""
+    """examples/cute/gemm_rs.py (and its _common, symm.copyengine) over this
+    model's symm; the copy-engine Side queues on the model."""
     fake = sim.fake_symm()
     fake.barrier_on_stream = StreamBarrier(sim)
     sys.modules["symm"] = fake
     sys.modules["symm.cubin"] = fake.cubin
+    ce = S.load_copyengine(fake)
+    ce.Side = lambda device, lanes=1: S.FakeSide(sim, lanes)
+    ce.check_memops = lambda device_index: None
     if CUTE not in sys.path:
         sys.path.insert(0, CUTE)
     for name in ("_common", "cute_gemm_rs_model"):
@@ -125,8 +128,7 @@ def load_gemm_rs(sim):
     spec = importlib.util.spec_from_file_location("cute_gemm_rs_model", os.path.join(CUTE, "gemm_rs.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    mod.ce.Side = lambda device, lanes=1: S.FakeSide(sim, lanes)
-    mod.ce.check_memops = lambda device_index: None
+    assert mod.ce is ce
     return mod
 
 

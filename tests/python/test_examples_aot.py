@@ -41,11 +41,20 @@ SPECS = [
     ("all_reduce", "all_reduce_kernel", dict(ctx="i64", out=B16, x=B16, n=I32, shard=I32, entry=I64,
                                              done=I64, gen=I64), dict(VEC=True, BLOCK=2048), dict(num_warps=8)),
     ("ag_gemm", "ag_gemm_kernel", dict(ctx="i64", a_local=B16, a_full=B16, b=B16, c=B16, flags=I64,
-                                       epoch_ptr=I64, M=I32, N=I32, K=I32, M_LOC=I32, CHUNK_M=I32, CHUNKS=I32),
+                                       epoch_ptr=I64, rec=I64, M=I32, N=I32, K=I32, M_LOC=I32, CHUNK_M=I32,
+                                       CHUNKS=I32, ME=I32, NPES=I32),
      GEMM, GEMM_OPTS),
+    ("ag_gemm", "ag_finish_kernel", dict(ctx="i64", rec=I64, epoch_ptr=I64), {}, dict(num_warps=1)),
     ("gemm_rs", "gemm_rs_kernel", dict(ctx="i64", a=B16, b=B16, recv=B16, counters=I64, out=B16, gen=I64,
-                                       M=I32, N=I32, K=I32, M_LOC=I32, CHUNK_M=I32),
+                                       rec=I64, M=I32, N=I32, K=I32, M_LOC=I32, CHUNK_M=I32),
      dict(GEMM, VEC=True), GEMM_OPTS),
+    ("gemm_rs", "gemm_rs_ce_kernel", dict(ctx="i64", a=B16, b=B16, stage=B16, recv=B16, done=I64, rflag=I64,
+                                          out=B16, rec=I64, N=I32, K=I32, M_LOC=I32, SUB_M=I32, ME=I32,
+                                          NPES=I32, T0=I32),
+     dict(GEMM, VEC=True), GEMM_OPTS),
+    ("_waits", "finish_kernel", dict(ctx="i64", rec=I64, flags=I64, NFLAGS=I32), dict(BLOCK=32),
+     dict(num_warps=1)),
+    ("_waits", "wait_report_kernel", dict(ctx="i64", rec=I64), {}, dict(num_warps=1)),
     ("_gemm", "gemm_kernel", dict(a=B16, b=B16, c=B16, M=I32, N=I32, K=I32, M_LOC=I32), GEMM, GEMM_OPTS),
     ("seq_all_to_all", "seq_all_to_all_kernel", dict(ctx="i64", out=B16, x=B16, counter=I64, gen=I64,
                                                      S_LOC=I32, HD=I32, HD_LOC=I32, NBLK=I32,
@@ -156,6 +165,12 @@ def _jobs():
                               (("out", "x", "n", "shard"), ("ld.global.v4", "st.global.v4"),
                                ("ld.global.b16", "st.global.b16"))),
                              id="sm90-all_reduce-vectorised"))
+    # The fused GEMMs wait inline: a function call anywhere in a kernel makes
+    # ptxas serialise every wgmma of it (C7510), and symm's waits make one.
+    for mod, kern, sig, cx, opts in SPECS:
+        if kern in ("ag_gemm_kernel", "gemm_rs_kernel", "gemm_rs_ce_kernel"):
+            jobs.append(pytest.param((EXAMPLES, mod, kern, sig, cx, opts, 90, ((), ("wgmma",), ("\tcall",))),
+                                     id="sm90-%s-no-call" % kern))
     for i, (kern, sig, cx) in enumerate(GPU_SPECS):
         jobs.append(pytest.param((HERE, "gpu_kernels", kern, sig, cx, {}, 90),
                                  id="sm90-gpu_kernels-%s-%d" % (kern, i)))

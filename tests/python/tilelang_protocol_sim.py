@@ -112,6 +112,7 @@ class Sim:
         m.free_tensor = lambda t: None
         m.sm_share = lambda: self.nsm   # persistent grids: as many blocks as the model's slots
         m.cubin = types.ModuleType("symm.cubin")
+        m.timing = load_timing()
         return m
 
     # -- queuing ------------------------------------------------------------------------
@@ -194,7 +195,7 @@ class Sim:
 
 
 class FakeSide:
-    """_copyengine.Side on the model: the same calls; a program's operations
+    """symm.copyengine.Side on the model: the same calls; a program's operations
     are queued on its lanes (streams "side0", "side1", ...) of this PE, the
     real Program (with its checks) describing them. A copy with both ends on
     this PE's GPU may run on the SMs in CUDA: here it needs a block slot that
@@ -537,19 +538,52 @@ def scenario_grid(sim, mods, P, calls, cfg, example):
             assert close(outs[(i, p)], want), "%s: call %d PE %d wrong" % (example, i, p)
 
 
+COPYENGINE = os.path.join(REPO, "python", "symm", "copyengine.py")
+TIMING = os.path.join(REPO, "python", "symm", "timing.py")
+
+
+def load_timing():
+    """symm.timing (the package's module, read from the source tree) for a
+    fake symm: it imports torch and symm when called, so it uses the fakes."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("symm.timing", TIMING)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def load_copyengine(fake):
+    """symm.copyengine (the package's module, read from the source tree) as
+    the fake symm's submodule: loaded once, its `symm` then the given fake
+    (the model of the current scenario) and its Side queuing on that model
+    (the caller sets Side)."""
+    mod = sys.modules.get("symm.copyengine")
+    if mod is None or getattr(mod, "__file__", None) != COPYENGINE:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("symm.copyengine", COPYENGINE)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["symm.copyengine"] = mod
+        spec.loader.exec_module(mod)
+    mod.symm = fake
+    fake.copyengine = mod
+    sys.modules["symm.copyengine"] = mod
+    return mod
+
+
 def load_examples(sim):
     """The example modules, importing a fake symm (this model's heaps) and
-    a _copyengine whose Side queues on the model."""
+    a symm.copyengine whose Side queues on the model."""
     sys.modules["symm"] = sim.fake_symm()
     sys.modules["symm.cubin"] = sys.modules["symm"].cubin
+    ce = load_copyengine(sys.modules["symm"])
+    ce.Side = lambda device, lanes=1: FakeSide(sim, lanes)
     if EXAMPLES not in sys.path:
         sys.path.insert(0, EXAMPLES)
     import importlib
-    mods = {}
-    for name in ("_gemm", "_copyengine", "_fused", "_grid2d", "ag_gemm", "gemm_rs", "cannon", "summa"):
+    mods = {"copyengine": ce}
+    for name in ("_gemm", "_fused", "_grid2d", "ag_gemm", "gemm_rs", "cannon", "summa"):
         mods[name] = importlib.import_module(name)
-    mods["_copyengine"].Side = lambda device, lanes=1: FakeSide(sim, lanes)
-    for name in ("_copyengine", "_fused", "ag_gemm", "gemm_rs", "_grid2d"):   # imported once: this model's symm
+    for name in ("_fused", "ag_gemm", "gemm_rs", "_grid2d"):   # imported once: this model's symm
         mods[name].symm = sys.modules["symm"]
     return mods
 

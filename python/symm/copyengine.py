@@ -1,6 +1,8 @@
-"""Communication on the copy engines, issued by the host on side streams:
-what the fused GEMM examples use so that moving the data takes no SM from
-the GEMM.
+"""symm.copyengine: communication on the copy engines, issued by the host on
+side streams, so that moving data takes no SM from the kernels beside it
+(the fused GEMM examples of every front end use it: Triton, CuTe DSL and
+TileLang). Needs torch and a CUDA driver; imported on its own
+(`from symm import copyengine`), not by `import symm`.
 
 A call's side work is a Program, fixed when the operation is built (the same
 addresses and values every call): on one or more lanes (side streams),
@@ -70,7 +72,7 @@ def check_memops(device_index):
            "cuDeviceGetAttribute(CAN_USE_64_BIT_STREAM_MEM_OPS)")
     if not v.value:
         raise RuntimeError("this GPU does not take 64-bit stream memory operations (cuStreamWaitValue64), which "
-                           "the copy-engine examples use")
+                           "symm.copyengine uses")
 
 
 class PeerAddr(int):
@@ -83,7 +85,7 @@ def peer(addr, pe):
     SYMM_DEBUG_FORCE_REMOTE): a copy engine can only reach mapped peers."""
     p = symm.peer_ptr(addr, pe)
     if not p:
-        raise RuntimeError("PE %d is not mapped into this process: the copy-engine examples need every PE on this "
+        raise RuntimeError("PE %d is not mapped into this process: symm.copyengine needs every PE on this "
                            "node, reachable by load/store (NVLink / PCIe peer access)" % pe)
     return PeerAddr(p)
 
@@ -151,6 +153,9 @@ class Side:
         self.streams = [torch.cuda.Stream(device) for _ in range(lanes)]
         self._h = [ctypes.c_void_p(s.cuda_stream) for s in self.streams]
         self._lib = _driver()
+        # fork and join events made once: no allocation per call
+        self._fork = torch.cuda.Event()
+        self._joins = [torch.cuda.Event() for _ in range(lanes)]
         self._graphs = {}       # id(program) -> (program, CUDA graph of it)
         self.graph_error = None  # why a program could not be captured (it is then queued op by op)
         self._graph, self._prog, self._used = None, None, 1
@@ -192,9 +197,9 @@ class Side:
         self._graph = None if capturing else self._graphs.get(id(program), (None, None))[1]
         self._prog = program
         self._used = 1 if self._graph is not None else program.lanes
-        cur = torch.cuda.current_stream()
+        self._fork.record(torch.cuda.current_stream())
         for s in self.streams[:self._used]:
-            s.wait_stream(cur)
+            s.wait_event(self._fork)
 
     def run(self):
         """Queue the program begin() named, or replay its graph."""
@@ -207,8 +212,9 @@ class Side:
     def end(self):
         """Join: the caller's stream waits for everything queued on the lanes."""
         cur = torch.cuda.current_stream()
-        for s in self.streams[:self._used]:
-            cur.wait_stream(s)
+        for s, ev in zip(self.streams[:self._used], self._joins):
+            ev.record(s)
+            cur.wait_event(ev)
 
     def _queue(self, program):
         lib, h = self._lib, self._h
