@@ -80,7 +80,7 @@ run=("$build/tools/symmrun")
 pkt=("$build/tests/device/test_device_pkt")
 mps=(env CUDA_VISIBLE_DEVICES=0 SYMM_MPS_LOGS="$T/mps_logs" scripts/with_mps.sh)
 have_mps=1
-command -v nvidia-cuda-mps-control >/dev/null || have_mps=0
+command -v nvidia-cuda-mps-control >/dev/null || [ "$dry" = 1 ] || have_mps=0
 
 # ---- 1. tests, one PE per GPU ----
 if [ "$ngpu" -ge 2 ]; then
@@ -140,8 +140,10 @@ fi
   echo "bars:"
   grep -hE '^(\[[0-9]+\] )?bar: ' "$T/bench_rma_2gpu.log" 2>/dev/null | sed -E 's/^(\[[0-9]+\] )?/  /' ||
     echo "  (none: see pkt/bench_rma_2gpu.log)"
-  echo "shared GPU payload checks:"
-  grep -hE 'WRONG' "$T/bench_rma_mps.md" "$T/bench_rma_mps.log" 2>/dev/null | head -3 | sed 's/^/  /' ||
-    echo "  no WRONG DATA"
+  echo "shared GPU payload checks (symm-bench rma --quick under MPS):"
+  if [ ! -f "$T/bench_rma_mps.log" ]; then echo "  not run"
+  else grep -hE 'WRONG|wrong payloads' "$T/bench_rma_mps.md" "$T/bench_rma_mps.log" 2>/dev/null | head -3 |
+    sed 's/^/  /' || echo "  no WRONG DATA"
+  fi
 } | tee "$T/summary.txt"
 exit $failed
