@@ -205,6 +205,30 @@ def k_packets():
     return packets
 
 
+def k_packets_v64():
+    """The register packet forms into the next PE: thread 0 puts word 0 with
+    put_pkt_v64, warp 1 words 1..32 with put_pkt_v64_warp; then the same
+    threads wait for the previous PE's words and store what the waits return."""
+    import tilelang.language as T
+    import symm.tilelang as sT
+
+    @T.prim_func
+    def packets_v64(ctx: T.uint64, src: T.Tensor((33,), "int64"), pkt: T.Tensor((66,), "int64"),
+                    dst: T.Tensor((33,), "int64"), epoch: T.uint32):
+        with T.Kernel(1, threads=THREADS):
+            tx = T.get_thread_binding(0)
+            nxt = (sT.get_rank(ctx) + 1) % sT.get_num_ranks(ctx)
+            if tx == 0:
+                sT.put_pkt_v64(ctx, src[0], pkt[0], epoch, nxt)
+            if tx // 32 == 1:
+                sT.put_pkt_v64_warp(ctx, src[1 + tx % 32], pkt[2], 32, epoch, nxt)
+            if tx == 0:
+                dst[0] = T.Cast("int64", sT.pkt_wait_v64(ctx, pkt[0], epoch))
+            if tx // 32 == 1:
+                dst[1 + tx % 32] = T.Cast("int64", sT.pkt_wait_v64_warp(ctx, pkt[2], 32, epoch))
+    return packets_v64
+
+
 def k_p_g():
     """p of every element type into the next PE, a device barrier, then g of
     what this PE put there."""
@@ -448,6 +472,7 @@ def kernels(world, cfg):
                 ks["prim_%s_%s%s" % (kind, scope, "_nbi" if nbi else "")] = (
                     lambda kind=kind, scope=scope, nbi=nbi: k_bulk(kind, scope, nbi))
     ks.update(prim_peer_copy=k_peer_copy, prim_remote_st=k_remote_st, prim_sync=k_sync, prim_signals=k_signals, prim_packets=k_packets,
+              prim_packets_v64=k_packets_v64,
               prim_p_g=k_p_g,
               prim_waits=k_waits, prim_atomics=k_atomics, prim_fences=k_fences, prim_barriers=k_barriers,
               prim_grid_barriers=k_grid_barriers)
@@ -581,6 +606,22 @@ def run(env, ks, cfg, args):
             sync_all()
             return torch.equal(dst, rand((3 * M,), torch.float32, env.device, "pkt", it, prv))
         _check(env, rows, "put_pkt / pkt_wait x3 scopes", packets, args.checks)
+
+    with symm.scope():
+        src, dst = symm.tensor((33,), torch.int64), symm.zeros((33,), torch.int64)
+        pkt = symm.zeros((66,), torch.int64)
+
+        def words(it, pe):  # both halves of each word nonzero
+            r = rand((33,), torch.int64, env.device, "pkt64", it, pe)
+            return r | (r << 40)
+
+        def packets_v64(it):
+            src.copy_(words(it, env.rank))
+            sync_all()
+            ks["prim_packets_v64"](env.ctx, src, pkt, dst, it + 1)
+            sync_all()
+            return torch.equal(dst, words(it, prv))
+        _check(env, rows, "put_pkt_v64 / pkt_wait_v64, thread and warp", packets_v64, args.checks)
 
     with symm.scope():
         vals = symm.tensor((64,), torch.int32)

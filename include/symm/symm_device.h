@@ -191,6 +191,31 @@ SYMM_DEVICE_FN void symm_pkt_wait_warp(const symm_ctx_t *ctx, const void *pkt, v
 SYMM_DEVICE_FN void symm_pkt_wait_block(const symm_ctx_t *ctx, const void *pkt, void *dest, size_t nbytes,
                                         uint32_t flag);
 
+/*
+ * Register forms, for the smallest messages (the one-way latency of a bare
+ * flag): the payload is a uint64_t in a register at both ends, one packet
+ * (16 bytes of the buffer) per word, so neither end touches memory for it.
+ * symm_put_pkt_v64 stores `value` as the one packet of `pkt` (a buffer of
+ * SYMM_PKT_BYTES(8)); symm_pkt_wait_v64 waits for it to carry `flag` and
+ * returns its value. The _warp forms move nwords (1..32) words at once:
+ * lane i < nwords puts its own `value` as packet i (all in flight
+ * together; a buffer of SYMM_PKT_BYTES(8 * nwords)), and the wait returns
+ * packet i's word to lane i (0 to lanes >= nwords); every lane of the warp
+ * calls them with the same pkt, nwords, flag and pe, and they end with a
+ * warp barrier. Same contract as above: the flag says only that this
+ * payload has arrived, the buffer takes a new put only after its reader has
+ * waited for the previous flag, each put a flag the buffer does not hold
+ * (not 0), `pkt` 16-byte aligned, PE pe in the load/store window. They
+ * share the buffer format with symm_put_pkt/symm_pkt_wait: word k of a
+ * payload is packet k, so a v64 put can be read by symm_pkt_wait and back.
+ */
+SYMM_DEVICE_FN void symm_put_pkt_v64(const symm_ctx_t *ctx, void *pkt, uint64_t value, uint32_t flag, int pe);
+SYMM_DEVICE_FN void symm_put_pkt_v64_warp(const symm_ctx_t *ctx, void *pkt, uint64_t value, uint32_t nwords,
+                                          uint32_t flag, int pe);
+SYMM_DEVICE_FN uint64_t symm_pkt_wait_v64(const symm_ctx_t *ctx, const void *pkt, uint32_t flag);
+SYMM_DEVICE_FN uint64_t symm_pkt_wait_v64_warp(const symm_ctx_t *ctx, const void *pkt, uint32_t nwords,
+                                               uint32_t flag);
+
 /* ------------------------------------------------------------------------ */
 /* Remote load/store with scope and ordering                                  */
 /* ------------------------------------------------------------------------ */

@@ -12,6 +12,7 @@
  *
  * Usage: test_device_pkt <npes>          (under symmrun)
  *        test_device_pkt <npes> flag0    a put with flag 0 stops with a message
+ *        test_device_pkt <npes> nwords33 a register-form warp put of 33 words stops with a message
  */
 #include <string.h>
 
@@ -120,6 +121,89 @@ __global__ static void stream_kernel(const symm_ctx_t *ctx, int scope, uint32_t 
     }
 }
 
+/* Register forms (symm_put_pkt_v64*, symm_pkt_wait_v64*), one warp. Message
+ * i is n = 1 + i % 32 words (1 for the thread form), lane j's word a hash
+ * of (salt, i, sender, j); the flags run through 0xffffffff and wrap to 1
+ * (0 is never a flag); each buffer is reused only after the reader's answer
+ * (a v64 packet too). V64_MIXED puts with the warp register form and reads
+ * with symm_pkt_wait_warp into shared memory: the two share one format.
+ * err[0]: wrong words, err[1]: first bad message, err[2]: wrong answers. */
+enum { V64_THREAD, V64_WARP, V64_MIXED, N_V64 };
+static const char *v64_name[] = {"v64 thread", "v64 warp", "v64 warp put, symm_pkt_wait_warp"};
+
+__device__ static inline uint32_t wrap_flag(uint32_t base, uint32_t i) {
+    return (uint32_t)(((uint64_t)base + i) % 0xffffffffull) + 1u; /* 1..0xffffffff, never 0 */
+}
+
+__device__ static inline uint64_t v64_word(uint64_t salt, uint32_t i, int from, uint32_t lane) {
+    return dt_mix(msg_seed(salt, i, from) + lane);
+}
+
+__global__ static void v64_kernel(const symm_ctx_t *ctx, int form, uint32_t iters, uint32_t base, uint64_t salt,
+                                  char *inbox, char *ackbox, unsigned long long *err) {
+    int me = symm_ctx_my_pe(ctx), np = symm_ctx_n_pes(ctx);
+    int right = (me + 1) % np, left = (me + np - 1) % np;
+    uint32_t lane = threadIdx.x;
+    const size_t ibytes = SYMM_PKT_BYTES(MSG_MAX), abytes = SYMM_PKT_BYTES(8);
+    __shared__ uint64_t got[32];
+    for (uint32_t i = 1; i <= iters + 2; i++) {
+        uint32_t b = i & 1u;
+        if (i > 2) { /* the right neighbour has read message i - 2 from buffer b */
+            uint64_t a = 0;
+            if (form == V64_THREAD) {
+                if (lane == 0)
+                    a = symm_pkt_wait_v64(ctx, ackbox + b * abytes, wrap_flag(base, i - 2));
+            } else {
+                a = symm_pkt_wait_v64_warp(ctx, ackbox + b * abytes, 1, wrap_flag(base, i - 2));
+            }
+            if (lane == 0 && a != ack_value(salt ^ (uint64_t)right, i - 2))
+                atomicAdd(&err[2], 1ull);
+            if (form != V64_THREAD && lane != 0 && a != 0)
+                atomicAdd(&err[2], 1ull); /* lanes past nwords get 0 */
+        }
+        if (i > iters)
+            continue;
+        uint32_t n = form == V64_THREAD ? 1u : 1u + i % 32u, f = wrap_flag(base, i);
+        char *box = inbox + b * ibytes;
+        if (form == V64_THREAD) {
+            if (lane == 0)
+                symm_put_pkt_v64(ctx, box, v64_word(salt, i, me, 0), f, right);
+        } else {
+            symm_put_pkt_v64_warp(ctx, box, v64_word(salt, i, me, lane), n, f, right);
+        }
+        uint64_t v = 0;
+        if (form == V64_THREAD) {
+            if (lane == 0)
+                v = symm_pkt_wait_v64(ctx, box, f);
+        } else if (form == V64_WARP) {
+            v = symm_pkt_wait_v64_warp(ctx, box, n, f);
+        } else {
+            got[lane] = 0;
+            __syncwarp();
+            symm_pkt_wait_warp(ctx, box, got, 8 * n, f);
+            v = lane < n ? got[lane] : 0;
+        }
+        uint64_t want = lane < n ? v64_word(salt, i, left, lane) : 0;
+        if ((form != V64_THREAD || lane == 0) && v != want) {
+            atomicAdd(&err[0], 1ull);
+            atomicCAS(&err[1], 0ull, (unsigned long long)i);
+        }
+        __syncwarp();
+        uint64_t ack = ack_value(salt ^ (uint64_t)me, i);
+        if (form == V64_THREAD) {
+            if (lane == 0)
+                symm_put_pkt_v64(ctx, ackbox + b * abytes, ack, f, left);
+        } else {
+            symm_put_pkt_v64_warp(ctx, ackbox + b * abytes, ack, 1, f, left);
+        }
+        __syncwarp();
+    }
+}
+
+__global__ static void v64_nwords_kernel(const symm_ctx_t *ctx, char *pkt) {
+    symm_put_pkt_v64_warp(ctx, pkt, 1, 33, 1u, (symm_ctx_my_pe(ctx) + 1) % symm_ctx_n_pes(ctx));
+}
+
 __global__ static void flag0_kernel(const symm_ctx_t *ctx, char *pkt, const uint8_t *src) {
     symm_put_pkt(ctx, pkt, src, 8, 0u, (symm_ctx_my_pe(ctx) + 1) % symm_ctx_n_pes(ctx));
 }
@@ -140,6 +224,13 @@ int main(int argc, char **argv) {
         flag0_kernel<<<1, 1>>>(e.ctx, inbox, outbuf);
         (void)cudaDeviceSynchronize();
         fprintf(stderr, "test_device_pkt flag0: the put with flag 0 returned (%s)\n",
+                cudaGetErrorString(cudaGetLastError()));
+        return 1;
+    }
+    if (strcmp(mode, "nwords33") == 0) {
+        v64_nwords_kernel<<<1, 32>>>(e.ctx, inbox);
+        (void)cudaDeviceSynchronize();
+        fprintf(stderr, "test_device_pkt nwords33: the put of 33 words returned (%s)\n",
                 cudaGetErrorString(cudaGetLastError()));
         return 1;
     }
@@ -164,14 +255,34 @@ int main(int argc, char **argv) {
         SYMM_CHECK(symm_barrier_all());
     }
 
+    /* the flags start 40 below the wrap, so every form crosses it */
+    unsigned long long n_v64 = 0;
+    for (int form = 0; form < N_V64; form++) {
+        CUDA_CHECK(cudaMemset(inbox, 0, 2 * ibytes));
+        CUDA_CHECK(cudaMemset(ackbox, 0, 2 * abytes));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        SYMM_CHECK(symm_barrier_all());
+        dt_err_reset(&e);
+        v64_kernel<<<1, 32>>>(e.ctx, form, iters, 0xffffffffu - 40u, dt_seed(9, (uint64_t)form, 0), inbox, ackbox,
+                              e.d_err);
+        CUDA_CHECK_KERNEL();
+        dt_err_read(&e, 0);
+        TEST_ASSERT(e.h_err[0] == 0 && e.h_err[2] == 0,
+                    "put_pkt (%s): %llu wrong words (first in message %llu), %llu wrong answers", v64_name[form],
+                    e.h_err[0], e.h_err[1], e.h_err[2]);
+        n_v64 += iters;
+        SYMM_CHECK(symm_barrier_all());
+    }
+
     SYMM_CHECK(symm_free(ackbox));
     SYMM_CHECK(symm_free(inbox));
     CUDA_CHECK(cudaFree(recvbuf));
     SYMM_CHECK(symm_free(outbuf));
     if (e.me == 0)
         printf("test_device_pkt: %d PEs: %llu packet messages (thread/warp/block, 1 B..4 KiB + 1, unaligned) "
-               "checked byte by byte after their flag, each answered by a packet: OK\n",
-               e.npes, n_msgs);
+               "checked byte by byte after their flag, each answered by a packet; %llu register-form messages "
+               "(thread, warp 1..32 words, warp put read by symm_pkt_wait_warp; flags across the wrap): OK\n",
+               e.npes, n_msgs, n_v64);
     dt_fini(&e);
     return 0;
 }

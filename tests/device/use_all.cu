@@ -62,6 +62,9 @@ USE_FN symm_use_pkt(const symm_ctx_t *ctx, void *pkt, const void *s, void *d, si
     symm_pkt_wait(ctx, pkt, d, n, flag);
     symm_pkt_wait_warp(ctx, pkt, d, n, flag);
     symm_pkt_wait_block(ctx, pkt, d, n, flag);
+    symm_put_pkt_v64(ctx, pkt, (uint64_t)n, flag, pe);
+    symm_put_pkt_v64_warp(ctx, pkt, (uint64_t)n, 32, flag, pe);
+    *(uint64_t *)d = symm_pkt_wait_v64(ctx, pkt, flag) + symm_pkt_wait_v64_warp(ctx, pkt, 8, flag);
 }
 
 #define USE_WAIT(S, T)                                                                     \

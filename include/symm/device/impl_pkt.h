@@ -279,4 +279,86 @@ SYMM_DEVICE_FN SYMM__CONVERGENT void symm_pkt_wait_block(const symm_ctx_t *ctx, 
     SYMM__TRACE_WAIT_G(ctx, t_, SYMM__G_BLOCK, SYMM_TRACE_WAIT_PKT, pkt, -1, SYMM_CMP_EQ, flag, flag);
 }
 
+/* Register forms: one packet per thread (lane), the payload a value in a
+ * register at both ends, so no memory load sits on the sender's critical
+ * path and no store on the receiver's. */
+SYMM__DEVICE_INTERNAL void symm__put_pkt_v64(const symm_ctx_t *ctx, void *pkt, uint64_t value, uint32_t flag, int pe,
+                                             uint32_t k, const char *call) {
+    char *q = (char *)symm__addr(ctx, pkt, pe);
+    if (flag == 0 || q == NULL || ((uintptr_t)pkt & 15u) != 0)
+        symm__pkt_fail(ctx->world_pe, call,
+                       flag == 0 ? "flag 0 (the value of a cleared buffer) cannot mark a packet"
+                       : q == NULL ? "the PE is outside the load/store window (packets need direct stores)"
+                                   : "the packet buffer is not 16-byte aligned",
+                       pe, flag);
+    symm__c_st16_vol(q + 16 * k, symm__pkt_of(value, flag));
+}
+
+/* The poll reads only packet k; the deadline and abort checks run out of
+ * line every SYMM__WAIT_CHECK_EVERY polls. */
+SYMM__DEVICE_INTERNAL uint64_t symm__pkt_wait_v64(const symm_ctx_t *ctx, const void *pkt, uint32_t flag, uint32_t k,
+                                                  const char *call) {
+    const char *p = (const char *)pkt + 16 * k;
+    uint32_t polls = 0;
+    uint64_t t0 = 0;
+    symm__v4_t v;
+    if (flag == 0 || ((uintptr_t)pkt & 15u) != 0)
+        symm__pkt_fail(ctx->world_pe, call,
+                       flag == 0 ? "flag 0 (the value of a cleared buffer) cannot mark a packet"
+                                 : "the packet buffer is not 16-byte aligned",
+                       ctx->my_pe, flag);
+    for (;;) {
+        v = symm__c_ld16_vol(p);
+        if (v.y == flag && v.w == flag)
+            break;
+        if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+            t0 = symm__pkt_wait_late(ctx, p, 0, 1, 1u, flag, t0);
+    }
+    return ((uint64_t)v.z << 32) | v.x;
+}
+
+SYMM__DEVICE_INTERNAL void symm__pkt_nwords_fail(const symm_ctx_t *ctx, const char *call, uint32_t nwords,
+                                                 uint32_t flag) {
+    if (symm__lane() == 0 && (nwords == 0 || nwords > 32))
+        symm__pkt_fail(ctx->world_pe, call, "nwords must be 1..32 (one packet per lane)", ctx->my_pe, flag);
+}
+
+SYMM_DEVICE_FN void symm_put_pkt_v64(const symm_ctx_t *ctx, void *pkt, uint64_t value, uint32_t flag, int pe) {
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
+    symm__put_pkt_v64(ctx, pkt, value, flag, pe, 0, "symm_put_pkt_v64");
+    SYMM__TRACE_PUT_PKT(ctx, t_, SYMM__G_THREAD, pe, pkt, 8, flag);
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT void symm_put_pkt_v64_warp(const symm_ctx_t *ctx, void *pkt, uint64_t value,
+                                                           uint32_t nwords, uint32_t flag, int pe) {
+    uint32_t lane = symm__lane();
+    SYMM__TRACE_START(ctx, t_, SYMM__G_WARP);
+    symm__pkt_nwords_fail(ctx, "symm_put_pkt_v64_warp", nwords, flag);
+    if (lane < nwords)
+        symm__put_pkt_v64(ctx, pkt, value, flag, pe, lane, "symm_put_pkt_v64_warp");
+    symm__warp_sync();
+    SYMM__TRACE_PUT_PKT(ctx, t_, SYMM__G_WARP, pe, pkt, 8 * (size_t)nwords, flag);
+}
+
+SYMM_DEVICE_FN uint64_t symm_pkt_wait_v64(const symm_ctx_t *ctx, const void *pkt, uint32_t flag) {
+    uint64_t v;
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
+    v = symm__pkt_wait_v64(ctx, pkt, flag, 0, "symm_pkt_wait_v64");
+    SYMM__TRACE_WAIT(ctx, t_, SYMM_TRACE_WAIT_PKT, pkt, -1, SYMM_CMP_EQ, flag, flag);
+    return v;
+}
+
+SYMM_DEVICE_FN SYMM__CONVERGENT uint64_t symm_pkt_wait_v64_warp(const symm_ctx_t *ctx, const void *pkt,
+                                                               uint32_t nwords, uint32_t flag) {
+    uint32_t lane = symm__lane();
+    uint64_t v = 0;
+    SYMM__TRACE_START(ctx, t_, SYMM__G_WARP);
+    symm__pkt_nwords_fail(ctx, "symm_pkt_wait_v64_warp", nwords, flag);
+    if (lane < nwords)
+        v = symm__pkt_wait_v64(ctx, pkt, flag, lane, "symm_pkt_wait_v64_warp");
+    symm__warp_sync();
+    SYMM__TRACE_WAIT_G(ctx, t_, SYMM__G_WARP, SYMM_TRACE_WAIT_PKT, pkt, -1, SYMM_CMP_EQ, flag, flag);
+    return v;
+}
+
 #endif /* SYMM_DEVICE_IMPL_PKT_H */

@@ -923,6 +923,22 @@ def pkt_wait_block(ctx, pkt, dest, nbytes, flag):
     _x_pkt_wait_block(_ptr(ctx), _ptr(pkt), _ptr(dest), _u64(nbytes), _u32(flag))
 
 
+@cute.extern(name='symm_pkt_wait_v64', source=BITCODE)
+def _x_pkt_wait_v64(ctx: VoidPtr, pkt: VoidPtr, flag: cutlass.Uint32) -> cutlass.Uint64: ...
+
+
+def pkt_wait_v64(ctx, pkt, flag):
+    return _ret(_x_pkt_wait_v64(_ptr(ctx), _ptr(pkt), _u32(flag)), cutlass.Uint64)
+
+
+@cute.extern(name='symm_pkt_wait_v64_warp', source=BITCODE)
+def _x_pkt_wait_v64_warp(ctx: VoidPtr, pkt: VoidPtr, nwords: cutlass.Uint32, flag: cutlass.Uint32) -> cutlass.Uint64: ...
+
+
+def pkt_wait_v64_warp(ctx, pkt, nwords, flag):
+    return _ret(_x_pkt_wait_v64_warp(_ptr(ctx), _ptr(pkt), _u32(nwords), _u32(flag)), cutlass.Uint64)
+
+
 @cute.extern(name='symm_pkt_wait_warp', source=BITCODE)
 def _x_pkt_wait_warp(ctx: VoidPtr, pkt: VoidPtr, dest: VoidPtr, nbytes: cutlass.Uint64, flag: cutlass.Uint32) -> None: ...
 
@@ -977,6 +993,22 @@ def _x_put_pkt_block(ctx: VoidPtr, pkt: VoidPtr, src: VoidPtr, nbytes: cutlass.U
 
 def put_pkt_block(ctx, pkt, src, nbytes, flag, pe):
     _x_put_pkt_block(_ptr(ctx), _ptr(pkt), _ptr(src), _u64(nbytes), _u32(flag), _i32(pe))
+
+
+@cute.extern(name='symm_put_pkt_v64', source=BITCODE)
+def _x_put_pkt_v64(ctx: VoidPtr, pkt: VoidPtr, value: cutlass.Uint64, flag: cutlass.Uint32, pe: cutlass.Int32) -> None: ...
+
+
+def put_pkt_v64(ctx, pkt, value, flag, pe):
+    _x_put_pkt_v64(_ptr(ctx), _ptr(pkt), _u64(value), _u32(flag), _i32(pe))
+
+
+@cute.extern(name='symm_put_pkt_v64_warp', source=BITCODE)
+def _x_put_pkt_v64_warp(ctx: VoidPtr, pkt: VoidPtr, value: cutlass.Uint64, nwords: cutlass.Uint32, flag: cutlass.Uint32, pe: cutlass.Int32) -> None: ...
+
+
+def put_pkt_v64_warp(ctx, pkt, value, nwords, flag, pe):
+    _x_put_pkt_v64_warp(_ptr(ctx), _ptr(pkt), _u64(value), _u32(nwords), _u32(flag), _i32(pe))
 
 
 @cute.extern(name='symm_put_pkt_warp', source=BITCODE)

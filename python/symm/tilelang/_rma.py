@@ -222,7 +222,47 @@ def pkt_wait_block(ctx, pkt, dst, size=None, flag=1, *, nbytes=None):
     return _pkt_wait("block", ctx, pkt, dst, size, flag, nbytes)
 
 
+def _pkt_buf(pkt, what):
+    q, _ = address(pkt, what + " pkt")
+    return q
+
+
+def _nwords(nwords, what):
+    if isinstance(nwords, int) and not 1 <= nwords <= 32:
+        raise ValueError("%s: nwords must be 1..32 (one packet per lane), got %d" % (what, nwords))
+    return typed(nwords, "u32")
+
+
+def put_pkt_v64(ctx, value, pkt, flag=1, dst_pe=None):
+    """Put one 8-byte value (a register, cast to uint64) as the one packet of
+    PE dst_pe's packet buffer pkt (symm_put_pkt_v64; 16 bytes of buffer):
+    nothing of the payload is loaded from memory."""
+    return call("handle", "put_pkt_v64", ctx, _pkt_buf(pkt, "put_pkt_v64"), typed(value, "u64"),
+                typed(flag, "u32"), _pe(ctx, dst_pe, "dst_pe"))
+
+
+def put_pkt_v64_warp(ctx, value, pkt, nwords, flag=1, dst_pe=None):
+    """put_pkt_v64 by a warp (symm_put_pkt_v64_warp): lane i < nwords (1..32)
+    puts its own value as packet i, all in flight together; every lane calls
+    it with the same pkt, nwords, flag and dst_pe."""
+    return call("handle", "put_pkt_v64_warp", ctx, _pkt_buf(pkt, "put_pkt_v64_warp"), typed(value, "u64"),
+                _nwords(nwords, "put_pkt_v64_warp"), typed(flag, "u32"), _pe(ctx, dst_pe, "dst_pe"))
+
+
+def pkt_wait_v64(ctx, pkt, flag=1):
+    """Wait until the local packet pkt carries `flag`; its 8-byte value as a
+    uint64 expression (symm_pkt_wait_v64; the usual deadline and abort)."""
+    return call("uint64", "pkt_wait_v64", ctx, _pkt_buf(pkt, "pkt_wait_v64"), typed(flag, "u32"))
+
+
+def pkt_wait_v64_warp(ctx, pkt, nwords, flag=1):
+    """pkt_wait_v64 by a warp (symm_pkt_wait_v64_warp): lane i < nwords gets
+    packet i's value, the other lanes 0."""
+    return call("uint64", "pkt_wait_v64_warp", ctx, _pkt_buf(pkt, "pkt_wait_v64_warp"),
+                _nwords(nwords, "pkt_wait_v64_warp"), typed(flag, "u32"))
+
+
 __all__ = ["get_rank", "get_num_ranks", "my_pe", "n_pes", "peer_ptr", "peer_tensor", "put", "put_warp",
            "put_block", "get", "get_warp", "get_block", "put_signal", "put_signal_warp",
            "put_signal_block", "put_pkt", "put_pkt_warp", "put_pkt_block", "pkt_wait", "pkt_wait_warp",
-           "pkt_wait_block", "signal_op", "signal_fetch", "p", "g", "ctx_expr"]
+           "pkt_wait_block", "put_pkt_v64", "put_pkt_v64_warp", "pkt_wait_v64", "pkt_wait_v64_warp", "signal_op", "signal_fetch", "p", "g", "ctx_expr"]

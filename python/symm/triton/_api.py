@@ -908,6 +908,26 @@ def pkt_wait_block(ctx, pkt, dest, nbytes, flag):
 
 
 @triton.jit
+def pkt_wait_v64(ctx, pkt, flag):
+    _util.require_scalars('pkt_wait_v64', ctx, pkt, flag)
+    tl.debug_barrier()
+    r = tl.cast(0, tl.uint64)
+    if _util.tid() == 0:
+        r = raw.pkt_wait_v64(ctx, pkt, flag)
+    return _util.broadcast_from_thread0(r)
+
+
+@triton.jit
+def pkt_wait_v64_warp(ctx, pkt, nwords, flag):
+    _util.require_scalars('pkt_wait_v64_warp', ctx, pkt, nwords, flag)
+    tl.debug_barrier()
+    r = tl.cast(0, tl.uint64)
+    if _util.tid() < 32:
+        r = raw.pkt_wait_v64_warp(ctx, pkt, nwords, flag)
+    return _util.broadcast_from_thread0(r)
+
+
+@triton.jit
 def pkt_wait_warp(ctx, pkt, dest, nbytes, flag):
     _util.require_scalars('pkt_wait_warp', ctx, pkt, dest, nbytes, flag)
     tl.debug_barrier()
@@ -959,6 +979,24 @@ def put_pkt(ctx, pkt, src, nbytes, flag, pe):
 def put_pkt_block(ctx, pkt, src, nbytes, flag, pe):
     _util.require_scalars('put_pkt_block', ctx, pkt, src, nbytes, flag, pe)
     raw.put_pkt_block(ctx, pkt, src, nbytes, flag, pe)
+
+
+@triton.jit
+def put_pkt_v64(ctx, pkt, value, flag, pe):
+    _util.require_scalars('put_pkt_v64', ctx, pkt, value, flag, pe)
+    tl.debug_barrier()
+    if _util.tid() == 0:
+        raw.put_pkt_v64(ctx, pkt, value, flag, pe)
+    tl.debug_barrier()
+
+
+@triton.jit
+def put_pkt_v64_warp(ctx, pkt, value, nwords, flag, pe):
+    _util.require_scalars('put_pkt_v64_warp', ctx, pkt, value, nwords, flag, pe)
+    tl.debug_barrier()
+    if _util.tid() < 32:
+        raw.put_pkt_v64_warp(ctx, pkt, value, nwords, flag, pe)
+    tl.debug_barrier()
 
 
 @triton.jit
