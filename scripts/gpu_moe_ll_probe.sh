@@ -30,9 +30,6 @@
 #   test4   test_moe ll and graph (packets auto) on 4 PEs sharing the GPUs (under
 #           scripts/with_mps.sh, every PE on one GPU, where there are fewer than 4)
 #   testpdl test_moe ll and graph on 2 PEs with SYMM_MOE_PDL=1 (programmatic dependent launch)
-#   nsys    the real exchange (--quick rows) on 2 PEs under nsys, graph nodes traced one by one:
-#           each kernel's own duration beside the per-call figure, and the gaps between the
-#           kernels of one call (skips where nsys is not installed)
 #   nsys    the real moe_ll rows (--quick) on 2 PEs under nsys (where the image has it, else SKIP),
 #           CUDA graphs traced per node: what each timed call holds on the GPU (kernels, memsets,
 #           copies), each one's median time and the idle gaps between consecutive ones, summed
@@ -261,33 +258,9 @@ step_test4() {
   done
 }
 
-# every kernel of the timed calls, from nsys: kernel durations and the GPU trace as CSV
-step_nsys() {
-  need "$bench" "symm-bench moe_ll" || return 0
-  local ns
-  ns=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
-  if [ -z "$ns" ] && [ "$dry" != 1 ]; then
-    note "moe_ll nsys (2 PEs)" skip 0 "nsys not installed"
-    return 0
-  fi
-  run "moe_ll nsys (2 PEs)" 120 "$log/nsys_profile.log" \
-    env SYMM_MOE_PACKETS=auto "${ns:-nsys}" profile --trace cuda --cuda-graph-trace node --force-overwrite true \
-    -o "$log/nsys_real" "$bench" --mode moe_ll --npes 2 --no-nvshmem --quick --no-nccl --timeout 100 \
-    --phase-timeout 60 --out "$log/nsys_real.md" || return 0
-  local r
-  for r in "$log"/nsys_real*.nsys-rep; do
-    [ -f "$r" ] || continue
-    timeout -k 5 60 "$ns" stats --force-export true --report cuda_gpu_kern_sum --format csv \
-      -o "${r%.nsys-rep}" "$r" >"${r%.nsys-rep}.kern.log" 2>&1
-    timeout -k 5 60 "$ns" stats --report cuda_gpu_trace --format csv -o "${r%.nsys-rep}" "$r" \
-      >"${r%.nsys-rep}.trace.log" 2>&1
-    rm -f "${r%.nsys-rep}.sqlite"
-  done
-}
-
 for st in $steps; do
   case $st in
-    test | test4 | testpdl | probe | bench | stampsn | nsys) "step_$st" ;;
+    test | test4 | testpdl | probe | bench | stampsn) "step_$st" ;;
     nsys) step_nsys nsys SYMM_MOE_PACKETS=auto ;;
     nsyspdl) step_nsys nsyspdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 ;;
     real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | pdl | nosmall | nosmall1) probe_one "$st" ;;
@@ -298,12 +271,6 @@ done
 echo
 echo "== gpu_moe_ll_probe.sh: $ngpu GPU(s), build $build, logs in $log"
 printf '%s\n' "${summary[@]}"
-for f in "$log"/nsys_real*_cuda_gpu_kern_sum.csv; do
-  [ -f "$f" ] || continue
-  echo
-  echo "nsys kernel durations, $(basename "$f") (ns: time%, total, instances, avg, median, min, max, ..., name):"
-  cut -c1-200 "$f" | head -14
-done
 echo
 echo "variant | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / combine) | dispatch us | combine us |" \
      "NCCL per call us (dispatch / combine) | pair us (back to back) | NCCL us (dispatch) | NCCL us (combine) |" \
