@@ -29,13 +29,14 @@
 #   stampsn the stamps variant on the bench's PEs
 #   test4   test_moe ll and graph (packets auto) on 4 PEs sharing the GPUs (under
 #           scripts/with_mps.sh, every PE on one GPU, where there are fewer than 4)
-#   testpdl test_moe ll and graph on 2 PEs with SYMM_MOE_PDL=1 (programmatic dependent launch)
+#   testpdl test_moe ll and graph on 2 PEs with SYMM_MOE_PDL=1 (programmatic dependent launch,
+#           the default); testnopdl: the same with SYMM_MOE_PDL=0 (plain launches)
 #   nsys    the real moe_ll rows (--quick) on 2 PEs under nsys (where the image has it, else SKIP),
 #           CUDA graphs traced per node: what each timed call holds on the GPU (kernels, memsets,
 #           copies), each one's median time and the idle gaps between consecutive ones, summed
-#           up by scripts/moe_ll_nsys.py (also run with SYMM_MOE_PDL=1: nsyspdl)
-#   real plain hop empty 1pe twice twice1 stamps stamps1 pdl nosmall nosmall1: one variant of
-#           probe alone (pdl: the real exchange with SYMM_MOE_PDL=1; nosmall: with
+#           up by scripts/moe_ll_nsys.py (nsyspdl / nsysnopdl: with SYMM_MOE_PDL=1 / 0)
+#   real plain hop empty 1pe twice twice1 stamps stamps1 pdl nopdl nosmall nosmall1: one variant of
+#           probe alone (pdl / nopdl: the real exchange with SYMM_MOE_PDL=1 / 0; nosmall: with
 #           SYMM_MOE_LL_SMALL=0, the general kernels where the small ones would run, on 2 PEs and
 #           nosmall1 on 1; none of these in probe's default list)
 #
@@ -180,6 +181,7 @@ probe_one() {
     stamps) variant stamps 2 probe_stamps SYMM_MOE_LL_PROBE=stamps -- --no-nccl ;;
     stamps1) variant stamps1 1 probe_stamps1 SYMM_MOE_LL_PROBE=stamps -- --no-nccl ;;
     pdl) variant pdl 2 probe_pdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 -- --no-nccl ;;
+    nopdl) variant nopdl 2 probe_nopdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=0 -- --no-nccl ;;
     nosmall) variant nosmall 2 probe_nosmall SYMM_MOE_PACKETS=auto SYMM_MOE_LL_SMALL=0 -- --no-nccl ;;
     nosmall1) variant nosmall1 1 probe_nosmall1 SYMM_MOE_PACKETS=auto SYMM_MOE_LL_SMALL=0 -- --no-nccl ;;
   esac
@@ -209,12 +211,12 @@ step_stampsn() {
   variant "stamps$n" "$n" probe_stampsn SYMM_MOE_LL_PROBE=stamps -- --no-nccl
 }
 
-step_testpdl() {
+step_testpdl() { # step_testpdl 0|1: test_moe ll and graph with SYMM_MOE_PDL set so
   need "$build/tests/moe/test_moe" "test_moe" && need "$symmrun" "test_moe" || return 0
-  local part
+  local part v=$1
   for part in ll graph; do
-    run "test_moe $part, SYMM_MOE_PDL=1 (2 PEs)" 30 "$log/test_moe_${part}_pdl.log" \
-      env SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 "$symmrun" -n 2 --timeout 25 "$build/tests/moe/test_moe" 2 "$part"
+    run "test_moe $part, SYMM_MOE_PDL=$v (2 PEs)" 30 "$log/test_moe_${part}_pdl$v.log" \
+      env SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=$v "$symmrun" -n 2 --timeout 25 "$build/tests/moe/test_moe" 2 "$part"
   done
 }
 
@@ -260,11 +262,14 @@ step_test4() {
 
 for st in $steps; do
   case $st in
-    test | test4 | testpdl | probe | bench | stampsn) "step_$st" ;;
+    test | test4 | probe | bench | stampsn) "step_$st" ;;
+    testpdl) step_testpdl 1 ;;
+    testnopdl) step_testpdl 0 ;;
     nsys) step_nsys nsys SYMM_MOE_PACKETS=auto ;;
     nsyspdl) step_nsys nsyspdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 ;;
-    real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | pdl | nosmall | nosmall1) probe_one "$st" ;;
-    *) note "step $st" FAIL 0 "unknown step (test, test4, testpdl, probe, bench, stampsn, nsys, nsyspdl, or a probe variant)" ;;
+    nsysnopdl) step_nsys nsysnopdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=0 ;;
+    real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | pdl | nopdl | nosmall | nosmall1) probe_one "$st" ;;
+    *) note "step $st" FAIL 0 "unknown step (test, test4, testpdl, testnopdl, probe, bench, stampsn, nsys, nsyspdl, nsysnopdl, or a probe variant)" ;;
   esac
 done
 
@@ -283,7 +288,7 @@ for f in probe_stamps probe_stamps1 probe_stampsn; do
     "$py" scripts/moe_ll_stamps.py "$log/$f.log" | tee "$log/$f.stages.txt"
   fi
 done
-for f in nsys nsyspdl; do
+for f in nsys nsyspdl nsysnopdl; do
   if [ -s "$log/$f.ops.txt" ]; then
     echo
     echo "GPU operations per stream under nsys ($f; every row's calls, --quick):"
