@@ -75,7 +75,7 @@
       "how a high-throughput MoE combine that sends and receives in one kernel uses its blocks: " \
       "serial (every block sends its share, then reduces), split (half send, half reduce as " \
       "rows arrive), serial-warps (serial, each warp reducing tokens of its own), overlap or " \
-      "overlap:S (in every block S warps send, default 3 of 16, while the others reduce), "  \
+      "overlap:S (in every block S warps of 16 send, default 3 on 2 PEs and 6 on more, while the others reduce), "  \
       "overlap-async or overlap-async:S (overlap, the reducing warps loading through shared " \
       "memory), overlap-ring or overlap-ring:S (overlap, the sending warps loading through "  \
       "shared memory) or auto (overlap); symm_moe_create "                                  \

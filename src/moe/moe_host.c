@@ -162,13 +162,19 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, 
     return st;
 }
 
+/* The sending warps of an overlap block (of 16): the fastest measured at 24 SMs,
+ * 3 on 2 PEs (half the rows leave the GPU) and 6 on 4 (three quarters do; 6 also
+ * wins with every SM there). 3 PEs and 5+ are unmeasured (docs/moe.md). */
+static int ht_send_warps_for(int npes) {
+    return npes <= 2 ? 3 : 6;
+}
+
 /* SYMM_MOE_HT_COMBINE: a PE's choice changes only how its own blocks share the
  * work, so PEs need not agree on it. ":S" after overlap sets the sending warps
- * of each block (1..SYMM__MOE_WARPS - 1; default SYMM__MOE_HT_SEND_WARPS). */
-#define SYMM__MOE_HT_SEND_WARPS 3 /* the fastest measured with 24 SMs (2 H200s, docs/moe.md) */
-static symm_status_t ht_combine_schedule(const char *call, int *sched, int *send_warps) {
+ * of each block (1..SYMM__MOE_WARPS - 1; default ht_send_warps_for). */
+static symm_status_t ht_combine_schedule(const char *call, int npes, int *sched, int *send_warps) {
     const char *v = symm__env()->moe_ht_combine, *w;
-    *send_warps = SYMM__MOE_HT_SEND_WARPS;
+    *send_warps = ht_send_warps_for(npes);
     if (strcmp(v, "auto") == 0) {
         *sched = -1;
     } else if (strcmp(v, "split") == 0) {
@@ -232,9 +238,9 @@ static symm_status_t ll_probe_mode(const char *call, int *probe) {
     return SYMM_SUCCESS;
 }
 
-/* auto: overlap with 3 of the 16 warps sending, the fastest schedule measured
- * with 24 SMs and within 4% of the fastest with every SM (2 H200s: 316 and
- * 217 us against serial's 577 and split's 243; docs/moe.md). */
+/* auto: overlap (its sending warps by PE count, ht_send_warps_for), the fastest
+ * schedule measured with 24 SMs and within 4% of the fastest with every SM
+ * (2 H200s: 316 and 217 us against serial's 577 and split's 243; docs/moe.md). */
 static int ht_sched_for(const symm_moe_t *h) {
     return h->ht_sched >= 0 ? h->ht_sched : SYMM__MOE_HT_OVERLAP;
 }
@@ -266,7 +272,7 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
         h->ll_probe = -1;
     if ((st = same_everywhere(cfg, packets, h->ll_probe)) != SYMM_SUCCESS)
         goto fail_handle;
-    if ((st = ht_combine_schedule(call, &h->ht_sched, &h->ht_send_warps)) != SYMM_SUCCESS ||
+    if ((st = ht_combine_schedule(call, symm_team_n_pes(team), &h->ht_sched, &h->ht_send_warps)) != SYMM_SUCCESS ||
         (st = ht_dispatch_form(call, &h->ht_dwarps)) != SYMM_SUCCESS)
         goto fail_handle;
     if (h->ll_probe < 0 && (st = ll_probe_mode(call, &h->ll_probe)) != SYMM_SUCCESS)

@@ -133,6 +133,45 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_layout(const __g
 
 /* ---- dispatch --------------------------------------------------------------------------- */
 
+/* Both dispatch forms, once every count is known: the last block sends every PE the
+ * rows I send it (tot, per PE) and its local experts' rows (ecnt); then every block
+ * reads my first row at every PE (off: what the PEs before me send it) and every PE's
+ * receive buffers (rx_at, rs_at, as my addresses). */
+SYMM__DEVICE_INTERNAL void ht_publish_locate(const symm__moe_kargs_t *A, uint64_t e, int last, const uint32_t *tot,
+                                             const uint32_t *ecnt, uint32_t *off, char **rx_at, char **rs_at,
+                                             const uint64_t *hdst) {
+    const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, L = A->local, me = (uint32_t)A->me;
+    const uint32_t p = (uint32_t)(e & 1u);
+    if (last) {
+        for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS) {
+            SYMM__TRACE_START(&A->ctx, ts_, SYMM__G_THREAD);
+            symm__st_b64(moe_peer(A, MOE_U64(A, ht_mat) + ((uint64_t)p * n + me) * n + x % n, (int)(x / n)),
+                         TAG(e, tot[x % n]), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
+            SYMM__TRACE_SIGNAL(&A->ctx, ts_, (int)(x / n), MOE_U64(A, ht_mat) + ((uint64_t)p * n + me) * n + x % n,
+                               TAG(e, tot[x % n]), SYMM_SIGNAL_SET);
+        }
+        for (uint32_t x = tid; x < n * L; x += SYMM__MOE_THREADS) {
+            SYMM__TRACE_START(&A->ctx, ts_, SYMM__G_THREAD);
+            symm__st_b64(moe_peer(A, MOE_U64(A, ht_emat) + ((uint64_t)p * n + me) * L + x % L, (int)(x / L)),
+                         TAG(e, ecnt[x]), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
+            SYMM__TRACE_SIGNAL(&A->ctx, ts_, (int)(x / L), MOE_U64(A, ht_emat) + ((uint64_t)p * n + me) * L + x % L,
+                               TAG(e, ecnt[x]), SYMM_SIGNAL_SET);
+        }
+    }
+    /* every PE's row: my first row at r is what the PEs before me send it */
+    for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS) {
+        const uint32_t c = (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + (uint64_t)p * n * n + x, TAG(e, 0), (int)(x / n));
+        if (x / n < me)
+            atomicAdd(&off[x % n], c);
+    }
+    /* every PE's receive buffers (offsets in the heap are the same on every PE) */
+    if (tid < n) {
+        moe_wait(A, hdst + (uint64_t)tid * 4u + 2u, TAG(e, 0), (int)tid);
+        rx_at[tid] = (char *)(uintptr_t)(A->base + symm__ld_b64(hdst + tid * 4u, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));
+        rs_at[tid] = (char *)(uintptr_t)(A->base + symm__ld_b64(hdst + tid * 4u + 1u, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));
+    }
+}
+
 SYMM__DEVICE_INTERNAL void ht_dispatch_send(const symm__moe_kargs_t *A, uint64_t e) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t n = (uint32_t)A->n, L = A->local, K = A->topk, E = A->experts, me = (uint32_t)A->me;
@@ -179,34 +218,7 @@ SYMM__DEVICE_INTERNAL void ht_dispatch_send(const symm__moe_kargs_t *A, uint64_t
         }
     }
     symm__block_sync();
-    if (last) {
-        for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS) {
-            SYMM__TRACE_START(&A->ctx, ts_, SYMM__G_THREAD);
-            symm__st_b64(moe_peer(A, MOE_U64(A, ht_mat) + ((uint64_t)p * n + me) * n + x % n, (int)(x / n)),
-                         TAG(e, tot[x % n]), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
-            SYMM__TRACE_SIGNAL(&A->ctx, ts_, (int)(x / n), MOE_U64(A, ht_mat) + ((uint64_t)p * n + me) * n + x % n,
-                               TAG(e, tot[x % n]), SYMM_SIGNAL_SET);
-        }
-        for (uint32_t x = tid; x < n * L; x += SYMM__MOE_THREADS) {
-            SYMM__TRACE_START(&A->ctx, ts_, SYMM__G_THREAD);
-            symm__st_b64(moe_peer(A, MOE_U64(A, ht_emat) + ((uint64_t)p * n + me) * L + x % L, (int)(x / L)),
-                         TAG(e, ecnt[x]), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
-            SYMM__TRACE_SIGNAL(&A->ctx, ts_, (int)(x / L), MOE_U64(A, ht_emat) + ((uint64_t)p * n + me) * L + x % L,
-                               TAG(e, ecnt[x]), SYMM_SIGNAL_SET);
-        }
-    }
-    /* every PE's row: my first row at r is what the PEs before me send it */
-    for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS) {
-        const uint32_t c = (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + (uint64_t)p * n * n + x, TAG(e, 0), (int)(x / n));
-        if (x / n < me)
-            atomicAdd(&off[x % n], c);
-    }
-    /* every PE's receive buffers (offsets in the heap are the same on every PE) */
-    if (tid < n) {
-        moe_wait(A, hdst + (uint64_t)tid * 4u + 2u, TAG(e, 0), (int)tid);
-        rx_at[tid] = (char *)(uintptr_t)(A->base + symm__ld_b64(hdst + tid * 4u, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));
-        rs_at[tid] = (char *)(uintptr_t)(A->base + symm__ld_b64(hdst + tid * 4u + 1u, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));
-    }
+    ht_publish_locate(A, e, last, tot, ecnt, off, rx_at, rs_at, hdst);
     for (uint64_t t0 = lo; t0 < hi; t0 += HT_BATCH) {
         const uint32_t nb = hi - t0 < HT_BATCH ? (uint32_t)(hi - t0) : HT_BATCH;
         symm__block_sync();
@@ -428,33 +440,8 @@ SYMM__DEVICE_INTERNAL void ht_dispatch_send_warps(const symm__moe_kargs_t *A, ui
             ecnt[x] = s;
         }
         symm__block_sync();
-        for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS) {
-            SYMM__TRACE_START(&A->ctx, ts_, SYMM__G_THREAD);
-            symm__st_b64(moe_peer(A, MOE_U64(A, ht_mat) + ((uint64_t)p * n + me) * n + x % n, (int)(x / n)),
-                         TAG(e, tot[x % n]), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
-            SYMM__TRACE_SIGNAL(&A->ctx, ts_, (int)(x / n), MOE_U64(A, ht_mat) + ((uint64_t)p * n + me) * n + x % n,
-                               TAG(e, tot[x % n]), SYMM_SIGNAL_SET);
-        }
-        for (uint32_t x = tid; x < n * L; x += SYMM__MOE_THREADS) {
-            SYMM__TRACE_START(&A->ctx, ts_, SYMM__G_THREAD);
-            symm__st_b64(moe_peer(A, MOE_U64(A, ht_emat) + ((uint64_t)p * n + me) * L + x % L, (int)(x / L)),
-                         TAG(e, ecnt[x]), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
-            SYMM__TRACE_SIGNAL(&A->ctx, ts_, (int)(x / L), MOE_U64(A, ht_emat) + ((uint64_t)p * n + me) * L + x % L,
-                               TAG(e, ecnt[x]), SYMM_SIGNAL_SET);
-        }
     }
-    /* every PE's row: my first row at r is what the PEs before me send it */
-    for (uint32_t x = tid; x < n * n; x += SYMM__MOE_THREADS) {
-        const uint32_t c = (uint32_t)moe_wait(A, MOE_U64(A, ht_mat) + (uint64_t)p * n * n + x, TAG(e, 0), (int)(x / n));
-        if (x / n < me)
-            atomicAdd(&off[x % n], c);
-    }
-    /* every PE's receive buffers (offsets in the heap are the same on every PE) */
-    if (tid < n) {
-        moe_wait(A, hdst + (uint64_t)tid * 4u + 2u, TAG(e, 0), (int)tid);
-        rx_at[tid] = (char *)(uintptr_t)(A->base + symm__ld_b64(hdst + tid * 4u, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));
-        rs_at[tid] = (char *)(uintptr_t)(A->base + symm__ld_b64(hdst + tid * 4u + 1u, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS));
-    }
+    ht_publish_locate(A, e, last, tot, ecnt, off, rx_at, rs_at, hdst);
     symm__block_sync();
     /* each warp its tokens: lane l holds the row of PE l (and l + 32) */
     uint64_t nmask = lo + warp < hi ? hmask[lo + warp] : 0;
