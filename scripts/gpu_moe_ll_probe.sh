@@ -29,9 +29,14 @@
 #   stampsn the stamps variant on the bench's PEs
 #   test4   test_moe ll and graph (packets auto) on 4 PEs sharing the GPUs (under
 #           scripts/with_mps.sh, every PE on one GPU, where there are fewer than 4)
-#   testpdl test_moe ll and graph on 2 PEs with SYMM_MOE_PDL=1 (programmatic dependent launch)
-#   real plain hop empty 1pe twice twice1 stamps stamps1 pdl nosmall nosmall1: one variant of
-#           probe alone (pdl: the real exchange with SYMM_MOE_PDL=1; nosmall: with
+#   testpdl test_moe ll and graph on 2 PEs with SYMM_MOE_PDL=1 (programmatic dependent launch,
+#           the default); testnopdl: the same with SYMM_MOE_PDL=0 (plain launches)
+#   nsys    the real moe_ll rows (--quick) on 2 PEs under nsys (where the image has it, else SKIP),
+#           CUDA graphs traced per node: what each timed call holds on the GPU (kernels, memsets,
+#           copies), each one's median time and the idle gaps between consecutive ones, summed
+#           up by scripts/moe_ll_nsys.py (nsyspdl / nsysnopdl: with SYMM_MOE_PDL=1 / 0)
+#   real plain hop empty 1pe twice twice1 stamps stamps1 pdl nopdl nosmall nosmall1: one variant of
+#           probe alone (pdl / nopdl: the real exchange with SYMM_MOE_PDL=1 / 0; nosmall: with
 #           SYMM_MOE_LL_SMALL=0, the general kernels where the small ones would run, on 2 PEs and
 #           nosmall1 on 1; none of these in probe's default list)
 #
@@ -176,6 +181,7 @@ probe_one() {
     stamps) variant stamps 2 probe_stamps SYMM_MOE_LL_PROBE=stamps -- --no-nccl ;;
     stamps1) variant stamps1 1 probe_stamps1 SYMM_MOE_LL_PROBE=stamps -- --no-nccl ;;
     pdl) variant pdl 2 probe_pdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 -- --no-nccl ;;
+    nopdl) variant nopdl 2 probe_nopdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=0 -- --no-nccl ;;
     nosmall) variant nosmall 2 probe_nosmall SYMM_MOE_PACKETS=auto SYMM_MOE_LL_SMALL=0 -- --no-nccl ;;
     nosmall1) variant nosmall1 1 probe_nosmall1 SYMM_MOE_PACKETS=auto SYMM_MOE_LL_SMALL=0 -- --no-nccl ;;
   esac
@@ -205,13 +211,39 @@ step_stampsn() {
   variant "stamps$n" "$n" probe_stampsn SYMM_MOE_LL_PROBE=stamps -- --no-nccl
 }
 
-step_testpdl() {
+step_testpdl() { # step_testpdl 0|1: test_moe ll and graph with SYMM_MOE_PDL set so
   need "$build/tests/moe/test_moe" "test_moe" && need "$symmrun" "test_moe" || return 0
-  local part
+  local part v=$1
   for part in ll graph; do
-    run "test_moe $part, SYMM_MOE_PDL=1 (2 PEs)" 30 "$log/test_moe_${part}_pdl.log" \
-      env SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 "$symmrun" -n 2 --timeout 25 "$build/tests/moe/test_moe" 2 "$part"
+    run "test_moe $part, SYMM_MOE_PDL=$v (2 PEs)" 30 "$log/test_moe_${part}_pdl$v.log" \
+      env SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=$v "$symmrun" -n 2 --timeout 25 "$build/tests/moe/test_moe" 2 "$part"
   done
+}
+
+# the real rows under nsys: the GPU operations of every timed call and the gaps between them
+step_nsys() { # step_nsys NAME [env...]
+  local name=$1 ns
+  shift
+  need "$bench" "symm-bench moe_ll" || return 0
+  ns=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+  if [ -z "$ns" ] && [ "$dry" != 1 ]; then
+    note "$name" skip 0 "SKIP: no nsys on this machine"
+    return 0
+  fi
+  local extra=()
+  [ "$ngpu" -lt 2 ] && extra=(--no-nccl)
+  rm -f "$log/$name.nsys-rep" "$log/$name.sqlite"
+  run "$name: moe_ll --quick under nsys (2 PEs)" 90 "$log/$name.log" \
+    env "$@" "${ns:-nsys}" profile --trace=cuda --cuda-graph-trace=node --sample=none --cpuctxsw=none \
+    --force-overwrite=true -o "$log/$name" \
+    "$bench" --mode moe_ll --npes 2 --no-nvshmem --quick --timeout 70 --phase-timeout 30 \
+    --out "$log/$name.md" "${extra[@]}" || return 0
+  [ "$dry" = 1 ] && return 0
+  run "$name: nsys stats" 60 "$log/$name.stats.log" \
+    "$ns" stats --report cuda_gpu_trace --format csv --force-export=true -o "$log/$name" "$log/$name.nsys-rep" ||
+    return 0
+  local csvs=("$log/$name"*cuda_gpu_trace*.csv)
+  [ -n "$py" ] && [ -f "${csvs[0]}" ] && "$py" scripts/moe_ll_nsys.py "${csvs[@]}" >"$log/$name.ops.txt" 2>&1
 }
 
 # test_moe's ll and graph parts on 4 PEs: one per GPU where there are 4, else sharing the GPUs
@@ -230,9 +262,14 @@ step_test4() {
 
 for st in $steps; do
   case $st in
-    test | test4 | testpdl | probe | bench | stampsn) "step_$st" ;;
-    real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | pdl | nosmall | nosmall1) probe_one "$st" ;;
-    *) note "step $st" FAIL 0 "unknown step (test, test4, testpdl, probe, bench, stampsn, or a probe variant)" ;;
+    test | test4 | probe | bench | stampsn) "step_$st" ;;
+    testpdl) step_testpdl 1 ;;
+    testnopdl) step_testpdl 0 ;;
+    nsys) step_nsys nsys SYMM_MOE_PACKETS=auto ;;
+    nsyspdl) step_nsys nsyspdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 ;;
+    nsysnopdl) step_nsys nsysnopdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=0 ;;
+    real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | pdl | nopdl | nosmall | nosmall1) probe_one "$st" ;;
+    *) note "step $st" FAIL 0 "unknown step (test, test4, testpdl, testnopdl, probe, bench, stampsn, nsys, nsyspdl, nsysnopdl, or a probe variant)" ;;
   esac
 done
 
@@ -249,6 +286,13 @@ for f in probe_stamps probe_stamps1 probe_stampsn; do
     echo
     echo "stage times, $f (per kernel, shape, PE: when the last block reached each stage, us from the first block's start):"
     "$py" scripts/moe_ll_stamps.py "$log/$f.log" | tee "$log/$f.stages.txt"
+  fi
+done
+for f in nsys nsyspdl nsysnopdl; do
+  if [ -s "$log/$f.ops.txt" ]; then
+    echo
+    echo "GPU operations per stream under nsys ($f; every row's calls, --quick):"
+    cat "$log/$f.ops.txt"
   fi
 done
 exit $failed

@@ -111,7 +111,7 @@
       "block's threads) take the small dispatch and combine kernels (one header of routes per " \
       "PE pair, no per-expert lists); 0 = the general kernels always. Read at symm_moe_create; " \
       "the same on every PE (create checks)")                                                 \
-    X(moe_pdl,            SYMM_MOE_PDL,            BOOL,     "0",                            \
+    X(moe_pdl,            SYMM_MOE_PDL,            BOOL,     "1",                            \
       "low-latency MoE kernels launched with programmatic dependent launch (sm_90 and "      \
       "newer): each kernel's blocks may start while the kernel before it on the stream ends, " \
       "and wait on the device (griddepcontrol) for its memory; 0 = launched plainly. Read at " \
