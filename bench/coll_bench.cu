@@ -47,7 +47,8 @@
  * SYMM_BENCH_COLL_FORMS=1 adds, after the main tables, every form of
  * broadcast, reduce-scatter and large all-reduce by size (each cell
  * verified, its limits set through symm__coll_tune_set) beside AUTO and
- * NCCL, SYMM_BENCH_COLL_TABLES_ONLY=1 skips the main tables (and the bars), and
+ * NCCL (SYMM_BENCH_COLL_FORMS_ONLY=bcast,rs,ar picks some of the three
+ * forms tables), SYMM_BENCH_COLL_TABLES_ONLY=1 skips the main tables (and the bars), and
  * SYMM_BENCH_COLL_BLOCKS=N runs everything with N blocks for direct
  * kernels. The bars of other issues (the all-reduce latencies, bandwidths)
  * are printed after a full run only.
@@ -1148,6 +1149,23 @@ static void forms_table(bench_env_t *env, int kind, const char *title, const siz
     BENCH_CUDA(cudaFree(d_bad));
 }
 
+/* Whether SYMM_BENCH_COLL_FORMS_ONLY (a comma-separated list of bcast, rs,
+ * ar; unset or empty: all) names forms table `kind`. */
+static int forms_wanted(const char *kind) {
+    const char *e = getenv("SYMM_BENCH_COLL_FORMS_ONLY");
+    size_t len = strlen(kind);
+    if (!e || !*e)
+        return 1;
+    for (const char *p = e; *p;) {
+        const char *end = strchr(p, ',');
+        size_t l = end ? (size_t)(end - p) : strlen(p);
+        if (l == len && strncmp(p, kind, len) == 0)
+            return 1;
+        p = end ? end + 1 : p + l;
+    }
+    return 0;
+}
+
 static void run_forms(bench_env_t *env) {
     static const form_t bc[] = {
         {"1-hop packet us", {{"bcast_hop1_max", MB(64)}, {"bcast_packet_max", MB(64)}, {"bcast_ce_min", NEVER}},
@@ -1161,6 +1179,10 @@ static void run_forms(bench_env_t *env) {
         {"CE 8 MiB us", {{"bcast_ce_min", 1}, {"ce_chunk", MB(8)}}, 0, "copy-engine", MB(4), MB(256)},
         {"CE 16 MiB us", {{"bcast_ce_min", 1}, {"ce_chunk", MB(16)}}, 0, "copy-engine", MB(16), MB(256)},
         {"CE 32 MiB us", {{"bcast_ce_min", 1}, {"ce_chunk", MB(32)}}, 0, "copy-engine", MB(32), MB(256)},
+        /* the chain: a block's chunk (raised to at most 64 chunks a block) */
+        {"chain 8 KiB us", {{"bcast_chain_min", 1}, {"bcast_chain_chunk", KB(8)}}, 0, "chain", MB(1), MB(256)},
+        {"chain 16 KiB us", {{"bcast_chain_min", 1}, {"bcast_chain_chunk", KB(16)}}, 0, "chain", MB(1), MB(256)},
+        {"chain 64 KiB us", {{"bcast_chain_min", 1}, {"bcast_chain_chunk", KB(64)}}, 0, "chain", MB(1), MB(256)},
     };
     static const size_t bc_sizes[] = {8, 256, KB(4), KB(64), KB(128), KB(256), KB(512), MB(1), MB(2), MB(4),
                                       MB(8), MB(16), MB(32), MB(64), MB(128), MB(256)};
@@ -1200,12 +1222,15 @@ static void run_forms(bench_env_t *env) {
         BENCH_CUDA(cudaMalloc(&na, (size_t)256 << 20));
         BENCH_CUDA(cudaMalloc(&nb, (size_t)256 << 20));
     }
-    forms_table(env, K_BCAST, "broadcast f32 (root 0): forms (graph us)", bc_sizes,
-                (int)(sizeof bc_sizes / sizeof bc_sizes[0]), bc, (int)(sizeof bc / sizeof bc[0]), a, b, na, nb);
-    forms_table(env, K_RS, "reduce-scatter f32 sum: forms (graph us; size: the whole send buffer)", rs_sizes,
-                (int)(sizeof rs_sizes / sizeof rs_sizes[0]), rs, (int)(sizeof rs / sizeof rs[0]), a, b, na, nb);
-    forms_table(env, K_AR, "all-reduce f32 sum, large: forms (graph us)", ar_sizes,
-                (int)(sizeof ar_sizes / sizeof ar_sizes[0]), ar, (int)(sizeof ar / sizeof ar[0]), a, b, na, nb);
+    if (forms_wanted("bcast"))
+        forms_table(env, K_BCAST, "broadcast f32 (root 0): forms (graph us)", bc_sizes,
+                    (int)(sizeof bc_sizes / sizeof bc_sizes[0]), bc, (int)(sizeof bc / sizeof bc[0]), a, b, na, nb);
+    if (forms_wanted("rs"))
+        forms_table(env, K_RS, "reduce-scatter f32 sum: forms (graph us; size: the whole send buffer)", rs_sizes,
+                    (int)(sizeof rs_sizes / sizeof rs_sizes[0]), rs, (int)(sizeof rs / sizeof rs[0]), a, b, na, nb);
+    if (forms_wanted("ar"))
+        forms_table(env, K_AR, "all-reduce f32 sum, large: forms (graph us)", ar_sizes,
+                    (int)(sizeof ar_sizes / sizeof ar_sizes[0]), ar, (int)(sizeof ar / sizeof ar[0]), a, b, na, nb);
     BENCH_CUDA(cudaStreamSynchronize(env->stream));
     if (na) {
         BENCH_CUDA(cudaFree(nb));

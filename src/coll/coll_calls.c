@@ -352,6 +352,35 @@ symm_status_t symm_reduce_scatter(const void *send, void *recv, size_t recv_coun
 /* ---- data movement: all-gather, all-to-all, broadcast ------------------------------- */
 
 /*
+ * Broadcast along the chain (symm__c_bcast_chain), a launch per staging
+ * piece whether recv is symmetric or staged through the team's stage: every
+ * PE must cut the buffer alike, and one PE's recv may be symmetric where
+ * another's is not.
+ */
+static symm_status_t bcast_chain(symm__coll_team_t *t, const void *send, void *recv, uint64_t nbytes, int root,
+                                 uint64_t chunk, symm_stream_t stream) {
+    int sym_r = symm__coll_in_heap(recv, nbytes);
+    uint64_t piece = symm__coll_stage_piece(1), off;
+    symm__coll_launch_t l;
+    symm_status_t st;
+    for (off = 0; off < nbytes; off += piece) {
+        uint64_t len = nbytes - off < piece ? nbytes - off : piece;
+        base_launch(&l, t, SYMM__CK_MOVE_DIRECT, symm__coll_direct_blocks_max(t, len, SYMM__COLL_MOVE_BLOCKS));
+        l.src = send ? (const char *)send + off : NULL;
+        l.dst = sym_r ? (char *)recv + off : t->stage;
+        l.nbytes = len;
+        l.root = root;
+        l.chain = chunk ? chunk : 16;
+        if ((st = symm__coll_launch(&l, stream)) != SYMM_SUCCESS)
+            return st;
+        if (!sym_r && (st = symm__coll_copy((char *)recv + off, t->stage, len, stream)) != SYMM_SUCCESS)
+            return st;
+    }
+    symm__coll_set_last(SYMM_COLL_ALGO_TWOSHOT, "chain", !sym_r);
+    return SYMM_SUCCESS;
+}
+
+/*
  * One routine for the three: PE me sends `nbytes` from send + p * src_piece
  * to PE p, landing at p's recv + me * out_piece (broadcast, root >= 0: the
  * root sends send to everyone's recv). `rows`: how many pieces of recv the
@@ -388,6 +417,9 @@ static symm_status_t move(symm__coll_team_t *t, const char *call, const void *se
             return st;
         }
     }
+    /* broadcast along the chain of SM stores (off unless tuned: bcast_chain_min) */
+    if (algo == SYMM_COLL_ALGO_AUTO && root >= 0 && nbytes >= lim->bcast_chain_min)
+        return bcast_chain(t, send, recv, nbytes, root, lim->bcast_chain_chunk, stream);
     /* broadcast through the copy engines: the root's chunks on its copy
      * engine, the non-roots forwarding (recv symmetric everywhere) */
     if (algo == SYMM_COLL_ALGO_AUTO && root >= 0 && nbytes >= lim->bcast_ce_min && symm__coll_ce_ok(t)) {

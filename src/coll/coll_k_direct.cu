@@ -16,9 +16,10 @@ symm__k_rs_direct(const __grid_constant__ symm_ctx_t ctx, const __grid_constant_
 
 __global__ void __launch_bounds__(SYMM__COLL_THREADS)
 symm__k_move_direct(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
-                    char *dst, const char *src, uint64_t nbytes, uint64_t piece, uint64_t out_off, int root) {
+                    char *dst, const char *src, uint64_t nbytes, uint64_t piece, uint64_t out_off, int root,
+                    uint64_t chain) {
     SYMM__TRACE_START(&ctx, t_, SYMM__G_BLOCK);
-    symm__c_move_direct(&ctx, &ws, dst, src, nbytes, piece, out_off, root, blockIdx.x, gridDim.x);
+    symm__c_move_direct(&ctx, &ws, dst, src, nbytes, piece, out_off, root, chain, blockIdx.x, gridDim.x);
     SYMM__TRACE_COLL(&ctx, t_, root >= 0 ? SYMM_TRACE_COLL_BROADCAST : piece ? SYMM_TRACE_COLL_ALL_TO_ALL : SYMM_TRACE_COLL_ALL_GATHER, SYMM_COLL_ALGO_TWOSHOT, SYMM_TRACE_F_STREAM, nbytes);
 }
 
@@ -45,7 +46,7 @@ symm_status_t symm__coll_launch_direct(const symm__coll_launch_t *l, cudaStream_
     case SYMM__CK_MOVE_DIRECT:
         symm__k_move_direct<<<l->nblocks, l->nthreads, 0, s>>>(l->ctx, l->ws, (char *)l->dst,
                                                                (const char *)l->src, l->nbytes, l->piece, l->out,
-                                                               l->root);
+                                                               l->root, l->chain);
         return symm__coll_launched("the direct data-movement kernel");
     default: {
         symm__a2av_params a;

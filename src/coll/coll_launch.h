@@ -45,6 +45,7 @@ typedef struct symm__coll_launch {
     uint64_t nbytes;     /* bytes per PE (per piece) */
     uint64_t piece;      /* distance between source pieces */
     uint64_t out;        /* move_packet: out_stride; move_direct: out_off */
+    uint64_t chain;      /* move_direct broadcast: bytes per chunk of the chain; 0: the scatter + forward */
     int kind, op, root;
     uint32_t esz;
     uint64_t mc_dst, mc_src;   /* multimem: multicast addresses */

@@ -918,6 +918,106 @@ static void part_graph(int replays) {
                replays, h[1] ? "WRONG" : "ok");
 }
 
+/* ---- chain -------------------------------------------------------------------------------- */
+
+/* The chained broadcast (symm__c_bcast_chain), forced by its AUTO limit
+ * (bcast_chain_min, every PE alike): every root, odd sizes, in place and out
+ * of place, symmetric and cudaMalloc buffers (staged), unaligned offsets,
+ * chunks from the smallest (as many as the flags allow) to larger than a
+ * block's share; then across the flags' 2^32 wrap, a buffer larger than the
+ * staging area into cudaMalloc memory, and captured into graphs. */
+static void expect_chain(size_t bytes) {
+    if (strncmp(symm_coll_last_algo(), "chain", 5) != 0) {
+        g_ct_failures++;
+        fprintf(stderr, "[pe %d] chain: broadcast of %zu bytes ran %s, expected chain\n", me, bytes,
+                symm_coll_last_algo());
+    }
+}
+
+static void chain_big(void) {
+    /* 70 MiB: two staging pieces into cudaMalloc memory, one launch into the heap */
+    const size_t n = (size_t)70 << 18;
+    float *src, *dst, *sdst;
+    unsigned long long *d, h[6];
+    CUDA_CHECK(cudaMalloc((void **)&src, n * 4));
+    CUDA_CHECK(cudaMalloc((void **)&dst, n * 4));
+    SYMM_CHECK(symm_malloc(n * 4, (void **)&sdst));
+    CUDA_CHECK(cudaMalloc((void **)&d, sizeof(h)));
+    for (int i = 0; i < 2; i++) {
+        int root = (i + 1) % npes;
+        float *out = i ? sdst : dst;
+        memset(h, 0, sizeof(h));
+        h[0] = next_seed() | 1; /* the same on every PE (next_seed is) */
+        to_dev(d, h, sizeof(h));
+        CUDA_CHECK(cudaMemsetAsync(out, 0xff, n * 4, st));
+        g_fill<<<256, 256, 0, st>>>(src, n, d, me);
+        SYMM_CHECK(symm_broadcast(src, out, n, SYMM_DTYPE_F32, root, NULL, st));
+        expect_chain(n * 4);
+        g_check_bcast<<<256, 256, 0, st>>>(out, n, root, d, d + 1, i);
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        from_dev(h, d, sizeof(h));
+        g_checks++;
+        if (h[1]) {
+            g_ct_failures++;
+            fprintf(stderr, "FAIL [pe %d] chain: %s broadcast of %zu f32 from root %d: %llu wrong, first at %llu\n", me,
+                    i ? "symmetric" : "cudaMalloc", n, root, h[1], h[3]);
+        }
+    }
+    SYMM_CHECK(symm_free(sdst));
+    CUDA_CHECK(cudaFree(d));
+    CUDA_CHECK(cudaFree(dst));
+    CUDA_CHECK(cudaFree(src));
+}
+
+static void part_chain(void) {
+    static const symm_dtype_t types[] = {SYMM_DTYPE_U8, SYMM_DTYPE_BF16, SYMM_DTYPE_F32, SYMM_DTYPE_F64};
+    static const size_t counts[] = {1, 3, 100, 1001, 4099, 40000, 300001, 1000003};
+    static const uint64_t chunks[] = {16, 4096, 32 << 10, 1 << 20};
+    const uint64_t M = 0xffffffffull;
+    int combo = 0;
+    SYMM_CHECK(symm__coll_tune_set("bcast_chain_min", 1));
+    for (size_t ci = 0; ci < sizeof(chunks) / sizeof(chunks[0]); ci++) {
+        SYMM_CHECK(symm__coll_tune_set("bcast_chain_chunk", chunks[ci]));
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+            for (int v = 0; v < 4; v++) {
+                symm_dtype_t t = types[(c + (size_t)v + ci) % 4];
+                int symm_buf = v & 1, inplace = (v >> 1) & 1, tk = ++combo & 1;
+                size_t off = combo % 3 == 0 ? 1 : 0, n = counts[c];
+                if (n * ct_esz(t) * 2 + 4 * GUARD > POOL)
+                    n = (POOL / 2 - 4 * GUARD) / ct_esz(t);
+                /* every root, over the combinations */
+                check_move(MV_BCAST, t, n, symm_buf, inplace, off, tk, (combo + (int)ci) % npes);
+                expect_chain(n * ct_esz(t));
+            }
+    }
+    if (me == 0)
+        printf("chain: %lld checked calls\n", g_checks);
+    SYMM_CHECK(symm__coll_tune_set("bcast_chain_chunk", 8192));
+    for (int root = 0; root < npes; root++) /* every root on both teams, each buffer kind */
+        for (int v = 0; v < 4; v++) {
+            check_move(MV_BCAST, SYMM_DTYPE_F32, 250007, v & 1, (v >> 1) & 1, (size_t)(v == 3), v & 1, root);
+            expect_chain(250007 * 4);
+        }
+    chain_big();
+    /* across the 2^32 wrap of the flag values */
+    CUDA_CHECK(cudaDeviceSynchronize());
+    SYMM_CHECK(symm_barrier_all());
+    SYMM_CHECK(symm__coll_debug_set_epoch(symm_team_world(), 3 * M - 5));
+    SYMM_CHECK(symm_barrier_all());
+    for (int i = 0; i < 8; i++) {
+        check_move(MV_BCAST, SYMM_DTYPE_U8, 100003 + (size_t)i, i & 1, (i >> 1) & 1, 0, 0, i % npes);
+        expect_chain(100003 + (size_t)i);
+    }
+    if (me == 0)
+        printf("chain: %lld checked calls with the wrap and 70 MiB\n", g_checks);
+    fflush(stdout);
+    /* captured: the graph part's two broadcasts (symmetric, root npes - 1; into
+     * cudaMalloc memory, root 0) take the chain */
+    SYMM_CHECK(symm__coll_tune_set("bcast_chain_chunk", 16384));
+    part_graph(200);
+    symm__coll_tune_reset();
+}
+
 /* ---- epoch wrap ------------------------------------------------------------------------------ */
 
 static void part_wrap(void) {
@@ -1031,6 +1131,7 @@ int main(int argc, char **argv) {
     if (all || !strcmp(part, "every")) part_every(1000);
     if (!strcmp(part, "ce")) part_ce();
     if (!strcmp(part, "pipe")) part_pipe();
+    if (!strcmp(part, "chain")) part_chain();
 
     CUDA_CHECK(cudaDeviceSynchronize());
     SYMM_CHECK(symm_free(symm_b));

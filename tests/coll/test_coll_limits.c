@@ -67,6 +67,19 @@ int main(void) {
                     "the 5+ column keeps its own one-shot reduce-scatter and one-hop broadcast limits");
     }
 
+    /* the chained broadcast stays out of AUTO until 4 and 8 GPUs measure it
+     * (docs/tuning.md); SYMM_COLL_TUNE turns it on with its chunk */
+    for (int c = 0; c < 3; c++) {
+        column(c, &want);
+        TEST_ASSERT(want.bcast_chain_min == UINT64_MAX && want.bcast_chain_chunk >= 16,
+                    "column %d: bcast_chain_min never, a chunk of at least 16 bytes", c);
+    }
+    load_env("bcast_chain_min=4M,bcast_chain_chunk=8K");
+    column(2, &want);
+    want.bcast_chain_min = (uint64_t)4 << 20;
+    want.bcast_chain_chunk = 8192;
+    expect_lim(8, &want, "SYMM_COLL_TUNE, the chain");
+
     /* a space is not part of a name */
     expect_env_error("rs_ce_min=32M, bcast_ce_min=never", " bcast_ce_min");
     load_env("rs_ce_min=32M,bcast_ce_min=never,,packet_max=4096,ce_chunk=2MiB");

@@ -38,6 +38,8 @@
  *   rs_oneshot_max    reduce-scatter storing each piece into its owner's region, one handshake
  *   bcast_*           one-hop packets from the root, then two hops (root -> one non-root
  *                     per part -> the others), then the direct kernel
+ *   bcast_chain_*     the chain (symm__c_bcast_chain): off in AUTO until a run on 4 and 8
+ *                     GPUs measures its crossover (docs/tuning.md); SYMM_COLL_TUNE turns it on
  */
 #define SYMM__NEVER UINT64_MAX
 #define SYMM__KIB(x) ((uint64_t)(x) << 10)
@@ -71,6 +73,10 @@
       "broadcast: packets up to this")                                                           \
     X(bcast_ce_min, SYMM__MIB(64), SYMM__NEVER, SYMM__NEVER,                                  \
       "broadcast: the copy-engine pipeline from this (symmetric recv)")                          \
+    X(bcast_chain_min, SYMM__NEVER, SYMM__NEVER, SYMM__NEVER,                                      \
+      "broadcast: the chain (root -> next -> ... SM stores, chunk by chunk) from this")          \
+    X(bcast_chain_chunk, SYMM__KIB(16), SYMM__KIB(16), SYMM__KIB(8),                               \
+      "broadcast chain: bytes per chunk of a block (raised to at most 64 chunks a block)")      \
     X(ce_chunk, SYMM__MIB(8), SYMM__MIB(8), SYMM__MIB(8),                                         \
       "copy-engine pipelines: bytes per chunk (of each piece for the reduce-scatter)")
 

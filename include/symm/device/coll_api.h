@@ -104,7 +104,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_move(const symm_ctx_t *c
                             (uint32_t)block, (uint32_t)nblocks);
     else
         symm__c_move_direct(ctx, &ws, (char *)dest, (const char *)src, nbytes, a2a ? nbytes : 0,
-                            (uint64_t)ctx->my_pe * nbytes, -1, (uint32_t)block, (uint32_t)nblocks);
+                            (uint64_t)ctx->my_pe * nbytes, -1, 0, (uint32_t)block, (uint32_t)nblocks);
     SYMM__TRACE_COLL(ctx, t_, a2a ? SYMM_TRACE_COLL_ALL_TO_ALL : SYMM_TRACE_COLL_ALL_GATHER,
                      pkt ? SYMM_COLL_ALGO_PACKET : SYMM_COLL_ALGO_TWOSHOT, 0u, nbytes);
     (void)pkt;
@@ -124,7 +124,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_dev_broadcast(const symm_ctx
         symm__c_move_packet(ctx, &ws, (char *)dest, (const char *)src, nbytes, 0, 0, root, (uint32_t)block,
                             (uint32_t)nblocks);
     else
-        symm__c_move_direct(ctx, &ws, (char *)dest, (const char *)src, nbytes, 0, 0, root, (uint32_t)block,
+        symm__c_move_direct(ctx, &ws, (char *)dest, (const char *)src, nbytes, 0, 0, root, 0, (uint32_t)block,
                             (uint32_t)nblocks);
     SYMM__TRACE_COLL(ctx, t_, SYMM_TRACE_COLL_BROADCAST, pkt ? SYMM_COLL_ALGO_PACKET : SYMM_COLL_ALGO_TWOSHOT, 0u,
                      nbytes);
