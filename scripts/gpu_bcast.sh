@@ -5,7 +5,9 @@
 #      70 MiB through the stage, graph capture) on 2, 3, 4 and 8 PEs sharing GPU 0
 #      under scripts/with_mps.sh (correctness only; symmrun gives each PE its share
 #      of the SMs);
-#   2. with 2 GPUs or more: the broadcast and reduce-scatter forms tables
+#   1b. test_coll_mismatch bcast_chain, bcast_chain_chunk on 2 PEs sharing GPU 0: a
+#      count or a chain chunk that differs on the last PE stops the kernels with a message;
+#   2. with 2 GPUs or more: the broadcast forms table
 #      (SYMM_BENCH_COLL_FORMS=1, tables only, NCCL beside) on min(4, GPUs) PEs, one
 #      per GPU: the chain's columns (8, 16, 64 KiB chunks) beside direct, CE and NCCL;
 #   3. with one GPU: the broadcast forms table on 2 PEs sharing GPU 0 under MPS,
@@ -16,7 +18,8 @@
 #   BUILD=build-bcast9 OUT=/dir bash scripts/gpu_bcast.sh
 #
 # Needs $BUILD built for sm_90 with the targets symm symmrun symm-bench test_coll
-# (nothing is built here). Every step runs under timeout -k; a step the machine
+# test_coll_mismatch (nothing is built here; without test_coll_mismatch its two
+# steps are skipped). Every step runs under timeout -k; a step the machine
 # cannot run is skipped and says so. Multicast stays off; SYMM_WAIT_TIMEOUT=15.
 # DRY=1 prints the steps instead of running them (no GPU needed).
 set -uo pipefail
@@ -83,7 +86,7 @@ command -v nvidia-cuda-mps-control >/dev/null || [ "$dry" = 1 ] || have_mps=0
 
 # ---- 1. the chain part of test_coll, PEs sharing GPU 0 ----
 for n in 2 3 4 8; do
-  lim=$(( n <= 4 ? 45 : 70 ))
+  lim=$(( n <= 4 ? 35 : 55 ))
   if [ "$have_mps" = 1 ]; then
     step "test_coll chain, $n PEs sharing GPU 0 (MPS)" $((lim + 15)) "$T/test_chain_$n.log" \
       env CUDA_VISIBLE_DEVICES=0 SYMM_MPS_LOGS="$T/mps_logs_$n" scripts/with_mps.sh --timeout $((lim + 5)) -- \
@@ -93,23 +96,49 @@ for n in 2 3 4 8; do
   fi
 done
 
+# ---- 1b. mismatches: a count, or a chunk, that differs on the last PE stops every PE's
+# kernel with the message (each under a daemon of its own: a trap may leave MPS refusing) ----
+for c in bcast_chain bcast_chain_chunk; do
+  name="mismatch $c, 2 PEs sharing GPU 0"
+  log=$T/mismatch_$c.log
+  if [ "$dry" = 1 ]; then
+    echo "DRY: [$name, 40s, > $log] test_coll_mismatch 2 $c"
+    row "$name" skip 0 "dry run"
+    continue
+  fi
+  if [ ! -x "$build/tests/coll/test_coll_mismatch" ] || [ "$have_mps" != 1 ]; then
+    row "$name" skip 0 "no test_coll_mismatch in $build, or no MPS"
+    continue
+  fi
+  t0=$(date +%s)
+  timeout -k 10 40 env CUDA_VISIBLE_DEVICES=0 SYMM_MPS_LOGS="$T/mps_logs_$c" scripts/with_mps.sh --timeout 35 -- \
+    "$run" -n 2 --timeout 30 "$build/tests/coll/test_coll_mismatch" 2 $c >"$log" 2>&1
+  rc=$?
+  if grep -qE "device collective: PE [0-9]+ called broadcast with [0-9]+ bytes" "$log" &&
+    ! grep -q "^FAIL" "$log"; then
+    row "$name" ok $(( $(date +%s) - t0 )) "stopped with its message (rc=$rc)"
+  else
+    row "$name" FAIL $(( $(date +%s) - t0 )) "rc=$rc, no message in bcast/$(basename "$log")"
+  fi
+done
+
 # ---- 2./3. the forms tables ----
 if [ "$ngpu" -ge 2 ]; then
   np=$(( ngpu < 4 ? ngpu : 4 ))
   gpus=$(seq -s, 0 $((np - 1)))
-  step "forms bcast+rs, $np PEs on GPUs $gpus" 150 "$T/forms_${np}gpu.log" \
+  step "forms bcast, $np PEs on GPUs $gpus" 130 "$T/forms_${np}gpu.log" \
     env CUDA_VISIBLE_DEVICES="$gpus" SYMM_BENCH_COLL_FORMS=1 SYMM_BENCH_COLL_TABLES_ONLY=1 \
-    SYMM_BENCH_COLL_FORMS_ONLY=bcast,rs SYMMRUN="$run" \
-    "$build/bench/symm-bench" --mode coll --npes $np --no-nvshmem --timeout 140 --phase-timeout 60 \
+    SYMM_BENCH_COLL_FORMS_ONLY=bcast SYMMRUN="$run" \
+    "$build/bench/symm-bench" --mode coll --npes $np --no-nvshmem --timeout 120 --phase-timeout 60 \
     --out "$T/forms_${np}gpu.md"
   report=$T/forms_${np}gpu.md
   label="$np PEs, one per GPU (NVLink)"
 elif [ "$have_mps" = 1 ]; then
-  step "forms bcast, 2 PEs sharing GPU 0 (shared-GPU)" 110 "$T/forms_shared.log" \
+  step "forms bcast, 2 PEs sharing GPU 0 (shared-GPU)" 100 "$T/forms_shared.log" \
     env CUDA_VISIBLE_DEVICES=0 SYMM_BENCH_COLL_FORMS=1 SYMM_BENCH_COLL_TABLES_ONLY=1 \
     SYMM_BENCH_COLL_FORMS_ONLY=bcast SYMMRUN="$run" SYMM_MPS_LOGS="$T/mps_logs_forms" \
     scripts/with_mps.sh --timeout 100 -- \
-    "$build/bench/symm-bench" --mode coll --npes 2 --no-nvshmem --timeout 95 --phase-timeout 60 \
+    "$build/bench/symm-bench" --mode coll --npes 2 --no-nvshmem --timeout 85 --phase-timeout 60 \
     --out "$T/forms_shared.md"
   report=$T/forms_shared.md
   label="shared-GPU: 2 PEs on GPU 0 under MPS, correctness and the kernels' own cost only, no NVLink, no NCCL"

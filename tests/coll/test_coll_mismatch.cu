@@ -20,6 +20,7 @@
 #include "symm/symm_device.h"
 #include "symm_test.h"
 #include "symm_test_cuda.h"
+#include "coll/coll.h" /* symm__coll_tune_set: the chain cases */
 
 #define POOL ((size_t)16 << 20)
 
@@ -57,6 +58,8 @@ static const mcase_t cases[] = {
     {"bcast_packet2", 3, 51200, 1024, -1}, /* 200 KiB: two hops */
     {"bcast_direct", 2, 65536, 1024, -1},  /* SYMM_COLL_ALGO=twoshot */
     {"bcast_ce", 2, 65536, 1024, -1},      /* SYMM_COLL_TUNE */
+    {"bcast_chain", 2, 65536, 1024, -1},   /* the chain, forced here (symm__coll_tune_set) */
+    {"bcast_chain_chunk", 2, 65536, 0, -1}, /* the same count, another chunk on the last PE */
     {"dev_ar_packet", 2, 1000, 100, SYMM_COLL_ALGO_PACKET},
     {"dev_ar_oneshot", 2, 4000, 100, SYMM_COLL_ALGO_ONESHOT},
     {"dev_ar_twoshot", 2, 4000, 100, SYMM_COLL_ALGO_TWOSHOT},
@@ -92,6 +95,11 @@ int main(int argc, char **argv) {
     /* all-reduce and broadcast buffers hold n elements; the others n per PE */
     whole = strncmp(c->name, "ar_", 3) == 0 || strncmp(c->name, "bcast_", 6) == 0 || strncmp(c->name, "dev_", 4) == 0;
     TEST_ASSERT(n * 4 * (whole ? 1 : (size_t)npes) <= POOL, "case %s does not fit the buffers", c->name);
+    if (strncmp(c->name, "bcast_chain", 11) == 0) {
+        SYMM_CHECK(symm__coll_tune_set("bcast_chain_min", 1));
+        if (strcmp(c->name, "bcast_chain_chunk") == 0)
+            SYMM_CHECK(symm__coll_tune_set("bcast_chain_chunk", me == npes - 1 ? 8192 : 16384));
+    }
     SYMM_CHECK(symm_barrier_all());
     if (strncmp(c->name, "ar_", 3) == 0)
         st = symm_all_reduce_ex(a, b, n, SYMM_DTYPE_F32, SYMM_OP_SUM, SYMM_DTYPE_DEFAULT, (symm_coll_algo_t)c->algo,
