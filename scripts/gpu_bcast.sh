@@ -154,7 +154,7 @@ fi
   echo
   if [ -n "$report" ] && [ -f "$report" ]; then
     echo "forms tables ($label), graph us per call; chain columns: chunk per block:"
-    awk '/^### (broadcast|reduce-scatter).*forms/ {p=1} p && /^(###|\|)/ {print "  " $0} /^graph us per call/ {p=0}' \
+    awk '/^###.*(broadcast|reduce-scatter).*forms/ {p=1} p && /^(###|\|)/ {print "  " $0} /^graph us per call/ {p=0}' \
       "$report"
     echo "  cells WRONG: $(grep -o '| WRONG ([^)]*)' "$report" | wc -l)"
     echo "  cells whose call ran another form (x): $(grep -oE '\| \([a-z0-9+-]+\) [0-9.]+' "$report" | wc -l)"
