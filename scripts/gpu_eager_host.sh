@@ -14,6 +14,8 @@
 #            cProfile top 15. Each PE count twice: as is, and with
 #            SYMM_MOE_NO_LAUNCH=1 (every check and argument, no kernel): the
 #            checks' cost against the launch's
+#   correct  tests/moe/test_moe (every part: ll ht graph errors budget) under symmrun
+#            on 1 PE and on the PEs above: the launch path the timings use is right
 #   deepep   bench/moe/deepep_host_prof.py: symm.moe.deep_ep cached dispatch (fp8,
 #            bf16) and combine beside HighThroughput.dispatch; cProfile top 15 each
 #
@@ -71,6 +73,14 @@ step "symm.moe eager ($npes PEs)" 90 "$log/host_cost.log" 1 \
   torchrun --nproc-per-node "$npes" --master-port 29793 bench/moe/host_cost.py --op --profile 15 --out "$log/host_cost.md"
 step "symm.moe no launch ($npes PEs)" 60 "$log/host_cost_nolaunch.log" 1 env SYMM_MOE_NO_LAUNCH=1 \
   torchrun --nproc-per-node "$npes" --master-port 29795 bench/moe/host_cost.py --host-only --out "$log/host_cost_nolaunch.md"
+if [ -x "$build/tests/moe/test_moe" ] && [ -x "$build/tools/symmrun" ]; then
+  step "test_moe all parts (1 PE)" 60 "$log/test_moe_1.log" 0 \
+    "$build/tools/symmrun" -n 1 --timeout 50 "$build/tests/moe/test_moe" 1 all
+  step "test_moe all parts ($npes PEs)" 90 "$log/test_moe_$npes.log" 1 \
+    "$build/tools/symmrun" -n "$npes" --timeout 80 "$build/tests/moe/test_moe" "$npes" all
+else
+  rows+=("$(printf '%-40s %-10s' "test_moe" "n/a (no $build/tests/moe/test_moe or tools/symmrun)")")
+fi
 step "deep_ep cached ($npes PEs)" 120 "$log/deepep_host.log" 1 \
   torchrun --nproc-per-node "$npes" --master-port 29794 bench/moe/deepep_host_prof.py
 echo "==== cProfile sections: $log/host_cost.log, $log/deepep_host.log"
