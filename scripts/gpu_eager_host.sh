@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
 # Host time of the eager Python MoE calls (issue 27 item 5), on a build made
-# beforehand (it builds nothing), one PE per GPU (up to 4):
+# beforehand (it builds nothing): 1 PE, then one PE per GPU (up to 4; on one
+# GPU, 2 PEs sharing it under MPS):
 #
 #   BUILD=build-gpu OUT=/some/dir bash scripts/gpu_eager_host.sh
 #
+#   launch   bench/probes/launch_probe: host time of one kernel launch, <<<>>> vs
+#            cudaLaunchKernelEx with / without the PDL attribute vs the driver's
+#            cuLaunchKernelEx, 8-byte vs 784-byte arguments (the MoE kernels' block)
 #   symm     bench/moe/host_cost.py: perf_counter over 200 back-to-back eager
 #            dispatch + combine pairs (no sync), 64 experts top-6 hidden 2048 bf16,
-#            1 token/PE; the custom-op path; eager vs graph wall; cProfile top 15
+#            1 token/PE; the C calls alone; the custom-op path; eager vs graph wall;
+#            cProfile top 15. Each PE count twice: as is, and with
+#            SYMM_MOE_NO_LAUNCH=1 (every check and argument, no kernel): the
+#            checks' cost against the launch's
+#   correct  tests/moe/test_moe (every part: ll ht graph errors budget) under symmrun
+#            on 1 PE and on the PEs above: the launch path the timings use is right
 #   deepep   bench/moe/deepep_host_prof.py: symm.moe.deep_ep cached dispatch (fp8,
 #            bf16) and combine beside HighThroughput.dispatch; cProfile top 15 each
 #
 # Logs under $OUT/eager/; the last lines are the figures and the bar's pass/miss
-# line. Each step under `timeout -k`; about 2 minutes. No GPU: SKIP, exit 0.
+# lines. Each step under `timeout -k`; about 3 minutes. No GPU: SKIP, exit 0.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD
@@ -45,20 +54,46 @@ mps=()
 [ "$npes" -gt "$ngpu" ] && mps=(bash scripts/with_mps.sh --)
 rows=()
 failed=0
-step() { local name=$1 lim=$2 out=$3; shift 3; local t0=$(date +%s)
-  timeout -k 10 "$lim" "${mps[@]}" "$@" >"$out" 2>&1; local rc=$?
+# step NAME LIMIT LOG MPS(0|1) CMD...: one bounded step, its status row kept for the table
+step() { local name=$1 lim=$2 out=$3 use_mps=$4; shift 4; local t0=$(date +%s) pre=()
+  [ "$use_mps" = 1 ] && pre=("${mps[@]}")
+  timeout -k 10 "$lim" "${pre[@]}" "$@" >"$out" 2>&1; local rc=$?
   local st=ok; [ $rc -eq 0 ] || { st="FAIL rc=$rc"; failed=1; }
-  rows+=("$(printf '%-34s %-10s %4s s' "$name" "$st" "$(( $(date +%s) - t0 ))")"); }
-step "symm.moe eager ($npes PEs)" 90 "$log/host_cost.log" \
+  rows+=("$(printf '%-40s %-10s %4s s' "$name" "$st" "$(( $(date +%s) - t0 ))")"); }
+if [ -x "$build/bench/launch_probe" ]; then
+  step "launch probe (1 process)" 60 "$log/launch_probe.log" 0 "$build/bench/launch_probe" 200 9
+else
+  rows+=("$(printf '%-40s %-10s' "launch probe" "n/a (no $build/bench/launch_probe)")")
+fi
+step "symm.moe eager (1 PE)" 60 "$log/host_cost_1.log" 0 \
+  torchrun --nproc-per-node 1 --master-port 29791 bench/moe/host_cost.py --op --out "$log/host_cost_1.md"
+step "symm.moe no launch (1 PE)" 60 "$log/host_cost_1_nolaunch.log" 0 env SYMM_MOE_NO_LAUNCH=1 \
+  torchrun --nproc-per-node 1 --master-port 29792 bench/moe/host_cost.py --host-only --out "$log/host_cost_1_nolaunch.md"
+step "symm.moe eager ($npes PEs)" 90 "$log/host_cost.log" 1 \
   torchrun --nproc-per-node "$npes" --master-port 29793 bench/moe/host_cost.py --op --profile 15 --out "$log/host_cost.md"
-step "deep_ep cached ($npes PEs)" 120 "$log/deepep_host.log" \
+step "symm.moe no launch ($npes PEs)" 60 "$log/host_cost_nolaunch.log" 1 env SYMM_MOE_NO_LAUNCH=1 \
+  torchrun --nproc-per-node "$npes" --master-port 29795 bench/moe/host_cost.py --host-only --out "$log/host_cost_nolaunch.md"
+if [ -x "$build/tests/moe/test_moe" ] && [ -x "$build/tools/symmrun" ]; then
+  step "test_moe all parts (1 PE)" 60 "$log/test_moe_1.log" 0 \
+    "$build/tools/symmrun" -n 1 --timeout 50 "$build/tests/moe/test_moe" 1 all
+  step "test_moe all parts ($npes PEs)" 90 "$log/test_moe_$npes.log" 1 \
+    "$build/tools/symmrun" -n "$npes" --timeout 80 "$build/tests/moe/test_moe" "$npes" all
+else
+  rows+=("$(printf '%-40s %-10s' "test_moe" "n/a (no $build/tests/moe/test_moe or tools/symmrun)")")
+fi
+step "deep_ep cached ($npes PEs)" 120 "$log/deepep_host.log" 1 \
   torchrun --nproc-per-node "$npes" --master-port 29794 bench/moe/deepep_host_prof.py
 echo "==== cProfile sections: $log/host_cost.log, $log/deepep_host.log"
 grep -h -A22 '^==== cProfile' "$log/host_cost.log" "$log/deepep_host.log" 2>/dev/null | cut -c1-150
 echo
-echo "==== gpu_eager_host.sh on $ngpu GPU(s), $npes PEs$([ "$npes" -gt "$ngpu" ] && echo ', sharing GPUs under MPS')"
+echo "==== gpu_eager_host.sh on $ngpu GPU(s), 1 PE and $npes PEs$([ "$npes" -gt "$ngpu" ] && echo ' (sharing GPUs under MPS)')"
 printf '%s\n' "${rows[@]}"
-grep -h '^|' "$log/host_cost.md" 2>/dev/null
+grep -h '^|' "$log/launch_probe.log" 2>/dev/null
+for f in host_cost_1 host_cost_1_nolaunch host_cost host_cost_nolaunch; do
+  [ -f "$log/$f.md" ] && { grep -h '^###' "$log/$f.md"; grep -h '^|' "$log/$f.md" | grep -v -e '^| what' -e '^| ---'; }
+done
 grep -h '^host:' "$log/deepep_host.log" 2>/dev/null
-grep -h '^bar:' "$log/host_cost.md" 2>/dev/null || echo "bar: host time per eager call <= 10 us: n/a (no result)"
+for f in host_cost_1 host_cost; do
+  grep -h '^bar:' "$log/$f.md" 2>/dev/null | sed "s/^bar:/bar ($f):/" || echo "bar ($f): host time per eager call <= 10 us: n/a (no result)"
+done
 exit $failed

@@ -15,6 +15,11 @@ it, with --op, the same calls forced through torch's custom-op dispatcher
 (what torch.compile uses), and on GPUs the wall time per pair once the GPU
 is waited for (eager) against one pair replayed in a CUDA graph. Prints one
 table; rank 0 prints, `--out FILE` also writes it as markdown.
+
+With SYMM_MOE_NO_LAUNCH=1 in the environment the library checks and fills
+every call's arguments but enqueues no kernel: the rows are then the host
+cost without the launch (use --host-only: no wall, graph or bar rows, the
+results being wrong).
 """
 import argparse
 import ctypes
@@ -156,6 +161,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--op", action="store_true", help="also time the custom-op path")
     ap.add_argument("--out", help="also write the table (markdown) here")
+    ap.add_argument("--host-only", action="store_true",
+                    help="only the host-time rows (no custom-op, wall, graph rows or bars; SYMM_MOE_NO_LAUNCH=1 runs)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="also print cProfile's top N functions (by own time) over the eager pairs")
     args = ap.parse_args()
@@ -198,13 +205,13 @@ def main():
             profile(ata, t, args.pairs, args.profile if rank == 0 else 0)
             torch.cuda.synchronize()
             symm.barrier()
-        if args.op:
+        if args.op and not args.host_only:
             rows.append(("custom-op path: host time", host_us(ata, t, args.pairs, args.repeats, op=True,
                                                               sync=lambda: (torch.cuda.synchronize(),
                                                                             symm.barrier()))))
         # wall time per pair, eager (the GPU waited for) and replayed in a graph
-        walls = []
-        for _ in range(args.repeats):
+        walls = [] if not args.host_only else None
+        for _ in range(args.repeats if walls is not None else 0):
             torch.cuda.synchronize()
             symm.barrier()
             t0 = time.perf_counter()
@@ -212,34 +219,37 @@ def main():
                 pair(ata, t)
             torch.cuda.synchronize()
             walls.append((time.perf_counter() - t0) / args.pairs * 1e6)
-        rows.append(("eager pair: wall time per dispatch + combine", statistics.median(walls)))
-        g = torch.cuda.CUDAGraph()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            with torch.cuda.graph(g, stream=s):
-                pair(ata, t)
-        torch.cuda.current_stream().wait_stream(s)
-        reps = []
-        for _ in range(args.repeats):
-            torch.cuda.synchronize()
-            symm.barrier()
-            t0 = time.perf_counter()
-            for _ in range(args.pairs):
-                g.replay()
-            torch.cuda.synchronize()
-            reps.append((time.perf_counter() - t0) / args.pairs * 1e6)
-        rows.append(("graph replay: wall time per dispatch + combine", statistics.median(reps)))
+        if walls:
+            rows.append(("eager pair: wall time per dispatch + combine", statistics.median(walls)))
+            g = torch.cuda.CUDAGraph()
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                with torch.cuda.graph(g, stream=s):
+                    pair(ata, t)
+            torch.cuda.current_stream().wait_stream(s)
+            reps = []
+            for _ in range(args.repeats):
+                torch.cuda.synchronize()
+                symm.barrier()
+                t0 = time.perf_counter()
+                for _ in range(args.pairs):
+                    g.replay()
+                torch.cuda.synchronize()
+                reps.append((time.perf_counter() - t0) / args.pairs * 1e6)
+            rows.append(("graph replay: wall time per dispatch + combine", statistics.median(reps)))
         torch.cuda.synchronize()
         symm.barrier()
         ata.check()
         ata.destroy()
-        title = "symm.moe host time per call, %d PEs (%s)" % (n, torch.cuda.get_device_name())
+        title = "symm.moe host time per call, %d PEs (%s)%s" % (
+            n, torch.cuda.get_device_name(),
+            ", SYMM_MOE_NO_LAUNCH=1: no kernel enqueued" if os.environ.get("SYMM_MOE_NO_LAUNCH") == "1" else "")
     if rank == 0:
         lines = ["### " + title, "", "64 experts, top-6, hidden 2048, bf16, %d token per PE; medians of %d repeats"
                  % (M, args.repeats), "", "| what | us |", "| --- | ---: |"]
         lines += ["| %s | %.2f |" % (k, v) for k, v in rows]
-        eager = [v for k, v in rows if k.startswith("eager call")]
+        eager = [v for k, v in rows if k.startswith("eager call") and not args.host_only]
         bar = 10.0
         if eager:
             lines += ["", "bar: host time per eager call <= %.0f us: %s (%.2f us)" % (

@@ -115,7 +115,11 @@
       "low-latency MoE kernels launched with programmatic dependent launch (sm_90 and "      \
       "newer): each kernel's blocks may start while the kernel before it on the stream ends, " \
       "and wait on the device (griddepcontrol) for its memory; 0 = launched plainly. Read at " \
-      "symm_moe_create")
+      "symm_moe_create")                                                                    \
+    X(moe_no_launch,      SYMM_MOE_NO_LAUNCH,      BOOL,     "0",                            \
+      "host-cost timing only: low-latency MoE dispatch and combine do every check and build " \
+      "their kernel's arguments, then enqueue nothing (results wrong; what the checks cost " \
+      "without the launch; bench/moe/host_cost.py). Read at symm_moe_create")
 
 /* 600 s in release builds: no wait lasts forever (the README's promise),
  * and as long as torch.distributed's default collective timeout, so a peer

@@ -44,7 +44,11 @@ struct symm_moe {
     int pdl;               /* SYMM_MOE_PDL, where the device has it: the low-latency kernels' launches */
     int ll_small;          /* the small low-latency kernels: the geometry allows them, SYMM_MOE_LL_SMALL is on and
                               SYMM_MOE_LL_PROBE is not twice */
+    int no_launch;         /* SYMM_MOE_NO_LAUNCH: low-latency calls check and fill their arguments, launch nothing */
+    symm__moe_kargs_t tmpl; /* the kernels' per-handle arguments, filled once at create (begin copies them) */
 };
+
+static void fill_template(symm_moe_t *h);
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -306,6 +310,11 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
                       "instead", call, symm__env()->moe_ht_combine);
         h->ht_sched = SYMM__MOE_HT_OVERLAP;
     }
+    h->no_launch = symm__env()->moe_no_launch;
+    if (h->no_launch)
+        SYMM_LOG_WARN("%s: SYMM_MOE_NO_LAUNCH=1: low-latency dispatch and combine enqueue no kernel (host-cost "
+                      "timing only; their results are wrong)", call);
+    fill_template(h);
     *out = h;
     return SYMM_SUCCESS;
 
@@ -363,15 +372,12 @@ symm_status_t symm_moe_check(symm_moe_t *h, symm_stream_t stream) {
 
 /* ---- the calls ------------------------------------------------------------------------- */
 
-static symm_status_t begin(const char *call, symm_moe_t *h, symm__moe_kargs_t *a) {
-    symm__error_clear();
-    if (h == NULL)
-        return symm__error(SYMM_ERR_INVALID_ARG, "%s: the handle is NULL", call);
-    if (!symm_initialized())
-        return symm__error(SYMM_ERR_NOT_INITIALIZED, "%s: symm is not initialized", call);
+/* The arguments that depend only on the handle, so a call copies them in one
+ * block instead of rebuilding them. */
+static void fill_template(symm_moe_t *h) {
+    symm__moe_kargs_t *a = &h->tmpl;
     memset(a, 0, sizeof(*a));
     a->ctx = h->ctx;
-    (void)symm_team_ctx_copy(h->team, &a->ctx); /* the live context: a device trace started since create */
     a->base = (uint64_t)(uintptr_t)h->base;
     a->lay = h->g.lay;
     a->err = h->err_dev;
@@ -392,6 +398,18 @@ static symm_status_t begin(const char *call, symm_moe_t *h, symm__moe_kargs_t *a
     a->pmt = h->g.pmt;
     a->pkt = h->g.packets != SYMM__MOE_PKT_OFF;
     a->ll_small = (uint32_t)h->ll_small;
+    a->ht_send_warps = (uint32_t)h->ht_send_warps;
+    a->ht_dwarps = (uint32_t)h->ht_dwarps;
+}
+
+static symm_status_t begin(const char *call, symm_moe_t *h, symm__moe_kargs_t *a) {
+    symm__error_clear();
+    if (h == NULL)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: the handle is NULL", call);
+    if (!symm_initialized())
+        return symm__error(SYMM_ERR_NOT_INITIALIZED, "%s: symm is not initialized", call);
+    memcpy(a, &h->tmpl, sizeof(*a));
+    (void)symm_team_ctx_copy(h->team, &a->ctx); /* the live context: a device trace started since create */
     return SYMM_SUCCESS;
 }
 
@@ -408,10 +426,12 @@ static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, i
     a->flags = (uint32_t)flags;
     a->nblocks = grid(h, k, flags);
     a->ht_sched = k == SYMM__MK_HT_COMBINE ? (uint32_t)ht_sched_for(h) : 0u;
-    a->ht_send_warps = (uint32_t)h->ht_send_warps;
-    a->ht_dwarps = (uint32_t)h->ht_dwarps;
-    a->probe = (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) ? (uint32_t)h->ll_probe : 0u;
-    a->pdl = (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) ? (uint32_t)h->pdl : 0u;
+    if (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) {
+        a->probe = (uint32_t)h->ll_probe;
+        a->pdl = (uint32_t)h->pdl;
+        if (h->no_launch)
+            return SYMM_SUCCESS;
+    }
     return symm__moe_launch(a, stream);
 }
 

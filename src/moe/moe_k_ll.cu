@@ -2130,25 +2130,10 @@ symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s) {
     void (*const kd)(symm__moe_kargs_t) = small ? symm__k_ll_dispatch_small : symm__k_ll_dispatch;
     void (*const kc)(symm__moe_kargs_t) = a->ll_small ? symm__k_ll_combine_small : symm__k_ll_combine;
     const size_t smem = small ? 0 : dispatch || (a->flags & SYMM_MOE_SEND) ? symm__moe_ll_smem(a, a->nblocks) : 0;
-    if (a->pdl) {
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute at[1] = {};
-        cudaError_t e;
-        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.gridDim = dim3((unsigned)a->nblocks);
-        cfg.blockDim = dim3(SYMM__MOE_THREADS);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = s;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-        e = dispatch ? cudaLaunchKernelEx(&cfg, kd, *a) : cudaLaunchKernelEx(&cfg, kc, *a);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            return symm__error(SYMM_ERR_CUDA, "launching the MoE %s kernel (SYMM_MOE_PDL=1): %s (%s)",
-                               dispatch ? "dispatch" : "combine", cudaGetErrorName(e), cudaGetErrorString(e));
-        }
-    } else if (dispatch) {
+    if (a->pdl)
+        return symm__moe_launch_pdl(dispatch ? (const void *)kd : (const void *)kc, a, smem, s,
+                                    dispatch ? "dispatch" : "combine");
+    if (dispatch) {
         kd<<<a->nblocks, SYMM__MOE_THREADS, smem, s>>>(*a);
     } else {
         kc<<<a->nblocks, SYMM__MOE_THREADS, smem, s>>>(*a);

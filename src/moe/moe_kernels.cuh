@@ -260,6 +260,11 @@ SYMM__DEVICE_INTERNAL uint32_t moe_kind_size(uint32_t kind) { return kind == SYM
 /* Launchers each kernel file defines (moe_launch.cu dispatches to them). */
 symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s);
 symm_status_t symm__moe_launch_ht(const symm__moe_kargs_t *a, cudaStream_t s);
+/* Launch `kernel` (a host stub taking symm__moe_kargs_t) with programmatic dependent launch:
+ * a->nblocks blocks of SYMM__MOE_THREADS, `smem` dynamic shared bytes. `what` names it in
+ * errors. Errors: SYMM_ERR_CUDA. */
+symm_status_t symm__moe_launch_pdl(const void *kernel, const symm__moe_kargs_t *a, size_t smem, cudaStream_t s,
+                                   const char *what);
 
 static inline symm_status_t symm__moe_launched(const char *what) {
     cudaError_t e = cudaGetLastError();

@@ -251,8 +251,10 @@ def _traced(t):
 
 
 def _meta(t):
-    """What the checks of a tensor argument depend on (None stays None)."""
-    return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
+    """What the checks of a tensor argument depend on (None stays None). The
+    device as its index and is_cuda: ints and bools compare without making a
+    torch.device per call."""
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device(), t.is_cuda)
 
 
 # ---------------------------------------------------------------------------
@@ -443,7 +445,7 @@ class AllToAll(_Handle):
         (int32 [local_experts]), out_expert_x ([local_experts, max_num_tokens *
         num_dp, hidden]) and, with scales, out_expert_x_scale (float32,
         [local_experts, rows, ceil(hidden / 128)])."""
-        if _traced(dp_x):
+        if _is_compiling() or _dispatch_modes() or (type(dp_x) is not _Tensor and isinstance(dp_x, _Tensor)):
             torch.ops.symm.moe_dispatch(self._key, out_expert_num_tokens, out_expert_x, out_expert_x_scale, dp_x,
                                         dp_x_scale, indices, bound_m, bool(do_send), bool(do_recv))
         else:
@@ -465,7 +467,8 @@ class AllToAll(_Handle):
     def combine(self, out_tokens, indices, weights, expert_y, bound_m, do_send=True, do_recv=True):
         """out_tokens[t] = sum_k weights[t, k] * expert_y[row of (t, k)], for t
         below bound_m (or indices.size(0)), in float32, stored as bf16/f16."""
-        if _traced(out_tokens):
+        if (_is_compiling() or _dispatch_modes() or
+                (type(out_tokens) is not _Tensor and isinstance(out_tokens, _Tensor))):
             torch.ops.symm.moe_combine(self._key, out_tokens, indices, weights, expert_y, bound_m, bool(do_send),
                                        bool(do_recv))
         else:
@@ -480,8 +483,14 @@ class AllToAll(_Handle):
         if flags == 0:
             raise ValueError("AllToAll.dispatch: do_send and do_recv cannot both be False")
         try:
-            meta = (_meta(out_expert_num_tokens), _meta(out_expert_x), _meta(out_expert_x_scale), _meta(dp_x),
-                    _meta(dp_x_scale), _meta(indices), _meta(bound_m))
+            # one flat tuple, the optional tensors' part only when one is given
+            meta = (out_expert_num_tokens.shape, out_expert_num_tokens.is_contiguous(), out_expert_num_tokens.dtype,
+                    out_expert_num_tokens.get_device(), out_expert_num_tokens.is_cuda, out_expert_x.shape,
+                    out_expert_x.stride(), out_expert_x.dtype, out_expert_x.get_device(), out_expert_x.is_cuda,
+                    dp_x.shape, dp_x.stride(), dp_x.dtype, dp_x.get_device(), dp_x.is_cuda, indices.shape,
+                    indices.is_contiguous(), indices.dtype, indices.get_device(), indices.is_cuda)
+            if out_expert_x_scale is not None or dp_x_scale is not None or bound_m is not None:
+                meta += (_meta(out_expert_x_scale), _meta(dp_x_scale), _meta(bound_m))
         except (AttributeError, TypeError):
             meta = None  # not tensors: the checks below say what is wrong
         a = self._dargs
@@ -522,7 +531,13 @@ class AllToAll(_Handle):
         if flags == 0:
             raise ValueError("AllToAll.combine: do_send and do_recv cannot both be False")
         try:
-            meta = (_meta(out_tokens), _meta(indices), _meta(weights), _meta(expert_y), _meta(bound_m))
+            meta = (out_tokens.shape, out_tokens.stride(), out_tokens.dtype, out_tokens.get_device(),
+                    out_tokens.is_cuda, indices.shape, indices.is_contiguous(), indices.dtype, indices.get_device(),
+                    indices.is_cuda, weights.shape, weights.is_contiguous(), weights.dtype, weights.get_device(),
+                    weights.is_cuda, expert_y.shape, expert_y.stride(), expert_y.dtype, expert_y.get_device(),
+                    expert_y.is_cuda)
+            if bound_m is not None:
+                meta += (_meta(bound_m),)
         except (AttributeError, TypeError):
             meta = None
         a = self._cargs

@@ -216,14 +216,23 @@ class _Cuda:
         self.device = device
         self._pinned = None
         self._index = torch.device(device).index if device is not None else None
+        self._streams = {}
 
     def current(self):
         # the raw query and a Stream made from its ids: torch.cuda.current_stream
-        # re-resolves the device and may switch to it on every call
+        # re-resolves the device and may switch to it on every call. The Stream
+        # objects are kept by id (a wrapper owns nothing; one made again for the
+        # same ids is equal), so a call makes none.
         if self._index is None or _get_stream is None:
             return torch.cuda.current_stream(self.device)
-        sid, dev, kind = _get_stream(self._index)
-        return torch.cuda.Stream(stream_id=sid, device_index=dev, device_type=kind)
+        ids = _get_stream(self._index)
+        st = self._streams.get(ids)
+        if st is None:
+            if len(self._streams) >= 64:
+                self._streams.clear()
+            sid, dev, kind = ids
+            st = self._streams[ids] = torch.cuda.Stream(stream_id=sid, device_index=dev, device_type=kind)
+        return st
 
     def new_stream(self):
         return torch.cuda.Stream(self.device)
