@@ -115,7 +115,9 @@
 #define LL_BATCH 32   /* most tokens (or rows) a block handles in one step */
 #define LL_PGATHER 8  /* routes whose packets a combine thread polls at once (top-8 in one go) */
 
-/* A count word: epoch << 32 | mode << 30 | routes. */
+/* A count word: epoch << 32 | mode << 30 | routes. A flat route's position (ll_flat): expert
+ * << 32 | its source's mode << 30 | row. */
+#define LL_FLAT_ROW 0x3fffffffu
 #define LL_ROUTES 0x3fffffffu
 #define LL_MODE_DPKT 1u /* the source's dispatch rows are packets */
 #define LL_MODE_CPKT 2u /* its tokens' combine rows come back as packets */
@@ -167,12 +169,12 @@ SYMM__DEVICE_INTERNAL uint32_t ll_batch(uint32_t units) {
 
 /* ---- 16 bytes at any alignment (user buffers), packets ----------------------------------- */
 
-SYMM__DEVICE_INTERNAL symm__v4_t ll_ld16(const char *p) {
+/* The unaligned forms out of line: the aligned one is a single instruction at every call site,
+ * so the code a call runs stays short and contiguous (each call runs it once, from a cold
+ * instruction cache). */
+SYMM__NOINLINE symm__v4_t ll_ld16_unaligned(const char *p) {
     symm__v4_t v;
-    const uintptr_t a = (uintptr_t)p;
-    if ((a & 15u) == 0)
-        return symm__cld16(p, 0);
-    if ((a & 3u) == 0) {
+    if (((uintptr_t)p & 3u) == 0) {
         v.x = symm__cld4(p, 0);
         v.y = symm__cld4(p + 4, 0);
         v.z = symm__cld4(p + 8, 0);
@@ -191,18 +193,28 @@ SYMM__DEVICE_INTERNAL symm__v4_t ll_ld16(const char *p) {
     return v;
 }
 
-SYMM__DEVICE_INTERNAL void ll_st16(char *p, symm__v4_t v) {
-    const uintptr_t a = (uintptr_t)p;
+SYMM__NOINLINE void ll_st16_unaligned(char *p, symm__v4_t v) {
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-    if ((a & 15u) == 0) {
-        symm__cst16(p, v, 0);
-    } else if ((a & 3u) == 0) {
+    if (((uintptr_t)p & 3u) == 0) {
         for (int i = 0; i < 4; i++)
             symm__cst4(p + 4 * i, w[i], 0);
     } else {
         for (int i = 0; i < 16; i++)
             symm__cst1(p + i, (w[i / 4] >> (8 * (i % 4))) & 0xffu, 0);
     }
+}
+
+SYMM__DEVICE_INTERNAL symm__v4_t ll_ld16(const char *p) {
+    if (((uintptr_t)p & 15u) == 0)
+        return symm__cld16(p, 0);
+    return ll_ld16_unaligned(p);
+}
+
+SYMM__DEVICE_INTERNAL void ll_st16(char *p, symm__v4_t v) {
+    if (((uintptr_t)p & 15u) == 0)
+        symm__cst16(p, v, 0);
+    else
+        ll_st16_unaligned(p, v);
 }
 
 /* 16 data bytes as two packets at dst (32 bytes). */
@@ -381,7 +393,7 @@ SYMM__DEVICE_INTERNAL void ll_pdl_begin(const symm__moe_kargs_t *A) {
 SYMM__DEVICE_INTERNAL uint64_t ll_bound_load(const symm__moe_kargs_t *A) {
     uint32_t b = 0;
     if (A->bound != NULL)
-        b = *A->bound;
+        b = symm__cld4(A->bound, 0); /* (issued here, not moved to its first use) */
     return A->bound != NULL ? b : A->num_tokens;
 }
 
@@ -1066,7 +1078,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
  * before it with the same expert. A unit whose token names experts here copies its slice to each
  * of their rows (loaded once); one no route names is dropped unread. Then block b counts its share
  * of the experts' rows. */
-SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket) {
+SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket, uint32_t *hleft) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t n = (uint32_t)A->n, L = A->local, dp = (uint32_t)A->dp, B = gridDim.x, hmax = ll_hmax(A);
     const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
@@ -1147,6 +1159,36 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                     rent[s * hmax + i0 + lane + 32u * j] = make_uint2(ev[j].x, ev[j].z);
         }
     }
+    if (warp < n) {
+        __syncwarp();
+        if (lane == 0)
+            atomicSub(hleft, 1u);
+    }
+    /* While other warps still wait for headers, the first unit's row packets are polled: they
+     * travel beside the headers, so they are mostly in when the routes are placed, not a round
+     * trip after. A slot no route names this call never gets the tag; the polls end with the
+     * headers either way (and a packet with the tag is this call's: tags differ between the
+     * calls that share a buffer). */
+    if (blockIdx.x < units) {
+        const uint32_t z = blockIdx.x % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
+        const char *src = ll_pslot(A, p, blockIdx.x / sl / cap, blockIdx.x / sl % cap);
+        for (;;) {
+            uint32_t miss = 0;
+#pragma unroll
+            for (int x = 0; x < LL_UNROLL; x++)
+                if (lo + tid + (uint32_t)x * SYMM__MOE_THREADS < hi && !(ll_pkt_ok(va[x], tag) && ll_pkt_ok(vb[x], tag)))
+                    miss |= 1u << x;
+            if (miss == 0 || *(volatile uint32_t *)hleft == 0)
+                break;
+#pragma unroll
+            for (int x = 0; x < LL_UNROLL; x++)
+                if ((miss >> x) & 1u) {
+                    const char *q = src + 32u * (lo + tid + (uint32_t)x * SYMM__MOE_THREADS);
+                    va[x] = symm__c_ld16_vol(q);
+                    vb[x] = symm__c_ld16_vol(q + 16);
+                }
+        }
+    }
     symm__block_sync();
     ll_stamp(A, LLS_D_CNT);
     for (uint32_t s = 0; s < n; s++)
@@ -1174,7 +1216,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             const uint64_t rw = (uint64_t)s | ((uint64_t)k << 16) | (((uint64_t)tl * dp + s % dp) << 32);
             MOE_U64(A, ll_route)[(uint64_t)le * A->rows + c] = rw;
             MOE_U64(A, ll_flat)[2u + 2u * P] = rw;
-            MOE_U64(A, ll_flat)[3u + 2u * P] = ((uint64_t)le << 32) | c;
+            MOE_U64(A, ll_flat)[3u + 2u * P] = ((uint64_t)le << 32) | ((uint64_t)smode[s] << 30) | c;
         }
     }
     symm__block_sync();
@@ -1282,6 +1324,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     const uint32_t all = (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
     __shared__ uint64_t se, sbraw;
     __shared__ uint32_t sidx[SYMM__MOE_SMALL_SEND], wcnt[SYMM__MOE_WARPS * SYMM__MOE_MAX_PES];
+    __shared__ uint32_t hleft; /* header-polling warps of the receive half not done yet */
     uint32_t ix = E, xa = E, xb = E;
     symm__v4_t pv = {0, 0, 0, 0};
     uint64_t e, ev = 0, bv = 0;
@@ -1297,16 +1340,16 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
         if (blockIdx.x == B - 1) {
             for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
                 wcnt[x] = 0;
-            if (tid < all * K)
-                ix = ((const uint32_t *)A->idx)[(dpr + (uint64_t)(tid / K) * dp) * K + tid % K];
+            if (tid < all * K) /* (asm loads: issued here, not moved to their first use) */
+                ix = symm__cld4((const uint32_t *)A->idx + (dpr + (uint64_t)(tid / K) * dp) * K + tid % K, 0);
         }
         if ((B == 1 || blockIdx.x < RB) && u < all * sl) {
             const uint32_t i = u / sl, z = u % sl, v = nv * z / sl + tid;
             const uint64_t t = dpr + (uint64_t)i * dp;
             if (lane < K)
-                xa = ((const uint32_t *)A->idx)[t * K + lane];
+                xa = symm__cld4((const uint32_t *)A->idx + t * K + lane, 0);
             if (lane + 32u < K)
-                xb = ((const uint32_t *)A->idx)[t * K + lane + 32u];
+                xb = symm__cld4((const uint32_t *)A->idx + t * K + lane + 32u, 0);
             if (v < nv * (z + 1) / sl) {
                 if (v < nvx) {
                     pv = ll_ld16((const char *)A->x + t * ((uint64_t)A->x_stride * A->x_esz) + 16u * v);
@@ -1325,8 +1368,10 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
         if (tid == SYMM__MOE_THREADS - 32)
             sbraw = bv;
     }
-    if (tid == 0)
+    if (tid == 0) {
         se = ev + (send ? 1u : 0u);
+        hleft = n < SYMM__MOE_WARPS ? n : SYMM__MOE_WARPS;
+    }
     ll_stamp(A, LLS_D_PRO);
     symm__block_sync();
     e = se;
@@ -1338,7 +1383,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
         ll_stamp(A, LLS_D_SENT);
     }
     if (recv)
-        ll_small_recv(A, e, send ? ticket : NULL);
+        ll_small_recv(A, e, send ? ticket : NULL, &hleft);
     else if (send)
         ll_count_late(A, ticket);
     return e;
@@ -1474,16 +1519,18 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_slices(const symm__moe_kargs_t *A, ui
 }
 
 /* The send half of the small handles' combine: the dispatch left its routes as a flat list
- * (ll_flat), so every thread loads their number, its route's entry and the epoch at once and
- * sends its share with no barrier before the first store: unit u = route u / sl, slice u % sl
- * (fewer routes than blocks: slices; a plain row whole, from its slice 0, its flag released
- * behind the block's stores). Thread 0 leaves the epoch in *se. */
-SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uint64_t *se) {
+ * (ll_flat), each entry with its row's position and its source's mode, so a route's stores need
+ * two rounds of loads: their number and the epoch (fR, fe: loaded by the caller as the kernel
+ * starts, before anything else), then its entry, then its row. No barrier before the first
+ * store: unit u = route u / sl, slice u % sl (fewer routes than blocks: slices; a plain row
+ * whole, from its slice 0, its flag released behind the block's stores). Thread 0 leaves the
+ * epoch in *se. */
+SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uint64_t *se, uint64_t fR, uint64_t fe) {
     const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp, B = gridDim.x;
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
     const uint64_t *flat = MOE_U64(A, ll_flat);
-    const uint32_t R = (uint32_t)flat[0];
-    const uint64_t e = *(volatile uint64_t *)&moe_state(A)->epoch;
+    const uint32_t R = (uint32_t)fR;
+    const uint64_t e = fe;
     const uint32_t tag = ll_tag(e), sl = R > 0 && R < B ? B / R : 1u;
     MOE_TRACE_T0(tb_, A);
     if (tid == 0)
@@ -1491,12 +1538,12 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uin
     ll_stamp(A, LLS_C_SCAN);
     for (uint32_t u = blockIdx.x; u < R * sl; u += B) {
         const uint32_t P = u / sl, z = u % sl;
-        const uint64_t route = flat[2u + 2u * P], pos = flat[3u + 2u * P];
+        const uint64_t route = symm__cld8(flat + 2u + 2u * P, 0), pos = symm__cld8(flat + 3u + 2u * P, 0);
         const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu), g0 = src / dp * dp;
         const uint64_t t = route >> 32;
-        const uint64_t yoff =
-            (uint64_t)((int64_t)(pos >> 32) * A->y_stride[0] + (int64_t)(uint32_t)pos * A->y_stride[1]) * ysz;
-        const uint32_t mode = MOE_U32(A, ll_mode)[src];
+        const uint64_t yoff = (uint64_t)((int64_t)(pos >> 32) * A->y_stride[0] +
+                                         (int64_t)((uint32_t)pos & LL_FLAT_ROW) * A->y_stride[1]) * ysz;
+        const uint32_t mode = (uint32_t)pos >> 30;
         if (u == blockIdx.x)
             ll_stamp(A, LLS_C_SLOT);
         if (ll_cpkt(A, mode, t)) {
@@ -1980,10 +2027,11 @@ SYMM__DEVICE_INTERNAL void ll_combine_inputs(const symm__moe_kargs_t *A, ll_cin_
         in->nb = ll_unit_nb(&c, in->t0);
         if (tid < in->nb * K) {
             const uint64_t t = in->t0 + tid / K;
-            in->ix = ((const uint32_t *)A->idx)[t * K + tid % K];
-            in->w = A->weights[t * K + tid % K];
+            /* (asm loads: issued here, where the send half hides them, not moved to their use) */
+            in->ix = symm__cld4((const uint32_t *)A->idx + t * K + tid % K, 0);
+            in->w = symm__bits_f32(symm__cld4(A->weights + t * K + tid % K, 0));
             if (tid % K == 0)
-                in->mode = MOE_U32(A, ll_mode)[(uint32_t)A->me / dp * dp + (uint32_t)(t % dp)];
+                in->mode = symm__cld4(MOE_U32(A, ll_mode) + (uint32_t)A->me / dp * dp + (uint32_t)(t % dp), 0);
         }
     }
 }
@@ -2076,7 +2124,11 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     if (blockIdx.x == 0 && symm__block_tid() == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
     ll_cin_t in;
-    uint64_t braw = 0;
+    uint64_t braw = 0, fR = 0, fe = 0;
+    if (small && (A->flags & SYMM_MOE_SEND)) { /* the send half's first round of loads, first of all */
+        fR = symm__cld8(MOE_U64(A, ll_flat), 0);
+        fe = *(volatile uint64_t *)&moe_state(A)->epoch;
+    }
     if (A->flags & SYMM_MOE_RECV) {
         if (small) { /* every thread its own bound and its first unit's route, in registers */
             braw = ll_bound_load(A);
@@ -2090,7 +2142,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     }
     if (A->flags & SYMM_MOE_SEND)
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE,
-                       small ? ll_combine_send_small(A, &se) : ll_combine_send(A, &se));
+                       small ? ll_combine_send_small(A, &se, fR, fe) : ll_combine_send(A, &se));
     else if (symm__block_tid() == 0)
         se = *(volatile uint64_t *)&moe_state(A)->epoch;
     ll_stamp(A, LLS_C_SENT);
