@@ -33,8 +33,8 @@
 #           GPU where there is one): the real rows with the NCCL columns
 #   stampsn the stamps variant on the bench's PEs
 #   test4   test_moe ll and graph (packets auto) on 4 PEs sharing the GPUs (under
-#           scripts/with_mps.sh, every PE on one GPU, where there are fewer than 4); test8:
-#           the same on 8 PEs
+#           scripts/with_mps.sh, every PE on one GPU, where there are fewer than 4); test8,
+#           test1: the same on 8 PEs, on 1 PE
 #   testpdl test_moe ll and graph on 2 PEs with SYMM_MOE_PDL=1 (programmatic dependent launch,
 #           the default); testnopdl: the same with SYMM_MOE_PDL=0 (plain launches)
 #   nsys    the real moe_ll rows (--quick) on 2 PEs under nsys (where the image has it, else SKIP),
@@ -287,6 +287,7 @@ for st in $steps; do
   case $st in
     test | probe) "step_$st" ;;
     bench | stampsn) timed "step_$st" ;;
+    test1) step_testn 1 ;;
     test4) step_testn 4 ;;
     test8) step_testn 8 ;;
     testpdl) step_testpdl 1 ;;
@@ -295,7 +296,7 @@ for st in $steps; do
     nsyspdl) step_nsys nsyspdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 ;;
     nsysnopdl) step_nsys nsysnopdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=0 ;;
     real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | pdl | nopdl | nosmall | nosmall1) timed probe_one "$st" ;;
-    *) note "step $st" FAIL 0 "unknown step (test, test4, test8, testpdl, testnopdl, probe, bench, stampsn, nsys, nsyspdl, nsysnopdl, or a probe variant)" ;;
+    *) note "step $st" FAIL 0 "unknown step (test, test1, test4, test8, testpdl, testnopdl, probe, bench, stampsn, nsys, nsyspdl, nsysnopdl, or a probe variant)" ;;
   esac
 done
 
