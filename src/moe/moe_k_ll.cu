@@ -1180,13 +1180,15 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     if (blockIdx.x < units) {
         const uint32_t z = blockIdx.x % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
         const char *src = ll_pslot(A, p, blockIdx.x / sl / cap, blockIdx.x / sl % cap);
-        for (;;) {
+        for (;;) { /* (hleft read before the packets: a warp leaves as the headers are in, its loads in flight) */
             uint32_t miss = 0;
+            if (*(volatile uint32_t *)hleft == 0)
+                break;
 #pragma unroll
             for (int x = 0; x < LL_UNROLL; x++)
                 if (lo + tid + (uint32_t)x * SYMM__MOE_THREADS < hi && !(ll_pkt_ok(va[x], tag) && ll_pkt_ok(vb[x], tag)))
                     miss |= 1u << x;
-            if (miss == 0 || *(volatile uint32_t *)hleft == 0)
+            if (miss == 0)
                 break;
 #pragma unroll
             for (int x = 0; x < LL_UNROLL; x++)
