@@ -412,6 +412,7 @@ static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, i
     a->ht_dwarps = (uint32_t)h->ht_dwarps;
     a->probe = (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) ? (uint32_t)h->ll_probe : 0u;
     a->pdl = (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) ? (uint32_t)h->pdl : 0u;
+    a->ll_cgrid = k == SYMM__MK_LL_DISPATCH ? (uint32_t)grid(h, SYMM__MK_LL_COMBINE, SYMM_MOE_SEND_RECV) : 0u;
     return symm__moe_launch(a, stream);
 }
 

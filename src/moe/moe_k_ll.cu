@@ -86,8 +86,11 @@
  *         Rows fewer than half the blocks go in slices (packets; a plain
  *         row whole, from its first slice's block). The small handles'
  *         kernel sends from the flat list, whose entries carry the source's
- *         mode: a route's row loads wait for two rounds (the list's length
- *         and the epoch, then the entry).
+ *         mode, and the dispatch writes each block of the combine's grid its
+ *         first route (the plan): a block's first row loads wait for one
+ *         round (the list's head, the epoch and its plan entry, together),
+ *         its later ones (or all, when the grid is not the one planned for:
+ *         the SM budget changed in between) for two.
  *   recv  Per token (its hidden dimension split over several blocks when
  *         tokens are fewer than blocks): the valid routes' rows, polled as
  *         packets or waited for by flag, summed weight x row in float32 in
@@ -1225,8 +1228,15 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             const uint32_t tl = rent[s * hmax + i].y, k = rent[s * hmax + i].x >> 24;
             const uint64_t rw = (uint64_t)s | ((uint64_t)k << 16) | (((uint64_t)tl * dp + s % dp) << 32);
             MOE_U64(A, ll_route)[(uint64_t)le * A->rows + c] = rw;
+            const uint64_t ps = ((uint64_t)le << 32) | ((uint64_t)smode[s] << 30) | c;
+            const uint32_t Bc = A->ll_cgrid, slc = R < Bc ? Bc / R : 1u;
+            uint64_t *plan = MOE_U64(A, ll_flat) + 2u * (1u + n * hmax);
             MOE_U64(A, ll_flat)[2u + 2u * P] = rw;
-            MOE_U64(A, ll_flat)[3u + 2u * P] = ((uint64_t)le << 32) | ((uint64_t)smode[s] << 30) | c;
+            MOE_U64(A, ll_flat)[3u + 2u * P] = ps;
+            for (uint32_t b = P * slc; b < (P + 1u) * slc && b < Bc && b < SYMM__MOE_LL_PLAN; b++) {
+                plan[2u * b] = rw; /* combine block b's first route (unit b: route b / slc) */
+                plan[2u * b + 1u] = ps;
+            }
         }
     }
     symm__block_sync();
@@ -1303,7 +1313,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     if (blockIdx.x == 0 && tid < n)
         MOE_U32(A, ll_mode)[tid] = smode[tid];
     if (blockIdx.x == 0 && tid == 0)
-        MOE_U64(A, ll_flat)[0] = R;
+        MOE_U64(A, ll_flat)[0] = ((uint64_t)A->ll_cgrid << 32) | R;
     for (uint32_t c0 = blockIdx.x * SYMM__MOE_THREADS; c0 < L; c0 += B * SYMM__MOE_THREADS) {
         symm__block_sync();
         hist[tid] = 0;
@@ -1551,17 +1561,21 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_slices(const symm__moe_kargs_t *A, ui
 }
 
 /* The send half of the small handles' combine: the dispatch left its routes as a flat list
- * (ll_flat), each entry with its row's position and its source's mode, so a route's stores need
- * two rounds of loads: their number and the epoch (fR, fe: loaded by the caller as the kernel
- * starts, before anything else), then its entry, then its row. No barrier before the first
- * store: unit u = route u / sl, slice u % sl (fewer routes than blocks: slices; a plain row
- * whole, from its slice 0, its flag released behind the block's stores). Thread 0 leaves the
- * epoch in *se. */
-SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uint64_t *se, uint32_t fR, uint64_t fe) {
+ * (ll_flat), each entry with its row's position and its source's mode, and each block of this
+ * grid its first route (the plan). The caller loads, as the kernel starts and before anything
+ * else, the list's head (f0: the grid planned for << 32 | routes), the epoch (fe) and the block's
+ * plan entry (pr, pp): one round of loads, then the row's. Without a plan for this grid (the SM
+ * budget changed in between) the entry is loaded after the head, as for the block's later units.
+ * No barrier before the first store: unit u = route u / sl, slice u % sl (fewer routes than
+ * blocks: slices; a plain row whole, from its slice 0, its flag released behind the block's
+ * stores). Thread 0 leaves the epoch in *se. */
+SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uint64_t *se, uint64_t f0, uint64_t fe,
+                                                 uint64_t pr, uint64_t pp) {
     const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp, B = gridDim.x;
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
     const uint64_t *flat = MOE_U64(A, ll_flat);
-    const uint32_t R = fR;
+    const uint32_t R = (uint32_t)f0;
+    const int planned = (uint32_t)(f0 >> 32) == B && blockIdx.x < SYMM__MOE_LL_PLAN;
     const uint64_t e = fe;
     const uint32_t tag = ll_tag(e), sl = R > 0 && R < B ? B / R : 1u;
     MOE_TRACE_T0(tb_, A);
@@ -1570,7 +1584,9 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uin
     ll_stamp(A, LLS_C_SCAN);
     for (uint32_t u = blockIdx.x; u < R * sl; u += B) {
         const uint32_t P = u / sl, z = u % sl;
-        const uint64_t route = symm__cld8(flat + 2u + 2u * P, 0), pos = symm__cld8(flat + 3u + 2u * P, 0);
+        const int first = planned && u == blockIdx.x;
+        const uint64_t route = first ? pr : symm__cld8(flat + 2u + 2u * P, 0);
+        const uint64_t pos = first ? pp : symm__cld8(flat + 3u + 2u * P, 0);
         const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu), g0 = src / dp * dp;
         const uint64_t t = route >> 32;
         const uint64_t yoff = (uint64_t)((int64_t)(pos >> 32) * A->y_stride[0] +
@@ -2175,11 +2191,17 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
             ll_probe_hop(A, e, 1);
         return;
     }
-    uint64_t braw = 0, fe = 0;
-    uint32_t fR = 0;
+    uint64_t braw = 0, fe = 0, f0 = 0, pr = 0, pp = 0;
     if (small && (A->flags & SYMM_MOE_SEND)) { /* the send half's first round of loads, first of all */
-        fR = symm__cld4(MOE_U64(A, ll_flat), 0); /* (the low word: routes < 2^32) */
+        const uint64_t *flat = MOE_U64(A, ll_flat);
+        const uint32_t kl = A->topk < A->local ? A->topk : A->local;
+        f0 = symm__cld8(flat, 0);
         fe = *(volatile uint64_t *)&moe_state(A)->epoch;
+        if (blockIdx.x < SYMM__MOE_LL_PLAN) {
+            const uint64_t *plan = flat + 2u * (1u + (uint32_t)A->n * A->cap * kl) + 2u * blockIdx.x;
+            pr = symm__cld8(plan, 0);
+            pp = symm__cld8(plan + 1, 0);
+        }
     }
     if (blockIdx.x == 0 && symm__block_tid() == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
@@ -2196,7 +2218,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     }
     if (A->flags & SYMM_MOE_SEND)
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE,
-                       small ? ll_combine_send_small(A, &se, fR, fe) : ll_combine_send(A, &se));
+                       small ? ll_combine_send_small(A, &se, f0, fe, pr, pp) : ll_combine_send(A, &se));
     else if (symm__block_tid() == 0)
         se = *(volatile uint64_t *)&moe_state(A)->epoch;
     ll_stamp(A, LLS_C_SENT);
