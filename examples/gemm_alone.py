@@ -10,11 +10,14 @@ tokens, hidden 8192, intermediate 28672). For each shape:
     persistent), from the cubins build_cubins.py made (symm.cubin: no CuTe
     DSL needed here), C = A @ Bt^T with Bt [N, K];
   - Triton: examples/triton/_gemm.py gemm_kernel with the config the fused
-    example uses (_gemm.GEMM_CONFIG), C = A @ B with B [K, N];
+    example uses (_gemm.GEMM_CONFIG; A and B read through TMA descriptors),
+    C = A @ B with B [K, N];
   - torch.matmul on the same operands as each (A @ Bt.t() and A @ B).
 Each result is checked against torch.matmul (fresh random data), then timed
-from a CUDA graph (10 calls, median replay of 5) and on a plain stream (20
-calls back to back, median of 5 windows). The bar: >= 0.90 x torch.matmul.
+from a CUDA graph (10 calls per replay) and on a plain stream (20 calls back
+to back): 7 windows of each, the parties of a shape taking their windows in
+turn (so all run at the same clocks), medians. The bar: >= 0.90 x
+torch.matmul.
 """
 import argparse
 import os
@@ -31,6 +34,7 @@ import symm.cubin  # noqa: E402
 from symm import timing  # noqa: E402
 
 BAR = 0.90
+REPS = 7          # timing windows per party, taken in turn
 # name -> (M, K, N) of the per-PE GEMM
 SHAPES = {
     "ag square": (8192, 8192, 2048),
@@ -41,25 +45,30 @@ SHAPES = {
 TRITON_CONFIG = {"ag": "ag_gemm", "rs": "gemm_rs"}
 
 
-def graph_us(fn, calls=10, reps=5):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    g, err = timing.capture(fn, calls)
-    if g is None:
-        raise RuntimeError("CUDA graph capture failed: " + err)
-    g.replay()
-    torch.cuda.synchronize()
-    times = [timing.window_us(g.replay) / calls for _ in range(reps)]
-    del g
-    return statistics.median(times)
+class Timed:
+    """One party's graph (calls launches) and stream timing windows; the
+    parties of a shape take their windows in turn (interleaved), so that each
+    sees the same clocks and the GPU's warm-up or drift lands on all alike."""
 
+    def __init__(self, fn, graph_calls=10, stream_calls=20):
+        for _ in range(2):
+            fn()
+        torch.cuda.synchronize()
+        self.fn, self.graph_calls, self.stream_calls = fn, graph_calls, stream_calls
+        self.g, err = timing.capture(fn, graph_calls)
+        if self.g is None:
+            raise RuntimeError("CUDA graph capture failed: " + err)
+        self.g.replay()
+        torch.cuda.synchronize()
+        self.graph, self.stream = [], []
 
-def stream_us(fn, calls=20, reps=5):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    return statistics.median([timing.window_us(fn, calls) for _ in range(reps)])
+    def window(self):
+        self.graph.append(timing.window_us(self.g.replay) / self.graph_calls)
+        self.stream.append(timing.window_us(self.fn, self.stream_calls))
+
+    def medians(self):
+        del self.g
+        return {"graph": statistics.median(self.graph), "stream": statistics.median(self.stream)}
 
 
 def close_to(out, ref, atol=1e-2, rtol=2e-2):
@@ -103,26 +112,33 @@ def main():
             cfg = G.GEMM_CONFIG[TRITON_CONFIG[name.split()[0]]]
             cx, opts = G.split(cfg)
             tgrid = ((m // cx["BM"]) * ((n + cx["BN"] - 1) // cx["BN"]),)
-            label = "Triton gemm_kernel BM%(BM)d BN%(BN)d BK%(BK)d w%(num_warps)d s%(num_stages)d" % cfg
-            parties.append((label, lambda: G.gemm_kernel[tgrid](a, b, c, m, n, k, m, **cx, **opts), 1))
-        base = {}
+            label = "Triton gemm_kernel BM%(BM)d BN%(BN)d BK%(BK)d w%(num_warps)d s%(num_stages)d, TMA loads" % cfg
+            ta, tb = G.operands(a, b, cx)
+            parties.append((label, lambda: G.gemm_kernel[tgrid](ta, tb, c, m, n, k, m, **cx, **opts), 1))
+        base, timed = {}, []
         for label, fn, torch_ref in parties:
             c.fill_(float("nan"))
             try:
                 fn()
                 torch.cuda.synchronize()
                 good = close_to(c, ref)
-                t = {"graph": graph_us(fn), "stream": stream_us(fn)}
+                timed.append((label, torch_ref, good, Timed(fn)))
             except Exception as e:  # noqa: BLE001 - one party failing is a row of the table
                 rows.append((name, "%dx%dx%d" % (m, n, k), label, "FAILED: %s" % str(e).splitlines()[0][:80],
                              "-", "-", "-", "-", "-"))
                 ok = False
-                continue
+        for _ in range(REPS):
+            for party in timed:
+                party[3].window()
+        for label, torch_ref, good, tm in timed:
+            t = tm.medians()
             ok &= good
             if torch_ref is None:
                 base[label] = t
                 vs = "-"
                 verdict = "ref"
+            elif parties[torch_ref][0] not in base:
+                vs, verdict = "-", "no reference (torch.matmul failed)"
             else:
                 against = parties[torch_ref][0]
                 r = {mode: base[against][mode] / t[mode] for mode in t}

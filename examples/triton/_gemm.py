@@ -16,21 +16,33 @@ two chunks: its first tiles would otherwise need the later chunk too.
 The order the chunks arrive in is decided here too (ag_push_order,
 rs_band_order), so the kernels' tile order and the copies' order come from
 one place (tests/python/test_tile_order.py checks that they agree).
+
+A and B are read through TMA tensor descriptors (operand()): the tiles come
+in through each SM's tensor memory accelerator (cp.async.bulk.tensor) into
+the pipeline's shared-memory stages, without the address arithmetic and
+bounds masks of pointer loads in the main loop; rows or columns past the
+tensor's edge read as zeros. Rows of A and B must be 16-byte aligned (bf16:
+a multiple of 8 elements).
 """
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
-# BM128 BN256 BK64 GROUP_M 8, 8 warps, 4 stages: the tune_gemm.py winner on
-# every per-PE shape of both examples (square and LLM) on 4 H200s, 0.87-0.97x
-# of torch.matmul; no shape preferred another candidate, so one config
-# serves all. gemm_rs.py --stages overrides the own band's stages (its
-# epilogue reduction and remote stores shift the best depth; re-time with it).
-# gemm_rs_partial: the other PEs' partial bands when gemm_rs.py runs them in
-# Triton (--partial triton): a plain GEMM, so the plain winner.
+# BM128 BN256 BK64 GROUP_M 8, 8 warps, 3 stages, TMA loads: on one H200 at
+# every per-PE shape of both examples (square and LLM), 0.92-1.00x of
+# torch.matmul (gemm_alone.py, graph and stream, two runs); in one run beside
+# the pointer-load form with 4 stages, 0.93-1.08x against 0.89-0.97x
+# (bench/results/latest/tune-gemm.md). 4 stages with TMA lost on two shapes
+# in one of two tune_gemm.py runs (0.86-0.87x), 3 stages never; no shape
+# preferred another candidate, so one config serves all. gemm_rs.py --stages
+# overrides the own band's stages (its epilogue reduction and remote stores
+# shift the best depth; re-time with it). gemm_rs_partial: the other PEs'
+# partial bands when gemm_rs.py runs them in Triton (--partial triton): a
+# plain GEMM, so the plain winner.
 GEMM_CONFIG = {
-    "ag_gemm": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=4),
-    "gemm_rs": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=4),
-    "gemm_rs_partial": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=4),
+    "ag_gemm": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=3),
+    "gemm_rs": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=3),
+    "gemm_rs_partial": dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=3),
 }
 
 
@@ -60,6 +72,27 @@ def split(cfg):
     """(constexpr kwargs, launch options) of a GEMM_CONFIG entry."""
     cx = {k: cfg[k] for k in ("BM", "BN", "BK", "GROUP_M")}
     return cx, {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}
+
+
+def operand(t, rows, cols, what="operand"):
+    """The TMA descriptor through which the kernels read the 2-D tensor t
+    (row-major) in [rows, cols] blocks. TMA needs a 16-byte aligned start and
+    row stride: raise a clear error where t has neither (e.g. bf16 with a
+    row length that is not a multiple of 8)."""
+    if t.dim() != 2 or t.stride(1) != 1:
+        raise ValueError("%s: expected a 2-D row-major tensor, got shape %s strides %s"
+                         % (what, tuple(t.shape), tuple(t.stride())))
+    esz = t.element_size()
+    if t.data_ptr() % 16 or (t.stride(0) * esz) % 16:
+        raise ValueError("%s: TMA loads need a 16-byte aligned start and row stride (row of %d elements of %d "
+                         "bytes at 0x%x): use a row length that is a multiple of %d"
+                         % (what, t.stride(0), esz, t.data_ptr(), 16 // esz))
+    return TensorDescriptor.from_tensor(t, [rows, cols])
+
+
+def operands(a, b, cfg):
+    """(A's descriptor in [BM, BK] blocks, B's in [BK, BN]) for a GEMM_CONFIG entry."""
+    return operand(a, cfg["BM"], cfg["BK"], "A"), operand(b, cfg["BK"], cfg["BN"], "B")
 
 
 @triton.jit
@@ -102,20 +135,13 @@ def ag_tile(pid, me, npes, N, M_LOC, CHUNK_M,
 
 
 @triton.jit
-def mma_tile(a_base, b, N, K, pid_n, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """fp32 [BM, BN] = A[a_base: BM rows, K] @ B[K, column tile pid_n]
-    (row-major A with row stride K, B with row stride N; K % BK == 0)."""
-    offs_m = tl.arange(0, BM)
-    offs_n = pid_n * BN + tl.arange(0, BN)
-    offs_k = tl.arange(0, BK)
-    a_ptrs = a_base + offs_m[:, None] * K + offs_k[None, :]
-    b_ptrs = b + offs_k[:, None] * N + offs_n[None, :]
-    nmask = offs_n[None, :] < N
+def mma_tile(a, row0, b, K, pid_n, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """fp32 [BM, BN] = A[row0: +BM, :K] @ B[:K, column tile pid_n], A and B
+    read through their TMA descriptors (operand(); K % BK == 0)."""
+    col0 = pid_n * BN
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for _ in range(0, K, BK):
-        acc = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs, mask=nmask, other=0.0), acc)
-        a_ptrs += BK
-        b_ptrs += BK * N
+    for k in range(0, K, BK):
+        acc = tl.dot(a.load([row0, k]), b.load([k, col0]), acc)
     return acc
 
 
@@ -123,10 +149,10 @@ def mma_tile(a_base, b, N, K, pid_n, BM: tl.constexpr, BN: tl.constexpr, BK: tl.
 def gemm_kernel(a, b, c, M, N, K, M_LOC,
                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
     """C = A @ B with the examples' tile order and main loop, no
-    communication: what tune_gemm.py times."""
+    communication: what tune_gemm.py times. a, b: descriptors (operands())."""
     band, pid_m, pid_n = band_tile(tl.program_id(0), N, M_LOC, BM, BN, GROUP_M)
     row0 = band * M_LOC + pid_m * BM
-    acc = mma_tile(a + row0 * K, b, N, K, pid_n, BM, BN, BK)
+    acc = mma_tile(a, row0, b, K, pid_n, BM, BN, BK)
     offs_m = row0 + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
     tl.store(c + offs_m[:, None] * N + offs_n[None, :], acc.to(c.dtype.element_ty),

@@ -16,6 +16,7 @@ import torch
 import triton
 import triton.language as tl
 from triton.language.extra.cuda import globaltimer
+from triton.language.target_info import cuda_capability_geq
 
 import symm.triton as st
 
@@ -75,6 +76,17 @@ def wait_flag_inline(ctx, flag, value, rec):
     # unused); the barrier orders every thread's later loads after it
     tl.atomic_cas(flag, v * 0 - 1, v * 0 - 1, sem="acquire", scope="sys")
     tl.debug_barrier()
+
+
+@triton.jit
+def fence_proxy_async():
+    """After a wait, before TMA loads (tensor descriptors) of what it
+    guarded: orders this thread's generic accesses so far, the wait's
+    acquire included, before its later async-proxy reads (fence.proxy.async;
+    sm_90 and later: before Hopper, descriptor loads are plain loads)."""
+    if cuda_capability_geq(9, 0):
+        tl.inline_asm_elementwise("fence.proxy.async.global;\n\tmov.u32 $0, 0;", "=r", [], dtype=tl.int32,
+                                  is_pure=False, pack=1)
 
 
 @triton.jit

@@ -55,18 +55,22 @@ def ag_gemm_kernel(ctx, a_local, a_full, b, c, flags, epoch_ptr, rec, M, N, K, M
     """c = all_gather(a) @ b; a peer's rows wait for their chunk's flag
     (>= this call's epoch) inline (_waits: no function call, so the wgmma
     stay pipelined); rec: the record of a wait that gave up. ME, NPES: this
-    PE and the PE count (host values: no symm call in the kernel)."""
+    PE and the PE count (host values: no symm call in the kernel). a_local
+    (this PE's rows), a_full (this parity's gathered rows) and b: TMA
+    descriptors (_gemm.operand)."""
     me = ME
     npes = NPES
     # this PE's rows first, then the next PE's, ..., each chunk by chunk
     src, row_loc, pid_n = G.ag_tile(tl.program_id(0), me, npes, N, M_LOC, CHUNK_M, BM, BN, GROUP_M)
-    if src == me:
-        a_base = a_local + row_loc * K
-    else:
+    a_rows = a_local
+    row0 = row_loc
+    if src != me:
         chunk = row_loc // CHUNK_M
         W.wait_flag_inline(ctx, flags + src * CHUNKS + chunk, tl.load(epoch_ptr), rec)
-        a_base = a_full + (src * M_LOC + row_loc) * K
-    acc = G.mma_tile(a_base, b, N, K, pid_n, BM, BN, BK)
+        W.fence_proxy_async()                   # the chunk's TMA reads after the flag's acquire
+        a_rows = a_full
+        row0 = src * M_LOC + row_loc
+    acc = G.mma_tile(a_rows, row0, b, K, pid_n, BM, BN, BK)
     offs_m = src * M_LOC + row_loc + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
     tl.store(c + offs_m[:, None] * N + offs_n[None, :], acc.to(c.dtype.element_ty),
@@ -173,8 +177,10 @@ class AGGemm:
         if run is None:
             if len(self._launches) >= 8:
                 self._launches.clear()
+            a_d, b_d = G.operands(a, b, self.cx)
+            full_d = G.operand(self.a_full[par], self.cx["BM"], self.cx["BK"], "the gathered rows")
             run = self._launches[key] = st.prepare(
-                ag_gemm_kernel, self.grid, self.env.ctx, a, self.a_full[par], b, c, self.flags[par],
+                ag_gemm_kernel, self.grid, self.env.ctx, a_d, full_d, b_d, c, self.flags[par],
                 self.epoch_dev, self.rec, self.m, self.n, self.k, self.m_loc, self.chunk_m, self.chunks,
                 self.env.rank, self.env.world,
                 **self.cx, **self.opts)
@@ -258,7 +264,8 @@ def run(m=8192, k=8192, n=8192, iters=20, bench=True, checks=2, chunks=0):
             C.REF.all_gather_into_tensor(full, a)
             torch.matmul(full, b, out=c_ref)
         cx, opts = op.cx, op.opts
-        alone = st.prepare(G.gemm_kernel, op.grid, full, b, c_ref, m, n_loc, k, op.m_loc, **cx, **opts)
+        alone = st.prepare(G.gemm_kernel, op.grid, *G.operands(full, b, cx), c_ref, m, n_loc, k, op.m_loc, **cx,
+                           **opts)
         t_symm = C.bench(lambda: op(a, b, c), iters)
         host = C.LAST_HOST_US
         t_ref = C.bench_ref(ref, iters)

@@ -133,8 +133,9 @@ def gemm_rs_kernel(ctx, a, b, recv, counters, out, gen, rec, M, N, K, M_LOC, CHU
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
     """out = A[own band] @ B + the n-1 peers' partials of the band.
 
-    a: the whole A shard [M, K], of which this kernel reads rows me*M_LOC
-    ... (M = n * M_LOC itself is not needed: offsets come from M_LOC).
+    a: the whole A shard [M, K] (its TMA descriptor, as b's: _gemm.operand),
+    of which this kernel reads rows me*M_LOC ... (M = n * M_LOC itself is not
+    needed: offsets come from M_LOC).
     recv: this parity's receive buffer [n, M_LOC, N] (slot p: PE p's
     partial). counters: this parity's flags [n, M_LOC/BM],
     one per sender and row tile (the epoch of the last call whose rows of the
@@ -150,7 +151,7 @@ def gemm_rs_kernel(ctx, a, b, recv, counters, out, gen, rec, M, N, K, M_LOC, CHU
     npes = st.n_pes(ctx)
     row0, pid_n = G.chunk_tile(tl.program_id(0), N, CHUNK_M, BM, BN, GROUP_M)
     pid_m = row0 // BM
-    acc = G.mma_tile(a + (me * M_LOC + row0) * K, b, N, K, pid_n, BM, BN, BK)
+    acc = G.mma_tile(a, me * M_LOC + row0, b, K, pid_n, BM, BN, BK)
     lrow = row0 + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
     idx = lrow[:, None] * N + offs_n[None, :]
@@ -185,13 +186,14 @@ def gemm_rs_ce_kernel(ctx, a, b, stage, recv, done, rflag, out, rec, N, K, M_LOC
     for the count (cuStreamWaitValue64). An own-band tile waits for
     rflag[p][sub] of every peer p (set to 1 by p's copy engine after the
     data; inline, so the wgmma stay pipelined), adds recv[p]'s rows in fp32
-    and stores the sum into out. rec: the record of a wait that gave up."""
+    and stores the sum into out. rec: the record of a wait that gave up.
+    a, b: TMA descriptors (_gemm.operand)."""
     t = T0 + tl.program_id(0)
     band_tiles = (M_LOC // BM) * tl.cdiv(N, BN)
     band = t // band_tiles
     row0, pid_n = G.chunk_tile(t - band * band_tiles, N, SUB_M, BM, BN, GROUP_M)
     owner = (ME + 1 + band) % NPES
-    acc = G.mma_tile(a + (owner * M_LOC + row0) * K, b, N, K, pid_n, BM, BN, BK)
+    acc = G.mma_tile(a, owner * M_LOC + row0, b, K, pid_n, BM, BN, BK)
     offs_m = row0 + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
     idx = offs_m[:, None] * N + offs_n[None, :]
@@ -344,7 +346,8 @@ class GemmRSCE:
         if run is None:
             vec = self.vec and out.data_ptr() % 16 == 0
             run = runs[(t0, t1)] = st.prepare(
-                gemm_rs_ce_kernel, (t1 - t0,), self.env.ctx, a, b, self.stage, self.recv, self.done, self.rflag,
+                gemm_rs_ce_kernel, (t1 - t0,), self.env.ctx, *G.operands(a, b, self.cx), self.stage, self.recv,
+                self.done, self.rflag,
                 out, self.rec, self.n, self.k, self.m_loc, self.sub_m, self.env.rank, self.env.world, t0,
                 VEC=vec, **self.cx, **self.opts)
         return run
@@ -471,7 +474,8 @@ class GemmRS:
             return
         rows = a_rows.shape[0]
         grid = ((rows // self.pcx["BM"]) * triton.cdiv(self.n, self.pcx["BN"]),)
-        G.gemm_kernel[grid](a_rows, b, c_rows, rows, self.n, self.k, rows, **self.pcx, **self.popts)
+        G.gemm_kernel[grid](*G.operands(a_rows, b, self.pcx), c_rows, rows, self.n, self.k, rows, **self.pcx,
+                            **self.popts)
 
     def _steps_for(self, a, par):
         """Per chunk: its rows of a (a view made once per input tensor:
@@ -500,7 +504,8 @@ class GemmRS:
                 self._launches.clear()
             vec = self.vec and out.data_ptr() % 16 == 0
             run = self._launches[key] = st.prepare(
-                gemm_rs_kernel, self.grid, self.env.ctx, a, b, self.recv[par], self.flags[par], out,
+                gemm_rs_kernel, self.grid, self.env.ctx, *G.operands(a, b, self.cx), self.recv[par],
+                self.flags[par], out,
                 self.epoch, self.rec, self.m, self.n, self.k, self.m_loc, self.chunk_m, VEC=vec, **self.cx, **self.opts)
         return run
 

@@ -32,6 +32,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime import driver  # noqa: E402
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 import symm.cubin  # noqa: E402
 import symm.triton as st  # noqa: E402
@@ -103,10 +104,14 @@ def main():
     rows = []
     driver.set_active(_Driver())
     bf16, i64 = tl.bfloat16, tl.int64
-    args = (0x7F0000001000, _Tensor(1 << 20, bf16), _Tensor(2 << 20, bf16), _Tensor(3 << 20, bf16),
-            _Tensor(4 << 20, bf16), _Tensor(5 << 20, i64), _Tensor(6 << 20, i64), _Tensor(7 << 20, i64),
-            8192, 2048, 8192, 2048, 512, 4, 0, 4)
     cx, opts = G.split(G.GEMM_CONFIG["ag_gemm"])
+
+    def desc(ptr, rows, cols, block):
+        return TensorDescriptor(_Tensor(ptr, bf16), [rows, cols], [cols, 1], block)
+    a_blk, b_blk = [cx["BM"], cx["BK"]], [cx["BK"], cx["BN"]]
+    args = (0x7F0000001000, desc(1 << 20, 2048, 8192, a_blk), desc(2 << 20, 8192, 8192, a_blk),
+            desc(3 << 20, 8192, 2048, b_blk), _Tensor(4 << 20, bf16), _Tensor(5 << 20, i64), _Tensor(6 << 20, i64),
+            _Tensor(7 << 20, i64), 8192, 2048, 8192, 2048, 512, 4, 0, 4)
     grid = (512,)
     t0 = time.time()
     st.launch(ag_gemm.ag_gemm_kernel, grid, *args, **cx, **opts)       # compiles (sm_90)
@@ -117,7 +122,8 @@ def main():
     rows.append(("Triton launch: symm.triton.prepare'd (fast=%s)" % prepared.fast, per_call_us(prepared)))
     import _waits as W
     import gemm_rs
-    rs_args = (0x7F0000001000, _Tensor(1 << 20, bf16), _Tensor(2 << 20, bf16), _Tensor(3 << 20, bf16),
+    rs_args = (0x7F0000001000, desc(1 << 20, 8192, 2048, a_blk), desc(2 << 20, 2048, 8192, b_blk),
+               _Tensor(3 << 20, bf16),
                _Tensor(4 << 20, bf16), _Tensor(5 << 20, i64), _Tensor(6 << 20, i64), _Tensor(7 << 20, bf16),
                _Tensor(8 << 20, i64), 8192, 2048, 2048, 1024, 0, 4, 0)
     rs = st.prepare(gemm_rs.gemm_rs_ce_kernel, (2048,), *rs_args, VEC=True, **cx, **opts)

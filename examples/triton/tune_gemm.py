@@ -38,6 +38,7 @@ CANDIDATES = [
     dict(BM=128, BN=256, BK=64, GROUP_M=16, num_warps=8, num_stages=4),
     dict(BM=256, BN=128, BK=64, GROUP_M=8, num_warps=8, num_stages=4),
     dict(BM=128, BN=128, BK=128, GROUP_M=8, num_warps=8, num_stages=3),
+    dict(BM=128, BN=256, BK=64, GROUP_M=16, num_warps=8, num_stages=3),
 ]
 
 SHAPES = {"ag_gemm": (8192, 8192, 2048), "gemm_rs": (8192, 2048, 8192),
@@ -92,8 +93,10 @@ def main():
                 continue
             grid = ((m // cx["BM"]) * triton.cdiv(n, cx["BN"]),)
 
+            ta, tb = G.operands(a, b, cx)
+
             def run():
-                G.gemm_kernel[grid](a, b, c, m, n, k, m_loc, **cx, **opts)
+                G.gemm_kernel[grid](ta, tb, c, m, n, k, m_loc, **cx, **opts)
             try:
                 run()
                 torch.cuda.synchronize()

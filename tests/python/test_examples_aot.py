@@ -31,6 +31,8 @@ B16, I64, I32 = "*bf16", "*i64", "i32"
 # (module, kernel, signature, constexprs, options)
 GEMM = dict(BM=128, BN=256, BK=64, GROUP_M=8)
 GEMM_OPTS = dict(num_warps=8, num_stages=3)
+# the GEMMs read A and B through TMA descriptors in [BM, BK] / [BK, BN] blocks (_gemm.operand)
+DA, DB = "tensordesc<bf16[128,64]>", "tensordesc<bf16[64,256]>"
 SPECS = [
     ("ring_shift", "ring_shift_kernel", dict(ctx="i64", dst=B16, src=B16, n=I32, sig=I64, entry=I64, gen=I64),
      dict(VEC=True, BLOCK=4096), dict(num_warps=8)),
@@ -40,22 +42,22 @@ SPECS = [
                                              gen=I64), dict(VEC=False, BLOCK=4096), dict(num_warps=8)),
     ("all_reduce", "all_reduce_kernel", dict(ctx="i64", out=B16, x=B16, n=I32, shard=I32, entry=I64,
                                              done=I64, gen=I64), dict(VEC=True, BLOCK=2048), dict(num_warps=8)),
-    ("ag_gemm", "ag_gemm_kernel", dict(ctx="i64", a_local=B16, a_full=B16, b=B16, c=B16, flags=I64,
+    ("ag_gemm", "ag_gemm_kernel", dict(ctx="i64", a_local=DA, a_full=DA, b=DB, c=B16, flags=I64,
                                        epoch_ptr=I64, rec=I64, M=I32, N=I32, K=I32, M_LOC=I32, CHUNK_M=I32,
                                        CHUNKS=I32, ME=I32, NPES=I32),
      GEMM, GEMM_OPTS),
     ("ag_gemm", "ag_finish_kernel", dict(ctx="i64", rec=I64, epoch_ptr=I64), {}, dict(num_warps=1)),
-    ("gemm_rs", "gemm_rs_kernel", dict(ctx="i64", a=B16, b=B16, recv=B16, counters=I64, out=B16, gen=I64,
+    ("gemm_rs", "gemm_rs_kernel", dict(ctx="i64", a=DA, b=DB, recv=B16, counters=I64, out=B16, gen=I64,
                                        rec=I64, M=I32, N=I32, K=I32, M_LOC=I32, CHUNK_M=I32),
      dict(GEMM, VEC=True), GEMM_OPTS),
-    ("gemm_rs", "gemm_rs_ce_kernel", dict(ctx="i64", a=B16, b=B16, stage=B16, recv=B16, done=I64, rflag=I64,
+    ("gemm_rs", "gemm_rs_ce_kernel", dict(ctx="i64", a=DA, b=DB, stage=B16, recv=B16, done=I64, rflag=I64,
                                           out=B16, rec=I64, N=I32, K=I32, M_LOC=I32, SUB_M=I32, ME=I32,
                                           NPES=I32, T0=I32),
      dict(GEMM, VEC=True), GEMM_OPTS),
     ("_waits", "finish_kernel", dict(ctx="i64", rec=I64, flags=I64, NFLAGS=I32), dict(BLOCK=32),
      dict(num_warps=1)),
     ("_waits", "wait_report_kernel", dict(ctx="i64", rec=I64), {}, dict(num_warps=1)),
-    ("_gemm", "gemm_kernel", dict(a=B16, b=B16, c=B16, M=I32, N=I32, K=I32, M_LOC=I32), GEMM, GEMM_OPTS),
+    ("_gemm", "gemm_kernel", dict(a=DA, b=DB, c=B16, M=I32, N=I32, K=I32, M_LOC=I32), GEMM, GEMM_OPTS),
     ("seq_all_to_all", "seq_all_to_all_kernel", dict(ctx="i64", out=B16, x=B16, counter=I64, gen=I64,
                                                      S_LOC=I32, HD=I32, HD_LOC=I32, NBLK=I32,
                                                      PER_DEST=I32),

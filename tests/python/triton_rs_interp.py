@@ -56,8 +56,8 @@ def case(P, me, m_loc, sub_m, n, k=128):
     ctx = torch.zeros(32, dtype=torch.int64)     # no deadline, no abort flag: the flags are set
     col_tiles = -(-n // bn)
     tiles = P * (m_loc // bm) * col_tiles
-    R.gemm_rs_ce_kernel[(tiles,)](ctx.data_ptr(), a, b, stage, recv, done, rflag, out, rec, n, k, m_loc, sub_m,
-                                  me, P, 0, VEC=n % 8 == 0, **R.G.split(cfg)[0])
+    R.gemm_rs_ce_kernel[(tiles,)](ctx.data_ptr(), *R.G.operands(a, b, cfg), stage, recv, done, rflag, out, rec, n,
+                                  k, m_loc, sub_m, me, P, 0, VEC=n % 8 == 0, **R.G.split(cfg)[0])
     full = a.float() @ b.float()
     errs = []
     for q in range(P):

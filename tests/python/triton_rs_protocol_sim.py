@@ -54,6 +54,9 @@ def ce_kernel(sim, cx, grid, args):
     """A launch of the model of gemm_rs_ce_kernel with prepare()'s arguments."""
     (ctx, a, b, stage, recv, done, rflag, out, rec, n, k, m_loc, sub_m, me, npes, t0) = args
     bm, bn, gm = cx["BM"], cx["BN"], cx["GROUP_M"]
+    # A and B come as TMA descriptors (_gemm.operand): the model reads their tensors
+    assert list(a.block_shape) == [bm, cx["BK"]] and list(b.block_shape) == [cx["BK"], bn]
+    a, b = a.base, b.base
     assert me == sim.cur and npes == sim.P and rec.numel() == 4
     band_tiles = (m_loc // bm) * cdiv(n, bn)
     subs = m_loc // sub_m
