@@ -1339,7 +1339,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
  * indices (a route per thread), each row block's first vector and its warps' view of the first
  * token's slots; one barrier publishes them, and no block waits for another of its grid before
  * its sending is done. */
-SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uint32_t *ticket) {
+SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uint32_t *ticket, uint64_t again) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, K = A->topk, E = A->experts, n = (uint32_t)A->n;
     const uint32_t dp = (uint32_t)A->dp, dpr = (uint32_t)A->me % dp, B = gridDim.x, RB = B > 1 ? B - 1 : 1;
     const int send = (A->flags & SYMM_MOE_SEND) != 0, recv = (A->flags & SYMM_MOE_RECV) != 0;
@@ -1383,8 +1383,8 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     ll_stamp(A, LLS_DEP);
     /* every load goes out before any shared store that needs one (a warp stalls at such a store, and
      * its later loads would wait a round trip behind it) */
-    if (tid == 0)
-        ev = *(volatile uint64_t *)&moe_state(A)->epoch;
+    if (tid == 0) /* (again: SYMM_MOE_LL_PROBE=twice's second pass, which takes the epoch after `again`) */
+        ev = again ? again : *(volatile uint64_t *)&moe_state(A)->epoch;
     if (send) {
         if (tid == SYMM__MOE_THREADS - 32)
             bv = ll_bound_load(A);
@@ -1478,15 +1478,22 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
     ll_stamps_end(A, "dispatch", e, LLS_D_END);
 }
 
-/* The small dispatch (a->ll_small, the real exchange or its stamps): its own kernel, so its
- * registers, shared memory and code are its own. Epoch as in symm__k_ll_dispatch. */
+/* The small dispatch (a->ll_small: the real exchange, its stamps, or each call twice): its own
+ * kernel, so its registers, shared memory and code are its own. Epoch as in symm__k_ll_dispatch
+ * (a second pass counts no block: the block counted last stores the second epoch as it ends). */
 __global__ void __launch_bounds__(SYMM__MOE_THREADS)
     symm__k_ll_dispatch_small(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
+    const int passes = A->probe == SYMM__MOE_PROBE_TWICE && (A->flags & SYMM_MOE_SEND) && (A->flags & SYMM_MOE_RECV) ? 2 : 1;
     uint32_t ticket = 0;
-    uint64_t e;
+    uint64_t e = 0;
     ll_stamps_begin(A);
-    e = ll_small_dispatch(A, &ticket); /* (its prologue waits for the kernel before it: PDL) */
+#pragma unroll 1
+    for (int pass = 0; pass < passes; pass++) { /* SYMM_MOE_LL_PROBE=twice: dispatches e and e + 1, the second warm */
+        if (pass)
+            symm__block_sync(); /* (the first pass's shared state read by every thread) */
+        e = ll_small_dispatch(A, &ticket, pass ? e : 0); /* (its prologue waits for the kernel before it: PDL) */
+    }
     if (blockIdx.x == 0 && symm__block_tid() == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
     if (ticket == gridDim.x) { /* the thread that counted the block counted last */
@@ -2254,7 +2261,9 @@ extern "C" size_t symm__moe_ll_smem(const symm__moe_kargs_t *a, int blocks) {
 
 symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s) {
     const int dispatch = a->kernel == SYMM__MK_LL_DISPATCH;
-    const int small = dispatch && a->ll_small && (a->probe == SYMM__MOE_PROBE_NONE || a->probe == SYMM__MOE_PROBE_STAMPS);
+    const int small = dispatch && a->ll_small &&
+                      (a->probe == SYMM__MOE_PROBE_NONE || a->probe == SYMM__MOE_PROBE_STAMPS ||
+                       a->probe == SYMM__MOE_PROBE_TWICE);
     void (*const kd)(symm__moe_kargs_t) = small ? symm__k_ll_dispatch_small : symm__k_ll_dispatch;
     void (*const kc)(symm__moe_kargs_t) = a->ll_small ? symm__k_ll_combine_small : symm__k_ll_combine;
     const size_t smem = small ? 0 : dispatch || (a->flags & SYMM_MOE_SEND) ? symm__moe_ll_smem(a, a->nblocks) : 0;

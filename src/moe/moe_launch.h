@@ -180,7 +180,7 @@ typedef struct symm__moe_kargs {
     uint32_t ht_dwarps;      /* HT dispatch: 1 each warp sends whole tokens (SYMM_MOE_HT_DISPATCH=warps), 0 batches */
     uint32_t probe;          /* low latency: SYMM_MOE_LL_PROBE (symm__moe_probe), 0 for the real exchange */
     uint32_t pdl;            /* low latency: launched with programmatic dependent launch (SYMM_MOE_PDL) */
-    uint32_t ll_small;       /* low latency: the small dispatch (geometry's ll_small; not with the twice probe) */
+    uint32_t ll_small;       /* low latency: the small dispatch (geometry's ll_small and SYMM_MOE_LL_SMALL) */
     uint32_t ll_cgrid;       /* low latency, small dispatch: the blocks of the handle's combine (its plan) */
     uint64_t num_tokens;     /* m */
     const uint32_t *bound;   /* device, or NULL */
