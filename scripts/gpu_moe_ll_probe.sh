@@ -141,7 +141,15 @@ need() { # need PATH WHAT: the build has it, else a FAIL line
   return 1
 }
 
-symmrun=$build/tools/symmrun
+# the launcher of build $1, else of the other build (symmrun links nothing of libsymm)
+pick_symmrun() {
+  local d
+  for d in "$1" "$build" "$base"; do
+    if [ -n "$d" ] && [ -x "$d/tools/symmrun" ]; then echo "$d/tools/symmrun"; return; fi
+  done
+  echo "$1/tools/symmrun"
+}
+symmrun=$(pick_symmrun "$build")
 bench=$build/bench/symm-bench
 
 step_test() {
@@ -171,7 +179,7 @@ variant() {
   file=$file${VTAG:+_base}
   rm -f "$log/$file.md"
   run "moe_ll $name ($n PEs)" 60 "$log/$file.log" \
-    env "${envs[@]}" "${VBENCH:-$bench}" --mode moe_ll --npes "$n" --no-nvshmem --timeout 55 --phase-timeout 30 \
+    env SYMMRUN="$(pick_symmrun "${VBUILD:-$build}")" "${envs[@]}" "${VBENCH:-$bench}" --mode moe_ll --npes "$n" --no-nvshmem --timeout 55 --phase-timeout 30 \
     --out "$log/$file.md" "${extra[@]}"
   [ -f "$log/$file.md" ] || return 0
   while IFS= read -r line; do
@@ -187,7 +195,7 @@ timed() {
     note "$1 (base build)" FAIL 0 "$base/bench/symm-bench missing"
     return 0
   fi
-  VBENCH=$base/bench/symm-bench VTAG=@base "$@"
+  VBUILD=$base VBENCH=$base/bench/symm-bench VTAG=@base "$@"
 }
 
 # one probe variant by name
