@@ -1077,7 +1077,8 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
     }
 }
 
-#define LL_HPOLL 4 /* header entries a lane polls at once */
+#define LL_HPOLL 4  /* header entries a lane polls at once */
+#define LL_DBATCH 4 /* routes of a received token whose rows a small dispatch block stores at once */
 
 /* The receive half of a small dispatch (epoch e; ticket: the block is counted as its polls start,
  * or NULL). Its units are (source s, token slot tl, slice z), known before any header: unit u =
@@ -1279,29 +1280,42 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             }
             if (u == blockIdx.x && v0 == lo + tid)
                 ll_stamp(A, LLS_D_ENT);
-            /* the slice into the row of every route of the token here */
-            for (uint32_t di = 0; di < nd; di++) {
-                const uint32_t ri = pdst[(s * cap + tl) * kl + di];
-                const uint32_t le = rent[ri].x & 0xffffffu, row = rrow[ri];
-                char *dx;
-                dx = (char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)esz;
+            /* the slice into the row of every route of the token here, LL_DBATCH routes at a time
+             * whose places are read first (the stores' memory clobbers keep later shared loads
+             * behind them: one after another they would cost a shared round trip each) */
+            for (uint32_t d0 = 0; d0 < nd; d0 += LL_DBATCH) {
+                uint32_t dle[LL_DBATCH], drow[LL_DBATCH];
 #pragma unroll
-                for (int x = 0; x < LL_UNROLL; x++) {
-                    const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
-                    symm__v4_t d;
-                    if (v >= hi)
-                        continue;
-                    d.x = va[x].x;
-                    d.y = va[x].z;
-                    d.z = vb[x].x;
-                    d.w = vb[x].z;
-                    if (v < nvx) {
-                        ll_st16(dx + 16u * v, d);
-                    } else {
-                        const uint32_t w[4] = {d.x, d.y, d.z, d.w};
-                        for (uint32_t j = 0; j < 4 && 4u * (v - nvx) + j < cols; j++)
-                            A->out_scale[(int64_t)le * A->os_stride[0] + (int64_t)row * A->os_stride[1] +
-                                         (int64_t)(4u * (v - nvx) + j) * A->os_stride[2]] = symm__bits_f32(w[j]);
+                for (int q = 0; q < LL_DBATCH; q++) {
+                    const uint32_t ri = pdst[(s * cap + tl) * kl + (d0 + q < nd ? d0 + q : d0)];
+                    dle[q] = rent[ri].x & 0xffffffu;
+                    drow[q] = rrow[ri];
+                }
+#pragma unroll
+                for (int q = 0; q < LL_DBATCH; q++) {
+                    const uint32_t le = dle[q], row = drow[q];
+                    char *dx;
+                    if (d0 + q >= nd)
+                        break;
+                    dx = (char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)esz;
+#pragma unroll
+                    for (int x = 0; x < LL_UNROLL; x++) {
+                        const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
+                        symm__v4_t d;
+                        if (v >= hi)
+                            continue;
+                        d.x = va[x].x;
+                        d.y = va[x].z;
+                        d.z = vb[x].x;
+                        d.w = vb[x].z;
+                        if (v < nvx) {
+                            ll_st16(dx + 16u * v, d);
+                        } else {
+                            const uint32_t w[4] = {d.x, d.y, d.z, d.w};
+                            for (uint32_t j = 0; j < 4 && 4u * (v - nvx) + j < cols; j++)
+                                A->out_scale[(int64_t)le * A->os_stride[0] + (int64_t)row * A->os_stride[1] +
+                                             (int64_t)(4u * (v - nvx) + j) * A->os_stride[2]] = symm__bits_f32(w[j]);
+                        }
                     }
                 }
             }
