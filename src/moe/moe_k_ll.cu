@@ -67,9 +67,7 @@
  *         from its own loads of the slots (shuffles, no barrier).
  *   recv  Block b takes the (source, token slot) pairs b, b + blocks, ... (slices of a row when
  *         pairs are fewer than blocks), known before any header, so its first pair's packets are
- *         loaded with the headers, and polled again while any warp still waits for a header (a
- *         tagged packet is this call's whether or not a route names it: tags differ between the
- *         calls that share a buffer). Every block polls every source's header (packet 0 and the
+ *         loaded with the headers. Every block polls every source's header (packet 0 and the
  *         first entries loaded together; the routes up to the count until they carry the tag),
  *         then in shared memory: the routes in source order, then token order, are pplx's rows,
  *         so a route's row is the number of routes before it with the same expert. A pair some
@@ -179,12 +177,12 @@ SYMM__DEVICE_INTERNAL uint32_t ll_batch(uint32_t units) {
 
 /* ---- 16 bytes at any alignment (user buffers), packets ----------------------------------- */
 
-/* The unaligned forms out of line: the aligned one is a single instruction at every call site,
- * so the code a call runs stays short and contiguous (each call runs it once, from a cold
- * instruction cache). */
-SYMM__NOINLINE symm__v4_t ll_ld16_unaligned(const char *p) {
+SYMM__DEVICE_INTERNAL symm__v4_t ll_ld16(const char *p) {
     symm__v4_t v;
-    if (((uintptr_t)p & 3u) == 0) {
+    const uintptr_t a = (uintptr_t)p;
+    if ((a & 15u) == 0)
+        return symm__cld16(p, 0);
+    if ((a & 3u) == 0) {
         v.x = symm__cld4(p, 0);
         v.y = symm__cld4(p + 4, 0);
         v.z = symm__cld4(p + 8, 0);
@@ -203,9 +201,12 @@ SYMM__NOINLINE symm__v4_t ll_ld16_unaligned(const char *p) {
     return v;
 }
 
-SYMM__NOINLINE void ll_st16_unaligned(char *p, symm__v4_t v) {
+SYMM__DEVICE_INTERNAL void ll_st16(char *p, symm__v4_t v) {
+    const uintptr_t a = (uintptr_t)p;
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-    if (((uintptr_t)p & 3u) == 0) {
+    if ((a & 15u) == 0) {
+        symm__cst16(p, v, 0);
+    } else if ((a & 3u) == 0) {
         for (int i = 0; i < 4; i++)
             symm__cst4(p + 4 * i, w[i], 0);
     } else {
@@ -214,13 +215,13 @@ SYMM__NOINLINE void ll_st16_unaligned(char *p, symm__v4_t v) {
     }
 }
 
-SYMM__DEVICE_INTERNAL symm__v4_t ll_ld16(const char *p) {
-    if (((uintptr_t)p & 15u) == 0)
-        return symm__cld16(p, 0);
-    return ll_ld16_unaligned(p);
+/* ll_st16 with its unaligned forms out of line (the small dispatch's copy stores a token's slice
+ * to several rows in one unrolled loop, where the inline forms cost registers: spills). */
+SYMM__NOINLINE void ll_st16_unaligned(char *p, symm__v4_t v) {
+    ll_st16(p, v);
 }
 
-SYMM__DEVICE_INTERNAL void ll_st16(char *p, symm__v4_t v) {
+SYMM__DEVICE_INTERNAL void ll_st16_small(char *p, symm__v4_t v) {
     if (((uintptr_t)p & 15u) == 0)
         symm__cst16(p, v, 0);
     else
@@ -378,8 +379,8 @@ SYMM__DEVICE_INTERNAL void ll_stamps_begin(const symm__moe_kargs_t *A) {
 SYMM__DEVICE_INTERNAL void ll_stamps_end(const symm__moe_kargs_t *A, const char *kernel, uint64_t e, uint32_t last) {
     if (A->probe == SYMM__MOE_PROBE_STAMPS && symm__block_tid() == 0) {
         ll_stamps()[last] = symm__globaltimer();
-        if (e == LL_STAMP_CALL)
-            ll_stamps_print(A, kernel, last + 1);
+        if (e == LL_STAMP_CALL) /* (every stamp: LLS_DEP lies above some kernels' last) */
+            ll_stamps_print(A, kernel, LL_NSTAMP);
     }
 }
 
@@ -1090,7 +1091,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
  * before it with the same expert. A unit whose token names experts here copies its slice to each
  * of their rows (loaded once); one no route names is dropped unread. Then block b counts its share
  * of the experts' rows. */
-SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket, uint32_t *hleft) {
+SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t n = (uint32_t)A->n, L = A->local, dp = (uint32_t)A->dp, B = gridDim.x, hmax = ll_hmax(A);
     const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
@@ -1105,6 +1106,16 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     symm__v4_t va[LL_UNROLL], vb[LL_UNROLL]; /* the first unit's first packets, loaded with the headers */
     const uint32_t kl = A->topk < L ? A->topk : L;
     uint32_t R = 0;
+    symm__v4_t h0 = {0, 0, 0, 0}, ev[LL_HPOLL];
+    /* the warp's first header first (its address needs no division), then the unit's packets */
+    if (warp < n) {
+        const char *h = ll_hslot(A, p, warp);
+        h0 = symm__c_ld16_vol(h);
+#pragma unroll
+        for (uint32_t j = 0; j < LL_HPOLL; j++)
+            if (lane + 32u * j < hmax)
+                ev[j] = symm__c_ld16_vol(h + 16u * (1u + lane + 32u * j));
+    }
     if (blockIdx.x < units) {
         const uint32_t u = blockIdx.x, s = u / sl / cap, tl = u / sl % cap, z = u % sl;
         const char *src = ll_pslot(A, p, s, tl);
@@ -1122,13 +1133,15 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     ll_count_late(A, ticket); /* (after this thread's loads: its warp waits for the atomic) */
     for (uint32_t s = warp; s < n; s += SYMM__MOE_WARPS) {
         const char *h = ll_hslot(A, p, s);
-        symm__v4_t h0 = symm__c_ld16_vol(h), ev[LL_HPOLL];
         uint32_t cnt, mode, polls = 0;
         uint64_t t0 = 0;
+        if (s != warp) {
+            h0 = symm__c_ld16_vol(h);
 #pragma unroll
-        for (uint32_t j = 0; j < LL_HPOLL; j++)
-            if (lane + 32u * j < hmax)
-                ev[j] = symm__c_ld16_vol(h + 16u * (1u + lane + 32u * j));
+            for (uint32_t j = 0; j < LL_HPOLL; j++)
+                if (lane + 32u * j < hmax)
+                    ev[j] = symm__c_ld16_vol(h + 16u * (1u + lane + 32u * j));
+        }
         while (!__all_sync(MOE_FULL, ll_pkt_ok(h0, tag))) {
             if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
                 t0 = symm__wait_check(&A->ctx, h, SYMM_CMP_EQ, tag, h0.y == tag ? h0.w : h0.y, t0);
@@ -1169,38 +1182,6 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             for (uint32_t j = 0; j < LL_HPOLL; j++)
                 if (i0 + lane + 32u * j < cnt)
                     rent[s * hmax + i0 + lane + 32u * j] = make_uint2(ev[j].x, ev[j].z);
-        }
-    }
-    if (warp < n) {
-        __syncwarp();
-        if (lane == 0)
-            atomicSub(hleft, 1u);
-    }
-    /* While other warps still wait for headers, the first unit's row packets are polled: they
-     * travel beside the headers, so they are mostly in when the routes are placed, not a round
-     * trip after. A slot no route names this call never gets the tag; the polls end with the
-     * headers either way (and a packet with the tag is this call's: tags differ between the
-     * calls that share a buffer). */
-    if (blockIdx.x < units) {
-        const uint32_t z = blockIdx.x % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
-        const char *src = ll_pslot(A, p, blockIdx.x / sl / cap, blockIdx.x / sl % cap);
-        for (;;) { /* (hleft read before the packets: a warp leaves as the headers are in, its loads in flight) */
-            uint32_t miss = 0;
-            if (*(volatile uint32_t *)hleft == 0)
-                break;
-#pragma unroll
-            for (int x = 0; x < LL_UNROLL; x++)
-                if (lo + tid + (uint32_t)x * SYMM__MOE_THREADS < hi && !(ll_pkt_ok(va[x], tag) && ll_pkt_ok(vb[x], tag)))
-                    miss |= 1u << x;
-            if (miss == 0)
-                break;
-#pragma unroll
-            for (int x = 0; x < LL_UNROLL; x++)
-                if ((miss >> x) & 1u) {
-                    const char *q = src + 32u * (lo + tid + (uint32_t)x * SYMM__MOE_THREADS);
-                    va[x] = symm__c_ld16_vol(q);
-                    vb[x] = symm__c_ld16_vol(q + 16);
-                }
         }
     }
     symm__block_sync();
@@ -1309,7 +1290,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                         d.z = vb[x].x;
                         d.w = vb[x].z;
                         if (v < nvx) {
-                            ll_st16(dx + 16u * v, d);
+                            ll_st16_small(dx + 16u * v, d);
                         } else {
                             const uint32_t w[4] = {d.x, d.y, d.z, d.w};
                             for (uint32_t j = 0; j < 4 && 4u * (v - nvx) + j < cols; j++)
@@ -1355,13 +1336,15 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
  * its sending is done. */
 SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uint32_t *ticket, uint64_t again) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, K = A->topk, E = A->experts, n = (uint32_t)A->n;
-    const uint32_t dp = (uint32_t)A->dp, dpr = (uint32_t)A->me % dp, B = gridDim.x, RB = B > 1 ? B - 1 : 1;
+    const uint32_t dp = (uint32_t)A->dp, dpr = dp == 1 ? 0u : (uint32_t)A->me % dp, B = gridDim.x, RB = B > 1 ? B - 1 : 1;
     const int send = (A->flags & SYMM_MOE_SEND) != 0, recv = (A->flags & SYMM_MOE_RECV) != 0;
-    const uint32_t all = (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
+    /* (no division where dp is 1 or a PE sends one token, decode's case: the arithmetic below runs
+     * before the first loads where the kernel before has ended already) */
+    const uint32_t all = dp == 1 ? (uint32_t)A->num_tokens
+                                 : (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
     const uint32_t nvx = A->x_bytes / 16u, nv = nvx + (A->scale_cols + 3) / 4;
     __shared__ uint64_t se, sbraw;
     __shared__ uint32_t sidx[SYMM__MOE_SMALL_SEND], wcnt[SYMM__MOE_WARPS * SYMM__MOE_MAX_PES];
-    __shared__ uint32_t hleft; /* header-polling warps of the receive half not done yet */
     uint32_t ix = E, xa = E, xb = E;
     symm__v4_t pv = {0, 0, 0, 0};
     uint64_t e, ev = 0, bv = 0;
@@ -1373,22 +1356,20 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
         for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
             wcnt[x] = 0;
         if (tid < all * K) {
-            ixo = (dpr + (uint64_t)(tid / K) * dp) * K + tid % K;
+            ixo = all == 1 ? (uint64_t)dpr * K + tid : (dpr + (uint64_t)(tid / K) * dp) * K + tid % K;
             what = 1;
         }
     }
     if (send && (B == 1 || blockIdx.x < RB)) {
-        const uint32_t sl = all > 0 && all < RB ? RB / all : 1u, u = blockIdx.x;
+        const uint32_t sl = all > 0 && all < RB ? (all == 1 ? RB : RB / all) : 1u, u = blockIdx.x;
         if (u < all * sl) {
-            const uint32_t z = u % sl;
-            t = dpr + (uint64_t)(u / sl) * dp;
-            v = nv * z / sl + tid;
-            vhi = nv * (z + 1) / sl;
+            const uint32_t z = sl == 1 ? 0u : all == 1 ? u : u % sl;
+            t = dpr + (uint64_t)(sl == 1 ? u : all == 1 ? 0u : u / sl) * dp;
+            v = (sl == 1 ? 0u : nv * z / sl) + tid;
+            vhi = sl == 1 ? nv : nv * (z + 1) / sl;
             what |= 4u | (v < vhi ? 2u : 0u);
         }
     }
-    if (tid == 0)
-        hleft = n < SYMM__MOE_WARPS ? n : SYMM__MOE_WARPS;
     symm__pin_u64(&ixo);
     symm__pin_u64(&t);
     symm__pin_u32(&v);
@@ -1440,7 +1421,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
         ll_stamp(A, LLS_D_SENT);
     }
     if (recv)
-        ll_small_recv(A, e, send ? ticket : NULL, &hleft);
+        ll_small_recv(A, e, send ? ticket : NULL);
     else if (send)
         ll_count_late(A, ticket);
     return e;
