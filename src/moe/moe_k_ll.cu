@@ -990,17 +990,19 @@ SYMM__DEVICE_INTERNAL uint64_t ll_warp_mask(const symm__moe_kargs_t *A, uint32_t
  * tokens are fewer than those blocks. */
 SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e, uint32_t mine, uint32_t ix,
                                          uint32_t xa, uint32_t xb, const symm__v4_t *pv0, uint32_t *sidx,
-                                         uint32_t *wcnt) {
+                                         uint32_t *wcnt, uint32_t i0, uint32_t lo0, uint32_t hi0) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
-    const uint32_t me = (uint32_t)A->me, dpr = me % dp, B = gridDim.x, p = (uint32_t)(e & 1u), tag = ll_tag(e);
-    const uint32_t all = (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
+    const uint32_t me = (uint32_t)A->me, dpr = dp == 1 ? 0u : me % dp, B = gridDim.x, p = (uint32_t)(e & 1u);
+    const uint32_t tag = ll_tag(e);
+    const uint32_t all = dp == 1 ? (uint32_t)A->num_tokens
+                                 : (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
     const uint32_t RB = B > 1 ? B - 1 : 1, nvx = A->x_bytes / 16u, cols = A->scale_cols, nv = nvx + (cols + 3) / 4;
     const uint64_t xrow = (uint64_t)A->x_stride * A->x_esz;
     const uint32_t mode = LL_MODE_DPKT | (A->pkt && A->num_tokens <= A->pmt ? LL_MODE_CPKT : 0u);
     if (blockIdx.x == B - 1) {
         /* the header: route q = i * K + k of token i (below the bound) */
-        const uint32_t q = tid, i = q / K, k = q % K;
+        const uint32_t q = tid, i = all == 1 ? 0u : q / K, k = all == 1 ? q : q % K;
         const uint64_t t = dpr + (uint64_t)i * dp;
         int ok = 0;
         uint32_t r = 0xffffffffu, mm, pos = 0;
@@ -1039,10 +1041,17 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
     {
         /* rows: unit u = token u / sl, slice u % sl; the first unit's first vector and the warp's
          * view of its token's slots came with the prologue */
-        const uint32_t sl = all > 0 && all < RB ? RB / all : 1u, units = all * sl;
+        const uint32_t sl = all > 0 && all < RB ? (all == 1 ? RB : RB / all) : 1u, units = all * sl;
         for (uint32_t u = blockIdx.x; u < units; u += RB) {
-            const uint32_t i = u / sl, z = u % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
-            const uint64_t t = dpr + (uint64_t)i * dp;
+            uint32_t i = i0, lo = lo0, hi = hi0; /* (the first unit's, worked out before the PDL wait) */
+            uint64_t t;
+            if (u != blockIdx.x) {
+                const uint32_t z = u % sl;
+                i = u / sl;
+                lo = nv * z / sl;
+                hi = nv * (z + 1) / sl;
+            }
+            t = dpr + (uint64_t)i * dp;
             uint64_t mask;
             char *slot;
             if (i >= mine)
@@ -1351,7 +1360,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     /* the first loads' addresses: the header block's route (ixo), a row block's token t and vector v
      * (below vhi); what = 1: a header route, 2: a row vector, 4: the row's slots */
     uint64_t ixo = 0, t = 0;
-    uint32_t v = 0, vhi = 0, what = 0;
+    uint32_t v = 0, vhi = 0, what = 0, i0 = 0, lo0 = 0;
     if (send && blockIdx.x == B - 1) {
         for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
             wcnt[x] = 0;
@@ -1364,8 +1373,10 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
         const uint32_t sl = all > 0 && all < RB ? (all == 1 ? RB : RB / all) : 1u, u = blockIdx.x;
         if (u < all * sl) {
             const uint32_t z = sl == 1 ? 0u : all == 1 ? u : u % sl;
-            t = dpr + (uint64_t)(sl == 1 ? u : all == 1 ? 0u : u / sl) * dp;
-            v = (sl == 1 ? 0u : nv * z / sl) + tid;
+            i0 = sl == 1 ? u : all == 1 ? 0u : u / sl;
+            t = dpr + (uint64_t)i0 * dp;
+            lo0 = sl == 1 ? 0u : nv * z / sl;
+            v = lo0 + tid;
             vhi = sl == 1 ? nv : nv * (z + 1) / sl;
             what |= 4u | (v < vhi ? 2u : 0u);
         }
@@ -1416,8 +1427,8 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     ll_stamp(A, LLS_D_IDX);
     if (send) {
         const uint32_t bound = (uint32_t)ll_bound_use(A, sbraw, blockIdx.x == 0 && tid == 0);
-        const uint32_t mine = bound > dpr ? (bound - dpr + dp - 1) / dp : 0;
-        ll_small_send(A, e, mine, ix, xa, xb, &pv, sidx, wcnt);
+        const uint32_t mine = dp == 1 ? bound : bound > dpr ? (bound - dpr + dp - 1) / dp : 0;
+        ll_small_send(A, e, mine, ix, xa, xb, &pv, sidx, wcnt, i0, lo0, vhi);
         ll_stamp(A, LLS_D_SENT);
     }
     if (recv)
