@@ -100,8 +100,9 @@
  * No warp waits for a load before the kernel's first loads are all out: a
  * value needed late (the bound, the epoch, the block count) is loaded by one
  * thread into shared memory, or waited for where nothing else is pending.
- * With PDL the small kernels work out those loads' addresses before they wait
- * for the kernel before them, so the loads go out as the wait ends.
+ * With PDL the small dispatch works out those loads' addresses before it waits
+ * for the kernel before it, so the loads go out as the wait ends; the small
+ * combine's first loads need no arithmetic, and the rest hides behind them.
  *
  * Why two buffers by parity suffice, with no acknowledgement: PE s writes
  * r's parity-p buffers (counts, lists, rows) in dispatch e and next in
@@ -2074,7 +2075,7 @@ typedef struct ll_cin {
     float w;
 } ll_cin_t;
 
-/* The addresses of ll_combine_inputs' loads, arithmetic only (done before the PDL wait): *ro the
+/* The addresses of ll_combine_inputs' loads, arithmetic only: *ro the
  * route's index in idx and weights, *mi its token's mode word in ll_mode (~0: none). */
 SYMM__DEVICE_INTERNAL void ll_combine_inputs_at(const symm__moe_kargs_t *A, ll_cin_t *in, uint32_t *ro, uint32_t *mi) {
     const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp;
@@ -2190,11 +2191,6 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     ll_cin_t in;
     uint32_t ro = ~0u, mi = ~0u;
     ll_stamps_begin(A);
-    if (small && (A->flags & SYMM_MOE_RECV)) { /* addresses before the wait for the kernel before (PDL) */
-        ll_combine_inputs_at(A, &in, &ro, &mi);
-        symm__pin_u32(&ro);
-        symm__pin_u32(&mi);
-    }
     ll_pdl_begin(A);
     if (small)
         ll_stamp(A, LLS_DEP);
@@ -2219,8 +2215,10 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     if (blockIdx.x == 0 && symm__block_tid() == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
     if (A->flags & SYMM_MOE_RECV) {
-        if (small) { /* every thread its own bound and its first unit's route, in registers */
+        if (small) { /* every thread its own bound and its first unit's route, in registers (their
+                      * addresses' arithmetic behind the send half's first loads, not before them) */
             braw = ll_bound_load(A);
+            ll_combine_inputs_at(A, &in, &ro, &mi);
             ll_combine_inputs(A, &in, ro, mi);
         } else {
             if (symm__block_tid() == SYMM__MOE_THREADS - 32)
