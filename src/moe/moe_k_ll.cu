@@ -216,19 +216,6 @@ SYMM__DEVICE_INTERNAL void ll_st16(char *p, symm__v4_t v) {
     }
 }
 
-/* ll_st16 with its unaligned forms out of line (the small dispatch's copy stores a token's slice
- * to several rows in one unrolled loop, where the inline forms cost registers: spills). */
-SYMM__NOINLINE void ll_st16_unaligned(char *p, symm__v4_t v) {
-    ll_st16(p, v);
-}
-
-SYMM__DEVICE_INTERNAL void ll_st16_small(char *p, symm__v4_t v) {
-    if (((uintptr_t)p & 15u) == 0)
-        symm__cst16(p, v, 0);
-    else
-        ll_st16_unaligned(p, v);
-}
-
 /* 16 data bytes as two packets at dst (32 bytes). */
 SYMM__DEVICE_INTERNAL void ll_put_pkt2(void *dst, symm__v4_t v, uint32_t tag) {
     symm__v4_t a, b;
@@ -1088,8 +1075,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
     }
 }
 
-#define LL_HPOLL 4  /* header entries a lane polls at once */
-#define LL_DBATCH 4 /* routes of a received token whose rows a small dispatch block stores at once */
+#define LL_HPOLL 4 /* header entries a lane polls at once */
 
 /* The receive half of a small dispatch (epoch e; ticket: the block is counted as its polls start,
  * or NULL). Its units are (source s, token slot tl, slice z), known before any header: unit u =
@@ -1271,42 +1257,29 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             }
             if (u == blockIdx.x && v0 == lo + tid)
                 ll_stamp(A, LLS_D_ENT);
-            /* the slice into the row of every route of the token here, LL_DBATCH routes at a time
-             * whose places are read first (the stores' memory clobbers keep later shared loads
-             * behind them: one after another they would cost a shared round trip each) */
-            for (uint32_t d0 = 0; d0 < nd; d0 += LL_DBATCH) {
-                uint32_t dle[LL_DBATCH], drow[LL_DBATCH];
+            /* the slice into the row of every route of the token here */
+            for (uint32_t di = 0; di < nd; di++) {
+                const uint32_t ri = pdst[(s * cap + tl) * kl + di];
+                const uint32_t le = rent[ri].x & 0xffffffu, row = rrow[ri];
+                char *dx;
+                dx = (char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)esz;
 #pragma unroll
-                for (int q = 0; q < LL_DBATCH; q++) {
-                    const uint32_t ri = pdst[(s * cap + tl) * kl + (d0 + q < nd ? d0 + q : d0)];
-                    dle[q] = rent[ri].x & 0xffffffu;
-                    drow[q] = rrow[ri];
-                }
-#pragma unroll
-                for (int q = 0; q < LL_DBATCH; q++) {
-                    const uint32_t le = dle[q], row = drow[q];
-                    char *dx;
-                    if (d0 + q >= nd)
-                        break;
-                    dx = (char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)esz;
-#pragma unroll
-                    for (int x = 0; x < LL_UNROLL; x++) {
-                        const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
-                        symm__v4_t d;
-                        if (v >= hi)
-                            continue;
-                        d.x = va[x].x;
-                        d.y = va[x].z;
-                        d.z = vb[x].x;
-                        d.w = vb[x].z;
-                        if (v < nvx) {
-                            ll_st16_small(dx + 16u * v, d);
-                        } else {
-                            const uint32_t w[4] = {d.x, d.y, d.z, d.w};
-                            for (uint32_t j = 0; j < 4 && 4u * (v - nvx) + j < cols; j++)
-                                A->out_scale[(int64_t)le * A->os_stride[0] + (int64_t)row * A->os_stride[1] +
-                                             (int64_t)(4u * (v - nvx) + j) * A->os_stride[2]] = symm__bits_f32(w[j]);
-                        }
+                for (int x = 0; x < LL_UNROLL; x++) {
+                    const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
+                    symm__v4_t d;
+                    if (v >= hi)
+                        continue;
+                    d.x = va[x].x;
+                    d.y = va[x].z;
+                    d.z = vb[x].x;
+                    d.w = vb[x].z;
+                    if (v < nvx) {
+                        ll_st16(dx + 16u * v, d);
+                    } else {
+                        const uint32_t w[4] = {d.x, d.y, d.z, d.w};
+                        for (uint32_t j = 0; j < 4 && 4u * (v - nvx) + j < cols; j++)
+                            A->out_scale[(int64_t)le * A->os_stride[0] + (int64_t)row * A->os_stride[1] +
+                                         (int64_t)(4u * (v - nvx) + j) * A->os_stride[2]] = symm__bits_f32(w[j]);
                     }
                 }
             }
@@ -1485,21 +1458,18 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
     ll_stamps_end(A, "dispatch", e, LLS_D_END);
 }
 
-/* The small dispatch (a->ll_small: the real exchange, its stamps, or each call twice): its own
- * kernel, so its registers, shared memory and code are its own. Epoch as in symm__k_ll_dispatch
- * (a second pass counts no block: the block counted last stores the second epoch as it ends). */
-__global__ void __launch_bounds__(SYMM__MOE_THREADS)
-    symm__k_ll_dispatch_small(const __grid_constant__ symm__moe_kargs_t a) {
-    const symm__moe_kargs_t *A = &a;
-    const int passes = A->probe == SYMM__MOE_PROBE_TWICE && (A->flags & SYMM_MOE_SEND) && (A->flags & SYMM_MOE_RECV) ? 2 : 1;
+/* The small dispatch (a->ll_small): its own kernel, so its registers, shared memory and code are
+ * its own. Epoch as in symm__k_ll_dispatch. `twice` (SYMM_MOE_LL_PROBE=twice, a kernel of its own
+ * so the real one's code stays as it is): each call's dispatch runs again, warm, on the next epoch
+ * (the second pass counts no block: the block counted last stores the second epoch as it ends). */
+SYMM__DEVICE_INTERNAL void ll_small_dispatch_kernel(const symm__moe_kargs_t *A, int twice) {
     uint32_t ticket = 0;
-    uint64_t e = 0;
+    uint64_t e;
     ll_stamps_begin(A);
-#pragma unroll 1
-    for (int pass = 0; pass < passes; pass++) { /* SYMM_MOE_LL_PROBE=twice: dispatches e and e + 1, the second warm */
-        if (pass)
-            symm__block_sync(); /* (the first pass's shared state read by every thread) */
-        e = ll_small_dispatch(A, &ticket, pass ? e : 0); /* (its prologue waits for the kernel before it: PDL) */
+    e = ll_small_dispatch(A, &ticket, 0); /* (its prologue waits for the kernel before it: PDL) */
+    if (twice && (A->flags & SYMM_MOE_SEND) && (A->flags & SYMM_MOE_RECV)) {
+        symm__block_sync(); /* (the first pass's shared state read by every thread) */
+        e = ll_small_dispatch(A, &ticket, e);
     }
     if (blockIdx.x == 0 && symm__block_tid() == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
@@ -1508,6 +1478,16 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS)
         *(volatile uint64_t *)&moe_state(A)->epoch = e;
     }
     ll_stamps_end(A, "dispatch-small", e, LLS_DS_END);
+}
+
+__global__ void __launch_bounds__(SYMM__MOE_THREADS)
+    symm__k_ll_dispatch_small(const __grid_constant__ symm__moe_kargs_t a) {
+    ll_small_dispatch_kernel(&a, 0);
+}
+
+__global__ void __launch_bounds__(SYMM__MOE_THREADS)
+    symm__k_ll_dispatch_small_twice(const __grid_constant__ symm__moe_kargs_t a) {
+    ll_small_dispatch_kernel(&a, 1);
 }
 
 /* ---- combine ---------------------------------------------------------------------------- */
@@ -2268,7 +2248,9 @@ symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s) {
     const int small = dispatch && a->ll_small &&
                       (a->probe == SYMM__MOE_PROBE_NONE || a->probe == SYMM__MOE_PROBE_STAMPS ||
                        a->probe == SYMM__MOE_PROBE_TWICE);
-    void (*const kd)(symm__moe_kargs_t) = small ? symm__k_ll_dispatch_small : symm__k_ll_dispatch;
+    void (*const kd)(symm__moe_kargs_t) = !small                              ? symm__k_ll_dispatch
+                                          : a->probe == SYMM__MOE_PROBE_TWICE ? symm__k_ll_dispatch_small_twice
+                                                                              : symm__k_ll_dispatch_small;
     void (*const kc)(symm__moe_kargs_t) = a->ll_small ? symm__k_ll_combine_small : symm__k_ll_combine;
     const size_t smem = small ? 0 : dispatch || (a->flags & SYMM_MOE_SEND) ? symm__moe_ll_smem(a, a->nblocks) : 0;
     if (a->pdl) {
