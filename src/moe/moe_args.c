@@ -62,7 +62,7 @@ static void layout(const symm_moe_config_t *cfg, symm__moe_geom_t *g) {
         l->ll_cbuf = region(&at, M * K * H * 4);
         l->ll_pcbuf = region(&at, (uint64_t)g->pmt * K * H * 8);
         l->ll_hdr = region(&at, g->ll_small ? 2 * n * (1 + cap * (K < L ? K : L)) * 16 : 0);
-        l->ll_flat = region(&at, g->ll_small ? (1 + n * cap * (K < L ? K : L) + SYMM__MOE_LL_PLAN) * 16 : 0);
+        l->ll_flat = region(&at, g->ll_small ? (1 + n * cap * (K < L ? K : L)) * 16 : 0);
     } else {
         l->ht_mat = region(&at, 2 * n * n * 8);
         l->ht_emat = region(&at, 2 * n * L * 8);

@@ -299,7 +299,7 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
     }
     h->sms = h->share;
     h->pdl = symm__env()->moe_pdl && symm__moe_pdl_supported();
-    h->ll_small = h->g.ll_small && symm__env()->moe_ll_small;
+    h->ll_small = h->g.ll_small && symm__env()->moe_ll_small && h->ll_probe != SYMM__MOE_PROBE_TWICE;
     if ((h->ht_sched == SYMM__MOE_HT_OVERLAP_ASYNC || h->ht_sched == SYMM__MOE_HT_OVERLAP_RING) &&
         !symm__moe_ht_async_prepare(h->ht_sched, h->ht_send_warps)) {
         SYMM_LOG_INFO("%s: SYMM_MOE_HT_COMBINE=%s: its shared memory does not fit this GPU; overlap "
@@ -412,7 +412,6 @@ static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, i
     a->ht_dwarps = (uint32_t)h->ht_dwarps;
     a->probe = (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) ? (uint32_t)h->ll_probe : 0u;
     a->pdl = (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) ? (uint32_t)h->pdl : 0u;
-    a->ll_cgrid = k == SYMM__MK_LL_DISPATCH ? (uint32_t)grid(h, SYMM__MK_LL_COMBINE, SYMM_MOE_SEND_RECV) : 0u;
     return symm__moe_launch(a, stream);
 }
 

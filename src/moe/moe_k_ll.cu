@@ -67,7 +67,9 @@
  *         from its own loads of the slots (shuffles, no barrier).
  *   recv  Block b takes the (source, token slot) pairs b, b + blocks, ... (slices of a row when
  *         pairs are fewer than blocks), known before any header, so its first pair's packets are
- *         loaded with the headers. Every block polls every source's header (packet 0 and the
+ *         loaded with the headers, and polled again while any warp still waits for a header (a
+ *         tagged packet is this call's whether or not a route names it: tags differ between the
+ *         calls that share a buffer). Every block polls every source's header (packet 0 and the
  *         first entries loaded together; the routes up to the count until they carry the tag),
  *         then in shared memory: the routes in source order, then token order, are pplx's rows,
  *         so a route's row is the number of routes before it with the same expert. A pair some
@@ -84,11 +86,8 @@
  *         Rows fewer than half the blocks go in slices (packets; a plain
  *         row whole, from its first slice's block). The small handles'
  *         kernel sends from the flat list, whose entries carry the source's
- *         mode, and the dispatch writes each block of the combine's grid its
- *         first route (the plan): a block's first row loads wait for one
- *         round (the list's head, the epoch and its plan entry, together),
- *         its later ones (or all, when the grid is not the one planned for:
- *         the SM budget changed in between) for two.
+ *         mode: a route's row loads wait for two rounds (the list's length
+ *         and the epoch, then the entry).
  *   recv  Per token (its hidden dimension split over several blocks when
  *         tokens are fewer than blocks): the valid routes' rows, polled as
  *         packets or waited for by flag, summed weight x row in float32 in
@@ -100,9 +99,8 @@
  * No warp waits for a load before the kernel's first loads are all out: a
  * value needed late (the bound, the epoch, the block count) is loaded by one
  * thread into shared memory, or waited for where nothing else is pending.
- * With PDL the small dispatch works out those loads' addresses before it waits
- * for the kernel before it, so the loads go out as the wait ends; the small
- * combine's first loads need no arithmetic, and the rest hides behind them.
+ * With PDL the small kernels work out those loads' addresses before they wait
+ * for the kernel before them, so the loads go out as the wait ends.
  *
  * Why two buffers by parity suffice, with no acknowledgement: PE s writes
  * r's parity-p buffers (counts, lists, rows) in dispatch e and next in
@@ -367,8 +365,8 @@ SYMM__DEVICE_INTERNAL void ll_stamps_begin(const symm__moe_kargs_t *A) {
 SYMM__DEVICE_INTERNAL void ll_stamps_end(const symm__moe_kargs_t *A, const char *kernel, uint64_t e, uint32_t last) {
     if (A->probe == SYMM__MOE_PROBE_STAMPS && symm__block_tid() == 0) {
         ll_stamps()[last] = symm__globaltimer();
-        if (e == LL_STAMP_CALL) /* (every stamp: LLS_DEP lies above some kernels' last) */
-            ll_stamps_print(A, kernel, LL_NSTAMP);
+        if (e == LL_STAMP_CALL)
+            ll_stamps_print(A, kernel, last + 1);
     }
 }
 
@@ -978,19 +976,17 @@ SYMM__DEVICE_INTERNAL uint64_t ll_warp_mask(const symm__moe_kargs_t *A, uint32_t
  * tokens are fewer than those blocks. */
 SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e, uint32_t mine, uint32_t ix,
                                          uint32_t xa, uint32_t xb, const symm__v4_t *pv0, uint32_t *sidx,
-                                         uint32_t *wcnt, uint32_t i0, uint32_t lo0, uint32_t hi0) {
+                                         uint32_t *wcnt) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
-    const uint32_t me = (uint32_t)A->me, dpr = dp == 1 ? 0u : me % dp, B = gridDim.x, p = (uint32_t)(e & 1u);
-    const uint32_t tag = ll_tag(e);
-    const uint32_t all = dp == 1 ? (uint32_t)A->num_tokens
-                                 : (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
+    const uint32_t me = (uint32_t)A->me, dpr = me % dp, B = gridDim.x, p = (uint32_t)(e & 1u), tag = ll_tag(e);
+    const uint32_t all = (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
     const uint32_t RB = B > 1 ? B - 1 : 1, nvx = A->x_bytes / 16u, cols = A->scale_cols, nv = nvx + (cols + 3) / 4;
     const uint64_t xrow = (uint64_t)A->x_stride * A->x_esz;
     const uint32_t mode = LL_MODE_DPKT | (A->pkt && A->num_tokens <= A->pmt ? LL_MODE_CPKT : 0u);
     if (blockIdx.x == B - 1) {
         /* the header: route q = i * K + k of token i (below the bound) */
-        const uint32_t q = tid, i = all == 1 ? 0u : q / K, k = all == 1 ? q : q % K;
+        const uint32_t q = tid, i = q / K, k = q % K;
         const uint64_t t = dpr + (uint64_t)i * dp;
         int ok = 0;
         uint32_t r = 0xffffffffu, mm, pos = 0;
@@ -1029,17 +1025,10 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
     {
         /* rows: unit u = token u / sl, slice u % sl; the first unit's first vector and the warp's
          * view of its token's slots came with the prologue */
-        const uint32_t sl = all > 0 && all < RB ? (all == 1 ? RB : RB / all) : 1u, units = all * sl;
+        const uint32_t sl = all > 0 && all < RB ? RB / all : 1u, units = all * sl;
         for (uint32_t u = blockIdx.x; u < units; u += RB) {
-            uint32_t i = i0, lo = lo0, hi = hi0; /* (the first unit's, worked out before the PDL wait) */
-            uint64_t t;
-            if (u != blockIdx.x) {
-                const uint32_t z = u % sl;
-                i = u / sl;
-                lo = nv * z / sl;
-                hi = nv * (z + 1) / sl;
-            }
-            t = dpr + (uint64_t)i * dp;
+            const uint32_t i = u / sl, z = u % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
+            const uint64_t t = dpr + (uint64_t)i * dp;
             uint64_t mask;
             char *slot;
             if (i >= mine)
@@ -1087,7 +1076,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
  * before it with the same expert. A unit whose token names experts here copies its slice to each
  * of their rows (loaded once); one no route names is dropped unread. Then block b counts its share
  * of the experts' rows. */
-SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket) {
+SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket, uint32_t *hleft) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t n = (uint32_t)A->n, L = A->local, dp = (uint32_t)A->dp, B = gridDim.x, hmax = ll_hmax(A);
     const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
@@ -1102,16 +1091,6 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     symm__v4_t va[LL_UNROLL], vb[LL_UNROLL]; /* the first unit's first packets, loaded with the headers */
     const uint32_t kl = A->topk < L ? A->topk : L;
     uint32_t R = 0;
-    symm__v4_t h0 = {0, 0, 0, 0}, ev[LL_HPOLL];
-    /* the warp's first header first (its address needs no division), then the unit's packets */
-    if (warp < n) {
-        const char *h = ll_hslot(A, p, warp);
-        h0 = symm__c_ld16_vol(h);
-#pragma unroll
-        for (uint32_t j = 0; j < LL_HPOLL; j++)
-            if (lane + 32u * j < hmax)
-                ev[j] = symm__c_ld16_vol(h + 16u * (1u + lane + 32u * j));
-    }
     if (blockIdx.x < units) {
         const uint32_t u = blockIdx.x, s = u / sl / cap, tl = u / sl % cap, z = u % sl;
         const char *src = ll_pslot(A, p, s, tl);
@@ -1129,15 +1108,13 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     ll_count_late(A, ticket); /* (after this thread's loads: its warp waits for the atomic) */
     for (uint32_t s = warp; s < n; s += SYMM__MOE_WARPS) {
         const char *h = ll_hslot(A, p, s);
+        symm__v4_t h0 = symm__c_ld16_vol(h), ev[LL_HPOLL];
         uint32_t cnt, mode, polls = 0;
         uint64_t t0 = 0;
-        if (s != warp) {
-            h0 = symm__c_ld16_vol(h);
 #pragma unroll
-            for (uint32_t j = 0; j < LL_HPOLL; j++)
-                if (lane + 32u * j < hmax)
-                    ev[j] = symm__c_ld16_vol(h + 16u * (1u + lane + 32u * j));
-        }
+        for (uint32_t j = 0; j < LL_HPOLL; j++)
+            if (lane + 32u * j < hmax)
+                ev[j] = symm__c_ld16_vol(h + 16u * (1u + lane + 32u * j));
         while (!__all_sync(MOE_FULL, ll_pkt_ok(h0, tag))) {
             if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
                 t0 = symm__wait_check(&A->ctx, h, SYMM_CMP_EQ, tag, h0.y == tag ? h0.w : h0.y, t0);
@@ -1180,6 +1157,38 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                     rent[s * hmax + i0 + lane + 32u * j] = make_uint2(ev[j].x, ev[j].z);
         }
     }
+    if (warp < n) {
+        __syncwarp();
+        if (lane == 0)
+            atomicSub(hleft, 1u);
+    }
+    /* While other warps still wait for headers, the first unit's row packets are polled: they
+     * travel beside the headers, so they are mostly in when the routes are placed, not a round
+     * trip after. A slot no route names this call never gets the tag; the polls end with the
+     * headers either way (and a packet with the tag is this call's: tags differ between the
+     * calls that share a buffer). */
+    if (blockIdx.x < units) {
+        const uint32_t z = blockIdx.x % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
+        const char *src = ll_pslot(A, p, blockIdx.x / sl / cap, blockIdx.x / sl % cap);
+        for (;;) { /* (hleft read before the packets: a warp leaves as the headers are in, its loads in flight) */
+            uint32_t miss = 0;
+            if (*(volatile uint32_t *)hleft == 0)
+                break;
+#pragma unroll
+            for (int x = 0; x < LL_UNROLL; x++)
+                if (lo + tid + (uint32_t)x * SYMM__MOE_THREADS < hi && !(ll_pkt_ok(va[x], tag) && ll_pkt_ok(vb[x], tag)))
+                    miss |= 1u << x;
+            if (miss == 0)
+                break;
+#pragma unroll
+            for (int x = 0; x < LL_UNROLL; x++)
+                if ((miss >> x) & 1u) {
+                    const char *q = src + 32u * (lo + tid + (uint32_t)x * SYMM__MOE_THREADS);
+                    va[x] = symm__c_ld16_vol(q);
+                    vb[x] = symm__c_ld16_vol(q + 16);
+                }
+        }
+    }
     symm__block_sync();
     ll_stamp(A, LLS_D_CNT);
     for (uint32_t s = 0; s < n; s++)
@@ -1206,15 +1215,8 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             const uint32_t tl = rent[s * hmax + i].y, k = rent[s * hmax + i].x >> 24;
             const uint64_t rw = (uint64_t)s | ((uint64_t)k << 16) | (((uint64_t)tl * dp + s % dp) << 32);
             MOE_U64(A, ll_route)[(uint64_t)le * A->rows + c] = rw;
-            const uint64_t ps = ((uint64_t)le << 32) | ((uint64_t)smode[s] << 30) | c;
-            const uint32_t Bc = A->ll_cgrid, slc = R < Bc ? Bc / R : 1u;
-            uint64_t *plan = MOE_U64(A, ll_flat) + 2u * (1u + n * hmax);
             MOE_U64(A, ll_flat)[2u + 2u * P] = rw;
-            MOE_U64(A, ll_flat)[3u + 2u * P] = ps;
-            for (uint32_t b = P * slc; b < (P + 1u) * slc && b < Bc && b < SYMM__MOE_LL_PLAN; b++) {
-                plan[2u * b] = rw; /* combine block b's first route (unit b: route b / slc) */
-                plan[2u * b + 1u] = ps;
-            }
+            MOE_U64(A, ll_flat)[3u + 2u * P] = ((uint64_t)le << 32) | ((uint64_t)smode[s] << 30) | c;
         }
     }
     symm__block_sync();
@@ -1291,7 +1293,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     if (blockIdx.x == 0 && tid < n)
         MOE_U32(A, ll_mode)[tid] = smode[tid];
     if (blockIdx.x == 0 && tid == 0)
-        MOE_U64(A, ll_flat)[0] = ((uint64_t)A->ll_cgrid << 32) | R;
+        MOE_U64(A, ll_flat)[0] = R;
     for (uint32_t c0 = blockIdx.x * SYMM__MOE_THREADS; c0 < L; c0 += B * SYMM__MOE_THREADS) {
         symm__block_sync();
         hist[tid] = 0;
@@ -1317,44 +1319,42 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
  * indices (a route per thread), each row block's first vector and its warps' view of the first
  * token's slots; one barrier publishes them, and no block waits for another of its grid before
  * its sending is done. */
-SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uint32_t *ticket, uint64_t again) {
+SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uint32_t *ticket) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, K = A->topk, E = A->experts, n = (uint32_t)A->n;
-    const uint32_t dp = (uint32_t)A->dp, dpr = dp == 1 ? 0u : (uint32_t)A->me % dp, B = gridDim.x, RB = B > 1 ? B - 1 : 1;
+    const uint32_t dp = (uint32_t)A->dp, dpr = (uint32_t)A->me % dp, B = gridDim.x, RB = B > 1 ? B - 1 : 1;
     const int send = (A->flags & SYMM_MOE_SEND) != 0, recv = (A->flags & SYMM_MOE_RECV) != 0;
-    /* (no division where dp is 1 or a PE sends one token, decode's case: the arithmetic below runs
-     * before the first loads where the kernel before has ended already) */
-    const uint32_t all = dp == 1 ? (uint32_t)A->num_tokens
-                                 : (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
+    const uint32_t all = (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
     const uint32_t nvx = A->x_bytes / 16u, nv = nvx + (A->scale_cols + 3) / 4;
     __shared__ uint64_t se, sbraw;
     __shared__ uint32_t sidx[SYMM__MOE_SMALL_SEND], wcnt[SYMM__MOE_WARPS * SYMM__MOE_MAX_PES];
+    __shared__ uint32_t hleft; /* header-polling warps of the receive half not done yet */
     uint32_t ix = E, xa = E, xb = E;
     symm__v4_t pv = {0, 0, 0, 0};
     uint64_t e, ev = 0, bv = 0;
     /* the first loads' addresses: the header block's route (ixo), a row block's token t and vector v
      * (below vhi); what = 1: a header route, 2: a row vector, 4: the row's slots */
     uint64_t ixo = 0, t = 0;
-    uint32_t v = 0, vhi = 0, what = 0, i0 = 0, lo0 = 0;
+    uint32_t v = 0, vhi = 0, what = 0;
     if (send && blockIdx.x == B - 1) {
         for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
             wcnt[x] = 0;
         if (tid < all * K) {
-            ixo = all == 1 ? (uint64_t)dpr * K + tid : (dpr + (uint64_t)(tid / K) * dp) * K + tid % K;
+            ixo = (dpr + (uint64_t)(tid / K) * dp) * K + tid % K;
             what = 1;
         }
     }
     if (send && (B == 1 || blockIdx.x < RB)) {
-        const uint32_t sl = all > 0 && all < RB ? (all == 1 ? RB : RB / all) : 1u, u = blockIdx.x;
+        const uint32_t sl = all > 0 && all < RB ? RB / all : 1u, u = blockIdx.x;
         if (u < all * sl) {
-            const uint32_t z = sl == 1 ? 0u : all == 1 ? u : u % sl;
-            i0 = sl == 1 ? u : all == 1 ? 0u : u / sl;
-            t = dpr + (uint64_t)i0 * dp;
-            lo0 = sl == 1 ? 0u : nv * z / sl;
-            v = lo0 + tid;
-            vhi = sl == 1 ? nv : nv * (z + 1) / sl;
+            const uint32_t z = u % sl;
+            t = dpr + (uint64_t)(u / sl) * dp;
+            v = nv * z / sl + tid;
+            vhi = nv * (z + 1) / sl;
             what |= 4u | (v < vhi ? 2u : 0u);
         }
     }
+    if (tid == 0)
+        hleft = n < SYMM__MOE_WARPS ? n : SYMM__MOE_WARPS;
     symm__pin_u64(&ixo);
     symm__pin_u64(&t);
     symm__pin_u32(&v);
@@ -1363,8 +1363,8 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     ll_stamp(A, LLS_DEP);
     /* every load goes out before any shared store that needs one (a warp stalls at such a store, and
      * its later loads would wait a round trip behind it) */
-    if (tid == 0) /* (again: SYMM_MOE_LL_PROBE=twice's second pass, which takes the epoch after `again`) */
-        ev = again ? again : *(volatile uint64_t *)&moe_state(A)->epoch;
+    if (tid == 0)
+        ev = *(volatile uint64_t *)&moe_state(A)->epoch;
     if (send) {
         if (tid == SYMM__MOE_THREADS - 32)
             bv = ll_bound_load(A);
@@ -1401,12 +1401,12 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     ll_stamp(A, LLS_D_IDX);
     if (send) {
         const uint32_t bound = (uint32_t)ll_bound_use(A, sbraw, blockIdx.x == 0 && tid == 0);
-        const uint32_t mine = dp == 1 ? bound : bound > dpr ? (bound - dpr + dp - 1) / dp : 0;
-        ll_small_send(A, e, mine, ix, xa, xb, &pv, sidx, wcnt, i0, lo0, vhi);
+        const uint32_t mine = bound > dpr ? (bound - dpr + dp - 1) / dp : 0;
+        ll_small_send(A, e, mine, ix, xa, xb, &pv, sidx, wcnt);
         ll_stamp(A, LLS_D_SENT);
     }
     if (recv)
-        ll_small_recv(A, e, send ? ticket : NULL);
+        ll_small_recv(A, e, send ? ticket : NULL, &hleft);
     else if (send)
         ll_count_late(A, ticket);
     return e;
@@ -1458,19 +1458,15 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
     ll_stamps_end(A, "dispatch", e, LLS_D_END);
 }
 
-/* The small dispatch (a->ll_small): its own kernel, so its registers, shared memory and code are
- * its own. Epoch as in symm__k_ll_dispatch. `twice` (SYMM_MOE_LL_PROBE=twice, a kernel of its own
- * so the real one's code stays as it is): each call's dispatch runs again, warm, on the next epoch
- * (the second pass counts no block: the block counted last stores the second epoch as it ends). */
-SYMM__DEVICE_INTERNAL void ll_small_dispatch_kernel(const symm__moe_kargs_t *A, int twice) {
+/* The small dispatch (a->ll_small, the real exchange or its stamps): its own kernel, so its
+ * registers, shared memory and code are its own. Epoch as in symm__k_ll_dispatch. */
+__global__ void __launch_bounds__(SYMM__MOE_THREADS)
+    symm__k_ll_dispatch_small(const __grid_constant__ symm__moe_kargs_t a) {
+    const symm__moe_kargs_t *A = &a;
     uint32_t ticket = 0;
     uint64_t e;
     ll_stamps_begin(A);
-    e = ll_small_dispatch(A, &ticket, 0); /* (its prologue waits for the kernel before it: PDL) */
-    if (twice && (A->flags & SYMM_MOE_SEND) && (A->flags & SYMM_MOE_RECV)) {
-        symm__block_sync(); /* (the first pass's shared state read by every thread) */
-        e = ll_small_dispatch(A, &ticket, e);
-    }
+    e = ll_small_dispatch(A, &ticket); /* (its prologue waits for the kernel before it: PDL) */
     if (blockIdx.x == 0 && symm__block_tid() == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
     if (ticket == gridDim.x) { /* the thread that counted the block counted last */
@@ -1478,16 +1474,6 @@ SYMM__DEVICE_INTERNAL void ll_small_dispatch_kernel(const symm__moe_kargs_t *A, 
         *(volatile uint64_t *)&moe_state(A)->epoch = e;
     }
     ll_stamps_end(A, "dispatch-small", e, LLS_DS_END);
-}
-
-__global__ void __launch_bounds__(SYMM__MOE_THREADS)
-    symm__k_ll_dispatch_small(const __grid_constant__ symm__moe_kargs_t a) {
-    ll_small_dispatch_kernel(&a, 0);
-}
-
-__global__ void __launch_bounds__(SYMM__MOE_THREADS)
-    symm__k_ll_dispatch_small_twice(const __grid_constant__ symm__moe_kargs_t a) {
-    ll_small_dispatch_kernel(&a, 1);
 }
 
 /* ---- combine ---------------------------------------------------------------------------- */
@@ -1555,21 +1541,17 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_slices(const symm__moe_kargs_t *A, ui
 }
 
 /* The send half of the small handles' combine: the dispatch left its routes as a flat list
- * (ll_flat), each entry with its row's position and its source's mode, and each block of this
- * grid its first route (the plan). The caller loads, as the kernel starts and before anything
- * else, the list's head (f0: the grid planned for << 32 | routes), the epoch (fe) and the block's
- * plan entry (pr, pp): one round of loads, then the row's. Without a plan for this grid (the SM
- * budget changed in between) the entry is loaded after the head, as for the block's later units.
- * No barrier before the first store: unit u = route u / sl, slice u % sl (fewer routes than
- * blocks: slices; a plain row whole, from its slice 0, its flag released behind the block's
- * stores). Thread 0 leaves the epoch in *se. */
-SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uint64_t *se, uint64_t f0, uint64_t fe,
-                                                 uint64_t pr, uint64_t pp) {
+ * (ll_flat), each entry with its row's position and its source's mode, so a route's stores need
+ * two rounds of loads: their number and the epoch (fR, fe: loaded by the caller as the kernel
+ * starts, before anything else), then its entry, then its row. No barrier before the first
+ * store: unit u = route u / sl, slice u % sl (fewer routes than blocks: slices; a plain row
+ * whole, from its slice 0, its flag released behind the block's stores). Thread 0 leaves the
+ * epoch in *se. */
+SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uint64_t *se, uint32_t fR, uint64_t fe) {
     const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp, B = gridDim.x;
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
     const uint64_t *flat = MOE_U64(A, ll_flat);
-    const uint32_t R = (uint32_t)f0;
-    const int planned = (uint32_t)(f0 >> 32) == B && blockIdx.x < SYMM__MOE_LL_PLAN;
+    const uint32_t R = fR;
     const uint64_t e = fe;
     const uint32_t tag = ll_tag(e), sl = R > 0 && R < B ? B / R : 1u;
     MOE_TRACE_T0(tb_, A);
@@ -1578,9 +1560,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uin
     ll_stamp(A, LLS_C_SCAN);
     for (uint32_t u = blockIdx.x; u < R * sl; u += B) {
         const uint32_t P = u / sl, z = u % sl;
-        const int first = planned && u == blockIdx.x;
-        const uint64_t route = first ? pr : symm__cld8(flat + 2u + 2u * P, 0);
-        const uint64_t pos = first ? pp : symm__cld8(flat + 3u + 2u * P, 0);
+        const uint64_t route = symm__cld8(flat + 2u + 2u * P, 0), pos = symm__cld8(flat + 3u + 2u * P, 0);
         const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu), g0 = src / dp * dp;
         const uint64_t t = route >> 32;
         const uint64_t yoff = (uint64_t)((int64_t)(pos >> 32) * A->y_stride[0] +
@@ -2055,7 +2035,7 @@ typedef struct ll_cin {
     float w;
 } ll_cin_t;
 
-/* The addresses of ll_combine_inputs' loads, arithmetic only: *ro the
+/* The addresses of ll_combine_inputs' loads, arithmetic only (done before the PDL wait): *ro the
  * route's index in idx and weights, *mi its token's mode word in ll_mode (~0: none). */
 SYMM__DEVICE_INTERNAL void ll_combine_inputs_at(const symm__moe_kargs_t *A, ll_cin_t *in, uint32_t *ro, uint32_t *mi) {
     const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp;
@@ -2171,6 +2151,11 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     ll_cin_t in;
     uint32_t ro = ~0u, mi = ~0u;
     ll_stamps_begin(A);
+    if (small && (A->flags & SYMM_MOE_RECV)) { /* addresses before the wait for the kernel before (PDL) */
+        ll_combine_inputs_at(A, &in, &ro, &mi);
+        symm__pin_u32(&ro);
+        symm__pin_u32(&mi);
+    }
     ll_pdl_begin(A);
     if (small)
         ll_stamp(A, LLS_DEP);
@@ -2180,25 +2165,17 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
             ll_probe_hop(A, e, 1);
         return;
     }
-    uint64_t braw = 0, fe = 0, f0 = 0, pr = 0, pp = 0;
+    uint64_t braw = 0, fe = 0;
+    uint32_t fR = 0;
     if (small && (A->flags & SYMM_MOE_SEND)) { /* the send half's first round of loads, first of all */
-        const uint64_t *flat = MOE_U64(A, ll_flat);
-        const uint32_t kl = A->topk < A->local ? A->topk : A->local;
-        f0 = symm__cld8(flat, 0);
+        fR = symm__cld4(MOE_U64(A, ll_flat), 0); /* (the low word: routes < 2^32) */
         fe = *(volatile uint64_t *)&moe_state(A)->epoch;
-        if (blockIdx.x < SYMM__MOE_LL_PLAN) {
-            const uint64_t *plan = flat + 2u * (1u + (uint32_t)A->n * A->cap * kl) + 2u * blockIdx.x;
-            pr = symm__cld8(plan, 0);
-            pp = symm__cld8(plan + 1, 0);
-        }
     }
     if (blockIdx.x == 0 && symm__block_tid() == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
     if (A->flags & SYMM_MOE_RECV) {
-        if (small) { /* every thread its own bound and its first unit's route, in registers (their
-                      * addresses' arithmetic behind the send half's first loads, not before them) */
+        if (small) { /* every thread its own bound and its first unit's route, in registers */
             braw = ll_bound_load(A);
-            ll_combine_inputs_at(A, &in, &ro, &mi);
             ll_combine_inputs(A, &in, ro, mi);
         } else {
             if (symm__block_tid() == SYMM__MOE_THREADS - 32)
@@ -2209,7 +2186,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     }
     if (A->flags & SYMM_MOE_SEND)
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE,
-                       small ? ll_combine_send_small(A, &se, f0, fe, pr, pp) : ll_combine_send(A, &se));
+                       small ? ll_combine_send_small(A, &se, fR, fe) : ll_combine_send(A, &se));
     else if (symm__block_tid() == 0)
         se = *(volatile uint64_t *)&moe_state(A)->epoch;
     ll_stamp(A, LLS_C_SENT);
@@ -2245,12 +2222,8 @@ extern "C" size_t symm__moe_ll_smem(const symm__moe_kargs_t *a, int blocks) {
 
 symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s) {
     const int dispatch = a->kernel == SYMM__MK_LL_DISPATCH;
-    const int small = dispatch && a->ll_small &&
-                      (a->probe == SYMM__MOE_PROBE_NONE || a->probe == SYMM__MOE_PROBE_STAMPS ||
-                       a->probe == SYMM__MOE_PROBE_TWICE);
-    void (*const kd)(symm__moe_kargs_t) = !small                              ? symm__k_ll_dispatch
-                                          : a->probe == SYMM__MOE_PROBE_TWICE ? symm__k_ll_dispatch_small_twice
-                                                                              : symm__k_ll_dispatch_small;
+    const int small = dispatch && a->ll_small && (a->probe == SYMM__MOE_PROBE_NONE || a->probe == SYMM__MOE_PROBE_STAMPS);
+    void (*const kd)(symm__moe_kargs_t) = small ? symm__k_ll_dispatch_small : symm__k_ll_dispatch;
     void (*const kc)(symm__moe_kargs_t) = a->ll_small ? symm__k_ll_combine_small : symm__k_ll_combine;
     const size_t smem = small ? 0 : dispatch || (a->flags & SYMM_MOE_SEND) ? symm__moe_ll_smem(a, a->nblocks) : 0;
     if (a->pdl) {

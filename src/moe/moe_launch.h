@@ -29,8 +29,6 @@ extern "C" {
  * receive fit the receivers' shared memory (n x cap x min(top-k, local experts)). */
 #define SYMM__MOE_SMALL_SEND SYMM__MOE_THREADS
 #define SYMM__MOE_SMALL_RECV 1024
-/* Combine blocks whose first route the small dispatch writes out for them (ll_flat's plan) */
-#define SYMM__MOE_LL_PLAN 256
 
 /* Tokens per block of a high-throughput dispatch at least (its grid is at
  * most max_num_tokens / this, rounded up; ht_bcnt is sized for that many). */
@@ -116,11 +114,9 @@ typedef struct symm__moe_err {
  *   ll_hdr      [2][n][1 + cap * min(k, L)] packets (small dispatch only): source s's header,
  *               packet 0 its routes here and its mode, then each route in token
  *               order (data: local expert | slot k << 24, then token / dp)
- *   ll_flat     uint64 [1 + n * cap * min(k, L) + SYMM__MOE_LL_PLAN][2] (small dispatch only):
- *               the routes the last dispatch received, [0][0] the combine grid it planned for
- *               << 32 | their number, then each one's ll_route word and its expert << 32 |
- *               source mode << 30 | row (local); then the plan: combine block b's first route
- *               (the same two words), for b below the planned grid and SYMM__MOE_LL_PLAN
+ *   ll_flat     uint64 [1 + n * cap * min(k, L)][2] (small dispatch only): the routes the last
+ *               dispatch received, [0][0] their number, then each one's ll_route word and its
+ *               expert << 32 | row (local)
  * High throughput (DeepEP's normal layout):
  *   ht_mat      uint64 [2][n][n]: (epoch << 32 | tokens) PE s sends PE r
  *   ht_emat     uint64 [2][n][L]: (epoch << 32 | tokens) PE s sends my local expert l
@@ -180,8 +176,7 @@ typedef struct symm__moe_kargs {
     uint32_t ht_dwarps;      /* HT dispatch: 1 each warp sends whole tokens (SYMM_MOE_HT_DISPATCH=warps), 0 batches */
     uint32_t probe;          /* low latency: SYMM_MOE_LL_PROBE (symm__moe_probe), 0 for the real exchange */
     uint32_t pdl;            /* low latency: launched with programmatic dependent launch (SYMM_MOE_PDL) */
-    uint32_t ll_small;       /* low latency: the small dispatch (geometry's ll_small and SYMM_MOE_LL_SMALL) */
-    uint32_t ll_cgrid;       /* low latency, small dispatch: the blocks of the handle's combine (its plan) */
+    uint32_t ll_small;       /* low latency: the small dispatch (geometry's ll_small; not with the twice probe) */
     uint64_t num_tokens;     /* m */
     const uint32_t *bound;   /* device, or NULL */
     /* dispatch */
