@@ -3,6 +3,11 @@
 # (it builds nothing): its tests, where its time goes, and its bench rows.
 #
 #   BUILD=build-sm90 OUT=/some/dir bash scripts/gpu_moe_ll_probe.sh [step...]
+#   BASE_BUILD=build-base BUILD=... bash scripts/gpu_moe_ll_probe.sh [step...]
+#
+# With BASE_BUILD (a build of the tree before a change, made beforehand too), every timing
+# step (the probe variants, bench, stampsn) runs on both builds, one right after the other,
+# and the table shows both: rows of the base build are named <variant>@base.
 #
 # steps (default: test probe bench; run in the order given; the final run of issue 27's cut:
 #   LL_WALL=60 ... test real stamps testpdl pdl 1pe stamps1 test4):
@@ -28,7 +33,8 @@
 #           GPU where there is one): the real rows with the NCCL columns
 #   stampsn the stamps variant on the bench's PEs
 #   test4   test_moe ll and graph (packets auto) on 4 PEs sharing the GPUs (under
-#           scripts/with_mps.sh, every PE on one GPU, where there are fewer than 4)
+#           scripts/with_mps.sh, every PE on one GPU, where there are fewer than 4); test8,
+#           test1: the same on 8 PEs, on 1 PE
 #   testpdl test_moe ll and graph on 2 PEs with SYMM_MOE_PDL=1 (programmatic dependent launch,
 #           the default); testnopdl: the same with SYMM_MOE_PDL=0 (plain launches)
 #   nsys    the real moe_ll rows (--quick) on 2 PEs under nsys (where the image has it, else SKIP),
@@ -57,6 +63,8 @@ export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
 case $build in /*) ;; *) build=$here/$build ;; esac
+base=${BASE_BUILD:-}
+case $base in /* | '') ;; *) base=$here/$base ;; esac
 steps=${*:-test probe bench}
 wall=${LL_WALL:-240}
 dry=${DRY:-0}
@@ -73,7 +81,8 @@ if [ "$dry" = 1 ]; then
 else
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 fi
-{ date -u; hostname; nvidia-smi -L; nvcc --version | tail -1; echo "build: $build"; git log -1 --oneline; } \
+{ date -u; hostname; nvidia-smi -L; nvcc --version | tail -1; echo "build: $build"; echo "base build: ${base:-none}"
+  git log -1 --oneline; } \
   >"$log/machine.txt" 2>&1
 if [ "$ngpu" -lt 1 ]; then
   echo "SKIP: gpu_moe_ll_probe.sh: no GPU on this machine"
@@ -132,7 +141,15 @@ need() { # need PATH WHAT: the build has it, else a FAIL line
   return 1
 }
 
-symmrun=$build/tools/symmrun
+# the launcher of build $1, else of the other build (symmrun links nothing of libsymm)
+pick_symmrun() {
+  local d
+  for d in "$1" "$build" "$base"; do
+    if [ -n "$d" ] && [ -x "$d/tools/symmrun" ]; then echo "$d/tools/symmrun"; return; fi
+  done
+  echo "$1/tools/symmrun"
+}
+symmrun=$(pick_symmrun "$build")
 bench=$build/bench/symm-bench
 
 step_test() {
@@ -158,13 +175,27 @@ variant() {
   if [ "$n" -gt "$ngpu" ] && [[ " ${extra[*]} " != *" --no-nccl "* ]]; then
     extra+=(--no-nccl) # NCCL refuses two ranks on one GPU
   fi
+  name=$name${VTAG:-}
+  file=$file${VTAG:+_base}
+  rm -f "$log/$file.md"
   run "moe_ll $name ($n PEs)" 60 "$log/$file.log" \
-    env "${envs[@]}" "$bench" --mode moe_ll --npes "$n" --no-nvshmem --timeout 55 --phase-timeout 30 \
+    env SYMMRUN="$(pick_symmrun "${VBUILD:-$build}")" "${envs[@]}" "${VBENCH:-$bench}" --mode moe_ll --npes "$n" --no-nvshmem --timeout 55 --phase-timeout 30 \
     --out "$log/$file.md" "${extra[@]}"
   [ -f "$log/$file.md" ] || return 0
   while IFS= read -r line; do
-    rows+=("$(printf '%-6s %s' "$name" "$line")")
+    rows+=("$(printf '%-11s %s' "$name" "$line")")
   done < <(grep -E '^\| (256|64) \|' "$log/$file.md")
+}
+
+# timed NAME ARGS...: one timing step on this build, then (BASE_BUILD) on the base build
+timed() {
+  "$@"
+  [ -n "$base" ] || return 0
+  if [ ! -e "$base/bench/symm-bench" ] && [ "$dry" != 1 ]; then
+    note "$1 (base build)" FAIL 0 "$base/bench/symm-bench missing"
+    return 0
+  fi
+  VBUILD=$base VBENCH=$base/bench/symm-bench VTAG=@base "$@"
 }
 
 # one probe variant by name
@@ -189,7 +220,7 @@ probe_one() {
 
 step_probe() {
   local v
-  for v in real plain hop empty 1pe twice twice1 stamps stamps1; do probe_one "$v"; done
+  for v in real plain hop empty 1pe twice twice1 stamps stamps1; do timed probe_one "$v"; done
 }
 
 # the real rows on every GPU (up to 4, one PE each; 2 PEs sharing the GPU where there is one),
@@ -248,28 +279,32 @@ step_nsys() { # step_nsys NAME [env...]
 
 # test_moe's ll and graph parts on 4 PEs: one per GPU where there are 4, else sharing the GPUs
 # under a private MPS daemon (unless this run is already under one)
-step_test4() {
+step_testn() { # step_testn N
   need "$build/tests/moe/test_moe" "test_moe" && need "$symmrun" "test_moe" || return 0
-  local wrap=() part
-  if [ "$ngpu" -lt 4 ] && [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
+  local wrap=() part n=$1
+  if [ "$ngpu" -lt "$n" ] && [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
     wrap=(scripts/with_mps.sh --timeout 50 --)
   fi
   for part in ll graph; do
-    run "test_moe $part, packets auto (4 PEs)" 55 "$log/test_moe_${part}_4pe.log" \
-      env SYMM_MOE_PACKETS=auto "${wrap[@]}" "$symmrun" -n 4 --timeout 45 "$build/tests/moe/test_moe" 4 "$part"
+    run "test_moe $part, packets auto ($n PEs)" 55 "$log/test_moe_${part}_${n}pe.log" \
+      env SYMM_MOE_PACKETS=auto "${wrap[@]}" "$symmrun" -n "$n" --timeout 45 "$build/tests/moe/test_moe" "$n" "$part"
   done
 }
 
 for st in $steps; do
   case $st in
-    test | test4 | probe | bench | stampsn) "step_$st" ;;
+    test | probe) "step_$st" ;;
+    bench | stampsn) timed "step_$st" ;;
+    test1) step_testn 1 ;;
+    test4) step_testn 4 ;;
+    test8) step_testn 8 ;;
     testpdl) step_testpdl 1 ;;
     testnopdl) step_testpdl 0 ;;
     nsys) step_nsys nsys SYMM_MOE_PACKETS=auto ;;
     nsyspdl) step_nsys nsyspdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 ;;
     nsysnopdl) step_nsys nsysnopdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=0 ;;
-    real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | pdl | nopdl | nosmall | nosmall1) probe_one "$st" ;;
-    *) note "step $st" FAIL 0 "unknown step (test, test4, testpdl, testnopdl, probe, bench, stampsn, nsys, nsyspdl, nsysnopdl, or a probe variant)" ;;
+    real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | pdl | nopdl | nosmall | nosmall1) timed probe_one "$st" ;;
+    *) note "step $st" FAIL 0 "unknown step (test, test1, test4, test8, testpdl, testnopdl, probe, bench, stampsn, nsys, nsyspdl, nsysnopdl, or a probe variant)" ;;
   esac
 done
 
@@ -281,7 +316,7 @@ echo "variant | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / co
      "NCCL per call us (dispatch / combine) | pair us (back to back) | NCCL us (dispatch) | NCCL us (combine) |" \
      "NCCL pair / symm pair | timed |"
 if [ ${#rows[@]} -gt 0 ]; then printf '%s\n' "${rows[@]}"; fi
-for f in probe_stamps probe_stamps1 probe_stampsn; do
+for f in probe_stamps probe_stamps_base probe_stamps1 probe_stamps1_base probe_stampsn probe_stampsn_base; do
   if [ -f "$log/$f.log" ] && [ -n "$py" ]; then
     echo
     echo "stage times, $f (per kernel, shape, PE: when the last block reached each stage, us from the first block's start):"

@@ -20,9 +20,9 @@ STAGES = {
     # the small handles' kernels (symm__k_ll_dispatch_small, symm__k_ll_combine_small)
     "dispatch-small": ["loads issued", "epoch and indices in", "headers posted", "row PEs known", "x stores issued",
                        "send done", "headers seen", "routes placed", "first slice polled", "rows copied", "-",
-                       "header routes counted", "end"],
+                       "header routes counted", "end", "dependency met"],
     "combine-small": ["recv loads", "loads issued", "first route read", "rows sent", "setup done", "-",
-                      "packets polled", "summed", "end"],
+                      "packets polled", "summed", "end", "-", "-", "-", "-", "dependency met"],
 }
 
 

@@ -67,13 +67,15 @@
  *         from its own loads of the slots (shuffles, no barrier).
  *   recv  Block b takes the (source, token slot) pairs b, b + blocks, ... (slices of a row when
  *         pairs are fewer than blocks), known before any header, so its first pair's packets are
- *         loaded with the headers. Every block polls every source's header (packet 0 and the
+ *         loaded with the headers, and polled again while any warp still waits for a header (a
+ *         tagged packet is this call's whether or not a route names it: tags differ between the
+ *         calls that share a buffer). Every block polls every source's header (packet 0 and the
  *         first entries loaded together; the routes up to the count until they carry the tag),
  *         then in shared memory: the routes in source order, then token order, are pplx's rows,
  *         so a route's row is the number of routes before it with the same expert. A pair some
  *         route here names is polled until its packets carry the tag and copied to each of those
- *         routes' rows; block 0 notes every route for combine; each block counts its share of
- *         the experts' rows.
+ *         routes' rows; block 0 notes every route for combine (by row, and in a flat list whose
+ *         entries carry their source's mode); each block counts its share of the experts' rows.
  *   The same parity argument holds with headers in place of counts: every PE posts every PE a
  *   header in every dispatch (no routes included).
  * Combine, same epoch:
@@ -82,7 +84,10 @@
  *         token's source asked for them (its mode, kept in ll_mode), else
  *         into ll_cbuf[t][k] with a release of ll_cflag[t][k] = e behind it.
  *         Rows fewer than half the blocks go in slices (packets; a plain
- *         row whole, from its first slice's block).
+ *         row whole, from its first slice's block). The small handles'
+ *         kernel sends from the flat list, whose entries carry the source's
+ *         mode: a route's row loads wait for two rounds (the list's length
+ *         and the epoch, then the entry).
  *   recv  Per token (its hidden dimension split over several blocks when
  *         tokens are fewer than blocks): the valid routes' rows, polled as
  *         packets or waited for by flag, summed weight x row in float32 in
@@ -94,6 +99,8 @@
  * No warp waits for a load before the kernel's first loads are all out: a
  * value needed late (the bound, the epoch, the block count) is loaded by one
  * thread into shared memory, or waited for where nothing else is pending.
+ * With PDL the small kernels work out those loads' addresses before they wait
+ * for the kernel before them, so the loads go out as the wait ends.
  *
  * Why two buffers by parity suffice, with no acknowledgement: PE s writes
  * r's parity-p buffers (counts, lists, rows) in dispatch e and next in
@@ -115,7 +122,9 @@
 #define LL_BATCH 32   /* most tokens (or rows) a block handles in one step */
 #define LL_PGATHER 8  /* routes whose packets a combine thread polls at once (top-8 in one go) */
 
-/* A count word: epoch << 32 | mode << 30 | routes. */
+/* A count word: epoch << 32 | mode << 30 | routes. A flat route's position (ll_flat): expert
+ * << 32 | its source's mode << 30 | row. */
+#define LL_FLAT_ROW 0x3fffffffu
 #define LL_ROUTES 0x3fffffffu
 #define LL_MODE_DPKT 1u /* the source's dispatch rows are packets */
 #define LL_MODE_CPKT 2u /* its tokens' combine rows come back as packets */
@@ -316,6 +325,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_CS_POLL 7   /* thread 0's route's packets seen (ll_combine_pkt_rp, first round) */
 #define LLS_CS_SUM 8    /* its group summed and stored */
 #define LLS_CS_END 9
+#define LLS_DEP 14 /* the wait for the kernel before it (PDL) over, in the small kernels */
 #define LL_STAMP_CALL 30 /* the epoch whose stage times are printed: a timed call of symm-bench */
 
 /* The block's stamps (%globaltimer, ns), written by thread 0. */
@@ -1066,7 +1076,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
  * before it with the same expert. A unit whose token names experts here copies its slice to each
  * of their rows (loaded once); one no route names is dropped unread. Then block b counts its share
  * of the experts' rows. */
-SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket) {
+SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket, uint32_t *hleft) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t n = (uint32_t)A->n, L = A->local, dp = (uint32_t)A->dp, B = gridDim.x, hmax = ll_hmax(A);
     const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
@@ -1147,6 +1157,38 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                     rent[s * hmax + i0 + lane + 32u * j] = make_uint2(ev[j].x, ev[j].z);
         }
     }
+    if (warp < n) {
+        __syncwarp();
+        if (lane == 0)
+            atomicSub(hleft, 1u);
+    }
+    /* While other warps still wait for headers, the first unit's row packets are polled: they
+     * travel beside the headers, so they are mostly in when the routes are placed, not a round
+     * trip after. A slot no route names this call never gets the tag; the polls end with the
+     * headers either way (and a packet with the tag is this call's: tags differ between the
+     * calls that share a buffer). */
+    if (blockIdx.x < units) {
+        const uint32_t z = blockIdx.x % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
+        const char *src = ll_pslot(A, p, blockIdx.x / sl / cap, blockIdx.x / sl % cap);
+        for (;;) { /* (hleft read before the packets: a warp leaves as the headers are in, its loads in flight) */
+            uint32_t miss = 0;
+            if (*(volatile uint32_t *)hleft == 0)
+                break;
+#pragma unroll
+            for (int x = 0; x < LL_UNROLL; x++)
+                if (lo + tid + (uint32_t)x * SYMM__MOE_THREADS < hi && !(ll_pkt_ok(va[x], tag) && ll_pkt_ok(vb[x], tag)))
+                    miss |= 1u << x;
+            if (miss == 0)
+                break;
+#pragma unroll
+            for (int x = 0; x < LL_UNROLL; x++)
+                if ((miss >> x) & 1u) {
+                    const char *q = src + 32u * (lo + tid + (uint32_t)x * SYMM__MOE_THREADS);
+                    va[x] = symm__c_ld16_vol(q);
+                    vb[x] = symm__c_ld16_vol(q + 16);
+                }
+        }
+    }
     symm__block_sync();
     ll_stamp(A, LLS_D_CNT);
     for (uint32_t s = 0; s < n; s++)
@@ -1174,7 +1216,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             const uint64_t rw = (uint64_t)s | ((uint64_t)k << 16) | (((uint64_t)tl * dp + s % dp) << 32);
             MOE_U64(A, ll_route)[(uint64_t)le * A->rows + c] = rw;
             MOE_U64(A, ll_flat)[2u + 2u * P] = rw;
-            MOE_U64(A, ll_flat)[3u + 2u * P] = ((uint64_t)le << 32) | c;
+            MOE_U64(A, ll_flat)[3u + 2u * P] = ((uint64_t)le << 32) | ((uint64_t)smode[s] << 30) | c;
         }
     }
     symm__block_sync();
@@ -1270,44 +1312,70 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     }
 }
 
-/* A small dispatch: the halves the flags name, on the epoch it returns. The prologue issues every
- * first load before anything waits for one: the epoch (thread 0), *bound_m (the last warp), the
- * header block's indices (a route per thread), each row block's first vector and its warps' view
- * of the first token's slots; one barrier publishes them, and no block waits for another of its
- * grid before its sending is done. */
+/* A small dispatch: the halves the flags name, on the epoch it returns. Before the wait for the
+ * kernel before it (PDL: while that one still runs) it works out every address of its first
+ * loads and clears its shared counters; after it, the prologue issues every first load before
+ * anything waits for one: the epoch (thread 0), *bound_m (the last warp), the header block's
+ * indices (a route per thread), each row block's first vector and its warps' view of the first
+ * token's slots; one barrier publishes them, and no block waits for another of its grid before
+ * its sending is done. */
 SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uint32_t *ticket) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, K = A->topk, E = A->experts, n = (uint32_t)A->n;
     const uint32_t dp = (uint32_t)A->dp, dpr = (uint32_t)A->me % dp, B = gridDim.x, RB = B > 1 ? B - 1 : 1;
     const int send = (A->flags & SYMM_MOE_SEND) != 0, recv = (A->flags & SYMM_MOE_RECV) != 0;
     const uint32_t all = (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
+    const uint32_t nvx = A->x_bytes / 16u, nv = nvx + (A->scale_cols + 3) / 4;
     __shared__ uint64_t se, sbraw;
     __shared__ uint32_t sidx[SYMM__MOE_SMALL_SEND], wcnt[SYMM__MOE_WARPS * SYMM__MOE_MAX_PES];
+    __shared__ uint32_t hleft; /* header-polling warps of the receive half not done yet */
     uint32_t ix = E, xa = E, xb = E;
     symm__v4_t pv = {0, 0, 0, 0};
     uint64_t e, ev = 0, bv = 0;
+    /* the first loads' addresses: the header block's route (ixo), a row block's token t and vector v
+     * (below vhi); what = 1: a header route, 2: a row vector, 4: the row's slots */
+    uint64_t ixo = 0, t = 0;
+    uint32_t v = 0, vhi = 0, what = 0;
+    if (send && blockIdx.x == B - 1) {
+        for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
+            wcnt[x] = 0;
+        if (tid < all * K) {
+            ixo = (dpr + (uint64_t)(tid / K) * dp) * K + tid % K;
+            what = 1;
+        }
+    }
+    if (send && (B == 1 || blockIdx.x < RB)) {
+        const uint32_t sl = all > 0 && all < RB ? RB / all : 1u, u = blockIdx.x;
+        if (u < all * sl) {
+            const uint32_t z = u % sl;
+            t = dpr + (uint64_t)(u / sl) * dp;
+            v = nv * z / sl + tid;
+            vhi = nv * (z + 1) / sl;
+            what |= 4u | (v < vhi ? 2u : 0u);
+        }
+    }
+    if (tid == 0)
+        hleft = n < SYMM__MOE_WARPS ? n : SYMM__MOE_WARPS;
+    symm__pin_u64(&ixo);
+    symm__pin_u64(&t);
+    symm__pin_u32(&v);
+    symm__pin_u32(&what);
+    ll_pdl_begin(A);
+    ll_stamp(A, LLS_DEP);
     /* every load goes out before any shared store that needs one (a warp stalls at such a store, and
      * its later loads would wait a round trip behind it) */
     if (tid == 0)
         ev = *(volatile uint64_t *)&moe_state(A)->epoch;
     if (send) {
-        const uint32_t nvx = A->x_bytes / 16u, nv = nvx + (A->scale_cols + 3) / 4;
-        const uint32_t sl = all > 0 && all < RB ? RB / all : 1u, u = blockIdx.x;
         if (tid == SYMM__MOE_THREADS - 32)
             bv = ll_bound_load(A);
-        if (blockIdx.x == B - 1) {
-            for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
-                wcnt[x] = 0;
-            if (tid < all * K)
-                ix = ((const uint32_t *)A->idx)[(dpr + (uint64_t)(tid / K) * dp) * K + tid % K];
-        }
-        if ((B == 1 || blockIdx.x < RB) && u < all * sl) {
-            const uint32_t i = u / sl, z = u % sl, v = nv * z / sl + tid;
-            const uint64_t t = dpr + (uint64_t)i * dp;
+        if (what & 1u) /* (asm loads: issued here, not moved to their first use) */
+            ix = symm__cld4((const uint32_t *)A->idx + ixo, 0);
+        if (what & 4u) {
             if (lane < K)
-                xa = ((const uint32_t *)A->idx)[t * K + lane];
+                xa = symm__cld4((const uint32_t *)A->idx + t * K + lane, 0);
             if (lane + 32u < K)
-                xb = ((const uint32_t *)A->idx)[t * K + lane + 32u];
-            if (v < nv * (z + 1) / sl) {
+                xb = symm__cld4((const uint32_t *)A->idx + t * K + lane + 32u, 0);
+            if (what & 2u) {
                 if (v < nvx) {
                     pv = ll_ld16((const char *)A->x + t * ((uint64_t)A->x_stride * A->x_esz) + 16u * v);
                 } else {
@@ -1320,7 +1388,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
                 }
             }
         }
-        if (blockIdx.x == B - 1 && tid < all * K)
+        if (what & 1u)
             sidx[tid] = ix;
         if (tid == SYMM__MOE_THREADS - 32)
             sbraw = bv;
@@ -1338,7 +1406,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
         ll_stamp(A, LLS_D_SENT);
     }
     if (recv)
-        ll_small_recv(A, e, send ? ticket : NULL);
+        ll_small_recv(A, e, send ? ticket : NULL, &hleft);
     else if (send)
         ll_count_late(A, ticket);
     return e;
@@ -1398,10 +1466,9 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS)
     uint32_t ticket = 0;
     uint64_t e;
     ll_stamps_begin(A);
-    ll_pdl_begin(A);
+    e = ll_small_dispatch(A, &ticket); /* (its prologue waits for the kernel before it: PDL) */
     if (blockIdx.x == 0 && symm__block_tid() == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
-    e = ll_small_dispatch(A, &ticket);
     if (ticket == gridDim.x) { /* the thread that counted the block counted last */
         atomicExch(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 0u);
         *(volatile uint64_t *)&moe_state(A)->epoch = e;
@@ -1474,16 +1541,18 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_slices(const symm__moe_kargs_t *A, ui
 }
 
 /* The send half of the small handles' combine: the dispatch left its routes as a flat list
- * (ll_flat), so every thread loads their number, its route's entry and the epoch at once and
- * sends its share with no barrier before the first store: unit u = route u / sl, slice u % sl
- * (fewer routes than blocks: slices; a plain row whole, from its slice 0, its flag released
- * behind the block's stores). Thread 0 leaves the epoch in *se. */
-SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uint64_t *se) {
+ * (ll_flat), each entry with its row's position and its source's mode, so a route's stores need
+ * two rounds of loads: their number and the epoch (fR, fe: loaded by the caller as the kernel
+ * starts, before anything else), then its entry, then its row. No barrier before the first
+ * store: unit u = route u / sl, slice u % sl (fewer routes than blocks: slices; a plain row
+ * whole, from its slice 0, its flag released behind the block's stores). Thread 0 leaves the
+ * epoch in *se. */
+SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uint64_t *se, uint32_t fR, uint64_t fe) {
     const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp, B = gridDim.x;
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
     const uint64_t *flat = MOE_U64(A, ll_flat);
-    const uint32_t R = (uint32_t)flat[0];
-    const uint64_t e = *(volatile uint64_t *)&moe_state(A)->epoch;
+    const uint32_t R = fR;
+    const uint64_t e = fe;
     const uint32_t tag = ll_tag(e), sl = R > 0 && R < B ? B / R : 1u;
     MOE_TRACE_T0(tb_, A);
     if (tid == 0)
@@ -1491,12 +1560,12 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uin
     ll_stamp(A, LLS_C_SCAN);
     for (uint32_t u = blockIdx.x; u < R * sl; u += B) {
         const uint32_t P = u / sl, z = u % sl;
-        const uint64_t route = flat[2u + 2u * P], pos = flat[3u + 2u * P];
+        const uint64_t route = symm__cld8(flat + 2u + 2u * P, 0), pos = symm__cld8(flat + 3u + 2u * P, 0);
         const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu), g0 = src / dp * dp;
         const uint64_t t = route >> 32;
-        const uint64_t yoff =
-            (uint64_t)((int64_t)(pos >> 32) * A->y_stride[0] + (int64_t)(uint32_t)pos * A->y_stride[1]) * ysz;
-        const uint32_t mode = MOE_U32(A, ll_mode)[src];
+        const uint64_t yoff = (uint64_t)((int64_t)(pos >> 32) * A->y_stride[0] +
+                                         (int64_t)((uint32_t)pos & LL_FLAT_ROW) * A->y_stride[1]) * ysz;
+        const uint32_t mode = (uint32_t)pos >> 30;
         if (u == blockIdx.x)
             ll_stamp(A, LLS_C_SLOT);
         if (ll_cpkt(A, mode, t)) {
@@ -1966,7 +2035,9 @@ typedef struct ll_cin {
     float w;
 } ll_cin_t;
 
-SYMM__DEVICE_INTERNAL void ll_combine_inputs(const symm__moe_kargs_t *A, ll_cin_t *in) {
+/* The addresses of ll_combine_inputs' loads, arithmetic only (done before the PDL wait): *ro the
+ * route's index in idx and weights, *mi its token's mode word in ll_mode (~0: none). */
+SYMM__DEVICE_INTERNAL void ll_combine_inputs_at(const symm__moe_kargs_t *A, ll_cin_t *in, uint32_t *ro, uint32_t *mi) {
     const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp;
     const ll_cplan_t c = ll_combine_plan(A, A->num_tokens);
     in->t0 = 0;
@@ -1975,17 +2046,29 @@ SYMM__DEVICE_INTERNAL void ll_combine_inputs(const symm__moe_kargs_t *A, ll_cin_
     in->mode = 0;
     in->have = 0;
     in->w = 0.0f;
+    *ro = ~0u;
+    *mi = ~0u;
     if (blockIdx.x < c.units) {
         in->t0 = ll_unit_t0(&c, blockIdx.x);
         in->nb = ll_unit_nb(&c, in->t0);
-        if (tid < in->nb * K) {
+        if (tid < in->nb * K) { /* (a unit's routes: below the block's threads, from token t0) */
             const uint64_t t = in->t0 + tid / K;
-            in->ix = ((const uint32_t *)A->idx)[t * K + tid % K];
-            in->w = A->weights[t * K + tid % K];
+            *ro = tid;
             if (tid % K == 0)
-                in->mode = MOE_U32(A, ll_mode)[(uint32_t)A->me / dp * dp + (uint32_t)(t % dp)];
+                *mi = (uint32_t)A->me / dp * dp + (uint32_t)(t % dp);
         }
     }
+}
+
+/* (asm loads: issued here, where the send half hides them, not moved to their use) */
+SYMM__DEVICE_INTERNAL void ll_combine_inputs(const symm__moe_kargs_t *A, ll_cin_t *in, uint32_t ro, uint32_t mi) {
+    if (ro != ~0u) {
+        const uint64_t q = in->t0 * A->topk + ro;
+        in->ix = symm__cld4((const uint32_t *)A->idx + q, 0);
+        in->w = symm__bits_f32(symm__cld4(A->weights + q, 0));
+    }
+    if (mi != ~0u)
+        in->mode = symm__cld4(MOE_U32(A, ll_mode) + mi, 0);
 }
 
 /* Unit tokens t0 .. t0 + nb - 1 (threads below nb x K: one route each): every route's index,
@@ -2065,22 +2148,35 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     __shared__ ll_cunit_t u;
     __shared__ uint64_t se;    /* the epoch (dispatches so far: the combine works on the last one) */
     __shared__ uint64_t sbraw; /* *bound_m as loaded by the last warp (no other warp waits for it) */
+    ll_cin_t in;
+    uint32_t ro = ~0u, mi = ~0u;
     ll_stamps_begin(A);
+    if (small && (A->flags & SYMM_MOE_RECV)) { /* addresses before the wait for the kernel before (PDL) */
+        ll_combine_inputs_at(A, &in, &ro, &mi);
+        symm__pin_u32(&ro);
+        symm__pin_u32(&mi);
+    }
     ll_pdl_begin(A);
+    if (small)
+        ll_stamp(A, LLS_DEP);
     if (A->probe == SYMM__MOE_PROBE_EMPTY || A->probe == SYMM__MOE_PROBE_HOP) {
         const uint64_t e = moe_begin(A, 0);
         if (A->probe == SYMM__MOE_PROBE_HOP)
             ll_probe_hop(A, e, 1);
         return;
     }
+    uint64_t braw = 0, fe = 0;
+    uint32_t fR = 0;
+    if (small && (A->flags & SYMM_MOE_SEND)) { /* the send half's first round of loads, first of all */
+        fR = symm__cld4(MOE_U64(A, ll_flat), 0); /* (the low word: routes < 2^32) */
+        fe = *(volatile uint64_t *)&moe_state(A)->epoch;
+    }
     if (blockIdx.x == 0 && symm__block_tid() == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
-    ll_cin_t in;
-    uint64_t braw = 0;
     if (A->flags & SYMM_MOE_RECV) {
         if (small) { /* every thread its own bound and its first unit's route, in registers */
             braw = ll_bound_load(A);
-            ll_combine_inputs(A, &in);
+            ll_combine_inputs(A, &in, ro, mi);
         } else {
             if (symm__block_tid() == SYMM__MOE_THREADS - 32)
                 sbraw = ll_bound_load(A);
@@ -2090,7 +2186,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     }
     if (A->flags & SYMM_MOE_SEND)
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE,
-                       small ? ll_combine_send_small(A, &se) : ll_combine_send(A, &se));
+                       small ? ll_combine_send_small(A, &se, fR, fe) : ll_combine_send(A, &se));
     else if (symm__block_tid() == 0)
         se = *(volatile uint64_t *)&moe_state(A)->epoch;
     ll_stamp(A, LLS_C_SENT);

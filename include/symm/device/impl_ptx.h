@@ -63,6 +63,16 @@ SYMM__DEVICE_INTERNAL void symm__griddep_launch(void) {
 #endif
 }
 
+/* Have x computed here: the compiler keeps volatile asm in program order, so arithmetic
+ * pinned before a wait (griddepcontrol.wait) is done while the wait lasts, not after it. */
+SYMM__DEVICE_INTERNAL void symm__pin_u32(uint32_t *x) {
+    asm volatile("" : "+r"(*x));
+}
+
+SYMM__DEVICE_INTERNAL void symm__pin_u64(uint64_t *x) {
+    asm volatile("" : "+l"(*x));
+}
+
 /* Bring the line of p (a generic address) into this SM's L1 without holding a
  * register or waiting: later loads of it hit. */
 SYMM__DEVICE_INTERNAL void symm__prefetch_l1(const void *p) {
