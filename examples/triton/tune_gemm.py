@@ -25,7 +25,9 @@ import triton
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
 import _gemm as G  # noqa: E402
+from symm import timing  # noqa: E402
 
 CANDIDATES = [
     dict(BM=128, BN=128, BK=64, GROUP_M=1, num_warps=8, num_stages=3),   # the old examples' config
@@ -48,16 +50,7 @@ SHAPES = {"ag_gemm": (8192, 8192, 2048), "gemm_rs": (8192, 2048, 8192),
 def gpu_us(fn, iters, repeats=3):
     fn()
     torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(iters):
-            fn()
-        b.record()
-        b.synchronize()
-        samples.append(a.elapsed_time(b) * 1000.0 / iters)
-    return statistics.median(samples)
+    return statistics.median([timing.window_us(fn, iters) for _ in range(repeats)])
 
 
 def config_name(cfg):
