@@ -1,0 +1,202 @@
+"""How much moving data beside a GEMM slows the GEMM, on one GPU: the
+question behind the fused examples' overlap (issue 29: their communication
+runs on the copy engines or on a few SMs next to the GEMM, and fused time
+stayed 1.16-1.35x of the GEMM alone on 4 GPUs while the kernel without the
+copies and the copies without the kernel each took about the GEMM's time).
+
+Each case runs torch.matmul at one of the examples' per-PE shapes and, on a
+side stream started with it, the bytes that PE's communication writes into
+its memory (three quarters of the gathered operand or of the output, as on
+4 PEs), moved by
+  ce         cudaMemcpyAsync device to device, split in 3 (one a peer)
+  sm S       a copy kernel of S blocks (launched first, so they are resident),
+             plain loads and stores
+  sm S cs    the same with evict-first loads and streaming (.cs) stores, so
+             the copied lines do not push the GEMM's tiles out of L2
+Figures: GEMM alone, copy alone, both (until both are done) and the GEMM's
+own time beside the copy (its stream's events), medians of REPS windows;
+"slowdown" = GEMM beside the copy / GEMM alone. On one GPU a copy reads and
+writes the same HBM (a copy over NVLink reads on the sender and writes on
+the receiver: the same bytes per GPU when every PE sends as much as it
+receives, as in an all-gather or reduce-scatter), and whether a local copy
+runs on a copy engine is checked first (a copy finishing while every SM is
+held by a spinning kernel).
+
+    python3 bench/probes/gemm_copy_probe.py [--reps 15] [--out FILE.md]
+"""
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+MIB = 1 << 20
+# (name, M, N, K, bytes the PE's communication writes into it on 4 PEs)
+SHAPES = [
+    ("ag_gemm square", 8192, 2048, 8192, 3 * 2048 * 8192 * 2),
+    ("gemm_rs square", 8192, 8192, 2048, 3 * 2048 * 8192 * 2),
+    ("ag_gemm llm", 4096, 7168, 8192, 3 * 1024 * 8192 * 2),
+    ("gemm_rs llm", 4096, 8192, 7168, 3 * 1024 * 8192 * 2),
+]
+
+
+@triton.jit
+def copy_kernel(dst, src, n16, CS: tl.constexpr, BLOCK: tl.constexpr):
+    """Persistent copy of n16 16-byte words (as 4 int32 each) by the grid."""
+    pid, nprog = tl.program_id(0), tl.num_programs(0)
+    offs = tl.arange(0, BLOCK)
+    for start in range(pid * BLOCK, n16 * 4, nprog * BLOCK):
+        idx = start + offs
+        m = idx < n16 * 4
+        if CS:
+            v = tl.load(src + idx, mask=m, eviction_policy="evict_first")
+            tl.store(dst + idx, v, mask=m, cache_modifier=".cs")
+        else:
+            v = tl.load(src + idx, mask=m)
+            tl.store(dst + idx, v, mask=m)
+
+
+@triton.jit
+def spin_kernel(out, ns):
+    """Each block holds its SM for `ns` nanoseconds."""
+    t0 = tl.extra.cuda.globaltimer()
+    while tl.extra.cuda.globaltimer() - t0 < ns:
+        pass
+    tl.store(out + tl.program_id(0), 1)
+
+
+def med(xs):
+    return statistics.median(xs)
+
+
+def timed(fn, reps):
+    out = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        out.append(a.elapsed_time(b) * 1000.0)
+    return med(out)
+
+
+def ce_is_copy_engine(dev, sms):
+    """A local 256 MiB copy issued while every SM spins for 20 ms: done before
+    the spin ends only if no SM ran it."""
+    src = torch.empty(256 * MIB, dtype=torch.uint8, device=dev)
+    dst = torch.empty_like(src)
+    flag = torch.zeros(sms * 2, dtype=torch.int32, device=dev)
+    side = torch.cuda.Stream()
+    spin_done, copy_done = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start = torch.cuda.Event(enable_timing=True)
+    spin_kernel[(sms * 2,)](flag, 1000, num_warps=32)  # compiled and loaded before the timed launch
+    dst.copy_(src)
+    torch.cuda.synchronize()
+    start.record()
+    spin_kernel[(sms * 2,)](flag, 20_000_000, num_warps=32)  # 2 x 1024 threads: every SM full
+    spin_done.record()
+    side.wait_event(start)
+    with torch.cuda.stream(side):
+        dst.copy_(src, non_blocking=True)
+        copy_done.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(copy_done) < start.elapsed_time(spin_done) * 0.9, \
+        start.elapsed_time(copy_done) * 1000.0, start.elapsed_time(spin_done) * 1000.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--sms", default="8,16,32", help="copy-kernel block counts")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("SKIP: gemm_copy_probe: no GPU")
+        return 0
+    dev = torch.device("cuda", 0)
+    props = torch.cuda.get_device_properties(dev)
+    nsm = props.multi_processor_count
+    ce, ce_us, spin_us = ce_is_copy_engine(dev, nsm)
+    lines = ["# GEMM beside a copy on one GPU (%s, %d SMs), %s" % (props.name, nsm, time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                                           time.gmtime())),
+             "",
+             "command: `python3 bench/probes/gemm_copy_probe.py --reps %d --sms %s`" % (args.reps, args.sms),
+             "",
+             "local cudaMemcpyAsync of 256 MiB while every SM spins 20 ms: done at %.0f us, spin at %.0f us: %s"
+             % (ce_us, spin_us, "a copy engine ran it" if ce else "it waited for SMs (not a copy engine)"),
+             "",
+             "| shape | M x N x K | MiB moved | mover | GEMM alone us | copy alone us | both us | GEMM beside copy us |"
+             " slowdown | both / max(alone) |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    print("\n".join(lines), flush=True)
+    side = torch.cuda.Stream()
+    for name, M, N, K, nbytes in SHAPES:
+        a = torch.randn(M, K, dtype=torch.bfloat16, device=dev)
+        b = torch.randn(K, N, dtype=torch.bfloat16, device=dev)
+        c = torch.empty(M, N, dtype=torch.bfloat16, device=dev)
+        src = torch.randint(0, 1 << 30, (nbytes // 4,), dtype=torch.int32, device=dev)
+        dst = torch.empty_like(src)
+        thirds = [(i * (nbytes // 4) // 3, (i + 1) * (nbytes // 4) // 3) for i in range(3)]
+
+        def gemm():
+            torch.matmul(a, b, out=c)
+
+        def mover(kind, S):
+            if kind == "ce":
+                def go():
+                    for lo, hi in thirds:
+                        dst[lo:hi].copy_(src[lo:hi], non_blocking=True)
+            else:
+                def go():
+                    copy_kernel[(S,)](dst, src, nbytes // 16, CS=(kind == "sm cs"), BLOCK=4096, num_warps=8)
+            return go
+
+        movers = [("ce", 0)] + [(k, int(s)) for s in args.sms.split(",") for k in ("sm", "sm cs")]
+        for _ in range(3):
+            gemm()
+        t_gemm = timed(gemm, args.reps)
+        for kind, S in movers:
+            go = mover(kind, S)
+            go()
+            torch.cuda.synchronize()
+            t_copy = timed(go, args.reps)
+            both, beside = [], []
+            for _ in range(args.reps):
+                e0, e1, g1 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+                main = torch.cuda.current_stream()
+                e0.record()
+                side.wait_stream(main)
+                with torch.cuda.stream(side):
+                    go()
+                gemm()
+                g1.record()
+                main.wait_stream(side)
+                e1.record()
+                e1.synchronize()
+                both.append(e0.elapsed_time(e1) * 1000.0)
+                beside.append(e0.elapsed_time(g1) * 1000.0)
+            if not torch.equal(dst, src):
+                print("FAIL: %s %s: the copy is wrong" % (name, kind))
+                return 1
+            t_both, t_beside = med(both), med(beside)
+            label = kind if kind == "ce" else "%s %d" % (kind, S)
+            row = "| %s | %dx%dx%d | %d | %s | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |" % (
+                name, M, N, K, nbytes // MIB, label, t_gemm, t_copy, t_both, t_beside, t_beside / t_gemm,
+                t_both / max(t_gemm, t_copy))
+            lines.append(row)
+            print(row, flush=True)
+            dst.zero_()
+        del a, b, c, src, dst
+        torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
