@@ -8,7 +8,9 @@ Each case runs torch.matmul at one of the examples' per-PE shapes and, on a
 side stream started with it, the bytes that PE's communication writes into
 its memory (three quarters of the gathered operand or of the output, as on
 4 PEs), moved by
-  ce         cudaMemcpyAsync device to device, split in 3 (one a peer)
+  ce         cuMemcpyBatchAsync of 3 copies (one a peer) with the hint to
+             overlap compute (a plain local cudaMemcpyAsync runs on the SMs:
+             the check below shows it)
   sm S       a copy kernel of S blocks (launched first, so they are resident),
              plain loads and stores
   sm S cs    the same with evict-first loads and streaming (.cs) stores, so
@@ -25,6 +27,7 @@ held by a spinning kernel).
     python3 bench/probes/gemm_copy_probe.py [--reps 15] [--out FILE.md]
 """
 import argparse
+import ctypes
 import statistics
 import sys
 import time
@@ -68,6 +71,40 @@ def spin_kernel(out, ns):
     tl.store(out + tl.program_id(0), 1)
 
 
+class _Attrs(ctypes.Structure):
+    """CUmemcpyAttributes: source order, two location hints, flags."""
+    _fields_ = [("order", ctypes.c_int), ("src_type", ctypes.c_int), ("src_id", ctypes.c_int),
+                ("dst_type", ctypes.c_int), ("dst_id", ctypes.c_int), ("flags", ctypes.c_uint)]
+
+
+_ORDER_STREAM, _PREFER_OVERLAP = 1, 1
+
+
+def batch_copier():
+    """copy(pairs, stream): one cuMemcpyBatchAsync of [(dst, src, bytes)] on
+    a copy engine where the driver honours the hint."""
+    cu = ctypes.CDLL("libcuda.so.1")
+    try:
+        fn, fail = cu.cuMemcpyBatchAsync_v2, False
+    except AttributeError:
+        fn, fail = cu.cuMemcpyBatchAsync, True
+    attrs = _Attrs(_ORDER_STREAM, 0, 0, 0, 0, _PREFER_OVERLAP)
+    zero = ctypes.c_size_t(0)
+
+    def copy(pairs, stream):
+        n = len(pairs)
+        d = (ctypes.c_uint64 * n)(*[p[0] for p in pairs])
+        sr = (ctypes.c_uint64 * n)(*[p[1] for p in pairs])
+        sz = (ctypes.c_size_t * n)(*[p[2] for p in pairs])
+        args = [d, sr, sz, ctypes.c_size_t(n), ctypes.byref(attrs), ctypes.byref(zero), ctypes.c_size_t(1)]
+        if fail:
+            args.append(ctypes.byref(ctypes.c_size_t(0)))
+        rc = fn(*args, ctypes.c_void_p(stream))
+        if rc != 0:
+            raise RuntimeError("cuMemcpyBatchAsync failed: CUresult %d" % rc)
+    return copy
+
+
 def med(xs):
     return statistics.median(xs)
 
@@ -84,9 +121,9 @@ def timed(fn, reps):
     return med(out)
 
 
-def ce_is_copy_engine(dev, sms):
-    """A local 256 MiB copy issued while every SM spins for 20 ms: done before
-    the spin ends only if no SM ran it."""
+def runs_beside_spin(dev, sms, copy):
+    """copy() of 256 MiB issued while every SM spins: (done before the spin
+    ends, so no SM ran it; copy done us; spin done us)."""
     src = torch.empty(256 * MIB, dtype=torch.uint8, device=dev)
     dst = torch.empty_like(src)
     flag = torch.zeros(sms * 2, dtype=torch.int32, device=dev)
@@ -94,18 +131,18 @@ def ce_is_copy_engine(dev, sms):
     spin_done, copy_done = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start = torch.cuda.Event(enable_timing=True)
     spin_kernel[(sms * 2,)](flag, 1000, num_warps=32)  # compiled and loaded before the timed launch
-    dst.copy_(src)
+    copy(dst, src, side)
     torch.cuda.synchronize()
     start.record()
-    spin_kernel[(sms * 2,)](flag, 20_000_000, num_warps=32)  # 2 x 1024 threads: every SM full
+    spin_kernel[(sms * 2,)](flag, 20_000_000, num_warps=32)
     spin_done.record()
     side.wait_event(start)
-    with torch.cuda.stream(side):
-        dst.copy_(src, non_blocking=True)
-        copy_done.record()
+    copy(dst, src, side)
+    copy_done.record(side)
     torch.cuda.synchronize()
-    return start.elapsed_time(copy_done) < start.elapsed_time(spin_done) * 0.9, \
-        start.elapsed_time(copy_done) * 1000.0, start.elapsed_time(spin_done) * 1000.0
+    ok = torch.equal(dst, src)
+    c, s = start.elapsed_time(copy_done) * 1000.0, start.elapsed_time(spin_done) * 1000.0
+    return ok and c < 0.9 * s, c, s
 
 
 def main():
@@ -120,15 +157,26 @@ def main():
     dev = torch.device("cuda", 0)
     props = torch.cuda.get_device_properties(dev)
     nsm = props.multi_processor_count
-    ce, ce_us, spin_us = ce_is_copy_engine(dev, nsm)
+    batch = batch_copier()
+
+    def memcpy(dst, src, stream):
+        with torch.cuda.stream(stream):
+            dst.copy_(src, non_blocking=True)
+
+    def batched(dst, src, stream):
+        batch([(dst.data_ptr(), src.data_ptr(), src.numel() * src.element_size())], stream.cuda_stream)
+
+    checks = [("local cudaMemcpyAsync", runs_beside_spin(dev, nsm, memcpy)),
+              ("cuMemcpyBatchAsync, prefer overlap", runs_beside_spin(dev, nsm, batched))]
     lines = ["# GEMM beside a copy on one GPU (%s, %d SMs), %s" % (props.name, nsm, time.strftime("%Y-%m-%d %H:%M UTC",
                                                                                            time.gmtime())),
              "",
              "command: `python3 bench/probes/gemm_copy_probe.py --reps %d --sms %s`" % (args.reps, args.sms),
              "",
-             "local cudaMemcpyAsync of 256 MiB while every SM spins 20 ms: done at %.0f us, spin at %.0f us: %s"
-             % (ce_us, spin_us, "a copy engine ran it" if ce else "it waited for SMs (not a copy engine)"),
-             "",
+             "256 MiB copied on a side stream while every SM spins 20 ms:"] + [
+             "- %s: done at %.0f us, the spin at %.0f us: %s" % (name, c, sp, "beside the spin (a copy engine)" if ok
+                                                                 else "not before the spin ended (SMs)")
+             for name, (ok, c, sp) in checks] + ["",
              "| shape | M x N x K | MiB moved | mover | GEMM alone us | copy alone us | both us | GEMM beside copy us |"
              " slowdown | both / max(alone) |",
              "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
@@ -147,9 +195,10 @@ def main():
 
         def mover(kind, S):
             if kind == "ce":
+                pairs = [(dst.data_ptr() + 4 * lo, src.data_ptr() + 4 * lo, 4 * (hi - lo)) for lo, hi in thirds]
+
                 def go():
-                    for lo, hi in thirds:
-                        dst[lo:hi].copy_(src[lo:hi], non_blocking=True)
+                    batch(pairs, torch.cuda.current_stream().cuda_stream)
             else:
                 def go():
                     copy_kernel[(S,)](dst, src, nbytes // 16, CS=(kind == "sm cs"), BLOCK=4096, num_warps=8)
