@@ -8,14 +8,14 @@ Each case runs torch.matmul at one of the examples' per-PE shapes and, on a
 side stream started with it, the bytes that PE's communication writes into
 its memory (three quarters of the gathered operand or of the output, as on
 4 PEs), moved by
-  ce         cuMemcpyBatchAsync of 3 copies (one a peer) with the hint to
-             overlap compute (a plain local cudaMemcpyAsync runs on the SMs:
-             the check below shows it)
   sm S       a copy kernel of S blocks (launched first, so they are resident),
              plain loads and stores
   sm S cs    the same with evict-first loads and streaming (.cs) stores, so
              the copied lines do not push the GEMM's tiles out of L2
-Figures: GEMM alone, copy alone, both (until both are done) and the GEMM's
+(No copy-engine row: on one GPU a local copy runs on the SMs, with or
+without cuMemcpyBatchAsync's hint to overlap compute, which the check
+below shows; the fused examples' copy engines move peer data, which needs
+a second GPU.) Figures: GEMM alone, copy alone, both (until both are done) and the GEMM's
 own time beside the copy (its stream's events), medians of REPS windows;
 "slowdown" = GEMM beside the copy / GEMM alone. On one GPU a copy reads and
 writes the same HBM (a copy over NVLink reads on the sender and writes on
@@ -188,23 +188,16 @@ def main():
         c = torch.empty(M, N, dtype=torch.bfloat16, device=dev)
         src = torch.randint(0, 1 << 30, (nbytes // 4,), dtype=torch.int32, device=dev)
         dst = torch.empty_like(src)
-        thirds = [(i * (nbytes // 4) // 3, (i + 1) * (nbytes // 4) // 3) for i in range(3)]
 
         def gemm():
             torch.matmul(a, b, out=c)
 
         def mover(kind, S):
-            if kind == "ce":
-                pairs = [(dst.data_ptr() + 4 * lo, src.data_ptr() + 4 * lo, 4 * (hi - lo)) for lo, hi in thirds]
-
-                def go():
-                    batch(pairs, torch.cuda.current_stream().cuda_stream)
-            else:
-                def go():
-                    copy_kernel[(S,)](dst, src, nbytes // 16, CS=(kind == "sm cs"), BLOCK=4096, num_warps=8)
+            def go():
+                copy_kernel[(S,)](dst, src, nbytes // 16, CS=(kind == "sm cs"), BLOCK=4096, num_warps=8)
             return go
 
-        movers = [("ce", 0)] + [(k, int(s)) for s in args.sms.split(",") for k in ("sm", "sm cs")]
+        movers = [(k, int(s)) for s in args.sms.split(",") for k in ("sm", "sm cs")]
         for _ in range(3):
             gemm()
         t_gemm = timed(gemm, args.reps)
@@ -232,7 +225,7 @@ def main():
                 print("FAIL: %s %s: the copy is wrong" % (name, kind))
                 return 1
             t_both, t_beside = med(both), med(beside)
-            label = kind if kind == "ce" else "%s %d" % (kind, S)
+            label = "%s %d" % (kind, S)
             row = "| %s | %dx%dx%d | %d | %s | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |" % (
                 name, M, N, K, nbytes // MIB, label, t_gemm, t_copy, t_both, t_beside, t_beside / t_gemm,
                 t_both / max(t_gemm, t_copy))
