@@ -417,6 +417,33 @@ SYMM__DEVICE_INTERNAL void ll_ld_scales(const symm__moe_kargs_t *A, int64_t t, u
         w[i] = symm__f32_bits(A->x_scale[t * A->xs_stride[0] + (int64_t)(s0 + i) * A->xs_stride[1]]);
 }
 
+/* Vector v of token t's row as it travels: 16 bytes of x (v < nvx), else a quad of its scales. */
+SYMM__DEVICE_INTERNAL symm__v4_t ll_row_vec(const symm__moe_kargs_t *A, uint64_t t, uint32_t v) {
+    const uint32_t nvx = A->x_bytes / 16u;
+    uint32_t w[4] = {0, 0, 0, 0};
+    symm__v4_t d;
+    if (v < nvx)
+        return ll_ld16((const char *)A->x + t * ((uint64_t)A->x_stride * A->x_esz) + 16u * v);
+    ll_ld_scales(A, (int64_t)t, 4u * (v - nvx), w);
+    d.x = w[0];
+    d.y = w[1];
+    d.z = w[2];
+    d.w = w[3];
+    return d;
+}
+
+/* Vectors lo .. hi - 1 of token t's row as packets into slot on every PE of mask, a thread a
+ * vector at a time; pre (or NULL): this thread's first vector, loaded ahead. */
+SYMM__DEVICE_INTERNAL void ll_put_slice(const symm__moe_kargs_t *A, char *slot, uint64_t t, uint32_t lo, uint32_t hi,
+                                        uint64_t mask, uint32_t tag, const symm__v4_t *pre) {
+    const uint32_t tid = symm__block_tid();
+    for (uint32_t v = lo + tid; v < hi; v += SYMM__MOE_THREADS) {
+        const symm__v4_t d = pre != NULL && v == lo + tid ? *pre : ll_row_vec(A, t, v);
+        for (uint64_t m = mask; m; m &= m - 1)
+            ll_put_pkt2(moe_peer(A, slot + 32u * v, __ffsll((long long)m) - 1), d, tag);
+    }
+}
+
 /* The send half opens the epoch: thread 0 reads the last one with the first
  * chunk's indices (*se: the block's copy; `again`: a second pass of
  * SYMM_MOE_LL_PROBE=twice takes the next one from there). The block is
@@ -580,29 +607,15 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                             __reduce_or_sync(MOE_FULL, (uint32_t)m);
                 }
                 ll_stamp(A, LLS_D_MASK);
-                for (uint32_t v = lo + tid; v < hi; v += SYMM__MOE_THREADS) {
-                    symm__v4_t d;
-                    if (v == lo + tid) { /* the prefetched vector */
-                        if (v < nvx) {
-                            d = pv[0];
-                        } else {
-                            d.x = pw[0];
-                            d.y = pw[1];
-                            d.z = pw[2];
-                            d.w = pw[3];
-                        }
-                    } else if (v < nvx) {
-                        d = ll_ld16((const char *)A->x + t * xrow + 16u * v);
-                    } else {
-                        uint32_t w[4] = {0, 0, 0, 0};
-                        ll_ld_scales(A, (int64_t)t, 4u * (v - nvx), w);
-                        d.x = w[0];
-                        d.y = w[1];
-                        d.z = w[2];
-                        d.w = w[3];
+                {
+                    symm__v4_t d0 = pv[0]; /* the prefetched vector: x, or a quad of scales */
+                    if (lo + tid >= nvx) {
+                        d0.x = pw[0];
+                        d0.y = pw[1];
+                        d0.z = pw[2];
+                        d0.w = pw[3];
                     }
-                    for (uint64_t m = mask; m; m &= m - 1)
-                        ll_put_pkt2(moe_peer(A, slot + 32u * v, __ffsll((long long)m) - 1), d, tag);
+                    ll_put_slice(A, slot, t, lo, hi, mask, tag, &d0);
                 }
                 ll_stamp(A, LLS_D_XST);
             }
@@ -982,7 +995,6 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
     const uint32_t me = (uint32_t)A->me, dpr = me % dp, B = gridDim.x, p = (uint32_t)(e & 1u), tag = ll_tag(e);
     const uint32_t all = (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
     const uint32_t RB = B > 1 ? B - 1 : 1, nvx = A->x_bytes / 16u, cols = A->scale_cols, nv = nvx + (cols + 3) / 4;
-    const uint64_t xrow = (uint64_t)A->x_stride * A->x_esz;
     const uint32_t mode = LL_MODE_DPKT | (A->pkt && A->num_tokens <= A->pmt ? LL_MODE_CPKT : 0u);
     if (blockIdx.x == B - 1) {
         /* the header: route q = i * K + k of token i (below the bound) */
@@ -1041,23 +1053,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
             if (u == blockIdx.x)
                 ll_stamp(A, LLS_D_MASK);
             slot = ll_pslot(A, p, me, i);
-            for (uint32_t v = lo + tid; v < hi; v += SYMM__MOE_THREADS) {
-                symm__v4_t d;
-                if (u == blockIdx.x && v == lo + tid) {
-                    d = *pv0;
-                } else if (v < nvx) {
-                    d = ll_ld16((const char *)A->x + t * xrow + 16u * v);
-                } else {
-                    uint32_t w[4] = {0, 0, 0, 0};
-                    ll_ld_scales(A, (int64_t)t, 4u * (v - nvx), w);
-                    d.x = w[0];
-                    d.y = w[1];
-                    d.z = w[2];
-                    d.w = w[3];
-                }
-                for (uint64_t m = mask; m; m &= m - 1)
-                    ll_put_pkt2(moe_peer(A, slot + 32u * v, __ffsll((long long)m) - 1), d, tag);
-            }
+            ll_put_slice(A, slot, t, lo, hi, mask, tag, u == blockIdx.x ? pv0 : NULL);
             if (u == blockIdx.x)
                 ll_stamp(A, LLS_D_XST);
         }
@@ -1375,18 +1371,8 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
                 xa = symm__cld4((const uint32_t *)A->idx + t * K + lane, 0);
             if (lane + 32u < K)
                 xb = symm__cld4((const uint32_t *)A->idx + t * K + lane + 32u, 0);
-            if (what & 2u) {
-                if (v < nvx) {
-                    pv = ll_ld16((const char *)A->x + t * ((uint64_t)A->x_stride * A->x_esz) + 16u * v);
-                } else {
-                    uint32_t w[4] = {0, 0, 0, 0};
-                    ll_ld_scales(A, (int64_t)t, 4u * (v - nvx), w);
-                    pv.x = w[0];
-                    pv.y = w[1];
-                    pv.z = w[2];
-                    pv.w = w[3];
-                }
-            }
+            if (what & 2u)
+                pv = ll_row_vec(A, t, v);
         }
         if (what & 1u)
             sidx[tid] = ix;
