@@ -305,7 +305,7 @@ symm_status_t symm__moe_check_dispatch(const symm_moe_config_t *cfg, const symm_
                                        const symm_moe_dispatch_args_t *x, symm__moe_kargs_t *a) {
     const char *call = "symm_moe_dispatch";
     symm_status_t st;
-    uint32_t esz;
+    uint32_t esz = 0; /* set by check_x_dtype; the zero keeps gcc -O3 -Werror quiet */
     if (x == NULL)
         return BAD("%s: args is NULL", call);
     if (cfg->mode != SYMM_MOE_LOW_LATENCY)
@@ -435,7 +435,7 @@ symm_status_t symm__moe_check_ht_dispatch(const symm_moe_config_t *cfg, const sy
                                           const symm_moe_ht_dispatch_args_t *x, symm__moe_kargs_t *a) {
     const char *call = "symm_moe_ht_dispatch";
     symm_status_t st;
-    uint32_t esz;
+    uint32_t esz = 0;
     (void)g;
     if (x == NULL)
         return BAD("%s: args is NULL", call);
