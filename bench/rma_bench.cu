@@ -174,20 +174,18 @@ __device__ static inline uint64_t fp_word(uint32_t v, int j) { return (uint64_t)
 
 /* The rounds of every form's ping-pong: `warm` untimed, then `iters` timed, with the
  * values 1, 2, ...; in each round the initiator (role 0) sends, then receives, and the
- * responder receives, then sends. recv(v) returns 0 to stop the kernel (a lost value).
- * *t0: the globaltimer at the first timed round. Returns 0 when recv stopped it. */
-template <class Send, class Recv>
-__device__ static inline int fp_rounds(int role, int warm, int iters, uint64_t *t0, Send send, Recv recv) {
+ * responder receives, then sends: side(v, send) does one of them and returns 0 to stop the
+ * kernel (a lost value). *t0: the globaltimer at the first timed round. Returns 0 when a
+ * side stopped it. */
+template <class Side>
+__device__ static inline int fp_rounds(int role, int warm, int iters, uint64_t *t0, Side side) {
     for (int k = 0; k < warm + iters; ++k) {
         uint32_t v = (uint32_t)k + 1u;
         if (k == warm)
             *t0 = bench_globaltimer();
-        for (int pass = 0; pass < 2; pass++) {
-            if ((pass == 0) == (role == 0))
-                send(v);
-            else if (!recv(v))
+        for (int pass = 0; pass < 2; pass++)
+            if (!side(v, (pass == 0) == (role == 0)))
                 return 0;
-        }
     }
     return 1;
 }
@@ -208,62 +206,62 @@ __global__ static void form_lat_kernel(const symm_ctx_t *ctx, int f, int role, i
      * read's latency overlaps the reply instead of sitting on the timed path */
     uint64_t seen[8];
     uint32_t seen_v = 0;
-    auto send = [&](uint32_t v) {
+    auto side = [&](uint32_t v, int send) -> int {
         if (f == LF_RAW) {
-            *raw_remote = (int32_t)v;
-            return;
-        }
-        if (f == LF_P) {
-            symm_p_i32(ctx, (int32_t *)page, (int32_t)v, peer);
-            return;
-        }
-        for (int j = 0; j < nbytes / 8; j++)
-            src[j] = fp_word(v, j);
-        switch (f) {
-        case LF_PS8:
-        case LF_PS64: symm_put_signal(ctx, data, src, (size_t)nbytes, sig, v, SYMM_SIGNAL_SET, peer); break;
-        case LF_PS8_ADD: symm_put_signal(ctx, data, src, 8, sig, 1, SYMM_SIGNAL_ADD, peer); break;
-        case LF_PS8_FENCE:
-            symm_put_nbi(ctx, data, src, 8, peer);
-            symm__fence_acq_rel_sys(); /* the data before the signal, for whoever acquires it */
-            symm_p_u64(ctx, sig, v, peer);
-            break;
-        default: symm_put_pkt(ctx, page, src, (size_t)nbytes, v, peer); break;
-        }
-    };
-    auto recv = [&](uint32_t v) -> int {
-        if (f == LF_RAW) {
-            for (unsigned spin = 0; *raw_local != (int32_t)v; ++spin)
-                if ((spin & 4095u) == 4095u && bench_globaltimer() > deadline) {
-                    printf("bench: raw flag form timed out (role %d, value %u)\n", role, v);
-                    *d_err = 1;
-                    return 0;
-                }
+            if (send) {
+                *raw_remote = (int32_t)v;
+            } else {
+                for (unsigned spin = 0; *raw_local != (int32_t)v; ++spin)
+                    if ((spin & 4095u) == 4095u && bench_globaltimer() > deadline) {
+                        printf("bench: raw flag form timed out (role %d, value %u)\n", role, v);
+                        *d_err = 1;
+                        return 0;
+                    }
+            }
             return 1;
         }
         if (f == LF_P) {
-            symm_wait_until_i32(ctx, (const int32_t *)page, SYMM_CMP_EQ, (int32_t)v);
+            if (send)
+                symm_p_i32(ctx, (int32_t *)page, (int32_t)v, peer);
+            else
+                symm_wait_until_i32(ctx, (const int32_t *)page, SYMM_CMP_EQ, (int32_t)v);
             return 1;
         }
-        const uint64_t *got = data;
-        if (f == LF_PKT8 || f == LF_PKT64) {
-            symm_pkt_wait(ctx, page, dst, (size_t)nbytes, v);
-            got = dst;
+        if (send) {
+            for (int j = 0; j < nbytes / 8; j++)
+                src[j] = fp_word(v, j);
+            switch (f) {
+            case LF_PS8:
+            case LF_PS64: symm_put_signal(ctx, data, src, (size_t)nbytes, sig, v, SYMM_SIGNAL_SET, peer); break;
+            case LF_PS8_ADD: symm_put_signal(ctx, data, src, 8, sig, 1, SYMM_SIGNAL_ADD, peer); break;
+            case LF_PS8_FENCE:
+                symm_put_nbi(ctx, data, src, 8, peer);
+                symm__fence_acq_rel_sys(); /* the data before the signal, for whoever acquires it */
+                symm_p_u64(ctx, sig, v, peer);
+                break;
+            default: symm_put_pkt(ctx, page, src, (size_t)nbytes, v, peer); break;
+            }
         } else {
-            symm_signal_wait_until(ctx, sig, SYMM_CMP_EQ, v);
+            const uint64_t *got = data;
+            if (f == LF_PKT8 || f == LF_PKT64) {
+                symm_pkt_wait(ctx, page, dst, (size_t)nbytes, v);
+                got = dst;
+            } else {
+                symm_signal_wait_until(ctx, sig, SYMM_CMP_EQ, v);
+            }
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if (seen_v != 0 && j < nbytes / 8)
+                    bad += seen[j] != fp_word(seen_v, j);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if (j < nbytes / 8)
+                    seen[j] = *(volatile const uint64_t *)&got[j];
+            seen_v = v;
         }
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            if (seen_v != 0 && j < nbytes / 8)
-                bad += seen[j] != fp_word(seen_v, j);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            if (j < nbytes / 8)
-                seen[j] = *(volatile const uint64_t *)&got[j];
-        seen_v = v;
         return 1;
     };
-    if (!fp_rounds(role, warm, iters, &t0, send, recv))
+    if (!fp_rounds(role, warm, iters, &t0, side))
         return;
 #pragma unroll
     for (int j = 0; j < 8; j++)
@@ -283,21 +281,21 @@ __global__ static void form_v64_kernel(const symm_ctx_t *ctx, int f, int role, i
     unsigned long long bad = 0;
     uint64_t t0 = 0, seen = 0;
     uint32_t seen_v = 0;
-    auto send = [&](uint32_t v) {
-        if (warp)
-            symm_put_pkt_v64_warp(ctx, page, fp_word(v, (int)lane), nwords, v, peer);
-        else
-            symm_put_pkt_v64(ctx, page, fp_word(v, 0), v, peer);
-    };
-    auto recv = [&](uint32_t v) -> int {
-        uint64_t got = warp ? symm_pkt_wait_v64_warp(ctx, page, nwords, v) : symm_pkt_wait_v64(ctx, page, v);
-        if (seen_v != 0 && lane < nwords)
-            bad += seen != fp_word(seen_v, (int)lane);
-        seen = got;
-        seen_v = v;
+    fp_rounds(role, warm, iters, &t0, [&](uint32_t v, int send) -> int {
+        if (send) {
+            if (warp)
+                symm_put_pkt_v64_warp(ctx, page, fp_word(v, (int)lane), nwords, v, peer);
+            else
+                symm_put_pkt_v64(ctx, page, fp_word(v, 0), v, peer);
+        } else {
+            uint64_t got = warp ? symm_pkt_wait_v64_warp(ctx, page, nwords, v) : symm_pkt_wait_v64(ctx, page, v);
+            if (seen_v != 0 && lane < nwords)
+                bad += seen != fp_word(seen_v, (int)lane);
+            seen = got;
+            seen_v = v;
+        }
         return 1;
-    };
-    fp_rounds(role, warm, iters, &t0, send, recv);
+    });
     if (seen_v != 0 && lane < nwords)
         bad += seen != fp_word(seen_v, (int)lane);
     if (role == 0 && lane == 0)
