@@ -172,6 +172,24 @@ static int lf_threads(int f) { return f == LF_V64W_64 || f == LF_V64W_256 ? 32 :
 
 __device__ static inline uint64_t fp_word(uint32_t v, int j) { return (uint64_t)v * 0x9e3779b97f4a7c15ull + (uint64_t)j; }
 
+/* The rounds of every form's ping-pong: `warm` untimed, then `iters` timed, with the
+ * values 1, 2, ...; in each round the initiator (role 0) sends, then receives, and the
+ * responder receives, then sends: side(v, send) does one of them and returns 0 to stop the
+ * kernel (a lost value). *t0: the globaltimer at the first timed round. Returns 0 when a
+ * side stopped it. */
+template <class Side>
+__device__ static inline int fp_rounds(int role, int warm, int iters, uint64_t *t0, Side side) {
+    for (int k = 0; k < warm + iters; ++k) {
+        uint32_t v = (uint32_t)k + 1u;
+        if (k == warm)
+            *t0 = bench_globaltimer();
+        for (int pass = 0; pass < 2; pass++)
+            if (!side(v, (pass == 0) == (role == 0)))
+                return 0;
+    }
+    return 1;
+}
+
 /* One side of the ping-pong of form f on `page` (zeroed before the
  * launch): values 1, 2, ... ; each received payload is checked. */
 __global__ static void form_lat_kernel(const symm_ctx_t *ctx, int f, int role, int peer, int warm, int iters,
@@ -188,67 +206,63 @@ __global__ static void form_lat_kernel(const symm_ctx_t *ctx, int f, int role, i
      * read's latency overlaps the reply instead of sitting on the timed path */
     uint64_t seen[8];
     uint32_t seen_v = 0;
-    for (int k = 0; k < warm + iters; ++k) {
-        uint32_t v = (uint32_t)k + 1u;
-        if (k == warm)
-            t0 = bench_globaltimer();
-        for (int pass = 0; pass < 2; pass++) {
-            /* the initiator sends first; the responder first receives */
-            int send = (pass == 0) == (role == 0);
-            if (f == LF_RAW) {
-                if (send) {
-                    *raw_remote = (int32_t)v;
-                } else {
-                    for (unsigned spin = 0; *raw_local != (int32_t)v; ++spin)
-                        if ((spin & 4095u) == 4095u && bench_globaltimer() > deadline) {
-                            printf("bench: raw flag form timed out (role %d, value %u)\n", role, v);
-                            *d_err = 1;
-                            return;
-                        }
-                }
-                continue;
-            }
-            if (f == LF_P) {
-                if (send)
-                    symm_p_i32(ctx, (int32_t *)page, (int32_t)v, peer);
-                else
-                    symm_wait_until_i32(ctx, (const int32_t *)page, SYMM_CMP_EQ, (int32_t)v);
-                continue;
-            }
+    auto side = [&](uint32_t v, int send) -> int {
+        if (f == LF_RAW) {
             if (send) {
-                for (int j = 0; j < nbytes / 8; j++)
-                    src[j] = fp_word(v, j);
-                switch (f) {
-                case LF_PS8:
-                case LF_PS64: symm_put_signal(ctx, data, src, (size_t)nbytes, sig, v, SYMM_SIGNAL_SET, peer); break;
-                case LF_PS8_ADD: symm_put_signal(ctx, data, src, 8, sig, 1, SYMM_SIGNAL_ADD, peer); break;
-                case LF_PS8_FENCE:
-                    symm_put_nbi(ctx, data, src, 8, peer);
-                    symm__fence_acq_rel_sys(); /* the data before the signal, for whoever acquires it */
-                    symm_p_u64(ctx, sig, v, peer);
-                    break;
-                default: symm_put_pkt(ctx, page, src, (size_t)nbytes, v, peer); break;
-                }
+                *raw_remote = (int32_t)v;
             } else {
-                const uint64_t *got = data;
-                if (f == LF_PKT8 || f == LF_PKT64) {
-                    symm_pkt_wait(ctx, page, dst, (size_t)nbytes, v);
-                    got = dst;
-                } else {
-                    symm_signal_wait_until(ctx, sig, SYMM_CMP_EQ, v);
-                }
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    if (seen_v != 0 && j < nbytes / 8)
-                        bad += seen[j] != fp_word(seen_v, j);
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    if (j < nbytes / 8)
-                        seen[j] = *(volatile const uint64_t *)&got[j];
-                seen_v = v;
+                for (unsigned spin = 0; *raw_local != (int32_t)v; ++spin)
+                    if ((spin & 4095u) == 4095u && bench_globaltimer() > deadline) {
+                        printf("bench: raw flag form timed out (role %d, value %u)\n", role, v);
+                        *d_err = 1;
+                        return 0;
+                    }
             }
+            return 1;
         }
-    }
+        if (f == LF_P) {
+            if (send)
+                symm_p_i32(ctx, (int32_t *)page, (int32_t)v, peer);
+            else
+                symm_wait_until_i32(ctx, (const int32_t *)page, SYMM_CMP_EQ, (int32_t)v);
+            return 1;
+        }
+        if (send) {
+            for (int j = 0; j < nbytes / 8; j++)
+                src[j] = fp_word(v, j);
+            switch (f) {
+            case LF_PS8:
+            case LF_PS64: symm_put_signal(ctx, data, src, (size_t)nbytes, sig, v, SYMM_SIGNAL_SET, peer); break;
+            case LF_PS8_ADD: symm_put_signal(ctx, data, src, 8, sig, 1, SYMM_SIGNAL_ADD, peer); break;
+            case LF_PS8_FENCE:
+                symm_put_nbi(ctx, data, src, 8, peer);
+                symm__fence_acq_rel_sys(); /* the data before the signal, for whoever acquires it */
+                symm_p_u64(ctx, sig, v, peer);
+                break;
+            default: symm_put_pkt(ctx, page, src, (size_t)nbytes, v, peer); break;
+            }
+        } else {
+            const uint64_t *got = data;
+            if (f == LF_PKT8 || f == LF_PKT64) {
+                symm_pkt_wait(ctx, page, dst, (size_t)nbytes, v);
+                got = dst;
+            } else {
+                symm_signal_wait_until(ctx, sig, SYMM_CMP_EQ, v);
+            }
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if (seen_v != 0 && j < nbytes / 8)
+                    bad += seen[j] != fp_word(seen_v, j);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if (j < nbytes / 8)
+                    seen[j] = *(volatile const uint64_t *)&got[j];
+            seen_v = v;
+        }
+        return 1;
+    };
+    if (!fp_rounds(role, warm, iters, &t0, side))
+        return;
 #pragma unroll
     for (int j = 0; j < 8; j++)
         if (seen_v != 0 && f != LF_RAW && f != LF_P && j < nbytes / 8)
@@ -267,26 +281,21 @@ __global__ static void form_v64_kernel(const symm_ctx_t *ctx, int f, int role, i
     unsigned long long bad = 0;
     uint64_t t0 = 0, seen = 0;
     uint32_t seen_v = 0;
-    for (int k = 0; k < warm + iters; ++k) {
-        uint32_t v = (uint32_t)k + 1u;
-        if (k == warm)
-            t0 = bench_globaltimer();
-        for (int pass = 0; pass < 2; pass++) {
-            int send = (pass == 0) == (role == 0);
-            if (send) {
-                if (warp)
-                    symm_put_pkt_v64_warp(ctx, page, fp_word(v, (int)lane), nwords, v, peer);
-                else
-                    symm_put_pkt_v64(ctx, page, fp_word(v, 0), v, peer);
-            } else {
-                uint64_t got = warp ? symm_pkt_wait_v64_warp(ctx, page, nwords, v) : symm_pkt_wait_v64(ctx, page, v);
-                if (seen_v != 0 && lane < nwords)
-                    bad += seen != fp_word(seen_v, (int)lane);
-                seen = got;
-                seen_v = v;
-            }
+    fp_rounds(role, warm, iters, &t0, [&](uint32_t v, int send) -> int {
+        if (send) {
+            if (warp)
+                symm_put_pkt_v64_warp(ctx, page, fp_word(v, (int)lane), nwords, v, peer);
+            else
+                symm_put_pkt_v64(ctx, page, fp_word(v, 0), v, peer);
+        } else {
+            uint64_t got = warp ? symm_pkt_wait_v64_warp(ctx, page, nwords, v) : symm_pkt_wait_v64(ctx, page, v);
+            if (seen_v != 0 && lane < nwords)
+                bad += seen != fp_word(seen_v, (int)lane);
+            seen = got;
+            seen_v = v;
         }
-    }
+        return 1;
+    });
     if (seen_v != 0 && lane < nwords)
         bad += seen != fp_word(seen_v, (int)lane);
     if (role == 0 && lane == 0)

@@ -33,8 +33,9 @@ export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-build-gpu}
 dry=${DRY:-0}
-rows=()
-failed=0
+# shellcheck source=scripts/_steps.sh
+source scripts/_steps.sh
+steps_fmt='%-46s %-5s %4s s  %s'
 t_all=$(date +%s)
 py=$(command -v python3 || true)
 for pkg in nccl nvshmem; do
@@ -42,24 +43,13 @@ for pkg in nccl nvshmem; do
     export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
 
-row() { rows+=("$(printf '%-46s %-5s %4s s  %s' "$1" "$2" "$3" "${4:-}")"); case $2 in ok | skip) ;; *) failed=1 ;; esac; }
-
 # step NAME LIMIT LOG cmd...: ok on exit 0, skip on 77, else FAIL with the log's first errors.
 step() {
-  local name=$1 limit=$2 log=$3 t0 rc dt
-  shift 3
-  if [ "$dry" = 1 ]; then
-    echo "DRY: [$name, ${limit}s, > $log] $*"
-    row "$name" skip 0 "dry run"
-    return 0
-  fi
-  t0=$(date +%s)
-  timeout -k 10 "$limit" "$@" >"$log" 2>&1
-  rc=$?
-  dt=$(( $(date +%s) - t0 ))
-  if [ $rc -eq 0 ]; then row "$name" ok $dt "$(grep -m1 -E 'checked calls with the wrap' "$log" | cut -c1-70)"
-  elif [ $rc -eq 77 ]; then row "$name" skip $dt "$(grep -m1 SKIP "$log" | cut -c1-70)"
-  else row "$name" FAIL $dt "rc=$rc, see bcast/$(basename "$log")"; grep -E 'FAIL|rror|timed out|WRONG' "$log" | head -6
+  local name=$1 log=$3
+  steps_exec "$@" || return 0
+  if [ $step_rc -eq 0 ]; then steps_row "$name" ok $step_dt "$(grep -m1 -E 'checked calls with the wrap' "$log" | cut -c1-70)"
+  elif [ $step_rc -eq 77 ]; then steps_row "$name" skip $step_dt "$(grep -m1 SKIP "$log" | cut -c1-70)"
+  else steps_row "$name" FAIL $step_dt "rc=$step_rc, see bcast/$(basename "$log")"; grep -E 'FAIL|rror|timed out|WRONG' "$log" | head -6
   fi
   return 0
 }
@@ -92,7 +82,7 @@ for n in 2 3 4 8; do
       env CUDA_VISIBLE_DEVICES=0 SYMM_MPS_LOGS="$T/mps_logs_$n" scripts/with_mps.sh --timeout $((lim + 5)) -- \
       "$run" -n $n --timeout $lim "$tc" $n chain
   else
-    row "test_coll chain, $n PEs sharing GPU 0 (MPS)" FAIL 0 "no nvidia-cuda-mps-control"
+    steps_row "test_coll chain, $n PEs sharing GPU 0 (MPS)" FAIL 0 "no nvidia-cuda-mps-control"
   fi
 done
 
@@ -101,24 +91,17 @@ done
 for c in bcast_chain bcast_chain_chunk; do
   name="mismatch $c, 2 PEs sharing GPU 0"
   log=$T/mismatch_$c.log
-  if [ "$dry" = 1 ]; then
-    echo "DRY: [$name, 40s, > $log] test_coll_mismatch 2 $c"
-    row "$name" skip 0 "dry run"
+  if [ "$dry" != 1 ] && { [ ! -x "$build/tests/coll/test_coll_mismatch" ] || [ "$have_mps" != 1 ]; }; then
+    steps_row "$name" skip 0 "no test_coll_mismatch in $build, or no MPS"
     continue
   fi
-  if [ ! -x "$build/tests/coll/test_coll_mismatch" ] || [ "$have_mps" != 1 ]; then
-    row "$name" skip 0 "no test_coll_mismatch in $build, or no MPS"
-    continue
-  fi
-  t0=$(date +%s)
-  timeout -k 10 40 env CUDA_VISIBLE_DEVICES=0 SYMM_MPS_LOGS="$T/mps_logs_$c" scripts/with_mps.sh --timeout 35 -- \
-    "$run" -n 2 --timeout 30 "$build/tests/coll/test_coll_mismatch" 2 $c >"$log" 2>&1
-  rc=$?
+  steps_exec "$name" 40 "$log" env CUDA_VISIBLE_DEVICES=0 SYMM_MPS_LOGS="$T/mps_logs_$c" scripts/with_mps.sh \
+    --timeout 35 -- "$run" -n 2 --timeout 30 "$build/tests/coll/test_coll_mismatch" 2 $c || continue
   if grep -qE "device collective: PE [0-9]+ called broadcast with [0-9]+ bytes" "$log" &&
     ! grep -q "^FAIL" "$log"; then
-    row "$name" ok $(( $(date +%s) - t0 )) "stopped with its message (rc=$rc)"
+    steps_row "$name" ok $step_dt "stopped with its message (rc=$step_rc)"
   else
-    row "$name" FAIL $(( $(date +%s) - t0 )) "rc=$rc, no message in bcast/$(basename "$log")"
+    steps_row "$name" FAIL $step_dt "rc=$step_rc, no message in bcast/$(basename "$log")"
   fi
 done
 
@@ -143,14 +126,14 @@ elif [ "$have_mps" = 1 ]; then
   report=$T/forms_shared.md
   label="shared-GPU: 2 PEs on GPU 0 under MPS, correctness and the kernels' own cost only, no NVLink, no NCCL"
 else
-  row "forms bcast, 2 PEs sharing GPU 0 (shared-GPU)" FAIL 0 "no nvidia-cuda-mps-control"
+  steps_row "forms bcast, 2 PEs sharing GPU 0 (shared-GPU)" FAIL 0 "no nvidia-cuda-mps-control"
   report="" label=""
 fi
 
 # ---- summary ----
 {
   echo "==== gpu_bcast summary ($T; $ngpu GPU(s), build $build, $(( $(date +%s) - t_all )) s) ===="
-  printf '%s\n' "${rows[@]}"
+  steps_table
   echo
   if [ -n "$report" ] && [ -f "$report" ]; then
     echo "forms tables ($label), graph us per call; chain columns: chunk per block:"

@@ -50,6 +50,8 @@ summary=$out/summary.txt
 : >"$summary"
 note() { printf '%-34s %s\n' "$1" "$2" | tee -a "$summary" >/dev/null; }
 since() { echo "$(( $(date +%s) - $1 )) s"; }
+# shellcheck source=scripts/_steps.sh
+source scripts/_steps.sh
 
 py=$(command -v python3 || true)
 for pkg in nccl nvshmem; do
@@ -87,13 +89,11 @@ if [ "${SHORT:-0}" = 1 ]; then
   rc_all=0
   npes=$(( ngpu < 4 ? ngpu : 4 ))
   if [ "$npes" -ge 2 ]; then
-    t0=$(date +%s)
-    SYMM_BENCH_COLL_SHORT=1 timeout -k 10 "$SHORT_WALL" "$build/bench/symm-bench" --mode coll --npes "$npes" \
-      --timeout $((SHORT_WALL - 10)) --phase-timeout 60 --out "$out/bench_coll_short.md" \
-      >"$out/bench_coll_short.log" 2>&1
-    rc=$?
-    [ $rc = 0 ] || rc_all=1
-    note "coll short, $npes PEs" "exit $rc ($(since "$t0")); $out/bench_coll_short.md"
+    steps_exec "coll short" "$SHORT_WALL" "$out/bench_coll_short.log" env SYMM_BENCH_COLL_SHORT=1 \
+      "$build/bench/symm-bench" --mode coll --npes "$npes" --timeout $((SHORT_WALL - 10)) --phase-timeout 60 \
+      --out "$out/bench_coll_short.md"
+    [ $step_rc = 0 ] || rc_all=1
+    note "coll short, $npes PEs" "exit $step_rc ($step_dt s); $out/bench_coll_short.md"
   else
     note "coll short" "not run: one GPU (the speed rows need one PE per GPU; correctness below)"
   fi
@@ -155,28 +155,22 @@ note "tests" "$pass passed, $fail failed, $skip skipped, $notrun not run ($(sinc
 [ -n "$skipped" ] && note "tests skipped or not run" "$skipped"
 
 # ---- 2. coll: the collectives against NCCL and NVSHMEM, the bars, the forms ----
-t0=$(date +%s)
-SYMM_BENCH_COLL_FORMS=1 timeout -k 10 "$COLL_WALL" "$build/bench/symm-bench" --mode coll \
-  --timeout $((COLL_WALL - 10)) --phase-timeout 60 --out "$out/bench_coll.md" >"$out/bench_coll.log" 2>&1
-rc=$?
-note "coll bench" "exit $rc ($(since "$t0")); $out/bench_coll.md"
+steps_exec "coll bench" "$COLL_WALL" "$out/bench_coll.log" env SYMM_BENCH_COLL_FORMS=1 "$build/bench/symm-bench" \
+  --mode coll --timeout $((COLL_WALL - 10)) --phase-timeout 60 --out "$out/bench_coll.md"
+note "coll bench" "exit $step_rc ($step_dt s); $out/bench_coll.md"
 
 # ---- 2b. the forms again on 2 PEs (GPUs 0-1): the 2-PE column of AUTO's table ----
 if [ "${COLL2:-1}" = 1 ]; then
-  t0=$(date +%s)
-  SYMM_BENCH_COLL_FORMS=1 SYMM_BENCH_COLL_AR2=1 SYMM_BENCH_COLL_TABLES_ONLY=1 timeout -k 10 "$COLL2_WALL" \
-    "$build/bench/symm-bench" --mode coll --npes 2 --no-nvshmem --timeout $((COLL2_WALL - 10)) --phase-timeout 60 \
-    --out "$out/bench_coll_2pe.md" >"$out/bench_coll_2pe.log" 2>&1
-  rc=$?
-  note "coll bench, 2 PEs, forms" "exit $rc ($(since "$t0")); $out/bench_coll_2pe.md"
+  steps_exec "coll bench, 2 PEs, forms" "$COLL2_WALL" "$out/bench_coll_2pe.log" env SYMM_BENCH_COLL_FORMS=1 \
+    SYMM_BENCH_COLL_AR2=1 SYMM_BENCH_COLL_TABLES_ONLY=1 "$build/bench/symm-bench" --mode coll --npes 2 --no-nvshmem \
+    --timeout $((COLL2_WALL - 10)) --phase-timeout 60 --out "$out/bench_coll_2pe.md"
+  note "coll bench, 2 PEs, forms" "exit $step_rc ($step_dt s); $out/bench_coll_2pe.md"
 fi
 
 # ---- 3. rma: latency, flag pages, every put-with-signal form ----
-t0=$(date +%s)
-SYMM_BENCH_RMA_LAT_ONLY=1 timeout -k 10 "$RMA_WALL" "$build/bench/symm-bench" --mode rma \
-  --timeout $((RMA_WALL - 10)) --phase-timeout 40 --out "$out/bench_rma.md" >"$out/bench_rma.log" 2>&1
-rc=$?
-note "rma bench" "exit $rc ($(since "$t0")); $out/bench_rma.md"
+steps_exec "rma bench" "$RMA_WALL" "$out/bench_rma.log" env SYMM_BENCH_RMA_LAT_ONLY=1 "$build/bench/symm-bench" \
+  --mode rma --timeout $((RMA_WALL - 10)) --phase-timeout 40 --out "$out/bench_rma.md"
+note "rma bench" "exit $step_rc ($step_dt s); $out/bench_rma.md"
 
 # ---- summary: the tests, then every bar line of the two runs ----
 {

@@ -56,8 +56,9 @@ build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
 steps=${*:-moe2 test2 test4 bench overhead}
 wall=${DEEPEP_WALL:-240}
 t_all=${DEEPEP_T0:-$(date +%s)}
-summary=()
-failed=0
+# shellcheck source=scripts/_steps.sh
+source scripts/_steps.sh
+steps_fmt='%-44s %-6s %5s s  %s' steps_deadline=$((t_all + wall)) steps_spent="the ${wall} s wall is used up"
 
 for s in $steps; do
   case $s in moe2|test2|test4|bench|overhead) ;;
@@ -66,8 +67,6 @@ for s in $steps; do
 done
 
 has_step() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
-note() { summary+=("$(printf '%-44s %-6s %5s s  %s' "$1" "$2" "$3" "${4:-}")"); [ "$2" = ok ] || [ "$2" = skip ] || failed=1; }
-left() { echo $(( wall - ($(date +%s) - t_all) )); }
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ -z "${DEEPEP_INNER:-}" ]; then
@@ -113,35 +112,26 @@ share_env() {
 
 # run NAME LIMIT LOGFILE cmd...: bounded by timeout -k and what is left of the wall
 run() {
-  local name=$1 limit=$2 out=$3 t0 rc rest
-  shift 3
-  rest=$(left)
-  if [ "$rest" -lt 15 ]; then
-    note "$name" FAIL 0 "not run: the ${wall} s wall is used up"
-    return
-  fi
-  [ "$limit" -gt "$rest" ] && limit=$rest
-  t0=$(date +%s)
-  timeout -k 10 "$limit" "$@" >"$out" 2>&1
-  rc=$?
-  if [ $rc -eq 77 ]; then  # the C tests' skip status
-    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 -E 'SKIP' "$out")"
-  elif [ $rc -eq 0 ] && grep -qE '^n/a:' "$out"; then
-    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 '^n/a:' "$out")"
-  elif [ $rc -eq 0 ] && grep -qE '[0-9]+ skipped' "$out" && ! grep -qE '[0-9]+ passed' "$out"; then
-    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 -E 'SKIPPED|skipped' "$out")"
-  elif [ $rc -eq 0 ]; then
-    note "$name" ok $(( $(date +%s) - t0 )) "$(grep -m1 -E '[0-9]+ passed' "$out")"
-  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-    note "$name" FAIL $(( $(date +%s) - t0 )) "timed out after $limit s, see deepep/$(basename "$out")"
+  local name=$1 out=$3
+  steps_exec "$@" || return 0
+  if [ $step_rc -eq 77 ]; then  # the C tests' skip status
+    steps_row "$name" skip $step_dt "$(grep -m1 -E 'SKIP' "$out")"
+  elif [ $step_rc -eq 0 ] && grep -qE '^n/a:' "$out"; then
+    steps_row "$name" skip $step_dt "$(grep -m1 '^n/a:' "$out")"
+  elif [ $step_rc -eq 0 ] && grep -qE '[0-9]+ skipped' "$out" && ! grep -qE '[0-9]+ passed' "$out"; then
+    steps_row "$name" skip $step_dt "$(grep -m1 -E 'SKIPPED|skipped' "$out")"
+  elif [ $step_rc -eq 0 ]; then
+    steps_row "$name" ok $step_dt "$(grep -m1 -E '[0-9]+ passed' "$out")"
+  elif [ $step_rc -eq 124 ] || [ $step_rc -eq 137 ]; then
+    steps_row "$name" FAIL $step_dt "timed out after $step_limit s, see deepep/$(basename "$out")"
   else
-    note "$name" FAIL $(( $(date +%s) - t0 )) "rc=$rc, see deepep/$(basename "$out")"
+    steps_row "$name" FAIL $step_dt "rc=$step_rc, see deepep/$(basename "$out")"
     grep -E 'FAILED|Error|error|timed out|assert' "$out" | head -8
   fi
 }
 
 if [ ! -e "$SYMM_LIBRARY" ]; then
-  note "gpu_deepep.sh" FAIL 0 "$SYMM_LIBRARY missing: build $build first (cmake --build $build -j)"
+  steps_row "gpu_deepep.sh" FAIL 0 "$SYMM_LIBRARY missing: build $build first (cmake --build $build -j)"
 else
   if has_step moe2; then
     if [ -x "$build/tests/moe/test_moe" ] && [ -x "$build/tools/symmrun" ]; then
@@ -149,7 +139,7 @@ else
         "$build/tools/symmrun" -n 2 --timeout 55 "$build/tests/moe/test_moe" 2 ht
       tail -1 "$log/test_moe_ht_2.log"
     else
-      note "test_moe ht (2 PEs)" FAIL 0 "$build/tests/moe/test_moe or tools/symmrun missing: build targets test_moe symmrun"
+      steps_row "test_moe ht (2 PEs)" FAIL 0 "$build/tests/moe/test_moe or tools/symmrun missing: build targets test_moe symmrun"
     fi
   fi
   for n in 2 4; do
@@ -177,7 +167,7 @@ else
         run "deepep_bench (DeepEP's own kernels)" 45 "$log/deepep_own.log" \
           torchrun --nproc-per-node "$nb" --master-port 29730 bench/moe/deepep_bench.py --out "$log/deepep_own.md"
       else
-        note "DeepEP's own kernels" skip 0 "n/a: deep_ep is not installed here; no comparison with its kernels"
+        steps_row "DeepEP's own kernels" skip 0 "n/a: deep_ep is not installed here; no comparison with its kernels"
       fi
     fi
   fi
@@ -191,7 +181,7 @@ else
 fi
 
 echo "==== gpu_deepep.sh summary ($ngpu GPU(s), $(( $(date +%s) - t_all )) s of $wall; logs in $log) ===="
-printf '%s\n' "${summary[@]}"
+steps_table
 for f in bench bench_1 bench_2 deepep_own overhead_1 overhead_2; do
   [ -e "$log/$f.md" ] || continue
   echo "-- deepep/$f.md: $(grep -m1 '^###' "$log/$f.md" | sed 's/^### //')"

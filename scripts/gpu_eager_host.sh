@@ -52,18 +52,21 @@ npes=$(( ngpu > 4 ? 4 : ngpu ))
 [ "$npes" -lt 2 ] && npes=2   # one GPU: 2 PEs share it (figures for correctness only)
 mps=()
 [ "$npes" -gt "$ngpu" ] && mps=(bash scripts/with_mps.sh --)
-rows=()
-failed=0
-# step NAME LIMIT LOG MPS(0|1) CMD...: one bounded step, its status row kept for the table
-step() { local name=$1 lim=$2 out=$3 use_mps=$4; shift 4; local t0=$(date +%s) pre=()
-  [ "$use_mps" = 1 ] && pre=("${mps[@]}")
-  timeout -k 10 "$lim" "${pre[@]}" "$@" >"$out" 2>&1; local rc=$?
-  local st=ok; [ $rc -eq 0 ] || { st="FAIL rc=$rc"; failed=1; }
-  rows+=("$(printf '%-40s %-10s %4s s' "$name" "$st" "$(( $(date +%s) - t0 ))")"); }
+# shellcheck source=scripts/_steps.sh
+source scripts/_steps.sh
+steps_fmt='%-40s %-10s %4s s'
+# step NAME LIMIT LOG MPS(0|1) CMD...: one bounded step (MPS 1: under with_mps.sh where PEs outnumber GPUs)
+step() {
+  local name=$1 lim=$2 out=$3 pre=()
+  [ "$4" = 1 ] && pre=("${mps[@]}")
+  shift 4
+  steps_exec "$name" "$lim" "$out" "${pre[@]}" "$@"
+  if [ $step_rc -eq 0 ]; then steps_row "$name" ok $step_dt; else steps_row "$name" "FAIL rc=$step_rc" $step_dt; fi
+}
 if [ -x "$build/bench/launch_probe" ]; then
   step "launch probe (1 process)" 60 "$log/launch_probe.log" 0 "$build/bench/launch_probe" 200 9
 else
-  rows+=("$(printf '%-40s %-10s' "launch probe" "n/a (no $build/bench/launch_probe)")")
+  steps_rows+=("$(printf '%-40s %-10s' "launch probe" "n/a (no $build/bench/launch_probe)")")
 fi
 step "symm.moe eager (1 PE)" 60 "$log/host_cost_1.log" 0 \
   torchrun --nproc-per-node 1 --master-port 29791 bench/moe/host_cost.py --op --out "$log/host_cost_1.md"
@@ -79,7 +82,7 @@ if [ -x "$build/tests/moe/test_moe" ] && [ -x "$build/tools/symmrun" ]; then
   step "test_moe all parts ($npes PEs)" 90 "$log/test_moe_$npes.log" 1 \
     "$build/tools/symmrun" -n "$npes" --timeout 80 "$build/tests/moe/test_moe" "$npes" all
 else
-  rows+=("$(printf '%-40s %-10s' "test_moe" "n/a (no $build/tests/moe/test_moe or tools/symmrun)")")
+  steps_rows+=("$(printf '%-40s %-10s' "test_moe" "n/a (no $build/tests/moe/test_moe or tools/symmrun)")")
 fi
 step "deep_ep cached ($npes PEs)" 120 "$log/deepep_host.log" 1 \
   torchrun --nproc-per-node "$npes" --master-port 29794 bench/moe/deepep_host_prof.py
@@ -87,7 +90,7 @@ echo "==== cProfile sections: $log/host_cost.log, $log/deepep_host.log"
 grep -h -A22 '^==== cProfile' "$log/host_cost.log" "$log/deepep_host.log" 2>/dev/null | cut -c1-150
 echo
 echo "==== gpu_eager_host.sh on $ngpu GPU(s), 1 PE and $npes PEs$([ "$npes" -gt "$ngpu" ] && echo ' (sharing GPUs under MPS)')"
-printf '%s\n' "${rows[@]}"
+steps_table
 grep -h '^|' "$log/launch_probe.log" 2>/dev/null
 for f in host_cost_1 host_cost_1_nolaunch host_cost host_cost_nolaunch; do
   [ -f "$log/$f.md" ] && { grep -h '^###' "$log/$f.md"; grep -h '^|' "$log/$f.md" | grep -v -e '^| what' -e '^| ---'; }

@@ -53,12 +53,11 @@ steps=${*:-ctest pkt python deepep pypkt llbench spawn bench host python2}
 npes_list=${MOE_NPES:-2 4}
 wall=${MOE_WALL:-540}
 t_all=${MOE_T0:-$(date +%s)}
-summary=()
-failed=0
+# shellcheck source=scripts/_steps.sh
+source scripts/_steps.sh
+steps_fmt='%-40s %-6s %5s s  %s' steps_deadline=$((t_all + wall)) steps_spent="the ${wall} s wall is used up"
 
 has_step() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
-note() { summary+=("$(printf '%-40s %-6s %5s s  %s' "$1" "$2" "$3" "${4:-}")"); [ "$2" = ok ] || [ "$2" = skip ] || failed=1; }
-left() { echo $(( wall - ($(date +%s) - t_all) )); }
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 { date -u; hostname; nvidia-smi -L; nvcc --version | tail -1; echo "build: $build"; git log -1 --oneline; } \
@@ -98,36 +97,27 @@ share_env() {
 
 # run NAME LIMIT LOGFILE cmd...: bounded by timeout -k and what is left of the wall
 run() {
-  local name=$1 limit=$2 out=$3 t0 rc rest
-  shift 3
-  rest=$(left)
-  if [ "$rest" -lt 15 ]; then
-    note "$name" FAIL 0 "not run: the ${wall} s wall is used up"
-    return
-  fi
-  [ "$limit" -gt "$rest" ] && limit=$rest
-  t0=$(date +%s)
-  timeout -k 10 "$limit" "$@" >"$out" 2>&1
-  rc=$?
-  if [ $rc -eq 0 ] && grep -qE '^SKIP|[0-9]+ skipped' "$out" && ! grep -qE '[0-9]+ passed' "$out"; then
-    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 -iE '^SKIP|SKIPPED' "$out")"
-  elif [ $rc -eq 0 ] && grep -q '^n/a:' "$out"; then
-    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 '^n/a:' "$out")"
-  elif [ $rc -eq 0 ]; then
-    note "$name" ok $(( $(date +%s) - t0 ))
-  elif [ $rc -eq 77 ]; then
-    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 -i skip "$out")"
-  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-    note "$name" FAIL $(( $(date +%s) - t0 )) "timed out after $limit s, see moe/$(basename "$out")"
+  local name=$1 out=$3
+  steps_exec "$@" || return 0
+  if [ $step_rc -eq 0 ] && grep -qE '^SKIP|[0-9]+ skipped' "$out" && ! grep -qE '[0-9]+ passed' "$out"; then
+    steps_row "$name" skip $step_dt "$(grep -m1 -iE '^SKIP|SKIPPED' "$out")"
+  elif [ $step_rc -eq 0 ] && grep -q '^n/a:' "$out"; then
+    steps_row "$name" skip $step_dt "$(grep -m1 '^n/a:' "$out")"
+  elif [ $step_rc -eq 0 ]; then
+    steps_row "$name" ok $step_dt
+  elif [ $step_rc -eq 77 ]; then
+    steps_row "$name" skip $step_dt "$(grep -m1 -i skip "$out")"
+  elif [ $step_rc -eq 124 ] || [ $step_rc -eq 137 ]; then
+    steps_row "$name" FAIL $step_dt "timed out after $step_limit s, see moe/$(basename "$out")"
   else
-    note "$name" FAIL $(( $(date +%s) - t0 )) "rc=$rc, see moe/$(basename "$out")"
+    steps_row "$name" FAIL $step_dt "rc=$step_rc, see moe/$(basename "$out")"
     grep -E 'FAIL|Error|error|timed out|assert' "$out" | head -8
   fi
 }
 
 need() { # need PATH WHAT: the build has it, else a FAIL line
   if [ -e "$1" ]; then return 0; fi
-  note "$2" FAIL 0 "$1 missing: build $build first (cmake --build $build -j)"
+  steps_row "$2" FAIL 0 "$1 missing: build $build first (cmake --build $build -j)"
   return 1
 }
 
@@ -240,7 +230,7 @@ if has_step python2 && need "$SYMM_LIBRARY" "pytest test_gpu_moe"; then
 fi
 
 echo "==== gpu_moe.sh summary ($ngpu GPU(s), $(( $(date +%s) - t_all )) s of $wall; logs in $log) ===="
-printf '%s\n' "${summary[@]}"
+steps_table
 # the low-latency rows by path: llbench's forced runs, and the bench step's default (auto)
 if ls "$log"/bench_moe_pkt[01].md >/dev/null 2>&1; then
   where="$ngpu GPU(s), one PE each"

@@ -49,11 +49,11 @@ variants=${HT_VARIANTS:-warps/auto batches/auto warps/split warps/overlap:4 warp
 tvariants=${HT_TEST_VARIANTS:-warps/auto batches/auto warps/overlap-ring warps/overlap-ring:8}
 wall=${HT_WALL:-270}
 t_all=${HT_T0:-$(date +%s)}
-summary=()
-failed=0
+# shellcheck source=scripts/_steps.sh
+source scripts/_steps.sh
+steps_fmt='%-50s %-6s %4s s  %s' steps_deadline=$((t_all + wall)) steps_min_left=10
+steps_spent="the ${wall} s wall is used up"
 
-note() { summary+=("$(printf '%-50s %-6s %4s s  %s' "$1" "$2" "$3" "${4:-}")"); [ "$2" = ok ] || [ "$2" = skip ] || failed=1; }
-left() { echo $(( wall - ($(date +%s) - t_all) )); }
 tag() { local t=${1//\//_}; echo "${t//:/-}"; } # a variant's name in file names
 # FORM/SCHEDULE -> the environment of a step; a bad variant stops the script before anything runs
 venv() {
@@ -102,28 +102,19 @@ done
 
 # run NAME LIMIT LOGFILE cmd...: bounded by timeout -k and what is left of the wall
 run() {
-  local name=$1 limit=$2 out=$3 t0 rc rest
-  shift 3
-  rest=$(left)
-  if [ "$rest" -lt 10 ]; then
-    note "$name" FAIL 0 "not run: the ${wall} s wall is used up"
-    return 1
-  fi
-  [ "$limit" -gt "$rest" ] && limit=$rest
-  t0=$(date +%s)
-  timeout -k 10 "$limit" "$@" >"$out" 2>&1
-  rc=$?
-  if [ $rc -eq 0 ]; then
-    note "$name" ok $(( $(date +%s) - t0 ))
-  elif [ $rc -eq 77 ]; then
-    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 -i skip "$out")"
-  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-    note "$name" FAIL $(( $(date +%s) - t0 )) "timed out after $limit s, see logs.txt: $(basename "$out")"
+  local name=$1 out=$3
+  steps_exec "$@" || return 1
+  if [ $step_rc -eq 0 ]; then
+    steps_row "$name" ok $step_dt
+  elif [ $step_rc -eq 77 ]; then
+    steps_row "$name" skip $step_dt "$(grep -m1 -i skip "$out")"
+  elif [ $step_rc -eq 124 ] || [ $step_rc -eq 137 ]; then
+    steps_row "$name" FAIL $step_dt "timed out after $step_limit s, see logs.txt: $(basename "$out")"
   else
-    note "$name" FAIL $(( $(date +%s) - t0 )) "rc=$rc, see logs.txt: $(basename "$out")"
+    steps_row "$name" FAIL $step_dt "rc=$step_rc, see logs.txt: $(basename "$out")"
     grep -E 'FAIL|Error|error|timed out|assert' "$out" | head -6
   fi
-  return $rc
+  return $step_rc
 }
 
 # 1. correctness: every received row and combined token, budgets 1, 2, 8, 24 and all SMs
@@ -148,7 +139,7 @@ if [ "$ngpu" -ge 2 ] && python3 -c "import torch, pytest" 2>/dev/null && command
     tests/python/test_gpu_deepep.py tests/python/test_gpu_moe.py
   tail -3 "$log/pytest_$npes.log"
 else
-  note "pytest test_gpu_deepep + test_gpu_moe" skip 0 "one GPU, or no torch / pytest / torchrun here"
+  steps_row "pytest test_gpu_deepep + test_gpu_moe" skip 0 "one GPU, or no torch / pytest / torchrun here"
 fi
 
 # 2. the high-throughput rows per variant
@@ -167,17 +158,17 @@ if [ "$ngpu" -ge 2 ]; then
       torchrun --nproc-per-node "$npes" --master-port 29731 bench/moe/deepep_api_bench.py --reps 20 \
       --out "$log/deepep_api.md"
   else
-    note "deepep_api_bench" skip 0 "no torch or torchrun here"
+    steps_row "deepep_api_bench" skip 0 "no torch or torchrun here"
   fi
 else
-  note "deepep_api_bench" skip 0 "one GPU: the PEs would share it"
+  steps_row "deepep_api_bench" skip 0 "one GPU: the PEs would share it"
 fi
 
 # 4. the table: each variant's rows of its markdown, the fastest per column at 24 SMs, the bars
 {
 echo
 echo "== gpu_moe_ht.sh: steps"
-printf '%s\n' "${summary[@]}"
+steps_table
 echo
 echo "== high-throughput rows by variant ($npes PEs; GB/s as DeepEP counts: received rows x row bytes / time)"
 printf '%-26s %-6s %-4s %-13s %-8s %-9s %-8s %-9s\n' "variant (form/schedule)" budget SMs "dispatch x" "disp us" "disp GB/s" "comb us" "comb GB/s"

@@ -69,12 +69,11 @@ steps=${*:-test probe bench}
 wall=${LL_WALL:-240}
 dry=${DRY:-0}
 t_all=${LL_T0:-$(date +%s)}
-summary=()
 rows=()
-failed=0
-
-note() { summary+=("$(printf '%-44s %-6s %5s s  %s' "$1" "$2" "$3" "${4:-}")"); [ "$2" = ok ] || [ "$2" = skip ] || failed=1; }
-left() { echo $(( wall - ($(date +%s) - t_all) )); }
+# shellcheck source=scripts/_steps.sh
+source scripts/_steps.sh
+steps_fmt='%-44s %-6s %5s s  %s' steps_dry_form=timeout steps_dry_status=ok
+steps_deadline=$((t_all + wall)) steps_spent="the ${wall} s wall is used up"
 
 if [ "$dry" = 1 ]; then
   ngpu=${DRY_GPUS:-2}
@@ -106,38 +105,24 @@ fi
 
 # run NAME LIMIT LOGFILE cmd...: bounded by timeout -k and what is left of the wall
 run() {
-  local name=$1 limit=$2 out=$3 t0 rc rest
-  shift 3
-  rest=$(left)
-  if [ "$rest" -lt 15 ]; then
-    note "$name" FAIL 0 "not run: the ${wall} s wall is used up"
-    return 1
-  fi
-  [ "$limit" -gt "$rest" ] && limit=$rest
-  if [ "$dry" = 1 ]; then
-    echo "DRY: timeout -k 10 $limit $* > $out"
-    note "$name" ok 0 "dry run"
-    return 0
-  fi
-  t0=$(date +%s)
-  timeout -k 10 "$limit" "$@" >"$out" 2>&1
-  rc=$?
-  if [ $rc -eq 77 ] || { [ $rc -eq 0 ] && grep -q '^SKIP' "$out"; }; then
-    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 -i skip "$out")"
-  elif [ $rc -eq 0 ]; then
-    note "$name" ok $(( $(date +%s) - t0 ))
-  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-    note "$name" FAIL $(( $(date +%s) - t0 )) "timed out after $limit s, see moe_ll/$(basename "$out")"
+  local name=$1 out=$3
+  steps_exec "$@" || return $step_rc
+  if [ $step_rc -eq 77 ] || { [ $step_rc -eq 0 ] && grep -q '^SKIP' "$out"; }; then
+    steps_row "$name" skip $step_dt "$(grep -m1 -i skip "$out")"
+  elif [ $step_rc -eq 0 ]; then
+    steps_row "$name" ok $step_dt
+  elif [ $step_rc -eq 124 ] || [ $step_rc -eq 137 ]; then
+    steps_row "$name" FAIL $step_dt "timed out after $step_limit s, see moe_ll/$(basename "$out")"
   else
-    note "$name" FAIL $(( $(date +%s) - t0 )) "rc=$rc, see moe_ll/$(basename "$out")"
+    steps_row "$name" FAIL $step_dt "rc=$step_rc, see moe_ll/$(basename "$out")"
     grep -E 'FAIL|Error|error|timed out|assert' "$out" | head -8
   fi
-  return $rc
+  return $step_rc
 }
 
 need() { # need PATH WHAT: the build has it, else a FAIL line
   if [ -e "$1" ] || [ "$dry" = 1 ]; then return 0; fi
-  note "$2" FAIL 0 "$1 missing: build $build first (cmake --build $build -j)"
+  steps_row "$2" FAIL 0 "$1 missing: build $build first (cmake --build $build -j)"
   return 1
 }
 
@@ -192,7 +177,7 @@ timed() {
   "$@"
   [ -n "$base" ] || return 0
   if [ ! -e "$base/bench/symm-bench" ] && [ "$dry" != 1 ]; then
-    note "$1 (base build)" FAIL 0 "$base/bench/symm-bench missing"
+    steps_row "$1 (base build)" FAIL 0 "$base/bench/symm-bench missing"
     return 0
   fi
   VBUILD=$base VBENCH=$base/bench/symm-bench VTAG=@base "$@"
@@ -258,7 +243,7 @@ step_nsys() { # step_nsys NAME [env...]
   need "$bench" "symm-bench moe_ll" || return 0
   ns=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
   if [ -z "$ns" ] && [ "$dry" != 1 ]; then
-    note "$name" skip 0 "SKIP: no nsys on this machine"
+    steps_row "$name" skip 0 "SKIP: no nsys on this machine"
     return 0
   fi
   local extra=()
@@ -304,13 +289,13 @@ for st in $steps; do
     nsyspdl) step_nsys nsyspdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 ;;
     nsysnopdl) step_nsys nsysnopdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=0 ;;
     real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | pdl | nopdl | nosmall | nosmall1) timed probe_one "$st" ;;
-    *) note "step $st" FAIL 0 "unknown step (test, test1, test4, test8, testpdl, testnopdl, probe, bench, stampsn, nsys, nsyspdl, nsysnopdl, or a probe variant)" ;;
+    *) steps_row "step $st" FAIL 0 "unknown step (test, test1, test4, test8, testpdl, testnopdl, probe, bench, stampsn, nsys, nsyspdl, nsysnopdl, or a probe variant)" ;;
   esac
 done
 
 echo
 echo "== gpu_moe_ll_probe.sh: $ngpu GPU(s), build $build, logs in $log"
-printf '%s\n' "${summary[@]}"
+steps_table
 echo
 echo "variant | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / combine) | dispatch us | combine us |" \
      "NCCL per call us (dispatch / combine) | pair us (back to back) | NCCL us (dispatch) | NCCL us (combine) |" \

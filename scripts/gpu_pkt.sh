@@ -28,35 +28,26 @@ export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-build-gpu}
 dry=${DRY:-0}
-rows=()
-failed=0
+# shellcheck source=scripts/_steps.sh
+source scripts/_steps.sh
+steps_fmt='%-44s %-5s %4s s  %s'
 t_all=$(date +%s)
-
-row() { rows+=("$(printf '%-44s %-5s %4s s  %s' "$1" "$2" "$3" "${4:-}")"); case $2 in ok | skip) ;; *) failed=1 ;; esac; }
 
 # step NAME LIMIT LOG EXPECT cmd...: EXPECT is "ok" (exit 0) or a regex the log must
 # hold after a non-zero exit (a trap with its message).
 step() {
-  local name=$1 limit=$2 log=$3 expect=$4 t0 rc
+  local name=$1 limit=$2 log=$3 expect=$4
   shift 4
-  if [ "$dry" = 1 ]; then
-    echo "DRY: [$name, ${limit}s, > $log] $*"
-    row "$name" skip 0 "dry run"
-    return 0
-  fi
-  t0=$(date +%s)
-  timeout -k 10 "$limit" "$@" >"$log" 2>&1
-  rc=$?
-  local dt=$(( $(date +%s) - t0 ))
+  steps_exec "$name" "$limit" "$log" "$@" || return 0
   if [ "$expect" = ok ]; then
-    if [ $rc -eq 0 ]; then row "$name" ok $dt "$(grep -m1 -E 'OK$' "$log" | cut -c1-80)"
-    elif [ $rc -eq 77 ]; then row "$name" skip $dt "$(grep -m1 SKIP "$log")"
-    else row "$name" FAIL $dt "rc=$rc, see pkt/$(basename "$log")"; grep -E 'FAIL|rror|timed out|WRONG' "$log" | head -6
+    if [ $step_rc -eq 0 ]; then steps_row "$name" ok $step_dt "$(grep -m1 -E 'OK$' "$log" | cut -c1-80)"
+    elif [ $step_rc -eq 77 ]; then steps_row "$name" skip $step_dt "$(grep -m1 SKIP "$log")"
+    else steps_row "$name" FAIL $step_dt "rc=$step_rc, see pkt/$(basename "$log")"; grep -E 'FAIL|rror|timed out|WRONG' "$log" | head -6
     fi
-  elif [ $rc -ne 0 ] && grep -qE "$expect" "$log"; then
-    row "$name" ok $dt "stopped with its message"
+  elif [ $step_rc -ne 0 ] && grep -qE "$expect" "$log"; then
+    steps_row "$name" ok $step_dt "stopped with its message"
   else
-    row "$name" FAIL $dt "rc=$rc, no '$expect' in pkt/$(basename "$log")"
+    steps_row "$name" FAIL $step_dt "rc=$step_rc, no '$expect' in pkt/$(basename "$log")"
   fi
   return 0
 }
@@ -87,7 +78,7 @@ if [ "$ngpu" -ge 2 ]; then
   step "test_device_pkt, 2 PEs on GPUs 0-1" 90 "$T/test_2gpu.log" ok \
     env CUDA_VISIBLE_DEVICES=0,1 "${run[@]}" -n 2 --timeout 80 "${pkt[@]}" 2
 else
-  row "test_device_pkt, 2 PEs on GPUs 0-1" skip 0 "one GPU"
+  steps_row "test_device_pkt, 2 PEs on GPUs 0-1" skip 0 "one GPU"
 fi
 if [ "$ngpu" -ge 4 ]; then
   step "test_device_pkt, 4 PEs on GPUs 0-3" 90 "$T/test_4gpu.log" ok \
@@ -99,7 +90,7 @@ if [ "$have_mps" = 1 ]; then
   step "test_device_pkt, 2 PEs sharing GPU 0 (MPS)" 120 "$T/test_mps.log" ok \
     "${mps[@]}" --timeout 110 -- "${run[@]}" -n 2 --timeout 100 "${pkt[@]}" 2
 else
-  row "test_device_pkt, 2 PEs sharing GPU 0 (MPS)" FAIL 0 "no nvidia-cuda-mps-control"
+  steps_row "test_device_pkt, 2 PEs sharing GPU 0 (MPS)" FAIL 0 "no nvidia-cuda-mps-control"
 fi
 
 # ---- 3. error paths (2 PEs where 2 GPUs, else 1 PE: the put then goes to itself) ----
@@ -116,7 +107,7 @@ if [ "$ngpu" -ge 2 ]; then
     env CUDA_VISIBLE_DEVICES=0,1 SYMM_BENCH_RMA_LAT_ONLY=1 SYMMRUN="$build/tools/symmrun" \
     "$build/bench/symm-bench" --mode rma --npes 2 --timeout 160 --phase-timeout 40 --out "$T/bench_rma_2gpu.md"
 else
-  row "symm-bench rma, 2 PEs on GPUs 0-1" skip 0 "one GPU"
+  steps_row "symm-bench rma, 2 PEs on GPUs 0-1" skip 0 "one GPU"
 fi
 if [ "$have_mps" = 1 ]; then
   step "symm-bench rma --quick, 2 PEs sharing GPU 0" 120 "$T/bench_rma_mps.log" ok \
@@ -128,7 +119,7 @@ fi
 # ---- summary ----
 {
   echo "==== gpu_pkt summary ($T; $ngpu GPU(s), build $build, $(( $(date +%s) - t_all )) s) ===="
-  printf '%s\n' "${rows[@]}"
+  steps_table
   echo
   echo "the forms (2 PEs on GPUs 0-1, one-way us, median over flag pages):"
   if [ -f "$T/bench_rma_2gpu.md" ]; then

@@ -59,44 +59,27 @@ stages=${*:-build tests pkt examples moe bench plots}
 total_s=${TOTAL_S:-300}
 dry=${DRY:-0}
 py=$(command -v python3)
-summary=()
-failed=0
+# shellcheck source=scripts/_steps.sh
+source scripts/_steps.sh
+steps_fmt='%-36s %-6s %5s s  %s' steps_min_left=10 steps_spent="the ${total_s} s of the run are spent (TOTAL_S)"
 t_all=$(date +%s)
 
 stage() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
-note() { summary+=("$(printf '%-36s %-6s %5s s  %s' "$1" "$2" "$3" "${4:-}")"); [ "$2" = ok ] || [ "$2" = skip ] || failed=1; }
 
 # run NAME LIMIT LOG cmd...: bounded by timeout -k, the limit cut to what is left of the
-# run's time (deadline, set after the build stage); the result goes into the table.
-deadline=""
+# run's time (steps_deadline, set after the build stage); the result goes into the table.
 run() {
-  local name=$1 limit=$2 log=$3 t0 rc left
-  shift 3
-  if [ -n "$deadline" ]; then
-    left=$(( deadline - $(date +%s) ))
-    if [ "$left" -lt 10 ]; then
-      note "$name" FAIL 0 "not run: the ${total_s} s of the run are spent (TOTAL_S)"
-      return 124
-    fi
-    [ "$left" -lt "$limit" ] && limit=$left
-  fi
-  if [ "$dry" = 1 ]; then
-    echo "DRY: [$name, ${limit}s, > $log] $*"
-    note "$name" skip 0 "dry run"
-    return 0
-  fi
-  t0=$(date +%s)
-  timeout -k 10 "$limit" "$@" >"$log" 2>&1
-  rc=$?
-  if [ $rc -eq 0 ]; then
-    note "$name" ok $(( $(date +%s) - t0 ))
-  elif [ $rc -eq 77 ]; then
-    note "$name" skip $(( $(date +%s) - t0 )) "$(grep -m1 SKIP "$log")"
+  local name=$1 log=$3
+  steps_exec "$@" || return $step_rc
+  if [ $step_rc -eq 0 ]; then
+    steps_row "$name" ok $step_dt
+  elif [ $step_rc -eq 77 ]; then
+    steps_row "$name" skip $step_dt "$(grep -m1 SKIP "$log")"
   else
-    note "$name" FAIL $(( $(date +%s) - t0 )) "rc=$rc, see trace/$(basename "$log")"
+    steps_row "$name" FAIL $step_dt "rc=$step_rc, see trace/$(basename "$log")"
     grep -E 'FAIL|Error|error|timed out|assert' "$log" | head -8
   fi
-  return $rc
+  return $step_rc
 }
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
@@ -147,9 +130,9 @@ next_port() { port=$((port + 1)); }
 if stage build; then
   if [ -f "$tbuild/src/libsymm.so" ] && [ -x "$tbuild/bench/symm-bench" ] && [ "${TRACE_REBUILD:-0}" != 1 ]; then
     if grep -q '^SYMM_TRACE:BOOL=ON' "$tbuild/CMakeCache.txt" 2>/dev/null; then
-      note "build $tbuild" ok 0 "there already (SYMM_TRACE=ON)"
+      steps_row "build $tbuild" ok 0 "there already (SYMM_TRACE=ON)"
     else
-      note "build $tbuild" FAIL 0 "there, but its CMakeCache.txt has no SYMM_TRACE=ON"
+      steps_row "build $tbuild" FAIL 0 "there, but its CMakeCache.txt has no SYMM_TRACE=ON"
     fi
   else
     run "build $tbuild (SYMM_TRACE=ON)" "${BUILD_WALL:-420}" "$T/build.log" bash -c \
@@ -158,7 +141,7 @@ if stage build; then
   fi
 fi
 
-deadline=$(( $(date +%s) + total_s )) # every later step within TOTAL_S
+steps_deadline=$(( $(date +%s) + total_s )) # every later step within TOTAL_S
 
 # ---- tests ----------------------------------------------------------------------------------
 if stage tests; then
@@ -177,10 +160,10 @@ if stage tests; then
     if [ "$dry" = 1 ] || grep -q "stream all-reduce:" "$T/test_trace_gpu_${npes}.log"; then
       run "check the all-reduce trace" 30 "$T/check_allreduce.log" $check "$T/lib${npes}_allreduce.json" --pes "$npes"
     else
-      note "all-reduce trace" FAIL 0 "test_trace_gpu did not see a traced libsymm ($tbuild)"
+      steps_row "all-reduce trace" FAIL 0 "test_trace_gpu did not see a traced libsymm ($tbuild)"
     fi
   else
-    note "test_trace_gpu $npes PEs, traced libsymm" skip 0 "no $tbuild/src/libsymm.so (stage build)"
+    steps_row "test_trace_gpu $npes PEs, traced libsymm" skip 0 "no $tbuild/src/libsymm.so (stage build)"
   fi
 fi
 
@@ -200,7 +183,7 @@ if stage pkt; then
       [ "$dry" = 1 ] || PYTHONPATH="$here/python" timeout -k 5 30 $py -m symm.trace_tools summary \
         "$T/pkt${n}_pkt.json" >"$T/pkt${n}_pkt.summary.txt" 2>&1
     else
-      note "check packet trace JSON, $n PE(s)" FAIL 0 "no $T/pkt${n}_pkt.json (the test did not write it)"
+      steps_row "check packet trace JSON, $n PE(s)" FAIL 0 "no $T/pkt${n}_pkt.json (the test did not write it)"
     fi
   done
 fi
@@ -248,7 +231,7 @@ if stage plots; then
   for f in ag_gemm gemm_rs moe_ll "lib${npes}_allreduce" "lib${npes}_ring"; do
     j="$T/$f.json"
     if [ ! -f "$j" ] && [ "$dry" != 1 ]; then
-      note "picture $f" skip 0 "no $f.json (its step failed or did not run)"
+      steps_row "picture $f" skip 0 "no $f.json (its step failed or did not run)"
       continue
     fi
     run "check $f.json" 20 "$T/$f.check.txt" $check "$j" --pes "$npes"
@@ -272,13 +255,13 @@ if [ "$dry" != 1 ]; then
   ls -l "$T"/*.json 2>/dev/null | awk '{ printf "%9.2f MiB  %s\n", $5 / 1048576, $9 }' | tee "$T/sizes.txt"
   big=$(find "$T" -maxdepth 1 -name '*.json' -size +8M -printf '%f ' 2>/dev/null)
   if [ -n "$big" ]; then
-    note "traces under 8 MiB" FAIL 0 "over: $big(EX_TRACE_SIZE, MOE_TOKENS make them smaller)"
+    steps_row "traces under 8 MiB" FAIL 0 "over: $big(EX_TRACE_SIZE, MOE_TOKENS make them smaller)"
   else
-    note "traces under 8 MiB" ok 0
+    steps_row "traces under 8 MiB" ok 0
   fi
 fi
 echo
 echo "gpu_trace.sh: $npes PEs on $ngpu GPUs, $(( $(date +%s) - t_all )) s; logs and traces in $T"
 printf '%-36s %-6s %5s    %s\n' step result time note
-printf '%s\n' "${summary[@]}" | tee "$T/summary.txt"
+steps_table | tee "$T/summary.txt"
 exit $failed

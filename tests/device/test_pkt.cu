@@ -208,6 +208,30 @@ __global__ static void flag0_kernel(const symm_ctx_t *ctx, char *pkt, const uint
     symm_put_pkt(ctx, pkt, src, 8, 0u, (symm_ctx_my_pe(ctx) + 1) % symm_ctx_n_pes(ctx));
 }
 
+/* The two packet buffers of each PE's inbox and of its answers. */
+typedef struct boxes {
+    char *inbox, *ackbox;
+    size_t ibytes, abytes;
+} boxes_t;
+
+/* One form's round: boxes zeroed on every PE, the kernel that `launch` starts, then its error
+ * words (err[0]: wrong `unit`s, err[1]: the first message with one, err[2]: wrong answers). */
+template <class Launch>
+static void check_round(dt_env_t *e, const boxes_t *b, const char *what, const char *unit, Launch launch) {
+    CUDA_CHECK(cudaMemset(b->inbox, 0, 2 * b->ibytes));
+    CUDA_CHECK(cudaMemset(b->ackbox, 0, 2 * b->abytes));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    SYMM_CHECK(symm_barrier_all());
+    dt_err_reset(e);
+    launch();
+    CUDA_CHECK_KERNEL();
+    dt_err_read(e, 0);
+    TEST_ASSERT(e->h_err[0] == 0 && e->h_err[2] == 0,
+                "put_pkt (%s): %llu wrong %s (first in message %llu), %llu wrong answers", what, e->h_err[0], unit,
+                e->h_err[1], e->h_err[2]);
+    SYMM_CHECK(symm_barrier_all());
+}
+
 int main(int argc, char **argv) {
     dt_env_t e;
     const char *mode = argc > 2 ? argv[2] : "";
@@ -236,42 +260,27 @@ int main(int argc, char **argv) {
     }
 
     const uint32_t iters = (uint32_t)dt_n(3000, 3 * N_LENS);
+    const boxes_t boxes = {inbox, ackbox, ibytes, abytes};
     unsigned long long n_msgs = 0;
     for (int scope = 0; scope < N_SCOPES; scope++) {
-        CUDA_CHECK(cudaMemset(inbox, 0, 2 * ibytes));
-        CUDA_CHECK(cudaMemset(ackbox, 0, 2 * abytes));
-        CUDA_CHECK(cudaDeviceSynchronize());
-        SYMM_CHECK(symm_barrier_all());
-        dt_err_reset(&e);
         int nthr = scope == SC_THREAD ? 1 : scope == SC_WARP ? 32 : 128;
-        stream_kernel<<<1, nthr>>>(e.ctx, scope, iters, dt_seed(8, (uint64_t)scope, 0), outbuf, recvbuf, inbox,
-                                   ackbox, e.d_err);
-        CUDA_CHECK_KERNEL();
-        dt_err_read(&e, 0);
-        TEST_ASSERT(e.h_err[0] == 0 && e.h_err[2] == 0,
-                    "put_pkt (%s scope): %llu wrong bytes (first in message %llu), %llu wrong answers",
-                    scope_name[scope], e.h_err[0], e.h_err[1], e.h_err[2]);
+        char what[32];
+        snprintf(what, sizeof what, "%s scope", scope_name[scope]);
+        check_round(&e, &boxes, what, "bytes", [&] {
+            stream_kernel<<<1, nthr>>>(e.ctx, scope, iters, dt_seed(8, (uint64_t)scope, 0), outbuf, recvbuf, inbox,
+                                       ackbox, e.d_err);
+        });
         n_msgs += iters;
-        SYMM_CHECK(symm_barrier_all());
     }
 
     /* the flags start 40 below the wrap, so every form crosses it */
     unsigned long long n_v64 = 0;
     for (int form = 0; form < N_V64; form++) {
-        CUDA_CHECK(cudaMemset(inbox, 0, 2 * ibytes));
-        CUDA_CHECK(cudaMemset(ackbox, 0, 2 * abytes));
-        CUDA_CHECK(cudaDeviceSynchronize());
-        SYMM_CHECK(symm_barrier_all());
-        dt_err_reset(&e);
-        v64_kernel<<<1, 32>>>(e.ctx, form, iters, 0xffffffffu - 40u, dt_seed(9, (uint64_t)form, 0), inbox, ackbox,
-                              e.d_err);
-        CUDA_CHECK_KERNEL();
-        dt_err_read(&e, 0);
-        TEST_ASSERT(e.h_err[0] == 0 && e.h_err[2] == 0,
-                    "put_pkt (%s): %llu wrong words (first in message %llu), %llu wrong answers", v64_name[form],
-                    e.h_err[0], e.h_err[1], e.h_err[2]);
+        check_round(&e, &boxes, v64_name[form], "words", [&] {
+            v64_kernel<<<1, 32>>>(e.ctx, form, iters, 0xffffffffu - 40u, dt_seed(9, (uint64_t)form, 0), inbox,
+                                  ackbox, e.d_err);
+        });
         n_v64 += iters;
-        SYMM_CHECK(symm_barrier_all());
     }
 
     SYMM_CHECK(symm_free(ackbox));

@@ -11,21 +11,17 @@ and a stream barrier) are modelled too. Needs torch only.
 
     python3 tests/python/cute_rs_protocol_sim.py [--seeds N] [--calls N]   (exit 0: all passed)
 """
-import argparse
 import importlib.util
 import os
 import sys
-import types
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import tilelang_protocol_sim as S  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rs_protocol_sim as R  # noqa: E402
+from rs_protocol_sim import BF16, S  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(HERE))
-CUTE = os.path.join(REPO, "examples", "cute")
-BF16 = torch.bfloat16
+CUTE = os.path.join(R.REPO, "examples", "cute")
 
 
 def tile_coords(t, band_tiles_m, tiles_n, nbands, first, group_m):
@@ -38,24 +34,6 @@ def tile_coords(t, band_tiles_m, tiles_n, nbands, first, group_m):
     first_m = g * group_m
     gsz = min(band_tiles_m - first_m, group_m)
     return band, first_m + rr % gsz, rr // gsz
-
-
-class StreamBarrier:
-    """symm.barrier_on_stream on the model: an operation on each PE's main
-    stream that completes once every PE's main stream has reached it."""
-
-    def __init__(self, sim):
-        self.sim, self.queued, self.arrived = sim, [0] * sim.P, [0] * sim.P
-
-    def __call__(self):
-        p = self.sim.cur
-        self.queued[p] += 1
-        i = self.queued[p]
-
-        def ready(p=p, i=i):
-            self.arrived[p] = max(self.arrived[p], i)
-            return all(a >= i for a in self.arrived)
-        self.sim.queue("main", S.Op("barrier", ready=ready, what="barrier_on_stream %d" % i))
 
 
 def rs_ce_kernel(sim, mod):
@@ -114,17 +92,7 @@ class Env:
 def load_gemm_rs(sim):
     """examples/cute/gemm_rs.py (and its _common, symm.copyengine) over this
     model's symm; the copy-engine Side queues on the model."""
-    fake = sim.fake_symm()
-    fake.barrier_on_stream = StreamBarrier(sim)
-    sys.modules["symm"] = fake
-    sys.modules["symm.cubin"] = fake.cubin
-    ce = S.load_copyengine(fake)
-    ce.Side = lambda device, lanes=1: S.FakeSide(sim, lanes)
-    ce.check_memops = lambda device_index: None
-    if CUTE not in sys.path:
-        sys.path.insert(0, CUTE)
-    for name in ("_common", "cute_gemm_rs_model"):
-        sys.modules.pop(name, None)
+    _, ce = R.fake_symm(sim, CUTE, ("_common", "cute_gemm_rs_model"))
     spec = importlib.util.spec_from_file_location("cute_gemm_rs_model", os.path.join(CUTE, "gemm_rs.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -132,12 +100,9 @@ def load_gemm_rs(sim):
     return mod
 
 
-def rnd(shape, *key):
-    return S.rnd(shape, *key) * 0.25
-
-
-def scenario(sim, mod, P, calls, m_loc, lanes, shared):
+def scenario(sim, calls, P, m_loc, lanes, shared):
     """calls plain calls, a kernel_only(), a plain call again, on every PE."""
+    mod = load_gemm_rs(sim)
     m = P * m_loc
     # two column tiles where the receive buffer fits the model's heap, else one
     k, n = 64, (2 if P * m_loc * 2 * mod.BN * 2 <= S.Sim.HEAP * 3 // 4 else 1) * mod.BN
@@ -151,29 +116,10 @@ def scenario(sim, mod, P, calls, m_loc, lanes, shared):
     # the diagnostics: the kernel alone, and the copies alone (one PE per GPU only)
     seq = ["fused"] * calls + ["kernel", "fused"] + ([] if shared else ["comm", "fused"])
     outs = {}
-    for i, mode in enumerate(seq):
-        for p in range(P):
-            sim.cur = p
-            op, a, bt, out = ops[p]
-            sim.host(lambda a=a, bt=bt, out=out, i=i, p=p: (a.copy_(rnd(a.shape, "A", i, p)),
-                                                            bt.copy_(rnd(bt.shape, "B", i, p)),
-                                                            out.fill_(float("nan"))), "inputs")
-            if mode == "fused":
-                op(a, bt, out)
-                sim.host(lambda out=out, i=i, p=p: outs.__setitem__((i, p), out.clone()), "output")
-            elif mode == "kernel":
-                op.kernel_only(a, bt, out)
-            else:
-                op.comm_only()
+    R.queue_calls(sim, ops, seq, outs)
     sim.run()
-    for i, mode in enumerate(seq):
-        if mode != "fused":
-            continue
-        total = sum(S.mm(rnd((m, k), "A", i, p), rnd((n, k), "B", i, p).t()) for p in range(P))
-        for p in range(P):
-            got = outs[(i, p)]
-            assert not torch.isnan(got).any(), "call %d PE %d: a tile was never written" % (i, p)
-            assert S.close(got, total[p * m_loc:(p + 1) * m_loc]), "call %d PE %d wrong" % (i, p)
+    R.check_outputs(seq, outs, P, m_loc,
+                    lambda i: sum(S.mm(R.rnd((m, k), "A", i, p), R.rnd((n, k), "B", i, p).t()) for p in range(P)))
     for p in range(P):      # every count and flag is back to zero, ready for the next call
         op = ops[p][0]
         assert int(op.done.view(torch.int64).abs().sum()) == 0, "PE %d: counts left set" % p
@@ -181,28 +127,12 @@ def scenario(sim, mod, P, calls, m_loc, lanes, shared):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=4)
-    ap.add_argument("--calls", type=int, default=3)
-    args = ap.parse_args()
-    failures = 0
     # (PEs, rows per band, lanes, PEs share a GPU): 1024 rows: one sub-chunk per band, 2048: two
     cases = [(1, 1024, 1, False), (2, 2048, 1, False), (2, 1024, 1, True), (3, 1024, "owners", False),
              (4, 2048, 1, False), (4, 1024, "owners", False), (4, 2048, 1, True)]
-    for P, m_loc, lanes, shared in cases:
-        for seed in range(args.seeds):
-            nsm = 1 + seed % 4
-            sim = S.Sim(P, seed, nsm)
-            try:
-                scenario(sim, load_gemm_rs(sim), P, args.calls, m_loc, lanes, shared)
-                status = "ok"
-            except Exception as e:  # noqa: BLE001 - a wrong protocol is a failed case
-                failures += 1
-                status = "FAIL: %s: %s" % (type(e).__name__, str(e)[:400])
-            print("gemm_rs ce P=%d rows/band=%d lanes=%s shared=%s seed=%d slots=%d: %s"
-                  % (P, m_loc, lanes, shared, seed, nsm, status), flush=True)
-    print("%d failed" % failures)
-    return 1 if failures else 0
+    return R.run_cases(__doc__.splitlines()[0], cases, scenario,
+                       lambda P, m_loc, lanes, shared: "gemm_rs ce P=%d rows/band=%d lanes=%s shared=%s"
+                       % (P, m_loc, lanes, shared))
 
 
 if __name__ == "__main__":

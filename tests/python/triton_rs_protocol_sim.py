@@ -12,7 +12,6 @@ Triton (the example imports it; nothing is compiled), no GPU.
 
     python3 tests/python/triton_rs_protocol_sim.py [--seeds N] [--calls N]   (exit 0: all passed)
 """
-import argparse
 import importlib
 import os
 import sys
@@ -20,14 +19,11 @@ import types
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import tilelang_protocol_sim as S  # noqa: E402
-from cute_rs_protocol_sim import StreamBarrier  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rs_protocol_sim as R  # noqa: E402
+from rs_protocol_sim import BF16, S  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(HERE))
-TRITON_EX = os.path.join(REPO, "examples", "triton")
-BF16 = torch.bfloat16
+TRITON_EX = os.path.join(R.REPO, "examples", "triton")
 
 
 def cdiv(a, b):
@@ -102,22 +98,12 @@ def load_gemm_rs(sim):
     """examples/triton/gemm_rs.py over this model's symm (its symm.triton's
     prepare launching the models above, its copy-engine Side queuing on the
     model)."""
-    fake = sim.fake_symm()
-    fake.barrier_on_stream = StreamBarrier(sim)
+    fake, ce = R.fake_symm(sim, TRITON_EX, ("_common", "_gemm", "_waits", "gemm_rs"))
     fake.trace_label = lambda *a, **k: None
     fake.initialized = lambda: True
     fake_st = types.ModuleType("symm.triton")
     fake.triton = fake_st
-    sys.modules["symm"] = fake
-    sys.modules["symm.cubin"] = fake.cubin
     sys.modules["symm.triton"] = fake_st
-    ce = S.load_copyengine(fake)
-    ce.Side = lambda device, lanes=1: S.FakeSide(sim, lanes)
-    ce.check_memops = lambda device_index: None
-    if TRITON_EX not in sys.path:
-        sys.path.insert(0, TRITON_EX)
-    for name in ("_common", "_gemm", "_waits", "gemm_rs"):
-        sys.modules.pop(name, None)
     mod = importlib.import_module("gemm_rs")
     assert mod.ce is ce
 
@@ -143,12 +129,9 @@ class Env:
         self.device, self.ctx = torch.device("cpu"), 0x7000
 
 
-def rnd(shape, *key):
-    return S.rnd(shape, *key) * 0.25
-
-
-def scenario(sim, mod, P, calls, m_loc, n, lanes, shared):
+def scenario(sim, calls, P, m_loc, n, lanes, shared):
     """calls plain calls, a kernel_only(), a plain call again, on every PE."""
+    mod = load_gemm_rs(sim)
     m, k = P * m_loc, 64
     cfg = dict(mod.G.GEMM_CONFIG["gemm_rs"])
     ops = []
@@ -159,27 +142,10 @@ def scenario(sim, mod, P, calls, m_loc, n, lanes, shared):
                     torch.empty(m_loc, n, dtype=BF16)))
     seq = ["fused"] * calls + ["kernel", "fused"]
     outs = {}
-    for i, mode in enumerate(seq):
-        for p in range(P):
-            sim.cur = p
-            op, a, b, out = ops[p]
-            sim.host(lambda a=a, b=b, out=out, i=i, p=p: (a.copy_(rnd(a.shape, "A", i, p)),
-                                                         b.copy_(rnd(b.shape, "B", i, p)),
-                                                         out.fill_(float("nan"))), "inputs")
-            if mode == "fused":
-                op(a, b, out)
-                sim.host(lambda out=out, i=i, p=p: outs.__setitem__((i, p), out.clone()), "output")
-            else:
-                op.kernel_only(a, b, out)
+    R.queue_calls(sim, ops, seq, outs)
     sim.run()
-    for i, mode in enumerate(seq):
-        if mode != "fused":
-            continue
-        total = sum(S.mm(rnd((m, k), "A", i, p), rnd((k, n), "B", i, p)) for p in range(P))
-        for p in range(P):
-            got = outs[(i, p)]
-            assert not torch.isnan(got).any(), "call %d PE %d: a tile was never written" % (i, p)
-            assert S.close(got, total[p * m_loc:(p + 1) * m_loc]), "call %d PE %d wrong" % (i, p)
+    R.check_outputs(seq, outs, P, m_loc,
+                    lambda i: sum(S.mm(R.rnd((m, k), "A", i, p), R.rnd((k, n), "B", i, p)) for p in range(P)))
     for p in range(P):      # every count, flag and entered word is back to zero
         op = ops[p][0]
         for name in ("done", "rflag", "entered"):
@@ -187,31 +153,15 @@ def scenario(sim, mod, P, calls, m_loc, n, lanes, shared):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=4)
-    ap.add_argument("--calls", type=int, default=3)
-    args = ap.parse_args()
-    failures = 0
     # (PEs, rows per band, N, lanes, PEs share a GPU): 1024 rows: one sub-chunk of
     # 8 row tiles per band, 2048: two; 384 rows: one sub-chunk of 3 row tiles;
     # N = 320: a masked last column tile
     cases = [(1, 1024, 256, 1, False), (2, 2048, 256, 1, False), (2, 1024, 320, 1, True),
              (3, 384, 512, "owners", False), (4, 2048, 256, 1, False), (4, 1024, 320, "owners", False),
              (4, 2048, 256, 1, True)]
-    for P, m_loc, n, lanes, shared in cases:
-        for seed in range(args.seeds):
-            nsm = 1 + seed % 4
-            sim = S.Sim(P, seed, nsm)
-            try:
-                scenario(sim, load_gemm_rs(sim), P, args.calls, m_loc, n, lanes, shared)
-                status = "ok"
-            except Exception as e:  # noqa: BLE001 - a wrong protocol is a failed case
-                failures += 1
-                status = "FAIL: %s: %s" % (type(e).__name__, str(e)[:400])
-            print("triton gemm_rs ce P=%d rows/band=%d N=%d lanes=%s shared=%s seed=%d slots=%d: %s"
-                  % (P, m_loc, n, lanes, shared, seed, nsm, status), flush=True)
-    print("%d failed" % failures)
-    return 1 if failures else 0
+    return R.run_cases(__doc__.splitlines()[0], cases, scenario,
+                       lambda P, m_loc, n, lanes, shared: "triton gemm_rs ce P=%d rows/band=%d N=%d lanes=%s shared=%s"
+                       % (P, m_loc, n, lanes, shared))
 
 
 if __name__ == "__main__":
