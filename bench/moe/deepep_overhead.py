@@ -48,7 +48,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 import torch  # noqa: E402
 
 # aten ops that launch nothing on a GPU (views, allocations, metadata)
-_NO_LAUNCH = {"empty", "empty_strided", "empty_like", "view", "_unsafe_view", "slice", "select", "as_strided",
+_NO_LAUNCH = {"empty", "empty_strided", "empty_like", "new_empty", "view", "_unsafe_view", "slice", "select", "as_strided",
               "t", "transpose", "unsqueeze", "squeeze", "expand", "detach", "alias", "permute", "lift_fresh",
               "_reshape_alias", "reshape", "view_as", "split", "unbind", "narrow", "set_", "resize_",
               "is_pinned", "_pin_memory", "record_stream", "_local_scalar_dense"}

@@ -391,8 +391,20 @@ class _Route:
         self.id = next(_route_ids)
         self.kind = kind
         self.preps = {}  # slot -> its symm handle's argument block for this routing (cached dispatches)
-        self.keys = {}   # (x dtype, scaled) -> the symm handle shape of a cached dispatch
+        self.fast = {}   # (x dtype, scales dtype or None) -> _CachedKind of the cached dispatches that passed
+        self.wplan = None  # combine's index tensors for topk_weights (Buffer._combine_weights)
         self.__dict__.update(kw)
+
+
+class _CachedKind:
+    """What the cached dispatches of one routing with one x dtype and scales
+    dtype share: the symm handle shape (key), the x and scales shapes that
+    passed the checks, and whether the scales go to symm as they are."""
+
+    __slots__ = ("key", "x_shape", "s_shape", "direct")
+
+    def __init__(self, key, x_shape, s_shape, direct):
+        self.key, self.x_shape, self.s_shape, self.direct = key, x_shape, s_shape, direct
 
 
 class DispatchHandle(tuple):
@@ -488,10 +500,30 @@ class _RecvEntry:
         self.views = (x, sc)  # x [cap, hidden], scales [cap, cols] or None: what symm's dispatch writes
         self.storage = buf.untyped_storage()
         self.stream = None
+        self.made = {}  # (rows, x dtype, scales dtype) -> (x, scales) set onto the storage: what tensors() detaches
         self._own = _use_count(self.storage._cdata)
 
     def held(self):
         return _use_count(self.storage._cdata) > self._own
+
+    def tensors(self, R, x_dtype, s_dtype):
+        """recv_x [R, hidden] (and its scales [R, cols], or None) over this
+        buffer, as tensors of their own: detached from ones set onto the
+        storage once per shape (a CUDA tensor made and set_ per call costs
+        more host time than the dispatch's launch). Only while no tensor holds
+        the buffer: the templates' own references are counted then."""
+        key = (R, x_dtype, s_dtype)
+        t = self.made.get(key)
+        if t is None:
+            if len(self.made) >= 4:
+                self.made.clear()
+            dev = self.buf.device
+            x = torch.empty((0,), dtype=x_dtype, device=dev).set_(self.storage, 0, (R, self.views[0].size(1)))
+            sc = None if s_dtype is None else torch.empty((0,), dtype=s_dtype, device=dev).set_(
+                self.storage, self.s_at // 4, (R, self.views[1].size(1)))
+            t = self.made[key] = (x, sc)
+            self._own = _use_count(self.storage._cdata)
+        return t[0].detach(), None if t[1] is None else t[1].detach()
 
 
 class _RecvPool:
@@ -578,6 +610,8 @@ class Buffer:
         self.enable_shrink = False
         self.allow_mnnvl, self.use_fabric = bool(allow_mnnvl), bool(use_fabric)
         self._device = e.device
+        # a CUDA tensor's get_device() against this: t.device makes a torch.device per call
+        self._cuda_index = e.device.index if e.device.type == "cuda" else None
         self._comm = self._cuda.new_stream()
         self._zero_copy_recv = bool(zero_copy_recv)
         self._num_recv_buffers = 0 if zero_copy_recv or _use_count is None else num_recv_buffers
@@ -599,7 +633,6 @@ class Buffer:
         self._pending = None
         self._fps = {}
         self._default_configs = {}
-        self._block_offsets = {}
         # scalars for where(..., out=), which takes no Python numbers
         self._zero_f32 = torch.zeros((), dtype=torch.float32, device=self._device)
         self._minus_one_i32 = torch.full((), -1, dtype=torch.int32, device=self._device)
@@ -749,9 +782,11 @@ class Buffer:
             return
         self._after_last(self._comm)
 
-    def _ran_on(self, stream):
+    def _ran_on(self, stream, capturing=None):
+        """`capturing`: the current stream's capture state, when the call asked already."""
         self._last = stream
-        self._last_captured = self._cuda.capturing()  # the current stream's: a comm stream in it joined it
+        # the current stream's: a comm stream in it joined it
+        self._last_captured = self._cuda.capturing() if capturing is None else capturing
 
     def _enter(self, call, previous_event, async_finish, allocate_on_comm_stream):
         """DeepEP's stream protocol: the communication stream waits for
@@ -776,16 +811,16 @@ class Buffer:
         self._comm_after(compute, ev)
         return compute, self._comm, (self._comm if allocate_on_comm_stream else compute)
 
-    def _leave(self, compute, comm, async_finish, allocate_on_comm_stream, tensors):
+    def _leave(self, compute, comm, async_finish, allocate_on_comm_stream, tensors, capturing=None):
         """async_finish: an event on the communication stream, the tensors
         recorded on the streams they cross; else the current stream waits
         (nothing to wait for when the call ran on it)."""
         c = self._cuda
         if comm is None:
-            self._ran_on(compute)
+            self._ran_on(compute, capturing)
             return EventOverlap(None)
         if async_finish:
-            self._ran_on(self._comm)
+            self._ran_on(self._comm, capturing)
             for t in tensors:
                 if isinstance(t, torch.Tensor):
                     c.record_stream(t, self._comm)
@@ -793,7 +828,7 @@ class Buffer:
                         c.record_stream(t, compute)
             return EventOverlap(EventHandle(c, self._comm))
         c.wait_stream(compute, self._comm)
-        self._ran_on(compute)
+        self._ran_on(compute, capturing)
         return EventOverlap(None)
 
     # ---- slots --------------------------------------------------------------------------
@@ -802,6 +837,8 @@ class Buffer:
         if self._cuda.capturing():
             raise RuntimeError("%s: this call needs a new symm handle (%s), which cannot be made during CUDA graph "
                                "capture: run the same calls once before capturing" % (call, self._key_text(key)))
+        if make is None:
+            make = self._ht_make(key) if key[0] == "ht" else self._ll_make(key)
         self._seq += 1
         s = _Slot(key, make(), self._seq)
         self._slots.setdefault(key, []).append(s)
@@ -844,11 +881,12 @@ class Buffer:
             else:
                 self._engine.pool_free(e.buf)
 
-    def _recv_entry(self, key, scales, launch):
+    def _recv_entry(self, key, scales, launch, capturing=None):
         """A receive buffer of the shape that no tensor holds (None: copy
         instead), ordered after the stream it was last handed out on."""
         pool = self._pools.get(key)
-        if pool is None or (scales is not None and scales.size(1) != pool.cols) or self._cuda.capturing():
+        if pool is None or (scales is not None and scales.size(1) != pool.cols) or \
+                (self._cuda.capturing() if capturing is None else capturing):
             return None  # a captured graph rewrites its buffers on every replay: fresh tensors there
         e = pool.free_entry()
         if e is not None and e.stream is not None and e.stream != launch:
@@ -859,12 +897,7 @@ class Buffer:
         """recv_x [R, H] (and its scales [R, cols]) on receive buffer e's
         storage: e is held while they live."""
         e.stream = stream
-        dev = self._device
-        x = torch.empty((0,), dtype=x_dtype, device=dev).set_(e.storage, 0, (R, H))
-        if s_dtype is None:
-            return x, None
-        cols = e.views[1].size(1)
-        return x, torch.empty((0,), dtype=s_dtype, device=dev).set_(e.storage, e.s_at // 4, (R, cols))
+        return e.tensors(R, x_dtype, s_dtype)
 
     @staticmethod
     def _key_text(key):
@@ -957,6 +990,11 @@ class Buffer:
         if config.num_sms % 2:
             raise ValueError("%s: config.num_sms must be even (as in DeepEP), got %d" % (call, config.num_sms))
         return config
+
+    def _here(self, t):
+        """t is on this rank's device (what _tensor's device check says, without a torch.device per call)."""
+        i = self._cuda_index
+        return t.get_device() == i and t.is_cuda if i is not None else t.device == self._device
 
     def _need_normal(self, call):
         self._alive(call)
@@ -1122,6 +1160,11 @@ class Buffer:
         recv_x comes back. With num_worst_tokens > 0 there is no CPU
         synchronisation: every output has num_worst_tokens rows (top-k indices
         -1 past the received ones) and the list is empty."""
+        if handle is not None and previous_event is None and not async_finish and not allocate_on_comm_stream and \
+                topk_idx is None and topk_weights is None and type(handle) is DispatchHandle:
+            out = self._cached_fast(x, handle, config, expert_alignment, num_worst_tokens)
+            if out is not None:
+                return out
         call = "Buffer.dispatch"
         self._need_normal(call)
         config = self._config(config, call)
@@ -1372,31 +1415,82 @@ class Buffer:
             raise ValueError("%s: the cached handle is for %d tokens, x has %d" % (call, route.T, T))
         if H != route.hidden:
             raise ValueError("%s: the cached handle is for hidden %d, x has %d" % (call, route.hidden, H))
-        key = route.keys.get((x.dtype, scales is not None))
-        if key is None:
-            key = route.keys[(x.dtype, scales is not None)] = self._ht_key(route.M, x, scales, route.K, route.E)
+        kind = (x.dtype, None if scales is None else scales.dtype)
+        fast = route.fast.get(kind)
+        if fast is None:
+            key = self._ht_key(route.M, x, scales, route.K, route.E)
+            fast = _CachedKind(key, x.shape, None if scales is None else scales.shape,
+                               scales is None or (scales.dtype == torch.float32 and
+                                                  scales.size(1) == (H + SCALE_BLOCK - 1) // SCALE_BLOCK))
         compute, comm, alloc = self._enter(call, previous_event, async_finish, allocate_on_comm_stream)
-        slot = self._slot_for_dispatch(key, route, self._ht_make(key), call)
+        capturing = self._cuda.capturing()
+        recv_x, recv_scales, entry = self._cached_run(route, fast, x, scales, config, compute, comm, alloc, capturing,
+                                                      call)
+        # the checks above passed for this x dtype, shape and scales: _cached_fast compares against them
+        route.fast[kind] = fast
+        mine = () if self._zero_copy_recv or entry is not None else (recv_x, recv_scales)
+        event = self._leave(compute, comm, async_finish, allocate_on_comm_stream, (x, scales) + mine, capturing)
+        return (recv_x, recv_scales) if scales is not None else recv_x, None, None, None, None, event
+
+    def _cached_fast(self, x, handle, config, expert_alignment, num_worst_tokens):
+        """A cached dispatch on the current stream (no events) of an x whose
+        dtype, shape and scales passed the checks for this handle before: the
+        same steps as _cached_dispatch, its checks reduced to comparisons with
+        what passed. None when the call is not such a one (nothing was done:
+        the general path runs and checks)."""
+        route = handle._route
+        if handle._buffer is not self or self._destroyed or self.num_nvl_bytes <= 0 or \
+                type(expert_alignment) is not int or expert_alignment < 1 or \
+                type(num_worst_tokens) is not int or num_worst_tokens < 0 or \
+                (config is not None and (type(config) is not Config or config.num_sms % 2)):
+            return None
+        scales = None
+        if type(x) is tuple:
+            if len(x) != 2:
+                return None
+            x, scales = x
+            if type(scales) is not torch.Tensor:
+                return None
+        if type(x) is not torch.Tensor:
+            return None
+        fast = route.fast.get((x.dtype, None if scales is None else scales.dtype))
+        if fast is None or x.shape != fast.x_shape or not self._here(x) or not x.is_contiguous() or \
+                (scales is not None and (scales.shape != fast.s_shape or not self._here(scales))):
+            return None
+        call = "Buffer.dispatch"
+        c = self._cuda
+        compute = c.current()
+        if self._last is not compute:
+            self._after_last(compute)
+        capturing = c.capturing()
+        recv_x, recv_scales, _ = self._cached_run(route, fast, x, scales, self._config(config, call), compute, None,
+                                                  None, capturing, call)
+        self._last, self._last_captured = compute, capturing
+        return (recv_x, recv_scales) if scales is not None else recv_x, None, None, None, None, EventOverlap(None)
+
+    def _cached_run(self, route, fast, x, scales, config, compute, comm, alloc, capturing, call):
+        """A cached dispatch's symm call (on comm, None: the current stream)
+        and outputs (allocated on alloc): (recv_x, recv_scales, the receive
+        buffer they lie in or None)."""
+        key = fast.key
+        slot = self._slot_for_dispatch(key, route, None, call)
         self._set_sms(slot, config)
-        ctx = _SAME_STREAM if comm is None else self._cuda.use(comm)
-        with ctx:
-            entry = self._recv_entry(key, scales, comm or compute)
+        with _SAME_STREAM if comm is None else self._cuda.use(comm):
+            entry = self._recv_entry(key, scales, comm or compute, capturing)
             # the routing's argument block for this symm handle, checked once: a cached dispatch only adds x
             prep = route.preps.get(slot)
             if prep is None:
                 prep = route.preps[slot] = slot.h._prepare(self._route_idx(route))
-            views = slot.h._dispatch_prepared(prep, x, self._scales_in(scales, H),
+            views = slot.h._dispatch_prepared(prep, x, scales if fast.direct else self._scales_in(scales, x.size(1)),
                                               *((None, None) if entry is None else entry.views))
         slot.route, slot.state = route, "dispatched"
         if entry is not None:  # the rows are where the peers stored them: no copy
-            recv_x, recv_scales = self._entry_tensors(entry, route.rows, H, x.dtype,
-                                                      None if scales is None else scales.dtype, alloc or compute)
+            entry.stream = alloc or compute
+            recv_x, recv_scales = entry.tensors(route.rows, x.dtype, None if scales is None else scales.dtype)
         else:
             recv_x, recv_scales, _, _, _ = self._ht_outputs(views, route, x, scales, None, route.rows,
                                                             route.num_recv is None, comm, alloc, src=False)
-        mine = () if self._zero_copy_recv or entry is not None else (recv_x, recv_scales)
-        event = self._leave(compute, comm, async_finish, allocate_on_comm_stream, (x, scales) + mine)
-        return (recv_x, recv_scales) if scales is not None else recv_x, None, None, None, None, event
+        return recv_x, recv_scales, entry
 
     def _own_handle(self, handle, cls, call):
         if not isinstance(handle, cls):
@@ -1429,6 +1523,11 @@ class Buffer:
         x[i] the ranks return for token t, plus bias; combined_topk_weights[t]
         = the sum of the topk_weights rows returned for t. Returns
         (combined_x, combined_topk_weights or None, event)."""
+        if previous_event is None and not async_finish and not allocate_on_comm_stream and \
+                type(handle) is DispatchHandle:
+            out = self._combine_fast(x, handle, topk_weights, bias, config)
+            if out is not None:
+                return out
         call = "Buffer.combine"
         self._need_normal(call)
         route = self._own_handle(handle, DispatchHandle, call)
@@ -1448,65 +1547,117 @@ class Buffer:
                 _shape(b, "bias[%d]" % i, call, (route.T, route.hidden))
         compute, comm, alloc = self._enter(call, previous_event, async_finish, allocate_on_comm_stream)
         slot = self._slot_for_combine(route, call)
+        out, combined_w = self._combine_run(route, slot, x, topk_weights, biases, config, comm, alloc, call)
+        event = self._leave(compute, comm, async_finish, allocate_on_comm_stream,
+                            (x, topk_weights, out, combined_w) + tuple(biases))
+        return out, combined_w, event
+
+    def _combine_fast(self, x, handle, topk_weights, bias, config):
+        """A combine on the current stream (no events) whose arguments pass
+        combine's checks, tested as comparisons with the handle's shapes; None
+        when they do not (nothing was done: the general path runs and raises)."""
+        route = handle._route
+        if handle._buffer is not self or self._destroyed or self.num_nvl_bytes <= 0 or \
+                (config is not None and (type(config) is not Config or config.num_sms % 2)) or \
+                type(x) is not torch.Tensor or (x.dtype is not torch.bfloat16 and x.dtype is not torch.float16) or \
+                x.shape != (route.rows, route.hidden) or not self._here(x) or not x.is_contiguous():
+            return None
+        if topk_weights is not None and (
+                type(topk_weights) is not torch.Tensor or topk_weights.dtype is not torch.float32 or
+                topk_weights.dim() != 2 or topk_weights.size(0) != route.rows or not self._here(topk_weights) or
+                not topk_weights.is_contiguous()):
+            return None
+        biases = ()
+        if bias is not None:
+            biases = bias if type(bias) is tuple else (bias,)
+            if not 1 <= len(biases) <= 2:
+                return None
+            for b in biases:
+                if type(b) is not torch.Tensor or b.dtype is not x.dtype or b.shape != (route.T, route.hidden) or \
+                        not self._here(b) or not b.is_contiguous():
+                    return None
+        call = "Buffer.combine"
+        compute = self._cuda.current()
+        if self._last is not compute:
+            self._after_last(compute)
+        slot = self._slot_for_combine(route, call)
+        out, combined_w = self._combine_run(route, slot, x, topk_weights, biases, self._config(config, call, True),
+                                            None, None, call)
+        self._ran_on(compute)
+        return out, combined_w, EventOverlap(None)
+
+    def _combine_run(self, route, slot, x, topk_weights, biases, config, comm, alloc, call):
+        """Combine's work after its checks, on comm (None: the current stream),
+        outputs allocated on alloc: (combined_x, combined_topk_weights or None)."""
         with self._use(comm):
             if slot is None:
                 slot = self._redispatch_ht(route, call)
         self._set_sms(slot, config)
         with self._use(alloc):
-            out = torch.empty((route.T, route.hidden), dtype=x.dtype, device=self._device)
+            out = x.new_empty((route.T, route.hidden))
         with self._use(comm):
             slot.h.combine(x, out=out)
             slot.state = "idle"
             combined_w = None
             if topk_weights is not None:
                 combined_w = self._combine_weights(route, topk_weights, alloc)
-            if biases:
-                acc = out.float()
-                for b in biases:
-                    acc += b.float()
-                out.copy_(acc)
+            if len(biases) == 1:
+                out.add_(biases[0])  # in float32, rounded once: what adding to a float32 copy and copying back gives
+            elif biases:
+                torch.add(out.float().add_(biases[0]), biases[1], out=out)
         if slot.key[0] == "ht" and slot.key[1] < self._bound:
             self._drop_small_slots()
-        event = self._leave(compute, comm, async_finish, allocate_on_comm_stream,
-                            (x, topk_weights, out, combined_w) + tuple(biases))
-        return out, combined_w, event
+        return out, combined_w
+
+    def _weights_plan(self, route, R):
+        """The index tensors of _combine_weights that depend on the routing
+        alone: where each received row's weights go in the all-to-all's send
+        blocks (rows past a block go to rows of their own past the blocks), the
+        send rows, and per token and rank the row of the block it comes back
+        in (clamped; masked by is_token_in_rank)."""
+        n, M, dev = self.group_size, route.M, self._device
+        if route.recv_host is not None:  # the rows from each source, known on the host
+            dest = torch.cat([torch.arange(s * M, s * M + cnt, device=dev)
+                              for s, cnt in enumerate(route.recv_host)] +
+                             [torch.empty(0, dtype=torch.int64, device=dev)])
+            rows = n * M
+        else:  # num_worst_tokens: placed on the device; rows past the received ones are dropped
+            counts = route.recv_counts.to(torch.int64)
+            incl = counts.cumsum(0)
+            r = torch.arange(R, device=dev)
+            src = torch.searchsorted(incl, r, right=True)
+            srcc = src.clamp(max=n - 1)
+            pos = r - (incl - counts)[srcc]
+            # past the blocks, each such row to a row of its own (unique indices: deterministic)
+            dest = torch.where((src < n) & (pos < M), srcc * M + pos, n * M + r)
+            rows = n * M + R
+        # token t's row from rank r is row (t's place among the tokens sent to r) of r's block
+        offs = torch.arange(n, device=dev) * M - 1
+        gidx = (route.in_rank.cumsum(0) + offs).clamp_(min=0)
+        return dest, rows, gidx, route.in_rank.unsqueeze(2)
 
     def _combine_weights(self, route, w, alloc):
         """Each row's weights go back to its source (an all-to-all of
         [ranks, bound, top-k] blocks), which sums, per token, the rows it gets
-        from the ranks it sent the token to, in rank order."""
+        from the ranks it sent the token to, in rank order. The index tensors
+        are the routing's (made once per handle, outside graph capture): four
+        kernels and the all-to-all per call."""
         n, M, K, dev = self.group_size, route.M, w.size(1), self._device
         R, T = w.size(0), route.T
-        send = torch.empty((n * M, K), dtype=torch.float32, device=dev)
-        if route.recv_host is not None:  # the rows from each source, known on the host: one copy per source
-            start = 0
-            for s, cnt in enumerate(route.recv_host):
-                if cnt:
-                    send[s * M:s * M + cnt].copy_(w[start:start + cnt])
-                start += cnt
-        else:  # num_worst_tokens: placed on the device; rows past the received ones are dropped
-            counts = route.recv_counts.to(torch.int64)
-            incl = counts.cumsum(0)
-            rows = torch.arange(R, device=dev)
-            src = torch.searchsorted(incl, rows, right=True)
-            srcc = src.clamp(max=n - 1)
-            pos = rows - (incl - counts)[srcc]
-            # past the blocks, each such row to a row of its own (unique indices: deterministic)
-            dest = torch.where((src < n) & (pos < M), srcc * M + pos, n * M + rows)
-            send = torch.empty((n * M + R, K), dtype=torch.float32, device=dev)
-            send.index_copy_(0, dest, w)
+        plan = route.wplan if route.wplan is not None and route.wplan[0] == R else None
+        if plan is None:
+            plan = (R,) + self._weights_plan(route, R)
+            if not self._cuda.capturing():  # made in a capture, they hold their values only once it replays
+                route.wplan = plan
+        _, dest, rows, gidx, mask = plan
+        send = torch.empty((rows, K), dtype=torch.float32, device=dev)
+        send.index_copy_(0, dest, w)
         got = torch.empty(n * M * K, dtype=torch.float32, device=dev)
         self._engine.all_to_all(got, send[:n * M].reshape(-1))
-        # token t's row from rank r is row (t's place among the tokens sent to r) of r's block
-        in_rank = route.in_rank
-        offs = self._block_offsets.get((n, M))
-        if offs is None:
-            offs = self._block_offsets[(n, M)] = torch.arange(n, device=dev) * M - 1
-        gidx = (in_rank.cumsum(0) + offs).clamp_(min=0)
         vals = got.view(n * M, K)[gidx]
         with self._use(alloc):
             out = torch.empty((T, K), dtype=torch.float32, device=dev)
-        torch.sum(torch.where(in_rank.unsqueeze(2), vals, self._zero_f32), dim=1, out=out)
+        torch.sum(torch.where(mask, vals, self._zero_f32), dim=1, out=out)
         return out
 
     # ---- low latency --------------------------------------------------------------------
