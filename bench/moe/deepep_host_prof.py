@@ -8,6 +8,7 @@ import cProfile, io, os, pstats, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "python"))
 import torch, torch.distributed as dist
 import symm, symm.moe as moe, symm.moe.deep_ep as dep
+from deepep_inputs import deepep_inputs
 local = int(os.environ.get("LOCAL_RANK", "0"))
 torch.cuda.set_device(local % torch.cuda.device_count())
 dist.init_process_group("gloo")
@@ -15,13 +16,7 @@ symm.init()
 rank = symm.my_pe()
 T, H, K, E = 4096, 7168, 8, 256
 dev = torch.device("cuda", symm.device())
-torch.manual_seed(rank)
-x = torch.randn((T, H), dtype=torch.bfloat16, device=dev)
-blocks = x.float().view(T, H // 128, 128)
-s8 = blocks.abs().amax(dim=2).clamp(min=1e-4) / 448.0
-x8 = (blocks / s8.unsqueeze(2)).to(torch.float8_e4m3fn).view(T, H)
-idx = torch.topk(torch.randn((T, E), device=dev).abs() + 1, K, dim=-1, sorted=False)[1]
-w = torch.rand((T, K), dtype=torch.float32, device=dev)
+x, x8, s8, idx, w = deepep_inputs(T, H, K, E, dev, rank)
 buf = dep.Buffer(dist.group.WORLD, int(1e9), explicitly_destroy=True, max_num_tokens=T)
 own = moe.HighThroughput(E, K, H, T, x_dtype=torch.float8_e4m3fn, scales=True)
 own.set_num_sms(24)

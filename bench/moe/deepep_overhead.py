@@ -429,6 +429,8 @@ def run_gpu(args):
     import symm
     import symm.moe as moe
     import symm.moe.deep_ep as dep
+    sys.path.insert(0, HERE)
+    from deepep_inputs import deepep_inputs
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local % torch.cuda.device_count())
     dist.init_process_group("gloo")
@@ -436,13 +438,7 @@ def run_gpu(args):
     rank, n = symm.my_pe(), symm.n_pes()
     T, H, K, E = args.tokens, args.hidden, args.topk, args.experts
     dev = torch.device("cuda", symm.device())
-    torch.manual_seed(rank)
-    x = torch.randn((T, H), dtype=torch.bfloat16, device=dev)
-    blocks = x.float().view(T, H // 128, 128)
-    s8 = blocks.abs().amax(dim=2).clamp(min=1e-4) / 448.0
-    x8 = (blocks / s8.unsqueeze(2)).to(torch.float8_e4m3fn).view(T, H)
-    idx = torch.topk(torch.randn((T, E), device=dev).abs() + 1, K, dim=-1, sorted=False)[1]
-    w = torch.rand((T, K), dtype=torch.float32, device=dev)
+    x, x8, s8, idx, w = deepep_inputs(T, H, K, E, dev, rank)
     own = {"bf16": moe.HighThroughput(E, K, H, T, x_dtype=torch.bfloat16),
            "fp8": moe.HighThroughput(E, K, H, T, x_dtype=torch.float8_e4m3fn, scales=True)}
     buf = dep.Buffer(dist.group.WORLD, int(1e9), explicitly_destroy=True, max_num_tokens=T)
