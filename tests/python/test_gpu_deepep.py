@@ -54,6 +54,11 @@ def test_recv_buffers(ctx, fp8):
     cases.case_recv_buffers(ctx, fp8)
 
 
+@pytest.mark.parametrize("fp8", [False, True])
+def test_cached_repeat(ctx, fp8):
+    cases.case_cached_repeat(ctx, fp8)
+
+
 @pytest.mark.parametrize("use_fp8", [False, True])
 @pytest.mark.parametrize("hook", [False, True])
 def test_low_latency(ctx, use_fp8, hook):

@@ -226,6 +226,12 @@ def test_recv_buffers(monkeypatch, n, fp8):
     _run(monkeypatch, n, cases.case_recv_buffers, fp8)
 
 
+@pytest.mark.parametrize("n", [1, 2, 4])
+@pytest.mark.parametrize("fp8", [False, True])
+def test_cached_repeat(monkeypatch, n, fp8):
+    _run(monkeypatch, n, cases.case_cached_repeat, fp8)
+
+
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("use_fp8", [False, True])
 @pytest.mark.parametrize("hook", [False, True])
