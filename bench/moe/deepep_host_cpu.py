@@ -26,6 +26,9 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# aten ops that launch nothing on a GPU (allocations, views, metadata)
+_NO_LAUNCH = {"empty", "new_empty", "set_", "detach", "view", "slice", "as_strided", "alias", "lift_fresh", "resize_",
+              "_reshape_alias", "reshape"}
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
@@ -157,9 +160,7 @@ def main(argv=None):
             for _ in range(args.calls):
                 fn()
             rounds.append((time.perf_counter() - t0) / args.calls * 1e6)
-        ops = [o[6:] for o in counts[name] if o[6:] not in ("empty", "set_", "detach", "view", "slice", "as_strided",
-                                                            "alias", "lift_fresh", "resize_", "_reshape_alias", "new_empty",
-                                                            "reshape")]
+        ops = [o[6:] for o in counts[name] if o[6:] not in _NO_LAUNCH]
         print("cpu host: %-16s %7.1f us   torch ops that launch on a GPU: %d (%s)" % (
             name, statistics.median(rounds), len(ops), ", ".join(ops)))
     if args.profile:

@@ -497,7 +497,8 @@ def case_cached_repeat(ctx, fp8):
             rx = out[0]
             if fp8:
                 rx, rs = rx
-                assert rs.dtype == (torch.int32 if int_scales else torch.float32) and rs.shape == (rows, ref["s"].size(1))
+                assert rs.dtype == (torch.int32 if int_scales else torch.float32), what
+                assert rs.shape == (rows, ref["s"].size(1)), what
                 eq(rs[:R].view(torch.float32), ref["s"], what + ": scales")
                 assert rs._base is None, what
             assert rx.shape == (rows, H) and rx.is_contiguous() and rx._base is None, what

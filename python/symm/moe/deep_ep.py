@@ -767,7 +767,9 @@ class Buffer:
         stream, so its calls never overlap). Not across a capture's start:
         torch.cuda.graph synchronises the device before it captures."""
         last = self._last
-        if last is not None and last != stream and (self._last_captured or not self._cuda.capturing()):
+        # `is` first: the streams are kept per id, and Stream's == runs Python
+        if last is not None and last is not stream and last != stream and \
+                (self._last_captured or not self._cuda.capturing()):
             self._cuda.wait_stream(stream, last)
 
     def _comm_after(self, compute, event):
@@ -889,7 +891,7 @@ class Buffer:
                 (self._cuda.capturing() if capturing is None else capturing):
             return None  # a captured graph rewrites its buffers on every replay: fresh tensors there
         e = pool.free_entry()
-        if e is not None and e.stream is not None and e.stream != launch:
+        if e is not None and e.stream is not None and e.stream is not launch and e.stream != launch:
             self._cuda.wait_stream(launch, e.stream)
         return e
 
