@@ -485,7 +485,7 @@ def case_cached_repeat(ctx, fp8):
             hs.append(dict(data=data, x=x, s=sc, h=h, rw=rw, rows=rw.size(0), ref=ht_reference(data, me, n, E),
                            worst=worst))
 
-        def round_(j, rep, int_scales=False):
+        def round_(j, rep, int_scales=False, grad=False):
             c = hs[j]
             what = "cached repeat %s handle %d (worst=%s) rep %d%s" % ("fp8" if fp8 else "bf16", j, c["worst"], rep,
                                                                        " int32 scales" if int_scales else "")
@@ -512,7 +512,7 @@ def case_cached_repeat(ctx, fp8):
             cargs = dict(bias=None if not biases else
                          (_dev(biases[0], ctx) if len(biases) == 1 else tuple(_dev(b, ctx) for b in biases)))
             if kind == 1:
-                cargs["topk_weights"] = c["rw"] * (me + 1)
+                cargs["topk_weights"] = (c["rw"] * (me + 1)).requires_grad_(grad)
             combined, cw, ev = buf.combine(_dev(y, ctx), c["h"], **cargs)
             assert ev.event is None, what
             close(combined, combine_reference(c["data"], me, n, E, biases).float(), what + ": combined_x")
@@ -540,7 +540,19 @@ def case_cached_repeat(ctx, fp8):
         del kept, t
         again = round_(1, 9)
         assert _in_pool(again[0], buf), "cached repeat: a freed receive buffer was not used again"
+        assert not again[0].is_inference(), "cached repeat: an inference tensor outside inference mode"
         del again
+        # in inference mode the rows come back as inference tensors, and outside it as tensors autograd takes
+        # (combine's index tensors for the weights made again there: they are kept, so they are no inference
+        # tensors, which autograd would refuse for weights that require grad)
+        hs[0]["h"]._route.wplan = None
+        with torch.inference_mode():
+            inf = round_(0, 9)
+            assert inf[0].is_inference() and _in_pool(inf[0], buf), "cached repeat: inference mode"
+        del inf
+        plain = round_(0, 13, grad=True)
+        assert not plain[0].is_inference() and _in_pool(plain[0], buf), "cached repeat: after inference mode"
+        del plain
 
         # bad arguments to calls that took the fast path before: each raises, on every rank alike, before any launch
         c = hs[0]

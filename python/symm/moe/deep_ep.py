@@ -482,6 +482,8 @@ class _Slot:
 _SAME_STREAM = contextlib.nullcontext()
 
 
+_inference_mode = torch.is_inference_mode_enabled
+
 # A storage's reference count (a torch without it: no receive buffers, every dispatch copies)
 _use_count = getattr(torch._C, "_storage_Use_Count", None)
 
@@ -500,7 +502,8 @@ class _RecvEntry:
         self.views = (x, sc)  # x [cap, hidden], scales [cap, cols] or None: what symm's dispatch writes
         self.storage = buf.untyped_storage()
         self.stream = None
-        self.made = {}  # (rows, x dtype, scales dtype) -> (x, scales) set onto the storage: what tensors() detaches
+        # (rows, x dtype, scales dtype, inference mode) -> (x, scales) set onto the storage: what tensors() detaches
+        self.made = {}
         self._own = _use_count(self.storage._cdata)
 
     def held(self):
@@ -511,8 +514,10 @@ class _RecvEntry:
         buffer, as tensors of their own: detached from ones set onto the
         storage once per shape (a CUDA tensor made and set_ per call costs
         more host time than the dispatch's launch). Only while no tensor holds
-        the buffer: the templates' own references are counted then."""
-        key = (R, x_dtype, s_dtype)
+        the buffer: the templates' own references are counted then. Per
+        inference mode: a tensor made in it is an inference tensor (autograd
+        refuses those outside it), one made outside is not."""
+        key = (R, x_dtype, s_dtype, _inference_mode())
         t = self.made.get(key)
         if t is None:
             if len(self.made) >= 4:
@@ -1648,7 +1653,8 @@ class Buffer:
         R, T = w.size(0), route.T
         plan = route.wplan if route.wplan is not None and route.wplan[0] == R else None
         if plan is None:
-            plan = (R,) + self._weights_plan(route, R)
+            with torch.inference_mode(False):  # kept for later calls: no inference tensors (autograd refuses them)
+                plan = (R,) + self._weights_plan(route, R)
             if not self._cuda.capturing():  # made in a capture, they hold their values only once it replays
                 route.wplan = plan
         _, dest, rows, gidx, mask = plan
