@@ -1,5 +1,5 @@
-"""Host time of symm.moe.deep_ep's cached dispatch and combine beside symm's own
-HighThroughput.dispatch (torchrun, any PEs; perf_counter per call, median of 200,
+"""Host time of symm.moe.deep_ep's cached dispatch and combine (plain, and with
+topk_weights) beside symm's own HighThroughput.dispatch (torchrun, any PEs; perf_counter per call, median of 200,
 no sync between calls), then cProfile's top 15 by own time for each path.
 
     torchrun --nproc-per-node N bench/moe/deepep_host_prof.py
@@ -24,7 +24,7 @@ cfg = dep.Config(24)
 per_rank, _, per_expert, in_rank, _ = buf.get_dispatch_layout(idx, E)
 (rx8, _), _, _, _, h8, _ = buf.dispatch((x8, s8), config=cfg, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank,
                                         num_tokens_per_expert=per_expert, topk_idx=idx, topk_weights=w)
-rx, _, _, _, h16, _ = buf.dispatch(x, config=cfg, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank,
+rx, _, rw16, _, h16, _ = buf.dispatch(x, config=cfg, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank,
                                    num_tokens_per_expert=per_expert, topk_idx=idx, topk_weights=w)
 yy = rx.clone()
 N = 200
@@ -33,8 +33,11 @@ def api16(): return buf.dispatch(x, handle=h16, config=cfg)
 def own8(): return own.dispatch(x8, idx, w, x_scale=s8)
 def pair16():  # a combine follows its dispatch: a combine alone would re-dispatch zeros first
     buf.dispatch(x, handle=h16, config=cfg); return buf.combine(yy, h16, config=cfg)
+def pairw16():  # the same with combine's topk_weights (their all-to-all and sum)
+    buf.dispatch(x, handle=h16, config=cfg); return buf.combine(yy, h16, topk_weights=rw16, config=cfg)
 res = {}
-for name, fn in (("own dispatch fp8", own8), ("api cached fp8", api8), ("api cached bf16", api16), ("api pair bf16", pair16)):
+for name, fn in (("own dispatch fp8", own8), ("api cached fp8", api8), ("api cached bf16", api16), ("api pair bf16", pair16),
+                 ("api pair+w bf16", pairw16)):
     for _ in range(10): fn()
     torch.cuda.synchronize(); symm.barrier()
     hs = []
@@ -46,6 +49,7 @@ if rank == 0:
     print("host us per call (median of %d, no sync between calls):" % N)
     for k, v in res.items(): print("host: %-20s %8.1f us" % (k, v))
     print("host: %-20s %8.1f us (pair - cached bf16 dispatch)" % ("api combine", res["api pair bf16"] - res["api cached bf16"]))
+    print("host: %-20s %8.1f us (pair+w - cached bf16 dispatch)" % ("api combine+w", res["api pair+w bf16"] - res["api cached bf16"]))
 for name, fn in (("own dispatch fp8", own8), ("api cached fp8", api8), ("api pair bf16", pair16)):
     pr = cProfile.Profile()
     torch.cuda.synchronize(); symm.barrier()
