@@ -1,6 +1,7 @@
 """Host time of symm.moe.deep_ep's cached dispatch and combine (plain, and with
-topk_weights) beside symm's own HighThroughput.dispatch (torchrun, any PEs; perf_counter per call, median of 200,
-no sync between calls), then cProfile's top 15 by own time for each path.
+topk_weights) beside symm's own HighThroughput.dispatch (torchrun, any PEs;
+perf_counter per call, median of 200, no sync between calls), then cProfile's
+top 15 by own time for each path.
 
     torchrun --nproc-per-node N bench/moe/deepep_host_prof.py
 """
