@@ -900,12 +900,6 @@ class Buffer:
             self._cuda.wait_stream(launch, e.stream)
         return e
 
-    def _entry_tensors(self, e, R, H, x_dtype, s_dtype, stream):
-        """recv_x [R, H] (and its scales [R, cols]) on receive buffer e's
-        storage: e is held while they live."""
-        e.stream = stream
-        return e.tensors(R, x_dtype, s_dtype)
-
     @staticmethod
     def _key_text(key):
         if key[0] == "ht":
@@ -1361,8 +1355,8 @@ class Buffer:
         ncols = None if scales is None else scales.size(1)
         with self._use(alloc):
             if entry is not None:
-                recv_x, recv_scales = self._entry_tensors(entry, R, x.size(1), x.dtype,
-                                                          None if scales is None else scales.dtype, home)
+                entry.stream = home  # held while they live; a later dispatch elsewhere waits for this stream
+                recv_x, recv_scales = entry.tensors(R, x.dtype, None if scales is None else scales.dtype)
             elif self._zero_copy_recv:
                 recv_x, recv_scales = rx[:R], None
                 if scales is not None:
