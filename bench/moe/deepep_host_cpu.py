@@ -8,9 +8,10 @@ rank of n whose peers send what it sends.
 
 Prints host us per call (median of 5 rounds of 2000 calls) for the cached
 dispatch (bf16, fp8 with scales), the cached dispatch + combine pair (plain,
-with topk_weights, with a bias) and the full dispatch, and the torch ops per
-call that would launch device work on a GPU; --profile PATH adds cProfile's
-top 25 by own time for that path. --python DIR imports symm from DIR (e.g.
+with topk_weights, with a bias) and the full dispatch, and the torch ops a
+call makes besides views, allocations and symm's (each launches a kernel on
+a GPU, except the full dispatch's work on the counts it read to the host);
+--profile PATH adds cProfile's top 25 by own time for that path. --python DIR imports symm from DIR (e.g.
 another checkout's python/, for a before/after). What a GPU adds on top (the
 kernel launch, torch's CUDA allocator and stream calls) is not here:
 bench/moe/deepep_host_prof.py measures the whole call on GPUs.
@@ -24,6 +25,7 @@ import pstats
 import statistics
 import sys
 import time
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # aten ops that launch nothing on a GPU (allocations, views, metadata)
@@ -69,7 +71,15 @@ class _Engine:
         from deepep_fake import FakeCuda
         self.rank, self.n, self.device, self.share = 0, n, torch.device("cpu"), 16
         self.cuda = FakeCuda()
-        self.cuda.read = lambda t: t.reshape(-1).clone()
+        self.cuda.read = lambda t: self._symm(lambda: t.reshape(-1).clone())
+
+    @staticmethod
+    def _symm(fn):
+        """What symm does (a collective, the host's read of the counts): nested
+        in a profiler range, so the op list below leaves it out."""
+        import torch
+        with torch.profiler.record_function("symm (stand-in)"):
+            return fn()
 
     def ht(self, E, K, H, M, x_dtype, scales):
         import symm.moe as moe
@@ -79,10 +89,10 @@ class _Engine:
         return h
 
     def all_gather(self, out, inp):
-        out.view(self.n, -1).copy_(inp.view(1, -1))
+        self._symm(lambda: out.view(self.n, -1).copy_(inp.view(1, -1)))
 
     def all_to_all(self, out, inp):
-        out.copy_(inp)
+        self._symm(lambda: out.copy_(inp))
 
     def pool_alloc(self, nbytes):
         import torch
@@ -93,6 +103,7 @@ class _Engine:
 
 
 def main(argv=None):
+    """Prints the table (and a profile); returns {path: host us per call}."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=64)
@@ -107,9 +118,18 @@ def main(argv=None):
     import torch
     import symm.moe as moe
     import symm.moe.deep_ep as dep
+    saved = (moe._fn, moe._stream, dep._engine_factory, torch.get_num_threads())
     torch.set_num_threads(1)  # tiny ops: no worker threads to wake
     moe._fn = lambda name: (lambda *a: 0)  # the C library: every call succeeds and does nothing
     moe._stream = lambda device_index=None: 0
+    try:
+        return _measure(args, torch, dep)
+    finally:
+        moe._fn, moe._stream, dep._engine_factory = saved[:3]
+        torch.set_num_threads(saved[3])
+
+
+def _measure(args, torch, dep):
     n, T, H, K, E = args.ranks, args.tokens, args.hidden, args.topk, args.experts
     engines = []
     dep._engine_factory = lambda group, comm, call: engines.append(_Engine(n)) or engines[-1]
@@ -148,9 +168,12 @@ def main(argv=None):
     for name, fn in paths.items():
         for _ in range(50):
             fn()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            fn()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the profiler's notes on its cycles
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                fn()
         counts[name] = [e.name for e in prof.events() if e.name.startswith("aten::") and e.cpu_parent is None]
+    res = {}
     print("deep_ep host us per call on the CPU (symm's C calls stubbed), %d tokens, hidden %d, top-%d, %d experts, "
           "%d ranks; symm from %s" % (T, H, K, E, n, args.python))
     for name, fn in paths.items():
@@ -161,7 +184,8 @@ def main(argv=None):
                 fn()
             rounds.append((time.perf_counter() - t0) / args.calls * 1e6)
         ops = [o[6:] for o in counts[name] if o[6:] not in _NO_LAUNCH]
-        print("cpu host: %-16s %7.1f us   torch ops that launch on a GPU: %d (%s)" % (
+        res[name] = (statistics.median(rounds), ops)
+        print("cpu host: %-16s %7.1f us   torch ops: %d (%s)" % (
             name, statistics.median(rounds), len(ops), ", ".join(ops)))
     if args.profile:
         fn = paths[args.profile]
@@ -175,8 +199,8 @@ def main(argv=None):
         print("==== cProfile %s, %d calls, top 25 by own time" % (args.profile, args.calls))
         print(s.getvalue())
     buf.destroy()
-    return 0
+    return res
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

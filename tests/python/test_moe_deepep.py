@@ -382,6 +382,30 @@ def test_bench_script_measures_every_row(monkeypatch):
     assert text.count("| 1.00 | 1.00 |") >= 8, text
 
 
+def test_host_cpu_bench_runs_the_real_python_path():
+    """bench/moe/deepep_host_cpu.py (the Buffer over symm.moe.HighThroughput's
+    own Python, C calls stubbed): every path runs, and the torch ops beside
+    symm's stay what they have to be: none for cached dispatches and a plain
+    combine, one for a bias, four for combine's weights; the stubs are undone."""
+    import importlib.util
+    import symm.moe as moe
+    import symm.moe.deep_ep as dep
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench", "moe",
+                        "deepep_host_cpu.py")
+    spec = importlib.util.spec_from_file_location("deepep_host_cpu", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    saved = (moe._fn, moe._stream, dep._engine_factory)
+    got = bench.main(["--calls", "20", "--tokens", "16", "--experts", "32"])
+    assert (moe._fn, moe._stream, dep._engine_factory) == saved
+    assert sorted(got) == sorted(["cached bf16", "cached fp8", "pair bf16", "pair + weights", "pair + bias",
+                                  "full bf16"]), sorted(got)
+    ops = {name: sorted(o) for name, (_, o) in got.items()}
+    assert ops["cached bf16"] == ops["cached fp8"] == ops["pair bf16"] == [], ops
+    assert ops["pair + bias"] == ["add_"], ops
+    assert ops["pair + weights"] == ["index", "index_copy_", "sum", "where"], ops
+
+
 def test_overhead_bench_counts_what_the_wrapper_adds():
     """bench/moe/deepep_overhead.py on the CPU stand-in: every path gets its
     row, and what the wrapper launches besides symm's own calls stays what it
