@@ -1060,9 +1060,9 @@ class Buffer:
         scales = None
         if type(x) is tuple and len(x) == 2:
             x, scales = x
-        if type(x) is torch.Tensor and x.dim() == 2 and x.device == self._device and x.is_contiguous() and \
+        if type(x) is torch.Tensor and x.dim() == 2 and self._here(x) and x.is_contiguous() and \
                 (x.dtype, x.size(1)) in self._x_ok and (scales is None or (
-                    type(scales) is torch.Tensor and scales.dim() == 2 and scales.device == self._device and
+                    type(scales) is torch.Tensor and scales.dim() == 2 and self._here(scales) and
                     (x.dtype, x.size(1), scales.dtype, scales.size(1)) in self._x_ok and
                     scales.size(0) == x.size(0))):
             return x, scales
