@@ -1,5 +1,5 @@
 """Host time of symm.moe.deep_ep's cached dispatch and combine (plain, and with
-topk_weights) beside symm's own HighThroughput.dispatch (torchrun, any PEs;
+topk_weights) beside symm's own HighThroughput.dispatch and combine (torchrun, any PEs;
 perf_counter per call, median of 200, no sync between calls), then cProfile's
 top 15 by own time for each path.
 
@@ -32,13 +32,14 @@ N = 200
 def api8(): return buf.dispatch((x8, s8), handle=h8, config=cfg)
 def api16(): return buf.dispatch(x, handle=h16, config=cfg)
 def own8(): return own.dispatch(x8, idx, w, x_scale=s8)
+def ownpair8(): own.dispatch(x8, idx, w, x_scale=s8); return own.combine(yy)
 def pair16():  # a combine follows its dispatch: a combine alone would re-dispatch zeros first
     buf.dispatch(x, handle=h16, config=cfg); return buf.combine(yy, h16, config=cfg)
 def pairw16():  # the same with combine's topk_weights (their all-to-all and sum)
     buf.dispatch(x, handle=h16, config=cfg); return buf.combine(yy, h16, topk_weights=rw16, config=cfg)
 res = {}
-for name, fn in (("own dispatch fp8", own8), ("api cached fp8", api8), ("api cached bf16", api16), ("api pair bf16", pair16),
-                 ("api pair+w bf16", pairw16)):
+for name, fn in (("own dispatch fp8", own8), ("own pair fp8", ownpair8), ("api cached fp8", api8),
+                 ("api cached bf16", api16), ("api pair bf16", pair16), ("api pair+w bf16", pairw16)):
     for _ in range(10): fn()
     torch.cuda.synchronize(); symm.barrier()
     hs = []
@@ -49,9 +50,10 @@ for name, fn in (("own dispatch fp8", own8), ("api cached fp8", api8), ("api cac
 if rank == 0:
     print("host us per call (median of %d, no sync between calls):" % N)
     for k, v in res.items(): print("host: %-20s %8.1f us" % (k, v))
+    print("host: %-20s %8.1f us (pair - dispatch)" % ("own combine", res["own pair fp8"] - res["own dispatch fp8"]))
     print("host: %-20s %8.1f us (pair - cached bf16 dispatch)" % ("api combine", res["api pair bf16"] - res["api cached bf16"]))
     print("host: %-20s %8.1f us (pair+w - cached bf16 dispatch)" % ("api combine+w", res["api pair+w bf16"] - res["api cached bf16"]))
-for name, fn in (("own dispatch fp8", own8), ("api cached fp8", api8), ("api pair bf16", pair16)):
+for name, fn in (("own dispatch fp8", own8), ("own pair fp8", ownpair8), ("api cached fp8", api8), ("api pair bf16", pair16)):
     pr = cProfile.Profile()
     torch.cuda.synchronize(); symm.barrier()
     pr.enable()

@@ -192,8 +192,11 @@ class NullHT:
     def _prepare(self, topk_idx, topk_weights=None):
         return (topk_idx, topk_weights)
 
-    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None):
+    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None, checked=False):
         return self.dispatch(x, prep[0], prep[1], x_scale=x_scale, recv_x=recv_x, recv_x_scale=recv_x_scale)
+
+    def _combine_checked(self, y, out):
+        return self.combine(y, out=out)
 
     def combine(self, y, out=None, out_dtype=torch.bfloat16, do_send=True, do_recv=True):
         self.eng.stats["symm"] += 1

@@ -441,7 +441,7 @@ def _count_launches(buf, seen):
         setattr(obj, name, counted)
     for slots in buf._slots.values():
         for s in slots:
-            for name in ("dispatch", "_dispatch_prepared", "combine"):
+            for name in ("dispatch", "_dispatch_prepared", "combine", "_combine_checked"):
                 wrap(s.h, name)
     for name in ("all_gather", "all_to_all"):
         wrap(buf._engine, name)

@@ -336,8 +336,11 @@ class FakeHT(_FakeHandle):
     def _prepare(self, topk_idx, topk_weights=None):
         return (topk_idx, topk_weights)
 
-    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None):
+    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None, checked=False):
         return self.dispatch(x, prep[0], prep[1], x_scale=x_scale, recv_x=recv_x, recv_x_scale=recv_x_scale)
+
+    def _combine_checked(self, y, out):
+        return self.combine(y, out=out)
 
     def _receive(self, sent):
         me, L, E, first = self.eng.rank, self.local_experts, self.E, self.first_expert

@@ -957,31 +957,34 @@ class HighThroughput(_Handle):
         return (a, ctypes.addressof(a), topk_idx, topk_weights, _fn("symm_moe_ht_dispatch"),
                 _fn("symm_moe_ht_dispatch_into"), (a.num_tokens, (self.hidden_dim + SCALE_BLOCK - 1) // SCALE_BLOCK))
 
-    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None):
+    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None, checked=False):
         """Both halves of a dispatch of prep's routing: x (and x_scale) checked
-        against it here, the rest by the C library; recv_x / recv_x_scale as
-        for dispatch (symmetric tensors; their bounds are the caller's to check)
-        or None."""
+        against it here (unless `checked`: the caller compared them with ones
+        that passed these checks), the rest by the C library; recv_x /
+        recv_x_scale as for dispatch (symmetric tensors; their bounds are the
+        caller's to check) or None."""
         call = "HighThroughput.dispatch"
         a = prep[0]
-        # the device as its index (-1 on the CPU): x.device makes a torch.device per call
-        if type(x) is not _Tensor or x.dtype != self.x_dtype or x.dim() != 2 or x.size(0) != a.num_tokens or \
-                x.size(1) != self.hidden_dim or x.get_device() != self._dev or x.is_cuda != self._is_cuda or \
-                x.stride(1) != 1:
-            raise ValueError("%s: x must be %s [%d, %d] on %s, rows contiguous; got %s %s" % (
-                call, self.x_dtype, a.num_tokens, self.hidden_dim, self.device, getattr(x, "dtype", type(x)),
-                tuple(getattr(x, "shape", ()))))
-        if (x_scale is None) == self.has_scales:
-            raise ValueError("%s: the object was made %s scales: x_scale must %s" % (
-                call, "with" if self.has_scales else "without", "be given" if self.has_scales else "be None"))
+        if not checked:
+            # the device as its index (-1 on the CPU): x.device makes a torch.device per call
+            if type(x) is not _Tensor or x.dtype != self.x_dtype or x.dim() != 2 or x.size(0) != a.num_tokens or \
+                    x.size(1) != self.hidden_dim or x.get_device() != self._dev or x.is_cuda != self._is_cuda or \
+                    x.stride(1) != 1:
+                raise ValueError("%s: x must be %s [%d, %d] on %s, rows contiguous; got %s %s" % (
+                    call, self.x_dtype, a.num_tokens, self.hidden_dim, self.device, getattr(x, "dtype", type(x)),
+                    tuple(getattr(x, "shape", ()))))
+            if (x_scale is None) == self.has_scales:
+                raise ValueError("%s: the object was made %s scales: x_scale must %s" % (
+                    call, "with" if self.has_scales else "without", "be given" if self.has_scales else "be None"))
+            if x_scale is not None and (
+                    type(x_scale) is not _Tensor or x_scale.dtype != torch.float32 or x_scale.shape != prep[6] or
+                    x_scale.get_device() != self._dev or x_scale.is_cuda != self._is_cuda):
+                _tensor(x_scale, "x_scale", call, 2, (torch.float32,), self.device, last_contiguous=False)
+                _shape(x_scale, "x_scale", call, prep[6])
         a.x = x.data_ptr()
         a.x_stride = x.stride(0)
         a.x_dtype = self._x_code
         if x_scale is not None:
-            if type(x_scale) is not _Tensor or x_scale.dtype != torch.float32 or x_scale.shape != prep[6] or \
-                    x_scale.get_device() != self._dev or x_scale.is_cuda != self._is_cuda:
-                _tensor(x_scale, "x_scale", call, 2, (torch.float32,), self.device, last_contiguous=False)
-                _shape(x_scale, "x_scale", call, prep[6])
             a.x_scale = x_scale.data_ptr()
             a.x_scale_stride[0], a.x_scale_stride[1] = x_scale.stride(0), x_scale.stride(1)
         if recv_x is None and recv_x_scale is None:
@@ -1004,6 +1007,18 @@ class HighThroughput(_Handle):
             torch.ops.symm.moe_ht_combine(self._key, out, y, bool(do_send), bool(do_recv))
         else:
             self._combine(out, y, do_send, do_recv)
+        return out
+
+    def _combine_checked(self, y, out):
+        """combine(y, out=out) of a y and out the caller checked as _combine
+        does (symm.moe.deep_ep: against its handle's shapes): the C call alone,
+        its own checks included; through combine() where that would take the
+        custom op."""
+        if _is_compiling() or _dispatch_modes() != 0:
+            return self.combine(y, out=out)
+        _runtime._check("symm_moe_ht_combine", _fn("symm_moe_ht_combine")(
+            self._h(), y.data_ptr(), _dtype_code(y), y.stride(0), y.size(0), out.data_ptr(), _dtype_code(out),
+            out.stride(0), out.size(0), SEND | RECV, _stream(self._dev)))
         return out
 
     def _combine(self, out, y, do_send, do_recv):

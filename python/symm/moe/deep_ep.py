@@ -914,14 +914,15 @@ class Buffer:
         one, else a new one (up to _SLOTS_PER_SHAPE), else the one whose
         dispatch has waited longest (its combine will run its routing again)."""
         slots = self._slots.get(key, [])
-        pick = None
-        for s in slots:
+        pick = idle = None
+        for s in slots:  # one pass (a call's host time): the last with this routing, the least recently used idle
             if s.route is route and s.state == "dispatched":
                 pick = s
+            elif s.state == "idle" and (idle is None or s.used < idle.used):
+                idle = s
         if pick is None:
-            idle = [s for s in slots if s.state == "idle"]
-            if idle:
-                pick = min(idle, key=lambda s: s.used)
+            if idle is not None:
+                pick = idle
             elif len(slots) < _SLOTS_PER_SHAPE:
                 pick = self._make_slot(key, make, call)
             else:
@@ -1426,7 +1427,7 @@ class Buffer:
         compute, comm, alloc = self._enter(call, previous_event, async_finish, allocate_on_comm_stream)
         capturing = self._cuda.capturing()
         recv_x, recv_scales, entry = self._cached_run(route, fast, x, scales, config, compute, comm, alloc, capturing,
-                                                      call)
+                                                      False, call)
         # the checks above passed for this x dtype, shape and scales: _cached_fast compares against them
         route.fast[kind] = fast
         mine = () if self._zero_copy_recv or entry is not None else (recv_x, recv_scales)
@@ -1465,14 +1466,15 @@ class Buffer:
             self._after_last(compute)
         capturing = c.capturing()
         recv_x, recv_scales, _ = self._cached_run(route, fast, x, scales, self._config(config, call), compute, None,
-                                                  None, capturing, call)
+                                                  None, capturing, True, call)
         self._last, self._last_captured = compute, capturing
         return (recv_x, recv_scales) if scales is not None else recv_x, None, None, None, None, EventOverlap(None)
 
-    def _cached_run(self, route, fast, x, scales, config, compute, comm, alloc, capturing, call):
+    def _cached_run(self, route, fast, x, scales, config, compute, comm, alloc, capturing, checked, call):
         """A cached dispatch's symm call (on comm, None: the current stream)
         and outputs (allocated on alloc): (recv_x, recv_scales, the receive
-        buffer they lie in or None)."""
+        buffer they lie in or None). `checked`: x and scales were compared
+        with ones that passed symm's checks too (_cached_fast)."""
         key = fast.key
         slot = self._slot_for_dispatch(key, route, None, call)
         self._set_sms(slot, config)
@@ -1483,7 +1485,7 @@ class Buffer:
             if prep is None:
                 prep = route.preps[slot] = slot.h._prepare(self._route_idx(route))
             views = slot.h._dispatch_prepared(prep, x, scales if fast.direct else self._scales_in(scales, x.size(1)),
-                                              *((None, None) if entry is None else entry.views))
+                                              *((None, None) if entry is None else entry.views), checked=checked)
         slot.route, slot.state = route, "dispatched"
         if entry is not None:  # the rows are where the peers stored them: no copy
             entry.stream = alloc or compute
@@ -1548,7 +1550,7 @@ class Buffer:
                 _shape(b, "bias[%d]" % i, call, (route.T, route.hidden))
         compute, comm, alloc = self._enter(call, previous_event, async_finish, allocate_on_comm_stream)
         slot = self._slot_for_combine(route, call)
-        out, combined_w = self._combine_run(route, slot, x, topk_weights, biases, config, comm, alloc, call)
+        out, combined_w = self._combine_run(route, slot, x, topk_weights, biases, config, comm, alloc, False, call)
         event = self._leave(compute, comm, async_finish, allocate_on_comm_stream,
                             (x, topk_weights, out, combined_w) + tuple(biases))
         return out, combined_w, event
@@ -1583,13 +1585,15 @@ class Buffer:
             self._after_last(compute)
         slot = self._slot_for_combine(route, call)
         out, combined_w = self._combine_run(route, slot, x, topk_weights, biases, self._config(config, call, True),
-                                            None, None, call)
+                                            None, None, True, call)
         self._ran_on(compute)
         return out, combined_w, EventOverlap(None)
 
-    def _combine_run(self, route, slot, x, topk_weights, biases, config, comm, alloc, call):
+    def _combine_run(self, route, slot, x, topk_weights, biases, config, comm, alloc, checked, call):
         """Combine's work after its checks, on comm (None: the current stream),
-        outputs allocated on alloc: (combined_x, combined_topk_weights or None)."""
+        outputs allocated on alloc: (combined_x, combined_topk_weights or None).
+        `checked`: x is a plain tensor that passed what symm's combine checks
+        (_combine_fast), which then goes to the C call alone."""
         with self._use(comm):
             if slot is None:
                 slot = self._redispatch_ht(route, call)
@@ -1597,7 +1601,10 @@ class Buffer:
         with self._use(alloc):
             out = x.new_empty((route.T, route.hidden))
         with self._use(comm):
-            slot.h.combine(x, out=out)
+            if checked:
+                slot.h._combine_checked(x, out)
+            else:
+                slot.h.combine(x, out=out)
             slot.state = "idle"
             combined_w = None
             if topk_weights is not None:
