@@ -382,6 +382,42 @@ def test_bench_script_measures_every_row(monkeypatch):
     assert text.count("| 1.00 | 1.00 |") >= 8, text
 
 
+@needs_lib
+def test_engine_collectives_pass_what_symm_coll_passes(monkeypatch):
+    """The GPU engine's all_gather / all_to_all (over the Buffer's own
+    tensors) call symm's C collectives with the arguments symm.all_gather /
+    symm.all_to_all pass (send, recv, elements per PE, dtype code, team, the
+    current stream), the functions looked up once; a failing status raises."""
+    import symm
+    import symm._coll as coll
+    import symm.moe.deep_ep as dep
+    calls, status, looked = [], [0], []
+
+    def fn_for(name):
+        looked.append(name)
+
+        def f(*a):
+            calls.append((name,) + a)
+            return status[0]
+        return f
+    monkeypatch.setattr(coll, "_fn", fn_for)
+    monkeypatch.setattr(dep, "_raw_stream", lambda i: 1000 + i)
+    eng = object.__new__(dep._SymmEngine)
+    eng.n, eng.device, eng._colls, eng._codes = 2, torch.device("cuda", 3), {}, {}
+    inp, out = torch.zeros(6, dtype=torch.int32), torch.zeros(12, dtype=torch.int32)
+    f_in, f_out = torch.zeros(8), torch.zeros(8)
+    for _ in range(2):
+        eng.all_gather(out, inp)
+        eng.all_to_all(f_out, f_in)
+    want = [("symm_all_gather", inp.data_ptr(), out.data_ptr(), 6, coll._DTYPE_CODES["int32"], None, 1003),
+            ("symm_all_to_all", f_in.data_ptr(), f_out.data_ptr(), 4, coll._DTYPE_CODES["float32"], None, 1003)]
+    assert calls == want * 2, calls
+    assert looked == ["symm_all_gather", "symm_all_to_all"], looked
+    status[0] = symm.InvalidArgumentError.status
+    with pytest.raises(symm.InvalidArgumentError):
+        eng.all_to_all(f_out, f_in)
+
+
 def test_host_cpu_bench_runs_the_real_python_path():
     """bench/moe/deepep_host_cpu.py (the Buffer over symm.moe.HighThroughput's
     own Python, C calls stubbed): every path runs, and the torch ops beside

@@ -206,6 +206,7 @@ class Config:
 # ---------------------------------------------------------------------------
 
 _get_stream = getattr(torch._C, "_cuda_getCurrentStream", None)
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", torch.cuda.is_current_stream_capturing)
 
 
@@ -305,6 +306,7 @@ class _SymmEngine:
         self.rank, self.n, self.device = rank, size, torch.device("cuda", dev)
         self.share = _runtime.sm_share()
         self.cuda = _Cuda(self.device)
+        self._colls, self._codes = {}, {}
 
     def ht(self, num_experts, k, hidden, max_tokens, x_dtype, scales):
         return HighThroughput(num_experts, k, hidden, max_tokens, x_dtype=x_dtype, scales=scales)
@@ -324,13 +326,37 @@ class _SymmEngine:
         from .._tensor import free_tensor
         free_tensor(t)
 
+    # The collectives move the Buffer's own tensors: contiguous, on this rank's
+    # device, int32 or float32, out n times inp (all_gather) or as large
+    # (all_to_all), which is what symm.all_gather / symm.all_to_all check in
+    # Python; so symm's C call alone (its own checks stay), its function looked
+    # up once, on the current stream: their Python costs more than the call.
+
     def all_gather(self, out, inp):
-        from .._coll import all_gather
-        all_gather(out, inp)
+        _runtime._check("symm_all_gather", self._coll("symm_all_gather")(
+            inp.data_ptr(), out.data_ptr(), inp.numel(), self._code(inp), None, self._stream()))
 
     def all_to_all(self, out, inp):
-        from .._coll import all_to_all
-        all_to_all(out, inp)
+        _runtime._check("symm_all_to_all", self._coll("symm_all_to_all")(
+            inp.data_ptr(), out.data_ptr(), inp.numel() // self.n, self._code(inp), None, self._stream()))
+
+    def _coll(self, name):
+        f = self._colls.get(name)
+        if f is None:
+            from .._coll import _fn
+            f = self._colls[name] = _fn(name)
+        return f
+
+    def _code(self, t):
+        c = self._codes.get(t.dtype)
+        if c is None:
+            from .._coll import _DTYPE_CODES
+            c = self._codes[t.dtype] = _DTYPE_CODES[str(t.dtype).replace("torch.", "")]
+        return c
+
+    def _stream(self):
+        i = self.device.index
+        return _raw_stream(i) if _raw_stream is not None else torch.cuda.current_stream(i).cuda_stream
 
 
 def _make_engine(group, comm, call):
