@@ -53,7 +53,8 @@ if rank == 0:
     print("host: %-20s %8.1f us (pair - dispatch)" % ("own combine", res["own pair fp8"] - res["own dispatch fp8"]))
     print("host: %-20s %8.1f us (pair - cached bf16 dispatch)" % ("api combine", res["api pair bf16"] - res["api cached bf16"]))
     print("host: %-20s %8.1f us (pair+w - cached bf16 dispatch)" % ("api combine+w", res["api pair+w bf16"] - res["api cached bf16"]))
-for name, fn in (("own dispatch fp8", own8), ("own pair fp8", ownpair8), ("api cached fp8", api8), ("api pair bf16", pair16)):
+for name, fn in (("own dispatch fp8", own8), ("own pair fp8", ownpair8), ("api cached fp8", api8),
+                 ("api pair bf16", pair16), ("api pair+w bf16", pairw16)):
     pr = cProfile.Profile()
     torch.cuda.synchronize(); symm.barrier()
     pr.enable()
