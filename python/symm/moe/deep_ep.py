@@ -340,6 +340,24 @@ class _SymmEngine:
         _runtime._check("symm_all_to_all", self._coll("symm_all_to_all")(
             inp.data_ptr(), out.data_ptr(), inp.numel() // self.n, self._code(inp), None, self._stream()))
 
+    def all_to_allv(self, out, inp, counts):
+        """inp's rows [in_displs[p], +in_counts[p]) to rank p, landing at
+        out_displs of its out (a2av_counts' arrays, elements)."""
+        sc, sd, rc, rd = counts
+        _runtime._check("symm_all_to_allv", self._coll("symm_all_to_allv")(
+            inp.data_ptr(), sc, sd, out.data_ptr(), rc, rd, self._code(inp), None, self._stream()))
+
+    def a2av_counts(self, out_rows, in_rows, row):
+        """all_to_allv's count and displacement arrays (elements) for rows of
+        `row` elements: in_rows[p] to rank p, out_rows[p] from it."""
+        def arrays(rows):
+            counts, displs, at = (ctypes.c_size_t * self.n)(), (ctypes.c_size_t * self.n)(), 0
+            for p, c in enumerate(rows):
+                counts[p], displs[p] = c * row, at * row
+                at += c
+            return counts, displs
+        return arrays(in_rows) + arrays(out_rows)
+
     def _coll(self, name):
         f = self._colls.get(name)
         if f is None:
@@ -419,6 +437,7 @@ class _Route:
         self.preps = {}  # slot -> its symm handle's argument block for this routing (cached dispatches)
         self.fast = {}   # (x dtype, scales dtype or None) -> _CachedKind of the cached dispatches that passed
         self.wplan = None  # combine's index tensors for topk_weights (Buffer._combine_weights)
+        self.sent_host = self.recv_host = None  # rows sent to / received from each rank, when the host knows them
         self.__dict__.update(kw)
 
 
@@ -669,6 +688,7 @@ class Buffer:
         self._minus_one_i32 = torch.full((), -1, dtype=torch.int32, device=self._device)
         self._one_i32 = torch.ones(1, dtype=torch.int32, device=self._device)  # expanded: scatter_add_'s ones
         self._first_experts = {}
+        self._wbufs = {}  # (token bound, top-k) -> (symmetric buffer, its float32 view): combine's weights land there
         self._last = None            # the stream the last call ran on (calls are ordered as on one stream)
         self._last_captured = False
         self._warned = False
@@ -690,6 +710,9 @@ class Buffer:
                 s.h.destroy()
         self._slots.clear()
         self._retire_pools(list(self._pools))
+        for raw, _ in self._wbufs.values():
+            self._engine.pool_free(raw)
+        self._wbufs.clear()
         self._destroyed = True
 
     def _alive(self, call):
@@ -699,7 +722,8 @@ class Buffer:
     def heap_bytes(self) -> int:
         """Bytes of symm's symmetric heap the Buffer's handles and receive buffers hold on this rank."""
         return sum(s.h.heap_bytes() for slots in self._slots.values() for s in slots) + \
-            sum(e.buf.numel() for p in self._pools.values() for e in p.entries) + sum(e.buf.numel() for e in self._kept)
+            sum(e.buf.numel() for p in self._pools.values() for e in p.entries) + \
+            sum(e.buf.numel() for e in self._kept) + sum(raw.numel() for raw, _ in self._wbufs.values())
 
     # ---- DeepEP's static calls ------------------------------------------------------------
 
@@ -1258,10 +1282,11 @@ class Buffer:
             per_expert_all = host[:, 3 + G + n:].sum(dim=0, dtype=torch.int32)
             R = int(counts[self.rank])
             recv_host = host[:, 3 + G + self.rank].tolist()
+            sent_host = host[self.rank, 3 + G:3 + G + n].tolist()
             per_expert_recv = per_expert_all[self.rank * L:(self.rank + 1) * L].tolist()
         else:
             R = num_worst_tokens
-            per_expert_recv = counts = per_expert_all = recv_host = None
+            per_expert_recv = counts = per_expert_all = recv_host = sent_host = None
         key = self._ht_key(M, x, scales, K, E)
         slot = self._slot_for_dispatch(key, None, self._ht_make(key), call)
         self._set_sms(slot, config)
@@ -1270,7 +1295,8 @@ class Buffer:
             # keeps is_token_in_rank for these too (the rows a token goes to are the ranks it is in)
             idx = None if topk_idx is not None else self._route_idx_of(is_token_in_rank, L, K)
             route = _Route("ht", idx=idx, in_rank=is_token_in_rank, T=T, M=M, K=K, E=E, hidden=x.size(1), rows=R,
-                           recv_counts=recv_counts, recv_host=recv_host, num_recv=None if num_worst_tokens else R,
+                           recv_counts=recv_counts, recv_host=recv_host, sent_host=sent_host,
+                           num_recv=None if num_worst_tokens else R,
                            key=key)
             entry = self._recv_entry(key, scales, comm or compute)
             into = {} if entry is None else {"recv_x": entry.views[0], "recv_x_scale": entry.views[1]}
@@ -1644,11 +1670,11 @@ class Buffer:
         return out, combined_w
 
     def _weights_plan(self, route, R):
-        """The index tensors of _combine_weights that depend on the routing
-        alone: where each received row's weights go in the all-to-all's send
-        blocks (rows past a block go to rows of their own past the blocks), the
-        send rows, and per token and rank the row of the block it comes back
-        in (clamped; masked by is_token_in_rank)."""
+        """The index tensors of _combine_weights' all-to-all path that depend
+        on the routing alone: where each received row's weights go in the
+        all-to-all's send blocks (rows past a block go to rows of their own
+        past the blocks), the send rows, and per token and rank the row of the
+        block it comes back in (clamped; masked by is_token_in_rank)."""
         n, M, dev = self.group_size, route.M, self._device
         if route.recv_host is not None:  # the rows from each source, known on the host
             dest = torch.cat([torch.arange(s * M, s * M + cnt, device=dev)
@@ -1670,19 +1696,68 @@ class Buffer:
         gidx = (route.in_rank.cumsum(0) + offs).clamp_(min=0)
         return dest, rows, gidx, route.in_rank.unsqueeze(2)
 
+    def _weights_buf(self, M, K):
+        """The symmetric float32 buffer of (ranks x M + 1) rows of K that
+        combine's weights come back into, its last row zero (what the rows of
+        ranks a token did not go to read): one per token bound and top-k, made
+        at the first such combine (collective, as combine is)."""
+        got = self._wbufs.get((M, K))
+        if got is None:
+            rows = self.group_size * M + 1
+            raw = self._engine.pool_alloc(rows * K * 4)
+            view = raw.view(torch.float32).view(rows, K)
+            view[-1].zero_()
+            got = self._wbufs[(M, K)] = (raw, view)
+        return got[1]
+
+    def _weights_v(self, route, K):
+        """(buffer, the all-to-allv's counts, the gather index [tokens, ranks])
+        of combine's weights when the host knows the rows per rank: each
+        rank's rows go back to it as they are, and token t's row from rank r
+        is at (r's block start in what this rank sent) + (t's place among the
+        tokens sent to r), or the zero row where t did not go to r."""
+        n, M = self.group_size, route.M
+        buf = self._weights_buf(M, K)
+        zero_row = n * M
+        starts, at = [], 0
+        for c in route.sent_host:
+            starts.append(at)
+            at += c
+        with torch.inference_mode(False):  # kept for later calls: no inference tensors (autograd refuses them)
+            first = torch.tensor(starts, dtype=torch.int64, device=self._device) - 1
+            place = (route.in_rank.cumsum(0) + first).clamp_(max=zero_row)
+            gidx = torch.where(route.in_rank, place, torch.full((), zero_row, dtype=torch.int64, device=self._device))
+        return buf, self._engine.a2av_counts(route.sent_host, route.recv_host, K), gidx
+
     def _combine_weights(self, route, w, alloc):
-        """Each row's weights go back to its source (an all-to-all of
-        [ranks, bound, top-k] blocks), which sums, per token, the rows it gets
-        from the ranks it sent the token to, in rank order. The index tensors
-        are the routing's (made once per handle, outside graph capture): four
-        kernels and the all-to-all per call."""
+        """Each row's weights go back to its source, which sums, per token,
+        the rows it gets from the ranks it sent the token to, in rank order.
+        When the host knows the rows per rank (not num_worst_tokens): one
+        all-to-allv of the rows as they are into a symmetric buffer, then a
+        gather and a sum (two kernels). Else an all-to-all of [ranks, bound,
+        top-k] blocks: the rows placed, gathered, masked and summed (four
+        kernels). The index tensors are the routing's, made once per handle
+        outside graph capture."""
         n, M, K, dev = self.group_size, route.M, w.size(1), self._device
         R, T = w.size(0), route.T
+        capturing = self._cuda.capturing()
+        if route.sent_host is not None and ((M, K) in self._wbufs or not capturing):
+            plan = route.wplan if route.wplan is not None and route.wplan[0] == ("v", K) else None
+            if plan is None:
+                plan = (("v", K),) + self._weights_v(route, K)
+                if not capturing:  # made in a capture, they hold their values only once it replays
+                    route.wplan = plan
+            _, buf, counts, gidx = plan
+            self._engine.all_to_allv(buf, w, counts)
+            with self._use(alloc):
+                out = torch.empty((T, K), dtype=torch.float32, device=dev)
+            torch.sum(buf[gidx], dim=1, out=out)
+            return out
         plan = route.wplan if route.wplan is not None and route.wplan[0] == R else None
         if plan is None:
             with torch.inference_mode(False):  # kept for later calls: no inference tensors (autograd refuses them)
                 plan = (R,) + self._weights_plan(route, R)
-            if not self._cuda.capturing():  # made in a capture, they hold their values only once it replays
+            if not capturing:
                 route.wplan = plan
         _, dest, rows, gidx, mask = plan
         send = torch.empty((rows, K), dtype=torch.float32, device=dev)
