@@ -720,7 +720,8 @@ class Buffer:
             raise RuntimeError("%s: the Buffer was destroyed" % call)
 
     def heap_bytes(self) -> int:
-        """Bytes of symm's symmetric heap the Buffer's handles and receive buffers hold on this rank."""
+        """Bytes of symm's symmetric heap the Buffer's handles, receive buffers and combine's weight
+        buffers hold on this rank."""
         return sum(s.h.heap_bytes() for slots in self._slots.values() for s in slots) + \
             sum(e.buf.numel() for p in self._pools.values() for e in p.entries) + \
             sum(e.buf.numel() for e in self._kept) + sum(raw.numel() for raw, _ in self._wbufs.values())
