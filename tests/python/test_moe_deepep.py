@@ -439,7 +439,7 @@ def test_host_cpu_bench_runs_the_real_python_path():
     ops = {name: sorted(o) for name, (_, o) in got.items()}
     assert ops["cached bf16"] == ops["cached fp8"] == ops["pair bf16"] == [], ops
     assert ops["pair + bias"] == ["add_"], ops
-    assert ops["pair + weights"] == ["index", "sum"], ops
+    assert ops["pair + weights"] == ["index_select", "sum"], ops
 
 
 def test_overhead_bench_counts_what_the_wrapper_adds():
@@ -480,5 +480,5 @@ def test_overhead_bench_counts_what_the_wrapper_adds():
     assert got["own layout"] == (1, 0, 0, []) and got["api layout"][:3] == (0, 12, 0), got["api layout"]
     symm, other, syncs, ops = got["api combine + topk_weights"]
     # the weights' all-to-allv (symm's), then gathered and summed (the index tensors: the handle's)
-    assert (symm, syncs) == (2, 0) and sorted(ops) == ["index", "sum"], ops
+    assert (symm, syncs) == (2, 0) and sorted(ops) == ["index_select", "sum"], ops
     assert "| api full bf16 |" in text and "other launches, per path" in text

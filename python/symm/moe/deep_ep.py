@@ -1752,7 +1752,8 @@ class Buffer:
             self._engine.all_to_allv(buf, w, counts)
             with self._use(alloc):
                 out = torch.empty((T, K), dtype=torch.float32, device=dev)
-            torch.sum(buf[gidx], dim=1, out=out)
+            # index_select, not buf[gidx]: the same gather without Python's indexing machinery
+            torch.sum(torch.index_select(buf, 0, gidx.view(-1)).view(T, n, K), dim=1, out=out)
             return out
         plan = route.wplan if route.wplan is not None and route.wplan[0] == R else None
         if plan is None:
@@ -1765,7 +1766,7 @@ class Buffer:
         send.index_copy_(0, dest, w)
         got = torch.empty(n * M * K, dtype=torch.float32, device=dev)
         self._engine.all_to_all(got, send[:n * M].reshape(-1))
-        vals = got.view(n * M, K)[gidx]
+        vals = torch.index_select(got.view(n * M, K), 0, gidx.view(-1)).view(T, n, K)
         with self._use(alloc):
             out = torch.empty((T, K), dtype=torch.float32, device=dev)
         torch.sum(torch.where(mask, vals, self._zero_f32), dim=1, out=out)
