@@ -49,6 +49,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
+sys.path.insert(0, HERE)
+from deepep_inputs import deepep_inputs, fp8_rows  # noqa: E402,F401 - fp8_rows: the tests cast with it
 
 
 def na(why, out=None):
@@ -58,14 +60,6 @@ def na(why, out=None):
         with open(out, "w") as f:
             f.write("### DeepEP's API over symm\n\n" + line + "\n")
     return 0
-
-
-def fp8_rows(torch, x):
-    """x (bf16 [m, hidden]) as e4m3 with one float32 scale per 128 elements (DeepEP's test cast)."""
-    m, h = x.shape
-    blocks = x.float().view(m, h // 128, 128)
-    scale = blocks.abs().amax(dim=2).clamp(min=1e-4) / 448.0
-    return (blocks / scale.unsqueeze(2)).to(torch.float8_e4m3fn).view(m, h), scale
 
 
 class Clock:
@@ -240,12 +234,7 @@ def main():
         dist.destroy_process_group()
         return na("%d experts do not split over %d ranks" % (E, n), args.out if rank == 0 else None)
     dev = torch.device("cuda", symm.device())
-    torch.manual_seed(rank)
-    x = torch.randn((T, H), dtype=torch.bfloat16, device=dev)
-    x8, s8 = fp8_rows(torch, x)
-    scores = torch.randn((T, E), dtype=torch.float32, device=dev).abs() + 1
-    idx = torch.topk(scores, K, dim=-1, sorted=False)[1]
-    w = torch.rand((T, K), dtype=torch.float32, device=dev)
+    x, x8, s8, idx, w = deepep_inputs(T, H, K, E, dev, rank)
     share = symm.sm_share()
     sms_list = [24, 0] if share > 24 else [0]
     cache = torch.empty(int(256e6 // 4), dtype=torch.int32, device=dev)  # DeepEP's L2 flush

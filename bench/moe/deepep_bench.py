@@ -18,6 +18,8 @@ import os
 import statistics
 import sys
 
+from deepep_inputs import deepep_inputs
+
 
 def na(why, out=None):
     line = "n/a: " + why
@@ -26,16 +28,6 @@ def na(why, out=None):
         with open(out, "w") as f:
             f.write("### DeepEP normal kernels\n\n" + line + "\n")
     return 0
-
-
-def fp8_rows(torch, x):
-    """x (bf16 [m, hidden]) as e4m3 with one float32 scale per 128 elements."""
-    m, h = x.shape
-    blocks = x.float().view(m, h // 128, 128)
-    amax = blocks.abs().amax(dim=2).clamp(min=1e-4)
-    scale = amax / 448.0
-    q = (blocks / scale.unsqueeze(2)).to(torch.float8_e4m3fn).view(m, h)
-    return q, scale
 
 
 def timed(torch, fn, reps=20, warmup=5):
@@ -78,12 +70,8 @@ def main():
     if experts % n:
         dist.destroy_process_group()
         return na("%d experts do not split over %d ranks" % (experts, n), args.out if rank == 0 else None)
-    torch.manual_seed(rank)
-    x = torch.randn((tokens, hidden), dtype=torch.bfloat16, device="cuda")
-    x8 = fp8_rows(torch, x)
-    scores = torch.randn((tokens, experts), dtype=torch.float32, device="cuda").abs() + 1
-    topk_idx = torch.topk(scores, topk, dim=-1, sorted=False)[1]
-    topk_w = torch.rand((tokens, topk), dtype=torch.float32, device="cuda")
+    x, x8, s8, topk_idx, topk_w = deepep_inputs(tokens, hidden, topk, experts, torch.device("cuda"), rank)
+    x8 = (x8, s8)
     buffer = deep_ep.Buffer(group, int(1e9), 0)
     per_rank, _, per_expert, in_rank, _ = buffer.get_dispatch_layout(topk_idx, experts)
     sms_all = torch.cuda.get_device_properties(local).multi_processor_count // 2 * 2

@@ -48,7 +48,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 import torch  # noqa: E402
 
 # aten ops that launch nothing on a GPU (views, allocations, metadata)
-_NO_LAUNCH = {"empty", "empty_strided", "empty_like", "view", "_unsafe_view", "slice", "select", "as_strided",
+_NO_LAUNCH = {"empty", "empty_strided", "empty_like", "new_empty", "view", "_unsafe_view", "slice", "select", "as_strided",
               "t", "transpose", "unsqueeze", "squeeze", "expand", "detach", "alias", "permute", "lift_fresh",
               "_reshape_alias", "reshape", "view_as", "split", "unbind", "narrow", "set_", "resize_",
               "is_pinned", "_pin_memory", "record_stream", "_local_scalar_dense"}
@@ -147,6 +147,12 @@ class NullEngine:
         with _Quiet(self.stats["counter"]):
             out.copy_(inp)
 
+    def a2av_counts(self, out_rows, in_rows, row):
+        return out_rows, in_rows, row
+
+    def all_to_allv(self, out, inp, counts):
+        self.stats["symm"] += 1  # rank 0's rows come back to it unchanged: what it reads is already there
+
 
 class NullHT:
     def __init__(self, eng, E, K, H, M, x_dtype, scales):
@@ -192,8 +198,11 @@ class NullHT:
     def _prepare(self, topk_idx, topk_weights=None):
         return (topk_idx, topk_weights)
 
-    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None):
+    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None, checked=False):
         return self.dispatch(x, prep[0], prep[1], x_scale=x_scale, recv_x=recv_x, recv_x_scale=recv_x_scale)
+
+    def _combine_checked(self, y, out):
+        return self.combine(y, out=out)
 
     def combine(self, y, out=None, out_dtype=torch.bfloat16, do_send=True, do_recv=True):
         self.eng.stats["symm"] += 1
@@ -429,6 +438,8 @@ def run_gpu(args):
     import symm
     import symm.moe as moe
     import symm.moe.deep_ep as dep
+    sys.path.insert(0, HERE)
+    from deepep_inputs import deepep_inputs
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local % torch.cuda.device_count())
     dist.init_process_group("gloo")
@@ -436,13 +447,7 @@ def run_gpu(args):
     rank, n = symm.my_pe(), symm.n_pes()
     T, H, K, E = args.tokens, args.hidden, args.topk, args.experts
     dev = torch.device("cuda", symm.device())
-    torch.manual_seed(rank)
-    x = torch.randn((T, H), dtype=torch.bfloat16, device=dev)
-    blocks = x.float().view(T, H // 128, 128)
-    s8 = blocks.abs().amax(dim=2).clamp(min=1e-4) / 448.0
-    x8 = (blocks / s8.unsqueeze(2)).to(torch.float8_e4m3fn).view(T, H)
-    idx = torch.topk(torch.randn((T, E), device=dev).abs() + 1, K, dim=-1, sorted=False)[1]
-    w = torch.rand((T, K), dtype=torch.float32, device=dev)
+    x, x8, s8, idx, w = deepep_inputs(T, H, K, E, dev, rank)
     own = {"bf16": moe.HighThroughput(E, K, H, T, x_dtype=torch.bfloat16),
            "fp8": moe.HighThroughput(E, K, H, T, x_dtype=torch.float8_e4m3fn, scales=True)}
     buf = dep.Buffer(dist.group.WORLD, int(1e9), explicitly_destroy=True, max_num_tokens=T)

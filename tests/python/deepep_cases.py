@@ -8,6 +8,8 @@ A case is a function of a Ctx: the module (dep), rank, n, device, whether it
 runs on GPUs, make_buffer(**kw) (a Buffer over the job's group), sync() (wait
 for the device) and barrier().
 """
+import re
+
 import torch
 
 MASK32 = (1 << 32) - 1
@@ -426,6 +428,201 @@ def case_recv_buffers(ctx, fp8):
     assert len(buf._kept) == 2 and not buf._pools, (len(buf._kept), list(buf._pools))
     check(again[0], nxt[2], slice(None), "rows kept past destroy()")
     ctx.barrier()
+
+
+def _count_launches(buf, seen):
+    """Record in `seen` every call into the Buffer's symm handles and collectives from now on."""
+    def wrap(obj, name):
+        fn = getattr(obj, name)
+
+        def counted(*a, **kw):
+            seen.append(name)
+            return fn(*a, **kw)
+        setattr(obj, name, counted)
+    for slots in buf._slots.values():
+        for s in slots:
+            for name in ("dispatch", "_dispatch_prepared", "combine", "_combine_checked"):
+                wrap(s.h, name)
+    for name in ("all_gather", "all_to_all"):
+        wrap(buf._engine, name)
+
+
+def case_cached_repeat(ctx, fp8):
+    """Cached dispatches and combines repeated on two handles in turn (from
+    the second call with a handle, x dtype and scales dtype on, they take the
+    fast path, whose checks are comparisons with what passed): every output
+    right each time, the two routings, shapes and receive-buffer tensors kept
+    apart; int32 scales beside float32 ones (fp8); combine plain, with
+    topk_weights (per-handle index tensors), with one bias and with two; the
+    same for a num_worst_tokens handle. Bad arguments to a repeated cached
+    dispatch or combine raise before anything is launched, and the next
+    good call is right."""
+    import symm
+    dep, me, n, dev = ctx.dep, ctx.rank, ctx.n, ctx.device
+    E, K, H = (16, 3, 256) if not ctx.gpu else (32, 4, 512)
+    T = 20 if not ctx.gpu else 160
+    buf = ctx.make_buffer(num_nvl_bytes=1 << 20, explicitly_destroy=True, max_num_tokens=T)
+    fast = {"dispatch": 0, "combine": 0}
+
+    def counting(name, fn):
+        def call(*a, **kw):
+            out = fn(*a, **kw)
+            fast[name] += out is not None
+            return out
+        return call
+    buf._cached_fast = counting("dispatch", buf._cached_fast)
+    buf._combine_fast = counting("combine", buf._combine_fast)
+    try:
+        hs = []
+        for j, worst in enumerate((False, False, True)):
+            data = batches(1500 + 10 * fp8 + j, n, [T - 3 * j - r for r in range(n)], E, K, H, fp8)
+            d = data[me]
+            x, sc, idx, w = _dev(d.x, ctx), _dev(d.s, ctx), _dev(d.idx, ctx), _dev(d.w, ctx)
+            pr, _, pe, ir, _ = buf.get_dispatch_layout(idx, E)
+            rx, _, rw, _, h, _ = buf.dispatch((x, sc) if fp8 else x, num_tokens_per_rank=pr, is_token_in_rank=ir,
+                                              num_tokens_per_expert=pe, topk_idx=idx, topk_weights=w,
+                                              num_worst_tokens=n * T if worst else 0)
+            hs.append(dict(data=data, x=x, s=sc, h=h, rw=rw, rows=rw.size(0), ref=ht_reference(data, me, n, E),
+                           worst=worst))
+
+        def round_(j, rep, int_scales=False, grad=False):
+            c = hs[j]
+            what = "cached repeat %s handle %d (worst=%s) rep %d%s" % ("fp8" if fp8 else "bf16", j, c["worst"], rep,
+                                                                       " int32 scales" if int_scales else "")
+            ref, rows = c["ref"], c["rows"]
+            R = ref["x"].size(0)
+            s = c["s"].view(torch.int32) if int_scales else c["s"]
+            out = buf.dispatch((c["x"], s) if fp8 else c["x"], handle=c["h"])
+            assert out[1:5] == (None, None, None, None) and out[5].event is None, what
+            rx = out[0]
+            if fp8:
+                rx, rs = rx
+                assert rs.dtype == (torch.int32 if int_scales else torch.float32), what
+                assert rs.shape == (rows, ref["s"].size(1)), what
+                eq(rs[:R].view(torch.float32), ref["s"], what + ": scales")
+                assert rs._base is None, what
+            assert rx.shape == (rows, H) and rx.is_contiguous() and rx._base is None, what
+            eq(rx[:R], ref["x"], what + ": recv_x")
+            y = torch.zeros((rows, H), dtype=torch.bfloat16)
+            y[:R] = expert_out(ref["x"], ref["s"], me)
+            kind = rep % 4  # plain, topk_weights, one bias, two biases
+            g = _gen(1700 + 31 * j + rep + me)
+            biases = tuple(torch.randn((c["data"][me].T, H), generator=g).to(torch.bfloat16)
+                           for _ in range(kind - 1))
+            cargs = dict(bias=None if not biases else
+                         (_dev(biases[0], ctx) if len(biases) == 1 else tuple(_dev(b, ctx) for b in biases)))
+            if kind == 1:
+                cargs["topk_weights"] = (c["rw"] * (me + 1)).requires_grad_(grad)
+            combined, cw, ev = buf.combine(_dev(y, ctx), c["h"], **cargs)
+            assert ev.event is None, what
+            close(combined, combine_reference(c["data"], me, n, E, biases).float(), what + ": combined_x")
+            if kind == 1:
+                close(cw, weights_reference(c["data"], me, n, E), what + ": combined_topk_weights",
+                      rtol=1e-6, atol=1e-6)
+            else:
+                assert cw is None, what
+            return (rx, rs) if fp8 else (rx,)
+
+        kept = []
+        for rep in range(5):
+            for j in range(len(hs)):
+                kept.append(round_(j, rep))
+            del kept[:-4]  # the last four held: their buffers stay theirs, later rounds copy or take a free one
+        if fp8:
+            round_(0, 5, int_scales=True)
+            round_(0, 6, int_scales=True)
+        ctx.sync()
+        # what the held tensors say is still what they received
+        for (j, rep), t in zip([(1, 4), (2, 4)], kept[-2:]):
+            eq(t[0][:hs[j]["ref"]["x"].size(0)], hs[j]["ref"]["x"], "cached repeat: held recv_x of handle %d" % j)
+        assert fast["dispatch"] >= 4 * len(hs) and fast["combine"] >= 4 * len(hs), fast
+        # none held: the next cached dispatch's rows are in a receive buffer again
+        del kept, t
+        again = round_(1, 9)
+        assert _in_pool(again[0], buf), "cached repeat: a freed receive buffer was not used again"
+        assert not again[0].is_inference(), "cached repeat: an inference tensor outside inference mode"
+        del again
+        # in inference mode the rows come back as inference tensors, and outside it as tensors autograd takes
+        # (combine's index tensors for the weights made again there: they are kept, so they are no inference
+        # tensors, which autograd would refuse for weights that require grad)
+        hs[0]["h"]._route.wplan = None
+        with torch.inference_mode():
+            inf = round_(0, 9)
+            assert inf[0].is_inference() and _in_pool(inf[0], buf), "cached repeat: inference mode"
+        del inf
+        plain = round_(0, 13, grad=True)
+        assert not plain[0].is_inference() and _in_pool(plain[0], buf), "cached repeat: after inference mode"
+        del plain
+
+        # bad arguments to calls that took the fast path before: each raises, on every rank alike, before any launch
+        c = hs[0]
+        x, sc, h, rows = c["x"], c["s"], c["h"], c["rows"]
+        good = (x, sc) if fp8 else x
+        y = torch.zeros((rows, H), dtype=torch.bfloat16, device=dev)
+        other = torch.empty((x.size(0), 2 * H), dtype=x.dtype, device=dev)[:, :H]
+        bad_dispatch = [
+            (ValueError, "cached handle is for %d tokens" % x.size(0),
+             dict(x=(torch.cat([x, x[:1]]), torch.cat([sc, sc[:1]])) if fp8 else torch.cat([x, x[:1]]))),
+            (ValueError, "must be contiguous", dict(x=(other, sc) if fp8 else other)),
+            (ValueError, "is on meta", dict(x=(x.to("meta"), sc) if fp8 else x.to("meta"))),
+            (TypeError, "x is torch.int32", dict(x=torch.zeros((x.size(0), H), dtype=torch.int32, device=dev))),
+            (ValueError, "expert_alignment must be >= 1", dict(x=good, expert_alignment=0)),
+            (TypeError, "expert_alignment must be an int", dict(x=good, expert_alignment=True)),
+            (ValueError, "num_worst_tokens must be >= 0", dict(x=good, num_worst_tokens=-1)),
+            (ValueError, "config.num_sms must be even", dict(x=good, config=dep.Config(5))),
+            (TypeError, "config must be a symm.moe.deep_ep.Config", dict(x=good, config=24)),
+            (ValueError, "takes no topk_idx", dict(x=good, topk_idx=torch.zeros((x.size(0), K), dtype=torch.int64,
+                                                                                 device=dev))),
+        ]
+        if fp8:
+            bad_dispatch += [
+                (ValueError, "x scales has shape", dict(x=(x, sc[:-1]))),
+                (TypeError, "x scales are torch.float64", dict(x=(x, sc.double()))),
+                (ValueError, "x scales is on meta", dict(x=(x, sc.to("meta")))),
+                (TypeError, "x scales must be a torch.Tensor", dict(x=(x, sc.tolist()))),
+                (symm.UnsupportedError, "x scales of 3 dimensions", dict(x=(x, sc.unsqueeze(2)))),
+            ]
+        bad_combine = [
+            (ValueError, "x has shape", dict(x=y[:-1])),
+            (TypeError, "x is torch.float32", dict(x=y.float())),
+            (ValueError, "x must be contiguous", dict(x=torch.zeros((rows, 2 * H), dtype=torch.bfloat16,
+                                                                    device=dev)[:, :H])),
+            (ValueError, "x is on meta", dict(x=y.to("meta"))),
+            (ValueError, "topk_weights has shape", dict(x=y, topk_weights=c["rw"][:-1])),
+            (TypeError, "topk_weights is torch.float16", dict(x=y, topk_weights=c["rw"].half())),
+            (ValueError, r"bias\[0\] has shape", dict(x=y, bias=torch.zeros((x.size(0) + 1, H), dtype=torch.bfloat16,
+                                                                             device=dev))),
+            (TypeError, r"bias\[1\] is torch.float16", dict(x=y, bias=(torch.zeros((x.size(0), H), dtype=torch.bfloat16,
+                                                                                    device=dev),
+                                                                        torch.zeros((x.size(0), H), dtype=torch.float16,
+                                                                                    device=dev)))),
+            (ValueError, "bias is a tensor or a pair", dict(x=y, bias=(y, y, y))),
+            (ValueError, "config.num_sms must be even", dict(x=y, config=dep.Config(7))),
+        ]
+        seen = []
+        _count_launches(buf, seen)
+        for exc, match, kw in bad_dispatch:
+            try:
+                buf.dispatch(handle=h, **kw)
+            except exc as e:
+                assert re.search(match, str(e)), (match, str(e))
+            else:
+                raise AssertionError("cached dispatch with %s was taken" % match)
+        for exc, match, kw in bad_combine:
+            try:
+                buf.combine(handle=h, **kw)
+            except exc as e:
+                assert re.search(match, str(e)), (match, str(e))
+            else:
+                raise AssertionError("combine with %s was taken" % match)
+        assert seen == [], "the refused calls launched %s" % seen
+        round_(0, 7)
+        round_(1, 8)
+        assert seen, "the good calls after the refusals launched nothing"
+        ctx.sync()
+        ctx.barrier()
+    finally:
+        buf.destroy()
 
 
 # ---------------------------------------------------------------------------

@@ -215,6 +215,33 @@ class FakeEngine:
         vals = self.world.exchange(key, self.rank, inp.detach().clone())
         out.copy_(torch.cat([v.reshape(-1) for v in vals]))
 
+    def a2av_counts(self, out_rows, in_rows, row):
+        return list(out_rows), list(in_rows), row
+
+    def all_to_allv(self, out, inp, counts):
+        """inp's rows [sum(in_rows[:p]), +in_rows[p]) to rank p, landing at row
+        sum(out_rows[:p]) of its out; what a rank sends must be what its peer
+        expects (else every rank raises, as a mismatched exchange would fail)."""
+        out_rows, in_rows, row = counts
+        key = ("a2av", self.calls.setdefault("a2av", 0))
+        self.calls["a2av"] += 1
+        flat, pieces, at = inp.detach().reshape(-1), [], 0
+        if flat.numel() < sum(in_rows) * row:
+            raise _bad("symm_all_to_allv", "input has %d elements, below the %d sent" % (flat.numel(),
+                                                                                      sum(in_rows) * row))
+        for c in in_rows:
+            pieces.append(flat[at * row:(at + c) * row].clone())
+            at += c
+        vals = self.world.exchange(key, self.rank, pieces)
+        o, at = out.view(-1), 0
+        for p in range(self.n):
+            piece = vals[p][self.rank]
+            if piece.numel() != out_rows[p] * row:
+                raise _bad("symm_all_to_allv", "PE %d sends %d elements, %d expected" % (p, piece.numel(),
+                                                                                        out_rows[p] * row))
+            o[at * row:(at + out_rows[p]) * row].copy_(piece)
+            at += out_rows[p]
+
     def all_to_all(self, out, inp):
         key = ("a2a", self.calls["a2a"])
         self.calls["a2a"] += 1
@@ -336,8 +363,11 @@ class FakeHT(_FakeHandle):
     def _prepare(self, topk_idx, topk_weights=None):
         return (topk_idx, topk_weights)
 
-    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None):
+    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None, checked=False):
         return self.dispatch(x, prep[0], prep[1], x_scale=x_scale, recv_x=recv_x, recv_x_scale=recv_x_scale)
+
+    def _combine_checked(self, y, out):
+        return self.combine(y, out=out)
 
     def _receive(self, sent):
         me, L, E, first = self.eng.rank, self.local_experts, self.E, self.first_expert

@@ -10,7 +10,8 @@ bf16 and fp8 (+ scales), with and without top-k, cached handles,
 num_worst_tokens, expert alignment, bias, combined top-k weights, a rank with
 no tokens and a rank that receives nothing, async_finish with events,
 previous_event; two dispatches in flight, a handle combined twice, the token
-bound growing. Low latency: bf16 and fp8, round_scale, UE8M0 scales, with and
+bound growing; cached dispatches and combines repeated on interleaved handles
+(the checked short path), bad arguments to them refused before any launch. Low latency: bf16 and fp8, round_scale, UE8M0 scales, with and
 without the receive hook, async_finish, zero-copy combine, two in flight. CUDA
 graphs: num_worst_tokens dispatch + combine and low-latency dispatch + combine
 captured and replayed with fresh data. Bad inputs raise on every rank. The
@@ -52,6 +53,11 @@ def test_in_flight(ctx):
 @pytest.mark.parametrize("fp8", [False, True])
 def test_recv_buffers(ctx, fp8):
     cases.case_recv_buffers(ctx, fp8)
+
+
+@pytest.mark.parametrize("fp8", [False, True])
+def test_cached_repeat(ctx, fp8):
+    cases.case_cached_repeat(ctx, fp8)
 
 
 @pytest.mark.parametrize("use_fp8", [False, True])

@@ -226,6 +226,12 @@ def test_recv_buffers(monkeypatch, n, fp8):
     _run(monkeypatch, n, cases.case_recv_buffers, fp8)
 
 
+@pytest.mark.parametrize("n", [1, 2, 4])
+@pytest.mark.parametrize("fp8", [False, True])
+def test_cached_repeat(monkeypatch, n, fp8):
+    _run(monkeypatch, n, cases.case_cached_repeat, fp8)
+
+
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("use_fp8", [False, True])
 @pytest.mark.parametrize("hook", [False, True])
@@ -376,6 +382,66 @@ def test_bench_script_measures_every_row(monkeypatch):
     assert text.count("| 1.00 | 1.00 |") >= 8, text
 
 
+@needs_lib
+def test_engine_collectives_pass_what_symm_coll_passes(monkeypatch):
+    """The GPU engine's all_gather / all_to_all (over the Buffer's own
+    tensors) call symm's C collectives with the arguments symm.all_gather /
+    symm.all_to_all pass (send, recv, elements per PE, dtype code, team, the
+    current stream), the functions looked up once; a failing status raises."""
+    import symm
+    import symm._coll as coll
+    import symm.moe.deep_ep as dep
+    calls, status, looked = [], [0], []
+
+    def fn_for(name):
+        looked.append(name)
+
+        def f(*a):
+            calls.append((name,) + a)
+            return status[0]
+        return f
+    monkeypatch.setattr(coll, "_fn", fn_for)
+    monkeypatch.setattr(dep, "_raw_stream", lambda i: 1000 + i)
+    eng = object.__new__(dep._SymmEngine)
+    eng.n, eng.device, eng._colls, eng._codes = 2, torch.device("cuda", 3), {}, {}
+    inp, out = torch.zeros(6, dtype=torch.int32), torch.zeros(12, dtype=torch.int32)
+    f_in, f_out = torch.zeros(8), torch.zeros(8)
+    for _ in range(2):
+        eng.all_gather(out, inp)
+        eng.all_to_all(f_out, f_in)
+    want = [("symm_all_gather", inp.data_ptr(), out.data_ptr(), 6, coll._DTYPE_CODES["int32"], None, 1003),
+            ("symm_all_to_all", f_in.data_ptr(), f_out.data_ptr(), 4, coll._DTYPE_CODES["float32"], None, 1003)]
+    assert calls == want * 2, calls
+    assert looked == ["symm_all_gather", "symm_all_to_all"], looked
+    status[0] = symm.InvalidArgumentError.status
+    with pytest.raises(symm.InvalidArgumentError):
+        eng.all_to_all(f_out, f_in)
+
+
+def test_host_cpu_bench_runs_the_real_python_path():
+    """bench/moe/deepep_host_cpu.py (the Buffer over symm.moe.HighThroughput's
+    own Python, C calls stubbed): every path runs, and the torch ops beside
+    symm's stay what they have to be: none for cached dispatches and a plain
+    combine, one for a bias, two for combine's weights; the stubs are undone."""
+    import importlib.util
+    import symm.moe as moe
+    import symm.moe.deep_ep as dep
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench", "moe",
+                        "deepep_host_cpu.py")
+    spec = importlib.util.spec_from_file_location("deepep_host_cpu", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    saved = (moe._fn, moe._stream, dep._engine_factory)
+    got = bench.main(["--calls", "20", "--tokens", "16", "--experts", "32"])
+    assert (moe._fn, moe._stream, dep._engine_factory) == saved
+    assert sorted(got) == sorted(["cached bf16", "cached fp8", "pair bf16", "pair + weights", "pair + bias",
+                                  "full bf16"]), sorted(got)
+    ops = {name: sorted(o) for name, (_, o) in got.items()}
+    assert ops["cached bf16"] == ops["cached fp8"] == ops["pair bf16"] == [], ops
+    assert ops["pair + bias"] == ["add_"], ops
+    assert ops["pair + weights"] == ["index_select", "sum"], ops
+
+
 def test_overhead_bench_counts_what_the_wrapper_adds():
     """bench/moe/deepep_overhead.py on the CPU stand-in: every path gets its
     row, and what the wrapper launches besides symm's own calls stays what it
@@ -413,5 +479,6 @@ def test_overhead_bench_counts_what_the_wrapper_adds():
     assert got["api combine"] == (1, 0, 0, [])
     assert got["own layout"] == (1, 0, 0, []) and got["api layout"][:3] == (0, 12, 0), got["api layout"]
     symm, other, syncs, ops = got["api combine + topk_weights"]
-    assert (symm, syncs) == (2, 0) and other <= 4 + 6, ops  # a copy per source rank, six ops back
+    # the weights' all-to-allv (symm's), then gathered and summed (the index tensors: the handle's)
+    assert (symm, syncs) == (2, 0) and sorted(ops) == ["index_select", "sum"], ops
     assert "| api full bf16 |" in text and "other launches, per path" in text

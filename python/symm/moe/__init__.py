@@ -108,10 +108,17 @@ STRUCTS = {"symm_moe_config_t": Config, "symm_moe_dispatch_args_t": DispatchArgs
            "symm_moe_ht_recv_t": HtRecv}
 
 
+_fns = {}
+
+
 def _fn(name):
-    if not _lib.has(name):
-        raise UnsupportedError(name, UnsupportedError.status, "this libsymm has no MoE exchange (symm_moe.h)")
-    return getattr(_lib.load(), name)
+    # the ctypes function, looked up once: eager calls resolve it on every call
+    f = _fns.get(name)
+    if f is None:
+        if not _lib.has(name):
+            raise UnsupportedError(name, UnsupportedError.status, "this libsymm has no MoE exchange (symm_moe.h)")
+        f = _fns[name] = getattr(_lib.load(), name)
+    return f
 
 
 def _call(name, *args):
@@ -122,8 +129,15 @@ def _call(name, *args):
 # Checks on tensors (no GPU needed: `device` None skips the device check)
 # ---------------------------------------------------------------------------
 
+_codes = {}
+
+
 def _dtype_code(t):
-    return _DTYPE_CODES.get(str(t.dtype).replace("torch.", ""), -1)
+    # by the dtype object, cached: str(dtype) per call costs more than the C call's checks
+    c = _codes.get(t.dtype)
+    if c is None:
+        c = _codes[t.dtype] = _DTYPE_CODES.get(str(t.dtype).replace("torch.", ""), -1)
+    return c
 
 
 def _tensor(t, what, call, dims, dtypes=None, device=None, contiguous=False, last_contiguous=True):
@@ -289,6 +303,7 @@ class _Handle:
         self.first_expert = int(_fn("symm_moe_first_expert")(self._c))
         self.device = torch.device("cuda", _runtime.device())
         self._dev = self.device.index
+        self._is_cuda = True  # with _dev: what a tensor's is_cuda and get_device() must say (no torch.device made)
         self._key = next(_keys)
         _live[self._key] = self
         self._call_name = call
@@ -939,36 +954,45 @@ class HighThroughput(_Handle):
         a.indices = topk_idx.data_ptr()
         a.indices_dtype = code
         a.num_tokens = topk_idx.size(0)
-        return (a, ctypes.addressof(a), topk_idx, topk_weights)
+        return (a, ctypes.addressof(a), topk_idx, topk_weights, _fn("symm_moe_ht_dispatch"),
+                _fn("symm_moe_ht_dispatch_into"), (a.num_tokens, (self.hidden_dim + SCALE_BLOCK - 1) // SCALE_BLOCK))
 
-    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None):
+    def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None, checked=False):
         """Both halves of a dispatch of prep's routing: x (and x_scale) checked
-        against it here, the rest by the C library; recv_x / recv_x_scale as
-        for dispatch (symmetric tensors; their bounds are the caller's to check)
-        or None."""
+        against it here (unless `checked`: the caller compared them with ones
+        that passed these checks), the rest by the C library; recv_x /
+        recv_x_scale as for dispatch (symmetric tensors; their bounds are the
+        caller's to check) or None."""
         call = "HighThroughput.dispatch"
         a = prep[0]
-        if type(x) is not _Tensor or x.dtype != self.x_dtype or x.dim() != 2 or x.size(0) != a.num_tokens or \
-                x.size(1) != self.hidden_dim or x.device != self.device or x.stride(1) != 1:
-            raise ValueError("%s: x must be %s [%d, %d] on %s, rows contiguous; got %s %s" % (
-                call, self.x_dtype, a.num_tokens, self.hidden_dim, self.device, getattr(x, "dtype", type(x)),
-                tuple(getattr(x, "shape", ()))))
-        if (x_scale is None) == self.has_scales:
-            raise ValueError("%s: the object was made %s scales: x_scale must %s" % (
-                call, "with" if self.has_scales else "without", "be given" if self.has_scales else "be None"))
+        if not checked:
+            # the device as its index (-1 on the CPU): x.device makes a torch.device per call
+            if type(x) is not _Tensor or x.dtype != self.x_dtype or x.dim() != 2 or x.size(0) != a.num_tokens or \
+                    x.size(1) != self.hidden_dim or x.get_device() != self._dev or x.is_cuda != self._is_cuda or \
+                    x.stride(1) != 1:
+                raise ValueError("%s: x must be %s [%d, %d] on %s, rows contiguous; got %s %s" % (
+                    call, self.x_dtype, a.num_tokens, self.hidden_dim, self.device, getattr(x, "dtype", type(x)),
+                    tuple(getattr(x, "shape", ()))))
+            if (x_scale is None) == self.has_scales:
+                raise ValueError("%s: the object was made %s scales: x_scale must %s" % (
+                    call, "with" if self.has_scales else "without", "be given" if self.has_scales else "be None"))
+            if x_scale is not None and (
+                    type(x_scale) is not _Tensor or x_scale.dtype != torch.float32 or x_scale.shape != prep[6] or
+                    x_scale.get_device() != self._dev or x_scale.is_cuda != self._is_cuda):
+                _tensor(x_scale, "x_scale", call, 2, (torch.float32,), self.device, last_contiguous=False)
+                _shape(x_scale, "x_scale", call, prep[6])
         a.x = x.data_ptr()
         a.x_stride = x.stride(0)
         a.x_dtype = self._x_code
         if x_scale is not None:
-            _tensor(x_scale, "x_scale", call, 2, (torch.float32,), self.device, last_contiguous=False)
-            _shape(x_scale, "x_scale", call, (a.num_tokens, (self.hidden_dim + SCALE_BLOCK - 1) // SCALE_BLOCK))
             a.x_scale = x_scale.data_ptr()
             a.x_scale_stride[0], a.x_scale_stride[1] = x_scale.stride(0), x_scale.stride(1)
         if recv_x is None and recv_x_scale is None:
-            _call("symm_moe_ht_dispatch", self._h(), prep[1], SEND | RECV, _stream(self._dev))
+            _runtime._check("symm_moe_ht_dispatch", prep[4](self._h(), prep[1], SEND | RECV, _stream(self._dev)))
         else:
-            _call("symm_moe_ht_dispatch_into", self._h(), prep[1], _ptr(recv_x), _ptr(recv_x_scale), SEND | RECV,
-                  _stream(self._dev))
+            _runtime._check("symm_moe_ht_dispatch_into", prep[5](self._h(), prep[1], _ptr(recv_x),
+                                                                 _ptr(recv_x_scale), SEND | RECV,
+                                                                 _stream(self._dev)))
         self._num_tokens = a.num_tokens
         return (self._recv_x if recv_x is None else recv_x, self._recv_scale if recv_x_scale is None else recv_x_scale,
                 self._recv_idx, self._recv_w, self._recv_src, self._num_recv, self._num_recv_per_expert)
@@ -985,15 +1009,37 @@ class HighThroughput(_Handle):
             self._combine(out, y, do_send, do_recv)
         return out
 
+    def _combine_checked(self, y, out):
+        """combine(y, out=out) of a y and out the caller checked as _combine
+        does (symm.moe.deep_ep: against its handle's shapes): the C call alone,
+        its own checks included; through combine() where that would take the
+        custom op."""
+        if _is_compiling() or _dispatch_modes() != 0:
+            return self.combine(y, out=out)
+        _runtime._check("symm_moe_ht_combine", _fn("symm_moe_ht_combine")(
+            self._h(), y.data_ptr(), _dtype_code(y), y.stride(0), y.size(0), out.data_ptr(), _dtype_code(out),
+            out.stride(0), out.size(0), SEND | RECV, _stream(self._dev)))
+        return out
+
     def _combine(self, out, y, do_send, do_recv):
         call = "HighThroughput.combine"
         flags = _flags(do_send, do_recv, call)
-        _tensor(y, "y", call, 2, _OUT_DTYPES, self.device)
-        _shape(y, "y", call, (None, self.hidden_dim))
-        _tensor(out, "out", call, 2, _OUT_DTYPES, self.device)
-        _shape(out, "out", call, (None, self.hidden_dim))
-        _call("symm_moe_ht_combine", self._h(), y.data_ptr(), _dtype_code(y), y.stride(0), y.size(0),
-              out.data_ptr(), _dtype_code(out), out.stride(0), out.size(0), flags, _stream(self._dev))
+        if not self._combine_ok(y):
+            _tensor(y, "y", call, 2, _OUT_DTYPES, self.device)
+            _shape(y, "y", call, (None, self.hidden_dim))
+        if not self._combine_ok(out):
+            _tensor(out, "out", call, 2, _OUT_DTYPES, self.device)
+            _shape(out, "out", call, (None, self.hidden_dim))
+        _runtime._check("symm_moe_ht_combine", _fn("symm_moe_ht_combine")(
+            self._h(), y.data_ptr(), _dtype_code(y), y.stride(0), y.size(0), out.data_ptr(), _dtype_code(out),
+            out.stride(0), out.size(0), flags, _stream(self._dev)))
+
+    def _combine_ok(self, t):
+        """What _tensor and _shape check of y and out, in one expression (they
+        raise the message when it fails)."""
+        return type(t) is _Tensor and t.dim() == 2 and t.dtype in _OUT_DTYPES and t.size(1) == self.hidden_dim and \
+            t.get_device() == self._dev and t.is_cuda == self._is_cuda and (t.stride(1) == 1 or t.size(1) <= 1 or
+                                                                             t.numel() == 0)
 
 
 __all__: List[str] = ["AllToAll", "HighThroughput", "nvshmem_init", "nvshmem_finalize", "nvshmem_get_unique_id",

@@ -206,6 +206,7 @@ class Config:
 # ---------------------------------------------------------------------------
 
 _get_stream = getattr(torch._C, "_cuda_getCurrentStream", None)
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", torch.cuda.is_current_stream_capturing)
 
 
@@ -305,6 +306,7 @@ class _SymmEngine:
         self.rank, self.n, self.device = rank, size, torch.device("cuda", dev)
         self.share = _runtime.sm_share()
         self.cuda = _Cuda(self.device)
+        self._colls, self._codes = {}, {}
 
     def ht(self, num_experts, k, hidden, max_tokens, x_dtype, scales):
         return HighThroughput(num_experts, k, hidden, max_tokens, x_dtype=x_dtype, scales=scales)
@@ -324,13 +326,55 @@ class _SymmEngine:
         from .._tensor import free_tensor
         free_tensor(t)
 
+    # The collectives move the Buffer's own tensors: contiguous, on this rank's
+    # device, int32 or float32, out n times inp (all_gather) or as large
+    # (all_to_all), which is what symm.all_gather / symm.all_to_all check in
+    # Python; so symm's C call alone (its own checks stay), its function looked
+    # up once, on the current stream: their Python costs more than the call.
+
     def all_gather(self, out, inp):
-        from .._coll import all_gather
-        all_gather(out, inp)
+        _runtime._check("symm_all_gather", self._coll("symm_all_gather")(
+            inp.data_ptr(), out.data_ptr(), inp.numel(), self._code(inp), None, self._stream()))
 
     def all_to_all(self, out, inp):
-        from .._coll import all_to_all
-        all_to_all(out, inp)
+        _runtime._check("symm_all_to_all", self._coll("symm_all_to_all")(
+            inp.data_ptr(), out.data_ptr(), inp.numel() // self.n, self._code(inp), None, self._stream()))
+
+    def all_to_allv(self, out, inp, counts):
+        """inp's rows [in_displs[p], +in_counts[p]) to rank p, landing at
+        out_displs of its out (a2av_counts' arrays, elements)."""
+        sc, sd, rc, rd = counts
+        _runtime._check("symm_all_to_allv", self._coll("symm_all_to_allv")(
+            inp.data_ptr(), sc, sd, out.data_ptr(), rc, rd, self._code(inp), None, self._stream()))
+
+    def a2av_counts(self, out_rows, in_rows, row):
+        """all_to_allv's count and displacement arrays (elements) for rows of
+        `row` elements: in_rows[p] to rank p, out_rows[p] from it."""
+        def arrays(rows):
+            counts, displs, at = (ctypes.c_size_t * self.n)(), (ctypes.c_size_t * self.n)(), 0
+            for p, c in enumerate(rows):
+                counts[p], displs[p] = c * row, at * row
+                at += c
+            return counts, displs
+        return arrays(in_rows) + arrays(out_rows)
+
+    def _coll(self, name):
+        f = self._colls.get(name)
+        if f is None:
+            from .._coll import _fn
+            f = self._colls[name] = _fn(name)
+        return f
+
+    def _code(self, t):
+        c = self._codes.get(t.dtype)
+        if c is None:
+            from .._coll import _DTYPE_CODES
+            c = self._codes[t.dtype] = _DTYPE_CODES[str(t.dtype).replace("torch.", "")]
+        return c
+
+    def _stream(self):
+        i = self.device.index
+        return _raw_stream(i) if _raw_stream is not None else torch.cuda.current_stream(i).cuda_stream
 
 
 def _make_engine(group, comm, call):
@@ -391,8 +435,21 @@ class _Route:
         self.id = next(_route_ids)
         self.kind = kind
         self.preps = {}  # slot -> its symm handle's argument block for this routing (cached dispatches)
-        self.keys = {}   # (x dtype, scaled) -> the symm handle shape of a cached dispatch
+        self.fast = {}   # (x dtype, scales dtype or None) -> _CachedKind of the cached dispatches that passed
+        self.wplan = None  # combine's index tensors for topk_weights (Buffer._combine_weights)
+        self.sent_host = self.recv_host = None  # rows sent to / received from each rank, when the host knows them
         self.__dict__.update(kw)
+
+
+class _CachedKind:
+    """What the cached dispatches of one routing with one x dtype and scales
+    dtype share: the symm handle shape (key), the x and scales shapes that
+    passed the checks, and whether the scales go to symm as they are."""
+
+    __slots__ = ("key", "x_shape", "s_shape", "direct")
+
+    def __init__(self, key, x_shape, s_shape, direct):
+        self.key, self.x_shape, self.s_shape, self.direct = key, x_shape, s_shape, direct
 
 
 class DispatchHandle(tuple):
@@ -470,6 +527,8 @@ class _Slot:
 _SAME_STREAM = contextlib.nullcontext()
 
 
+_inference_mode = torch.is_inference_mode_enabled
+
 # A storage's reference count (a torch without it: no receive buffers, every dispatch copies)
 _use_count = getattr(torch._C, "_storage_Use_Count", None)
 
@@ -488,10 +547,33 @@ class _RecvEntry:
         self.views = (x, sc)  # x [cap, hidden], scales [cap, cols] or None: what symm's dispatch writes
         self.storage = buf.untyped_storage()
         self.stream = None
+        # (rows, x dtype, scales dtype, inference mode) -> (x, scales) set onto the storage: what tensors() detaches
+        self.made = {}
         self._own = _use_count(self.storage._cdata)
 
     def held(self):
         return _use_count(self.storage._cdata) > self._own
+
+    def tensors(self, R, x_dtype, s_dtype):
+        """recv_x [R, hidden] (and its scales [R, cols], or None) over this
+        buffer, as tensors of their own: detached from ones set onto the
+        storage once per shape (a CUDA tensor made and set_ per call costs
+        more host time than the dispatch's launch). Only while no tensor holds
+        the buffer: the templates' own references are counted then. Per
+        inference mode: a tensor made in it is an inference tensor (autograd
+        refuses those outside it), one made outside is not."""
+        key = (R, x_dtype, s_dtype, _inference_mode())
+        t = self.made.get(key)
+        if t is None:
+            if len(self.made) >= 4:
+                self.made.clear()
+            dev = self.buf.device
+            x = torch.empty((0,), dtype=x_dtype, device=dev).set_(self.storage, 0, (R, self.views[0].size(1)))
+            sc = None if s_dtype is None else torch.empty((0,), dtype=s_dtype, device=dev).set_(
+                self.storage, self.s_at // 4, (R, self.views[1].size(1)))
+            t = self.made[key] = (x, sc)
+            self._own = _use_count(self.storage._cdata)
+        return t[0].detach(), None if t[1] is None else t[1].detach()
 
 
 class _RecvPool:
@@ -578,6 +660,8 @@ class Buffer:
         self.enable_shrink = False
         self.allow_mnnvl, self.use_fabric = bool(allow_mnnvl), bool(use_fabric)
         self._device = e.device
+        # a CUDA tensor's get_device() against this: t.device makes a torch.device per call
+        self._cuda_index = e.device.index if e.device.type == "cuda" else None
         self._comm = self._cuda.new_stream()
         self._zero_copy_recv = bool(zero_copy_recv)
         self._num_recv_buffers = 0 if zero_copy_recv or _use_count is None else num_recv_buffers
@@ -599,12 +683,12 @@ class Buffer:
         self._pending = None
         self._fps = {}
         self._default_configs = {}
-        self._block_offsets = {}
         # scalars for where(..., out=), which takes no Python numbers
         self._zero_f32 = torch.zeros((), dtype=torch.float32, device=self._device)
         self._minus_one_i32 = torch.full((), -1, dtype=torch.int32, device=self._device)
         self._one_i32 = torch.ones(1, dtype=torch.int32, device=self._device)  # expanded: scatter_add_'s ones
         self._first_experts = {}
+        self._wbufs = {}  # (token bound, top-k) -> (symmetric buffer, its float32 view): combine's weights land there
         self._last = None            # the stream the last call ran on (calls are ordered as on one stream)
         self._last_captured = False
         self._warned = False
@@ -626,6 +710,9 @@ class Buffer:
                 s.h.destroy()
         self._slots.clear()
         self._retire_pools(list(self._pools))
+        for raw, _ in self._wbufs.values():
+            self._engine.pool_free(raw)
+        self._wbufs.clear()
         self._destroyed = True
 
     def _alive(self, call):
@@ -633,9 +720,11 @@ class Buffer:
             raise RuntimeError("%s: the Buffer was destroyed" % call)
 
     def heap_bytes(self) -> int:
-        """Bytes of symm's symmetric heap the Buffer's handles and receive buffers hold on this rank."""
+        """Bytes of symm's symmetric heap the Buffer's handles, receive buffers and combine's weight
+        buffers hold on this rank."""
         return sum(s.h.heap_bytes() for slots in self._slots.values() for s in slots) + \
-            sum(e.buf.numel() for p in self._pools.values() for e in p.entries) + sum(e.buf.numel() for e in self._kept)
+            sum(e.buf.numel() for p in self._pools.values() for e in p.entries) + \
+            sum(e.buf.numel() for e in self._kept) + sum(raw.numel() for raw, _ in self._wbufs.values())
 
     # ---- DeepEP's static calls ------------------------------------------------------------
 
@@ -734,7 +823,9 @@ class Buffer:
         stream, so its calls never overlap). Not across a capture's start:
         torch.cuda.graph synchronises the device before it captures."""
         last = self._last
-        if last is not None and last != stream and (self._last_captured or not self._cuda.capturing()):
+        # `is` first: the streams are kept per id, and Stream's == runs Python
+        if last is not None and last is not stream and last != stream and \
+                (self._last_captured or not self._cuda.capturing()):
             self._cuda.wait_stream(stream, last)
 
     def _comm_after(self, compute, event):
@@ -749,9 +840,11 @@ class Buffer:
             return
         self._after_last(self._comm)
 
-    def _ran_on(self, stream):
+    def _ran_on(self, stream, capturing=None):
+        """`capturing`: the current stream's capture state, when the call asked already."""
         self._last = stream
-        self._last_captured = self._cuda.capturing()  # the current stream's: a comm stream in it joined it
+        # the current stream's: a comm stream in it joined it
+        self._last_captured = self._cuda.capturing() if capturing is None else capturing
 
     def _enter(self, call, previous_event, async_finish, allocate_on_comm_stream):
         """DeepEP's stream protocol: the communication stream waits for
@@ -776,16 +869,16 @@ class Buffer:
         self._comm_after(compute, ev)
         return compute, self._comm, (self._comm if allocate_on_comm_stream else compute)
 
-    def _leave(self, compute, comm, async_finish, allocate_on_comm_stream, tensors):
+    def _leave(self, compute, comm, async_finish, allocate_on_comm_stream, tensors, capturing=None):
         """async_finish: an event on the communication stream, the tensors
         recorded on the streams they cross; else the current stream waits
         (nothing to wait for when the call ran on it)."""
         c = self._cuda
         if comm is None:
-            self._ran_on(compute)
+            self._ran_on(compute, capturing)
             return EventOverlap(None)
         if async_finish:
-            self._ran_on(self._comm)
+            self._ran_on(self._comm, capturing)
             for t in tensors:
                 if isinstance(t, torch.Tensor):
                     c.record_stream(t, self._comm)
@@ -793,7 +886,7 @@ class Buffer:
                         c.record_stream(t, compute)
             return EventOverlap(EventHandle(c, self._comm))
         c.wait_stream(compute, self._comm)
-        self._ran_on(compute)
+        self._ran_on(compute, capturing)
         return EventOverlap(None)
 
     # ---- slots --------------------------------------------------------------------------
@@ -802,6 +895,8 @@ class Buffer:
         if self._cuda.capturing():
             raise RuntimeError("%s: this call needs a new symm handle (%s), which cannot be made during CUDA graph "
                                "capture: run the same calls once before capturing" % (call, self._key_text(key)))
+        if make is None:
+            make = self._ht_make(key) if key[0] == "ht" else self._ll_make(key)
         self._seq += 1
         s = _Slot(key, make(), self._seq)
         self._slots.setdefault(key, []).append(s)
@@ -844,27 +939,17 @@ class Buffer:
             else:
                 self._engine.pool_free(e.buf)
 
-    def _recv_entry(self, key, scales, launch):
+    def _recv_entry(self, key, scales, launch, capturing=None):
         """A receive buffer of the shape that no tensor holds (None: copy
         instead), ordered after the stream it was last handed out on."""
         pool = self._pools.get(key)
-        if pool is None or (scales is not None and scales.size(1) != pool.cols) or self._cuda.capturing():
+        if pool is None or (scales is not None and scales.size(1) != pool.cols) or \
+                (self._cuda.capturing() if capturing is None else capturing):
             return None  # a captured graph rewrites its buffers on every replay: fresh tensors there
         e = pool.free_entry()
-        if e is not None and e.stream is not None and e.stream != launch:
+        if e is not None and e.stream is not None and e.stream is not launch and e.stream != launch:
             self._cuda.wait_stream(launch, e.stream)
         return e
-
-    def _entry_tensors(self, e, R, H, x_dtype, s_dtype, stream):
-        """recv_x [R, H] (and its scales [R, cols]) on receive buffer e's
-        storage: e is held while they live."""
-        e.stream = stream
-        dev = self._device
-        x = torch.empty((0,), dtype=x_dtype, device=dev).set_(e.storage, 0, (R, H))
-        if s_dtype is None:
-            return x, None
-        cols = e.views[1].size(1)
-        return x, torch.empty((0,), dtype=s_dtype, device=dev).set_(e.storage, e.s_at // 4, (R, cols))
 
     @staticmethod
     def _key_text(key):
@@ -880,14 +965,15 @@ class Buffer:
         one, else a new one (up to _SLOTS_PER_SHAPE), else the one whose
         dispatch has waited longest (its combine will run its routing again)."""
         slots = self._slots.get(key, [])
-        pick = None
-        for s in slots:
+        pick = idle = None
+        for s in slots:  # one pass (a call's host time): the last with this routing, the least recently used idle
             if s.route is route and s.state == "dispatched":
                 pick = s
+            elif s.state == "idle" and (idle is None or s.used < idle.used):
+                idle = s
         if pick is None:
-            idle = [s for s in slots if s.state == "idle"]
-            if idle:
-                pick = min(idle, key=lambda s: s.used)
+            if idle is not None:
+                pick = idle
             elif len(slots) < _SLOTS_PER_SHAPE:
                 pick = self._make_slot(key, make, call)
             else:
@@ -958,6 +1044,11 @@ class Buffer:
             raise ValueError("%s: config.num_sms must be even (as in DeepEP), got %d" % (call, config.num_sms))
         return config
 
+    def _here(self, t):
+        """t is on this rank's device (what _tensor's device check says, without a torch.device per call)."""
+        i = self._cuda_index
+        return t.get_device() == i and t.is_cuda if i is not None else t.device == self._device
+
     def _need_normal(self, call):
         self._alive(call)
         if self.num_nvl_bytes <= 0:
@@ -1021,9 +1112,9 @@ class Buffer:
         scales = None
         if type(x) is tuple and len(x) == 2:
             x, scales = x
-        if type(x) is torch.Tensor and x.dim() == 2 and x.device == self._device and x.is_contiguous() and \
+        if type(x) is torch.Tensor and x.dim() == 2 and self._here(x) and x.is_contiguous() and \
                 (x.dtype, x.size(1)) in self._x_ok and (scales is None or (
-                    type(scales) is torch.Tensor and scales.dim() == 2 and scales.device == self._device and
+                    type(scales) is torch.Tensor and scales.dim() == 2 and self._here(scales) and
                     (x.dtype, x.size(1), scales.dtype, scales.size(1)) in self._x_ok and
                     scales.size(0) == x.size(0))):
             return x, scales
@@ -1122,6 +1213,11 @@ class Buffer:
         recv_x comes back. With num_worst_tokens > 0 there is no CPU
         synchronisation: every output has num_worst_tokens rows (top-k indices
         -1 past the received ones) and the list is empty."""
+        if handle is not None and previous_event is None and not async_finish and not allocate_on_comm_stream and \
+                topk_idx is None and topk_weights is None and type(handle) is DispatchHandle:
+            out = self._cached_fast(x, handle, config, expert_alignment, num_worst_tokens)
+            if out is not None:
+                return out
         call = "Buffer.dispatch"
         self._need_normal(call)
         config = self._config(config, call)
@@ -1187,10 +1283,11 @@ class Buffer:
             per_expert_all = host[:, 3 + G + n:].sum(dim=0, dtype=torch.int32)
             R = int(counts[self.rank])
             recv_host = host[:, 3 + G + self.rank].tolist()
+            sent_host = host[self.rank, 3 + G:3 + G + n].tolist()
             per_expert_recv = per_expert_all[self.rank * L:(self.rank + 1) * L].tolist()
         else:
             R = num_worst_tokens
-            per_expert_recv = counts = per_expert_all = recv_host = None
+            per_expert_recv = counts = per_expert_all = recv_host = sent_host = None
         key = self._ht_key(M, x, scales, K, E)
         slot = self._slot_for_dispatch(key, None, self._ht_make(key), call)
         self._set_sms(slot, config)
@@ -1199,7 +1296,8 @@ class Buffer:
             # keeps is_token_in_rank for these too (the rows a token goes to are the ranks it is in)
             idx = None if topk_idx is not None else self._route_idx_of(is_token_in_rank, L, K)
             route = _Route("ht", idx=idx, in_rank=is_token_in_rank, T=T, M=M, K=K, E=E, hidden=x.size(1), rows=R,
-                           recv_counts=recv_counts, recv_host=recv_host, num_recv=None if num_worst_tokens else R,
+                           recv_counts=recv_counts, recv_host=recv_host, sent_host=sent_host,
+                           num_recv=None if num_worst_tokens else R,
                            key=key)
             entry = self._recv_entry(key, scales, comm or compute)
             into = {} if entry is None else {"recv_x": entry.views[0], "recv_x_scale": entry.views[1]}
@@ -1311,8 +1409,8 @@ class Buffer:
         ncols = None if scales is None else scales.size(1)
         with self._use(alloc):
             if entry is not None:
-                recv_x, recv_scales = self._entry_tensors(entry, R, x.size(1), x.dtype,
-                                                          None if scales is None else scales.dtype, home)
+                entry.stream = home  # held while they live; a later dispatch elsewhere waits for this stream
+                recv_x, recv_scales = entry.tensors(R, x.dtype, None if scales is None else scales.dtype)
             elif self._zero_copy_recv:
                 recv_x, recv_scales = rx[:R], None
                 if scales is not None:
@@ -1372,31 +1470,83 @@ class Buffer:
             raise ValueError("%s: the cached handle is for %d tokens, x has %d" % (call, route.T, T))
         if H != route.hidden:
             raise ValueError("%s: the cached handle is for hidden %d, x has %d" % (call, route.hidden, H))
-        key = route.keys.get((x.dtype, scales is not None))
-        if key is None:
-            key = route.keys[(x.dtype, scales is not None)] = self._ht_key(route.M, x, scales, route.K, route.E)
+        kind = (x.dtype, None if scales is None else scales.dtype)
+        fast = route.fast.get(kind)
+        if fast is None:
+            key = self._ht_key(route.M, x, scales, route.K, route.E)
+            fast = _CachedKind(key, x.shape, None if scales is None else scales.shape,
+                               scales is None or (scales.dtype == torch.float32 and
+                                                  scales.size(1) == (H + SCALE_BLOCK - 1) // SCALE_BLOCK))
         compute, comm, alloc = self._enter(call, previous_event, async_finish, allocate_on_comm_stream)
-        slot = self._slot_for_dispatch(key, route, self._ht_make(key), call)
+        capturing = self._cuda.capturing()
+        recv_x, recv_scales, entry = self._cached_run(route, fast, x, scales, config, compute, comm, alloc, capturing,
+                                                      False, call)
+        # the checks above passed for this x dtype, shape and scales: _cached_fast compares against them
+        route.fast[kind] = fast
+        mine = () if self._zero_copy_recv or entry is not None else (recv_x, recv_scales)
+        event = self._leave(compute, comm, async_finish, allocate_on_comm_stream, (x, scales) + mine, capturing)
+        return (recv_x, recv_scales) if scales is not None else recv_x, None, None, None, None, event
+
+    def _cached_fast(self, x, handle, config, expert_alignment, num_worst_tokens):
+        """A cached dispatch on the current stream (no events) of an x whose
+        dtype, shape and scales passed the checks for this handle before: the
+        same steps as _cached_dispatch, its checks reduced to comparisons with
+        what passed. None when the call is not such a one (nothing was done:
+        the general path runs and checks)."""
+        route = handle._route
+        if handle._buffer is not self or self._destroyed or self.num_nvl_bytes <= 0 or \
+                type(expert_alignment) is not int or expert_alignment < 1 or \
+                type(num_worst_tokens) is not int or num_worst_tokens < 0 or \
+                (config is not None and (type(config) is not Config or config.num_sms % 2)):
+            return None
+        scales = None
+        if type(x) is tuple:
+            if len(x) != 2:
+                return None
+            x, scales = x
+            if type(scales) is not torch.Tensor:
+                return None
+        if type(x) is not torch.Tensor:
+            return None
+        fast = route.fast.get((x.dtype, None if scales is None else scales.dtype))
+        if fast is None or x.shape != fast.x_shape or not self._here(x) or not x.is_contiguous() or \
+                (scales is not None and (scales.shape != fast.s_shape or not self._here(scales))):
+            return None
+        call = "Buffer.dispatch"
+        c = self._cuda
+        compute = c.current()
+        if self._last is not compute:
+            self._after_last(compute)
+        capturing = c.capturing()
+        recv_x, recv_scales, _ = self._cached_run(route, fast, x, scales, self._config(config, call), compute, None,
+                                                  None, capturing, True, call)
+        self._last, self._last_captured = compute, capturing
+        return (recv_x, recv_scales) if scales is not None else recv_x, None, None, None, None, EventOverlap(None)
+
+    def _cached_run(self, route, fast, x, scales, config, compute, comm, alloc, capturing, checked, call):
+        """A cached dispatch's symm call (on comm, None: the current stream)
+        and outputs (allocated on alloc): (recv_x, recv_scales, the receive
+        buffer they lie in or None). `checked`: x and scales were compared
+        with ones that passed symm's checks too (_cached_fast)."""
+        key = fast.key
+        slot = self._slot_for_dispatch(key, route, None, call)
         self._set_sms(slot, config)
-        ctx = _SAME_STREAM if comm is None else self._cuda.use(comm)
-        with ctx:
-            entry = self._recv_entry(key, scales, comm or compute)
+        with _SAME_STREAM if comm is None else self._cuda.use(comm):
+            entry = self._recv_entry(key, scales, comm or compute, capturing)
             # the routing's argument block for this symm handle, checked once: a cached dispatch only adds x
             prep = route.preps.get(slot)
             if prep is None:
                 prep = route.preps[slot] = slot.h._prepare(self._route_idx(route))
-            views = slot.h._dispatch_prepared(prep, x, self._scales_in(scales, H),
-                                              *((None, None) if entry is None else entry.views))
+            views = slot.h._dispatch_prepared(prep, x, scales if fast.direct else self._scales_in(scales, x.size(1)),
+                                              *((None, None) if entry is None else entry.views), checked=checked)
         slot.route, slot.state = route, "dispatched"
         if entry is not None:  # the rows are where the peers stored them: no copy
-            recv_x, recv_scales = self._entry_tensors(entry, route.rows, H, x.dtype,
-                                                      None if scales is None else scales.dtype, alloc or compute)
+            entry.stream = alloc or compute
+            recv_x, recv_scales = entry.tensors(route.rows, x.dtype, None if scales is None else scales.dtype)
         else:
             recv_x, recv_scales, _, _, _ = self._ht_outputs(views, route, x, scales, None, route.rows,
                                                             route.num_recv is None, comm, alloc, src=False)
-        mine = () if self._zero_copy_recv or entry is not None else (recv_x, recv_scales)
-        event = self._leave(compute, comm, async_finish, allocate_on_comm_stream, (x, scales) + mine)
-        return (recv_x, recv_scales) if scales is not None else recv_x, None, None, None, None, event
+        return recv_x, recv_scales, entry
 
     def _own_handle(self, handle, cls, call):
         if not isinstance(handle, cls):
@@ -1429,6 +1579,11 @@ class Buffer:
         x[i] the ranks return for token t, plus bias; combined_topk_weights[t]
         = the sum of the topk_weights rows returned for t. Returns
         (combined_x, combined_topk_weights or None, event)."""
+        if previous_event is None and not async_finish and not allocate_on_comm_stream and \
+                type(handle) is DispatchHandle:
+            out = self._combine_fast(x, handle, topk_weights, bias, config)
+            if out is not None:
+                return out
         call = "Buffer.combine"
         self._need_normal(call)
         route = self._own_handle(handle, DispatchHandle, call)
@@ -1448,65 +1603,173 @@ class Buffer:
                 _shape(b, "bias[%d]" % i, call, (route.T, route.hidden))
         compute, comm, alloc = self._enter(call, previous_event, async_finish, allocate_on_comm_stream)
         slot = self._slot_for_combine(route, call)
+        out, combined_w = self._combine_run(route, slot, x, topk_weights, biases, config, comm, alloc, False, call)
+        event = self._leave(compute, comm, async_finish, allocate_on_comm_stream,
+                            (x, topk_weights, out, combined_w) + tuple(biases))
+        return out, combined_w, event
+
+    def _combine_fast(self, x, handle, topk_weights, bias, config):
+        """A combine on the current stream (no events) whose arguments pass
+        combine's checks, tested as comparisons with the handle's shapes; None
+        when they do not (nothing was done: the general path runs and raises)."""
+        route = handle._route
+        if handle._buffer is not self or self._destroyed or self.num_nvl_bytes <= 0 or \
+                (config is not None and (type(config) is not Config or config.num_sms % 2)) or \
+                type(x) is not torch.Tensor or (x.dtype is not torch.bfloat16 and x.dtype is not torch.float16) or \
+                x.shape != (route.rows, route.hidden) or not self._here(x) or not x.is_contiguous():
+            return None
+        if topk_weights is not None and (
+                type(topk_weights) is not torch.Tensor or topk_weights.dtype is not torch.float32 or
+                topk_weights.dim() != 2 or topk_weights.size(0) != route.rows or not self._here(topk_weights) or
+                not topk_weights.is_contiguous()):
+            return None
+        biases = ()
+        if bias is not None:
+            biases = bias if type(bias) is tuple else (bias,)
+            if not 1 <= len(biases) <= 2:
+                return None
+            for b in biases:
+                if type(b) is not torch.Tensor or b.dtype is not x.dtype or b.shape != (route.T, route.hidden) or \
+                        not self._here(b) or not b.is_contiguous():
+                    return None
+        call = "Buffer.combine"
+        compute = self._cuda.current()
+        if self._last is not compute:
+            self._after_last(compute)
+        slot = self._slot_for_combine(route, call)
+        out, combined_w = self._combine_run(route, slot, x, topk_weights, biases, self._config(config, call, True),
+                                            None, None, True, call)
+        self._ran_on(compute)
+        return out, combined_w, EventOverlap(None)
+
+    def _combine_run(self, route, slot, x, topk_weights, biases, config, comm, alloc, checked, call):
+        """Combine's work after its checks, on comm (None: the current stream),
+        outputs allocated on alloc: (combined_x, combined_topk_weights or None).
+        `checked`: x is a plain tensor that passed what symm's combine checks
+        (_combine_fast), which then goes to the C call alone."""
         with self._use(comm):
             if slot is None:
                 slot = self._redispatch_ht(route, call)
         self._set_sms(slot, config)
         with self._use(alloc):
-            out = torch.empty((route.T, route.hidden), dtype=x.dtype, device=self._device)
+            out = x.new_empty((route.T, route.hidden))
         with self._use(comm):
-            slot.h.combine(x, out=out)
+            if checked:
+                slot.h._combine_checked(x, out)
+            else:
+                slot.h.combine(x, out=out)
             slot.state = "idle"
             combined_w = None
             if topk_weights is not None:
                 combined_w = self._combine_weights(route, topk_weights, alloc)
-            if biases:
-                acc = out.float()
-                for b in biases:
-                    acc += b.float()
-                out.copy_(acc)
+            if len(biases) == 1:
+                out.add_(biases[0])  # in float32, rounded once: what adding to a float32 copy and copying back gives
+            elif biases:
+                torch.add(out.float().add_(biases[0]), biases[1], out=out)
         if slot.key[0] == "ht" and slot.key[1] < self._bound:
             self._drop_small_slots()
-        event = self._leave(compute, comm, async_finish, allocate_on_comm_stream,
-                            (x, topk_weights, out, combined_w) + tuple(biases))
-        return out, combined_w, event
+        return out, combined_w
 
-    def _combine_weights(self, route, w, alloc):
-        """Each row's weights go back to its source (an all-to-all of
-        [ranks, bound, top-k] blocks), which sums, per token, the rows it gets
-        from the ranks it sent the token to, in rank order."""
-        n, M, K, dev = self.group_size, route.M, w.size(1), self._device
-        R, T = w.size(0), route.T
-        send = torch.empty((n * M, K), dtype=torch.float32, device=dev)
-        if route.recv_host is not None:  # the rows from each source, known on the host: one copy per source
-            start = 0
-            for s, cnt in enumerate(route.recv_host):
-                if cnt:
-                    send[s * M:s * M + cnt].copy_(w[start:start + cnt])
-                start += cnt
+    def _weights_plan(self, route, R):
+        """The index tensors of _combine_weights' all-to-all path that depend
+        on the routing alone: where each received row's weights go in the
+        all-to-all's send blocks (rows past a block go to rows of their own
+        past the blocks), the send rows, and per token and rank the row of the
+        block it comes back in (clamped; masked by is_token_in_rank)."""
+        n, M, dev = self.group_size, route.M, self._device
+        if route.recv_host is not None:  # the rows from each source, known on the host
+            dest = torch.cat([torch.arange(s * M, s * M + cnt, device=dev)
+                              for s, cnt in enumerate(route.recv_host)] +
+                             [torch.empty(0, dtype=torch.int64, device=dev)])
+            rows = n * M
         else:  # num_worst_tokens: placed on the device; rows past the received ones are dropped
             counts = route.recv_counts.to(torch.int64)
             incl = counts.cumsum(0)
-            rows = torch.arange(R, device=dev)
-            src = torch.searchsorted(incl, rows, right=True)
+            r = torch.arange(R, device=dev)
+            src = torch.searchsorted(incl, r, right=True)
             srcc = src.clamp(max=n - 1)
-            pos = rows - (incl - counts)[srcc]
+            pos = r - (incl - counts)[srcc]
             # past the blocks, each such row to a row of its own (unique indices: deterministic)
-            dest = torch.where((src < n) & (pos < M), srcc * M + pos, n * M + rows)
-            send = torch.empty((n * M + R, K), dtype=torch.float32, device=dev)
-            send.index_copy_(0, dest, w)
+            dest = torch.where((src < n) & (pos < M), srcc * M + pos, n * M + r)
+            rows = n * M + R
+        # token t's row from rank r is row (t's place among the tokens sent to r) of r's block
+        offs = torch.arange(n, device=dev) * M - 1
+        gidx = (route.in_rank.cumsum(0) + offs).clamp_(min=0)
+        return dest, rows, gidx, route.in_rank.unsqueeze(2)
+
+    def _weights_buf(self, M, K):
+        """The symmetric float32 buffer of (ranks x M + 1) rows of K that
+        combine's weights come back into, its last row zero (what the rows of
+        ranks a token did not go to read): one per token bound and top-k, made
+        at the first such combine (collective, as combine is)."""
+        got = self._wbufs.get((M, K))
+        if got is None:
+            rows = self.group_size * M + 1
+            raw = self._engine.pool_alloc(rows * K * 4)
+            view = raw.view(torch.float32).view(rows, K)
+            view[-1].zero_()
+            got = self._wbufs[(M, K)] = (raw, view)
+        return got[1]
+
+    def _weights_v(self, route, K):
+        """(buffer, the all-to-allv's counts, the gather index [tokens, ranks])
+        of combine's weights when the host knows the rows per rank: each
+        rank's rows go back to it as they are, and token t's row from rank r
+        is at (r's block start in what this rank sent) + (t's place among the
+        tokens sent to r), or the zero row where t did not go to r."""
+        n, M = self.group_size, route.M
+        buf = self._weights_buf(M, K)
+        zero_row = n * M
+        starts, at = [], 0
+        for c in route.sent_host:
+            starts.append(at)
+            at += c
+        with torch.inference_mode(False):  # kept for later calls: no inference tensors (autograd refuses them)
+            first = torch.tensor(starts, dtype=torch.int64, device=self._device) - 1
+            place = (route.in_rank.cumsum(0) + first).clamp_(max=zero_row)
+            gidx = torch.where(route.in_rank, place, torch.full((), zero_row, dtype=torch.int64, device=self._device))
+        return buf, self._engine.a2av_counts(route.sent_host, route.recv_host, K), gidx
+
+    def _combine_weights(self, route, w, alloc):
+        """Each row's weights go back to its source, which sums, per token,
+        the rows it gets from the ranks it sent the token to, in rank order.
+        When the host knows the rows per rank (not num_worst_tokens): one
+        all-to-allv of the rows as they are into a symmetric buffer, then a
+        gather and a sum (two kernels). Else an all-to-all of [ranks, bound,
+        top-k] blocks: the rows placed, gathered, masked and summed (four
+        kernels). The index tensors are the routing's, made once per handle
+        outside graph capture."""
+        n, M, K, dev = self.group_size, route.M, w.size(1), self._device
+        R, T = w.size(0), route.T
+        capturing = self._cuda.capturing()
+        if route.sent_host is not None and ((M, K) in self._wbufs or not capturing):
+            plan = route.wplan if route.wplan is not None and route.wplan[0] == ("v", K) else None
+            if plan is None:
+                plan = (("v", K),) + self._weights_v(route, K)
+                if not capturing:  # made in a capture, they hold their values only once it replays
+                    route.wplan = plan
+            _, buf, counts, gidx = plan
+            self._engine.all_to_allv(buf, w, counts)
+            with self._use(alloc):
+                out = torch.empty((T, K), dtype=torch.float32, device=dev)
+            # index_select, not buf[gidx]: the same gather without Python's indexing machinery
+            torch.sum(torch.index_select(buf, 0, gidx.view(-1)).view(T, n, K), dim=1, out=out)
+            return out
+        plan = route.wplan if route.wplan is not None and route.wplan[0] == R else None
+        if plan is None:
+            with torch.inference_mode(False):  # kept for later calls: no inference tensors (autograd refuses them)
+                plan = (R,) + self._weights_plan(route, R)
+            if not capturing:
+                route.wplan = plan
+        _, dest, rows, gidx, mask = plan
+        send = torch.empty((rows, K), dtype=torch.float32, device=dev)
+        send.index_copy_(0, dest, w)
         got = torch.empty(n * M * K, dtype=torch.float32, device=dev)
         self._engine.all_to_all(got, send[:n * M].reshape(-1))
-        # token t's row from rank r is row (t's place among the tokens sent to r) of r's block
-        in_rank = route.in_rank
-        offs = self._block_offsets.get((n, M))
-        if offs is None:
-            offs = self._block_offsets[(n, M)] = torch.arange(n, device=dev) * M - 1
-        gidx = (in_rank.cumsum(0) + offs).clamp_(min=0)
-        vals = got.view(n * M, K)[gidx]
+        vals = torch.index_select(got.view(n * M, K), 0, gidx.view(-1)).view(T, n, K)
         with self._use(alloc):
             out = torch.empty((T, K), dtype=torch.float32, device=dev)
-        torch.sum(torch.where(in_rank.unsqueeze(2), vals, self._zero_f32), dim=1, out=out)
+        torch.sum(torch.where(mask, vals, self._zero_f32), dim=1, out=out)
         return out
 
     # ---- low latency --------------------------------------------------------------------
