@@ -299,7 +299,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 
 /* ---- SYMM_MOE_LL_PROBE=stamps: each block's stage times ------------------------------------ */
 
-#define LL_NSTAMP 16
+#define LL_NSTAMP 24
 /* dispatch stamps (scripts/moe_ll_stamps.py names them alike) */
 #define LLS_D_PRO 1   /* the first loads issued */
 #define LLS_D_IDX 2   /* indices staged, epoch read */
@@ -326,6 +326,30 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_CS_SUM 8    /* its group summed and stored */
 #define LLS_CS_END 9
 #define LLS_DEP 14 /* the wait for the kernel before it (PDL) over, in the small kernels */
+/* finer stamps of the small kernels, compiled in with -DSYMM_MOE_LL_FINE_STAMPS=1 only (each pins
+ * the value its stage ends with, so the stamp is not taken before that value exists) */
+#define LLS_DS_HPOLL 15 /* thread 0's first header loads issued (receive half) */
+#define LLS_DS_H0 16    /* thread 0's warp saw its first source's header packet 0 */
+#define LLS_DS_HENT 17  /* thread 0's warp placed its sources' header entries */
+#define LLS_DS_RD 18    /* copy: thread 0 read its first route's entries from shared memory */
+#define LLS_DS_ADDR 19  /* copy: that route's row address computed */
+#define LLS_DS_ST1 20   /* copy: that route's stores issued */
+#define LLS_DS_HADDR 21 /* header block: thread 0's header entry address computed */
+#define LLS_DS_PRE 22   /* the prologue's addresses computed (before the PDL wait) */
+#define LLS_CS_PLAN 10  /* the receive half's plan computed */
+#define LLS_CS_PRE 11   /* the first unit's packets asked for (ll_combine_rp_preload) */
+#define LLS_CS_SET1 12  /* setup: its first barrier passed (the block's last unit) */
+#define LLS_CS_SET2 13  /* setup: routes checked (ll_valid, forms) */
+#define LLS_CS_SET3 15  /* the receive half's barrier after the setup passed */
+#if defined(SYMM_MOE_LL_FINE_STAMPS) && SYMM_MOE_LL_FINE_STAMPS
+#define LL_FSTAMP(A, i) ll_stamp(A, i)
+#define LL_FPIN32(x) symm__pin_u32(&(x))
+#define LL_FPIN64(x) symm__pin_u64(&(x))
+#else
+#define LL_FSTAMP(A, i) ((void)0)
+#define LL_FPIN32(x) ((void)0)
+#define LL_FPIN64(x) ((void)0)
+#endif
 #define LL_STAMP_CALL 30 /* the epoch whose stage times are printed: a timed call of symm-bench */
 
 /* The block's stamps (%globaltimer, ns), written by thread 0. */
@@ -341,7 +365,7 @@ SYMM__DEVICE_INTERNAL void ll_stamp(const symm__moe_kargs_t *A, uint32_t i) {
 }
 
 /* One line per block: "llstamp <kernel> E <experts> M <max tokens> pe <me> block <b> t0 <ns>
- * d <stage - t0, ns, -1: not reached> x 15"; scripts/moe_ll_stamps.py sums them up
+ * d <stage - t0, ns, -1: not reached> x 23"; scripts/moe_ll_stamps.py sums them up
  * (its STAGES name the stamps of each kernel). */
 SYMM__NOINLINE void ll_stamps_print(const symm__moe_kargs_t *A, const char *kernel, uint32_t nst) {
     const uint64_t *s = ll_stamps();
@@ -349,9 +373,10 @@ SYMM__NOINLINE void ll_stamps_print(const symm__moe_kargs_t *A, const char *kern
     for (uint32_t i = 0; i < LL_NSTAMP; i++)
         d[i] = i < nst && s[i] ? (long long)(s[i] - s[0]) : -1;
     printf("llstamp %s E %u M %u pe %d block %u t0 %llu d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld "
-           "%lld %lld %lld\n",
+           "%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n",
            kernel, A->experts, A->max_tokens, A->me, blockIdx.x, (unsigned long long)s[0], d[1], d[2], d[3], d[4],
-           d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15]);
+           d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[20],
+           d[21], d[22], d[23]);
 }
 
 SYMM__DEVICE_INTERNAL void ll_stamps_begin(const symm__moe_kargs_t *A) {
@@ -366,8 +391,37 @@ SYMM__DEVICE_INTERNAL void ll_stamps_end(const symm__moe_kargs_t *A, const char 
     if (A->probe == SYMM__MOE_PROBE_STAMPS && symm__block_tid() == 0) {
         ll_stamps()[last] = symm__globaltimer();
         if (e == LL_STAMP_CALL)
-            ll_stamps_print(A, kernel, last + 1);
+            ll_stamps_print(A, kernel, LL_NSTAMP);
     }
+}
+
+/* ---- the kernel arguments in the constant cache ----------------------------------------------- */
+
+#ifndef SYMM_MOE_LL_WARM_ARGS
+#define SYMM_MOE_LL_WARM_ARGS 0
+#endif
+
+/* The arguments (constant bank 0) are new to this SM's constant caches at every launch, and an
+ * instruction that takes one as an operand stalls on its line's miss, one miss after another
+ * through the kernel: one thread of the second warp loads a word of every 64-byte line as the
+ * kernel starts (misses in flight together; the warp waits for them, no other does). */
+SYMM__DEVICE_INTERNAL void ll_warm_args(const symm__moe_kargs_t *A) {
+#if SYMM_MOE_LL_WARM_ARGS
+    if (symm__block_tid() == 32) {
+        uint32_t acc = 0;
+#pragma unroll
+        for (uint32_t o = 0; o < sizeof(symm__moe_kargs_t); o += 64) {
+            uint32_t v;
+            asm volatile("ld.param.u32 %0, [%1];" : "=r"(v) : "l"((const char *)A + o));
+            acc ^= v;
+        }
+        /* a use the compiler cannot drop (the loads would go with it) and that never stores */
+        if (acc == 0x9e3779b9u && A->nblocks == -7)
+            ll_stamps()[LL_NSTAMP - 1] = acc;
+    }
+#else
+    (void)A;
+#endif
 }
 
 /* ---- programmatic dependent launch (SYMM_MOE_PDL) ------------------------------------------ */
@@ -1022,7 +1076,12 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
             for (uint32_t w = 0; w < warp; w++)
                 pos += wcnt[w * n + r];
             pos += (uint32_t)__popc(mm & ((1u << lane) - 1u));
-            ll_put_pkt1(moe_peer(A, ll_hslot(A, p, me) + 16u * (1u + pos), (int)r), (ix % L) | (k << 24), i, tag);
+            {
+                uint64_t ha = (uint64_t)moe_peer(A, ll_hslot(A, p, me) + 16u * (1u + pos), (int)r);
+                LL_FPIN64(ha);
+                LL_FSTAMP(A, LLS_DS_HADDR);
+                ll_put_pkt1((void *)ha, (ix % L) | (k << 24), i, tag);
+            }
         }
         for (uint32_t x = tid; x < n; x += SYMM__MOE_THREADS) {
             uint32_t c = 0;
@@ -1111,11 +1170,15 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
         for (uint32_t j = 0; j < LL_HPOLL; j++)
             if (lane + 32u * j < hmax)
                 ev[j] = symm__c_ld16_vol(h + 16u * (1u + lane + 32u * j));
+        if (s == 0)
+            LL_FSTAMP(A, LLS_DS_HPOLL);
         while (!__all_sync(MOE_FULL, ll_pkt_ok(h0, tag))) {
             if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
                 t0 = symm__wait_check(&A->ctx, h, SYMM_CMP_EQ, tag, h0.y == tag ? h0.w : h0.y, t0);
             h0 = symm__c_ld16_vol(h);
         }
+        if (s == 0)
+            LL_FSTAMP(A, LLS_DS_H0);
         cnt = __shfl_sync(MOE_FULL, h0.x, 0);
         mode = __shfl_sync(MOE_FULL, h0.z, 0);
         if (lane == 0) {
@@ -1155,6 +1218,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     }
     if (warp < n) {
         __syncwarp();
+        LL_FSTAMP(A, LLS_DS_HENT);
         if (lane == 0)
             atomicSub(hleft, 1u);
     }
@@ -1258,9 +1322,21 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             /* the slice into the row of every route of the token here */
             for (uint32_t di = 0; di < nd; di++) {
                 const uint32_t ri = pdst[(s * cap + tl) * kl + di];
-                const uint32_t le = rent[ri].x & 0xffffffu, row = rrow[ri];
+                uint32_t le = rent[ri].x & 0xffffffu, row = rrow[ri];
                 char *dx;
-                dx = (char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)esz;
+                uint64_t dxa;
+                const int first = u == blockIdx.x && v0 == lo + tid && di == 0;
+                if (first) {
+                    LL_FPIN32(le);
+                    LL_FPIN32(row);
+                    LL_FSTAMP(A, LLS_DS_RD);
+                }
+                dxa = (uint64_t)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)esz;
+                if (first) {
+                    LL_FPIN64(dxa);
+                    LL_FSTAMP(A, LLS_DS_ADDR);
+                }
+                dx = (char *)dxa;
 #pragma unroll
                 for (int x = 0; x < LL_UNROLL; x++) {
                     const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
@@ -1280,6 +1356,8 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                                          (int64_t)(4u * (v - nvx) + j) * A->os_stride[2]] = symm__bits_f32(w[j]);
                     }
                 }
+                if (first)
+                    LL_FSTAMP(A, LLS_DS_ST1);
             }
         }
     }
@@ -1355,6 +1433,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     symm__pin_u64(&t);
     symm__pin_u32(&v);
     symm__pin_u32(&what);
+    LL_FSTAMP(A, LLS_DS_PRE);
     ll_pdl_begin(A);
     ll_stamp(A, LLS_DEP);
     /* every load goes out before any shared store that needs one (a warp stalls at such a store, and
@@ -1452,6 +1531,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS)
     uint32_t ticket = 0;
     uint64_t e;
     ll_stamps_begin(A);
+    ll_warm_args(A);
     e = ll_small_dispatch(A, &ticket); /* (its prologue waits for the kernel before it: PDL) */
     if (blockIdx.x == 0 && symm__block_tid() == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
@@ -2080,6 +2160,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t
             mode = MOE_U32(A, ll_mode)[g0 + (uint32_t)(t % dp)];
     }
     symm__block_sync();
+    LL_FSTAMP(A, LLS_CS_SET1);
     if (tid < nb * K) {
         const uint64_t t = t0 + tid / K;
         const uint32_t k = tid % K;
@@ -2103,15 +2184,23 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
         uint64_t e;
         int plain = 0, have = 0;
         symm__v4_t pre[2];
-        if (small && w == blockIdx.x) /* the first unit's packets ride with its setup's loads */
+        if (small && w == blockIdx.x) { /* the first unit's packets ride with its setup's loads */
             have = ll_combine_rp_preload(A, t0, nb, glo, gn, pre);
+            LL_FSTAMP(A, LLS_CS_PRE);
+        }
         if (w != blockIdx.x) /* (the first unit's setup touches nothing the send half reads) */
             symm__block_sync();
         if (in != NULL)
             in->have = w == blockIdx.x && in->t0 == t0 && in->nb == nb;
         ll_combine_setup(A, t0, nb, u, in);
+        if (w == blockIdx.x)
+            LL_FSTAMP(A, LLS_CS_SET2);
         symm__block_sync();
         e = *se;
+        if (w == blockIdx.x) {
+            LL_FPIN64(e);
+            LL_FSTAMP(A, LLS_CS_SET3);
+        }
         for (uint32_t j = 0; j < nb; j++)
             plain |= !u->spk[j];
         if (plain) { /* plain rows: their flags waited for before any thread reads them */
@@ -2137,6 +2226,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     ll_cin_t in;
     uint32_t ro = ~0u, mi = ~0u;
     ll_stamps_begin(A);
+    if (small)
+        ll_warm_args(A);
     if (small && (A->flags & SYMM_MOE_RECV)) { /* addresses before the wait for the kernel before (PDL) */
         ll_combine_inputs_at(A, &in, &ro, &mi);
         symm__pin_u32(&ro);
@@ -2181,6 +2272,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
         if (!(A->flags & SYMM_MOE_SEND) && !small)
             symm__block_sync(); /* (the send half's barriers publish sbraw otherwise) */
         c = ll_combine_plan(A, ll_bound_use(A, small ? braw : sbraw, blockIdx.x == 0 && symm__block_tid() == 0));
+        LL_FPIN64(c.units);
+        LL_FSTAMP(A, LLS_CS_PLAN);
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, &se, &c, &u, small, small ? &in : NULL));
     }
     ll_stamps_end(A, small ? "combine-small" : "combine", se, small ? LLS_CS_END : LLS_C_END);
