@@ -22,8 +22,8 @@ STAGES = {
                        "send done", "headers seen", "routes placed", "first slice polled", "rows copied", "-",
                        "header routes counted", "end", "dependency met",
                        # the finer stamps (-DSYMM_MOE_LL_FINE_STAMPS=1)
-                       "t0 header poll", "t0 header 0 seen", "t0 warp's entries placed", "copy: route read",
-                       "copy: address", "copy: first route stored", "header address", "prologue addresses"],
+                       "t0 header poll", "t0 header 0 seen", "t0 warp's entries placed", "copy: first pair",
+                       "-", "copy: first pair stored", "header address", "prologue addresses", "copy: unit located"],
     "combine-small": ["recv loads", "loads issued", "first route read", "rows sent", "setup done", "-",
                       "packets polled", "summed", "end", "plan", "packets asked", "setup barrier",
                       "routes checked", "dependency met", "recv barrier"],

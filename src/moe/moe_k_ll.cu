@@ -331,11 +331,11 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_DS_HPOLL 15 /* thread 0's first header loads issued (receive half) */
 #define LLS_DS_H0 16    /* thread 0's warp saw its first source's header packet 0 */
 #define LLS_DS_HENT 17  /* thread 0's warp placed its sources' header entries */
-#define LLS_DS_RD 18    /* copy: thread 0 read its first route's entries from shared memory */
-#define LLS_DS_ADDR 19  /* copy: that route's row address computed */
-#define LLS_DS_ST1 20   /* copy: that route's stores issued */
+#define LLS_DS_RD 18    /* copy: thread 0's first (route, vector) pair begun (a slice spread over pairs) */
+#define LLS_DS_ST1 20   /* copy: its store issued */
 #define LLS_DS_HADDR 21 /* header block: thread 0's header entry address computed */
 #define LLS_DS_PRE 22   /* the prologue's addresses computed (before the PDL wait) */
+#define LLS_DS_UNIT 23  /* copy: the block's first unit located (its routes counted) */
 #define LLS_CS_PLAN 10  /* the receive half's plan computed */
 #define LLS_CS_PRE 11   /* the first unit's packets asked for (ll_combine_rp_preload) */
 #define LLS_CS_SET1 12  /* setup: its first barrier passed (the block's last unit) */
@@ -393,35 +393,6 @@ SYMM__DEVICE_INTERNAL void ll_stamps_end(const symm__moe_kargs_t *A, const char 
         if (e == LL_STAMP_CALL)
             ll_stamps_print(A, kernel, LL_NSTAMP);
     }
-}
-
-/* ---- the kernel arguments in the constant cache ----------------------------------------------- */
-
-#ifndef SYMM_MOE_LL_WARM_ARGS
-#define SYMM_MOE_LL_WARM_ARGS 0
-#endif
-
-/* The arguments (constant bank 0) are new to this SM's constant caches at every launch, and an
- * instruction that takes one as an operand stalls on its line's miss, one miss after another
- * through the kernel: one thread of the second warp loads a word of every 64-byte line as the
- * kernel starts (misses in flight together; the warp waits for them, no other does). */
-SYMM__DEVICE_INTERNAL void ll_warm_args(const symm__moe_kargs_t *A) {
-#if SYMM_MOE_LL_WARM_ARGS
-    if (symm__block_tid() == 32) {
-        uint32_t acc = 0;
-#pragma unroll
-        for (uint32_t o = 0; o < sizeof(symm__moe_kargs_t); o += 64) {
-            uint32_t v;
-            asm volatile("ld.param.u32 %0, [%1];" : "=r"(v) : "l"((const char *)A + o));
-            acc ^= v;
-        }
-        /* a use the compiler cannot drop (the loads would go with it) and that never stores */
-        if (acc == 0x9e3779b9u && A->nblocks == -7)
-            ll_stamps()[LL_NSTAMP - 1] = acc;
-    }
-#else
-    (void)A;
-#endif
 }
 
 /* ---- programmatic dependent launch (SYMM_MOE_PDL) ------------------------------------------ */
@@ -1121,6 +1092,23 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
 
 #define LL_HPOLL 4 /* header entries a lane polls at once */
 
+/* Vector v of a received row (data bytes d) into row `row` of local expert le: 16 bytes of x
+ * (v < nvx), else a quad of its scales. */
+SYMM__DEVICE_INTERNAL void ll_small_put_vec(const symm__moe_kargs_t *A, uint32_t le, uint32_t row, uint32_t v,
+                                            symm__v4_t d) {
+    const uint32_t nvx = A->x_bytes / 16u, cols = A->scale_cols;
+    if (v < nvx) {
+        ll_st16((char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)A->x_esz +
+                    16u * v,
+                d);
+    } else {
+        const uint32_t w[4] = {d.x, d.y, d.z, d.w};
+        for (uint32_t j = 0; j < 4 && 4u * (v - nvx) + j < cols; j++)
+            A->out_scale[(int64_t)le * A->os_stride[0] + (int64_t)row * A->os_stride[1] +
+                         (int64_t)(4u * (v - nvx) + j) * A->os_stride[2]] = symm__bits_f32(w[j]);
+    }
+}
+
 /* The receive half of a small dispatch (epoch e; ticket: the block is counted as its polls start,
  * or NULL). Its units are (source s, token slot tl, slice z), known before any header: unit u =
  * (s, tl) u / sl, slice u % sl, where sl splits a row when the pairs are fewer than the blocks.
@@ -1137,12 +1125,12 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
     const uint32_t nv = nvx + (cols + 3) / 4, cap = A->cap, pairs = n * cap;
     const uint32_t sl = pairs < B ? B / pairs : 1u, units = pairs * sl;
-    const uint64_t esz = A->x_esz;
     __shared__ uint2 rent[SYMM__MOE_SMALL_RECV]; /* [source][route]: expert | k << 24, token / dp */
     __shared__ uint32_t rrow[SYMM__MOE_SMALL_RECV]; /* [source][route]: its row at its expert */
     __shared__ uint32_t scnt[SYMM__MOE_MAX_PES], smode[SYMM__MOE_MAX_PES], hist[SYMM__MOE_THREADS];
     __shared__ uint32_t pcnt[SYMM__MOE_SMALL_RECV];  /* [source][token slot]: its routes here */
     __shared__ uint16_t pdst[SYMM__MOE_SMALL_RECV];  /* [source][token slot][kl]: those routes (rent index) */
+    __shared__ symm__v4_t sdat[SYMM__MOE_THREADS];  /* a slice's vectors, for the copy's (route, vector) pairs */
     symm__v4_t va[LL_UNROLL], vb[LL_UNROLL]; /* the first unit's first packets, loaded with the headers */
     const uint32_t kl = A->topk < L ? A->topk : L;
     uint32_t R = 0;
@@ -1285,8 +1273,11 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
         const uint32_t s = u / sl / cap, tl = u / sl % cap, z = u % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
         const char *src = ll_pslot(A, p, s, tl);
         const uint32_t nd = pcnt[s * cap + tl];
+        const int spread = hi - lo <= SYMM__MOE_THREADS;
         if (nd == 0)
             continue; /* (no route of this token comes here: its slot holds nothing of this call) */
+        if (u == blockIdx.x)
+            LL_FSTAMP(A, LLS_DS_UNIT);
         for (uint32_t v0 = lo + tid; v0 < hi; v0 += SYMM__MOE_THREADS * LL_UNROLL) {
             if (u != blockIdx.x || v0 != lo + tid) {
 #pragma unroll
@@ -1319,24 +1310,18 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             }
             if (u == blockIdx.x && v0 == lo + tid)
                 ll_stamp(A, LLS_D_ENT);
+            if (spread) { /* (its vector, for the pairs below) */
+                symm__v4_t d;
+                d.x = va[0].x;
+                d.y = va[0].z;
+                d.z = vb[0].x;
+                d.w = vb[0].z;
+                sdat[v0 - lo] = d;
+                continue;
+            }
             /* the slice into the row of every route of the token here */
             for (uint32_t di = 0; di < nd; di++) {
                 const uint32_t ri = pdst[(s * cap + tl) * kl + di];
-                uint32_t le = rent[ri].x & 0xffffffu, row = rrow[ri];
-                char *dx;
-                uint64_t dxa;
-                const int first = u == blockIdx.x && v0 == lo + tid && di == 0;
-                if (first) {
-                    LL_FPIN32(le);
-                    LL_FPIN32(row);
-                    LL_FSTAMP(A, LLS_DS_RD);
-                }
-                dxa = (uint64_t)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)esz;
-                if (first) {
-                    LL_FPIN64(dxa);
-                    LL_FSTAMP(A, LLS_DS_ADDR);
-                }
-                dx = (char *)dxa;
 #pragma unroll
                 for (int x = 0; x < LL_UNROLL; x++) {
                     const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
@@ -1347,18 +1332,25 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                     d.y = va[x].z;
                     d.z = vb[x].x;
                     d.w = vb[x].z;
-                    if (v < nvx) {
-                        ll_st16(dx + 16u * v, d);
-                    } else {
-                        const uint32_t w[4] = {d.x, d.y, d.z, d.w};
-                        for (uint32_t j = 0; j < 4 && 4u * (v - nvx) + j < cols; j++)
-                            A->out_scale[(int64_t)le * A->os_stride[0] + (int64_t)row * A->os_stride[1] +
-                                         (int64_t)(4u * (v - nvx) + j) * A->os_stride[2]] = symm__bits_f32(w[j]);
-                    }
+                    ll_small_put_vec(A, rent[ri].x & 0xffffffu, rrow[ri], v, d);
                 }
-                if (first)
+            }
+        }
+        if (spread) {
+            /* a slice of at most one vector a thread: its (route, vector) pairs spread over the
+             * block, so no thread stores its vector once per route, one route after another */
+            const uint32_t nvs = hi - lo;
+            symm__block_sync();
+            for (uint32_t q = tid; q < nd * nvs; q += SYMM__MOE_THREADS) {
+                const uint32_t ri = pdst[(s * cap + tl) * kl + q / nvs], w = q % nvs;
+                if (q == 0)
+                    LL_FSTAMP(A, LLS_DS_RD);
+                ll_small_put_vec(A, rent[ri].x & 0xffffffu, rrow[ri], lo + w, sdat[w]);
+                if (q == 0)
                     LL_FSTAMP(A, LLS_DS_ST1);
             }
+            if (u + B < units) /* (sdat is the next unit's) */
+                symm__block_sync();
         }
     }
     ll_stamp(A, LLS_D_COPY);
@@ -1531,7 +1523,6 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS)
     uint32_t ticket = 0;
     uint64_t e;
     ll_stamps_begin(A);
-    ll_warm_args(A);
     e = ll_small_dispatch(A, &ticket); /* (its prologue waits for the kernel before it: PDL) */
     if (blockIdx.x == 0 && symm__block_tid() == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
@@ -2226,8 +2217,6 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     ll_cin_t in;
     uint32_t ro = ~0u, mi = ~0u;
     ll_stamps_begin(A);
-    if (small)
-        ll_warm_args(A);
     if (small && (A->flags & SYMM_MOE_RECV)) { /* addresses before the wait for the kernel before (PDL) */
         ll_combine_inputs_at(A, &in, &ro, &mi);
         symm__pin_u32(&ro);
