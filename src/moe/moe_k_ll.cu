@@ -1092,6 +1092,26 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
 
 #define LL_HPOLL 4 /* header entries a lane polls at once */
 
+/* The receive half's split (ll_small_recv) and this block's first unit in it, arithmetic on the
+ * arguments alone (worked out before the PDL wait): sl slices a (source, token slot) pair, units
+ * in all; unit blockIdx.x is pair (s, tl), vectors lo .. hi - 1 of its row. */
+typedef struct ll_runit {
+    uint32_t sl, units, s, tl, lo, hi;
+} ll_runit_t;
+
+SYMM__DEVICE_INTERNAL ll_runit_t ll_small_unit(const symm__moe_kargs_t *A) {
+    const uint32_t cap = A->cap, pairs = (uint32_t)A->n * cap, B = gridDim.x, u = blockIdx.x;
+    const uint32_t nv = A->x_bytes / 16u + (A->scale_cols + 3) / 4;
+    ll_runit_t r;
+    r.sl = pairs < B ? B / pairs : 1u;
+    r.units = pairs * r.sl;
+    r.s = u / r.sl / cap;
+    r.tl = u / r.sl % cap;
+    r.lo = nv * (u % r.sl) / r.sl;
+    r.hi = nv * (u % r.sl + 1) / r.sl;
+    return r;
+}
+
 /* Vector v of a received row (data bytes d) into row `row` of local expert le: 16 bytes of x
  * (v < nvx), else a quad of its scales. */
 SYMM__DEVICE_INTERNAL void ll_small_put_vec(const symm__moe_kargs_t *A, uint32_t le, uint32_t row, uint32_t v,
@@ -1119,12 +1139,13 @@ SYMM__DEVICE_INTERNAL void ll_small_put_vec(const symm__moe_kargs_t *A, uint32_t
  * before it with the same expert. A unit whose token names experts here copies its slice to each
  * of their rows (loaded once); one no route names is dropped unread. Then block b counts its share
  * of the experts' rows. */
-SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket, uint32_t *hleft) {
+SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket, uint32_t *hleft,
+                                         const ll_runit_t *ru) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t n = (uint32_t)A->n, L = A->local, dp = (uint32_t)A->dp, B = gridDim.x, hmax = ll_hmax(A);
     const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
     const uint32_t nv = nvx + (cols + 3) / 4, cap = A->cap, pairs = n * cap;
-    const uint32_t sl = pairs < B ? B / pairs : 1u, units = pairs * sl;
+    const uint32_t sl = ru->sl, units = ru->units;
     __shared__ uint2 rent[SYMM__MOE_SMALL_RECV]; /* [source][route]: expert | k << 24, token / dp */
     __shared__ uint32_t rrow[SYMM__MOE_SMALL_RECV]; /* [source][route]: its row at its expert */
     __shared__ uint32_t scnt[SYMM__MOE_MAX_PES], smode[SYMM__MOE_MAX_PES], hist[SYMM__MOE_THREADS];
@@ -1135,12 +1156,11 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     const uint32_t kl = A->topk < L ? A->topk : L;
     uint32_t R = 0;
     if (blockIdx.x < units) {
-        const uint32_t u = blockIdx.x, s = u / sl / cap, tl = u / sl % cap, z = u % sl;
-        const char *src = ll_pslot(A, p, s, tl);
+        const char *src = ll_pslot(A, p, ru->s, ru->tl);
 #pragma unroll
         for (int x = 0; x < LL_UNROLL; x++) {
-            const uint32_t v = nv * z / sl + tid + (uint32_t)x * SYMM__MOE_THREADS;
-            if (v < nv * (z + 1) / sl) {
+            const uint32_t v = ru->lo + tid + (uint32_t)x * SYMM__MOE_THREADS;
+            if (v < ru->hi) {
                 va[x] = symm__c_ld16_vol(src + 32u * v);
                 vb[x] = symm__c_ld16_vol(src + 32u * v + 16u);
             }
@@ -1216,8 +1236,8 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
      * headers either way (and a packet with the tag is this call's: tags differ between the
      * calls that share a buffer). */
     if (blockIdx.x < units) {
-        const uint32_t z = blockIdx.x % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
-        const char *src = ll_pslot(A, p, blockIdx.x / sl / cap, blockIdx.x / sl % cap);
+        const uint32_t lo = ru->lo, hi = ru->hi;
+        const char *src = ll_pslot(A, p, ru->s, ru->tl);
         for (;;) { /* (hleft read before the packets: a warp leaves as the headers are in, its loads in flight) */
             uint32_t miss = 0;
             if (*(volatile uint32_t *)hleft == 0)
@@ -1241,24 +1261,35 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     ll_stamp(A, LLS_D_CNT);
     for (uint32_t s = 0; s < n; s++)
         R += scnt[s];
-    /* every route's row: the routes before it (earlier sources, earlier tokens) of its expert */
-    for (uint32_t P = tid; P < R; P += SYMM__MOE_THREADS) {
+    /* every route's row: the routes before it (earlier sources, earlier tokens) of its expert;
+     * at most 32 routes (a decode step's): one warp, a lane a route, counted by matches, not by a
+     * loop over the routes before it */
+    for (uint32_t P = tid; P < R && (R > 32u || warp == 0); P += SYMM__MOE_THREADS) {
         uint32_t s = 0, i = P, c = 0, le;
         while (i >= scnt[s]) {
             i -= scnt[s];
             s++;
         }
         le = rent[s * hmax + i].x & 0xffffffu;
-        for (uint32_t s2 = 0; s2 <= s; s2++) {
-            const uint32_t lim = s2 < s ? scnt[s2] : i;
-            for (uint32_t j = 0; j < lim; j++)
-                c += (rent[s2 * hmax + j].x & 0xffffffu) == le;
+        if (R <= 32u) {
+            const uint32_t pr = s * cap + rent[s * hmax + i].y, act = R < 32u ? (1u << R) - 1u : MOE_FULL;
+            const uint32_t below = act & ((1u << lane) - 1u), mp = __match_any_sync(act, pr);
+            c = (uint32_t)__popc(__match_any_sync(act, le) & below);
+            pdst[pr * kl + (uint32_t)__popc(mp & below)] = (uint16_t)(s * hmax + i);
+            if ((mp & below) == 0)
+                pcnt[pr] = (uint32_t)__popc(mp);
+        } else {
+            for (uint32_t s2 = 0; s2 <= s; s2++) {
+                const uint32_t lim = s2 < s ? scnt[s2] : i;
+                for (uint32_t j = 0; j < lim; j++)
+                    c += (rent[s2 * hmax + j].x & 0xffffffu) == le;
+            }
+            {
+                const uint32_t pr = s * cap + rent[s * hmax + i].y;
+                pdst[pr * kl + atomicAdd(&pcnt[pr], 1u)] = (uint16_t)(s * hmax + i);
+            }
         }
         rrow[s * hmax + i] = c;
-        {
-            const uint32_t pr = s * cap + rent[s * hmax + i].y;
-            pdst[pr * kl + atomicAdd(&pcnt[pr], 1u)] = (uint16_t)(s * hmax + i);
-        }
         if (blockIdx.x == 0) { /* the route for combine, by row and in the flat list */
             const uint32_t tl = rent[s * hmax + i].y, k = rent[s * hmax + i].x >> 24;
             const uint64_t rw = (uint64_t)s | ((uint64_t)k << 16) | (((uint64_t)tl * dp + s % dp) << 32);
@@ -1270,8 +1301,16 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     symm__block_sync();
     ll_stamp(A, LLS_D_SCAN);
     for (uint32_t u = blockIdx.x; u < units; u += B) {
-        const uint32_t s = u / sl / cap, tl = u / sl % cap, z = u % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
-        const char *src = ll_pslot(A, p, s, tl);
+        uint32_t s = ru->s, tl = ru->tl, lo = ru->lo, hi = ru->hi;
+        const char *src;
+        if (u != blockIdx.x) {
+            const uint32_t z = u % sl;
+            s = u / sl / cap;
+            tl = u / sl % cap;
+            lo = nv * z / sl;
+            hi = nv * (z + 1) / sl;
+        }
+        src = ll_pslot(A, p, s, tl);
         const uint32_t nd = pcnt[s * cap + tl];
         const int spread = hi - lo <= SYMM__MOE_THREADS;
         if (nd == 0)
@@ -1401,6 +1440,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
      * (below vhi); what = 1: a header route, 2: a row vector, 4: the row's slots */
     uint64_t ixo = 0, t = 0;
     uint32_t v = 0, vhi = 0, what = 0;
+    ll_runit_t ru = {0, 0, 0, 0, 0, 0}; /* the receive half's first unit */
     if (send && blockIdx.x == B - 1) {
         for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
             wcnt[x] = 0;
@@ -1425,6 +1465,15 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     symm__pin_u64(&t);
     symm__pin_u32(&v);
     symm__pin_u32(&what);
+    if (recv) {
+        ru = ll_small_unit(A);
+        symm__pin_u32(&ru.sl);
+        symm__pin_u32(&ru.units);
+        symm__pin_u32(&ru.s);
+        symm__pin_u32(&ru.tl);
+        symm__pin_u32(&ru.lo);
+        symm__pin_u32(&ru.hi);
+    }
     LL_FSTAMP(A, LLS_DS_PRE);
     ll_pdl_begin(A);
     ll_stamp(A, LLS_DEP);
@@ -1463,7 +1512,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
         ll_stamp(A, LLS_D_SENT);
     }
     if (recv)
-        ll_small_recv(A, e, send ? ticket : NULL, &hleft);
+        ll_small_recv(A, e, send ? ticket : NULL, &hleft, &ru);
     else if (send)
         ll_count_late(A, ticket);
     return e;
