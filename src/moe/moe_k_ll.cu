@@ -299,7 +299,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 
 /* ---- SYMM_MOE_LL_PROBE=stamps: each block's stage times ------------------------------------ */
 
-#define LL_NSTAMP 16
+#define LL_NSTAMP 24
 /* dispatch stamps (scripts/moe_ll_stamps.py names them alike) */
 #define LLS_D_PRO 1   /* the first loads issued */
 #define LLS_D_IDX 2   /* indices staged, epoch read */
@@ -326,6 +326,30 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_CS_SUM 8    /* its group summed and stored */
 #define LLS_CS_END 9
 #define LLS_DEP 14 /* the wait for the kernel before it (PDL) over, in the small kernels */
+/* finer stamps of the small kernels, compiled in with -DSYMM_MOE_LL_FINE_STAMPS=1 only (each pins
+ * the value its stage ends with, so the stamp is not taken before that value exists) */
+#define LLS_DS_HPOLL 15 /* thread 0's first header loads issued (receive half) */
+#define LLS_DS_H0 16    /* thread 0's warp saw its first source's header packet 0 */
+#define LLS_DS_HENT 17  /* thread 0's warp placed its sources' header entries */
+#define LLS_DS_RD 18    /* copy: thread 0's first (route, vector) pair begun (a slice spread over pairs) */
+#define LLS_DS_ST1 20   /* copy: its store issued */
+#define LLS_DS_HADDR 21 /* header block: thread 0's header entry address computed */
+#define LLS_DS_PRE 22   /* the prologue's addresses computed (before the PDL wait) */
+#define LLS_DS_UNIT 23  /* copy: the block's first unit located (its routes counted) */
+#define LLS_CS_PLAN 10  /* the receive half's plan computed */
+#define LLS_CS_PRE 11   /* the first unit's packets asked for (ll_combine_rp_preload) */
+#define LLS_CS_SET1 12  /* setup: its first barrier passed (the block's last unit) */
+#define LLS_CS_SET2 13  /* setup: routes checked (ll_valid, forms) */
+#define LLS_CS_SET3 15  /* the receive half's barrier after the setup passed */
+#if defined(SYMM_MOE_LL_FINE_STAMPS) && SYMM_MOE_LL_FINE_STAMPS
+#define LL_FSTAMP(A, i) ll_stamp(A, i)
+#define LL_FPIN32(x) symm__pin_u32(&(x))
+#define LL_FPIN64(x) symm__pin_u64(&(x))
+#else
+#define LL_FSTAMP(A, i) ((void)0)
+#define LL_FPIN32(x) ((void)0)
+#define LL_FPIN64(x) ((void)0)
+#endif
 #define LL_STAMP_CALL 30 /* the epoch whose stage times are printed: a timed call of symm-bench */
 
 /* The block's stamps (%globaltimer, ns), written by thread 0. */
@@ -341,7 +365,7 @@ SYMM__DEVICE_INTERNAL void ll_stamp(const symm__moe_kargs_t *A, uint32_t i) {
 }
 
 /* One line per block: "llstamp <kernel> E <experts> M <max tokens> pe <me> block <b> t0 <ns>
- * d <stage - t0, ns, -1: not reached> x 15"; scripts/moe_ll_stamps.py sums them up
+ * d <stage - t0, ns, -1: not reached> x 23"; scripts/moe_ll_stamps.py sums them up
  * (its STAGES name the stamps of each kernel). */
 SYMM__NOINLINE void ll_stamps_print(const symm__moe_kargs_t *A, const char *kernel, uint32_t nst) {
     const uint64_t *s = ll_stamps();
@@ -349,9 +373,10 @@ SYMM__NOINLINE void ll_stamps_print(const symm__moe_kargs_t *A, const char *kern
     for (uint32_t i = 0; i < LL_NSTAMP; i++)
         d[i] = i < nst && s[i] ? (long long)(s[i] - s[0]) : -1;
     printf("llstamp %s E %u M %u pe %d block %u t0 %llu d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld "
-           "%lld %lld %lld\n",
+           "%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n",
            kernel, A->experts, A->max_tokens, A->me, blockIdx.x, (unsigned long long)s[0], d[1], d[2], d[3], d[4],
-           d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15]);
+           d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[20],
+           d[21], d[22], d[23]);
 }
 
 SYMM__DEVICE_INTERNAL void ll_stamps_begin(const symm__moe_kargs_t *A) {
@@ -366,7 +391,7 @@ SYMM__DEVICE_INTERNAL void ll_stamps_end(const symm__moe_kargs_t *A, const char 
     if (A->probe == SYMM__MOE_PROBE_STAMPS && symm__block_tid() == 0) {
         ll_stamps()[last] = symm__globaltimer();
         if (e == LL_STAMP_CALL)
-            ll_stamps_print(A, kernel, last + 1);
+            ll_stamps_print(A, kernel, LL_NSTAMP);
     }
 }
 
@@ -1022,7 +1047,12 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
             for (uint32_t w = 0; w < warp; w++)
                 pos += wcnt[w * n + r];
             pos += (uint32_t)__popc(mm & ((1u << lane) - 1u));
-            ll_put_pkt1(moe_peer(A, ll_hslot(A, p, me) + 16u * (1u + pos), (int)r), (ix % L) | (k << 24), i, tag);
+            {
+                uint64_t ha = (uint64_t)moe_peer(A, ll_hslot(A, p, me) + 16u * (1u + pos), (int)r);
+                LL_FPIN64(ha);
+                LL_FSTAMP(A, LLS_DS_HADDR);
+                ll_put_pkt1((void *)ha, (ix % L) | (k << 24), i, tag);
+            }
         }
         for (uint32_t x = tid; x < n; x += SYMM__MOE_THREADS) {
             uint32_t c = 0;
@@ -1062,6 +1092,43 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
 
 #define LL_HPOLL 4 /* header entries a lane polls at once */
 
+/* The receive half's split (ll_small_recv) and this block's first unit in it, arithmetic on the
+ * arguments alone (worked out before the PDL wait): sl slices a (source, token slot) pair, units
+ * in all; unit blockIdx.x is pair (s, tl), vectors lo .. hi - 1 of its row. */
+typedef struct ll_runit {
+    uint32_t sl, units, s, tl, lo, hi;
+} ll_runit_t;
+
+SYMM__DEVICE_INTERNAL ll_runit_t ll_small_unit(const symm__moe_kargs_t *A) {
+    const uint32_t cap = A->cap, pairs = (uint32_t)A->n * cap, B = gridDim.x, u = blockIdx.x;
+    const uint32_t nv = A->x_bytes / 16u + (A->scale_cols + 3) / 4;
+    ll_runit_t r;
+    r.sl = pairs < B ? B / pairs : 1u;
+    r.units = pairs * r.sl;
+    r.s = u / r.sl / cap;
+    r.tl = u / r.sl % cap;
+    r.lo = nv * (u % r.sl) / r.sl;
+    r.hi = nv * (u % r.sl + 1) / r.sl;
+    return r;
+}
+
+/* Vector v of a received row (data bytes d) into row `row` of local expert le: 16 bytes of x
+ * (v < nvx), else a quad of its scales. */
+SYMM__DEVICE_INTERNAL void ll_small_put_vec(const symm__moe_kargs_t *A, uint32_t le, uint32_t row, uint32_t v,
+                                            symm__v4_t d) {
+    const uint32_t nvx = A->x_bytes / 16u, cols = A->scale_cols;
+    if (v < nvx) {
+        ll_st16((char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)A->x_esz +
+                    16u * v,
+                d);
+    } else {
+        const uint32_t w[4] = {d.x, d.y, d.z, d.w};
+        for (uint32_t j = 0; j < 4 && 4u * (v - nvx) + j < cols; j++)
+            A->out_scale[(int64_t)le * A->os_stride[0] + (int64_t)row * A->os_stride[1] +
+                         (int64_t)(4u * (v - nvx) + j) * A->os_stride[2]] = symm__bits_f32(w[j]);
+    }
+}
+
 /* The receive half of a small dispatch (epoch e; ticket: the block is counted as its polls start,
  * or NULL). Its units are (source s, token slot tl, slice z), known before any header: unit u =
  * (s, tl) u / sl, slice u % sl, where sl splits a row when the pairs are fewer than the blocks.
@@ -1072,28 +1139,28 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
  * before it with the same expert. A unit whose token names experts here copies its slice to each
  * of their rows (loaded once); one no route names is dropped unread. Then block b counts its share
  * of the experts' rows. */
-SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket, uint32_t *hleft) {
+SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket, uint32_t *hleft,
+                                         const ll_runit_t *ru) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t n = (uint32_t)A->n, L = A->local, dp = (uint32_t)A->dp, B = gridDim.x, hmax = ll_hmax(A);
     const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
     const uint32_t nv = nvx + (cols + 3) / 4, cap = A->cap, pairs = n * cap;
-    const uint32_t sl = pairs < B ? B / pairs : 1u, units = pairs * sl;
-    const uint64_t esz = A->x_esz;
+    const uint32_t sl = ru->sl, units = ru->units;
     __shared__ uint2 rent[SYMM__MOE_SMALL_RECV]; /* [source][route]: expert | k << 24, token / dp */
     __shared__ uint32_t rrow[SYMM__MOE_SMALL_RECV]; /* [source][route]: its row at its expert */
     __shared__ uint32_t scnt[SYMM__MOE_MAX_PES], smode[SYMM__MOE_MAX_PES], hist[SYMM__MOE_THREADS];
     __shared__ uint32_t pcnt[SYMM__MOE_SMALL_RECV];  /* [source][token slot]: its routes here */
     __shared__ uint16_t pdst[SYMM__MOE_SMALL_RECV];  /* [source][token slot][kl]: those routes (rent index) */
+    __shared__ symm__v4_t sdat[SYMM__MOE_THREADS];  /* a slice's vectors, for the copy's (route, vector) pairs */
     symm__v4_t va[LL_UNROLL], vb[LL_UNROLL]; /* the first unit's first packets, loaded with the headers */
     const uint32_t kl = A->topk < L ? A->topk : L;
     uint32_t R = 0;
     if (blockIdx.x < units) {
-        const uint32_t u = blockIdx.x, s = u / sl / cap, tl = u / sl % cap, z = u % sl;
-        const char *src = ll_pslot(A, p, s, tl);
+        const char *src = ll_pslot(A, p, ru->s, ru->tl);
 #pragma unroll
         for (int x = 0; x < LL_UNROLL; x++) {
-            const uint32_t v = nv * z / sl + tid + (uint32_t)x * SYMM__MOE_THREADS;
-            if (v < nv * (z + 1) / sl) {
+            const uint32_t v = ru->lo + tid + (uint32_t)x * SYMM__MOE_THREADS;
+            if (v < ru->hi) {
                 va[x] = symm__c_ld16_vol(src + 32u * v);
                 vb[x] = symm__c_ld16_vol(src + 32u * v + 16u);
             }
@@ -1111,11 +1178,15 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
         for (uint32_t j = 0; j < LL_HPOLL; j++)
             if (lane + 32u * j < hmax)
                 ev[j] = symm__c_ld16_vol(h + 16u * (1u + lane + 32u * j));
+        if (s == 0)
+            LL_FSTAMP(A, LLS_DS_HPOLL);
         while (!__all_sync(MOE_FULL, ll_pkt_ok(h0, tag))) {
             if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
                 t0 = symm__wait_check(&A->ctx, h, SYMM_CMP_EQ, tag, h0.y == tag ? h0.w : h0.y, t0);
             h0 = symm__c_ld16_vol(h);
         }
+        if (s == 0)
+            LL_FSTAMP(A, LLS_DS_H0);
         cnt = __shfl_sync(MOE_FULL, h0.x, 0);
         mode = __shfl_sync(MOE_FULL, h0.z, 0);
         if (lane == 0) {
@@ -1155,6 +1226,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     }
     if (warp < n) {
         __syncwarp();
+        LL_FSTAMP(A, LLS_DS_HENT);
         if (lane == 0)
             atomicSub(hleft, 1u);
     }
@@ -1164,8 +1236,8 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
      * headers either way (and a packet with the tag is this call's: tags differ between the
      * calls that share a buffer). */
     if (blockIdx.x < units) {
-        const uint32_t z = blockIdx.x % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
-        const char *src = ll_pslot(A, p, blockIdx.x / sl / cap, blockIdx.x / sl % cap);
+        const uint32_t lo = ru->lo, hi = ru->hi;
+        const char *src = ll_pslot(A, p, ru->s, ru->tl);
         for (;;) { /* (hleft read before the packets: a warp leaves as the headers are in, its loads in flight) */
             uint32_t miss = 0;
             if (*(volatile uint32_t *)hleft == 0)
@@ -1189,24 +1261,35 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     ll_stamp(A, LLS_D_CNT);
     for (uint32_t s = 0; s < n; s++)
         R += scnt[s];
-    /* every route's row: the routes before it (earlier sources, earlier tokens) of its expert */
-    for (uint32_t P = tid; P < R; P += SYMM__MOE_THREADS) {
+    /* every route's row: the routes before it (earlier sources, earlier tokens) of its expert;
+     * at most 32 routes (a decode step's): one warp, a lane a route, counted by matches, not by a
+     * loop over the routes before it */
+    for (uint32_t P = tid; P < R && (R > 32u || warp == 0); P += SYMM__MOE_THREADS) {
         uint32_t s = 0, i = P, c = 0, le;
         while (i >= scnt[s]) {
             i -= scnt[s];
             s++;
         }
         le = rent[s * hmax + i].x & 0xffffffu;
-        for (uint32_t s2 = 0; s2 <= s; s2++) {
-            const uint32_t lim = s2 < s ? scnt[s2] : i;
-            for (uint32_t j = 0; j < lim; j++)
-                c += (rent[s2 * hmax + j].x & 0xffffffu) == le;
+        if (R <= 32u) {
+            const uint32_t pr = s * cap + rent[s * hmax + i].y, act = R < 32u ? (1u << R) - 1u : MOE_FULL;
+            const uint32_t below = act & ((1u << lane) - 1u), mp = __match_any_sync(act, pr);
+            c = (uint32_t)__popc(__match_any_sync(act, le) & below);
+            pdst[pr * kl + (uint32_t)__popc(mp & below)] = (uint16_t)(s * hmax + i);
+            if ((mp & below) == 0)
+                pcnt[pr] = (uint32_t)__popc(mp);
+        } else {
+            for (uint32_t s2 = 0; s2 <= s; s2++) {
+                const uint32_t lim = s2 < s ? scnt[s2] : i;
+                for (uint32_t j = 0; j < lim; j++)
+                    c += (rent[s2 * hmax + j].x & 0xffffffu) == le;
+            }
+            {
+                const uint32_t pr = s * cap + rent[s * hmax + i].y;
+                pdst[pr * kl + atomicAdd(&pcnt[pr], 1u)] = (uint16_t)(s * hmax + i);
+            }
         }
         rrow[s * hmax + i] = c;
-        {
-            const uint32_t pr = s * cap + rent[s * hmax + i].y;
-            pdst[pr * kl + atomicAdd(&pcnt[pr], 1u)] = (uint16_t)(s * hmax + i);
-        }
         if (blockIdx.x == 0) { /* the route for combine, by row and in the flat list */
             const uint32_t tl = rent[s * hmax + i].y, k = rent[s * hmax + i].x >> 24;
             const uint64_t rw = (uint64_t)s | ((uint64_t)k << 16) | (((uint64_t)tl * dp + s % dp) << 32);
@@ -1218,11 +1301,22 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     symm__block_sync();
     ll_stamp(A, LLS_D_SCAN);
     for (uint32_t u = blockIdx.x; u < units; u += B) {
-        const uint32_t s = u / sl / cap, tl = u / sl % cap, z = u % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
-        const char *src = ll_pslot(A, p, s, tl);
+        uint32_t s = ru->s, tl = ru->tl, lo = ru->lo, hi = ru->hi;
+        const char *src;
+        if (u != blockIdx.x) {
+            const uint32_t z = u % sl;
+            s = u / sl / cap;
+            tl = u / sl % cap;
+            lo = nv * z / sl;
+            hi = nv * (z + 1) / sl;
+        }
+        src = ll_pslot(A, p, s, tl);
         const uint32_t nd = pcnt[s * cap + tl];
+        const int spread = hi - lo <= SYMM__MOE_THREADS;
         if (nd == 0)
             continue; /* (no route of this token comes here: its slot holds nothing of this call) */
+        if (u == blockIdx.x)
+            LL_FSTAMP(A, LLS_DS_UNIT);
         for (uint32_t v0 = lo + tid; v0 < hi; v0 += SYMM__MOE_THREADS * LL_UNROLL) {
             if (u != blockIdx.x || v0 != lo + tid) {
 #pragma unroll
@@ -1255,12 +1349,18 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             }
             if (u == blockIdx.x && v0 == lo + tid)
                 ll_stamp(A, LLS_D_ENT);
+            if (spread) { /* (its vector, for the pairs below) */
+                symm__v4_t d;
+                d.x = va[0].x;
+                d.y = va[0].z;
+                d.z = vb[0].x;
+                d.w = vb[0].z;
+                sdat[v0 - lo] = d;
+                continue;
+            }
             /* the slice into the row of every route of the token here */
             for (uint32_t di = 0; di < nd; di++) {
                 const uint32_t ri = pdst[(s * cap + tl) * kl + di];
-                const uint32_t le = rent[ri].x & 0xffffffu, row = rrow[ri];
-                char *dx;
-                dx = (char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)esz;
 #pragma unroll
                 for (int x = 0; x < LL_UNROLL; x++) {
                     const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
@@ -1271,16 +1371,25 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                     d.y = va[x].z;
                     d.z = vb[x].x;
                     d.w = vb[x].z;
-                    if (v < nvx) {
-                        ll_st16(dx + 16u * v, d);
-                    } else {
-                        const uint32_t w[4] = {d.x, d.y, d.z, d.w};
-                        for (uint32_t j = 0; j < 4 && 4u * (v - nvx) + j < cols; j++)
-                            A->out_scale[(int64_t)le * A->os_stride[0] + (int64_t)row * A->os_stride[1] +
-                                         (int64_t)(4u * (v - nvx) + j) * A->os_stride[2]] = symm__bits_f32(w[j]);
-                    }
+                    ll_small_put_vec(A, rent[ri].x & 0xffffffu, rrow[ri], v, d);
                 }
             }
+        }
+        if (spread) {
+            /* a slice of at most one vector a thread: its (route, vector) pairs spread over the
+             * block, so no thread stores its vector once per route, one route after another */
+            const uint32_t nvs = hi - lo;
+            symm__block_sync();
+            for (uint32_t q = tid; q < nd * nvs; q += SYMM__MOE_THREADS) {
+                const uint32_t ri = pdst[(s * cap + tl) * kl + q / nvs], w = q % nvs;
+                if (q == 0)
+                    LL_FSTAMP(A, LLS_DS_RD);
+                ll_small_put_vec(A, rent[ri].x & 0xffffffu, rrow[ri], lo + w, sdat[w]);
+                if (q == 0)
+                    LL_FSTAMP(A, LLS_DS_ST1);
+            }
+            if (u + B < units) /* (sdat is the next unit's) */
+                symm__block_sync();
         }
     }
     ll_stamp(A, LLS_D_COPY);
@@ -1331,6 +1440,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
      * (below vhi); what = 1: a header route, 2: a row vector, 4: the row's slots */
     uint64_t ixo = 0, t = 0;
     uint32_t v = 0, vhi = 0, what = 0;
+    ll_runit_t ru = {0, 0, 0, 0, 0, 0}; /* the receive half's first unit */
     if (send && blockIdx.x == B - 1) {
         for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
             wcnt[x] = 0;
@@ -1355,6 +1465,16 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     symm__pin_u64(&t);
     symm__pin_u32(&v);
     symm__pin_u32(&what);
+    if (recv) {
+        ru = ll_small_unit(A);
+        symm__pin_u32(&ru.sl);
+        symm__pin_u32(&ru.units);
+        symm__pin_u32(&ru.s);
+        symm__pin_u32(&ru.tl);
+        symm__pin_u32(&ru.lo);
+        symm__pin_u32(&ru.hi);
+    }
+    LL_FSTAMP(A, LLS_DS_PRE);
     ll_pdl_begin(A);
     ll_stamp(A, LLS_DEP);
     /* every load goes out before any shared store that needs one (a warp stalls at such a store, and
@@ -1392,7 +1512,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
         ll_stamp(A, LLS_D_SENT);
     }
     if (recv)
-        ll_small_recv(A, e, send ? ticket : NULL, &hleft);
+        ll_small_recv(A, e, send ? ticket : NULL, &hleft, &ru);
     else if (send)
         ll_count_late(A, ticket);
     return e;
@@ -2080,6 +2200,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t
             mode = MOE_U32(A, ll_mode)[g0 + (uint32_t)(t % dp)];
     }
     symm__block_sync();
+    LL_FSTAMP(A, LLS_CS_SET1);
     if (tid < nb * K) {
         const uint64_t t = t0 + tid / K;
         const uint32_t k = tid % K;
@@ -2103,15 +2224,23 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
         uint64_t e;
         int plain = 0, have = 0;
         symm__v4_t pre[2];
-        if (small && w == blockIdx.x) /* the first unit's packets ride with its setup's loads */
+        if (small && w == blockIdx.x) { /* the first unit's packets ride with its setup's loads */
             have = ll_combine_rp_preload(A, t0, nb, glo, gn, pre);
+            LL_FSTAMP(A, LLS_CS_PRE);
+        }
         if (w != blockIdx.x) /* (the first unit's setup touches nothing the send half reads) */
             symm__block_sync();
         if (in != NULL)
             in->have = w == blockIdx.x && in->t0 == t0 && in->nb == nb;
         ll_combine_setup(A, t0, nb, u, in);
+        if (w == blockIdx.x)
+            LL_FSTAMP(A, LLS_CS_SET2);
         symm__block_sync();
         e = *se;
+        if (w == blockIdx.x) {
+            LL_FPIN64(e);
+            LL_FSTAMP(A, LLS_CS_SET3);
+        }
         for (uint32_t j = 0; j < nb; j++)
             plain |= !u->spk[j];
         if (plain) { /* plain rows: their flags waited for before any thread reads them */
@@ -2181,6 +2310,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
         if (!(A->flags & SYMM_MOE_SEND) && !small)
             symm__block_sync(); /* (the send half's barriers publish sbraw otherwise) */
         c = ll_combine_plan(A, ll_bound_use(A, small ? braw : sbraw, blockIdx.x == 0 && symm__block_tid() == 0));
+        LL_FPIN64(c.units);
+        LL_FSTAMP(A, LLS_CS_PLAN);
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, &se, &c, &u, small, small ? &in : NULL));
     }
     ll_stamps_end(A, small ? "combine-small" : "combine", se, small ? LLS_CS_END : LLS_C_END);
