@@ -28,6 +28,7 @@ held by a spinning kernel).
 """
 import argparse
 import ctypes
+import os
 import statistics
 import sys
 import time
@@ -35,6 +36,9 @@ import time
 import torch
 import triton
 import triton.language as tl
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from symm import timing  # noqa: E402  (the examples' CUDA-event window; no libsymm needed)
 
 MIB = 1 << 20
 # (name, M, N, K, bytes the PE's communication writes into it on 4 PEs)
@@ -105,20 +109,9 @@ def batch_copier():
     return copy
 
 
-def med(xs):
-    return statistics.median(xs)
-
-
 def timed(fn, reps):
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) * 1000.0)
-    return med(out)
+    """Median over reps CUDA-event windows of one fn() call, us."""
+    return statistics.median(timing.window_us(fn) for _ in range(reps))
 
 
 def runs_beside_spin(dev, sms, copy):
@@ -224,7 +217,7 @@ def main():
             if not torch.equal(dst, src):
                 print("FAIL: %s %s: the copy is wrong" % (name, kind))
                 return 1
-            t_both, t_beside = med(both), med(beside)
+            t_both, t_beside = statistics.median(both), statistics.median(beside)
             label = "%s %d" % (kind, S)
             row = "| %s | %dx%dx%d | %d | %s | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |" % (
                 name, M, N, K, nbytes // MIB, label, t_gemm, t_copy, t_both, t_beside, t_beside / t_gemm,
