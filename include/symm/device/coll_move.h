@@ -251,15 +251,24 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_pieces(
  * Chained broadcast inside one slot: the PEs form a chain from the root,
  * root -> root + 1 -> ... -> root - 1 (mod n). Each warp of the block owns a
  * contiguous part of the slot's share [lo, hi) (16-byte units) and moves it
- * on its own, with no block barrier: the root copies its part from src into
- * the next PE's dst in batches of 512 bytes, then 1, 2, 4 KiB ... up to
- * `chunk` bytes; every middle PE's warp waits until its predecessor's warp
- * has released more of the part, copies everything released so far (at most
- * `chunk` bytes) from its own dst into the next PE's dst, and releases that
- * much there; the last PE only receives (the caller's end handshake covers
+ * on its own, with no block barrier. Where the next PE forwards (n >= 3), the
+ * root copies its part from src into the next PE's dst in batches and
+ * releases each; every middle PE's warp waits until its predecessor's warp
+ * has released more of the part, copies what was released (at most a
+ * batch) from its own dst into the next PE's dst, and releases that much
+ * there. The PE before the last copies whatever has landed, with no
+ * release; the last PE only receives (the caller's end handshake covers
  * what landed in it). The root stores each vector it loads into its own dst
  * too (unless in place), so src is read once. Every dst byte is written
  * once, by one PE.
+ *
+ * Batches: a byte waits at each hop until the batch holding it is complete,
+ * and all warps move their batches at once, so the chain's fill and drain
+ * cost n - 2 times (warps x batch) bytes: a warp's part / (16 (n - 2)) per
+ * batch keeps that near 1/16 of a launch's bytes at every n (64 MiB over 128
+ * blocks of 16 warps: 1 KiB at 4 PEs), at least 512 bytes (one vector a
+ * lane) and at most `chunk`. A release (a fence over NVLink) stalls only its
+ * warp; the block's other warps keep their loads in flight.
  *
  * Progress words: the 64 kind-2 words of a slot and parity hold one 8-byte
  * word per warp (so at most SYMM__C_CHAIN_WARPS warps move data): the call's
@@ -268,27 +277,21 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_pieces(
  * barrier over the lanes that made the stores it covers, polled with
  * ld.acquire.sys by lane 0, then a warp barrier (so every lane's loads come
  * after the acquire) and a shuffle that hands the count to the lanes. A larger
- * count covers every earlier batch (lane 0's releases are in program order),
- * so a reader that sees several batches at once copies them in one go; an
- * earlier call's word carries another flag. One writer (the predecessor's
+ * count covers every earlier batch (lane 0's releases are in program order);
+ * an earlier call's word carries another flag. One writer (the predecessor's
  * warp) per word in a call.
  *
- * Why: a block that waits, copies one chunk and releases it between block
- * barriers keeps one or two 16-byte loads per thread in flight and stalls
- * all its warps for each release (a fence over NVLink); here each warp has
- * eight loads a lane in flight (symm__c_chain_copy) and stalls alone, and
- * once the chain is full a batch holds many chunks' worth, so releases are
- * few. The fill costs n - 2 small first batches, not n - 2 chunks of a
- * block's share. Per data byte every GPU moves at most 1 byte out and 1 in,
- * as in the direct form, but each GPU stores to one peer only and is stored
- * into by one peer only (the pattern of NCCL's ring broadcast, 351 GB/s
- * busbw at 256 MiB on 4x H200, and of one SM copy into one peer, 368 GB/s),
- * where the direct form's root spreads every piece over n - 1 targets and
- * each non-root is written by up to n - 1 senders at once (308.5 GB/s).
+ * Why: per data byte every GPU moves at most 1 byte out and 1 in, as in the
+ * direct form, but each GPU stores to one peer only and is stored into by
+ * one peer only (the pattern of NCCL's ring broadcast, 351 GB/s busbw at 256
+ * MiB on 4x H200, and of one SM copy into one peer, 368 GB/s), where the
+ * direct form's root spreads every piece over n - 1 targets and each
+ * non-root is written by up to n - 1 senders at once (308.5 GB/s).
  */
 #define SYMM__C_CHAIN_WARPS (SYMM_COLL_MAX_PES / 2) /* two kind-2 words per warp's progress word */
 #define SYMM__C_CHAIN_DEPTH 8                         /* 16-byte loads in flight per lane */
-#define SYMM__C_CHAIN_FIRST 32u                       /* the root's first batch: 512 bytes */
+#define SYMM__C_CHAIN_HOP_BATCHES 16u                 /* batches of a warp's part per forwarding hop */
+#define SYMM__C_CHAIN_MIN_BATCH 32u                   /* units: 512 bytes, a vector a lane */
 
 /* One warp copies nb bytes from s to d (the next PE's dst) and, with two,
  * to d2 too (the root's own dst, local). All addresses 16-byte aligned: each
@@ -336,7 +339,8 @@ SYMM__DEVICE_INTERNAL void symm__c_chain_copy(char *d, char *d2, const char *s, 
 /* The chain over [lo, hi) of one slot, batches of at most `chunk` bytes a
  * warp (rounded up to 16). Blocks of whole warps (the stream kernel's 512
  * threads); warps beyond SYMM__C_CHAIN_WARPS, and the lanes of a partial
- * last warp, take no part. */
+ * last warp, take no part. The batch is this PE's choice alone: a reader
+ * takes whatever count it finds. */
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_chain(
     const symm_ctx_t *ctx, const symm__coll_ws_t *ws, const symm__c_xs_t *x, char *dst, const char *src,
     uint64_t lo, uint64_t hi, int root, uint64_t chunk, symm__c_ep_t e, uint32_t slot) {
@@ -347,7 +351,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_chain(
     int two = pos == 0 && dst != src;
     uint32_t t = symm__block_tid(), lane = t & 31u, w = t >> 5, nw = symm__block_nthreads() >> 5;
     uint64_t units = hi > lo ? (hi - lo + 15) / 16 : 0, a, b, wlo, whi;
-    uint32_t wu, cap, step, done = 0, upto;
+    uint32_t wu, batch, done = 0, upto;
     const char *from = pos == 0 ? src : dst;
     char *out;
     uint64_t *inw, *outw = NULL;
@@ -361,8 +365,15 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_chain(
     wu = (uint32_t)(b - a);
     wlo = lo + 16 * a;
     whi = lo + 16 * b < hi ? lo + 16 * b : hi;
-    cap = chunk >= ((uint64_t)1 << 34) ? 1u << 30 : chunk < 16 ? 1u : (uint32_t)((chunk + 15) / 16);
-    step = fwd && pos == 0 && SYMM__C_CHAIN_FIRST < cap ? SYMM__C_CHAIN_FIRST : cap;
+    batch = wu; /* no release to make: the whole part at once */
+    if (fwd) {
+        uint64_t c = chunk < 16 ? 1 : (chunk + 15) / 16;
+        batch = wu / (SYMM__C_CHAIN_HOP_BATCHES * (uint32_t)(n - 2));
+        if (batch < SYMM__C_CHAIN_MIN_BATCH)
+            batch = SYMM__C_CHAIN_MIN_BATCH;
+        if (batch > c)
+            batch = (uint32_t)c;
+    }
     out = n > 1 ? symm__c_xaddr(x, dst, next, 1) : NULL; /* one PE: only the root's own copy */
     inw = (uint64_t *)symm__c_flag(ws, SYMM__C_KIND_PIECE, e.par, slot, 2 * (int)w);
     if (fwd)
@@ -370,8 +381,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_chain(
     while (done < wu) {
         uint64_t blo, bhi;
         if (pos == 0) {
-            upto = wu - done > step ? done + step : wu;
-            step = step < cap / 2 ? 2 * step : cap;
+            upto = wu - done > batch ? done + batch : wu;
         } else {
             uint32_t got = 0;
             if (lane == 0)
@@ -379,8 +389,8 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_chain(
             symm__warp_sync(); /* orders every lane's loads after lane 0's acquire */
             got = symm__warp_bcast0(got);
             upto = got > wu ? wu : got;
-            if (upto - done > cap)
-                upto = done + cap;
+            if (upto - done > batch)
+                upto = done + batch;
         }
         blo = wlo + 16 * (uint64_t)done;
         bhi = wlo + 16 * (uint64_t)upto < whi ? wlo + 16 * (uint64_t)upto : whi;
