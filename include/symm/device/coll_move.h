@@ -250,36 +250,38 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_pieces(
 /*
  * Chained broadcast inside one slot: the PEs form a chain from the root,
  * root -> root + 1 -> ... -> root - 1 (mod n). Each warp of the block owns a
- * contiguous part of the slot's share [lo, hi) (16-byte units) and moves it
- * on its own, with no block barrier. Where the next PE forwards (n >= 3), the
- * root copies its part from src into the next PE's dst in batches and
- * releases each; every middle PE's warp waits until its predecessor's warp
- * has released more of the part, copies what was released (at most a
- * batch) from its own dst into the next PE's dst, and releases that much
- * there. The PE before the last copies whatever has landed, with no
- * release; the last PE only receives (the caller's end handshake covers
- * what landed in it). The root stores each vector it loads into its own dst
- * too (unless in place), so src is read once. Every dst byte is written
- * once, by one PE.
+ * contiguous part of the slot's share [lo, hi) (16-byte units) and copies
+ * it with eight 16-byte loads a lane in flight (symm__c_chain_copy). Where
+ * the next PE forwards (n >= 3), the block moves in batches: batch k is
+ * every warp's k-th piece of its part; each warp waits for the batch itself
+ * (no barrier), copies its piece into the next PE's dst (the root from src,
+ * storing each vector into its own dst too unless in place; a middle PE from
+ * its own dst), and after a block barrier thread 0 releases the batch there
+ * while the other warps go on with the next one. The PE before the last
+ * releases nothing: each warp copies whatever has landed of its part; with
+ * 2 PEs the root's warps copy their parts in one go. The last PE only
+ * receives (the caller's end handshake covers what landed in it). Every dst
+ * byte is written once, by one PE.
  *
- * Batches: a byte waits at each hop until the batch holding it is complete,
- * and all warps move their batches at once, so the chain's fill and drain
- * cost n - 2 times (warps x batch) bytes: a warp's part / (16 (n - 2)) per
- * batch keeps that near 1/16 of a launch's bytes at every n (64 MiB over 128
- * blocks of 16 warps: 1 KiB at 4 PEs), at least 512 bytes (one vector a
- * lane) and at most `chunk`. A release (a fence over NVLink) stalls only its
- * warp; the block's other warps keep their loads in flight.
+ * Batches: each release is a system-scope fence, and fences are costly
+ * (with 3 PEs sharing one H200, a release per 512 bytes a warp made the
+ * chain 8 times slower than a release per 6 KiB a warp: about 12.5 ns of
+ * the GPU's time per fence), so a block releases `chunk` bytes at a time
+ * (64 MiB over 128 blocks, 32 KiB batches: 2048 releases). A byte waits at
+ * each hop until its batch is complete while every block moves a batch at
+ * once, so the fill and drain cost n - 2 times (blocks x batch) bytes (4
+ * MiB a hop there); a block takes at least SYMM__C_CHAIN_MIN_BATCHES
+ * batches, so small calls do not turn into store and forward.
  *
- * Progress words: the 64 kind-2 words of a slot and parity hold one 8-byte
- * word per warp (so at most SYMM__C_CHAIN_WARPS warps move data): the call's
- * flag in the high half, the 16-byte units of the warp's part released so
- * far in the low half, stored with st.release.sys by lane 0 after a warp
- * barrier over the lanes that made the stores it covers, polled with
- * ld.acquire.sys by lane 0, then a warp barrier (so every lane's loads come
- * after the acquire) and a shuffle that hands the count to the lanes. A larger
- * count covers every earlier batch (lane 0's releases are in program order);
- * an earlier call's word carries another flag. One writer (the predecessor's
- * warp) per word in a call.
+ * Progress word: kind-2 words 0 and 1 of the slot and parity, one 8-byte
+ * word: the call's flag in the high half, the 16-byte units of each warp's
+ * part released so far in the low half, stored with st.release.sys by
+ * thread 0 after the block barrier (cumulative: it covers every warp's
+ * stores), polled with ld.acquire.sys by lane 0 of each warp, then a warp
+ * barrier (so every lane's loads come after the acquire) and a shuffle that
+ * hands the count to the lanes. A larger count covers every earlier batch;
+ * an earlier call's word carries another flag. One writer (the
+ * predecessor's thread 0) per word in a call.
  *
  * Why: per data byte every GPU moves at most 1 byte out and 1 in, as in the
  * direct form, but each GPU stores to one peer only and is stored into by
@@ -288,17 +290,15 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_pieces(
  * direct form's root spreads every piece over n - 1 targets and each
  * non-root is written by up to n - 1 senders at once (308.5 GB/s).
  */
-#define SYMM__C_CHAIN_WARPS (SYMM_COLL_MAX_PES / 2) /* two kind-2 words per warp's progress word */
-#define SYMM__C_CHAIN_DEPTH 8                         /* 16-byte loads in flight per lane */
-#define SYMM__C_CHAIN_HOP_BATCHES 16u                 /* batches of a warp's part per forwarding hop */
-#define SYMM__C_CHAIN_MIN_BATCH 32u                   /* units: 512 bytes, a vector a lane */
+#define SYMM__C_CHAIN_DEPTH 8            /* 16-byte loads in flight per lane */
+#define SYMM__C_CHAIN_MIN_BATCHES 8u    /* a block's batches, at least (where it has the units) */
 
 /* One warp copies nb bytes from s to d (the next PE's dst) and, with two,
  * to d2 too (the root's own dst, local). All addresses 16-byte aligned: each
  * lane loads SYMM__C_CHAIN_DEPTH vectors before it stores them (4 KiB a
- * warp per round); otherwise symm__copy's general path. */
-SYMM__DEVICE_INTERNAL void symm__c_chain_copy(char *d, char *d2, const char *s, uint64_t nb, uint32_t lane,
-                                              int two) {
+ * warp per round); otherwise symm__copy's general path. Not inlined: its 32
+ * data registers inlined into the chain made the kernel spill. */
+SYMM__NOINLINE void symm__c_chain_copy(char *d, char *d2, const char *s, uint64_t nb, uint32_t lane, int two) {
     uint64_t nv = nb >> 4, i = lane;
     symm__v4_t v[SYMM__C_CHAIN_DEPTH];
     if ((((uintptr_t)d | (uintptr_t)s | (two ? (uintptr_t)d2 : 0u)) & 15u) != 0) {
@@ -336,77 +336,95 @@ SYMM__DEVICE_INTERNAL void symm__c_chain_copy(char *d, char *d2, const char *s, 
     }
 }
 
-/* The chain over [lo, hi) of one slot, batches of at most `chunk` bytes a
- * warp (rounded up to 16). Blocks of whole warps (the stream kernel's 512
- * threads); warps beyond SYMM__C_CHAIN_WARPS, and the lanes of a partial
- * last warp, take no part. The batch is this PE's choice alone: a reader
- * takes whatever count it finds. */
+/* Lane 0 waits until the chain's progress word counts more than `done`
+ * units (acquire); every lane gets the count. */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT uint32_t symm__c_chain_wait(const symm_ctx_t *ctx, const uint64_t *w,
+                                                                   uint32_t flag, uint32_t done, int from,
+                                                                   uint32_t lane) {
+    uint32_t got = 0;
+    if (lane == 0)
+        got = symm__c_wait_count_from(ctx, w, flag, done, from);
+    symm__warp_sync(); /* orders every lane's loads after lane 0's acquire */
+    return symm__warp_bcast0(got);
+}
+
+/* The chain over [lo, hi) of one slot, batches of `chunk` bytes a block
+ * (rounded to whole units a warp). Blocks of whole warps (the stream kernel's 512 threads). The batch
+ * depends only on the sizes, n and chunk, the same on every PE. */
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_chain(
     const symm_ctx_t *ctx, const symm__coll_ws_t *ws, const symm__c_xs_t *x, char *dst, const char *src,
     uint64_t lo, uint64_t hi, int root, uint64_t chunk, symm__c_ep_t e, uint32_t slot) {
     int me = ctx->my_pe, n = ctx->n_pes;
     int pos = (me - root + n) % n; /* 0: the root; n - 1: the last */
     int next = me + 1 < n ? me + 1 : 0, prev = me > 0 ? me - 1 : n - 1;
-    int fwd = pos < n - 2;         /* the next PE forwards: release to it */
     int two = pos == 0 && dst != src;
     uint32_t t = symm__block_tid(), lane = t & 31u, w = t >> 5, nw = symm__block_nthreads() >> 5;
     uint64_t units = hi > lo ? (hi - lo + 15) / 16 : 0, a, b, wlo, whi;
-    uint32_t wu, batch, done = 0, upto;
+    uint32_t wu, per, batch, done = 0, upto;
     const char *from = pos == 0 ? src : dst;
     char *out;
-    uint64_t *inw, *outw = NULL;
-    if (nw > SYMM__C_CHAIN_WARPS)
-        nw = SYMM__C_CHAIN_WARPS;
-    if ((n > 1 && pos == n - 1) || w >= nw)
+    uint64_t *inw;
+    if ((n > 1 && pos == n - 1) || nw == 0)
         return;
-    symm__c_split(units, nw, w, &a, &b);
+    symm__c_split(units, nw, w < nw ? w : nw, &a, &b); /* a partial last warp: nothing */
     /* counts in 16-byte units: a launch moves at most one staging piece,
      * far below 2^32 units a warp */
     wu = (uint32_t)(b - a);
+    per = (uint32_t)((units + nw - 1) / nw); /* the largest part */
     wlo = lo + 16 * a;
     whi = lo + 16 * b < hi ? lo + 16 * b : hi;
-    batch = wu; /* no release to make: the whole part at once */
-    if (fwd) {
-        uint64_t c = chunk < 16 ? 1 : (chunk + 15) / 16;
-        batch = wu / (SYMM__C_CHAIN_HOP_BATCHES * (uint32_t)(n - 2));
-        if (batch < SYMM__C_CHAIN_MIN_BATCH)
-            batch = SYMM__C_CHAIN_MIN_BATCH;
-        if (batch > c)
-            batch = (uint32_t)c;
-    }
     out = n > 1 ? symm__c_xaddr(x, dst, next, 1) : NULL; /* one PE: only the root's own copy */
-    inw = (uint64_t *)symm__c_flag(ws, SYMM__C_KIND_PIECE, e.par, slot, 2 * (int)w);
-    if (fwd)
-        outw = (uint64_t *)symm__c_peer(ctx, inw, next);
-    while (done < wu) {
+    inw = (uint64_t *)symm__c_flag(ws, SYMM__C_KIND_PIECE, e.par, slot, 0);
+    if (out == NULL) {
+        if (dst != src && hi > lo)
+            symm__copy(dst + lo, src + lo, hi - lo, t, symm__block_nthreads(), 0);
+        return;
+    }
+    if (pos < n - 2) {
+        /* released batch by batch: the block's batch in units a warp */
+        uint64_t bw = chunk < 16 * (uint64_t)nw ? 1 : chunk / (16 * (uint64_t)nw);
+        uint64_t most = per / SYMM__C_CHAIN_MIN_BATCHES;
+        uint64_t *outw = (uint64_t *)symm__c_peer(ctx, inw, next);
+        if (bw > most)
+            bw = most > 0 ? most : 1;
+        batch = (uint32_t)bw;
+        for (upto = batch < per ? batch : per; done < per; upto = per - upto > batch ? upto + batch : per) {
+            uint32_t mlo = done < wu ? done : wu, mhi = upto < wu ? upto : wu;
+            if (pos > 0 && w < nw)
+                symm__c_chain_wait(ctx, inw, e.flag, upto - 1, prev, lane);
+            if (mhi > mlo) {
+                uint64_t blo = wlo + 16 * (uint64_t)mlo, bhi = wlo + 16 * (uint64_t)mhi;
+                if (bhi > whi)
+                    bhi = whi;
+                if (two)
+                    symm__c_chain_copy(out + blo, dst + blo, from + blo, bhi - blo, lane, 1);
+                else
+                    symm__c_chain_copy(out + blo, NULL, from + blo, bhi - blo, lane, 0);
+            }
+            symm__block_sync(); /* the release below covers every warp's stores */
+            if (t == 0)
+                symm__c_st8_release(outw, (uint64_t)e.flag << 32 | upto);
+            done = upto;
+        }
+        return;
+    }
+    if (w >= nw)
+        return;
+    while (done < wu) { /* 2 PEs, or the PE before the last: nothing to release */
         uint64_t blo, bhi;
         if (pos == 0) {
-            upto = wu - done > batch ? done + batch : wu;
+            upto = wu;
         } else {
-            uint32_t got = 0;
-            if (lane == 0)
-                got = symm__c_wait_count_from(ctx, inw, e.flag, done, prev);
-            symm__warp_sync(); /* orders every lane's loads after lane 0's acquire */
-            got = symm__warp_bcast0(got);
-            upto = got > wu ? wu : got;
-            if (upto - done > batch)
-                upto = done + batch;
+            upto = symm__c_chain_wait(ctx, inw, e.flag, done, prev, lane);
+            if (upto > wu)
+                upto = wu;
         }
         blo = wlo + 16 * (uint64_t)done;
         bhi = wlo + 16 * (uint64_t)upto < whi ? wlo + 16 * (uint64_t)upto : whi;
-        if (out == NULL) {
-            if (dst != src)
-                symm__copy(dst + blo, src + blo, bhi - blo, lane, 32, 0);
-        } else if (two) {
+        if (two)
             symm__c_chain_copy(out + blo, dst + blo, from + blo, bhi - blo, lane, 1);
-        } else {
+        else
             symm__c_chain_copy(out + blo, NULL, from + blo, bhi - blo, lane, 0);
-        }
-        if (fwd) {
-            symm__warp_sync(); /* the release below covers every lane's stores */
-            if (lane == 0)
-                symm__c_st8_release(outw, (uint64_t)e.flag << 32 | upto);
-        }
         done = upto;
     }
 }
