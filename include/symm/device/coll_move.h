@@ -265,8 +265,8 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_pieces(
  *
  * Batches: each release is a system-scope fence, and fences are costly
  * (with 3 PEs sharing one H200, a release per 512 bytes a warp made the
- * chain 8 times slower than a release per 6 KiB a warp: about 12.5 ns of
- * the GPU's time per fence), so a block releases `chunk` bytes at a time
+ * chain 8 times slower than a release per 6 KiB a warp; the time grew by
+ * about 12.5 ns per release), so a block releases `chunk` bytes at a time
  * (64 MiB over 128 blocks, 32 KiB batches: 2048 releases). A byte waits at
  * each hop until its batch is complete while every block moves a batch at
  * once, so the fill and drain cost n - 2 times (blocks x batch) bytes (4
