@@ -75,7 +75,7 @@
       "broadcast: the copy-engine pipeline from this (symmetric recv)")                          \
     X(bcast_chain_min, SYMM__NEVER, SYMM__NEVER, SYMM__NEVER,                                      \
       "broadcast: the chain (root -> next -> ... SM stores, batch by batch) from this")          \
-    X(bcast_chain_chunk, SYMM__KIB(32), SYMM__KIB(32), SYMM__KIB(32),                              \
+    X(bcast_chain_chunk, SYMM__KIB(128), SYMM__KIB(128), SYMM__KIB(32),                            \
       "broadcast chain: bytes a block passes on per release (from 3 PEs)")                      \
     X(ce_chunk, SYMM__MIB(8), SYMM__MIB(8), SYMM__MIB(8),                                         \
       "copy-engine pipelines: bytes per chunk (of each piece for the reduce-scatter)")

@@ -263,15 +263,16 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_pieces(
  * receives (the caller's end handshake covers what landed in it). Every dst
  * byte is written once, by one PE.
  *
- * Batches: each release is a system-scope fence, and fences are costly
- * (with 3 PEs sharing one H200, a release per 512 bytes a warp made the
- * chain 8 times slower than a release per 6 KiB a warp; the time grew by
- * about 12.5 ns per release), so a block releases `chunk` bytes at a time
- * (64 MiB over 128 blocks, 32 KiB batches: 2048 releases). A byte waits at
- * each hop until its batch is complete while every block moves a batch at
- * once, so the fill and drain cost n - 2 times (blocks x batch) bytes (4
- * MiB a hop there); a block takes at least SYMM__C_CHAIN_MIN_BATCHES
- * batches, so small calls do not turn into store and forward.
+ * Batches: a batch costs a fixed time (the release is a system-scope fence,
+ * then the next PE's poll) besides its bytes, and a byte waits at each hop
+ * until its batch is complete while every block moves a batch at once, so
+ * the fill and drain cost n - 2 times (blocks x batch) bytes. A block passes
+ * on `chunk` bytes per release, but takes at least SYMM__C_CHAIN_MIN_BATCHES
+ * batches (so small calls do not turn into store and forward): 64 MiB over
+ * 128 blocks gives 64 KiB batches from 128 KiB, 8 MiB a hop of fill and
+ * drain. With 3 and 4 PEs sharing one H200 (a few blocks a PE), 128 KiB
+ * batches beat 32 and 16 KiB at every size from 2 MiB; releases per 512
+ * bytes a warp had made the chain 8 times slower than per 6 KiB a warp.
  *
  * Progress word: kind-2 words 0 and 1 of the slot and parity, one 8-byte
  * word: the call's flag in the high half, the 16-byte units of each warp's
