@@ -1179,10 +1179,10 @@ static void run_forms(bench_env_t *env) {
         {"CE 8 MiB us", {{"bcast_ce_min", 1}, {"ce_chunk", MB(8)}}, 0, "copy-engine", MB(4), MB(256)},
         {"CE 16 MiB us", {{"bcast_ce_min", 1}, {"ce_chunk", MB(16)}}, 0, "copy-engine", MB(16), MB(256)},
         {"CE 32 MiB us", {{"bcast_ce_min", 1}, {"ce_chunk", MB(32)}}, 0, "copy-engine", MB(32), MB(256)},
-        /* the chain: a block's chunk (raised to at most 64 chunks a block) */
-        {"chain 8 KiB us", {{"bcast_chain_min", 1}, {"bcast_chain_chunk", KB(8)}}, 0, "chain", MB(1), MB(256)},
+        /* the chain: bytes a block passes on per release (from 3 PEs) */
         {"chain 16 KiB us", {{"bcast_chain_min", 1}, {"bcast_chain_chunk", KB(16)}}, 0, "chain", MB(1), MB(256)},
-        {"chain 64 KiB us", {{"bcast_chain_min", 1}, {"bcast_chain_chunk", KB(64)}}, 0, "chain", MB(1), MB(256)},
+        {"chain 32 KiB us", {{"bcast_chain_min", 1}, {"bcast_chain_chunk", KB(32)}}, 0, "chain", MB(1), MB(256)},
+        {"chain 128 KiB us", {{"bcast_chain_min", 1}, {"bcast_chain_chunk", KB(128)}}, 0, "chain", MB(1), MB(256)},
     };
     static const size_t bc_sizes[] = {8, 256, KB(4), KB(64), KB(128), KB(256), KB(512), MB(1), MB(2), MB(4),
                                       MB(8), MB(16), MB(32), MB(64), MB(128), MB(256)};

@@ -14,6 +14,9 @@ symm__k_rs_direct(const __grid_constant__ symm_ctx_t ctx, const __grid_constant_
     SYMM__TRACE_COLL(&ctx, t_, SYMM_TRACE_COLL_REDUCE_SCATTER, SYMM_COLL_ALGO_TWOSHOT, SYMM_TRACE_F_STREAM, nbytes);
 }
 
+/* the chain (symm__c_bcast_chain) moves data with whole warps */
+static_assert(SYMM__COLL_THREADS % 32 == 0, "the stream kernels' blocks must be whole warps");
+
 __global__ void __launch_bounds__(SYMM__COLL_THREADS)
 symm__k_move_direct(const __grid_constant__ symm_ctx_t ctx, const __grid_constant__ symm__coll_ws_t ws,
                     char *dst, const char *src, uint64_t nbytes, uint64_t piece, uint64_t out_off, int root,

@@ -923,9 +923,9 @@ static void part_graph(int replays) {
 /* The chained broadcast (symm__c_bcast_chain), forced by its AUTO limit
  * (bcast_chain_min, every PE alike): every root, odd sizes, in place and out
  * of place, symmetric and cudaMalloc buffers (staged), unaligned offsets,
- * chunks from the smallest (as many as the flags allow) to larger than a
- * block's share; then across the flags' 2^32 wrap, a buffer larger than the
- * staging area into cudaMalloc memory, and captured into graphs. */
+ * batches from one 16-byte unit a warp to an eighth of a block's share;
+ * then across the flags' 2^32 wrap, a buffer larger than the staging area
+ * into cudaMalloc memory, and captured into graphs. */
 static void expect_chain(size_t bytes) {
     if (strncmp(symm_coll_last_algo(), "chain", 5) != 0) {
         g_ct_failures++;

@@ -74,9 +74,9 @@
     X(bcast_ce_min, SYMM__MIB(64), SYMM__NEVER, SYMM__NEVER,                                  \
       "broadcast: the copy-engine pipeline from this (symmetric recv)")                          \
     X(bcast_chain_min, SYMM__NEVER, SYMM__NEVER, SYMM__NEVER,                                      \
-      "broadcast: the chain (root -> next -> ... SM stores, chunk by chunk) from this")          \
-    X(bcast_chain_chunk, SYMM__KIB(16), SYMM__KIB(16), SYMM__KIB(8),                               \
-      "broadcast chain: bytes per chunk of a block (raised to at most 64 chunks a block)")      \
+      "broadcast: the chain (root -> next -> ... SM stores, batch by batch) from this")          \
+    X(bcast_chain_chunk, SYMM__KIB(128), SYMM__KIB(128), SYMM__KIB(32),                            \
+      "broadcast chain: bytes a block passes on per release (from 3 PEs)")                      \
     X(ce_chunk, SYMM__MIB(8), SYMM__MIB(8), SYMM__MIB(8),                                         \
       "copy-engine pipelines: bytes per chunk (of each piece for the reduce-scatter)")
 

@@ -249,79 +249,184 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_pieces(
 
 /*
  * Chained broadcast inside one slot: the PEs form a chain from the root,
- * root -> root + 1 -> ... -> root - 1 (mod n), and the slot's share [lo, hi)
- * is cut into chunks of `chunk` bytes (a multiple of 16, raised so that a
- * slot has at most SYMM__C_CHAIN_CHUNKS). The root stores chunk k into the
- * next PE's dst and releases kind-2 flag [par][slot][k] there; every middle
- * PE waits for that flag from its predecessor, copies chunk k from its own
- * dst into the next PE's dst and releases the flag there; the last PE only
- * receives (the caller's end handshake covers what landed in it). The root
- * makes its own copy (unless in place) after each release, off the chain's
- * critical path. Every dst byte is written once, by one PE.
+ * root -> root + 1 -> ... -> root - 1 (mod n). Each warp of the block owns a
+ * contiguous part of the slot's share [lo, hi) (16-byte units) and copies
+ * it with eight 16-byte loads a lane in flight (symm__c_chain_copy). Where
+ * the next PE forwards (n >= 3), the block moves in batches: batch k is
+ * every warp's k-th piece of its part; each warp waits for the batch itself
+ * (no barrier), copies its piece into the next PE's dst (the root from src,
+ * storing each vector into its own dst too unless in place; a middle PE from
+ * its own dst), and after a block barrier thread 0 releases the batch there
+ * while the other warps go on with the next one. The PE before the last
+ * releases nothing: each warp copies whatever has landed of its part; with
+ * 2 PEs the root's warps copy their parts in one go. The last PE only
+ * receives (the caller's end handshake covers what landed in it). Every dst
+ * byte is written once, by one PE.
  *
- * Why it should beat the direct form at large sizes (unmeasured on 4 and 8
- * GPUs): per data byte every GPU moves at most 1 byte out and 1 in, as in the
+ * Batches: a batch costs a fixed time (the release is a system-scope fence,
+ * then the next PE's poll) besides its bytes, and a byte waits at each hop
+ * until its batch is complete while every block moves a batch at once, so
+ * the fill and drain cost n - 2 times (blocks x batch) bytes. A block passes
+ * on `chunk` bytes per release, but takes at least SYMM__C_CHAIN_MIN_BATCHES
+ * batches (so small calls do not turn into store and forward): 64 MiB over
+ * 128 blocks gives 64 KiB batches from 128 KiB, 8 MiB a hop of fill and
+ * drain. With 3 and 4 PEs sharing one H200 (a few blocks a PE), 128 KiB
+ * batches beat 32 and 16 KiB at every size from 2 MiB; releases per 512
+ * bytes a warp had made the chain 8 times slower than per 6 KiB a warp.
+ *
+ * Progress word: kind-2 words 0 and 1 of the slot and parity, one 8-byte
+ * word: the call's flag in the high half, the 16-byte units of each warp's
+ * part released so far in the low half, stored with st.release.sys by
+ * thread 0 after the block barrier (cumulative: it covers every warp's
+ * stores), polled with ld.acquire.sys by lane 0 of each warp, then a warp
+ * barrier (so every lane's loads come after the acquire) and a shuffle that
+ * hands the count to the lanes. A larger count covers every earlier batch;
+ * an earlier call's word carries another flag. One writer (the
+ * predecessor's thread 0) per word in a call.
+ *
+ * Why: per data byte every GPU moves at most 1 byte out and 1 in, as in the
  * direct form, but each GPU stores to one peer only and is stored into by
- * one peer only (the pattern of NCCL's ring broadcast, 351 GB/s busbw at
- * 256 MiB on 4x H200, and of one SM copy into one peer, 368 GB/s), where the
+ * one peer only (the pattern of NCCL's ring broadcast, 351 GB/s busbw at 256
+ * MiB on 4x H200, and of one SM copy into one peer, 368 GB/s), where the
  * direct form's root spreads every piece over n - 1 targets and each
- * non-root is written by up to n - 1 senders at once; and the pipeline is
- * finer: a chunk travels on as soon as it has landed (per block and chunk),
- * so the fill costs n - 2 chunks of a block's share (a launch per 64 MiB
- * staging piece, 128 blocks: 512 KiB a block, in 32 chunks of 16 KiB: 6% at
- * 4 PEs, 19% at 8, which asks for smaller chunks there), where the direct
- * form forwards a piece only after the root stored all of it to every
- * non-root, in 16 pieces of 32 KiB. At the 368 GB/s of one SM copy into a
- * peer that gives about 345 GB/s at 4 PEs (8 PEs with 8 KiB chunks: about
- * 330), against the direct form's 308.5. Each flag word has one writer (the
- * predecessor) in a call.
+ * non-root is written by up to n - 1 senders at once (308.5 GB/s).
  */
-#ifndef SYMM__C_CHAIN_CHUNKS
-#  define SYMM__C_CHAIN_CHUNKS SYMM_COLL_MAX_PES /* one kind-2 flag word per chunk */
-#endif
-#if SYMM__C_CHAIN_CHUNKS < 1 || SYMM__C_CHAIN_CHUNKS > SYMM_COLL_MAX_PES
-#  error "SYMM__C_CHAIN_CHUNKS must be 1..SYMM_COLL_MAX_PES (one kind-2 flag word per chunk)"
-#endif
+#define SYMM__C_CHAIN_DEPTH 8            /* 16-byte loads in flight per lane */
+#define SYMM__C_CHAIN_MIN_BATCHES 8u    /* a block's batches, at least (where it has the units) */
 
-/* Bytes per chunk of the chain over len bytes: `want` rounded up to 16,
- * raised to fit SYMM__C_CHAIN_CHUNKS chunks. The same on every PE. */
-SYMM__DEVICE_INTERNAL uint64_t symm__c_chain_chunk(uint64_t len, uint64_t want) {
-    uint64_t c = want < 16 ? 16 : want > ((uint64_t)1 << 40) ? (uint64_t)1 << 40 : (want + 15) & ~(uint64_t)15;
-    uint64_t least = ((len + SYMM__C_CHAIN_CHUNKS - 1) / SYMM__C_CHAIN_CHUNKS + 15) & ~(uint64_t)15;
-    return c < least ? least : c;
+/* One warp copies nb bytes from s to d (the next PE's dst) and, with two,
+ * to d2 too (the root's own dst, local). All addresses 16-byte aligned: each
+ * lane loads SYMM__C_CHAIN_DEPTH vectors before it stores them (4 KiB a
+ * warp per round); otherwise symm__copy's general path. Not inlined: its 32
+ * data registers inlined into the chain made the kernel spill. */
+SYMM__NOINLINE void symm__c_chain_copy(char *d, char *d2, const char *s, uint64_t nb, uint32_t lane, int two) {
+    uint64_t nv = nb >> 4, i = lane;
+    symm__v4_t v[SYMM__C_CHAIN_DEPTH];
+    if ((((uintptr_t)d | (uintptr_t)s | (two ? (uintptr_t)d2 : 0u)) & 15u) != 0) {
+        symm__copy(d, s, nb, lane, 32, 1);
+        if (two)
+            symm__copy(d2, s, nb, lane, 32, 0);
+        return;
+    }
+    for (; i + 32u * (SYMM__C_CHAIN_DEPTH - 1) < nv; i += 32u * SYMM__C_CHAIN_DEPTH) {
+        _Pragma("unroll") for (int k = 0; k < SYMM__C_CHAIN_DEPTH; k++)
+            v[k] = symm__cld16(s + (i + 32u * (uint32_t)k) * 16, 0);
+        _Pragma("unroll") for (int k = 0; k < SYMM__C_CHAIN_DEPTH; k++) {
+            symm__cst16(d + (i + 32u * (uint32_t)k) * 16, v[k], 1);
+            if (two)
+                symm__cst16(d2 + (i + 32u * (uint32_t)k) * 16, v[k], 0);
+        }
+    }
+    if (i < nv) { /* the last, partial round: its loads in flight together too */
+        _Pragma("unroll") for (int k = 0; k < SYMM__C_CHAIN_DEPTH; k++) {
+            v[k].x = v[k].y = v[k].z = v[k].w = 0;
+            if (i + 32u * (uint32_t)k < nv)
+                v[k] = symm__cld16(s + (i + 32u * (uint32_t)k) * 16, 0);
+        }
+        _Pragma("unroll") for (int k = 0; k < SYMM__C_CHAIN_DEPTH; k++)
+            if (i + 32u * (uint32_t)k < nv) {
+                symm__cst16(d + (i + 32u * (uint32_t)k) * 16, v[k], 1);
+                if (two)
+                    symm__cst16(d2 + (i + 32u * (uint32_t)k) * 16, v[k], 0);
+            }
+    }
+    if ((nb & 15u) != 0 && lane == 31) {
+        symm__copy_small(d + nv * 16, s + nv * 16, nb & 15u, 1);
+        if (two)
+            symm__copy_small(d2 + nv * 16, s + nv * 16, nb & 15u, 0);
+    }
 }
 
+/* Lane 0 waits until the chain's progress word counts more than `done`
+ * units (acquire); every lane gets the count. */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT uint32_t symm__c_chain_wait(const symm_ctx_t *ctx, const uint64_t *w,
+                                                                   uint32_t flag, uint32_t done, int from,
+                                                                   uint32_t lane) {
+    uint32_t got = 0;
+    if (lane == 0)
+        got = symm__c_wait_count_from(ctx, w, flag, done, from);
+    symm__warp_sync(); /* orders every lane's loads after lane 0's acquire */
+    return symm__warp_bcast0(got);
+}
+
+/* The chain over [lo, hi) of one slot, batches of `chunk` bytes a block
+ * (rounded to whole units a warp). Blocks of whole warps (the stream kernel's 512 threads). The batch
+ * depends only on the sizes, n and chunk, the same on every PE. */
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_chain(
     const symm_ctx_t *ctx, const symm__coll_ws_t *ws, const symm__c_xs_t *x, char *dst, const char *src,
     uint64_t lo, uint64_t hi, int root, uint64_t chunk, symm__c_ep_t e, uint32_t slot) {
     int me = ctx->my_pe, n = ctx->n_pes;
     int pos = (me - root + n) % n; /* 0: the root; n - 1: the last */
     int next = me + 1 < n ? me + 1 : 0, prev = me > 0 ? me - 1 : n - 1;
-    uint32_t t = symm__block_tid(), nt = symm__block_nthreads();
-    uint64_t len = hi > lo ? hi - lo : 0, c = symm__c_chain_chunk(len, chunk);
-    uint32_t nc = (uint32_t)((len + c - 1) / c), k;
+    int two = pos == 0 && dst != src;
+    uint32_t t = symm__block_tid(), lane = t & 31u, w = t >> 5, nw = symm__block_nthreads() >> 5;
+    uint64_t units = hi > lo ? (hi - lo + 15) / 16 : 0, a, b, wlo, whi;
+    uint32_t wu, per, batch, done = 0, upto;
+    const char *from = pos == 0 ? src : dst;
     char *out;
-    if (n > 1 && pos == n - 1)
+    uint64_t *inw;
+    if ((n > 1 && pos == n - 1) || nw == 0)
         return;
+    symm__c_split(units, nw, w < nw ? w : nw, &a, &b); /* a partial last warp: nothing */
+    /* counts in 16-byte units: a launch moves at most one staging piece,
+     * far below 2^32 units a warp */
+    wu = (uint32_t)(b - a);
+    per = (uint32_t)((units + nw - 1) / nw); /* the largest part */
+    wlo = lo + 16 * a;
+    whi = lo + 16 * b < hi ? lo + 16 * b : hi;
     out = n > 1 ? symm__c_xaddr(x, dst, next, 1) : NULL; /* one PE: only the root's own copy */
-    for (k = 0; k < nc; k++) {
-        uint64_t clo = lo + (uint64_t)k * c, chi = hi - clo > c ? clo + c : hi;
-        if (pos > 0) {
+    inw = (uint64_t *)symm__c_flag(ws, SYMM__C_KIND_PIECE, e.par, slot, 0);
+    if (out == NULL) {
+        if (dst != src && hi > lo)
+            symm__copy(dst + lo, src + lo, hi - lo, t, symm__block_nthreads(), 0);
+        return;
+    }
+    if (pos < n - 2) {
+        /* released batch by batch: the block's batch in units a warp */
+        uint64_t bw = chunk < 16 * (uint64_t)nw ? 1 : chunk / (16 * (uint64_t)nw);
+        uint64_t most = per / SYMM__C_CHAIN_MIN_BATCHES;
+        uint64_t *outw = (uint64_t *)symm__c_peer(ctx, inw, next);
+        if (bw > most)
+            bw = most > 0 ? most : 1;
+        batch = (uint32_t)bw;
+        for (upto = batch < per ? batch : per; done < per; upto = per - upto > batch ? upto + batch : per) {
+            uint32_t mlo = done < wu ? done : wu, mhi = upto < wu ? upto : wu;
+            if (pos > 0 && w < nw)
+                symm__c_chain_wait(ctx, inw, e.flag, upto - 1, prev, lane);
+            if (mhi > mlo) {
+                uint64_t blo = wlo + 16 * (uint64_t)mlo, bhi = wlo + 16 * (uint64_t)mhi;
+                if (bhi > whi)
+                    bhi = whi;
+                if (two)
+                    symm__c_chain_copy(out + blo, dst + blo, from + blo, bhi - blo, lane, 1);
+                else
+                    symm__c_chain_copy(out + blo, NULL, from + blo, bhi - blo, lane, 0);
+            }
+            symm__block_sync(); /* the release below covers every warp's stores */
             if (t == 0)
-                symm__c_wait_flag_from(ctx, symm__c_flag(ws, SYMM__C_KIND_PIECE, e.par, slot, (int)k), e.flag,
-                                       prev);
-            symm__block_sync();
+                symm__c_st8_release(outw, (uint64_t)e.flag << 32 | upto);
+            done = upto;
         }
-        if (out)
-            symm__copy(out + clo, (pos == 0 ? src : dst) + clo, chi - clo, t, nt, 1);
-        if (pos < n - 2) {
-            symm__block_sync(); /* the release below covers every thread's stores */
-            if (t == 0)
-                symm__c_st4_release(symm__c_peer(ctx, symm__c_flag(ws, SYMM__C_KIND_PIECE, e.par, slot, (int)k), next),
-                                    e.flag);
+        return;
+    }
+    if (w >= nw)
+        return;
+    while (done < wu) { /* 2 PEs, or the PE before the last: nothing to release */
+        uint64_t blo, bhi;
+        if (pos == 0) {
+            upto = wu;
+        } else {
+            upto = symm__c_chain_wait(ctx, inw, e.flag, done, prev, lane);
+            if (upto > wu)
+                upto = wu;
         }
-        if (pos == 0 && dst != src)
-            symm__copy(dst + clo, src + clo, chi - clo, t, nt, 0);
+        blo = wlo + 16 * (uint64_t)done;
+        bhi = wlo + 16 * (uint64_t)upto < whi ? wlo + 16 * (uint64_t)upto : whi;
+        if (two)
+            symm__c_chain_copy(out + blo, dst + blo, from + blo, bhi - blo, lane, 1);
+        else
+            symm__c_chain_copy(out + blo, NULL, from + blo, bhi - blo, lane, 0);
+        done = upto;
     }
 }
 
@@ -330,7 +435,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_chain(
  * slot's share of src + piece * p to PE p's dst + out_off for every p (skipping
  * the copy onto itself in place), end handshake. root >= 0 (broadcast,
  * out_off 0): symm__c_bcast_pieces, or with chain > 0 symm__c_bcast_chain
- * in chunks of `chain` bytes.
+ * in batches of at most `chain` bytes a warp.
  */
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_direct(
     const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes,

@@ -182,6 +182,28 @@ SYMM__DEVICE_INTERNAL void symm__c_wait_flag_from(const symm_ctx_t *ctx, const u
     (void)from;
 }
 
+/* Wait until the local progress word *p (the chain's, coll_move.h: a call's
+ * flag in the high half, a count in the low) holds `flag` and a count above
+ * `done`, which PE `from` stores; return the count (acquire). Traced only
+ * when the first poll missed (the waits that cost time). */
+SYMM__DEVICE_INTERNAL uint32_t symm__c_wait_count_from(const symm_ctx_t *ctx, const uint64_t *p, uint32_t flag,
+                                                      uint32_t done, int from) {
+    uint32_t polls = 0;
+    uint64_t t0 = 0, v, want = (uint64_t)flag << 32 | (uint64_t)(done + 1u);
+    SYMM__TRACE_START(ctx, t_, SYMM__G_THREAD);
+    for (;;) {
+        v = symm__c_ld8_acquire(p);
+        if ((uint32_t)(v >> 32) == flag && (uint32_t)v > done)
+            break;
+        if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+            t0 = symm__wait_check(ctx, p, SYMM_CMP_GE, want, v, t0);
+    }
+    SYMM__TRACE_WAIT(ctx, polls ? t_ : 0, SYMM_TRACE_WAIT_COLL, p, from, SYMM_CMP_GE, want, v);
+    (void)from;
+    (void)want;
+    return (uint32_t)v;
+}
+
 
 /* Poll PE src's packet until its first half carries `flag` and its second
  * `fsig` (flag ^ symm__c_sig32 of the call); return its 8 data bytes.

@@ -105,6 +105,15 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__warp_sync(void) {
 #endif
 }
 
+/* Lane 0's v, to every lane of the warp (all 32 call it together). */
+SYMM__DEVICE_INTERNAL SYMM__CONVERGENT uint32_t symm__warp_bcast0(uint32_t v) {
+#if defined(__CUDACC__)
+    return __shfl_sync(SYMM__FULL_MASK, v, 0);
+#else
+    return (uint32_t)__nvvm_shfl_sync_idx_i32(SYMM__FULL_MASK, (int)v, 0, 0x1f);
+#endif
+}
+
 /* ---- reporting and stopping ------------------------------------------------- */
 
 /* Device printf takes the format and a buffer holding the arguments, each at

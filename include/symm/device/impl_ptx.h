@@ -610,6 +610,17 @@ SYMM__DEVICE_INTERNAL uint32_t symm__c_ld4_acquire(const void *p) {
     return v;
 }
 
+/* The chain's progress words (coll_move.h): both halves in one access. */
+SYMM__DEVICE_INTERNAL void symm__c_st8_release(void *p, uint64_t v) {
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+SYMM__DEVICE_INTERNAL uint64_t symm__c_ld8_acquire(const void *p) {
+    uint64_t v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
 /* ---- conversions and f16 arithmetic (the collectives' reductions) ----------------- */
 
 SYMM__DEVICE_INTERNAL float symm__cvt_f32_f16(unsigned short s) {
