@@ -435,7 +435,7 @@ SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_bcast_chain(
  * slot's share of src + piece * p to PE p's dst + out_off for every p (skipping
  * the copy onto itself in place), end handshake. root >= 0 (broadcast,
  * out_off 0): symm__c_bcast_pieces, or with chain > 0 symm__c_bcast_chain
- * in batches of at most `chain` bytes a warp.
+ * in batches of `chain` bytes a block.
  */
 SYMM__DEVICE_INTERNAL SYMM__CONVERGENT void symm__c_move_direct(
     const symm_ctx_t *ctx, const symm__coll_ws_t *ws, char *dst, const char *src, uint64_t nbytes,
