@@ -9,7 +9,7 @@
 #      count or a chain chunk that differs on the last PE stops the kernels with a message;
 #   2. with 2 GPUs or more: the broadcast forms table
 #      (SYMM_BENCH_COLL_FORMS=1, tables only, NCCL beside) on min(4, GPUs) PEs, one
-#      per GPU: the chain's columns (8, 16, 64 KiB chunks) beside direct, CE and NCCL;
+#      per GPU: the chain's columns (16, 32, 128 KiB a block per release) beside direct, CE and NCCL;
 #   3. with one GPU: the broadcast forms table on 2 PEs sharing GPU 0 under MPS,
 #      labelled shared-GPU (every cell verified; the timings say nothing of NVLink;
 #      no NCCL: it refuses two ranks on one GPU).
@@ -136,7 +136,7 @@ fi
   steps_table
   echo
   if [ -n "$report" ] && [ -f "$report" ]; then
-    echo "forms tables ($label), graph us per call; chain columns: chunk per block:"
+    echo "forms tables ($label), graph us per call; chain columns: bytes a block passes on per release:"
     awk '/^###.*(broadcast|reduce-scatter).*forms/ {p=1} p && /^(###|\|)/ {print "  " $0} /^graph us per call/ {p=0}' \
       "$report"
     echo "  cells WRONG: $(grep -o '| WRONG ([^)]*)' "$report" | wc -l)"
