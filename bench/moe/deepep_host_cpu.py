@@ -32,6 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 _NO_LAUNCH = {"empty", "new_empty", "set_", "detach", "view", "slice", "as_strided", "alias", "lift_fresh", "resize_",
               "_reshape_alias", "reshape"}
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from deepep_inputs import RankZeroGroup  # noqa: E402
 
 
 def _cpu_ht(moe, E, K, H, M, x_dtype, scales, n, rank):
@@ -140,13 +142,7 @@ def _measure(args, torch, dep):
     engines = []
     dep._engine_factory = lambda group, comm, call: engines.append(_Engine(n)) or engines[-1]
 
-    class G:
-        def rank(self):
-            return 0
-
-        def size(self):
-            return n
-    buf = dep.Buffer(G(), 1 << 30, explicitly_destroy=True, max_num_tokens=T)
+    buf = dep.Buffer(RankZeroGroup(n), 1 << 30, explicitly_destroy=True, max_num_tokens=T)
     g = torch.Generator().manual_seed(1)
     x = torch.randn((T, H), generator=g).to(torch.bfloat16)
     x8, s8 = x.to(torch.float8_e4m3fn), torch.ones((T, H // 128))

@@ -1,5 +1,6 @@
 """The inputs of DeepEP's intranode test, which the deep_ep benchmarks share:
-tokens, their fp8 form, a top-k routing and its weights, on one rank."""
+tokens, their fp8 form, a top-k routing and its weights, on one rank; and
+the group the CPU stand-ins hand deep_ep.Buffer."""
 
 
 def fp8_rows(torch, x):
@@ -22,3 +23,16 @@ def deepep_inputs(T, H, K, E, dev, seed):
     idx = torch.topk(scores, K, dim=-1, sorted=False)[1]
     w = torch.rand((T, K), dtype=torch.float32, device=dev)
     return x, x8, s8, idx, w
+
+
+class RankZeroGroup:
+    """A process group of n ranks as rank 0 sees it (the CPU stand-ins' Buffer group)."""
+
+    def __init__(self, n):
+        self._n = n
+
+    def rank(self):
+        return 0
+
+    def size(self):
+        return self._n

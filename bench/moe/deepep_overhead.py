@@ -44,6 +44,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, HERE)
+from deepep_inputs import RankZeroGroup  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -407,15 +409,9 @@ def _run_cpu(args, dep, stats, eng_box):
     idx = ((k % n) * L + (t + k // n) % L).contiguous()
     w = torch.rand((T, K), generator=g)
 
-    class G:
-        def rank(self):
-            return 0
-
-        def size(self):
-            return n
-    buf = dep.Buffer(G(), 1 << 30, explicitly_destroy=True, max_num_tokens=T)
-    bufv = dep.Buffer(G(), 1 << 30, explicitly_destroy=True, max_num_tokens=T, zero_copy_recv=True)
-    bufc = dep.Buffer(G(), 1 << 30, explicitly_destroy=True, max_num_tokens=T, num_recv_buffers=0)
+    buf = dep.Buffer(RankZeroGroup(n), 1 << 30, explicitly_destroy=True, max_num_tokens=T)
+    bufv = dep.Buffer(RankZeroGroup(n), 1 << 30, explicitly_destroy=True, max_num_tokens=T, zero_copy_recv=True)
+    bufc = dep.Buffer(RankZeroGroup(n), 1 << 30, explicitly_destroy=True, max_num_tokens=T, num_recv_buffers=0)
     eng = eng_box[0]
     own = {"bf16": eng.ht(E, K, H, T, torch.bfloat16, False), "fp8": eng.ht(E, K, H, T, torch.float8_e4m3fn, True)}
     rows = measure(paths_for(dep, own, buf, bufv, bufc, (x, x8, s8, idx, w), E),
