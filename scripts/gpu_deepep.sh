@@ -48,9 +48,8 @@ here=$PWD
 OUT=${OUT:-$PWD/out}
 log=$OUT/deepep
 mkdir -p "$log"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
 steps=${*:-moe2 test2 test4 bench overhead}

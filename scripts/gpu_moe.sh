@@ -44,9 +44,8 @@ here=$PWD
 OUT=${OUT:-$PWD/out}
 log=$OUT/moe
 mkdir -p "$log"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
 steps=${*:-ctest pkt python deepep pypkt llbench spawn bench host python2}
@@ -67,11 +66,7 @@ if [ "$ngpu" -lt 1 ]; then
   exit 0
 fi
 
-py=$(command -v python3)
-for pkg in nccl nvshmem; do
-  d=$($py -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) && \
-    export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
+gpu_env_pip_libs
 export PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}"
 case $build in /*) ;; *) build=$here/$build ;; esac
 export SYMM_LIBRARY="$build/src/libsymm.so"

@@ -39,9 +39,9 @@ here=$PWD
 OUT=${OUT:-$PWD/out}
 res=$OUT/moe_ht
 mkdir -p "$res"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST SYMM_MOE_HT_COMBINE SYMM_MOE_HT_DISPATCH
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
+unset SYMM_MOE_HT_COMBINE SYMM_MOE_HT_DISPATCH
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-build-sm90}
 case $build in /*) ;; *) build=$here/$build ;; esac
@@ -95,10 +95,7 @@ pecounts=2; [ "$npes" -gt 2 ] && pecounts="2 $npes"
 log=$(mktemp -d /tmp/gpu_moe_ht.XXXXXX) || exit 1 # one file per step, gathered into $res at the end
 trap 'rm -rf "$log"' EXIT
 
-for pkg in nccl nvshmem; do
-  d=$(python3 -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) && \
-    export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
+gpu_env_pip_libs
 
 # run NAME LIMIT LOGFILE cmd...: bounded by timeout -k and what is left of the wall
 run() {
