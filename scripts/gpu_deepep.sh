@@ -121,11 +121,8 @@ run() {
     steps_row "$name" skip $step_dt "$(grep -m1 -E 'SKIPPED|skipped' "$out")"
   elif [ $step_rc -eq 0 ]; then
     steps_row "$name" ok $step_dt "$(grep -m1 -E '[0-9]+ passed' "$out")"
-  elif [ $step_rc -eq 124 ] || [ $step_rc -eq 137 ]; then
-    steps_row "$name" FAIL $step_dt "timed out after $step_limit s, see deepep/$(basename "$out")"
   else
-    steps_row "$name" FAIL $step_dt "rc=$step_rc, see deepep/$(basename "$out")"
-    grep -E 'FAILED|Error|error|timed out|assert' "$out" | head -8
+    steps_failed "$name" "$out" "deepep/$(basename "$out")"
   fi
 }
 

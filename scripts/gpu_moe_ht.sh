@@ -105,11 +105,8 @@ run() {
     steps_row "$name" ok $step_dt
   elif [ $step_rc -eq 77 ]; then
     steps_row "$name" skip $step_dt "$(grep -m1 -i skip "$out")"
-  elif [ $step_rc -eq 124 ] || [ $step_rc -eq 137 ]; then
-    steps_row "$name" FAIL $step_dt "timed out after $step_limit s, see logs.txt: $(basename "$out")"
   else
-    steps_row "$name" FAIL $step_dt "rc=$step_rc, see logs.txt: $(basename "$out")"
-    grep -E 'FAIL|Error|error|timed out|assert' "$out" | head -6
+    steps_err_lines=6 steps_failed "$name" "$out" "logs.txt: $(basename "$out")"
   fi
   return $step_rc
 }

@@ -106,11 +106,8 @@ run() {
     steps_row "$name" skip $step_dt "$(grep -m1 -i skip "$out")"
   elif [ $step_rc -eq 0 ]; then
     steps_row "$name" ok $step_dt
-  elif [ $step_rc -eq 124 ] || [ $step_rc -eq 137 ]; then
-    steps_row "$name" FAIL $step_dt "timed out after $step_limit s, see moe_ll/$(basename "$out")"
   else
-    steps_row "$name" FAIL $step_dt "rc=$step_rc, see moe_ll/$(basename "$out")"
-    grep -E 'FAIL|Error|error|timed out|assert' "$out" | head -8
+    steps_failed "$name" "$out" "moe_ll/$(basename "$out")"
   fi
   return $step_rc
 }
