@@ -214,7 +214,7 @@ symm_status_t symm__moe_geom(const char *call, const symm_moe_config_t *cfg, int
 
 size_t symm_moe_heap_bytes(const symm_moe_config_t *cfg, int n_pes) {
     symm__moe_geom_t g;
-    int packets;
+    int packets = 0; /* set on success; gcc -O3 cannot see it and warns (an error with SYMM_WERROR) */
     if (cfg == NULL || n_pes < 1 || n_pes > SYMM__MOE_MAX_PES)
         return 0;
     if (symm__moe_packets("symm_moe_heap_bytes", &packets) != SYMM_SUCCESS ||
