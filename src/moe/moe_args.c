@@ -83,6 +83,8 @@ static void layout(const symm_moe_config_t *cfg, symm__moe_geom_t *g) {
         l->ht_cbuf = region(&at, n * M * H * 2);
         l->ht_bcnt = region(&at, cdiv_blocks(M) * (n + cfg->num_experts) * 4);
         l->ht_bflag = region(&at, cdiv_blocks(M) * 8);
+        l->ht_phdr = region(&at, n * 4 * 8);
+        l->ht_pdone = region(&at, n * 8);
     }
     l->total = at;
 }
