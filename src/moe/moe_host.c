@@ -40,6 +40,7 @@ struct symm_moe {
     int ht_sched;          /* SYMM_MOE_HT_COMBINE: enum symm__moe_ht_sched, or -1: by the grid (auto) */
     int ht_send_warps;     /* overlap: warps of a block that send */
     int ht_pull_stages;    /* pull: stages of each reducing warp (what fits the GPU of pull:S) */
+    int ht_pull_lanes;     /* pull-lanes: each lane copies its own vectors (cp.async), not bulk copies */
     int ht_dwarps;         /* SYMM_MOE_HT_DISPATCH: 1 warps, 0 batches */
     int ll_probe;          /* SYMM_MOE_LL_PROBE (enum symm__moe_probe) */
     int pdl;               /* SYMM_MOE_PDL, where the device has it: the low-latency kernels' launches */
@@ -123,10 +124,12 @@ static const char *probe_name(uint64_t w) {
     }
 }
 
-/* Is SYMM_MOE_HT_COMBINE the pull schedule (pull or pull:S, S checked later)? */
+/* Is SYMM_MOE_HT_COMBINE the pull protocol: pull[:S] or pull-lanes[:S] (S checked
+ * later)? Returns the length of the name before ":S", else 0. */
 static int ht_combine_is_pull(void) {
     const char *v = symm__env()->moe_ht_combine;
-    return strncmp(v, "pull", 4) == 0 && (v[4] == '\0' || v[4] == ':');
+    const int n = strncmp(v, "pull-lanes", 10) == 0 ? 10 : strncmp(v, "pull", 4) == 0 ? 4 : 0;
+    return n && (v[n] == '\0' || v[n] == ':') ? n : 0;
 }
 
 static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, int probe) {
@@ -187,14 +190,17 @@ static int ht_send_warps_for(int npes) {
 }
 
 /* SYMM_MOE_HT_COMBINE: a PE's choice changes only how its own blocks share the
- * work, so PEs need not agree on it, pull excepted (same_everywhere checks it).
- * ":S" after overlap sets the sending warps of each block (1..SYMM__MOE_WARPS - 1;
- * default ht_send_warps_for); after pull, the stages of each reducing warp
+ * work, so PEs need not agree on it, pull excepted (same_everywhere checks it;
+ * pull and pull-lanes speak the same protocol). ":S" after overlap sets the
+ * sending warps of each block (1..SYMM__MOE_WARPS - 1; default
+ * ht_send_warps_for); after pull, the stages of each reducing warp
  * (1..SYMM__MOE_HT_PULL_MAX_STAGES, default 4). */
-static symm_status_t ht_combine_schedule(const char *call, int npes, int *sched, int *send_warps, int *stages) {
+static symm_status_t ht_combine_schedule(const char *call, int npes, int *sched, int *send_warps, int *stages,
+                                         int *lanes) {
     const char *v = symm__env()->moe_ht_combine, *w;
     *send_warps = ht_send_warps_for(npes);
     *stages = 4;
+    *lanes = 0;
     if (strcmp(v, "auto") == 0) {
         *sched = -1;
     } else if (strcmp(v, "split") == 0) {
@@ -204,11 +210,13 @@ static symm_status_t ht_combine_schedule(const char *call, int npes, int *sched,
     } else if (strcmp(v, "serial-warps") == 0) {
         *sched = SYMM__MOE_HT_SERIAL_WARPS;
     } else if (ht_combine_is_pull()) {
+        const int k = ht_combine_is_pull();
         *sched = SYMM__MOE_HT_PULL;
-        if (v[4] == ':') {
+        *lanes = k == 10;
+        if (v[k] == ':') {
             char *end = NULL;
-            long s = strtol(v + 5, &end, 10);
-            if (end == v + 5 || *end != '\0' || s < 1 || s > SYMM__MOE_HT_PULL_MAX_STAGES)
+            long s = strtol(v + k + 1, &end, 10);
+            if (end == v + k + 1 || *end != '\0' || s < 1 || s > SYMM__MOE_HT_PULL_MAX_STAGES)
                 goto bad;
             *stages = (int)s;
         }
@@ -235,7 +243,7 @@ static symm_status_t ht_combine_schedule(const char *call, int npes, int *sched,
 bad:
     return symm__error(SYMM_ERR_INVALID_ARG, "%s: SYMM_MOE_HT_COMBINE is '%s'; it takes auto, split, serial, "
                        "serial-warps, overlap[:S], overlap-async[:S] or overlap-ring[:S] (S: the sending warps of a block, "
-                       "1..%d), or pull[:S] (S: the stages of a reducing warp, 1..%d)",
+                       "1..%d), or pull[:S] or pull-lanes[:S] (S: the stages of a reducing warp, 1..%d)",
                        call, v, SYMM__MOE_WARPS - 1, SYMM__MOE_HT_PULL_MAX_STAGES);
 }
 
@@ -302,7 +310,7 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
     if ((st = same_everywhere(cfg, packets, h->ll_probe)) != SYMM_SUCCESS)
         goto fail_handle;
     if ((st = ht_combine_schedule(call, symm_team_n_pes(team), &h->ht_sched, &h->ht_send_warps,
-                                   &h->ht_pull_stages)) != SYMM_SUCCESS ||
+                                   &h->ht_pull_stages, &h->ht_pull_lanes)) != SYMM_SUCCESS ||
         (st = ht_dispatch_form(call, &h->ht_dwarps)) != SYMM_SUCCESS)
         goto fail_handle;
     if (h->ll_probe < 0 && (st = ll_probe_mode(call, &h->ll_probe)) != SYMM_SUCCESS)
@@ -429,6 +437,7 @@ static void fill_template(symm_moe_t *h) {
     a->ht_send_warps = (uint32_t)h->ht_send_warps;
     a->ht_dwarps = (uint32_t)h->ht_dwarps;
     a->ht_pull_stages = (uint32_t)h->ht_pull_stages;
+    a->ht_pull_lanes = (uint32_t)h->ht_pull_lanes;
 }
 
 static symm_status_t begin(const char *call, symm_moe_t *h, symm__moe_kargs_t *a) {

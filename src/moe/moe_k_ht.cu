@@ -1188,37 +1188,46 @@ SYMM__DEVICE_INTERNAL void ht_pull_token(const symm__moe_kargs_t *A, uint64_t e,
     symm__warp_sync();
 }
 
-/* Copy vectors [kb, kb + SLICE) of the row at `src` into `stage` (sm_90: one
- * bulk copy by lane 0 completing `bar`, behind a proxy fence: the copy engine
- * sees what the warp acquired, and the stage's last reads by the warp come
- * before it is written; older GPUs: each lane its own vectors by cp.async,
- * one group per stage). */
-SYMM__DEVICE_INTERNAL void ht_pull_issue(symm__v4_t *stage, uint64_t *bar, uint64_t src, uint32_t kb, uint32_t h8) {
-    const uint32_t lane = symm__lane(), nv = h8 - kb < SYMM__MOE_HT_PULL_SLICE ? h8 - kb : SYMM__MOE_HT_PULL_SLICE;
+/* Does this GPU take bulk copies (sm_90+)? Else, or with `lanes`
+ * (pull-lanes), each lane copies its own vectors by cp.async. */
+SYMM__DEVICE_INTERNAL int ht_pull_bulk(uint32_t lanes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (lane == 0) {
-        symm__fence_proxy_async();
-        symm__bulk_load(stage, (const char *)(uintptr_t)src + (uint64_t)kb * 16u, nv * 16u, bar);
-    }
+    return !lanes;
 #else
-    (void)bar;
-    for (uint32_t v = lane; v < nv; v += 32u)
-        symm__cp_async16(&stage[v], (const char *)(uintptr_t)src + (uint64_t)(kb + v) * 16u);
+    (void)lanes;
+    return 0;
 #endif
 }
 
-/* Wait for the copy into a stage: `parity` its barrier's phase (sm_90), or
- * `pending` later groups of this lane left in flight (cp.async). */
-SYMM__DEVICE_INTERNAL void ht_pull_wait(uint64_t *bar, uint32_t parity, uint32_t pending) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    (void)pending;
-    while (!symm__mbar_try_wait(bar, parity)) { /* a local copy: it completes with no peer's help */
+/* Copy vectors [kb, kb + SLICE) of the row at `src` into `stage`: one bulk
+ * copy by lane 0 completing `bar`, behind a proxy fence (the copy engine sees
+ * what the warp acquired, and the stage's last reads by the warp come before
+ * it is written); or each lane its own vectors by cp.async, one group per
+ * stage (the caller commits it). */
+SYMM__DEVICE_INTERNAL void ht_pull_issue(symm__v4_t *stage, uint64_t *bar, uint64_t src, uint32_t kb, uint32_t h8,
+                                         int bulk) {
+    const uint32_t lane = symm__lane(), nv = h8 - kb < SYMM__MOE_HT_PULL_SLICE ? h8 - kb : SYMM__MOE_HT_PULL_SLICE;
+    if (bulk) {
+        if (lane == 0) {
+            symm__fence_proxy_async();
+            symm__bulk_load(stage, (const char *)(uintptr_t)src + (uint64_t)kb * 16u, nv * 16u, bar);
+        }
+        return;
     }
-#else
-    (void)bar;
-    (void)parity;
+    for (uint32_t v = lane; v < nv; v += 32u)
+        symm__cp_async16(&stage[v], (const char *)(uintptr_t)src + (uint64_t)(kb + v) * 16u);
+}
+
+/* Wait for the copy into a stage: `parity` its barrier's phase (bulk), or
+ * `pending` later groups of this lane left in flight (cp.async; waiting for
+ * more than asked is only slower). */
+SYMM__DEVICE_INTERNAL void ht_pull_wait(uint64_t *bar, uint32_t parity, uint32_t pending, int bulk) {
+    if (bulk) {
+        while (!symm__mbar_try_wait(bar, parity)) { /* a local copy: it completes with no peer's help */
+        }
+        return;
+    }
     symm__cp_async_wait(pending > 3u ? 3 : (int)pending);
-#endif
 }
 
 /* Warp reducer of the pull schedule: warp w of nw; `ring` its S stages of
@@ -1233,6 +1242,7 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
     const uint64_t m = A->num_tokens;
     const uint64_t *hmask = MOE_U64(A, ht_mask);
     const uint32_t *hpos = MOE_U32(A, ht_pos);
+    const int bulk = ht_pull_bulk(A->ht_pull_lanes);
     ht_psrc_t s0 = {0, 0, 0, 0}, s1 = {0, 0, 0, 0};
     uint64_t ti = w, tc = w, tn = (uint64_t)w + nw, maski, maskc, mmi, mmc, nmask, a0 = 0, a1 = 0;
     uint32_t kbi = 0, kbc = 0, si = 0, sc = 0, inflight = 0, vmask = 0, ph = 0, np0, np1;
@@ -1264,14 +1274,13 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
                 src = __shfl_sync(MOE_FULL, r < 32u ? a0 : a1, r & 31u);
             }
             if (src != 0) {
-                ht_pull_issue(ring + (size_t)si * SL, &bars[si], src, kbi, h8);
+                ht_pull_issue(ring + (size_t)si * SL, &bars[si], src, kbi, h8, bulk);
                 vmask |= 1u << si;
             } else {
                 vmask &= ~(1u << si);
             }
-#if !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
-            symm__cp_async_commit(); /* one group per stage, empty or not */
-#endif
+            if (!bulk)
+                symm__cp_async_commit(); /* one group per stage, empty or not */
             if (mmi == 0) { /* the slice's last source: on to the next slice or token */
                 kbi += SL;
                 if (kbi >= h8) {
@@ -1298,7 +1307,7 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
             mmc &= mmc - 1;
             if ((vmask >> sc) & 1u) {
                 const symm__v4_t *st = ring + (size_t)sc * SL, none = {0, 0, 0, 0};
-                ht_pull_wait(&bars[sc], (ph >> sc) & 1u, inflight - 1u);
+                ht_pull_wait(&bars[sc], (ph >> sc) & 1u, inflight - 1u, bulk);
                 ph ^= 1u << sc;
 #pragma unroll
                 for (int u = 0; u < HT_RED_U; u++) {

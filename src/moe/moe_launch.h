@@ -187,6 +187,7 @@ typedef struct symm__moe_kargs {
     uint32_t ht_send_warps;  /* SYMM__MOE_HT_OVERLAP: warps of each block that send (1..SYMM__MOE_WARPS - 1) */
     uint32_t ht_pull_y;      /* SYMM__MOE_HT_PULL, both halves: 1 y is in the heap, the peers read it there */
     uint32_t ht_pull_stages; /* SYMM__MOE_HT_PULL: stages of each reducing warp (1..SYMM__MOE_HT_PULL_MAX_STAGES) */
+    uint32_t ht_pull_lanes;  /* SYMM__MOE_HT_PULL: 1 each lane copies its vectors (cp.async; pull-lanes), 0 bulk copies */
     uint32_t ht_dwarps;      /* HT dispatch: 1 each warp sends whole tokens (SYMM_MOE_HT_DISPATCH=warps), 0 batches */
     uint32_t probe;          /* low latency: SYMM_MOE_LL_PROBE (symm__moe_probe), 0 for the real exchange */
     uint32_t pdl;            /* low latency: launched with programmatic dependent launch (SYMM_MOE_PDL) */

@@ -9,7 +9,7 @@
  *     kernels), and the runtime still works after all of them; with
  *     SYMM_MOE_HT_COMBINE=sideways (moe_host_schedule_N), or overlap:S,
  *     overlap-async:S or overlap-ring:S with S not a number in 1..15, or
- *     pull:S with S not a number in 1..6, or
+ *     pull:S or pull-lanes:S with S not a number in 1..6, or
  *     SYMM_MOE_HT_DISPATCH=rows, or SYMM_MOE_LL_PROBE=sometimes (moe_host_probe_2),
  *     SYMM_ERR_INVALID_ARG naming the variable and its value instead;
  *   - calls on a NULL handle fail cleanly (the SM budget's and the routes' too); destroy(NULL)
@@ -115,12 +115,16 @@ int main(int argc, char **argv) {
                         : strncmp(sched, "overlap-async:", 14) == 0 ? sched + 14
                         : strncmp(sched, "overlap-ring:", 13) == 0 ? sched + 13
                                                                     : NULL;
-    const char *stages = sched != NULL && strncmp(sched, "pull:", 5) == 0 ? sched + 5 : NULL;
+    const char *stages = sched == NULL                             ? NULL
+                         : strncmp(sched, "pull:", 5) == 0       ? sched + 5
+                         : strncmp(sched, "pull-lanes:", 11) == 0 ? sched + 11
+                                                                 : NULL;
     const int bad_warps = (warps != NULL && (warps[0] == '\0' || warps[strspn(warps, "0123456789")] != '\0' ||
                                              atoi(warps) < 1 || atoi(warps) > 15)) ||
                           (stages != NULL && (stages[0] == '\0' || stages[strspn(stages, "0123456789")] != '\0' ||
                                               atoi(stages) < 1 || atoi(stages) > 6)) ||
-                          (sched != NULL && strncmp(sched, "pull", 4) == 0 && sched[4] != '\0' && sched[4] != ':');
+                          (sched != NULL && strncmp(sched, "pull", 4) == 0 && sched[4] != '\0' && sched[4] != ':' &&
+                           strcmp(sched, "pull-lanes") != 0 && strncmp(sched, "pull-lanes:", 11) != 0);
     const char *dform = getenv("SYMM_MOE_HT_DISPATCH");
     const int bad_dform = dform != NULL && strcmp(dform, "warps") != 0 && strcmp(dform, "batches") != 0;
     const char *probe = getenv("SYMM_MOE_LL_PROBE");
@@ -162,7 +166,8 @@ int main(int argc, char **argv) {
     if (bad_schedule || bad_warps) { /* checked before the backend: the same on a GPU */
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
         expect_msg("it takes auto, split, serial, serial-warps, overlap[:S], overlap-async[:S] or overlap-ring[:S] "
-                   "(S: the sending warps of a block, 1..15), or pull[:S] (S: the stages of a reducing warp, 1..6)");
+                   "(S: the sending warps of a block, 1..15), or pull[:S] or pull-lanes[:S] (S: the stages of a reducing "
+                   "warp, 1..6)");
         expect_msg(bad_schedule ? "SYMM_MOE_HT_COMBINE is 'sideways'" : sched);
         TEST_ASSERT(h == NULL, "no handle on failure");
     } else if (bad_dform) {
