@@ -1178,14 +1178,20 @@ SYMM__DEVICE_INTERNAL uint64_t ht_pull_row(const symm__moe_kargs_t *A, uint64_t 
 
 /* Lane l: the rows of sources l and l + 32 for token t (mask: its PEs; p0, p1:
  * its positions there). The warp barrier extends each lane's acquires to the
- * copies lane 0 issues (ht_pull_issue's proxy fence, to the copy engine). */
+ * copies lane 0 issues, and a proxy fence to the copy engine where a row came
+ * pushed (its chunk flag acquired here; rows read in place were acquired with
+ * the headers). One fence per such token, not per copy: a fence may wait
+ * for the lane's stores in flight. */
 SYMM__DEVICE_INTERNAL void ht_pull_token(const symm__moe_kargs_t *A, uint64_t e, uint64_t mask, uint32_t p0,
                                          uint32_t p1, const ht_psrc_t *s0, const ht_psrc_t *s1, uint64_t *a0,
                                          uint64_t *a1) {
     const uint32_t lane = symm__lane(), n = (uint32_t)A->n;
     *a0 = lane < n && ((mask >> lane) & 1u) ? ht_pull_row(A, e, lane, p0, s0) : 0u;
     *a1 = lane + 32u < n && ((mask >> (lane + 32u)) & 1u) ? ht_pull_row(A, e, lane + 32u, p1, s1) : 0u;
+    const uint32_t pushed = __ballot_sync(MOE_FULL, (*a0 != 0u && !s0->inplace) || (*a1 != 0u && !s1->inplace));
     symm__warp_sync();
+    if (pushed != 0u && lane == 0)
+        symm__fence_proxy_async();
 }
 
 /* Does this GPU take bulk copies (sm_90+)? Else, or with `lanes`
@@ -1200,18 +1206,16 @@ SYMM__DEVICE_INTERNAL int ht_pull_bulk(uint32_t lanes) {
 }
 
 /* Copy vectors [kb, kb + SLICE) of the row at `src` into `stage`: one bulk
- * copy by lane 0 completing `bar`, behind a proxy fence (the copy engine sees
- * what the warp acquired, and the stage's last reads by the warp come before
- * it is written); or each lane its own vectors by cp.async, one group per
- * stage (the caller commits it). */
+ * copy by lane 0 completing `bar` (the warp barrier after the stage's last
+ * reads orders them before it, as a pipeline's empty barrier would); or each
+ * lane its own vectors by cp.async, one group per stage (the caller commits
+ * it). */
 SYMM__DEVICE_INTERNAL void ht_pull_issue(symm__v4_t *stage, uint64_t *bar, uint64_t src, uint32_t kb, uint32_t h8,
                                          int bulk) {
     const uint32_t lane = symm__lane(), nv = h8 - kb < SYMM__MOE_HT_PULL_SLICE ? h8 - kb : SYMM__MOE_HT_PULL_SLICE;
     if (bulk) {
-        if (lane == 0) {
-            symm__fence_proxy_async();
+        if (lane == 0)
             symm__bulk_load(stage, (const char *)(uintptr_t)src + (uint64_t)kb * 16u, nv * 16u, bar);
-        }
         return;
     }
     for (uint32_t v = lane; v < nv; v += 32u)
@@ -1253,6 +1257,9 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
         s0 = ht_pull_source(A, e, lane, fused);
     if (lane + 32u < n)
         s1 = ht_pull_source(A, e, lane + 32u, fused);
+    symm__warp_sync();
+    if (lane == 0) /* the rows read in place were released with the headers the warp just acquired */
+        symm__fence_proxy_async();
     maski = maskc = mmi = mmc = hmask[ti];
     ht_pull_token(A, e, maski, lane < n ? hpos[ti * n + lane] : 0u, lane + 32u < n ? hpos[ti * n + lane + 32u] : 0u,
                   &s0, &s1, &a0, &a1);
