@@ -17,7 +17,7 @@ sys.path.insert(0, PYTHON_DIR)
 
 torch = pytest.importorskip("torch")
 import deepep_cases as cases  # noqa: E402
-from deepep_fake import FakeCuda, install, run_ranks  # noqa: E402
+from deepep_fake import FakeCuda, fake_capture, install, run_ranks  # noqa: E402
 
 needs_lib = pytest.mark.skipif(not have_library(), reason="libsymm.so not built (set SYMM_LIBRARY)")
 # the combines that run a routing again say so; the cases check that they did
@@ -298,6 +298,48 @@ def test_no_new_handle_during_capture(monkeypatch):
             buf.dispatch(d.x, num_tokens_per_rank=pr, is_token_in_rank=ir, num_tokens_per_expert=pe,
                          topk_idx=d.idx, topk_weights=d.w, num_worst_tokens=12)
         buf._cuda.capturing_now = False
+        buf.destroy()
+    run_ranks(2, body)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_capture_then_eager(monkeypatch, n):
+    """A handle's first cached dispatch and weighted combine inside a capture
+    (the stand-in's: deep_ep's own torch work there runs at no point), then
+    eager calls of that handle: they must not use what the capture made."""
+    dep = install(monkeypatch)
+
+    def body(group):
+        made = []
+
+        def make_buffer(**kw):
+            made.append(dep.Buffer(group, **kw))
+            return made[-1]
+
+        def capture(fn):
+            with fake_capture(made[-1]):
+                return fn(), None
+        ctx = cases.Ctx(dep, group.rank(), n, torch.device("cpu"), False, make_buffer, lambda: None, lambda: None)
+        cases.case_capture_then_eager(ctx, capture)
+    run_ranks(n, body)
+
+
+def test_low_latency_handle_unread_across_a_capture(monkeypatch):
+    """A low-latency handle still unread when a later dispatch over its symm
+    handle is captured: its routes cannot be copied then (the copy would run
+    at replay, after they changed), so reading it raises, naming the capture."""
+    dep = install(monkeypatch)
+    E, K, H, M = 8, 2, 128, 8
+
+    def body(group):
+        buf = dep.Buffer(group, num_nvl_bytes=1, num_rdma_bytes=1, low_latency_mode=True, explicitly_destroy=True)
+        d = cases.batches(7, 2, [6, 6], E, K, H)[group.rank()]
+        _, _, h1, _, _ = buf.low_latency_dispatch(d.x, d.idx, M, E, use_fp8=False)
+        buf.low_latency_combine(torch.zeros((E // 2, 2 * M, H), dtype=torch.bfloat16), d.idx, d.w, h1)
+        with fake_capture(buf):
+            buf.low_latency_dispatch(d.x, d.idx, M, E, use_fp8=False)
+        with pytest.raises(RuntimeError, match="captured into a CUDA graph before this handle was read"):
+            h1[0]
         buf.destroy()
     run_ranks(2, body)
 

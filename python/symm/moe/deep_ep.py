@@ -994,7 +994,10 @@ class Buffer:
         DeepEP handle that is still alive and has not been read yet."""
         holder = slot.holder() if slot.holder is not None else None
         if holder is not None and holder._tensors is None and getattr(holder._route, "routes", None) is None:
-            holder._route.routes = self._routes_of(slot).clone()
+            if self._cuda.capturing():  # a copy made in a capture runs at replay, after the routes changed
+                holder._route.lost = True
+            else:
+                holder._route.routes = self._routes_of(slot).clone()
         slot.holder = None
 
     def _routes_of(self, slot):
@@ -1265,11 +1268,16 @@ class Buffer:
         with self._use(comm):
             # every rank's counts (DeepEP's notify step): [tokens, fingerprint, how far past num_worst_tokens
             # an earlier dispatch received, what the last checked one received, per rank, per expert]
+            hdr = self._hdr
             if self._hdr_is != (T, fp):
-                self._hdr.view(torch.int64).fill_((fp << 32) | T)
-                self._hdr_is = (T, fp)
+                if c.capturing():  # the graph's replays would rewrite _hdr behind _hdr_is: it fills its own
+                    hdr = torch.empty(2, dtype=torch.int32, device=self._device)
+                    hdr.view(torch.int64).fill_((fp << 32) | T)
+                else:
+                    hdr.view(torch.int64).fill_((fp << 32) | T)
+                    self._hdr_is = (T, fp)
             row = torch.empty(W, dtype=torch.int32, device=self._device)
-            torch.cat((self._hdr, self._over, self._got[:G], num_tokens_per_rank, num_tokens_per_expert), out=row)
+            torch.cat((hdr, self._over, self._got[:G], num_tokens_per_rank, num_tokens_per_expert), out=row)
             gathered = torch.empty((n, W), dtype=torch.int32, device=self._device)
             self._engine.all_gather(gathered.view(-1), row)
             if num_worst_tokens == 0:
@@ -1329,14 +1337,17 @@ class Buffer:
             fp = self._fps[parts] = _fingerprint(*(str(p) if isinstance(p, torch.dtype) else p for p in parts))
         return fp
 
-    def _route_idx_of(self, in_rank, L, K):
+    def _route_idx_of(self, in_rank, L, K, capturing=False):
         """int32 [tokens, K]: the first local expert of each rank a token goes
         to, -1 in the other columns: a routing symm's dispatch sends exactly
-        where is_token_in_rank says (a token goes to at most K ranks)."""
+        where is_token_in_rank says (a token goes to at most K ranks).
+        `capturing`: the call is being captured into a CUDA graph."""
         n = self.group_size
         first = self._first_experts.get(L)
         if first is None:
-            first = self._first_experts[L] = torch.arange(n, dtype=torch.int32, device=self._device) * L
+            first = torch.arange(n, dtype=torch.int32, device=self._device) * L
+            if not capturing:  # made in a capture, it holds values only once the graph replays
+                self._first_experts[L] = first
         if K < n:  # the ranks of each token first: the K largest of (first expert or -1)
             return torch.topk(torch.where(in_rank, first, self._minus_one_i32), K, dim=1).values
         idx = torch.full((in_rank.size(0), K), -1, dtype=torch.int32, device=self._device)
@@ -1345,10 +1356,16 @@ class Buffer:
 
     def _route_idx(self, route):
         """The routing of a dispatch made with topk_idx, from its is_token_in_rank
-        (DeepEP's handle keeps that tensor too), made when first needed."""
-        if route.idx is None:
-            route.idx = self._route_idx_of(route.in_rank, route.E // self.group_size, route.K)
-        return route.idx
+        (DeepEP's handle keeps that tensor too), made when first needed and
+        kept, unless made during a CUDA graph capture: such a tensor holds its
+        values only once the graph replays, so an eager call would read none."""
+        idx = route.idx
+        if idx is None:
+            capturing = self._cuda.capturing()
+            idx = self._route_idx_of(route.in_rank, route.E // self.group_size, route.K, capturing)
+            if not capturing:
+                route.idx = idx
+        return idx
 
     def _check_gathered(self, heads, got, call, comm):
         """The ranks' [tokens, fingerprint, overflow] heads and what each
@@ -1536,7 +1553,10 @@ class Buffer:
             # the routing's argument block for this symm handle, checked once: a cached dispatch only adds x
             prep = route.preps.get(slot)
             if prep is None:
-                prep = route.preps[slot] = slot.h._prepare(self._route_idx(route))
+                idx = self._route_idx(route)
+                prep = slot.h._prepare(idx)
+                if idx is route.idx:  # not over an index tensor that a capture made (_route_idx)
+                    route.preps[slot] = prep
             views = slot.h._dispatch_prepared(prep, x, scales if fast.direct else self._scales_in(scales, x.size(1)),
                                               *((None, None) if entry is None else entry.views), checked=checked)
         slot.route, slot.state = route, "dispatched"
@@ -1928,6 +1948,11 @@ class Buffer:
         if routes is None:
             slot = next((s for slots in self._slots.values() for s in slots if s.route is route), None)
             if slot is None:
+                if getattr(route, "lost", False):
+                    raise RuntimeError("LowLatencyHandle: the dispatch's routes were rewritten by a low-latency "
+                                       "dispatch captured into a CUDA graph before this handle was read (a copy "
+                                       "made in the capture would hold values only at replay): read handle[0] "
+                                       "and handle[1] before capturing")
                 raise RuntimeError("LowLatencyHandle: the dispatch's routes are gone")
             routes = self._routes_of(slot)
         L, rows = routes.shape
