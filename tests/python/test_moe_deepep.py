@@ -464,7 +464,8 @@ def test_host_cpu_bench_runs_the_real_python_path():
     """bench/moe/deepep_host_cpu.py (the Buffer over symm.moe.HighThroughput's
     own Python, C calls stubbed): every path runs, and the torch ops beside
     symm's stay what they have to be: none for cached dispatches and a plain
-    combine, one for a bias, two for combine's weights; the stubs are undone."""
+    combine, one for a bias, two for combine's weights, the full dispatch's
+    seven and its one sum on the host; the stubs are undone."""
     import importlib.util
     import symm.moe as moe
     import symm.moe.deep_ep as dep
@@ -482,6 +483,9 @@ def test_host_cpu_bench_runs_the_real_python_path():
     assert ops["cached bf16"] == ops["cached fp8"] == ops["pair bf16"] == [], ops
     assert ops["pair + bias"] == ["add_"], ops
     assert ops["pair + weights"] == ["index_select", "sum"], ops
+    # the count row, sources, indices, weights (2), rank prefix, what was received; on the host, one sum of the
+    # per-expert counts (the rest of the counts are read as lists)
+    assert ops["full bf16"] == sorted(["cat", "copy_", "copy_", "ge", "where", "cumsum", "cat", "sum"]), ops
 
 
 def test_overhead_bench_counts_what_the_wrapper_adds():
