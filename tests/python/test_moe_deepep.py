@@ -344,6 +344,51 @@ def test_low_latency_handle_unread_across_a_capture(monkeypatch):
     run_ranks(2, body)
 
 
+@pytest.mark.parametrize("n", [2, 4])
+def test_combine_weights_plan_per_handle(monkeypatch, n):
+    """combine's topk_weights plan (buffer, counts, gather index) is kept per
+    handle and per top-k width: two handles of other routings and token
+    counts, and a width that changes on one of them, interleaved; every
+    combined weight checked (each rank returns, for the row of token t,
+    (rank + 1) x (t + 1) + column / 2, so a plan of the wrong handle or
+    width gives other sums); a kept plan is used again as it is."""
+    dep = install(monkeypatch)
+    E, H = 8 * n, 128
+
+    def body(group):
+        me = group.rank()
+        L = E // n
+        buf = dep.Buffer(group, num_nvl_bytes=1, explicitly_destroy=True)
+        hs = []
+        for seed, T, K in ((21, 10, 3), (22, 7, 4)):
+            data = cases.batches(seed, n, [T + r for r in range(n)], E, K, H)
+            d = data[me]
+            pr, _, pe, ir, _ = buf.get_dispatch_layout(d.idx, E)
+            rx, _, _, _, h, _ = buf.dispatch(d.x, num_tokens_per_rank=pr, is_token_in_rank=ir,
+                                             num_tokens_per_expert=pe, topk_idx=d.idx, topk_weights=d.w)
+            hs.append((h, d, rx.size(0)))
+        last = {}  # handle -> (width, plan) of its last combine
+        for j, width in ((0, 3), (1, 4), (0, 5), (1, 4), (0, 3), (0, 3), (1, 2)):
+            h, d, rows = hs[j]
+            buf.dispatch(d.x, handle=h)
+            t = h[3].to(torch.float32).view(-1, 1)  # recv_src: each row's token on its source
+            w = (me + 1) * (t + 1) + torch.arange(width, dtype=torch.float32).view(1, -1) / 2
+            _, cw, _ = buf.combine(torch.zeros((rows, H), dtype=torch.bfloat16), h, topk_weights=w)
+            on = cases.in_ranks(d.idx, L, n).float()  # [tokens, ranks]: the ranks token t went to
+            tok = torch.arange(d.T, dtype=torch.float32).view(-1, 1)
+            want = (on * torch.arange(1, n + 1, dtype=torch.float32)).sum(1, keepdim=True) * (tok + 1) + \
+                on.sum(1, keepdim=True) * torch.arange(width, dtype=torch.float32).view(1, -1) / 2
+            cases.close(cw, want, "handle %d, width %d: combined_topk_weights" % (j, width), rtol=0, atol=0)
+            plan = h._route.wplan
+            assert plan is not None and plan[0] == width, plan
+            if j in last and last[j][0] == width:  # the same width on this handle as its last combine
+                assert plan is last[j][1], "handle %d, width %d: the kept plan was made again" % (j, width)
+            last[j] = (width, plan)
+        assert hs[0][0]._route.wplan is not hs[1][0]._route.wplan
+        buf.destroy()
+    run_ranks(n, body)
+
+
 def test_sm_budget_follows_the_config(monkeypatch):
     dep = install(monkeypatch)
     E, K, H = 8, 2, 128
