@@ -15,7 +15,8 @@ bound growing; cached dispatches and combines repeated on interleaved handles
 without the receive hook, async_finish, zero-copy combine, two in flight. CUDA
 graphs: num_worst_tokens dispatch + combine and low-latency dispatch + combine
 captured and replayed with fresh data; a handle's first cached dispatch and
-weighted combine captured, the handle then used eagerly before any replay. Bad inputs raise on every rank. The
+weighted combine captured, the handle then used eagerly before any replay; a
+captured num_worst_tokens dispatch replayed between synchronising ones. Bad inputs raise on every rank. The
 normal kernels launch at most the Config's SMs.
 """
 import pytest
@@ -88,6 +89,11 @@ def test_capture_then_eager(ctx):
         torch.cuda.current_stream().wait_stream(s)
         return out, g.replay
     cases.case_capture_then_eager(ctx, capture)
+
+
+def test_capture_keeps_the_header(ctx):
+    """A captured num_worst_tokens dispatch replayed between synchronising ones."""
+    cases.case_capture_keeps_the_header(ctx)
 
 
 def test_sm_budget(ctx):
