@@ -1284,8 +1284,8 @@ class Buffer:
             if num_worst_tokens == 0:
                 host = c.read(gathered).view(n, W)
         if num_worst_tokens == 0:
-            # the narrow columns as Python lists, the per-expert ones summed by torch (the host's work on the
-            # counts: three calls; methods, not indexing, whose machinery costs more than the work)
+            # the narrow columns as one list, the per-expert counts summed by torch: three tensor calls where
+            # a dozen small ones on slices (sums, equals, items) took longer than the work
             rows = host.narrow(1, 0, 3 + G + n).tolist()
             self._check_gathered(rows, G, call, comm)
             M = self._grow_bound(max(r[0] for r in rows))
