@@ -509,7 +509,7 @@ def test_host_cpu_bench_runs_the_real_python_path():
     """bench/moe/deepep_host_cpu.py (the Buffer over symm.moe.HighThroughput's
     own Python, C calls stubbed): every path runs, and the torch ops beside
     symm's stay what they have to be: none for cached dispatches and a plain
-    combine, one for a bias, two for combine's weights, the full dispatch's
+    combine, one for a bias, one for combine's weights (a bag sum), the full dispatch's
     seven and its one sum on the host; the stubs are undone."""
     import importlib.util
     import symm.moe as moe
@@ -527,7 +527,7 @@ def test_host_cpu_bench_runs_the_real_python_path():
     ops = {name: sorted(o) for name, (_, o) in got.items()}
     assert ops["cached bf16"] == ops["cached fp8"] == ops["pair bf16"] == [], ops
     assert ops["pair + bias"] == ["add_"], ops
-    assert ops["pair + weights"] == ["index_select", "sum"], ops
+    assert ops["pair + weights"] == ["embedding_bag"], ops
     # the count row, sources, indices, weights (2), rank prefix, what was received; on the host, one sum of the
     # per-expert counts (the rest of the counts are read as lists)
     assert ops["full bf16"] == sorted(["cat", "copy_", "copy_", "ge", "where", "cumsum", "cat", "sum"]), ops
@@ -570,6 +570,6 @@ def test_overhead_bench_counts_what_the_wrapper_adds():
     assert got["api combine"] == (1, 0, 0, [])
     assert got["own layout"] == (1, 0, 0, []) and got["api layout"][:3] == (0, 12, 0), got["api layout"]
     symm, other, syncs, ops = got["api combine + topk_weights"]
-    # the weights' all-to-allv (symm's), then gathered and summed (the index tensors: the handle's)
-    assert (symm, syncs) == (2, 0) and sorted(ops) == ["index_select", "sum"], ops
+    # the weights' all-to-allv (symm's), then gathered and summed by one bag sum (the index tensors: the handle's)
+    assert (symm, syncs) == (2, 0) and ops == ["_embedding_bag_forward_only"], ops
     assert "| api full bf16 |" in text and "other launches, per path" in text

@@ -1697,8 +1697,9 @@ class Buffer:
         """The index tensors of _combine_weights' all-to-all path that depend
         on the routing alone: where each received row's weights go in the
         all-to-all's send blocks (rows past a block go to rows of their own
-        past the blocks), the send rows, and per token and rank the row of the
-        block it comes back in (clamped; masked by is_token_in_rank)."""
+        past the blocks), the send rows, per token and rank (flat) the row of
+        the block it comes back in, or the zero row past the blocks where the
+        token did not go to that rank, and each token's first entry there."""
         n, M, dev = self.group_size, route.M, self._device
         if route.recv_host is not None:  # the rows from each source, known on the host
             dest = torch.cat([torch.arange(s * M, s * M + cnt, device=dev)
@@ -1717,8 +1718,8 @@ class Buffer:
             rows = n * M + R
         # token t's row from rank r is row (t's place among the tokens sent to r) of r's block
         offs = torch.arange(n, device=dev) * M - 1
-        gidx = (route.in_rank.cumsum(0) + offs).clamp_(min=0)
-        return dest, rows, gidx, route.in_rank.unsqueeze(2)
+        gidx = torch.where(route.in_rank, route.in_rank.cumsum(0) + offs, n * M)
+        return dest, rows, gidx.view(-1), torch.arange(0, route.T * n, n, device=dev)
 
     def _weights_buf(self, M, K):
         """The symmetric float32 buffer of (ranks x M + 1) rows of K that
@@ -1757,7 +1758,8 @@ class Buffer:
         """What _combine_weights needs of the routing, made once per handle
         and kept, unless made during a CUDA graph capture (its tensors would
         hold values only once the graph replays): (K, the symmetric buffer,
-        the all-to-allv's counts, the flat gather index) when the host knows
+        the all-to-allv's counts, the flat gather index, each token's first
+        entry in it) when the host knows
         the rows per rank, outside a capture (the buffer is collective, the
         index starts from the host's counts); else (K, None, R,
         _weights_plan's four), made on the device alone."""
@@ -1765,7 +1767,8 @@ class Buffer:
         with torch.inference_mode(False):  # kept for later calls: no inference tensors (autograd refuses them)
             if route.sent_host is not None and not capturing:
                 buf, counts, gidx = self._weights_v(route, K)
-                plan = (K, buf, counts, gidx.view(-1))
+                n = self.group_size
+                plan = (K, buf, counts, gidx.view(-1), torch.arange(0, route.T * n, n, device=self._device))
             else:
                 plan = (K, None, R) + self._weights_plan(route, R)
         if not capturing:
@@ -1776,34 +1779,39 @@ class Buffer:
         """Each row's weights go back to its source, which sums, per token,
         the rows it gets from the ranks it sent the token to, in rank order.
         When the host knows the rows per rank (not num_worst_tokens): one
-        all-to-allv of the rows as they are into a symmetric buffer, then a
-        gather and a sum (two kernels). Else an all-to-all of [ranks, bound,
-        top-k] blocks: the rows placed, gathered, masked and summed (four
-        kernels). The index tensors are the routing's, made once per handle
-        outside graph capture."""
+        all-to-allv of the rows as they are into a symmetric buffer, then one
+        kernel gathers and sums them. Else an all-to-all of [ranks, bound,
+        top-k] blocks: the rows placed, the zero row set, then gathered and
+        summed (three kernels). The index tensors are the routing's, made once
+        per handle outside graph capture. Outputs allocated on another stream
+        (alloc) take one copy more."""
         K = w.size(1)
         plan = route.wplan
         if plan is None or plan[0] != K or (plan[1] is None and plan[2] != w.size(0)):
             plan = self._weights_plan_of(route, K, w.size(0))
-        if plan[1] is not None:  # the all-to-allv, the gather and the sum: the call's whole work
+        if plan[1] is not None:  # the all-to-allv and one kernel: the call's whole work
             self._engine.all_to_allv(plan[1], w, plan[2])
-            got = torch.index_select(plan[1], 0, plan[3]).view(route.T, self.group_size, K)
+            # per token, the sum of its rows (the ranks' in rank order, the zero row where it did not go): a bag
+            # sum, which adds a bag's rows one after another, in float32
+            got = torch.embedding_bag(plan[1], plan[3], plan[4], False, 0)[0]
             if alloc is None:
-                return got.sum(1)
+                return got
             with self._use(alloc):
                 out = torch.empty((route.T, K), dtype=torch.float32, device=self._device)
-            return torch.sum(got, dim=1, out=out)
+            return out.copy_(got)
         n, M, dev, T = self.group_size, route.M, self._device, route.T
-        _, _, _, dest, rows, gidx, mask = plan
+        _, _, _, dest, rows, gidx, first = plan
         send = torch.empty((rows, K), dtype=torch.float32, device=dev)
         send.index_copy_(0, dest, w)
-        got = torch.empty(n * M * K, dtype=torch.float32, device=dev)
-        self._engine.all_to_all(got, send[:n * M].reshape(-1))
-        vals = torch.index_select(got.view(n * M, K), 0, gidx.view(-1)).view(T, n, K)
+        got = torch.empty((n * M + 1, K), dtype=torch.float32, device=dev)
+        got.narrow(0, n * M, 1).zero_()
+        self._engine.all_to_all(got.narrow(0, 0, n * M).view(-1), send.narrow(0, 0, n * M).reshape(-1))
+        summed = torch.embedding_bag(got, gidx, first, False, 0)[0]
+        if alloc is None:
+            return summed
         with self._use(alloc):
             out = torch.empty((T, K), dtype=torch.float32, device=dev)
-        torch.sum(torch.where(mask, vals, self._zero_f32), dim=1, out=out)
-        return out
+        return out.copy_(summed)
 
     # ---- low latency --------------------------------------------------------------------
 
