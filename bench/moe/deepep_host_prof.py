@@ -9,11 +9,13 @@ Two timings per path, perf_counter per call, median of --calls:
   sees). Once the GPU falls behind and its launch queue fills, a launch waits
   for the GPU, so this column can show GPU time, not host time.
 - "idle": the device synchronised before each call, the call alone timed:
-  the host's own cost with an empty queue.
+  no launch waits for a full queue, but each call starts right after a
+  synchronisation, which can cost more than back to back.
 The full dispatch reads counts on the host (it waits for its count exchange),
 so only its "idle" column is printed. "weights all_to_allv alone" is the
-engine's symm_all_to_allv call that combine makes for topk_weights. --python DIR imports symm from DIR
-(e.g. another checkout's python/, for a before/after on one machine).
+engine's symm_all_to_allv call that combine makes for topk_weights.
+--python DIR imports symm from DIR (e.g. another checkout's python/, for a
+before/after on one machine).
 """
 import argparse
 import cProfile
