@@ -389,6 +389,26 @@ def test_combine_weights_plan_per_handle(monkeypatch, n):
     run_ranks(n, body)
 
 
+def test_low_latency_handle_first_read_in_a_capture(monkeypatch):
+    """A low-latency handle first read inside a capture: what the capture
+    computed is not what a later eager read returns (it holds values only
+    once the graph replays); the eager read decodes the routes itself."""
+    dep = install(monkeypatch)
+    E, K, H, M = 8, 2, 128, 8
+
+    def body(group):
+        buf = dep.Buffer(group, num_nvl_bytes=1, num_rdma_bytes=1, low_latency_mode=True, explicitly_destroy=True)
+        d = cases.batches(8, 2, [6, 6], E, K, H)[group.rank()]
+        _, _, h, _, _ = buf.low_latency_dispatch(d.x, d.idx, M, E, use_fp8=False)
+        with fake_capture(buf):
+            h[0], h[1]
+        want = buf._ll_decode(h._route)
+        cases.eq(h[0], want[0], "src_info read after a capture")
+        cases.eq(h[1], want[1], "layout_range read after a capture")
+        buf.destroy()
+    run_ranks(2, body)
+
+
 def test_sm_budget_follows_the_config(monkeypatch):
     dep = install(monkeypatch)
     E, K, H = 8, 2, 128

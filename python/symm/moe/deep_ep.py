@@ -483,7 +483,10 @@ class LowLatencyHandle:
 
     def _materialize(self):
         if self._tensors is None:
-            self._tensors = self._buffer._ll_decode(self._route)
+            got = self._buffer._ll_decode(self._route)
+            if self._buffer._cuda.capturing():  # made in a capture, they hold values only once the graph replays
+                return got
+            self._tensors = got
         return self._tensors
 
     def __len__(self):
