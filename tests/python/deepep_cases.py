@@ -1031,3 +1031,129 @@ def case_graphs(ctx):
         ctx.barrier()
     finally:
         buf.destroy()
+
+
+def case_capture_then_eager(ctx, capture):
+    """A handle's first cached dispatch and its combine with topk_weights
+    made inside a CUDA graph capture, then the same handle eagerly before
+    any replay, then the graph replayed. What the capture computed for the
+    handle (the routing's index tensors, the weights' gather plan) holds
+    values only once the graph replays, so the eager calls must make their
+    own. capture(fn) runs fn while capturing and returns (fn's result, the
+    graph's replay, or None where nothing can replay)."""
+    n, me, dev = ctx.n, ctx.rank, ctx.device
+    E, K, H, T = 32, 4, 256, 40
+    buf = ctx.make_buffer(num_nvl_bytes=1 << 20, explicitly_destroy=True, max_num_tokens=T)
+    try:
+        data = batches(910, n, [T] * n, E, K, H)
+        data2 = batches(911, n, [T] * n, E, K, H)
+        for a, b in zip(data, data2):  # the same routing, other tokens
+            b.idx, b.w = a.idx, a.w
+        d = data[me]
+        x, idx, w = d.x.to(dev), d.idx.to(dev), d.w.to(dev)
+        x2 = data2[me].x.to(dev)
+        pr, _, pe, ir, _ = buf.get_dispatch_layout(idx, E)
+        rx, _, rw, _, handle, _ = buf.dispatch(x, num_tokens_per_rank=pr, is_token_in_rank=ir,
+                                               num_tokens_per_expert=pe, topk_idx=idx, topk_weights=w)
+        y = (rx.float() * (me + 1)).to(torch.bfloat16)
+        wy = rw * (me + 1)
+        ctx.sync()
+        ctx.barrier()
+
+        def step():
+            gx = buf.dispatch(x2, handle=handle)[0]
+            out, cw, _ = buf.combine(y, handle, topk_weights=wy)
+            return gx, out, cw
+
+        (gx, gout, gcw), replay = capture(step)
+        ex = buf.dispatch(x2, handle=handle)[0]
+        ctx.sync()
+        ref2 = ht_reference(data2, me, n, E)
+        eq(ex, ref2["x"], "an eager cached dispatch after a capture")
+        y2 = (ex.float() * (me + 1)).to(torch.bfloat16)
+        out, cw, _ = buf.combine(y2, handle, topk_weights=wy)
+        ctx.sync()
+        close(out, combine_reference(data2, me, n, E), "an eager combine after a capture")
+        close(cw, weights_reference(data, me, n, E), "an eager combine's weights after a capture", rtol=1e-6,
+              atol=1e-6)
+        if replay is not None:
+            ctx.barrier()
+            replay()
+            ctx.sync()
+            eq(gx, ref2["x"], "the captured cached dispatch, replayed")
+            close(gout, combine_reference(data, me, n, E), "the captured combine, replayed")
+            close(gcw, weights_reference(data, me, n, E), "the captured combine's weights, replayed", rtol=1e-6,
+                  atol=1e-6)
+        ctx.barrier()
+    finally:
+        buf.destroy()
+
+
+def case_capture_keeps_the_header(ctx):
+    """A num_worst_tokens dispatch captured after a synchronising one of the
+    same token count, the graph replayed between synchronising dispatches:
+    the graph's count row must not rewrite the header the eager dispatches
+    reuse (tokens, fingerprint), or the next synchronising dispatch on a rank
+    whose token count did not change would send the graph's fingerprint, and
+    the ranks would be told that their calls differ. Every output checked."""
+    n, me, dev = ctx.n, ctx.rank, ctx.device
+    E, K, H, T = 32, 4, 256, 24
+    buf = ctx.make_buffer(num_nvl_bytes=1 << 20, explicitly_destroy=True, max_num_tokens=T)
+    try:
+        sx = torch.zeros((T, H), dtype=torch.bfloat16, device=dev)
+        sidx = torch.full((T, K), -1, dtype=torch.int64, device=dev)
+        sw = torch.zeros((T, K), dtype=torch.float32, device=dev)
+        out = {}
+
+        def sync_round(seed, Ts):
+            data = batches(seed, n, Ts, E, K, H)
+            d = data[me]
+            x, idx, w = d.x.to(dev), d.idx.to(dev), d.w.to(dev)
+            pr, _, pe, ir, _ = buf.get_dispatch_layout(idx, E)
+            rx, ri, rw, _, h, _ = buf.dispatch(x, num_tokens_per_rank=pr, is_token_in_rank=ir,
+                                               num_tokens_per_expert=pe, topk_idx=idx, topk_weights=w)
+            ref = ht_reference(data, me, n, E)
+            eq(rx, ref["x"], "synchronising dispatch %d: recv_x" % seed)
+            eq(ri, ref["idx"], "synchronising dispatch %d: recv_topk_idx" % seed)
+            y = (rx.float() * (me + 1)).to(torch.bfloat16)
+            o, _, _ = buf.combine(y, h)
+            close(o, combine_reference(data, me, n, E), "synchronising dispatch %d: combined_x" % seed)
+
+        def worst_step():
+            pr, _, pe, ir, _ = buf.get_dispatch_layout(sidx, E)
+            rx, _, _, _, h, _ = buf.dispatch(sx, num_tokens_per_rank=pr, is_token_in_rank=ir,
+                                             num_tokens_per_expert=pe, topk_idx=sidx, topk_weights=sw,
+                                             num_worst_tokens=n * T)
+            o, _, _ = buf.combine((rx.float() * (me + 1)).to(torch.bfloat16), h)
+            out.update(rx=rx, o=o)
+
+        sync_round(920, [T] * n)
+        data = batches(921, n, [T] * n, E, K, H)
+        sx.copy_(data[me].x.to(dev))
+        sidx.copy_(data[me].idx.to(dev))
+        sw.copy_(data[me].w.to(dev))
+        ctx.sync()
+        ctx.barrier()
+        graph = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            with torch.cuda.graph(graph, stream=s):
+                worst_step()
+        torch.cuda.current_stream().wait_stream(s)
+        sync_round(922, [T] * n)
+        ctx.sync()
+        ctx.barrier()
+        graph.replay()
+        ctx.sync()
+        ref = ht_reference(data, me, n, E)
+        R = ref["x"].size(0)
+        eq(out["rx"][:R], ref["x"], "the captured num_worst_tokens dispatch, replayed: recv_x")
+        close(out["o"], combine_reference(data, me, n, E), "the captured combine, replayed")
+        ctx.barrier()
+        # rank 0 keeps its token count (its header is reused), the others change theirs
+        sync_round(923, [T] + [T - 2 - r for r in range(1, n)])
+        ctx.sync()
+        ctx.barrier()
+    finally:
+        buf.destroy()

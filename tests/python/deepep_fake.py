@@ -22,10 +22,14 @@ run_ranks(n, fn) runs fn(group) on n threads (group: FakeGroup, what
 Buffer(group) takes once install() has pointed symm.moe.deep_ep at this).
 """
 import contextlib
+import os
+import sys
 import threading
 import traceback
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
 
 import symm
 from symm.moe import check_combine, check_dispatch
@@ -522,6 +526,60 @@ class FakeLL(_FakeHandle):
                     seen.add(e)
                     acc += weights[t, k] * got[e // L][(eng.rank, t, k)].float()
                 out_tokens[t] = acc.to(out_tokens.dtype)
+
+
+class _Unrun(TorchDispatchMode):
+    """What a CUDA graph capture does to the torch work symm.moe.deep_ep
+    issues in it: none of it runs. An op's fresh outputs are made with the
+    shapes and dtypes it would give (on the meta device) and hold garbage
+    (-1, False, NaN); writes into existing tensors do not happen; views are
+    views. Work issued by the stand-in (symm's part) runs as it would eagerly."""
+
+    _DEEP_EP = os.path.join("symm", "moe", "deep_ep.py")
+    _TORCH = os.sep + "torch" + os.sep
+
+    def _from_deep_ep(self):
+        f = sys._getframe(2)
+        while f is not None and self._TORCH in f.f_code.co_filename:
+            f = f.f_back
+        return f is not None and f.f_code.co_filename.endswith(self._DEEP_EP)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        schema = func._schema
+        if not self._from_deep_ep() or any(r.alias_info is not None and not r.alias_info.is_write
+                                           for r in schema.returns):
+            return func(*args, **kwargs)
+        written = [args[i] if i < len(args) else kwargs.get(a.name) for i, a in enumerate(schema.arguments)
+                   if a.alias_info is not None and a.alias_info.is_write]
+        if written:
+            return written[0] if len(schema.returns) == 1 else tuple(written)
+
+        def meta(v):
+            if isinstance(v, torch.Tensor):
+                return torch.empty_strided(v.size(), v.stride(), dtype=v.dtype, device="meta")
+            if isinstance(v, torch.device):
+                return torch.device("meta")
+            return v
+        shaped = func(*tree_map(meta, args), **tree_map(meta, kwargs))
+
+        def garbage(o):
+            if not isinstance(o, torch.Tensor):
+                return o
+            t = torch.empty_strided(o.size(), o.stride(), dtype=o.dtype)
+            return t.fill_(False if o.dtype == torch.bool else -1 if not o.dtype.is_floating_point else float("nan"))
+        return tree_map(garbage, shaped)
+
+
+@contextlib.contextmanager
+def fake_capture(buf):
+    """Buffer buf's calls made as if captured into a CUDA graph (no replay on the CPU)."""
+    buf._cuda.capturing_now = True
+    try:
+        with _Unrun():
+            yield
+    finally:
+        buf._cuda.capturing_now = False
 
 
 def install(monkeypatch):

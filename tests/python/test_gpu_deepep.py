@@ -14,7 +14,9 @@ bound growing; cached dispatches and combines repeated on interleaved handles
 (the checked short path), bad arguments to them refused before any launch. Low latency: bf16 and fp8, round_scale, UE8M0 scales, with and
 without the receive hook, async_finish, zero-copy combine, two in flight. CUDA
 graphs: num_worst_tokens dispatch + combine and low-latency dispatch + combine
-captured and replayed with fresh data. Bad inputs raise on every rank. The
+captured and replayed with fresh data; a handle's first cached dispatch and
+weighted combine captured, the handle then used eagerly before any replay; a
+captured num_worst_tokens dispatch replayed between synchronising ones. Bad inputs raise on every rank. The
 normal kernels launch at most the Config's SMs.
 """
 import pytest
@@ -72,6 +74,26 @@ def test_errors(ctx):
 
 def test_graphs(ctx):
     cases.case_graphs(ctx)
+
+
+def test_capture_then_eager(ctx):
+    """A handle's first cached dispatch and weighted combine captured into a
+    graph, the handle used eagerly before any replay, then the graph replayed."""
+    def capture(fn):
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            with torch.cuda.graph(g, stream=s):
+                out = fn()
+        torch.cuda.current_stream().wait_stream(s)
+        return out, g.replay
+    cases.case_capture_then_eager(ctx, capture)
+
+
+def test_capture_keeps_the_header(ctx):
+    """A captured num_worst_tokens dispatch replayed between synchronising ones."""
+    cases.case_capture_keeps_the_header(ctx)
 
 
 def test_sm_budget(ctx):

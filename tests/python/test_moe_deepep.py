@@ -17,7 +17,7 @@ sys.path.insert(0, PYTHON_DIR)
 
 torch = pytest.importorskip("torch")
 import deepep_cases as cases  # noqa: E402
-from deepep_fake import FakeCuda, install, run_ranks  # noqa: E402
+from deepep_fake import FakeCuda, fake_capture, install, run_ranks  # noqa: E402
 
 needs_lib = pytest.mark.skipif(not have_library(), reason="libsymm.so not built (set SYMM_LIBRARY)")
 # the combines that run a routing again say so; the cases check that they did
@@ -302,6 +302,113 @@ def test_no_new_handle_during_capture(monkeypatch):
     run_ranks(2, body)
 
 
+@pytest.mark.parametrize("n", [1, 2])
+def test_capture_then_eager(monkeypatch, n):
+    """A handle's first cached dispatch and weighted combine inside a capture
+    (the stand-in's: deep_ep's own torch work there runs at no point), then
+    eager calls of that handle: they must not use what the capture made."""
+    dep = install(monkeypatch)
+
+    def body(group):
+        made = []
+
+        def make_buffer(**kw):
+            made.append(dep.Buffer(group, **kw))
+            return made[-1]
+
+        def capture(fn):
+            with fake_capture(made[-1]):
+                return fn(), None
+        ctx = cases.Ctx(dep, group.rank(), n, torch.device("cpu"), False, make_buffer, lambda: None, lambda: None)
+        cases.case_capture_then_eager(ctx, capture)
+    run_ranks(n, body)
+
+
+def test_low_latency_handle_unread_across_a_capture(monkeypatch):
+    """A low-latency handle still unread when a later dispatch over its symm
+    handle is captured: its routes cannot be copied then (the copy would run
+    at replay, after they changed), so reading it raises, naming the capture."""
+    dep = install(monkeypatch)
+    E, K, H, M = 8, 2, 128, 8
+
+    def body(group):
+        buf = dep.Buffer(group, num_nvl_bytes=1, num_rdma_bytes=1, low_latency_mode=True, explicitly_destroy=True)
+        d = cases.batches(7, 2, [6, 6], E, K, H)[group.rank()]
+        _, _, h1, _, _ = buf.low_latency_dispatch(d.x, d.idx, M, E, use_fp8=False)
+        buf.low_latency_combine(torch.zeros((E // 2, 2 * M, H), dtype=torch.bfloat16), d.idx, d.w, h1)
+        with fake_capture(buf):
+            buf.low_latency_dispatch(d.x, d.idx, M, E, use_fp8=False)
+        with pytest.raises(RuntimeError, match="captured into a CUDA graph before this handle was read"):
+            h1[0]
+        buf.destroy()
+    run_ranks(2, body)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_combine_weights_plan_per_handle(monkeypatch, n):
+    """combine's topk_weights plan (buffer, counts, gather index) is kept per
+    handle and per top-k width: two handles of other routings and token
+    counts, and a width that changes on one of them, interleaved; every
+    combined weight checked (each rank returns, for the row of token t,
+    (rank + 1) x (t + 1) + column / 2, so a plan of the wrong handle or
+    width gives other sums); a kept plan is used again as it is."""
+    dep = install(monkeypatch)
+    E, H = 8 * n, 128
+
+    def body(group):
+        me = group.rank()
+        L = E // n
+        buf = dep.Buffer(group, num_nvl_bytes=1, explicitly_destroy=True)
+        hs = []
+        for seed, T, K in ((21, 10, 3), (22, 7, 4)):
+            data = cases.batches(seed, n, [T + r for r in range(n)], E, K, H)
+            d = data[me]
+            pr, _, pe, ir, _ = buf.get_dispatch_layout(d.idx, E)
+            rx, _, _, _, h, _ = buf.dispatch(d.x, num_tokens_per_rank=pr, is_token_in_rank=ir,
+                                             num_tokens_per_expert=pe, topk_idx=d.idx, topk_weights=d.w)
+            hs.append((h, d, rx.size(0)))
+        last = {}  # handle -> (width, plan) of its last combine
+        for j, width in ((0, 3), (1, 4), (0, 5), (1, 4), (0, 3), (0, 3), (1, 2)):
+            h, d, rows = hs[j]
+            buf.dispatch(d.x, handle=h)
+            t = h[3].to(torch.float32).view(-1, 1)  # recv_src: each row's token on its source
+            w = (me + 1) * (t + 1) + torch.arange(width, dtype=torch.float32).view(1, -1) / 2
+            _, cw, _ = buf.combine(torch.zeros((rows, H), dtype=torch.bfloat16), h, topk_weights=w)
+            on = cases.in_ranks(d.idx, L, n).float()  # [tokens, ranks]: the ranks token t went to
+            tok = torch.arange(d.T, dtype=torch.float32).view(-1, 1)
+            want = (on * torch.arange(1, n + 1, dtype=torch.float32)).sum(1, keepdim=True) * (tok + 1) + \
+                on.sum(1, keepdim=True) * torch.arange(width, dtype=torch.float32).view(1, -1) / 2
+            cases.close(cw, want, "handle %d, width %d: combined_topk_weights" % (j, width), rtol=0, atol=0)
+            plan = h._route.wplan
+            assert plan is not None and plan[0] == width, plan
+            if j in last and last[j][0] == width:  # the same width on this handle as its last combine
+                assert plan is last[j][1], "handle %d, width %d: the kept plan was made again" % (j, width)
+            last[j] = (width, plan)
+        assert hs[0][0]._route.wplan is not hs[1][0]._route.wplan
+        buf.destroy()
+    run_ranks(n, body)
+
+
+def test_low_latency_handle_first_read_in_a_capture(monkeypatch):
+    """A low-latency handle first read inside a capture: what the capture
+    computed is not what a later eager read returns (it holds values only
+    once the graph replays); the eager read decodes the routes itself."""
+    dep = install(monkeypatch)
+    E, K, H, M = 8, 2, 128, 8
+
+    def body(group):
+        buf = dep.Buffer(group, num_nvl_bytes=1, num_rdma_bytes=1, low_latency_mode=True, explicitly_destroy=True)
+        d = cases.batches(8, 2, [6, 6], E, K, H)[group.rank()]
+        _, _, h, _, _ = buf.low_latency_dispatch(d.x, d.idx, M, E, use_fp8=False)
+        with fake_capture(buf):
+            h[0], h[1]
+        want = buf._ll_decode(h._route)
+        cases.eq(h[0], want[0], "src_info read after a capture")
+        cases.eq(h[1], want[1], "layout_range read after a capture")
+        buf.destroy()
+    run_ranks(2, body)
+
+
 def test_sm_budget_follows_the_config(monkeypatch):
     dep = install(monkeypatch)
     E, K, H = 8, 2, 128
@@ -422,7 +529,8 @@ def test_host_cpu_bench_runs_the_real_python_path():
     """bench/moe/deepep_host_cpu.py (the Buffer over symm.moe.HighThroughput's
     own Python, C calls stubbed): every path runs, and the torch ops beside
     symm's stay what they have to be: none for cached dispatches and a plain
-    combine, one for a bias, two for combine's weights; the stubs are undone."""
+    combine, one for a bias, one for combine's weights (a bag sum), the full dispatch's
+    seven and its one sum on the host; the stubs are undone."""
     import importlib.util
     import symm.moe as moe
     import symm.moe.deep_ep as dep
@@ -439,7 +547,10 @@ def test_host_cpu_bench_runs_the_real_python_path():
     ops = {name: sorted(o) for name, (_, o) in got.items()}
     assert ops["cached bf16"] == ops["cached fp8"] == ops["pair bf16"] == [], ops
     assert ops["pair + bias"] == ["add_"], ops
-    assert ops["pair + weights"] == ["index_select", "sum"], ops
+    assert ops["pair + weights"] == ["embedding_bag"], ops
+    # the count row, sources, indices, weights (2), rank prefix, what was received; on the host, one sum of the
+    # per-expert counts (the rest of the counts are read as lists)
+    assert ops["full bf16"] == sorted(["cat", "copy_", "copy_", "ge", "where", "cumsum", "cat", "sum"]), ops
 
 
 def test_overhead_bench_counts_what_the_wrapper_adds():
@@ -479,6 +590,6 @@ def test_overhead_bench_counts_what_the_wrapper_adds():
     assert got["api combine"] == (1, 0, 0, [])
     assert got["own layout"] == (1, 0, 0, []) and got["api layout"][:3] == (0, 12, 0), got["api layout"]
     symm, other, syncs, ops = got["api combine + topk_weights"]
-    # the weights' all-to-allv (symm's), then gathered and summed (the index tensors: the handle's)
-    assert (symm, syncs) == (2, 0) and sorted(ops) == ["index_select", "sum"], ops
+    # the weights' all-to-allv (symm's), then gathered and summed by one bag sum (the index tensors: the handle's)
+    assert (symm, syncs) == (2, 0) and ops == ["_embedding_bag_forward_only"], ops
     assert "| api full bf16 |" in text and "other launches, per path" in text

@@ -483,7 +483,10 @@ class LowLatencyHandle:
 
     def _materialize(self):
         if self._tensors is None:
-            self._tensors = self._buffer._ll_decode(self._route)
+            got = self._buffer._ll_decode(self._route)
+            if self._buffer._cuda.capturing():  # made in a capture, they hold values only once the graph replays
+                return got
+            self._tensors = got
         return self._tensors
 
     def __len__(self):
@@ -994,7 +997,10 @@ class Buffer:
         DeepEP handle that is still alive and has not been read yet."""
         holder = slot.holder() if slot.holder is not None else None
         if holder is not None and holder._tensors is None and getattr(holder._route, "routes", None) is None:
-            holder._route.routes = self._routes_of(slot).clone()
+            if self._cuda.capturing():  # a copy made in a capture runs at replay, after the routes changed
+                holder._route.lost = True
+            else:
+                holder._route.routes = self._routes_of(slot).clone()
         slot.holder = None
 
     def _routes_of(self, slot):
@@ -1260,34 +1266,44 @@ class Buffer:
 
         compute, comm, alloc = self._enter(call, previous_event, async_finish, allocate_on_comm_stream)
         c = self._cuda
-        G = 0 if self._pending is None else 1 + (0 if self._pending[1] is None else self._pending[1].size(1))
+        G = 0 if self._pending is None else len(self._pending[0])
         W = 3 + G + n + E
         with self._use(comm):
             # every rank's counts (DeepEP's notify step): [tokens, fingerprint, how far past num_worst_tokens
             # an earlier dispatch received, what the last checked one received, per rank, per expert]
+            hdr = self._hdr
             if self._hdr_is != (T, fp):
-                self._hdr.view(torch.int64).fill_((fp << 32) | T)
-                self._hdr_is = (T, fp)
+                if c.capturing():  # the graph's replays would rewrite _hdr behind _hdr_is: it fills its own
+                    hdr = torch.empty(2, dtype=torch.int32, device=self._device)
+                    hdr.view(torch.int64).fill_((fp << 32) | T)
+                else:
+                    hdr.view(torch.int64).fill_((fp << 32) | T)
+                    self._hdr_is = (T, fp)
             row = torch.empty(W, dtype=torch.int32, device=self._device)
-            torch.cat((self._hdr, self._over, self._got[:G], num_tokens_per_rank, num_tokens_per_expert), out=row)
+            torch.cat((hdr, self._over, self._got.narrow(0, 0, G), num_tokens_per_rank, num_tokens_per_expert),
+                      out=row)
             gathered = torch.empty((n, W), dtype=torch.int32, device=self._device)
             self._engine.all_gather(gathered.view(-1), row)
             if num_worst_tokens == 0:
                 host = c.read(gathered).view(n, W)
-        recv_counts = gathered[:, 3 + G + self.rank]
         if num_worst_tokens == 0:
-            heads = host[:, :3].tolist()
-            self._check_gathered(heads, host[:, 3:3 + G] if G else None, call, comm)
-            M = self._grow_bound(max(h[0] for h in heads))
-            counts = host[:, 3 + G:3 + G + n].sum(dim=0, dtype=torch.int32)
-            per_expert_all = host[:, 3 + G + n:].sum(dim=0, dtype=torch.int32)
-            R = int(counts[self.rank])
-            recv_host = host[:, 3 + G + self.rank].tolist()
-            sent_host = host[self.rank, 3 + G:3 + G + n].tolist()
-            per_expert_recv = per_expert_all[self.rank * L:(self.rank + 1) * L].tolist()
+            # the narrow columns as one list, the per-expert counts summed by torch: three tensor calls where
+            # a dozen small ones on slices (sums, equals, items) took longer than the work
+            rows = host.narrow(1, 0, 3 + G + n).tolist()
+            self._check_gathered(rows, G, call, comm)
+            M = self._grow_bound(max(r[0] for r in rows))
+            sent_by = [r[3 + G:] for r in rows]  # [s][p]: rows rank s sends rank p
+            counts = [sum(col) for col in zip(*sent_by)]
+            R = counts[self.rank]
+            recv_host = [r[self.rank] for r in sent_by]
+            sent_host = sent_by[self.rank]
+            per_expert_all = host.narrow(1, 3 + G + n, E).sum(dim=0, dtype=torch.int32).tolist()
+            per_expert_recv = per_expert_all[self.rank * L:(self.rank + 1) * L]
+            recv_counts = None
         else:
             R = num_worst_tokens
             per_expert_recv = counts = per_expert_all = recv_host = sent_host = None
+            recv_counts = gathered.select(1, 3 + G + self.rank)  # the rows from each rank, on the device
         key = self._ht_key(M, x, scales, K, E)
         slot = self._slot_for_dispatch(key, None, self._ht_make(key), call)
         self._set_sms(slot, config)
@@ -1310,7 +1326,7 @@ class Buffer:
         with self._use(alloc):
             rank_prefix = torch.empty((n, n), dtype=torch.int32, device=self._device)
         with self._use(comm):
-            torch.cumsum(gathered[:, 3 + G:3 + G + n], dim=0, dtype=torch.int32, out=rank_prefix)
+            torch.cumsum(gathered.narrow(1, 3 + G, n), dim=0, dtype=torch.int32, out=rank_prefix)
             self._note_received(views, counts, per_expert_all, topk_idx is not None, num_worst_tokens, n, L)
         handle = DispatchHandle((rank_prefix, None, None, recv_src, is_token_in_rank, None), route, self)
         lst = [] if per_expert_recv is None else \
@@ -1329,14 +1345,17 @@ class Buffer:
             fp = self._fps[parts] = _fingerprint(*(str(p) if isinstance(p, torch.dtype) else p for p in parts))
         return fp
 
-    def _route_idx_of(self, in_rank, L, K):
+    def _route_idx_of(self, in_rank, L, K, capturing=False):
         """int32 [tokens, K]: the first local expert of each rank a token goes
         to, -1 in the other columns: a routing symm's dispatch sends exactly
-        where is_token_in_rank says (a token goes to at most K ranks)."""
+        where is_token_in_rank says (a token goes to at most K ranks).
+        `capturing`: the call is being captured into a CUDA graph."""
         n = self.group_size
         first = self._first_experts.get(L)
         if first is None:
-            first = self._first_experts[L] = torch.arange(n, dtype=torch.int32, device=self._device) * L
+            first = torch.arange(n, dtype=torch.int32, device=self._device) * L
+            if not capturing:  # made in a capture, it holds values only once the graph replays
+                self._first_experts[L] = first
         if K < n:  # the ranks of each token first: the K largest of (first expert or -1)
             return torch.topk(torch.where(in_rank, first, self._minus_one_i32), K, dim=1).values
         idx = torch.full((in_rank.size(0), K), -1, dtype=torch.int32, device=self._device)
@@ -1345,16 +1364,22 @@ class Buffer:
 
     def _route_idx(self, route):
         """The routing of a dispatch made with topk_idx, from its is_token_in_rank
-        (DeepEP's handle keeps that tensor too), made when first needed."""
-        if route.idx is None:
-            route.idx = self._route_idx_of(route.in_rank, route.E // self.group_size, route.K)
-        return route.idx
+        (DeepEP's handle keeps that tensor too), made when first needed and
+        kept, unless made during a CUDA graph capture: such a tensor holds its
+        values only once the graph replays, so an eager call would read none."""
+        idx = route.idx
+        if idx is None:
+            capturing = self._cuda.capturing()
+            idx = self._route_idx_of(route.in_rank, route.E // self.group_size, route.K, capturing)
+            if not capturing:
+                route.idx = idx
+        return idx
 
-    def _check_gathered(self, heads, got, call, comm):
-        """The ranks' [tokens, fingerprint, overflow] heads and what each
-        rank's last checked dispatch received (got, or None): raise, on every
-        rank alike, when the calls differ or an earlier dispatch received other
-        counts than its layout said."""
+    def _check_gathered(self, heads, G, call, comm):
+        """The ranks' count rows, as lists, starting [tokens, fingerprint,
+        overflow], then the G columns of what each rank's last checked dispatch
+        received: raise, on every rank alike, when the calls differ or an
+        earlier dispatch received other counts than its layout said."""
         fps = [h[1] for h in heads]
         if len(set(fps)) > 1:
             raise ValueError("%s: the ranks' dispatches differ in hidden size, x dtype, scales, top-k, "
@@ -1362,12 +1387,8 @@ class Buffer:
                              "shapes); ranks %s differ from rank 0" % (call, [i for i, f in enumerate(fps)
                                                                                if f != fps[0]]))
         bad = {i for i, h in enumerate(heads) if h[2] > 0}
-        if got is not None:
-            counts, per_expert = self._pending
-            if not torch.equal(got[:, 0], counts) or \
-                    (per_expert is not None and not torch.equal(got[:, 1:], per_expert)):
-                want = counts.view(-1, 1) if per_expert is None else torch.cat((counts.view(-1, 1), per_expert), dim=1)
-                bad.update((got != want).any(dim=1).nonzero().flatten().tolist())
+        if G:
+            bad.update(i for i, (h, want) in enumerate(zip(heads, self._pending)) if h[3:3 + G] != want)
         self._pending = None
         if bad:
             if heads[self.rank][2] > 0:
@@ -1412,9 +1433,9 @@ class Buffer:
                 entry.stream = home  # held while they live; a later dispatch elsewhere waits for this stream
                 recv_x, recv_scales = entry.tensors(R, x.dtype, None if scales is None else scales.dtype)
             elif self._zero_copy_recv:
-                recv_x, recv_scales = rx[:R], None
+                recv_x, recv_scales = rx.narrow(0, 0, R), None
                 if scales is not None:
-                    recv_scales = rs[:R, :ncols]
+                    recv_scales = rs.narrow(0, 0, R).narrow(1, 0, ncols)
                     recv_scales = recv_scales.view(torch.int32) if scales.dtype == torch.int32 else recv_scales
             else:
                 recv_x = torch.empty((R, x.size(1)), dtype=x.dtype, device=self._device)
@@ -1427,19 +1448,19 @@ class Buffer:
                 recv_w = torch.empty((R, topk_idx.size(1)), dtype=torch.float32, device=self._device)
         with self._use(comm):
             if not self._zero_copy_recv and entry is None:
-                recv_x.copy_(rx[:R])
+                recv_x.copy_(rx.narrow(0, 0, R))
                 if scales is not None:
-                    s = rs[:R, :ncols]
+                    s = rs.narrow(0, 0, R).narrow(1, 0, ncols)
                     recv_scales.copy_(s.view(torch.int32) if scales.dtype == torch.int32 else s)
             if src:
-                recv_src.copy_(rsrc[:R, 1])
+                recv_src.copy_(rsrc.narrow(0, 0, R).select(1, 1))
             if topk_idx is not None:
-                idx = ridx[:R]
+                idx = ridx.narrow(0, 0, R)
                 if worst:
                     past = torch.arange(R, dtype=torch.int32, device=self._device) >= nrecv
                     idx = idx.masked_fill(past.unsqueeze(1), -1)
                 recv_idx.copy_(idx)
-                torch.where(idx >= 0, rw[:R], self._zero_f32, out=recv_w)
+                torch.where(idx >= 0, rw.narrow(0, 0, R), self._zero_f32, out=recv_w)
         return recv_x, recv_scales, recv_idx, recv_w, recv_src
 
     def _note_received(self, views, counts, per_expert_all, with_topk, worst, n, L):
@@ -1447,7 +1468,9 @@ class Buffer:
         said, for the next synchronising dispatch to check on every rank (no
         synchronisation now): with num_worst_tokens, how far past it; else the
         rows (and with top-k the per-expert counts), which the next dispatch's
-        count row carries to every rank, beside what every rank expects."""
+        count row carries to every rank, beside what every rank expects
+        (_pending: per rank, the list those columns must hold; counts and
+        per_expert_all are lists, over the ranks and over every expert)."""
         nrecv, nper = views[5], views[6]
         if worst:
             torch.maximum(self._over, nrecv - worst, out=self._over)
@@ -1456,11 +1479,11 @@ class Buffer:
             self._got_retired.append(self._got)
             self._got = torch.zeros(1 + L, dtype=torch.int32, device=self._device)
         if with_topk:
-            torch.cat((nrecv, nper), out=self._got[:1 + L])
-            self._pending = (counts, per_expert_all.view(n, L))
+            torch.cat((nrecv, nper), out=self._got.narrow(0, 0, 1 + L))
+            self._pending = [[c] + per_expert_all[p * L:(p + 1) * L] for p, c in enumerate(counts)]
         else:
-            self._got[:1].copy_(nrecv)
-            self._pending = (counts, None)
+            self._got.narrow(0, 0, 1).copy_(nrecv)
+            self._pending = [[c] for c in counts]
 
     def _cached_dispatch(self, x, scales, handle, config, previous_event, async_finish, allocate_on_comm_stream,
                          call):
@@ -1536,7 +1559,10 @@ class Buffer:
             # the routing's argument block for this symm handle, checked once: a cached dispatch only adds x
             prep = route.preps.get(slot)
             if prep is None:
-                prep = route.preps[slot] = slot.h._prepare(self._route_idx(route))
+                idx = self._route_idx(route)
+                prep = slot.h._prepare(idx)
+                if idx is route.idx:  # not over an index tensor that a capture made (_route_idx)
+                    route.preps[slot] = prep
             views = slot.h._dispatch_prepared(prep, x, scales if fast.direct else self._scales_in(scales, x.size(1)),
                                               *((None, None) if entry is None else entry.views), checked=checked)
         slot.route, slot.state = route, "dispatched"
@@ -1674,8 +1700,9 @@ class Buffer:
         """The index tensors of _combine_weights' all-to-all path that depend
         on the routing alone: where each received row's weights go in the
         all-to-all's send blocks (rows past a block go to rows of their own
-        past the blocks), the send rows, and per token and rank the row of the
-        block it comes back in (clamped; masked by is_token_in_rank)."""
+        past the blocks), the send rows, per token and rank (flat) the row of
+        the block it comes back in, or the zero row past the blocks where the
+        token did not go to that rank, and each token's first entry there."""
         n, M, dev = self.group_size, route.M, self._device
         if route.recv_host is not None:  # the rows from each source, known on the host
             dest = torch.cat([torch.arange(s * M, s * M + cnt, device=dev)
@@ -1694,8 +1721,8 @@ class Buffer:
             rows = n * M + R
         # token t's row from rank r is row (t's place among the tokens sent to r) of r's block
         offs = torch.arange(n, device=dev) * M - 1
-        gidx = (route.in_rank.cumsum(0) + offs).clamp_(min=0)
-        return dest, rows, gidx, route.in_rank.unsqueeze(2)
+        gidx = torch.where(route.in_rank, route.in_rank.cumsum(0) + offs, n * M)
+        return dest, rows, gidx.view(-1), torch.arange(0, route.T * n, n, device=dev)
 
     def _weights_buf(self, M, K):
         """The symmetric float32 buffer of (ranks x M + 1) rows of K that
@@ -1724,53 +1751,70 @@ class Buffer:
         for c in route.sent_host:
             starts.append(at)
             at += c
-        with torch.inference_mode(False):  # kept for later calls: no inference tensors (autograd refuses them)
+        with torch.inference_mode(False):
             first = torch.tensor(starts, dtype=torch.int64, device=self._device) - 1
             place = (route.in_rank.cumsum(0) + first).clamp_(max=zero_row)
             gidx = torch.where(route.in_rank, place, torch.full((), zero_row, dtype=torch.int64, device=self._device))
         return buf, self._engine.a2av_counts(route.sent_host, route.recv_host, K), gidx
 
+    def _weights_plan_of(self, route, K, R):
+        """What _combine_weights needs of the routing, made once per handle
+        and kept, unless made during a CUDA graph capture (its tensors would
+        hold values only once the graph replays): (K, the symmetric buffer,
+        the all-to-allv's counts, the flat gather index, each token's first
+        entry in it) when the host knows
+        the rows per rank, outside a capture (the buffer is collective, the
+        index starts from the host's counts); else (K, None, R,
+        _weights_plan's four), made on the device alone."""
+        capturing = self._cuda.capturing()
+        with torch.inference_mode(False):  # kept for later calls: no inference tensors (autograd refuses them)
+            if route.sent_host is not None and not capturing:
+                buf, counts, gidx = self._weights_v(route, K)
+                n = self.group_size
+                plan = (K, buf, counts, gidx.view(-1), torch.arange(0, route.T * n, n, device=self._device))
+            else:
+                plan = (K, None, R) + self._weights_plan(route, R)
+        if not capturing:
+            route.wplan = plan
+        return plan
+
     def _combine_weights(self, route, w, alloc):
         """Each row's weights go back to its source, which sums, per token,
         the rows it gets from the ranks it sent the token to, in rank order.
         When the host knows the rows per rank (not num_worst_tokens): one
-        all-to-allv of the rows as they are into a symmetric buffer, then a
-        gather and a sum (two kernels). Else an all-to-all of [ranks, bound,
-        top-k] blocks: the rows placed, gathered, masked and summed (four
-        kernels). The index tensors are the routing's, made once per handle
-        outside graph capture."""
-        n, M, K, dev = self.group_size, route.M, w.size(1), self._device
-        R, T = w.size(0), route.T
-        capturing = self._cuda.capturing()
-        if route.sent_host is not None and ((M, K) in self._wbufs or not capturing):
-            plan = route.wplan if route.wplan is not None and route.wplan[0] == ("v", K) else None
-            if plan is None:
-                plan = (("v", K),) + self._weights_v(route, K)
-                if not capturing:  # made in a capture, they hold their values only once it replays
-                    route.wplan = plan
-            _, buf, counts, gidx = plan
-            self._engine.all_to_allv(buf, w, counts)
+        all-to-allv of the rows as they are into a symmetric buffer, then one
+        kernel gathers and sums them. Else an all-to-all of [ranks, bound,
+        top-k] blocks: the rows placed, the zero row set, then gathered and
+        summed (three kernels). The index tensors are the routing's, made once
+        per handle outside graph capture. Outputs allocated on another stream
+        (alloc) take one copy more."""
+        K = w.size(1)
+        plan = route.wplan
+        if plan is None or plan[0] != K or (plan[1] is None and plan[2] != w.size(0)):
+            plan = self._weights_plan_of(route, K, w.size(0))
+        if plan[1] is not None:  # the all-to-allv and one kernel: the call's whole work
+            self._engine.all_to_allv(plan[1], w, plan[2])
+            # per token, the sum of its rows (the ranks' in rank order, the zero row where it did not go): a bag
+            # sum, which adds a bag's rows one after another, in float32
+            got = torch.embedding_bag(plan[1], plan[3], plan[4], False, 0)[0]
+            if alloc is None:
+                return got
             with self._use(alloc):
-                out = torch.empty((T, K), dtype=torch.float32, device=dev)
-            # index_select, not buf[gidx]: the same gather without Python's indexing machinery
-            torch.sum(torch.index_select(buf, 0, gidx.view(-1)).view(T, n, K), dim=1, out=out)
-            return out
-        plan = route.wplan if route.wplan is not None and route.wplan[0] == R else None
-        if plan is None:
-            with torch.inference_mode(False):  # kept for later calls: no inference tensors (autograd refuses them)
-                plan = (R,) + self._weights_plan(route, R)
-            if not capturing:
-                route.wplan = plan
-        _, dest, rows, gidx, mask = plan
+                out = torch.empty((route.T, K), dtype=torch.float32, device=self._device)
+            return out.copy_(got)
+        n, M, dev, T = self.group_size, route.M, self._device, route.T
+        _, _, _, dest, rows, gidx, first = plan
         send = torch.empty((rows, K), dtype=torch.float32, device=dev)
         send.index_copy_(0, dest, w)
-        got = torch.empty(n * M * K, dtype=torch.float32, device=dev)
-        self._engine.all_to_all(got, send[:n * M].reshape(-1))
-        vals = torch.index_select(got.view(n * M, K), 0, gidx.view(-1)).view(T, n, K)
+        got = torch.empty((n * M + 1, K), dtype=torch.float32, device=dev)
+        got.narrow(0, n * M, 1).zero_()
+        self._engine.all_to_all(got.narrow(0, 0, n * M).view(-1), send.narrow(0, 0, n * M).reshape(-1))
+        summed = torch.embedding_bag(got, gidx, first, False, 0)[0]
+        if alloc is None:
+            return summed
         with self._use(alloc):
             out = torch.empty((T, K), dtype=torch.float32, device=dev)
-        torch.sum(torch.where(mask, vals, self._zero_f32), dim=1, out=out)
-        return out
+        return out.copy_(summed)
 
     # ---- low latency --------------------------------------------------------------------
 
@@ -1928,6 +1972,11 @@ class Buffer:
         if routes is None:
             slot = next((s for slots in self._slots.values() for s in slots if s.route is route), None)
             if slot is None:
+                if getattr(route, "lost", False):
+                    raise RuntimeError("LowLatencyHandle: the dispatch's routes were rewritten by a low-latency "
+                                       "dispatch captured into a CUDA graph before this handle was read (a copy "
+                                       "made in the capture would hold values only at replay): read handle[0] "
+                                       "and handle[1] before capturing")
                 raise RuntimeError("LowLatencyHandle: the dispatch's routes are gone")
             routes = self._routes_of(slot)
         L, rows = routes.shape
