@@ -676,7 +676,7 @@ static void ht_into_errors(HT &t, void *a, float *as) {
 
 static void part_ht(void) {
     HT t;
-    char what[96];
+    char what[128];
     void *a = NULL, *b = NULL;
     if (256 % npes)
         return;
@@ -687,19 +687,20 @@ static void part_ht(void) {
         SYMM_CHECK(symm_malloc(xb + sb, &a));
         SYMM_CHECK(symm_malloc(xb + sb, &b));
         ht_into_errors(t, a, (float *)(void *)((char *)a + xb));
-        /* calls 0-3: the handle's; 4-7: each PE its own choice (none, A, B, A's x with the handle's scales) */
+        /* calls 0-3: the handle's; 4-7: each PE its own choice (none, A, B, A's x with the handle's scales),
+         * and the halves as one kernel on some PEs, as two on the others */
         for (int it = 0; it < 8; it++) {
             std::vector<Batch> bs = ht_batches(t, 77, it, it == 2 ? npes - 1 : -1);
-            const int pick = it < 4 ? 0 : (it + me) % 4;
+            const int pick = it < 4 ? 0 : (it + me) % 4, split = it < 4 ? it % 2 : (it + me) % 2;
             void *base = pick == 1 || pick == 3 ? a : pick == 2 ? b : NULL;
             t.into_x = base;
             t.into_s = base && pick != 3 ? (float *)(void *)((char *)base + xb) : NULL;
             /* y outside the heap on some PEs some calls: a pull combine's PE then pushes its rows */
             t.d_y = (it + me) % 3 == 1 ? t.y_dev : t.y_heap;
-            snprintf(what, sizeof what, "ht call %d (receive buffers %s, y %s)", it,
+            snprintf(what, sizeof what, "ht call %d (receive buffers %s, y %s, %s)", it,
                      pick == 0 ? "the handle's" : pick == 1 ? "A" : pick == 2 ? "B" : "A's x, the handle's scales",
-                     t.d_y == t.y_heap ? "in the heap" : "cudaMalloc'd");
-            ht_round(t, bs[me], it % 2, it == 3 || it == 6);
+                     t.d_y == t.y_heap ? "in the heap" : "cudaMalloc'd", split ? "halves apart" : "one kernel");
+            ht_round(t, bs[me], split, it == 3 || it == 6);
             ht_verify(t, bs, what);
         }
         t.into_x = NULL;
