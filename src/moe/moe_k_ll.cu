@@ -341,6 +341,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_CS_SET1 12  /* setup: its first barrier passed (the block's last unit) */
 #define LLS_CS_SET2 13  /* setup: routes checked (ll_valid, forms) */
 #define LLS_CS_SET3 15  /* the receive half's barrier after the setup passed */
+#define LLS_CS_PROD 16  /* the first round's products shared (the barrier before their sums passed) */
 #if defined(SYMM_MOE_LL_FINE_STAMPS) && SYMM_MOE_LL_FINE_STAMPS
 #define LL_FSTAMP(A, i) ll_stamp(A, i)
 #define LL_FPIN32(x) symm__pin_u32(&(x))
@@ -1997,6 +1998,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_pkt_rp(const symm__moe_kargs_t *A, uint32_
         for (uint32_t i = 0; i < 8; i++)
             sprod[i * SYMM__MOE_THREADS + tid] = pr[i];
         symm__block_sync();
+        if (x0 == 0)
+            LL_FSTAMP(A, LLS_CS_PROD);
         if (tid < per && x0 + tid < nb * gn) {
             const uint32_t j = (x0 + tid) / gn, v = glo + (x0 + tid) % gn;
             if (spk[j]) {
