@@ -120,7 +120,7 @@
 
 #define LL_UNROLL 4
 #define LL_BATCH 32   /* most tokens (or rows) a block handles in one step */
-#define LL_PGATHER 8  /* routes whose packets a combine thread polls at once (top-8 in one go) */
+#define LL_KREG 8     /* most top-k whose token indices a combine thread holds in registers */
 
 /* A count word: epoch << 32 | mode << 30 | routes. A flat route's position (ll_flat): expert
  * << 32 | its source's mode << 30 | row. */
@@ -1936,81 +1936,131 @@ SYMM__DEVICE_INTERNAL int ll_combine_rp_preload(const symm__moe_kargs_t *A, uint
     return 1;
 }
 
+/* weight x row of a round's routes, [element][thread] with rows one word longer than the block,
+ * so the K threads of a group that read one element each (ll_cprod_sum) hit K different banks */
+#define LL_CPROD_ROW (SYMM__MOE_THREADS + 1)
+
+SYMM__DEVICE_INTERNAL float *ll_cprod(void) {
+    __shared__ float s[8 * LL_CPROD_ROW];
+    return s;
+}
+
+/* The end of a wait that ll_wait_due found over: symm__wait_check reports it and stops the kernel. */
+SYMM__NOINLINE __attribute__((noreturn)) void ll_wait_fail(const symm__moe_kargs_t *A, const void *addr, uint32_t tag,
+                                                            uint32_t seen, uint64_t t0) {
+    symm__wait_check(&A->ctx, addr, SYMM_CMP_EQ, tag, seen, t0);
+    symm__trap();
+    __builtin_unreachable();
+}
+
+/* symm__wait_check's test inline (t0: the wait's first check, 0 before it): the call goes out only
+ * for a wait past its deadline, or long enough to read the abort flag and finding it up, and does
+ * not return. A call that returns, inside a poll loop, keeps every value of the caller live
+ * through it: in the small combine that spilled the receive half's inputs. */
+SYMM__DEVICE_INTERNAL uint64_t ll_wait_due(const symm__moe_kargs_t *A, const void *addr, uint32_t tag, uint32_t seen,
+                                           uint64_t t0) {
+    const symm_ctx_t *ctx = &A->ctx;
+    const uint64_t now = symm__globaltimer();
+    if (t0 == 0)
+        return now;
+    if ((ctx->timeout_ns != 0 && now - t0 >= ctx->timeout_ns) ||
+        (ctx->abort_flag != 0 && now - t0 >= SYMM__ABORT_CHECK_NS &&
+         symm__ld_b32((const void *)(uintptr_t)ctx->abort_flag, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS) != 0))
+        ll_wait_fail(A, addr, tag, seen, t0);
+    return t0;
+}
+
+/* Poll a route's np packets at q (first loads in pk) until they carry the tag; w x its 8
+ * elements into pr (zeros before). */
+SYMM__DEVICE_INTERNAL void ll_route_prod(const symm__moe_kargs_t *A, const char *q, uint32_t tag, uint32_t np,
+                                         symm__v4_t *pk, float w, float *pr) {
+    symm__v4_t d;
+    uint32_t polls = 0;
+    uint64_t tw = 0;
+    for (;;) {
+        uint32_t miss = 0;
+#pragma unroll
+        for (uint32_t i = 0; i < 4; i++)
+            if (i < np && !ll_pkt_ok(pk[i], tag))
+                miss |= 1u << i;
+        if (miss == 0)
+            break;
+        if (++polls % SYMM__WAIT_CHECK_EVERY == 0) {
+            const uint32_t i = (uint32_t)__ffs((int)miss) - 1u;
+            const symm__v4_t y = i == 0 ? pk[0] : i == 1 ? pk[1] : i == 2 ? pk[2] : pk[3];
+            tw = ll_wait_due(A, q + 16u * i, tag, y.y == tag ? y.w : y.y, tw);
+        }
+#pragma unroll
+        for (uint32_t i = 0; i < 4; i++)
+            if ((miss >> i) & 1u)
+                pk[i] = symm__c_ld16_vol(q + 16u * i);
+    }
+    d.x = pk[0].x;
+    d.y = pk[0].z;
+    d.z = pk[1].x;
+    d.w = pk[1].z;
+    ll_acc16(A->y_kind, d, 0, w, pr);
+    if (np == 4) {
+        d.x = pk[2].x;
+        d.y = pk[2].z;
+        d.z = pk[3].x;
+        d.w = pk[3].z;
+        ll_acc16(A->y_kind, d, 1, w, pr);
+    }
+}
+
+/* Thread (x, k) of a round (tid = x K + k), after the barrier that shares ll_cprod: elements k,
+ * k + K, ... of output group x summed over the group's K routes in slot order (one element per
+ * thread where the group's first thread summed all eight), stored at o, the group's first element. */
+SYMM__DEVICE_INTERNAL void ll_cprod_sum(const symm__moe_kargs_t *A, uint32_t k, char *o) {
+    const uint32_t K = A->topk, g = symm__block_tid() - k;
+    const float *sp = ll_cprod();
+#pragma unroll 1
+    for (uint32_t i = k; i < 8; i += K) {
+        float acc = 0.0f;
+        for (uint32_t kk = 0; kk < K; kk++)
+            acc += sp[i * LL_CPROD_ROW + g + kk];
+        symm__cst2(o + 2u * i, A->out_kind == SYMM_DTYPE_BF16 ? symm__c_f32_to_bf16(acc) : symm__c_f32_to_f16(acc),
+                   0);
+    }
+}
+
 /* The packet tokens' output groups of a unit, a route per thread: thread (pair, k) polls route k's
  * packets of one group (one round of loads for every route, where a thread that sums all of a
  * group's routes itself takes several), leaves weight x row in shared memory, and the pair's
- * first thread sums the products in slot order. Every thread calls it. */
+ * threads sum the products in slot order, an element each. Every thread calls it. */
 SYMM__DEVICE_INTERNAL void ll_combine_pkt_rp(const symm__moe_kargs_t *A, uint32_t tag, uint64_t t0, uint32_t nb,
                                              uint32_t glo, uint32_t gn, const uint8_t *sok, const float *sw,
                                              const uint8_t *spk, const symm__v4_t *pre, int have) {
     const uint32_t tid = symm__block_tid(), K = A->topk, kind = A->y_kind, per = SYMM__MOE_THREADS / K;
     const uint32_t np = kind == SYMM_DTYPE_F32 ? 4u : 2u; /* packets of one route's group */
-    __shared__ float sprod[8 * SYMM__MOE_THREADS]; /* [element][thread] */
+    float *sprod = ll_cprod();
     for (uint32_t x0 = 0; x0 < nb * gn; x0 += per) {
-        const uint32_t x = x0 + tid / K, k = tid % K;
         float pr[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (tid < per * K && x < nb * gn) {
-            const uint32_t j = x / gn, v = glo + x % gn;
+        if (tid < per * K && x0 + tid / K < nb * gn) {
+            const uint32_t x = x0 + tid / K, k = tid % K, j = x / gn, v = glo + x % gn;
             if (spk[j] && sok[j * K + k]) {
                 const char *q = ll_pcslot(A, t0 + j, k) + (uint64_t)v * 16u * moe_kind_size(kind);
-                symm__v4_t pk[4], d;
-                uint32_t polls = 0;
-                uint64_t tw = 0;
+                symm__v4_t pk[4];
 #pragma unroll
                 for (uint32_t i = 0; i < 4; i++)
                     if (i < np)
                         pk[i] = have && x0 == 0 && i < 2 ? pre[i & 1u] : symm__c_ld16_vol(q + 16u * i);
-                for (;;) {
-                    uint32_t miss = 0;
-#pragma unroll
-                    for (uint32_t i = 0; i < 4; i++)
-                        if (i < np && !ll_pkt_ok(pk[i], tag))
-                            miss |= 1u << i;
-                    if (miss == 0)
-                        break;
-                    if (++polls % SYMM__WAIT_CHECK_EVERY == 0) {
-                        const uint32_t i = (uint32_t)__ffs((int)miss) - 1u;
-                        const symm__v4_t y = i == 0 ? pk[0] : i == 1 ? pk[1] : i == 2 ? pk[2] : pk[3];
-                        tw = symm__wait_check(&A->ctx, q + 16u * i, SYMM_CMP_EQ, tag, y.y == tag ? y.w : y.y, tw);
-                    }
-#pragma unroll
-                    for (uint32_t i = 0; i < 4; i++)
-                        if ((miss >> i) & 1u)
-                            pk[i] = symm__c_ld16_vol(q + 16u * i);
-                }
+                ll_route_prod(A, q, tag, np, pk, sw[j * K + k], pr);
                 if (x0 == 0)
                     ll_stamp(A, LLS_CS_POLL);
-                d.x = pk[0].x;
-                d.y = pk[0].z;
-                d.z = pk[1].x;
-                d.w = pk[1].z;
-                ll_acc16(kind, d, 0, sw[j * K + k], pr);
-                if (np == 4) {
-                    d.x = pk[2].x;
-                    d.y = pk[2].z;
-                    d.z = pk[3].x;
-                    d.w = pk[3].z;
-                    ll_acc16(kind, d, 1, sw[j * K + k], pr);
-                }
             }
         }
 #pragma unroll
         for (uint32_t i = 0; i < 8; i++)
-            sprod[i * SYMM__MOE_THREADS + tid] = pr[i];
+            sprod[i * LL_CPROD_ROW + tid] = pr[i];
         symm__block_sync();
         if (x0 == 0)
             LL_FSTAMP(A, LLS_CS_PROD);
-        if (tid < per && x0 + tid < nb * gn) {
-            const uint32_t j = (x0 + tid) / gn, v = glo + (x0 + tid) % gn;
-            if (spk[j]) {
-                float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                for (uint32_t kk = 0; kk < K; kk++)
-#pragma unroll
-                    for (uint32_t i = 0; i < 8; i++)
-                        acc[i] += sprod[i * SYMM__MOE_THREADS + tid * K + kk];
-                moe_store8((char *)A->out + ((int64_t)(t0 + j) * A->out_stride + (int64_t)v * 8) * 2, A->out_kind,
-                           acc);
-            }
+        if (tid < per * K && x0 + tid / K < nb * gn) { /* (j, v again: kept, they would be live across the polls) */
+            const uint32_t x = x0 + tid / K, k = tid % K, j = x / gn, v = glo + x % gn;
+            if (spk[j])
+                ll_cprod_sum(A, k, (char *)A->out + ((int64_t)(t0 + j) * A->out_stride + (int64_t)v * 8) * 2);
         }
         if (x0 == 0)
             ll_stamp(A, LLS_CS_SUM);
@@ -2025,14 +2075,14 @@ SYMM__DEVICE_INTERNAL void ll_combine_pkt_rp(const symm__moe_kargs_t *A, uint32_
  * were waited for. */
 SYMM__DEVICE_INTERNAL void ll_combine_rows(const symm__moe_kargs_t *A, uint32_t tag, uint64_t t0, uint32_t nb,
                                            uint32_t glo, uint32_t gn, const uint8_t *sok, const float *sw,
-                                           const uint8_t *spk, int small, const symm__v4_t *pre, int have) {
+                                           const uint8_t *spk, int rp, const symm__v4_t *pre, int have) {
     const uint32_t tid = symm__block_tid(), K = A->topk, kind = A->y_kind, ysz = moe_kind_size(kind);
     const uint32_t passes = ysz / 2u;
     const uint64_t slot_bytes = (uint64_t)A->hidden * 4u;
-    /* packet tokens a route per thread in the small kernel (the other kernel, which may take many
-     * rounds of it, sums each group's routes in one thread) */
-    const int rp = small;
-    if (rp)
+    /* rp (the small kernel): packet tokens a route per thread (1), or already summed (2: the one
+     * round of ll_combine_fast); the other kernel, which may take many rounds of it, sums each
+     * group's routes in one thread */
+    if (rp == 1)
         ll_combine_pkt_rp(A, tag, t0, nb, glo, gn, sok, sw, spk, pre, have);
     for (uint32_t q = tid; q < nb * gn; q += SYMM__MOE_THREADS) {
         const uint32_t j = q / gn, v = glo + q % gn;
@@ -2135,49 +2185,138 @@ SYMM__DEVICE_INTERNAL void ll_combine_prefetch(const symm__moe_kargs_t *A, uint6
     }
 }
 
-/* A thread's route of its block's first unit (the plan of *bound_m = num_tokens), loaded as the
- * small handles' combine starts, so the send half hides the loads; have: they are that unit's
- * (set when the bound turns out to give the same unit). */
+/* A thread's part of its block's first unit (the plan of *bound_m = num_tokens), worked out before
+ * the PDL wait and loaded as the small handles' combine starts, so the send half hides the loads.
+ * One struct for both forms of the unit (what it holds across the send half is where the kernel
+ * is tightest for registers):
+ *   one round (bits & LL_CF_ON; ll_combine_fast): t the thread's token, nb its output group, ix
+ *     its slot, w its weight (0: the route is not valid), bits its LL_CF_* flags;
+ *   otherwise: the unit's tokens t .. t + nb - 1 and the thread's route of them (thread tid: slot
+ *     tid % K of token t + tid / K), ix its expert, mode its token's mode word, w its weight;
+ *     have: they are that unit's (set when the bound turns out to give the same unit). */
 typedef struct ll_cin {
-    uint64_t t0;
-    uint32_t nb, ix, mode, have;
+    uint64_t t;
+    uint32_t nb, ix, mode, bits, have;
     float w;
 } ll_cin_t;
+
+/* The one round: the block's first unit when one round of a route per thread covers it (a decode
+ * step's: top-k at most LL_KREG, nb x gn output groups within the block's threads / K). Thread
+ * (x, k) takes slot k of output group x, and loads that token's index row, weight and form itself
+ * as the kernel starts, so neither its route's validity nor its token's form waits for a barrier
+ * or another thread. */
+#define LL_CF_ON 1u   /* the block's first unit is one round */
+#define LL_CF_MY 2u   /* the thread has a route */
+#define LL_CF_PKT 4u  /* its token comes back as packets */
+#define LL_CF_POLL 8u /* ... and its route is valid: polled */
 
 /* The addresses of ll_combine_inputs' loads, arithmetic only (done before the PDL wait): *ro the
  * route's index in idx and weights, *mi its token's mode word in ll_mode (~0: none). */
 SYMM__DEVICE_INTERNAL void ll_combine_inputs_at(const symm__moe_kargs_t *A, ll_cin_t *in, uint32_t *ro, uint32_t *mi) {
-    const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp;
+    const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp, g0 = (uint32_t)A->me / dp * dp;
     const ll_cplan_t c = ll_combine_plan(A, A->num_tokens);
-    in->t0 = 0;
+    in->t = 0;
     in->nb = 0;
     in->ix = 0;
     in->mode = 0;
+    in->bits = 0;
     in->have = 0;
     in->w = 0.0f;
     *ro = ~0u;
     *mi = ~0u;
     if (blockIdx.x < c.units) {
-        in->t0 = ll_unit_t0(&c, blockIdx.x);
-        in->nb = ll_unit_nb(&c, in->t0);
-        if (tid < in->nb * K) { /* (a unit's routes: below the block's threads, from token t0) */
-            const uint64_t t = in->t0 + tid / K;
+        const uint64_t t0 = ll_unit_t0(&c, blockIdx.x);
+        const uint32_t nb = ll_unit_nb(&c, t0), h8 = A->hidden / 8u, sl = c.sl;
+        const uint32_t z = sl > 1 ? blockIdx.x % sl : 0u, glo = h8 * z / sl, gn = h8 * (z + 1) / sl - glo;
+        if (K <= LL_KREG && nb * gn <= SYMM__MOE_THREADS / K) {
+            const uint32_t x = tid / K;
+            in->bits = LL_CF_ON;
+            if (x < nb * gn) {
+                in->bits |= LL_CF_MY;
+                in->t = t0 + x / gn;
+                in->nb = glo + x % gn;
+                in->ix = tid % K;
+                *mi = g0 + (uint32_t)in->t % dp; /* (tokens < 2^32) */
+            }
+            return;
+        }
+        in->t = t0;
+        in->nb = nb;
+        if (tid < nb * K) { /* (a unit's routes: below the block's threads, from token t0) */
             *ro = tid;
             if (tid % K == 0)
-                *mi = (uint32_t)A->me / dp * dp + (uint32_t)(t % dp);
+                *mi = g0 + (uint32_t)(t0 + tid / K) % dp;
         }
     }
 }
 
-/* (asm loads: issued here, where the send half hides them, not moved to their use) */
+/* (asm loads: issued here, where the send half hides them, not moved to their use; the one
+ * round's validity and form are worked out at once, as the send half's own first loads come back
+ * with them, so a token's index row does not stay live across the send half) */
 SYMM__DEVICE_INTERNAL void ll_combine_inputs(const symm__moe_kargs_t *A, ll_cin_t *in, uint32_t ro, uint32_t mi) {
+    const uint32_t K = A->topk;
     if (ro != ~0u) {
-        const uint64_t q = in->t0 * A->topk + ro;
+        const uint64_t q = in->t * K + ro;
         in->ix = symm__cld4((const uint32_t *)A->idx + q, 0);
         in->w = symm__bits_f32(symm__cld4(A->weights + q, 0));
     }
-    if (mi != ~0u)
+    if (mi != ~0u && !(in->bits & LL_CF_ON))
         in->mode = symm__cld4(MOE_U32(A, ll_mode) + mi, 0);
+    if (in->bits & LL_CF_MY) {
+        const uint32_t k = in->ix, *row = (const uint32_t *)A->idx + in->t * K;
+        uint32_t r[LL_KREG], ex = 0, mode;
+        float w;
+        int ok;
+#pragma unroll
+        for (uint32_t i = 0; i < LL_KREG; i++)
+            r[i] = i < K ? symm__cld4(row + i, 0) : 0u;
+        w = symm__bits_f32(symm__cld4(A->weights + in->t * K + k, 0));
+        mode = symm__cld4(MOE_U32(A, ll_mode) + mi, 0);
+#pragma unroll
+        for (uint32_t i = 0; i < LL_KREG; i++) /* ll_valid on registers: constant indices only */
+            if (i == k)
+                ex = r[i];
+        ok = ex < A->experts;
+#pragma unroll
+        for (uint32_t i = 0; i < LL_KREG; i++)
+            if (i < k && r[i] == ex)
+                ok = 0;
+        if (ll_cpkt(A, mode, in->t))
+            in->bits |= ok ? LL_CF_PKT | LL_CF_POLL : LL_CF_PKT;
+        in->w = ok ? w : 0.0f;
+        symm__pin_u32(&in->bits);
+    }
+}
+
+/* The one round of a block's first unit (in, every thread): each route's packets polled by its
+ * thread (their first loads go out at once), weight x row into ll_cprod, a barrier, each output
+ * element summed by one thread of its group. Nonzero when a token of the unit comes back plainly:
+ * its groups are left to the general path. */
+SYMM__DEVICE_INTERNAL int ll_combine_fast(const symm__moe_kargs_t *A, uint32_t tag, const ll_cin_t *in) {
+    const uint32_t tid = symm__block_tid(), np = A->y_kind == SYMM_DTYPE_F32 ? 4u : 2u;
+    float *sprod = ll_cprod();
+    float pr[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int plain;
+    if (in->bits & LL_CF_POLL) {
+        const char *q = ll_pcslot(A, in->t, in->ix) + (uint64_t)in->nb * 16u * moe_kind_size(A->y_kind);
+        symm__v4_t pk[4];
+#pragma unroll
+        for (uint32_t i = 0; i < 4; i++)
+            if (i < np)
+                pk[i] = symm__c_ld16_vol(q + 16u * i);
+        LL_FSTAMP(A, LLS_CS_PRE);
+        ll_route_prod(A, q, tag, np, pk, in->w, pr);
+        ll_stamp(A, LLS_CS_POLL);
+    }
+#pragma unroll
+    for (uint32_t i = 0; i < 8; i++)
+        sprod[i * LL_CPROD_ROW + tid] = pr[i];
+    plain = __syncthreads_or((in->bits & (LL_CF_MY | LL_CF_PKT)) == LL_CF_MY);
+    LL_FSTAMP(A, LLS_CS_PROD);
+    if (in->bits & LL_CF_PKT)
+        ll_cprod_sum(A, in->ix, (char *)A->out + ((int64_t)in->t * A->out_stride + (int64_t)in->nb * 8) * 2);
+    ll_stamp(A, LLS_CS_SUM);
+    return plain;
 }
 
 /* Unit tokens t0 .. t0 + nb - 1 (threads below nb x K: one route each): every route's index,
@@ -2215,26 +2354,45 @@ SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t
     }
 }
 
-/* The receive half (*se: the epoch, in shared memory, written before a barrier this half passes). */
-SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uint64_t *se, const ll_cplan_t *c,
-                                           ll_cunit_t *u, int small, ll_cin_t *in) {
+/* The receive half (*se: the epoch, in shared memory, written before a barrier this half passes;
+ * braw: *bound_m as loaded; in: the small kernel's first unit, with fe, the epoch every thread
+ * loaded). A one-round first unit goes first, before the plan (the bound as the pre-wait
+ * arithmetic assumed, so the same unit). */
+SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uint64_t *se, uint64_t braw,
+                                           ll_cunit_t *u, int small, ll_cin_t *in, uint64_t fe) {
     const uint32_t tid = symm__block_tid(), K = A->topk, B = gridDim.x, h8 = A->hidden / 8u;
-    const uint32_t sl = c->sl;
-    for (uint64_t w = blockIdx.x; w < c->units; w += B) {
-        const uint64_t t0 = ll_unit_t0(c, w);
-        const uint32_t nb = ll_unit_nb(c, t0);
-        const uint32_t z = sl > 1 ? (uint32_t)w % sl : 0u, glo = h8 * z / sl, gn = h8 * (z + 1) / sl - glo;
-        uint64_t e;
-        int plain = 0, have = 0;
+    int first = 0; /* the block's first unit: 1 summed whole by ll_combine_fast, 2 but for plain tokens */
+    if (in != NULL && braw == A->num_tokens && (in->bits & LL_CF_ON)) {
+        ll_stamp(A, LLS_C_SET);
+        first = ll_combine_fast(A, ll_tag(fe), in) ? 2 : 1;
+    }
+    ll_cplan_t c = ll_combine_plan(A, ll_bound_use(A, braw, blockIdx.x == 0 && tid == 0));
+    LL_FPIN64(c.units);
+    LL_FSTAMP(A, LLS_CS_PLAN);
+    const uint32_t sl = c.sl;
+    for (uint64_t w = blockIdx.x; w < c.units; w += B) {
+        uint64_t t0, e;
+        uint32_t nb, z, glo, gn;
+        int plain = 0, have = 0, done = 0;
         symm__v4_t pre[2];
-        if (small && w == blockIdx.x) { /* the first unit's packets ride with its setup's loads */
+        if (w == blockIdx.x && first) { /* ll_combine_fast's unit: whole, or its plain tokens left */
+            if (first == 1)
+                continue;
+            done = 1;
+        }
+        t0 = ll_unit_t0(&c, w);
+        nb = ll_unit_nb(&c, t0);
+        z = sl > 1 ? (uint32_t)w % sl : 0u;
+        glo = h8 * z / sl;
+        gn = h8 * (z + 1) / sl - glo;
+        if (small && w == blockIdx.x && !done) { /* the first unit's packets ride with its setup's loads */
             have = ll_combine_rp_preload(A, t0, nb, glo, gn, pre);
             LL_FSTAMP(A, LLS_CS_PRE);
         }
         if (w != blockIdx.x) /* (the first unit's setup touches nothing the send half reads) */
             symm__block_sync();
         if (in != NULL)
-            in->have = w == blockIdx.x && in->t0 == t0 && in->nb == nb;
+            in->have = w == blockIdx.x && !(in->bits & LL_CF_ON) && in->t == t0 && in->nb == nb;
         ll_combine_setup(A, t0, nb, u, in);
         if (w == blockIdx.x)
             LL_FSTAMP(A, LLS_CS_SET2);
@@ -2256,7 +2414,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
         }
         if (w == blockIdx.x)
             ll_stamp(A, LLS_C_SET);
-        ll_combine_rows(A, ll_tag(e), t0, nb, glo, gn, u->sok, u->sw, u->spk, small, pre, have);
+        ll_combine_rows(A, ll_tag(e), t0, nb, glo, gn, u->sok, u->sw, u->spk, small ? 1 + done : 0, pre, have);
     }
 }
 
@@ -2273,6 +2431,10 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
         ll_combine_inputs_at(A, &in, &ro, &mi);
         symm__pin_u32(&ro);
         symm__pin_u32(&mi);
+        symm__pin_u32(&in.bits);
+        symm__pin_u64(&in.t);
+        symm__pin_u32(&in.nb);
+        symm__pin_u32(&in.ix);
     }
     ll_pdl_begin(A);
     if (small)
@@ -2285,10 +2447,10 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     }
     uint64_t braw = 0, fe = 0;
     uint32_t fR = 0;
-    if (small && (A->flags & SYMM_MOE_SEND)) { /* the send half's first round of loads, first of all */
+    if (small && (A->flags & SYMM_MOE_SEND)) /* the send half's first round of loads, first of all */
         fR = symm__cld4(MOE_U64(A, ll_flat), 0); /* (the low word: routes < 2^32) */
+    if (small) /* (every thread: the receive half's first round needs no barrier for it) */
         fe = *(volatile uint64_t *)&moe_state(A)->epoch;
-    }
     if (blockIdx.x == 0 && symm__block_tid() == 0)
         atomicMax(&moe_state(A)->max_grid, gridDim.x);
     if (A->flags & SYMM_MOE_RECV) {
@@ -2306,16 +2468,13 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE,
                        small ? ll_combine_send_small(A, &se, fR, fe) : ll_combine_send(A, &se));
     else if (symm__block_tid() == 0)
-        se = *(volatile uint64_t *)&moe_state(A)->epoch;
+        se = small ? fe : *(volatile uint64_t *)&moe_state(A)->epoch;
     ll_stamp(A, LLS_C_SENT);
     if (A->flags & SYMM_MOE_RECV) {
-        ll_cplan_t c;
         if (!(A->flags & SYMM_MOE_SEND) && !small)
             symm__block_sync(); /* (the send half's barriers publish sbraw otherwise) */
-        c = ll_combine_plan(A, ll_bound_use(A, small ? braw : sbraw, blockIdx.x == 0 && symm__block_tid() == 0));
-        LL_FPIN64(c.units);
-        LL_FSTAMP(A, LLS_CS_PLAN);
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_combine_recv(A, &se, &c, &u, small, small ? &in : NULL));
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV,
+                       ll_combine_recv(A, &se, small ? braw : sbraw, &u, small, small ? &in : NULL, fe));
     }
     ll_stamps_end(A, small ? "combine-small" : "combine", se, small ? LLS_CS_END : LLS_C_END);
 }
