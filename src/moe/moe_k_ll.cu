@@ -231,6 +231,32 @@ SYMM__DEVICE_INTERNAL void ll_put_pkt2(void *dst, symm__v4_t v, uint32_t tag) {
 
 SYMM__DEVICE_INTERNAL int ll_pkt_ok(symm__v4_t v, uint32_t tag) { return v.y == tag && v.w == tag; }
 
+/* The end of a wait that ll_wait_due found over: symm__wait_check reports it and stops the kernel. */
+SYMM__NOINLINE __attribute__((noreturn)) void ll_wait_fail(const symm__moe_kargs_t *A, const void *addr, uint32_t tag,
+                                                            uint32_t seen, uint64_t t0) {
+    symm__wait_check(&A->ctx, addr, SYMM_CMP_EQ, tag, seen, t0);
+    symm__trap();
+    __builtin_unreachable();
+}
+
+/* symm__wait_check's test inline (t0: the wait's first check, 0 before it): the call goes out only
+ * for a wait past its deadline, or long enough to read the abort flag and finding it up, and does
+ * not return. A call that returns, inside a poll loop, keeps every value of the caller live
+ * through it: in both combine kernels that spilled (the small one's receive inputs, loaded as it
+ * starts, were stored to local memory as they came back, holding up the loads behind them). */
+SYMM__DEVICE_INTERNAL uint64_t ll_wait_due(const symm__moe_kargs_t *A, const void *addr, uint32_t tag, uint32_t seen,
+                                           uint64_t t0) {
+    const symm_ctx_t *ctx = &A->ctx;
+    const uint64_t now = symm__globaltimer();
+    if (t0 == 0)
+        return now;
+    if ((ctx->timeout_ns != 0 && now - t0 >= ctx->timeout_ns) ||
+        (ctx->abort_flag != 0 && now - t0 >= SYMM__ABORT_CHECK_NS &&
+         symm__ld_b32((const void *)(uintptr_t)ctx->abort_flag, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS) != 0))
+        ll_wait_fail(A, addr, tag, seen, t0);
+    return t0;
+}
+
 /* Poll the packet at p (last seen v) until both halves carry the tag. */
 SYMM__DEVICE_INTERNAL symm__v4_t ll_pkt_wait(const symm__moe_kargs_t *A, const char *p, uint32_t tag, symm__v4_t v) {
     uint32_t polls = 0;
@@ -1888,7 +1914,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_group_pkt(const symm__moe_kargs_t *A, uint
                         seen = x.y == tag ? x.w : x.y;
                         at = k0 + i;
                     }
-                t0 = symm__wait_check(&A->ctx, base + at * stride, SYMM_CMP_EQ, tag, seen, t0);
+                t0 = ll_wait_due(A, base + at * stride, tag, seen, t0);
             }
 #pragma unroll
             for (uint32_t i = 0; i < LL_CGATHER; i++)
@@ -1943,31 +1969,6 @@ SYMM__DEVICE_INTERNAL int ll_combine_rp_preload(const symm__moe_kargs_t *A, uint
 SYMM__DEVICE_INTERNAL float *ll_cprod(void) {
     __shared__ float s[8 * LL_CPROD_ROW];
     return s;
-}
-
-/* The end of a wait that ll_wait_due found over: symm__wait_check reports it and stops the kernel. */
-SYMM__NOINLINE __attribute__((noreturn)) void ll_wait_fail(const symm__moe_kargs_t *A, const void *addr, uint32_t tag,
-                                                            uint32_t seen, uint64_t t0) {
-    symm__wait_check(&A->ctx, addr, SYMM_CMP_EQ, tag, seen, t0);
-    symm__trap();
-    __builtin_unreachable();
-}
-
-/* symm__wait_check's test inline (t0: the wait's first check, 0 before it): the call goes out only
- * for a wait past its deadline, or long enough to read the abort flag and finding it up, and does
- * not return. A call that returns, inside a poll loop, keeps every value of the caller live
- * through it: in the small combine that spilled the receive half's inputs. */
-SYMM__DEVICE_INTERNAL uint64_t ll_wait_due(const symm__moe_kargs_t *A, const void *addr, uint32_t tag, uint32_t seen,
-                                           uint64_t t0) {
-    const symm_ctx_t *ctx = &A->ctx;
-    const uint64_t now = symm__globaltimer();
-    if (t0 == 0)
-        return now;
-    if ((ctx->timeout_ns != 0 && now - t0 >= ctx->timeout_ns) ||
-        (ctx->abort_flag != 0 && now - t0 >= SYMM__ABORT_CHECK_NS &&
-         symm__ld_b32((const void *)(uintptr_t)ctx->abort_flag, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS) != 0))
-        ll_wait_fail(A, addr, tag, seen, t0);
-    return t0;
 }
 
 /* Poll a route's np packets at q (first loads in pk) until they carry the tag; w x its 8
