@@ -93,8 +93,11 @@
  *         packets or waited for by flag, summed weight x row in float32 in
  *         slot order, stored. In the small handles' kernel a packet token's
  *         routes are polled by one thread each (one round of loads), their
- *         products summed in slot order from shared memory. Its inputs (bound, routes, weights) are asked
- *         for as the kernel starts, so the send half hides their loads.
+ *         products summed in slot order from shared memory, an element per
+ *         thread. Its inputs (bound, routes, weights) are asked for as the
+ *         kernel starts, so the send half hides their loads; a decode step's
+ *         first unit (one round) is worked out before the send half too, each
+ *         thread with its own route's index row (ll_combine_fast).
  *
  * No warp waits for a load before the kernel's first loads are all out: a
  * value needed late (the bound, the epoch, the block count) is loaded by one
