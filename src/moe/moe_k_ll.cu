@@ -1676,27 +1676,38 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_slices(const symm__moe_kargs_t *A, ui
     }
 }
 
+/* The small combine's send split, arithmetic on the arguments alone (worked out before the PDL
+ * wait): unit u = route u / sl, slice u % sl, with sl from the most routes a PE may receive
+ * (n x cap x min(top-k, L): fewer than blocks, slices), not from how many the dispatch received,
+ * so a block knows its first route's entry before it loads their number. */
+SYMM__DEVICE_INTERNAL uint32_t ll_csend_sl(const symm__moe_kargs_t *A) {
+    const uint32_t K = A->topk, L = A->local, rmax = (uint32_t)A->n * A->cap * (K < L ? K : L), B = gridDim.x;
+    return rmax > 0 && rmax < B ? B / rmax : 1u;
+}
+
 /* The send half of the small handles' combine: the dispatch left its routes as a flat list
  * (ll_flat), each entry with its row's position and its source's mode, so a route's stores need
- * two rounds of loads: their number and the epoch (fR, fe: loaded by the caller as the kernel
- * starts, before anything else), then its entry, then its row. No barrier before the first
- * store: unit u = route u / sl, slice u % sl (fewer routes than blocks: slices; a plain row
- * whole, from its slice 0, its flag released behind the block's stores). Thread 0 leaves the
- * epoch in *se. */
-SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uint64_t *se, uint32_t fR, uint64_t fe) {
+ * one round of loads before its row's: its entry, with their number and the epoch (fR, fe, and
+ * the block's first entry f0, f1: loaded by the caller as the kernel starts, before anything
+ * else). No barrier before the first store: unit u = route u / sl, slice u % sl (ll_csend_sl;
+ * a plain row whole, from its slice 0, its flag released behind the block's stores). Thread 0
+ * leaves the epoch in *se. */
+SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uint64_t *se, uint32_t fR, uint64_t fe,
+                                                 uint32_t sl, uint64_t f0, uint64_t f1) {
     const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp, B = gridDim.x;
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
     const uint64_t *flat = MOE_U64(A, ll_flat);
     const uint32_t R = fR;
     const uint64_t e = fe;
-    const uint32_t tag = ll_tag(e), sl = R > 0 && R < B ? B / R : 1u;
+    const uint32_t tag = ll_tag(e);
     MOE_TRACE_T0(tb_, A);
     if (tid == 0)
         *se = e;
     ll_stamp(A, LLS_C_SCAN);
     for (uint32_t u = blockIdx.x; u < R * sl; u += B) {
         const uint32_t P = u / sl, z = u % sl;
-        const uint64_t route = symm__cld8(flat + 2u + 2u * P, 0), pos = symm__cld8(flat + 3u + 2u * P, 0);
+        const uint64_t route = u == blockIdx.x ? f0 : symm__cld8(flat + 2u + 2u * P, 0);
+        const uint64_t pos = u == blockIdx.x ? f1 : symm__cld8(flat + 3u + 2u * P, 0);
         const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu), g0 = src / dp * dp;
         const uint64_t t = route >> 32;
         const uint64_t yoff = (uint64_t)((int64_t)(pos >> 32) * A->y_stride[0] +
@@ -2429,8 +2440,16 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     __shared__ uint64_t se;    /* the epoch (dispatches so far: the combine works on the last one) */
     __shared__ uint64_t sbraw; /* *bound_m as loaded by the last warp (no other warp waits for it) */
     ll_cin_t in;
-    uint32_t ro = ~0u, mi = ~0u;
+    uint32_t ro = ~0u, mi = ~0u, csl = 1, cP = ~0u;
     ll_stamps_begin(A);
+    if (small && (A->flags & SYMM_MOE_SEND)) { /* the send half's first entry, before the PDL wait */
+        const uint32_t K = A->topk, L = A->local;
+        csl = ll_csend_sl(A);
+        if (blockIdx.x / csl < (uint32_t)A->n * A->cap * (K < L ? K : L))
+            cP = blockIdx.x / csl;
+        symm__pin_u32(&csl);
+        symm__pin_u32(&cP);
+    }
     if (small && (A->flags & SYMM_MOE_RECV)) { /* addresses before the wait for the kernel before (PDL) */
         ll_combine_inputs_at(A, &in, &ro, &mi);
         symm__pin_u32(&ro);
@@ -2449,10 +2468,15 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
             ll_probe_hop(A, e, 1);
         return;
     }
-    uint64_t braw = 0, fe = 0;
+    uint64_t braw = 0, fe = 0, f0 = 0, f1 = 0;
     uint32_t fR = 0;
-    if (small && (A->flags & SYMM_MOE_SEND)) /* the send half's first round of loads, first of all */
+    if (small && (A->flags & SYMM_MOE_SEND)) { /* the send half's first round of loads, first of all */
         fR = symm__cld4(MOE_U64(A, ll_flat), 0); /* (the low word: routes < 2^32) */
+        if (cP != ~0u) { /* (an entry past the routes received is a stale one, never used) */
+            f0 = symm__cld8(MOE_U64(A, ll_flat) + 2u + 2u * cP, 0);
+            f1 = symm__cld8(MOE_U64(A, ll_flat) + 3u + 2u * cP, 0);
+        }
+    }
     if (small) /* (every thread: the receive half's first round needs no barrier for it) */
         fe = *(volatile uint64_t *)&moe_state(A)->epoch;
     if (blockIdx.x == 0 && symm__block_tid() == 0)
@@ -2470,7 +2494,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     }
     if (A->flags & SYMM_MOE_SEND)
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE,
-                       small ? ll_combine_send_small(A, &se, fR, fe) : ll_combine_send(A, &se));
+                       small ? ll_combine_send_small(A, &se, fR, fe, csl, f0, f1) : ll_combine_send(A, &se));
     else if (symm__block_tid() == 0)
         se = small ? fe : *(volatile uint64_t *)&moe_state(A)->epoch;
     ll_stamp(A, LLS_C_SENT);
