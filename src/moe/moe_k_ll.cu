@@ -86,8 +86,9 @@
  *         Rows fewer than half the blocks go in slices (packets; a plain
  *         row whole, from its first slice's block). The small handles'
  *         kernel sends from the flat list, whose entries carry the source's
- *         mode: a route's row loads wait for two rounds (the list's length
- *         and the epoch, then the entry).
+ *         mode: a block's first route's row loads wait for one round (the
+ *         list's length, the epoch and the entry, which the split by the
+ *         most routes a PE may receive names before the length is known).
  *   recv  Per token (its hidden dimension split over several blocks when
  *         tokens are fewer than blocks): the valid routes' rows, polled as
  *         packets or waited for by flag, summed weight x row in float32 in
