@@ -2095,9 +2095,9 @@ SYMM__DEVICE_INTERNAL void ll_combine_rows(const symm__moe_kargs_t *A, uint32_t 
     const uint32_t tid = symm__block_tid(), K = A->topk, kind = A->y_kind, ysz = moe_kind_size(kind);
     const uint32_t passes = ysz / 2u;
     const uint64_t slot_bytes = (uint64_t)A->hidden * 4u;
-    /* rp (the small kernel): packet tokens a route per thread (1), or already summed (2: the one
-     * round of ll_combine_fast); the other kernel, which may take many rounds of it, sums each
-     * group's routes in one thread */
+    /* rp (the small kernel): packet tokens a route per thread (1), or none to sum here (2: the one
+     * round of ll_combine_fast summed them, or the unit has none); the other kernel, which may take
+     * many rounds of it, sums each group's routes in one thread */
     if (rp == 1)
         ll_combine_pkt_rp(A, tag, t0, nb, glo, gn, sok, sw, spk, pre, have);
     for (uint32_t q = tid; q < nb * gn; q += SYMM__MOE_THREADS) {
@@ -2389,7 +2389,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
     for (uint64_t w = blockIdx.x; w < c.units; w += B) {
         uint64_t t0, e;
         uint32_t nb, z, glo, gn;
-        int plain = 0, have = 0, done = 0;
+        int plain = 0, pkts = 0, have = 0, done = 0;
         symm__v4_t pre[2];
         if (w == blockIdx.x && first) { /* ll_combine_fast's unit: whole, or its plain tokens left */
             if (first == 1)
@@ -2418,8 +2418,10 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
             LL_FPIN64(e);
             LL_FSTAMP(A, LLS_CS_SET3);
         }
-        for (uint32_t j = 0; j < nb; j++)
+        for (uint32_t j = 0; j < nb; j++) {
             plain |= !u->spk[j];
+            pkts |= u->spk[j];
+        }
         if (plain) { /* plain rows: their flags waited for before any thread reads them */
             if (tid < nb * K) {
                 const uint32_t k = tid % K;
@@ -2430,7 +2432,9 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
         }
         if (w == blockIdx.x)
             ll_stamp(A, LLS_C_SET);
-        ll_combine_rows(A, ll_tag(e), t0, nb, glo, gn, u->sok, u->sw, u->spk, small ? 1 + done : 0, pre, have);
+        /* (no packet token left: none of ll_combine_pkt_rp's rounds and barriers) */
+        ll_combine_rows(A, ll_tag(e), t0, nb, glo, gn, u->sok, u->sw, u->spk, small ? (done || !pkts ? 2 : 1) : 0, pre,
+                        have);
     }
 }
 
