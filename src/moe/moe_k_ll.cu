@@ -236,9 +236,9 @@ SYMM__DEVICE_INTERNAL void ll_put_pkt2(void *dst, symm__v4_t v, uint32_t tag) {
 SYMM__DEVICE_INTERNAL int ll_pkt_ok(symm__v4_t v, uint32_t tag) { return v.y == tag && v.w == tag; }
 
 /* The end of a wait that ll_wait_due found over: symm__wait_check reports it and stops the kernel. */
-SYMM__NOINLINE __attribute__((noreturn)) void ll_wait_fail(const symm__moe_kargs_t *A, const void *addr, uint32_t tag,
-                                                            uint32_t seen, uint64_t t0) {
-    symm__wait_check(&A->ctx, addr, SYMM_CMP_EQ, tag, seen, t0);
+SYMM__NOINLINE __attribute__((noreturn)) void ll_wait_fail(const symm__moe_kargs_t *A, const void *addr, int cmp,
+                                                            uint64_t want, uint64_t seen, uint64_t t0) {
+    symm__wait_check(&A->ctx, addr, cmp, want, seen, t0);
     symm__trap();
     __builtin_unreachable();
 }
@@ -248,8 +248,8 @@ SYMM__NOINLINE __attribute__((noreturn)) void ll_wait_fail(const symm__moe_kargs
  * not return. A call that returns, inside a poll loop, keeps every value of the caller live
  * through it: in both combine kernels that spilled (the small one's receive inputs, loaded as it
  * starts, were stored to local memory as they came back, holding up the loads behind them). */
-SYMM__DEVICE_INTERNAL uint64_t ll_wait_due(const symm__moe_kargs_t *A, const void *addr, uint32_t tag, uint32_t seen,
-                                           uint64_t t0) {
+SYMM__DEVICE_INTERNAL uint64_t ll_wait_due(const symm__moe_kargs_t *A, const void *addr, int cmp, uint64_t want,
+                                           uint64_t seen, uint64_t t0) {
     const symm_ctx_t *ctx = &A->ctx;
     const uint64_t now = symm__globaltimer();
     if (t0 == 0)
@@ -257,7 +257,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_due(const symm__moe_kargs_t *A, const voi
     if ((ctx->timeout_ns != 0 && now - t0 >= ctx->timeout_ns) ||
         (ctx->abort_flag != 0 && now - t0 >= SYMM__ABORT_CHECK_NS &&
          symm__ld_b32((const void *)(uintptr_t)ctx->abort_flag, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS) != 0))
-        ll_wait_fail(A, addr, tag, seen, t0);
+        ll_wait_fail(A, addr, cmp, want, seen, t0);
     return t0;
 }
 
@@ -1929,7 +1929,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_group_pkt(const symm__moe_kargs_t *A, uint
                         seen = x.y == tag ? x.w : x.y;
                         at = k0 + i;
                     }
-                t0 = ll_wait_due(A, base + at * stride, tag, seen, t0);
+                t0 = ll_wait_due(A, base + at * stride, SYMM_CMP_EQ, tag, seen, t0);
             }
 #pragma unroll
             for (uint32_t i = 0; i < LL_CGATHER; i++)
@@ -2004,7 +2004,7 @@ SYMM__DEVICE_INTERNAL void ll_route_prod(const symm__moe_kargs_t *A, const char 
         if (++polls % SYMM__WAIT_CHECK_EVERY == 0) {
             const uint32_t i = (uint32_t)__ffs((int)miss) - 1u;
             const symm__v4_t y = i == 0 ? pk[0] : i == 1 ? pk[1] : i == 2 ? pk[2] : pk[3];
-            tw = ll_wait_due(A, q + 16u * i, tag, y.y == tag ? y.w : y.y, tw);
+            tw = ll_wait_due(A, q + 16u * i, SYMM_CMP_EQ, tag, y.y == tag ? y.w : y.y, tw);
         }
 #pragma unroll
         for (uint32_t i = 0; i < 4; i++)
@@ -2095,9 +2095,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_rows(const symm__moe_kargs_t *A, uint32_t 
     const uint32_t tid = symm__block_tid(), K = A->topk, kind = A->y_kind, ysz = moe_kind_size(kind);
     const uint32_t passes = ysz / 2u;
     const uint64_t slot_bytes = (uint64_t)A->hidden * 4u;
-    /* rp (the small kernel): packet tokens a route per thread (1), or none to sum here (2: the one
-     * round of ll_combine_fast summed them, or the unit has none); the other kernel, which may take
-     * many rounds of it, sums each group's routes in one thread */
+    /* rp (the small kernel): packet tokens a route per thread (1), or none in the unit (2); the
+     * other kernel, which may take many rounds of it, sums each group's routes in one thread */
     if (rp == 1)
         ll_combine_pkt_rp(A, tag, t0, nb, glo, gn, sok, sw, spk, pre, have);
     for (uint32_t q = tid; q < nb * gn; q += SYMM__MOE_THREADS) {
@@ -2221,10 +2220,10 @@ typedef struct ll_cin {
  * (x, k) takes slot k of output group x, and loads that token's index row, weight and form itself
  * as the kernel starts, so neither its route's validity nor its token's form waits for a barrier
  * or another thread. */
-#define LL_CF_ON 1u   /* the block's first unit is one round */
-#define LL_CF_MY 2u   /* the thread has a route */
-#define LL_CF_PKT 4u  /* its token comes back as packets */
-#define LL_CF_POLL 8u /* ... and its route is valid: polled */
+#define LL_CF_ON 1u  /* the block's first unit is one round */
+#define LL_CF_MY 2u  /* the thread has a route */
+#define LL_CF_PKT 4u /* its token comes back as packets (else plainly, behind a flag per route) */
+#define LL_CF_OK 8u  /* its route is valid: its row is waited for */
 
 /* The addresses of ll_combine_inputs' loads, arithmetic only (done before the PDL wait): *ro the
  * route's index in idx and weights, *mi its token's mode word in ll_mode (~0: none). */
@@ -2297,42 +2296,53 @@ SYMM__DEVICE_INTERNAL void ll_combine_inputs(const symm__moe_kargs_t *A, ll_cin_
         for (uint32_t i = 0; i < LL_KREG; i++)
             if (i < k && r[i] == ex)
                 ok = 0;
-        if (ll_cpkt(A, mode, in->t))
-            in->bits |= ok ? LL_CF_PKT | LL_CF_POLL : LL_CF_PKT;
+        in->bits |= (ll_cpkt(A, mode, in->t) ? LL_CF_PKT : 0u) | (ok ? LL_CF_OK : 0u);
         in->w = ok ? w : 0.0f;
         symm__pin_u32(&in->bits);
     }
 }
 
-/* The one round of a block's first unit (in, every thread): each route's packets polled by its
- * thread (their first loads go out at once), weight x row into ll_cprod, a barrier, each output
- * element summed by one thread of its group. Nonzero when a token of the unit comes back plainly:
- * its groups are left to the general path. */
-SYMM__DEVICE_INTERNAL int ll_combine_fast(const symm__moe_kargs_t *A, uint32_t tag, const ll_cin_t *in) {
-    const uint32_t tid = symm__block_tid(), np = A->y_kind == SYMM_DTYPE_F32 ? 4u : 2u;
+/* The one round of a block's first unit (in, every thread): each valid route's row waited for by
+ * its thread (packets polled, their first loads out at once; or the route's flag, then its row),
+ * weight x row into ll_cprod, a barrier, each output element summed by one thread of its group. */
+SYMM__DEVICE_INTERNAL void ll_combine_fast(const symm__moe_kargs_t *A, uint64_t e, const ll_cin_t *in) {
+    const uint32_t tid = symm__block_tid(), kind = A->y_kind, ysz = moe_kind_size(kind);
     float *sprod = ll_cprod();
     float pr[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int plain;
-    if (in->bits & LL_CF_POLL) {
-        const char *q = ll_pcslot(A, in->t, in->ix) + (uint64_t)in->nb * 16u * moe_kind_size(A->y_kind);
+    if ((in->bits & (LL_CF_OK | LL_CF_PKT)) == (LL_CF_OK | LL_CF_PKT)) {
+        const uint32_t np = kind == SYMM_DTYPE_F32 ? 4u : 2u;
+        const char *q = ll_pcslot(A, in->t, in->ix) + (uint64_t)in->nb * 16u * ysz;
         symm__v4_t pk[4];
 #pragma unroll
         for (uint32_t i = 0; i < 4; i++)
             if (i < np)
                 pk[i] = symm__c_ld16_vol(q + 16u * i);
         LL_FSTAMP(A, LLS_CS_PRE);
-        ll_route_prod(A, q, tag, np, pk, in->w, pr);
+        ll_route_prod(A, q, ll_tag(e), np, pk, in->w, pr);
         ll_stamp(A, LLS_CS_POLL);
+    } else if (in->bits & LL_CF_OK) { /* (the flag from the route's PE, released behind its row) */
+        const uint64_t *fl = MOE_U64(A, ll_cflag) + in->t * A->topk + in->ix;
+        const char *row = MOE_AT(A, ll_cbuf) + (in->t * A->topk + in->ix) * (uint64_t)A->hidden * 4u +
+                          (uint64_t)in->nb * 8u * ysz;
+        uint64_t v = symm__ld_b64(fl, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS), tw = 0;
+        uint32_t polls = 0;
+        while (v < e) {
+            if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+                tw = ll_wait_due(A, fl, SYMM_CMP_GE, e, v, tw);
+            v = symm__ld_b64(fl, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS);
+        }
+        ll_acc16(kind, symm__cld16(row, 0), 0, in->w, pr);
+        if (kind == SYMM_DTYPE_F32)
+            ll_acc16(kind, symm__cld16(row + 16, 0), 1, in->w, pr);
     }
 #pragma unroll
     for (uint32_t i = 0; i < 8; i++)
         sprod[i * LL_CPROD_ROW + tid] = pr[i];
-    plain = __syncthreads_or((in->bits & (LL_CF_MY | LL_CF_PKT)) == LL_CF_MY);
+    symm__block_sync();
     LL_FSTAMP(A, LLS_CS_PROD);
-    if (in->bits & LL_CF_PKT)
+    if (in->bits & LL_CF_MY)
         ll_cprod_sum(A, in->ix, (char *)A->out + ((int64_t)in->t * A->out_stride + (int64_t)in->nb * 8) * 2);
     ll_stamp(A, LLS_CS_SUM);
-    return plain;
 }
 
 /* Unit tokens t0 .. t0 + nb - 1 (threads below nb x K: one route each): every route's index,
@@ -2377,10 +2387,11 @@ SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t
 SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uint64_t *se, uint64_t braw,
                                            ll_cunit_t *u, int small, ll_cin_t *in, uint64_t fe) {
     const uint32_t tid = symm__block_tid(), K = A->topk, B = gridDim.x, h8 = A->hidden / 8u;
-    int first = 0; /* the block's first unit: 1 summed whole by ll_combine_fast, 2 but for plain tokens */
+    int first = 0; /* the block's first unit summed by ll_combine_fast */
     if (in != NULL && braw == A->num_tokens && (in->bits & LL_CF_ON)) {
         ll_stamp(A, LLS_C_SET);
-        first = ll_combine_fast(A, ll_tag(fe), in) ? 2 : 1;
+        ll_combine_fast(A, fe, in);
+        first = 1;
     }
     ll_cplan_t c = ll_combine_plan(A, ll_bound_use(A, braw, blockIdx.x == 0 && tid == 0));
     LL_FPIN64(c.units);
@@ -2389,19 +2400,16 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
     for (uint64_t w = blockIdx.x; w < c.units; w += B) {
         uint64_t t0, e;
         uint32_t nb, z, glo, gn;
-        int plain = 0, pkts = 0, have = 0, done = 0;
+        int plain = 0, pkts = 0, have = 0;
         symm__v4_t pre[2];
-        if (w == blockIdx.x && first) { /* ll_combine_fast's unit: whole, or its plain tokens left */
-            if (first == 1)
-                continue;
-            done = 1;
-        }
+        if (w == blockIdx.x && first)
+            continue;
         t0 = ll_unit_t0(&c, w);
         nb = ll_unit_nb(&c, t0);
         z = sl > 1 ? (uint32_t)w % sl : 0u;
         glo = h8 * z / sl;
         gn = h8 * (z + 1) / sl - glo;
-        if (small && w == blockIdx.x && !done) { /* the first unit's packets ride with its setup's loads */
+        if (small && w == blockIdx.x) { /* the first unit's packets ride with its setup's loads */
             have = ll_combine_rp_preload(A, t0, nb, glo, gn, pre);
             LL_FSTAMP(A, LLS_CS_PRE);
         }
@@ -2433,8 +2441,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
         if (w == blockIdx.x)
             ll_stamp(A, LLS_C_SET);
         /* (no packet token left: none of ll_combine_pkt_rp's rounds and barriers) */
-        ll_combine_rows(A, ll_tag(e), t0, nb, glo, gn, u->sok, u->sw, u->spk, small ? (done || !pkts ? 2 : 1) : 0, pre,
-                        have);
+        ll_combine_rows(A, ll_tag(e), t0, nb, glo, gn, u->sok, u->sw, u->spk, small ? (pkts ? 1 : 2) : 0, pre, have);
     }
 }
 
