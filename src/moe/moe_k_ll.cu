@@ -372,6 +372,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_CS_SET2 13  /* setup: routes checked (ll_valid, forms) */
 #define LLS_CS_SET3 15  /* the receive half's barrier after the setup passed */
 #define LLS_CS_PROD 16  /* the first round's products shared (the barrier before their sums passed) */
+#define LLS_CS_ADDR 17  /* the prologue's arithmetic done (before the PDL wait) */
 #if defined(SYMM_MOE_LL_FINE_STAMPS) && SYMM_MOE_LL_FINE_STAMPS
 #define LL_FSTAMP(A, i) ll_stamp(A, i)
 #define LL_FPIN32(x) symm__pin_u32(&(x))
@@ -2471,6 +2472,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
         symm__pin_u32(&in.nb);
         symm__pin_u32(&in.ix);
     }
+    if (small)
+        LL_FSTAMP(A, LLS_CS_ADDR);
     ll_pdl_begin(A);
     if (small)
         ll_stamp(A, LLS_DEP);
