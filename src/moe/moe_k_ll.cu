@@ -2214,6 +2214,7 @@ typedef struct ll_cin {
     uint64_t t;
     uint32_t nb, ix, mode, bits, have;
     float w;
+    uint32_t r[LL_KREG]; /* one round: the token's index row as loaded (ll_cin_settle) */
 } ll_cin_t;
 
 /* The one round: the block's first unit when one round of a route per thread covers it (a decode
@@ -2226,11 +2227,54 @@ typedef struct ll_cin {
 #define LL_CF_PKT 4u /* its token comes back as packets (else plainly, behind a flag per route) */
 #define LL_CF_OK 8u  /* its route is valid: its row is waited for */
 
-/* The addresses of ll_combine_inputs' loads, arithmetic only (done before the PDL wait): *ro the
- * route's index in idx and weights, *mi its token's mode word in ll_mode (~0: none). */
-SYMM__DEVICE_INTERNAL void ll_combine_inputs_at(const symm__moe_kargs_t *A, ll_cin_t *in, uint32_t *ro, uint32_t *mi) {
-    const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp, g0 = (uint32_t)A->me / dp * dp;
-    const ll_cplan_t c = ll_combine_plan(A, A->num_tokens);
+/* The block-uniform part of the small combine's prologue, arithmetic on the arguments alone (before
+ * the PDL wait), worked out by warp 0 alone and shared through one barrier: sixteen warps each
+ * doing the same divisions share the SM's issue slots, and the prologue then outlasted the kernel
+ * before it. The send split (ll_csend_sl) and the block's first route entry (~0: none); the
+ * block's first unit of the plan of *bound_m = num_tokens (has: there is one): tokens t0 .. t0 +
+ * nb - 1, output groups glo .. glo + gn - 1, one: one round covers it; g0 the first PE of my DP
+ * group. */
+typedef struct ll_cpro {
+    uint64_t t0;
+    uint32_t csl, cP, has, nb, glo, gn, one, g0;
+} ll_cpro_t;
+
+SYMM__DEVICE_INTERNAL void ll_combine_pro(const symm__moe_kargs_t *A, int send, int recv, ll_cpro_t *p) {
+    const uint32_t K = A->topk, L = A->local, dp = (uint32_t)A->dp;
+    p->t0 = 0;
+    p->csl = 1;
+    p->cP = ~0u;
+    p->has = 0;
+    p->nb = 0;
+    p->glo = 0;
+    p->gn = 0;
+    p->one = 0;
+    p->g0 = dp == 1 ? (uint32_t)A->me : (uint32_t)A->me / dp * dp;
+    if (send) {
+        p->csl = ll_csend_sl(A);
+        if (blockIdx.x / p->csl < (uint32_t)A->n * A->cap * (K < L ? K : L))
+            p->cP = blockIdx.x / p->csl;
+    }
+    if (recv) {
+        const ll_cplan_t c = ll_combine_plan(A, A->num_tokens);
+        if (blockIdx.x < c.units) {
+            const uint32_t h8 = A->hidden / 8u, sl = c.sl, z = sl > 1 ? blockIdx.x % sl : 0u;
+            p->has = 1;
+            p->t0 = ll_unit_t0(&c, blockIdx.x);
+            p->nb = ll_unit_nb(&c, p->t0);
+            p->glo = h8 * z / sl;
+            p->gn = h8 * (z + 1) / sl - p->glo;
+            p->one = K <= LL_KREG && p->nb * p->gn * K <= SYMM__MOE_THREADS;
+        }
+    }
+}
+
+/* The addresses of ll_combine_inputs' loads, from the prologue p, arithmetic only (done before the
+ * PDL wait): *ro the route's index in idx and weights, *mi its token's mode word in ll_mode (~0:
+ * none). */
+SYMM__DEVICE_INTERNAL void ll_combine_inputs_at(const symm__moe_kargs_t *A, const ll_cpro_t *p, ll_cin_t *in,
+                                                uint32_t *ro, uint32_t *mi) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp;
     in->t = 0;
     in->nb = 0;
     in->ix = 0;
@@ -2240,35 +2284,33 @@ SYMM__DEVICE_INTERNAL void ll_combine_inputs_at(const symm__moe_kargs_t *A, ll_c
     in->w = 0.0f;
     *ro = ~0u;
     *mi = ~0u;
-    if (blockIdx.x < c.units) {
-        const uint64_t t0 = ll_unit_t0(&c, blockIdx.x);
-        const uint32_t nb = ll_unit_nb(&c, t0), h8 = A->hidden / 8u, sl = c.sl;
-        const uint32_t z = sl > 1 ? blockIdx.x % sl : 0u, glo = h8 * z / sl, gn = h8 * (z + 1) / sl - glo;
-        if (K <= LL_KREG && nb * gn <= SYMM__MOE_THREADS / K) {
-            const uint32_t x = tid / K;
-            in->bits = LL_CF_ON;
-            if (x < nb * gn) {
-                in->bits |= LL_CF_MY;
-                in->t = t0 + x / gn;
-                in->nb = glo + x % gn;
-                in->ix = tid % K;
-                *mi = g0 + (uint32_t)in->t % dp; /* (tokens < 2^32) */
-            }
-            return;
+    if (!p->has)
+        return;
+    if (p->one) {
+        const uint32_t x = tid / K, nb = p->nb, gn = p->gn;
+        in->bits = LL_CF_ON;
+        if (x < nb * gn) {
+            const uint32_t j = nb == 1 ? 0u : x / gn; /* (one token: a decode step's) */
+            in->bits |= LL_CF_MY;
+            in->t = p->t0 + j;
+            in->nb = p->glo + x - j * gn;
+            in->ix = tid - x * K;
+            *mi = p->g0 + (dp == 1 ? 0u : (uint32_t)in->t % dp); /* (tokens < 2^32) */
         }
-        in->t = t0;
-        in->nb = nb;
-        if (tid < nb * K) { /* (a unit's routes: below the block's threads, from token t0) */
-            *ro = tid;
-            if (tid % K == 0)
-                *mi = g0 + (uint32_t)(t0 + tid / K) % dp;
-        }
+        return;
+    }
+    in->t = p->t0;
+    in->nb = p->nb;
+    if (tid < p->nb * K) { /* (a unit's routes: below the block's threads, from token t0) */
+        *ro = tid;
+        if (tid % K == 0)
+            *mi = p->g0 + (dp == 1 ? 0u : (uint32_t)(p->t0 + tid / K) % dp);
     }
 }
 
 /* (asm loads: issued here, where the send half hides them, not moved to their use; the one
- * round's validity and form are worked out at once, as the send half's own first loads come back
- * with them, so a token's index row does not stay live across the send half) */
+ * round's validity and form are worked out after the send half, ll_cin_settle: these loads may
+ * come back later than the send half's own) */
 SYMM__DEVICE_INTERNAL void ll_combine_inputs(const symm__moe_kargs_t *A, ll_cin_t *in, uint32_t ro, uint32_t mi) {
     const uint32_t K = A->topk;
     if (ro != ~0u) {
@@ -2276,40 +2318,46 @@ SYMM__DEVICE_INTERNAL void ll_combine_inputs(const symm__moe_kargs_t *A, ll_cin_
         in->ix = symm__cld4((const uint32_t *)A->idx + q, 0);
         in->w = symm__bits_f32(symm__cld4(A->weights + q, 0));
     }
-    if (mi != ~0u && !(in->bits & LL_CF_ON))
+    if (mi != ~0u)
         in->mode = symm__cld4(MOE_U32(A, ll_mode) + mi, 0);
     if (in->bits & LL_CF_MY) {
-        const uint32_t k = in->ix, *row = (const uint32_t *)A->idx + in->t * K;
-        uint32_t r[LL_KREG], ex = 0, mode;
-        float w;
-        int ok;
+        const uint32_t *row = (const uint32_t *)A->idx + in->t * K;
 #pragma unroll
         for (uint32_t i = 0; i < LL_KREG; i++)
-            r[i] = i < K ? symm__cld4(row + i, 0) : 0u;
-        w = symm__bits_f32(symm__cld4(A->weights + in->t * K + k, 0));
-        mode = symm__cld4(MOE_U32(A, ll_mode) + mi, 0);
-#pragma unroll
-        for (uint32_t i = 0; i < LL_KREG; i++) /* ll_valid on registers: constant indices only */
-            if (i == k)
-                ex = r[i];
-        ok = ex < A->experts;
-#pragma unroll
-        for (uint32_t i = 0; i < LL_KREG; i++)
-            if (i < k && r[i] == ex)
-                ok = 0;
-        in->bits |= (ll_cpkt(A, mode, in->t) ? LL_CF_PKT : 0u) | (ok ? LL_CF_OK : 0u);
-        in->w = ok ? w : 0.0f;
-        symm__pin_u32(&in->bits);
+            in->r[i] = i < K ? symm__cld4(row + i, 0) : 0u;
+        in->w = symm__bits_f32(symm__cld4(A->weights + in->t * K + in->ix, 0));
     }
+}
+
+/* The one round's route from its loads: valid (ll_valid on registers, constant indices only),
+ * its weight (0 where not) and its token's form. */
+SYMM__DEVICE_INTERNAL void ll_cin_settle(const symm__moe_kargs_t *A, ll_cin_t *in) {
+    const uint32_t k = in->ix;
+    uint32_t ex = 0;
+    int ok;
+#pragma unroll
+    for (uint32_t i = 0; i < LL_KREG; i++)
+        if (i == k)
+            ex = in->r[i];
+    ok = ex < A->experts;
+#pragma unroll
+    for (uint32_t i = 0; i < LL_KREG; i++)
+        if (i < k && in->r[i] == ex)
+            ok = 0;
+    in->bits |= (ll_cpkt(A, in->mode, in->t) ? LL_CF_PKT : 0u) | (ok ? LL_CF_OK : 0u);
+    if (!ok)
+        in->w = 0.0f;
 }
 
 /* The one round of a block's first unit (in, every thread): each valid route's row waited for by
  * its thread (packets polled, their first loads out at once; or the route's flag, then its row),
  * weight x row into ll_cprod, a barrier, each output element summed by one thread of its group. */
-SYMM__DEVICE_INTERNAL void ll_combine_fast(const symm__moe_kargs_t *A, uint64_t e, const ll_cin_t *in) {
+SYMM__DEVICE_INTERNAL void ll_combine_fast(const symm__moe_kargs_t *A, uint64_t e, ll_cin_t *in) {
     const uint32_t tid = symm__block_tid(), kind = A->y_kind, ysz = moe_kind_size(kind);
     float *sprod = ll_cprod();
     float pr[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (in->bits & LL_CF_MY)
+        ll_cin_settle(A, in);
     if ((in->bits & (LL_CF_OK | LL_CF_PKT)) == (LL_CF_OK | LL_CF_PKT)) {
         const uint32_t np = kind == SYMM_DTYPE_F32 ? 4u : 2u;
         const char *q = ll_pcslot(A, in->t, in->ix) + (uint64_t)in->nb * 16u * ysz;
@@ -2452,19 +2500,25 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     __shared__ ll_cunit_t u;
     __shared__ uint64_t se;    /* the epoch (dispatches so far: the combine works on the last one) */
     __shared__ uint64_t sbraw; /* *bound_m as loaded by the last warp (no other warp waits for it) */
+    __shared__ ll_cpro_t spro;
     ll_cin_t in;
     uint32_t ro = ~0u, mi = ~0u, csl = 1, cP = ~0u;
     ll_stamps_begin(A);
-    if (small && (A->flags & SYMM_MOE_SEND)) { /* the send half's first entry, before the PDL wait */
-        const uint32_t K = A->topk, L = A->local;
-        csl = ll_csend_sl(A);
-        if (blockIdx.x / csl < (uint32_t)A->n * A->cap * (K < L ? K : L))
-            cP = blockIdx.x / csl;
+    if (small) { /* addresses before the wait for the kernel before (PDL) */
+        if (symm__block_tid() < 32) {
+            ll_cpro_t p;
+            ll_combine_pro(A, (A->flags & SYMM_MOE_SEND) != 0, (A->flags & SYMM_MOE_RECV) != 0, &p);
+            if (symm__block_tid() == 0)
+                spro = p;
+        }
+        symm__block_sync();
+        csl = spro.csl;
+        cP = spro.cP;
         symm__pin_u32(&csl);
         symm__pin_u32(&cP);
     }
-    if (small && (A->flags & SYMM_MOE_RECV)) { /* addresses before the wait for the kernel before (PDL) */
-        ll_combine_inputs_at(A, &in, &ro, &mi);
+    if (small && (A->flags & SYMM_MOE_RECV)) {
+        ll_combine_inputs_at(A, &spro, &in, &ro, &mi);
         symm__pin_u32(&ro);
         symm__pin_u32(&mi);
         symm__pin_u32(&in.bits);
