@@ -2035,8 +2035,19 @@ SYMM__DEVICE_INTERNAL void ll_cprod_sum(const symm__moe_kargs_t *A, uint32_t k, 
 #pragma unroll 1
     for (uint32_t i = k; i < 8; i += K) {
         float acc = 0.0f;
-        for (uint32_t kk = 0; kk < K; kk++)
-            acc += sp[i * LL_CPROD_ROW + g + kk];
+        if (K <= LL_KREG) { /* the loads first, all in flight, then the sum in slot order */
+            float p[LL_KREG];
+#pragma unroll
+            for (uint32_t kk = 0; kk < LL_KREG; kk++)
+                p[kk] = kk < K ? sp[i * LL_CPROD_ROW + g + kk] : 0.0f;
+#pragma unroll
+            for (uint32_t kk = 0; kk < LL_KREG; kk++)
+                if (kk < K)
+                    acc += p[kk];
+        } else {
+            for (uint32_t kk = 0; kk < K; kk++)
+                acc += sp[i * LL_CPROD_ROW + g + kk];
+        }
         symm__cst2(o + 2u * i, A->out_kind == SYMM_DTYPE_BF16 ? symm__c_f32_to_bf16(acc) : symm__c_f32_to_f16(acc),
                    0);
     }
