@@ -2242,17 +2242,18 @@ typedef struct ll_cin {
  * the PDL wait), worked out by warp 0 alone and shared through one barrier: sixteen warps each
  * doing the same divisions share the SM's issue slots, and the prologue then outlasted the kernel
  * before it. The send split (ll_csend_sl) and the block's first route entry (~0: none); the
- * block's first unit of the plan of *bound_m = num_tokens (has: there is one): tokens t0 .. t0 +
- * nb - 1, output groups glo .. glo + gn - 1, one: one round covers it; g0 the first PE of my DP
- * group. */
+ * block's first unit of the plan of *bound_m = num_tokens (has: there is one; units in that plan):
+ * tokens t0 .. t0 + nb - 1, output groups glo .. glo + gn - 1, one: one round covers it; g0 the
+ * first PE of my DP group. */
 typedef struct ll_cpro {
-    uint64_t t0;
+    uint64_t t0, units;
     uint32_t csl, cP, has, nb, glo, gn, one, g0;
 } ll_cpro_t;
 
 SYMM__DEVICE_INTERNAL void ll_combine_pro(const symm__moe_kargs_t *A, int send, int recv, ll_cpro_t *p) {
     const uint32_t K = A->topk, L = A->local, dp = (uint32_t)A->dp;
     p->t0 = 0;
+    p->units = 0;
     p->csl = 1;
     p->cP = ~0u;
     p->has = 0;
@@ -2268,6 +2269,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_pro(const symm__moe_kargs_t *A, int send, 
     }
     if (recv) {
         const ll_cplan_t c = ll_combine_plan(A, A->num_tokens);
+        p->units = c.units;
         if (blockIdx.x < c.units) {
             const uint32_t h8 = A->hidden / 8u, sl = c.sl, z = sl > 1 ? blockIdx.x % sl : 0u;
             p->has = 1;
@@ -2442,15 +2444,18 @@ SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t
 
 /* The receive half (*se: the epoch, in shared memory, written before a barrier this half passes;
  * braw: *bound_m as loaded; in: the small kernel's first unit, with fe, the epoch every thread
- * loaded). A one-round first unit goes first, before the plan (the bound as the pre-wait
- * arithmetic assumed, so the same unit). */
+ * loaded, and units, the units of the pre-wait plan). A one-round first unit goes first, before
+ * the plan (the bound as the pre-wait arithmetic assumed, so the same unit), and with no unit
+ * after it the plan is not worked out at all. */
 SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uint64_t *se, uint64_t braw,
-                                           ll_cunit_t *u, int small, ll_cin_t *in, uint64_t fe) {
+                                           ll_cunit_t *u, int small, ll_cin_t *in, uint64_t fe, uint64_t units) {
     const uint32_t tid = symm__block_tid(), K = A->topk, B = gridDim.x, h8 = A->hidden / 8u;
     int first = 0; /* the block's first unit summed by ll_combine_fast */
     if (in != NULL && braw == A->num_tokens && (in->bits & LL_CF_ON)) {
         ll_stamp(A, LLS_C_SET);
         ll_combine_fast(A, fe, in);
+        if ((uint64_t)blockIdx.x + B >= units)
+            return;
         first = 1;
     }
     ll_cplan_t c = ll_combine_plan(A, ll_bound_use(A, braw, blockIdx.x == 0 && tid == 0));
@@ -2582,7 +2587,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
         if (!(A->flags & SYMM_MOE_SEND) && !small)
             symm__block_sync(); /* (the send half's barriers publish sbraw otherwise) */
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV,
-                       ll_combine_recv(A, &se, small ? braw : sbraw, &u, small, small ? &in : NULL, fe));
+                       ll_combine_recv(A, &se, small ? braw : sbraw, &u, small, small ? &in : NULL, fe,
+                                       small ? spro.units : 0));
     }
     ll_stamps_end(A, small ? "combine-small" : "combine", se, small ? LLS_CS_END : LLS_C_END);
 }
