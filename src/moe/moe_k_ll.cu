@@ -125,6 +125,7 @@
 #define LL_UNROLL 4
 #define LL_BATCH 32   /* most tokens (or rows) a block handles in one step */
 #define LL_KREG 8     /* most top-k whose token indices a combine thread holds in registers */
+#define LL_CROUNDS 4  /* most rounds (two barriers each) of a token's slice in ll_combine_fast */
 
 /* A count word: epoch << 32 | mode << 30 | routes. A flat route's position (ll_flat): expert
  * << 32 | its source's mode << 30 | row. */
@@ -2216,8 +2217,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_prefetch(const symm__moe_kargs_t *A, uint6
  * the PDL wait and loaded as the small handles' combine starts, so the send half hides the loads.
  * One struct for both forms of the unit (what it holds across the send half is where the kernel
  * is tightest for registers):
- *   one round (bits & LL_CF_ON; ll_combine_fast): t the thread's token, nb its output group, ix
- *     its slot, w its weight (0: the route is not valid), bits its LL_CF_* flags;
+ *   in rounds (bits & LL_CF_ON; ll_combine_fast): t the thread's token, nb its (first) output
+ *     group, ix its slot, w its weight (0: the route is not valid), bits its LL_CF_* flags;
  *   otherwise: the unit's tokens t .. t + nb - 1 and the thread's route of them (thread tid: slot
  *     tid % K of token t + tid / K), ix its expert, mode its token's mode word, w its weight;
  *     have: they are that unit's (set when the bound turns out to give the same unit). */
@@ -2225,15 +2226,15 @@ typedef struct ll_cin {
     uint64_t t;
     uint32_t nb, ix, mode, bits, have;
     float w;
-    uint32_t r[LL_KREG]; /* one round: the token's index row as loaded (ll_cin_settle) */
+    uint32_t r[LL_KREG]; /* in rounds: the token's index row as loaded (ll_cin_settle) */
 } ll_cin_t;
 
-/* The one round: the block's first unit when one round of a route per thread covers it (a decode
- * step's: top-k at most LL_KREG, nb x gn output groups within the block's threads / K). Thread
- * (x, k) takes slot k of output group x, and loads that token's index row, weight and form itself
- * as the kernel starts, so neither its route's validity nor its token's form waits for a barrier
- * or another thread. */
-#define LL_CF_ON 1u  /* the block's first unit is one round */
+/* A block's first unit in rounds of a route per thread (top-k at most LL_KREG; a decode step's
+ * unit: one token's slice, or tokens whose nb x gn output groups fit one round): thread (x, k)
+ * takes slot k of output group x (one token: x, x + per, ...), and loads that token's index row,
+ * weight and form itself as the kernel starts, so neither its route's validity nor its token's
+ * form waits for a barrier or another thread. */
+#define LL_CF_ON 1u  /* the block's first unit goes in rounds */
 #define LL_CF_MY 2u  /* the thread has a route */
 #define LL_CF_PKT 4u /* its token comes back as packets (else plainly, behind a flag per route) */
 #define LL_CF_OK 8u  /* its route is valid: its row is waited for */
@@ -2243,11 +2244,12 @@ typedef struct ll_cin {
  * doing the same divisions share the SM's issue slots, and the prologue then outlasted the kernel
  * before it. The send split (ll_csend_sl) and the block's first route entry (~0: none); the
  * block's first unit of the plan of *bound_m = num_tokens (has: there is one; units in that plan):
- * tokens t0 .. t0 + nb - 1, output groups glo .. glo + gn - 1, one: one round covers it; g0 the
- * first PE of my DP group. */
+ * tokens t0 .. t0 + nb - 1, output groups glo .. glo + gn - 1; one: ll_combine_fast takes it, in
+ * rounds of per groups (one token: as many as it takes; more tokens: one round); g0 the first PE
+ * of my DP group. */
 typedef struct ll_cpro {
     uint64_t t0, units;
-    uint32_t csl, cP, has, nb, glo, gn, one, g0;
+    uint32_t csl, cP, has, nb, glo, gn, one, per, rounds, g0;
 } ll_cpro_t;
 
 SYMM__DEVICE_INTERNAL void ll_combine_pro(const symm__moe_kargs_t *A, int send, int recv, ll_cpro_t *p) {
@@ -2261,6 +2263,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_pro(const symm__moe_kargs_t *A, int send, 
     p->glo = 0;
     p->gn = 0;
     p->one = 0;
+    p->per = SYMM__MOE_THREADS / (K ? K : 1u);
+    p->rounds = 0;
     p->g0 = dp == 1 ? (uint32_t)A->me : (uint32_t)A->me / dp * dp;
     if (send) {
         p->csl = ll_csend_sl(A);
@@ -2277,7 +2281,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_pro(const symm__moe_kargs_t *A, int send, 
             p->nb = ll_unit_nb(&c, p->t0);
             p->glo = h8 * z / sl;
             p->gn = h8 * (z + 1) / sl - p->glo;
-            p->one = K <= LL_KREG && p->nb * p->gn * K <= SYMM__MOE_THREADS;
+            p->rounds = p->nb == 1 ? (p->gn + p->per - 1) / p->per : 1u;
+            p->one = K <= LL_KREG && (p->nb == 1 ? p->rounds <= LL_CROUNDS : p->nb * p->gn * K <= SYMM__MOE_THREADS);
         }
     }
 }
@@ -2302,7 +2307,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_inputs_at(const symm__moe_kargs_t *A, cons
     if (p->one) {
         const uint32_t x = tid / K, nb = p->nb, gn = p->gn;
         in->bits = LL_CF_ON;
-        if (x < nb * gn) {
+        if (x < p->per && x < nb * gn) { /* (its first group; one token: then every per-th) */
             const uint32_t j = nb == 1 ? 0u : x / gn; /* (one token: a decode step's) */
             in->bits |= LL_CF_MY;
             in->t = p->t0 + j;
@@ -2342,7 +2347,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_inputs(const symm__moe_kargs_t *A, ll_cin_
     }
 }
 
-/* The one round's route from its loads: valid (ll_valid on registers, constant indices only),
+/* The route of a unit in rounds, from its loads: valid (ll_valid on registers, constant indices only),
  * its weight (0 where not) and its token's form. */
 SYMM__DEVICE_INTERNAL void ll_cin_settle(const symm__moe_kargs_t *A, ll_cin_t *in) {
     const uint32_t k = in->ix;
@@ -2362,49 +2367,64 @@ SYMM__DEVICE_INTERNAL void ll_cin_settle(const symm__moe_kargs_t *A, ll_cin_t *i
         in->w = 0.0f;
 }
 
-/* The one round of a block's first unit (in, every thread): each valid route's row waited for by
- * its thread (packets polled, their first loads out at once; or the route's flag, then its row),
- * weight x row into ll_cprod, a barrier, each output element summed by one thread of its group. */
-SYMM__DEVICE_INTERNAL void ll_combine_fast(const symm__moe_kargs_t *A, uint64_t e, ll_cin_t *in) {
+/* A block's first unit in rounds of a route per thread (in, from the prologue p; every thread):
+ * each valid route's row waited for by its thread (packets polled, their first loads out at once;
+ * or the route's flag, in the first round, then its row), weight x row into ll_cprod, a barrier,
+ * each output element summed by one thread of its group. A token's later rounds take the same
+ * routes' next groups. */
+SYMM__DEVICE_INTERNAL void ll_combine_fast(const symm__moe_kargs_t *A, uint64_t e, ll_cin_t *in, const ll_cpro_t *p) {
     const uint32_t tid = symm__block_tid(), kind = A->y_kind, ysz = moe_kind_size(kind);
+    const uint32_t rounds = p->rounds, per = p->per, vend = p->glo + p->gn;
     float *sprod = ll_cprod();
-    float pr[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (in->bits & LL_CF_MY)
         ll_cin_settle(A, in);
-    if ((in->bits & (LL_CF_OK | LL_CF_PKT)) == (LL_CF_OK | LL_CF_PKT)) {
-        const uint32_t np = kind == SYMM_DTYPE_F32 ? 4u : 2u;
-        const char *q = ll_pcslot(A, in->t, in->ix) + (uint64_t)in->nb * 16u * ysz;
-        symm__v4_t pk[4];
+    for (uint32_t r = 0; r < rounds; r++) {
+        const uint32_t v = in->nb + r * per;
+        const int ok = (in->bits & (LL_CF_MY | LL_CF_OK)) == (LL_CF_MY | LL_CF_OK) && v < vend;
+        float pr[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (ok && (in->bits & LL_CF_PKT)) {
+            const uint32_t np = kind == SYMM_DTYPE_F32 ? 4u : 2u;
+            const char *q = ll_pcslot(A, in->t, in->ix) + (uint64_t)v * 16u * ysz;
+            symm__v4_t pk[4];
 #pragma unroll
-        for (uint32_t i = 0; i < 4; i++)
-            if (i < np)
-                pk[i] = symm__c_ld16_vol(q + 16u * i);
-        LL_FSTAMP(A, LLS_CS_PRE);
-        ll_route_prod(A, q, ll_tag(e), np, pk, in->w, pr);
-        ll_stamp(A, LLS_CS_POLL);
-    } else if (in->bits & LL_CF_OK) { /* (the flag from the route's PE, released behind its row) */
-        const uint64_t *fl = MOE_U64(A, ll_cflag) + in->t * A->topk + in->ix;
-        const char *row = MOE_AT(A, ll_cbuf) + (in->t * A->topk + in->ix) * (uint64_t)A->hidden * 4u +
-                          (uint64_t)in->nb * 8u * ysz;
-        uint64_t v = symm__ld_b64(fl, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS), tw = 0;
-        uint32_t polls = 0;
-        while (v < e) {
-            if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
-                tw = ll_wait_due(A, fl, SYMM_CMP_GE, e, v, tw);
-            v = symm__ld_b64(fl, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS);
+            for (uint32_t i = 0; i < 4; i++)
+                if (i < np)
+                    pk[i] = symm__c_ld16_vol(q + 16u * i);
+            if (r == 0)
+                LL_FSTAMP(A, LLS_CS_PRE);
+            ll_route_prod(A, q, ll_tag(e), np, pk, in->w, pr);
+            if (r == 0)
+                ll_stamp(A, LLS_CS_POLL);
+        } else if (ok) { /* (the flag from the route's PE, released behind its row) */
+            const char *row = MOE_AT(A, ll_cbuf) + (in->t * A->topk + in->ix) * (uint64_t)A->hidden * 4u +
+                              (uint64_t)v * 8u * ysz;
+            if (r == 0) {
+                const uint64_t *fl = MOE_U64(A, ll_cflag) + in->t * A->topk + in->ix;
+                uint64_t f = symm__ld_b64(fl, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS), tw = 0;
+                uint32_t polls = 0;
+                while (f < e) {
+                    if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+                        tw = ll_wait_due(A, fl, SYMM_CMP_GE, e, f, tw);
+                    f = symm__ld_b64(fl, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS);
+                }
+            }
+            ll_acc16(kind, symm__cld16(row, 0), 0, in->w, pr);
+            if (kind == SYMM_DTYPE_F32)
+                ll_acc16(kind, symm__cld16(row + 16, 0), 1, in->w, pr);
         }
-        ll_acc16(kind, symm__cld16(row, 0), 0, in->w, pr);
-        if (kind == SYMM_DTYPE_F32)
-            ll_acc16(kind, symm__cld16(row + 16, 0), 1, in->w, pr);
-    }
 #pragma unroll
-    for (uint32_t i = 0; i < 8; i++)
-        sprod[i * LL_CPROD_ROW + tid] = pr[i];
-    symm__block_sync();
-    LL_FSTAMP(A, LLS_CS_PROD);
-    if (in->bits & LL_CF_MY)
-        ll_cprod_sum(A, in->ix, (char *)A->out + ((int64_t)in->t * A->out_stride + (int64_t)in->nb * 8) * 2);
-    ll_stamp(A, LLS_CS_SUM);
+        for (uint32_t i = 0; i < 8; i++)
+            sprod[i * LL_CPROD_ROW + tid] = pr[i];
+        symm__block_sync();
+        if (r == 0)
+            LL_FSTAMP(A, LLS_CS_PROD);
+        if ((in->bits & LL_CF_MY) && v < vend)
+            ll_cprod_sum(A, in->ix, (char *)A->out + ((int64_t)in->t * A->out_stride + (int64_t)v * 8) * 2);
+        if (r == 0)
+            ll_stamp(A, LLS_CS_SUM);
+        if (r + 1 < rounds)
+            symm__block_sync(); /* (the next round's products overwrite these) */
+    }
 }
 
 /* Unit tokens t0 .. t0 + nb - 1 (threads below nb x K: one route each): every route's index,
@@ -2444,17 +2464,17 @@ SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t
 
 /* The receive half (*se: the epoch, in shared memory, written before a barrier this half passes;
  * braw: *bound_m as loaded; in: the small kernel's first unit, with fe, the epoch every thread
- * loaded, and units, the units of the pre-wait plan). A one-round first unit goes first, before
+ * loaded, and pro, the prologue's plan). A first unit of ll_combine_fast's goes first, before
  * the plan (the bound as the pre-wait arithmetic assumed, so the same unit), and with no unit
  * after it the plan is not worked out at all. */
 SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uint64_t *se, uint64_t braw,
-                                           ll_cunit_t *u, int small, ll_cin_t *in, uint64_t fe, uint64_t units) {
+                                           ll_cunit_t *u, int small, ll_cin_t *in, uint64_t fe, const ll_cpro_t *pro) {
     const uint32_t tid = symm__block_tid(), K = A->topk, B = gridDim.x, h8 = A->hidden / 8u;
     int first = 0; /* the block's first unit summed by ll_combine_fast */
     if (in != NULL && braw == A->num_tokens && (in->bits & LL_CF_ON)) {
         ll_stamp(A, LLS_C_SET);
-        ll_combine_fast(A, fe, in);
-        if ((uint64_t)blockIdx.x + B >= units)
+        ll_combine_fast(A, fe, in, pro);
+        if ((uint64_t)blockIdx.x + B >= pro->units)
             return;
         first = 1;
     }
@@ -2587,8 +2607,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
         if (!(A->flags & SYMM_MOE_SEND) && !small)
             symm__block_sync(); /* (the send half's barriers publish sbraw otherwise) */
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV,
-                       ll_combine_recv(A, &se, small ? braw : sbraw, &u, small, small ? &in : NULL, fe,
-                                       small ? spro.units : 0));
+                       ll_combine_recv(A, &se, small ? braw : sbraw, &u, small, small ? &in : NULL, fe, &spro));
     }
     ll_stamps_end(A, small ? "combine-small" : "combine", se, small ? LLS_CS_END : LLS_C_END);
 }
