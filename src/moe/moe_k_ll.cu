@@ -2154,20 +2154,19 @@ SYMM__DEVICE_INTERNAL ll_cplan_t ll_combine_plan(const symm__moe_kargs_t *A, uin
     const uint32_t K = A->topk, B = gridDim.x, h8 = A->hidden / 8u, b32 = (uint32_t)bound; /* <= max_num_tokens */
     ll_cplan_t c;
     c.bound = bound;
-    c.tb = 1024u / h8;
+    c.tb = 1;
     c.sl = 1;
-    c.tb = c.tb < 1 ? 1 : (c.tb > LL_BATCH ? LL_BATCH : c.tb);
-    if (c.tb * K > SYMM__MOE_THREADS)
-        c.tb = SYMM__MOE_THREADS / K;
-    if ((uint64_t)c.tb * B > c.bound) { /* few tokens: spread them over the blocks, and split each when fewer */
-        if (b32 >= B) {
+    if (b32 < B) { /* fewer tokens than blocks: each split over the blocks (whatever the batch) */
+        c.sl = b32 ? B / b32 : 1;
+        if (c.sl > h8)
+            c.sl = h8;
+    } else {
+        c.tb = 1024u / h8;
+        c.tb = c.tb < 1 ? 1 : (c.tb > LL_BATCH ? LL_BATCH : c.tb);
+        if (c.tb * K > SYMM__MOE_THREADS)
+            c.tb = SYMM__MOE_THREADS / K;
+        if ((uint64_t)c.tb * B > c.bound) /* few tokens: spread them over the blocks */
             c.tb = (b32 + B - 1) / B;
-        } else {
-            c.tb = 1;
-            c.sl = b32 ? B / b32 : 1;
-            if (c.sl > h8)
-                c.sl = h8;
-        }
     }
     c.units = c.sl > 1 ? c.bound * c.sl : (b32 + c.tb - 1) / c.tb;
     return c;
@@ -2252,37 +2251,55 @@ typedef struct ll_cpro {
     uint32_t csl, cP, has, nb, glo, gn, one, per, rounds, g0;
 } ll_cpro_t;
 
+/* Warp 0 the receive half's plan and first unit, warp 1 the rest, in parallel (each a chain of
+ * divisions); every lane of the warp computes the same, lane 0 stores it. */
 SYMM__DEVICE_INTERNAL void ll_combine_pro(const symm__moe_kargs_t *A, int send, int recv, ll_cpro_t *p) {
-    const uint32_t K = A->topk, L = A->local, dp = (uint32_t)A->dp;
-    p->t0 = 0;
-    p->units = 0;
-    p->csl = 1;
-    p->cP = ~0u;
-    p->has = 0;
-    p->nb = 0;
-    p->glo = 0;
-    p->gn = 0;
-    p->one = 0;
-    p->per = SYMM__MOE_THREADS / (K ? K : 1u);
-    p->rounds = 0;
-    p->g0 = dp == 1 ? (uint32_t)A->me : (uint32_t)A->me / dp * dp;
-    if (send) {
-        p->csl = ll_csend_sl(A);
-        if (blockIdx.x / p->csl < (uint32_t)A->n * A->cap * (K < L ? K : L))
-            p->cP = blockIdx.x / p->csl;
-    }
-    if (recv) {
-        const ll_cplan_t c = ll_combine_plan(A, A->num_tokens);
-        p->units = c.units;
-        if (blockIdx.x < c.units) {
-            const uint32_t h8 = A->hidden / 8u, sl = c.sl, z = sl > 1 ? blockIdx.x % sl : 0u;
-            p->has = 1;
-            p->t0 = ll_unit_t0(&c, blockIdx.x);
-            p->nb = ll_unit_nb(&c, p->t0);
-            p->glo = h8 * z / sl;
-            p->gn = h8 * (z + 1) / sl - p->glo;
-            p->rounds = p->nb == 1 ? (p->gn + p->per - 1) / p->per : 1u;
-            p->one = K <= LL_KREG && (p->nb == 1 ? p->rounds <= LL_CROUNDS : p->nb * p->gn * K <= SYMM__MOE_THREADS);
+    const uint32_t K = A->topk, L = A->local, dp = (uint32_t)A->dp, lane = symm__block_tid() % 32u;
+    if (symm__block_tid() < 32) {
+        uint64_t t0 = 0, units = 0;
+        uint32_t has = 0, nb = 0, glo = 0, gn = 0, rounds = 0, one = 0;
+        if (recv) {
+            const ll_cplan_t c = ll_combine_plan(A, A->num_tokens);
+            units = c.units;
+            if (blockIdx.x < c.units) {
+                const uint32_t h8 = A->hidden / 8u, sl = c.sl, z = sl > 1 ? blockIdx.x % sl : 0u;
+                has = 1;
+                t0 = ll_unit_t0(&c, blockIdx.x);
+                nb = ll_unit_nb(&c, t0);
+                glo = h8 * z / sl;
+                gn = h8 * (z + 1) / sl - glo;
+                if (nb > 1 || gn * K <= SYMM__MOE_THREADS) { /* (rounds of THREADS / K groups) */
+                    rounds = 1;
+                } else {
+                    const uint32_t per = SYMM__MOE_THREADS / K;
+                    rounds = (gn + per - 1) / per;
+                }
+                one = K <= LL_KREG && (nb == 1 ? rounds <= LL_CROUNDS : nb * gn * K <= SYMM__MOE_THREADS);
+            }
+        }
+        if (lane == 0) {
+            p->t0 = t0;
+            p->units = units;
+            p->has = has;
+            p->nb = nb;
+            p->glo = glo;
+            p->gn = gn;
+            p->rounds = rounds;
+            p->one = one;
+        }
+    } else if (symm__block_tid() < 64) {
+        uint32_t csl = 1, cP = ~0u;
+        const uint32_t per = SYMM__MOE_THREADS / (K ? K : 1u), g0 = dp == 1 ? (uint32_t)A->me : (uint32_t)A->me / dp * dp;
+        if (send) {
+            csl = ll_csend_sl(A);
+            if (blockIdx.x / csl < (uint32_t)A->n * A->cap * (K < L ? K : L))
+                cP = blockIdx.x / csl;
+        }
+        if (lane == 0) {
+            p->csl = csl;
+            p->cP = cP;
+            p->per = per;
+            p->g0 = g0;
         }
     }
 }
@@ -2541,12 +2558,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     uint32_t ro = ~0u, mi = ~0u, csl = 1, cP = ~0u;
     ll_stamps_begin(A);
     if (small) { /* addresses before the wait for the kernel before (PDL) */
-        if (symm__block_tid() < 32) {
-            ll_cpro_t p;
-            ll_combine_pro(A, (A->flags & SYMM_MOE_SEND) != 0, (A->flags & SYMM_MOE_RECV) != 0, &p);
-            if (symm__block_tid() == 0)
-                spro = p;
-        }
+        ll_combine_pro(A, (A->flags & SYMM_MOE_SEND) != 0, (A->flags & SYMM_MOE_RECV) != 0, &spro);
         symm__block_sync();
         csl = spro.csl;
         cP = spro.cP;
@@ -2573,8 +2585,11 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
             ll_probe_hop(A, e, 1);
         return;
     }
-    uint64_t braw = 0, fe = 0, f0 = 0, f1 = 0;
-    uint32_t fR = 0;
+    /* The first loads, all out before any instruction waits for one: a load's value is used (even
+     * copied to another register, or picked by a select) only after the last load is issued, and
+     * the epoch, which the compiler copies as it comes back, is loaded last. */
+    uint64_t fe = 0, f0 = 0, f1 = 0;
+    uint32_t fR = 0, bv = 0;
     if (small && (A->flags & SYMM_MOE_SEND)) { /* the send half's first round of loads, first of all */
         fR = symm__cld4(MOE_U64(A, ll_flat), 0); /* (the low word: routes < 2^32) */
         if (cP != ~0u) { /* (an entry past the routes received is a stale one, never used) */
@@ -2582,21 +2597,24 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
             f1 = symm__cld8(MOE_U64(A, ll_flat) + 3u + 2u * cP, 0);
         }
     }
-    if (small) /* (every thread: the receive half's first round needs no barrier for it) */
-        fe = *(volatile uint64_t *)&moe_state(A)->epoch;
-    if (blockIdx.x == 0 && symm__block_tid() == 0)
-        atomicMax(&moe_state(A)->max_grid, gridDim.x);
     if (A->flags & SYMM_MOE_RECV) {
-        if (small) { /* every thread its own bound and its first unit's route, in registers */
-            braw = ll_bound_load(A);
+        if (small) { /* every thread its own bound (no bound: num_tokens, chosen where it is used) and its
+                      * first unit's route, in registers */
+            if (A->bound != NULL)
+                bv = symm__cld4(A->bound, 0);
             ll_combine_inputs(A, &in, ro, mi);
         } else {
             if (symm__block_tid() == SYMM__MOE_THREADS - 32)
                 sbraw = ll_bound_load(A);
             ll_combine_prefetch(A, blockIdx.x);
         }
-        ll_stamp(A, LLS_C_PRE);
     }
+    if (small) /* (every thread: the receive half's first round needs no barrier for it) */
+        fe = symm__ld_b64(&moe_state(A)->epoch, SYMM_SEM_VOLATILE, SYMM_SCOPE_SYS);
+    if (blockIdx.x == 0 && symm__block_tid() == 0)
+        atomicMax(&moe_state(A)->max_grid, gridDim.x);
+    if (A->flags & SYMM_MOE_RECV)
+        ll_stamp(A, LLS_C_PRE);
     if (A->flags & SYMM_MOE_SEND)
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE,
                        small ? ll_combine_send_small(A, &se, fR, fe, csl, f0, f1) : ll_combine_send(A, &se));
@@ -2607,7 +2625,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
         if (!(A->flags & SYMM_MOE_SEND) && !small)
             symm__block_sync(); /* (the send half's barriers publish sbraw otherwise) */
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV,
-                       ll_combine_recv(A, &se, small ? braw : sbraw, &u, small, small ? &in : NULL, fe, &spro));
+                       ll_combine_recv(A, &se, small ? (A->bound != NULL ? (uint64_t)bv : A->num_tokens) : sbraw, &u,
+                                       small, small ? &in : NULL, fe, &spro));
     }
     ll_stamps_end(A, small ? "combine-small" : "combine", se, small ? LLS_CS_END : LLS_C_END);
 }
