@@ -2289,7 +2289,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_pro(const symm__moe_kargs_t *A, int send, 
         }
     } else if (symm__block_tid() < 64) {
         uint32_t csl = 1, cP = ~0u;
-        const uint32_t per = SYMM__MOE_THREADS / (K ? K : 1u), g0 = dp == 1 ? (uint32_t)A->me : (uint32_t)A->me / dp * dp;
+        const uint32_t per = SYMM__MOE_THREADS / (K ? K : 1u);
+        const uint32_t g0 = dp == 1 ? (uint32_t)A->me : (uint32_t)A->me / dp * dp;
         if (send) {
             csl = ll_csend_sl(A);
             if (blockIdx.x / csl < (uint32_t)A->n * A->cap * (K < L ? K : L))
