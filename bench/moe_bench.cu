@@ -417,7 +417,8 @@ static ht_result_t ht_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32
     unsigned char *x = dev<unsigned char>((size_t)m * H * esz);
     float *xs = dev<float>((size_t)m * (cols ? cols : 1)), *w = dev<float>((size_t)m * K);
     bench_fill_pattern(x, (size_t)m * H * esz, 11u + (uint32_t)env->me, 0, env->stream);
-    c.y = dev<uint16_t>(r.capacity * H);
+    /* y in the heap, as a pull combine needs to read it in place (the push schedules read it locally either way) */
+    BENCH_SYMM(symm_malloc(r.capacity * H * 2, &c.y));
     c.out = dev<uint16_t>((size_t)m * H);
     c.H = H;
     c.m = m;
@@ -459,7 +460,8 @@ static ht_result_t ht_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32
         bench_table_row(t, cells);
     }
     BENCH_SYMM(symm_moe_destroy(c.h));
-    cudaFree(d_idx); cudaFree(x); cudaFree(xs); cudaFree(w); cudaFree(c.y); cudaFree(c.out);
+    cudaFree(d_idx); cudaFree(x); cudaFree(xs); cudaFree(w); cudaFree(c.out);
+    BENCH_SYMM(symm_free(c.y));
     bench_phase_end();
     return res;
 }
@@ -631,7 +633,8 @@ static int run_moe(bench_env_t *env) {
         bench_table_note(t, "GB/s: bytes this PE receives over the time of the call, as DeepEP's test counts them "
                             "(dispatch: rows x (7168 + 224 scale bytes) for fp8, rows x 14336 for bf16; combine: "
                             "rows returned x 14336); dispatch includes the layout. DeepEP column: its normal kernels "
-                            "on 4x H100 with 24 SMs (DESIGN.md), not this run (bench/moe/deepep_bench.py runs it).");
+                            "on 4x H100 with 24 SMs (DESIGN.md), not this run (bench/moe/deepep_bench.py runs it). Combine's y "
+                            "(the expert outputs) lies in the symmetric heap.");
         bench_table_note(t, bench_fmt("Combine schedule: SYMM_MOE_HT_COMBINE=%s.", getenv("SYMM_MOE_HT_COMBINE")
                                                                                    ? getenv("SYMM_MOE_HT_COMBINE")
                                                                                    : "auto"));

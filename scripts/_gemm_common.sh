@@ -2,9 +2,9 @@
 # root: the environment every GEMM step runs in (multicast off, bounded device
 # waits), where libsymm and the CuTe cubins are, and the step helpers. `dry`
 # (1: print the steps instead of running them) is read when a helper runs.
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15} PYTHONUNBUFFERED=1
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
+export PYTHONUNBUFFERED=1
 here=$PWD
 OUT=${OUT:-$PWD/out}
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}

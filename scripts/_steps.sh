@@ -59,3 +59,15 @@ steps_exec() {
   step_dt=$(( $(date +%s) - t0 ))
   return 0
 }
+
+# steps_failed NAME LOG WHERE: the FAIL row of a step that ran and did not pass (step_rc not 0):
+# "timed out after L s" (124, or 137 after the kill) or its status, with WHERE (where its log
+# is kept, for the reader), then the log's first error lines on stdout
+steps_failed() {
+  if [ "$step_rc" -eq 124 ] || [ "$step_rc" -eq 137 ]; then
+    steps_row "$1" FAIL "$step_dt" "timed out after $step_limit s, see $3"
+  else
+    steps_row "$1" FAIL "$step_dt" "rc=$step_rc, see $3"
+    grep -E 'FAIL|Error|error|timed out|assert' "$2" | head -"${steps_err_lines:-8}"
+  fi
+}

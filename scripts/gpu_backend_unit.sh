@@ -30,9 +30,9 @@ case $build in /*) ;; *) build=$here/$build ;; esac
 OUT=${OUT:-$PWD/out}
 out=$OUT/backend_unit
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST SYMM_COLL_TUNE SYMM_COLL_ALGO SYMM_COLL_BLOCKS SYMM_COLL_CE_MIN SYMM_BACKEND
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
+unset SYMM_COLL_TUNE SYMM_COLL_ALGO SYMM_COLL_BLOCKS SYMM_COLL_CE_MIN SYMM_BACKEND
 export PATH="$PATH:/usr/local/cuda/bin"
 WALL=${WALL:-480}
 PER=${PER:-120}
@@ -76,11 +76,7 @@ fi
 : >"$out/inner.txt"
 note() { printf '%-10s %s\n' "$1" "$2" >>"$summary"; }
 t_start=$(date +%s)
-py=$(command -v python3 || true)
-for pkg in nccl nvshmem; do
-  [ -n "$py" ] && d=$($py -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) &&
-    export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
+gpu_env_pip_libs
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 { date -u; hostname; nvidia-smi -L; git log -1 --format='tree %H %s'; } >"$out/machine.txt" 2>&1
 note machine "$(date -u '+%F %T UTC'), $ngpu GPU(s), build $build"

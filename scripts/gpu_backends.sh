@@ -56,9 +56,8 @@ cd "$(dirname "$0")/.." || exit 2
 here=$PWD
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
 # NCCL's own reason for a failed call lands in the step's log
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 # one host, no RDMA NIC: NVSHMEM without a remote transport, both bootstraps on loopback
@@ -101,10 +100,7 @@ wall() {
 }
 
 py=$(command -v python3)
-for pkg in nccl nvshmem; do
-  d=$($py -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) && \
-    export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
+gpu_env_pip_libs
 symmrun=$build/tools/symmrun
 exe() { echo "$build/$1"; }
 

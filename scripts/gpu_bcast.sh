@@ -27,9 +27,9 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 T=$OUT/bcast
 mkdir -p "$T"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST SYMM_COLL_TUNE SYMM_COLL_ALGO SYMM_COLL_BLOCKS SYMM_COLL_CE_MIN
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
+unset SYMM_COLL_TUNE SYMM_COLL_ALGO SYMM_COLL_BLOCKS SYMM_COLL_CE_MIN
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-build-gpu}
 dry=${DRY:-0}
@@ -37,11 +37,7 @@ dry=${DRY:-0}
 source scripts/_steps.sh
 steps_fmt='%-46s %-5s %4s s  %s'
 t_all=$(date +%s)
-py=$(command -v python3 || true)
-for pkg in nccl nvshmem; do
-  [ -n "$py" ] && d=$($py -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) &&
-    export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
+gpu_env_pip_libs
 
 # step NAME LIMIT LOG cmd...: ok on exit 0, skip on 77, else FAIL with the log's first errors.
 step() {

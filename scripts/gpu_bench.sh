@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
 # No multicast objects, whatever the caller had (docs/design.md decision 7).
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
 build=${SYMM_BUILD_DIR:-build-gpu}
 mode=${1:-rma}
 [ $# -gt 0 ] && shift

@@ -38,9 +38,9 @@ build=${BUILD:-build-gpu}
 OUT=${OUT:-$PWD/out}
 out=$OUT/coll
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST SYMM_COLL_TUNE SYMM_COLL_ALGO SYMM_COLL_BLOCKS SYMM_COLL_CE_MIN
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
+unset SYMM_COLL_TUNE SYMM_COLL_ALGO SYMM_COLL_BLOCKS SYMM_COLL_CE_MIN
 export PATH="$PATH:/usr/local/cuda/bin"
 TESTS_WALL=${TESTS_WALL:-90}
 COLL_WALL=${COLL_WALL:-150}
@@ -53,11 +53,7 @@ since() { echo "$(( $(date +%s) - $1 )) s"; }
 # shellcheck source=scripts/_steps.sh
 source scripts/_steps.sh
 
-py=$(command -v python3 || true)
-for pkg in nccl nvshmem; do
-  [ -n "$py" ] && d=$($py -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) &&
-    export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
+gpu_env_pip_libs
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 { date -u; hostname; nvidia-smi -L; nvidia-smi topo -m; git log -1 --format='tree %H %s'; } >"$out/machine.txt" 2>&1

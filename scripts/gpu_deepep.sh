@@ -48,9 +48,8 @@ here=$PWD
 OUT=${OUT:-$PWD/out}
 log=$OUT/deepep
 mkdir -p "$log"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
 steps=${*:-moe2 test2 test4 bench overhead}
@@ -122,11 +121,8 @@ run() {
     steps_row "$name" skip $step_dt "$(grep -m1 -E 'SKIPPED|skipped' "$out")"
   elif [ $step_rc -eq 0 ]; then
     steps_row "$name" ok $step_dt "$(grep -m1 -E '[0-9]+ passed' "$out")"
-  elif [ $step_rc -eq 124 ] || [ $step_rc -eq 137 ]; then
-    steps_row "$name" FAIL $step_dt "timed out after $step_limit s, see deepep/$(basename "$out")"
   else
-    steps_row "$name" FAIL $step_dt "rc=$step_rc, see deepep/$(basename "$out")"
-    grep -E 'FAILED|Error|error|timed out|assert' "$out" | head -8
+    steps_failed "$name" "$out" "deepep/$(basename "$out")"
   fi
 }
 

@@ -27,9 +27,8 @@ here=$PWD
 OUT=${OUT:-$PWD/out}
 log=$OUT/eager
 mkdir -p "$log"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
 case $build in /*) ;; *) build=$here/$build ;; esac
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
@@ -42,10 +41,7 @@ if [ ! -f "$build/src/libsymm.so" ]; then
   echo "FAIL: gpu_eager_host.sh: no $build/src/libsymm.so (set BUILD to the build directory)"
   exit 1
 fi
-for pkg in nccl nvshmem; do
-  d=$(python3 -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) &&
-    export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
+gpu_env_pip_libs
 export PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}"
 export SYMM_LIBRARY="$build/src/libsymm.so"
 npes=$(( ngpu > 4 ? 4 : ngpu ))

@@ -34,9 +34,8 @@ aot=${1:-build-tilelang-gemm}
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
 pes=${TL_GEMM_PES:-4}
 wall=${TL_GEMM_WALL:-250}
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 export SYMM_LIBRARY=${SYMM_LIBRARY:-$PWD/$build/src/libsymm.so}
 summary=$dir/summary.txt

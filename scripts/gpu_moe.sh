@@ -44,9 +44,8 @@ here=$PWD
 OUT=${OUT:-$PWD/out}
 log=$OUT/moe
 mkdir -p "$log"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
 steps=${*:-ctest pkt python deepep pypkt llbench spawn bench host python2}
@@ -67,11 +66,7 @@ if [ "$ngpu" -lt 1 ]; then
   exit 0
 fi
 
-py=$(command -v python3)
-for pkg in nccl nvshmem; do
-  d=$($py -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) && \
-    export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
+gpu_env_pip_libs
 export PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}"
 case $build in /*) ;; *) build=$here/$build ;; esac
 export SYMM_LIBRARY="$build/src/libsymm.so"
@@ -107,11 +102,8 @@ run() {
     steps_row "$name" ok $step_dt
   elif [ $step_rc -eq 77 ]; then
     steps_row "$name" skip $step_dt "$(grep -m1 -i skip "$out")"
-  elif [ $step_rc -eq 124 ] || [ $step_rc -eq 137 ]; then
-    steps_row "$name" FAIL $step_dt "timed out after $step_limit s, see moe/$(basename "$out")"
   else
-    steps_row "$name" FAIL $step_dt "rc=$step_rc, see moe/$(basename "$out")"
-    grep -E 'FAIL|Error|error|timed out|assert' "$out" | head -8
+    steps_failed "$name" "$out" "moe/$(basename "$out")"
   fi
 }
 

@@ -10,8 +10,8 @@
 # warps/overlap-ring:6 (auto: the defaults, warps/overlap with 3 sending warps).
 # 1. tests/moe/test_moe's ht and budget parts (budgets 1, 2, 8, 24, every SM)
 #    on 2 PEs and on N PEs, once per variant of HT_TEST_VARIANTS, and its
-#    graph part for the first of them: every received row and every combined
-#    token exact.
+#    graph part for the first of them and for pull variants (their own
+#    protocol): every received row and every combined token exact.
 # 2. symm-bench --mode moe --moe-rows ht --npes N, once per variant of
 #    HT_VARIANTS: DeepEP's shape (4096 tokens/PE, hidden 7168, top-8, 256
 #    experts), 24 SMs and every SM, fp8 and bf16 dispatch, bf16 combine.
@@ -26,6 +26,7 @@
 # N: 4 PEs, one per GPU, with 4 GPUs or more; 2 with 2 or 3 GPUs; on one GPU 2
 # PEs share it under a private MPS daemon (scripts/with_mps.sh): then the
 # figures say nothing about NVLink (the table says so) and step 3 is skipped.
+# HT_TEST_PES sets step 1's PE counts instead of "2 N" (e.g. "2 4" on one GPU).
 # Every step runs under `timeout -k`, each at most what is left of HT_WALL
 # (default 270 s). Multicast stays off; SYMM_WAIT_TIMEOUT=15 turns a lost
 # signal into a message naming the PE and the word. What comes back: files
@@ -39,14 +40,14 @@ here=$PWD
 OUT=${OUT:-$PWD/out}
 res=$OUT/moe_ht
 mkdir -p "$res"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST SYMM_MOE_HT_COMBINE SYMM_MOE_HT_DISPATCH
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
+unset SYMM_MOE_HT_COMBINE SYMM_MOE_HT_DISPATCH
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-build-sm90}
 case $build in /*) ;; *) build=$here/$build ;; esac
-variants=${HT_VARIANTS:-warps/auto batches/auto warps/split warps/overlap:4 warps/overlap:6 warps/overlap:8 warps/overlap-ring warps/overlap-ring:4 warps/overlap-ring:6 warps/overlap-ring:8 warps/overlap-async}
-tvariants=${HT_TEST_VARIANTS:-warps/auto batches/auto warps/overlap-ring warps/overlap-ring:8}
+variants=${HT_VARIANTS:-warps/auto batches/auto warps/split warps/overlap:4 warps/overlap:6 warps/overlap:8 warps/overlap-ring warps/overlap-ring:4 warps/overlap-ring:6 warps/overlap-ring:8 warps/overlap-async warps/pull warps/pull:6 warps/pull-lanes}
+tvariants=${HT_TEST_VARIANTS:-warps/auto batches/auto warps/overlap-ring warps/overlap-ring:8 warps/pull}
 wall=${HT_WALL:-270}
 t_all=${HT_T0:-$(date +%s)}
 # shellcheck source=scripts/_steps.sh
@@ -87,6 +88,7 @@ if [ "$ngpu" -ge 4 ]; then npes=4; export CUDA_VISIBLE_DEVICES=0,1,2,3
 elif [ "$ngpu" -ge 2 ]; then npes=2; export CUDA_VISIBLE_DEVICES=0,1
 else npes=2; fi
 pecounts=2; [ "$npes" -gt 2 ] && pecounts="2 $npes"
+pecounts=${HT_TEST_PES:-$pecounts} # step 1's PE counts, e.g. "2 4" on one GPU (the PEs share it under MPS)
 
 { date -u; hostname; nvidia-smi -L; nvidia-smi topo -m; nvcc --version | tail -1; echo "build: $build"
   echo "PEs: $npes ($ngpu GPU(s))"; echo "variants: $variants"; echo "test variants: $tvariants"
@@ -95,10 +97,7 @@ pecounts=2; [ "$npes" -gt 2 ] && pecounts="2 $npes"
 log=$(mktemp -d /tmp/gpu_moe_ht.XXXXXX) || exit 1 # one file per step, gathered into $res at the end
 trap 'rm -rf "$log"' EXIT
 
-for pkg in nccl nvshmem; do
-  d=$(python3 -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) && \
-    export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
+gpu_env_pip_libs
 
 # run NAME LIMIT LOGFILE cmd...: bounded by timeout -k and what is left of the wall
 run() {
@@ -108,11 +107,8 @@ run() {
     steps_row "$name" ok $step_dt
   elif [ $step_rc -eq 77 ]; then
     steps_row "$name" skip $step_dt "$(grep -m1 -i skip "$out")"
-  elif [ $step_rc -eq 124 ] || [ $step_rc -eq 137 ]; then
-    steps_row "$name" FAIL $step_dt "timed out after $step_limit s, see logs.txt: $(basename "$out")"
   else
-    steps_row "$name" FAIL $step_dt "rc=$step_rc, see logs.txt: $(basename "$out")"
-    grep -E 'FAIL|Error|error|timed out|assert' "$out" | head -6
+    steps_err_lines=6 steps_failed "$name" "$out" "logs.txt: $(basename "$out")"
   fi
   return $step_rc
 }
@@ -121,7 +117,7 @@ run() {
 first=1
 for v in $tvariants; do
   for p in $pecounts; do
-    parts="ht budget"; [ $first = 1 ] && parts="ht budget graph"
+    parts="ht budget"; { [ $first = 1 ] || [[ $v == */pull* ]]; } && parts="ht budget graph"
     for part in $parts; do
       # shellcheck disable=SC2046 # venv's words are NAME=VALUE pairs
       run "test_moe $part, $v ($p PEs)" 45 "$log/test_${part}_$(tag "$v")_$p.log" \

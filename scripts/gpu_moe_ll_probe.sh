@@ -57,9 +57,9 @@ here=$PWD
 OUT=${OUT:-$PWD/out}
 log=$OUT/moe_ll
 mkdir -p "$log"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST SYMM_MOE_LL_PROBE SYMM_MOE_PACKETS SYMM_MOE_PDL SYMM_MOE_LL_SMALL
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
+unset SYMM_MOE_LL_PROBE SYMM_MOE_PACKETS SYMM_MOE_PDL SYMM_MOE_LL_SMALL
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
 case $build in /*) ;; *) build=$here/$build ;; esac
@@ -89,12 +89,7 @@ if [ "$ngpu" -lt 1 ]; then
 fi
 
 py=$(command -v python3 || true)
-if [ -n "$py" ]; then
-  for pkg in nccl nvshmem; do
-    d=$($py -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) && \
-      export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  done
-fi
+gpu_env_pip_libs
 
 # Two PEs on one GPU: rerun this script under a private MPS daemon.
 if [ "$dry" != 1 ] && [ -z "${LL_INNER:-}" ] && [ "$ngpu" -lt 2 ] &&
@@ -111,11 +106,8 @@ run() {
     steps_row "$name" skip $step_dt "$(grep -m1 -i skip "$out")"
   elif [ $step_rc -eq 0 ]; then
     steps_row "$name" ok $step_dt
-  elif [ $step_rc -eq 124 ] || [ $step_rc -eq 137 ]; then
-    steps_row "$name" FAIL $step_dt "timed out after $step_limit s, see moe_ll/$(basename "$out")"
   else
-    steps_row "$name" FAIL $step_dt "rc=$step_rc, see moe_ll/$(basename "$out")"
-    grep -E 'FAIL|Error|error|timed out|assert' "$out" | head -8
+    steps_failed "$name" "$out" "moe_ll/$(basename "$out")"
   fi
   return $step_rc
 }

@@ -22,9 +22,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 T=$OUT/pkt
 mkdir -p "$T"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-build-gpu}
 dry=${DRY:-0}

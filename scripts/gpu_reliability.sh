@@ -43,9 +43,8 @@ out=$OUT/reliability
 mkdir -p "$out"
 summary=$out/summary.txt
 : >"$summary"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
 # default liveness settings: what the 10 s promise is about
 unset SYMM_PEER_TIMEOUT SYMM_ABORT_GRACE SYMM_BOOTSTRAP_SECRET
 export PATH="$PATH:/usr/local/cuda/bin"

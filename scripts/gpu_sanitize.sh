@@ -37,8 +37,8 @@ build=${1:-${SYMM_BUILD_DIR:-build-gpu}}
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 export PATH="$PATH:/usr/local/cuda/bin"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
 # sanitized kernels run many times slower: a wait on a peer gets room, but a
 # lost signal still ends in a message well inside the run's cap (the suite's
 # SYMM_WAIT_TIMEOUT is meant for unsanitized runs)

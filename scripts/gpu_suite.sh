@@ -48,10 +48,8 @@ cd "$(dirname "$0")/.."
 here=$PWD
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
-# a lost signal stops its kernel with a message instead of hanging the stage
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${SYMM_BUILD_DIR:-build-gpu}
 stages=${*:-build tests python examples examples-c mps-kill}
@@ -64,11 +62,7 @@ summary_file=$OUT/summary.txt
 note() { printf '%-30s %s\n' "$1" "$2" >>"$summary_file"; }
 since() { echo "$(( $(date +%s) - $1 )) s"; }
 
-py=$(command -v python3)
-for pkg in nccl nvshmem; do
-  d=$($py -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) && \
-    export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
+gpu_env_pip_libs
 # one Triton cache for every stage of the run: later stages reuse what the first compiled
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$here/$build/triton-cache}
 

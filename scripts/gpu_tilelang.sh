@@ -14,9 +14,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 aot=${1:-build-tilelang}
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
 export PATH="$PATH:/usr/local/cuda/bin"
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 build=${SYMM_BUILD_DIR:-build-gpu}

@@ -48,13 +48,16 @@ here=$PWD
 OUT=${OUT:-$PWD/out}
 T=$OUT/trace
 mkdir -p "$T"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-unset SYMM_ENABLE_MULTICAST SYMM_TRACE SYMM_TRACE_FILE SYMM_TRACE_CAPACITY
-export SYMM_WAIT_TIMEOUT=${SYMM_WAIT_TIMEOUT:-15}
+# shellcheck source=scripts/_gpu_env.sh
+. scripts/_gpu_env.sh
+unset SYMM_TRACE SYMM_TRACE_FILE SYMM_TRACE_CAPACITY
 export PATH="$PATH:/usr/local/cuda/bin"
 export PYTHONUNBUFFERED=1
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
 tbuild=${TRACE_BUILD:-$build-trace}
+# absolute, so the paths handed to the steps hold whether BUILD was given relative or not
+case $build in /*) ;; *) build=$here/$build ;; esac
+case $tbuild in /*) ;; *) tbuild=$here/$tbuild ;; esac
 stages=${*:-build tests pkt examples moe bench plots}
 total_s=${TOTAL_S:-300}
 dry=${DRY:-0}
@@ -114,14 +117,11 @@ if [ -z "$bc" ]; then
        "(cmake --build build --target symm_device_bitcode) and carry <build>/bitcode"
   [ "$dry" = 1 ] || exit 2
 fi
-for pkg in nccl nvshmem; do
-  d=$($py -c "import nvidia.$pkg as m; print(m.__path__[0])" 2>/dev/null) && \
-    export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
-export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$here/$build/triton-cache}
-plain_env=(PYTHONPATH="$here/python" SYMM_LIBRARY="$here/$build/src/libsymm.so" SYMM_BITCODE_DIR="$bc")
-traced_lib_env=(PYTHONPATH="$here/python" SYMM_LIBRARY="$here/$tbuild/src/libsymm.so" SYMM_BITCODE_DIR="$bc"
-                LD_LIBRARY_PATH="$here/$tbuild/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+gpu_env_pip_libs
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$build/triton-cache}
+plain_env=(PYTHONPATH="$here/python" SYMM_LIBRARY="$build/src/libsymm.so" SYMM_BITCODE_DIR="$bc")
+traced_lib_env=(PYTHONPATH="$here/python" SYMM_LIBRARY="$tbuild/src/libsymm.so" SYMM_BITCODE_DIR="$bc"
+                LD_LIBRARY_PATH="$tbuild/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 check="$py tests/trace/check_trace_json.py"
 port=29610 # each torchrun gets a port of its own (next_port)
 next_port() { port=$((port + 1)); }
@@ -150,7 +150,7 @@ if stage tests; then
   [ "$dry" = 1 ] || cp -f "$build"/tests/trace/trace_gpu_*.json "$T/" 2>/dev/null
   if [ -f "$tbuild/src/libsymm.so" ] || [ "$dry" = 1 ]; then
     run "test_trace_gpu $npes PEs, traced libsymm" 60 "$T/test_trace_gpu_${npes}.log" \
-      env LD_LIBRARY_PATH="$here/$tbuild/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      env LD_LIBRARY_PATH="$tbuild/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
       "$build/tools/symmrun" -n "$npes" --timeout 50 "$build/tests/trace/test_trace_gpu" "$npes" "$T/lib${npes}"
     drops=""
     for p in $(seq 0 $((npes - 1))); do drops="$drops --dropped $p:64"; done
@@ -169,8 +169,8 @@ fi
 
 # ---- packet puts traced: 1 PE, then 2 PEs sharing GPU 0 ----------------------------------------
 if stage pkt; then
-  lib_dir="$here/$build/src"
-  [ -f "$tbuild/src/libsymm.so" ] && lib_dir="$here/$tbuild/src"
+  lib_dir="$build/src"
+  [ -f "$tbuild/src/libsymm.so" ] && lib_dir="$tbuild/src"
   for n in 1 2; do
     wrap=()
     [ "$n" -gt 1 ] && wrap=(env SYMM_MPS_LOGS="$T/mps_logs" scripts/with_mps.sh --timeout 70 --)
@@ -216,8 +216,8 @@ if stage bench; then
     --out "$T/moe_bench_plain.md"
   # recorded and not written (a whole bench run makes millions of events); each PE logs its counts
   run "symm-bench moe, traced + recording" 75 "$T/moe_bench_traced.log" \
-    env SYMMRUN="$here/$build/tools/symmrun" SYMM_TRACE_FILE=- SYMM_LOG_LEVEL=info \
-    LD_LIBRARY_PATH="$here/$tbuild/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    env SYMMRUN="$build/tools/symmrun" SYMM_TRACE_FILE=- SYMM_LOG_LEVEL=info \
+    LD_LIBRARY_PATH="$tbuild/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     SYMM_TRACE_CAPACITY="${BENCH_TRACE_CAPACITY:-8388608}" \
     "$tbuild/bench/symm-bench" --mode moe --quick --npes "$npes" --no-nvshmem --timeout 70 --phase-timeout 30 \
     --out "$T/moe_bench_traced.md"

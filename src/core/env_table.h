@@ -78,8 +78,11 @@
       "overlap:S (in every block S warps of 16 send, default 3 on 2 PEs and 6 on more, while the others reduce), "  \
       "overlap-async or overlap-async:S (overlap, the reducing warps loading through shared " \
       "memory), overlap-ring or overlap-ring:S (overlap, the sending warps loading through "  \
-      "shared memory) or auto (overlap); symm_moe_create "                                  \
-      "refuses other values")                                                                \
+      "shared memory), pull or pull:S (each PE loads its tokens' rows from the PEs that hold " \
+      "them, by bulk copies, S stages of 2 KiB per warp, default 4; y must be in the symmetric " \
+      "heap to be read in place, else that PE pushes its rows; set alike on every PE), "    \
+      "pull-lanes or pull-lanes:S (pull, each lane copying its own vectors by cp.async) or auto " \
+      "(overlap); symm_moe_create refuses other values")                                    \
     X(moe_ht_dispatch,    SYMM_MOE_HT_DISPATCH,    STRING,   "warps",                        \
       "how a high-throughput MoE dispatch's blocks send their tokens: warps (each warp sends " \
       "whole tokens on its own, every block counting only its own tokens) or batches (the "   \

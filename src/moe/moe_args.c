@@ -83,6 +83,8 @@ static void layout(const symm_moe_config_t *cfg, symm__moe_geom_t *g) {
         l->ht_cbuf = region(&at, n * M * H * 2);
         l->ht_bcnt = region(&at, cdiv_blocks(M) * (n + cfg->num_experts) * 4);
         l->ht_bflag = region(&at, cdiv_blocks(M) * 8);
+        l->ht_phdr = region(&at, n * 4 * 8);
+        l->ht_pdone = region(&at, n * 8);
     }
     l->total = at;
 }
@@ -214,7 +216,7 @@ symm_status_t symm__moe_geom(const char *call, const symm_moe_config_t *cfg, int
 
 size_t symm_moe_heap_bytes(const symm_moe_config_t *cfg, int n_pes) {
     symm__moe_geom_t g;
-    int packets;
+    int packets = 0; /* set on success; gcc -O3 cannot see it and warns (an error with SYMM_WERROR) */
     if (cfg == NULL || n_pes < 1 || n_pes > SYMM__MOE_MAX_PES)
         return 0;
     if (symm__moe_packets("symm_moe_heap_bytes", &packets) != SYMM_SUCCESS ||

@@ -39,6 +39,8 @@ struct symm_moe {
     int sms_set;           /* 0: sms is the default */
     int ht_sched;          /* SYMM_MOE_HT_COMBINE: enum symm__moe_ht_sched, or -1: by the grid (auto) */
     int ht_send_warps;     /* overlap: warps of a block that send */
+    int ht_pull_stages;    /* pull: stages of each reducing warp (what fits the GPU of pull:S) */
+    int ht_pull_lanes;     /* pull-lanes: each lane copies its own vectors (cp.async), not bulk copies */
     int ht_dwarps;         /* SYMM_MOE_HT_DISPATCH: 1 warps, 0 batches */
     int ll_probe;          /* SYMM_MOE_LL_PROBE (enum symm__moe_probe) */
     int pdl;               /* SYMM_MOE_PDL, where the device has it: the low-latency kernels' launches */
@@ -108,6 +110,7 @@ typedef struct cfg_words {
     uint64_t packets; /* SYMM_MOE_PACKETS: it sizes the packet regions, so the layout */
     uint64_t probe;   /* SYMM_MOE_LL_PROBE (+1; 0: a value it does not take): a PE's cut kernels hang the others */
     uint64_t small;   /* SYMM_MOE_LL_SMALL: the small kernels' protocol differs from the general one */
+    uint64_t pull;    /* SYMM_MOE_HT_COMBINE is pull: the combine's protocol differs from the push schedules' */
 } cfg_words_t;
 
 static const char *probe_name(uint64_t w) {
@@ -121,6 +124,14 @@ static const char *probe_name(uint64_t w) {
     }
 }
 
+/* Is SYMM_MOE_HT_COMBINE the pull protocol: pull[:S] or pull-lanes[:S] (S checked
+ * later)? Returns the length of the name before ":S", else 0. */
+static int ht_combine_is_pull(void) {
+    const char *v = symm__env()->moe_ht_combine;
+    const int n = strncmp(v, "pull-lanes", 10) == 0 ? 10 : strncmp(v, "pull", 4) == 0 ? 4 : 0;
+    return n && (v[n] == '\0' || v[n] == ':') ? n : 0;
+}
+
 static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, int probe) {
     cfg_words_t mine, *all;
     int n = symm_n_pes();
@@ -131,6 +142,7 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, 
     mine.packets = (uint64_t)packets;
     mine.probe = (uint64_t)(probe + 1);
     mine.small = symm__env()->moe_ll_small ? 1u : 0u;
+    mine.pull = ht_combine_is_pull() ? 1u : 0u;
     all = (cfg_words_t *)calloc((size_t)n, sizeof(*all));
     if (all == NULL)
         return symm__error(SYMM_ERR_NO_MEMORY, "symm_moe_create: out of host memory");
@@ -159,6 +171,10 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, 
             st = symm__error(SYMM_ERR_MISMATCH, "symm_moe_create: SYMM_MOE_LL_SMALL is %llu on PE 0 but %llu on PE %d "
                              "(the small kernels speak another protocol: set it alike everywhere)",
                              (unsigned long long)all[0].small, (unsigned long long)all[p].small, p);
+        if (st == SYMM_SUCCESS && all[p].pull != all[0].pull)
+            st = symm__error(SYMM_ERR_MISMATCH, "symm_moe_create: SYMM_MOE_HT_COMBINE is %s on PE 0 but %s on PE %d "
+                             "(pull speaks another protocol than the other schedules: set pull on every PE or on "
+                             "none)", all[0].pull ? "pull" : "not pull", all[p].pull ? "pull" : "not pull", p);
         if (st != SYMM_SUCCESS)
             break;
     }
@@ -174,11 +190,17 @@ static int ht_send_warps_for(int npes) {
 }
 
 /* SYMM_MOE_HT_COMBINE: a PE's choice changes only how its own blocks share the
- * work, so PEs need not agree on it. ":S" after overlap sets the sending warps
- * of each block (1..SYMM__MOE_WARPS - 1; default ht_send_warps_for). */
-static symm_status_t ht_combine_schedule(const char *call, int npes, int *sched, int *send_warps) {
+ * work, so PEs need not agree on it, pull excepted (same_everywhere checks it;
+ * pull and pull-lanes speak the same protocol). ":S" after overlap sets the
+ * sending warps of each block (1..SYMM__MOE_WARPS - 1; default
+ * ht_send_warps_for); after pull, the stages of each reducing warp
+ * (1..SYMM__MOE_HT_PULL_MAX_STAGES, default 4). */
+static symm_status_t ht_combine_schedule(const char *call, int npes, int *sched, int *send_warps, int *stages,
+                                         int *lanes) {
     const char *v = symm__env()->moe_ht_combine, *w;
     *send_warps = ht_send_warps_for(npes);
+    *stages = 4;
+    *lanes = 0;
     if (strcmp(v, "auto") == 0) {
         *sched = -1;
     } else if (strcmp(v, "split") == 0) {
@@ -187,6 +209,17 @@ static symm_status_t ht_combine_schedule(const char *call, int npes, int *sched,
         *sched = SYMM__MOE_HT_SERIAL;
     } else if (strcmp(v, "serial-warps") == 0) {
         *sched = SYMM__MOE_HT_SERIAL_WARPS;
+    } else if (ht_combine_is_pull()) {
+        const int k = ht_combine_is_pull();
+        *sched = SYMM__MOE_HT_PULL;
+        *lanes = k == 10;
+        if (v[k] == ':') {
+            char *end = NULL;
+            long s = strtol(v + k + 1, &end, 10);
+            if (end == v + k + 1 || *end != '\0' || s < 1 || s > SYMM__MOE_HT_PULL_MAX_STAGES)
+                goto bad;
+            *stages = (int)s;
+        }
     } else if (strncmp(v, "overlap", 7) == 0) {
         w = v + 7;
         *sched = strncmp(w, "-async", 6) == 0  ? SYMM__MOE_HT_OVERLAP_ASYNC
@@ -210,8 +243,8 @@ static symm_status_t ht_combine_schedule(const char *call, int npes, int *sched,
 bad:
     return symm__error(SYMM_ERR_INVALID_ARG, "%s: SYMM_MOE_HT_COMBINE is '%s'; it takes auto, split, serial, "
                        "serial-warps, overlap[:S], overlap-async[:S] or overlap-ring[:S] (S: the sending warps of a block, "
-                       "1..%d)",
-                       call, v, SYMM__MOE_WARPS - 1);
+                       "1..%d), or pull[:S] or pull-lanes[:S] (S: the stages of a reducing warp, 1..%d)",
+                       call, v, SYMM__MOE_WARPS - 1, SYMM__MOE_HT_PULL_MAX_STAGES);
 }
 
 /* SYMM_MOE_HT_DISPATCH: how a PE's own dispatch blocks send, so PEs need not agree on it. */
@@ -276,7 +309,8 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
         h->ll_probe = -1;
     if ((st = same_everywhere(cfg, packets, h->ll_probe)) != SYMM_SUCCESS)
         goto fail_handle;
-    if ((st = ht_combine_schedule(call, symm_team_n_pes(team), &h->ht_sched, &h->ht_send_warps)) != SYMM_SUCCESS ||
+    if ((st = ht_combine_schedule(call, symm_team_n_pes(team), &h->ht_sched, &h->ht_send_warps,
+                                   &h->ht_pull_stages, &h->ht_pull_lanes)) != SYMM_SUCCESS ||
         (st = ht_dispatch_form(call, &h->ht_dwarps)) != SYMM_SUCCESS)
         goto fail_handle;
     if (h->ll_probe < 0 && (st = ll_probe_mode(call, &h->ll_probe)) != SYMM_SUCCESS)
@@ -310,6 +344,8 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
                       "instead", call, symm__env()->moe_ht_combine);
         h->ht_sched = SYMM__MOE_HT_OVERLAP;
     }
+    if (h->ht_sched == SYMM__MOE_HT_PULL)
+        h->ht_pull_stages = symm__moe_ht_pull_prepare(h->ht_pull_stages);
     h->no_launch = symm__env()->moe_no_launch;
     if (h->no_launch)
         SYMM_LOG_WARN("%s: SYMM_MOE_NO_LAUNCH=1: low-latency dispatch and combine enqueue no kernel (host-cost "
@@ -400,6 +436,8 @@ static void fill_template(symm_moe_t *h) {
     a->ll_small = (uint32_t)h->ll_small;
     a->ht_send_warps = (uint32_t)h->ht_send_warps;
     a->ht_dwarps = (uint32_t)h->ht_dwarps;
+    a->ht_pull_stages = (uint32_t)h->ht_pull_stages;
+    a->ht_pull_lanes = (uint32_t)h->ht_pull_lanes;
 }
 
 static symm_status_t begin(const char *call, symm_moe_t *h, symm__moe_kargs_t *a) {
@@ -426,6 +464,10 @@ static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, i
     a->flags = (uint32_t)flags;
     a->nblocks = grid(h, k, flags);
     a->ht_sched = k == SYMM__MK_HT_COMBINE ? (uint32_t)ht_sched_for(h) : 0u;
+    /* pull: the peers read this PE's y in place when it lies in the heap (else it pushes, as overlap) */
+    a->ht_pull_y = a->ht_sched == SYMM__MOE_HT_PULL && flags == SYMM_MOE_SEND_RECV && a->y_rows > 0 &&
+                   symm__heap_offset(a->y, (size_t)((a->y_rows - 1) * (uint64_t)a->y_stride[1] + a->hidden) * 2u,
+                                     NULL);
     if (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) {
         a->probe = (uint32_t)h->ll_probe;
         a->pdl = (uint32_t)h->pdl;

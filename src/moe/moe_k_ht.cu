@@ -1087,6 +1087,315 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_ws(const
     }
 }
 
+/* ---- combine, pull schedule (SYMM__MOE_HT_PULL) ------------------------------------------ */
+/*
+ * Each PE's reducers load their tokens' rows from the PEs that hold them, in
+ * place in those PEs' y, instead of every PE pushing its rows back first: a row
+ * crosses the link once and its bytes are stored once (in the sum), where the
+ * push schedules store it remotely, then load it again. Combine e:
+ *   start   every PE r posts every PE s where s's rows lie in r's y: ht_phdr[r]
+ *           at s, released as epoch << 32 | 1 (y written by the kernels before
+ *           this one on r's stream is what s reads). A PE whose y is not in the
+ *           heap, or that runs the halves as two kernels, posts | 2 instead and
+ *           pushes its rows into ht_cbuf with chunk flags, as overlap does.
+ *   reduce  warp w of nw: tokens w, w + nw, ...; per token, slice by slice of
+ *           SYMM__MOE_HT_PULL_SLICE vectors, each source in PE order: one bulk
+ *           copy of the slice into a stage of the warp's ring (S stages in
+ *           flight), summed from there in float32.
+ *   end     the block that finishes last tells every PE it is done reading
+ *           (ht_pdone[me] = e there); a PE whose y was read in place waits for
+ *           every PE's word before its kernel ends, so y may be reused after the
+ *           call as after the other schedules.
+ * Reuse: r's ht_phdr at s is written again by r's combine e + 1, after r's
+ * dispatch e + 1 waited for s's count row of e + 1, which s posts after its
+ * combine e read it. ht_pdone only grows.
+ */
+
+static_assert(SYMM__MOE_HT_PULL_SLICE == 32 * HT_RED_U, "a pull stage is HT_RED_U vectors per lane");
+
+/* Rows of y that PE s's rows fill here: from its first row, at most the rows received and y has. */
+SYMM__DEVICE_INTERNAL uint32_t ht_pull_rows(const symm__moe_kargs_t *A, uint32_t s) {
+    const uint32_t *roff = MOE_U32(A, ht_roff);
+    const uint64_t got = (uint64_t)MOE_I32(A, ht_rnum)[0], rows = got < A->y_rows ? got : A->y_rows;
+    const uint64_t at = roff[s], cnt = roff[(uint32_t)A->n + s];
+    return at >= rows ? 0u : (uint32_t)(cnt < rows - at ? cnt : rows - at);
+}
+
+/* Post PE s where its rows are (or that they come pushed). */
+SYMM__DEVICE_INTERNAL void ht_pull_post(const symm__moe_kargs_t *A, uint64_t e, uint32_t s) {
+    uint64_t *h = (uint64_t *)moe_peer(A, MOE_U64(A, ht_phdr) + (uint64_t)A->me * 4u, (int)s);
+    if (A->ht_pull_y) {
+        const uint64_t ystride = (uint64_t)A->y_stride[1] * 2u;
+        const uint64_t got = (uint64_t)MOE_I32(A, ht_rnum)[0];
+        if (s == 0 && got > A->y_rows)
+            moe_error(A, SYMM__MOE_ERR_Y_ROWS, (int64_t)got, (int64_t)A->y_rows, 0);
+        symm__st_b64(h, (uint64_t)(uintptr_t)A->y + (uint64_t)MOE_U32(A, ht_roff)[s] * ystride - A->base,
+                     SYMM_SEM_WEAK, SYMM_SCOPE_SYS);
+        symm__st_b64(h + 1, ystride, SYMM_SEM_WEAK, SYMM_SCOPE_SYS);
+        symm__st_b64(h + 2, ht_pull_rows(A, s), SYMM_SEM_WEAK, SYMM_SCOPE_SYS);
+    }
+    moe_release(A, MOE_U64(A, ht_phdr) + (uint64_t)A->me * 4u + 3u, TAG(e, A->ht_pull_y ? 1u : 2u), (int)s);
+}
+
+/* A reducer lane's view of one source PE: its rows' base and stride when
+ * read in place (inplace), else they come to ht_cbuf; rows: how many exist. */
+typedef struct ht_psrc {
+    uint64_t base, stride;
+    uint32_t rows, inplace;
+} ht_psrc_t;
+
+SYMM__DEVICE_INTERNAL ht_psrc_t ht_pull_source(const symm__moe_kargs_t *A, uint64_t e, uint32_t r, int fused) {
+    ht_psrc_t s = {0, 0, 0, 0};
+    const uint64_t *h = MOE_U64(A, ht_phdr) + (uint64_t)r * 4u;
+    if (fused && r == (uint32_t)A->me) { /* my own rows: in my y (aligned: the host split the halves otherwise) */
+        s.stride = (uint64_t)A->y_stride[1] * 2u;
+        s.base = (uint64_t)(uintptr_t)A->y + (uint64_t)MOE_U32(A, ht_roff)[r] * s.stride;
+        s.rows = ht_pull_rows(A, r);
+        s.inplace = 1;
+        return s;
+    }
+    ht_wait_lazy(A, h + 3, TAG(e, 0), (int)r);
+    if ((uint32_t)symm__ld_b64(h + 3, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS) == 1u) {
+        s.base = (uint64_t)(uintptr_t)moe_peer(
+            A, (const void *)(uintptr_t)(A->base + symm__ld_b64(h, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS)), (int)r);
+        s.stride = symm__ld_b64(h + 1, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
+        s.rows = (uint32_t)symm__ld_b64(h + 2, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
+        s.inplace = 1;
+    }
+    return s;
+}
+
+/* The address of my row at position pos among the tokens I sent source r: in
+ * r's y, or in ht_cbuf once its chunk flag says it is there; 0 for a row y
+ * does not have (an error the holder reported). */
+SYMM__DEVICE_INTERNAL uint64_t ht_pull_row(const symm__moe_kargs_t *A, uint64_t e, uint32_t r, uint32_t pos,
+                                           const ht_psrc_t *s) {
+    if (s->inplace)
+        return pos < s->rows ? s->base + (uint64_t)pos * s->stride : 0u;
+    ht_wait_lazy(A, MOE_U64(A, ht_cflag) + (uint64_t)r * ht_nchunks(A) + pos / SYMM__MOE_HT_CHUNK, e, (int)r);
+    return (uint64_t)(uintptr_t)(MOE_AT(A, ht_cbuf) + ((uint64_t)r * A->max_tokens + pos) * A->hidden * 2u);
+}
+
+/* Lane l: the rows of sources l and l + 32 for token t (mask: its PEs; p0, p1:
+ * its positions there). The warp barrier extends each lane's acquires to the
+ * copies lane 0 issues, and a proxy fence to the copy engine where a row came
+ * pushed (its chunk flag acquired here; rows read in place were acquired with
+ * the headers). One fence per such token, not per copy: a fence may wait
+ * for the lane's stores in flight. */
+SYMM__DEVICE_INTERNAL void ht_pull_token(const symm__moe_kargs_t *A, uint64_t e, uint64_t mask, uint32_t p0,
+                                         uint32_t p1, const ht_psrc_t *s0, const ht_psrc_t *s1, uint64_t *a0,
+                                         uint64_t *a1) {
+    const uint32_t lane = symm__lane(), n = (uint32_t)A->n;
+    *a0 = lane < n && ((mask >> lane) & 1u) ? ht_pull_row(A, e, lane, p0, s0) : 0u;
+    *a1 = lane + 32u < n && ((mask >> (lane + 32u)) & 1u) ? ht_pull_row(A, e, lane + 32u, p1, s1) : 0u;
+    const uint32_t pushed = __ballot_sync(MOE_FULL, (*a0 != 0u && !s0->inplace) || (*a1 != 0u && !s1->inplace));
+    symm__warp_sync();
+    if (pushed != 0u && lane == 0)
+        symm__fence_proxy_async();
+}
+
+/* Does this GPU take bulk copies (sm_90+)? Else, or with `lanes`
+ * (pull-lanes), each lane copies its own vectors by cp.async. */
+SYMM__DEVICE_INTERNAL int ht_pull_bulk(uint32_t lanes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    return !lanes;
+#else
+    (void)lanes;
+    return 0;
+#endif
+}
+
+/* Copy vectors [kb, kb + SLICE) of the row at `src` into `stage`: one bulk
+ * copy by lane 0 completing `bar` (the warp barrier after the stage's last
+ * reads orders them before it, as a pipeline's empty barrier would); or each
+ * lane its own vectors by cp.async, one group per stage (the caller commits
+ * it). */
+SYMM__DEVICE_INTERNAL void ht_pull_issue(symm__v4_t *stage, uint64_t *bar, uint64_t src, uint32_t kb, uint32_t h8,
+                                         int bulk) {
+    const uint32_t lane = symm__lane(), nv = h8 - kb < SYMM__MOE_HT_PULL_SLICE ? h8 - kb : SYMM__MOE_HT_PULL_SLICE;
+    if (bulk) {
+        if (lane == 0)
+            symm__bulk_load(stage, (const char *)(uintptr_t)src + (uint64_t)kb * 16u, nv * 16u, bar);
+        return;
+    }
+    for (uint32_t v = lane; v < nv; v += 32u)
+        symm__cp_async16(&stage[v], (const char *)(uintptr_t)src + (uint64_t)(kb + v) * 16u);
+}
+
+/* Wait for the copy into a stage: `parity` its barrier's phase (bulk), or
+ * `pending` later groups of this lane left in flight (cp.async; waiting for
+ * more than asked is only slower). */
+SYMM__DEVICE_INTERNAL void ht_pull_wait(uint64_t *bar, uint32_t parity, uint32_t pending, int bulk) {
+    if (bulk) {
+        while (!symm__mbar_try_wait(bar, parity)) { /* a local copy: it completes with no peer's help */
+        }
+        return;
+    }
+    symm__cp_async_wait(pending > 3u ? 3 : (int)pending);
+}
+
+/* Warp reducer of the pull schedule: warp w of nw; `ring` its S stages of
+ * SYMM__MOE_HT_PULL_SLICE vectors, `bars` their S barriers (initialised).
+ * The copying cursor runs up to S items (token, slice, source) ahead of the
+ * summing one; both walk the same sequence, a slice of a token sent nowhere
+ * being one item with no copy (its sum is 0). Sums in PE order, as
+ * ht_combine_recv_warps: the same bits. */
+SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e, uint32_t w, uint32_t nw, int fused,
+                                          symm__v4_t *ring, uint64_t *bars, uint32_t S) {
+    const uint32_t lane = symm__lane(), n = (uint32_t)A->n, h8 = A->hidden / 8u, SL = SYMM__MOE_HT_PULL_SLICE;
+    const uint64_t m = A->num_tokens;
+    const uint64_t *hmask = MOE_U64(A, ht_mask);
+    const uint32_t *hpos = MOE_U32(A, ht_pos);
+    const int bulk = ht_pull_bulk(A->ht_pull_lanes);
+    ht_psrc_t s0 = {0, 0, 0, 0}, s1 = {0, 0, 0, 0};
+    uint64_t ti = w, tc = w, tn = (uint64_t)w + nw, maski, maskc, mmi, mmc, nmask, a0 = 0, a1 = 0;
+    uint32_t kbi = 0, kbc = 0, si = 0, sc = 0, inflight = 0, vmask = 0, ph = 0, np0, np1;
+    float acc[HT_RED_U][8];
+    if (w >= m)
+        return;
+    if (lane < n)
+        s0 = ht_pull_source(A, e, lane, fused);
+    if (lane + 32u < n)
+        s1 = ht_pull_source(A, e, lane + 32u, fused);
+    symm__warp_sync();
+    if (lane == 0) /* the rows read in place were released with the headers the warp just acquired */
+        symm__fence_proxy_async();
+    maski = maskc = mmi = mmc = hmask[ti];
+    ht_pull_token(A, e, maski, lane < n ? hpos[ti * n + lane] : 0u, lane + 32u < n ? hpos[ti * n + lane + 32u] : 0u,
+                  &s0, &s1, &a0, &a1);
+    /* the next token's mask and positions, loaded while this one is copied */
+    nmask = tn < m ? hmask[tn] : 0u;
+    np0 = tn < m && lane < n ? hpos[tn * n + lane] : 0u;
+    np1 = tn < m && lane + 32u < n ? hpos[tn * n + lane + 32u] : 0u;
+#pragma unroll
+    for (int u = 0; u < HT_RED_U; u++)
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            acc[u][k] = 0.0f;
+    for (;;) {
+        while (inflight < S && ti < m) {
+            uint64_t src = 0;
+            if (mmi) {
+                const uint32_t r = (uint32_t)(__ffsll((long long)mmi) - 1);
+                mmi &= mmi - 1;
+                src = __shfl_sync(MOE_FULL, r < 32u ? a0 : a1, r & 31u);
+            }
+            if (src != 0) {
+                ht_pull_issue(ring + (size_t)si * SL, &bars[si], src, kbi, h8, bulk);
+                vmask |= 1u << si;
+            } else {
+                vmask &= ~(1u << si);
+            }
+            if (!bulk)
+                symm__cp_async_commit(); /* one group per stage, empty or not */
+            if (mmi == 0) { /* the slice's last source: on to the next slice or token */
+                kbi += SL;
+                if (kbi >= h8) {
+                    kbi = 0;
+                    ti = tn;
+                    tn += nw;
+                    if (ti < m) {
+                        maski = nmask;
+                        ht_pull_token(A, e, maski, np0, np1, &s0, &s1, &a0, &a1);
+                        nmask = tn < m ? hmask[tn] : 0u;
+                        np0 = tn < m && lane < n ? hpos[tn * n + lane] : 0u;
+                        np1 = tn < m && lane + 32u < n ? hpos[tn * n + lane + 32u] : 0u;
+                    }
+                }
+                mmi = maski;
+            }
+            si = si + 1 == S ? 0 : si + 1;
+            inflight++;
+        }
+        if (inflight == 0)
+            break;
+        /* sum the oldest item, stage sc */
+        if (mmc) {
+            mmc &= mmc - 1;
+            if ((vmask >> sc) & 1u) {
+                const symm__v4_t *st = ring + (size_t)sc * SL, none = {0, 0, 0, 0};
+                ht_pull_wait(&bars[sc], (ph >> sc) & 1u, inflight - 1u, bulk);
+                ph ^= 1u << sc;
+#pragma unroll
+                for (int u = 0; u < HT_RED_U; u++) {
+                    const uint32_t v = lane + 32u * (uint32_t)u;
+                    if (kbc + v < h8)
+                        moe_fma8(A->y_kind, st[v], none, 1.0f, acc[u]);
+                }
+            }
+        }
+        if (mmc == 0) { /* the slice is summed: store it, then the next slice or token */
+#pragma unroll
+            for (int u = 0; u < HT_RED_U; u++) {
+                const uint32_t v = kbc + lane + 32u * (uint32_t)u;
+                if (v < h8)
+                    moe_store8((char *)A->out + ((int64_t)tc * A->out_stride + (int64_t)v * 8) * 2, A->out_kind,
+                               acc[u]);
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    acc[u][k] = 0.0f;
+            }
+            kbc += SL;
+            if (kbc >= h8) {
+                kbc = 0;
+                tc += nw;
+                maskc = tc < m ? hmask[tc] : 0u;
+            }
+            mmc = maskc;
+        }
+        symm__warp_sync(); /* every lane has read stage sc before it is copied into again */
+        sc = sc + 1 == S ? 0 : sc + 1;
+        inflight--;
+    }
+}
+
+/* The pull schedule's kernel, for both halves or either (a handle's PEs all
+ * pull, so even a PE that runs the halves apart speaks its protocol). Both:
+ * every warp reduces when y is read in place, else the first
+ * ht_send_warps push as in overlap; send half: every warp pushes; receive
+ * half: every warp reduces. */
+__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_pull(const __grid_constant__ symm__moe_kargs_t a) {
+    const symm__moe_kargs_t *A = &a;
+    const uint64_t e = moe_begin(A, 0);
+    const uint32_t B = gridDim.x, b = blockIdx.x, tid = symm__block_tid(), warp = tid >> 5, lane = tid & 31u;
+    const uint32_t n = (uint32_t)A->n, me = (uint32_t)A->me, S = A->ht_pull_stages;
+    const int send = (A->flags & SYMM_MOE_SEND) != 0, recv = (A->flags & SYMM_MOE_RECV) != 0, fused = send && recv;
+    const uint32_t nsend = !send ? 0u : !recv ? (uint32_t)SYMM__MOE_WARPS : A->ht_pull_y ? 0u : A->ht_send_warps;
+    extern __shared__ symm__v4_t ht_ring[]; /* [warps][S][SYMM__MOE_HT_PULL_SLICE] */
+    __shared__ uint64_t bars[SYMM__MOE_WARPS][SYMM__MOE_HT_PULL_MAX_STAGES];
+    __shared__ uint32_t last;
+    if (send && b == 0 && tid < n)
+        ht_pull_post(A, e, tid);
+    if (warp < nsend) {
+        const ht_group_t g = {tid, nsend * 32u, nsend == SYMM__MOE_WARPS ? 0u : 1u};
+        ht_combine_send<HT_UNROLL>(A, e, b, B, fused, g); /* the fallback: fewer registers than overlap's */
+    } else if (recv) {
+        if (lane < S)
+            symm__mbar_init(&bars[warp][lane], 1u);
+        symm__warp_sync();
+        ht_pull_reduce(A, e, (warp - nsend) * B + b, (SYMM__MOE_WARPS - nsend) * B, fused,
+                       ht_ring + (size_t)warp * S * SYMM__MOE_HT_PULL_SLICE, bars[warp], S);
+    }
+    if (!recv)
+        return;
+    /* the last block: every block's reads are done; tell the PEs whose rows they read */
+    symm__block_sync();
+    if (tid == 0) {
+        symm__moe_state_t *st = moe_state(A);
+        __threadfence();
+        last = atomicAdd(&st->done[SYMM__MK_HT_COMBINE], 1u) == B - 1;
+        if (last)
+            atomicExch(&st->done[SYMM__MK_HT_COMBINE], 0u);
+    }
+    symm__block_sync();
+    if (!last || tid >= n)
+        return;
+    symm__fence_acq_rel_sys();
+    moe_release(A, MOE_U64(A, ht_pdone) + me, e, (int)tid);
+    if (A->ht_pull_y) /* my y was read in place: it stays until every PE is done with it */
+        moe_wait(A, MOE_U64(A, ht_pdone) + tid, e, (int)tid);
+}
+
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine(const __grid_constant__ symm__moe_kargs_t a) {
     const symm__moe_kargs_t *A = &a;
     const uint64_t e = moe_begin(A, 0);
@@ -1116,6 +1425,30 @@ static size_t ht_async_smem(uint32_t sched, uint32_t send_warps) {
     return (size_t)(SYMM__MOE_WARPS - send_warps) * HT_AS_RING * sizeof(symm__v4_t);
 }
 
+/* Shared memory of the pull kernel: S stages of a slice per warp. */
+static size_t ht_pull_smem(uint32_t stages) {
+    return (size_t)SYMM__MOE_WARPS * stages * SYMM__MOE_HT_PULL_SLICE * sizeof(symm__v4_t);
+}
+
+extern "C" int symm__moe_ht_pull_prepare(int stages) {
+    int dev = 0, most = 0;
+    cudaFuncAttributes fa;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        cudaFuncGetAttributes(&fa, symm__k_ht_combine_pull) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    while (stages > 1 && ht_pull_smem((uint32_t)stages) + fa.sharedSizeBytes > (size_t)most)
+        stages--;
+    if (cudaFuncSetAttribute(symm__k_ht_combine_pull, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)ht_pull_smem((uint32_t)stages)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    return stages;
+}
+
 extern "C" int symm__moe_ht_async_prepare(int sched, int send_warps) {
     const size_t smem = ht_async_smem((uint32_t)sched, (uint32_t)send_warps);
     int dev = 0, most = 0;
@@ -1139,7 +1472,10 @@ symm_status_t symm__moe_launch_ht(const symm__moe_kargs_t *a, cudaStream_t s) {
         symm__k_ht_dispatch<<<a->nblocks, SYMM__MOE_THREADS, a->experts * sizeof(uint32_t), s>>>(*a);
         return symm__moe_launched("the MoE high-throughput dispatch kernel");
     default:
-        if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_OVERLAP_ASYNC) {
+        if (a->ht_sched == SYMM__MOE_HT_PULL) {
+            symm__k_ht_combine_pull<<<a->nblocks, SYMM__MOE_THREADS,
+                                      (a->flags & SYMM_MOE_RECV) ? ht_pull_smem(a->ht_pull_stages) : 0u, s>>>(*a);
+        } else if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_OVERLAP_ASYNC) {
             symm__k_ht_combine_ws<SYMM__MOE_HT_OVERLAP_ASYNC>
                 <<<a->nblocks, SYMM__MOE_THREADS, ht_async_smem(a->ht_sched, a->ht_send_warps), s>>>(*a);
         } else if (a->flags == SYMM_MOE_SEND_RECV && a->ht_sched == SYMM__MOE_HT_OVERLAP_RING) {

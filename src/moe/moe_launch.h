@@ -48,8 +48,15 @@ enum symm__moe_ht_sched {
     SYMM__MOE_HT_OVERLAP = 2,
     SYMM__MOE_HT_SERIAL_WARPS = 3,
     SYMM__MOE_HT_OVERLAP_ASYNC = 4, /* overlap, the reducing warps' loads through shared memory (cp.async) */
-    SYMM__MOE_HT_OVERLAP_RING = 5   /* overlap, the sending warps' loads through shared memory (cp.async) */
+    SYMM__MOE_HT_OVERLAP_RING = 5,  /* overlap, the sending warps' loads through shared memory (cp.async) */
+    SYMM__MOE_HT_PULL = 6           /* each PE loads its tokens' rows from the PEs that hold them (every PE alike) */
 };
+
+/* Pull combine: 16-byte vectors of a stage (a slice of one row from one
+ * source, copied in one bulk copy), and the most stages a reducing warp may
+ * keep (pull:S). */
+#define SYMM__MOE_HT_PULL_SLICE 128
+#define SYMM__MOE_HT_PULL_MAX_STAGES 6
 
 /* Kernels: one per call (or per half when flags split it), and the layout. */
 typedef enum symm__mk {
@@ -133,11 +140,16 @@ typedef struct symm__moe_err {
  *   ht_bcnt     uint32 [M / 32 rounded up][n + experts]: dispatch block b's tokens per PE
  *               and per expert (local; warps form)
  *   ht_bflag    uint64 [M / 32 rounded up]: epoch of block b's counts there (local)
+ *   ht_phdr     uint64 [n][4] (pull combine): where PE r's y holds my tokens' rows, as the
+ *               byte offset from its handle base of my first row, the row stride, the rows
+ *               there, then epoch << 32 | 1 (read them there) or 2 (they come to ht_cbuf)
+ *   ht_pdone    uint64 [n] (pull combine): epoch of PE s's last combine that is done
+ *               reading my y
  */
 typedef struct symm__moe_layout {
     uint64_t state, ll_cnt, ll_list, ll_dbuf, ll_pbuf, ll_mode, ll_rcnt, ll_route, ll_cflag, ll_cbuf, ll_pcbuf, ll_hdr, ll_flat;
     uint64_t ht_mat, ht_emat, ht_rcv, ht_exp, ht_roff, ht_mask, ht_pos, ht_cflag, ht_dst;
-    uint64_t ht_rx, ht_rscale, ht_ridx, ht_rw, ht_rsrc, ht_rnum, ht_rpe, ht_cbuf, ht_bcnt, ht_bflag;
+    uint64_t ht_rx, ht_rscale, ht_ridx, ht_rw, ht_rsrc, ht_rnum, ht_rpe, ht_cbuf, ht_bcnt, ht_bflag, ht_phdr, ht_pdone;
     uint64_t total;
 } symm__moe_layout_t;
 
@@ -173,6 +185,9 @@ typedef struct symm__moe_kargs {
     uint32_t flags;          /* SYMM_MOE_SEND and/or SYMM_MOE_RECV */
     uint32_t ht_sched;       /* HT combine with both halves: enum symm__moe_ht_sched */
     uint32_t ht_send_warps;  /* SYMM__MOE_HT_OVERLAP: warps of each block that send (1..SYMM__MOE_WARPS - 1) */
+    uint32_t ht_pull_y;      /* SYMM__MOE_HT_PULL, both halves: 1 y is in the heap, the peers read it there */
+    uint32_t ht_pull_stages; /* SYMM__MOE_HT_PULL: stages of each reducing warp (1..SYMM__MOE_HT_PULL_MAX_STAGES) */
+    uint32_t ht_pull_lanes;  /* SYMM__MOE_HT_PULL: 1 each lane copies its vectors (cp.async; pull-lanes), 0 bulk copies */
     uint32_t ht_dwarps;      /* HT dispatch: 1 each warp sends whole tokens (SYMM_MOE_HT_DISPATCH=warps), 0 batches */
     uint32_t probe;          /* low latency: SYMM_MOE_LL_PROBE (symm__moe_probe), 0 for the real exchange */
     uint32_t pdl;            /* low latency: launched with programmatic dependent launch (SYMM_MOE_PDL) */
@@ -224,6 +239,11 @@ void symm__moe_err_free(symm__moe_err_t *host);
  * per handle, at creation: no attribute calls at launch, which may be inside
  * a graph capture. */
 int symm__moe_ht_async_prepare(int sched, int send_warps);
+
+/* Let the pull combine kernel take the shared memory of `stages` stages per
+ * warp: the most stages up to that many that the current device has room
+ * for (at least 1). Once per handle, at creation, like the above. */
+int symm__moe_ht_pull_prepare(int stages);
 
 /* Multiprocessors of the current device (1 when unknown). */
 int symm__moe_sm_count(void);

@@ -457,7 +457,8 @@ struct HT {
     unsigned char *d_x;
     float *d_xs, *d_w;
     int32_t *d_idx;
-    uint16_t *d_y, *d_out;
+    uint16_t *d_y, *d_out; /* d_y: y_heap or y_dev, what the next combine reads */
+    uint16_t *y_heap, *y_dev; /* y in the symmetric heap (a pull combine's peers read it there) or not */
     void *into_x;  /* symm_moe_ht_dispatch_into's buffers for the next round (NULL: the handle's) */
     float *into_s;
     const void *rx; /* where the last round's rows landed */
@@ -479,13 +480,16 @@ static void ht_make(HT &t, uint32_t E, uint32_t K, uint32_t H, uint32_t M, int e
     t.d_xs = dalloc<float>((size_t)M * t.cols);
     t.d_w = dalloc<float>((size_t)M * K);
     t.d_idx = dalloc<int32_t>((size_t)M * K);
-    t.d_y = dalloc<uint16_t>(t.r.capacity * H + 8);
+    t.y_dev = dalloc<uint16_t>(t.r.capacity * H + 8);
+    SYMM_CHECK(symm_malloc((t.r.capacity * H + 8) * 2, (void **)&t.y_heap));
+    t.d_y = t.y_heap;
     t.d_out = dalloc<uint16_t>((size_t)M * H);
 }
 
 static void ht_free(HT &t) {
     SYMM_CHECK(symm_moe_destroy(t.h));
-    cudaFree(t.d_x); cudaFree(t.d_xs); cudaFree(t.d_w); cudaFree(t.d_idx); cudaFree(t.d_y); cudaFree(t.d_out);
+    cudaFree(t.d_x); cudaFree(t.d_xs); cudaFree(t.d_w); cudaFree(t.d_idx); cudaFree(t.y_dev); cudaFree(t.d_out);
+    SYMM_CHECK(symm_free(t.y_heap));
 }
 
 /* Every PE's batch (PE `empty` sends nothing); a few slots are -1. */
@@ -690,8 +694,11 @@ static void part_ht(void) {
             void *base = pick == 1 || pick == 3 ? a : pick == 2 ? b : NULL;
             t.into_x = base;
             t.into_s = base && pick != 3 ? (float *)(void *)((char *)base + xb) : NULL;
-            snprintf(what, sizeof what, "ht call %d (receive buffers %s)", it,
-                     pick == 0 ? "the handle's" : pick == 1 ? "A" : pick == 2 ? "B" : "A's x, the handle's scales");
+            /* y outside the heap on some PEs some calls: a pull combine's PE then pushes its rows */
+            t.d_y = (it + me) % 3 == 1 ? t.y_dev : t.y_heap;
+            snprintf(what, sizeof what, "ht call %d (receive buffers %s, y %s)", it,
+                     pick == 0 ? "the handle's" : pick == 1 ? "A" : pick == 2 ? "B" : "A's x, the handle's scales",
+                     t.d_y == t.y_heap ? "in the heap" : "cudaMalloc'd");
             ht_round(t, bs[me], it % 2, it == 3 || it == 6);
             ht_verify(t, bs, what);
         }

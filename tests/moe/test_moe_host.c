@@ -9,6 +9,7 @@
  *     kernels), and the runtime still works after all of them; with
  *     SYMM_MOE_HT_COMBINE=sideways (moe_host_schedule_N), or overlap:S,
  *     overlap-async:S or overlap-ring:S with S not a number in 1..15, or
+ *     pull:S or pull-lanes:S with S not a number in 1..6, or
  *     SYMM_MOE_HT_DISPATCH=rows, or SYMM_MOE_LL_PROBE=sometimes (moe_host_probe_2),
  *     SYMM_ERR_INVALID_ARG naming the variable and its value instead;
  *   - calls on a NULL handle fail cleanly (the SM budget's and the routes' too); destroy(NULL)
@@ -18,7 +19,8 @@
  * that is no mode (SYMM_ERR_INVALID_ARG on every PE, naming the variable);
  * "probe-mismatch": SYMM_MOE_LL_PROBE=hop on the last PE only (SYMM_ERR_MISMATCH
  * on every PE, naming both values); "small-mismatch": SYMM_MOE_LL_SMALL=0 on the last PE
- * only (likewise).
+ * only (likewise); "pull-mismatch": SYMM_MOE_HT_COMBINE=pull on the last PE only
+ * (likewise: pull speaks another protocol than the other schedules).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdlib.h>
@@ -49,13 +51,15 @@ static void expect_msg(const char *needle) {
 static int packets_case(const char *how) {
     const char *rank = getenv("RANK"), *world = getenv("WORLD_SIZE");
     const int mismatch = strcmp(how, "packets-mismatch") == 0, probe = strcmp(how, "probe-mismatch") == 0;
-    const int small = strcmp(how, "small-mismatch") == 0;
+    const int small = strcmp(how, "small-mismatch") == 0, pull = strcmp(how, "pull-mismatch") == 0;
     symm_moe_config_t c = good();
     symm_moe_t *h = NULL;
     int n;
     TEST_ASSERT(rank && world, "run under mp_driver (RANK, WORLD_SIZE)");
-    TEST_ASSERT(mismatch || probe || small || strcmp(how, "packets-bad") == 0, "unknown case %s", how);
-    if (small)
+    TEST_ASSERT(mismatch || probe || small || pull || strcmp(how, "packets-bad") == 0, "unknown case %s", how);
+    if (pull)
+        setenv("SYMM_MOE_HT_COMBINE", atoi(rank) == atoi(world) - 1 ? "pull" : "overlap", 1);
+    else if (small)
         setenv("SYMM_MOE_LL_SMALL", atoi(rank) == atoi(world) - 1 ? "0" : "1", 1);
     else if (probe)
         setenv("SYMM_MOE_LL_PROBE", atoi(rank) == atoi(world) - 1 ? "hop" : "", 1);
@@ -66,7 +70,12 @@ static int packets_case(const char *how) {
     SYMM_CHECK(symm_init());
     n = symm_n_pes();
     c.num_experts = (size_t)8 * (size_t)n;
-    if (small && n > 1) {
+    if (pull && n > 1) {
+        char want[96];
+        SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_MISMATCH);
+        snprintf(want, sizeof want, "SYMM_MOE_HT_COMBINE is not pull on PE 0 but pull on PE %d", n - 1);
+        expect_msg(want);
+    } else if (small && n > 1) {
         char want[96];
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_MISMATCH);
         snprintf(want, sizeof want, "SYMM_MOE_LL_SMALL is 1 on PE 0 but 0 on PE %d", n - 1);
@@ -81,7 +90,7 @@ static int packets_case(const char *how) {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_MISMATCH);
         snprintf(want, sizeof want, "SYMM_MOE_PACKETS is auto on PE 0 but 0 on PE %d", n - 1);
         expect_msg(want);
-    } else if (mismatch || probe || small) {
+    } else if (mismatch || probe || small || pull) {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_UNSUPPORTED); /* one PE: nothing to differ */
     } else {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
@@ -106,8 +115,16 @@ int main(int argc, char **argv) {
                         : strncmp(sched, "overlap-async:", 14) == 0 ? sched + 14
                         : strncmp(sched, "overlap-ring:", 13) == 0 ? sched + 13
                                                                     : NULL;
-    const int bad_warps = warps != NULL && (warps[0] == '\0' || warps[strspn(warps, "0123456789")] != '\0' ||
-                                            atoi(warps) < 1 || atoi(warps) > 15);
+    const char *stages = sched == NULL                             ? NULL
+                         : strncmp(sched, "pull:", 5) == 0       ? sched + 5
+                         : strncmp(sched, "pull-lanes:", 11) == 0 ? sched + 11
+                                                                 : NULL;
+    const int bad_warps = (warps != NULL && (warps[0] == '\0' || warps[strspn(warps, "0123456789")] != '\0' ||
+                                             atoi(warps) < 1 || atoi(warps) > 15)) ||
+                          (stages != NULL && (stages[0] == '\0' || stages[strspn(stages, "0123456789")] != '\0' ||
+                                              atoi(stages) < 1 || atoi(stages) > 6)) ||
+                          (sched != NULL && strncmp(sched, "pull", 4) == 0 && sched[4] != '\0' && sched[4] != ':' &&
+                           strcmp(sched, "pull-lanes") != 0 && strncmp(sched, "pull-lanes:", 11) != 0);
     const char *dform = getenv("SYMM_MOE_HT_DISPATCH");
     const int bad_dform = dform != NULL && strcmp(dform, "warps") != 0 && strcmp(dform, "batches") != 0;
     const char *probe = getenv("SYMM_MOE_LL_PROBE");
@@ -149,7 +166,8 @@ int main(int argc, char **argv) {
     if (bad_schedule || bad_warps) { /* checked before the backend: the same on a GPU */
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
         expect_msg("it takes auto, split, serial, serial-warps, overlap[:S], overlap-async[:S] or overlap-ring[:S] "
-                   "(S: the sending warps of a block, 1..15)");
+                   "(S: the sending warps of a block, 1..15), or pull[:S] or pull-lanes[:S] (S: the stages of a reducing "
+                   "warp, 1..6)");
         expect_msg(bad_schedule ? "SYMM_MOE_HT_COMBINE is 'sideways'" : sched);
         TEST_ASSERT(h == NULL, "no handle on failure");
     } else if (bad_dform) {

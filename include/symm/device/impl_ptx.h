@@ -111,6 +111,70 @@ SYMM__DEVICE_INTERNAL void symm__cp_async_wait(int pending) {
     }
 }
 
+/* ---- bulk copies into shared memory (sm_90+; the MoE pull combine) ---------- */
+/* On older GPUs these compile to nothing: callers check __CUDA_ARCH__ and take
+ * another path there. Shared addresses are generic pointers; the copies read
+ * any global address, a peer's heap included. */
+
+/* mbarrier.init of the 8-byte barrier at `bar` for `count` arrivals, then
+ * fence.mbarrier_init so the copy engine sees it initialised. */
+SYMM__DEVICE_INTERNAL void symm__mbar_init(void *bar, uint32_t count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("{\n\t.reg .u64 sa;\n\t.reg .u32 s32;\n\tcvta.to.shared.u64 sa, %0;\n\tcvt.u32.u64 s32, sa;\n\t"
+                 "mbarrier.init.shared::cta.b64 [s32], %1;\n\tfence.mbarrier_init.release.cluster;\n\t}"
+                 ::"l"(bar), "r"(count) : "memory");
+#else
+    (void)bar;
+    (void)count;
+#endif
+}
+
+/* Arrive once at `bar` and expect `bytes` more of transfer in its current
+ * phase, then copy `bytes` (a multiple of 16, both addresses 16-byte aligned)
+ * from global `gmem` into shared `smem` by the copy engine: the phase
+ * completes when the bytes have landed. */
+SYMM__DEVICE_INTERNAL void symm__bulk_load(void *smem, const void *gmem, uint32_t bytes, void *bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("{\n\t.reg .u64 sa, ba, ga;\n\t.reg .u32 s32, b32;\n\t"
+                 "cvta.to.shared.u64 sa, %0;\n\tcvt.u32.u64 s32, sa;\n\t"
+                 "cvta.to.shared.u64 ba, %3;\n\tcvt.u32.u64 b32, ba;\n\t"
+                 "cvta.to.global.u64 ga, %1;\n\t"
+                 "mbarrier.arrive.expect_tx.shared::cta.b64 _, [b32], %2;\n\t"
+                 "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [s32], [ga], %2, [b32];\n\t}"
+                 ::"l"(smem), "l"(gmem), "r"(bytes), "l"(bar) : "memory");
+#else
+    (void)smem;
+    (void)gmem;
+    (void)bytes;
+    (void)bar;
+#endif
+}
+
+/* 1 once the phase of `bar` with parity `parity` has completed (its bytes
+ * are visible to the waiting thread), else 0 after a bounded wait. */
+SYMM__DEVICE_INTERNAL uint32_t symm__mbar_try_wait(void *bar, uint32_t parity) {
+    uint32_t ok = 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("{\n\t.reg .u64 ba;\n\t.reg .u32 b32;\n\t.reg .pred p;\n\t"
+                 "cvta.to.shared.u64 ba, %1;\n\tcvt.u32.u64 b32, ba;\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [b32], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(ok) : "l"(bar), "r"(parity) : "memory");
+#else
+    (void)bar;
+    (void)parity;
+#endif
+    return ok;
+}
+
+/* fence.proxy.async: what this thread has seen through ordinary loads (and,
+ * after a barrier, its group's) is what its later bulk copies see: data
+ * acquired by a flag is then read by the copy engine as by a load. */
+SYMM__DEVICE_INTERNAL void symm__fence_proxy_async(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async;" ::: "memory");
+#endif
+}
+
 /* ---- fences ------------------------------------------------------------------ */
 
 /* fence.acq_rel.sys: orders this thread's earlier memory operations before its

@@ -155,7 +155,10 @@ static int mps_daemon_found(void) {
  * blocks cannot all be resident waits, under MPS, for SMs that the peers'
  * waiting grids never give back): the SMs this context may use (fewer
  * under MPS with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), and at most the GPU's
- * SMs divided among the PEs on it. */
+ * SMs divided among the PEs on it. An MPS client sees its limit as the GPU's
+ * SM count too (66 of an H200's 132 at 50 %), so under symmrun's percentages
+ * the share is the limit divided again: with the whole limit as each PE's
+ * share, test_moe's ll and ht parts on 2 PEs stopped at the wait deadline. */
 static symm_status_t sm_share_of(const symm__cu_t *cu, int dev, int gpu_pes, int *sms_gpu, int *sms_ctx,
                                  int *share) {
     int total = 0;
