@@ -26,7 +26,8 @@ STAGES = {
                        "-", "copy: first pair stored", "header address", "prologue addresses", "copy: unit located"],
     "combine-small": ["recv loads", "loads issued", "first route read", "rows sent", "setup done", "-",
                       "packets polled", "summed", "end", "plan", "packets asked", "setup barrier",
-                      "routes checked", "dependency met", "recv barrier"],
+                      "routes checked", "dependency met", "recv barrier", "products shared",
+                      "prologue addresses"],
 }
 
 
