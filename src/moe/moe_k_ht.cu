@@ -790,6 +790,21 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv(const symm__moe_kargs_t *A, uint64_t 
     }
 }
 
+/* A reducing warp's summed slice of token t (its vectors kb + lane + 32 u below h8) stored
+ * to out, then its sums cleared for the next slice. */
+SYMM__DEVICE_INTERNAL void ht_store_slice(const symm__moe_kargs_t *A, uint64_t t, uint32_t kb, uint32_t lane,
+                                          uint32_t h8, float (&acc)[HT_RED_U][8]) {
+#pragma unroll
+    for (int u = 0; u < HT_RED_U; u++) {
+        const uint32_t v = kb + lane + 32u * (uint32_t)u;
+        if (v < h8)
+            moe_store8((char *)A->out + ((int64_t)t * A->out_stride + (int64_t)v * 8) * 2, A->out_kind, acc[u]);
+#pragma unroll
+        for (int q = 0; q < 8; q++)
+            acc[u][q] = 0.0f;
+    }
+}
+
 /* A chunk flag for the warp reducers: they share their SM with the senders,
  * so a flag not there yet is polled every quarter microsecond, not in a
  * tight loop; the deadline as in every wait. */
@@ -1016,16 +1031,7 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv_async(const symm__moe_kargs_t *A, uin
         }
         sc = sc + 1 == HT_AS_STAGES ? 0 : sc + 1;
         if (mmc == 0) { /* the slice is summed: store it, then the next slice or token */
-#pragma unroll
-            for (int u = 0; u < HT_RED_U; u++) {
-                const uint32_t v = kbc + lane + 32u * (uint32_t)u;
-                if (v < h8)
-                    moe_store8((char *)A->out + ((int64_t)tc * A->out_stride + (int64_t)v * 8) * 2, A->out_kind,
-                               acc[u]);
-#pragma unroll
-                for (int q = 0; q < 8; q++)
-                    acc[u][q] = 0.0f;
-            }
+            ht_store_slice(A, tc, kbc, lane, h8, acc);
             kbc += slice;
             if (kbc >= h8) {
                 kbc = 0;
@@ -1325,16 +1331,7 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
             }
         }
         if (mmc == 0) { /* the slice is summed: store it, then the next slice or token */
-#pragma unroll
-            for (int u = 0; u < HT_RED_U; u++) {
-                const uint32_t v = kbc + lane + 32u * (uint32_t)u;
-                if (v < h8)
-                    moe_store8((char *)A->out + ((int64_t)tc * A->out_stride + (int64_t)v * 8) * 2, A->out_kind,
-                               acc[u]);
-#pragma unroll
-                for (int k = 0; k < 8; k++)
-                    acc[u][k] = 0.0f;
-            }
+            ht_store_slice(A, tc, kbc, lane, h8, acc);
             kbc += SL;
             if (kbc >= h8) {
                 kbc = 0;
