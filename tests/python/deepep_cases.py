@@ -447,6 +447,18 @@ def _count_launches(buf, seen):
         wrap(buf._engine, name)
 
 
+def _expect_refused(call, cases, what):
+    """call(kw) for each (exception type, message pattern, kw) of cases must raise that
+    exception with a message matching the pattern."""
+    for exc, match, kw in cases:
+        try:
+            call(kw)
+        except exc as e:
+            assert re.search(match, str(e)), (match, str(e))
+        else:
+            raise AssertionError("%s with %s was taken" % (what, match))
+
+
 def case_cached_repeat(ctx, fp8):
     """Cached dispatches and combines repeated on two handles in turn (from
     the second call with a handle, x dtype and scales dtype on, they take the
@@ -601,20 +613,8 @@ def case_cached_repeat(ctx, fp8):
         ]
         seen = []
         _count_launches(buf, seen)
-        for exc, match, kw in bad_dispatch:
-            try:
-                buf.dispatch(handle=h, **kw)
-            except exc as e:
-                assert re.search(match, str(e)), (match, str(e))
-            else:
-                raise AssertionError("cached dispatch with %s was taken" % match)
-        for exc, match, kw in bad_combine:
-            try:
-                buf.combine(handle=h, **kw)
-            except exc as e:
-                assert re.search(match, str(e)), (match, str(e))
-            else:
-                raise AssertionError("combine with %s was taken" % match)
+        _expect_refused(lambda kw: buf.dispatch(handle=h, **kw), bad_dispatch, "cached dispatch")
+        _expect_refused(lambda kw: buf.combine(handle=h, **kw), bad_combine, "combine")
         assert seen == [], "the refused calls launched %s" % seen
         round_(0, 7)
         round_(1, 8)
