@@ -228,12 +228,12 @@ if ls "$log"/bench_moe_pkt[01].md >/dev/null 2>&1; then
   where="$ngpu GPU(s), one PE each"
   [ "$ngpu" -lt 4 ] && where="PEs share one GPU: not a measure of NVLink"
   echo "### $where: low latency by path, SYMM_MOE_PACKETS=1 (packets), 0 (plain), auto (default)"
-  echo "| SYMM_MOE_PACKETS | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / combine) | dispatch us | combine us |"
+  echo "| SYMM_MOE_PACKETS | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / combine) | back to back: dispatch / combine us | per call: dispatch / combine us |"
   echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
   for pf in 1:bench_moe_pkt1.md 0:bench_moe_pkt0.md auto:bench_moe.md; do
     # low-latency table rows: the only ones whose 6th cell names the rows' path
     grep -E '^\| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \| (packets|plain) ' "$log/${pf#*:}" 2>/dev/null |
-      awk -F'|' -v pk="${pf%%:*}" '{ printf "| %s |%s|%s|%s|%s|%s|%s|%s|%s|\n", pk, $2, $3, $4, $5, $6, $7, $8, $9 }'
+      awk -F'|' -v pk="${pf%%:*}" '{ printf "| %s |%s|%s|%s|%s|%s|%s|%s|%s|\n", pk, $2, $3, $4, $5, $6, $7, $9, $12 }'
   done
 fi
 grep -h -- '- bar:' "$log/bench_moe.md" 2>/dev/null | sed 's/^- //'

@@ -291,7 +291,7 @@ steps_table
 echo
 echo "variant | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / combine) | dispatch us | combine us |" \
      "NCCL per call us (dispatch / combine) | pair us (back to back) | NCCL us (dispatch) | NCCL us (combine) |" \
-     "NCCL pair / symm pair | timed |"
+     "NCCL pair / symm pair | dispatch us (back to back) | timed |"
 if [ ${#rows[@]} -gt 0 ]; then printf '%s\n' "${rows[@]}"; fi
 for f in probe_stamps probe_stamps_base probe_stamps1 probe_stamps1_base probe_stampsn probe_stampsn_base; do
   if [ -f "$log/$f.log" ] && [ -n "$py" ]; then

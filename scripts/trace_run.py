@@ -183,15 +183,26 @@ def _overhead(args):
             if not title.startswith(("Low latency", "High throughput")) or title not in b:
                 continue
             hdr = rows_a[0]
-            cols = [i for i, h in enumerate(hdr) if h in ("dispatch us", "combine us")]
+            # one figure per cell, or "dispatch / combine" pairs (the low-latency table's two timings)
+            cols = [i for i, h in enumerate(hdr) if h in ("dispatch us", "combine us") or h.endswith(
+                "dispatch / combine us")]
             keys = [i for i, h in enumerate(hdr)
                     if h in ("experts", "top-k", "hidden", "tokens/PE", "SM budget", "dispatch x")]
+            names = []
+            for c in cols:
+                h = hdr[c]
+                if h.endswith("dispatch / combine us"):
+                    how = h.split(":")[0]
+                    names += ["%s dispatch us" % how, "%s combine us" % how]
+                else:
+                    names.append(h)
             print("\n" + title)
-            print(" | ".join([hdr[i] for i in keys] + ["%s plain | %s traced | +" % (hdr[c], hdr[c]) for c in cols]))
+            print(" | ".join([hdr[i] for i in keys] + ["%s plain | %s traced | +" % (n, n) for n in names]))
             for ra, rb in zip(rows_a[1:], b[title][1:]):
                 cells = [ra[i] for i in keys]
                 for c in cols:
-                    cells += [ra[c], rb[c], _ratio(_num(rb[c]), _num(ra[c]))]
+                    for x, y in zip(ra[c].split(" / "), rb[c].split(" / ")):
+                        cells += [x, y, _ratio(_num(y), _num(x))]
                 print(" | ".join(cells))
     return 0
 
