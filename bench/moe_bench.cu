@@ -677,9 +677,10 @@ static int run_moe(bench_env_t *env) {
     bench_report_section(env->report, "MoE dispatch and combine (symm_moe.h)");
     bench_report_text(env->report, "Uniform random routing (each token's experts distinct), dp_size 1. Per-call "
                       "medians of the slowest PE over %d dispatch + combine pairs captured in one CUDA graph, each "
-                      "behind an on-stream barrier. NCCL column: an all-to-all of the same bytes split evenly over "
-                      "the PEs (ncclSend/ncclRecv in a group, as torch.distributed.all_to_all_single), timed in a "
-                      "graph; %s. SMs: the most blocks any kernel of the run launched (one block per SM); the "
+                      "behind an on-stream barrier; the low-latency rows also back to back (below). NCCL columns: "
+                      "an all-to-all of the same bytes split evenly over the PEs (ncclSend/ncclRecv in a group, as "
+                      "torch.distributed.all_to_all_single), timed in a graph back to back (and per call in the "
+                      "low-latency rows); %s. SMs: the most blocks any kernel of the run launched (one block per SM); the "
                       "budget is all %d SMs a PE may fill unless the row says otherwise.", SAMPLES, nccl_why, share);
     if (env->moe_rows & BENCH_MOE_LL) {
         static const char *h[] = {"experts", "top-k", "hidden", "tokens/PE", "SMs", "rows (dispatch / combine)",
