@@ -67,15 +67,21 @@
  *         from its own loads of the slots (shuffles, no barrier).
  *   recv  Block b takes the (source, token slot) pairs b, b + blocks, ... (slices of a row when
  *         pairs are fewer than blocks), known before any header, so its first pair's packets are
- *         loaded with the headers, and polled again while any warp still waits for a header (a
- *         tagged packet is this call's whether or not a route names it: tags differ between the
- *         calls that share a buffer). Every block polls every source's header (packet 0 and the
- *         first entries loaded together; the routes up to the count until they carry the tag),
- *         then in shared memory: the routes in source order, then token order, are pplx's rows,
- *         so a route's row is the number of routes before it with the same expert. A pair some
- *         route here names is polled until its packets carry the tag and copied to each of those
- *         routes' rows; block 0 notes every route for combine (by row, and in a flat list whose
- *         entries carry their source's mode); each block counts its share of the experts' rows.
+ *         loaded with the headers and again in every poll round of theirs, until a warp's header
+ *         is in, then while any warp still waits for one (a tagged packet is this call's whether
+ *         or not a route names it: tags differ between the calls that share a buffer). Every
+ *         block polls every source's header (packet 0 and the first entries loaded together; the
+ *         routes up to the count until they carry the tag) into shared memory, one barrier: the
+ *         routes in source order, then token order, are pplx's rows, so a route's row is the
+ *         number of routes before it with the same expert. A pair some route here names is polled
+ *         until its packets carry the tag and copied to each of those routes' rows. A decode
+ *         step's (every block one pair's slice at most, its (route, vector) pairs no more than
+ *         the threads) takes no other barrier: each warp finds its pair's routes and counts
+ *         their rows itself (ballots), each thread stores the one vector it polled, and the block
+ *         with the pair's first slice notes its routes for combine (by row, and in a flat list
+ *         whose entries carry their source's mode). Otherwise each block places every route in
+ *         shared memory (a barrier) and block 0 notes them all. Each block counts its share of
+ *         the experts' rows.
  *   The same parity argument holds with headers in place of counts: every PE posts every PE a
  *   header in every dispatch (no routes included).
  * Combine, same epoch:
@@ -1127,14 +1133,19 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
 
 /* The receive half's split (ll_small_recv) and this block's first unit in it, arithmetic on the
  * arguments alone (worked out before the PDL wait): sl slices a (source, token slot) pair, units
- * in all; unit blockIdx.x is pair (s, tl), vectors lo .. hi - 1 of its row. */
+ * in all; unit blockIdx.x is pair (s, tl), vectors lo .. hi - 1 of its row. The thread polls that
+ * row's vectors v0, v0 + threads, ... below vend from the start. fast: every block has one unit
+ * at most and its (route, vector) pairs fit the block (a decode step's); then thread x takes
+ * vector lo + x % (hi - lo) for the unit's route x / (hi - lo) (di), so each thread polls the one
+ * vector it stores and no thread waits for another's. */
 typedef struct ll_runit {
-    uint32_t sl, units, s, tl, lo, hi;
+    uint32_t sl, units, s, tl, lo, hi, v0, vend, di, fast;
 } ll_runit_t;
 
 SYMM__DEVICE_INTERNAL ll_runit_t ll_small_unit(const symm__moe_kargs_t *A) {
     const uint32_t cap = A->cap, pairs = (uint32_t)A->n * cap, B = gridDim.x, u = blockIdx.x;
-    const uint32_t nv = A->x_bytes / 16u + (A->scale_cols + 3) / 4;
+    const uint32_t nv = A->x_bytes / 16u + (A->scale_cols + 3) / 4, kl = A->topk < A->local ? A->topk : A->local;
+    const uint32_t tid = symm__block_tid();
     ll_runit_t r;
     r.sl = pairs < B ? B / pairs : 1u;
     r.units = pairs * r.sl;
@@ -1142,6 +1153,16 @@ SYMM__DEVICE_INTERNAL ll_runit_t ll_small_unit(const symm__moe_kargs_t *A) {
     r.tl = u / r.sl % cap;
     r.lo = nv * (u % r.sl) / r.sl;
     r.hi = nv * (u % r.sl + 1) / r.sl;
+    /* (grid-uniform: the blocks that own a pair's first slice note its routes for the combine) */
+    r.fast = r.units <= B && nv >= r.sl && kl <= 32u && (nv + r.sl - 1) / r.sl * kl <= SYMM__MOE_THREADS;
+    r.v0 = r.lo + tid;
+    r.vend = u < r.units ? r.hi : 0u;
+    r.di = 0;
+    if (r.fast) {
+        r.di = tid / (r.hi - r.lo);
+        r.v0 = r.lo + tid % (r.hi - r.lo);
+        r.vend = u < r.units && r.di < kl ? r.v0 + 1u : 0u;
+    }
     return r;
 }
 
@@ -1162,16 +1183,99 @@ SYMM__DEVICE_INTERNAL void ll_small_put_vec(const symm__moe_kargs_t *A, uint32_t
     }
 }
 
+/* Load again this thread's first-unit packets (ll_runit_t: v0, v0 + threads, ... below vend) that
+ * do not carry the tag yet; whether any did not. A poll round of the header loops issues these
+ * with its own loads, so the row comes in the same round trips as the header. */
+SYMM__DEVICE_INTERNAL uint32_t ll_small_repoll(const char *src, const ll_runit_t *ru, uint32_t tag, symm__v4_t *va,
+                                               symm__v4_t *vb, int nx) {
+    uint32_t miss = 0;
+#pragma unroll
+    for (int x = 0; x < LL_UNROLL; x++) {
+        if (x >= nx)
+            break;
+        const uint32_t v = ru->v0 + (uint32_t)x * SYMM__MOE_THREADS;
+        if (v < ru->vend && !(ll_pkt_ok(va[x], tag) && ll_pkt_ok(vb[x], tag))) {
+            miss |= 1u << x;
+            va[x] = symm__c_ld16_vol(src + 32u * v);
+            vb[x] = symm__c_ld16_vol(src + 32u * v + 16u);
+        }
+    }
+    return miss;
+}
+
+/* The decode form's copy (ru->fast), after the barrier that published the headers: each warp
+ * places its unit's token's routes itself, lane d the token's d-th route here (entries of one
+ * token are adjacent, in slot order): its row is the number of entries before the token's with
+ * the same expert (earlier sources, then this source's earlier tokens), counted by a ballot per
+ * route and 32 entries. Thread x stores its vector into route di's row; no barrier, no shared
+ * copy of the slice. The block with the pair's first slice notes the routes for the combine. */
+SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32_t tag, const ll_runit_t *ru,
+                                              const char *src, symm__v4_t a, symm__v4_t b, const uint2 *rent,
+                                              const uint32_t *scnt, const uint32_t *smode) {
+    const uint32_t tid = symm__block_tid(), lane = tid & 31u, s = ru->s, tl = ru->tl, hmax = ll_hmax(A);
+    const uint32_t cs = scnt[s];
+    uint32_t first = 0, nd = 0, xd = 0xffffffffu, kd = 0, c = 0, le, row;
+    for (uint32_t j0 = 0; j0 < cs; j0 += 32u) {
+        const uint32_t j = j0 + lane, y = j < cs ? rent[s * hmax + j].y : 0xffffffffu;
+        const uint32_t m = __ballot_sync(MOE_FULL, y == tl), past = __ballot_sync(MOE_FULL, y > tl);
+        if (nd == 0 && m != 0)
+            first = j0 + (uint32_t)__ffs(m) - 1u;
+        nd += (uint32_t)__popc(m);
+        if (past != 0)
+            break; /* (tokens in order: no later entry is this token's) */
+    }
+    if (nd == 0)
+        return; /* (no route of this token comes here: its slot holds nothing of this call) */
+    if (lane < nd) {
+        const uint2 r = rent[s * hmax + first + lane];
+        xd = r.x & 0xffffffu;
+        kd = r.x >> 24;
+    }
+    for (uint32_t s2 = 0; s2 <= s; s2++) {
+        const uint32_t cn = s2 < s ? scnt[s2] : first;
+        for (uint32_t j0 = 0; j0 < cn; j0 += 32u) {
+            const uint32_t j = j0 + lane, ej = j < cn ? rent[s2 * hmax + j].x & 0xffffffu : 0xffffffffu;
+            for (uint32_t d = 0; d < nd; d++) {
+                const uint32_t m = __ballot_sync(MOE_FULL, ej == __shfl_sync(MOE_FULL, xd, d));
+                if (lane == d)
+                    c += (uint32_t)__popc(m);
+            }
+        }
+    }
+    ll_stamp(A, LLS_D_SCAN);
+    le = __shfl_sync(MOE_FULL, xd, ru->di & 31u);
+    row = __shfl_sync(MOE_FULL, c, ru->di & 31u);
+    if (ru->v0 < ru->vend && ru->di < nd) {
+        const symm__v4_t d = ll_pkt_data(A, src + 32u * ru->v0, tag, a, b);
+        ll_stamp(A, LLS_D_ENT);
+        ll_small_put_vec(A, le, row, ru->v0, d);
+    }
+    if (tid < 32u && ru->lo == 0 && lane < nd) { /* the routes for combine, by row and in the flat list */
+        const uint32_t dp = (uint32_t)A->dp;
+        uint32_t P = first + lane;
+        for (uint32_t s2 = 0; s2 < s; s2++)
+            P += scnt[s2];
+        {
+            const uint64_t rw = (uint64_t)s | ((uint64_t)kd << 16) | (((uint64_t)tl * dp + s % dp) << 32);
+            MOE_U64(A, ll_route)[(uint64_t)xd * A->rows + c] = rw;
+            MOE_U64(A, ll_flat)[2u + 2u * P] = rw;
+            MOE_U64(A, ll_flat)[3u + 2u * P] = ((uint64_t)xd << 32) | ((uint64_t)smode[s] << 30) | c;
+        }
+    }
+}
+
 /* The receive half of a small dispatch (epoch e; ticket: the block is counted as its polls start,
  * or NULL). Its units are (source s, token slot tl, slice z), known before any header: unit u =
  * (s, tl) u / sl, slice u % sl, where sl splits a row when the pairs are fewer than the blocks.
- * So a block's first unit's row packets are loaded with the headers, in the same round trip.
- * Every block polls every source's header (warp w: sources w, w + warps, ...; packet 0 and the
- * first entries loaded together), then places every route in shared memory: the routes in
- * source order, then token order, are pplx's rows, so a route's row is the number of routes
- * before it with the same expert. A unit whose token names experts here copies its slice to each
- * of their rows (loaded once); one no route names is dropped unread. Then block b counts its share
- * of the experts' rows. */
+ * So a block's first unit's row packets are loaded with the headers and loaded again in each of
+ * their poll rounds, in the same round trips. Every block polls every source's header (warp w:
+ * sources w, w + warps, ...; packet 0 and the first entries loaded together); one barrier. The
+ * routes in source order, then token order, are pplx's rows, so a route's row is the number of
+ * routes before it with the same expert. Decode form (ru->fast): each warp places its unit's
+ * token's routes itself and each thread stores its own vector (ll_small_copy_fast). Otherwise the
+ * block places every route in shared memory (a barrier) and a unit whose token names experts
+ * here copies its slice to each of their rows (loaded once). A unit no route names is dropped
+ * unread. Then block b counts its share of the experts' rows. */
 SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket, uint32_t *hleft,
                                          const ll_runit_t *ru) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
@@ -1187,20 +1291,20 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     __shared__ symm__v4_t sdat[SYMM__MOE_THREADS];  /* a slice's vectors, for the copy's (route, vector) pairs */
     symm__v4_t va[LL_UNROLL], vb[LL_UNROLL]; /* the first unit's first packets, loaded with the headers */
     const uint32_t kl = A->topk < L ? A->topk : L;
+    const char *const src0 = ll_pslot(A, p, ru->s, ru->tl); /* the first unit's row */
     uint32_t R = 0;
-    if (blockIdx.x < units) {
-        const char *src = ll_pslot(A, p, ru->s, ru->tl);
 #pragma unroll
-        for (int x = 0; x < LL_UNROLL; x++) {
-            const uint32_t v = ru->lo + tid + (uint32_t)x * SYMM__MOE_THREADS;
-            if (v < ru->hi) {
-                va[x] = symm__c_ld16_vol(src + 32u * v);
-                vb[x] = symm__c_ld16_vol(src + 32u * v + 16u);
-            }
+    for (int x = 0; x < LL_UNROLL; x++) {
+        const uint32_t v = ru->v0 + (uint32_t)x * SYMM__MOE_THREADS;
+        if (v < ru->vend) {
+            va[x] = symm__c_ld16_vol(src0 + 32u * v);
+            vb[x] = symm__c_ld16_vol(src0 + 32u * v + 16u);
         }
     }
-    for (uint32_t x = tid; x < pairs; x += SYMM__MOE_THREADS)
-        pcnt[x] = 0;
+    if (!ru->fast)
+        for (uint32_t x = tid; x < pairs; x += SYMM__MOE_THREADS)
+            pcnt[x] = 0;
+    hist[tid] = 0; /* (published by the barrier after the headers) */
     ll_count_late(A, ticket); /* (after this thread's loads: its warp waits for the atomic) */
     for (uint32_t s = warp; s < n; s += SYMM__MOE_WARPS) {
         const char *h = ll_hslot(A, p, s);
@@ -1217,6 +1321,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
                 t0 = symm__wait_check(&A->ctx, h, SYMM_CMP_EQ, tag, h0.y == tag ? h0.w : h0.y, t0);
             h0 = symm__c_ld16_vol(h);
+            (void)ll_small_repoll(src0, ru, tag, va, vb, 1);
         }
         if (s == 0)
             LL_FSTAMP(A, LLS_DS_H0);
@@ -1250,6 +1355,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                                                   ev[j].y == tag ? ev[j].w : ev[j].y, t0);
                         ev[j] = symm__c_ld16_vol(q);
                     }
+                (void)ll_small_repoll(src0, ru, tag, va, vb, 1);
             }
 #pragma unroll
             for (uint32_t j = 0; j < LL_HPOLL; j++)
@@ -1267,165 +1373,154 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
      * travel beside the headers, so they are mostly in when the routes are placed, not a round
      * trip after. A slot no route names this call never gets the tag; the polls end with the
      * headers either way (and a packet with the tag is this call's: tags differ between the
-     * calls that share a buffer). */
-    if (blockIdx.x < units) {
-        const uint32_t lo = ru->lo, hi = ru->hi;
-        const char *src = ll_pslot(A, p, ru->s, ru->tl);
-        for (;;) { /* (hleft read before the packets: a warp leaves as the headers are in, its loads in flight) */
-            uint32_t miss = 0;
-            if (*(volatile uint32_t *)hleft == 0)
-                break;
-#pragma unroll
-            for (int x = 0; x < LL_UNROLL; x++)
-                if (lo + tid + (uint32_t)x * SYMM__MOE_THREADS < hi && !(ll_pkt_ok(va[x], tag) && ll_pkt_ok(vb[x], tag)))
-                    miss |= 1u << x;
-            if (miss == 0)
-                break;
-#pragma unroll
-            for (int x = 0; x < LL_UNROLL; x++)
-                if ((miss >> x) & 1u) {
-                    const char *q = src + 32u * (lo + tid + (uint32_t)x * SYMM__MOE_THREADS);
-                    va[x] = symm__c_ld16_vol(q);
-                    vb[x] = symm__c_ld16_vol(q + 16);
-                }
-        }
+     * calls that share a buffer). (hleft is read before the packets: a warp leaves as the
+     * headers are in, its loads in flight.) */
+    while (*(volatile uint32_t *)hleft != 0 && ll_small_repoll(src0, ru, tag, va, vb, LL_UNROLL) != 0) {
     }
     symm__block_sync();
     ll_stamp(A, LLS_D_CNT);
-    for (uint32_t s = 0; s < n; s++)
-        R += scnt[s];
-    /* every route's row: the routes before it (earlier sources, earlier tokens) of its expert;
-     * at most 32 routes (a decode step's): one warp, a lane a route, counted by matches, not by a
-     * loop over the routes before it */
-    for (uint32_t P = tid; P < R && (R > 32u || warp == 0); P += SYMM__MOE_THREADS) {
-        uint32_t s = 0, i = P, c = 0, le;
-        while (i >= scnt[s]) {
-            i -= scnt[s];
-            s++;
-        }
-        le = rent[s * hmax + i].x & 0xffffffu;
-        if (R <= 32u) {
-            const uint32_t pr = s * cap + rent[s * hmax + i].y, act = R < 32u ? (1u << R) - 1u : MOE_FULL;
-            const uint32_t below = act & ((1u << lane) - 1u), mp = __match_any_sync(act, pr);
-            c = (uint32_t)__popc(__match_any_sync(act, le) & below);
-            pdst[pr * kl + (uint32_t)__popc(mp & below)] = (uint16_t)(s * hmax + i);
-            if ((mp & below) == 0)
-                pcnt[pr] = (uint32_t)__popc(mp);
-        } else {
-            for (uint32_t s2 = 0; s2 <= s; s2++) {
-                const uint32_t lim = s2 < s ? scnt[s2] : i;
-                for (uint32_t j = 0; j < lim; j++)
-                    c += (rent[s2 * hmax + j].x & 0xffffffu) == le;
+    if (ru->fast) {
+        if (blockIdx.x < units)
+            ll_small_copy_fast(A, tag, ru, src0, va[0], vb[0], rent, scnt, smode);
+        ll_stamp(A, LLS_D_COPY);
+        for (uint32_t s = 0; s < n; s++)
+            R += scnt[s];
+    } else {
+        for (uint32_t s = 0; s < n; s++)
+            R += scnt[s];
+        /* every route's row: the routes before it (earlier sources, earlier tokens) of its expert;
+         * at most 32 routes (a decode step's): one warp, a lane a route, counted by matches, not by a
+         * loop over the routes before it */
+        for (uint32_t P = tid; P < R && (R > 32u || warp == 0); P += SYMM__MOE_THREADS) {
+            uint32_t s = 0, i = P, c = 0, le;
+            while (i >= scnt[s]) {
+                i -= scnt[s];
+                s++;
             }
-            {
-                const uint32_t pr = s * cap + rent[s * hmax + i].y;
-                pdst[pr * kl + atomicAdd(&pcnt[pr], 1u)] = (uint16_t)(s * hmax + i);
-            }
-        }
-        rrow[s * hmax + i] = c;
-        if (blockIdx.x == 0) { /* the route for combine, by row and in the flat list */
-            const uint32_t tl = rent[s * hmax + i].y, k = rent[s * hmax + i].x >> 24;
-            const uint64_t rw = (uint64_t)s | ((uint64_t)k << 16) | (((uint64_t)tl * dp + s % dp) << 32);
-            MOE_U64(A, ll_route)[(uint64_t)le * A->rows + c] = rw;
-            MOE_U64(A, ll_flat)[2u + 2u * P] = rw;
-            MOE_U64(A, ll_flat)[3u + 2u * P] = ((uint64_t)le << 32) | ((uint64_t)smode[s] << 30) | c;
-        }
-    }
-    symm__block_sync();
-    ll_stamp(A, LLS_D_SCAN);
-    for (uint32_t u = blockIdx.x; u < units; u += B) {
-        uint32_t s = ru->s, tl = ru->tl, lo = ru->lo, hi = ru->hi;
-        const char *src;
-        if (u != blockIdx.x) {
-            const uint32_t z = u % sl;
-            s = u / sl / cap;
-            tl = u / sl % cap;
-            lo = nv * z / sl;
-            hi = nv * (z + 1) / sl;
-        }
-        src = ll_pslot(A, p, s, tl);
-        const uint32_t nd = pcnt[s * cap + tl];
-        const int spread = hi - lo <= SYMM__MOE_THREADS;
-        if (nd == 0)
-            continue; /* (no route of this token comes here: its slot holds nothing of this call) */
-        if (u == blockIdx.x)
-            LL_FSTAMP(A, LLS_DS_UNIT);
-        for (uint32_t v0 = lo + tid; v0 < hi; v0 += SYMM__MOE_THREADS * LL_UNROLL) {
-            if (u != blockIdx.x || v0 != lo + tid) {
-#pragma unroll
-                for (int x = 0; x < LL_UNROLL; x++) {
-                    const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
-                    if (v < hi) {
-                        va[x] = symm__c_ld16_vol(src + 32u * v);
-                        vb[x] = symm__c_ld16_vol(src + 32u * v + 16u);
-                    }
+            le = rent[s * hmax + i].x & 0xffffffu;
+            if (R <= 32u) {
+                const uint32_t pr = s * cap + rent[s * hmax + i].y, act = R < 32u ? (1u << R) - 1u : MOE_FULL;
+                const uint32_t below = act & ((1u << lane) - 1u), mp = __match_any_sync(act, pr);
+                c = (uint32_t)__popc(__match_any_sync(act, le) & below);
+                pdst[pr * kl + (uint32_t)__popc(mp & below)] = (uint16_t)(s * hmax + i);
+                if ((mp & below) == 0)
+                    pcnt[pr] = (uint32_t)__popc(mp);
+            } else {
+                for (uint32_t s2 = 0; s2 <= s; s2++) {
+                    const uint32_t lim = s2 < s ? scnt[s2] : i;
+                    for (uint32_t j = 0; j < lim; j++)
+                        c += (rent[s2 * hmax + j].x & 0xffffffu) == le;
+                }
+                {
+                    const uint32_t pr = s * cap + rent[s * hmax + i].y;
+                    pdst[pr * kl + atomicAdd(&pcnt[pr], 1u)] = (uint16_t)(s * hmax + i);
                 }
             }
-            /* packets without the tag yet: loaded again all together until none is missing */
-            for (uint32_t polls = 0;;) {
-                uint32_t miss = 0;
+            rrow[s * hmax + i] = c;
+            if (blockIdx.x == 0) { /* the route for combine, by row and in the flat list */
+                const uint32_t tl = rent[s * hmax + i].y, k = rent[s * hmax + i].x >> 24;
+                const uint64_t rw = (uint64_t)s | ((uint64_t)k << 16) | (((uint64_t)tl * dp + s % dp) << 32);
+                MOE_U64(A, ll_route)[(uint64_t)le * A->rows + c] = rw;
+                MOE_U64(A, ll_flat)[2u + 2u * P] = rw;
+                MOE_U64(A, ll_flat)[3u + 2u * P] = ((uint64_t)le << 32) | ((uint64_t)smode[s] << 30) | c;
+            }
+        }
+        symm__block_sync();
+        ll_stamp(A, LLS_D_SCAN);
+        for (uint32_t u = blockIdx.x; u < units; u += B) {
+            uint32_t s = ru->s, tl = ru->tl, lo = ru->lo, hi = ru->hi;
+            const char *src;
+            if (u != blockIdx.x) {
+                const uint32_t z = u % sl;
+                s = u / sl / cap;
+                tl = u / sl % cap;
+                lo = nv * z / sl;
+                hi = nv * (z + 1) / sl;
+            }
+            src = ll_pslot(A, p, s, tl);
+            const uint32_t nd = pcnt[s * cap + tl];
+            const int spread = hi - lo <= SYMM__MOE_THREADS;
+            if (nd == 0)
+                continue; /* (no route of this token comes here: its slot holds nothing of this call) */
+            if (u == blockIdx.x)
+                LL_FSTAMP(A, LLS_DS_UNIT);
+            for (uint32_t v0 = lo + tid; v0 < hi; v0 += SYMM__MOE_THREADS * LL_UNROLL) {
+                if (u != blockIdx.x || v0 != lo + tid) {
 #pragma unroll
-                for (int x = 0; x < LL_UNROLL; x++)
-                    if (v0 + (uint32_t)x * SYMM__MOE_THREADS < hi && !(ll_pkt_ok(va[x], tag) && ll_pkt_ok(vb[x], tag)))
-                        miss |= 1u << x;
-                if (miss == 0)
-                    break;
-#pragma unroll
-                for (int x = 0; x < LL_UNROLL; x++)
-                    if ((miss >> x) & 1u) {
-                        const char *q = src + 32u * (v0 + (uint32_t)x * SYMM__MOE_THREADS);
-                        if (++polls % SYMM__WAIT_CHECK_EVERY == 0) /* the deadline, on one of them */
-                            (void)ll_pkt_data(A, q, tag, va[x], vb[x]);
-                        va[x] = symm__c_ld16_vol(q);
-                        vb[x] = symm__c_ld16_vol(q + 16);
+                    for (int x = 0; x < LL_UNROLL; x++) {
+                        const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
+                        if (v < hi) {
+                            va[x] = symm__c_ld16_vol(src + 32u * v);
+                            vb[x] = symm__c_ld16_vol(src + 32u * v + 16u);
+                        }
                     }
-            }
-            if (u == blockIdx.x && v0 == lo + tid)
-                ll_stamp(A, LLS_D_ENT);
-            if (spread) { /* (its vector, for the pairs below) */
-                symm__v4_t d;
-                d.x = va[0].x;
-                d.y = va[0].z;
-                d.z = vb[0].x;
-                d.w = vb[0].z;
-                sdat[v0 - lo] = d;
-                continue;
-            }
-            /* the slice into the row of every route of the token here */
-            for (uint32_t di = 0; di < nd; di++) {
-                const uint32_t ri = pdst[(s * cap + tl) * kl + di];
+                }
+                /* packets without the tag yet: loaded again all together until none is missing */
+                for (uint32_t polls = 0;;) {
+                    uint32_t miss = 0;
 #pragma unroll
-                for (int x = 0; x < LL_UNROLL; x++) {
-                    const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
+                    for (int x = 0; x < LL_UNROLL; x++)
+                        if (v0 + (uint32_t)x * SYMM__MOE_THREADS < hi && !(ll_pkt_ok(va[x], tag) && ll_pkt_ok(vb[x], tag)))
+                            miss |= 1u << x;
+                    if (miss == 0)
+                        break;
+#pragma unroll
+                    for (int x = 0; x < LL_UNROLL; x++)
+                        if ((miss >> x) & 1u) {
+                            const char *q = src + 32u * (v0 + (uint32_t)x * SYMM__MOE_THREADS);
+                            if (++polls % SYMM__WAIT_CHECK_EVERY == 0) /* the deadline, on one of them */
+                                (void)ll_pkt_data(A, q, tag, va[x], vb[x]);
+                            va[x] = symm__c_ld16_vol(q);
+                            vb[x] = symm__c_ld16_vol(q + 16);
+                        }
+                }
+                if (u == blockIdx.x && v0 == lo + tid)
+                    ll_stamp(A, LLS_D_ENT);
+                if (spread) { /* (its vector, for the pairs below) */
                     symm__v4_t d;
-                    if (v >= hi)
-                        continue;
-                    d.x = va[x].x;
-                    d.y = va[x].z;
-                    d.z = vb[x].x;
-                    d.w = vb[x].z;
-                    ll_small_put_vec(A, rent[ri].x & 0xffffffu, rrow[ri], v, d);
+                    d.x = va[0].x;
+                    d.y = va[0].z;
+                    d.z = vb[0].x;
+                    d.w = vb[0].z;
+                    sdat[v0 - lo] = d;
+                    continue;
+                }
+                /* the slice into the row of every route of the token here */
+                for (uint32_t di = 0; di < nd; di++) {
+                    const uint32_t ri = pdst[(s * cap + tl) * kl + di];
+#pragma unroll
+                    for (int x = 0; x < LL_UNROLL; x++) {
+                        const uint32_t v = v0 + (uint32_t)x * SYMM__MOE_THREADS;
+                        symm__v4_t d;
+                        if (v >= hi)
+                            continue;
+                        d.x = va[x].x;
+                        d.y = va[x].z;
+                        d.z = vb[x].x;
+                        d.w = vb[x].z;
+                        ll_small_put_vec(A, rent[ri].x & 0xffffffu, rrow[ri], v, d);
+                    }
                 }
             }
-        }
-        if (spread) {
-            /* a slice of at most one vector a thread: its (route, vector) pairs spread over the
-             * block, so no thread stores its vector once per route, one route after another */
-            const uint32_t nvs = hi - lo;
-            symm__block_sync();
-            for (uint32_t q = tid; q < nd * nvs; q += SYMM__MOE_THREADS) {
-                const uint32_t ri = pdst[(s * cap + tl) * kl + q / nvs], w = q % nvs;
-                if (q == 0)
-                    LL_FSTAMP(A, LLS_DS_RD);
-                ll_small_put_vec(A, rent[ri].x & 0xffffffu, rrow[ri], lo + w, sdat[w]);
-                if (q == 0)
-                    LL_FSTAMP(A, LLS_DS_ST1);
-            }
-            if (u + B < units) /* (sdat is the next unit's) */
+            if (spread) {
+                /* a slice of at most one vector a thread: its (route, vector) pairs spread over the
+                 * block, so no thread stores its vector once per route, one route after another */
+                const uint32_t nvs = hi - lo;
                 symm__block_sync();
+                for (uint32_t q = tid; q < nd * nvs; q += SYMM__MOE_THREADS) {
+                    const uint32_t ri = pdst[(s * cap + tl) * kl + q / nvs], w = q % nvs;
+                    if (q == 0)
+                        LL_FSTAMP(A, LLS_DS_RD);
+                    ll_small_put_vec(A, rent[ri].x & 0xffffffu, rrow[ri], lo + w, sdat[w]);
+                    if (q == 0)
+                        LL_FSTAMP(A, LLS_DS_ST1);
+                }
+                if (u + B < units) /* (sdat is the next unit's) */
+                    symm__block_sync();
+            }
         }
+        ll_stamp(A, LLS_D_COPY);
     }
-    ll_stamp(A, LLS_D_COPY);
     /* every local expert's rows (none included), block b counting experts b x threads, ...; the
      * sources' modes for the combine */
     if (blockIdx.x == 0 && tid < n)
@@ -1433,9 +1528,11 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     if (blockIdx.x == 0 && tid == 0)
         MOE_U64(A, ll_flat)[0] = R;
     for (uint32_t c0 = blockIdx.x * SYMM__MOE_THREADS; c0 < L; c0 += B * SYMM__MOE_THREADS) {
-        symm__block_sync();
-        hist[tid] = 0;
-        symm__block_sync();
+        if (c0 != blockIdx.x * SYMM__MOE_THREADS) { /* (the first range's zeroes went out with the polls) */
+            symm__block_sync();
+            hist[tid] = 0;
+            symm__block_sync();
+        }
         for (uint32_t s = 0; s < n; s++)
             for (uint32_t j = tid; j < scnt[s]; j += SYMM__MOE_THREADS) {
                 const uint32_t le = rent[s * hmax + j].x & 0xffffffu;
@@ -1473,7 +1570,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
      * (below vhi); what = 1: a header route, 2: a row vector, 4: the row's slots */
     uint64_t ixo = 0, t = 0;
     uint32_t v = 0, vhi = 0, what = 0;
-    ll_runit_t ru = {0, 0, 0, 0, 0, 0}; /* the receive half's first unit */
+    ll_runit_t ru = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* the receive half's first unit */
     if (send && blockIdx.x == B - 1) {
         for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
             wcnt[x] = 0;
@@ -1506,6 +1603,10 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
         symm__pin_u32(&ru.tl);
         symm__pin_u32(&ru.lo);
         symm__pin_u32(&ru.hi);
+        symm__pin_u32(&ru.v0);
+        symm__pin_u32(&ru.vend);
+        symm__pin_u32(&ru.di);
+        symm__pin_u32(&ru.fast);
     }
     LL_FSTAMP(A, LLS_DS_PRE);
     ll_pdl_begin(A);
