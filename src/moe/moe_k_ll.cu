@@ -67,21 +67,21 @@
  *         from its own loads of the slots (shuffles, no barrier).
  *   recv  Block b takes the (source, token slot) pairs b, b + blocks, ... (slices of a row when
  *         pairs are fewer than blocks), known before any header, so its first pair's packets are
- *         loaded with the headers and again in every poll round of theirs, until a warp's header
- *         is in, then while any warp still waits for one (a tagged packet is this call's whether
- *         or not a route names it: tags differ between the calls that share a buffer). Every
- *         block polls every source's header (packet 0 and the first entries loaded together; the
- *         routes up to the count until they carry the tag) into shared memory, one barrier: the
- *         routes in source order, then token order, are pplx's rows, so a route's row is the
- *         number of routes before it with the same expert. A pair some route here names is polled
- *         until its packets carry the tag and copied to each of those routes' rows. A decode
- *         step's (every block one pair's slice at most, its (route, vector) pairs no more than
- *         the threads) takes no other barrier: each warp finds its pair's routes and counts
- *         their rows itself (ballots), each thread stores the one vector it polled, and the block
- *         with the pair's first slice notes its routes for combine (by row, and in a flat list
- *         whose entries carry their source's mode). Otherwise each block places every route in
- *         shared memory (a barrier) and block 0 notes them all. Each block counts its share of
- *         the experts' rows.
+ *         loaded with the headers and again in every poll round of packet 0, until a warp's
+ *         header is in, then while any warp still waits for one (a tagged packet is this call's
+ *         whether or not a route names it: tags differ between the calls that share a buffer).
+ *         Every block polls every source's header (packet 0 and the first entries loaded
+ *         together in every round; the routes up to the count until they carry the tag) into
+ *         shared memory, one barrier: the routes in source order, then token order, are pplx's
+ *         rows, so a route's row is the number of routes before it with the same expert. A pair
+ *         some route here names is polled until its packets carry the tag and copied to each of
+ *         those routes' rows. A decode step's (every block one pair's slice at most, its (route,
+ *         vector) pairs no more than the threads) takes no other barrier: each warp finds its
+ *         pair's routes and counts their rows itself (ballots), each thread stores the one vector
+ *         it polled, and the block with the pair's first slice notes its routes for combine (by
+ *         row, and in a flat list whose entries carry their source's mode). Otherwise each block
+ *         places every route in shared memory (a barrier) and block 0 notes them all. Each block
+ *         counts its share of the experts' rows.
  *   The same parity argument holds with headers in place of counts: every PE posts every PE a
  *   header in every dispatch (no routes included).
  * Combine, same epoch:
@@ -1267,10 +1267,10 @@ SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32
 /* The receive half of a small dispatch (epoch e; ticket: the block is counted as its polls start,
  * or NULL). Its units are (source s, token slot tl, slice z), known before any header: unit u =
  * (s, tl) u / sl, slice u % sl, where sl splits a row when the pairs are fewer than the blocks.
- * So a block's first unit's row packets are loaded with the headers and loaded again in each of
- * their poll rounds, in the same round trips. Every block polls every source's header (warp w:
- * sources w, w + warps, ...; packet 0 and the first entries loaded together); one barrier. The
- * routes in source order, then token order, are pplx's rows, so a route's row is the number of
+ * So a block's first unit's row packets are loaded with the headers and loaded again in each
+ * round that polls a packet 0, in the same round trips. Every block polls every source's header
+ * (warp w: sources w, w + warps, ...; packet 0 and the first entries loaded together, in every
+ * round); one barrier. The routes in source order, then token order, are pplx's rows, so a route's row is the number of
  * routes before it with the same expert. Decode form (ru->fast): each warp places its unit's
  * token's routes itself and each thread stores its own vector (ll_small_copy_fast). Otherwise the
  * block places every route in shared memory (a barrier) and a unit whose token names experts
@@ -1321,6 +1321,10 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
                 t0 = symm__wait_check(&A->ctx, h, SYMM_CMP_EQ, tag, h0.y == tag ? h0.w : h0.y, t0);
             h0 = symm__c_ld16_vol(h);
+#pragma unroll
+            for (uint32_t j = 0; j < LL_HPOLL; j++) /* (the entries too: posted as packet 0 is) */
+                if (lane + 32u * j < hmax && !ll_pkt_ok(ev[j], tag))
+                    ev[j] = symm__c_ld16_vol(h + 16u * (1u + lane + 32u * j));
             (void)ll_small_repoll(src0, ru, tag, va, vb, 1);
         }
         if (s == 0)
@@ -1355,7 +1359,6 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                                                   ev[j].y == tag ? ev[j].w : ev[j].y, t0);
                         ev[j] = symm__c_ld16_vol(q);
                     }
-                (void)ll_small_repoll(src0, ru, tag, va, vb, 1);
             }
 #pragma unroll
             for (uint32_t j = 0; j < LL_HPOLL; j++)
