@@ -368,11 +368,11 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_DS_HPOLL 15 /* thread 0's first header loads issued (receive half) */
 #define LLS_DS_H0 16    /* thread 0's warp saw its first source's header packet 0 */
 #define LLS_DS_HENT 17  /* thread 0's warp placed its sources' header entries */
-#define LLS_DS_RD 18    /* copy: thread 0's first (route, vector) pair begun (a slice spread over pairs) */
+#define LLS_DS_RD 18    /* copy: thread 0's first (route, vector) pair begun (its row known, decode form) */
 #define LLS_DS_ST1 20   /* copy: its store issued */
 #define LLS_DS_HADDR 21 /* header block: thread 0's header entry address computed */
 #define LLS_DS_PRE 22   /* the prologue's addresses computed (before the PDL wait) */
-#define LLS_DS_UNIT 23  /* copy: the block's first unit located (its routes counted) */
+#define LLS_DS_UNIT 23  /* copy: the block's first unit located (its routes counted; found, decode form) */
 #define LLS_CS_PLAN 10  /* the receive half's plan computed */
 #define LLS_CS_PRE 11   /* the first unit's packets asked for (ll_combine_rp_preload) */
 #define LLS_CS_SET1 12  /* setup: its first barrier passed (the block's last unit) */
@@ -1226,6 +1226,8 @@ SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32
     }
     if (nd == 0)
         return; /* (no route of this token comes here: its slot holds nothing of this call) */
+    LL_FPIN32(first);
+    LL_FSTAMP(A, LLS_DS_UNIT);
     if (lane < nd) {
         const uint2 r = rent[s * hmax + first + lane];
         xd = r.x & 0xffffffu;
@@ -1245,10 +1247,13 @@ SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32
     ll_stamp(A, LLS_D_SCAN);
     le = __shfl_sync(MOE_FULL, xd, ru->di & 31u);
     row = __shfl_sync(MOE_FULL, c, ru->di & 31u);
+    LL_FPIN32(row);
+    LL_FSTAMP(A, LLS_DS_RD);
     if (ru->v0 < ru->vend && ru->di < nd) {
         const symm__v4_t d = ll_pkt_data(A, src + 32u * ru->v0, tag, a, b);
         ll_stamp(A, LLS_D_ENT);
         ll_small_put_vec(A, le, row, ru->v0, d);
+        LL_FSTAMP(A, LLS_DS_ST1);
     }
     if (tid < 32u && ru->lo == 0 && lane < nd) { /* the routes for combine, by row and in the flat list */
         const uint32_t dp = (uint32_t)A->dp;
