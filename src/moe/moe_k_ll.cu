@@ -81,7 +81,7 @@
  *         it polled, and the block with the pair's first slice notes its routes for combine (by
  *         row, and in a flat list whose entries carry their source's mode). Otherwise each block
  *         places every route in shared memory (a barrier) and block 0 notes them all. Each block
- *         counts its share of the experts' rows.
+ *         counts its share of the experts' rows (in a decode step by ballots, no barrier).
  *   The same parity argument holds with headers in place of counts: every PE posts every PE a
  *   header in every dispatch (no routes included).
  * Combine, same epoch:
@@ -1269,6 +1269,35 @@ SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32
     }
 }
 
+/* Every local expert's rows without a barrier (decode form, after the copy): block b's warp 0
+ * counts experts b x per .. (b + 1) x per - 1 (per = ceil(L / blocks), at most 32), lane x the
+ * expert b x per + x, by a ballot per expert and 32 routes. Whether it could (else
+ * ll_small_recv's shared-memory count does it). */
+SYMM__DEVICE_INTERNAL int ll_small_count_fast(const symm__moe_kargs_t *A, const uint2 *rent, const uint32_t *scnt,
+                                              uint32_t R) {
+    const uint32_t tid = symm__block_tid(), lane = tid & 31u, n = (uint32_t)A->n, L = A->local, hmax = ll_hmax(A);
+    const uint32_t per = (L + gridDim.x - 1) / gridDim.x, base = blockIdx.x * per;
+    uint32_t c = 0;
+    if (per > 32u || (R + 31u) / 32u * per > 64u)
+        return 0; /* (grid-uniform: R is every block's sum of the same headers) */
+    if (tid >= 32u || base >= L)
+        return 1;
+    for (uint32_t s = 0; s < n; s++)
+        for (uint32_t j0 = 0; j0 < scnt[s]; j0 += 32u) {
+            const uint32_t j = j0 + lane, le = j < scnt[s] ? rent[s * hmax + j].x & 0xffffffu : 0xffffffffu;
+            for (uint32_t x = 0; x < per; x++) {
+                const uint32_t m = __ballot_sync(MOE_FULL, le == base + x);
+                if (lane == x)
+                    c += (uint32_t)__popc(m);
+            }
+        }
+    if (lane < per && base + lane < L) {
+        A->out_num[base + lane] = (int32_t)c;
+        MOE_U32(A, ll_rcnt)[base + lane] = c;
+    }
+    return 1;
+}
+
 /* The receive half of a small dispatch (epoch e; ticket: the block is counted as its polls start,
  * or NULL). Its units are (source s, token slot tl, slice z), known before any header: unit u =
  * (s, tl) u / sl, slice u % sl, where sl splits a row when the pairs are fewer than the blocks.
@@ -1535,6 +1564,8 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
         MOE_U32(A, ll_mode)[tid] = smode[tid];
     if (blockIdx.x == 0 && tid == 0)
         MOE_U64(A, ll_flat)[0] = R;
+    if (ru->fast && ll_small_count_fast(A, rent, scnt, R))
+        return;
     for (uint32_t c0 = blockIdx.x * SYMM__MOE_THREADS; c0 < L; c0 += B * SYMM__MOE_THREADS) {
         if (c0 != blockIdx.x * SYMM__MOE_THREADS) { /* (the first range's zeroes went out with the polls) */
             symm__block_sync();
