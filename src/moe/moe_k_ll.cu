@@ -1045,28 +1045,36 @@ SYMM__DEVICE_INTERNAL uint64_t ll_warp_mask(const symm__moe_kargs_t *A, uint32_t
     return ((uint64_t)__reduce_or_sync(MOE_FULL, (uint32_t)(m >> 32)) << 32) | __reduce_or_sync(MOE_FULL, (uint32_t)m);
 }
 
-/* The send half of a small dispatch (e: its epoch, sbraw: *bound_m as loaded, both published by
- * the caller's barrier; ix, xa, xb, pv, pw: this thread's prologue loads, see ll_small_dispatch).
+/* The send half's first unit, worked out before the PDL wait (ll_small_dispatch): the header
+ * block's route (token index hi, slot hk; what & 1) and a row block's token (index ri, id rt) and
+ * vectors rlo .. rhi - 1 of its row (what & 4; what & 2: this thread has one). */
+typedef struct ll_sunit {
+    uint32_t hi, hk, ri, rlo, rhi, what;
+    uint64_t rt;
+} ll_sunit_t;
+
+/* The send half of a small dispatch (e: its epoch, bound: the tokens it sends, both published by
+ * the caller's barrier; ix, xa, xb, pv: this thread's prologue loads, see ll_small_dispatch).
  * The last block (of two or more) builds every PE's header: each thread one route of this PE's
  * tokens, its place in its PE's list from a match over the warp and the warps' counts, so one
  * barrier; the others send the rows, a token's row once to every PE it goes to, in slices when
- * tokens are fewer than those blocks. */
-SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e, uint32_t mine, uint32_t ix,
-                                         uint32_t xa, uint32_t xb, const symm__v4_t *pv0, uint32_t *sidx,
+ * tokens are fewer than those blocks. A token is below the bound when its id is (no division). */
+SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e, uint32_t bound, const ll_sunit_t *su,
+                                         uint32_t ix, uint32_t xa, uint32_t xb, const symm__v4_t *pv0, uint32_t *sidx,
                                          uint32_t *wcnt) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
     const uint32_t me = (uint32_t)A->me, dpr = me % dp, B = gridDim.x, p = (uint32_t)(e & 1u), tag = ll_tag(e);
     const uint32_t all = (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
-    const uint32_t RB = B > 1 ? B - 1 : 1, nvx = A->x_bytes / 16u, cols = A->scale_cols, nv = nvx + (cols + 3) / 4;
+    const uint32_t RB = B > 1 ? B - 1 : 1, nv = A->x_bytes / 16u + (A->scale_cols + 3) / 4;
     const uint32_t mode = LL_MODE_DPKT | (A->pkt && A->num_tokens <= A->pmt ? LL_MODE_CPKT : 0u);
     if (blockIdx.x == B - 1) {
         /* the header: route q = i * K + k of token i (below the bound) */
-        const uint32_t q = tid, i = q / K, k = q % K;
+        const uint32_t q = tid, i = su->hi, k = su->hk;
         const uint64_t t = dpr + (uint64_t)i * dp;
         int ok = 0;
-        uint32_t r = 0xffffffffu, mm, pos = 0;
-        if (q < mine * K) {
+        uint32_t r = 0xffffffffu, mm, pos = 0, nw;
+        if ((su->what & 1u) && t < bound) {
             ok = ll_valid(&sidx[q - k], k, E);
             if (ix >= E) {
                 if (ix != SYMM_MOE_NO_EXPERT)
@@ -1080,7 +1088,8 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
         mm = __match_any_sync(MOE_FULL, r);
         if (ok && (mm & ((1u << lane) - 1u)) == 0)
             wcnt[warp * n + r] = (uint32_t)__popc(mm);
-        symm__block_sync();
+        /* (the routes are threads 0 .. routes - 1: their warps are the only ones with counts) */
+        nw = ((uint32_t)__syncthreads_count((su->what & 1u) && t < bound) + 31u) / 32u;
         ll_stamp(A, LLS_DS_HSYNC);
         if (ok) {
             for (uint32_t w = 0; w < warp; w++)
@@ -1095,7 +1104,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
         }
         for (uint32_t x = tid; x < n; x += SYMM__MOE_THREADS) {
             uint32_t c = 0;
-            for (uint32_t w = 0; w < SYMM__MOE_WARPS; w++)
+            for (uint32_t w = 0; w < nw; w++)
                 c += wcnt[w * n + x];
             ll_put_pkt1(moe_peer(A, ll_hslot(A, p, me), (int)x), c, mode, tag);
         }
@@ -1103,29 +1112,22 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
         if (B > 1)
             return;
     }
-    {
-        /* rows: unit u = token u / sl, slice u % sl; the first unit's first vector and the warp's
-         * view of its token's slots came with the prologue */
-        const uint32_t sl = all > 0 && all < RB ? RB / all : 1u, units = all * sl;
-        for (uint32_t u = blockIdx.x; u < units; u += RB) {
-            const uint32_t i = u / sl, z = u % sl, lo = nv * z / sl, hi = nv * (z + 1) / sl;
-            const uint64_t t = dpr + (uint64_t)i * dp;
-            uint64_t mask;
-            char *slot;
-            if (i >= mine)
-                break; /* (tokens go in order: the later units' are at or above the bound too) */
-            if (u != blockIdx.x) {
-                xa = lane < K ? ((const uint32_t *)A->idx)[t * K + lane] : E;
-                xb = lane + 32u < K ? ((const uint32_t *)A->idx)[t * K + lane + 32u] : E;
-            }
-            mask = ll_warp_mask(A, xa, xb);
-            if (u == blockIdx.x)
-                ll_stamp(A, LLS_D_MASK);
-            slot = ll_pslot(A, p, me, i);
-            ll_put_slice(A, slot, t, lo, hi, mask, tag, u == blockIdx.x ? pv0 : NULL);
-            if (u == blockIdx.x)
-                ll_stamp(A, LLS_D_XST);
-        }
+    /* rows: the first unit as the prologue found it (token ri, vectors rlo .. rhi - 1, its first
+     * vector and the warp's view of its slots loaded); then, with more tokens than row blocks (a
+     * token a block), tokens blockIdx.x + RB, ... */
+    if ((su->what & 4u) && su->rt < bound) {
+        const uint64_t mask = ll_warp_mask(A, xa, xb);
+        ll_stamp(A, LLS_D_MASK);
+        ll_put_slice(A, ll_pslot(A, p, me, su->ri), su->rt, su->rlo, su->rhi, mask, tag, pv0);
+        ll_stamp(A, LLS_D_XST);
+    }
+    for (uint32_t u = blockIdx.x + RB; u < all; u += RB) {
+        const uint64_t t = dpr + (uint64_t)u * dp;
+        if (t >= bound)
+            break; /* (tokens go in order: the later ones are at or above the bound too) */
+        xa = lane < K ? ((const uint32_t *)A->idx)[t * K + lane] : E;
+        xb = lane + 32u < K ? ((const uint32_t *)A->idx)[t * K + lane + 32u] : E;
+        ll_put_slice(A, ll_pslot(A, p, me, u), t, 0, nv, ll_warp_mask(A, xa, xb), tag, NULL);
     }
 }
 
@@ -1605,35 +1607,45 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     uint32_t ix = E, xa = E, xb = E;
     symm__v4_t pv = {0, 0, 0, 0};
     uint64_t e, ev = 0, bv = 0;
-    /* the first loads' addresses: the header block's route (ixo), a row block's token t and vector v
-     * (below vhi); what = 1: a header route, 2: a row vector, 4: the row's slots */
-    uint64_t ixo = 0, t = 0;
-    uint32_t v = 0, vhi = 0, what = 0;
+    /* the first loads' addresses: the header block's route (ixo), a row block's token su.rt and
+     * vector v; su.what = 1: a header route, 2: a row vector, 4: the row's slots */
+    uint64_t ixo = 0;
+    uint32_t v = 0;
+    ll_sunit_t su = {0, 0, 0, 0, 0, 0, 0};
     ll_runit_t ru = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* the receive half's first unit */
     if (send && blockIdx.x == B - 1) {
         for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
             wcnt[x] = 0;
         if (tid < all * K) {
-            ixo = (dpr + (uint64_t)(tid / K) * dp) * K + tid % K;
-            what = 1;
+            su.hi = tid / K;
+            su.hk = tid % K;
+            ixo = (dpr + (uint64_t)su.hi * dp) * K + su.hk;
+            su.what = 1;
         }
     }
     if (send && (B == 1 || blockIdx.x < RB)) {
         const uint32_t sl = all > 0 && all < RB ? RB / all : 1u, u = blockIdx.x;
         if (u < all * sl) {
             const uint32_t z = u % sl;
-            t = dpr + (uint64_t)(u / sl) * dp;
-            v = nv * z / sl + tid;
-            vhi = nv * (z + 1) / sl;
-            what |= 4u | (v < vhi ? 2u : 0u);
+            su.ri = u / sl;
+            su.rt = dpr + (uint64_t)su.ri * dp;
+            su.rlo = nv * z / sl;
+            su.rhi = nv * (z + 1) / sl;
+            v = su.rlo + tid;
+            su.what |= 4u | (v < su.rhi ? 2u : 0u);
         }
     }
     if (tid == 0)
         hleft = n < SYMM__MOE_WARPS ? n : SYMM__MOE_WARPS;
     symm__pin_u64(&ixo);
-    symm__pin_u64(&t);
+    symm__pin_u64(&su.rt);
     symm__pin_u32(&v);
-    symm__pin_u32(&what);
+    symm__pin_u32(&su.what);
+    symm__pin_u32(&su.hi);
+    symm__pin_u32(&su.hk);
+    symm__pin_u32(&su.ri);
+    symm__pin_u32(&su.rlo);
+    symm__pin_u32(&su.rhi);
     if (recv) {
         ru = ll_small_unit(A);
         symm__pin_u32(&ru.sl);
@@ -1657,17 +1669,17 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     if (send) {
         if (tid == SYMM__MOE_THREADS - 32)
             bv = ll_bound_load(A);
-        if (what & 1u) /* (asm loads: issued here, not moved to their first use) */
+        if (su.what & 1u) /* (asm loads: issued here, not moved to their first use) */
             ix = symm__cld4((const uint32_t *)A->idx + ixo, 0);
-        if (what & 4u) {
+        if (su.what & 4u) {
             if (lane < K)
-                xa = symm__cld4((const uint32_t *)A->idx + t * K + lane, 0);
+                xa = symm__cld4((const uint32_t *)A->idx + su.rt * K + lane, 0);
             if (lane + 32u < K)
-                xb = symm__cld4((const uint32_t *)A->idx + t * K + lane + 32u, 0);
-            if (what & 2u)
-                pv = ll_row_vec(A, t, v);
+                xb = symm__cld4((const uint32_t *)A->idx + su.rt * K + lane + 32u, 0);
+            if (su.what & 2u)
+                pv = ll_row_vec(A, su.rt, v);
         }
-        if (what & 1u)
+        if (su.what & 1u)
             sidx[tid] = ix;
         if (tid == SYMM__MOE_THREADS - 32)
             sbraw = bv;
@@ -1680,8 +1692,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     ll_stamp(A, LLS_D_IDX);
     if (send) {
         const uint32_t bound = (uint32_t)ll_bound_use(A, sbraw, blockIdx.x == 0 && tid == 0);
-        const uint32_t mine = bound > dpr ? (bound - dpr + dp - 1) / dp : 0;
-        ll_small_send(A, e, mine, ix, xa, xb, &pv, sidx, wcnt);
+        ll_small_send(A, e, bound, &su, ix, xa, xb, &pv, sidx, wcnt);
         ll_stamp(A, LLS_D_SENT);
     }
     if (recv)
