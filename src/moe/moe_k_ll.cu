@@ -76,7 +76,7 @@
  *         rows, so a route's row is the number of routes before it with the same expert. A pair
  *         some route here names is polled until its packets carry the tag and copied to each of
  *         those routes' rows. A decode step's (every block one pair's slice at most, its (route,
- *         vector) pairs no more than the threads) takes no other barrier: each warp finds its
+ *         vector) pairs at most four a thread) takes no other barrier: each warp finds its
  *         pair's routes and counts their rows itself (ballots), each thread stores the one vector
  *         it polled, and the block with the pair's first slice notes its routes for combine (by
  *         row, and in a flat list whose entries carry their source's mode). Otherwise each block
@@ -1137,17 +1137,22 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
  * arguments alone (worked out before the PDL wait): sl slices a (source, token slot) pair, units
  * in all; unit blockIdx.x is pair (s, tl), vectors lo .. hi - 1 of its row. The thread polls that
  * row's vectors v0, v0 + threads, ... below vend from the start. fast: every block has one unit
- * at most and its (route, vector) pairs fit the block (a decode step's); then thread x takes
- * vector lo + x % (hi - lo) for the unit's route x / (hi - lo) (di), so each thread polls the one
- * vector it stores and no thread waits for another's. */
+ * at most, a slice of at most a vector a thread, and its (route, vector) pairs fit the block in
+ * a few rounds (a decode step's); then the block is groups of G threads (G: the power of two at
+ * or above the longest slice, 2^lg), thread x polls vector lo + x % G and stores it for the
+ * unit's routes di = x / G, di + threads / G, ..., so each thread polls the one vector it stores,
+ * no thread waits for another's, and no division is needed. */
 typedef struct ll_runit {
-    uint32_t sl, units, s, tl, lo, hi, v0, vend, di, fast;
+    uint32_t sl, units, s, tl, lo, hi, v0, vend, di, lg, fast;
 } ll_runit_t;
+
+#define LL_FAST_ROUNDS 4 /* most routes a thread of the decode form stores its vector for */
 
 SYMM__DEVICE_INTERNAL ll_runit_t ll_small_unit(const symm__moe_kargs_t *A) {
     const uint32_t cap = A->cap, pairs = (uint32_t)A->n * cap, B = gridDim.x, u = blockIdx.x;
     const uint32_t nv = A->x_bytes / 16u + (A->scale_cols + 3) / 4, kl = A->topk < A->local ? A->topk : A->local;
     const uint32_t tid = symm__block_tid();
+    uint32_t nvm;
     ll_runit_t r;
     r.sl = pairs < B ? B / pairs : 1u;
     r.units = pairs * r.sl;
@@ -1155,15 +1160,18 @@ SYMM__DEVICE_INTERNAL ll_runit_t ll_small_unit(const symm__moe_kargs_t *A) {
     r.tl = u / r.sl % cap;
     r.lo = nv * (u % r.sl) / r.sl;
     r.hi = nv * (u % r.sl + 1) / r.sl;
+    nvm = (nv + r.sl - 1) / r.sl;
+    r.lg = 32u - (uint32_t)__clz((int)(nvm - 1u)); /* (nvm >= 1 where fast) */
     /* (grid-uniform: the blocks that own a pair's first slice note its routes for the combine) */
-    r.fast = r.units <= B && nv >= r.sl && kl <= 32u && (nv + r.sl - 1) / r.sl * kl <= SYMM__MOE_THREADS;
+    r.fast = r.units <= B && nv >= r.sl && kl <= 32u && nvm <= SYMM__MOE_THREADS &&
+             (kl << r.lg) <= SYMM__MOE_THREADS * LL_FAST_ROUNDS;
     r.v0 = r.lo + tid;
     r.vend = u < r.units ? r.hi : 0u;
     r.di = 0;
     if (r.fast) {
-        r.di = tid / (r.hi - r.lo);
-        r.v0 = r.lo + tid % (r.hi - r.lo);
-        r.vend = u < r.units && r.di < kl ? r.v0 + 1u : 0u;
+        r.v0 = r.lo + (tid & ((1u << r.lg) - 1u));
+        r.di = tid >> r.lg;
+        r.vend = u < r.units && r.v0 < r.hi && r.di < kl ? r.v0 + 1u : 0u;
     }
     return r;
 }
@@ -1209,13 +1217,14 @@ SYMM__DEVICE_INTERNAL uint32_t ll_small_repoll(const char *src, const ll_runit_t
  * places its unit's token's routes itself, lane d the token's d-th route here (entries of one
  * token are adjacent, in slot order): its row is the number of entries before the token's with
  * the same expert (earlier sources, then this source's earlier tokens), counted by a ballot per
- * route and 32 entries. Thread x stores its vector into route di's row; no barrier, no shared
- * copy of the slice. The block with the pair's first slice notes the routes for the combine. */
+ * route and 32 entries. Each thread stores its vector into its routes' rows (ll_runit_t); no
+ * barrier, no shared copy of the slice. The block with the pair's first slice notes the routes
+ * for the combine. */
 SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32_t tag, const ll_runit_t *ru,
                                               const char *src, symm__v4_t a, symm__v4_t b, const uint2 *rent,
                                               const uint32_t *scnt, const uint32_t *smode) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, s = ru->s, tl = ru->tl, hmax = ll_hmax(A);
-    const uint32_t cs = scnt[s];
+    const uint32_t cs = scnt[s], kl = A->topk < A->local ? A->topk : A->local;
     uint32_t first = 0, nd = 0, xd = 0xffffffffu, kd = 0, c = 0, le, row;
     for (uint32_t j0 = 0; j0 < cs; j0 += 32u) {
         const uint32_t j = j0 + lane, y = j < cs ? rent[s * hmax + j].y : 0xffffffffu;
@@ -1247,15 +1256,21 @@ SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32
         }
     }
     ll_stamp(A, LLS_D_SCAN);
-    le = __shfl_sync(MOE_FULL, xd, ru->di & 31u);
-    row = __shfl_sync(MOE_FULL, c, ru->di & 31u);
-    LL_FPIN32(row);
-    LL_FSTAMP(A, LLS_DS_RD);
-    if (ru->v0 < ru->vend && ru->di < nd) {
-        const symm__v4_t d = ll_pkt_data(A, src + 32u * ru->v0, tag, a, b);
+    if (ru->v0 < ru->vend && ru->di < nd) { /* (its later routes di + threads / G, ... are later ones) */
+        a = ll_pkt_data(A, src + 32u * ru->v0, tag, a, b);
         ll_stamp(A, LLS_D_ENT);
-        ll_small_put_vec(A, le, row, ru->v0, d);
-        LL_FSTAMP(A, LLS_DS_ST1);
+    }
+    for (uint32_t x = 0; x < ((kl << ru->lg) + SYMM__MOE_THREADS - 1u) >> 9; x++) { /* (threads = 2^9) */
+        const uint32_t di = ru->di + (x << (9u - ru->lg));
+        le = __shfl_sync(MOE_FULL, xd, di & 31u);
+        row = __shfl_sync(MOE_FULL, c, di & 31u);
+        LL_FPIN32(row);
+        if (x == 0)
+            LL_FSTAMP(A, LLS_DS_RD);
+        if (ru->v0 < ru->vend && di < nd)
+            ll_small_put_vec(A, le, row, ru->v0, a);
+        if (x == 0)
+            LL_FSTAMP(A, LLS_DS_ST1);
     }
     if (tid < 32u && ru->lo == 0 && lane < nd) { /* the routes for combine, by row and in the flat list */
         const uint32_t dp = (uint32_t)A->dp;
@@ -1612,7 +1627,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     uint64_t ixo = 0;
     uint32_t v = 0;
     ll_sunit_t su = {0, 0, 0, 0, 0, 0, 0};
-    ll_runit_t ru = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* the receive half's first unit */
+    ll_runit_t ru = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* the receive half's first unit */
     if (send && blockIdx.x == B - 1) {
         for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
             wcnt[x] = 0;
@@ -1657,6 +1672,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
         symm__pin_u32(&ru.v0);
         symm__pin_u32(&ru.vend);
         symm__pin_u32(&ru.di);
+        symm__pin_u32(&ru.lg);
         symm__pin_u32(&ru.fast);
     }
     LL_FSTAMP(A, LLS_DS_PRE);
