@@ -1005,6 +1005,15 @@ SYMM__DEVICE_INTERNAL void ll_probe_hop(const symm__moe_kargs_t *A, uint64_t e, 
 
 /* ---- the small dispatch (a->ll_small) --------------------------------------------------- */
 
+/* a / b (b > 0) with a shift when b is a power of two, as the usual expert, slot, block and
+ * slice counts are: an integer division is a chain of some twenty instructions, and the small
+ * kernels' prologue and send half take several in a row. */
+SYMM__DEVICE_INTERNAL uint32_t ll_udiv(uint32_t a, uint32_t b) {
+    if ((b & (b - 1u)) == 0)
+        return a >> (__ffs((int)b) - 1);
+    return a / b;
+}
+
 /* Routes one source may send one PE in a small dispatch: each of its tokens names at most
  * min(K, L) of that PE's experts. */
 SYMM__DEVICE_INTERNAL uint32_t ll_hmax(const symm__moe_kargs_t *A) {
@@ -1041,7 +1050,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_warp_mask(const symm__moe_kargs_t *A, uint32_t
         const uint32_t x = __shfl_sync(MOE_FULL, b, j - 32u);
         okb &= !(j < lane + 32u && x == b);
     }
-    m = (oka ? 1ull << (a / L) : 0ull) | (okb ? 1ull << (b / L) : 0ull);
+    m = (oka ? 1ull << ll_udiv(a, L) : 0ull) | (okb ? 1ull << ll_udiv(b, L) : 0ull);
     return ((uint64_t)__reduce_or_sync(MOE_FULL, (uint32_t)(m >> 32)) << 32) | __reduce_or_sync(MOE_FULL, (uint32_t)m);
 }
 
@@ -1064,8 +1073,9 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
                                          uint32_t *wcnt) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
-    const uint32_t me = (uint32_t)A->me, dpr = me % dp, B = gridDim.x, p = (uint32_t)(e & 1u), tag = ll_tag(e);
-    const uint32_t all = (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
+    const uint32_t me = (uint32_t)A->me, dpr = me - ll_udiv(me, dp) * dp, B = gridDim.x, p = (uint32_t)(e & 1u);
+    const uint32_t all = (uint32_t)A->num_tokens > dpr ? ll_udiv((uint32_t)A->num_tokens - dpr + dp - 1, dp) : 0;
+    const uint32_t tag = ll_tag(e);
     const uint32_t RB = B > 1 ? B - 1 : 1, nv = A->x_bytes / 16u + (A->scale_cols + 3) / 4;
     const uint32_t mode = LL_MODE_DPKT | (A->pkt && A->num_tokens <= A->pmt ? LL_MODE_CPKT : 0u);
     if (blockIdx.x == B - 1) {
@@ -1083,7 +1093,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
                 moe_error(A, SYMM__MOE_ERR_EXPERT_DUP, (int64_t)t, (int64_t)k, (int64_t)ix);
             }
             if (ok)
-                r = ix / L;
+                r = ll_udiv(ix, L);
         }
         mm = __match_any_sync(MOE_FULL, r);
         if (ok && (mm & ((1u << lane) - 1u)) == 0)
@@ -1099,7 +1109,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
                 uint64_t ha = (uint64_t)moe_peer(A, ll_hslot(A, p, me) + 16u * (1u + pos), (int)r);
                 LL_FPIN64(ha);
                 LL_FSTAMP(A, LLS_DS_HADDR);
-                ll_put_pkt1((void *)ha, (ix % L) | (k << 24), i, tag);
+                ll_put_pkt1((void *)ha, (ix - r * L) | (k << 24), i, tag);
             }
         }
         for (uint32_t x = tid; x < n; x += SYMM__MOE_THREADS) {
@@ -1152,15 +1162,17 @@ SYMM__DEVICE_INTERNAL ll_runit_t ll_small_unit(const symm__moe_kargs_t *A) {
     const uint32_t cap = A->cap, pairs = (uint32_t)A->n * cap, B = gridDim.x, u = blockIdx.x;
     const uint32_t nv = A->x_bytes / 16u + (A->scale_cols + 3) / 4, kl = A->topk < A->local ? A->topk : A->local;
     const uint32_t tid = symm__block_tid();
-    uint32_t nvm;
+    uint32_t nvm, q, z;
     ll_runit_t r;
-    r.sl = pairs < B ? B / pairs : 1u;
+    r.sl = pairs < B ? ll_udiv(B, pairs) : 1u;
     r.units = pairs * r.sl;
-    r.s = u / r.sl / cap;
-    r.tl = u / r.sl % cap;
-    r.lo = nv * (u % r.sl) / r.sl;
-    r.hi = nv * (u % r.sl + 1) / r.sl;
-    nvm = (nv + r.sl - 1) / r.sl;
+    q = ll_udiv(u, r.sl);
+    z = u - q * r.sl;
+    r.s = ll_udiv(q, cap);
+    r.tl = q - r.s * cap;
+    r.lo = ll_udiv(nv * z, r.sl);
+    r.hi = ll_udiv(nv * (z + 1), r.sl);
+    nvm = ll_udiv(nv + r.sl - 1, r.sl);
     r.lg = 32u - (uint32_t)__clz((int)(nvm - 1u)); /* (nvm >= 1 where fast) */
     /* (grid-uniform: the blocks that own a pair's first slice note its routes for the combine) */
     r.fast = r.units <= B && nv >= r.sl && kl <= 32u && nvm <= SYMM__MOE_THREADS &&
@@ -1293,7 +1305,7 @@ SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32
 SYMM__DEVICE_INTERNAL int ll_small_count_fast(const symm__moe_kargs_t *A, const uint2 *rent, const uint32_t *scnt,
                                               uint32_t R) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, n = (uint32_t)A->n, L = A->local, hmax = ll_hmax(A);
-    const uint32_t per = (L + gridDim.x - 1) / gridDim.x, base = blockIdx.x * per;
+    const uint32_t per = ll_udiv(L + gridDim.x - 1, gridDim.x), base = blockIdx.x * per;
     uint32_t c = 0;
     if (per > 32u || (R + 31u) / 32u * per > 64u)
         return 0; /* (grid-uniform: R is every block's sum of the same headers) */
@@ -1612,9 +1624,10 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
  * its sending is done. */
 SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uint32_t *ticket) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, K = A->topk, E = A->experts, n = (uint32_t)A->n;
-    const uint32_t dp = (uint32_t)A->dp, dpr = (uint32_t)A->me % dp, B = gridDim.x, RB = B > 1 ? B - 1 : 1;
+    const uint32_t dp = (uint32_t)A->dp, dpr = (uint32_t)A->me - ll_udiv((uint32_t)A->me, dp) * dp;
+    const uint32_t B = gridDim.x, RB = B > 1 ? B - 1 : 1;
     const int send = (A->flags & SYMM_MOE_SEND) != 0, recv = (A->flags & SYMM_MOE_RECV) != 0;
-    const uint32_t all = (uint32_t)A->num_tokens > dpr ? ((uint32_t)A->num_tokens - dpr + dp - 1) / dp : 0;
+    const uint32_t all = (uint32_t)A->num_tokens > dpr ? ll_udiv((uint32_t)A->num_tokens - dpr + dp - 1, dp) : 0;
     const uint32_t nvx = A->x_bytes / 16u, nv = nvx + (A->scale_cols + 3) / 4;
     __shared__ uint64_t se, sbraw;
     __shared__ uint32_t sidx[SYMM__MOE_SMALL_SEND], wcnt[SYMM__MOE_WARPS * SYMM__MOE_MAX_PES];
@@ -1632,20 +1645,19 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
         for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
             wcnt[x] = 0;
         if (tid < all * K) {
-            su.hi = tid / K;
-            su.hk = tid % K;
+            su.hi = ll_udiv(tid, K);
+            su.hk = tid - su.hi * K;
             ixo = (dpr + (uint64_t)su.hi * dp) * K + su.hk;
             su.what = 1;
         }
     }
     if (send && (B == 1 || blockIdx.x < RB)) {
-        const uint32_t sl = all > 0 && all < RB ? RB / all : 1u, u = blockIdx.x;
+        const uint32_t sl = all > 0 && all < RB ? ll_udiv(RB, all) : 1u, u = blockIdx.x;
         if (u < all * sl) {
-            const uint32_t z = u % sl;
-            su.ri = u / sl;
+            su.ri = ll_udiv(u, sl);
             su.rt = dpr + (uint64_t)su.ri * dp;
-            su.rlo = nv * z / sl;
-            su.rhi = nv * (z + 1) / sl;
+            su.rlo = ll_udiv(nv * (u - su.ri * sl), sl);
+            su.rhi = ll_udiv(nv * (u - su.ri * sl + 1), sl);
             v = su.rlo + tid;
             su.what |= 4u | (v < su.rhi ? 2u : 0u);
         }
