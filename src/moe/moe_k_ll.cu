@@ -76,12 +76,15 @@
  *         rows, so a route's row is the number of routes before it with the same expert. A pair
  *         some route here names is polled until its packets carry the tag and copied to each of
  *         those routes' rows. A decode step's (every block one pair's slice at most, its (route,
- *         vector) pairs at most four a thread) takes no other barrier: each warp finds its
- *         pair's routes and counts their rows itself (ballots), each thread stores the one vector
- *         it polled, and the block with the pair's first slice notes its routes for combine (by
- *         row, and in a flat list whose entries carry their source's mode). Otherwise each block
- *         places every route in shared memory (a barrier) and block 0 notes them all. Each block
- *         counts its share of the experts' rows (in a decode step by ballots, no barrier).
+ *         vector) pairs at most four a thread) takes no other barrier: the warp that polls a
+ *         source's header places its entries before the barrier (a match per 32: each entry's
+ *         rank among its source's entries of its expert, each token's first entry and count, the
+ *         source's count per expert), so after it each thread reads its routes' rows (rank plus
+ *         the earlier sources' counts) and stores the one vector it polled, and the block with the
+ *         pair's first slice notes its routes for combine (by row, and in a flat list whose
+ *         entries carry their source's mode). Otherwise each block places every route in shared
+ *         memory (a barrier) and block 0 notes them all. Each block counts its share of the
+ *         experts' rows (in a decode step as sums of the sources' counts, no barrier).
  *   The same parity argument holds with headers in place of counts: every PE posts every PE a
  *   header in every dispatch (no routes included).
  * Combine, same epoch:
@@ -1157,6 +1160,7 @@ typedef struct ll_runit {
 } ll_runit_t;
 
 #define LL_FAST_ROUNDS 4 /* most routes a thread of the decode form stores its vector for */
+#define LL_SHIST (4 * SYMM__MOE_THREADS) /* most (source, local expert) counts the decode form keeps */
 
 SYMM__DEVICE_INTERNAL ll_runit_t ll_small_unit(const symm__moe_kargs_t *A) {
     const uint32_t cap = A->cap, pairs = (uint32_t)A->n * cap, B = gridDim.x, u = blockIdx.x;
@@ -1176,7 +1180,7 @@ SYMM__DEVICE_INTERNAL ll_runit_t ll_small_unit(const symm__moe_kargs_t *A) {
     r.lg = 32u - (uint32_t)__clz((int)(nvm - 1u)); /* (nvm >= 1 where fast) */
     /* (grid-uniform: the blocks that own a pair's first slice note its routes for the combine) */
     r.fast = r.units <= B && nv >= r.sl && kl <= 32u && nvm <= SYMM__MOE_THREADS &&
-             (kl << r.lg) <= SYMM__MOE_THREADS * LL_FAST_ROUNDS;
+             (kl << r.lg) <= SYMM__MOE_THREADS * LL_FAST_ROUNDS && (uint32_t)A->n * A->local <= LL_SHIST;
     r.v0 = r.lo + tid;
     r.vend = u < r.units ? r.hi : 0u;
     r.di = 0;
@@ -1225,47 +1229,58 @@ SYMM__DEVICE_INTERNAL uint32_t ll_small_repoll(const char *src, const ll_runit_t
     return miss;
 }
 
-/* The decode form's copy (ru->fast), after the barrier that published the headers: each warp
- * places its unit's token's routes itself, lane d the token's d-th route here (entries of one
- * token are adjacent, in slot order): its row is the number of entries before the token's with
- * the same expert (earlier sources, then this source's earlier tokens), counted by a ballot per
- * route and 32 entries. Each thread stores its vector into its routes' rows (ll_runit_t); no
- * barrier, no shared copy of the slice. The block with the pair's first slice notes the routes
- * for the combine. */
+/* The decode form's placement of one 32-entry chunk of source s's header (entry q = this lane's,
+ * in rent), by the warp that polled it, before the barrier that publishes the headers: the
+ * entry's rank among s's earlier entries of its expert (rrow; a match over the chunk plus the
+ * chunk's running count in shist[s][expert]), and the first entry and number of entries of each
+ * token (tfirst, tn: the entries of one token are adjacent). *ylast: the token of the chunk's
+ * last entry, for the next chunk's first. The warp calls it for every chunk in order. */
+SYMM__DEVICE_INTERNAL void ll_small_place(const symm__moe_kargs_t *A, uint32_t s, uint32_t q, uint32_t cnt,
+                                          const uint2 *rent, uint32_t *rrow, uint32_t *shist, uint16_t *tfirst,
+                                          uint32_t *tn, uint32_t *ylast) {
+    const uint32_t lane = symm__block_tid() & 31u, L = A->local, cap = A->cap, ok = q < cnt, hmax = ll_hmax(A);
+    const uint2 r = ok ? rent[s * hmax + q] : make_uint2(0xffffffffu, 0u);
+    const uint32_t le = r.x & 0xffffffu, y = r.y, m = __match_any_sync(MOE_FULL, ok ? le : 0xffffffffu);
+    const uint32_t lt = m & ((1u << lane) - 1u), h = ok ? shist[s * L + le] : 0u;
+    const uint32_t yp = __shfl_up_sync(MOE_FULL, y, 1);
+    __syncwarp();
+    if (ok) {
+        rrow[s * hmax + q] = h + (uint32_t)__popc(lt);
+        if (lt == 0)
+            shist[s * L + le] = h + (uint32_t)__popc(m);
+        if (q == 0 || y != (lane == 0 ? *ylast : yp))
+            tfirst[s * cap + y] = (uint16_t)q;
+        atomicAdd(&tn[s * cap + y], 1u);
+    }
+    *ylast = __shfl_sync(MOE_FULL, y, 31);
+    __syncwarp(); /* (the counts, for the next chunk's reads) */
+}
+
+/* The decode form's copy (ru->fast), after the barrier that published the headers and their
+ * placement (ll_small_place): lane d of every warp takes the unit's token's d-th route here, its
+ * row the entry's rank in its source plus the earlier sources' counts of its expert (a few
+ * shared loads). Each thread stores its vector into its routes' rows (ll_runit_t); no barrier,
+ * no shared copy of the slice. The block with the pair's first slice notes the routes for the
+ * combine. */
 SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32_t tag, const ll_runit_t *ru,
                                               const char *src, symm__v4_t a, symm__v4_t b, const uint2 *rent,
-                                              const uint32_t *scnt, const uint32_t *smode) {
+                                              const uint32_t *scnt, const uint32_t *smode, const uint32_t *rrow,
+                                              const uint32_t *shist, const uint16_t *tfirst, const uint32_t *tn) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, s = ru->s, tl = ru->tl, hmax = ll_hmax(A);
-    const uint32_t cs = scnt[s], kl = A->topk < A->local ? A->topk : A->local;
-    uint32_t first = 0, nd = 0, xd = 0xffffffffu, kd = 0, c = 0, le, row;
-    for (uint32_t j0 = 0; j0 < cs; j0 += 32u) {
-        const uint32_t j = j0 + lane, y = j < cs ? rent[s * hmax + j].y : 0xffffffffu;
-        const uint32_t m = __ballot_sync(MOE_FULL, y == tl), past = __ballot_sync(MOE_FULL, y > tl);
-        if (nd == 0 && m != 0)
-            first = j0 + (uint32_t)__ffs(m) - 1u;
-        nd += (uint32_t)__popc(m);
-        if (past != 0)
-            break; /* (tokens in order: no later entry is this token's) */
-    }
+    const uint32_t kl = A->topk < A->local ? A->topk : A->local, L = A->local, nd = tn[s * A->cap + tl];
+    uint32_t first, xd = 0xffffffffu, kd = 0, c = 0, le, row;
     if (nd == 0)
         return; /* (no route of this token comes here: its slot holds nothing of this call) */
+    first = tfirst[s * A->cap + tl];
     LL_FPIN32(first);
     LL_FSTAMP(A, LLS_DS_UNIT);
     if (lane < nd) {
         const uint2 r = rent[s * hmax + first + lane];
         xd = r.x & 0xffffffu;
         kd = r.x >> 24;
-    }
-    for (uint32_t s2 = 0; s2 <= s; s2++) {
-        const uint32_t cn = s2 < s ? scnt[s2] : first;
-        for (uint32_t j0 = 0; j0 < cn; j0 += 32u) {
-            const uint32_t j = j0 + lane, ej = j < cn ? rent[s2 * hmax + j].x & 0xffffffu : 0xffffffffu;
-            for (uint32_t d = 0; d < nd; d++) {
-                const uint32_t m = __ballot_sync(MOE_FULL, ej == __shfl_sync(MOE_FULL, xd, d));
-                if (lane == d)
-                    c += (uint32_t)__popc(m);
-            }
-        }
+        c = rrow[s * hmax + first + lane];
+        for (uint32_t s2 = 0; s2 < s; s2++)
+            c += shist[s2 * L + xd];
     }
     ll_stamp(A, LLS_D_SCAN);
     if (ru->v0 < ru->vend && ru->di < nd) { /* (its later routes di + threads / G, ... are later ones) */
@@ -1298,31 +1313,21 @@ SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32
     }
 }
 
-/* Every local expert's rows without a barrier (decode form, after the copy): block b's warp 0
- * counts experts b x per .. (b + 1) x per - 1 (per = ceil(L / blocks), at most 32), lane x the
- * expert b x per + x, by a ballot per expert and 32 routes. Whether it could (else
- * ll_small_recv's shared-memory count does it). */
-SYMM__DEVICE_INTERNAL int ll_small_count_fast(const symm__moe_kargs_t *A, const uint2 *rent, const uint32_t *scnt,
-                                              uint32_t R) {
-    const uint32_t tid = symm__block_tid(), lane = tid & 31u, n = (uint32_t)A->n, L = A->local, hmax = ll_hmax(A);
+/* Every local expert's rows without a barrier (decode form, after the copy): block b counts
+ * experts b x per .. (b + 1) x per - 1 (per = ceil(L / blocks)), a thread an expert, as the sum
+ * of the sources' counts ll_small_place kept. Whether it could (else ll_small_recv's
+ * shared-memory count does it). */
+SYMM__DEVICE_INTERNAL int ll_small_count_fast(const symm__moe_kargs_t *A, const uint32_t *shist) {
+    const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, L = A->local;
     const uint32_t per = ll_udiv(L + gridDim.x - 1, gridDim.x), base = blockIdx.x * per;
     uint32_t c = 0;
-    if (per > 32u || (R + 31u) / 32u * per > 64u)
-        return 0; /* (grid-uniform: R is every block's sum of the same headers) */
-    if (tid >= 32u || base >= L)
-        return 1;
-    for (uint32_t s = 0; s < n; s++)
-        for (uint32_t j0 = 0; j0 < scnt[s]; j0 += 32u) {
-            const uint32_t j = j0 + lane, le = j < scnt[s] ? rent[s * hmax + j].x & 0xffffffu : 0xffffffffu;
-            for (uint32_t x = 0; x < per; x++) {
-                const uint32_t m = __ballot_sync(MOE_FULL, le == base + x);
-                if (lane == x)
-                    c += (uint32_t)__popc(m);
-            }
-        }
-    if (lane < per && base + lane < L) {
-        A->out_num[base + lane] = (int32_t)c;
-        MOE_U32(A, ll_rcnt)[base + lane] = c;
+    if (per > SYMM__MOE_THREADS)
+        return 0; /* (grid-uniform) */
+    if (tid < per && base + tid < L) {
+        for (uint32_t s = 0; s < n; s++)
+            c += shist[s * L + base + tid];
+        A->out_num[base + tid] = (int32_t)c;
+        MOE_U32(A, ll_rcnt)[base + tid] = c;
     }
     return 1;
 }
@@ -1334,8 +1339,9 @@ SYMM__DEVICE_INTERNAL int ll_small_count_fast(const symm__moe_kargs_t *A, const 
  * round that polls a packet 0, in the same round trips. Every block polls every source's header
  * (warp w: sources w, w + warps, ...; packet 0 and the first entries loaded together, in every
  * round); one barrier. The routes in source order, then token order, are pplx's rows, so a route's row is the number of
- * routes before it with the same expert. Decode form (ru->fast): each warp places its unit's
- * token's routes itself and each thread stores its own vector (ll_small_copy_fast). Otherwise the
+ * routes before it with the same expert. Decode form (ru->fast): the polling warp places its
+ * source's entries (ll_small_place) and each thread stores its own vector (ll_small_copy_fast),
+ * with no other barrier. Otherwise the
  * block places every route in shared memory (a barrier) and a unit whose token names experts
  * here copies its slice to each of their rows (loaded once). A unit no route names is dropped
  * unread. Then block b counts its share of the experts' rows. */
@@ -1350,8 +1356,10 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     __shared__ uint32_t rrow[SYMM__MOE_SMALL_RECV]; /* [source][route]: its row at its expert */
     __shared__ uint32_t scnt[SYMM__MOE_MAX_PES], smode[SYMM__MOE_MAX_PES], hist[SYMM__MOE_THREADS];
     __shared__ uint32_t pcnt[SYMM__MOE_SMALL_RECV];  /* [source][token slot]: its routes here */
-    __shared__ uint16_t pdst[SYMM__MOE_SMALL_RECV];  /* [source][token slot][kl]: those routes (rent index) */
+    __shared__ uint16_t pdst[SYMM__MOE_SMALL_RECV];  /* [source][token slot][kl]: those routes (rent index);
+                                                      * decode form: [source][token slot] its first entry */
     __shared__ symm__v4_t sdat[SYMM__MOE_THREADS];  /* a slice's vectors, for the copy's (route, vector) pairs */
+    uint32_t *const shist = (uint32_t *)sdat;       /* decode form: [source][local expert] routes (LL_SHIST) */
     symm__v4_t va[LL_UNROLL], vb[LL_UNROLL]; /* the first unit's first packets, loaded with the headers */
     const uint32_t kl = A->topk < L ? A->topk : L;
     const char *const src0 = ll_pslot(A, p, ru->s, ru->tl); /* the first unit's row */
@@ -1364,9 +1372,11 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             vb[x] = symm__c_ld16_vol(src0 + 32u * v + 16u);
         }
     }
-    if (!ru->fast)
-        for (uint32_t x = tid; x < pairs; x += SYMM__MOE_THREADS)
-            pcnt[x] = 0;
+    for (uint32_t x = tid; x < pairs; x += SYMM__MOE_THREADS)
+        pcnt[x] = 0;
+    if (ru->fast) /* (sdat's room: the decode form copies no slice through it) */
+        for (uint32_t x = tid; x < n * L; x += SYMM__MOE_THREADS)
+            shist[x] = 0;
     hist[tid] = 0; /* (published by the barrier after the headers) */
     ll_count_late(A, ticket); /* (after this thread's loads: its warp waits for the atomic) */
     for (uint32_t s = warp; s < n; s += SYMM__MOE_WARPS) {
@@ -1428,6 +1438,12 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                 if (i0 + lane + 32u * j < cnt)
                     rent[s * hmax + i0 + lane + 32u * j] = make_uint2(ev[j].x, ev[j].z);
         }
+        if (ru->fast) {
+            __syncwarp();
+#pragma unroll 1
+            for (uint32_t q0 = 0, ylast = 0; q0 < cnt; q0 += 32u)
+                ll_small_place(A, s, q0 + lane, cnt, rent, rrow, shist, pdst, pcnt, &ylast);
+        }
     }
     if (warp < n) {
         __syncwarp();
@@ -1447,7 +1463,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     ll_stamp(A, LLS_D_CNT);
     if (ru->fast) {
         if (blockIdx.x < units)
-            ll_small_copy_fast(A, tag, ru, src0, va[0], vb[0], rent, scnt, smode);
+            ll_small_copy_fast(A, tag, ru, src0, va[0], vb[0], rent, scnt, smode, rrow, shist, pdst, pcnt);
         ll_stamp(A, LLS_D_COPY);
         for (uint32_t s = 0; s < n; s++)
             R += scnt[s];
@@ -1593,7 +1609,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
         MOE_U32(A, ll_mode)[tid] = smode[tid];
     if (blockIdx.x == 0 && tid == 0)
         MOE_U64(A, ll_flat)[0] = R;
-    if (ru->fast && ll_small_count_fast(A, rent, scnt, R))
+    if (ru->fast && ll_small_count_fast(A, shist))
         return;
     for (uint32_t c0 = blockIdx.x * SYMM__MOE_THREADS; c0 < L; c0 += B * SYMM__MOE_THREADS) {
         if (c0 != blockIdx.x * SYMM__MOE_THREADS) { /* (the first range's zeroes went out with the polls) */
