@@ -61,7 +61,8 @@
  *   send  The last block (of two or more) stages the indices, a route per thread, and posts every
  *         PE its header at ll_hdr[p][me]: packet 0 (routes, mode), then each route in token order
  *         (local expert | k << 24, t / dp), each packet tagged; a route's place in its PE's list
- *         is the match over its warp plus the earlier warps' counts (one barrier). The other
+ *         is the match over its warp plus the earlier warps' counts (one barrier; none when
+ *         warp 0 holds every route, as at a decode step, which then posts alone). The other
  *         blocks send the rows as in the generic path (packets into ll_pbuf[p][me][t / dp], once
  *         per PE, in slices when tokens are fewer than blocks), each warp finding its token's PEs
  *         from its own loads of the slots (shuffles, no barrier).
@@ -1058,10 +1059,10 @@ SYMM__DEVICE_INTERNAL uint64_t ll_warp_mask(const symm__moe_kargs_t *A, uint32_t
 }
 
 /* The send half's first unit, worked out before the PDL wait (ll_small_dispatch): the header
- * block's route (token index hi, slot hk; what & 1) and a row block's token (index ri, id rt) and
+ * block's route (token index hi, slot hk; what & 1; h32 = 32 / K) and a row block's token (index ri, id rt) and
  * vectors rlo .. rhi - 1 of its row (what & 4; what & 2: this thread has one). */
 typedef struct ll_sunit {
-    uint32_t hi, hk, ri, rlo, rhi, what;
+    uint32_t hi, hk, h32, ri, rlo, rhi, what;
     uint64_t rt;
 } ll_sunit_t;
 
@@ -1085,7 +1086,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
         /* the header: route q = i * K + k of token i (below the bound) */
         const uint32_t q = tid, i = su->hi, k = su->hk;
         const uint64_t t = dpr + (uint64_t)i * dp;
-        int ok = 0;
+        int ok = 0, one;
         uint32_t r = 0xffffffffu, mm, pos = 0, nw;
         if ((su->what & 1u) && t < bound) {
             ok = ll_valid(&sidx[q - k], k, E);
@@ -1098,30 +1099,40 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
             if (ok)
                 r = ll_udiv(ix, L);
         }
-        mm = __match_any_sync(MOE_FULL, r);
-        if (ok && (mm & ((1u << lane) - 1u)) == 0)
-            wcnt[warp * n + r] = (uint32_t)__popc(mm);
-        /* (the routes are threads 0 .. routes - 1: their warps are the only ones with counts) */
-        nw = ((uint32_t)__syncthreads_count((su->what & 1u) && t < bound) + 31u) / 32u;
-        ll_stamp(A, LLS_DS_HSYNC);
-        if (ok) {
-            for (uint32_t w = 0; w < warp; w++)
-                pos += wcnt[w * n + r];
-            pos += (uint32_t)__popc(mm & ((1u << lane) - 1u));
-            {
-                uint64_t ha = (uint64_t)moe_peer(A, ll_hslot(A, p, me) + 16u * (1u + pos), (int)r);
-                LL_FPIN64(ha);
-                LL_FSTAMP(A, LLS_DS_HADDR);
-                ll_put_pkt1((void *)ha, (ix - r * L) | (k << 24), i, tag);
+        /* the routes are threads 0 .. routes - 1: with 32 at most (a decode step's) warp 0 alone
+         * posts the header, with no barrier (thread 32's route, if any, is token h32's slot
+         * 32 - K x h32) */
+        one = !(32u < all * K && dpr + (uint64_t)su->h32 * dp < bound);
+        if (!one || warp == 0) {
+            mm = __match_any_sync(MOE_FULL, r);
+            if (ok && (mm & ((1u << lane) - 1u)) == 0)
+                wcnt[warp * n + r] = (uint32_t)__popc(mm);
+            if (one) {
+                __syncwarp();
+                nw = 1;
+            } else {
+                nw = ((uint32_t)__syncthreads_count((su->what & 1u) && t < bound) + 31u) / 32u;
             }
+            ll_stamp(A, LLS_DS_HSYNC);
+            if (ok) {
+                for (uint32_t w = 0; w < warp; w++)
+                    pos += wcnt[w * n + r];
+                pos += (uint32_t)__popc(mm & ((1u << lane) - 1u));
+                {
+                    uint64_t ha = (uint64_t)moe_peer(A, ll_hslot(A, p, me) + 16u * (1u + pos), (int)r);
+                    LL_FPIN64(ha);
+                    LL_FSTAMP(A, LLS_DS_HADDR);
+                    ll_put_pkt1((void *)ha, (ix - r * L) | (k << 24), i, tag);
+                }
+            }
+            for (uint32_t x = one ? lane : tid; x < n; x += one ? 32u : SYMM__MOE_THREADS) {
+                uint32_t c = 0;
+                for (uint32_t w = 0; w < nw; w++)
+                    c += wcnt[w * n + x];
+                ll_put_pkt1(moe_peer(A, ll_hslot(A, p, me), (int)x), c, mode, tag);
+            }
+            ll_stamp(A, LLS_D_LIST);
         }
-        for (uint32_t x = tid; x < n; x += SYMM__MOE_THREADS) {
-            uint32_t c = 0;
-            for (uint32_t w = 0; w < nw; w++)
-                c += wcnt[w * n + x];
-            ll_put_pkt1(moe_peer(A, ll_hslot(A, p, me), (int)x), c, mode, tag);
-        }
-        ll_stamp(A, LLS_D_LIST);
         if (B > 1)
             return;
     }
@@ -1655,11 +1666,12 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
      * vector v; su.what = 1: a header route, 2: a row vector, 4: the row's slots */
     uint64_t ixo = 0;
     uint32_t v = 0;
-    ll_sunit_t su = {0, 0, 0, 0, 0, 0, 0};
+    ll_sunit_t su = {0, 0, 0, 0, 0, 0, 0, 0};
     ll_runit_t ru = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* the receive half's first unit */
     if (send && blockIdx.x == B - 1) {
         for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
             wcnt[x] = 0;
+        su.h32 = ll_udiv(32u, K);
         if (tid < all * K) {
             su.hi = ll_udiv(tid, K);
             su.hk = tid - su.hi * K;
@@ -1686,6 +1698,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     symm__pin_u32(&su.what);
     symm__pin_u32(&su.hi);
     symm__pin_u32(&su.hk);
+    symm__pin_u32(&su.h32);
     symm__pin_u32(&su.ri);
     symm__pin_u32(&su.rlo);
     symm__pin_u32(&su.rhi);
