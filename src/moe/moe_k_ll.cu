@@ -1324,23 +1324,18 @@ SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32
     }
 }
 
-/* Every local expert's rows without a barrier (decode form, after the copy): block b counts
- * experts b x per .. (b + 1) x per - 1 (per = ceil(L / blocks)), a thread an expert, as the sum
- * of the sources' counts ll_small_place kept. Whether it could (else ll_small_recv's
- * shared-memory count does it). */
-SYMM__DEVICE_INTERNAL int ll_small_count_fast(const symm__moe_kargs_t *A, const uint32_t *shist) {
-    const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, L = A->local;
-    const uint32_t per = ll_udiv(L + gridDim.x - 1, gridDim.x), base = blockIdx.x * per;
-    uint32_t c = 0;
-    if (per > SYMM__MOE_THREADS)
-        return 0; /* (grid-uniform) */
-    if (tid < per && base + tid < L) {
+/* Every local expert's rows without a barrier (decode form, after the copy): block b's thread x
+ * the experts b + x x blocks, ... (no division: this runs last in every block, cold, so it is
+ * kept to a few instructions), each the sum of the sources' counts ll_small_place kept. */
+SYMM__DEVICE_INTERNAL void ll_small_count_fast(const symm__moe_kargs_t *A, const uint32_t *shist) {
+    const uint32_t n = (uint32_t)A->n, L = A->local;
+    for (uint32_t x = blockIdx.x + symm__block_tid() * gridDim.x; x < L; x += SYMM__MOE_THREADS * gridDim.x) {
+        uint32_t c = 0;
         for (uint32_t s = 0; s < n; s++)
-            c += shist[s * L + base + tid];
-        A->out_num[base + tid] = (int32_t)c;
-        MOE_U32(A, ll_rcnt)[base + tid] = c;
+            c += shist[s * L + x];
+        A->out_num[x] = (int32_t)c;
+        MOE_U32(A, ll_rcnt)[x] = c;
     }
-    return 1;
 }
 
 /* The receive half of a small dispatch (epoch e; ticket: the block is counted as its polls start,
@@ -1620,8 +1615,10 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
         MOE_U32(A, ll_mode)[tid] = smode[tid];
     if (blockIdx.x == 0 && tid == 0)
         MOE_U64(A, ll_flat)[0] = R;
-    if (ru->fast && ll_small_count_fast(A, shist))
+    if (ru->fast) {
+        ll_small_count_fast(A, shist);
         return;
+    }
     for (uint32_t c0 = blockIdx.x * SYMM__MOE_THREADS; c0 < L; c0 += B * SYMM__MOE_THREADS) {
         if (c0 != blockIdx.x * SYMM__MOE_THREADS) { /* (the first range's zeroes went out with the polls) */
             symm__block_sync();
