@@ -1139,7 +1139,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
     /* rows: the first unit as the prologue found it (token ri, vectors rlo .. rhi - 1, its first
      * vector and the warp's view of its slots loaded); then, with more tokens than row blocks (a
      * token a block), tokens blockIdx.x + RB, ... */
-    if ((su->what & 4u) && su->rt < bound) {
+    if ((su->what & 4u) && su->rt < bound && warp * 32u < su->rhi - su->rlo) { /* (warps with no vector leave) */
         const uint64_t mask = ll_warp_mask(A, xa, xb);
         ll_stamp(A, LLS_D_MASK);
         ll_put_slice(A, ll_pslot(A, p, me, su->ri), su->rt, su->rlo, su->rhi, mask, tag, pv0);
