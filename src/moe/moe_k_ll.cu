@@ -64,8 +64,8 @@
  *         is the match over its warp plus the earlier warps' counts (one barrier; none when
  *         warp 0 holds every route, as at a decode step, which then posts alone). The other
  *         blocks send the rows as in the generic path (packets into ll_pbuf[p][me][t / dp], once
- *         per PE, in slices when tokens are fewer than blocks), each warp finding its token's PEs
- *         from its own loads of the slots (shuffles, no barrier).
+ *         per PE, in slices when tokens are fewer than blocks), each warp that holds a vector
+ *         finding its token's PEs from its own loads of the slots (shuffles, no barrier).
  *   recv  Block b takes the (source, token slot) pairs b, b + blocks, ... (slices of a row when
  *         pairs are fewer than blocks), known before any header, so its first pair's packets are
  *         loaded with the headers and again in every poll round of packet 0, until a warp's
