@@ -29,13 +29,18 @@
  *         dp_rank, dp_rank + dp, ... below the bound) in shared memory; the
  *         x and scales of its first batch of tokens are loaded with them,
  *         not after them.
- *         Expert lists: warp w of the grid owns experts w, w + warps, ...;
- *         for each it scans the routes in token order (ballots, so every
- *         route gets the same slot whichever block looks) and stores each
- *         route (t / dp, k), tagged, into the expert's PE at
- *         ll_list[p][me][l][j], then the count (e << 32 | mode | routes) at
- *         ll_cnt[p][me][l]: relaxed stores, no fence (the entries carry their
- *         own tag, and the receiver polls them).
+ *         Expert lists: each route (t / dp, k), tagged, goes into the
+ *         expert's PE at ll_list[p][me][l][j], j its place in token order, and
+ *         every expert's count (e << 32 | mode | routes) to ll_cnt[p][me][l]:
+ *         relaxed stores, no fence (the entries carry their own tag, and the
+ *         receiver polls them). Tokens in one index chunk (ll_post_lists): j is
+ *         the number of earlier tokens naming the expert, which any block
+ *         reads off the staged indices, so block b stores its own tokens'
+ *         routes and the counts of experts B - 1 - b, 2B - 1 - b, ... before
+ *         its rows, with no block waiting for another. Above one chunk, warp w
+ *         of the grid owns experts w, w + warps, ... and scans the routes in
+ *         token order (ballots, so every route gets the same slot whichever
+ *         block looks), chunk by chunk.
  *         Token rows: block b owns tokens b, b + blocks, ...; it stores each
  *         token once into every PE that holds one of its experts (not once
  *         per expert): as packets into ll_pbuf[p][me][t / dp], or plainly
@@ -43,16 +48,19 @@
  *         behind it. Packet rows of fewer tokens than half the blocks go in
  *         slices instead, block b sending slice b % sl of token b / sl, so
  *         that no block issues a whole row's stores alone.
- *   recv  Block b takes the (local expert l, source s) items b, b + blocks,
- *         ... together: it waits for the counts of all of them at once (the
- *         prefix over sources of l's counts is s's first row, as pplx orders
- *         rows by source) and notes each source's mode, then takes their
- *         routes as one stream in batches: polls each list entry (the first
- *         of each item is loaded with its count, as the sender stores it
- *         first), then the row (its packets, or its flag and then its
- *         bytes; the first scales' loads go out with the row's), copies it to
- *         out_expert_x[l][row] and its scales, and notes the route for
- *         combine.
+ *   recv  With at most SYMM__MOE_THREADS (local expert l, source s) items,
+ *         every block waits for all their counts at once (a thread each) and
+ *         takes an equal, contiguous share of all the routes (items in
+ *         order); with more, block b takes the items b, b + blocks, ... and
+ *         waits for their counts (a thread per item and source). Either way
+ *         the prefix over sources of l's counts is s's first row, as pplx
+ *         orders rows by source, and each source's mode is noted. The block's
+ *         routes then go as one stream, up to LL_RROWS at a time: a thread
+ *         per route polls its list entry (the first of each item is loaded
+ *         with its count, as the sender stores it first) and, for a plain
+ *         row, its flag, and notes the route for combine; then the rows are
+ *         copied (packets polled until they carry the tag; the first scales'
+ *         loads go out with the rows') to out_expert_x[l][row] and its scales.
  * Small dispatch (a->ll_small: a handle whose every call goes as packets, a PE's routes at most
  * one block's threads and the routes a PE may receive within the receivers' shared memory;
  * its own kernel, symm__k_ll_dispatch_small). No per-expert lists: the routes travel in one
@@ -126,6 +134,9 @@
 #define LL_BATCH 32   /* most tokens (or rows) a block handles in one step */
 #define LL_KREG 8     /* most top-k whose token indices a combine thread holds in registers */
 #define LL_CROUNDS 4  /* most rounds (two barriers each) of a token's slice in ll_combine_fast */
+#define LL_RROWS 128  /* most rows whose entries (and plain flags) a dispatch block takes at once */
+#define LL_RUNROLL 4  /* vectors a dispatch thread loads at once when it copies plain rows alone
+                       * (6 or 8 spill at the 128 registers of 512 threads) */
 
 /* A count word: epoch << 32 | mode << 30 | routes. A flat route's position (ll_flat): expert
  * << 32 | its source's mode << 30 | row. */
@@ -502,6 +513,79 @@ SYMM__DEVICE_INTERNAL void ll_put_slice(const symm__moe_kargs_t *A, char *slot, 
     }
 }
 
+/* A PE's expert lists when its tokens fit one index chunk (sidx: the chunk's top-k indices,
+ * ntok tokens below the bound; tag and parity of epoch e; mode: this call's count bits). A
+ * route's place in its expert's list is the number of earlier tokens that name that expert, so
+ * any block can work it out from sidx alone: block b stores the entries of its own tokens (b,
+ * b + blocks, ..., those whose rows it sends) and posts the counts of experts blocks - 1 - b,
+ * 2 * blocks - 1 - b, ... (the count of all ntok tokens). Each such count is one query, worked
+ * by a group of threads over sidx (16 bytes a load), then summed over the group; there is no
+ * serial scan per expert, and no block's lists wait for another block. */
+SYMM__DEVICE_INTERNAL void ll_post_lists(const symm__moe_kargs_t *A, const uint32_t *sidx, uint32_t ntok, uint64_t e,
+                                         uint64_t mode) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, L = A->local, E = A->experts;
+    const uint32_t n = (uint32_t)A->n, me = (uint32_t)A->me, B = gridDim.x, b = blockIdx.x;
+    const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), o = B - 1 - b;
+    const uint32_t nown = ntok > b ? (ntok - b + B - 1) / B : 0, nr = nown * K;
+    const uint32_t nq = nr + (E > o ? (E - o + B - 1) / B : 0);
+    __shared__ uint32_t part[SYMM__MOE_THREADS]; /* each group's (or warp's) share of its query */
+    for (uint32_t q0 = 0; q0 < nq; q0 += SYMM__MOE_THREADS) {
+        const uint32_t m = nq - q0 < SYMM__MOE_THREADS ? nq - q0 : SYMM__MOE_THREADS;
+        uint32_t g = SYMM__MOE_THREADS; /* threads per query: a power of two, g * m <= threads */
+        while (g > 1 && g * m > SYMM__MOE_THREADS)
+            g >>= 1;
+        const uint32_t gw = g < 32 ? g : 32, qi = tid / g, gi = tid % g;
+        uint32_t c = 0;
+        if (q0 != 0)
+            symm__block_sync();
+        if (qi < m) {
+            const uint32_t q = q0 + qi;
+            uint32_t ex, np; /* the expert, and how many of sidx's first routes count */
+            if (q < nr) {
+                const uint32_t i = b + (q / K) * B, k = q % K;
+                ex = sidx[i * K + k];
+                np = ex < E && ll_valid(&sidx[i * K], k, E) ? i * K : 0;
+            } else {
+                ex = o + (q - nr) * B;
+                np = ntok * K;
+            }
+            for (uint32_t j4 = gi; 4u * j4 < np; j4 += g) {
+                const uint4 v = reinterpret_cast<const uint4 *>(sidx)[j4];
+                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (uint32_t u = 0; u < 4; u++) {
+                    const uint32_t j = 4u * j4 + u;
+                    if (j < np && w[u] == ex && ll_valid(&sidx[j - j % K], j % K, E))
+                        c++;
+                }
+            }
+        }
+        /* sum over the group's lanes (every lane takes part: g is the block's), then its warps */
+        for (uint32_t x = 1; x < gw; x <<= 1)
+            c += __shfl_xor_sync(MOE_FULL, c, x);
+        if (tid % gw == 0)
+            part[tid / gw] = c;
+        symm__block_sync();
+        if (tid < m) {
+            const uint32_t q = q0 + tid;
+            uint32_t sum = 0;
+            for (uint32_t x = 0; x < g / gw; x++)
+                sum += part[tid * (g / gw) + x];
+            if (q < nr) {
+                const uint32_t i = b + (q / K) * B, k = q % K, ex = sidx[i * K + k];
+                if (ex < E && ll_valid(&sidx[i * K], k, E))
+                    symm__st_b64(moe_peer(A, MOE_U64(A, ll_list) + (((uint64_t)p * n + me) * L + ex % L) * A->cap + sum,
+                                          (int)(ex / L)),
+                                 ((uint64_t)tag << 32) | (i << 8) | k, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
+            } else {
+                const uint32_t ex = o + (q - nr) * B;
+                symm__st_b64(moe_peer(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + me) * L + ex % L, (int)(ex / L)),
+                             (e << 32) | (mode << 30) | sum, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
+            }
+        }
+    }
+}
+
 /* The send half opens the epoch: thread 0 reads the last one with the first
  * chunk's indices (*se: the block's copy; `again`: a second pass of
  * SYMM_MOE_LL_PROBE=twice takes the next one from there). The block is
@@ -539,7 +623,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     const uint32_t sl = pk && all > 0 && all <= ctok && 2u * all <= B ? B / all : 1u;
     const uint64_t mode = (pk ? LL_MODE_DPKT : 0u) | (A->pkt && A->num_tokens <= A->pmt ? LL_MODE_CPKT : 0u);
     extern __shared__ uint32_t ecnt[]; /* [warps][per_warp]: running route counts of owned experts */
-    __shared__ uint32_t sidx[SYMM__MOE_IDX_CHUNK];
+    __shared__ __align__(16) uint32_t sidx[SYMM__MOE_IDX_CHUNK]; /* (read 16 bytes at a time) */
     __shared__ uint64_t smask[LL_BATCH];
     __shared__ uint32_t stok[LL_BATCH];
     symm__v4_t pv[LL_UNROLL]; /* the first batch's x and scales, loaded with the indices: not after them */
@@ -606,8 +690,13 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
             tag = ll_tag(e);
             ll_stamp(A, LLS_D_IDX);
         }
-        /* expert lists (and, with the last chunk, their counts): tagged entries, relaxed stores */
-        for (uint32_t w = 0; w < per_warp; w++) {
+        /* expert lists (and, with the last chunk, their counts): tagged entries, relaxed stores;
+         * a PE's tokens in one chunk (decode sizes): every block its own share (ll_post_lists),
+         * else warp w of the grid owns experts w, w + warps, ... and scans the routes in token
+         * order, chunk by chunk (ballots, so every route gets the same slot whichever block looks) */
+        if (all <= ctok)
+            ll_post_lists(A, sidx, ntok, e, mode);
+        for (uint32_t w = 0; w < per_warp && all > ctok; w++) {
             const uint32_t ex = gw + w * GW, r = ex / L, le = ex % L;
             uint32_t run;
             uint64_t *list;
@@ -798,21 +887,29 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
     const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
     const uint32_t B = gridDim.x, items = n * L, ipb = SYMM__MOE_THREADS / n;
     const uint64_t foff = ll_sdata(A), esz = A->x_esz;
-    const uint32_t rb = ll_batch(nvx + cols);
     __shared__ uint32_t cnt[SYMM__MOE_THREADS];   /* [item of the round][source]: routes */
     __shared__ uint32_t ioff[LL_ITEMS], ipre[LL_ITEMS];
     __shared__ uint64_t sent0[LL_ITEMS]; /* each item's first list entry, as loaded with its count */
     __shared__ uint32_t smode[SYMM__MOE_MAX_PES];
-    __shared__ uint32_t stl[LL_BATCH], ssrc[LL_BATCH], sle[LL_BATCH], srow[LL_BATCH];
+    __shared__ uint32_t stl[LL_RROWS], ssrc[LL_RROWS], sle[LL_RROWS], srow[LL_RROWS];
+    __shared__ const char *sfrom[LL_RROWS]; /* a plain row's slot */
+    __shared__ char *sto[LL_RROWS];         /* its row of out_expert_x */
     symm__v4_t sv = {0, 0, 0, 0}; /* the batch's first scale (packet, or plain bits in x) */
-    for (uint32_t i0 = blockIdx.x; i0 < items; i0 += B * ipb) {
-        const uint32_t left = (items - i0 + B - 1) / B, ni = left < ipb ? left : ipb;
-        uint32_t total;
+    /* glob: every block waits for every item's count, one thread each, and takes an equal share
+     * of all the rows (items in order: a contiguous range), so no block copies more than its
+     * share whichever experts are loaded; else items go round-robin over the blocks */
+    const int glob = items <= SYMM__MOE_THREADS;
+    uint32_t pkany = 0; /* some source sends its rows as packets (smode, once the first counts are in) */
+    for (uint32_t i0 = glob ? 0 : blockIdx.x; i0 < items; i0 += glob ? items : B * ipb) {
+        const uint32_t left = (items - i0 + B - 1) / B, ni = glob ? items : left < ipb ? left : ipb;
+        const uint32_t istep = glob ? 1u : B; /* item j of the round: i0 + j * istep */
+        uint32_t total, jlo = 0, jhi;
         /* the counts of every item of this round, at once */
         symm__block_sync();
         ll_count_late(A, ticket);
-        if (tid < ni * n) {
-            const uint32_t j = tid / n, x = tid % n, le = (i0 + j * B) / n, s = (i0 + j * B) % n;
+        if (glob ? tid < items : tid < ni * n) {
+            /* the count of (le, x): glob, item tid's own (its source is x); else item j's source x */
+            const uint32_t j = glob ? tid : tid / n, x = tid % n, le = (i0 + j * istep) / n, s = (i0 + j * istep) % n;
             uint64_t first = 0;
             const uint64_t v =
                 ll_wait_count(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + x) * L + le, e,
@@ -821,26 +918,29 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
             cnt[tid] = (uint32_t)v & LL_ROUTES;
             if (x == s)
                 sent0[j] = first;
-            if (j == 0) {
+            if (j == 0 || (glob && le == 0)) {
                 smode[x] = (uint32_t)(v >> 30) & 3u;
                 MOE_U32(A, ll_mode)[x] = (uint32_t)(v >> 30) & 3u; /* for the combine; every block agrees */
             }
         }
         symm__block_sync();
-        if (i0 == blockIdx.x)
+        if (i0 == (glob ? 0 : blockIdx.x))
             ll_stamp(A, LLS_D_CNT);
+        for (uint32_t x = 0; x < n && i0 == (glob ? 0 : blockIdx.x); x++)
+            pkany |= smode[x] & LL_MODE_DPKT;
         {
             uint32_t num = 0;
             if (tid < ni) {
-                const uint32_t item = i0 + tid * B, le = item / n, s = item % n;
+                const uint32_t item = i0 + tid * istep, le = item / n, s = item % n;
+                const uint32_t *c = &cnt[glob ? le * n : tid * n]; /* le's counts by source */
                 uint32_t off = 0, sum = 0;
                 for (uint32_t x = 0; x < n; x++) {
-                    off += x < s ? cnt[tid * n + x] : 0;
-                    sum += cnt[tid * n + x];
+                    off += x < s ? c[x] : 0;
+                    sum += c[x];
                 }
-                num = cnt[tid * n + s];
+                num = c[s];
                 ioff[tid] = off;
-                if (s == 0) {
+                if (s == 0 && (!glob || le % B == blockIdx.x)) {
                     A->out_num[le] = (int32_t)sum;
                     MOE_U32(A, ll_rcnt)[le] = sum;
                 }
@@ -849,11 +949,16 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
             const uint32_t pre = moe_block_scan(num, &total);
             if (tid < ni)
                 ipre[tid] = pre;
-            if (i0 == blockIdx.x)
+            if (i0 == (glob ? 0 : blockIdx.x))
                 ll_stamp(A, LLS_D_SCAN);
         }
-        for (uint32_t j0 = 0; j0 < total; j0 += rb) {
-            const uint32_t nb = total - j0 < rb ? total - j0 : rb;
+        jhi = total;
+        if (glob) {
+            jlo = (uint32_t)((uint64_t)total * blockIdx.x / B);
+            jhi = (uint32_t)((uint64_t)total * (blockIdx.x + 1) / B);
+        }
+        for (uint32_t j0 = jlo; j0 < jhi; j0 += LL_RROWS) {
+            const uint32_t nb = jhi - j0 < LL_RROWS ? jhi - j0 : LL_RROWS;
             symm__block_sync();
             if (tid < nb) {
                 const uint32_t j = j0 + tid;
@@ -866,7 +971,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                         hi = mid - 1;
                 }
                 {
-                    const uint32_t item = i0 + lo * B, le = item / n, s = item % n, r = j - ipre[lo];
+                    const uint32_t item = i0 + lo * istep, le = item / n, s = item % n, r = j - ipre[lo];
                     const uint32_t ent =
                         r == 0 && (uint32_t)(sent0[lo] >> 32) == tag
                             ? (uint32_t)sent0[lo]
@@ -879,12 +984,15 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                     ssrc[tid] = s;
                     sle[tid] = le;
                     srow[tid] = ioff[lo] + r;
+                    sfrom[tid] = ll_slot(A, p, s, tl);
+                    sto[tid] = (char *)A->out_x +
+                               ((int64_t)le * A->ox_stride[0] + (int64_t)(ioff[lo] + r) * A->ox_stride[1]) * (int64_t)esz;
                     MOE_U64(A, ll_route)[(uint64_t)le * A->rows + ioff[lo] + r] =
                         (uint64_t)s | ((uint64_t)(ent & 255u) << 16) | (t << 32);
                 }
             }
             symm__block_sync();
-            if (i0 == blockIdx.x && j0 == 0)
+            if (i0 == (glob ? 0 : blockIdx.x) && j0 == jlo)
                 ll_stamp(A, LLS_D_ENT);
             /* the first scales' loads go out with the rows' (a packet not there yet is polled again) */
             if (tid < nb * cols) {
@@ -894,8 +1002,26 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                 else
                     sv.x = ((const uint32_t *)(const void *)(ll_slot(A, p, s, stl[j]) + A->x_bytes))[c];
             }
-            /* x: 16 bytes per thread and step (packets: two, polled until they carry the tag) */
-            {
+            /* x: 16 bytes per thread and step (packets: two, polled until they carry the tag);
+             * plain rows alone (every source's): from the addresses each row's thread worked out */
+            if (!pkany) {
+                const uint32_t tv = nb * nvx;
+                for (uint32_t q0 = tid; q0 < tv; q0 += SYMM__MOE_THREADS * LL_RUNROLL) {
+                    symm__v4_t va[LL_RUNROLL];
+#pragma unroll
+                    for (int u = 0; u < LL_RUNROLL; u++) {
+                        const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
+                        if (q < tv)
+                            va[u] = symm__cld16(sfrom[q / nvx] + 16u * (q % nvx), 0);
+                    }
+#pragma unroll
+                    for (int u = 0; u < LL_RUNROLL; u++) {
+                        const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
+                        if (q < tv)
+                            ll_st16(sto[q / nvx] + 16u * (q % nvx), va[u]);
+                    }
+                }
+            } else {
                 const uint32_t tv = nb * nvx;
                 for (uint32_t q0 = tid; q0 < tv; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
                     symm__v4_t va[LL_UNROLL], vb[LL_UNROLL];
