@@ -1927,8 +1927,9 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
         ll_combine_send_slices(A, e, pre, modes, total);
         return;
     }
-    /* few rows: one per block, so they all leave at once */
-    rb = ll_batch(nvy);
+    /* few rows: one per block, so they all leave at once; else a block's share in one batch (up
+     * to LL_BATCH rows), so its plain rows wait for one release, not one per few rows */
+    rb = LL_BATCH;
     if (rb > (total + gridDim.x - 1) / gridDim.x)
         rb = (total + gridDim.x - 1) / gridDim.x;
     if (rb < 1)
