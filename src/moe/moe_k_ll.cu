@@ -594,13 +594,15 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
     const uint32_t me = (uint32_t)A->me, dpr = me % dp;
-    /* the epoch and each thread's first index of the first chunk go out before anything else is
-     * computed (they are staged below, once the prologue is done) */
-    const uint32_t kq = tid / K;
-    const uint64_t tq = dpr + (uint64_t)kq * dp;
+    /* the epoch and each thread's first two indices of the first chunk go out before anything
+     * else is computed (they are staged below, once the prologue is done) */
+    const uint32_t kq = tid / K, kq1 = (tid + SYMM__MOE_THREADS) / K;
+    const uint64_t tq = dpr + (uint64_t)kq * dp, tq1 = dpr + (uint64_t)kq1 * dp;
     const int has_ix0 = (kq + 1) * K <= SYMM__MOE_IDX_CHUNK && tq < A->num_tokens;
+    const int has_ix1 = (kq1 + 1) * K <= SYMM__MOE_IDX_CHUNK && tq1 < A->num_tokens;
     const uint64_t ev0 = tid == 0 && !again ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
     const uint32_t ix0 = has_ix0 ? ((const uint32_t *)A->idx)[tq * K + (tid - kq * K)] : 0;
+    const uint32_t ix1 = has_ix1 ? ((const uint32_t *)A->idx)[tq1 * K + (tid + SYMM__MOE_THREADS - kq1 * K)] : 0;
     uint64_t e = 0;
     uint32_t p = 0, tag = 0;
     /* experts are owned from the last block down, tokens from the first block up: with few tokens
@@ -672,7 +674,9 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
             const uint64_t ev = c0 != 0 || tid != 0 ? 0 : again ? *se : ev0;
             for (uint32_t q = tid; q < nst * K; q += SYMM__MOE_THREADS) {
                 const uint64_t t = dpr + (uint64_t)(c0 + q / K) * dp;
-                sidx[q] = c0 == 0 && q == tid ? ix0 : ((const uint32_t *)A->idx)[t * K + q % K];
+                sidx[q] = c0 == 0 && q == tid                       ? ix0
+                          : c0 == 0 && q == tid + SYMM__MOE_THREADS ? ix1
+                                                                    : ((const uint32_t *)A->idx)[t * K + q % K];
             }
             if (c0 == 0 && tid == 0)
                 *se = ev + 1u;
