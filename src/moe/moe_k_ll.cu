@@ -92,7 +92,9 @@
  *         token's source asked for them (its mode, kept in ll_mode), else
  *         into ll_cbuf[t][k] with a release of ll_cflag[t][k] = e behind it.
  *         Rows fewer than half the blocks go in slices (packets; a plain
- *         row whole, from its first slice's block). The small handles'
+ *         row whole, from its first slice's block); more, each block's
+ *         contiguous share (up to LL_BATCH rows) in one batch, its plain
+ *         rows' flags released together behind it. The small handles'
  *         kernel sends from the flat list, whose entries carry the source's
  *         mode: a block's first route's row loads wait for one round (the
  *         list's length, the epoch and the entry, which the split by the
