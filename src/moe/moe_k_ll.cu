@@ -33,11 +33,12 @@
  *         expert's PE at ll_list[p][me][l][j], j its place in token order, and
  *         every expert's count (e << 32 | mode | routes) to ll_cnt[p][me][l]:
  *         relaxed stores, no fence (the entries carry their own tag, and the
- *         receiver polls them). Tokens in one index chunk (ll_post_lists): j is
- *         the number of earlier tokens naming the expert, which any block
- *         reads off the staged indices, so block b stores its own tokens'
- *         routes and the counts of experts B - 1 - b, 2B - 1 - b, ... before
- *         its rows, with no block waiting for another. Above one chunk, warp w
+ *         receiver polls them). Tokens in one index chunk, at least
+ *         LL_POST_ROUTES routes (ll_post_lists): j is the number of earlier
+ *         tokens naming the expert, which any block reads off the staged
+ *         indices, so block b stores its own tokens' routes and the counts of
+ *         experts B - 1 - b, 2B - 1 - b, ... before its rows, a warp per
+ *         query, with no block (or warp) waiting for another. Otherwise warp w
  *         of the grid owns experts w, w + warps, ... and scans the routes in
  *         token order (ballots, so every route gets the same slot whichever
  *         block looks), chunk by chunk.
@@ -137,6 +138,7 @@
 #define LL_KREG 8     /* most top-k whose token indices a combine thread holds in registers */
 #define LL_CROUNDS 4  /* most rounds (two barriers each) of a token's slice in ll_combine_fast */
 #define LL_RROWS 128  /* most rows whose entries (and plain flags) a dispatch block takes at once */
+#define LL_POST_ROUTES 256 /* fewest routes (a PE's tokens x top-k) whose lists ll_post_lists posts */
 #define LL_RUNROLL 4  /* vectors a dispatch thread loads at once when it copies plain rows alone
                        * (6 or 8 spill at the 128 registers of 512 threads) */
 
@@ -387,6 +389,17 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_CS_SET3 15  /* the receive half's barrier after the setup passed */
 #define LLS_CS_PROD 16  /* the first round's products shared (the barrier before their sums passed) */
 #define LLS_CS_ADDR 17  /* the prologue's arithmetic done (before the PDL wait) */
+/* finer stamps of the generic dispatch (same build flag) */
+#define LLS_DG_PL0 12 /* ll_post_lists entered */
+#define LLS_DG_PL1 13 /* its warp 0's first query summed */
+#define LLS_DG_RB 14  /* the first row batch's first barrier passed */
+#define LLS_DG_MK 15  /* thread 0's token mask worked out (before the barrier) */
+#define LLS_DG_PV 16  /* thread 0's prefetched x vector in (pinned after the mask stamp) */
+#define LLS_DG_CW 17  /* receive half: the count waits begin (thread 0) */
+#define LLS_DG_E1 18  /* thread 0's first list entry taken */
+#define LLS_DG_F1 19  /* thread 0's first plain flag seen */
+#define LLS_DG_C1 20  /* copy: thread 0's first loads back */
+#define LLS_DG_C2 21  /* copy: thread 0's x done (before the scales) */
 #if defined(SYMM_MOE_LL_FINE_STAMPS) && SYMM_MOE_LL_FINE_STAMPS
 #define LL_FSTAMP(A, i) ll_stamp(A, i)
 #define LL_FPIN32(x) symm__pin_u32(&(x))
@@ -520,70 +533,52 @@ SYMM__DEVICE_INTERNAL void ll_put_slice(const symm__moe_kargs_t *A, char *slot, 
  * route's place in its expert's list is the number of earlier tokens that name that expert, so
  * any block can work it out from sidx alone: block b stores the entries of its own tokens (b,
  * b + blocks, ..., those whose rows it sends) and posts the counts of experts blocks - 1 - b,
- * 2 * blocks - 1 - b, ... (the count of all ntok tokens). Each such count is one query, worked
- * by a group of threads over sidx (16 bytes a load), then summed over the group; there is no
- * serial scan per expert, and no block's lists wait for another block. */
+ * 2 * blocks - 1 - b, ... (the count of all ntok tokens). Each such count is one query, taken
+ * by one warp (16 bytes of sidx a lane and load, a sum over the warp) whose lane 0 stores the
+ * result: no barrier, no serial scan per expert, and no block's lists wait for another block. */
 SYMM__DEVICE_INTERNAL void ll_post_lists(const symm__moe_kargs_t *A, const uint32_t *sidx, uint32_t ntok, uint64_t e,
                                          uint64_t mode) {
-    const uint32_t tid = symm__block_tid(), K = A->topk, L = A->local, E = A->experts;
-    const uint32_t n = (uint32_t)A->n, me = (uint32_t)A->me, B = gridDim.x, b = blockIdx.x;
-    const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), o = B - 1 - b;
-    const uint32_t nown = ntok > b ? (ntok - b + B - 1) / B : 0, nr = nown * K;
-    const uint32_t nq = nr + (E > o ? (E - o + B - 1) / B : 0);
-    __shared__ uint32_t part[SYMM__MOE_THREADS]; /* each group's (or warp's) share of its query */
-    for (uint32_t q0 = 0; q0 < nq; q0 += SYMM__MOE_THREADS) {
-        const uint32_t m = nq - q0 < SYMM__MOE_THREADS ? nq - q0 : SYMM__MOE_THREADS;
-        uint32_t g = SYMM__MOE_THREADS; /* threads per query: a power of two, g * m <= threads */
-        while (g > 1 && g * m > SYMM__MOE_THREADS)
-            g >>= 1;
-        const uint32_t gw = g < 32 ? g : 32, qi = tid / g, gi = tid % g;
-        uint32_t c = 0;
-        if (q0 != 0)
-            symm__block_sync();
-        if (qi < m) {
-            const uint32_t q = q0 + qi;
-            uint32_t ex, np; /* the expert, and how many of sidx's first routes count */
-            if (q < nr) {
-                const uint32_t i = b + (q / K) * B, k = q % K;
-                ex = sidx[i * K + k];
-                np = ex < E && ll_valid(&sidx[i * K], k, E) ? i * K : 0;
-            } else {
-                ex = o + (q - nr) * B;
-                np = ntok * K;
-            }
-            for (uint32_t j4 = gi; 4u * j4 < np; j4 += g) {
-                const uint4 v = reinterpret_cast<const uint4 *>(sidx)[j4];
-                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5, K = A->topk, L = A->local;
+    const uint32_t E = A->experts, B = gridDim.x, b = blockIdx.x, o = B - 1 - b;
+    const uint32_t nr = (ntok > b ? (ntok - b + B - 1) / B : 0) * K, nq = nr + (E > o ? (E - o + B - 1) / B : 0);
+    LL_FSTAMP(A, LLS_DG_PL0);
+    /* (q depends on the warp alone: every lane runs the loop and the reduction) */
+    for (uint32_t q = warp; q < nq; q += SYMM__MOE_WARPS) {
+        uint32_t ex, np, i = 0, c = 0; /* the expert, and how many of sidx's first routes count */
+        int ok = 1;                     /* a count, or a valid route */
+        if (q < nr) {
+            i = b + (q / K) * B;
+            ex = sidx[i * K + q % K];
+            ok = ex < E && ll_valid(&sidx[i * K], q % K, E);
+            np = ok ? i * K : 0;
+        } else {
+            ex = o + (q - nr) * B;
+            np = ntok * K;
+        }
+        for (uint32_t j4 = lane; 4u * j4 < np; j4 += 32) {
+            const uint4 v = reinterpret_cast<const uint4 *>(sidx)[j4];
+            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-                for (uint32_t u = 0; u < 4; u++) {
-                    const uint32_t j = 4u * j4 + u;
-                    if (j < np && w[u] == ex && ll_valid(&sidx[j - j % K], j % K, E))
-                        c++;
-                }
+            for (uint32_t u = 0; u < 4; u++) {
+                const uint32_t j = 4u * j4 + u;
+                if (j < np && w[u] == ex && ll_valid(&sidx[j - j % K], j % K, E))
+                    c++;
             }
         }
-        /* sum over the group's lanes (every lane takes part: g is the block's), then its warps */
-        for (uint32_t x = 1; x < gw; x <<= 1)
-            c += __shfl_xor_sync(MOE_FULL, c, x);
-        if (tid % gw == 0)
-            part[tid / gw] = c;
-        symm__block_sync();
-        if (tid < m) {
-            const uint32_t q = q0 + tid;
-            uint32_t sum = 0;
-            for (uint32_t x = 0; x < g / gw; x++)
-                sum += part[tid * (g / gw) + x];
-            if (q < nr) {
-                const uint32_t i = b + (q / K) * B, k = q % K, ex = sidx[i * K + k];
-                if (ex < E && ll_valid(&sidx[i * K], k, E))
-                    symm__st_b64(moe_peer(A, MOE_U64(A, ll_list) + (((uint64_t)p * n + me) * L + ex % L) * A->cap + sum,
-                                          (int)(ex / L)),
-                                 ((uint64_t)tag << 32) | (i << 8) | k, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
-            } else {
-                const uint32_t ex = o + (q - nr) * B;
+        c = __reduce_add_sync(MOE_FULL, c);
+        if (q == warp) {
+            LL_FPIN32(c);
+            LL_FSTAMP(A, LLS_DG_PL1);
+        }
+        if (lane == 0 && ok) {
+            const uint32_t p = (uint32_t)(e & 1u), n = (uint32_t)A->n, me = (uint32_t)A->me;
+            if (q >= nr)
                 symm__st_b64(moe_peer(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + me) * L + ex % L, (int)(ex / L)),
-                             (e << 32) | (mode << 30) | sum, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
-            }
+                             (e << 32) | (mode << 30) | c, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
+            else
+                symm__st_b64(moe_peer(A, MOE_U64(A, ll_list) + (((uint64_t)p * n + me) * L + ex % L) * A->cap + c,
+                                      (int)(ex / L)),
+                             ((uint64_t)ll_tag(e) << 32) | (i << 8) | (q % K), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
         }
     }
 }
@@ -697,12 +692,13 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
             ll_stamp(A, LLS_D_IDX);
         }
         /* expert lists (and, with the last chunk, their counts): tagged entries, relaxed stores;
-         * a PE's tokens in one chunk (decode sizes): every block its own share (ll_post_lists),
-         * else warp w of the grid owns experts w, w + warps, ... and scans the routes in token
-         * order, chunk by chunk (ballots, so every route gets the same slot whichever block looks) */
-        if (all <= ctok)
+         * a PE's tokens in one chunk, at least LL_POST_ROUTES routes: every block its own share
+         * (ll_post_lists); else warp w of the grid owns experts w, w + warps, ... and scans the
+         * routes in token order, chunk by chunk (ballots, so every route gets the same slot
+         * whichever block looks): a ballot or two when the routes are few */
+        if (all <= ctok && all * K >= LL_POST_ROUTES)
             ll_post_lists(A, sidx, ntok, e, mode);
-        for (uint32_t w = 0; w < per_warp && all > ctok; w++) {
+        for (uint32_t w = 0; w < per_warp && !(all <= ctok && all * K >= LL_POST_ROUTES); w++) {
             const uint32_t ex = gw + w * GW, r = ex / L, le = ex % L;
             uint32_t run;
             uint64_t *list;
@@ -781,6 +777,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                 const uint32_t nb = nown - o0 < tb ? nown - o0 : tb;
                 symm__block_sync();
                 MOE_TRACE_T0(tb_, A);
+                if (c0 == 0 && o0 == 0)
+                    LL_FSTAMP(A, LLS_DG_RB);
                 if (tid < nb) {
                     const uint32_t i = b + (o0 + tid) * B;
                     const uint32_t *row = &sidx[i * K];
@@ -798,10 +796,17 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                     }
                     smask[tid] = mask;
                     stok[tid] = c0 + i;
+                    if (c0 == 0 && o0 == 0) {
+                        LL_FPIN64(mask);
+                        LL_FSTAMP(A, LLS_DG_MK);
+                    }
                 }
                 symm__block_sync();
-                if (c0 == 0 && o0 == 0)
+                if (c0 == 0 && o0 == 0) {
                     ll_stamp(A, LLS_D_MASK);
+                    LL_FPIN32(pv[0].x);
+                    LL_FSTAMP(A, LLS_DG_PV);
+                }
                 /* x, 16 bytes per thread and step, loaded once for all the token's PEs */
                 {
                     const uint32_t total = nb * nvx;
@@ -913,6 +918,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
         /* the counts of every item of this round, at once */
         symm__block_sync();
         ll_count_late(A, ticket);
+        if (i0 == (glob ? 0 : blockIdx.x))
+            LL_FSTAMP(A, LLS_DG_CW);
         if (glob ? tid < items : tid < ni * n) {
             /* the count of (le, x): glob, item tid's own (its source is x); else item j's source x */
             const uint32_t j = glob ? tid : tid / n, x = tid % n, le = (i0 + j * istep) / n, s = (i0 + j * istep) % n;
@@ -978,14 +985,20 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                 }
                 {
                     const uint32_t item = i0 + lo * istep, le = item / n, s = item % n, r = j - ipre[lo];
-                    const uint32_t ent =
+                    uint32_t ent =
                         r == 0 && (uint32_t)(sent0[lo] >> 32) == tag
                             ? (uint32_t)sent0[lo]
                             : ll_take_entry(A, MOE_U64(A, ll_list) + (((uint64_t)p * n + s) * L + le) * A->cap + r, tag);
                     const uint32_t tl = ent >> 8;
                     const uint64_t t = (uint64_t)tl * dp + s % dp;
+                    if (j0 == jlo) {
+                        LL_FPIN32(ent);
+                        LL_FSTAMP(A, LLS_DG_E1);
+                    }
                     if (!(smode[s] & LL_MODE_DPKT))
                         moe_wait(A, (const uint64_t *)(const void *)(ll_slot(A, p, s, tl) + foff), e, (int)s);
+                    if (j0 == jlo)
+                        LL_FSTAMP(A, LLS_DG_F1);
                     stl[tid] = tl;
                     ssrc[tid] = s;
                     sle[tid] = le;
@@ -1020,6 +1033,10 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                         if (q < tv)
                             va[u] = symm__cld16(sfrom[q / nvx] + 16u * (q % nvx), 0);
                     }
+                    if (q0 == tid && j0 == jlo) {
+                        LL_FPIN32(va[0].x);
+                        LL_FSTAMP(A, LLS_DG_C1);
+                    }
 #pragma unroll
                     for (int u = 0; u < LL_RUNROLL; u++) {
                         const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
@@ -1027,6 +1044,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                             ll_st16(sto[q / nvx] + 16u * (q % nvx), va[u]);
                     }
                 }
+                if (j0 == jlo)
+                    LL_FSTAMP(A, LLS_DG_C2);
             } else {
                 const uint32_t tv = nb * nvx;
                 for (uint32_t q0 = tid; q0 < tv; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
