@@ -779,24 +779,28 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                 MOE_TRACE_T0(tb_, A);
                 if (c0 == 0 && o0 == 0)
                     LL_FSTAMP(A, LLS_DG_RB);
-                if (tid < nb) {
-                    const uint32_t i = b + (o0 + tid) * B;
-                    const uint32_t *row = &sidx[i * K];
-                    const uint64_t t = dpr + (uint64_t)(c0 + i) * dp;
+                /* each token's PEs: warp w takes tokens w, w + warps, ... of the batch, a lane per
+                 * route and an OR over the warp (the routes' checks side by side, not one thread's
+                 * K in turn); every lane runs the loops and the reductions */
+                for (uint32_t j = warp; j < nb; j += SYMM__MOE_WARPS) {
+                    const uint32_t i = b + (o0 + j) * B;
                     uint64_t mask = 0;
-                    for (uint32_t k = 0; k < K; k++) {
-                        const uint32_t ex = row[k];
-                        if (ex >= E) {
-                            if (ex != SYMM_MOE_NO_EXPERT) /* -1 marks a slot with no expert */
-                                moe_error(A, SYMM__MOE_ERR_EXPERT_RANGE, (int64_t)t, (int64_t)k, (int64_t)ex);
-                        } else if (!ll_valid(row, k, E))
-                            moe_error(A, SYMM__MOE_ERR_EXPERT_DUP, (int64_t)t, (int64_t)k, (int64_t)ex);
-                        else
-                            mask |= 1ull << (ex / L);
+                    for (uint32_t k0 = 0; k0 < K; k0 += 32) {
+                        const uint32_t k = k0 + lane, ex = k < K ? sidx[i * K + k] : SYMM_MOE_NO_EXPERT;
+                        uint64_t m = 0;
+                        if (ex < E && ll_valid(&sidx[i * K], k, E))
+                            m = 1ull << (ex / L);
+                        else if (ex != SYMM_MOE_NO_EXPERT) /* -1 marks a slot with no expert */
+                            moe_error(A, ex < E ? SYMM__MOE_ERR_EXPERT_DUP : SYMM__MOE_ERR_EXPERT_RANGE,
+                                      (int64_t)(dpr + (uint64_t)(c0 + i) * dp), (int64_t)k, (int64_t)ex);
+                        mask |= ((uint64_t)__reduce_or_sync(MOE_FULL, (uint32_t)(m >> 32)) << 32) |
+                                __reduce_or_sync(MOE_FULL, (uint32_t)m);
                     }
-                    smask[tid] = mask;
-                    stok[tid] = c0 + i;
-                    if (c0 == 0 && o0 == 0) {
+                    if (lane == 0) {
+                        smask[j] = mask;
+                        stok[j] = c0 + i;
+                    }
+                    if (c0 == 0 && o0 == 0 && j == 0) {
                         LL_FPIN64(mask);
                         LL_FSTAMP(A, LLS_DG_MK);
                     }
