@@ -46,7 +46,10 @@
  *         token once into every PE that holds one of its experts (not once
  *         per expert): as packets into ll_pbuf[p][me][t / dp], or plainly
  *         into ll_dbuf[p][me][t / dp] with the row's flag (e) released
- *         behind it. Packet rows of fewer tokens than half the blocks go in
+ *         behind it; with ll_post_lists, plain rows have no flag: their
+ *         routes' entries are stored after the rows, released (the block's
+ *         barrier and a release at system scope cover all its threads'
+ *         stores), and the counts carry LL_CNT_EREL. Packet rows of fewer tokens than half the blocks go in
  *         slices instead, block b sending slice b % sl of token b / sl, so
  *         that no block issues a whole row's stores alone.
  *   recv  With at most SYMM__MOE_THREADS (local expert l, source s) items,
@@ -59,7 +62,9 @@
  *         routes then go as one stream, up to LL_RROWS at a time: a thread
  *         per route polls its list entry (the first of each item is loaded
  *         with its count, as the sender stores it first) and, for a plain
- *         row, its flag, and notes the route for combine; then the rows are
+ *         row, its flag (or, from a source whose counts carry LL_CNT_EREL,
+ *         polls the entry with acquire loads, which then stands for the
+ *         flag), and notes the route for combine; then the rows are
  *         copied (packets polled until they carry the tag; the first scales'
  *         loads go out with the rows') to out_expert_x[l][row] and its scales.
  * Small dispatch (a->ll_small: a handle whose every call goes as packets, a PE's routes at most
@@ -142,10 +147,12 @@
 #define LL_RUNROLL 4  /* vectors a dispatch thread loads at once when it copies plain rows alone
                        * (6 or 8 spill at the 128 registers of 512 threads) */
 
-/* A count word: epoch << 32 | mode << 30 | routes. A flat route's position (ll_flat): expert
- * << 32 | its source's mode << 30 | row. */
+/* A count word: epoch << 32 | mode << 30 | LL_CNT_EREL | routes. A flat route's position
+ * (ll_flat): expert << 32 | its source's mode << 30 | row. */
 #define LL_FLAT_ROW 0x3fffffffu
-#define LL_ROUTES 0x3fffffffu
+#define LL_ROUTES 0x1fffffffu
+#define LL_CNT_EREL (1u << 29) /* the source's plain rows have no flag: each entry is released behind its row */
+#define LL_SM_EREL 4u          /* the same in a receiver's smode (beside the mode bits) */
 #define LL_MODE_DPKT 1u /* the source's dispatch rows are packets */
 #define LL_MODE_CPKT 2u /* its tokens' combine rows come back as packets */
 
@@ -305,15 +312,16 @@ SYMM__DEVICE_INTERNAL symm__v4_t ll_pkt_data(const symm__moe_kargs_t *A, const c
     return r;
 }
 
-/* Poll a tagged list entry until it carries the tag; the route it holds. */
-SYMM__DEVICE_INTERNAL uint32_t ll_take_entry(const symm__moe_kargs_t *A, const uint64_t *p, uint32_t tag) {
-    uint64_t v = symm__ld_b64(p, SYMM_SEM_VOLATILE, SYMM_SCOPE_SYS);
+/* Poll a tagged list entry until it carries the tag; the route it holds. acq: every poll an
+ * acquire load (an entry released behind its row: the row is then visible). */
+SYMM__DEVICE_INTERNAL uint32_t ll_take_entry(const symm__moe_kargs_t *A, const uint64_t *p, uint32_t tag, int acq) {
+    uint64_t v = acq ? symm__ld_b64(p, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS) : symm__ld_b64(p, SYMM_SEM_VOLATILE, SYMM_SCOPE_SYS);
     uint32_t polls = 0;
     uint64_t t0 = 0;
     while ((uint32_t)(v >> 32) != tag) {
         if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
             t0 = symm__wait_check(&A->ctx, p, SYMM_CMP_EQ, tag, v >> 32, t0);
-        v = symm__ld_b64(p, SYMM_SEM_VOLATILE, SYMM_SCOPE_SYS);
+        v = acq ? symm__ld_b64(p, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS) : symm__ld_b64(p, SYMM_SEM_VOLATILE, SYMM_SCOPE_SYS);
     }
     return (uint32_t)v;
 }
@@ -535,9 +543,11 @@ SYMM__DEVICE_INTERNAL void ll_put_slice(const symm__moe_kargs_t *A, char *slot, 
  * b + blocks, ..., those whose rows it sends) and posts the counts of experts blocks - 1 - b,
  * 2 * blocks - 1 - b, ... (the count of all ntok tokens). Each such count is one query, taken
  * by one warp (16 bytes of sidx a lane and load, a sum over the warp) whose lane 0 stores the
- * result: no barrier, no serial scan per expert, and no block's lists wait for another block. */
+ * result: no barrier, no serial scan per expert, and no block's lists wait for another block.
+ * srank (plain rows): the own routes' places go there instead (~0: no entry), for the entries
+ * to be released behind the rows, and the counts say so (LL_CNT_EREL). */
 SYMM__DEVICE_INTERNAL void ll_post_lists(const symm__moe_kargs_t *A, const uint32_t *sidx, uint32_t ntok, uint64_t e,
-                                         uint64_t mode) {
+                                         uint64_t mode, uint32_t *srank) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5, K = A->topk, L = A->local;
     const uint32_t E = A->experts, B = gridDim.x, b = blockIdx.x, o = B - 1 - b;
     const uint32_t nr = (ntok > b ? (ntok - b + B - 1) / B : 0) * K, nq = nr + (E > o ? (E - o + B - 1) / B : 0);
@@ -570,11 +580,14 @@ SYMM__DEVICE_INTERNAL void ll_post_lists(const symm__moe_kargs_t *A, const uint3
             LL_FPIN32(c);
             LL_FSTAMP(A, LLS_DG_PL1);
         }
-        if (lane == 0 && ok) {
+        if (lane == 0 && srank != NULL && q < nr)
+            srank[q] = ok ? c : ~0u;
+        else if (lane == 0 && ok) {
             const uint32_t p = (uint32_t)(e & 1u), n = (uint32_t)A->n, me = (uint32_t)A->me;
             if (q >= nr)
                 symm__st_b64(moe_peer(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + me) * L + ex % L, (int)(ex / L)),
-                             (e << 32) | (mode << 30) | c, SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
+                             (e << 32) | (mode << 30) | (srank != NULL ? LL_CNT_EREL : 0u) | c, SYMM_SEM_RELAXED,
+                             SYMM_SCOPE_SYS);
             else
                 symm__st_b64(moe_peer(A, MOE_U64(A, ll_list) + (((uint64_t)p * n + me) * L + ex % L) * A->cap + c,
                                       (int)(ex / L)),
@@ -623,6 +636,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     const uint64_t mode = (pk ? LL_MODE_DPKT : 0u) | (A->pkt && A->num_tokens <= A->pmt ? LL_MODE_CPKT : 0u);
     extern __shared__ uint32_t ecnt[]; /* [warps][per_warp]: running route counts of owned experts */
     __shared__ __align__(16) uint32_t sidx[SYMM__MOE_IDX_CHUNK]; /* (read 16 bytes at a time) */
+    __shared__ uint32_t srank[SYMM__MOE_IDX_CHUNK]; /* own routes' list places (ll_post_lists, plain rows) */
     __shared__ uint64_t smask[LL_BATCH];
     __shared__ uint32_t stok[LL_BATCH];
     symm__v4_t pv[LL_UNROLL]; /* the first batch's x and scales, loaded with the indices: not after them */
@@ -697,7 +711,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
          * routes in token order, chunk by chunk (ballots, so every route gets the same slot
          * whichever block looks): a ballot or two when the routes are few */
         if (all <= ctok && all * K >= LL_POST_ROUTES)
-            ll_post_lists(A, sidx, ntok, e, mode);
+            ll_post_lists(A, sidx, ntok, e, mode, pk ? NULL : srank);
         for (uint32_t w = 0; w < per_warp && !(all <= ctok && all * K >= LL_POST_ROUTES); w++) {
             const uint32_t ex = gw + w * GW, r = ex / L, le = ex % L;
             uint32_t run;
@@ -866,8 +880,20 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                             symm__cst16(moe_peer(A, ll_slot(A, p, me, stok[j]) + A->x_bytes + 4u * s0, r), v, 1);
                     }
                 }
-                /* plain rows: each row's flag, released behind the whole block's stores */
-                if (!pk) {
+                /* plain rows: each row's flag, released behind the whole block's stores; lists posted
+                 * block by block: the rows' entries instead (no flag), each where ll_post_lists placed it */
+                if (!pk && all <= ctok && all * K >= LL_POST_ROUTES) {
+                    symm__block_sync();
+                    for (uint32_t x = tid; x < nb * K; x += SYMM__MOE_THREADS) {
+                        const uint32_t j = x / K, k = x % K, rank = srank[(o0 + j) * K + k], i = stok[j];
+                        const uint32_t ex = sidx[i * K + k];
+                        if (rank != ~0u)
+                            symm__st_b64(
+                                moe_peer(A, MOE_U64(A, ll_list) + (((uint64_t)p * n + me) * L + ex % L) * A->cap + rank,
+                                         (int)(ex / L)),
+                                ((uint64_t)tag << 32) | (i << 8) | k, SYMM_SEM_RELEASE, SYMM_SCOPE_SYS);
+                    }
+                } else if (!pk) {
                     symm__block_sync();
                     for (uint32_t x = tid; x < nb * n; x += SYMM__MOE_THREADS) {
                         const uint32_t j = x / n, r = x % n;
@@ -936,7 +962,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
             if (x == s)
                 sent0[j] = first;
             if (j == 0 || (glob && le == 0)) {
-                smode[x] = (uint32_t)(v >> 30) & 3u;
+                smode[x] = ((uint32_t)(v >> 30) & 3u) | ((uint32_t)v & LL_CNT_EREL ? LL_SM_EREL : 0u);
                 MOE_U32(A, ll_mode)[x] = (uint32_t)(v >> 30) & 3u; /* for the combine; every block agrees */
             }
         }
@@ -989,17 +1015,20 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                 }
                 {
                     const uint32_t item = i0 + lo * istep, le = item / n, s = item % n, r = j - ipre[lo];
+                    /* (an entry released behind its row: polled with acquire, not taken from the count's load) */
+                    const int erel = (smode[s] & LL_SM_EREL) != 0;
                     uint32_t ent =
-                        r == 0 && (uint32_t)(sent0[lo] >> 32) == tag
+                        r == 0 && !erel && (uint32_t)(sent0[lo] >> 32) == tag
                             ? (uint32_t)sent0[lo]
-                            : ll_take_entry(A, MOE_U64(A, ll_list) + (((uint64_t)p * n + s) * L + le) * A->cap + r, tag);
+                            : ll_take_entry(A, MOE_U64(A, ll_list) + (((uint64_t)p * n + s) * L + le) * A->cap + r, tag,
+                                            erel);
                     const uint32_t tl = ent >> 8;
                     const uint64_t t = (uint64_t)tl * dp + s % dp;
                     if (j0 == jlo) {
                         LL_FPIN32(ent);
                         LL_FSTAMP(A, LLS_DG_E1);
                     }
-                    if (!(smode[s] & LL_MODE_DPKT))
+                    if (!(smode[s] & (LL_MODE_DPKT | LL_SM_EREL)))
                         moe_wait(A, (const uint64_t *)(const void *)(ll_slot(A, p, s, tl) + foff), e, (int)s);
                     if (j0 == jlo)
                         LL_FSTAMP(A, LLS_DG_F1);
