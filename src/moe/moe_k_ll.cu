@@ -936,10 +936,13 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
     __shared__ const char *sfrom[LL_RROWS]; /* a plain row's slot */
     __shared__ char *sto[LL_RROWS];         /* its row of out_expert_x */
     symm__v4_t sv = {0, 0, 0, 0}; /* the batch's first scale (packet, or plain bits in x) */
-    /* glob: every block waits for every item's count, one thread each, and takes an equal share
-     * of all the rows (items in order: a contiguous range), so no block copies more than its
-     * share whichever experts are loaded; else items go round-robin over the blocks */
-    const int glob = items <= SYMM__MOE_THREADS;
+    /* glob (at most a block's threads of items, and this PE's own routes at least
+     * LL_POST_ROUTES, a proxy of what it receives: below, one item or two per block is less work
+     * on the chain than all of them): every block waits for every item's count, one thread
+     * each, and takes an equal share of all the rows (items in order: a contiguous range), so no
+     * block copies more than its share whichever experts are loaded; else items go round-robin
+     * over the blocks */
+    const int glob = items <= SYMM__MOE_THREADS && (uint32_t)A->num_tokens * A->topk >= LL_POST_ROUTES;
     uint32_t pkany = 0; /* some source sends its rows as packets (smode, once the first counts are in) */
     for (uint32_t i0 = glob ? 0 : blockIdx.x; i0 < items; i0 += glob ? items : B * ipb) {
         const uint32_t left = (items - i0 + B - 1) / B, ni = glob ? items : left < ipb ? left : ipb;
@@ -1036,9 +1039,12 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                     ssrc[tid] = s;
                     sle[tid] = le;
                     srow[tid] = ioff[lo] + r;
-                    sfrom[tid] = ll_slot(A, p, s, tl);
-                    sto[tid] = (char *)A->out_x +
-                               ((int64_t)le * A->ox_stride[0] + (int64_t)(ioff[lo] + r) * A->ox_stride[1]) * (int64_t)esz;
+                    if (!pkany) {
+                        sfrom[tid] = ll_slot(A, p, s, tl);
+                        sto[tid] = (char *)A->out_x +
+                                   ((int64_t)le * A->ox_stride[0] + (int64_t)(ioff[lo] + r) * A->ox_stride[1]) *
+                                       (int64_t)esz;
+                    }
                     MOE_U64(A, ll_route)[(uint64_t)le * A->rows + ioff[lo] + r] =
                         (uint64_t)s | ((uint64_t)(ent & 255u) << 16) | (t << 32);
                 }
