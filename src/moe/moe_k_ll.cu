@@ -554,25 +554,22 @@ SYMM__DEVICE_INTERNAL void ll_post_lists(const symm__moe_kargs_t *A, const uint3
     LL_FSTAMP(A, LLS_DG_PL0);
     /* (q depends on the warp alone: every lane runs the loop and the reduction) */
     for (uint32_t q = warp; q < nq; q += SYMM__MOE_WARPS) {
-        uint32_t ex, np, i = 0, c = 0; /* the expert, and how many of sidx's first routes count */
-        int ok = 1;                     /* a count, or a valid route */
-        if (q < nr) {
-            i = b + (q / K) * B;
-            ex = sidx[i * K + q % K];
-            ok = ex < E && ll_valid(&sidx[i * K], q % K, E);
-            np = ok ? i * K : 0;
-        } else {
-            ex = o + (q - nr) * B;
-            np = ntok * K;
-        }
-        for (uint32_t j4 = lane; 4u * j4 < np; j4 += 32) {
-            const uint4 v = reinterpret_cast<const uint4 *>(sidx)[j4];
-            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-            for (uint32_t u = 0; u < 4; u++) {
-                const uint32_t j = 4u * j4 + u;
-                if (j < np && w[u] == ex && ll_valid(&sidx[j - j % K], j % K, E))
-                    c++;
+        const uint32_t k = q % K, i = q < nr ? b + (q / K) * B : 0;
+        const uint32_t ex = q < nr ? sidx[i * K + k] : o + (q - nr) * B; /* the route's expert, or the count's */
+        /* a route's expert named by an earlier slot of its token: a ballot over the slots below 32 */
+        const uint32_t dup = __ballot_sync(MOE_FULL, q < nr && lane < k && sidx[i * K + lane] == ex);
+        const int ok = q >= nr || (ex < E && dup == 0 && (k <= 32 || ll_valid(&sidx[i * K], k, E)));
+        const uint32_t np = q >= nr ? ntok * K : ok ? i * K : 0; /* how many of sidx's first routes count */
+        uint32_t c = 0;
+        for (uint32_t j = 4u * lane; j < np; j += 128) {
+            const uint4 v = reinterpret_cast<const uint4 *>(sidx)[j / 4u];
+            uint32_t hit = (uint32_t)(v.x == ex) | (uint32_t)(v.y == ex) << 1 | (uint32_t)(v.z == ex) << 2 |
+                           (uint32_t)(v.w == ex) << 3;
+            if (np - j < 4u)
+                hit &= (1u << (np - j)) - 1u;
+            for (; hit != 0; hit &= hit - 1u) { /* (rare) a hit counts where its token names ex first */
+                const uint32_t jj = j + (uint32_t)__ffs((int)hit) - 1u;
+                c += (uint32_t)ll_valid(&sidx[jj - jj % K], jj % K, E);
             }
         }
         c = __reduce_add_sync(MOE_FULL, c);
@@ -801,8 +798,11 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                     uint64_t mask = 0;
                     for (uint32_t k0 = 0; k0 < K; k0 += 32) {
                         const uint32_t k = k0 + lane, ex = k < K ? sidx[i * K + k] : SYMM_MOE_NO_EXPERT;
+                        /* a route counts where its token names its expert first: the lowest lane of
+                         * its match (lanes past K match nothing: E + lane is no expert) */
+                        const uint32_t same = __match_any_sync(MOE_FULL, k < K ? ex : E + lane);
                         uint64_t m = 0;
-                        if (ex < E && ll_valid(&sidx[i * K], k, E))
+                        if (ex < E && (k0 == 0 ? (uint32_t)__ffs((int)same) - 1u == lane : ll_valid(&sidx[i * K], k, E)))
                             m = 1ull << (ex / L);
                         else if (ex != SYMM_MOE_NO_EXPERT) /* -1 marks a slot with no expert */
                             moe_error(A, ex < E ? SYMM__MOE_ERR_EXPERT_DUP : SYMM__MOE_ERR_EXPERT_RANGE,
