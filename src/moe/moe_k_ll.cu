@@ -25,6 +25,11 @@
  * which hide the atomic); the block counted last stores e as it ends (every
  * block had read the old value before it was counted), so no block waits
  * for that count at its end.
+ *   (Two kernels run this generic form: symm__k_ll_dispatch_big for calls
+ *   of LL_POST_ROUTES routes and more, with the block-by-block lists, the
+ *   entries released behind plain rows and the even row split below, and
+ *   symm__k_ll_dispatch for smaller calls, without them. Each takes rows
+ *   from sources that used the other: the counts say which form came.)
  *   send  Every block stages the top-k indices of this PE's tokens (t =
  *         dp_rank, dp_rank + dp, ... below the bound) in shared memory; the
  *         x and scales of its first batch of tokens are loaded with them,
@@ -597,7 +602,7 @@ SYMM__DEVICE_INTERNAL void ll_post_lists(const symm__moe_kargs_t *A, const uint3
  * chunk's indices (*se: the block's copy; `again`: a second pass of
  * SYMM_MOE_LL_PROBE=twice takes the next one from there). The block is
  * counted after it (ll_count_late). */
-SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t *se, int again) {
+SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t *se, int again, int big) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
     const uint32_t me = (uint32_t)A->me, dpr = me % dp;
@@ -606,7 +611,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     const uint32_t kq = tid / K, kq1 = (tid + SYMM__MOE_THREADS) / K;
     const uint64_t tq = dpr + (uint64_t)kq * dp, tq1 = dpr + (uint64_t)kq1 * dp;
     const int has_ix0 = (kq + 1) * K <= SYMM__MOE_IDX_CHUNK && tq < A->num_tokens;
-    const int has_ix1 = (kq1 + 1) * K <= SYMM__MOE_IDX_CHUNK && tq1 < A->num_tokens;
+    const int has_ix1 = big && (kq1 + 1) * K <= SYMM__MOE_IDX_CHUNK && tq1 < A->num_tokens;
     const uint64_t ev0 = tid == 0 && !again ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
     const uint32_t ix0 = has_ix0 ? ((const uint32_t *)A->idx)[tq * K + (tid - kq * K)] : 0;
     const uint32_t ix1 = has_ix1 ? ((const uint32_t *)A->idx)[tq1 * K + (tid + SYMM__MOE_THREADS - kq1 * K)] : 0;
@@ -707,9 +712,9 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
          * (ll_post_lists); else warp w of the grid owns experts w, w + warps, ... and scans the
          * routes in token order, chunk by chunk (ballots, so every route gets the same slot
          * whichever block looks): a ballot or two when the routes are few */
-        if (all <= ctok && all * K >= LL_POST_ROUTES)
+        if (big && all <= ctok && all * K >= LL_POST_ROUTES)
             ll_post_lists(A, sidx, ntok, e, mode, pk ? NULL : srank);
-        for (uint32_t w = 0; w < per_warp && !(all <= ctok && all * K >= LL_POST_ROUTES); w++) {
+        for (uint32_t w = 0; w < per_warp && !(big && all <= ctok && all * K >= LL_POST_ROUTES); w++) {
             const uint32_t ex = gw + w * GW, r = ex / L, le = ex % L;
             uint32_t run;
             uint64_t *list;
@@ -882,7 +887,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                 }
                 /* plain rows: each row's flag, released behind the whole block's stores; lists posted
                  * block by block: the rows' entries instead (no flag), each where ll_post_lists placed it */
-                if (!pk && all <= ctok && all * K >= LL_POST_ROUTES) {
+                if (big && !pk && all <= ctok && all * K >= LL_POST_ROUTES) {
                     symm__block_sync();
                     for (uint32_t x = tid; x < nb * K; x += SYMM__MOE_THREADS) {
                         const uint32_t j = x / K, k = x % K, rank = srank[(o0 + j) * K + k], i = stok[j];
@@ -923,10 +928,11 @@ SYMM__DEVICE_INTERNAL void ll_count_late(const symm__moe_kargs_t *A, uint32_t *t
 }
 
 /* The receive half; `ticket` (or NULL): the block is counted in it as the first waits start. */
-SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket) {
+SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket, int big) {
     const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, L = A->local, dp = (uint32_t)A->dp;
     const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
     const uint32_t B = gridDim.x, items = n * L, ipb = SYMM__MOE_THREADS / n;
+    const uint32_t rb = big ? LL_RROWS : ll_batch(nvx + cols); /* rows taken (entries, flags) at once */
     const uint64_t foff = ll_sdata(A), esz = A->x_esz;
     __shared__ uint32_t cnt[SYMM__MOE_THREADS];   /* [item of the round][source]: routes */
     __shared__ uint32_t ioff[LL_ITEMS], ipre[LL_ITEMS];
@@ -942,7 +948,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
      * each, and takes an equal share of all the rows (items in order: a contiguous range), so no
      * block copies more than its share whichever experts are loaded; else items go round-robin
      * over the blocks */
-    const int glob = items <= SYMM__MOE_THREADS && (uint32_t)A->num_tokens * A->topk >= LL_POST_ROUTES;
+    const int glob = big && items <= SYMM__MOE_THREADS && (uint32_t)A->num_tokens * A->topk >= LL_POST_ROUTES;
     uint32_t pkany = 0; /* some source sends its rows as packets (smode, once the first counts are in) */
     for (uint32_t i0 = glob ? 0 : blockIdx.x; i0 < items; i0 += glob ? items : B * ipb) {
         const uint32_t left = (items - i0 + B - 1) / B, ni = glob ? items : left < ipb ? left : ipb;
@@ -973,7 +979,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
         if (i0 == (glob ? 0 : blockIdx.x))
             ll_stamp(A, LLS_D_CNT);
         for (uint32_t x = 0; x < n && i0 == (glob ? 0 : blockIdx.x); x++)
-            pkany |= smode[x] & LL_MODE_DPKT;
+            pkany |= big ? smode[x] & LL_MODE_DPKT : 1u; /* (the small-call kernel: the general copy) */
         {
             uint32_t num = 0;
             if (tid < ni) {
@@ -1003,8 +1009,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
             jlo = (uint32_t)((uint64_t)total * blockIdx.x / B);
             jhi = (uint32_t)((uint64_t)total * (blockIdx.x + 1) / B);
         }
-        for (uint32_t j0 = jlo; j0 < jhi; j0 += LL_RROWS) {
-            const uint32_t nb = jhi - j0 < LL_RROWS ? jhi - j0 : LL_RROWS;
+        for (uint32_t j0 = jlo; j0 < jhi; j0 += rb) {
+            const uint32_t nb = jhi - j0 < rb ? jhi - j0 : rb;
             symm__block_sync();
             if (tid < nb) {
                 const uint32_t j = j0 + tid;
@@ -1744,9 +1750,12 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
 /* Dispatch: the epoch is opened by the send half (ll_dispatch_send) or read
  * here; the block counted last stores it as it ends (every block read the
  * old value before it was counted; the next kernel on the stream sees the
- * new one), so no block waits for the count at the end. */
-__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const __grid_constant__ symm__moe_kargs_t a) {
-    const symm__moe_kargs_t *A = &a;
+ * new one), so no block waits for the count at the end. big (a constant of
+ * each kernel): calls of LL_POST_ROUTES routes and more, whose lists go block
+ * by block (ll_post_lists) and whose rows split evenly; the kernel of smaller
+ * calls has none of that code, so its registers and chains are its own
+ * (either kernel takes the rows of a source that used the other). */
+SYMM__DEVICE_INTERNAL void ll_dispatch_kernel(const symm__moe_kargs_t *A, int big) {
     const uint32_t tid = symm__block_tid();
     const int send = (A->flags & SYMM_MOE_SEND) != 0;
     const int real = A->probe == SYMM__MOE_PROBE_NONE || A->probe == SYMM__MOE_PROBE_STAMPS ||
@@ -1764,7 +1773,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
         if (pass)
             symm__block_sync();
         if (send && real) {
-            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, &se, pass));
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, &se, pass, big));
         } else {
             if (tid == 0)
                 se = *(volatile uint64_t *)&moe_state(A)->epoch + (send ? 1u : 0u);
@@ -1776,7 +1785,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
         if (A->probe == SYMM__MOE_PROBE_HOP)
             ll_probe_hop(A, e, 0);
         else if (real && (A->flags & SYMM_MOE_RECV))
-            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, ll_dispatch_recv(A, e, send ? &ticket : NULL));
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, ll_dispatch_recv(A, e, send ? &ticket : NULL, big));
         if (send && real) /* (a send half alone, or a receive half with no items here) */
             ll_count_late(A, &ticket);
     }
@@ -1785,6 +1794,15 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
         *(volatile uint64_t *)&moe_state(A)->epoch = e;
     }
     ll_stamps_end(A, "dispatch", e, LLS_D_END);
+}
+
+__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const __grid_constant__ symm__moe_kargs_t a) {
+    ll_dispatch_kernel(&a, 0);
+}
+
+__global__ void __launch_bounds__(SYMM__MOE_THREADS)
+    symm__k_ll_dispatch_big(const __grid_constant__ symm__moe_kargs_t a) {
+    ll_dispatch_kernel(&a, 1);
 }
 
 /* The small dispatch (a->ll_small, the real exchange or its stamps): its own kernel, so its
@@ -2846,7 +2864,9 @@ extern "C" size_t symm__moe_ll_smem(const symm__moe_kargs_t *a, int blocks) {
 symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s) {
     const int dispatch = a->kernel == SYMM__MK_LL_DISPATCH;
     const int small = dispatch && a->ll_small && (a->probe == SYMM__MOE_PROBE_NONE || a->probe == SYMM__MOE_PROBE_STAMPS);
-    void (*const kd)(symm__moe_kargs_t) = small ? symm__k_ll_dispatch_small : symm__k_ll_dispatch;
+    const int big = (uint64_t)a->num_tokens * a->topk >= LL_POST_ROUTES;
+    void (*const kd)(symm__moe_kargs_t) =
+        small ? symm__k_ll_dispatch_small : big ? symm__k_ll_dispatch_big : symm__k_ll_dispatch;
     void (*const kc)(symm__moe_kargs_t) = a->ll_small ? symm__k_ll_combine_small : symm__k_ll_combine;
     const size_t smem = small ? 0 : dispatch || (a->flags & SYMM_MOE_SEND) ? symm__moe_ll_smem(a, a->nblocks) : 0;
     if (a->pdl)
