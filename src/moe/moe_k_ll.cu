@@ -949,7 +949,9 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
      * block copies more than its share whichever experts are loaded; else items go round-robin
      * over the blocks */
     const int glob = big && items <= SYMM__MOE_THREADS && (uint32_t)A->num_tokens * A->topk >= LL_POST_ROUTES;
-    uint32_t pkany = 0; /* some source sends its rows as packets (smode, once the first counts are in) */
+    /* some source sends its rows as packets (smode, once the first counts are in); the small-call
+     * kernel always takes the general copy */
+    uint32_t pkany = big ? 0u : 1u;
     for (uint32_t i0 = glob ? 0 : blockIdx.x; i0 < items; i0 += glob ? items : B * ipb) {
         const uint32_t left = (items - i0 + B - 1) / B, ni = glob ? items : left < ipb ? left : ipb;
         const uint32_t istep = glob ? 1u : B; /* item j of the round: i0 + j * istep */
@@ -978,8 +980,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
         symm__block_sync();
         if (i0 == (glob ? 0 : blockIdx.x))
             ll_stamp(A, LLS_D_CNT);
-        for (uint32_t x = 0; x < n && i0 == (glob ? 0 : blockIdx.x); x++)
-            pkany |= big ? smode[x] & LL_MODE_DPKT : 1u; /* (the small-call kernel: the general copy) */
+        for (uint32_t x = 0; big && x < n && i0 == (glob ? 0 : blockIdx.x); x++)
+            pkany |= smode[x] & LL_MODE_DPKT;
         {
             uint32_t num = 0;
             if (tid < ni) {
