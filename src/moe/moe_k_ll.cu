@@ -54,18 +54,21 @@
  *         behind it; with ll_post_lists, plain rows have no flag: their
  *         routes' entries are stored after the rows, released (the block's
  *         barrier and a release at system scope cover all its threads'
- *         stores), and the counts carry LL_CNT_EREL. Packet rows of fewer tokens than half the blocks go in
- *         slices instead, block b sending slice b % sl of token b / sl, so
- *         that no block issues a whole row's stores alone.
- *   recv  With at most SYMM__MOE_THREADS (local expert l, source s) items,
- *         every block waits for all their counts at once (a thread each) and
- *         takes an equal, contiguous share of all the routes (items in
- *         order); with more, block b takes the items b, b + blocks, ... and
- *         waits for their counts (a thread per item and source). Either way
- *         the prefix over sources of l's counts is s's first row, as pplx
- *         orders rows by source, and each source's mode is noted. The block's
- *         routes then go as one stream, up to LL_RROWS at a time: a thread
- *         per route polls its list entry (the first of each item is loaded
+ *         stores), and the counts carry LL_CNT_EREL. Packet rows of fewer
+ *         tokens than half the blocks go in slices instead, block b sending
+ *         slice b % sl of token b / sl, so that no block issues a whole
+ *         row's stores alone. A token's PEs: a warp per token, a lane per
+ *         route (its expert's first slot in the token: a match over the warp).
+ *   recv  With at most SYMM__MOE_THREADS (local expert l, source s) items
+ *         (and the big kernel), every block waits for all their counts at
+ *         once (a thread each) and takes an equal, contiguous share of all
+ *         the routes (items in order); else block b takes the items b,
+ *         b + blocks, ... and waits for their counts (a thread per item and
+ *         source). Either way the prefix over sources of l's counts is s's
+ *         first row, as pplx orders rows by source, and each source's mode
+ *         is noted. The block's routes then go as one stream, up to LL_RROWS
+ *         at a time (the small-call kernel: ll_batch rows): a thread per
+ *         route polls its list entry (the first of each item is loaded
  *         with its count, as the sender stores it first) and, for a plain
  *         row, its flag (or, from a source whose counts carry LL_CNT_EREL,
  *         polls the entry with acquire loads, which then stands for the
