@@ -41,10 +41,11 @@
 #           CUDA graphs traced per node: what each timed call holds on the GPU (kernels, memsets,
 #           copies), each one's median time and the idle gaps between consecutive ones, summed
 #           up by scripts/moe_ll_nsys.py (nsyspdl / nsysnopdl: with SYMM_MOE_PDL=1 / 0)
-#   real plain hop empty 1pe twice twice1 stamps stamps1 pdl nopdl nosmall nosmall1: one variant of
-#           probe alone (pdl / nopdl: the real exchange with SYMM_MOE_PDL=1 / 0; nosmall: with
-#           SYMM_MOE_LL_SMALL=0, the general kernels where the small ones would run, on 2 PEs and
-#           nosmall1 on 1; none of these in probe's default list)
+#   real plain hop empty 1pe twice twice1 stamps stamps1 stampsnosmall1 pdl nopdl nosmall nosmall1: one
+#           variant of probe alone (pdl / nopdl: the real exchange with SYMM_MOE_PDL=1 / 0; nosmall:
+#           with SYMM_MOE_LL_SMALL=0, the general kernels where the small ones would run, on 2 PEs and
+#           nosmall1 on 1; stampsnosmall1: their stage times on 1 PE; none of these in probe's
+#           default list)
 #
 # Logs and results under $OUT/moe_ll/; the last lines are a table of the steps and the
 # rows of every variant. Every step runs under `timeout -k`, each at most what is
@@ -188,6 +189,7 @@ probe_one() {
     twice1) variant twice1 1 probe_twice1 SYMM_MOE_LL_PROBE=twice -- --no-nccl ;;
     stamps) variant stamps 2 probe_stamps SYMM_MOE_LL_PROBE=stamps -- --no-nccl ;;
     stamps1) variant stamps1 1 probe_stamps1 SYMM_MOE_LL_PROBE=stamps -- --no-nccl ;;
+    stampsnosmall1) variant stampsnosmall1 1 probe_stampsnosmall1 SYMM_MOE_LL_PROBE=stamps SYMM_MOE_LL_SMALL=0 -- --no-nccl ;;
     pdl) variant pdl 2 probe_pdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 -- --no-nccl ;;
     nopdl) variant nopdl 2 probe_nopdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=0 -- --no-nccl ;;
     nosmall) variant nosmall 2 probe_nosmall SYMM_MOE_PACKETS=auto SYMM_MOE_LL_SMALL=0 -- --no-nccl ;;
@@ -280,7 +282,7 @@ for st in $steps; do
     nsys) step_nsys nsys SYMM_MOE_PACKETS=auto ;;
     nsyspdl) step_nsys nsyspdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 ;;
     nsysnopdl) step_nsys nsysnopdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=0 ;;
-    real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | pdl | nopdl | nosmall | nosmall1) timed probe_one "$st" ;;
+    real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | stampsnosmall1 | pdl | nopdl | nosmall | nosmall1) timed probe_one "$st" ;;
     *) steps_row "step $st" FAIL 0 "unknown step (test, test1, test4, test8, testpdl, testnopdl, probe, bench, stampsn, nsys, nsyspdl, nsysnopdl, or a probe variant)" ;;
   esac
 done
@@ -293,7 +295,8 @@ echo "variant | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / co
      "NCCL per call us (dispatch / combine) | pair us (back to back) | NCCL us (dispatch) | NCCL us (combine) |" \
      "NCCL pair / symm pair | dispatch us (back to back) | timed |"
 if [ ${#rows[@]} -gt 0 ]; then printf '%s\n' "${rows[@]}"; fi
-for f in probe_stamps probe_stamps_base probe_stamps1 probe_stamps1_base probe_stampsn probe_stampsn_base; do
+for f in probe_stamps probe_stamps_base probe_stamps1 probe_stamps1_base probe_stampsnosmall1 probe_stampsnosmall1_base \
+         probe_stampsn probe_stampsn_base; do
   if [ -f "$log/$f.log" ] && [ -n "$py" ]; then
     echo
     echo "stage times, $f (per kernel, shape, PE: when the last block reached each stage, us from the first block's start):"

@@ -15,7 +15,10 @@ from collections import defaultdict
 
 STAGES = {
     "dispatch": ["loads issued", "indices staged", "lists posted", "row PEs known", "x stores issued", "send done",
-                 "counts seen", "scanned", "entries seen", "rows copied", "end"],
+                 "counts seen", "scanned", "entries seen", "rows copied", "end",
+                 # the finer stamps (-DSYMM_MOE_LL_FINE_STAMPS=1)
+                 "lists entered", "t0 warp's query summed", "rows barrier", "t0 mask", "t0 x prefetch in",
+                 "count waits begin", "t0 entry taken", "t0 flag seen", "copy: t0 loads in", "copy: t0 x done"],
     "combine": ["recv loads", "counts scanned", "rows located", "rows sent", "flags seen", "end"],
     # the small handles' kernels (symm__k_ll_dispatch_small, symm__k_ll_combine_small)
     "dispatch-small": ["loads issued", "epoch and indices in", "headers posted", "row PEs known", "x stores issued",

@@ -25,34 +25,56 @@
  * which hide the atomic); the block counted last stores e as it ends (every
  * block had read the old value before it was counted), so no block waits
  * for that count at its end.
+ *   (Two kernels run this generic form: symm__k_ll_dispatch_big for calls
+ *   of LL_POST_ROUTES routes and more, with the block-by-block lists, the
+ *   entries released behind plain rows and the even row split below, and
+ *   symm__k_ll_dispatch for smaller calls, without them. Each takes rows
+ *   from sources that used the other: the counts say which form came.)
  *   send  Every block stages the top-k indices of this PE's tokens (t =
  *         dp_rank, dp_rank + dp, ... below the bound) in shared memory; the
  *         x and scales of its first batch of tokens are loaded with them,
  *         not after them.
- *         Expert lists: warp w of the grid owns experts w, w + warps, ...;
- *         for each it scans the routes in token order (ballots, so every
- *         route gets the same slot whichever block looks) and stores each
- *         route (t / dp, k), tagged, into the expert's PE at
- *         ll_list[p][me][l][j], then the count (e << 32 | mode | routes) at
- *         ll_cnt[p][me][l]: relaxed stores, no fence (the entries carry their
- *         own tag, and the receiver polls them).
+ *         Expert lists: each route (t / dp, k), tagged, goes into the
+ *         expert's PE at ll_list[p][me][l][j], j its place in token order, and
+ *         every expert's count (e << 32 | mode | routes) to ll_cnt[p][me][l]:
+ *         relaxed stores, no fence (the entries carry their own tag, and the
+ *         receiver polls them). Tokens in one index chunk, at least
+ *         LL_POST_ROUTES routes (ll_post_lists): j is the number of earlier
+ *         tokens naming the expert, which any block reads off the staged
+ *         indices, so block b stores its own tokens' routes and the counts of
+ *         experts B - 1 - b, 2B - 1 - b, ... before its rows, a warp per
+ *         query, with no block (or warp) waiting for another. Otherwise warp w
+ *         of the grid owns experts w, w + warps, ... and scans the routes in
+ *         token order (ballots, so every route gets the same slot whichever
+ *         block looks), chunk by chunk.
  *         Token rows: block b owns tokens b, b + blocks, ...; it stores each
  *         token once into every PE that holds one of its experts (not once
  *         per expert): as packets into ll_pbuf[p][me][t / dp], or plainly
  *         into ll_dbuf[p][me][t / dp] with the row's flag (e) released
- *         behind it. Packet rows of fewer tokens than half the blocks go in
- *         slices instead, block b sending slice b % sl of token b / sl, so
- *         that no block issues a whole row's stores alone.
- *   recv  Block b takes the (local expert l, source s) items b, b + blocks,
- *         ... together: it waits for the counts of all of them at once (the
- *         prefix over sources of l's counts is s's first row, as pplx orders
- *         rows by source) and notes each source's mode, then takes their
- *         routes as one stream in batches: polls each list entry (the first
- *         of each item is loaded with its count, as the sender stores it
- *         first), then the row (its packets, or its flag and then its
- *         bytes; the first scales' loads go out with the row's), copies it to
- *         out_expert_x[l][row] and its scales, and notes the route for
- *         combine.
+ *         behind it; with ll_post_lists, plain rows have no flag: their
+ *         routes' entries are stored after the rows, released (the block's
+ *         barrier and a release at system scope cover all its threads'
+ *         stores), and the counts carry LL_CNT_EREL. Packet rows of fewer
+ *         tokens than half the blocks go in slices instead, block b sending
+ *         slice b % sl of token b / sl, so that no block issues a whole
+ *         row's stores alone. A token's PEs: a warp per token, a lane per
+ *         route (its expert's first slot in the token: a match over the warp).
+ *   recv  With at most SYMM__MOE_THREADS (local expert l, source s) items
+ *         (and the big kernel), every block waits for all their counts at
+ *         once (a thread each) and takes an equal, contiguous share of all
+ *         the routes (items in order); else block b takes the items b,
+ *         b + blocks, ... and waits for their counts (a thread per item and
+ *         source). Either way the prefix over sources of l's counts is s's
+ *         first row, as pplx orders rows by source, and each source's mode
+ *         is noted. The block's routes then go as one stream, up to LL_RROWS
+ *         at a time (the small-call kernel: ll_batch rows): a thread per
+ *         route polls its list entry (the first of each item is loaded
+ *         with its count, as the sender stores it first) and, for a plain
+ *         row, its flag (or, from a source whose counts carry LL_CNT_EREL,
+ *         polls the entry with acquire loads, which then stands for the
+ *         flag), and notes the route for combine; then the rows are
+ *         copied (packets polled until they carry the tag; the first scales'
+ *         loads go out with the rows') to out_expert_x[l][row] and its scales.
  * Small dispatch (a->ll_small: a handle whose every call goes as packets, a PE's routes at most
  * one block's threads and the routes a PE may receive within the receivers' shared memory;
  * its own kernel, symm__k_ll_dispatch_small). No per-expert lists: the routes travel in one
@@ -94,7 +116,9 @@
  *         token's source asked for them (its mode, kept in ll_mode), else
  *         into ll_cbuf[t][k] with a release of ll_cflag[t][k] = e behind it.
  *         Rows fewer than half the blocks go in slices (packets; a plain
- *         row whole, from its first slice's block). The small handles'
+ *         row whole, from its first slice's block); more, each block's
+ *         contiguous share (up to LL_BATCH rows) in one batch, its plain
+ *         rows' flags released together behind it. The small handles'
  *         kernel sends from the flat list, whose entries carry the source's
  *         mode: a block's first route's row loads wait for one round (the
  *         list's length, the epoch and the entry, which the split by the
@@ -136,11 +160,17 @@
 #define LL_BATCH 32   /* most tokens (or rows) a block handles in one step */
 #define LL_KREG 8     /* most top-k whose token indices a combine thread holds in registers */
 #define LL_CROUNDS 4  /* most rounds (two barriers each) of a token's slice in ll_combine_fast */
+#define LL_RROWS 128  /* most rows whose entries (and plain flags) a dispatch block takes at once */
+#define LL_POST_ROUTES 256 /* fewest routes (a PE's tokens x top-k) whose lists ll_post_lists posts */
+#define LL_RUNROLL 4  /* vectors a dispatch thread loads at once when it copies plain rows alone
+                       * (6 or 8 spill at the 128 registers of 512 threads) */
 
-/* A count word: epoch << 32 | mode << 30 | routes. A flat route's position (ll_flat): expert
- * << 32 | its source's mode << 30 | row. */
+/* A count word: epoch << 32 | mode << 30 | LL_CNT_EREL | routes. A flat route's position
+ * (ll_flat): expert << 32 | its source's mode << 30 | row. */
 #define LL_FLAT_ROW 0x3fffffffu
-#define LL_ROUTES 0x3fffffffu
+#define LL_ROUTES 0x1fffffffu
+#define LL_CNT_EREL (1u << 29) /* the source's plain rows have no flag: each entry is released behind its row */
+#define LL_SM_EREL 4u          /* the same in a receiver's smode (beside the mode bits) */
 #define LL_MODE_DPKT 1u /* the source's dispatch rows are packets */
 #define LL_MODE_CPKT 2u /* its tokens' combine rows come back as packets */
 
@@ -300,15 +330,16 @@ SYMM__DEVICE_INTERNAL symm__v4_t ll_pkt_data(const symm__moe_kargs_t *A, const c
     return r;
 }
 
-/* Poll a tagged list entry until it carries the tag; the route it holds. */
-SYMM__DEVICE_INTERNAL uint32_t ll_take_entry(const symm__moe_kargs_t *A, const uint64_t *p, uint32_t tag) {
-    uint64_t v = symm__ld_b64(p, SYMM_SEM_VOLATILE, SYMM_SCOPE_SYS);
+/* Poll a tagged list entry until it carries the tag; the route it holds. acq: every poll an
+ * acquire load (an entry released behind its row: the row is then visible). */
+SYMM__DEVICE_INTERNAL uint32_t ll_take_entry(const symm__moe_kargs_t *A, const uint64_t *p, uint32_t tag, int acq) {
+    uint64_t v = acq ? symm__ld_b64(p, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS) : symm__ld_b64(p, SYMM_SEM_VOLATILE, SYMM_SCOPE_SYS);
     uint32_t polls = 0;
     uint64_t t0 = 0;
     while ((uint32_t)(v >> 32) != tag) {
         if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
             t0 = symm__wait_check(&A->ctx, p, SYMM_CMP_EQ, tag, v >> 32, t0);
-        v = symm__ld_b64(p, SYMM_SEM_VOLATILE, SYMM_SCOPE_SYS);
+        v = acq ? symm__ld_b64(p, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS) : symm__ld_b64(p, SYMM_SEM_VOLATILE, SYMM_SCOPE_SYS);
     }
     return (uint32_t)v;
 }
@@ -384,6 +415,17 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_CS_SET3 15  /* the receive half's barrier after the setup passed */
 #define LLS_CS_PROD 16  /* the first round's products shared (the barrier before their sums passed) */
 #define LLS_CS_ADDR 17  /* the prologue's arithmetic done (before the PDL wait) */
+/* finer stamps of the generic dispatch (same build flag) */
+#define LLS_DG_PL0 12 /* ll_post_lists entered */
+#define LLS_DG_PL1 13 /* its warp 0's first query summed */
+#define LLS_DG_RB 14  /* the first row batch's first barrier passed */
+#define LLS_DG_MK 15  /* thread 0's token mask worked out (before the barrier) */
+#define LLS_DG_PV 16  /* thread 0's prefetched x vector in (pinned after the mask stamp) */
+#define LLS_DG_CW 17  /* receive half: the count waits begin (thread 0) */
+#define LLS_DG_E1 18  /* thread 0's first list entry taken */
+#define LLS_DG_F1 19  /* thread 0's first plain flag seen */
+#define LLS_DG_C1 20  /* copy: thread 0's first loads back */
+#define LLS_DG_C2 21  /* copy: thread 0's x done (before the scales) */
 #if defined(SYMM_MOE_LL_FINE_STAMPS) && SYMM_MOE_LL_FINE_STAMPS
 #define LL_FSTAMP(A, i) ll_stamp(A, i)
 #define LL_FPIN32(x) symm__pin_u32(&(x))
@@ -512,21 +554,80 @@ SYMM__DEVICE_INTERNAL void ll_put_slice(const symm__moe_kargs_t *A, char *slot, 
     }
 }
 
+/* A PE's expert lists when its tokens fit one index chunk (sidx: the chunk's top-k indices,
+ * ntok tokens below the bound; tag and parity of epoch e; mode: this call's count bits). A
+ * route's place in its expert's list is the number of earlier tokens that name that expert, so
+ * any block can work it out from sidx alone: block b stores the entries of its own tokens (b,
+ * b + blocks, ..., those whose rows it sends) and posts the counts of experts blocks - 1 - b,
+ * 2 * blocks - 1 - b, ... (the count of all ntok tokens). Each such count is one query, taken
+ * by one warp (16 bytes of sidx a lane and load, a sum over the warp) whose lane 0 stores the
+ * result: no barrier, no serial scan per expert, and no block's lists wait for another block.
+ * srank (plain rows): the own routes' places go there instead (~0: no entry), for the entries
+ * to be released behind the rows, and the counts say so (LL_CNT_EREL). */
+SYMM__DEVICE_INTERNAL void ll_post_lists(const symm__moe_kargs_t *A, const uint32_t *sidx, uint32_t ntok, uint64_t e,
+                                         uint64_t mode, uint32_t *srank) {
+    const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5, K = A->topk, L = A->local;
+    const uint32_t E = A->experts, B = gridDim.x, b = blockIdx.x, o = B - 1 - b;
+    const uint32_t nr = (ntok > b ? (ntok - b + B - 1) / B : 0) * K, nq = nr + (E > o ? (E - o + B - 1) / B : 0);
+    LL_FSTAMP(A, LLS_DG_PL0);
+    /* (q depends on the warp alone: every lane runs the loop and the reduction) */
+    for (uint32_t q = warp; q < nq; q += SYMM__MOE_WARPS) {
+        const uint32_t k = q % K, i = q < nr ? b + (q / K) * B : 0;
+        const uint32_t ex = q < nr ? sidx[i * K + k] : o + (q - nr) * B; /* the route's expert, or the count's */
+        /* a route's expert named by an earlier slot of its token: a ballot over the slots below 32 */
+        const uint32_t dup = __ballot_sync(MOE_FULL, q < nr && lane < k && sidx[i * K + lane] == ex);
+        const int ok = q >= nr || (ex < E && dup == 0 && (k <= 32 || ll_valid(&sidx[i * K], k, E)));
+        const uint32_t np = q >= nr ? ntok * K : ok ? i * K : 0; /* how many of sidx's first routes count */
+        uint32_t c = 0;
+        for (uint32_t j = 4u * lane; j < np; j += 128) {
+            const uint4 v = reinterpret_cast<const uint4 *>(sidx)[j / 4u];
+            uint32_t hit = (uint32_t)(v.x == ex) | (uint32_t)(v.y == ex) << 1 | (uint32_t)(v.z == ex) << 2 |
+                           (uint32_t)(v.w == ex) << 3;
+            if (np - j < 4u)
+                hit &= (1u << (np - j)) - 1u;
+            for (; hit != 0; hit &= hit - 1u) { /* (rare) a hit counts where its token names ex first */
+                const uint32_t jj = j + (uint32_t)__ffs((int)hit) - 1u;
+                c += (uint32_t)ll_valid(&sidx[jj - jj % K], jj % K, E);
+            }
+        }
+        c = __reduce_add_sync(MOE_FULL, c);
+        if (q == warp) {
+            LL_FPIN32(c);
+            LL_FSTAMP(A, LLS_DG_PL1);
+        }
+        if (lane == 0 && srank != NULL && q < nr)
+            srank[q] = ok ? c : ~0u;
+        else if (lane == 0 && ok) {
+            const uint32_t p = (uint32_t)(e & 1u), n = (uint32_t)A->n, me = (uint32_t)A->me;
+            if (q >= nr)
+                symm__st_b64(moe_peer(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + me) * L + ex % L, (int)(ex / L)),
+                             (e << 32) | (mode << 30) | (srank != NULL ? LL_CNT_EREL : 0u) | c, SYMM_SEM_RELAXED,
+                             SYMM_SCOPE_SYS);
+            else
+                symm__st_b64(moe_peer(A, MOE_U64(A, ll_list) + (((uint64_t)p * n + me) * L + ex % L) * A->cap + c,
+                                      (int)(ex / L)),
+                             ((uint64_t)ll_tag(e) << 32) | (i << 8) | (q % K), SYMM_SEM_RELAXED, SYMM_SCOPE_SYS);
+        }
+    }
+}
+
 /* The send half opens the epoch: thread 0 reads the last one with the first
  * chunk's indices (*se: the block's copy; `again`: a second pass of
  * SYMM_MOE_LL_PROBE=twice takes the next one from there). The block is
  * counted after it (ll_count_late). */
-SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t *se, int again) {
+SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t *se, int again, int big) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
     const uint32_t me = (uint32_t)A->me, dpr = me % dp;
-    /* the epoch and each thread's first index of the first chunk go out before anything else is
-     * computed (they are staged below, once the prologue is done) */
-    const uint32_t kq = tid / K;
-    const uint64_t tq = dpr + (uint64_t)kq * dp;
+    /* the epoch and each thread's first two indices of the first chunk go out before anything
+     * else is computed (they are staged below, once the prologue is done) */
+    const uint32_t kq = tid / K, kq1 = (tid + SYMM__MOE_THREADS) / K;
+    const uint64_t tq = dpr + (uint64_t)kq * dp, tq1 = dpr + (uint64_t)kq1 * dp;
     const int has_ix0 = (kq + 1) * K <= SYMM__MOE_IDX_CHUNK && tq < A->num_tokens;
+    const int has_ix1 = big && (kq1 + 1) * K <= SYMM__MOE_IDX_CHUNK && tq1 < A->num_tokens;
     const uint64_t ev0 = tid == 0 && !again ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
     const uint32_t ix0 = has_ix0 ? ((const uint32_t *)A->idx)[tq * K + (tid - kq * K)] : 0;
+    const uint32_t ix1 = has_ix1 ? ((const uint32_t *)A->idx)[tq1 * K + (tid + SYMM__MOE_THREADS - kq1 * K)] : 0;
     uint64_t e = 0;
     uint32_t p = 0, tag = 0;
     /* experts are owned from the last block down, tokens from the first block up: with few tokens
@@ -549,7 +650,8 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
     const uint32_t sl = pk && all > 0 && all <= ctok && 2u * all <= B ? B / all : 1u;
     const uint64_t mode = (pk ? LL_MODE_DPKT : 0u) | (A->pkt && A->num_tokens <= A->pmt ? LL_MODE_CPKT : 0u);
     extern __shared__ uint32_t ecnt[]; /* [warps][per_warp]: running route counts of owned experts */
-    __shared__ uint32_t sidx[SYMM__MOE_IDX_CHUNK];
+    __shared__ __align__(16) uint32_t sidx[SYMM__MOE_IDX_CHUNK]; /* (read 16 bytes at a time) */
+    __shared__ uint32_t srank[SYMM__MOE_IDX_CHUNK]; /* own routes' list places (ll_post_lists, plain rows) */
     __shared__ uint64_t smask[LL_BATCH];
     __shared__ uint32_t stok[LL_BATCH];
     symm__v4_t pv[LL_UNROLL]; /* the first batch's x and scales, loaded with the indices: not after them */
@@ -598,7 +700,9 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
             const uint64_t ev = c0 != 0 || tid != 0 ? 0 : again ? *se : ev0;
             for (uint32_t q = tid; q < nst * K; q += SYMM__MOE_THREADS) {
                 const uint64_t t = dpr + (uint64_t)(c0 + q / K) * dp;
-                sidx[q] = c0 == 0 && q == tid ? ix0 : ((const uint32_t *)A->idx)[t * K + q % K];
+                sidx[q] = c0 == 0 && q == tid                       ? ix0
+                          : c0 == 0 && q == tid + SYMM__MOE_THREADS ? ix1
+                                                                    : ((const uint32_t *)A->idx)[t * K + q % K];
             }
             if (c0 == 0 && tid == 0)
                 *se = ev + 1u;
@@ -616,8 +720,14 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
             tag = ll_tag(e);
             ll_stamp(A, LLS_D_IDX);
         }
-        /* expert lists (and, with the last chunk, their counts): tagged entries, relaxed stores */
-        for (uint32_t w = 0; w < per_warp; w++) {
+        /* expert lists (and, with the last chunk, their counts): tagged entries, relaxed stores;
+         * a PE's tokens in one chunk, at least LL_POST_ROUTES routes: every block its own share
+         * (ll_post_lists); else warp w of the grid owns experts w, w + warps, ... and scans the
+         * routes in token order, chunk by chunk (ballots, so every route gets the same slot
+         * whichever block looks): a ballot or two when the routes are few */
+        if (big && all <= ctok && all * K >= LL_POST_ROUTES)
+            ll_post_lists(A, sidx, ntok, e, mode, pk ? NULL : srank);
+        for (uint32_t w = 0; w < per_warp && !(big && all <= ctok && all * K >= LL_POST_ROUTES); w++) {
             const uint32_t ex = gw + w * GW, r = ex / L, le = ex % L;
             uint32_t run;
             uint64_t *list;
@@ -696,27 +806,43 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                 const uint32_t nb = nown - o0 < tb ? nown - o0 : tb;
                 symm__block_sync();
                 MOE_TRACE_T0(tb_, A);
-                if (tid < nb) {
-                    const uint32_t i = b + (o0 + tid) * B;
-                    const uint32_t *row = &sidx[i * K];
-                    const uint64_t t = dpr + (uint64_t)(c0 + i) * dp;
+                if (c0 == 0 && o0 == 0)
+                    LL_FSTAMP(A, LLS_DG_RB);
+                /* each token's PEs: warp w takes tokens w, w + warps, ... of the batch, a lane per
+                 * route and an OR over the warp (the routes' checks side by side, not one thread's
+                 * K in turn); every lane runs the loops and the reductions */
+                for (uint32_t j = warp; j < nb; j += SYMM__MOE_WARPS) {
+                    const uint32_t i = b + (o0 + j) * B;
                     uint64_t mask = 0;
-                    for (uint32_t k = 0; k < K; k++) {
-                        const uint32_t ex = row[k];
-                        if (ex >= E) {
-                            if (ex != SYMM_MOE_NO_EXPERT) /* -1 marks a slot with no expert */
-                                moe_error(A, SYMM__MOE_ERR_EXPERT_RANGE, (int64_t)t, (int64_t)k, (int64_t)ex);
-                        } else if (!ll_valid(row, k, E))
-                            moe_error(A, SYMM__MOE_ERR_EXPERT_DUP, (int64_t)t, (int64_t)k, (int64_t)ex);
-                        else
-                            mask |= 1ull << (ex / L);
+                    for (uint32_t k0 = 0; k0 < K; k0 += 32) {
+                        const uint32_t k = k0 + lane, ex = k < K ? sidx[i * K + k] : SYMM_MOE_NO_EXPERT;
+                        /* a route counts where its token names its expert first: the lowest lane of
+                         * its match (lanes past K match nothing: E + lane is no expert) */
+                        const uint32_t same = __match_any_sync(MOE_FULL, k < K ? ex : E + lane);
+                        uint64_t m = 0;
+                        if (ex < E && (k0 == 0 ? (uint32_t)__ffs((int)same) - 1u == lane : ll_valid(&sidx[i * K], k, E)))
+                            m = 1ull << (ex / L);
+                        else if (ex != SYMM_MOE_NO_EXPERT) /* -1 marks a slot with no expert */
+                            moe_error(A, ex < E ? SYMM__MOE_ERR_EXPERT_DUP : SYMM__MOE_ERR_EXPERT_RANGE,
+                                      (int64_t)(dpr + (uint64_t)(c0 + i) * dp), (int64_t)k, (int64_t)ex);
+                        mask |= ((uint64_t)__reduce_or_sync(MOE_FULL, (uint32_t)(m >> 32)) << 32) |
+                                __reduce_or_sync(MOE_FULL, (uint32_t)m);
                     }
-                    smask[tid] = mask;
-                    stok[tid] = c0 + i;
+                    if (lane == 0) {
+                        smask[j] = mask;
+                        stok[j] = c0 + i;
+                    }
+                    if (c0 == 0 && o0 == 0 && j == 0) {
+                        LL_FPIN64(mask);
+                        LL_FSTAMP(A, LLS_DG_MK);
+                    }
                 }
                 symm__block_sync();
-                if (c0 == 0 && o0 == 0)
+                if (c0 == 0 && o0 == 0) {
                     ll_stamp(A, LLS_D_MASK);
+                    LL_FPIN32(pv[0].x);
+                    LL_FSTAMP(A, LLS_DG_PV);
+                }
                 /* x, 16 bytes per thread and step, loaded once for all the token's PEs */
                 {
                     const uint32_t total = nb * nvx;
@@ -772,8 +898,20 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_send(const symm__moe_kargs_t *A, uint64_t
                             symm__cst16(moe_peer(A, ll_slot(A, p, me, stok[j]) + A->x_bytes + 4u * s0, r), v, 1);
                     }
                 }
-                /* plain rows: each row's flag, released behind the whole block's stores */
-                if (!pk) {
+                /* plain rows: each row's flag, released behind the whole block's stores; lists posted
+                 * block by block: the rows' entries instead (no flag), each where ll_post_lists placed it */
+                if (big && !pk && all <= ctok && all * K >= LL_POST_ROUTES) {
+                    symm__block_sync();
+                    for (uint32_t x = tid; x < nb * K; x += SYMM__MOE_THREADS) {
+                        const uint32_t j = x / K, k = x % K, rank = srank[(o0 + j) * K + k], i = stok[j];
+                        const uint32_t ex = sidx[i * K + k];
+                        if (rank != ~0u)
+                            symm__st_b64(
+                                moe_peer(A, MOE_U64(A, ll_list) + (((uint64_t)p * n + me) * L + ex % L) * A->cap + rank,
+                                         (int)(ex / L)),
+                                ((uint64_t)tag << 32) | (i << 8) | k, SYMM_SEM_RELEASE, SYMM_SCOPE_SYS);
+                    }
+                } else if (!pk) {
                     symm__block_sync();
                     for (uint32_t x = tid; x < nb * n; x += SYMM__MOE_THREADS) {
                         const uint32_t j = x / n, r = x % n;
@@ -803,26 +941,42 @@ SYMM__DEVICE_INTERNAL void ll_count_late(const symm__moe_kargs_t *A, uint32_t *t
 }
 
 /* The receive half; `ticket` (or NULL): the block is counted in it as the first waits start. */
-SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket) {
+SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t e, uint32_t *ticket, int big) {
     const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, L = A->local, dp = (uint32_t)A->dp;
     const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
     const uint32_t B = gridDim.x, items = n * L, ipb = SYMM__MOE_THREADS / n;
+    const uint32_t rb = big ? LL_RROWS : ll_batch(nvx + cols); /* rows taken (entries, flags) at once */
     const uint64_t foff = ll_sdata(A), esz = A->x_esz;
-    const uint32_t rb = ll_batch(nvx + cols);
     __shared__ uint32_t cnt[SYMM__MOE_THREADS];   /* [item of the round][source]: routes */
     __shared__ uint32_t ioff[LL_ITEMS], ipre[LL_ITEMS];
     __shared__ uint64_t sent0[LL_ITEMS]; /* each item's first list entry, as loaded with its count */
     __shared__ uint32_t smode[SYMM__MOE_MAX_PES];
-    __shared__ uint32_t stl[LL_BATCH], ssrc[LL_BATCH], sle[LL_BATCH], srow[LL_BATCH];
+    __shared__ uint32_t stl[LL_RROWS], ssrc[LL_RROWS], sle[LL_RROWS], srow[LL_RROWS];
+    __shared__ const char *sfrom[LL_RROWS]; /* a plain row's slot */
+    __shared__ char *sto[LL_RROWS];         /* its row of out_expert_x */
     symm__v4_t sv = {0, 0, 0, 0}; /* the batch's first scale (packet, or plain bits in x) */
-    for (uint32_t i0 = blockIdx.x; i0 < items; i0 += B * ipb) {
-        const uint32_t left = (items - i0 + B - 1) / B, ni = left < ipb ? left : ipb;
-        uint32_t total;
+    /* glob (at most a block's threads of items, and this PE's own routes at least
+     * LL_POST_ROUTES, a proxy of what it receives: below, one item or two per block is less work
+     * on the chain than all of them): every block waits for every item's count, one thread
+     * each, and takes an equal share of all the rows (items in order: a contiguous range), so no
+     * block copies more than its share whichever experts are loaded; else items go round-robin
+     * over the blocks */
+    const int glob = big && items <= SYMM__MOE_THREADS && (uint32_t)A->num_tokens * A->topk >= LL_POST_ROUTES;
+    /* some source sends its rows as packets (smode, once the first counts are in); the small-call
+     * kernel always takes the general copy */
+    uint32_t pkany = big ? 0u : 1u;
+    for (uint32_t i0 = glob ? 0 : blockIdx.x; i0 < items; i0 += glob ? items : B * ipb) {
+        const uint32_t left = (items - i0 + B - 1) / B, ni = glob ? items : left < ipb ? left : ipb;
+        const uint32_t istep = glob ? 1u : B; /* item j of the round: i0 + j * istep */
+        uint32_t total, jlo = 0, jhi;
         /* the counts of every item of this round, at once */
         symm__block_sync();
         ll_count_late(A, ticket);
-        if (tid < ni * n) {
-            const uint32_t j = tid / n, x = tid % n, le = (i0 + j * B) / n, s = (i0 + j * B) % n;
+        if (i0 == (glob ? 0 : blockIdx.x))
+            LL_FSTAMP(A, LLS_DG_CW);
+        if (glob ? tid < items : tid < ni * n) {
+            /* the count of (le, x): glob, item tid's own (its source is x); else item j's source x */
+            const uint32_t j = glob ? tid : tid / n, x = tid % n, le = (i0 + j * istep) / n, s = (i0 + j * istep) % n;
             uint64_t first = 0;
             const uint64_t v =
                 ll_wait_count(A, MOE_U64(A, ll_cnt) + ((uint64_t)p * n + x) * L + le, e,
@@ -831,26 +985,29 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
             cnt[tid] = (uint32_t)v & LL_ROUTES;
             if (x == s)
                 sent0[j] = first;
-            if (j == 0) {
-                smode[x] = (uint32_t)(v >> 30) & 3u;
+            if (j == 0 || (glob && le == 0)) {
+                smode[x] = ((uint32_t)(v >> 30) & 3u) | ((uint32_t)v & LL_CNT_EREL ? LL_SM_EREL : 0u);
                 MOE_U32(A, ll_mode)[x] = (uint32_t)(v >> 30) & 3u; /* for the combine; every block agrees */
             }
         }
         symm__block_sync();
-        if (i0 == blockIdx.x)
+        if (i0 == (glob ? 0 : blockIdx.x))
             ll_stamp(A, LLS_D_CNT);
+        for (uint32_t x = 0; big && x < n && i0 == (glob ? 0 : blockIdx.x); x++)
+            pkany |= smode[x] & LL_MODE_DPKT;
         {
             uint32_t num = 0;
             if (tid < ni) {
-                const uint32_t item = i0 + tid * B, le = item / n, s = item % n;
+                const uint32_t item = i0 + tid * istep, le = item / n, s = item % n;
+                const uint32_t *c = &cnt[glob ? le * n : tid * n]; /* le's counts by source */
                 uint32_t off = 0, sum = 0;
                 for (uint32_t x = 0; x < n; x++) {
-                    off += x < s ? cnt[tid * n + x] : 0;
-                    sum += cnt[tid * n + x];
+                    off += x < s ? c[x] : 0;
+                    sum += c[x];
                 }
-                num = cnt[tid * n + s];
+                num = c[s];
                 ioff[tid] = off;
-                if (s == 0) {
+                if (s == 0 && (!glob || le % B == blockIdx.x)) {
                     A->out_num[le] = (int32_t)sum;
                     MOE_U32(A, ll_rcnt)[le] = sum;
                 }
@@ -859,11 +1016,16 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
             const uint32_t pre = moe_block_scan(num, &total);
             if (tid < ni)
                 ipre[tid] = pre;
-            if (i0 == blockIdx.x)
+            if (i0 == (glob ? 0 : blockIdx.x))
                 ll_stamp(A, LLS_D_SCAN);
         }
-        for (uint32_t j0 = 0; j0 < total; j0 += rb) {
-            const uint32_t nb = total - j0 < rb ? total - j0 : rb;
+        jhi = total;
+        if (glob) {
+            jlo = (uint32_t)((uint64_t)total * blockIdx.x / B);
+            jhi = (uint32_t)((uint64_t)total * (blockIdx.x + 1) / B);
+        }
+        for (uint32_t j0 = jlo; j0 < jhi; j0 += rb) {
+            const uint32_t nb = jhi - j0 < rb ? jhi - j0 : rb;
             symm__block_sync();
             if (tid < nb) {
                 const uint32_t j = j0 + tid;
@@ -876,25 +1038,40 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                         hi = mid - 1;
                 }
                 {
-                    const uint32_t item = i0 + lo * B, le = item / n, s = item % n, r = j - ipre[lo];
-                    const uint32_t ent =
-                        r == 0 && (uint32_t)(sent0[lo] >> 32) == tag
+                    const uint32_t item = i0 + lo * istep, le = item / n, s = item % n, r = j - ipre[lo];
+                    /* (an entry released behind its row: polled with acquire, not taken from the count's load) */
+                    const int erel = (smode[s] & LL_SM_EREL) != 0;
+                    uint32_t ent =
+                        r == 0 && !erel && (uint32_t)(sent0[lo] >> 32) == tag
                             ? (uint32_t)sent0[lo]
-                            : ll_take_entry(A, MOE_U64(A, ll_list) + (((uint64_t)p * n + s) * L + le) * A->cap + r, tag);
+                            : ll_take_entry(A, MOE_U64(A, ll_list) + (((uint64_t)p * n + s) * L + le) * A->cap + r, tag,
+                                            erel);
                     const uint32_t tl = ent >> 8;
                     const uint64_t t = (uint64_t)tl * dp + s % dp;
-                    if (!(smode[s] & LL_MODE_DPKT))
+                    if (j0 == jlo) {
+                        LL_FPIN32(ent);
+                        LL_FSTAMP(A, LLS_DG_E1);
+                    }
+                    if (!(smode[s] & (LL_MODE_DPKT | LL_SM_EREL)))
                         moe_wait(A, (const uint64_t *)(const void *)(ll_slot(A, p, s, tl) + foff), e, (int)s);
+                    if (j0 == jlo)
+                        LL_FSTAMP(A, LLS_DG_F1);
                     stl[tid] = tl;
                     ssrc[tid] = s;
                     sle[tid] = le;
                     srow[tid] = ioff[lo] + r;
+                    if (!pkany) {
+                        sfrom[tid] = ll_slot(A, p, s, tl);
+                        sto[tid] = (char *)A->out_x +
+                                   ((int64_t)le * A->ox_stride[0] + (int64_t)(ioff[lo] + r) * A->ox_stride[1]) *
+                                       (int64_t)esz;
+                    }
                     MOE_U64(A, ll_route)[(uint64_t)le * A->rows + ioff[lo] + r] =
                         (uint64_t)s | ((uint64_t)(ent & 255u) << 16) | (t << 32);
                 }
             }
             symm__block_sync();
-            if (i0 == blockIdx.x && j0 == 0)
+            if (i0 == (glob ? 0 : blockIdx.x) && j0 == jlo)
                 ll_stamp(A, LLS_D_ENT);
             /* the first scales' loads go out with the rows' (a packet not there yet is polled again) */
             if (tid < nb * cols) {
@@ -904,8 +1081,32 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
                 else
                     sv.x = ((const uint32_t *)(const void *)(ll_slot(A, p, s, stl[j]) + A->x_bytes))[c];
             }
-            /* x: 16 bytes per thread and step (packets: two, polled until they carry the tag) */
-            {
+            /* x: 16 bytes per thread and step (packets: two, polled until they carry the tag);
+             * plain rows alone (every source's): from the addresses each row's thread worked out */
+            if (!pkany) {
+                const uint32_t tv = nb * nvx;
+                for (uint32_t q0 = tid; q0 < tv; q0 += SYMM__MOE_THREADS * LL_RUNROLL) {
+                    symm__v4_t va[LL_RUNROLL];
+#pragma unroll
+                    for (int u = 0; u < LL_RUNROLL; u++) {
+                        const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
+                        if (q < tv)
+                            va[u] = symm__cld16(sfrom[q / nvx] + 16u * (q % nvx), 0);
+                    }
+                    if (q0 == tid && j0 == jlo) {
+                        LL_FPIN32(va[0].x);
+                        LL_FSTAMP(A, LLS_DG_C1);
+                    }
+#pragma unroll
+                    for (int u = 0; u < LL_RUNROLL; u++) {
+                        const uint32_t q = q0 + (uint32_t)u * SYMM__MOE_THREADS;
+                        if (q < tv)
+                            ll_st16(sto[q / nvx] + 16u * (q % nvx), va[u]);
+                    }
+                }
+                if (j0 == jlo)
+                    LL_FSTAMP(A, LLS_DG_C2);
+            } else {
                 const uint32_t tv = nb * nvx;
                 for (uint32_t q0 = tid; q0 < tv; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
                     symm__v4_t va[LL_UNROLL], vb[LL_UNROLL];
@@ -1759,9 +1960,12 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
 /* Dispatch: the epoch is opened by the send half (ll_dispatch_send) or read
  * here; the block counted last stores it as it ends (every block read the
  * old value before it was counted; the next kernel on the stream sees the
- * new one), so no block waits for the count at the end. */
-__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const __grid_constant__ symm__moe_kargs_t a) {
-    const symm__moe_kargs_t *A = &a;
+ * new one), so no block waits for the count at the end. big (a constant of
+ * each kernel): calls of LL_POST_ROUTES routes and more, whose lists go block
+ * by block (ll_post_lists) and whose rows split evenly; the kernel of smaller
+ * calls has none of that code, so its registers and chains are its own
+ * (either kernel takes the rows of a source that used the other). */
+SYMM__DEVICE_INTERNAL void ll_dispatch_kernel(const symm__moe_kargs_t *A, int big) {
     const uint32_t tid = symm__block_tid();
     const int send = (A->flags & SYMM_MOE_SEND) != 0;
     const int real = A->probe == SYMM__MOE_PROBE_NONE || A->probe == SYMM__MOE_PROBE_STAMPS ||
@@ -1779,7 +1983,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
         if (pass)
             symm__block_sync();
         if (send && real) {
-            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, &se, pass));
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH, ll_dispatch_send(A, &se, pass, big));
         } else {
             if (tid == 0)
                 se = *(volatile uint64_t *)&moe_state(A)->epoch + (send ? 1u : 0u);
@@ -1791,7 +1995,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
         if (A->probe == SYMM__MOE_PROBE_HOP)
             ll_probe_hop(A, e, 0);
         else if (real && (A->flags & SYMM_MOE_RECV))
-            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, ll_dispatch_recv(A, e, send ? &ticket : NULL));
+            MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_DISPATCH_RECV, ll_dispatch_recv(A, e, send ? &ticket : NULL, big));
         if (send && real) /* (a send half alone, or a receive half with no items here) */
             ll_count_late(A, &ticket);
     }
@@ -1800,6 +2004,15 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
         *(volatile uint64_t *)&moe_state(A)->epoch = e;
     }
     ll_stamps_end(A, "dispatch", e, LLS_D_END);
+}
+
+__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const __grid_constant__ symm__moe_kargs_t a) {
+    ll_dispatch_kernel(&a, 0);
+}
+
+__global__ void __launch_bounds__(SYMM__MOE_THREADS)
+    symm__k_ll_dispatch_big(const __grid_constant__ symm__moe_kargs_t a) {
+    ll_dispatch_kernel(&a, 1);
 }
 
 /* The small dispatch (a->ll_small, the real exchange or its stamps): its own kernel, so its
@@ -2006,8 +2219,9 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
         ll_combine_send_slices(A, e, pre, modes, total);
         return;
     }
-    /* few rows: one per block, so they all leave at once */
-    rb = ll_batch(nvy);
+    /* few rows: one per block, so they all leave at once; else a block's share in one batch (up
+     * to LL_BATCH rows), so its plain rows wait for one release, not one per few rows */
+    rb = LL_BATCH;
     if (rb > (total + gridDim.x - 1) / gridDim.x)
         rb = (total + gridDim.x - 1) / gridDim.x;
     if (rb < 1)
@@ -2860,7 +3074,9 @@ extern "C" size_t symm__moe_ll_smem(const symm__moe_kargs_t *a, int blocks) {
 symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s) {
     const int dispatch = a->kernel == SYMM__MK_LL_DISPATCH;
     const int small = dispatch && a->ll_small && (a->probe == SYMM__MOE_PROBE_NONE || a->probe == SYMM__MOE_PROBE_STAMPS);
-    void (*const kd)(symm__moe_kargs_t) = small ? symm__k_ll_dispatch_small : symm__k_ll_dispatch;
+    const int big = (uint64_t)a->num_tokens * a->topk >= LL_POST_ROUTES;
+    void (*const kd)(symm__moe_kargs_t) =
+        small ? symm__k_ll_dispatch_small : big ? symm__k_ll_dispatch_big : symm__k_ll_dispatch;
     void (*const kc)(symm__moe_kargs_t) = a->ll_small ? symm__k_ll_combine_small : symm__k_ll_combine;
     const size_t smem = small ? 0 : dispatch || (a->flags & SYMM_MOE_SEND) ? symm__moe_ll_smem(a, a->nblocks) : 0;
     if (a->pdl)

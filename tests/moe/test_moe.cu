@@ -425,6 +425,13 @@ static void part_ll(void) {
         {16, 4, 7168, 48, 1, 1, 1, 1, -1, 8},
         {16, 2, 4096, 70, 2, 0, 2, 0, -1, 8},
         {16, 2, 1024, 200, 2, 0, 1, 1, -1, 8},
+        /* the decode shape's experts and top-k: calls of 32 tokens and more post their lists block by
+         * block; more (expert, source) items than a block's threads (each block takes its own items),
+         * and more routes than one index chunk (the lists scanned expert by expert, chunk by chunk) */
+        {256, 8, 512, 128, 1, 1, 1, 1, -1, 6},
+        {1024, 8, 256, 100, 2, 0, 2, 0, -1, 3},
+        {64, 8, 256, 1000, 1, 1, 1, 1, -1, 4},
+        {1024, 8, 128, 600, 1, 1, 1, 0, -1, 3},
     };
     for (auto &cs : cases) {
         LL t;
