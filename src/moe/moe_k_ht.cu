@@ -590,6 +590,59 @@ SYMM__DEVICE_INTERNAL uint32_t ht_nchunks(const symm__moe_kargs_t *A) {
     return (A->max_tokens + SYMM__MOE_HT_CHUNK - 1) / SYMM__MOE_HT_CHUNK;
 }
 
+/* The side channel (symm_moe_ht_combine_weights): the row of values source r
+ * returns for my token at position pos among those I sent it, after its chunk
+ * flag was acquired: in ht_cwbuf, or (own rows of a fused combine) in my w; 0
+ * for a row w does not have (y did not either: an error reported). */
+SYMM__DEVICE_INTERNAL uint64_t ht_wrow(const symm__moe_kargs_t *A, uint32_t r, uint32_t pos, int own) {
+    if (own) {
+        const uint64_t row = (uint64_t)MOE_U32(A, ht_roff)[r] + pos;
+        return row < A->w_rows ? (uint64_t)(uintptr_t)(A->w + (int64_t)row * A->w_stride) : 0u;
+    }
+    return (uint64_t)(uintptr_t)(MOE_AT(A, ht_cwbuf) + ((uint64_t)r * A->max_tokens + pos) * A->w_cols * 4u);
+}
+
+/* A warp sums token t's side channel (mask: its PEs; fused: my own rows are
+ * read from my w), its sources' chunk flags acquired and a warp barrier
+ * behind: lane l finds source l's (and l + 32's) row of values, then lane c
+ * sums column c over the sources in PE order, in float32, up to four
+ * sources' loads in flight before any is added. Out of line, so that the
+ * reducers' row loops keep their registers. */
+SYMM__NOINLINE void ht_sum_weights(const symm__moe_kargs_t *A, uint64_t t, uint64_t mask, int fused) {
+    const uint32_t lane = symm__lane(), n = (uint32_t)A->n, me = (uint32_t)A->me, wc = A->w_cols;
+    const uint32_t *hpos = MOE_U32(A, ht_pos);
+    uint64_t wa0 = 0, wa1 = 0;
+    if (lane < n && ((mask >> lane) & 1u))
+        wa0 = ht_wrow(A, lane, hpos[t * n + lane], fused && lane == me);
+    if (lane + 32u < n && ((mask >> (lane + 32u)) & 1u))
+        wa1 = ht_wrow(A, lane + 32u, hpos[t * n + lane + 32u], fused && lane + 32u == me);
+    for (uint32_t c0 = 0; c0 < wc; c0 += 32u) {
+        const uint32_t c = c0 + lane;
+        float acc = 0.0f;
+        for (uint64_t mm = mask; mm;) {
+            uint32_t v[4] = {0u, 0u, 0u, 0u};
+            int got = 0;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                if (mm) { /* the same on every lane: the shuffles see the whole warp */
+                    const uint32_t r = (uint32_t)(__ffsll((long long)mm) - 1);
+                    const uint64_t a = __shfl_sync(MOE_FULL, r < 32u ? wa0 : wa1, r & 31u);
+                    mm &= mm - 1;
+                    if (a != 0u && c < wc)
+                        v[i] = symm__cld4((const char *)(uintptr_t)a + 4u * c, 0);
+                    got = i + 1;
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                if (i < got)
+                    acc += symm__bits_f32(v[i]);
+        }
+        if (c < wc)
+            A->out_w[(int64_t)t * A->ow_stride + c] = acc;
+    }
+}
+
 /* The threads of a block that run one half: `tid` of `nthr`, meeting at
  * barrier `bar` (0: the whole block; else a named group of warps). */
 typedef struct ht_group {
@@ -601,6 +654,34 @@ SYMM__DEVICE_INTERNAL void ht_group_sync(ht_group_t g) {
         symm__block_sync();
     else
         symm__group_sync(g.bar, g.nthr);
+}
+
+/* The side channel's values of the chunks block b of nb senders returns (the
+ * same chunks, in the same order, as ht_combine_send), each chunk's rows of w
+ * (at most `rows`, y's) into its source's ht_cwbuf at my rows there; threads
+ * tid of nthr. Out of line, before the rows: the row loops keep their registers. */
+SYMM__NOINLINE void ht_send_weights(const symm__moe_kargs_t *A, uint32_t b, uint32_t nb, uint32_t maxc,
+                                    uint64_t rows, int fused, uint32_t tid, uint32_t nthr) {
+    const uint32_t n = (uint32_t)A->n, me = (uint32_t)A->me, wc = A->w_cols;
+    const uint32_t *roff = MOE_U32(A, ht_roff);
+    uint32_t item = 0;
+    for (uint32_t c = 0; c < maxc; c++) {
+        for (uint32_t i = 1; i <= n; i++) {
+            const uint32_t s = (me + i) % n, cnt = roff[n + s];
+            uint64_t j0, nr, lim;
+            if (c * SYMM__MOE_HT_CHUNK >= cnt || (fused && s == me))
+                continue;
+            if (item++ % nb != b)
+                continue;
+            j0 = (uint64_t)roff[s] + (uint64_t)c * SYMM__MOE_HT_CHUNK;
+            nr = cnt - c * SYMM__MOE_HT_CHUNK < SYMM__MOE_HT_CHUNK ? cnt - c * SYMM__MOE_HT_CHUNK : SYMM__MOE_HT_CHUNK;
+            lim = j0 < rows ? (rows - j0 < nr ? rows - j0 : nr) : 0;
+            char *dst = (char *)moe_peer(A, MOE_AT(A, ht_cwbuf) + ((uint64_t)me * A->max_tokens +
+                                                                  (uint64_t)c * SYMM__MOE_HT_CHUNK) * wc * 4u, (int)s);
+            for (uint32_t q = tid; q < (uint32_t)lim * wc; q += nthr)
+                moe_put32(dst + 4u * q, symm__f32_bits(A->w[(int64_t)(j0 + q / wc) * A->w_stride + q % wc]));
+        }
+    }
 }
 
 /* Send half: this block is `b` of `nb` senders, with the threads of `g`,
@@ -627,6 +708,8 @@ SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t 
         const uint32_t c = (roff[n + s] + SYMM__MOE_HT_CHUNK - 1) / SYMM__MOE_HT_CHUNK;
         maxc = c > maxc ? c : maxc;
     }
+    if (A->w_cols) /* the side channel's values of this block's chunks first: the chunks' flags cover them */
+        ht_send_weights(A, b, nb, maxc, rows, fused, tid, nthr);
     for (uint32_t c = 0; c < maxc; c++) {
         for (uint32_t i = 1; i <= n; i++) {
             const uint32_t s = (me + i) % n, cnt = roff[n + s];
@@ -705,6 +788,26 @@ SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t 
     }
 }
 
+/* The block reducer's side channel for tokens t0 .. t0 + cnt - 1 (their masks
+ * and positions in smask, spos; their flags acquired): a thread per (token,
+ * column), its sources in PE order. Out of line, so that the row loops keep
+ * their registers. */
+SYMM__NOINLINE void ht_sum_weights_block(const symm__moe_kargs_t *A, uint64_t t0, uint32_t cnt, const uint64_t *smask,
+                                         const uint32_t *spos, int fused) {
+    const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, me = (uint32_t)A->me, wc = A->w_cols;
+    for (uint32_t q = tid; q < cnt * wc; q += SYMM__MOE_THREADS) {
+        const uint32_t j = q / wc, k = q % wc;
+        float acc = 0.0f;
+        for (uint64_t mm = smask[j]; mm; mm &= mm - 1) {
+            const uint32_t r = (uint32_t)(__ffsll((long long)mm) - 1);
+            const uint64_t wa = ht_wrow(A, r, spos[j * n + r], fused && r == me);
+            if (wa != 0u)
+                acc += symm__bits_f32(symm__cld4((const char *)(uintptr_t)wa + 4u * k, 0));
+        }
+        A->out_w[(int64_t)(t0 + j) * A->ow_stride + k] = acc;
+    }
+}
+
 /* Receive half: this block is `b` of `nb` reducers; tokens go round-robin in
  * batches so every reducer moves through the tokens in the order their rows
  * arrive. */
@@ -736,6 +839,8 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv(const symm__moe_kargs_t *A, uint64_t 
             }
         }
         symm__block_sync();
+        if (A->w_cols)
+            ht_sum_weights_block(A, t0, cnt, smask, spos, fused);
         /* HT_RED_U vectors per thread, each with up to HT_RED_G sources loaded before any is
          * summed: the loads, not the arithmetic, bound this loop */
         for (uint32_t q0 = tid; q0 < total; q0 += SYMM__MOE_THREADS * HT_RED_U) {
@@ -863,6 +968,8 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv_warps(const symm__moe_kargs_t *A, uin
         }
         /* lane r's acquire of its flag covers the other lanes' loads of that row */
         symm__warp_sync();
+        if (A->w_cols)
+            ht_sum_weights(A, t, mask, fused);
         if (tn < m) {
             nmask = hmask[tn];
             npos0 = lane < n ? hpos[tn * n + lane] : 0;
@@ -946,6 +1053,8 @@ SYMM__DEVICE_INTERNAL uint64_t ht_token_rows(const symm__moe_kargs_t *A, uint64_
             *src1 = a;
     }
     symm__warp_sync();
+    if (A->w_cols)
+        ht_sum_weights(A, t, mask, fused);
     return mask;
 }
 
@@ -1269,6 +1378,8 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
     maski = maskc = mmi = mmc = hmask[ti];
     ht_pull_token(A, e, maski, lane < n ? hpos[ti * n + lane] : 0u, lane + 32u < n ? hpos[ti * n + lane + 32u] : 0u,
                   &s0, &s1, &a0, &a1);
+    if (A->w_cols) /* a PE that returns weights pushes its rows: only my own are read in place (fused) */
+        ht_sum_weights(A, ti, maski, fused);
     /* the next token's mask and positions, loaded while this one is copied */
     nmask = tn < m ? hmask[tn] : 0u;
     np0 = tn < m && lane < n ? hpos[tn * n + lane] : 0u;
@@ -1303,6 +1414,8 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
                     if (ti < m) {
                         maski = nmask;
                         ht_pull_token(A, e, maski, np0, np1, &s0, &s1, &a0, &a1);
+                        if (A->w_cols)
+                            ht_sum_weights(A, ti, maski, fused);
                         nmask = tn < m ? hmask[tn] : 0u;
                         np0 = tn < m && lane < n ? hpos[tn * n + lane] : 0u;
                         np1 = tn < m && lane + 32u < n ? hpos[tn * n + lane + 32u] : 0u;
