@@ -1603,7 +1603,8 @@ class Buffer:
                 allocate_on_comm_stream: bool = False) -> Tuple[torch.Tensor, Optional[torch.Tensor], EventOverlap]:
         """DeepEP's combine: combined_x[t] = the sum (no weights) of the rows
         x[i] the ranks return for token t, plus bias; combined_topk_weights[t]
-        = the sum of the topk_weights rows returned for t. Returns
+        = the sum of the topk_weights rows returned for t, in rank order (in
+        symm's combine itself, up to the dispatch's top-k columns). Returns
         (combined_x, combined_topk_weights or None, event)."""
         if previous_event is None and not async_finish and not allocate_on_comm_stream and \
                 type(handle) is DispatchHandle:
