@@ -602,20 +602,21 @@ SYMM__DEVICE_INTERNAL uint64_t ht_wrow(const symm__moe_kargs_t *A, uint32_t r, u
     return (uint64_t)(uintptr_t)(MOE_AT(A, ht_cwbuf) + ((uint64_t)r * A->max_tokens + pos) * A->w_cols * 4u);
 }
 
-/* A warp sums token t's side channel (mask: its PEs; fused: my own rows are
- * read from my w), its sources' chunk flags acquired and a warp barrier
- * behind: lane l finds source l's (and l + 32's) row of values, then lane c
- * sums column c over the sources in PE order, in float32, up to four
+/* A warp sums token t's side channel (mask: its PEs; p0, p1: lane l's
+ * positions of t among the tokens sent sources l and l + 32; fused: my own
+ * rows are read from my w), its sources' chunk flags acquired and a warp
+ * barrier behind: lane l finds source l's (and l + 32's) row of values, then
+ * lane c sums column c over the sources in PE order, in float32, up to four
  * sources' loads in flight before any is added. Out of line, so that the
  * reducers' row loops keep their registers. */
-SYMM__NOINLINE void ht_sum_weights(const symm__moe_kargs_t *A, uint64_t t, uint64_t mask, int fused) {
+SYMM__NOINLINE void ht_sum_weights(const symm__moe_kargs_t *A, uint64_t t, uint64_t mask, uint32_t p0, uint32_t p1,
+                                   int fused) {
     const uint32_t lane = symm__lane(), n = (uint32_t)A->n, me = (uint32_t)A->me, wc = A->w_cols;
-    const uint32_t *hpos = MOE_U32(A, ht_pos);
     uint64_t wa0 = 0, wa1 = 0;
     if (lane < n && ((mask >> lane) & 1u))
-        wa0 = ht_wrow(A, lane, hpos[t * n + lane], fused && lane == me);
+        wa0 = ht_wrow(A, lane, p0, fused && lane == me);
     if (lane + 32u < n && ((mask >> (lane + 32u)) & 1u))
-        wa1 = ht_wrow(A, lane + 32u, hpos[t * n + lane + 32u], fused && lane + 32u == me);
+        wa1 = ht_wrow(A, lane + 32u, p1, fused && lane + 32u == me);
     for (uint32_t c0 = 0; c0 < wc; c0 += 32u) {
         const uint32_t c = c0 + lane;
         float acc = 0.0f;
@@ -641,6 +642,13 @@ SYMM__NOINLINE void ht_sum_weights(const symm__moe_kargs_t *A, uint64_t t, uint6
         if (c < wc)
             A->out_w[(int64_t)t * A->ow_stride + c] = acc;
     }
+}
+
+/* ht_sum_weights with the positions read here (for a reducer that keeps none in registers). */
+SYMM__NOINLINE void ht_sum_weights_at(const symm__moe_kargs_t *A, uint64_t t, uint64_t mask, int fused) {
+    const uint32_t lane = symm__lane(), n = (uint32_t)A->n, *hpos = MOE_U32(A, ht_pos);
+    ht_sum_weights(A, t, mask, lane < n ? hpos[t * n + lane] : 0u, lane + 32u < n ? hpos[t * n + lane + 32u] : 0u,
+                   fused);
 }
 
 /* The threads of a block that run one half: `tid` of `nthr`, meeting at
@@ -969,7 +977,7 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv_warps(const symm__moe_kargs_t *A, uin
         /* lane r's acquire of its flag covers the other lanes' loads of that row */
         symm__warp_sync();
         if (A->w_cols)
-            ht_sum_weights(A, t, mask, fused);
+            ht_sum_weights(A, t, mask, pos0, pos1, fused);
         if (tn < m) {
             nmask = hmask[tn];
             npos0 = lane < n ? hpos[tn * n + lane] : 0;
@@ -1054,7 +1062,7 @@ SYMM__DEVICE_INTERNAL uint64_t ht_token_rows(const symm__moe_kargs_t *A, uint64_
     }
     symm__warp_sync();
     if (A->w_cols)
-        ht_sum_weights(A, t, mask, fused);
+        ht_sum_weights_at(A, t, mask, fused);
     return mask;
 }
 
@@ -1376,10 +1384,11 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
     if (lane == 0) /* the rows read in place were released with the headers the warp just acquired */
         symm__fence_proxy_async();
     maski = maskc = mmi = mmc = hmask[ti];
-    ht_pull_token(A, e, maski, lane < n ? hpos[ti * n + lane] : 0u, lane + 32u < n ? hpos[ti * n + lane + 32u] : 0u,
-                  &s0, &s1, &a0, &a1);
+    np0 = lane < n ? hpos[ti * n + lane] : 0u;
+    np1 = lane + 32u < n ? hpos[ti * n + lane + 32u] : 0u;
+    ht_pull_token(A, e, maski, np0, np1, &s0, &s1, &a0, &a1);
     if (A->w_cols) /* a PE that returns weights pushes its rows: only my own are read in place (fused) */
-        ht_sum_weights(A, ti, maski, fused);
+        ht_sum_weights(A, ti, maski, np0, np1, fused);
     /* the next token's mask and positions, loaded while this one is copied */
     nmask = tn < m ? hmask[tn] : 0u;
     np0 = tn < m && lane < n ? hpos[tn * n + lane] : 0u;
@@ -1415,7 +1424,7 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
                         maski = nmask;
                         ht_pull_token(A, e, maski, np0, np1, &s0, &s1, &a0, &a1);
                         if (A->w_cols)
-                            ht_sum_weights(A, ti, maski, fused);
+                            ht_sum_weights(A, ti, maski, np0, np1, fused);
                         nmask = tn < m ? hmask[tn] : 0u;
                         np0 = tn < m && lane < n ? hpos[tn * n + lane] : 0u;
                         np1 = tn < m && lane + 32u < n ? hpos[tn * n + lane + 32u] : 0u;
