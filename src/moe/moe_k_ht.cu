@@ -602,53 +602,63 @@ SYMM__DEVICE_INTERNAL uint64_t ht_wrow(const symm__moe_kargs_t *A, uint32_t r, u
     return (uint64_t)(uintptr_t)(MOE_AT(A, ht_cwbuf) + ((uint64_t)r * A->max_tokens + pos) * A->w_cols * 4u);
 }
 
-/* A warp sums token t's side channel (mask: its PEs; p0, p1: lane l's
- * positions of t among the tokens sent sources l and l + 32; fused: my own
- * rows are read from my w), its sources' chunk flags acquired and a warp
- * barrier behind: lane l finds source l's (and l + 32's) row of values, then
- * lane c sums column c over the sources in PE order, in float32, up to four
- * sources' loads in flight before any is added. Out of line, so that the
- * reducers' row loops keep their registers. */
-SYMM__NOINLINE void ht_sum_weights(const symm__moe_kargs_t *A, uint64_t t, uint64_t mask, uint32_t p0, uint32_t p1,
-                                   int fused) {
-    const uint32_t lane = symm__lane(), n = (uint32_t)A->n, me = (uint32_t)A->me, wc = A->w_cols;
-    uint64_t wa0 = 0, wa1 = 0;
-    if (lane < n && ((mask >> lane) & 1u))
-        wa0 = ht_wrow(A, lane, p0, fused && lane == me);
-    if (lane + 32u < n && ((mask >> (lane + 32u)) & 1u))
-        wa1 = ht_wrow(A, lane + 32u, p1, fused && lane + 32u == me);
-    for (uint32_t c0 = 0; c0 < wc; c0 += 32u) {
-        const uint32_t c = c0 + lane;
-        float acc = 0.0f;
+/* Token t's side channel, by one thread: 8 columns at a time, the sources in
+ * PE order four at a time (their positions, then their 8 values each, loaded
+ * before any is added: a few round trips per token, not a few per source),
+ * summed in float32 from 0, then stored. The sources' chunk flags were
+ * acquired before (by this thread, or by one of its warp or block behind a
+ * barrier since). */
+SYMM__DEVICE_INTERNAL void ht_weights_token(const symm__moe_kargs_t *A, uint64_t t, int fused) {
+    const uint32_t n = (uint32_t)A->n, me = (uint32_t)A->me, wc = A->w_cols;
+    const uint64_t mask = MOE_U64(A, ht_mask)[t];
+    const uint32_t *hpos = MOE_U32(A, ht_pos) + t * n;
+    float *o = A->out_w + (int64_t)t * A->ow_stride;
+    for (uint32_t c0 = 0; c0 < wc; c0 += 8u) {
+        float acc[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            acc[j] = 0.0f;
         for (uint64_t mm = mask; mm;) {
-            uint32_t v[4] = {0u, 0u, 0u, 0u};
-            int got = 0;
+            uint32_t r[4], pos[4], v[4][8];
+            uint64_t row[4];
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                if (mm) { /* the same on every lane: the shuffles see the whole warp */
-                    const uint32_t r = (uint32_t)(__ffsll((long long)mm) - 1);
-                    const uint64_t a = __shfl_sync(MOE_FULL, r < 32u ? wa0 : wa1, r & 31u);
-                    mm &= mm - 1;
-                    if (a != 0u && c < wc)
-                        v[i] = symm__cld4((const char *)(uintptr_t)a + 4u * c, 0);
-                    got = i + 1;
-                }
+                r[i] = mm ? (uint32_t)(__ffsll((long long)mm) - 1) : 0u;
+                pos[i] = mm ? hpos[r[i]] : ~0u;
+                mm &= mm - 1;
             }
 #pragma unroll
             for (int i = 0; i < 4; i++)
-                if (i < got)
-                    acc += symm__bits_f32(v[i]);
+                row[i] = pos[i] != ~0u ? ht_wrow(A, r[i], pos[i], fused && r[i] == me) : 0u;
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    v[i][j] = row[i] != 0u && c0 + (uint32_t)j < wc
+                                  ? symm__cld4((const char *)(uintptr_t)row[i] + 4u * (c0 + (uint32_t)j), 0) : 0u;
+#pragma unroll
+            for (int i = 0; i < 4; i++) /* PE order, as the rows are summed */
+                if (row[i] != 0u)
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        acc[j] += symm__bits_f32(v[i][j]);
         }
-        if (c < wc)
-            A->out_w[(int64_t)t * A->ow_stride + c] = acc;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (c0 + (uint32_t)j < wc)
+                o[c0 + (uint32_t)j] = acc[j];
     }
 }
 
-/* ht_sum_weights with the positions read here (for a reducer that keeps none in registers). */
-SYMM__NOINLINE void ht_sum_weights_at(const symm__moe_kargs_t *A, uint64_t t, uint64_t mask, int fused) {
-    const uint32_t lane = symm__lane(), n = (uint32_t)A->n, *hpos = MOE_U32(A, ht_pos);
-    ht_sum_weights(A, t, mask, lane < n ? hpos[t * n + lane] : 0u, lane + 32u < n ? hpos[t * n + lane + 32u] : 0u,
-                   fused);
+/* A warp reducer's side channel, once its rows are summed: its tokens w, w +
+ * nw, ..., a lane each (their flags were acquired by lanes of this warp, with
+ * a warp barrier since), so the tokens' loads overlap instead of adding a
+ * round trip to each token of the row loop. Out of line: the row loops keep
+ * their registers. */
+SYMM__NOINLINE void ht_weights_tail_warp(const symm__moe_kargs_t *A, uint64_t w, uint64_t nw, int fused) {
+    symm__warp_sync();
+    for (uint64_t t = w + symm__lane() * nw; t < A->num_tokens; t += 32u * nw)
+        ht_weights_token(A, t, fused);
 }
 
 /* The threads of a block that run one half: `tid` of `nthr`, meeting at
@@ -667,27 +677,60 @@ SYMM__DEVICE_INTERNAL void ht_group_sync(ht_group_t g) {
 /* The side channel's values of the chunks block b of nb senders returns (the
  * same chunks, in the same order, as ht_combine_send), each chunk's rows of w
  * (at most `rows`, y's) into its source's ht_cwbuf at my rows there; threads
- * tid of nthr. Out of line, before the rows: the row loops keep their registers. */
+ * tid of nthr. Four chunks at a time, four values of each per thread loaded
+ * before any is stored: a round trip per four chunks, so the rows behind it
+ * start late by little. Out of line, before the rows: the row loops keep
+ * their registers. */
 SYMM__NOINLINE void ht_send_weights(const symm__moe_kargs_t *A, uint32_t b, uint32_t nb, uint32_t maxc,
                                     uint64_t rows, int fused, uint32_t tid, uint32_t nthr) {
     const uint32_t n = (uint32_t)A->n, me = (uint32_t)A->me, wc = A->w_cols;
     const uint32_t *roff = MOE_U32(A, ht_roff);
-    uint32_t item = 0;
-    for (uint32_t c = 0; c < maxc; c++) {
-        for (uint32_t i = 1; i <= n; i++) {
-            const uint32_t s = (me + i) % n, cnt = roff[n + s];
-            uint64_t j0, nr, lim;
-            if (c * SYMM__MOE_HT_CHUNK >= cnt || (fused && s == me))
-                continue;
-            if (item++ % nb != b)
-                continue;
-            j0 = (uint64_t)roff[s] + (uint64_t)c * SYMM__MOE_HT_CHUNK;
-            nr = cnt - c * SYMM__MOE_HT_CHUNK < SYMM__MOE_HT_CHUNK ? cnt - c * SYMM__MOE_HT_CHUNK : SYMM__MOE_HT_CHUNK;
-            lim = j0 < rows ? (rows - j0 < nr ? rows - j0 : nr) : 0;
-            char *dst = (char *)moe_peer(A, MOE_AT(A, ht_cwbuf) + ((uint64_t)me * A->max_tokens +
-                                                                  (uint64_t)c * SYMM__MOE_HT_CHUNK) * wc * 4u, (int)s);
-            for (uint32_t q = tid; q < (uint32_t)lim * wc; q += nthr)
-                moe_put32(dst + 4u * q, symm__f32_bits(A->w[(int64_t)(j0 + q / wc) * A->w_stride + q % wc]));
+    uint32_t item = 0, c = 0, i = 1; /* the enumeration's cursor: chunk c of source (me + i) % n */
+    while (c < maxc) {
+        const float *src[4];
+        char *dst[4];
+        uint32_t nv[4]; /* values of each of the four chunks (0: none) */
+#pragma unroll
+        for (int k = 0; k < 4; k++) { /* this block's next chunk */
+            nv[k] = 0;
+            src[k] = A->w;
+            dst[k] = NULL;
+            while (c < maxc) {
+                const uint32_t s = (me + i) % n, cnt = roff[n + s], cc = c;
+                const int mine = cc * SYMM__MOE_HT_CHUNK < cnt && !(fused && s == me) && item++ % nb == b;
+                if (++i > n) {
+                    i = 1;
+                    c++;
+                }
+                if (!mine)
+                    continue;
+                const uint64_t j0 = (uint64_t)roff[s] + (uint64_t)cc * SYMM__MOE_HT_CHUNK;
+                const uint64_t nr = cnt - cc * SYMM__MOE_HT_CHUNK < SYMM__MOE_HT_CHUNK ? cnt - cc * SYMM__MOE_HT_CHUNK
+                                                                                     : SYMM__MOE_HT_CHUNK;
+                nv[k] = (uint32_t)(j0 < rows ? (rows - j0 < nr ? rows - j0 : nr) : 0) * wc;
+                src[k] = A->w + (int64_t)j0 * A->w_stride;
+                dst[k] = (char *)moe_peer(A, MOE_AT(A, ht_cwbuf) + ((uint64_t)me * A->max_tokens +
+                                                                   (uint64_t)cc * SYMM__MOE_HT_CHUNK) * wc * 4u, (int)s);
+                break;
+            }
+        }
+        for (uint32_t q0 = tid; q0 < nv[0] || q0 < nv[1] || q0 < nv[2] || q0 < nv[3]; q0 += 4u * nthr) {
+            uint32_t v[4][4];
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const uint32_t q = q0 + (uint32_t)u * nthr;
+                    v[k][u] = q < nv[k] ? symm__f32_bits(src[k][(int64_t)(q / wc) * A->w_stride + q % wc]) : 0u;
+                }
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const uint32_t q = q0 + (uint32_t)u * nthr;
+                    if (q < nv[k])
+                        moe_put32(dst[k] + 4u * q, v[k][u]);
+                }
         }
     }
 }
@@ -796,23 +839,17 @@ SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t 
     }
 }
 
-/* The block reducer's side channel for tokens t0 .. t0 + cnt - 1 (their masks
- * and positions in smask, spos; their flags acquired): a thread per (token,
- * column), its sources in PE order. Out of line, so that the row loops keep
- * their registers. */
-SYMM__NOINLINE void ht_sum_weights_block(const symm__moe_kargs_t *A, uint64_t t0, uint32_t cnt, const uint64_t *smask,
-                                         const uint32_t *spos, int fused) {
-    const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, me = (uint32_t)A->me, wc = A->w_cols;
-    for (uint32_t q = tid; q < cnt * wc; q += SYMM__MOE_THREADS) {
-        const uint32_t j = q / wc, k = q % wc;
-        float acc = 0.0f;
-        for (uint64_t mm = smask[j]; mm; mm &= mm - 1) {
-            const uint32_t r = (uint32_t)(__ffsll((long long)mm) - 1);
-            const uint64_t wa = ht_wrow(A, r, spos[j * n + r], fused && r == me);
-            if (wa != 0u)
-                acc += symm__bits_f32(symm__cld4((const char *)(uintptr_t)wa + 4u * k, 0));
-        }
-        A->out_w[(int64_t)(t0 + j) * A->ow_stride + k] = acc;
+/* The block reducer's side channel, once its rows are summed: the block's
+ * tokens (batches of tb, b-th of nb reducers), a thread each (their flags
+ * were acquired by threads of this block, with a block barrier since). Out
+ * of line: the row loops keep their registers. */
+SYMM__NOINLINE void ht_weights_tail_block(const symm__moe_kargs_t *A, uint32_t b, uint32_t nb, uint32_t tb, int fused) {
+    symm__block_sync();
+    for (uint64_t u = symm__block_tid();; u += SYMM__MOE_THREADS) {
+        const uint64_t t = ((uint64_t)b + (u / tb) * nb) * tb + u % tb;
+        if (t >= A->num_tokens)
+            break;
+        ht_weights_token(A, t, fused);
     }
 }
 
@@ -847,8 +884,6 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv(const symm__moe_kargs_t *A, uint64_t 
             }
         }
         symm__block_sync();
-        if (A->w_cols)
-            ht_sum_weights_block(A, t0, cnt, smask, spos, fused);
         /* HT_RED_U vectors per thread, each with up to HT_RED_G sources loaded before any is
          * summed: the loads, not the arithmetic, bound this loop */
         for (uint32_t q0 = tid; q0 < total; q0 += SYMM__MOE_THREADS * HT_RED_U) {
@@ -901,6 +936,8 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv(const symm__moe_kargs_t *A, uint64_t 
             }
         }
     }
+    if (A->w_cols)
+        ht_weights_tail_block(A, b, nb, tb, fused);
 }
 
 /* A reducing warp's summed slice of token t (its vectors kb + lane + 32 u below h8) stored
@@ -976,8 +1013,6 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv_warps(const symm__moe_kargs_t *A, uin
         }
         /* lane r's acquire of its flag covers the other lanes' loads of that row */
         symm__warp_sync();
-        if (A->w_cols)
-            ht_sum_weights(A, t, mask, pos0, pos1, fused);
         if (tn < m) {
             nmask = hmask[tn];
             npos0 = lane < n ? hpos[tn * n + lane] : 0;
@@ -1033,6 +1068,8 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv_warps(const symm__moe_kargs_t *A, uin
         pos0 = npos0;
         pos1 = npos1;
     }
+    if (A->w_cols)
+        ht_weights_tail_warp(A, w, nw, fused);
 }
 
 /* The rows of token t's sources for a warp reducer: lane l gets source l's
@@ -1061,8 +1098,6 @@ SYMM__DEVICE_INTERNAL uint64_t ht_token_rows(const symm__moe_kargs_t *A, uint64_
             *src1 = a;
     }
     symm__warp_sync();
-    if (A->w_cols)
-        ht_sum_weights_at(A, t, mask, fused);
     return mask;
 }
 
@@ -1160,6 +1195,8 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv_async(const symm__moe_kargs_t *A, uin
         }
     }
     symm__cp_async_wait(0);
+    if (A->w_cols)
+        ht_weights_tail_warp(A, w, nw, fused);
 }
 
 /* Both halves, overlapped in every block (SYMM__MOE_HT_OVERLAP): warps [0, S)
@@ -1384,11 +1421,8 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
     if (lane == 0) /* the rows read in place were released with the headers the warp just acquired */
         symm__fence_proxy_async();
     maski = maskc = mmi = mmc = hmask[ti];
-    np0 = lane < n ? hpos[ti * n + lane] : 0u;
-    np1 = lane + 32u < n ? hpos[ti * n + lane + 32u] : 0u;
-    ht_pull_token(A, e, maski, np0, np1, &s0, &s1, &a0, &a1);
-    if (A->w_cols) /* a PE that returns weights pushes its rows: only my own are read in place (fused) */
-        ht_sum_weights(A, ti, maski, np0, np1, fused);
+    ht_pull_token(A, e, maski, lane < n ? hpos[ti * n + lane] : 0u, lane + 32u < n ? hpos[ti * n + lane + 32u] : 0u,
+                  &s0, &s1, &a0, &a1);
     /* the next token's mask and positions, loaded while this one is copied */
     nmask = tn < m ? hmask[tn] : 0u;
     np0 = tn < m && lane < n ? hpos[tn * n + lane] : 0u;
@@ -1423,8 +1457,6 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
                     if (ti < m) {
                         maski = nmask;
                         ht_pull_token(A, e, maski, np0, np1, &s0, &s1, &a0, &a1);
-                        if (A->w_cols)
-                            ht_sum_weights(A, ti, maski, np0, np1, fused);
                         nmask = tn < m ? hmask[tn] : 0u;
                         np0 = tn < m && lane < n ? hpos[tn * n + lane] : 0u;
                         np1 = tn < m && lane + 32u < n ? hpos[tn * n + lane + 32u] : 0u;
@@ -1466,6 +1498,8 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
         sc = sc + 1 == S ? 0 : sc + 1;
         inflight--;
     }
+    if (A->w_cols) /* a PE that returns weights pushes its rows: only my own are read in place (fused) */
+        ht_weights_tail_warp(A, w, nw, fused);
 }
 
 /* The pull schedule's kernel, for both halves or either (a handle's PEs all
