@@ -428,9 +428,8 @@ typedef struct symm_moe_ht_weights {
  * above (`weights` NULL, or cols 0: the plain combine). A function of its
  * own, the channel's fields in one struct, so that the plain combine keeps
  * its arguments and a caller without weights names none of them. Every
- * schedule of SYMM_MOE_HT_COMBINE carries them; under pull, a PE that
- * returns weights pushes its rows of y (as when y is outside the heap)
- * instead of letting the peers read them in place.
+ * schedule of SYMM_MOE_HT_COMBINE carries them (under pull, rows read in
+ * place have their values pushed, behind their chunk flags).
  * Errors: as symm_moe_ht_combine; SYMM_ERR_INVALID_ARG also for w or out_w
  * NULL or misaligned, cols above experts_per_token, a stride below cols,
  * w_rows below y_rows, out_w_rows below num_tokens, and a receive half whose

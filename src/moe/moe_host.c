@@ -465,10 +465,8 @@ static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, i
     a->flags = (uint32_t)flags;
     a->nblocks = grid(h, k, flags);
     a->ht_sched = k == SYMM__MK_HT_COMBINE ? (uint32_t)ht_sched_for(h) : 0u;
-    /* pull: the peers read this PE's y in place when it lies in the heap (else it pushes, as overlap);
-     * with weights it pushes: they travel behind the chunk flags a push releases */
+    /* pull: the peers read this PE's y in place when it lies in the heap (else it pushes, as overlap) */
     a->ht_pull_y = a->ht_sched == SYMM__MOE_HT_PULL && flags == SYMM_MOE_SEND_RECV && a->y_rows > 0 &&
-                   a->w_cols == 0 &&
                    symm__heap_offset(a->y, (size_t)((a->y_rows - 1) * (uint64_t)a->y_stride[1] + a->hidden) * 2u,
                                      NULL);
     if (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) {

@@ -41,7 +41,12 @@
  *         (SYMM_MOE_HT_COMBINE; no block waits before it has sent, so
  *         neither form can deadlock). The rows this PE returns to itself are
  *         read from y.
- * Reuse: r's ht_cbuf and ht_cflag are written by combine e + 1 of s only
+ *   side channel (symm_moe_ht_combine_weights): each row's w values go
+ *         into ht_cwbuf beside its row, stored before the rows of their
+ *         chunk so that the chunk's flag covers them; every reducer sums
+ *         them in one pass after its rows (the flags already acquired), a
+ *         thread or lane per token, PE order, float32.
+ * Reuse: r's ht_cbuf, ht_cwbuf and ht_cflag are written by combine e + 1 of s only
  * after s's dispatch e + 1 waited for r's count row of e + 1, posted after
  * r's combine e had read them; the parity-indexed count rows are written
  * again two dispatches later, after the writer waited for the reader's next
@@ -602,13 +607,30 @@ SYMM__DEVICE_INTERNAL uint64_t ht_wrow(const symm__moe_kargs_t *A, uint32_t r, u
     return (uint64_t)(uintptr_t)(MOE_AT(A, ht_cwbuf) + ((uint64_t)r * A->max_tokens + pos) * A->w_cols * 4u);
 }
 
+/* A chunk flag for the warp reducers: they share their SM with the senders,
+ * so a flag not there yet is polled every quarter microsecond, not in a
+ * tight loop; the deadline as in every wait. */
+SYMM__DEVICE_INTERNAL void ht_wait_lazy(const symm__moe_kargs_t *A, const uint64_t *word, uint64_t v, int from) {
+    SYMM__TRACE_START(&A->ctx, t_, SYMM__G_THREAD);
+    uint64_t t0 = 0, seen;
+    uint32_t polls = 0;
+    while ((seen = symm__ld_b64(word, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS)) < v) {
+        symm__nanosleep(256u);
+        if (++polls % 1024u == 0)
+            t0 = symm__wait_check(&A->ctx, word, SYMM_CMP_GE, v, seen, t0);
+    }
+    SYMM__TRACE_WAIT(&A->ctx, t_, SYMM_TRACE_WAIT_MOE, word, from, SYMM_CMP_GE, v, seen);
+    (void)from;
+}
+
 /* Token t's side channel, by one thread: 8 columns at a time, the sources in
  * PE order four at a time (their positions, then their 8 values each, loaded
  * before any is added: a few round trips per token, not a few per source),
  * summed in float32 from 0, then stored. The sources' chunk flags were
  * acquired before (by this thread, or by one of its warp or block behind a
- * barrier since). */
-SYMM__DEVICE_INTERNAL void ht_weights_token(const symm__moe_kargs_t *A, uint64_t t, int fused) {
+ * barrier since), or with `wait` (e: the epoch) are acquired here (pull:
+ * rows read in place came with no flag; their values did). */
+SYMM__DEVICE_INTERNAL void ht_weights_token(const symm__moe_kargs_t *A, uint64_t t, int fused, uint64_t e, int wait) {
     const uint32_t n = (uint32_t)A->n, me = (uint32_t)A->me, wc = A->w_cols;
     const uint64_t mask = MOE_U64(A, ht_mask)[t];
     const uint32_t *hpos = MOE_U32(A, ht_pos) + t * n;
@@ -628,8 +650,13 @@ SYMM__DEVICE_INTERNAL void ht_weights_token(const symm__moe_kargs_t *A, uint64_t
                 mm &= mm - 1;
             }
 #pragma unroll
-            for (int i = 0; i < 4; i++)
-                row[i] = pos[i] != ~0u ? ht_wrow(A, r[i], pos[i], fused && r[i] == me) : 0u;
+            for (int i = 0; i < 4; i++) {
+                const int own = fused && r[i] == me;
+                if (wait && pos[i] != ~0u && !own)
+                    ht_wait_lazy(A, MOE_U64(A, ht_cflag) + (uint64_t)r[i] * ht_nchunks(A) + pos[i] / SYMM__MOE_HT_CHUNK,
+                                 e, (int)r[i]);
+                row[i] = pos[i] != ~0u ? ht_wrow(A, r[i], pos[i], own) : 0u;
+            }
 #pragma unroll
             for (int i = 0; i < 4; i++)
 #pragma unroll
@@ -655,10 +682,11 @@ SYMM__DEVICE_INTERNAL void ht_weights_token(const symm__moe_kargs_t *A, uint64_t
  * a warp barrier since), so the tokens' loads overlap instead of adding a
  * round trip to each token of the row loop. Out of line: the row loops keep
  * their registers. */
-SYMM__NOINLINE void ht_weights_tail_warp(const symm__moe_kargs_t *A, uint64_t w, uint64_t nw, int fused) {
+SYMM__NOINLINE void ht_weights_tail_warp(const symm__moe_kargs_t *A, uint64_t w, uint64_t nw, int fused, uint64_t e,
+                                         int wait) {
     symm__warp_sync();
     for (uint64_t t = w + symm__lane() * nw; t < A->num_tokens; t += 32u * nw)
-        ht_weights_token(A, t, fused);
+        ht_weights_token(A, t, fused, e, wait);
 }
 
 /* The threads of a block that run one half: `tid` of `nthr`, meeting at
@@ -849,7 +877,7 @@ SYMM__NOINLINE void ht_weights_tail_block(const symm__moe_kargs_t *A, uint32_t b
         const uint64_t t = ((uint64_t)b + (u / tb) * nb) * tb + u % tb;
         if (t >= A->num_tokens)
             break;
-        ht_weights_token(A, t, fused);
+        ht_weights_token(A, t, fused, 0, 0);
     }
 }
 
@@ -955,22 +983,6 @@ SYMM__DEVICE_INTERNAL void ht_store_slice(const symm__moe_kargs_t *A, uint64_t t
     }
 }
 
-/* A chunk flag for the warp reducers: they share their SM with the senders,
- * so a flag not there yet is polled every quarter microsecond, not in a
- * tight loop; the deadline as in every wait. */
-SYMM__DEVICE_INTERNAL void ht_wait_lazy(const symm__moe_kargs_t *A, const uint64_t *word, uint64_t v, int from) {
-    SYMM__TRACE_START(&A->ctx, t_, SYMM__G_THREAD);
-    uint64_t t0 = 0, seen;
-    uint32_t polls = 0;
-    while ((seen = symm__ld_b64(word, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS)) < v) {
-        symm__nanosleep(256u);
-        if (++polls % 1024u == 0)
-            t0 = symm__wait_check(&A->ctx, word, SYMM_CMP_GE, v, seen, t0);
-    }
-    SYMM__TRACE_WAIT(&A->ctx, t_, SYMM_TRACE_WAIT_MOE, word, from, SYMM_CMP_GE, v, seen);
-    (void)from;
-}
-
 /* Receive half by warps: warp `w` of `nw` sums tokens w, w + nw, ... on its
  * own (no barrier with other warps), so one warp's wait for a flag or a load
  * hides behind the others' loads. Lane l finds source l's (and l + 32's) row
@@ -1069,7 +1081,7 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv_warps(const symm__moe_kargs_t *A, uin
         pos1 = npos1;
     }
     if (A->w_cols)
-        ht_weights_tail_warp(A, w, nw, fused);
+        ht_weights_tail_warp(A, w, nw, fused, 0, 0);
 }
 
 /* The rows of token t's sources for a warp reducer: lane l gets source l's
@@ -1196,7 +1208,7 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv_async(const symm__moe_kargs_t *A, uin
     }
     symm__cp_async_wait(0);
     if (A->w_cols)
-        ht_weights_tail_warp(A, w, nw, fused);
+        ht_weights_tail_warp(A, w, nw, fused, 0, 0);
 }
 
 /* Both halves, overlapped in every block (SYMM__MOE_HT_OVERLAP): warps [0, S)
@@ -1498,8 +1510,35 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
         sc = sc + 1 == S ? 0 : sc + 1;
         inflight--;
     }
-    if (A->w_cols) /* a PE that returns weights pushes its rows: only my own are read in place (fused) */
-        ht_weights_tail_warp(A, w, nw, fused);
+    if (A->w_cols) /* the values of rows read in place come behind chunk flags of their own: wait for them */
+        ht_weights_tail_warp(A, w, nw, fused, e, 1);
+}
+
+/* Pull, both halves, y read in place, with the side channel: the values of
+ * the rows go to their sources as the push schedules send them, the block's
+ * chunks by all its threads (ht_send_weights), then, behind a block barrier,
+ * one release of each chunk's flag. The reducers wait for those flags only
+ * in their side channel's pass. */
+SYMM__NOINLINE void ht_push_weights(const symm__moe_kargs_t *A, uint64_t e, uint32_t b, uint32_t nb) {
+    const uint32_t n = (uint32_t)A->n, me = (uint32_t)A->me, nch = ht_nchunks(A), *roff = MOE_U32(A, ht_roff);
+    const uint64_t got = (uint64_t)MOE_I32(A, ht_rnum)[0], rows = got < A->y_rows ? got : A->y_rows;
+    uint32_t maxc = 0, item = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        const uint32_t c = (roff[n + s] + SYMM__MOE_HT_CHUNK - 1) / SYMM__MOE_HT_CHUNK;
+        maxc = c > maxc ? c : maxc;
+    }
+    ht_send_weights(A, b, nb, maxc, rows, 1, symm__block_tid(), SYMM__MOE_THREADS);
+    symm__block_sync();
+    if (symm__block_tid() != 0)
+        return;
+    for (uint32_t c = 0; c < maxc; c++)
+        for (uint32_t i = 1; i <= n; i++) {
+            const uint32_t s = (me + i) % n;
+            if (c * SYMM__MOE_HT_CHUNK >= roff[n + s] || s == me || item++ % nb != b)
+                continue;
+            symm__st_b64(moe_peer(A, MOE_U64(A, ht_cflag) + (uint64_t)me * nch + c, (int)s), e, SYMM_SEM_RELEASE,
+                         SYMM_SCOPE_SYS);
+        }
 }
 
 /* The pull schedule's kernel, for both halves or either (a handle's PEs all
@@ -1519,6 +1558,8 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_pull(con
     __shared__ uint32_t last;
     if (send && b == 0 && tid < n)
         ht_pull_post(A, e, tid);
+    if (A->w_cols && A->ht_pull_y) /* my rows are read in place; their values are pushed (no warp sends rows) */
+        ht_push_weights(A, e, b, B);
     if (warp < nsend) {
         const ht_group_t g = {tid, nsend * 32u, nsend == SYMM__MOE_WARPS ? 0u : 1u};
         ht_combine_send<HT_UNROLL>(A, e, b, B, fused, g); /* the fallback: fewer registers than overlap's */
