@@ -702,65 +702,50 @@ SYMM__DEVICE_INTERNAL void ht_group_sync(ht_group_t g) {
         symm__group_sync(g.bar, g.nthr);
 }
 
-/* The side channel's values of the chunks block b of nb senders returns (the
- * same chunks, in the same order, as ht_combine_send), each chunk's rows of w
- * (at most `rows`, y's) into its source's ht_cwbuf at my rows there; threads
- * tid of nthr. Four chunks at a time, four values of each per thread loaded
- * before any is stored: a round trip per four chunks, so the rows behind it
- * start late by little. Out of line, before the rows: the row loops keep
- * their registers. */
-SYMM__NOINLINE void ht_send_weights(const symm__moe_kargs_t *A, uint32_t b, uint32_t nb, uint32_t maxc,
-                                    uint64_t rows, int fused, uint32_t tid, uint32_t nthr) {
-    const uint32_t n = (uint32_t)A->n, me = (uint32_t)A->me, wc = A->w_cols;
-    const uint32_t *roff = MOE_U32(A, ht_roff);
-    uint32_t item = 0, c = 0, i = 1; /* the enumeration's cursor: chunk c of source (me + i) % n */
-    while (c < maxc) {
-        const float *src[4];
-        char *dst[4];
-        uint32_t nv[4]; /* values of each of the four chunks (0: none) */
+/* The side channel's values of chunk c of the rows source s gets back (rows
+ * j0 .. j0 + lim - 1 of w) into s's ht_cwbuf at my rows there, by threads tid
+ * of nthr, before the chunk's flag, four values per thread loaded before any
+ * is stored. Out of line: the send loops keep their registers. */
+SYMM__NOINLINE void ht_send_chunk_weights_any(const symm__moe_kargs_t *A, const float *src, char *dst, uint32_t nv,
+                                              uint32_t tid, uint32_t nthr) {
+    const uint32_t wc = A->w_cols;
+    for (uint32_t q0 = tid; q0 < nv; q0 += 4u * nthr) {
+        uint32_t v[4];
 #pragma unroll
-        for (int k = 0; k < 4; k++) { /* this block's next chunk */
-            nv[k] = 0;
-            src[k] = A->w;
-            dst[k] = NULL;
-            while (c < maxc) {
-                const uint32_t s = (me + i) % n, cnt = roff[n + s], cc = c;
-                const int mine = cc * SYMM__MOE_HT_CHUNK < cnt && !(fused && s == me) && item++ % nb == b;
-                if (++i > n) {
-                    i = 1;
-                    c++;
-                }
-                if (!mine)
-                    continue;
-                const uint64_t j0 = (uint64_t)roff[s] + (uint64_t)cc * SYMM__MOE_HT_CHUNK;
-                const uint64_t nr = cnt - cc * SYMM__MOE_HT_CHUNK < SYMM__MOE_HT_CHUNK ? cnt - cc * SYMM__MOE_HT_CHUNK
-                                                                                     : SYMM__MOE_HT_CHUNK;
-                nv[k] = (uint32_t)(j0 < rows ? (rows - j0 < nr ? rows - j0 : nr) : 0) * wc;
-                src[k] = A->w + (int64_t)j0 * A->w_stride;
-                dst[k] = (char *)moe_peer(A, MOE_AT(A, ht_cwbuf) + ((uint64_t)me * A->max_tokens +
-                                                                   (uint64_t)cc * SYMM__MOE_HT_CHUNK) * wc * 4u, (int)s);
-                break;
-            }
+        for (int u = 0; u < 4; u++) {
+            const uint32_t q = q0 + (uint32_t)u * nthr;
+            v[u] = q < nv ? symm__f32_bits(src[(int64_t)(q / wc) * A->w_stride + q % wc]) : 0u;
         }
-        for (uint32_t q0 = tid; q0 < nv[0] || q0 < nv[1] || q0 < nv[2] || q0 < nv[3]; q0 += 4u * nthr) {
-            uint32_t v[4][4];
 #pragma unroll
-            for (int k = 0; k < 4; k++)
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    const uint32_t q = q0 + (uint32_t)u * nthr;
-                    v[k][u] = q < nv[k] ? symm__f32_bits(src[k][(int64_t)(q / wc) * A->w_stride + q % wc]) : 0u;
-                }
-#pragma unroll
-            for (int k = 0; k < 4; k++)
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    const uint32_t q = q0 + (uint32_t)u * nthr;
-                    if (q < nv[k])
-                        moe_put32(dst[k] + 4u * q, v[k][u]);
-                }
+        for (int u = 0; u < 4; u++) {
+            const uint32_t q = q0 + (uint32_t)u * nthr;
+            if (q < nv)
+                moe_put32(dst + 4u * q, v[u]);
         }
     }
+}
+
+/* The same where w's rows are packed (w_stride == cols, as DeepEP's
+ * topk_weights) and aligned: the chunk's values are one block, copied as
+ * 16-byte vectors (one per thread for 32 rows of 8 values). */
+SYMM__DEVICE_INTERNAL void ht_send_chunk_weights(const symm__moe_kargs_t *A, uint32_t s, uint32_t c, uint64_t j0,
+                                                 uint32_t lim, uint32_t tid, uint32_t nthr) {
+    const uint32_t wc = A->w_cols, nv = lim * wc;
+    const float *src = A->w + (int64_t)j0 * A->w_stride;
+    char *dst = (char *)moe_peer(A, MOE_AT(A, ht_cwbuf) + ((uint64_t)A->me * A->max_tokens +
+                                                          (uint64_t)c * SYMM__MOE_HT_CHUNK) * wc * 4u, (int)s);
+    if (A->w_stride != (int64_t)wc || nv % 4u != 0 || !moe_al16((uint64_t)(uintptr_t)src | (uint64_t)(uintptr_t)dst)) {
+        ht_send_chunk_weights_any(A, src, dst, nv, tid, nthr);
+        return;
+    }
+    for (uint32_t q = tid; q < nv / 4u; q += nthr)
+        symm__cst16(dst + 16u * q, symm__cld16((const char *)src + 16u * q, 0), 1);
+}
+
+/* The same, out of line: the send loops that an inline copy would make spill (all but overlap's). */
+SYMM__NOINLINE void ht_send_chunk_weights_call(const symm__moe_kargs_t *A, uint32_t s, uint32_t c, uint64_t j0,
+                                               uint32_t lim, uint32_t tid, uint32_t nthr) {
+    ht_send_chunk_weights(A, s, c, j0, lim, tid, nthr);
 }
 
 /* Send half: this block is `b` of `nb` senders, with the threads of `g`,
@@ -787,8 +772,6 @@ SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t 
         const uint32_t c = (roff[n + s] + SYMM__MOE_HT_CHUNK - 1) / SYMM__MOE_HT_CHUNK;
         maxc = c > maxc ? c : maxc;
     }
-    if (A->w_cols) /* the side channel's values of this block's chunks first: the chunks' flags cover them */
-        ht_send_weights(A, b, nb, maxc, rows, fused, tid, nthr);
     for (uint32_t c = 0; c < maxc; c++) {
         for (uint32_t i = 1; i <= n; i++) {
             const uint32_t s = (me + i) % n, cnt = roff[n + s];
@@ -857,6 +840,10 @@ SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t 
                         symm__copy(dst + j * rb, src + j * ystride, rb, tid, nthr, 1);
                 }
             }
+            if (A->w_cols && U == HT_SEND_U_WS) /* the side channel's values of these rows, behind the same flag */
+                ht_send_chunk_weights(A, s, c, j0, (uint32_t)lim, tid, nthr);
+            else if (A->w_cols)
+                ht_send_chunk_weights_call(A, s, c, j0, (uint32_t)lim, tid, nthr);
             ht_group_sync(g);
             if (tid == 0)
                 /* not traced here (the receiver's wait names PE s): a record in these loops makes
@@ -1515,11 +1502,11 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
 }
 
 /* Pull, both halves, y read in place, with the side channel: the values of
- * the rows go to their sources as the push schedules send them, the block's
- * chunks by all its threads (ht_send_weights), then, behind a block barrier,
- * one release of each chunk's flag. The reducers wait for those flags only
- * in their side channel's pass. */
-SYMM__NOINLINE void ht_push_weights(const symm__moe_kargs_t *A, uint64_t e, uint32_t b, uint32_t nb) {
+ * the rows go to their sources as the push schedules send them, chunk by
+ * chunk (the block's share), each behind a barrier of the group g and one
+ * release of the chunk's flag. The reducers wait for those flags only in
+ * their side channel's pass. */
+SYMM__NOINLINE void ht_push_weights(const symm__moe_kargs_t *A, uint64_t e, uint32_t b, uint32_t nb, ht_group_t g) {
     const uint32_t n = (uint32_t)A->n, me = (uint32_t)A->me, nch = ht_nchunks(A), *roff = MOE_U32(A, ht_roff);
     const uint64_t got = (uint64_t)MOE_I32(A, ht_rnum)[0], rows = got < A->y_rows ? got : A->y_rows;
     uint32_t maxc = 0, item = 0;
@@ -1527,17 +1514,20 @@ SYMM__NOINLINE void ht_push_weights(const symm__moe_kargs_t *A, uint64_t e, uint
         const uint32_t c = (roff[n + s] + SYMM__MOE_HT_CHUNK - 1) / SYMM__MOE_HT_CHUNK;
         maxc = c > maxc ? c : maxc;
     }
-    ht_send_weights(A, b, nb, maxc, rows, 1, symm__block_tid(), SYMM__MOE_THREADS);
-    symm__block_sync();
-    if (symm__block_tid() != 0)
-        return;
     for (uint32_t c = 0; c < maxc; c++)
         for (uint32_t i = 1; i <= n; i++) {
-            const uint32_t s = (me + i) % n;
-            if (c * SYMM__MOE_HT_CHUNK >= roff[n + s] || s == me || item++ % nb != b)
+            const uint32_t s = (me + i) % n, cnt = roff[n + s];
+            if (c * SYMM__MOE_HT_CHUNK >= cnt || s == me || item++ % nb != b)
                 continue;
-            symm__st_b64(moe_peer(A, MOE_U64(A, ht_cflag) + (uint64_t)me * nch + c, (int)s), e, SYMM_SEM_RELEASE,
-                         SYMM_SCOPE_SYS);
+            const uint64_t j0 = (uint64_t)roff[s] + (uint64_t)c * SYMM__MOE_HT_CHUNK;
+            const uint64_t nr = cnt - c * SYMM__MOE_HT_CHUNK < SYMM__MOE_HT_CHUNK ? cnt - c * SYMM__MOE_HT_CHUNK
+                                                                                : SYMM__MOE_HT_CHUNK;
+            ht_send_chunk_weights(A, s, c, j0, (uint32_t)(j0 < rows ? (rows - j0 < nr ? rows - j0 : nr) : 0), g.tid,
+                                  g.nthr);
+            ht_group_sync(g);
+            if (g.tid == 0)
+                symm__st_b64(moe_peer(A, MOE_U64(A, ht_cflag) + (uint64_t)me * nch + c, (int)s), e, SYMM_SEM_RELEASE,
+                             SYMM_SCOPE_SYS);
         }
 }
 
@@ -1558,8 +1548,10 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_pull(con
     __shared__ uint32_t last;
     if (send && b == 0 && tid < n)
         ht_pull_post(A, e, tid);
-    if (A->w_cols && A->ht_pull_y) /* my rows are read in place; their values are pushed (no warp sends rows) */
-        ht_push_weights(A, e, b, B);
+    if (A->w_cols && A->ht_pull_y && warp < 4) { /* my rows are read in place; four warps push their values */
+        const ht_group_t g = {tid, 128u, 1u};
+        ht_push_weights(A, e, b, B, g);
+    }
     if (warp < nsend) {
         const ht_group_t g = {tid, nsend * 32u, nsend == SYMM__MOE_WARPS ? 0u : 1u};
         ht_combine_send<HT_UNROLL>(A, e, b, B, fused, g); /* the fallback: fewer registers than overlap's */
