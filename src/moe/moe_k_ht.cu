@@ -42,8 +42,8 @@
  *         neither form can deadlock). The rows this PE returns to itself are
  *         read from y.
  *   side channel (symm_moe_ht_combine_weights): each row's w values go
- *         into ht_cwbuf beside its row, stored before the rows of their
- *         chunk so that the chunk's flag covers them; every reducer sums
+ *         into ht_cwbuf beside its row, stored after the rows of their
+ *         chunk and before its flag, which covers them; every reducer sums
  *         them in one pass after its rows (the flags already acquired), a
  *         thread or lane per token, PE order, float32.
  * Reuse: r's ht_cbuf, ht_cwbuf and ht_cflag are written by combine e + 1 of s only
