@@ -448,6 +448,7 @@ typedef struct ht_case {
     void *y, *out;
     uint32_t H, m;
     size_t cap;
+    const symm_moe_ht_weights_t *w; /* combine's side channel (DeepEP's combined_topk_weights), or NULL */
 } ht_case_t;
 
 static void ht_step(void *arg, cudaStream_t s, int half) {
@@ -455,8 +456,8 @@ static void ht_step(void *arg, cudaStream_t s, int half) {
     if (half == 0)
         BENCH_SYMM(symm_moe_ht_dispatch(c->h, &c->d, SYMM_MOE_SEND_RECV, (symm_stream_t)s));
     else
-        BENCH_SYMM(symm_moe_ht_combine(c->h, c->y, SYMM_DTYPE_BF16, c->H, c->cap, c->out, SYMM_DTYPE_BF16, c->H,
-                                       c->m, SYMM_MOE_SEND_RECV, (symm_stream_t)s));
+        BENCH_SYMM(symm_moe_ht_combine_weights(c->h, c->y, SYMM_DTYPE_BF16, c->H, c->cap, c->out, SYMM_DTYPE_BF16,
+                                               c->H, c->m, c->w, SYMM_MOE_SEND_RECV, (symm_stream_t)s));
 }
 
 typedef struct ht_result {
@@ -471,7 +472,8 @@ static ht_result_t ht_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32
     symm_moe_ht_recv_t r;
     ht_case_t c;
     ht_result_t res;
-    double d_us, c_us, nd, nc;
+    double d_us, c_us, cw_us, nd, nc;
+    symm_moe_ht_weights_t wt;
     int32_t got = 0;
     int graphed, sms;
     bench_phase_begin("moe high throughput %s budget %d tokens %u", esz == 1 ? "fp8" : "bf16", budget, m);
@@ -509,9 +511,26 @@ static ht_result_t ht_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32
     c.d.indices_dtype = SYMM_DTYPE_U32;
     c.d.weights = w;
     c.d.num_tokens = m;
+    c.w = NULL;
     sms_used(env, c.h);
     time_pairs(env, ht_step, &c, quick ? 3 : SAMPLES / 2, &d_us, &c_us, &graphed);
     sms = sms_used(env, c.h);
+    /* again with the received top-k weights returned and summed per token (what DeepEP's combine takes) */
+    memset(&wt, 0, sizeof wt);
+    wt.w = r.weights;
+    wt.w_stride = K;
+    wt.w_rows = r.capacity;
+    wt.out_w = dev<float>((size_t)m * K);
+    wt.out_w_stride = K;
+    wt.out_w_rows = m;
+    wt.cols = K;
+    c.w = &wt;
+    {
+        double d2;
+        int g2;
+        time_pairs(env, ht_step, &c, quick ? 3 : SAMPLES / 2, &d2, &cw_us, &g2);
+        graphed = graphed && g2;
+    }
     BENCH_SYMM(symm_moe_check(c.h, env->stream));
     BENCH_CUDA(cudaMemcpy(&got, r.num_recv, 4, cudaMemcpyDeviceToHost));
     size_t disp_bytes = (size_t)got * ((size_t)H * esz + cols * 4), comb_bytes = returned * (size_t)H * 2;
@@ -526,7 +545,7 @@ static ht_result_t ht_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32
         const char *cells[] = {budget ? bench_fmt("%d", budget) : "all", bench_fmt("%d", sms),
                                esz == 1 ? "fp8 + scales" : "bf16", bench_fmt("%d", got),
                                bench_fmt("%.0f", d_us), bench_fmt("%.1f", res.d_gbs),
-                               bench_fmt("%.0f", c_us), bench_fmt("%.1f", res.c_gbs),
+                               bench_fmt("%.0f", c_us), bench_fmt("%.1f", res.c_gbs), bench_fmt("%.0f", cw_us),
                                nd > 0 ? bench_fmt("%.1f", (double)disp_bytes / nd * 1e-3) : "n/a",
                                nc > 0 ? bench_fmt("%.1f", (double)comb_bytes / nc * 1e-3) : "n/a",
                                bench_fmt("%.0f / %.0f", dd, DEEPEP_COMBINE),
@@ -535,7 +554,7 @@ static ht_result_t ht_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32
         bench_table_row(t, cells);
     }
     BENCH_SYMM(symm_moe_destroy(c.h));
-    cudaFree(d_idx); cudaFree(x); cudaFree(xs); cudaFree(w); cudaFree(c.out);
+    cudaFree(d_idx); cudaFree(x); cudaFree(xs); cudaFree(w); cudaFree(c.out); cudaFree(wt.out_w);
     BENCH_SYMM(symm_free(c.y));
     bench_phase_end();
     return res;
@@ -713,12 +732,12 @@ static int run_moe(bench_env_t *env) {
     }
     if ((env->moe_rows & BENCH_MOE_HT) && 256 % n == 0) {
         static const char *h[] = {"SM budget", "SMs", "dispatch x", "rows received", "dispatch us", "dispatch GB/s",
-                                  "combine us", "combine GB/s", "NCCL GB/s (dispatch bytes)",
+                                  "combine us", "combine GB/s", "combine + weights us", "NCCL GB/s (dispatch bytes)",
                                   "NCCL GB/s (combine bytes)", "DeepEP 24 SMs GB/s (dispatch / combine)",
                                   "symm / DeepEP", "timed"};
         bench_table_t *t = bench_table_new(bench_fmt("High throughput (DeepEP's shape: hidden 7168, top-8, 256 "
                                                      "experts, %u tokens/PE)%s", env->quick ? 1024u : 4096u, where),
-                                           13, h);
+                                           14, h);
         const int budgets[] = {24, 0};
         for (int b : budgets) {
             if (b > share)
@@ -730,7 +749,9 @@ static int run_moe(bench_env_t *env) {
                             "(dispatch: rows x (7168 + 224 scale bytes) for fp8, rows x 14336 for bf16; combine: "
                             "rows returned x 14336); dispatch includes the layout. DeepEP column: its normal kernels "
                             "on 4x H100 with 24 SMs (DESIGN.md), not this run (bench/moe/deepep_bench.py runs it). Combine's y "
-                            "(the expert outputs) lies in the symmetric heap.");
+                            "(the expert outputs) lies in the symmetric heap. combine + weights us: the same "
+                            "combine with the received top-k weights (8 float32 per row) returned and summed per "
+                            "token (symm_moe_ht_combine_weights, DeepEP's combined_topk_weights), timed apart.");
         bench_table_note(t, bench_fmt("Combine schedule: SYMM_MOE_HT_COMBINE=%s.", getenv("SYMM_MOE_HT_COMBINE")
                                                                                    ? getenv("SYMM_MOE_HT_COMBINE")
                                                                                    : "auto"));

@@ -167,16 +167,17 @@ echo "== gpu_moe_ht.sh: steps"
 steps_table
 echo
 echo "== high-throughput rows by variant ($npes PEs; GB/s as DeepEP counts: received rows x row bytes / time)"
-printf '%-26s %-6s %-4s %-13s %-8s %-9s %-8s %-9s\n' "variant (form/schedule)" budget SMs "dispatch x" "disp us" "disp GB/s" "comb us" "comb GB/s"
+printf '%-26s %-6s %-4s %-13s %-8s %-9s %-8s %-9s %-9s\n' "variant (form/schedule)" budget SMs "dispatch x" "disp us" "disp GB/s" "comb us" "comb GB/s" "comb+w us"
 b8="" b8v="" b16="" b16v="" bc="" bcv="" ac="" acv=""
 gt() { [ -z "$2" ] || awk "BEGIN{exit !($1 > $2)}"; } # is $1 more than $2 (or $2 unset)
 for v in $variants; do
   md=$log/bench_$(tag "$v").md
   [ -s "$md" ] || { printf '%-26s (no results)\n' "$v"; continue; }
-  # | budget | SMs | dispatch x | rows | dispatch us | dispatch GB/s | combine us | combine GB/s | ...
-  while IFS='|' read -r _ bud sms x _ dus dgbs cus cgbs _; do
+  # | budget | SMs | dispatch x | rows | dispatch us | dispatch GB/s | combine us | combine GB/s | combine + weights us | ...
+  while IFS='|' read -r _ bud sms x _ dus dgbs cus cgbs cwus _; do
     bud=$(echo $bud) sms=$(echo $sms) x=$(echo $x) dus=$(echo $dus) dgbs=$(echo $dgbs) cus=$(echo $cus) cgbs=$(echo $cgbs)
-    printf '%-26s %-6s %-4s %-13s %-8s %-9s %-8s %-9s\n' "$v" "$bud" "$sms" "$x" "$dus" "$dgbs" "$cus" "$cgbs"
+    cwus=$(echo $cwus)
+    printf '%-26s %-6s %-4s %-13s %-8s %-9s %-8s %-9s %-9s\n' "$v" "$bud" "$sms" "$x" "$dus" "$dgbs" "$cus" "$cgbs" "$cwus"
     if [ "$bud" = 24 ]; then
       case $x in
         fp8*) gt "$dgbs" "$b8" && b8=$dgbs b8v=$v ;;

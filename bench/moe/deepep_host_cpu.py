@@ -58,6 +58,9 @@ def _cpu_ht(moe, E, K, H, M, x_dtype, scales, n, rank):
     h._recv_src = torch.zeros((cap, 2), dtype=torch.int32)
     h._num_recv = torch.zeros(1, dtype=torch.int32)
     h._num_recv_per_expert = torch.zeros(E // n, dtype=torch.int32)
+    if hasattr(moe, "HtWeights"):  # combine's side channel (absent from an older symm given by --python)
+        h._wargs = moe.HtWeights()
+        h._wargs_at = ctypes.addressof(h._wargs)
     h.destroy = lambda: None
     h.heap_bytes = lambda: 0
     return h

@@ -12,13 +12,15 @@ Two timings per path, perf_counter per call, median of --calls:
   no launch waits for a full queue, but each call starts right after a
   synchronisation, which can cost more than back to back.
 The full dispatch reads counts on the host (it waits for its count exchange),
-so only its "idle" column is printed. "weights all_to_allv alone" is the
-engine's symm_all_to_allv call that combine makes for topk_weights.
+so only its "idle" column is printed. "own pair+w fp8" is the own pair with
+combine's weights (symm_moe_ht_combine_weights; only where symm.moe's
+HighThroughput.combine takes weights=).
 --python DIR imports symm from DIR (e.g. another checkout's python/, for a
 before/after on one machine).
 """
 import argparse
 import cProfile
+import inspect
 import io
 import os
 import pstats
@@ -62,16 +64,16 @@ def api8(): return buf.dispatch((x8, s8), handle=h8, config=cfg)
 def api16(): return buf.dispatch(x, handle=h16, config=cfg)
 def pair16():  # a combine follows its dispatch: a combine alone would re-dispatch zeros first
     buf.dispatch(x, handle=h16, config=cfg); return buf.combine(yy, h16, config=cfg)
-def pairw16():  # the same with combine's topk_weights (their all-to-all and sum)
+def pairw16():  # the same with combine's topk_weights
     buf.dispatch(x, handle=h16, config=cfg); return buf.combine(yy, h16, topk_weights=rw16, config=cfg)
 def full16(): return buf.dispatch(x, **full)
-# the weights' all-to-allv alone (the engine call combine makes), over the bf16 handle's routing
-r16 = h16._route
-a2av_args = (buf._weights_buf(r16.M, K), rw16, buf._engine.a2av_counts(r16.sent_host, r16.recv_host, K))
-def a2av(): buf._engine.all_to_allv(*a2av_args)
+rw8 = own.dispatch(x8, idx, w, x_scale=s8)[3]
+def ownpairw8(): own.dispatch(x8, idx, w, x_scale=s8); return own.combine(yy, weights=rw8)
 paths = (("own dispatch fp8", own8), ("own pair fp8", ownpair8), ("api cached fp8", api8),
          ("api cached bf16", api16), ("api pair bf16", pair16), ("api pair+w bf16", pairw16),
-         ("weights all_to_allv alone", a2av), ("api full bf16", full16))
+         ("api full bf16", full16))
+if "weights" in inspect.signature(moe.HighThroughput.combine).parameters:
+    paths += (("own pair+w fp8", ownpairw8),)
 
 
 def timed(fn, idle):
@@ -99,8 +101,10 @@ if rank == 0:
         print("host: %-34s %10s %10.1f" % (k, "-" if q is None else "%.1f" % q, i))
     for label, a, b in (("own combine (pair - dispatch)", "own pair fp8", "own dispatch fp8"),
                         ("api combine (pair - cached bf16)", "api pair bf16", "api cached bf16"),
-                        ("api combine+w (pair+w - cached bf16)", "api pair+w bf16", "api cached bf16")):
-        print("host: %-34s %10.1f %10.1f" % (label, res[a][0] - res[b][0], res[a][1] - res[b][1]))
+                        ("api combine+w (pair+w - cached bf16)", "api pair+w bf16", "api cached bf16"),
+                        ("own combine+w (pair+w - dispatch)", "own pair+w fp8", "own dispatch fp8")):
+        if a in res:
+            print("host: %-34s %10.1f %10.1f" % (label, res[a][0] - res[b][0], res[a][1] - res[b][1]))
 if not args.no_profile:
     for name, fn in paths:
         pr = cProfile.Profile()

@@ -203,12 +203,13 @@ class NullHT:
     def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None, checked=False):
         return self.dispatch(x, prep[0], prep[1], x_scale=x_scale, recv_x=recv_x, recv_x_scale=recv_x_scale)
 
-    def _combine_checked(self, y, out):
-        return self.combine(y, out=out)
+    def _combine_checked(self, y, out, weights=None, out_weights=None):
+        return self.combine(y, out=out, weights=weights, out_weights=out_weights)
 
-    def combine(self, y, out=None, out_dtype=torch.bfloat16, do_send=True, do_recv=True):
+    def combine(self, y, out=None, out_dtype=torch.bfloat16, do_send=True, do_recv=True, weights=None,
+                out_weights=None):
         self.eng.stats["symm"] += 1
-        return out
+        return out if weights is None else (out, out_weights)
 
     def get_dispatch_layout(self, topk_idx):
         self.eng.stats["symm"] += 1

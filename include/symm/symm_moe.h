@@ -395,6 +395,51 @@ symm_status_t symm_moe_ht_combine(symm_moe_t *moe, const void *y, symm_dtype_t y
                                   size_t y_rows, void *out, symm_dtype_t out_dtype, int64_t out_stride,
                                   size_t out_rows, int flags, symm_stream_t stream);
 
+/*
+ * The float32 side channel of a high-throughput combine (DeepEP's
+ * combined_topk_weights): each received row i returns, beside y[i], the cols
+ * values w[i][0 .. cols-1], and out_w[t][c] = the sum of the values the PEs
+ * return for token t, PE by PE in PE order, each added in float32 to the sum
+ * so far (from 0; a token sent nowhere gets 0). The values travel with the
+ * rows of y, behind the same completion flags: no exchange of their own.
+ *   w            float32 [w_rows >= y_rows][cols], row stride w_stride (in
+ *                elements, >= cols), 4-byte aligned.
+ *   out_w        float32 [out_w_rows >= the dispatch's num_tokens][cols], row
+ *                stride out_w_stride (>= cols), 4-byte aligned.
+ *   cols         1 .. experts_per_token (the handle keeps room for that many
+ *                per row); 0: no channel.
+ * Every PE passes the same cols, as every size of a collective call (not
+ * checked: a PE that sends none while its peers expect them reads stale
+ * values). With the halves apart, the send half reads w and the receive half
+ * writes out_w; both name the same cols (checked).
+ */
+typedef struct symm_moe_ht_weights {
+    const float *w;
+    int64_t w_stride;
+    size_t w_rows;
+    float *out_w;
+    int64_t out_w_stride;
+    size_t out_w_rows;
+    size_t cols;
+} symm_moe_ht_weights_t;
+
+/*
+ * symm_moe_ht_combine_weights - symm_moe_ht_combine with the side channel
+ * above (`weights` NULL, or cols 0: the plain combine). A function of its
+ * own, the channel's fields in one struct, so that the plain combine keeps
+ * its arguments and a caller without weights names none of them. Every
+ * schedule of SYMM_MOE_HT_COMBINE carries them (under pull, rows read in
+ * place have their values pushed, behind their chunk flags).
+ * Errors: as symm_moe_ht_combine; SYMM_ERR_INVALID_ARG also for w or out_w
+ * NULL or misaligned, cols above experts_per_token, a stride below cols,
+ * w_rows below y_rows, out_w_rows below num_tokens, and a receive half whose
+ * cols differ from its send half's.
+ */
+symm_status_t symm_moe_ht_combine_weights(symm_moe_t *moe, const void *y, symm_dtype_t y_dtype, int64_t y_stride,
+                                          size_t y_rows, void *out, symm_dtype_t out_dtype, int64_t out_stride,
+                                          size_t out_rows, const symm_moe_ht_weights_t *weights, int flags,
+                                          symm_stream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -71,6 +71,10 @@ symm_status_t symm__moe_check_ht_combine(const symm_moe_config_t *cfg, const voi
                                          int64_t y_stride, size_t y_rows, void *out, symm_dtype_t out_dtype,
                                          int64_t out_stride, size_t out_rows, size_t num_tokens,
                                          symm__moe_kargs_t *a);
+/* The combine's side channel (NULL or cols 0: none), after symm__moe_check_ht_combine filled
+ * a's y_rows and num_tokens: what the halves in `flags` read (w) and write (out_w). */
+symm_status_t symm__moe_check_ht_weights(const symm_moe_config_t *cfg, const symm_moe_ht_weights_t *w, int flags,
+                                         symm__moe_kargs_t *a);
 /* Bytes a caller's receive buffers of symm_moe_ht_dispatch_into take: x
  * (capacity x hidden_dim_bytes) and scales (capacity x scale columns x 4, 0
  * without scales). */

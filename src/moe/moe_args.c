@@ -85,6 +85,7 @@ static void layout(const symm_moe_config_t *cfg, symm__moe_geom_t *g) {
         l->ht_bflag = region(&at, cdiv_blocks(M) * 8);
         l->ht_phdr = region(&at, n * 4 * 8);
         l->ht_pdone = region(&at, n * 8);
+        l->ht_cwbuf = region(&at, n * M * K * 4);
     }
     l->total = at;
 }
@@ -544,6 +545,53 @@ symm_status_t symm__moe_check_ht_combine(const symm_moe_config_t *cfg, const voi
     a->out = out;
     a->out_stride = out_stride;
     a->out_kind = (uint32_t)out_dtype;
+    return SYMM_SUCCESS;
+}
+
+/* One float32 matrix of the combine's side channel: given, 4-byte aligned, rows of `cols` apart. */
+static symm_status_t check_fmat(const char *call, const char *what, const void *p, int64_t stride, size_t cols,
+                                size_t rows) {
+    if (p == NULL)
+        return BAD("%s: %s is NULL with %zu values per row", call, what, cols);
+    if ((uintptr_t)p % 4u)
+        return BAD("%s: %s %p is not 4-byte aligned (float32)", call, what, p);
+    if (stride < (int64_t)cols || (uint64_t)stride * rows * 4u > BYTES_LIMIT)
+        return BAD("%s: %s row stride %" PRId64 " is below its %zu values per row (rows would overlap) or past "
+                   "any buffer", call, what, stride, cols);
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm__moe_check_ht_weights(const symm_moe_config_t *cfg, const symm_moe_ht_weights_t *w, int flags,
+                                         symm__moe_kargs_t *a) {
+    const char *call = "symm_moe_ht_combine_weights";
+    symm_status_t st;
+    a->w_cols = 0;
+    if (w == NULL || w->cols == 0)
+        return SYMM_SUCCESS;
+    if (w->cols > cfg->experts_per_token)
+        return BAD("%s: weights.cols %zu is above experts_per_token %zu (the handle keeps that many values per "
+                   "row)", call, w->cols, cfg->experts_per_token);
+    if ((flags & SYMM_MOE_SEND) && a->y_rows > 0) {
+        if (w->w_rows < a->y_rows)
+            return BAD("%s: weights.w has %zu rows, below y's %" PRIu64 " (row i goes back with y[i])", call,
+                       w->w_rows, a->y_rows);
+        if ((st = check_fmat(call, "weights.w", w->w, w->w_stride, w->cols, w->w_rows)) != SYMM_SUCCESS)
+            return st;
+    }
+    if ((flags & SYMM_MOE_RECV) && a->num_tokens > 0) {
+        if (w->out_w_rows < a->num_tokens)
+            return BAD("%s: weights.out_w has %zu rows, below the dispatch's num_tokens %" PRIu64, call,
+                       w->out_w_rows, a->num_tokens);
+        if ((st = check_fmat(call, "weights.out_w", w->out_w, w->out_w_stride, w->cols, w->out_w_rows)) !=
+            SYMM_SUCCESS)
+            return st;
+    }
+    a->w = w->w;
+    a->w_stride = w->w_stride;
+    a->w_rows = a->y_rows > 0 ? w->w_rows : 0; /* no y, no rows of w to read (w may be NULL) */
+    a->out_w = w->out_w;
+    a->ow_stride = w->out_w_stride;
+    a->w_cols = (uint32_t)w->cols;
     return SYMM_SUCCESS;
 }
 

@@ -34,6 +34,7 @@ struct symm_moe {
     size_t ht_tokens;      /* num_tokens of the last high-throughput dispatch */
     void *ht_into_x;       /* its receive buffers (symm_moe_ht_dispatch_into; NULL: the handle's) */
     float *ht_into_s;
+    size_t ht_wcols;       /* the side channel's cols of the last combine's send half (0: none) */
     int share;             /* SMs a waiting grid of this PE may fill */
     int sms;               /* the SM budget: most blocks of any kernel */
     int sms_set;           /* 0: sms is the default */
@@ -621,19 +622,43 @@ symm_status_t symm_moe_ht_recv_buffers(const symm_moe_t *h, symm_moe_ht_recv_t *
     return SYMM_SUCCESS;
 }
 
-symm_status_t symm_moe_ht_combine(symm_moe_t *h, const void *y, symm_dtype_t y_dtype, int64_t y_stride,
-                                  size_t y_rows, void *out, symm_dtype_t out_dtype, int64_t out_stride,
-                                  size_t out_rows, int flags, symm_stream_t stream) {
-    const char *call = "symm_moe_ht_combine";
+static symm_status_t ht_combine(const char *call, symm_moe_t *h, const void *y, symm_dtype_t y_dtype,
+                                int64_t y_stride, size_t y_rows, void *out, symm_dtype_t out_dtype,
+                                int64_t out_stride, size_t out_rows, const symm_moe_ht_weights_t *w, int flags,
+                                symm_stream_t stream) {
     symm__moe_kargs_t a;
     symm_status_t st;
     int next;
+    const size_t cols = w != NULL ? w->cols : 0;
     if ((st = begin(call, h, &a)) != SYMM_SUCCESS ||
         (st = symm__moe_check_order(call, h->step, 1, flags, &next)) != SYMM_SUCCESS ||
         (st = symm__moe_check_ht_combine(&h->cfg, y, y_dtype, y_stride, y_rows, out, out_dtype, out_stride,
-                                         out_rows, h->ht_tokens, &a)) != SYMM_SUCCESS)
+                                         out_rows, h->ht_tokens, &a)) != SYMM_SUCCESS ||
+        (st = symm__moe_check_ht_weights(&h->cfg, w, flags, &a)) != SYMM_SUCCESS)
         return st;
-    return run(call, h, &a, flags, next, SYMM__MK_HT_COMBINE, stream);
+    /* the receive half sums what its send half sent: the same number of values per row */
+    if (flags == SYMM_MOE_RECV && cols != h->ht_wcols)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: the receive half has %zu weight values per row, its send "
+                           "half had %zu (pass the same)", call, cols, h->ht_wcols);
+    st = run(call, h, &a, flags, next, SYMM__MK_HT_COMBINE, stream);
+    if (h->step == next && (flags & SYMM_MOE_SEND)) /* launched */
+        h->ht_wcols = cols;
+    return st;
+}
+
+symm_status_t symm_moe_ht_combine(symm_moe_t *h, const void *y, symm_dtype_t y_dtype, int64_t y_stride,
+                                  size_t y_rows, void *out, symm_dtype_t out_dtype, int64_t out_stride,
+                                  size_t out_rows, int flags, symm_stream_t stream) {
+    return ht_combine("symm_moe_ht_combine", h, y, y_dtype, y_stride, y_rows, out, out_dtype, out_stride, out_rows,
+                      NULL, flags, stream);
+}
+
+symm_status_t symm_moe_ht_combine_weights(symm_moe_t *h, const void *y, symm_dtype_t y_dtype, int64_t y_stride,
+                                          size_t y_rows, void *out, symm_dtype_t out_dtype, int64_t out_stride,
+                                          size_t out_rows, const symm_moe_ht_weights_t *weights, int flags,
+                                          symm_stream_t stream) {
+    return ht_combine("symm_moe_ht_combine_weights", h, y, y_dtype, y_stride, y_rows, out, out_dtype, out_stride,
+                      out_rows, weights, flags, stream);
 }
 
 /* ---- the SM budget ----------------------------------------------------------------------- */

@@ -41,7 +41,12 @@
  *         (SYMM_MOE_HT_COMBINE; no block waits before it has sent, so
  *         neither form can deadlock). The rows this PE returns to itself are
  *         read from y.
- * Reuse: r's ht_cbuf and ht_cflag are written by combine e + 1 of s only
+ *   side channel (symm_moe_ht_combine_weights): each row's w values go
+ *         into ht_cwbuf beside its row, stored after the rows of their
+ *         chunk and before its flag, which covers them; every reducer sums
+ *         them in one pass after its rows (the flags already acquired), a
+ *         thread or lane per token, PE order, float32.
+ * Reuse: r's ht_cbuf, ht_cwbuf and ht_cflag are written by combine e + 1 of s only
  * after s's dispatch e + 1 waited for r's count row of e + 1, posted after
  * r's combine e had read them; the parity-indexed count rows are written
  * again two dispatches later, after the writer waited for the reader's next
@@ -590,6 +595,100 @@ SYMM__DEVICE_INTERNAL uint32_t ht_nchunks(const symm__moe_kargs_t *A) {
     return (A->max_tokens + SYMM__MOE_HT_CHUNK - 1) / SYMM__MOE_HT_CHUNK;
 }
 
+/* The side channel (symm_moe_ht_combine_weights): the row of values source r
+ * returns for my token at position pos among those I sent it, after its chunk
+ * flag was acquired: in ht_cwbuf, or (own rows of a fused combine) in my w; 0
+ * for a row w does not have (y did not either: an error reported). */
+SYMM__DEVICE_INTERNAL uint64_t ht_wrow(const symm__moe_kargs_t *A, uint32_t r, uint32_t pos, int own) {
+    if (own) {
+        const uint64_t row = (uint64_t)MOE_U32(A, ht_roff)[r] + pos;
+        return row < A->w_rows ? (uint64_t)(uintptr_t)(A->w + (int64_t)row * A->w_stride) : 0u;
+    }
+    return (uint64_t)(uintptr_t)(MOE_AT(A, ht_cwbuf) + ((uint64_t)r * A->max_tokens + pos) * A->w_cols * 4u);
+}
+
+/* A chunk flag for the warp reducers: they share their SM with the senders,
+ * so a flag not there yet is polled every quarter microsecond, not in a
+ * tight loop; the deadline as in every wait. */
+SYMM__DEVICE_INTERNAL void ht_wait_lazy(const symm__moe_kargs_t *A, const uint64_t *word, uint64_t v, int from) {
+    SYMM__TRACE_START(&A->ctx, t_, SYMM__G_THREAD);
+    uint64_t t0 = 0, seen;
+    uint32_t polls = 0;
+    while ((seen = symm__ld_b64(word, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS)) < v) {
+        symm__nanosleep(256u);
+        if (++polls % 1024u == 0)
+            t0 = symm__wait_check(&A->ctx, word, SYMM_CMP_GE, v, seen, t0);
+    }
+    SYMM__TRACE_WAIT(&A->ctx, t_, SYMM_TRACE_WAIT_MOE, word, from, SYMM_CMP_GE, v, seen);
+    (void)from;
+}
+
+/* Token t's side channel, by one thread: 8 columns at a time, the sources in
+ * PE order four at a time (their positions, then their 8 values each, loaded
+ * before any is added: a few round trips per token, not a few per source),
+ * summed in float32 from 0, then stored. The sources' chunk flags were
+ * acquired before (by this thread, or by one of its warp or block behind a
+ * barrier since), or with `wait` (e: the epoch) are acquired here (pull:
+ * rows read in place came with no flag; their values did). */
+SYMM__DEVICE_INTERNAL void ht_weights_token(const symm__moe_kargs_t *A, uint64_t t, int fused, uint64_t e, int wait) {
+    const uint32_t n = (uint32_t)A->n, me = (uint32_t)A->me, wc = A->w_cols;
+    const uint64_t mask = MOE_U64(A, ht_mask)[t];
+    const uint32_t *hpos = MOE_U32(A, ht_pos) + t * n;
+    float *o = A->out_w + (int64_t)t * A->ow_stride;
+    for (uint32_t c0 = 0; c0 < wc; c0 += 8u) {
+        float acc[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            acc[j] = 0.0f;
+        for (uint64_t mm = mask; mm;) {
+            uint32_t r[4], pos[4], v[4][8];
+            uint64_t row[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                r[i] = mm ? (uint32_t)(__ffsll((long long)mm) - 1) : 0u;
+                pos[i] = mm ? hpos[r[i]] : ~0u;
+                mm &= mm - 1;
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int own = fused && r[i] == me;
+                if (wait && pos[i] != ~0u && !own)
+                    ht_wait_lazy(A, MOE_U64(A, ht_cflag) + (uint64_t)r[i] * ht_nchunks(A) + pos[i] / SYMM__MOE_HT_CHUNK,
+                                 e, (int)r[i]);
+                row[i] = pos[i] != ~0u ? ht_wrow(A, r[i], pos[i], own) : 0u;
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    v[i][j] = row[i] != 0u && c0 + (uint32_t)j < wc
+                                  ? symm__cld4((const char *)(uintptr_t)row[i] + 4u * (c0 + (uint32_t)j), 0) : 0u;
+#pragma unroll
+            for (int i = 0; i < 4; i++) /* PE order, as the rows are summed */
+                if (row[i] != 0u)
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        acc[j] += symm__bits_f32(v[i][j]);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (c0 + (uint32_t)j < wc)
+                o[c0 + (uint32_t)j] = acc[j];
+    }
+}
+
+/* A warp reducer's side channel, once its rows are summed: its tokens w, w +
+ * nw, ..., a lane each (their flags were acquired by lanes of this warp, with
+ * a warp barrier since), so the tokens' loads overlap instead of adding a
+ * round trip to each token of the row loop. Out of line: the row loops keep
+ * their registers. */
+SYMM__NOINLINE void ht_weights_tail_warp(const symm__moe_kargs_t *A, uint64_t w, uint64_t nw, int fused, uint64_t e,
+                                         int wait) {
+    symm__warp_sync();
+    for (uint64_t t = w + symm__lane() * nw; t < A->num_tokens; t += 32u * nw)
+        ht_weights_token(A, t, fused, e, wait);
+}
+
 /* The threads of a block that run one half: `tid` of `nthr`, meeting at
  * barrier `bar` (0: the whole block; else a named group of warps). */
 typedef struct ht_group {
@@ -601,6 +700,52 @@ SYMM__DEVICE_INTERNAL void ht_group_sync(ht_group_t g) {
         symm__block_sync();
     else
         symm__group_sync(g.bar, g.nthr);
+}
+
+/* The side channel's values of chunk c of the rows source s gets back (rows
+ * j0 .. j0 + lim - 1 of w) into s's ht_cwbuf at my rows there, by threads tid
+ * of nthr, before the chunk's flag, four values per thread loaded before any
+ * is stored. Out of line: the send loops keep their registers. */
+SYMM__NOINLINE void ht_send_chunk_weights_any(const symm__moe_kargs_t *A, const float *src, char *dst, uint32_t nv,
+                                              uint32_t tid, uint32_t nthr) {
+    const uint32_t wc = A->w_cols;
+    for (uint32_t q0 = tid; q0 < nv; q0 += 4u * nthr) {
+        uint32_t v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const uint32_t q = q0 + (uint32_t)u * nthr;
+            v[u] = q < nv ? symm__f32_bits(src[(int64_t)(q / wc) * A->w_stride + q % wc]) : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const uint32_t q = q0 + (uint32_t)u * nthr;
+            if (q < nv)
+                moe_put32(dst + 4u * q, v[u]);
+        }
+    }
+}
+
+/* The same where w's rows are packed (w_stride == cols, as DeepEP's
+ * topk_weights) and aligned: the chunk's values are one block, copied as
+ * 16-byte vectors (one per thread for 32 rows of 8 values). */
+SYMM__DEVICE_INTERNAL void ht_send_chunk_weights(const symm__moe_kargs_t *A, uint32_t s, uint32_t c, uint64_t j0,
+                                                 uint32_t lim, uint32_t tid, uint32_t nthr) {
+    const uint32_t wc = A->w_cols, nv = lim * wc;
+    const float *src = A->w + (int64_t)j0 * A->w_stride;
+    char *dst = (char *)moe_peer(A, MOE_AT(A, ht_cwbuf) + ((uint64_t)A->me * A->max_tokens +
+                                                          (uint64_t)c * SYMM__MOE_HT_CHUNK) * wc * 4u, (int)s);
+    if (A->w_stride != (int64_t)wc || nv % 4u != 0 || !moe_al16((uint64_t)(uintptr_t)src | (uint64_t)(uintptr_t)dst)) {
+        ht_send_chunk_weights_any(A, src, dst, nv, tid, nthr);
+        return;
+    }
+    for (uint32_t q = tid; q < nv / 4u; q += nthr)
+        symm__cst16(dst + 16u * q, symm__cld16((const char *)src + 16u * q, 0), 1);
+}
+
+/* The same, out of line: the send loops that an inline copy would make spill (all but overlap's). */
+SYMM__NOINLINE void ht_send_chunk_weights_call(const symm__moe_kargs_t *A, uint32_t s, uint32_t c, uint64_t j0,
+                                               uint32_t lim, uint32_t tid, uint32_t nthr) {
+    ht_send_chunk_weights(A, s, c, j0, lim, tid, nthr);
 }
 
 /* Send half: this block is `b` of `nb` senders, with the threads of `g`,
@@ -695,6 +840,10 @@ SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t 
                         symm__copy(dst + j * rb, src + j * ystride, rb, tid, nthr, 1);
                 }
             }
+            if (A->w_cols && U == HT_SEND_U_WS) /* the side channel's values of these rows, behind the same flag */
+                ht_send_chunk_weights(A, s, c, j0, (uint32_t)lim, tid, nthr);
+            else if (A->w_cols)
+                ht_send_chunk_weights_call(A, s, c, j0, (uint32_t)lim, tid, nthr);
             ht_group_sync(g);
             if (tid == 0)
                 /* not traced here (the receiver's wait names PE s): a record in these loops makes
@@ -702,6 +851,20 @@ SYMM__DEVICE_INTERNAL void ht_combine_send(const symm__moe_kargs_t *A, uint64_t 
                 symm__st_b64(moe_peer(A, MOE_U64(A, ht_cflag) + (uint64_t)me * nch + c, (int)s), e, SYMM_SEM_RELEASE,
                              SYMM_SCOPE_SYS);
         }
+    }
+}
+
+/* The block reducer's side channel, once its rows are summed: the block's
+ * tokens (batches of tb, b-th of nb reducers), a thread each (their flags
+ * were acquired by threads of this block, with a block barrier since). Out
+ * of line: the row loops keep their registers. */
+SYMM__NOINLINE void ht_weights_tail_block(const symm__moe_kargs_t *A, uint32_t b, uint32_t nb, uint32_t tb, int fused) {
+    symm__block_sync();
+    for (uint64_t u = symm__block_tid();; u += SYMM__MOE_THREADS) {
+        const uint64_t t = ((uint64_t)b + (u / tb) * nb) * tb + u % tb;
+        if (t >= A->num_tokens)
+            break;
+        ht_weights_token(A, t, fused, 0, 0);
     }
 }
 
@@ -788,6 +951,8 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv(const symm__moe_kargs_t *A, uint64_t 
             }
         }
     }
+    if (A->w_cols)
+        ht_weights_tail_block(A, b, nb, tb, fused);
 }
 
 /* A reducing warp's summed slice of token t (its vectors kb + lane + 32 u below h8) stored
@@ -803,22 +968,6 @@ SYMM__DEVICE_INTERNAL void ht_store_slice(const symm__moe_kargs_t *A, uint64_t t
         for (int q = 0; q < 8; q++)
             acc[u][q] = 0.0f;
     }
-}
-
-/* A chunk flag for the warp reducers: they share their SM with the senders,
- * so a flag not there yet is polled every quarter microsecond, not in a
- * tight loop; the deadline as in every wait. */
-SYMM__DEVICE_INTERNAL void ht_wait_lazy(const symm__moe_kargs_t *A, const uint64_t *word, uint64_t v, int from) {
-    SYMM__TRACE_START(&A->ctx, t_, SYMM__G_THREAD);
-    uint64_t t0 = 0, seen;
-    uint32_t polls = 0;
-    while ((seen = symm__ld_b64(word, SYMM_SEM_ACQUIRE, SYMM_SCOPE_SYS)) < v) {
-        symm__nanosleep(256u);
-        if (++polls % 1024u == 0)
-            t0 = symm__wait_check(&A->ctx, word, SYMM_CMP_GE, v, seen, t0);
-    }
-    SYMM__TRACE_WAIT(&A->ctx, t_, SYMM_TRACE_WAIT_MOE, word, from, SYMM_CMP_GE, v, seen);
-    (void)from;
 }
 
 /* Receive half by warps: warp `w` of `nw` sums tokens w, w + nw, ... on its
@@ -918,6 +1067,8 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv_warps(const symm__moe_kargs_t *A, uin
         pos0 = npos0;
         pos1 = npos1;
     }
+    if (A->w_cols)
+        ht_weights_tail_warp(A, w, nw, fused, 0, 0);
 }
 
 /* The rows of token t's sources for a warp reducer: lane l gets source l's
@@ -1043,6 +1194,8 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv_async(const symm__moe_kargs_t *A, uin
         }
     }
     symm__cp_async_wait(0);
+    if (A->w_cols)
+        ht_weights_tail_warp(A, w, nw, fused, 0, 0);
 }
 
 /* Both halves, overlapped in every block (SYMM__MOE_HT_OVERLAP): warps [0, S)
@@ -1344,6 +1497,38 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
         sc = sc + 1 == S ? 0 : sc + 1;
         inflight--;
     }
+    if (A->w_cols) /* the values of rows read in place come behind chunk flags of their own: wait for them */
+        ht_weights_tail_warp(A, w, nw, fused, e, 1);
+}
+
+/* Pull, both halves, y read in place, with the side channel: the values of
+ * the rows go to their sources as the push schedules send them, chunk by
+ * chunk (the block's share), each behind a barrier of the group g and one
+ * release of the chunk's flag. The reducers wait for those flags only in
+ * their side channel's pass. */
+SYMM__NOINLINE void ht_push_weights(const symm__moe_kargs_t *A, uint64_t e, uint32_t b, uint32_t nb, ht_group_t g) {
+    const uint32_t n = (uint32_t)A->n, me = (uint32_t)A->me, nch = ht_nchunks(A), *roff = MOE_U32(A, ht_roff);
+    const uint64_t got = (uint64_t)MOE_I32(A, ht_rnum)[0], rows = got < A->y_rows ? got : A->y_rows;
+    uint32_t maxc = 0, item = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        const uint32_t c = (roff[n + s] + SYMM__MOE_HT_CHUNK - 1) / SYMM__MOE_HT_CHUNK;
+        maxc = c > maxc ? c : maxc;
+    }
+    for (uint32_t c = 0; c < maxc; c++)
+        for (uint32_t i = 1; i <= n; i++) {
+            const uint32_t s = (me + i) % n, cnt = roff[n + s];
+            if (c * SYMM__MOE_HT_CHUNK >= cnt || s == me || item++ % nb != b)
+                continue;
+            const uint64_t j0 = (uint64_t)roff[s] + (uint64_t)c * SYMM__MOE_HT_CHUNK;
+            const uint64_t nr = cnt - c * SYMM__MOE_HT_CHUNK < SYMM__MOE_HT_CHUNK ? cnt - c * SYMM__MOE_HT_CHUNK
+                                                                                : SYMM__MOE_HT_CHUNK;
+            ht_send_chunk_weights(A, s, c, j0, (uint32_t)(j0 < rows ? (rows - j0 < nr ? rows - j0 : nr) : 0), g.tid,
+                                  g.nthr);
+            ht_group_sync(g);
+            if (g.tid == 0)
+                symm__st_b64(moe_peer(A, MOE_U64(A, ht_cflag) + (uint64_t)me * nch + c, (int)s), e, SYMM_SEM_RELEASE,
+                             SYMM_SCOPE_SYS);
+        }
 }
 
 /* The pull schedule's kernel, for both halves or either (a handle's PEs all
@@ -1363,6 +1548,10 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_pull(con
     __shared__ uint32_t last;
     if (send && b == 0 && tid < n)
         ht_pull_post(A, e, tid);
+    if (A->w_cols && A->ht_pull_y && warp < 4) { /* my rows are read in place; four warps push their values */
+        const ht_group_t g = {tid, 128u, 1u};
+        ht_push_weights(A, e, b, B, g);
+    }
     if (warp < nsend) {
         const ht_group_t g = {tid, nsend * 32u, nsend == SYMM__MOE_WARPS ? 0u : 1u};
         ht_combine_send<HT_UNROLL>(A, e, b, B, fused, g); /* the fallback: fewer registers than overlap's */

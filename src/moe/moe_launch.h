@@ -145,11 +145,13 @@ typedef struct symm__moe_err {
  *               there, then epoch << 32 | 1 (read them there) or 2 (they come to ht_cbuf)
  *   ht_pdone    uint64 [n] (pull combine): epoch of PE s's last combine that is done
  *               reading my y
+ *   ht_cwbuf    float32 [n][M][cols <= k]: the side channel's values PE r returns with
+ *               its rows of ht_cbuf (symm_moe_ht_combine_weights), behind the same flags
  */
 typedef struct symm__moe_layout {
     uint64_t state, ll_cnt, ll_list, ll_dbuf, ll_pbuf, ll_mode, ll_rcnt, ll_route, ll_cflag, ll_cbuf, ll_pcbuf, ll_hdr, ll_flat;
     uint64_t ht_mat, ht_emat, ht_rcv, ht_exp, ht_roff, ht_mask, ht_pos, ht_cflag, ht_dst;
-    uint64_t ht_rx, ht_rscale, ht_ridx, ht_rw, ht_rsrc, ht_rnum, ht_rpe, ht_cbuf, ht_bcnt, ht_bflag, ht_phdr, ht_pdone;
+    uint64_t ht_rx, ht_rscale, ht_ridx, ht_rw, ht_rsrc, ht_rnum, ht_rpe, ht_cbuf, ht_bcnt, ht_bflag, ht_phdr, ht_pdone, ht_cwbuf;
     uint64_t total;
 } symm__moe_layout_t;
 
@@ -222,6 +224,13 @@ typedef struct symm__moe_kargs {
     void *out;
     int64_t out_stride;
     uint32_t out_kind;       /* BF16, F16 */
+    /* HT combine's side channel (symm_moe_ht_combine_weights); w_cols 0: none */
+    const float *w;
+    int64_t w_stride;
+    uint64_t w_rows;
+    float *out_w;
+    int64_t ow_stride;
+    uint32_t w_cols;
     int nblocks;
 } symm__moe_kargs_t;
 

@@ -18,8 +18,12 @@
  *           a warp reducer's slices): every received row, its order, mapped
  *           indices, weights, source, the counts, and every combined token,
  *           exactly
+ *           The combine's float32 side channel (symm_moe_ht_combine_weights)
+ *           on most calls: every combined value's bits against the host's
+ *           sum in PE order, its refused arguments
  *   graph   both modes captured into one CUDA graph with the send and
  *           receive halves split by other work, replayed with fresh data
+ *           (the HT combine with its side channel)
  *   errors  an expert index out of range and a repeated one (skipped on the
  *           device, reported by the next call and by symm_moe_check), calls
  *           out of order, sizes above the configuration (nothing launched)
@@ -100,6 +104,15 @@ __global__ void ht_experts(const unsigned char *x, int esz, const int32_t *idx, 
         for (uint32_t h = threadIdx.x; h < H; h += blockDim.x)
             y[(uint64_t)r * H + h] = (uint16_t)f32_bf16(conv(x + (uint64_t)r * H * esz, esz, h) * ws);
     }
+}
+
+/* The combine's side channel on the expert side: v[r][c] = w[r][c] x 2^(11 (pe % 3)), exact, so a
+ * token's values from PEs of different scales sum to different float32 bits in different orders. */
+__host__ __device__ static float wscale(int pe) { return (float)(1u << (11 * (pe % 3))); }
+
+__global__ void ht_wexperts(const float *w, const int32_t *num, float *v, uint32_t K, int pe) {
+    for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < (uint32_t)num[0] * K; q += gridDim.x * blockDim.x)
+        v[q] = w[q] * wscale(pe);
 }
 
 __global__ void spin(uint64_t ns) {
@@ -470,7 +483,32 @@ struct HT {
     float *into_s;
     const void *rx; /* where the last round's rows landed */
     const float *rs;
+    uint32_t wcols;  /* the combine's side channel: values per row (0: plain symm_moe_ht_combine) */
+    float *d_wv;     /* its values on the expert side, [capacity][K] (ht_wexperts) */
+    float *d_ow;     /* what comes back, [M][K + 1]: rows one value apart */
 };
+
+/* The side channel of a combine of HT handle t (NULL without one). */
+static const symm_moe_ht_weights_t *ht_wargs(const HT &t, symm_moe_ht_weights_t *w) {
+    if (!t.wcols)
+        return NULL;
+    memset(w, 0, sizeof(*w));
+    w->w = t.d_wv;
+    w->w_stride = t.K;
+    w->w_rows = t.r.capacity;
+    w->out_w = t.d_ow;
+    w->out_w_stride = t.K + 1;
+    w->out_w_rows = t.M;
+    w->cols = t.wcols;
+    return w;
+}
+
+/* A combine of t with its side channel when it has one. */
+static symm_status_t ht_combine_call(const HT &t, int flags) {
+    symm_moe_ht_weights_t w;
+    return symm_moe_ht_combine_weights(t.h, t.d_y + t.yoff, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out,
+                                       SYMM_DTYPE_BF16, t.H, t.M, ht_wargs(t, &w), flags, stream);
+}
 
 static void ht_make(HT &t, uint32_t E, uint32_t K, uint32_t H, uint32_t M, int esz, int scales) {
     memset(&t, 0, sizeof(t));
@@ -491,11 +529,14 @@ static void ht_make(HT &t, uint32_t E, uint32_t K, uint32_t H, uint32_t M, int e
     SYMM_CHECK(symm_malloc((t.r.capacity * H + 8) * 2, (void **)&t.y_heap));
     t.d_y = t.y_heap;
     t.d_out = dalloc<uint16_t>((size_t)M * H);
+    t.d_wv = dalloc<float>(t.r.capacity * K);
+    t.d_ow = dalloc<float>((size_t)M * (K + 1));
 }
 
 static void ht_free(HT &t) {
     SYMM_CHECK(symm_moe_destroy(t.h));
     cudaFree(t.d_x); cudaFree(t.d_xs); cudaFree(t.d_w); cudaFree(t.d_idx); cudaFree(t.y_dev); cudaFree(t.d_out);
+    cudaFree(t.d_wv); cudaFree(t.d_ow);
     SYMM_CHECK(symm_free(t.y_heap));
 }
 
@@ -529,6 +570,13 @@ static symm_moe_ht_dispatch_args_t ht_args(const HT &t, size_t m, int weights) {
     return d;
 }
 
+/* The experts of HT handle t on the last dispatch's rows: y, and the side channel's values. */
+static void ht_experts_launch(HT &t) {
+    ht_experts<<<256, 256, 0, stream>>>((const unsigned char *)t.rx, t.esz, t.r.indices, t.r.weights, t.r.num_recv,
+                                        t.d_y + t.yoff, t.K, t.H, t.first);
+    ht_wexperts<<<64, 256, 0, stream>>>(t.r.weights, t.r.num_recv, t.d_wv, t.K, me);
+}
+
 static void ht_round(HT &t, const Batch &b, int split, int skip = 0) {
     symm_moe_ht_dispatch_args_t d;
     CUDA_CHECK(cudaMemcpyAsync(t.d_x, b.x.data(), b.x.size(), cudaMemcpyHostToDevice, stream));
@@ -557,13 +605,19 @@ static void ht_round(HT &t, const Batch &b, int split, int skip = 0) {
     } else {
         SYMM_CHECK(symm_moe_ht_dispatch(t.h, &d, SYMM_MOE_SEND_RECV, stream));
     }
-    ht_experts<<<256, 256, 0, stream>>>((const unsigned char *)t.rx, t.esz, t.r.indices, t.r.weights, t.r.num_recv,
-                                        t.d_y + t.yoff, t.K, t.H, t.first);
-    SYMM_CHECK(symm_moe_ht_combine(t.h, t.d_y + t.yoff, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out, SYMM_DTYPE_BF16,
-                                   t.H, t.M, split ? SYMM_MOE_SEND : SYMM_MOE_SEND_RECV, stream));
+    ht_experts_launch(t);
+    if (!t.wcols) { /* the plain call, as callers without weights make it */
+        SYMM_CHECK(symm_moe_ht_combine(t.h, t.d_y + t.yoff, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out,
+                                       SYMM_DTYPE_BF16, t.H, t.M, split ? SYMM_MOE_SEND : SYMM_MOE_SEND_RECV, stream));
+        if (split)
+            SYMM_CHECK(symm_moe_ht_combine(t.h, t.d_y + t.yoff, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out,
+                                           SYMM_DTYPE_BF16, t.H, t.M, SYMM_MOE_RECV, stream));
+        return;
+    }
+    CUDA_CHECK(cudaMemsetAsync(t.d_ow, 0xff, (size_t)t.M * (t.K + 1) * 4, stream)); /* NaNs where nothing is written */
+    SYMM_CHECK(ht_combine_call(t, split ? SYMM_MOE_SEND : SYMM_MOE_SEND_RECV));
     if (split)
-        SYMM_CHECK(symm_moe_ht_combine(t.h, t.d_y + t.yoff, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out, SYMM_DTYPE_BF16,
-                                       t.H, t.M, SYMM_MOE_RECV, stream));
+        SYMM_CHECK(ht_combine_call(t, SYMM_MOE_RECV));
 }
 
 static void ht_verify(HT &t, const std::vector<Batch> &bs, const char *what) {
@@ -645,9 +699,88 @@ static void ht_verify(HT &t, const std::vector<Batch> &bs, const char *what) {
             }
         CHECKF(bad == 0, "%s: %d combined values differ", what, bad);
     }
+    if (t.wcols) { /* the side channel: per token, the PEs' values in PE order, added in float32 from 0 */
+        const Batch &b = bs[me];
+        const uint32_t ows = K + 1;
+        std::vector<float> ow((size_t)t.M * ows);
+        int bad = 0;
+        CUDA_CHECK(cudaMemcpy(ow.data(), t.d_ow, ow.size() * 4, cudaMemcpyDeviceToHost));
+        for (uint32_t tok = 0; tok < b.m; tok++)
+            for (uint32_t c = 0; c < t.wcols; c++) {
+                float acc = 0.0f;
+                for (int r = 0; r < npes; r++) {
+                    int in = 0;
+                    for (uint32_t k = 0; k < K; k++) {
+                        uint32_t e = b.idx[(size_t)tok * K + k];
+                        in |= e != 0xffffffffu && e / L == (uint32_t)r;
+                    }
+                    if (in) {
+                        volatile float v = b.w[(size_t)tok * K + c] * wscale(r); /* no fused multiply-add */
+                        acc += v;
+                    }
+                }
+                const float got = ow[(size_t)tok * ows + c];
+                if (memcmp(&got, &acc, 4) != 0 && bad++ < 3)
+                    CHECKF(0, "%s: token %u weight column %u: %a, expected %a", what, tok, c, (double)got,
+                           (double)acc);
+            }
+        for (uint32_t tok = 0; tok < b.m && t.wcols < ows; tok++) { /* columns past cols stay untouched */
+            uint32_t u;
+            memcpy(&u, &ow[(size_t)tok * ows + t.wcols], 4);
+            if (u != 0xffffffffu && bad++ < 3)
+                CHECKF(0, "%s: token %u weight column %u (past cols %u) was written", what, tok, t.wcols, t.wcols);
+        }
+        CHECKF(bad == 0, "%s: %d combined weights differ", what, bad);
+    }
 }
 
 static void expect_msg(symm_status_t st, symm_status_t want, const char *needle, const char *what);
+
+/* symm_moe_ht_combine_weights' checks, before anything runs (each refused call leaves the
+ * handle where it was), on a dispatch of the tokens the last round left in t's inputs; then
+ * a receive half whose cols differ from its send half's. The handle works on afterwards. */
+static void ht_weight_errors(HT &t) {
+    symm_moe_ht_dispatch_args_t d = ht_args(t, t.M / 2, 1);
+    symm_moe_ht_weights_t w, b;
+    const uint32_t saved = t.wcols;
+    t.wcols = t.K;
+    ht_wargs(t, &w);
+    SYMM_CHECK(symm_moe_ht_dispatch(t.h, &d, SYMM_MOE_SEND_RECV, stream));
+    t.rx = t.r.x;
+    t.rs = t.r.x_scale;
+    ht_experts_launch(t);
+#define WBAD(field, value, needle, what)                                                                      \
+    do {                                                                                                      \
+        b = w;                                                                                                \
+        b.field = value;                                                                                      \
+        expect_msg(symm_moe_ht_combine_weights(t.h, t.d_y, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out,       \
+                                               SYMM_DTYPE_BF16, t.H, t.M, &b, SYMM_MOE_SEND_RECV, stream),     \
+                   SYMM_ERR_INVALID_ARG, needle, what);                                                       \
+    } while (0)
+    WBAD(w, NULL, "weights.w is NULL", "weights: w NULL");
+    WBAD(out_w, NULL, "weights.out_w is NULL", "weights: out_w NULL");
+    WBAD(cols, t.K + 1, "above experts_per_token", "weights: cols above top-k");
+    WBAD(w_stride, (int64_t)t.K - 1, "row stride", "weights: w stride below cols");
+    WBAD(out_w_stride, -1, "row stride", "weights: negative out_w stride");
+    WBAD(w_rows, t.r.capacity - 1, "below y's", "weights: w shorter than y");
+    WBAD(out_w_rows, t.M / 2 - 1, "below the dispatch's num_tokens", "weights: out_w short");
+    WBAD(w, (const float *)(const void *)((const char *)t.d_wv + 2), "4-byte aligned", "weights: w misaligned");
+#undef WBAD
+    SYMM_CHECK(symm_moe_ht_combine_weights(t.h, t.d_y, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out, SYMM_DTYPE_BF16,
+                                           t.H, t.M, &w, SYMM_MOE_SEND, stream));
+    b = w;
+    b.cols = t.K - 1;
+    expect_msg(symm_moe_ht_combine_weights(t.h, t.d_y, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out, SYMM_DTYPE_BF16,
+                                           t.H, t.M, &b, SYMM_MOE_RECV, stream),
+               SYMM_ERR_INVALID_ARG, "its send half had", "weights: a receive half with other cols");
+    expect_msg(symm_moe_ht_combine(t.h, t.d_y, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out, SYMM_DTYPE_BF16, t.H, t.M,
+                                   SYMM_MOE_RECV, stream),
+               SYMM_ERR_INVALID_ARG, "its send half had", "weights: a plain receive half after a weighted send");
+    SYMM_CHECK(symm_moe_ht_combine_weights(t.h, t.d_y, SYMM_DTYPE_BF16, t.H, t.r.capacity, t.d_out, SYMM_DTYPE_BF16,
+                                           t.H, t.M, &w, SYMM_MOE_RECV, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    t.wcols = saved;
+}
 
 /* symm_moe_ht_dispatch_into's checks, before anything runs: buffers outside
  * the heap, misaligned, short, inside the handle, overlapping; scales on a
@@ -704,14 +837,24 @@ static void part_ht(void) {
             t.into_s = base && pick != 3 ? (float *)(void *)((char *)base + xb) : NULL;
             /* y outside the heap on some PEs some calls: a pull combine's PE then pushes its rows */
             t.d_y = (it + me) % 3 == 1 ? t.y_dev : t.y_heap;
-            snprintf(what, sizeof what, "ht call %d (receive buffers %s, y %s, %s)", it,
+            /* the side channel (the same cols on every PE): none, every top-k column, all but the last three */
+            t.wcols = it % 3 == 0 ? 0 : it % 3 == 1 ? t.K : t.K - 3;
+            snprintf(what, sizeof what, "ht call %d (receive buffers %s, y %s, %s, %u weights)", it,
                      pick == 0 ? "the handle's" : pick == 1 ? "A" : pick == 2 ? "B" : "A's x, the handle's scales",
-                     t.d_y == t.y_heap ? "in the heap" : "cudaMalloc'd", split ? "halves apart" : "one kernel");
+                     t.d_y == t.y_heap ? "in the heap" : "cudaMalloc'd", split ? "halves apart" : "one kernel",
+                     t.wcols);
             ht_round(t, bs[me], split, it == 3 || it == 6);
             ht_verify(t, bs, what);
         }
         t.into_x = NULL;
         t.into_s = NULL;
+        ht_weight_errors(t);
+        { /* and on after the refused calls, with fresh data */
+            std::vector<Batch> bs = ht_batches(t, 78, 0, -1);
+            t.wcols = t.K;
+            ht_round(t, bs[me], 0);
+            ht_verify(t, bs, "ht after the weights' refused calls");
+        }
     }
     SYMM_CHECK(symm_moe_check(t.h, stream));
     ht_free(t);
@@ -722,7 +865,8 @@ static void part_ht(void) {
     ht_make(t, 256, 8, 2056, 300, 2, 0);
     for (int it = 0; it < 2; it++) {
         std::vector<Batch> bs = ht_batches(t, 91, it, -1);
-        snprintf(what, sizeof what, "ht hidden 2056, call %d", it);
+        t.wcols = it ? t.K : 0;
+        snprintf(what, sizeof what, "ht hidden 2056, call %d, %u weights", it, t.wcols);
         ht_round(t, bs[me], 0);
         ht_verify(t, bs, what);
     }
@@ -734,7 +878,8 @@ static void part_ht(void) {
     t.yoff = 1;
     for (int it = 0; it < 2; it++) {
         std::vector<Batch> bs = ht_batches(t, 53, it, -1);
-        snprintf(what, sizeof what, "ht y at 2 bytes past alignment, call %d", it);
+        t.wcols = 5;
+        snprintf(what, sizeof what, "ht y at 2 bytes past alignment, call %d, 5 weights", it);
         ht_round(t, bs[me], it);
         ht_verify(t, bs, what);
     }
@@ -778,10 +923,10 @@ static void part_graph(void) {
     SYMM_CHECK(symm_moe_ht_dispatch(h.h, &hd, SYMM_MOE_SEND, stream));
     SYMM_CHECK(symm_moe_combine(l.h, &c, SYMM_MOE_RECV, stream));
     SYMM_CHECK(symm_moe_ht_dispatch(h.h, &hd, SYMM_MOE_RECV, stream));
-    ht_experts<<<256, 256, 0, stream>>>((const unsigned char *)h.r.x, h.esz, h.r.indices, h.r.weights, h.r.num_recv,
-                                        h.d_y, h.K, h.H, h.first);
-    SYMM_CHECK(symm_moe_ht_combine(h.h, h.d_y, SYMM_DTYPE_BF16, h.H, h.r.capacity, h.d_out, SYMM_DTYPE_BF16, h.H,
-                                   h.M, SYMM_MOE_SEND_RECV, stream));
+    ht_experts_launch(h);
+    h.wcols = h.K - 1; /* with the side channel: checked on every replay */
+    CUDA_CHECK(cudaMemsetAsync(h.d_ow, 0xff, (size_t)h.M * (h.K + 1) * 4, stream));
+    SYMM_CHECK(ht_combine_call(h, SYMM_MOE_SEND_RECV));
     CUDA_CHECK(cudaStreamEndCapture(stream, &g));
     CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
     for (int it = 0; it < 6; it++) {

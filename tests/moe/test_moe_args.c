@@ -275,6 +275,68 @@ static void test_ht_args(void) {
     EXPECT_BAD(symm__moe_check_ht_dispatch(&c, &g, &a, &k), "low-latency mode");
 }
 
+/* The combine's side channel (symm_moe_ht_combine_weights): none is no check;
+ * with cols > 0, w and out_w given, 4-byte aligned, strides of at least cols,
+ * rows for y's rows and the dispatch's tokens, cols up to the top-k; the send
+ * half alone needs no out_w, the receive half alone no w; the layout keeps
+ * room for k values per row from every PE. */
+static void test_ht_weights(void) {
+    symm_moe_config_t c = pplx_small();
+    symm__moe_geom_t g;
+    symm__moe_kargs_t k;
+    symm_moe_ht_weights_t w, b;
+    static float wbuf[64], obuf[64];
+    c.mode = SYMM_MOE_HIGH_THROUGHPUT;
+    c.dp_size = 1;
+    c.max_num_tokens = 4096;
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS, "geom");
+    CHECK(g.lay.ht_cwbuf > 0 && g.lay.ht_cwbuf + 4ull * 4096 * 3 * 4 <= g.lay.total, "ht_cwbuf holds n x M x k floats");
+    memset(&k, 0, sizeof(k));
+    CHECK(symm__moe_check_ht_combine(&c, wbuf, SYMM_DTYPE_BF16, 512, 100, obuf, SYMM_DTYPE_BF16, 512, 4096, 50,
+                                     &k) == SYMM_SUCCESS, "combine: %s", symm_last_error());
+    CHECK(symm__moe_check_ht_weights(&c, NULL, SYMM_MOE_SEND_RECV, &k) == SYMM_SUCCESS && k.w_cols == 0, "none");
+    memset(&w, 0, sizeof(w));
+    w.w = wbuf;
+    w.w_stride = 3;
+    w.w_rows = 100;
+    w.out_w = obuf;
+    w.out_w_stride = 4;
+    w.out_w_rows = 50;
+    w.cols = 3;
+    CHECK(symm__moe_check_ht_weights(&c, &w, SYMM_MOE_SEND_RECV, &k) == SYMM_SUCCESS && k.w_cols == 3 &&
+          k.w == wbuf && k.out_w == obuf && k.ow_stride == 4 && k.w_rows == 100, "good weights: %s",
+          symm_last_error());
+    b = w; b.cols = 0; b.w = NULL;
+    CHECK(symm__moe_check_ht_weights(&c, &b, SYMM_MOE_SEND_RECV, &k) == SYMM_SUCCESS && k.w_cols == 0,
+          "cols 0 is none");
+    b = w; b.cols = 4;
+    EXPECT_BAD(symm__moe_check_ht_weights(&c, &b, SYMM_MOE_SEND_RECV, &k), "above experts_per_token 3");
+    b = w; b.w = NULL;
+    EXPECT_BAD(symm__moe_check_ht_weights(&c, &b, SYMM_MOE_SEND_RECV, &k), "weights.w is NULL");
+    CHECK(symm__moe_check_ht_weights(&c, &b, SYMM_MOE_RECV, &k) == SYMM_SUCCESS, "a receive half reads no w");
+    b = w; b.out_w = NULL;
+    EXPECT_BAD(symm__moe_check_ht_weights(&c, &b, SYMM_MOE_RECV, &k), "weights.out_w is NULL");
+    CHECK(symm__moe_check_ht_weights(&c, &b, SYMM_MOE_SEND, &k) == SYMM_SUCCESS, "a send half writes no out_w");
+    b = w; b.w = (const float *)(const void *)((const char *)wbuf + 2);
+    EXPECT_BAD(symm__moe_check_ht_weights(&c, &b, SYMM_MOE_SEND_RECV, &k), "4-byte aligned");
+    b = w; b.w_stride = 2;
+    EXPECT_BAD(symm__moe_check_ht_weights(&c, &b, SYMM_MOE_SEND_RECV, &k), "weights.w row stride 2");
+    b = w; b.out_w_stride = -4;
+    EXPECT_BAD(symm__moe_check_ht_weights(&c, &b, SYMM_MOE_SEND_RECV, &k), "weights.out_w row stride -4");
+    b = w; b.w_stride = (int64_t)1 << 50;
+    EXPECT_BAD(symm__moe_check_ht_weights(&c, &b, SYMM_MOE_SEND_RECV, &k), "past any buffer");
+    b = w; b.w_rows = 99;
+    EXPECT_BAD(symm__moe_check_ht_weights(&c, &b, SYMM_MOE_SEND_RECV, &k), "below y's 100");
+    b = w; b.out_w_rows = 49;
+    EXPECT_BAD(symm__moe_check_ht_weights(&c, &b, SYMM_MOE_SEND_RECV, &k), "below the dispatch's num_tokens 50");
+    /* no rows of y: w is not read (and may be NULL); no tokens: out_w is not written */
+    CHECK(symm__moe_check_ht_combine(&c, NULL, SYMM_DTYPE_BF16, 512, 0, NULL, SYMM_DTYPE_BF16, 512, 0, 0, &k) ==
+          SYMM_SUCCESS, "empty combine: %s", symm_last_error());
+    b = w; b.w = NULL; b.out_w = NULL; b.w_rows = 0; b.out_w_rows = 0;
+    CHECK(symm__moe_check_ht_weights(&c, &b, SYMM_MOE_SEND_RECV, &k) == SYMM_SUCCESS && k.w_rows == 0,
+          "an empty combine needs no buffers: %s", symm_last_error());
+}
+
 /* symm_moe_ht_dispatch_into's receive buffers: NULL is the handle's own; a
  * caller's must be in the heap, 16-byte aligned, clear of the handle's region
  * and of each other; scales only with a handle that has them. */
@@ -369,6 +431,7 @@ int main(void) {
     test_dispatch_args();
     test_combine_args();
     test_ht_args();
+    test_ht_weights();
     test_ht_into();
     test_order();
     test_messages();

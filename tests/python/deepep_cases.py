@@ -164,16 +164,18 @@ def _dev(t, ctx):
 
 
 def ht_round(ctx, buf, seed, Ts, E, K, H, fp8=False, with_topk=True, async_mode=False, previous=False,
-             alignment=1, avoid=None, worst=False, cached=True, bias=False):
-    """One dispatch / cached dispatch / combine round of the normal mode, every output checked."""
+             alignment=1, avoid=None, worst=False, cached=True, bias=False, wide=False):
+    """One dispatch / cached dispatch / combine round of the normal mode, every output checked.
+    wide: combine's topk_weights get one column more than the top-k (its first again), which symm's
+    combine cannot carry: the Buffer's exchange of their own."""
     dep, me, n = ctx.dep, ctx.rank, ctx.n
     data = batches(seed, n, Ts, E, K, H, fp8, avoid)
     d = data[me]
     x = _dev(d.x, ctx)
     xin = (x, _dev(d.s, ctx)) if fp8 else x
     idx, w = _dev(d.idx, ctx), _dev(d.w, ctx)
-    what = "normal %s topk=%s async=%s previous=%s align=%d avoid=%s worst=%s seed %d" % (
-        "fp8" if fp8 else "bf16", with_topk, async_mode, previous, alignment, avoid, worst, seed)
+    what = "normal %s topk=%s async=%s previous=%s align=%d avoid=%s worst=%s wide=%s seed %d" % (
+        "fp8" if fp8 else "bf16", with_topk, async_mode, previous, alignment, avoid, worst, wide, seed)
     per_rank, per_rdma, per_expert, in_rank, ev = buf.get_dispatch_layout(
         idx, E, previous_event=buf.capture() if previous else None, async_finish=async_mode)
     if async_mode:
@@ -249,6 +251,8 @@ def ht_round(ctx, buf, seed, Ts, E, K, H, fp8=False, with_topk=True, async_mode=
     cargs = dict(x=_dev(y, ctx), handle=handle, async_finish=async_mode)
     if with_topk:
         cargs["topk_weights"] = recv_w * (me + 1)
+        if wide:
+            cargs["topk_weights"] = torch.cat([cargs["topk_weights"], cargs["topk_weights"][:, :1]], dim=1)
     biases = ()
     if bias:
         g = _gen(seed + 17 + me)
@@ -262,7 +266,10 @@ def ht_round(ctx, buf, seed, Ts, E, K, H, fp8=False, with_topk=True, async_mode=
         cev.current_stream_wait()
     close(out, combine_reference(data, me, n, E, biases).float(), what + ": combined_x")
     if with_topk:
-        close(cw, weights_reference(data, me, n, E), what + ": combined_topk_weights", rtol=1e-6, atol=1e-6)
+        wref = weights_reference(data, me, n, E)
+        if wide:
+            wref = torch.cat([wref, wref[:, :1]], dim=1)
+        close(cw, wref, what + ": combined_topk_weights", rtol=1e-6, atol=1e-6)
     else:
         assert cw is None, what
     ctx.sync()
@@ -271,7 +278,8 @@ def ht_round(ctx, buf, seed, Ts, E, K, H, fp8=False, with_topk=True, async_mode=
 
 def case_layout_and_rounds(ctx, fp8, async_mode, previous):
     """DeepEP's test matrix for one x type: with and without top-k, the
-    cached dispatch, num_worst_tokens, combine with weights; a rank with no
+    cached dispatch, num_worst_tokens, combine with weights (in symm's combine;
+    wider than the top-k once, with num_worst_tokens once); a rank with no
     tokens and a rank that receives nothing."""
     n = ctx.n
     E, K, H = (16, 3, 256) if not ctx.gpu else (32, 4, 512)
@@ -286,7 +294,8 @@ def case_layout_and_rounds(ctx, fp8, async_mode, previous):
             if empty is not None:
                 Ts[empty] = 0
             ht_round(ctx, buf, seed + it, Ts, E, K, H, fp8=fp8, with_topk=with_topk, async_mode=async_mode,
-                     previous=previous, alignment=1 + 3 * (it % 2), avoid=avoid, worst=worst, bias=(it == 3))
+                     previous=previous, alignment=1 + 3 * (it % 2), avoid=avoid, worst=worst, bias=(it == 3),
+                     wide=(it == 3 or (it == 2 and fp8)))
             ctx.barrier()
     finally:
         buf.destroy()

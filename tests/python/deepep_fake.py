@@ -370,8 +370,8 @@ class FakeHT(_FakeHandle):
     def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None, checked=False):
         return self.dispatch(x, prep[0], prep[1], x_scale=x_scale, recv_x=recv_x, recv_x_scale=recv_x_scale)
 
-    def _combine_checked(self, y, out):
-        return self.combine(y, out=out)
+    def _combine_checked(self, y, out, weights=None, out_weights=None):
+        return self.combine(y, out=out, weights=weights, out_weights=out_weights)
 
     def _receive(self, sent):
         me, L, E, first = self.eng.rank, self.local_experts, self.E, self.first_expert
@@ -407,14 +407,24 @@ class FakeHT(_FakeHandle):
         self.nper.copy_(per.to(torch.int32))
         self.state = {"srcs": srcs, "dest": masks[me], "T": sent[me][0].size(0)}
 
-    def combine(self, y, out=None, out_dtype=torch.bfloat16, do_send=True, do_recv=True):
+    def combine(self, y, out=None, out_dtype=torch.bfloat16, do_send=True, do_recv=True, weights=None,
+                out_weights=None):
         call = "HighThroughput.combine"
         self._alive()
         if y.dtype not in (torch.bfloat16, torch.float16) or y.dim() != 2 or y.size(1) != self.H:
             raise TypeError("%s: y is %s %s" % (call, y.dtype, tuple(y.shape)))
-        self.at = _order("symm_moe_ht_combine", self.at, True, do_send, do_recv)
         eng, st = self.eng, self.state
-        T = st["T"]
+        T = st["T"] if st is not None else 0
+        if weights is not None:  # symm_moe_ht_combine_weights' checks
+            if weights.dtype != torch.float32 or weights.dim() != 2 or weights.size(1) > self.K:
+                raise _bad("symm_moe_ht_combine_weights", "weights %s %s: float32 with at most %d columns"
+                           % (weights.dtype, tuple(weights.shape), self.K))
+            if out_weights is None:
+                out_weights = torch.empty((T, weights.size(1)), dtype=torch.float32)
+            if weights.size(0) < y.size(0) or out_weights.size(0) < T or out_weights.size(1) != weights.size(1):
+                raise _bad("symm_moe_ht_combine_weights", "weights has %d rows (y %d), out_weights %s (tokens %d)"
+                           % (weights.size(0), y.size(0), tuple(out_weights.shape), T))
+        self.at = _order("symm_moe_ht_combine", self.at, True, do_send, do_recv)
         if out is None:
             out = torch.empty((T, self.H), dtype=out_dtype)
         if out.size(0) < T:
@@ -424,18 +434,24 @@ class FakeHT(_FakeHandle):
             R = len(st["srcs"])
             if y.size(0) < R:
                 raise _bad("symm_moe_ht_combine", "%d rows were received, but y has %d" % (R, y.size(0)))
-            eng.world.post(self._key("c"), eng.rank, (y[:R].clone(), list(st["srcs"])))
+            eng.world.post(self._key("c"), eng.rank, (y[:R].clone(), list(st["srcs"]),
+                                                     None if weights is None else weights[:R].clone()))
         if do_recv:
             back = eng.world.wait(self._key("c"), eng.rank)
             acc = torch.zeros((T, self.H), dtype=torch.float32)
+            wacc = None if weights is None else torch.zeros((T, weights.size(1)), dtype=torch.float32)
             dest = st["dest"]
-            for r, (yr, srcs) in enumerate(back):
+            for r, (yr, srcs, wr) in enumerate(back):  # rank order, as the kernels sum
                 where = {t: i for i, (s, t) in enumerate(srcs) if s == eng.rank}
                 for t in range(T):
                     if (dest[t] == r).any():
                         acc[t] += yr[where[t]].float()
+                        if wacc is not None:
+                            wacc[t] += wr[where[t]]
             out[:T] = acc.to(out.dtype)
-        return out
+            if wacc is not None:
+                out_weights[:T] = wacc
+        return out if weights is None else (out, out_weights)
 
 
 class FakeLL(_FakeHandle):

@@ -517,9 +517,13 @@ def test_high_throughput(env, split):
             ws = (torch.where(ridx >= 0, rw * expert_scale((ridx + first).clamp(min=0)), torch.zeros_like(rw))
                   ).sum(dim=1)
             y = (rx.to(torch.bfloat16).float() * ws.unsqueeze(1)).to(torch.bfloat16)
-            out = ht.combine(y, do_send=True, do_recv=not split)
+            # call 1: with the side channel, every column but the last of the received weights (a strided
+            # view), scaled by 2^(11 (PE % 3)) so that the sum's bits depend on its order
+            wv = (rw * float(1 << (11 * (me % 3))))[:, :K - 1] if it == 1 else None
+            got_w = ht.combine(y, do_send=True, do_recv=not split, weights=wv)
+            out, cw = got_w if wv is not None else (got_w, None)
             if split:
-                ht.combine(y, out=out, do_send=False, do_recv=True)
+                ht.combine(y, out=out, do_send=False, do_recv=True, weights=wv, out_weights=cw)
             torch.cuda.synchronize()
             # every received row, in order (source PE, then token)
             wx, ws_, wi, ww, wsrc = [], [], [], [], []
@@ -552,6 +556,14 @@ def test_high_throughput(env, split):
                 ref += torch.where(on.unsqueeze(1), part, torch.zeros_like(part))
             assert out.shape == (ms[me], H)
             assert_combined(out, ref.to(torch.bfloat16), torch.bfloat16, what)
+            if cw is not None:  # the PEs' values in PE order, added in float32 from 0
+                wref = torch.zeros((ms[me], K - 1), device=device)
+                for r in range(n):
+                    _, on = ht_wsum(idx, w, L, r)
+                    part = w[:, :K - 1] * float(1 << (11 * (r % 3)))
+                    wref = wref + torch.where(on.unsqueeze(1), part, torch.zeros_like(part))
+                assert cw.shape == (ms[me], K - 1) and cw.dtype == torch.float32
+                assert torch.equal(cw, wref), "%s: combined weights (%d differ)" % (what, int((cw != wref).sum()))
             ht.check()
             symm.barrier()
     finally:

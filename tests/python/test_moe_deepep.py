@@ -345,13 +345,15 @@ def test_low_latency_handle_unread_across_a_capture(monkeypatch):
 
 
 @pytest.mark.parametrize("n", [2, 4])
-def test_combine_weights_plan_per_handle(monkeypatch, n):
-    """combine's topk_weights plan (buffer, counts, gather index) is kept per
-    handle and per top-k width: two handles of other routings and token
-    counts, and a width that changes on one of them, interleaved; every
-    combined weight checked (each rank returns, for the row of token t,
-    (rank + 1) x (t + 1) + column / 2, so a plan of the wrong handle or
-    width gives other sums); a kept plan is used again as it is."""
+def test_combine_weights_side_channel_and_wide_plan(monkeypatch, n):
+    """combine's topk_weights: up to the handle's top-k columns they ride in
+    symm's combine (its side channel: no plan, no exchange of their own);
+    wider ones take the all-to-all path, whose plan (buffer, counts, gather
+    index) is kept per handle and per width. Two handles of other routings,
+    token counts and top-k (3 and 4), widths below, at and above each,
+    interleaved; every combined weight checked (each rank returns, for the row
+    of token t, (rank + 1) x (t + 1) + column / 2, so a wrong row, rank or
+    plan gives other sums); a kept plan is used again as it is."""
     dep = install(monkeypatch)
     E, H = 8 * n, 128
 
@@ -366,13 +368,14 @@ def test_combine_weights_plan_per_handle(monkeypatch, n):
             pr, _, pe, ir, _ = buf.get_dispatch_layout(d.idx, E)
             rx, _, _, _, h, _ = buf.dispatch(d.x, num_tokens_per_rank=pr, is_token_in_rank=ir,
                                              num_tokens_per_expert=pe, topk_idx=d.idx, topk_weights=d.w)
-            hs.append((h, d, rx.size(0)))
-        last = {}  # handle -> (width, plan) of its last combine
-        for j, width in ((0, 3), (1, 4), (0, 5), (1, 4), (0, 3), (0, 3), (1, 2)):
-            h, d, rows = hs[j]
+            hs.append((h, d, rx.size(0), K))
+        last = {}  # handle -> (width, plan) of its last combine on the wide path
+        for j, width in ((0, 3), (1, 4), (0, 5), (1, 4), (0, 3), (0, 5), (1, 2), (1, 6), (0, 5), (1, 6), (0, 1)):
+            h, d, rows, K = hs[j]
             buf.dispatch(d.x, handle=h)
             t = h[3].to(torch.float32).view(-1, 1)  # recv_src: each row's token on its source
             w = (me + 1) * (t + 1) + torch.arange(width, dtype=torch.float32).view(1, -1) / 2
+            before = h._route.wplan
             _, cw, _ = buf.combine(torch.zeros((rows, H), dtype=torch.bfloat16), h, topk_weights=w)
             on = cases.in_ranks(d.idx, L, n).float()  # [tokens, ranks]: the ranks token t went to
             tok = torch.arange(d.T, dtype=torch.float32).view(-1, 1)
@@ -380,8 +383,11 @@ def test_combine_weights_plan_per_handle(monkeypatch, n):
                 on.sum(1, keepdim=True) * torch.arange(width, dtype=torch.float32).view(1, -1) / 2
             cases.close(cw, want, "handle %d, width %d: combined_topk_weights" % (j, width), rtol=0, atol=0)
             plan = h._route.wplan
+            if width <= K:  # the side channel: no plan made
+                assert plan is before, "handle %d, width %d: a plan was made for the side channel" % (j, width)
+                continue
             assert plan is not None and plan[0] == width, plan
-            if j in last and last[j][0] == width:  # the same width on this handle as its last combine
+            if j in last and last[j][0] == width:  # the same width on this handle as its last wide combine
                 assert plan is last[j][1], "handle %d, width %d: the kept plan was made again" % (j, width)
             last[j] = (width, plan)
         assert hs[0][0]._route.wplan is not hs[1][0]._route.wplan
@@ -529,7 +535,7 @@ def test_host_cpu_bench_runs_the_real_python_path():
     """bench/moe/deepep_host_cpu.py (the Buffer over symm.moe.HighThroughput's
     own Python, C calls stubbed): every path runs, and the torch ops beside
     symm's stay what they have to be: none for cached dispatches and a plain
-    combine, one for a bias, one for combine's weights (a bag sum), the full dispatch's
+    combine, one for a bias, none for combine's weights (symm's combine carries them), the full dispatch's
     seven and its one sum on the host; the stubs are undone."""
     import importlib.util
     import symm.moe as moe
@@ -547,7 +553,7 @@ def test_host_cpu_bench_runs_the_real_python_path():
     ops = {name: sorted(o) for name, (_, o) in got.items()}
     assert ops["cached bf16"] == ops["cached fp8"] == ops["pair bf16"] == [], ops
     assert ops["pair + bias"] == ["add_"], ops
-    assert ops["pair + weights"] == ["embedding_bag"], ops
+    assert ops["pair + weights"] == [], ops
     # the count row, sources, indices, weights (2), rank prefix, what was received; on the host, one sum of the
     # per-expert counts (the rest of the counts are read as lists)
     assert ops["full bf16"] == sorted(["cat", "copy_", "copy_", "ge", "where", "cumsum", "cat", "sum"]), ops
@@ -589,7 +595,6 @@ def test_overhead_bench_counts_what_the_wrapper_adds():
         assert sorted(ops) == sorted(["cat", "copy_", "copy_", "ge", "where", "cumsum", "cat"]), ops
     assert got["api combine"] == (1, 0, 0, [])
     assert got["own layout"] == (1, 0, 0, []) and got["api layout"][:3] == (0, 12, 0), got["api layout"]
-    symm, other, syncs, ops = got["api combine + topk_weights"]
-    # the weights' all-to-allv (symm's), then gathered and summed by one bag sum (the index tensors: the handle's)
-    assert (symm, syncs) == (2, 0) and ops == ["_embedding_bag_forward_only"], ops
+    # the weights ride in symm's combine: one call, nothing beside it
+    assert got["api combine + topk_weights"] == (1, 0, 0, []), got["api combine + topk_weights"]
     assert "| api full bf16 |" in text and "other launches, per path" in text

@@ -103,9 +103,14 @@ class HtRecv(ctypes.Structure):
                 ("capacity", _c_size_t), ("scale_cols", _c_size_t)]
 
 
+class HtWeights(ctypes.Structure):
+    _fields_ = [("w", _c_void_p), ("w_stride", _c_int64), ("w_rows", _c_size_t), ("out_w", _c_void_p),
+                ("out_w_stride", _c_int64), ("out_w_rows", _c_size_t), ("cols", _c_size_t)]
+
+
 STRUCTS = {"symm_moe_config_t": Config, "symm_moe_dispatch_args_t": DispatchArgs,
            "symm_moe_combine_args_t": CombineArgs, "symm_moe_ht_dispatch_args_t": HtDispatchArgs,
-           "symm_moe_ht_recv_t": HtRecv}
+           "symm_moe_ht_recv_t": HtRecv, "symm_moe_ht_weights_t": HtWeights}
 
 
 _fns = {}
@@ -762,13 +767,14 @@ def _(handle, recv_x, recv_x_scale, recv_indices, recv_weights, recv_src, num_re
     return None
 
 
-@torch.library.custom_op("symm::moe_ht_combine", mutates_args=("out",))
-def _moe_ht_combine(handle: int, out: torch.Tensor, y: torch.Tensor, do_send: bool, do_recv: bool) -> None:
-    _handle(handle)._combine(out, y, do_send, do_recv)
+@torch.library.custom_op("symm::moe_ht_combine", mutates_args=("out", "out_weights"))
+def _moe_ht_combine(handle: int, out: torch.Tensor, y: torch.Tensor, do_send: bool, do_recv: bool,
+                    weights: Optional[torch.Tensor], out_weights: Optional[torch.Tensor]) -> None:
+    _handle(handle)._combine(out, y, do_send, do_recv, weights, out_weights)
 
 
 @_moe_ht_combine.register_fake
-def _(handle, out, y, do_send, do_recv):
+def _(handle, out, y, do_send, do_recv, weights, out_weights):
     return None
 
 
@@ -835,6 +841,8 @@ class HighThroughput(_Handle):
         self._recv_scale = view(r.x_scale, torch.float32, (cap, int(r.scale_cols))) if scales else None
         self._recv_idx = view(r.indices, torch.int32, (cap, k))
         self._recv_w = view(r.weights, torch.float32, (cap, k))
+        self._wargs = HtWeights()  # the argument block of _combine_checked's weights, refilled per call
+        self._wargs_at = ctypes.addressof(self._wargs)
         self._recv_src = view(r.src, torch.int32, (cap, 2))
         self._num_recv = view(r.num_recv, torch.int32, (1,))
         self._num_recv_per_expert = view(r.num_recv_per_expert, torch.int32, (L,))
@@ -997,31 +1005,50 @@ class HighThroughput(_Handle):
         return (self._recv_x if recv_x is None else recv_x, self._recv_scale if recv_x_scale is None else recv_x_scale,
                 self._recv_idx, self._recv_w, self._recv_src, self._num_recv, self._num_recv_per_expert)
 
-    def combine(self, y, out=None, out_dtype=torch.bfloat16, do_send=True, do_recv=True):
+    def combine(self, y, out=None, out_dtype=torch.bfloat16, do_send=True, do_recv=True, weights=None,
+                out_weights=None):
         """out[t] (a new [tokens, hidden] tensor unless given) = the sum of the
-        rows y[i] the PEs return for token t of the last dispatch."""
+        rows y[i] the PEs return for token t of the last dispatch. With
+        weights (float32 [rows of y, cols], cols <= experts_per_token, e.g.
+        dispatch's recv_topk_weights): row i's values go back with y[i], and
+        out_weights[t] (float32 [tokens, cols], new unless given) = the sum of
+        the values the PEs return for t, PE by PE in PE order (DeepEP's
+        combined_topk_weights); returns (out, out_weights) then."""
         self._h()
         if out is None:
             out = torch.empty((self._num_tokens, self.hidden_dim), dtype=out_dtype, device=self.device)
+        if weights is not None and out_weights is None:
+            cols = weights.size(1) if isinstance(weights, torch.Tensor) and weights.dim() == 2 else 0
+            out_weights = torch.empty((self._num_tokens, cols), dtype=torch.float32, device=self.device)
         if _traced(y):
-            torch.ops.symm.moe_ht_combine(self._key, out, y, bool(do_send), bool(do_recv))
+            torch.ops.symm.moe_ht_combine(self._key, out, y, bool(do_send), bool(do_recv), weights, out_weights)
         else:
-            self._combine(out, y, do_send, do_recv)
-        return out
+            self._combine(out, y, do_send, do_recv, weights, out_weights)
+        return out if weights is None else (out, out_weights)
 
-    def _combine_checked(self, y, out):
-        """combine(y, out=out) of a y and out the caller checked as _combine
-        does (symm.moe.deep_ep: against its handle's shapes): the C call alone,
-        its own checks included; through combine() where that would take the
-        custom op."""
+    def _combine_checked(self, y, out, weights=None, out_weights=None):
+        """combine(y, out=out, weights=, out_weights=) of tensors the caller
+        checked as _combine does (symm.moe.deep_ep: against its handle's
+        shapes; weights and out_weights contiguous float32 on this device, or
+        both None): the C call alone, its own checks included; through
+        combine() where that would take the custom op."""
         if _is_compiling() or _dispatch_modes() != 0:
-            return self.combine(y, out=out)
-        _runtime._check("symm_moe_ht_combine", _fn("symm_moe_ht_combine")(
+            return self.combine(y, out=out, weights=weights, out_weights=out_weights)
+        if weights is None:
+            _runtime._check("symm_moe_ht_combine", _fn("symm_moe_ht_combine")(
+                self._h(), y.data_ptr(), _dtype_code(y), y.stride(0), y.size(0), out.data_ptr(), _dtype_code(out),
+                out.stride(0), out.size(0), SEND | RECV, _stream(self._dev)))
+            return out
+        w = self._wargs
+        w.w, w.w_stride, w.w_rows = weights.data_ptr(), weights.stride(0), weights.size(0)
+        w.out_w, w.out_w_stride, w.out_w_rows = out_weights.data_ptr(), out_weights.stride(0), out_weights.size(0)
+        w.cols = weights.size(1)
+        _runtime._check("symm_moe_ht_combine_weights", _fn("symm_moe_ht_combine_weights")(
             self._h(), y.data_ptr(), _dtype_code(y), y.stride(0), y.size(0), out.data_ptr(), _dtype_code(out),
-            out.stride(0), out.size(0), SEND | RECV, _stream(self._dev)))
-        return out
+            out.stride(0), out.size(0), self._wargs_at, SEND | RECV, _stream(self._dev)))
+        return out, out_weights
 
-    def _combine(self, out, y, do_send, do_recv):
+    def _combine(self, out, y, do_send, do_recv, weights=None, out_weights=None):
         call = "HighThroughput.combine"
         flags = _flags(do_send, do_recv, call)
         if not self._combine_ok(y):
@@ -1030,9 +1057,28 @@ class HighThroughput(_Handle):
         if not self._combine_ok(out):
             _tensor(out, "out", call, 2, _OUT_DTYPES, self.device)
             _shape(out, "out", call, (None, self.hidden_dim))
-        _runtime._check("symm_moe_ht_combine", _fn("symm_moe_ht_combine")(
+        if weights is None and out_weights is None:
+            _runtime._check("symm_moe_ht_combine", _fn("symm_moe_ht_combine")(
+                self._h(), y.data_ptr(), _dtype_code(y), y.stride(0), y.size(0), out.data_ptr(), _dtype_code(out),
+                out.stride(0), out.size(0), flags, _stream(self._dev)))
+            return
+        if weights is None or out_weights is None:
+            raise ValueError("%s: weights and out_weights go together (out_weights is made when only weights is "
+                             "given)" % call)
+        _tensor(weights, "weights", call, 2, (torch.float32,), self.device)
+        cols = weights.size(1)
+        if cols > self.experts_per_token:
+            raise ValueError("%s: weights has %d columns, above experts_per_token %d" % (
+                call, cols, self.experts_per_token))
+        _tensor(out_weights, "out_weights", call, 2, (torch.float32,), self.device)
+        _shape(out_weights, "out_weights", call, (None, cols))
+        # a stride of one row or none says nothing: what C checks is then the plain layout's
+        w = HtWeights(weights.data_ptr(), weights.stride(0) if weights.size(0) > 1 else cols, weights.size(0),
+                      out_weights.data_ptr(), out_weights.stride(0) if out_weights.size(0) > 1 else cols,
+                      out_weights.size(0), cols)
+        _runtime._check("symm_moe_ht_combine_weights", _fn("symm_moe_ht_combine_weights")(
             self._h(), y.data_ptr(), _dtype_code(y), y.stride(0), y.size(0), out.data_ptr(), _dtype_code(out),
-            out.stride(0), out.size(0), flags, _stream(self._dev)))
+            out.stride(0), out.size(0), ctypes.addressof(w), flags, _stream(self._dev)))
 
     def _combine_ok(self, t):
         """What _tensor and _shape check of y and out, in one expression (they

@@ -436,7 +436,7 @@ class _Route:
         self.kind = kind
         self.preps = {}  # slot -> its symm handle's argument block for this routing (cached dispatches)
         self.fast = {}   # (x dtype, scales dtype or None) -> _CachedKind of the cached dispatches that passed
-        self.wplan = None  # combine's index tensors for topk_weights (Buffer._combine_weights)
+        self.wplan = None  # combine's index tensors for a topk_weights wider than top-k (Buffer._combine_weights)
         self.sent_host = self.recv_host = None  # rows sent to / received from each rank, when the host knows them
         self.__dict__.update(kw)
 
@@ -691,7 +691,7 @@ class Buffer:
         self._minus_one_i32 = torch.full((), -1, dtype=torch.int32, device=self._device)
         self._one_i32 = torch.ones(1, dtype=torch.int32, device=self._device)  # expanded: scatter_add_'s ones
         self._first_experts = {}
-        self._wbufs = {}  # (token bound, top-k) -> (symmetric buffer, its float32 view): combine's weights land there
+        self._wbufs = {}  # (token bound, width) -> (symmetric buffer, float32 view): combine's wide topk_weights
         self._last = None            # the stream the last call ran on (calls are ordered as on one stream)
         self._last_captured = False
         self._warned = False
@@ -1603,7 +1603,8 @@ class Buffer:
                 allocate_on_comm_stream: bool = False) -> Tuple[torch.Tensor, Optional[torch.Tensor], EventOverlap]:
         """DeepEP's combine: combined_x[t] = the sum (no weights) of the rows
         x[i] the ranks return for token t, plus bias; combined_topk_weights[t]
-        = the sum of the topk_weights rows returned for t. Returns
+        = the sum of the topk_weights rows returned for t, in rank order (in
+        symm's combine itself, up to the dispatch's top-k columns). Returns
         (combined_x, combined_topk_weights or None, event)."""
         if previous_event is None and not async_finish and not allocate_on_comm_stream and \
                 type(handle) is DispatchHandle:
@@ -1677,16 +1678,21 @@ class Buffer:
             if slot is None:
                 slot = self._redispatch_ht(route, call)
         self._set_sms(slot, config)
+        # topk_weights ride in symm's combine (its side channel) up to the handle's top-k columns; a wider
+        # matrix (DeepEP takes any width; its own callers pass the dispatch's top-k) takes an exchange of its own
+        side = topk_weights is not None and topk_weights.size(1) <= route.K
         with self._use(alloc):
             out = x.new_empty((route.T, route.hidden))
+            combined_w = torch.empty((route.T, topk_weights.size(1)), dtype=torch.float32,
+                                     device=self._device) if side else None
         with self._use(comm):
+            w, cw = (topk_weights, combined_w) if side else (None, None)
             if checked:
-                slot.h._combine_checked(x, out)
+                slot.h._combine_checked(x, out, w, cw)
             else:
-                slot.h.combine(x, out=out)
+                slot.h.combine(x, out=out, weights=w, out_weights=cw)
             slot.state = "idle"
-            combined_w = None
-            if topk_weights is not None:
+            if topk_weights is not None and not side:
                 combined_w = self._combine_weights(route, topk_weights, alloc)
             if len(biases) == 1:
                 out.add_(biases[0])  # in float32, rounded once: what adding to a float32 copy and copying back gives
@@ -1779,8 +1785,10 @@ class Buffer:
         return plan
 
     def _combine_weights(self, route, w, alloc):
-        """Each row's weights go back to its source, which sums, per token,
-        the rows it gets from the ranks it sent the token to, in rank order.
+        """combine's topk_weights wider than the handle's top-k (narrower ones
+        ride in symm's combine itself): each row's weights go back to its
+        source, which sums, per token, the rows it gets from the ranks it sent
+        the token to, in rank order.
         When the host knows the rows per rank (not num_worst_tokens): one
         all-to-allv of the rows as they are into a symmetric buffer, then one
         kernel gathers and sums them. Else an all-to-all of [ranks, bound,
