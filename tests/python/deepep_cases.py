@@ -957,6 +957,19 @@ def case_errors(ctx, raises):
 # CUDA graphs (GPU only): the calls DeepEP allows in a graph
 # ---------------------------------------------------------------------------
 
+def capture_graph(fn):
+    """fn() captured into a CUDA graph on a side stream (as torch asks), ordered
+    after the current stream's work and before its next: (fn's result, graph)."""
+    graph = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        with torch.cuda.graph(graph, stream=s):
+            out = fn()
+    torch.cuda.current_stream().wait_stream(s)
+    return out, graph
+
+
 def case_graphs(ctx):
     """num_worst_tokens dispatch + combine (normal mode), and low-latency
     dispatch + combine, captured once and replayed with fresh data."""
@@ -1003,13 +1016,7 @@ def case_graphs(ctx):
         load(0)
         step()  # makes the symm handles outside the capture
         torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            with torch.cuda.graph(graph, stream=s):
-                step()
-        torch.cuda.current_stream().wait_stream(s)
+        _, graph = capture_graph(step)
         for it in range(1, 4):
             data, ldata = load(it)
             torch.cuda.synchronize()
@@ -1143,13 +1150,7 @@ def case_capture_keeps_the_header(ctx):
         sw.copy_(data[me].w.to(dev))
         ctx.sync()
         ctx.barrier()
-        graph = torch.cuda.CUDAGraph()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            with torch.cuda.graph(graph, stream=s):
-                worst_step()
-        torch.cuda.current_stream().wait_stream(s)
+        _, graph = capture_graph(worst_step)
         sync_round(922, [T] * n)
         ctx.sync()
         ctx.barrier()

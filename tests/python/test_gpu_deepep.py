@@ -80,13 +80,7 @@ def test_capture_then_eager(ctx):
     """A handle's first cached dispatch and weighted combine captured into a
     graph, the handle used eagerly before any replay, then the graph replayed."""
     def capture(fn):
-        g = torch.cuda.CUDAGraph()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            with torch.cuda.graph(g, stream=s):
-                out = fn()
-        torch.cuda.current_stream().wait_stream(s)
+        out, g = cases.capture_graph(fn)
         return out, g.replay
     cases.case_capture_then_eager(ctx, capture)
 
