@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Sum up the stage times the low-latency MoE kernels print with SYMM_MOE_LL_PROBE=stamps.
 
-Each block prints one line per kernel for one call (src/moe/moe_k_ll.cu, ll_stamps_print):
+Each block prints one line per kernel for one call (src/moe/moe_ll.cuh, ll_stamps_print):
   llstamp <kernel> E <experts> M <max tokens> pe <pe> block <b> t0 <ns> d <d1> ... <d23>
 (d: ns since the block's start; -1: the block did not reach that stage). For every kernel,
 shape and PE this prints, per stage, when the first and the last block reached it, counted
 from the first block's start (us), and the spread of the blocks' starts. Stage names follow
-the LLS_* stamps of moe_k_ll.cu.
+the LLS_* stamps of moe_ll.cuh.
 
   python3 scripts/moe_ll_stamps.py LOG...
 """

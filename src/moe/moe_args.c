@@ -248,7 +248,7 @@ symm_status_t symm__moe_check_order(const char *call, int at, int combine, int f
     int first = combine ? SYMM__MOE_AT_COMBINE_SEND : SYMM__MOE_AT_DISPATCH_SEND;
     int want = (flags & SYMM_MOE_SEND) ? first : first + 1;
     /* a dispatch may skip the combine of the one before: no buffer a dispatch
-     * reuses waits on a combine (moe_k_ll.cu, moe_k_ht.cu) */
+     * reuses waits on a combine (moe_ll.cuh, moe_k_ht.cu) */
     int skips = !combine && (flags & SYMM_MOE_SEND) && at == SYMM__MOE_AT_COMBINE_SEND;
     symm_status_t st = symm__moe_check_flags(call, flags);
     if (st != SYMM_SUCCESS)

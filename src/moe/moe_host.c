@@ -1,7 +1,7 @@
 /*
  * moe_host.c - the MoE token exchange of symm_moe.h: handles, the call
  * order, argument checks (moe_args.c), device-recorded errors, launches
- * (moe_launch.h; kernels in moe_k_ll.cu and moe_k_ht.cu).
+ * (moe_launch.h; kernels in moe_k_ll_*.cu and moe_k_ht.cu).
  *
  * A handle owns one symmetric allocation laid out by symm__moe_geom
  * (moe_launch.h lists the regions). Its synchronisation words count

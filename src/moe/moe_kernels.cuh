@@ -1,5 +1,5 @@
 /*
- * moe_kernels.cuh - device helpers shared by the MoE kernels (moe_k_ll.cu,
+ * moe_kernels.cuh - device helpers shared by the MoE kernels (moe_k_ll_*.cu,
  * moe_k_ht.cu): the handle's regions, recorded errors, the last block of a
  * grid, a block scan, index loads and 8-wide format conversions. Plain C on
  * symm's device API (peer stores, release flags, deadline-checked waits).

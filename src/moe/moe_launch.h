@@ -24,7 +24,7 @@ extern "C" {
 /* Top-k indices a low-latency dispatch stages in shared memory at a time. */
 #define SYMM__MOE_IDX_CHUNK 2048
 
-/* The small low-latency dispatch (moe_k_ll.cu): a handle takes it when every call's rows go as
+/* The small low-latency dispatch (moe_k_ll_dispatch_small.cu): a handle takes it when every call's rows go as
  * packets and a PE's routes fit one block (cap x top-k, one thread each) and the routes a PE may
  * receive fit the receivers' shared memory (n x cap x min(top-k, local experts)). */
 #define SYMM__MOE_SMALL_SEND SYMM__MOE_THREADS
@@ -100,7 +100,7 @@ typedef struct symm__moe_err {
 /*
  * Offsets (bytes from the handle's symmetric base) of its regions; 0 for the
  * regions a mode does not use. Every PE has the same layout. "[2]" regions
- * alternate by the parity of the dispatch's epoch (moe_k_ll.cu and
+ * alternate by the parity of the dispatch's epoch (moe_ll.cuh and
  * moe_k_ht.cu say why two suffice).
  *   state       symm__moe_state_t: the epoch (dispatches so far), done counters, error lock
  * Low latency (pplx layout):

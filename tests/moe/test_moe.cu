@@ -434,7 +434,7 @@ static void part_ll(void) {
         {8, 3, 512, 10, 2, 0, 2, 0, 1, 3},
         {64, 6, 2048, 33, 1, 1, 1, 1, -1, 50},
         /* rows large enough that, with SYMM_MOE_PACKETS=auto, some calls' rows go as packets and others
-         * plainly (moe_k_ll.cu), in both directions, the form changing from call to call and from PE to PE */
+         * plainly (moe_ll.cuh), in both directions, the form changing from call to call and from PE to PE */
         {16, 4, 7168, 48, 1, 1, 1, 1, -1, 8},
         {16, 2, 4096, 70, 2, 0, 2, 0, -1, 8},
         {16, 2, 1024, 200, 2, 0, 1, 1, -1, 8},
