@@ -1283,6 +1283,10 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_ws(const
  *           SYMM__MOE_HT_PULL_SLICE vectors, each source in PE order: one bulk
  *           copy of the slice into a stage of the warp's ring (S stages in
  *           flight), summed from there in float32.
+ *   values  (side channel) rows read in place still have their values pushed:
+ *           each reducing warp first stores the chunks that fall to it into
+ *           ht_cwbuf at their sources, each behind a release of the chunk's
+ *           ht_cflag; the reducers acquire those flags in their values' pass.
  *   end     the block that finishes last tells every PE it is done reading
  *           (ht_pdone[me] = e there); a PE whose y was read in place waits for
  *           every PE's word before its kernel ends, so y may be reused after the
