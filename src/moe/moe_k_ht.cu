@@ -725,16 +725,28 @@ SYMM__NOINLINE void ht_send_chunk_weights_any(const symm__moe_kargs_t *A, const 
     }
 }
 
-/* The same where w's rows are packed (w_stride == cols, as DeepEP's
- * topk_weights) and aligned: the chunk's values are one block, copied as
- * 16-byte vectors (one per thread for 32 rows of 8 values). */
+/* Where my values of chunk c go: source s's ht_cwbuf, at my rows there. */
+SYMM__DEVICE_INTERNAL char *ht_cw_dst(const symm__moe_kargs_t *A, uint32_t s, uint32_t c) {
+    return (char *)moe_peer(A, MOE_AT(A, ht_cwbuf) + ((uint64_t)A->me * A->max_tokens +
+                                                     (uint64_t)c * SYMM__MOE_HT_CHUNK) * A->w_cols * 4u, (int)s);
+}
+
+/* Can nv values from src go to dst as 16-byte vectors (w packed and aligned)? */
+SYMM__DEVICE_INTERNAL int ht_cw_vec(const symm__moe_kargs_t *A, const float *src, const char *dst, uint32_t nv) {
+    return A->w_stride == (int64_t)A->w_cols && nv % 4u == 0 &&
+           moe_al16((uint64_t)(uintptr_t)src | (uint64_t)(uintptr_t)dst);
+}
+
+/* The side channel's values of chunk c, as ht_send_chunk_weights_any copies
+ * them, or where w's rows are packed (w_stride == cols, as DeepEP's
+ * topk_weights) and aligned as one block of 16-byte vectors (one per thread
+ * for 32 rows of 8 values). */
 SYMM__DEVICE_INTERNAL void ht_send_chunk_weights(const symm__moe_kargs_t *A, uint32_t s, uint32_t c, uint64_t j0,
                                                  uint32_t lim, uint32_t tid, uint32_t nthr) {
     const uint32_t wc = A->w_cols, nv = lim * wc;
     const float *src = A->w + (int64_t)j0 * A->w_stride;
-    char *dst = (char *)moe_peer(A, MOE_AT(A, ht_cwbuf) + ((uint64_t)A->me * A->max_tokens +
-                                                          (uint64_t)c * SYMM__MOE_HT_CHUNK) * wc * 4u, (int)s);
-    if (A->w_stride != (int64_t)wc || nv % 4u != 0 || !moe_al16((uint64_t)(uintptr_t)src | (uint64_t)(uintptr_t)dst)) {
+    char *dst = ht_cw_dst(A, s, c);
+    if (!ht_cw_vec(A, src, dst, nv)) {
         ht_send_chunk_weights_any(A, src, dst, nv, tid, nthr);
         return;
     }
@@ -970,6 +982,20 @@ SYMM__DEVICE_INTERNAL void ht_store_slice(const symm__moe_kargs_t *A, uint64_t t
     }
 }
 
+/* A reducing warp's summing cursor once slice kb of token t is summed: the
+ * slice stored, then the next slice, or the first of token t + nw (returns 1:
+ * the caller takes that token's mask). */
+SYMM__DEVICE_INTERNAL int ht_slice_done(const symm__moe_kargs_t *A, uint64_t *t, uint32_t *kb, uint32_t slice,
+                                        uint32_t nw, uint32_t lane, uint32_t h8, float (&acc)[HT_RED_U][8]) {
+    ht_store_slice(A, *t, *kb, lane, h8, acc);
+    *kb += slice;
+    if (*kb < h8)
+        return 0;
+    *kb = 0;
+    *t += nw;
+    return 1;
+}
+
 /* Receive half by warps: warp `w` of `nw` sums tokens w, w + nw, ... on its
  * own (no barrier with other warps), so one warp's wait for a flag or a load
  * hides behind the others' loads. Lane l finds source l's (and l + 32's) row
@@ -1182,11 +1208,7 @@ SYMM__DEVICE_INTERNAL void ht_combine_recv_async(const symm__moe_kargs_t *A, uin
         }
         sc = sc + 1 == HT_AS_STAGES ? 0 : sc + 1;
         if (mmc == 0) { /* the slice is summed: store it, then the next slice or token */
-            ht_store_slice(A, tc, kbc, lane, h8, acc);
-            kbc += slice;
-            if (kbc >= h8) {
-                kbc = 0;
-                tc += nw;
+            if (ht_slice_done(A, &tc, &kbc, slice, nw, lane, h8, acc)) {
                 maskc = maskn;
                 maskn = tc + nw < m ? MOE_U64(A, ht_mask)[tc + nw] : 0;
             }
@@ -1261,6 +1283,10 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_ws(const
  *           SYMM__MOE_HT_PULL_SLICE vectors, each source in PE order: one bulk
  *           copy of the slice into a stage of the warp's ring (S stages in
  *           flight), summed from there in float32.
+ *   values  (side channel) rows read in place still have their values pushed:
+ *           each reducing warp first stores the chunks that fall to it into
+ *           ht_cwbuf at their sources, each behind a release of the chunk's
+ *           ht_cflag; the reducers acquire those flags in their values' pass.
  *   end     the block that finishes last tells every PE it is done reading
  *           (ht_pdone[me] = e there); a PE whose y was read in place waits for
  *           every PE's word before its kernel ends, so y may be reused after the
@@ -1393,6 +1419,73 @@ SYMM__DEVICE_INTERNAL void ht_pull_wait(uint64_t *bar, uint32_t parity, uint32_t
     symm__cp_async_wait(pending > 3u ? 3 : (int)pending);
 }
 
+/* Pull with the side channel, y read in place: the values of my rows still
+ * go to their sources, chunk by chunk behind the chunk's flag, as the push
+ * schedules send them (their reducers wait for those flags in their values'
+ * pass only). Items (source, chunk) are numbered source by source from me +
+ * 1 on, from each source's count of chunks (lane i: source me + 1 + i's, and
+ * i + 32's), so a warp finds its items by a ballot over prefix sums instead
+ * of walking every chunk. Item k goes to warp nw - 1 - k % nw: where the
+ * warps do not divide the tokens, the last ones have a token fewer. A warp
+ * copies an item's values (two 16-byte vectors per lane loaded before any is
+ * stored, for 32 rows of 8), then its lane 0 releases the chunk's flag. Out
+ * of line: the reduce loop keeps its registers. */
+SYMM__NOINLINE void ht_pull_push_weights(const symm__moe_kargs_t *A, uint64_t e, uint32_t w, uint32_t nw) {
+    const uint32_t lane = symm__lane(), n = (uint32_t)A->n, me = (uint32_t)A->me, nch = ht_nchunks(A);
+    const uint32_t *roff = MOE_U32(A, ht_roff);
+    const uint64_t got = (uint64_t)MOE_I32(A, ht_rnum)[0], rows = got < A->y_rows ? got : A->y_rows;
+    uint32_t nc[2] = {0u, 0u}, pre[2] = {0u, 0u}, total = 0;
+#pragma unroll
+    for (uint32_t h = 0; h < 2u; h++) {
+        if (h == 1u && n <= 33u)
+            break; /* no source past lane 31 */
+        const uint32_t i = lane + 32u * h, s = me + 1u + i < n ? me + 1u + i : me + 1u + i - n;
+        uint32_t x;
+        nc[h] = i + 1u < n ? (roff[n + s] + SYMM__MOE_HT_CHUNK - 1) / SYMM__MOE_HT_CHUNK : 0u;
+        x = nc[h];
+        for (uint32_t d = 1; d < 32u; d <<= 1) { /* inclusive prefix over the lanes */
+            const uint32_t y = __shfl_up_sync(MOE_FULL, x, d);
+            x += lane >= d ? y : 0u;
+        }
+        pre[h] = total + x - nc[h];
+        total += __shfl_sync(MOE_FULL, x, 31);
+    }
+    for (uint32_t k = nw - 1u - w; k < total; k += nw) {
+        uint32_t h = 0, hit = __ballot_sync(MOE_FULL, k - pre[0] < nc[0]);
+        if (hit == 0u) {
+            h = 1;
+            hit = __ballot_sync(MOE_FULL, k - pre[1] < nc[1]);
+        }
+        const uint32_t l = (uint32_t)__ffs((int)hit) - 1u, i = l + 32u * h;
+        const uint32_t c = k - __shfl_sync(MOE_FULL, h ? pre[1] : pre[0], l);
+        const uint32_t s = me + 1u + i < n ? me + 1u + i : me + 1u + i - n, cnt = roff[n + s];
+        const uint64_t j0 = (uint64_t)roff[s] + (uint64_t)c * SYMM__MOE_HT_CHUNK;
+        const uint64_t nr = cnt - c * SYMM__MOE_HT_CHUNK < SYMM__MOE_HT_CHUNK ? cnt - c * SYMM__MOE_HT_CHUNK
+                                                                            : SYMM__MOE_HT_CHUNK;
+        const uint32_t lim = (uint32_t)(j0 < rows ? (rows - j0 < nr ? rows - j0 : nr) : 0), nv = lim * A->w_cols;
+        const float *src = A->w + (int64_t)j0 * A->w_stride;
+        char *dst = ht_cw_dst(A, s, c);
+        if (ht_cw_vec(A, src, dst, nv)) {
+            for (uint32_t q = lane; q < nv / 4u; q += 64u) {
+                const int two = q + 32u < nv / 4u;
+                const symm__v4_t v0 = symm__cld16((const char *)src + 16u * q, 0);
+                symm__v4_t v1 = {0, 0, 0, 0};
+                if (two)
+                    v1 = symm__cld16((const char *)src + 16u * (q + 32u), 0);
+                symm__cst16(dst + 16u * q, v0, 1);
+                if (two)
+                    symm__cst16(dst + 16u * (q + 32u), v1, 1);
+            }
+        } else {
+            ht_send_chunk_weights_any(A, src, dst, nv, lane, 32u);
+        }
+        symm__warp_sync();
+        if (lane == 0)
+            symm__st_b64(moe_peer(A, MOE_U64(A, ht_cflag) + (uint64_t)me * nch + c, (int)s), e, SYMM_SEM_RELEASE,
+                         SYMM_SCOPE_SYS);
+    }
+}
+
 /* Warp reducer of the pull schedule: warp w of nw; `ring` its S stages of
  * SYMM__MOE_HT_PULL_SLICE vectors, `bars` their S barriers (initialised).
  * The copying cursor runs up to S items (token, slice, source) ahead of the
@@ -1410,6 +1503,8 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
     uint64_t ti = w, tc = w, tn = (uint64_t)w + nw, maski, maskc, mmi, mmc, nmask, a0 = 0, a1 = 0;
     uint32_t kbi = 0, kbc = 0, si = 0, sc = 0, inflight = 0, vmask = 0, ph = 0, np0, np1;
     float acc[HT_RED_U][8];
+    if (A->w_cols && A->ht_pull_y && n > 1u) /* my rows are read in place: their values are pushed */
+        ht_pull_push_weights(A, e, w, nw);
     if (w >= m)
         return;
     if (lane < n)
@@ -1484,13 +1579,8 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
             }
         }
         if (mmc == 0) { /* the slice is summed: store it, then the next slice or token */
-            ht_store_slice(A, tc, kbc, lane, h8, acc);
-            kbc += SL;
-            if (kbc >= h8) {
-                kbc = 0;
-                tc += nw;
+            if (ht_slice_done(A, &tc, &kbc, SL, nw, lane, h8, acc))
                 maskc = tc < m ? hmask[tc] : 0u;
-            }
             mmc = maskc;
         }
         symm__warp_sync(); /* every lane has read stage sc before it is copied into again */
@@ -1499,36 +1589,6 @@ SYMM__DEVICE_INTERNAL void ht_pull_reduce(const symm__moe_kargs_t *A, uint64_t e
     }
     if (A->w_cols) /* the values of rows read in place come behind chunk flags of their own: wait for them */
         ht_weights_tail_warp(A, w, nw, fused, e, 1);
-}
-
-/* Pull, both halves, y read in place, with the side channel: the values of
- * the rows go to their sources as the push schedules send them, chunk by
- * chunk (the block's share), each behind a barrier of the group g and one
- * release of the chunk's flag. The reducers wait for those flags only in
- * their side channel's pass. */
-SYMM__NOINLINE void ht_push_weights(const symm__moe_kargs_t *A, uint64_t e, uint32_t b, uint32_t nb, ht_group_t g) {
-    const uint32_t n = (uint32_t)A->n, me = (uint32_t)A->me, nch = ht_nchunks(A), *roff = MOE_U32(A, ht_roff);
-    const uint64_t got = (uint64_t)MOE_I32(A, ht_rnum)[0], rows = got < A->y_rows ? got : A->y_rows;
-    uint32_t maxc = 0, item = 0;
-    for (uint32_t s = 0; s < n; s++) {
-        const uint32_t c = (roff[n + s] + SYMM__MOE_HT_CHUNK - 1) / SYMM__MOE_HT_CHUNK;
-        maxc = c > maxc ? c : maxc;
-    }
-    for (uint32_t c = 0; c < maxc; c++)
-        for (uint32_t i = 1; i <= n; i++) {
-            const uint32_t s = (me + i) % n, cnt = roff[n + s];
-            if (c * SYMM__MOE_HT_CHUNK >= cnt || s == me || item++ % nb != b)
-                continue;
-            const uint64_t j0 = (uint64_t)roff[s] + (uint64_t)c * SYMM__MOE_HT_CHUNK;
-            const uint64_t nr = cnt - c * SYMM__MOE_HT_CHUNK < SYMM__MOE_HT_CHUNK ? cnt - c * SYMM__MOE_HT_CHUNK
-                                                                                : SYMM__MOE_HT_CHUNK;
-            ht_send_chunk_weights(A, s, c, j0, (uint32_t)(j0 < rows ? (rows - j0 < nr ? rows - j0 : nr) : 0), g.tid,
-                                  g.nthr);
-            ht_group_sync(g);
-            if (g.tid == 0)
-                symm__st_b64(moe_peer(A, MOE_U64(A, ht_cflag) + (uint64_t)me * nch + c, (int)s), e, SYMM_SEM_RELEASE,
-                             SYMM_SCOPE_SYS);
-        }
 }
 
 /* The pull schedule's kernel, for both halves or either (a handle's PEs all
@@ -1548,10 +1608,6 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ht_combine_pull(con
     __shared__ uint32_t last;
     if (send && b == 0 && tid < n)
         ht_pull_post(A, e, tid);
-    if (A->w_cols && A->ht_pull_y && warp < 4) { /* my rows are read in place; four warps push their values */
-        const ht_group_t g = {tid, 128u, 1u};
-        ht_push_weights(A, e, b, B, g);
-    }
     if (warp < nsend) {
         const ht_group_t g = {tid, nsend * 32u, nsend == SYMM__MOE_WARPS ? 0u : 1u};
         ht_combine_send<HT_UNROLL>(A, e, b, B, fused, g); /* the fallback: fewer registers than overlap's */
