@@ -97,6 +97,20 @@ class _Engine:
         h._num_recv_per_expert.copy_(self.counts[1])
         return h
 
+    def layout(self, idx, num_experts, in_rank, per_rank, per_expert):
+        """symm_moe_layout (one kernel), its results by torch (the full dispatch checks them)."""
+        import torch
+        n, L = self.n, num_experts // self.n
+        e = idx.long()
+
+        def run():
+            for r in range(n):
+                in_rank[:, r] = ((e >= r * L) & (e < (r + 1) * L)).any(dim=1)
+            per_rank.copy_(in_rank.sum(dim=0, dtype=torch.int32))
+            ok = (e >= 0) & (e < num_experts)
+            per_expert.copy_(torch.bincount(e[ok], minlength=num_experts).to(torch.int32))
+        self._symm(run)
+
     def all_gather(self, out, inp):
         self._symm(lambda: out.view(self.n, -1).copy_(inp.view(1, -1)))
 

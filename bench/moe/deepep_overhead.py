@@ -133,6 +133,16 @@ class NullEngine:
     def ht(self, E, K, H, M, x_dtype, scales):
         return NullHT(self, E, K, H, M, x_dtype, scales)
 
+    def layout(self, idx, num_experts, in_rank, per_rank, per_expert):
+        self.stats["symm"] += 1  # symm_moe_layout: one kernel writes all three (its results by torch, uncounted)
+        with _Quiet(self.stats["counter"]):
+            n, L, e = self.n, num_experts // self.n, idx.long()
+            for r in range(n):
+                in_rank[:, r] = ((e >= r * L) & (e < (r + 1) * L)).any(dim=1)
+            per_rank.copy_(in_rank.sum(dim=0, dtype=torch.int32))
+            ok = (e >= 0) & (e < num_experts)
+            per_expert.copy_(torch.bincount(e[ok], minlength=num_experts).to(torch.int32))
+
     def all_gather(self, out, inp):
         self.stats["symm"] += 1
         with _Quiet(self.stats["counter"]):

@@ -307,6 +307,31 @@ symm_status_t symm_moe_ht_layout(symm_moe_t *moe, const void *indices, symm_dtyp
                                  symm_stream_t stream);
 
 /*
+ * symm_moe_layout - symm_moe_ht_layout without a handle (DeepEP's
+ * get_dispatch_layout): the same three outputs for num_ranks PEs holding
+ * num_experts / num_ranks consecutive experts each, in one kernel on
+ * `stream`, from the indices alone (local; no runtime state, so it needs no
+ * symm_init and captures into a CUDA graph).
+ *   indices            [num_tokens][experts_per_token], contiguous, of
+ *                      SYMM_DTYPE_I32, U32 or I64 (aligned to its size).
+ *                      A value outside [0, num_experts) (-1 among them)
+ *                      counts nowhere, and is no error.
+ *   num_tokens_per_rank    int32 [num_ranks]: tokens with an expert there
+ *                          (a token once per rank).
+ *   num_tokens_per_expert  int32 [num_experts]: slots naming each expert.
+ *   is_token_in_rank       uint8 [num_tokens][num_ranks], 0/1.
+ * num_tokens may be 0 (the counts are zeroed). Errors, before anything
+ * runs: SYMM_ERR_INVALID_ARG (a NULL pointer where data is due, an
+ * unsupported dtype or misaligned indices, num_ranks outside 1..64,
+ * num_experts not a positive multiple of num_ranks, counts that would not
+ * fit int32); SYMM_ERR_CUDA (the launch).
+ */
+symm_status_t symm_moe_layout(const void *indices, symm_dtype_t indices_dtype, size_t num_tokens,
+                              size_t experts_per_token, size_t num_experts, int num_ranks,
+                              int32_t *num_tokens_per_rank, int32_t *num_tokens_per_expert,
+                              uint8_t *is_token_in_rank, symm_stream_t stream);
+
+/*
  *   x             [num_tokens][hidden] of x_dtype (row stride x_stride).
  *   x_scale       float32 [num_tokens][scale cols] (strides), or NULL.
  *   indices       as for symm_moe_ht_layout.

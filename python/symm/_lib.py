@@ -311,6 +311,8 @@ PROTOTYPES = {
     "symm_moe_ll_routes": (_c_int, [_c_void_p, _P(_c_void_p), _P(_c_size_t)]),
     "symm_moe_ht_layout": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_size_t, _c_void_p, _c_void_p, _c_void_p,
                                     _c_void_p]),
+    "symm_moe_layout": (_c_int, [_c_void_p, _c_int, _c_size_t, _c_size_t, _c_size_t, _c_int, _c_void_p, _c_void_p,
+                                 _c_void_p, _c_void_p]),
     "symm_moe_ht_dispatch": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_void_p]),
     "symm_moe_ht_dispatch_into": (_c_int, [_c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_int, _c_void_p]),
     "symm_moe_ht_recv_buffers": (_c_int, [_c_void_p, _c_void_p]),

@@ -213,6 +213,23 @@ class FakeEngine:
         self.pool_live.discard(t.data_ptr())
         self.pool_freed += 1
 
+    def layout(self, idx, num_experts, in_rank, per_rank, per_expert):
+        """symm_moe_layout's results by torch: a value outside the experts (-1
+        among them) counts nowhere, a token once per rank; its refusals."""
+        if idx.size(0) and idx.size(1) and idx.dtype not in (torch.int32, torch.int64):
+            raise _bad("symm_moe_layout", "indices dtype %s" % idx.dtype)
+        if num_experts < 1 or num_experts % self.n:
+            raise _bad("symm_moe_layout", "num_experts %d is not a positive multiple of num_ranks %d"
+                       % (num_experts, self.n))
+        self.calls["layout"] = self.calls.get("layout", 0) + 1
+        T, n, E = idx.size(0), self.n, num_experts
+        e = idx.long().masked_fill((idx < 0) | (idx >= E), E)  # an extra column / count, dropped
+        full = torch.zeros((T, n + 1), dtype=torch.bool)
+        full.scatter_(1, torch.div(e, E // n, rounding_mode="floor"), True)
+        in_rank.copy_(full[:, :n])
+        per_rank.copy_(in_rank.sum(dim=0, dtype=torch.int32))
+        per_expert.copy_(torch.bincount(e.reshape(-1), minlength=E + 1)[:E].to(torch.int32))
+
     def all_gather(self, out, inp):
         key = ("ag", self.calls["ag"])
         self.calls["ag"] += 1

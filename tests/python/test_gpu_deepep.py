@@ -5,7 +5,9 @@ rank (PEs may share a GPU; more than two per GPU need MPS, see conftest):
 
 The cases are deepep_cases.py's, which the CPU run (test_moe_deepep.py) also
 runs over a stand-in for symm: every tensor each call returns is compared with
-a torch reference every rank builds from every rank's seeded data. Normal mode:
+a torch reference every rank builds from every rank's seeded data. The layout
+(get_dispatch_layout): fresh indices, int64 and int32, -1 and values outside the
+experts, 0 tokens, several counting blocks, captured and replayed. Normal mode:
 bf16 and fp8 (+ scales), with and without top-k, cached handles,
 num_worst_tokens, expert alignment, bias, combined top-k weights, a rank with
 no tokens and a rank that receives nothing, async_finish with events,
@@ -46,6 +48,11 @@ def test_normal(ctx, fp8):
 @pytest.mark.parametrize("async_mode,previous", [(True, False), (True, True), (False, True)])
 def test_normal_events(ctx, async_mode, previous):
     cases.case_layout_and_rounds(ctx, True, async_mode, previous)
+
+
+def test_layout(ctx):
+    """get_dispatch_layout (symm_moe_layout) against a torch reference."""
+    cases.case_layout(ctx, pytest.raises)
 
 
 def test_in_flight(ctx):

@@ -78,6 +78,7 @@ import torch
 from .. import _runtime
 from .._errors import UnsupportedError
 from . import SCALE_BLOCK, AllToAll, HighThroughput
+from . import _fn as _moe_fn
 
 topk_idx_t = torch.int64
 
@@ -357,6 +358,17 @@ class _SymmEngine:
                 at += c
             return counts, displs
         return arrays(in_rows) + arrays(out_rows)
+
+    def layout(self, idx, num_experts, in_rank, per_rank, per_expert):
+        """get_dispatch_layout's three tensors from idx (contiguous int32 or
+        int64 [tokens, top-k] on this rank's device), checked by the C call
+        before its one kernel, on the current stream (symm_moe_layout)."""
+        f = self._colls.get("symm_moe_layout")
+        if f is None:
+            f = self._colls["symm_moe_layout"] = _moe_fn("symm_moe_layout")
+        _runtime._check("symm_moe_layout", f(
+            idx.data_ptr(), self._code(idx), idx.size(0), idx.size(1), num_experts, self.n, per_rank.data_ptr(),
+            per_expert.data_ptr(), in_rank.data_ptr(), self._stream()))
 
     def _coll(self, name):
         f = self._colls.get(name)
@@ -1071,27 +1083,14 @@ class Buffer:
 
     # ---- layout -------------------------------------------------------------------------
 
-    def _layout_of(self, idx, num_experts, in_rank, per_rank, per_expert):
-        """get_dispatch_layout's three tensors from idx, on the current stream
-        (-1 and indices outside the experts count nowhere): twelve kernels."""
-        n, T, E = self.group_size, idx.size(0), num_experts
-        # the experts, with every index that counts nowhere as E (an extra column / count, dropped)
-        e = idx.masked_fill((idx < 0) | (idx >= E), E).long()
-        full = torch.zeros((T, n + 1), dtype=torch.bool, device=idx.device)
-        full.scatter_(1, torch.div(e, E // n, rounding_mode="floor"), True)
-        in_rank.copy_(full[:, :n])
-        torch.sum(in_rank, dim=0, dtype=torch.int32, out=per_rank)
-        counts = torch.zeros(E + 1, dtype=torch.int32, device=idx.device)
-        counts.scatter_add_(0, e.view(-1), self._one_i32.expand(e.numel()))
-        per_expert.copy_(counts[:E])
-
     def get_dispatch_layout(self, topk_idx: torch.Tensor, num_experts: int, previous_event: Optional[EventOverlap] = None,
                             async_finish: bool = False, allocate_on_comm_stream: bool = False) -> \
             Tuple[torch.Tensor, Optional[torch.Tensor], torch.Tensor, torch.Tensor, EventOverlap]:
         """(num_tokens_per_rank int32 [ranks], None (intranode), num_tokens_per_expert
         int32 [num_experts], is_token_in_rank bool [tokens, ranks], event) of
-        topk_idx ([tokens, top-k], int64 or int32, -1 for none). Local: no
-        communication."""
+        topk_idx ([tokens, top-k], int64 or int32, -1 for none; it and every
+        other index outside the experts counts nowhere). Local: no
+        communication; one symm kernel (symm_moe_layout)."""
         call = "Buffer.get_dispatch_layout"
         self._alive(call)
         _tensor(topk_idx, "topk_idx", call, 2, _IDX_DTYPES, self._device)
@@ -1106,7 +1105,7 @@ class Buffer:
             per_expert = torch.empty(num_experts, dtype=torch.int32, device=dev)
             in_rank = torch.empty((T, n), dtype=torch.bool, device=dev)
         with self._use(comm):
-            self._layout_of(topk_idx, num_experts, in_rank, per_rank, per_expert)
+            self._engine.layout(topk_idx, num_experts, in_rank, per_rank, per_expert)
         event = self._leave(compute, comm, async_finish, allocate_on_comm_stream,
                             (topk_idx, per_rank, per_expert, in_rank))
         return per_rank, None, per_expert, in_rank, event
