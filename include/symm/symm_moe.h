@@ -408,6 +408,36 @@ symm_status_t symm_moe_ht_dispatch_into(symm_moe_t *moe, const symm_moe_ht_dispa
 symm_status_t symm_moe_ht_recv_buffers(const symm_moe_t *moe, symm_moe_ht_recv_t *recv);
 
 /*
+ * symm_moe_ht_recv_copy - what the last dispatch received beside the rows of
+ * x, copied out of the handle's buffers (which the next dispatch rewrites)
+ * into the caller's, in the forms DeepEP returns them, in one kernel on
+ * `stream` (after the dispatch's receive half there). Rows 0 .. rows - 1 are
+ * written; a row at or past num_recv (read on the device: rows may exceed
+ * it, e.g. a worst-case row count) gets source -1, indices -1 and weights 0.
+ * Any output may be NULL (not written). Not collective; no host wait.
+ *   src_token      int32 [rows]: the row's token index on its source PE.
+ *   indices        [rows][experts_per_token] of indices_dtype (SYMM_DTYPE_I32
+ *                  or I64): the local experts, -1 elsewhere.
+ *   weights        float32 [rows][experts_per_token]: the router weights, 0
+ *                  where the index is -1.
+ *   counts         int32 [1 + local experts]: num_recv, then num_recv_per_expert.
+ * Errors: SYMM_ERR_INVALID_ARG (NULL handle or args, a low-latency handle,
+ * rows above the receive capacity, another indices dtype, an output not
+ * aligned to its elements); SYMM_ERR_CUDA.
+ */
+typedef struct symm_moe_ht_recv_copy {
+    size_t rows;
+    int32_t *src_token;
+    void *indices;
+    symm_dtype_t indices_dtype;
+    float *weights;
+    int32_t *counts;
+} symm_moe_ht_recv_copy_t;
+
+symm_status_t symm_moe_ht_recv_copy(const symm_moe_t *moe, const symm_moe_ht_recv_copy_t *copy,
+                                    symm_stream_t stream);
+
+/*
  * Combine: out[t] = sum over the PEs p that token t went to of y_p[row],
  * row being where p received t, in float32, for t < the last dispatch's
  * num_tokens (every one of them is written; a token sent nowhere gets 0).

@@ -316,6 +316,7 @@ PROTOTYPES = {
     "symm_moe_ht_dispatch": (_c_int, [_c_void_p, _c_void_p, _c_int, _c_void_p]),
     "symm_moe_ht_dispatch_into": (_c_int, [_c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_int, _c_void_p]),
     "symm_moe_ht_recv_buffers": (_c_int, [_c_void_p, _c_void_p]),
+    "symm_moe_ht_recv_copy": (_c_int, [_c_void_p, _c_void_p, _c_void_p]),
     "symm_moe_ht_combine": (_c_int, [_c_void_p, _c_void_p, _c_int, ctypes.c_int64, _c_size_t, _c_void_p, _c_int,
                                      ctypes.c_int64, _c_size_t, _c_int, _c_void_p]),
     "symm_moe_ht_combine_weights": (_c_int, [_c_void_p, _c_void_p, _c_int, ctypes.c_int64, _c_size_t, _c_void_p,

@@ -381,6 +381,26 @@ class FakeHT(_FakeHandle):
             self._receive(eng.world.wait(self._key("d"), eng.rank))
         return self._views()
 
+    def _recv_copy(self, rows, src_token, topk_idx, topk_weights, counts):
+        """symm_moe_ht_recv_copy: the received metadata out of the buffers
+        (rows at or past num_recv: -1, -1, 0); its refusals."""
+        self._alive()
+        if rows > self.capacity:
+            raise _bad("symm_moe_ht_recv_copy", "rows %d is above the receive capacity %d" % (rows, self.capacity))
+        if topk_idx is not None and topk_idx.dtype not in (torch.int32, torch.int64):
+            raise _bad("symm_moe_ht_recv_copy", "indices dtype %s" % topk_idx.dtype)
+        live = (torch.arange(rows) < int(self.nrecv[0])).unsqueeze(1)
+        idx = torch.where(live, self.ridx[:rows], torch.full((), -1, dtype=torch.int32))
+        if src_token is not None:
+            src_token[:rows] = torch.where(live[:, 0], self.rsrc[:rows, 1], torch.full((), -1, dtype=torch.int32))
+        if topk_idx is not None:
+            topk_idx[:rows] = idx
+        if topk_weights is not None:
+            topk_weights[:rows] = torch.where(idx >= 0, self.rw[:rows], torch.zeros(()))
+        if counts is not None:
+            counts[0] = self.nrecv[0]
+            counts[1:1 + self.local_experts] = self.nper
+
     def _prepare(self, topk_idx, topk_weights=None):
         return (topk_idx, topk_weights)
 

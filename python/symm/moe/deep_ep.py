@@ -1320,13 +1320,14 @@ class Buffer:
                                     x_scale=self._scales_in(scales, x.size(1)), **into)
         slot.route, slot.state = route, "dispatched"
         out = self._ht_outputs(views, route, x, scales, topk_idx, R, num_worst_tokens > 0, comm, alloc,
-                               entry=entry, home=alloc or compute)
+                               entry=entry, home=alloc or compute, h=slot.h,
+                               counts=None if num_worst_tokens else self._got_room(L))
         recv_x, recv_scales, recv_idx, recv_w, recv_src = out
         with self._use(alloc):
             rank_prefix = torch.empty((n, n), dtype=torch.int32, device=self._device)
         with self._use(comm):
             torch.cumsum(gathered.narrow(1, 3 + G, n), dim=0, dtype=torch.int32, out=rank_prefix)
-            self._note_received(views, counts, per_expert_all, topk_idx is not None, num_worst_tokens, n, L)
+            self._note_received(views, counts, per_expert_all, topk_idx is not None, num_worst_tokens, L)
         handle = DispatchHandle((rank_prefix, None, None, recv_src, is_token_in_rank, None), route, self)
         lst = [] if per_expert_recv is None else \
             per_expert_recv if expert_alignment == 1 else [_align(v, expert_alignment) for v in per_expert_recv]
@@ -1414,15 +1415,17 @@ class Buffer:
         return self._bound
 
     def _ht_outputs(self, views, route, x, scales, topk_idx, R, worst, comm, alloc, src=True, entry=None,
-                    home=None):
+                    home=None, h=None, counts=None):
         """DeepEP's outputs from symm's receive buffers: rows [0, R) of x and
         scales where they landed (a receive buffer of the pool, `entry`), else
-        copied (or viewed, zero_copy_recv); indices in topk_idx's dtype, weights
-        0 where the index is -1; with num_worst_tokens, indices -1 past the
-        rows received; the source token indices unless src is False (a cached
-        dispatch). One kernel per tensor, two for the weights (three for the
-        indices with num_worst_tokens). `home`: the stream the outputs belong to."""
-        rx, rs, ridx, rw, rsrc, nrecv, _ = views
+        copied (or viewed, zero_copy_recv); with src (a dispatch that is not
+        cached, over symm handle h) the source token indices and, with
+        topk_idx, the indices in its dtype and the weights (0 where the index
+        is -1; with num_worst_tokens, -1 and 0 past the rows received), with
+        `counts` (what the dispatch received, for the next one's check), all
+        in symm's one copy kernel (symm_moe_ht_recv_copy). `home`: the stream
+        the outputs belong to."""
+        rx, rs = views[0], views[1]
         cap = rx.size(0)
         if R > cap:
             raise ValueError("Buffer.dispatch: %d rows to return but symm's receive buffers hold %d" % (R, cap))
@@ -1452,36 +1455,33 @@ class Buffer:
                     s = rs.narrow(0, 0, R).narrow(1, 0, ncols)
                     recv_scales.copy_(s.view(torch.int32) if scales.dtype == torch.int32 else s)
             if src:
-                recv_src.copy_(rsrc.narrow(0, 0, R).select(1, 1))
-            if topk_idx is not None:
-                idx = ridx.narrow(0, 0, R)
-                if worst:
-                    past = torch.arange(R, dtype=torch.int32, device=self._device) >= nrecv
-                    idx = idx.masked_fill(past.unsqueeze(1), -1)
-                recv_idx.copy_(idx)
-                torch.where(idx >= 0, rw.narrow(0, 0, R), self._zero_f32, out=recv_w)
+                h._recv_copy(R, recv_src, recv_idx, recv_w, counts)
         return recv_x, recv_scales, recv_idx, recv_w, recv_src
 
-    def _note_received(self, views, counts, per_expert_all, with_topk, worst, n, L):
-        """Keep, on the device, what symm received against what the layout
-        said, for the next synchronising dispatch to check on every rank (no
-        synchronisation now): with num_worst_tokens, how far past it; else the
-        rows (and with top-k the per-expert counts), which the next dispatch's
-        count row carries to every rank, beside what every rank expects
-        (_pending: per rank, the list those columns must hold; counts and
-        per_expert_all are lists, over the ranks and over every expert)."""
-        nrecv, nper = views[5], views[6]
-        if worst:
-            torch.maximum(self._over, nrecv - worst, out=self._over)
-            return
+    def _got_room(self, L):
+        """The first 1 + L entries of _got, where a dispatch's copy kernel puts
+        what it received (rows, then per local expert) for the next
+        synchronising dispatch's count row."""
         if self._got.numel() < 1 + L:  # the old one stays alive: the last row may still be reading it
             self._got_retired.append(self._got)
             self._got = torch.zeros(1 + L, dtype=torch.int32, device=self._device)
+        return self._got.narrow(0, 0, 1 + L)
+
+    def _note_received(self, views, counts, per_expert_all, with_topk, worst, L):
+        """What symm received against what the layout said, for the next
+        synchronising dispatch to check on every rank (no synchronisation
+        now): with num_worst_tokens, how far past it, kept on the device; else
+        the rows (and with top-k the per-expert counts), which _got holds (the
+        copy kernel wrote them) and the next dispatch's count row carries to
+        every rank, beside what every rank expects (_pending: per rank, the
+        list those columns must hold; counts and per_expert_all are lists,
+        over the ranks and over every expert)."""
+        if worst:
+            torch.maximum(self._over, views[5] - worst, out=self._over)
+            return
         if with_topk:
-            torch.cat((nrecv, nper), out=self._got.narrow(0, 0, 1 + L))
             self._pending = [[c] + per_expert_all[p * L:(p + 1) * L] for p, c in enumerate(counts)]
         else:
-            self._got.narrow(0, 0, 1).copy_(nrecv)
             self._pending = [[c] for c in counts]
 
     def _cached_dispatch(self, x, scales, handle, config, previous_event, async_finish, allocate_on_comm_stream,
