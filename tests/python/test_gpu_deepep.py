@@ -226,7 +226,7 @@ def test_ht_recv_copy(ctx):
             cases.eq(idx[rows:], torch.full((cap - rows, K), 99, dtype=dtype), "recv_copy: rows past `rows`")
         good = torch.zeros((cap, K), dtype=torch.int64, device=dev)
         for exc, match, kw in ((TypeError, "topk_idx is torch.float32", dict(topk_idx=good.float())),
-                               (ValueError, "below rows", dict(topk_idx=good[:R])),
+                               (ValueError, "below rows", dict(topk_idx=good[:R], rows=R + 1)),
                                (ValueError, r"shape \(%d, %d\)" % (cap, K + 1),
                                 dict(topk_idx=torch.zeros((cap, K + 1), dtype=torch.int64, device=dev))),
                                (ValueError, "contiguous", dict(topk_weights=torch.zeros((K, cap), device=dev).t())),

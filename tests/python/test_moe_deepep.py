@@ -616,9 +616,10 @@ def test_host_cpu_bench_runs_the_real_python_path():
     assert ops["cached bf16"] == ops["cached fp8"] == ops["pair bf16"] == [], ops
     assert ops["pair + bias"] == ["add_"], ops
     assert ops["pair + weights"] == [], ops
-    # the count row and the rank prefix (sources, indices, weights and what was received: symm's one copy kernel);
-    # on the host, one sum of the per-expert counts (the rest of the counts are read as lists)
-    assert ops["full bf16"] == sorted(["cat", "cumsum", "sum"]), ops
+    # the count row and the rank prefix's copy (the host forms it; sources, indices, weights and what was
+    # received: symm's one copy kernel); on the host, one sum of the per-expert counts (the rest of the counts
+    # are read as lists)
+    assert ops["full bf16"] == sorted(["cat", "copy_", "sum"]), ops
 
 
 def test_overhead_bench_counts_what_the_wrapper_adds():
@@ -627,10 +628,10 @@ def test_overhead_bench_counts_what_the_wrapper_adds():
     has to be: nothing for cached dispatches (their rows land in a receive
     buffer of the pool, or are viewed) and a plain combine, one copy per
     returned tensor for cached dispatches without a free receive buffer, and
-    for the non-cached dispatch the count row and the rank prefix (the
-    sources, indices, weights and what it keeps for the next dispatch's check
-    come from symm's one copy kernel; one host synchronisation, DeepEP's
-    notify step)."""
+    for the non-cached dispatch the count row and the copy of the rank prefix
+    (formed on the host from the counts it read; the sources, indices,
+    weights and what it keeps for the next dispatch's check come from symm's
+    one copy kernel; one host synchronisation, DeepEP's notify step)."""
     import importlib.util
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench", "moe",
                         "deepep_overhead.py")
@@ -655,7 +656,7 @@ def test_overhead_bench_counts_what_the_wrapper_adds():
         symm, other, syncs, ops = got["api full " + kind]
         # the count exchange, the dispatch and the copy of what it received; the host reads the counts
         assert (symm, syncs) == (3, 1)
-        assert sorted(ops) == sorted(["cat", "cumsum"]), ops  # the count row, the rank prefix
+        assert sorted(ops) == sorted(["cat", "copy_"]), ops  # the count row, the rank prefix (formed on the host)
     assert got["api combine"] == (1, 0, 0, [])
     # the layout is symm_moe_layout's one kernel, as the own API's is one
     assert got["own layout"] == (1, 0, 0, []) and got["api layout"] == (1, 0, 0, []), got["api layout"]

@@ -217,6 +217,7 @@ class _Cuda:
     def __init__(self, device):
         self.device = device
         self._pinned = None
+        self._read_ev = None
         self._index = torch.device(device).index if device is not None else None
         self._streams = {}
 
@@ -272,9 +273,10 @@ class _Cuda:
             self._pinned = torch.empty(max(n, 1024), dtype=torch.int32, pin_memory=True)
         host = self._pinned[:n]
         host.copy_(t.reshape(-1), non_blocking=True)
-        ev = torch.cuda.Event()
-        ev.record(self.current())
-        ev.synchronize()
+        if self._read_ev is None:
+            self._read_ev = torch.cuda.Event()
+        self._read_ev.record(self.current())
+        self._read_ev.synchronize()
         return host
 
 
@@ -694,6 +696,9 @@ class Buffer:
         self._hdr_is = None
         self._over = torch.zeros(1, dtype=torch.int32, device=self._device)
         self._got = torch.zeros(1 + 256, dtype=torch.int32, device=self._device)
+        self._got_views = {}
+        self._count_bufs = {}     # W -> (count row, gathered rows) of synchronising dispatches
+        self._prefix_stage = None  # host staging of rank_prefix_matrix
         self._got_retired = []
         self._pending = None
         self._fps = {}
@@ -1278,10 +1283,12 @@ class Buffer:
                 else:
                     hdr.view(torch.int64).fill_((fp << 32) | T)
                     self._hdr_is = (T, fp)
-            row = torch.empty(W, dtype=torch.int32, device=self._device)
-            torch.cat((hdr, self._over, self._got.narrow(0, 0, G), num_tokens_per_rank, num_tokens_per_expert),
-                      out=row)
-            gathered = torch.empty((n, W), dtype=torch.int32, device=self._device)
+            if num_worst_tokens:  # fresh: a capture may hold them, and the route keeps a column
+                row = torch.empty(W, dtype=torch.int32, device=self._device)
+                gathered = torch.empty((n, W), dtype=torch.int32, device=self._device)
+            else:  # the host reads them before the call returns: the next one may use them again
+                row, gathered = self._count_buffers(W)
+            torch.cat((hdr, self._over, self._got_head(G), num_tokens_per_rank, num_tokens_per_expert), out=row)
             self._engine.all_gather(gathered.view(-1), row)
             if num_worst_tokens == 0:
                 host = c.read(gathered).view(n, W)
@@ -1326,7 +1333,10 @@ class Buffer:
         with self._use(alloc):
             rank_prefix = torch.empty((n, n), dtype=torch.int32, device=self._device)
         with self._use(comm):
-            torch.cumsum(gathered.narrow(1, 3 + G, n), dim=0, dtype=torch.int32, out=rank_prefix)
+            if num_worst_tokens:
+                torch.cumsum(gathered.narrow(1, 3 + G, n), dim=0, dtype=torch.int32, out=rank_prefix)
+            else:  # the host has the counts: their prefix goes down in one copy (a device scan is two kernels)
+                rank_prefix.copy_(self._prefix_staged(sent_by, n), non_blocking=True)
             self._note_received(views, counts, per_expert_all, topk_idx is not None, num_worst_tokens, L)
         handle = DispatchHandle((rank_prefix, None, None, recv_src, is_token_in_rank, None), route, self)
         lst = [] if per_expert_recv is None else \
@@ -1465,7 +1475,45 @@ class Buffer:
         if self._got.numel() < 1 + L:  # the old one stays alive: the last row may still be reading it
             self._got_retired.append(self._got)
             self._got = torch.zeros(1 + L, dtype=torch.int32, device=self._device)
-        return self._got.narrow(0, 0, 1 + L)
+            self._got_views = {}
+        return self._got_head(1 + L)
+
+    def _got_head(self, k):
+        """_got's first k entries (a view made once per k)."""
+        v = self._got_views.get(k)
+        if v is None:
+            v = self._got_views[k] = self._got.narrow(0, 0, k)
+        return v
+
+    def _count_buffers(self, W):
+        """The count row and its gathered rows of a synchronising dispatch with
+        rows of W, kept per W: each call's are read by the host before it
+        returns, so the next call's (ordered after it on the stream) may
+        rewrite them."""
+        bufs = self._count_bufs.get(W)
+        if bufs is None:
+            if len(self._count_bufs) >= 8:
+                self._count_bufs.clear()
+            bufs = self._count_bufs[W] = (torch.empty(W, dtype=torch.int32, device=self._device),
+                                          torch.empty((self.group_size, W), dtype=torch.int32, device=self._device))
+        return bufs
+
+    def _prefix_staged(self, sent_by, n):
+        """rank_prefix_matrix ([i][j]: rows ranks 0..i send rank j) of the
+        counts the host read, in a staging tensor (pinned memory on GPUs) to
+        copy to the device. One per Buffer: the next synchronising dispatch
+        writes it only after its host read, which waits for this one's copy
+        (calls are ordered as on one stream)."""
+        st = self._prefix_stage
+        if st is None or st.numel() < n * n:
+            st = self._prefix_stage = torch.empty(n * n, dtype=torch.int32,
+                                                  pin_memory=self._device.type == "cuda")
+        flat, acc = [], [0] * n
+        for r in sent_by:
+            acc = [a + b for a, b in zip(acc, r)]
+            flat += acc
+        ctypes.memmove(st.data_ptr(), (ctypes.c_int32 * (n * n))(*flat), 4 * n * n)  # no torch op
+        return st[:n * n].view(n, n)
 
     def _note_received(self, views, counts, per_expert_all, with_topk, worst, L):
         """What symm received against what the layout said, for the next
