@@ -703,10 +703,8 @@ class Buffer:
         self._pending = None
         self._fps = {}
         self._default_configs = {}
-        # scalars for where(..., out=), which takes no Python numbers
-        self._zero_f32 = torch.zeros((), dtype=torch.float32, device=self._device)
+        # a scalar for where(..., out=), which takes no Python numbers
         self._minus_one_i32 = torch.full((), -1, dtype=torch.int32, device=self._device)
-        self._one_i32 = torch.ones(1, dtype=torch.int32, device=self._device)  # expanded: scatter_add_'s ones
         self._first_experts = {}
         self._wbufs = {}  # (token bound, width) -> (symmetric buffer, float32 view): combine's wide topk_weights
         self._last = None            # the stream the last call ran on (calls are ordered as on one stream)
