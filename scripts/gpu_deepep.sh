@@ -8,7 +8,8 @@
 #   moe2     tests/moe/test_moe's ht part on 2 PEs (symmrun): symm_moe_ht_dispatch_into, the
 #            rows stored straight into the caller's symmetric buffers, each PE choosing its
 #            own per call (none, A, B, A's x with the handle's scales; both halves in one call
-#            and split), every row checked, and its argument checks
+#            and split), every row checked, and its argument checks; then test_moe_layout
+#            (symm_moe_layout) and test_moe_recv_copy (symm_moe_ht_recv_copy) on 2 PEs
 #   test2    tests/python/test_gpu_deepep.py under torchrun on 2 PEs: every tensor of
 #            DeepEP's normal and low-latency calls against torch references (bf16 and
 #            fp8, cached handles, num_worst_tokens, async_finish and events, hooks,
@@ -137,6 +138,17 @@ else
     else
       steps_row "test_moe ht (2 PEs)" FAIL 0 "$build/tests/moe/test_moe or tools/symmrun missing: build targets test_moe symmrun"
     fi
+    # the two kernels the DeepEP API adds: its layout, and the copy of a dispatch's received metadata
+    for t in "test_moe_layout gpu" test_moe_recv_copy; do
+      exe=${t%% *} part=${t#"$exe"}
+      if [ -x "$build/tests/moe/$exe" ] && [ -x "$build/tools/symmrun" ]; then
+        # shellcheck disable=SC2086 # part is empty or one word
+        run "$exe (2 PEs)" 40 "$log/${exe}_2.log" "$build/tools/symmrun" -n 2 --timeout 35 "$build/tests/moe/$exe" $part 2
+        tail -1 "$log/${exe}_2.log"
+      else
+        steps_row "$exe (2 PEs)" FAIL 0 "$build/tests/moe/$exe or tools/symmrun missing: build targets $exe symmrun"
+      fi
+    done
   fi
   for n in 2 4; do
     has_step "test$n" || continue

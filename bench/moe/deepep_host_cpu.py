@@ -61,6 +61,9 @@ def _cpu_ht(moe, E, K, H, M, x_dtype, scales, n, rank):
     if hasattr(moe, "HtWeights"):  # combine's side channel (absent from an older symm given by --python)
         h._wargs = moe.HtWeights()
         h._wargs_at = ctypes.addressof(h._wargs)
+    if hasattr(moe, "HtRecvCopy"):  # the received metadata's copy kernel (likewise)
+        h._rcargs = moe.HtRecvCopy()
+        h._rcargs_at = ctypes.addressof(h._rcargs)
     h.destroy = lambda: None
     h.heap_bytes = lambda: 0
     return h
@@ -91,11 +94,35 @@ class _Engine:
             return fn()
 
     def ht(self, E, K, H, M, x_dtype, scales):
+        import torch
         import symm.moe as moe
         h = _cpu_ht(moe, E, K, H, M, x_dtype, scales, self.n, self.rank)
         h._num_recv.fill_(self.counts[0])
         h._num_recv_per_expert.copy_(self.counts[1])
+        if hasattr(h, "_recv_copy"):  # the real Python call, then what its kernel writes that the Buffer checks
+            real = h._recv_copy
+
+            def recv_copy(rows, src_token, topk_idx, topk_weights, counts):
+                real(rows, src_token, topk_idx, topk_weights, counts)
+                if counts is not None:
+                    self._symm(lambda: counts[:1 + h.local_experts].copy_(
+                        torch.cat((h._num_recv, h._num_recv_per_expert))))
+            h._recv_copy = recv_copy
         return h
+
+    def layout(self, idx, num_experts, in_rank, per_rank, per_expert):
+        """symm_moe_layout (one kernel), its results by torch (the full dispatch checks them)."""
+        import torch
+        n, L = self.n, num_experts // self.n
+        e = idx.long()
+
+        def run():
+            for r in range(n):
+                in_rank[:, r] = ((e >= r * L) & (e < (r + 1) * L)).any(dim=1)
+            per_rank.copy_(in_rank.sum(dim=0, dtype=torch.int32))
+            ok = (e >= 0) & (e < num_experts)
+            per_expert.copy_(torch.bincount(e[ok], minlength=num_experts).to(torch.int32))
+        self._symm(run)
 
     def all_gather(self, out, inp):
         self._symm(lambda: out.view(self.n, -1).copy_(inp.view(1, -1)))

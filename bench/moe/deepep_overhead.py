@@ -121,6 +121,7 @@ class NullEngine:
         self.rank, self.n, self.device, self.share = 0, n, torch.device("cpu"), 16
         self.cuda = FakeCuda()
         self.stats = stats
+        self.layouts = {}
 
         def read(t):
             stats["syncs"] += 1
@@ -132,6 +133,21 @@ class NullEngine:
 
     def ht(self, E, K, H, M, x_dtype, scales):
         return NullHT(self, E, K, H, M, x_dtype, scales)
+
+    def layout(self, idx, num_experts, in_rank, per_rank, per_expert):
+        self.stats["symm"] += 1  # symm_moe_layout: one kernel writes all three
+        with _Quiet(self.stats["counter"]):
+            key = (idx.data_ptr(), idx._version, num_experts)
+            got = self.layouts.get(key)
+            if got is None:  # the results of an index tensor, by torch, once (not the call's time)
+                n, L, e = self.n, num_experts // self.n, idx.long()
+                ir = torch.stack([((e >= r * L) & (e < (r + 1) * L)).any(dim=1) for r in range(n)], dim=1)
+                ok = (e >= 0) & (e < num_experts)
+                got = self.layouts[key] = (ir.sum(dim=0, dtype=torch.int32), torch.bincount(
+                    e[ok], minlength=num_experts).to(torch.int32), ir)
+            per_rank.copy_(got[0])
+            per_expert.copy_(got[1])
+            in_rank.copy_(got[2])
 
     def all_gather(self, out, inp):
         self.stats["symm"] += 1
@@ -199,6 +215,13 @@ class NullHT:
 
     def _prepare(self, topk_idx, topk_weights=None):
         return (topk_idx, topk_weights)
+
+    def _recv_copy(self, rows, src_token, topk_idx, topk_weights, counts):
+        self.eng.stats["symm"] += 1  # symm_moe_ht_recv_copy: one kernel (the counts, uncounted, for the next check)
+        if counts is not None:
+            with _Quiet(self.eng.stats["counter"]):
+                counts[0] = self.views[5][0]
+                counts[1:1 + self.local_experts] = self.views[6]
 
     def _dispatch_prepared(self, prep, x, x_scale=None, recv_x=None, recv_x_scale=None, checked=False):
         return self.dispatch(x, prep[0], prep[1], x_scale=x_scale, recv_x=recv_x, recv_x_scale=recv_x_scale)

@@ -307,6 +307,31 @@ symm_status_t symm_moe_ht_layout(symm_moe_t *moe, const void *indices, symm_dtyp
                                  symm_stream_t stream);
 
 /*
+ * symm_moe_layout - symm_moe_ht_layout without a handle (DeepEP's
+ * get_dispatch_layout): the same three outputs for num_ranks PEs holding
+ * num_experts / num_ranks consecutive experts each, in one kernel on
+ * `stream`, from the indices alone (local; no runtime state, so it needs no
+ * symm_init and captures into a CUDA graph).
+ *   indices            [num_tokens][experts_per_token], contiguous, of
+ *                      SYMM_DTYPE_I32, U32 or I64 (aligned to its size).
+ *                      A value outside [0, num_experts) (-1 among them)
+ *                      counts nowhere, and is no error.
+ *   num_tokens_per_rank    int32 [num_ranks]: tokens with an expert there
+ *                          (a token once per rank).
+ *   num_tokens_per_expert  int32 [num_experts]: slots naming each expert.
+ *   is_token_in_rank       uint8 [num_tokens][num_ranks], 0/1.
+ * num_tokens may be 0 (the counts are zeroed). Errors, before anything
+ * runs: SYMM_ERR_INVALID_ARG (a NULL pointer where data is due, an
+ * unsupported dtype or misaligned indices, num_ranks outside 1..64,
+ * num_experts not a positive multiple of num_ranks, counts that would not
+ * fit int32); SYMM_ERR_CUDA (the launch).
+ */
+symm_status_t symm_moe_layout(const void *indices, symm_dtype_t indices_dtype, size_t num_tokens,
+                              size_t experts_per_token, size_t num_experts, int num_ranks,
+                              int32_t *num_tokens_per_rank, int32_t *num_tokens_per_expert,
+                              uint8_t *is_token_in_rank, symm_stream_t stream);
+
+/*
  *   x             [num_tokens][hidden] of x_dtype (row stride x_stride).
  *   x_scale       float32 [num_tokens][scale cols] (strides), or NULL.
  *   indices       as for symm_moe_ht_layout.
@@ -381,6 +406,36 @@ symm_status_t symm_moe_ht_dispatch_into(symm_moe_t *moe, const symm_moe_ht_dispa
 
 /* The receive buffers (the same on every call). Errors: SYMM_ERR_INVALID_ARG. */
 symm_status_t symm_moe_ht_recv_buffers(const symm_moe_t *moe, symm_moe_ht_recv_t *recv);
+
+/*
+ * symm_moe_ht_recv_copy - what the last dispatch received beside the rows of
+ * x, copied out of the handle's buffers (which the next dispatch rewrites)
+ * into the caller's, in the forms DeepEP returns them, in one kernel on
+ * `stream` (after the dispatch's receive half there). Rows 0 .. rows - 1 are
+ * written; a row at or past num_recv (read on the device: rows may exceed
+ * it, e.g. a worst-case row count) gets source -1, indices -1 and weights 0.
+ * Any output may be NULL (not written). Not collective; no host wait.
+ *   src_token      int32 [rows]: the row's token index on its source PE.
+ *   indices        [rows][experts_per_token] of indices_dtype (SYMM_DTYPE_I32
+ *                  or I64): the local experts, -1 elsewhere.
+ *   weights        float32 [rows][experts_per_token]: the router weights, 0
+ *                  where the index is -1.
+ *   counts         int32 [1 + local experts]: num_recv, then num_recv_per_expert.
+ * Errors: SYMM_ERR_INVALID_ARG (NULL handle or args, a low-latency handle,
+ * rows above the receive capacity, another indices dtype, an output not
+ * aligned to its elements); SYMM_ERR_CUDA.
+ */
+typedef struct symm_moe_ht_recv_copy {
+    size_t rows;
+    int32_t *src_token;
+    void *indices;
+    symm_dtype_t indices_dtype;
+    float *weights;
+    int32_t *counts;
+} symm_moe_ht_recv_copy_t;
+
+symm_status_t symm_moe_ht_recv_copy(const symm_moe_t *moe, const symm_moe_ht_recv_copy_t *copy,
+                                    symm_stream_t stream);
 
 /*
  * Combine: out[t] = sum over the PEs p that token t went to of y_p[row],

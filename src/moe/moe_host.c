@@ -20,6 +20,7 @@
 #include "heap/heap.h"
 #include "runtime/team.h"
 #include "moe/moe.h"
+#include "moe/moe_recv_copy.h"
 
 struct symm_moe {
     symm_moe_config_t cfg;
@@ -620,6 +621,40 @@ symm_status_t symm_moe_ht_recv_buffers(const symm_moe_t *h, symm_moe_ht_recv_t *
     r->capacity = h->g.cap;
     r->scale_cols = h->g.scale_cols;
     return SYMM_SUCCESS;
+}
+
+symm_status_t symm_moe_ht_recv_copy(const symm_moe_t *h, const symm_moe_ht_recv_copy_t *c, symm_stream_t stream) {
+    const char *call = "symm_moe_ht_recv_copy";
+    symm__moe_recv_copy_kargs_t a;
+    symm__error_clear();
+    if (h == NULL || c == NULL)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: NULL %s", call, h ? "copy arguments" : "handle");
+    if (h->cfg.mode != SYMM_MOE_HIGH_THROUGHPUT)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: the handle is in the low-latency mode", call);
+    if (c->rows > h->g.cap)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: rows %zu is above the receive capacity %u", call, c->rows,
+                           h->g.cap);
+    if (c->indices != NULL && c->indices_dtype != SYMM_DTYPE_I32 && c->indices_dtype != SYMM_DTYPE_I64)
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: indices dtype %d: expected int32 (%d) or int64 (%d)", call,
+                           (int)c->indices_dtype, SYMM_DTYPE_I32, SYMM_DTYPE_I64);
+    if ((uintptr_t)c->src_token % 4 || (uintptr_t)c->weights % 4 || (uintptr_t)c->counts % 4 ||
+        (uintptr_t)c->indices % (c->indices_dtype == SYMM_DTYPE_I64 ? 8 : 4))
+        return symm__error(SYMM_ERR_INVALID_ARG, "%s: an output is not aligned to its elements", call);
+    memset(&a, 0, sizeof(a));
+    a.src = (const int32_t *)(const void *)(h->base + h->g.lay.ht_rsrc);
+    a.idx = (const int32_t *)(const void *)(h->base + h->g.lay.ht_ridx);
+    a.w = (const float *)(const void *)(h->base + h->g.lay.ht_rw);
+    a.num_recv = (const int32_t *)(const void *)(h->base + h->g.lay.ht_rnum);
+    a.per_expert = (const int32_t *)(const void *)(h->base + h->g.lay.ht_rpe);
+    a.o_src = c->src_token;
+    a.o_idx = c->indices;
+    a.o_w = c->weights;
+    a.o_counts = c->counts;
+    a.rows = c->rows;
+    a.k = (uint32_t)h->cfg.experts_per_token;
+    a.local = h->g.local;
+    a.idx64 = c->indices_dtype == SYMM_DTYPE_I64;
+    return symm__moe_recv_copy_launch(&a, stream);
 }
 
 static symm_status_t ht_combine(const char *call, symm_moe_t *h, const void *y, symm_dtype_t y_dtype,

@@ -276,6 +276,98 @@ def ht_round(ctx, buf, seed, Ts, E, K, H, fp8=False, with_topk=True, async_mode=
     return data
 
 
+def layout_indices(seed, T, K, E):
+    """Fresh top-k indices for get_dispatch_layout: experts drawn at random
+    (one named twice by a token now and then), -1 slots, other negatives and
+    values past the experts (both count nowhere)."""
+    g = _gen(seed)
+    idx = torch.randint(0, E, (T, K), generator=g)
+    r = torch.rand((T, K), generator=g)
+    if K > 1:
+        idx[:, 1:] = torch.where(r[:, 1:] < 0.05, idx[:, :-1], idx[:, 1:])
+    idx = torch.where((r >= 0.05) & (r < 0.15), torch.full_like(idx, -1), idx)
+    idx = torch.where((r >= 0.15) & (r < 0.18), idx + E, idx)
+    return torch.where((r >= 0.18) & (r < 0.20), -idx - 2, idx)
+
+
+def layout_reference(idx, E, n):
+    """(num_tokens_per_rank, num_tokens_per_expert, is_token_in_rank) as DeepEP
+    forms them: slots outside [0, E) count nowhere, a token once per rank."""
+    L, ok = E // n, (idx >= 0) & (idx < E)
+    in_rank = torch.stack([((idx // L == r) & ok).any(dim=1) for r in range(n)], dim=1) if idx.size(0) else \
+        torch.zeros((0, n), dtype=torch.bool)
+    per_expert = torch.bincount(idx[ok].reshape(-1), minlength=E).to(torch.int32)
+    return in_rank.sum(dim=0, dtype=torch.int32), per_expert, in_rank
+
+
+def case_layout(ctx, raises):
+    """get_dispatch_layout against layout_reference on fresh indices: int64 and
+    int32, 0 and 1 tokens, token counts off a warp's multiple, top-k 1 to 9,
+    experts past one counting block (GPU); async_finish with previous_event;
+    bad arguments raised before anything runs (on the CPU stand-in: no layout
+    call made), the Buffer working on afterwards; on GPUs, the call captured
+    in a CUDA graph and replayed with fresh indices."""
+    dep, n, me = ctx.dep, ctx.n, ctx.rank
+    buf = ctx.make_buffer(num_nvl_bytes=1 << 20, explicitly_destroy=True)
+    try:
+        shapes = [(0, 8, 8 * n), (1, 1, n), (33, 3, 4 * n), (70, 9, 16 * n)]
+        if ctx.gpu:
+            shapes += [(4096, 8, 256 if 256 % n == 0 else 64 * n), (1500, 6, 1025 * n), (999, 2, 8192)]
+        for i, (T, K, E) in enumerate(shapes):
+            for dtype in (torch.int64, torch.int32):
+                idx = layout_indices(4000 + 17 * i + 101 * me + (dtype == torch.int32), T, K, E).to(dtype)
+                what = "layout T=%d K=%d E=%d %s" % (T, K, E, dtype)
+                pr, rdma, pe, ir, ev = buf.get_dispatch_layout(_dev(idx, ctx), E)
+                assert rdma is None and ev.event is None, what
+                want = layout_reference(idx.long(), E, n)
+                eq(pr, want[0], what + ": num_tokens_per_rank")
+                eq(pe, want[1], what + ": num_tokens_per_expert")
+                eq(ir, want[2], what + ": is_token_in_rank")
+        idx = layout_indices(4999 + me, 50, 4, 8 * n)
+        pr, _, pe, ir, ev = buf.get_dispatch_layout(_dev(idx, ctx), 8 * n, previous_event=buf.capture(),
+                                                    async_finish=True)
+        ev.current_stream_wait()
+        want = layout_reference(idx, 8 * n, n)
+        eq(pr, want[0], "async layout: per rank")
+        eq(pe, want[1], "async layout: per expert")
+        eq(ir, want[2], "async layout: in rank")
+
+        good = _dev(idx, ctx)
+        calls = getattr(buf._engine, "calls", {}).get("layout")
+        bad = [(TypeError, "topk_idx is torch.float32", (good.float(), 8 * n), {}),
+               (ValueError, "2 dimensions", (good.reshape(-1), 8 * n), {}),
+               (ValueError, "contiguous", (good.t(), 8 * n), {}),
+               (ValueError, "not a multiple of the %d ranks" % n, (good, 8 * n + 1), {}) if n > 1 else
+               (ValueError, "num_experts must be >= 1", (good, 0), {}),
+               (TypeError, "num_experts must be an int", (good, 8.0 * n), {}),
+               (TypeError, "previous_event must be an EventOverlap", (good, 8 * n), {"previous_event": 3}),
+               (ValueError, "allocate_on_comm_stream=True needs", (good, 8 * n), {"allocate_on_comm_stream": True})]
+        if ctx.gpu:
+            bad.append((ValueError, "this rank runs on", (idx, 8 * n), {}))
+        for exc, match, args, kw in bad:
+            with raises(exc, match=re.escape(match)):
+                buf.get_dispatch_layout(*args, **kw)
+        assert getattr(buf._engine, "calls", {}).get("layout") == calls, "a refused layout ran"
+        pr, _, pe, ir, _ = buf.get_dispatch_layout(good, 8 * n)
+        eq(pr, want[0], "layout after refusals: per rank")
+        eq(ir, want[2], "layout after refusals: in rank")
+        if ctx.gpu:  # captured once, replayed with fresh indices
+            E = 32 * n
+            static = torch.zeros((300, 8), dtype=torch.int64, device=ctx.device)
+            (pr, _, pe, ir, _), g = capture_graph(lambda: buf.get_dispatch_layout(static, E))
+            for rep in range(3):
+                idx = layout_indices(6000 + 10 * me + rep, 300, 8, E)
+                static.copy_(idx)
+                g.replay()
+                ctx.sync()
+                want = layout_reference(idx, E, n)
+                eq(pr, want[0], "layout replay %d: per rank" % rep)
+                eq(pe, want[1], "layout replay %d: per expert" % rep)
+                eq(ir, want[2], "layout replay %d: in rank" % rep)
+    finally:
+        buf.destroy()
+
+
 def case_layout_and_rounds(ctx, fp8, async_mode, previous):
     """DeepEP's test matrix for one x type: with and without top-k, the
     cached dispatch, num_worst_tokens, combine with weights (in symm's combine;

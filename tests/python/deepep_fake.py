@@ -213,6 +213,23 @@ class FakeEngine:
         self.pool_live.discard(t.data_ptr())
         self.pool_freed += 1
 
+    def layout(self, idx, num_experts, in_rank, per_rank, per_expert):
+        """symm_moe_layout's results by torch: a value outside the experts (-1
+        among them) counts nowhere, a token once per rank; its refusals."""
+        if idx.size(0) and idx.size(1) and idx.dtype not in (torch.int32, torch.int64):
+            raise _bad("symm_moe_layout", "indices dtype %s" % idx.dtype)
+        if num_experts < 1 or num_experts % self.n:
+            raise _bad("symm_moe_layout", "num_experts %d is not a positive multiple of num_ranks %d"
+                       % (num_experts, self.n))
+        self.calls["layout"] = self.calls.get("layout", 0) + 1
+        T, n, E = idx.size(0), self.n, num_experts
+        e = idx.long().masked_fill((idx < 0) | (idx >= E), E)  # an extra column / count, dropped
+        full = torch.zeros((T, n + 1), dtype=torch.bool)
+        full.scatter_(1, torch.div(e, E // n, rounding_mode="floor"), True)
+        in_rank.copy_(full[:, :n])
+        per_rank.copy_(in_rank.sum(dim=0, dtype=torch.int32))
+        per_expert.copy_(torch.bincount(e.reshape(-1), minlength=E + 1)[:E].to(torch.int32))
+
     def all_gather(self, out, inp):
         key = ("ag", self.calls["ag"])
         self.calls["ag"] += 1
@@ -363,6 +380,26 @@ class FakeHT(_FakeHandle):
         if do_recv:
             self._receive(eng.world.wait(self._key("d"), eng.rank))
         return self._views()
+
+    def _recv_copy(self, rows, src_token, topk_idx, topk_weights, counts):
+        """symm_moe_ht_recv_copy: the received metadata out of the buffers
+        (rows at or past num_recv: -1, -1, 0); its refusals."""
+        self._alive()
+        if rows > self.capacity:
+            raise _bad("symm_moe_ht_recv_copy", "rows %d is above the receive capacity %d" % (rows, self.capacity))
+        if topk_idx is not None and topk_idx.dtype not in (torch.int32, torch.int64):
+            raise _bad("symm_moe_ht_recv_copy", "indices dtype %s" % topk_idx.dtype)
+        live = (torch.arange(rows) < int(self.nrecv[0])).unsqueeze(1)
+        idx = torch.where(live, self.ridx[:rows], torch.full((), -1, dtype=torch.int32))
+        if src_token is not None:
+            src_token[:rows] = torch.where(live[:, 0], self.rsrc[:rows, 1], torch.full((), -1, dtype=torch.int32))
+        if topk_idx is not None:
+            topk_idx[:rows] = idx
+        if topk_weights is not None:
+            topk_weights[:rows] = torch.where(idx >= 0, self.rw[:rows], torch.zeros(()))
+        if counts is not None:
+            counts[0] = self.nrecv[0]
+            counts[1:1 + self.local_experts] = self.nper
 
     def _prepare(self, topk_idx, topk_weights=None):
         return (topk_idx, topk_weights)

@@ -5,7 +5,9 @@ rank (PEs may share a GPU; more than two per GPU need MPS, see conftest):
 
 The cases are deepep_cases.py's, which the CPU run (test_moe_deepep.py) also
 runs over a stand-in for symm: every tensor each call returns is compared with
-a torch reference every rank builds from every rank's seeded data. Normal mode:
+a torch reference every rank builds from every rank's seeded data. The layout
+(get_dispatch_layout): fresh indices, int64 and int32, -1 and values outside the
+experts, 0 tokens, several counting blocks, captured and replayed. Normal mode:
 bf16 and fp8 (+ scales), with and without top-k, cached handles,
 num_worst_tokens, expert alignment, bias, combined top-k weights, a rank with
 no tokens and a rank that receives nothing, async_finish with events,
@@ -46,6 +48,11 @@ def test_normal(ctx, fp8):
 @pytest.mark.parametrize("async_mode,previous", [(True, False), (True, True), (False, True)])
 def test_normal_events(ctx, async_mode, previous):
     cases.case_layout_and_rounds(ctx, True, async_mode, previous)
+
+
+def test_layout(ctx):
+    """get_dispatch_layout (symm_moe_layout) against a torch reference."""
+    cases.case_layout(ctx, pytest.raises)
 
 
 def test_in_flight(ctx):
@@ -181,3 +188,58 @@ def test_ht_dispatch_into(ctx, fp8):
     finally:
         ht.destroy()
         symm.free_tensor(pool)
+
+
+def test_ht_recv_copy(ctx):
+    """symm.moe.HighThroughput.recv_copy (symm_moe_ht_recv_copy): after a
+    dispatch, the sources, indices (int32, int64), weights and counts equal
+    the object's receive buffers' (weights 0 where the index is -1; rows past
+    num_recv -1 / -1 / 0); bad tensors raise before anything runs."""
+    import symm.moe as moe
+    n, me, dev = ctx.n, ctx.rank, ctx.device
+    E, K, H, T = 8 * n, 3, 256, 90
+    ht = moe.HighThroughput(E, K, H, T)
+    try:
+        data = cases.batches(777, n, [T - 5 * r for r in range(n)], E, K, H)
+        d = data[me]
+        views = ht.dispatch(d.x.to(dev), d.idx.to(dev), d.w.to(dev))
+        _, _, ridx, rw, rsrc, nrecv, nper = views
+        R, cap, L = int(nrecv.item()), ht.capacity, ht.local_experts
+        assert R == cases.ht_reference(data, me, n, E)["x"].size(0)
+        for dtype in (torch.int64, torch.int32):
+            rows = min(R + 7, cap)
+            src = torch.full((cap,), 99, dtype=torch.int32, device=dev)
+            idx = torch.full((cap, K), 99, dtype=dtype, device=dev)
+            w = torch.full((cap, K), 99.0, device=dev)
+            counts = torch.full((1 + L + 2,), 99, dtype=torch.int32, device=dev)
+            ht.recv_copy(rows, src, idx, w, counts)
+            torch.cuda.synchronize()
+            want_idx = ridx[:R].to(dtype)
+            cases.eq(src[:R], rsrc[:R, 1].cpu(), "recv_copy: sources")
+            cases.eq(idx[:R], want_idx.cpu(), "recv_copy: indices %s" % dtype)
+            cases.eq(w[:R], torch.where(ridx[:R] >= 0, rw[:R], 0.0).cpu(), "recv_copy: weights")
+            cases.eq(counts, torch.cat((nrecv, nper, torch.full((2,), 99, dtype=torch.int32, device=dev))).cpu(),
+                     "recv_copy: counts")
+            cases.eq(src[R:rows], torch.full((rows - R,), -1, dtype=torch.int32), "recv_copy: sources past num_recv")
+            cases.eq(idx[R:rows], torch.full((rows - R, K), -1, dtype=dtype), "recv_copy: indices past num_recv")
+            cases.eq(w[R:rows], torch.zeros((rows - R, K)), "recv_copy: weights past num_recv")
+            cases.eq(idx[rows:], torch.full((cap - rows, K), 99, dtype=dtype), "recv_copy: rows past `rows`")
+        good = torch.zeros((cap, K), dtype=torch.int64, device=dev)
+        for exc, match, kw in ((TypeError, "topk_idx is torch.float32", dict(topk_idx=good.float())),
+                               (ValueError, "below rows", dict(topk_idx=good[:R], rows=R + 1)),
+                               (ValueError, r"shape \(%d, %d\)" % (cap, K + 1),
+                                dict(topk_idx=torch.zeros((cap, K + 1), dtype=torch.int64, device=dev))),
+                               (ValueError, "contiguous", dict(topk_weights=torch.zeros((K, cap), device=dev).t())),
+                               (ValueError, "this PE runs on", dict(src_token=torch.zeros(cap, dtype=torch.int32))),
+                               (ValueError, "below 1 \\+ %d local experts" % L,
+                                dict(counts=torch.zeros(L, dtype=torch.int32, device=dev))),
+                               (TypeError, "rows must be an int", dict(rows=-1))):
+            rows = kw.pop("rows", R)
+            with pytest.raises(exc, match=match):
+                ht.recv_copy(rows, **kw)
+        with pytest.raises(symm.SymmError, match="above the receive capacity"):
+            ht.recv_copy(cap + 1)
+        torch.cuda.synchronize()
+        symm.barrier()
+    finally:
+        ht.destroy()

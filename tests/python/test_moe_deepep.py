@@ -239,6 +239,11 @@ def test_low_latency(monkeypatch, n, use_fp8, hook):
     _run(monkeypatch, n, cases.case_low_latency, use_fp8, hook)
 
 
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_layout(monkeypatch, n):
+    _run(monkeypatch, n, cases.case_layout, pytest.raises)
+
+
 @pytest.mark.parametrize("n", [1, 2])
 def test_errors(monkeypatch, n):
     _run(monkeypatch, n, cases.case_errors, pytest.raises)
@@ -531,6 +536,63 @@ def test_engine_collectives_pass_what_symm_coll_passes(monkeypatch):
         eng.all_to_all(f_out, f_in)
 
 
+def test_engine_layout_passes_what_symm_moe_layout_takes(monkeypatch):
+    """The GPU engine's layout calls symm_moe_layout with the indices (address,
+    dtype code, tokens, top-k), the experts, the ranks, the three outputs and
+    the current stream, the function looked up once; a failing status raises."""
+    import symm
+    import symm._coll as coll
+    import symm.moe.deep_ep as dep
+    calls, status, looked = [], [0], []
+
+    def fn_for(name):
+        looked.append(name)
+
+        def f(*a):
+            calls.append((name,) + a)
+            return status[0]
+        return f
+    monkeypatch.setattr(dep, "_moe_fn", fn_for)
+    monkeypatch.setattr(dep, "_raw_stream", lambda i: 1000 + i)
+    eng = object.__new__(dep._SymmEngine)
+    eng.n, eng.device, eng._colls, eng._codes = 4, torch.device("cuda", 1), {}, {}
+    pr, pe = torch.zeros(4, dtype=torch.int32), torch.zeros(32, dtype=torch.int32)
+    ir = torch.zeros((6, 4), dtype=torch.bool)
+    want = []
+    for dtype in (torch.int64, torch.int32):
+        idx = torch.zeros((6, 3), dtype=dtype)
+        eng.layout(idx, 32, ir, pr, pe)
+        want.append(("symm_moe_layout", idx.data_ptr(), coll._DTYPE_CODES[str(dtype)[6:]], 6, 3, 32, 4,
+                     pr.data_ptr(), pe.data_ptr(), ir.data_ptr(), 1001))
+    assert calls == want, calls
+    assert looked == ["symm_moe_layout"], looked
+    status[0] = symm.InvalidArgumentError.status
+    with pytest.raises(symm.InvalidArgumentError):
+        eng.layout(idx, 32, ir, pr, pe)
+
+
+@needs_lib
+def test_symm_moe_layout_refuses_before_anything_runs():
+    """symm_moe_layout through its ctypes prototype: wrong arguments come back
+    as InvalidArgumentError naming them, with no GPU (nothing was launched)."""
+    import symm
+    import symm._coll as coll
+    import symm._runtime as rt
+    from symm.moe import _fn
+    f = _fn("symm_moe_layout")
+    idx = torch.zeros((4, 2), dtype=torch.int64)
+    pr, pe, ir = torch.zeros(2, dtype=torch.int32), torch.zeros(8, dtype=torch.int32), torch.zeros(8, dtype=torch.bool)
+    i64, f32 = coll._DTYPE_CODES["int64"], coll._DTYPE_CODES["float32"]
+    p, r, e, t = idx.data_ptr(), pr.data_ptr(), pe.data_ptr(), ir.data_ptr()
+    for args, match in (((p, i64, 4, 2, 9, 2, r, e, t), "num_experts 9"), ((p, f32, 4, 2, 8, 2, r, e, t), "dtype"),
+                        ((p, i64, 4, 2, 8, 65, r, e, t), "num_ranks 65"),
+                        ((None, i64, 4, 2, 8, 2, r, e, t), "indices is NULL"),
+                        ((p + 4, i64, 4, 2, 8, 2, r, e, t), "not aligned"),
+                        ((p, i64, 4, 2, 8, 2, r, e, None), "is_token_in_rank")):
+        with pytest.raises(symm.InvalidArgumentError, match=match):
+            rt._check("symm_moe_layout", f(*args, None))
+
+
 def test_host_cpu_bench_runs_the_real_python_path():
     """bench/moe/deepep_host_cpu.py (the Buffer over symm.moe.HighThroughput's
     own Python, C calls stubbed): every path runs, and the torch ops beside
@@ -554,9 +616,10 @@ def test_host_cpu_bench_runs_the_real_python_path():
     assert ops["cached bf16"] == ops["cached fp8"] == ops["pair bf16"] == [], ops
     assert ops["pair + bias"] == ["add_"], ops
     assert ops["pair + weights"] == [], ops
-    # the count row, sources, indices, weights (2), rank prefix, what was received; on the host, one sum of the
-    # per-expert counts (the rest of the counts are read as lists)
-    assert ops["full bf16"] == sorted(["cat", "copy_", "copy_", "ge", "where", "cumsum", "cat", "sum"]), ops
+    # the count row and the rank prefix's copy (the host forms it; sources, indices, weights and what was
+    # received: symm's one copy kernel); on the host, one sum of the per-expert counts (the rest of the counts
+    # are read as lists)
+    assert ops["full bf16"] == sorted(["cat", "copy_", "sum"]), ops
 
 
 def test_overhead_bench_counts_what_the_wrapper_adds():
@@ -565,9 +628,10 @@ def test_overhead_bench_counts_what_the_wrapper_adds():
     has to be: nothing for cached dispatches (their rows land in a receive
     buffer of the pool, or are viewed) and a plain combine, one copy per
     returned tensor for cached dispatches without a free receive buffer, and
-    for the non-cached dispatch the count row, the sources, the indices, the
-    weights, the rank prefix and what it keeps for the next dispatch's check
-    (one host synchronisation, DeepEP's notify step)."""
+    for the non-cached dispatch the count row and the copy of the rank prefix
+    (formed on the host from the counts it read; the sources, indices,
+    weights and what it keeps for the next dispatch's check come from symm's
+    one copy kernel; one host synchronisation, DeepEP's notify step)."""
     import importlib.util
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench", "moe",
                         "deepep_overhead.py")
@@ -590,11 +654,12 @@ def test_overhead_bench_counts_what_the_wrapper_adds():
         assert got["api cached " + kind] == (1, 0, 0, [])
         assert got["api cached copy " + kind] == (1, len(copies), 0, copies)
         symm, other, syncs, ops = got["api full " + kind]
-        assert (symm, syncs) == (2, 1)  # the count exchange and the dispatch; the host reads the counts
-        # count row, sources, indices, weights (2), rank prefix, what was received
-        assert sorted(ops) == sorted(["cat", "copy_", "copy_", "ge", "where", "cumsum", "cat"]), ops
+        # the count exchange, the dispatch and the copy of what it received; the host reads the counts
+        assert (symm, syncs) == (3, 1)
+        assert sorted(ops) == sorted(["cat", "copy_"]), ops  # the count row, the rank prefix (formed on the host)
     assert got["api combine"] == (1, 0, 0, [])
-    assert got["own layout"] == (1, 0, 0, []) and got["api layout"][:3] == (0, 12, 0), got["api layout"]
+    # the layout is symm_moe_layout's one kernel, as the own API's is one
+    assert got["own layout"] == (1, 0, 0, []) and got["api layout"] == (1, 0, 0, []), got["api layout"]
     # the weights ride in symm's combine: one call, nothing beside it
     assert got["api combine + topk_weights"] == (1, 0, 0, []), got["api combine + topk_weights"]
     assert "| api full bf16 |" in text and "other launches, per path" in text

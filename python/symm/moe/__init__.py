@@ -103,6 +103,11 @@ class HtRecv(ctypes.Structure):
                 ("capacity", _c_size_t), ("scale_cols", _c_size_t)]
 
 
+class HtRecvCopy(ctypes.Structure):
+    _fields_ = [("rows", _c_size_t), ("src_token", _c_void_p), ("indices", _c_void_p), ("indices_dtype", _c_int),
+                ("weights", _c_void_p), ("counts", _c_void_p)]
+
+
 class HtWeights(ctypes.Structure):
     _fields_ = [("w", _c_void_p), ("w_stride", _c_int64), ("w_rows", _c_size_t), ("out_w", _c_void_p),
                 ("out_w_stride", _c_int64), ("out_w_rows", _c_size_t), ("cols", _c_size_t)]
@@ -110,7 +115,8 @@ class HtWeights(ctypes.Structure):
 
 STRUCTS = {"symm_moe_config_t": Config, "symm_moe_dispatch_args_t": DispatchArgs,
            "symm_moe_combine_args_t": CombineArgs, "symm_moe_ht_dispatch_args_t": HtDispatchArgs,
-           "symm_moe_ht_recv_t": HtRecv, "symm_moe_ht_weights_t": HtWeights}
+           "symm_moe_ht_recv_t": HtRecv, "symm_moe_ht_weights_t": HtWeights,
+           "symm_moe_ht_recv_copy_t": HtRecvCopy}
 
 
 _fns = {}
@@ -843,6 +849,8 @@ class HighThroughput(_Handle):
         self._recv_w = view(r.weights, torch.float32, (cap, k))
         self._wargs = HtWeights()  # the argument block of _combine_checked's weights, refilled per call
         self._wargs_at = ctypes.addressof(self._wargs)
+        self._rcargs = HtRecvCopy()  # recv_copy's argument block, refilled per call
+        self._rcargs_at = ctypes.addressof(self._rcargs)
         self._recv_src = view(r.src, torch.int32, (cap, 2))
         self._num_recv = view(r.num_recv, torch.int32, (1,))
         self._num_recv_per_expert = view(r.num_recv_per_expert, torch.int32, (L,))
@@ -866,6 +874,50 @@ class HighThroughput(_Handle):
         topk_idx, code = _ht_indices(topk_idx, call, self.experts_per_token, self.device)
         _call("symm_moe_ht_layout", self._h(), topk_idx.data_ptr(), code, topk_idx.size(0), per_rank.data_ptr(),
               per_expert.data_ptr(), in_rank.data_ptr(), _stream(self._dev))
+
+    def recv_copy(self, rows, src_token=None, topk_idx=None, topk_weights=None, counts=None):
+        """The last dispatch's received sources, top-k indices and weights copied
+        into tensors of the caller's (the next dispatch rewrites the object's),
+        in one kernel on the current stream (symm_moe_ht_recv_copy): rows 0 ..
+        rows - 1 of src_token (int32 [>= rows]: the token index on its source),
+        topk_idx (int32 or int64 [>= rows, top-k], contiguous: the local experts,
+        -1 elsewhere), topk_weights (float32, likewise: 0 where the index is
+        -1); rows at or past num_recv get -1, -1 and 0. counts: int32 [>= 1 +
+        local experts], num_recv then the tokens per local expert. Any may be None."""
+        call = "HighThroughput.recv_copy"
+        self._h()
+        if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
+            raise TypeError("%s: rows must be an int >= 0, got %r" % (call, rows))
+        k = self.experts_per_token
+        if src_token is not None:
+            _tensor(src_token, "src_token", call, 1, (torch.int32,), self.device, contiguous=True)
+            _shape(src_token, "src_token", call, (None,))
+            if src_token.size(0) < rows:
+                raise ValueError("%s: src_token has %d rows, below rows %d" % (call, src_token.size(0), rows))
+        for name, t, dtypes in (("topk_idx", topk_idx, (torch.int32, torch.int64)),
+                                ("topk_weights", topk_weights, (torch.float32,))):
+            if t is not None:
+                _tensor(t, name, call, 2, dtypes, self.device, contiguous=True)
+                _shape(t, name, call, (None, k))
+                if t.size(0) < rows:
+                    raise ValueError("%s: %s has %d rows, below rows %d" % (call, name, t.size(0), rows))
+        if counts is not None:
+            _tensor(counts, "counts", call, 1, (torch.int32,), self.device, contiguous=True)
+            if counts.size(0) < 1 + self.local_experts:
+                raise ValueError("%s: counts has %d entries, below 1 + %d local experts" % (
+                    call, counts.size(0), self.local_experts))
+        self._recv_copy(rows, src_token, topk_idx, topk_weights, counts)
+
+    def _recv_copy(self, rows, src_token, topk_idx, topk_weights, counts):
+        """recv_copy without the Python checks (the caller's own tensors; the C call checks rows and dtypes)."""
+        a = self._rcargs
+        a.rows = rows
+        a.src_token = None if src_token is None else src_token.data_ptr()
+        a.indices = None if topk_idx is None else topk_idx.data_ptr()
+        a.indices_dtype = _DTYPE_CODES["int64" if topk_idx is not None and topk_idx.dtype is _I64 else "int32"]
+        a.weights = None if topk_weights is None else topk_weights.data_ptr()
+        a.counts = None if counts is None else counts.data_ptr()
+        _call("symm_moe_ht_recv_copy", self._h(), self._rcargs_at, _stream(self._dev))
 
     def dispatch(self, x, topk_idx, topk_weights=None, x_scale=None, do_send=True, do_recv=True, recv_x=None,
                  recv_x_scale=None):

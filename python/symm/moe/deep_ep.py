@@ -78,6 +78,7 @@ import torch
 from .. import _runtime
 from .._errors import UnsupportedError
 from . import SCALE_BLOCK, AllToAll, HighThroughput
+from . import _fn as _moe_fn
 
 topk_idx_t = torch.int64
 
@@ -216,6 +217,7 @@ class _Cuda:
     def __init__(self, device):
         self.device = device
         self._pinned = None
+        self._read_ev = None
         self._index = torch.device(device).index if device is not None else None
         self._streams = {}
 
@@ -271,9 +273,10 @@ class _Cuda:
             self._pinned = torch.empty(max(n, 1024), dtype=torch.int32, pin_memory=True)
         host = self._pinned[:n]
         host.copy_(t.reshape(-1), non_blocking=True)
-        ev = torch.cuda.Event()
-        ev.record(self.current())
-        ev.synchronize()
+        if self._read_ev is None:
+            self._read_ev = torch.cuda.Event()
+        self._read_ev.record(self.current())
+        self._read_ev.synchronize()
         return host
 
 
@@ -357,6 +360,17 @@ class _SymmEngine:
                 at += c
             return counts, displs
         return arrays(in_rows) + arrays(out_rows)
+
+    def layout(self, idx, num_experts, in_rank, per_rank, per_expert):
+        """get_dispatch_layout's three tensors from idx (contiguous int32 or
+        int64 [tokens, top-k] on this rank's device), checked by the C call
+        before its one kernel, on the current stream (symm_moe_layout)."""
+        f = self._colls.get("symm_moe_layout")
+        if f is None:
+            f = self._colls["symm_moe_layout"] = _moe_fn("symm_moe_layout")
+        _runtime._check("symm_moe_layout", f(
+            idx.data_ptr(), self._code(idx), idx.size(0), idx.size(1), num_experts, self.n, per_rank.data_ptr(),
+            per_expert.data_ptr(), in_rank.data_ptr(), self._stream()))
 
     def _coll(self, name):
         f = self._colls.get(name)
@@ -682,14 +696,15 @@ class Buffer:
         self._hdr_is = None
         self._over = torch.zeros(1, dtype=torch.int32, device=self._device)
         self._got = torch.zeros(1 + 256, dtype=torch.int32, device=self._device)
+        self._got_views = {}
+        self._count_bufs = {}     # W -> (count row, gathered rows) of synchronising dispatches
+        self._prefix_stage = None  # host staging of rank_prefix_matrix
         self._got_retired = []
         self._pending = None
         self._fps = {}
         self._default_configs = {}
-        # scalars for where(..., out=), which takes no Python numbers
-        self._zero_f32 = torch.zeros((), dtype=torch.float32, device=self._device)
+        # a scalar for where(..., out=), which takes no Python numbers
         self._minus_one_i32 = torch.full((), -1, dtype=torch.int32, device=self._device)
-        self._one_i32 = torch.ones(1, dtype=torch.int32, device=self._device)  # expanded: scatter_add_'s ones
         self._first_experts = {}
         self._wbufs = {}  # (token bound, width) -> (symmetric buffer, float32 view): combine's wide topk_weights
         self._last = None            # the stream the last call ran on (calls are ordered as on one stream)
@@ -1071,27 +1086,14 @@ class Buffer:
 
     # ---- layout -------------------------------------------------------------------------
 
-    def _layout_of(self, idx, num_experts, in_rank, per_rank, per_expert):
-        """get_dispatch_layout's three tensors from idx, on the current stream
-        (-1 and indices outside the experts count nowhere): twelve kernels."""
-        n, T, E = self.group_size, idx.size(0), num_experts
-        # the experts, with every index that counts nowhere as E (an extra column / count, dropped)
-        e = idx.masked_fill((idx < 0) | (idx >= E), E).long()
-        full = torch.zeros((T, n + 1), dtype=torch.bool, device=idx.device)
-        full.scatter_(1, torch.div(e, E // n, rounding_mode="floor"), True)
-        in_rank.copy_(full[:, :n])
-        torch.sum(in_rank, dim=0, dtype=torch.int32, out=per_rank)
-        counts = torch.zeros(E + 1, dtype=torch.int32, device=idx.device)
-        counts.scatter_add_(0, e.view(-1), self._one_i32.expand(e.numel()))
-        per_expert.copy_(counts[:E])
-
     def get_dispatch_layout(self, topk_idx: torch.Tensor, num_experts: int, previous_event: Optional[EventOverlap] = None,
                             async_finish: bool = False, allocate_on_comm_stream: bool = False) -> \
             Tuple[torch.Tensor, Optional[torch.Tensor], torch.Tensor, torch.Tensor, EventOverlap]:
         """(num_tokens_per_rank int32 [ranks], None (intranode), num_tokens_per_expert
         int32 [num_experts], is_token_in_rank bool [tokens, ranks], event) of
-        topk_idx ([tokens, top-k], int64 or int32, -1 for none). Local: no
-        communication."""
+        topk_idx ([tokens, top-k], int64 or int32, -1 for none; it and every
+        other index outside the experts counts nowhere). Local: no
+        communication; one symm kernel (symm_moe_layout)."""
         call = "Buffer.get_dispatch_layout"
         self._alive(call)
         _tensor(topk_idx, "topk_idx", call, 2, _IDX_DTYPES, self._device)
@@ -1106,7 +1108,7 @@ class Buffer:
             per_expert = torch.empty(num_experts, dtype=torch.int32, device=dev)
             in_rank = torch.empty((T, n), dtype=torch.bool, device=dev)
         with self._use(comm):
-            self._layout_of(topk_idx, num_experts, in_rank, per_rank, per_expert)
+            self._engine.layout(topk_idx, num_experts, in_rank, per_rank, per_expert)
         event = self._leave(compute, comm, async_finish, allocate_on_comm_stream,
                             (topk_idx, per_rank, per_expert, in_rank))
         return per_rank, None, per_expert, in_rank, event
@@ -1279,10 +1281,12 @@ class Buffer:
                 else:
                     hdr.view(torch.int64).fill_((fp << 32) | T)
                     self._hdr_is = (T, fp)
-            row = torch.empty(W, dtype=torch.int32, device=self._device)
-            torch.cat((hdr, self._over, self._got.narrow(0, 0, G), num_tokens_per_rank, num_tokens_per_expert),
-                      out=row)
-            gathered = torch.empty((n, W), dtype=torch.int32, device=self._device)
+            if num_worst_tokens:  # fresh: a capture may hold them, and the route keeps a column
+                row = torch.empty(W, dtype=torch.int32, device=self._device)
+                gathered = torch.empty((n, W), dtype=torch.int32, device=self._device)
+            else:  # the host reads them before the call returns: the next one may use them again
+                row, gathered = self._count_buffers(W)
+            torch.cat((hdr, self._over, self._got_head(G), num_tokens_per_rank, num_tokens_per_expert), out=row)
             self._engine.all_gather(gathered.view(-1), row)
             if num_worst_tokens == 0:
                 host = c.read(gathered).view(n, W)
@@ -1321,13 +1325,17 @@ class Buffer:
                                     x_scale=self._scales_in(scales, x.size(1)), **into)
         slot.route, slot.state = route, "dispatched"
         out = self._ht_outputs(views, route, x, scales, topk_idx, R, num_worst_tokens > 0, comm, alloc,
-                               entry=entry, home=alloc or compute)
+                               entry=entry, home=alloc or compute, h=slot.h,
+                               counts=None if num_worst_tokens else self._got_room(L))
         recv_x, recv_scales, recv_idx, recv_w, recv_src = out
         with self._use(alloc):
             rank_prefix = torch.empty((n, n), dtype=torch.int32, device=self._device)
         with self._use(comm):
-            torch.cumsum(gathered.narrow(1, 3 + G, n), dim=0, dtype=torch.int32, out=rank_prefix)
-            self._note_received(views, counts, per_expert_all, topk_idx is not None, num_worst_tokens, n, L)
+            if num_worst_tokens:
+                torch.cumsum(gathered.narrow(1, 3 + G, n), dim=0, dtype=torch.int32, out=rank_prefix)
+            else:  # the host has the counts: their prefix goes down in one copy (a device scan is two kernels)
+                rank_prefix.copy_(self._prefix_staged(sent_by, n), non_blocking=True)
+            self._note_received(views, counts, per_expert_all, topk_idx is not None, num_worst_tokens, L)
         handle = DispatchHandle((rank_prefix, None, None, recv_src, is_token_in_rank, None), route, self)
         lst = [] if per_expert_recv is None else \
             per_expert_recv if expert_alignment == 1 else [_align(v, expert_alignment) for v in per_expert_recv]
@@ -1415,15 +1423,17 @@ class Buffer:
         return self._bound
 
     def _ht_outputs(self, views, route, x, scales, topk_idx, R, worst, comm, alloc, src=True, entry=None,
-                    home=None):
+                    home=None, h=None, counts=None):
         """DeepEP's outputs from symm's receive buffers: rows [0, R) of x and
         scales where they landed (a receive buffer of the pool, `entry`), else
-        copied (or viewed, zero_copy_recv); indices in topk_idx's dtype, weights
-        0 where the index is -1; with num_worst_tokens, indices -1 past the
-        rows received; the source token indices unless src is False (a cached
-        dispatch). One kernel per tensor, two for the weights (three for the
-        indices with num_worst_tokens). `home`: the stream the outputs belong to."""
-        rx, rs, ridx, rw, rsrc, nrecv, _ = views
+        copied (or viewed, zero_copy_recv); with src (a dispatch that is not
+        cached, over symm handle h) the source token indices and, with
+        topk_idx, the indices in its dtype and the weights (0 where the index
+        is -1; with num_worst_tokens, -1 and 0 past the rows received), with
+        `counts` (what the dispatch received, for the next one's check), all
+        in symm's one copy kernel (symm_moe_ht_recv_copy). `home`: the stream
+        the outputs belong to."""
+        rx, rs = views[0], views[1]
         cap = rx.size(0)
         if R > cap:
             raise ValueError("Buffer.dispatch: %d rows to return but symm's receive buffers hold %d" % (R, cap))
@@ -1453,36 +1463,71 @@ class Buffer:
                     s = rs.narrow(0, 0, R).narrow(1, 0, ncols)
                     recv_scales.copy_(s.view(torch.int32) if scales.dtype == torch.int32 else s)
             if src:
-                recv_src.copy_(rsrc.narrow(0, 0, R).select(1, 1))
-            if topk_idx is not None:
-                idx = ridx.narrow(0, 0, R)
-                if worst:
-                    past = torch.arange(R, dtype=torch.int32, device=self._device) >= nrecv
-                    idx = idx.masked_fill(past.unsqueeze(1), -1)
-                recv_idx.copy_(idx)
-                torch.where(idx >= 0, rw.narrow(0, 0, R), self._zero_f32, out=recv_w)
+                h._recv_copy(R, recv_src, recv_idx, recv_w, counts)
         return recv_x, recv_scales, recv_idx, recv_w, recv_src
 
-    def _note_received(self, views, counts, per_expert_all, with_topk, worst, n, L):
-        """Keep, on the device, what symm received against what the layout
-        said, for the next synchronising dispatch to check on every rank (no
-        synchronisation now): with num_worst_tokens, how far past it; else the
-        rows (and with top-k the per-expert counts), which the next dispatch's
-        count row carries to every rank, beside what every rank expects
-        (_pending: per rank, the list those columns must hold; counts and
-        per_expert_all are lists, over the ranks and over every expert)."""
-        nrecv, nper = views[5], views[6]
-        if worst:
-            torch.maximum(self._over, nrecv - worst, out=self._over)
-            return
+    def _got_room(self, L):
+        """The first 1 + L entries of _got, where a dispatch's copy kernel puts
+        what it received (rows, then per local expert) for the next
+        synchronising dispatch's count row."""
         if self._got.numel() < 1 + L:  # the old one stays alive: the last row may still be reading it
             self._got_retired.append(self._got)
             self._got = torch.zeros(1 + L, dtype=torch.int32, device=self._device)
+            self._got_views = {}
+        return self._got_head(1 + L)
+
+    def _got_head(self, k):
+        """_got's first k entries (a view made once per k)."""
+        v = self._got_views.get(k)
+        if v is None:
+            v = self._got_views[k] = self._got.narrow(0, 0, k)
+        return v
+
+    def _count_buffers(self, W):
+        """The count row and its gathered rows of a synchronising dispatch with
+        rows of W, kept per W: each call's are read by the host before it
+        returns, so the next call's (ordered after it on the stream) may
+        rewrite them."""
+        bufs = self._count_bufs.get(W)
+        if bufs is None:
+            if len(self._count_bufs) >= 8:
+                self._count_bufs.clear()
+            bufs = self._count_bufs[W] = (torch.empty(W, dtype=torch.int32, device=self._device),
+                                          torch.empty((self.group_size, W), dtype=torch.int32, device=self._device))
+        return bufs
+
+    def _prefix_staged(self, sent_by, n):
+        """rank_prefix_matrix ([i][j]: rows ranks 0..i send rank j) of the
+        counts the host read, in a staging tensor (pinned memory on GPUs) to
+        copy to the device. One per Buffer: the next synchronising dispatch
+        writes it only after its host read, which waits for this one's copy
+        (calls are ordered as on one stream)."""
+        st = self._prefix_stage
+        if st is None or st.numel() < n * n:
+            st = self._prefix_stage = torch.empty(n * n, dtype=torch.int32,
+                                                  pin_memory=self._device.type == "cuda")
+        flat, acc = [], [0] * n
+        for r in sent_by:
+            acc = [a + b for a, b in zip(acc, r)]
+            flat += acc
+        ctypes.memmove(st.data_ptr(), (ctypes.c_int32 * (n * n))(*flat), 4 * n * n)  # no torch op
+        return st[:n * n].view(n, n)
+
+    def _note_received(self, views, counts, per_expert_all, with_topk, worst, L):
+        """What symm received against what the layout said, for the next
+        synchronising dispatch to check on every rank (no synchronisation
+        now): with num_worst_tokens, how far past it, kept on the device; else
+        the rows (and with top-k the per-expert counts), which _got holds (the
+        copy kernel wrote them) and the next dispatch's count row carries to
+        every rank, beside what every rank expects (_pending: per rank, the
+        list those columns must hold; counts and per_expert_all are lists,
+        over the ranks and over every expert)."""
+        if worst:
+            torch.maximum(self._over, views[5] - worst, out=self._over)
+            return
         if with_topk:
-            torch.cat((nrecv, nper), out=self._got.narrow(0, 0, 1 + L))
             self._pending = [[c] + per_expert_all[p * L:(p + 1) * L] for p, c in enumerate(counts)]
         else:
-            self._got.narrow(0, 0, 1).copy_(nrecv)
             self._pending = [[c] for c in counts]
 
     def _cached_dispatch(self, x, scales, handle, config, previous_event, async_finish, allocate_on_comm_stream,
