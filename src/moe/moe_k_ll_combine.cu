@@ -69,20 +69,11 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_slices(const symm__moe_kargs_t *A, ui
     }
 }
 
-/* The small combine's send split, arithmetic on the arguments alone (worked out before the PDL
- * wait): unit u = route u / sl, slice u % sl, with sl from the most routes a PE may receive
- * (n x cap x min(top-k, L): fewer than blocks, slices), not from how many the dispatch received,
- * so a block knows its first route's entry before it loads their number. */
-SYMM__DEVICE_INTERNAL uint32_t ll_csend_sl(const symm__moe_kargs_t *A) {
-    const uint32_t K = A->topk, L = A->local, rmax = (uint32_t)A->n * A->cap * (K < L ? K : L), B = gridDim.x;
-    return rmax > 0 && rmax < B ? B / rmax : 1u;
-}
-
 /* The send half of the small handles' combine: the dispatch left its routes as a flat list
  * (ll_flat), each entry with its row's position and its source's mode, so a route's stores need
  * one round of loads before its row's: its entry, with their number and the epoch (fR, fe, and
  * the block's first entry f0, f1: loaded by the caller as the kernel starts, before anything
- * else). No barrier before the first store: unit u = route u / sl, slice u % sl (ll_csend_sl;
+ * else). No barrier before the first store: unit u = route u / sl, slice u % sl (sl: the plan's csl;
  * a plain row whole, from its slice 0, its flag released behind the block's stores). Thread 0
  * leaves the epoch in *se. */
 SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uint64_t *se, uint32_t fR, uint64_t fe,
@@ -629,10 +620,12 @@ typedef struct ll_cin {
 #define LL_CF_PKT 4u /* its token comes back as packets (else plainly, behind a flag per route) */
 #define LL_CF_OK 8u  /* its route is valid: its row is waited for */
 
-/* The block-uniform part of the small combine's prologue, arithmetic on the arguments alone (before
- * the PDL wait), worked out by warp 0 alone and shared through one barrier: sixteen warps each
- * doing the same divisions share the SM's issue slots, and the prologue then outlasted the kernel
- * before it. The send split (ll_csend_sl) and the block's first route entry (~0: none); the
+/* The block-uniform part of the small combine's prologue (before the PDL wait), from the call's
+ * plan (symm__moe_ll_plan: no division on the device, a few multiplies of the block's index),
+ * worked out by warp 0 and shared through one barrier. The send split (csl: unit u = route
+ * u / csl, slice u % csl, with csl from the most routes a PE may receive, n x cap x min(top-k, L),
+ * not from how many the dispatch received, so a block knows its first route's entry before it
+ * loads their number) and the block's first route entry (~0: none); the
  * block's first unit of the plan of *bound_m = num_tokens (has: there is one; units in that plan):
  * tokens t0 .. t0 + nb - 1, output groups glo .. glo + gn - 1; one: ll_combine_fast takes it, in
  * rounds of per groups (one token: as many as it takes; more tokens: one round); g0 the first PE
@@ -642,57 +635,46 @@ typedef struct ll_cpro {
     uint32_t csl, cP, has, nb, glo, gn, one, per, rounds, g0;
 } ll_cpro_t;
 
-/* Warp 0 the receive half's plan and first unit, warp 1 the rest, in parallel (each a chain of
- * divisions); every lane of the warp computes the same, lane 0 stores it. */
 SYMM__DEVICE_INTERNAL void ll_combine_pro(const symm__moe_kargs_t *A, int send, int recv, ll_cpro_t *p) {
-    const uint32_t K = A->topk, L = A->local, dp = (uint32_t)A->dp, lane = symm__block_tid() % 32u;
-    if (symm__block_tid() < 32) {
-        uint64_t t0 = 0, units = 0;
-        uint32_t has = 0, nb = 0, glo = 0, gn = 0, rounds = 0, one = 0;
-        if (recv) {
-            const ll_cplan_t c = ll_combine_plan(A, A->num_tokens);
-            units = c.units;
-            if (blockIdx.x < c.units) {
-                const uint32_t h8 = A->hidden / 8u, sl = c.sl, z = sl > 1 ? blockIdx.x % sl : 0u;
-                has = 1;
-                t0 = ll_unit_t0(&c, blockIdx.x);
-                nb = ll_unit_nb(&c, t0);
-                glo = h8 * z / sl;
-                gn = h8 * (z + 1) / sl - glo;
-                if (nb > 1 || gn * K <= SYMM__MOE_THREADS) { /* (rounds of THREADS / K groups) */
-                    rounds = 1;
-                } else {
-                    const uint32_t per = SYMM__MOE_THREADS / K;
-                    rounds = (gn + per - 1) / per;
-                }
-                one = K <= LL_KREG && (nb == 1 ? rounds <= LL_CROUNDS : nb * gn * K <= SYMM__MOE_THREADS);
-            }
+    const symm__moe_llplan_t *P = &A->llp;
+    const uint32_t K = A->topk, b = blockIdx.x;
+    uint64_t t0 = 0;
+    uint32_t has = 0, nb = 0, glo = 0, gn = 0, rounds = 0, one = 0, cP = ~0u;
+    if (symm__block_tid() >= 32)
+        return;
+    if (recv && b < P->punits) { /* the unit of ll_combine_plan(num_tokens), ll_unit_t0, ll_unit_nb */
+        const uint32_t h8 = A->hidden / 8u, sl = P->psl;
+        uint32_t z = 0;
+        has = 1;
+        if (sl > 1) {
+            t0 = ll_fdiv(b, P->mpsl);
+            z = b - (uint32_t)t0 * sl;
+            nb = 1;
+        } else {
+            t0 = (uint64_t)b * P->ptb;
+            nb = A->num_tokens - t0 < P->ptb ? (uint32_t)(A->num_tokens - t0) : P->ptb;
         }
-        if (lane == 0) {
-            p->t0 = t0;
-            p->units = units;
-            p->has = has;
-            p->nb = nb;
-            p->glo = glo;
-            p->gn = gn;
-            p->rounds = rounds;
-            p->one = one;
-        }
-    } else if (symm__block_tid() < 64) {
-        uint32_t csl = 1, cP = ~0u;
-        const uint32_t per = SYMM__MOE_THREADS / (K ? K : 1u);
-        const uint32_t g0 = dp == 1 ? (uint32_t)A->me : (uint32_t)A->me / dp * dp;
-        if (send) {
-            csl = ll_csend_sl(A);
-            if (blockIdx.x / csl < (uint32_t)A->n * A->cap * (K < L ? K : L))
-                cP = blockIdx.x / csl;
-        }
-        if (lane == 0) {
-            p->csl = csl;
-            p->cP = cP;
-            p->per = per;
-            p->g0 = g0;
-        }
+        glo = ll_fdiv(h8 * z, P->mpsl);
+        gn = ll_fdiv(h8 * (z + 1), P->mpsl) - glo;
+        /* (rounds of per = THREADS / K groups) */
+        rounds = nb > 1 || gn * K <= SYMM__MOE_THREADS ? 1u : ll_fdiv(gn + P->per - 1u, P->mper);
+        one = K <= LL_KREG && (nb == 1 ? rounds <= LL_CROUNDS : nb * gn * K <= SYMM__MOE_THREADS);
+    }
+    if (send && ll_fdiv(b, P->mcsl) < P->rmax)
+        cP = ll_fdiv(b, P->mcsl);
+    if (symm__block_tid() == 0) {
+        p->t0 = t0;
+        p->units = recv ? P->punits : 0u;
+        p->has = has;
+        p->nb = nb;
+        p->glo = glo;
+        p->gn = gn;
+        p->rounds = rounds;
+        p->one = one;
+        p->csl = send ? P->csl : 1u;
+        p->cP = cP;
+        p->per = P->per;
+        p->g0 = P->g0;
     }
 }
 
@@ -714,10 +696,11 @@ SYMM__DEVICE_INTERNAL void ll_combine_inputs_at(const symm__moe_kargs_t *A, cons
     if (!p->has)
         return;
     if (p->one) {
-        const uint32_t x = tid / K, nb = p->nb, gn = p->gn;
+        const uint32_t x = ll_fdiv(tid, A->llp.mk), nb = p->nb, gn = p->gn;
         in->bits = LL_CF_ON;
         if (x < p->per && x < nb * gn) { /* (its first group; one token: then every per-th) */
-            const uint32_t j = nb == 1 ? 0u : x / gn; /* (one token: a decode step's) */
+            /* (one token: a decode step's; more: the plan has no slices, so gn is hidden / 8) */
+            const uint32_t j = nb == 1 ? 0u : ll_fdiv(x, A->llp.mh8);
             in->bits |= LL_CF_MY;
             in->t = p->t0 + j;
             in->nb = p->glo + x - j * gn;

@@ -6,20 +6,9 @@
 #include "moe/moe_ll.cuh"
 
 
-/* a / b (b > 0) with a shift when b is a power of two, as the usual expert, slot, block and
- * slice counts are: an integer division is a chain of some twenty instructions, and the small
- * kernels' prologue and send half take several in a row. */
-SYMM__DEVICE_INTERNAL uint32_t ll_udiv(uint32_t a, uint32_t b) {
-    if ((b & (b - 1u)) == 0)
-        return a >> (__ffs((int)b) - 1);
-    return a / b;
-}
-
 /* Routes one source may send one PE in a small dispatch: each of its tokens names at most
- * min(K, L) of that PE's experts. */
-SYMM__DEVICE_INTERNAL uint32_t ll_hmax(const symm__moe_kargs_t *A) {
-    return A->cap * (A->topk < A->local ? A->topk : A->local);
-}
+ * min(K, L) of that PE's experts (the call's plan, symm__moe_llplan_t). */
+SYMM__DEVICE_INTERNAL uint32_t ll_hmax(const symm__moe_kargs_t *A) { return A->llp.hmax; }
 
 /* Header of source s at parity p on this PE: packet 0 (routes, mode), then one packet a route. */
 SYMM__DEVICE_INTERNAL char *ll_hslot(const symm__moe_kargs_t *A, uint32_t p, uint32_t s) {
@@ -36,10 +25,24 @@ SYMM__DEVICE_INTERNAL void ll_put_pkt1(void *dst, uint32_t lo, uint32_t hi, uint
     symm__c_st16_vol(dst, a);
 }
 
+/* ll_valid of route k, whose expert ix the thread holds, its token's slots staged at row: with
+ * top-k at most LL_KREG the earlier slots' loads all go out at once (unrolled), not one after
+ * another. */
+SYMM__DEVICE_INTERNAL int ll_valid_staged(const uint32_t *row, uint32_t k, uint32_t ix, uint32_t K, uint32_t E) {
+    int ok = ix < E;
+    if (K > LL_KREG)
+        return ll_valid(row, k, E);
+#pragma unroll
+    for (uint32_t j = 0; j + 1 < LL_KREG; j++)
+        if (j < k && row[j] == ix)
+            ok = 0;
+    return ok;
+}
+
 /* The PEs that token t's valid routes go to, found by one warp without shared memory or a
  * barrier: lane k holds slot k (and k + 32), a shuffle per slot finds repeats (ll_valid's rule). */
 SYMM__DEVICE_INTERNAL uint64_t ll_warp_mask(const symm__moe_kargs_t *A, uint32_t a, uint32_t b) {
-    const uint32_t lane = symm__block_tid() & 31u, K = A->topk, E = A->experts, L = A->local;
+    const uint32_t lane = symm__block_tid() & 31u, K = A->topk, E = A->experts;
     int oka = a < E, okb = b < E;
     uint64_t m;
     for (uint32_t j = 0; j < K && j < 32u; j++) {
@@ -51,7 +54,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_warp_mask(const symm__moe_kargs_t *A, uint32_t
         const uint32_t x = __shfl_sync(MOE_FULL, b, j - 32u);
         okb &= !(j < lane + 32u && x == b);
     }
-    m = (oka ? 1ull << ll_udiv(a, L) : 0ull) | (okb ? 1ull << ll_udiv(b, L) : 0ull);
+    m = (oka ? 1ull << ll_fdiv(a, A->llp.ml) : 0ull) | (okb ? 1ull << ll_fdiv(b, A->llp.ml) : 0ull);
     return ((uint64_t)__reduce_or_sync(MOE_FULL, (uint32_t)(m >> 32)) << 32) | __reduce_or_sync(MOE_FULL, (uint32_t)m);
 }
 
@@ -74,11 +77,9 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
                                          uint32_t *wcnt) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
-    const uint32_t me = (uint32_t)A->me, dpr = me - ll_udiv(me, dp) * dp, B = gridDim.x, p = (uint32_t)(e & 1u);
-    const uint32_t all = (uint32_t)A->num_tokens > dpr ? ll_udiv((uint32_t)A->num_tokens - dpr + dp - 1, dp) : 0;
-    const uint32_t tag = ll_tag(e);
-    const uint32_t RB = B > 1 ? B - 1 : 1, nv = A->x_bytes / 16u + (A->scale_cols + 3) / 4;
-    const uint32_t mode = LL_MODE_DPKT | (A->pkt && A->num_tokens <= A->pmt ? LL_MODE_CPKT : 0u);
+    const uint32_t me = (uint32_t)A->me, dpr = A->llp.dpr, B = gridDim.x, p = (uint32_t)(e & 1u);
+    const uint32_t all = A->llp.all, tag = ll_tag(e);
+    const uint32_t RB = B > 1 ? B - 1 : 1, nv = A->llp.nv, mode = A->llp.dmode;
     if (blockIdx.x == B - 1) {
         /* the header: route q = i * K + k of token i (below the bound) */
         const uint32_t q = tid, i = su->hi, k = su->hk;
@@ -86,7 +87,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
         int ok = 0, one;
         uint32_t r = 0xffffffffu, mm, pos = 0, nw;
         if ((su->what & 1u) && t < bound) {
-            ok = ll_valid(&sidx[q - k], k, E);
+            ok = ll_valid_staged(&sidx[q - k], k, ix, K, E);
             if (ix >= E) {
                 if (ix != SYMM_MOE_NO_EXPERT)
                     moe_error(A, SYMM__MOE_ERR_EXPERT_RANGE, (int64_t)t, (int64_t)k, (int64_t)ix);
@@ -94,8 +95,10 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
                 moe_error(A, SYMM__MOE_ERR_EXPERT_DUP, (int64_t)t, (int64_t)k, (int64_t)ix);
             }
             if (ok)
-                r = ll_udiv(ix, L);
+                r = ll_fdiv(ix, A->llp.ml);
         }
+        LL_FPIN32(r);
+        LL_FSTAMP(A, LLS_DS_VALID);
         /* the routes are threads 0 .. routes - 1: with 32 at most (a decode step's) warp 0 alone
          * posts the header, with no barrier (thread 32's route, if any, is token h32's slot
          * 32 - K x h32) */
@@ -167,28 +170,27 @@ typedef struct ll_runit {
     uint32_t sl, units, s, tl, lo, hi, v0, vend, di, lg, fast;
 } ll_runit_t;
 
-#define LL_FAST_ROUNDS 4 /* most routes a thread of the decode form stores its vector for */
-#define LL_SHIST (4 * SYMM__MOE_THREADS) /* most (source, local expert) counts the decode form keeps */
+#define LL_FAST_ROUNDS SYMM__MOE_SMALL_FAST_ROUNDS /* most routes a thread of the decode form stores its vector for */
+#define LL_SHIST SYMM__MOE_SMALL_SHIST /* most (source, local expert) counts the decode form keeps */
 
+/* (the split, the decode form and its groups are the call's plan, symm__moe_ll_plan: the block's
+ * unit is a few multiplies of its index) */
 SYMM__DEVICE_INTERNAL ll_runit_t ll_small_unit(const symm__moe_kargs_t *A) {
-    const uint32_t cap = A->cap, pairs = (uint32_t)A->n * cap, B = gridDim.x, u = blockIdx.x;
-    const uint32_t nv = A->x_bytes / 16u + (A->scale_cols + 3) / 4, kl = A->topk < A->local ? A->topk : A->local;
-    const uint32_t tid = symm__block_tid();
-    uint32_t nvm, q, z;
+    const symm__moe_llplan_t *P = &A->llp;
+    const uint32_t cap = A->cap, u = blockIdx.x, nv = P->nv, kl = P->kl, tid = symm__block_tid();
+    uint32_t q, z;
     ll_runit_t r;
-    r.sl = pairs < B ? ll_udiv(B, pairs) : 1u;
-    r.units = pairs * r.sl;
-    q = ll_udiv(u, r.sl);
+    r.sl = P->rsl;
+    r.units = P->runits;
+    q = ll_fdiv(u, P->mrsl);
     z = u - q * r.sl;
-    r.s = ll_udiv(q, cap);
+    r.s = ll_fdiv(q, P->mcap);
     r.tl = q - r.s * cap;
-    r.lo = ll_udiv(nv * z, r.sl);
-    r.hi = ll_udiv(nv * (z + 1), r.sl);
-    nvm = ll_udiv(nv + r.sl - 1, r.sl);
-    r.lg = 32u - (uint32_t)__clz((int)(nvm - 1u)); /* (nvm >= 1 where fast) */
+    r.lo = ll_fdiv(nv * z, P->mrsl);
+    r.hi = ll_fdiv(nv * (z + 1), P->mrsl);
+    r.lg = P->rlg;
     /* (grid-uniform: the blocks that own a pair's first slice note its routes for the combine) */
-    r.fast = r.units <= B && nv >= r.sl && kl <= 32u && nvm <= SYMM__MOE_THREADS &&
-             (kl << r.lg) <= SYMM__MOE_THREADS * LL_FAST_ROUNDS && (uint32_t)A->n * A->local <= LL_SHIST;
+    r.fast = P->rfast;
     r.v0 = r.lo + tid;
     r.vend = u < r.units ? r.hi : 0u;
     r.di = 0;
@@ -352,8 +354,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                                          const ll_runit_t *ru) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t n = (uint32_t)A->n, L = A->local, dp = (uint32_t)A->dp, B = gridDim.x, hmax = ll_hmax(A);
-    const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
-    const uint32_t nv = nvx + (cols + 3) / 4, cap = A->cap, pairs = n * cap;
+    const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nv = A->llp.nv, cap = A->cap, pairs = n * cap;
     const uint32_t sl = ru->sl, units = ru->units;
     __shared__ uint2 rent[SYMM__MOE_SMALL_RECV]; /* [source][route]: expert | k << 24, token / dp */
     __shared__ uint32_t rrow[SYMM__MOE_SMALL_RECV]; /* [source][route]: its row at its expert */
@@ -382,6 +383,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             shist[x] = 0;
     hist[tid] = 0; /* (published by the barrier after the headers) */
     ll_count_late(A, ticket); /* (after this thread's loads: its warp waits for the atomic) */
+    LL_FSTAMP(A, LLS_DS_RECV);
     for (uint32_t s = warp; s < n; s += SYMM__MOE_WARPS) {
         const char *h = ll_hslot(A, p, s);
         symm__v4_t h0 = symm__c_ld16_vol(h), ev[LL_HPOLL];
@@ -612,8 +614,10 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
         MOE_U32(A, ll_mode)[tid] = smode[tid];
     if (blockIdx.x == 0 && tid == 0)
         MOE_U64(A, ll_flat)[0] = R;
+    LL_FSTAMP(A, LLS_DS_NOTE);
     if (ru->fast) {
         ll_small_count_fast(A, shist);
+        LL_FSTAMP(A, LLS_DS_XCNT);
         return;
     }
     for (uint32_t c0 = blockIdx.x * SYMM__MOE_THREADS; c0 < L; c0 += B * SYMM__MOE_THREADS) {
@@ -634,6 +638,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             MOE_U32(A, ll_rcnt)[c0 + tid] = hist[tid];
         }
     }
+    LL_FSTAMP(A, LLS_DS_XCNT);
 }
 
 /* A small dispatch: the halves the flags name, on the epoch it returns. Before the wait for the
@@ -644,12 +649,11 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
  * token's slots; one barrier publishes them, and no block waits for another of its grid before
  * its sending is done. */
 SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uint32_t *ticket) {
+    const symm__moe_llplan_t *P = &A->llp; /* (the call's plan: no division here) */
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, K = A->topk, E = A->experts, n = (uint32_t)A->n;
-    const uint32_t dp = (uint32_t)A->dp, dpr = (uint32_t)A->me - ll_udiv((uint32_t)A->me, dp) * dp;
-    const uint32_t B = gridDim.x, RB = B > 1 ? B - 1 : 1;
+    const uint32_t dp = (uint32_t)A->dp, dpr = P->dpr, B = gridDim.x, RB = B > 1 ? B - 1 : 1;
     const int send = (A->flags & SYMM_MOE_SEND) != 0, recv = (A->flags & SYMM_MOE_RECV) != 0;
-    const uint32_t all = (uint32_t)A->num_tokens > dpr ? ll_udiv((uint32_t)A->num_tokens - dpr + dp - 1, dp) : 0;
-    const uint32_t nvx = A->x_bytes / 16u, nv = nvx + (A->scale_cols + 3) / 4;
+    const uint32_t all = P->all, nv = P->nv;
     __shared__ uint64_t se, sbraw;
     __shared__ uint32_t sidx[SYMM__MOE_SMALL_SEND], wcnt[SYMM__MOE_WARPS * SYMM__MOE_MAX_PES];
     __shared__ uint32_t hleft; /* header-polling warps of the receive half not done yet */
@@ -665,21 +669,21 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     if (send && blockIdx.x == B - 1) {
         for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
             wcnt[x] = 0;
-        su.h32 = ll_udiv(32u, K);
+        su.h32 = P->h32;
         if (tid < all * K) {
-            su.hi = ll_udiv(tid, K);
+            su.hi = ll_fdiv(tid, P->mk);
             su.hk = tid - su.hi * K;
             ixo = (dpr + (uint64_t)su.hi * dp) * K + su.hk;
             su.what = 1;
         }
     }
     if (send && (B == 1 || blockIdx.x < RB)) {
-        const uint32_t sl = all > 0 && all < RB ? ll_udiv(RB, all) : 1u, u = blockIdx.x;
-        if (u < all * sl) {
-            su.ri = ll_udiv(u, sl);
+        const uint32_t sl = P->dsl, u = blockIdx.x;
+        if (u < P->dunits) {
+            su.ri = ll_fdiv(u, P->mdsl);
             su.rt = dpr + (uint64_t)su.ri * dp;
-            su.rlo = ll_udiv(nv * (u - su.ri * sl), sl);
-            su.rhi = ll_udiv(nv * (u - su.ri * sl + 1), sl);
+            su.rlo = ll_fdiv(nv * (u - su.ri * sl), P->mdsl);
+            su.rhi = ll_fdiv(nv * (u - su.ri * sl + 1), P->mdsl);
             v = su.rlo + tid;
             su.what |= 4u | (v < su.rhi ? 2u : 0u);
         }

@@ -178,8 +178,12 @@
 #define LL_ROUTES 0x1fffffffu
 #define LL_CNT_EREL (1u << 29) /* the source's plain rows have no flag: each entry is released behind its row */
 #define LL_SM_EREL 4u          /* the same in a receiver's smode (beside the mode bits) */
-#define LL_MODE_DPKT 1u /* the source's dispatch rows are packets */
-#define LL_MODE_CPKT 2u /* its tokens' combine rows come back as packets */
+#define LL_MODE_DPKT SYMM__MOE_LL_MODE_DPKT /* the source's dispatch rows are packets */
+#define LL_MODE_CPKT SYMM__MOE_LL_MODE_CPKT /* its tokens' combine rows come back as packets */
+
+/* x / d by the host's m of d (symm__moe_llplan_t): a multiply and a shift where a division is a
+ * chain of some twenty instructions. */
+SYMM__DEVICE_INTERNAL uint32_t ll_fdiv(uint32_t x, uint64_t m) { return (uint32_t)(((uint64_t)x * m) >> 32); }
 
 /* Route k of a token (its K experts at `row`) valid: an expert in range that
  * no earlier slot of the token names. The same rule everywhere. */
@@ -378,7 +382,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 
 /* ---- SYMM_MOE_LL_PROBE=stamps: each block's stage times ------------------------------------ */
 
-#define LL_NSTAMP 24
+#define LL_NSTAMP 28
 /* dispatch stamps (scripts/moe_ll_stamps.py names them alike) */
 #define LLS_D_PRO 1   /* the first loads issued */
 #define LLS_D_IDX 2   /* indices staged, epoch read */
@@ -415,6 +419,10 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_DS_HADDR 21 /* header block: thread 0's header entry address computed */
 #define LLS_DS_PRE 22   /* the prologue's addresses computed (before the PDL wait) */
 #define LLS_DS_UNIT 23  /* copy: the block's first unit located (its routes counted; found, decode form) */
+#define LLS_DS_VALID 19 /* header block: thread 0's route checked (ll_valid, its PE) */
+#define LLS_DS_RECV 24  /* receive half: thread 0's first loads issued and shared counters cleared */
+#define LLS_DS_NOTE 25  /* the routes' count and the sources' modes noted for the combine */
+#define LLS_DS_XCNT 26  /* the block's share of the experts' row counts stored */
 #define LLS_CS_PLAN 10  /* the receive half's plan computed */
 #define LLS_CS_PRE 11   /* the first unit's packets asked for (ll_combine_rp_preload) */
 #define LLS_CS_SET1 12  /* setup: its first barrier passed (the block's last unit) */
@@ -457,7 +465,7 @@ SYMM__DEVICE_INTERNAL void ll_stamp(const symm__moe_kargs_t *A, uint32_t i) {
 }
 
 /* One line per block: "llstamp <kernel> E <experts> M <max tokens> pe <me> block <b> t0 <ns>
- * d <stage - t0, ns, -1: not reached> x 23"; scripts/moe_ll_stamps.py sums them up
+ * d <stage - t0, ns, -1: not reached> x 27"; scripts/moe_ll_stamps.py sums them up
  * (its STAGES name the stamps of each kernel). */
 SYMM__NOINLINE void ll_stamps_print(const symm__moe_kargs_t *A, const char *kernel, uint32_t nst) {
     const uint64_t *s = ll_stamps();
@@ -465,10 +473,10 @@ SYMM__NOINLINE void ll_stamps_print(const symm__moe_kargs_t *A, const char *kern
     for (uint32_t i = 0; i < LL_NSTAMP; i++)
         d[i] = i < nst && s[i] ? (long long)(s[i] - s[0]) : -1;
     printf("llstamp %s E %u M %u pe %d block %u t0 %llu d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld "
-           "%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n",
+           "%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n",
            kernel, A->experts, A->max_tokens, A->me, blockIdx.x, (unsigned long long)s[0], d[1], d[2], d[3], d[4],
            d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[20],
-           d[21], d[22], d[23]);
+           d[21], d[22], d[23], d[24], d[25], d[26], d[27]);
 }
 
 SYMM__DEVICE_INTERNAL void ll_stamps_begin(const symm__moe_kargs_t *A) {
