@@ -142,7 +142,11 @@
  * value needed late (the bound, the epoch, the block count) is loaded by one
  * thread into shared memory, or waited for where nothing else is pending.
  * With PDL the small kernels work out those loads' addresses before they wait
- * for the kernel before them, so the loads go out as the wait ends.
+ * for the kernel before them, so the loads go out as the wait ends; what those
+ * addresses take that the call alone decides (the splits, the tokens a PE
+ * sends, each divisor's reciprocal) the host works out as it launches them
+ * (symm__moe_llplan_t), so a block's prologue is a few multiplies of its index,
+ * not a chain of divisions.
  *
  * Why two buffers by parity suffice, with no acknowledgement: PE s writes
  * r's parity-p buffers (counts, lists, rows) in dispatch e and next in
