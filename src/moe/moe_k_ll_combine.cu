@@ -858,7 +858,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t
  * braw: *bound_m as loaded; in: the small kernel's first unit, with fe, the epoch every thread
  * loaded, and pro, the prologue's plan). A first unit of ll_combine_fast's goes first, before
  * the plan (the bound as the pre-wait arithmetic assumed, so the same unit), and with no unit
- * after it the plan is not worked out at all. */
+ * after it the plan is not worked out at all. It ends the kernel (the stamps). */
 SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uint64_t *se, uint64_t braw,
                                            ll_cunit_t *u, int small, ll_cin_t *in, uint64_t fe, const ll_cpro_t *pro) {
     const uint32_t tid = symm__block_tid(), K = A->topk, B = gridDim.x, h8 = A->hidden / 8u;
@@ -866,8 +866,10 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
     if (in != NULL && braw == A->num_tokens && (in->bits & LL_CF_ON)) {
         ll_stamp(A, LLS_C_SET);
         ll_combine_fast(A, fe, in, pro);
-        if ((uint64_t)blockIdx.x + B >= pro->units)
+        if ((uint64_t)blockIdx.x + B >= pro->units) { /* (the kernel's end here, by the code of the sums) */
+            ll_stamps_end(A, "combine-small", *se, LLS_CS_END);
             return;
+        }
         first = 1;
     }
     ll_cplan_t c = ll_combine_plan(A, ll_bound_use(A, braw, blockIdx.x == 0 && tid == 0));
@@ -920,6 +922,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
         /* (no packet token left: none of ll_combine_pkt_rp's rounds and barriers) */
         ll_combine_rows(A, ll_tag(e), t0, nb, glo, gn, u->sok, u->sw, u->spk, small ? (pkts ? 1 : 2) : 0, pre, have);
     }
+    ll_stamps_end(A, small ? "combine-small" : "combine", *se, small ? LLS_CS_END : LLS_C_END);
 }
 
 /* The receive half's inputs (bound, routes, weights, forms) are the call's or the dispatch's:
@@ -1002,6 +1005,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV,
                        ll_combine_recv(A, &se, small ? (A->bound != NULL ? (uint64_t)bv : A->num_tokens) : sbraw, &u,
                                        small, small ? &in : NULL, fe, &spro));
+        return; /* (the receive half ends with the stamps: nothing after it, so its returns can end the kernel
+                 * where they are, not after a jump to code of their own) */
     }
     ll_stamps_end(A, small ? "combine-small" : "combine", se, small ? LLS_CS_END : LLS_C_END);
 }

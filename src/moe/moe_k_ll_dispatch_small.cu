@@ -66,6 +66,25 @@ typedef struct ll_sunit {
     uint64_t rt;
 } ll_sunit_t;
 
+/* The rows of the tokens after each row block's first (more tokens than row blocks): tokens
+ * blockIdx.x + RB, blockIdx.x + 2 RB, ... below the bound, a whole row each. Out of line: a decode
+ * step never takes it, and inlined, its code lay between the decode path's steps (a far jump is a
+ * new stretch of instructions to fetch). Every thread of the block calls it. */
+SYMM__NOINLINE void ll_small_send_more(const symm__moe_kargs_t *A, uint64_t e, uint32_t bound) {
+    const uint32_t lane = symm__block_tid() & 31u, K = A->topk, E = A->experts, dp = (uint32_t)A->dp;
+    const uint32_t dpr = A->llp.dpr, all = A->llp.all, nv = A->llp.nv;
+    const uint32_t RB = gridDim.x > 1 ? gridDim.x - 1u : 1u;
+    const uint32_t me = (uint32_t)A->me, p = (uint32_t)(e & 1u), tag = ll_tag(e);
+    for (uint32_t u = blockIdx.x + RB; u < all; u += RB) {
+        const uint64_t t = dpr + (uint64_t)u * dp;
+        if (t >= bound)
+            break; /* (tokens go in order: the later ones are at or above the bound too) */
+        const uint32_t xa = lane < K ? ((const uint32_t *)A->idx)[t * K + lane] : E;
+        const uint32_t xb = lane + 32u < K ? ((const uint32_t *)A->idx)[t * K + lane + 32u] : E;
+        ll_put_slice(A, ll_pslot(A, p, me, u), t, 0, nv, ll_warp_mask(A, xa, xb), tag, NULL);
+    }
+}
+
 /* The send half of a small dispatch (e: its epoch, bound: the tokens it sends, both published by
  * the caller's barrier; ix, xa, xb, pv: this thread's prologue loads, see ll_small_dispatch).
  * The last block (of two or more) builds every PE's header: each thread one route of this PE's
@@ -79,7 +98,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
     const uint32_t me = (uint32_t)A->me, dpr = A->llp.dpr, B = gridDim.x, p = (uint32_t)(e & 1u);
     const uint32_t all = A->llp.all, tag = ll_tag(e);
-    const uint32_t RB = B > 1 ? B - 1 : 1, nv = A->llp.nv, mode = A->llp.dmode;
+    const uint32_t RB = B > 1 ? B - 1 : 1, mode = A->llp.dmode;
     if (blockIdx.x == B - 1) {
         /* the header: route q = i * K + k of token i (below the bound) */
         const uint32_t q = tid, i = su->hi, k = su->hk;
@@ -115,6 +134,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
             }
             ll_stamp(A, LLS_DS_HSYNC);
             if (ok) {
+#pragma unroll 1 /* (none in a decode step: kept short, not unrolled into code the step jumps over) */
                 for (uint32_t w = 0; w < warp; w++)
                     pos += wcnt[w * n + r];
                 pos += (uint32_t)__popc(mm & ((1u << lane) - 1u));
@@ -127,6 +147,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
             }
             for (uint32_t x = one ? lane : tid; x < n; x += one ? 32u : SYMM__MOE_THREADS) {
                 uint32_t c = 0;
+#pragma unroll 1
                 for (uint32_t w = 0; w < nw; w++)
                     c += wcnt[w * n + x];
                 ll_put_pkt1(moe_peer(A, ll_hslot(A, p, me), (int)x), c, mode, tag);
@@ -145,14 +166,8 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
         ll_put_slice(A, ll_pslot(A, p, me, su->ri), su->rt, su->rlo, su->rhi, mask, tag, pv0);
         ll_stamp(A, LLS_D_XST);
     }
-    for (uint32_t u = blockIdx.x + RB; u < all; u += RB) {
-        const uint64_t t = dpr + (uint64_t)u * dp;
-        if (t >= bound)
-            break; /* (tokens go in order: the later ones are at or above the bound too) */
-        xa = lane < K ? ((const uint32_t *)A->idx)[t * K + lane] : E;
-        xb = lane + 32u < K ? ((const uint32_t *)A->idx)[t * K + lane + 32u] : E;
-        ll_put_slice(A, ll_pslot(A, p, me, u), t, 0, nv, ll_warp_mask(A, xa, xb), tag, NULL);
-    }
+    if (blockIdx.x + RB < all) /* (block-uniform) */
+        ll_small_send_more(A, e, bound);
 }
 
 #define LL_HPOLL 4 /* header entries a lane polls at once */
@@ -328,13 +343,27 @@ SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32
  * kept to a few instructions), each the sum of the sources' counts ll_small_place kept. */
 SYMM__DEVICE_INTERNAL void ll_small_count_fast(const symm__moe_kargs_t *A, const uint32_t *shist) {
     const uint32_t n = (uint32_t)A->n, L = A->local;
+#pragma unroll 1
     for (uint32_t x = blockIdx.x + symm__block_tid() * gridDim.x; x < L; x += SYMM__MOE_THREADS * gridDim.x) {
         uint32_t c = 0;
+#pragma unroll 1
         for (uint32_t s = 0; s < n; s++)
             c += shist[s * L + x];
         A->out_num[x] = (int32_t)c;
         MOE_U32(A, ll_rcnt)[x] = c;
     }
+}
+
+/* The kernel's end (the epoch rule of symm__k_ll_dispatch): the thread that counted the block last
+ * (ticket = blocks) stores the epoch; the handle's most blocks noted; the stamps. */
+SYMM__DEVICE_INTERNAL void ll_small_end(const symm__moe_kargs_t *A, uint64_t e, uint32_t ticket) {
+    if (blockIdx.x == 0 && symm__block_tid() == 0)
+        atomicMax(&moe_state(A)->max_grid, gridDim.x);
+    if (ticket == gridDim.x) {
+        atomicExch(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 0u);
+        *(volatile uint64_t *)&moe_state(A)->epoch = e;
+    }
+    ll_stamps_end(A, "dispatch-small", e, LLS_DS_END);
 }
 
 /* The receive half of a small dispatch (epoch e; ticket: the block is counted as its polls start,
@@ -376,11 +405,14 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             vb[x] = symm__c_ld16_vol(src0 + 32u * v + 16u);
         }
     }
+#pragma unroll 1 /* (a few rounds at most: short code, no unrolled copies to jump over) */
     for (uint32_t x = tid; x < pairs; x += SYMM__MOE_THREADS)
         pcnt[x] = 0;
-    if (ru->fast) /* (sdat's room: the decode form copies no slice through it) */
+    if (ru->fast) { /* (sdat's room: the decode form copies no slice through it) */
+#pragma unroll 1
         for (uint32_t x = tid; x < n * L; x += SYMM__MOE_THREADS)
             shist[x] = 0;
+    }
     hist[tid] = 0; /* (published by the barrier after the headers) */
     ll_count_late(A, ticket); /* (after this thread's loads: its warp waits for the atomic) */
     LL_FSTAMP(A, LLS_DS_RECV);
@@ -470,8 +502,20 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
         if (blockIdx.x < units)
             ll_small_copy_fast(A, tag, ru, src0, va[0], vb[0], rent, scnt, smode, rrow, shist, pdst, pcnt);
         ll_stamp(A, LLS_D_COPY);
-        for (uint32_t s = 0; s < n; s++)
-            R += scnt[s];
+        /* the notes for the combine and the experts' row counts here, so that their code follows the
+         * copy's and not the general form's: a far jump is a new stretch of instructions to fetch */
+        if (blockIdx.x == 0 && tid < n)
+            MOE_U32(A, ll_mode)[tid] = smode[tid];
+        if (blockIdx.x == 0 && tid == 0) {
+            for (uint32_t s = 0; s < n; s++)
+                R += scnt[s];
+            MOE_U64(A, ll_flat)[0] = R;
+        }
+        LL_FSTAMP(A, LLS_DS_NOTE);
+        ll_small_count_fast(A, shist);
+        LL_FSTAMP(A, LLS_DS_XCNT);
+        ll_small_end(A, e, ticket != NULL ? *ticket : 0u); /* (the kernel's end here too, for the same reason) */
+        return;
     } else {
         for (uint32_t s = 0; s < n; s++)
             R += scnt[s];
@@ -615,11 +659,6 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
     if (blockIdx.x == 0 && tid == 0)
         MOE_U64(A, ll_flat)[0] = R;
     LL_FSTAMP(A, LLS_DS_NOTE);
-    if (ru->fast) {
-        ll_small_count_fast(A, shist);
-        LL_FSTAMP(A, LLS_DS_XCNT);
-        return;
-    }
     for (uint32_t c0 = blockIdx.x * SYMM__MOE_THREADS; c0 < L; c0 += B * SYMM__MOE_THREADS) {
         if (c0 != blockIdx.x * SYMM__MOE_THREADS) { /* (the first range's zeroes went out with the polls) */
             symm__block_sync();
@@ -639,16 +678,17 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
         }
     }
     LL_FSTAMP(A, LLS_DS_XCNT);
+    ll_small_end(A, e, ticket != NULL ? *ticket : 0u);
 }
 
-/* A small dispatch: the halves the flags name, on the epoch it returns. Before the wait for the
- * kernel before it (PDL: while that one still runs) it works out every address of its first
- * loads and clears its shared counters; after it, the prologue issues every first load before
+/* A small dispatch: the halves the flags name, then the kernel's end (ll_small_end). Before the
+ * wait for the kernel before it (PDL: while that one still runs) it works out every address of
+ * its first loads and clears its shared counters; after it, the prologue issues every first load before
  * anything waits for one: the epoch (thread 0), *bound_m (the last warp), the header block's
  * indices (a route per thread), each row block's first vector and its warps' view of the first
  * token's slots; one barrier publishes them, and no block waits for another of its grid before
  * its sending is done. */
-SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uint32_t *ticket) {
+SYMM__DEVICE_INTERNAL void ll_small_dispatch(const symm__moe_kargs_t *A, uint32_t *ticket) {
     const symm__moe_llplan_t *P = &A->llp; /* (the call's plan: no division here) */
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, K = A->topk, E = A->experts, n = (uint32_t)A->n;
     const uint32_t dp = (uint32_t)A->dp, dpr = P->dpr, B = gridDim.x, RB = B > 1 ? B - 1 : 1;
@@ -667,6 +707,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     ll_sunit_t su = {0, 0, 0, 0, 0, 0, 0, 0};
     ll_runit_t ru = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* the receive half's first unit */
     if (send && blockIdx.x == B - 1) {
+#pragma unroll 1
         for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
             wcnt[x] = 0;
         su.h32 = P->h32;
@@ -750,27 +791,20 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
         ll_small_send(A, e, bound, &su, ix, xa, xb, &pv, sidx, wcnt);
         ll_stamp(A, LLS_D_SENT);
     }
-    if (recv)
+    if (recv) { /* (it ends the kernel: ll_small_end) */
         ll_small_recv(A, e, send ? ticket : NULL, &hleft, &ru);
-    else if (send)
-        ll_count_late(A, ticket);
-    return e;
+    } else {
+        if (send)
+            ll_count_late(A, ticket);
+        ll_small_end(A, e, *ticket);
+    }
 }
 
 /* The small dispatch (a->ll_small, the real exchange or its stamps): its own kernel, so its
  * registers, shared memory and code are its own. Epoch as in symm__k_ll_dispatch. */
 __global__ void __launch_bounds__(SYMM__MOE_THREADS)
     symm__k_ll_dispatch_small(const __grid_constant__ symm__moe_kargs_t a) {
-    const symm__moe_kargs_t *A = &a;
     uint32_t ticket = 0;
-    uint64_t e;
-    ll_stamps_begin(A);
-    e = ll_small_dispatch(A, &ticket); /* (its prologue waits for the kernel before it: PDL) */
-    if (blockIdx.x == 0 && symm__block_tid() == 0)
-        atomicMax(&moe_state(A)->max_grid, gridDim.x);
-    if (ticket == gridDim.x) { /* the thread that counted the block counted last */
-        atomicExch(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 0u);
-        *(volatile uint64_t *)&moe_state(A)->epoch = e;
-    }
-    ll_stamps_end(A, "dispatch-small", e, LLS_DS_END);
+    ll_stamps_begin(&a);
+    ll_small_dispatch(&a, &ticket); /* (its prologue waits for the kernel before it: PDL; it ends with ll_small_end) */
 }
