@@ -69,17 +69,55 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_slices(const symm__moe_kargs_t *A, ui
     }
 }
 
+/* Vectors q of a y row (at ysrc, 16-byte aligned where al is 1, a constant where this is inlined:
+ * plain 16-byte loads, no alignment branches in the loop) with qlo <= q < qhi, a thread's every
+ * SYMM__MOE_THREADS-th, to dst on the dp PEs from g0: as packets (pkt: 32 bytes a vector), or
+ * plainly. The loads of LL_UNROLL vectors go out before their stores. */
+SYMM__DEVICE_INTERNAL void ll_csend_vecs(const symm__moe_kargs_t *A, const char *ysrc, char *dst, uint32_t qlo,
+                                         uint32_t qhi, uint32_t g0, uint32_t dp, uint32_t tag, int pkt, int al) {
+    for (uint32_t q0 = qlo + symm__block_tid(); q0 < qhi; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
+        symm__v4_t v[LL_UNROLL];
+#pragma unroll
+        for (int x = 0; x < LL_UNROLL; x++) {
+            const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
+            if (q < qhi)
+                v[x] = al ? symm__cld16(ysrc + 16u * q, 0) : ll_ld16(ysrc + 16u * q);
+        }
+#pragma unroll
+        for (int x = 0; x < LL_UNROLL; x++) {
+            const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
+            if (q < qhi)
+#pragma unroll 1
+                for (uint32_t d = 0; d < dp; d++) {
+                    if (pkt)
+                        ll_put_pkt2(moe_peer(A, dst + 32u * q, (int)(g0 + d)), v[x], tag);
+                    else
+                        symm__cst16(moe_peer(A, dst + 16u * q, (int)(g0 + d)), v[x], 1);
+                }
+        }
+    }
+}
+
+/* The same for a row off 16-byte alignment (y's rows are not, as a rule): out of line, so its
+ * byte-wise loads are no code that the common form jumps over. */
+SYMM__NOINLINE void ll_csend_vecs_any(const symm__moe_kargs_t *A, const char *ysrc, char *dst, uint32_t qlo,
+                                      uint32_t qhi, uint32_t g0, uint32_t dp, uint32_t tag, int pkt) {
+    ll_csend_vecs(A, ysrc, dst, qlo, qhi, g0, dp, tag, pkt, 0);
+}
+
 /* The send half of the small handles' combine: the dispatch left its routes as a flat list
  * (ll_flat), each entry with its row's position and its source's mode, so a route's stores need
  * one round of loads before its row's: its entry, with their number and the epoch (fR, fe, and
  * the block's first entry f0, f1: loaded by the caller as the kernel starts, before anything
- * else). No barrier before the first store: unit u = route u / sl, slice u % sl (sl: the plan's csl;
- * a plain row whole, from its slice 0, its flag released behind the block's stores). Thread 0
- * leaves the epoch in *se. */
+ * else). No barrier before the first store: unit u = route u / sl, slice u % sl (sl: the plan's csl,
+ * divided by its m; a plain row whole, from its slice 0, its flag released behind the block's
+ * stores). A row at 16 bytes (as y's rows are) takes the loop with plain 16-byte loads, whose code
+ * has no alignment branches. Thread 0 leaves the epoch in *se. */
 SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uint64_t *se, uint32_t fR, uint64_t fe,
                                                  uint32_t sl, uint64_t f0, uint64_t f1) {
     const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp, B = gridDim.x;
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
+    const uint64_t msl = A->llp.mcsl; /* (sl's m: the call's plan) */
     const uint64_t *flat = MOE_U64(A, ll_flat);
     const uint32_t R = fR;
     const uint64_t e = fe;
@@ -89,52 +127,31 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uin
         *se = e;
     ll_stamp(A, LLS_C_SCAN);
     for (uint32_t u = blockIdx.x; u < R * sl; u += B) {
-        const uint32_t P = u / sl, z = u % sl;
+        const uint32_t P = ll_fdiv(u, msl), z = u - P * sl;
         const uint64_t route = u == blockIdx.x ? f0 : symm__cld8(flat + 2u + 2u * P, 0);
         const uint64_t pos = u == blockIdx.x ? f1 : symm__cld8(flat + 3u + 2u * P, 0);
-        const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu), g0 = src / dp * dp;
+        const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
+        const uint32_t g0 = dp == 1 ? src : src / dp * dp;
         const uint64_t t = route >> 32;
-        const uint64_t yoff = (uint64_t)((int64_t)(pos >> 32) * A->y_stride[0] +
-                                         (int64_t)((uint32_t)pos & LL_FLAT_ROW) * A->y_stride[1]) * ysz;
+        const char *ysrc = (const char *)A->y + (uint64_t)((int64_t)(pos >> 32) * A->y_stride[0] +
+                                                           (int64_t)((uint32_t)pos & LL_FLAT_ROW) * A->y_stride[1]) *
+                                                    ysz;
         const uint32_t mode = (uint32_t)pos >> 30;
+        const int al = ((uintptr_t)ysrc & 15u) == 0; /* (16u x q keeps a row's alignment) */
         if (u == blockIdx.x)
             ll_stamp(A, LLS_C_SLOT);
         if (ll_cpkt(A, mode, t)) {
-            char *dst = ll_pcslot(A, t, k);
-            for (uint32_t q0 = nvy * z / sl + tid; q0 < nvy * (z + 1) / sl; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
-                symm__v4_t v[LL_UNROLL];
-#pragma unroll
-                for (int x = 0; x < LL_UNROLL; x++) {
-                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
-                    if (q < nvy * (z + 1) / sl)
-                        v[x] = ll_ld16((const char *)A->y + yoff + 16u * q);
-                }
-#pragma unroll
-                for (int x = 0; x < LL_UNROLL; x++) {
-                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
-                    if (q < nvy * (z + 1) / sl)
-                        for (uint32_t d = 0; d < dp; d++)
-                            ll_put_pkt2(moe_peer(A, dst + 32u * q, (int)(g0 + d)), v[x], tag);
-                }
-            }
+            const uint32_t qlo = ll_fdiv(nvy * z, msl), qhi = ll_fdiv(nvy * (z + 1), msl);
+            if (al)
+                ll_csend_vecs(A, ysrc, ll_pcslot(A, t, k), qlo, qhi, g0, dp, tag, 1, 1);
+            else
+                ll_csend_vecs_any(A, ysrc, ll_pcslot(A, t, k), qlo, qhi, g0, dp, tag, 1);
         } else if (z == 0) {
             char *dst = MOE_AT(A, ll_cbuf) + (t * K + k) * (uint64_t)A->hidden * 4u;
-            for (uint32_t q0 = tid; q0 < nvy; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
-                symm__v4_t v[LL_UNROLL];
-#pragma unroll
-                for (int x = 0; x < LL_UNROLL; x++) {
-                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
-                    if (q < nvy)
-                        v[x] = ll_ld16((const char *)A->y + yoff + 16u * q);
-                }
-#pragma unroll
-                for (int x = 0; x < LL_UNROLL; x++) {
-                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
-                    if (q < nvy)
-                        for (uint32_t d = 0; d < dp; d++)
-                            symm__cst16(moe_peer(A, dst + 16u * q, (int)(g0 + d)), v[x], 1);
-                }
-            }
+            if (al)
+                ll_csend_vecs(A, ysrc, dst, 0, nvy, g0, dp, tag, 0, 1);
+            else
+                ll_csend_vecs_any(A, ysrc, dst, 0, nvy, g0, dp, tag, 0);
             symm__block_sync(); /* (the block's unit: one route, one form) */
             if (tid < dp)
                 MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + t * K + k, e, (int)(g0 + tid),
