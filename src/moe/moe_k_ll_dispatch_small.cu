@@ -217,15 +217,40 @@ SYMM__DEVICE_INTERNAL ll_runit_t ll_small_unit(const symm__moe_kargs_t *A) {
     return r;
 }
 
+/* ll_ld16 at any alignment, out of line (a caller's x rows are 16-byte aligned as a rule). */
+SYMM__NOINLINE symm__v4_t ll_ld16_any(const char *p) { return ll_ld16(p); }
+
+/* ll_row_vec with an x row at 16 bytes loaded by one plain load, its other forms out of line:
+ * the prologue's code stays short (cold code on the path is fetched too). */
+SYMM__DEVICE_INTERNAL symm__v4_t ll_small_row_vec(const symm__moe_kargs_t *A, uint64_t t, uint32_t v) {
+    const char *p = (const char *)A->x + t * ((uint64_t)A->x_stride * A->x_esz) + 16u * v;
+    if (v < A->x_bytes / 16u && ((uintptr_t)p & 15u) == 0)
+        return symm__cld16(p, 0);
+    return v < A->x_bytes / 16u ? ll_ld16_any(p) : ll_row_vec(A, t, v);
+}
+
+/* ll_pkt_data out of line: the decode form's copy waits here only for packets that were not in
+ * with the headers, and its inline code stays short (cold code on the path is fetched too). */
+SYMM__NOINLINE symm__v4_t ll_pkt_data_wait(const symm__moe_kargs_t *A, const char *p, uint32_t tag, symm__v4_t a,
+                                           symm__v4_t b) {
+    return ll_pkt_data(A, p, tag, a, b);
+}
+
+/* ll_st16 at any alignment, out of line (a caller's output rows are 16-byte aligned as a rule). */
+SYMM__NOINLINE void ll_st16_any(char *p, symm__v4_t v) { ll_st16(p, v); }
+
 /* Vector v of a received row (data bytes d) into row `row` of local expert le: 16 bytes of x
  * (v < nvx), else a quad of its scales. */
 SYMM__DEVICE_INTERNAL void ll_small_put_vec(const symm__moe_kargs_t *A, uint32_t le, uint32_t row, uint32_t v,
                                             symm__v4_t d) {
     const uint32_t nvx = A->x_bytes / 16u, cols = A->scale_cols;
     if (v < nvx) {
-        ll_st16((char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)A->x_esz +
-                    16u * v,
-                d);
+        char *p = (char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)A->x_esz +
+                  16u * v;
+        if (((uintptr_t)p & 15u) == 0)
+            symm__cst16(p, d, 0);
+        else
+            ll_st16_any(p, d);
     } else {
         const uint32_t w[4] = {d.x, d.y, d.z, d.w};
         for (uint32_t j = 0; j < 4 && 4u * (v - nvx) + j < cols; j++)
@@ -304,14 +329,22 @@ SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32
         xd = r.x & 0xffffffu;
         kd = r.x >> 24;
         c = rrow[s * hmax + first + lane];
+#pragma unroll 1 /* (at most a few sources: one copy of the loop, not unrolled ones a step jumps over) */
         for (uint32_t s2 = 0; s2 < s; s2++)
             c += shist[s2 * L + xd];
     }
     ll_stamp(A, LLS_D_SCAN);
     if (ru->v0 < ru->vend && ru->di < nd) { /* (its later routes di + threads / G, ... are later ones) */
-        a = ll_pkt_data(A, src + 32u * ru->v0, tag, a, b);
+        if (ll_pkt_ok(a, tag) && ll_pkt_ok(b, tag)) { /* (mostly: polled with the headers) */
+            a.y = a.z;
+            a.z = b.x;
+            a.w = b.z;
+        } else {
+            a = ll_pkt_data_wait(A, src + 32u * ru->v0, tag, a, b);
+        }
         ll_stamp(A, LLS_D_ENT);
     }
+#pragma unroll 1 /* (one round as a rule) */
     for (uint32_t x = 0; x < ((kl << ru->lg) + SYMM__MOE_THREADS - 1u) >> 9; x++) { /* (threads = 2^9) */
         const uint32_t di = ru->di + (x << (9u - ru->lg));
         le = __shfl_sync(MOE_FULL, xd, di & 31u);
@@ -327,6 +360,7 @@ SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32
     if (tid < 32u && ru->lo == 0 && lane < nd) { /* the routes for combine, by row and in the flat list */
         const uint32_t dp = (uint32_t)A->dp;
         uint32_t P = first + lane;
+#pragma unroll 1
         for (uint32_t s2 = 0; s2 < s; s2++)
             P += scnt[s2];
         {
@@ -773,7 +807,7 @@ SYMM__DEVICE_INTERNAL void ll_small_dispatch(const symm__moe_kargs_t *A, uint32_
             if (lane + 32u < K)
                 xb = symm__cld4((const uint32_t *)A->idx + su.rt * K + lane + 32u, 0);
             if (su.what & 2u)
-                pv = ll_row_vec(A, su.rt, v);
+                pv = ll_small_row_vec(A, su.rt, v);
         }
         if (su.what & 1u)
             sidx[tid] = ix;
