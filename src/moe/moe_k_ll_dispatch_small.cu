@@ -107,12 +107,9 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
         uint32_t r = 0xffffffffu, mm, pos = 0, nw;
         if ((su->what & 1u) && t < bound) {
             ok = ll_valid_staged(&sidx[q - k], k, ix, K, E);
-            if (ix >= E) {
-                if (ix != SYMM_MOE_NO_EXPERT)
-                    moe_error(A, SYMM__MOE_ERR_EXPERT_RANGE, (int64_t)t, (int64_t)k, (int64_t)ix);
-            } else if (!ok) {
-                moe_error(A, SYMM__MOE_ERR_EXPERT_DUP, (int64_t)t, (int64_t)k, (int64_t)ix);
-            }
+            if (!ok && ix != SYMM_MOE_NO_EXPERT) /* (one call site: its code is on the path too) */
+                moe_error(A, ix >= E ? SYMM__MOE_ERR_EXPERT_RANGE : SYMM__MOE_ERR_EXPERT_DUP, (int64_t)t, (int64_t)k,
+                          (int64_t)ix);
             if (ok)
                 r = ll_fdiv(ix, A->llp.ml);
         }
@@ -277,6 +274,36 @@ SYMM__DEVICE_INTERNAL uint32_t ll_small_repoll(const char *src, const ll_runit_t
         }
     }
     return miss;
+}
+
+/* A lane's header entries i0 + lane + 32 j (j < LL_HPOLL), as loaded, for ll_small_hent_wait. */
+typedef struct ll_hent {
+    symm__v4_t v[LL_HPOLL];
+} ll_hent_t;
+
+/* Poll the warp's header entries of h (w: as last loaded) until all of those below cnt carry the
+ * tag. Out of line: the entries mostly come in with packet 0, and the loop's code would otherwise
+ * sit on the path (cold code on the path is fetched too). Every lane of the warp calls it. */
+SYMM__NOINLINE ll_hent_t ll_small_hent_wait(const symm__moe_kargs_t *A, const char *h, uint32_t i0, uint32_t cnt,
+                                            uint32_t tag, ll_hent_t w) {
+    const uint32_t lane = symm__block_tid() & 31u;
+    uint32_t polls = 0;
+    uint64_t t0 = 0;
+    for (;;) {
+        uint32_t miss = 0;
+        for (uint32_t j = 0; j < LL_HPOLL; j++)
+            if (i0 + lane + 32u * j < cnt && !ll_pkt_ok(w.v[j], tag))
+                miss |= 1u << j;
+        if (!__any_sync(MOE_FULL, miss != 0))
+            return w;
+        for (uint32_t j = 0; j < LL_HPOLL; j++)
+            if ((miss >> j) & 1u) {
+                const char *q = h + 16u * (1u + i0 + lane + 32u * j);
+                if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+                    t0 = symm__wait_check(&A->ctx, q, SYMM_CMP_EQ, tag, w.v[j].y == tag ? w.v[j].w : w.v[j].y, t0);
+                w.v[j] = symm__c_ld16_vol(q);
+            }
+    }
 }
 
 /* The decode form's placement of one 32-entry chunk of source s's header (entry q = this lane's,
@@ -486,23 +513,22 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                     if (i0 + lane + 32u * j < cnt)
                         ev[j] = symm__c_ld16_vol(h + 16u * (1u + i0 + lane + 32u * j));
             }
-            for (polls = 0;;) {
+            {
                 uint32_t miss = 0;
 #pragma unroll
                 for (uint32_t j = 0; j < LL_HPOLL; j++)
                     if (i0 + lane + 32u * j < cnt && !ll_pkt_ok(ev[j], tag))
                         miss |= 1u << j;
-                if (!__any_sync(MOE_FULL, miss != 0))
-                    break;
+                if (__any_sync(MOE_FULL, miss != 0)) { /* (warp-uniform) */
+                    ll_hent_t w;
 #pragma unroll
-                for (uint32_t j = 0; j < LL_HPOLL; j++)
-                    if ((miss >> j) & 1u) {
-                        const char *q = h + 16u * (1u + i0 + lane + 32u * j);
-                        if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
-                            t0 = symm__wait_check(&A->ctx, q, SYMM_CMP_EQ, tag,
-                                                  ev[j].y == tag ? ev[j].w : ev[j].y, t0);
-                        ev[j] = symm__c_ld16_vol(q);
-                    }
+                    for (uint32_t j = 0; j < LL_HPOLL; j++)
+                        w.v[j] = ev[j];
+                    w = ll_small_hent_wait(A, h, i0, cnt, tag, w);
+#pragma unroll
+                    for (uint32_t j = 0; j < LL_HPOLL; j++)
+                        ev[j] = w.v[j];
+                }
             }
 #pragma unroll
             for (uint32_t j = 0; j < LL_HPOLL; j++)
