@@ -245,7 +245,6 @@ typedef struct symm__moe_kargs {
     uint32_t probe;          /* low latency: SYMM_MOE_LL_PROBE (symm__moe_probe), 0 for the real exchange */
     uint32_t pdl;            /* low latency: launched with programmatic dependent launch (SYMM_MOE_PDL) */
     uint32_t ll_small;       /* low latency: the small dispatch (geometry's ll_small; not with the twice probe) */
-    symm__moe_llplan_t llp;  /* low latency, ll_small: the call's plan (symm__moe_ll_plan) */
     uint64_t num_tokens;     /* m */
     const uint32_t *bound;   /* device, or NULL */
     /* dispatch */
@@ -284,6 +283,9 @@ typedef struct symm__moe_kargs {
     int64_t ow_stride;
     uint32_t w_cols;
     int nblocks;
+    /* low latency, ll_small: the call's plan (symm__moe_ll_plan); last, so the other kernels'
+     * arguments keep their places */
+    symm__moe_llplan_t llp;
 } symm__moe_kargs_t;
 
 /* m = ceil(2^32 / d) (d >= 1), so that x / d = x * m >> 32 where x * d <= 2^32. */
