@@ -117,7 +117,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uin
                                                  uint32_t sl, uint64_t f0, uint64_t f1) {
     const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp, B = gridDim.x;
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
-    const uint64_t msl = A->llp.mcsl; /* (sl's m: the call's plan) */
+    const uint32_t msl = A->llp.mcsl; /* (sl's m: the call's plan) */
     const uint64_t *flat = MOE_U64(A, ll_flat);
     const uint32_t R = fR;
     const uint64_t e = fe;

@@ -176,19 +176,20 @@ typedef struct symm__moe_state {
  * The small low-latency kernels' plan of one call (symm__moe_ll_plan: the host works it out as
  * it launches them, from the handle, the call's tokens and the grid): what their prologues would
  * otherwise compute in every block, a chain of divisions before the first loads. A division by
- * one of the call's divisors d is x * m >> 32 with m = ceil(2^32 / d) (symm__moe_magic; the m
- * fields), exact for x * d <= 2^32, which the kernels' values are far below.
+ * one of the call's divisors d is the high word of x * m with m = ceil(2^32 / d), and x itself
+ * where d is 1 (m 0; symm__moe_magic; the m fields), exact for x * d <= 2^32, which the kernels'
+ * values are far below.
  */
 typedef struct symm__moe_llplan {
-    uint64_t mk;   /* m of top-k */
-    uint64_t mdsl; /* dispatch: m of dsl */
-    uint64_t mrsl; /* dispatch: m of rsl */
-    uint64_t mcap; /* dispatch: m of cap */
-    uint64_t ml;   /* dispatch: m of the local experts */
-    uint64_t mcsl; /* combine: m of csl */
-    uint64_t mpsl; /* combine: m of psl */
-    uint64_t mper; /* combine: m of per */
-    uint64_t mh8;  /* combine: m of hidden / 8 */
+    uint32_t mk;   /* m of top-k */
+    uint32_t mdsl; /* dispatch: m of dsl */
+    uint32_t mrsl; /* dispatch: m of rsl */
+    uint32_t mcap; /* dispatch: m of cap */
+    uint32_t ml;   /* dispatch: m of the local experts */
+    uint32_t mcsl; /* combine: m of csl */
+    uint32_t mpsl; /* combine: m of psl */
+    uint32_t mper; /* combine: m of per */
+    uint32_t mh8;  /* combine: m of hidden / 8 */
     /* dispatch */
     uint32_t dpr;    /* me mod dp: the first of this PE's tokens (t = dpr, dpr + dp, ...) */
     uint32_t all;    /* those tokens below num_tokens */
@@ -211,7 +212,6 @@ typedef struct symm__moe_llplan {
     uint32_t punits; /* and units */
     uint32_t per;    /* SYMM__MOE_THREADS / top-k: output groups in a round of a route per thread */
     uint32_t g0;     /* the first PE of my DP group */
-    uint32_t pad;
 } symm__moe_llplan_t;
 
 /*
@@ -288,8 +288,9 @@ typedef struct symm__moe_kargs {
     symm__moe_llplan_t llp;
 } symm__moe_kargs_t;
 
-/* m = ceil(2^32 / d) (d >= 1), so that x / d = x * m >> 32 where x * d <= 2^32. */
-static inline uint64_t symm__moe_magic(uint32_t d) { return ((1ull << 32) + d - 1u) / d; }
+/* m = ceil(2^32 / d) for d >= 2 (0 for d = 1), so that x / d is the high word of x * m (x where
+ * m is 0) where x * d <= 2^32. */
+static inline uint32_t symm__moe_magic(uint32_t d) { return d > 1 ? (uint32_t)(((1ull << 32) + d - 1u) / d) : 0u; }
 
 /* Fill a->llp for a small low-latency kernel (a->ll_small) from the handle's part of a, the call's
  * num_tokens and flags and a->nblocks; for any other kernel it leaves llp alone. */

@@ -185,9 +185,9 @@
 #define LL_MODE_DPKT SYMM__MOE_LL_MODE_DPKT /* the source's dispatch rows are packets */
 #define LL_MODE_CPKT SYMM__MOE_LL_MODE_CPKT /* its tokens' combine rows come back as packets */
 
-/* x / d by the host's m of d (symm__moe_llplan_t): a multiply and a shift where a division is a
+/* x / d by the host's m of d (symm__moe_llplan_t): a multiply's high word where a division is a
  * chain of some twenty instructions. */
-SYMM__DEVICE_INTERNAL uint32_t ll_fdiv(uint32_t x, uint64_t m) { return (uint32_t)(((uint64_t)x * m) >> 32); }
+SYMM__DEVICE_INTERNAL uint32_t ll_fdiv(uint32_t x, uint32_t m) { return m ? __umulhi(x, m) : x; }
 
 /* Route k of a token (its K experts at `row`) valid: an expert in range that
  * no earlier slot of the token names. The same rule everywhere. */

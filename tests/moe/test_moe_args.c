@@ -426,7 +426,7 @@ static void test_messages(void) {
 }
 
 /* x / d as the kernels take it from the plan (ll_fdiv). */
-static uint32_t fdiv(uint32_t x, uint64_t m) { return (uint32_t)(((uint64_t)x * m) >> 32); }
+static uint32_t fdiv(uint32_t x, uint32_t m) { return m ? (uint32_t)(((uint64_t)x * m) >> 32) : x; }
 
 /* The small kernels' plan (symm__moe_ll_plan) against the plain divisions the kernels made
  * before it, for every block of every grid up to 160 blocks and every token count, at the
