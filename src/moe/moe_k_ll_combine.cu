@@ -445,7 +445,6 @@ SYMM__DEVICE_INTERNAL void ll_cprod_sum(const symm__moe_kargs_t *A, uint32_t k, 
                 if (kk < K)
                     acc += p[kk];
         } else {
-#pragma unroll 1 /* (top-k above LL_KREG, rare: one copy, not unrolled code the usual sums jump over) */
             for (uint32_t kk = 0; kk < K; kk++)
                 acc += sp[i * LL_CPROD_ROW + g + kk];
         }
@@ -777,34 +776,6 @@ SYMM__DEVICE_INTERNAL void ll_cin_settle(const symm__moe_kargs_t *A, ll_cin_t *i
         in->w = 0.0f;
 }
 
-/* A route's packets (four at most) as one value, for ll_route_wait. */
-typedef struct ll_pk4 {
-    symm__v4_t p[4];
-} ll_pk4_t;
-
-/* Poll a route's np packets at q (k: as last loaded) until every one carries the tag. Out of line:
- * a decode step's packets are mostly in at the first look, and the loop's code would otherwise sit
- * on the path (cold code on the path is fetched too). */
-SYMM__NOINLINE ll_pk4_t ll_route_wait(const symm__moe_kargs_t *A, const char *q, uint32_t tag, uint32_t np, ll_pk4_t k) {
-    uint32_t polls = 0;
-    uint64_t tw = 0;
-    for (;;) {
-        uint32_t miss = 0;
-        for (uint32_t i = 0; i < np; i++)
-            if (!ll_pkt_ok(k.p[i], tag))
-                miss |= 1u << i;
-        if (miss == 0)
-            return k;
-        if (++polls % SYMM__WAIT_CHECK_EVERY == 0) {
-            const symm__v4_t y = k.p[__ffs((int)miss) - 1];
-            tw = ll_wait_due(A, q + 16u * (uint32_t)(__ffs((int)miss) - 1), SYMM_CMP_EQ, tag, y.y == tag ? y.w : y.y, tw);
-        }
-        for (uint32_t i = 0; i < np; i++)
-            if ((miss >> i) & 1u)
-                k.p[i] = symm__c_ld16_vol(q + 16u * i);
-    }
-}
-
 /* A block's first unit in rounds of a route per thread (in, from the prologue p; every thread):
  * each valid route's row waited for by its thread (packets polled, their first loads out at once;
  * or the route's flag, in the first round, then its row), weight x row into ll_cprod, a barrier,
@@ -816,7 +787,6 @@ SYMM__DEVICE_INTERNAL void ll_combine_fast(const symm__moe_kargs_t *A, uint64_t 
     float *sprod = ll_cprod();
     if (in->bits & LL_CF_MY)
         ll_cin_settle(A, in);
-#pragma unroll 1 /* (one round as a rule: one copy of the round's code, not unrolled ones to jump over) */
     for (uint32_t r = 0; r < rounds; r++) {
         const uint32_t v = in->nb + r * per;
         const int ok = (in->bits & (LL_CF_MY | LL_CF_OK)) == (LL_CF_MY | LL_CF_OK) && v < vend;
@@ -824,30 +794,14 @@ SYMM__DEVICE_INTERNAL void ll_combine_fast(const symm__moe_kargs_t *A, uint64_t 
         if (ok && (in->bits & LL_CF_PKT)) {
             const uint32_t np = kind == SYMM_DTYPE_F32 ? 4u : 2u;
             const char *q = ll_pcslot(A, in->t, in->ix) + (uint64_t)v * 16u * ysz;
-            const uint32_t tag = ll_tag(e);
-            ll_pk4_t k;
-            symm__v4_t d;
+            symm__v4_t pk[4];
 #pragma unroll
             for (uint32_t i = 0; i < 4; i++)
                 if (i < np)
-                    k.p[i] = symm__c_ld16_vol(q + 16u * i);
+                    pk[i] = symm__c_ld16_vol(q + 16u * i);
             if (r == 0)
                 LL_FSTAMP(A, LLS_CS_PRE);
-            if (!(ll_pkt_ok(k.p[0], tag) && ll_pkt_ok(k.p[1], tag) &&
-                  (np == 2 || (ll_pkt_ok(k.p[2], tag) && ll_pkt_ok(k.p[3], tag)))))
-                k = ll_route_wait(A, q, tag, np, k);
-            d.x = k.p[0].x;
-            d.y = k.p[0].z;
-            d.z = k.p[1].x;
-            d.w = k.p[1].z;
-            ll_acc16(kind, d, 0, in->w, pr);
-            if (np == 4) {
-                d.x = k.p[2].x;
-                d.y = k.p[2].z;
-                d.z = k.p[3].x;
-                d.w = k.p[3].z;
-                ll_acc16(kind, d, 1, in->w, pr);
-            }
+            ll_route_prod(A, q, ll_tag(e), np, pk, in->w, pr);
             if (r == 0)
                 ll_stamp(A, LLS_CS_POLL);
         } else if (ok) { /* (the flag from the route's PE, released behind its row) */
