@@ -639,7 +639,7 @@ typedef struct ll_cin {
 
 /* The block-uniform part of the small combine's prologue (before the PDL wait), from the call's
  * plan (symm__moe_ll_plan: no division on the device, a few multiplies of the block's index),
- * worked out by warp 0 and shared through one barrier. The send split (csl: unit u = route
+ * worked out by every thread itself (no barrier, no shared copy). The send split (csl: unit u = route
  * u / csl, slice u % csl, with csl from the most routes a PE may receive, n x cap x min(top-k, L),
  * not from how many the dispatch received, so a block knows its first route's entry before it
  * loads their number) and the block's first route entry (~0: none); the
@@ -657,8 +657,6 @@ SYMM__DEVICE_INTERNAL void ll_combine_pro(const symm__moe_kargs_t *A, int send, 
     const uint32_t K = A->topk, b = blockIdx.x;
     uint64_t t0 = 0;
     uint32_t has = 0, nb = 0, glo = 0, gn = 0, rounds = 0, one = 0, cP = ~0u;
-    if (symm__block_tid() >= 32)
-        return;
     if (recv && b < P->punits) { /* the unit of ll_combine_plan(num_tokens), ll_unit_t0, ll_unit_nb */
         const uint32_t h8 = A->hidden / 8u, sl = P->psl;
         uint32_t z = 0;
@@ -679,20 +677,18 @@ SYMM__DEVICE_INTERNAL void ll_combine_pro(const symm__moe_kargs_t *A, int send, 
     }
     if (send && ll_fdiv(b, P->mcsl) < P->rmax)
         cP = ll_fdiv(b, P->mcsl);
-    if (symm__block_tid() == 0) {
-        p->t0 = t0;
-        p->units = recv ? P->punits : 0u;
-        p->has = has;
-        p->nb = nb;
-        p->glo = glo;
-        p->gn = gn;
-        p->rounds = rounds;
-        p->one = one;
-        p->csl = send ? P->csl : 1u;
-        p->cP = cP;
-        p->per = P->per;
-        p->g0 = P->g0;
-    }
+    p->t0 = t0;
+    p->units = recv ? P->punits : 0u;
+    p->has = has;
+    p->nb = nb;
+    p->glo = glo;
+    p->gn = gn;
+    p->rounds = rounds;
+    p->one = one;
+    p->csl = send ? P->csl : 1u;
+    p->cP = cP;
+    p->per = P->per;
+    p->g0 = P->g0;
 }
 
 /* The addresses of ll_combine_inputs' loads, from the prologue p, arithmetic only (done before the
@@ -948,20 +944,19 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     __shared__ ll_cunit_t u;
     __shared__ uint64_t se;    /* the epoch (dispatches so far: the combine works on the last one) */
     __shared__ uint64_t sbraw; /* *bound_m as loaded by the last warp (no other warp waits for it) */
-    __shared__ ll_cpro_t spro;
+    ll_cpro_t pro; /* (each thread's own: no barrier before the PDL wait) */
     ll_cin_t in;
     uint32_t ro = ~0u, mi = ~0u, csl = 1, cP = ~0u;
     ll_stamps_begin(A);
     if (small) { /* addresses before the wait for the kernel before (PDL) */
-        ll_combine_pro(A, (A->flags & SYMM_MOE_SEND) != 0, (A->flags & SYMM_MOE_RECV) != 0, &spro);
-        symm__block_sync();
-        csl = spro.csl;
-        cP = spro.cP;
+        ll_combine_pro(A, (A->flags & SYMM_MOE_SEND) != 0, (A->flags & SYMM_MOE_RECV) != 0, &pro);
+        csl = pro.csl;
+        cP = pro.cP;
         symm__pin_u32(&csl);
         symm__pin_u32(&cP);
     }
     if (small && (A->flags & SYMM_MOE_RECV)) {
-        ll_combine_inputs_at(A, &spro, &in, &ro, &mi);
+        ll_combine_inputs_at(A, &pro, &in, &ro, &mi);
         symm__pin_u32(&ro);
         symm__pin_u32(&mi);
         symm__pin_u32(&in.bits);
@@ -1021,7 +1016,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
             symm__block_sync(); /* (the send half's barriers publish sbraw otherwise) */
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV,
                        ll_combine_recv(A, &se, small ? (A->bound != NULL ? (uint64_t)bv : A->num_tokens) : sbraw, &u,
-                                       small, small ? &in : NULL, fe, &spro));
+                                       small, small ? &in : NULL, fe, &pro));
         return; /* (the receive half ends with the stamps: nothing after it, so its returns can end the kernel
                  * where they are, not after a jump to code of their own) */
     }
