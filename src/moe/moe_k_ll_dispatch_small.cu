@@ -107,9 +107,12 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
         uint32_t r = 0xffffffffu, mm, pos = 0, nw;
         if ((su->what & 1u) && t < bound) {
             ok = ll_valid_staged(&sidx[q - k], k, ix, K, E);
-            if (!ok && ix != SYMM_MOE_NO_EXPERT) /* (one call site: its code is on the path too) */
-                moe_error(A, ix >= E ? SYMM__MOE_ERR_EXPERT_RANGE : SYMM__MOE_ERR_EXPERT_DUP, (int64_t)t, (int64_t)k,
-                          (int64_t)ix);
+            if (ix >= E) {
+                if (ix != SYMM_MOE_NO_EXPERT)
+                    moe_error(A, SYMM__MOE_ERR_EXPERT_RANGE, (int64_t)t, (int64_t)k, (int64_t)ix);
+            } else if (!ok) {
+                moe_error(A, SYMM__MOE_ERR_EXPERT_DUP, (int64_t)t, (int64_t)k, (int64_t)ix);
+            }
             if (ok)
                 r = ll_fdiv(ix, A->llp.ml);
         }
@@ -214,40 +217,15 @@ SYMM__DEVICE_INTERNAL ll_runit_t ll_small_unit(const symm__moe_kargs_t *A) {
     return r;
 }
 
-/* ll_ld16 at any alignment, out of line (a caller's x rows are 16-byte aligned as a rule). */
-SYMM__NOINLINE symm__v4_t ll_ld16_any(const char *p) { return ll_ld16(p); }
-
-/* ll_row_vec with an x row at 16 bytes loaded by one plain load, its other forms out of line:
- * the prologue's code stays short (cold code on the path is fetched too). */
-SYMM__DEVICE_INTERNAL symm__v4_t ll_small_row_vec(const symm__moe_kargs_t *A, uint64_t t, uint32_t v) {
-    const char *p = (const char *)A->x + t * ((uint64_t)A->x_stride * A->x_esz) + 16u * v;
-    if (v < A->x_bytes / 16u && ((uintptr_t)p & 15u) == 0)
-        return symm__cld16(p, 0);
-    return v < A->x_bytes / 16u ? ll_ld16_any(p) : ll_row_vec(A, t, v);
-}
-
-/* ll_pkt_data out of line: the decode form's copy waits here only for packets that were not in
- * with the headers, and its inline code stays short (cold code on the path is fetched too). */
-SYMM__NOINLINE symm__v4_t ll_pkt_data_wait(const symm__moe_kargs_t *A, const char *p, uint32_t tag, symm__v4_t a,
-                                           symm__v4_t b) {
-    return ll_pkt_data(A, p, tag, a, b);
-}
-
-/* ll_st16 at any alignment, out of line (a caller's output rows are 16-byte aligned as a rule). */
-SYMM__NOINLINE void ll_st16_any(char *p, symm__v4_t v) { ll_st16(p, v); }
-
 /* Vector v of a received row (data bytes d) into row `row` of local expert le: 16 bytes of x
  * (v < nvx), else a quad of its scales. */
 SYMM__DEVICE_INTERNAL void ll_small_put_vec(const symm__moe_kargs_t *A, uint32_t le, uint32_t row, uint32_t v,
                                             symm__v4_t d) {
     const uint32_t nvx = A->x_bytes / 16u, cols = A->scale_cols;
     if (v < nvx) {
-        char *p = (char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)A->x_esz +
-                  16u * v;
-        if (((uintptr_t)p & 15u) == 0)
-            symm__cst16(p, d, 0);
-        else
-            ll_st16_any(p, d);
+        ll_st16((char *)A->out_x + ((int64_t)le * A->ox_stride[0] + (int64_t)row * A->ox_stride[1]) * (int64_t)A->x_esz +
+                    16u * v,
+                d);
     } else {
         const uint32_t w[4] = {d.x, d.y, d.z, d.w};
         for (uint32_t j = 0; j < 4 && 4u * (v - nvx) + j < cols; j++)
@@ -274,36 +252,6 @@ SYMM__DEVICE_INTERNAL uint32_t ll_small_repoll(const char *src, const ll_runit_t
         }
     }
     return miss;
-}
-
-/* A lane's header entries i0 + lane + 32 j (j < LL_HPOLL), as loaded, for ll_small_hent_wait. */
-typedef struct ll_hent {
-    symm__v4_t v[LL_HPOLL];
-} ll_hent_t;
-
-/* Poll the warp's header entries of h (w: as last loaded) until all of those below cnt carry the
- * tag. Out of line: the entries mostly come in with packet 0, and the loop's code would otherwise
- * sit on the path (cold code on the path is fetched too). Every lane of the warp calls it. */
-SYMM__NOINLINE ll_hent_t ll_small_hent_wait(const symm__moe_kargs_t *A, const char *h, uint32_t i0, uint32_t cnt,
-                                            uint32_t tag, ll_hent_t w) {
-    const uint32_t lane = symm__block_tid() & 31u;
-    uint32_t polls = 0;
-    uint64_t t0 = 0;
-    for (;;) {
-        uint32_t miss = 0;
-        for (uint32_t j = 0; j < LL_HPOLL; j++)
-            if (i0 + lane + 32u * j < cnt && !ll_pkt_ok(w.v[j], tag))
-                miss |= 1u << j;
-        if (!__any_sync(MOE_FULL, miss != 0))
-            return w;
-        for (uint32_t j = 0; j < LL_HPOLL; j++)
-            if ((miss >> j) & 1u) {
-                const char *q = h + 16u * (1u + i0 + lane + 32u * j);
-                if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
-                    t0 = symm__wait_check(&A->ctx, q, SYMM_CMP_EQ, tag, w.v[j].y == tag ? w.v[j].w : w.v[j].y, t0);
-                w.v[j] = symm__c_ld16_vol(q);
-            }
-    }
 }
 
 /* The decode form's placement of one 32-entry chunk of source s's header (entry q = this lane's,
@@ -356,22 +304,14 @@ SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32
         xd = r.x & 0xffffffu;
         kd = r.x >> 24;
         c = rrow[s * hmax + first + lane];
-#pragma unroll 1 /* (at most a few sources: one copy of the loop, not unrolled ones a step jumps over) */
         for (uint32_t s2 = 0; s2 < s; s2++)
             c += shist[s2 * L + xd];
     }
     ll_stamp(A, LLS_D_SCAN);
     if (ru->v0 < ru->vend && ru->di < nd) { /* (its later routes di + threads / G, ... are later ones) */
-        if (ll_pkt_ok(a, tag) && ll_pkt_ok(b, tag)) { /* (mostly: polled with the headers) */
-            a.y = a.z;
-            a.z = b.x;
-            a.w = b.z;
-        } else {
-            a = ll_pkt_data_wait(A, src + 32u * ru->v0, tag, a, b);
-        }
+        a = ll_pkt_data(A, src + 32u * ru->v0, tag, a, b);
         ll_stamp(A, LLS_D_ENT);
     }
-#pragma unroll 1 /* (one round as a rule) */
     for (uint32_t x = 0; x < ((kl << ru->lg) + SYMM__MOE_THREADS - 1u) >> 9; x++) { /* (threads = 2^9) */
         const uint32_t di = ru->di + (x << (9u - ru->lg));
         le = __shfl_sync(MOE_FULL, xd, di & 31u);
@@ -387,7 +327,6 @@ SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32
     if (tid < 32u && ru->lo == 0 && lane < nd) { /* the routes for combine, by row and in the flat list */
         const uint32_t dp = (uint32_t)A->dp;
         uint32_t P = first + lane;
-#pragma unroll 1
         for (uint32_t s2 = 0; s2 < s; s2++)
             P += scnt[s2];
         {
@@ -513,22 +452,23 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                     if (i0 + lane + 32u * j < cnt)
                         ev[j] = symm__c_ld16_vol(h + 16u * (1u + i0 + lane + 32u * j));
             }
-            {
+            for (polls = 0;;) {
                 uint32_t miss = 0;
 #pragma unroll
                 for (uint32_t j = 0; j < LL_HPOLL; j++)
                     if (i0 + lane + 32u * j < cnt && !ll_pkt_ok(ev[j], tag))
                         miss |= 1u << j;
-                if (__any_sync(MOE_FULL, miss != 0)) { /* (warp-uniform) */
-                    ll_hent_t w;
+                if (!__any_sync(MOE_FULL, miss != 0))
+                    break;
 #pragma unroll
-                    for (uint32_t j = 0; j < LL_HPOLL; j++)
-                        w.v[j] = ev[j];
-                    w = ll_small_hent_wait(A, h, i0, cnt, tag, w);
-#pragma unroll
-                    for (uint32_t j = 0; j < LL_HPOLL; j++)
-                        ev[j] = w.v[j];
-                }
+                for (uint32_t j = 0; j < LL_HPOLL; j++)
+                    if ((miss >> j) & 1u) {
+                        const char *q = h + 16u * (1u + i0 + lane + 32u * j);
+                        if (++polls % SYMM__WAIT_CHECK_EVERY == 0)
+                            t0 = symm__wait_check(&A->ctx, q, SYMM_CMP_EQ, tag,
+                                                  ev[j].y == tag ? ev[j].w : ev[j].y, t0);
+                        ev[j] = symm__c_ld16_vol(q);
+                    }
             }
 #pragma unroll
             for (uint32_t j = 0; j < LL_HPOLL; j++)
@@ -833,7 +773,7 @@ SYMM__DEVICE_INTERNAL void ll_small_dispatch(const symm__moe_kargs_t *A, uint32_
             if (lane + 32u < K)
                 xb = symm__cld4((const uint32_t *)A->idx + su.rt * K + lane + 32u, 0);
             if (su.what & 2u)
-                pv = ll_small_row_vec(A, su.rt, v);
+                pv = ll_row_vec(A, su.rt, v);
         }
         if (su.what & 1u)
             sidx[tid] = ix;
