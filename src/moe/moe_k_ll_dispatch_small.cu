@@ -405,13 +405,10 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             vb[x] = symm__c_ld16_vol(src0 + 32u * v + 16u);
         }
     }
+    if (!ru->fast) { /* (the decode form's counters: each polling warp clears its own source's) */
 #pragma unroll 1 /* (a few rounds at most: short code, no unrolled copies to jump over) */
-    for (uint32_t x = tid; x < pairs; x += SYMM__MOE_THREADS)
-        pcnt[x] = 0;
-    if (ru->fast) { /* (sdat's room: the decode form copies no slice through it) */
-#pragma unroll 1
-        for (uint32_t x = tid; x < n * L; x += SYMM__MOE_THREADS)
-            shist[x] = 0;
+        for (uint32_t x = tid; x < pairs; x += SYMM__MOE_THREADS)
+            pcnt[x] = 0;
     }
     hist[tid] = 0; /* (published by the barrier after the headers) */
     ll_count_late(A, ticket); /* (after this thread's loads: its warp waits for the atomic) */
@@ -425,6 +422,18 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
         for (uint32_t j = 0; j < LL_HPOLL; j++)
             if (lane + 32u * j < hmax)
                 ev[j] = symm__c_ld16_vol(h + 16u * (1u + lane + 32u * j));
+        if (ru->fast) {
+            /* source s's counters (ll_small_place), cleared by the warp that keeps them, as its loads
+             * travel: no other warp touches them before the barrier after the headers (cleared by
+             * every thread instead, with no barrier before this warp's placement, a slower warp's
+             * clearing could come after it). (sdat's room: the decode form copies no slice through it.) */
+#pragma unroll 1
+            for (uint32_t x = lane; x < L; x += 32u)
+                shist[s * L + x] = 0;
+#pragma unroll 1
+            for (uint32_t x = lane; x < cap; x += 32u)
+                pcnt[s * cap + x] = 0;
+        }
         if (s == 0)
             LL_FSTAMP(A, LLS_DS_HPOLL);
         while (!__all_sync(MOE_FULL, ll_pkt_ok(h0, tag))) {
