@@ -106,12 +106,14 @@
  *         vector) pairs at most four a thread) takes no other barrier: the warp that polls a
  *         source's header places its entries before the barrier (a match per 32: each entry's
  *         rank among its source's entries of its expert, each token's first entry and count, the
- *         source's count per expert), so after it each thread reads its routes' rows (rank plus
- *         the earlier sources' counts) and stores the one vector it polled, and the block with the
- *         pair's first slice notes its routes for combine (by row, and in a flat list whose
- *         entries carry their source's mode). Otherwise each block places every route in shared
- *         memory (a barrier) and block 0 notes them all. Each block counts its share of the
- *         experts' rows (in a decode step as sums of the sources' counts, no barrier).
+ *         source's count per expert; those counters cleared by that warp itself as its first
+ *         loads travel, as no other warp touches them before the barrier), so after it each
+ *         thread reads its routes' rows (rank plus the earlier sources' counts) and stores the
+ *         one vector it polled, and the block with the pair's first slice notes its routes for
+ *         combine (by row, and in a flat list whose entries carry their source's mode).
+ *         Otherwise each block places every route in shared memory (a barrier) and block 0 notes
+ *         them all. Each block counts its share of the experts' rows (in a decode step as sums
+ *         of the sources' counts, no barrier, right after its copy, then the kernel's end).
  *   The same parity argument holds with headers in place of counts: every PE posts every PE a
  *   header in every dispatch (no routes included).
  * Combine, same epoch:
@@ -126,7 +128,8 @@
  *         kernel sends from the flat list, whose entries carry the source's
  *         mode: a block's first route's row loads wait for one round (the
  *         list's length, the epoch and the entry, which the split by the
- *         most routes a PE may receive names before the length is known).
+ *         most routes a PE may receive names before the length is known);
+ *         a row at 16 bytes goes through a loop of plain 16-byte loads.
  *   recv  Per token (its hidden dimension split over several blocks when
  *         tokens are fewer than blocks): the valid routes' rows, polled as
  *         packets or waited for by flag, summed weight x row in float32 in
