@@ -2,7 +2,7 @@
 """Sum up the stage times the low-latency MoE kernels print with SYMM_MOE_LL_PROBE=stamps.
 
 Each block prints one line per kernel for one call (src/moe/moe_ll.cuh, ll_stamps_print):
-  llstamp <kernel> E <experts> M <max tokens> pe <pe> block <b> t0 <ns> d <d1> ... <d23>
+  llstamp <kernel> E <experts> M <max tokens> pe <pe> block <b> t0 <ns> d <d1> ... <d27>
 (d: ns since the block's start; -1: the block did not reach that stage). For every kernel,
 shape and PE this prints, per stage, when the first and the last block reached it, counted
 from the first block's start (us), and the spread of the blocks' starts. Stage names follow
@@ -26,7 +26,8 @@ STAGES = {
                        "header routes counted", "end", "dependency met",
                        # the finer stamps (-DSYMM_MOE_LL_FINE_STAMPS=1)
                        "t0 header poll", "t0 header 0 seen", "t0 warp's entries placed", "copy: first pair",
-                       "-", "copy: first pair stored", "header address", "prologue addresses", "copy: unit located"],
+                       "header route checked", "copy: first pair stored", "header address", "prologue addresses",
+                       "copy: unit located", "recv loads out", "routes noted", "expert counts stored"],
     "combine-small": ["recv loads", "loads issued", "first route read", "rows sent", "setup done", "-",
                       "packets polled", "summed", "end", "plan", "packets asked", "setup barrier",
                       "routes checked", "dependency met", "recv barrier", "products shared",

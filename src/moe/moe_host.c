@@ -473,6 +473,7 @@ static symm_status_t launch(symm_moe_t *h, symm__moe_kargs_t *a, symm__mk_t k, i
     if (k == SYMM__MK_LL_DISPATCH || k == SYMM__MK_LL_COMBINE) {
         a->probe = (uint32_t)h->ll_probe;
         a->pdl = (uint32_t)h->pdl;
+        symm__moe_ll_plan(a);
         if (h->no_launch)
             return SYMM_SUCCESS;
     }

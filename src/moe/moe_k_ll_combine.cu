@@ -69,26 +69,55 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_slices(const symm__moe_kargs_t *A, ui
     }
 }
 
-/* The small combine's send split, arithmetic on the arguments alone (worked out before the PDL
- * wait): unit u = route u / sl, slice u % sl, with sl from the most routes a PE may receive
- * (n x cap x min(top-k, L): fewer than blocks, slices), not from how many the dispatch received,
- * so a block knows its first route's entry before it loads their number. */
-SYMM__DEVICE_INTERNAL uint32_t ll_csend_sl(const symm__moe_kargs_t *A) {
-    const uint32_t K = A->topk, L = A->local, rmax = (uint32_t)A->n * A->cap * (K < L ? K : L), B = gridDim.x;
-    return rmax > 0 && rmax < B ? B / rmax : 1u;
+/* Vectors q of a y row (at ysrc, 16-byte aligned where al is 1, a constant where this is inlined:
+ * plain 16-byte loads, no alignment branches in the loop) with qlo <= q < qhi, a thread's every
+ * SYMM__MOE_THREADS-th, to dst on the dp PEs from g0: as packets (pkt: 32 bytes a vector), or
+ * plainly. The loads of LL_UNROLL vectors go out before their stores. */
+SYMM__DEVICE_INTERNAL void ll_csend_vecs(const symm__moe_kargs_t *A, const char *ysrc, char *dst, uint32_t qlo,
+                                         uint32_t qhi, uint32_t g0, uint32_t dp, uint32_t tag, int pkt, int al) {
+    for (uint32_t q0 = qlo + symm__block_tid(); q0 < qhi; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
+        symm__v4_t v[LL_UNROLL];
+#pragma unroll
+        for (int x = 0; x < LL_UNROLL; x++) {
+            const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
+            if (q < qhi)
+                v[x] = al ? symm__cld16(ysrc + 16u * q, 0) : ll_ld16(ysrc + 16u * q);
+        }
+#pragma unroll
+        for (int x = 0; x < LL_UNROLL; x++) {
+            const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
+            if (q < qhi)
+#pragma unroll 1
+                for (uint32_t d = 0; d < dp; d++) {
+                    if (pkt)
+                        ll_put_pkt2(moe_peer(A, dst + 32u * q, (int)(g0 + d)), v[x], tag);
+                    else
+                        symm__cst16(moe_peer(A, dst + 16u * q, (int)(g0 + d)), v[x], 1);
+                }
+        }
+    }
+}
+
+/* The same for a row off 16-byte alignment (y's rows are not, as a rule): out of line, so its
+ * byte-wise loads are no code that the common form jumps over. */
+SYMM__NOINLINE void ll_csend_vecs_any(const symm__moe_kargs_t *A, const char *ysrc, char *dst, uint32_t qlo,
+                                      uint32_t qhi, uint32_t g0, uint32_t dp, uint32_t tag, int pkt) {
+    ll_csend_vecs(A, ysrc, dst, qlo, qhi, g0, dp, tag, pkt, 0);
 }
 
 /* The send half of the small handles' combine: the dispatch left its routes as a flat list
  * (ll_flat), each entry with its row's position and its source's mode, so a route's stores need
  * one round of loads before its row's: its entry, with their number and the epoch (fR, fe, and
  * the block's first entry f0, f1: loaded by the caller as the kernel starts, before anything
- * else). No barrier before the first store: unit u = route u / sl, slice u % sl (ll_csend_sl;
- * a plain row whole, from its slice 0, its flag released behind the block's stores). Thread 0
- * leaves the epoch in *se. */
+ * else). No barrier before the first store: unit u = route u / sl, slice u % sl (sl: the plan's csl,
+ * divided by its m; a plain row whole, from its slice 0, its flag released behind the block's
+ * stores). A row at 16 bytes (as y's rows are) takes the loop with plain 16-byte loads, whose code
+ * has no alignment branches. Thread 0 leaves the epoch in *se. */
 SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uint64_t *se, uint32_t fR, uint64_t fe,
                                                  uint32_t sl, uint64_t f0, uint64_t f1) {
     const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp, B = gridDim.x;
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
+    const uint32_t msl = A->llp.mcsl; /* (sl's m: the call's plan) */
     const uint64_t *flat = MOE_U64(A, ll_flat);
     const uint32_t R = fR;
     const uint64_t e = fe;
@@ -98,52 +127,31 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uin
         *se = e;
     ll_stamp(A, LLS_C_SCAN);
     for (uint32_t u = blockIdx.x; u < R * sl; u += B) {
-        const uint32_t P = u / sl, z = u % sl;
+        const uint32_t P = ll_fdiv(u, msl), z = u - P * sl;
         const uint64_t route = u == blockIdx.x ? f0 : symm__cld8(flat + 2u + 2u * P, 0);
         const uint64_t pos = u == blockIdx.x ? f1 : symm__cld8(flat + 3u + 2u * P, 0);
-        const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu), g0 = src / dp * dp;
+        const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
+        const uint32_t g0 = dp == 1 ? src : src / dp * dp;
         const uint64_t t = route >> 32;
-        const uint64_t yoff = (uint64_t)((int64_t)(pos >> 32) * A->y_stride[0] +
-                                         (int64_t)((uint32_t)pos & LL_FLAT_ROW) * A->y_stride[1]) * ysz;
+        const char *ysrc = (const char *)A->y + (uint64_t)((int64_t)(pos >> 32) * A->y_stride[0] +
+                                                           (int64_t)((uint32_t)pos & LL_FLAT_ROW) * A->y_stride[1]) *
+                                                    ysz;
         const uint32_t mode = (uint32_t)pos >> 30;
+        const int al = ((uintptr_t)ysrc & 15u) == 0; /* (16u x q keeps a row's alignment) */
         if (u == blockIdx.x)
             ll_stamp(A, LLS_C_SLOT);
         if (ll_cpkt(A, mode, t)) {
-            char *dst = ll_pcslot(A, t, k);
-            for (uint32_t q0 = nvy * z / sl + tid; q0 < nvy * (z + 1) / sl; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
-                symm__v4_t v[LL_UNROLL];
-#pragma unroll
-                for (int x = 0; x < LL_UNROLL; x++) {
-                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
-                    if (q < nvy * (z + 1) / sl)
-                        v[x] = ll_ld16((const char *)A->y + yoff + 16u * q);
-                }
-#pragma unroll
-                for (int x = 0; x < LL_UNROLL; x++) {
-                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
-                    if (q < nvy * (z + 1) / sl)
-                        for (uint32_t d = 0; d < dp; d++)
-                            ll_put_pkt2(moe_peer(A, dst + 32u * q, (int)(g0 + d)), v[x], tag);
-                }
-            }
+            const uint32_t qlo = ll_fdiv(nvy * z, msl), qhi = ll_fdiv(nvy * (z + 1), msl);
+            if (al)
+                ll_csend_vecs(A, ysrc, ll_pcslot(A, t, k), qlo, qhi, g0, dp, tag, 1, 1);
+            else
+                ll_csend_vecs_any(A, ysrc, ll_pcslot(A, t, k), qlo, qhi, g0, dp, tag, 1);
         } else if (z == 0) {
             char *dst = MOE_AT(A, ll_cbuf) + (t * K + k) * (uint64_t)A->hidden * 4u;
-            for (uint32_t q0 = tid; q0 < nvy; q0 += SYMM__MOE_THREADS * LL_UNROLL) {
-                symm__v4_t v[LL_UNROLL];
-#pragma unroll
-                for (int x = 0; x < LL_UNROLL; x++) {
-                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
-                    if (q < nvy)
-                        v[x] = ll_ld16((const char *)A->y + yoff + 16u * q);
-                }
-#pragma unroll
-                for (int x = 0; x < LL_UNROLL; x++) {
-                    const uint32_t q = q0 + (uint32_t)x * SYMM__MOE_THREADS;
-                    if (q < nvy)
-                        for (uint32_t d = 0; d < dp; d++)
-                            symm__cst16(moe_peer(A, dst + 16u * q, (int)(g0 + d)), v[x], 1);
-                }
-            }
+            if (al)
+                ll_csend_vecs(A, ysrc, dst, 0, nvy, g0, dp, tag, 0, 1);
+            else
+                ll_csend_vecs_any(A, ysrc, dst, 0, nvy, g0, dp, tag, 0);
             symm__block_sync(); /* (the block's unit: one route, one form) */
             if (tid < dp)
                 MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + t * K + k, e, (int)(g0 + tid),
@@ -629,10 +637,12 @@ typedef struct ll_cin {
 #define LL_CF_PKT 4u /* its token comes back as packets (else plainly, behind a flag per route) */
 #define LL_CF_OK 8u  /* its route is valid: its row is waited for */
 
-/* The block-uniform part of the small combine's prologue, arithmetic on the arguments alone (before
- * the PDL wait), worked out by warp 0 alone and shared through one barrier: sixteen warps each
- * doing the same divisions share the SM's issue slots, and the prologue then outlasted the kernel
- * before it. The send split (ll_csend_sl) and the block's first route entry (~0: none); the
+/* The block-uniform part of the small combine's prologue (before the PDL wait), from the call's
+ * plan (symm__moe_ll_plan: no division on the device, a few multiplies of the block's index),
+ * worked out by every thread itself (no barrier, no shared copy). The send split (csl: unit u = route
+ * u / csl, slice u % csl, with csl from the most routes a PE may receive, n x cap x min(top-k, L),
+ * not from how many the dispatch received, so a block knows its first route's entry before it
+ * loads their number) and the block's first route entry (~0: none); the
  * block's first unit of the plan of *bound_m = num_tokens (has: there is one; units in that plan):
  * tokens t0 .. t0 + nb - 1, output groups glo .. glo + gn - 1; one: ll_combine_fast takes it, in
  * rounds of per groups (one token: as many as it takes; more tokens: one round); g0 the first PE
@@ -642,58 +652,43 @@ typedef struct ll_cpro {
     uint32_t csl, cP, has, nb, glo, gn, one, per, rounds, g0;
 } ll_cpro_t;
 
-/* Warp 0 the receive half's plan and first unit, warp 1 the rest, in parallel (each a chain of
- * divisions); every lane of the warp computes the same, lane 0 stores it. */
 SYMM__DEVICE_INTERNAL void ll_combine_pro(const symm__moe_kargs_t *A, int send, int recv, ll_cpro_t *p) {
-    const uint32_t K = A->topk, L = A->local, dp = (uint32_t)A->dp, lane = symm__block_tid() % 32u;
-    if (symm__block_tid() < 32) {
-        uint64_t t0 = 0, units = 0;
-        uint32_t has = 0, nb = 0, glo = 0, gn = 0, rounds = 0, one = 0;
-        if (recv) {
-            const ll_cplan_t c = ll_combine_plan(A, A->num_tokens);
-            units = c.units;
-            if (blockIdx.x < c.units) {
-                const uint32_t h8 = A->hidden / 8u, sl = c.sl, z = sl > 1 ? blockIdx.x % sl : 0u;
-                has = 1;
-                t0 = ll_unit_t0(&c, blockIdx.x);
-                nb = ll_unit_nb(&c, t0);
-                glo = h8 * z / sl;
-                gn = h8 * (z + 1) / sl - glo;
-                if (nb > 1 || gn * K <= SYMM__MOE_THREADS) { /* (rounds of THREADS / K groups) */
-                    rounds = 1;
-                } else {
-                    const uint32_t per = SYMM__MOE_THREADS / K;
-                    rounds = (gn + per - 1) / per;
-                }
-                one = K <= LL_KREG && (nb == 1 ? rounds <= LL_CROUNDS : nb * gn * K <= SYMM__MOE_THREADS);
-            }
+    const symm__moe_llplan_t *P = &A->llp;
+    const uint32_t K = A->topk, b = blockIdx.x;
+    uint64_t t0 = 0;
+    uint32_t has = 0, nb = 0, glo = 0, gn = 0, rounds = 0, one = 0, cP = ~0u;
+    if (recv && b < P->punits) { /* the unit of ll_combine_plan(num_tokens), ll_unit_t0, ll_unit_nb */
+        const uint32_t h8 = A->hidden / 8u, sl = P->psl;
+        uint32_t z = 0;
+        has = 1;
+        if (sl > 1) {
+            t0 = ll_fdiv(b, P->mpsl);
+            z = b - (uint32_t)t0 * sl;
+            nb = 1;
+        } else {
+            t0 = (uint64_t)b * P->ptb;
+            nb = A->num_tokens - t0 < P->ptb ? (uint32_t)(A->num_tokens - t0) : P->ptb;
         }
-        if (lane == 0) {
-            p->t0 = t0;
-            p->units = units;
-            p->has = has;
-            p->nb = nb;
-            p->glo = glo;
-            p->gn = gn;
-            p->rounds = rounds;
-            p->one = one;
-        }
-    } else if (symm__block_tid() < 64) {
-        uint32_t csl = 1, cP = ~0u;
-        const uint32_t per = SYMM__MOE_THREADS / (K ? K : 1u);
-        const uint32_t g0 = dp == 1 ? (uint32_t)A->me : (uint32_t)A->me / dp * dp;
-        if (send) {
-            csl = ll_csend_sl(A);
-            if (blockIdx.x / csl < (uint32_t)A->n * A->cap * (K < L ? K : L))
-                cP = blockIdx.x / csl;
-        }
-        if (lane == 0) {
-            p->csl = csl;
-            p->cP = cP;
-            p->per = per;
-            p->g0 = g0;
-        }
+        glo = ll_fdiv(h8 * z, P->mpsl);
+        gn = ll_fdiv(h8 * (z + 1), P->mpsl) - glo;
+        /* (rounds of per = THREADS / K groups) */
+        rounds = nb > 1 || gn * K <= SYMM__MOE_THREADS ? 1u : ll_fdiv(gn + P->per - 1u, P->mper);
+        one = K <= LL_KREG && (nb == 1 ? rounds <= LL_CROUNDS : nb * gn * K <= SYMM__MOE_THREADS);
     }
+    if (send && ll_fdiv(b, P->mcsl) < P->rmax)
+        cP = ll_fdiv(b, P->mcsl);
+    p->t0 = t0;
+    p->units = recv ? P->punits : 0u;
+    p->has = has;
+    p->nb = nb;
+    p->glo = glo;
+    p->gn = gn;
+    p->rounds = rounds;
+    p->one = one;
+    p->csl = send ? P->csl : 1u;
+    p->cP = cP;
+    p->per = P->per;
+    p->g0 = P->g0;
 }
 
 /* The addresses of ll_combine_inputs' loads, from the prologue p, arithmetic only (done before the
@@ -714,10 +709,11 @@ SYMM__DEVICE_INTERNAL void ll_combine_inputs_at(const symm__moe_kargs_t *A, cons
     if (!p->has)
         return;
     if (p->one) {
-        const uint32_t x = tid / K, nb = p->nb, gn = p->gn;
+        const uint32_t x = ll_fdiv(tid, A->llp.mk), nb = p->nb, gn = p->gn;
         in->bits = LL_CF_ON;
         if (x < p->per && x < nb * gn) { /* (its first group; one token: then every per-th) */
-            const uint32_t j = nb == 1 ? 0u : x / gn; /* (one token: a decode step's) */
+            /* (one token: a decode step's; more: the plan has no slices, so gn is hidden / 8) */
+            const uint32_t j = nb == 1 ? 0u : ll_fdiv(x, A->llp.mh8);
             in->bits |= LL_CF_MY;
             in->t = p->t0 + j;
             in->nb = p->glo + x - j * gn;
@@ -875,7 +871,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_setup(const symm__moe_kargs_t *A, uint64_t
  * braw: *bound_m as loaded; in: the small kernel's first unit, with fe, the epoch every thread
  * loaded, and pro, the prologue's plan). A first unit of ll_combine_fast's goes first, before
  * the plan (the bound as the pre-wait arithmetic assumed, so the same unit), and with no unit
- * after it the plan is not worked out at all. */
+ * after it the plan is not worked out at all. It ends the kernel (the stamps). */
 SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uint64_t *se, uint64_t braw,
                                            ll_cunit_t *u, int small, ll_cin_t *in, uint64_t fe, const ll_cpro_t *pro) {
     const uint32_t tid = symm__block_tid(), K = A->topk, B = gridDim.x, h8 = A->hidden / 8u;
@@ -883,8 +879,10 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
     if (in != NULL && braw == A->num_tokens && (in->bits & LL_CF_ON)) {
         ll_stamp(A, LLS_C_SET);
         ll_combine_fast(A, fe, in, pro);
-        if ((uint64_t)blockIdx.x + B >= pro->units)
+        if ((uint64_t)blockIdx.x + B >= pro->units) { /* (the kernel's end here, by the code of the sums) */
+            ll_stamps_end(A, "combine-small", *se, LLS_CS_END);
             return;
+        }
         first = 1;
     }
     ll_cplan_t c = ll_combine_plan(A, ll_bound_use(A, braw, blockIdx.x == 0 && tid == 0));
@@ -937,6 +935,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
         /* (no packet token left: none of ll_combine_pkt_rp's rounds and barriers) */
         ll_combine_rows(A, ll_tag(e), t0, nb, glo, gn, u->sok, u->sw, u->spk, small ? (pkts ? 1 : 2) : 0, pre, have);
     }
+    ll_stamps_end(A, small ? "combine-small" : "combine", *se, small ? LLS_CS_END : LLS_C_END);
 }
 
 /* The receive half's inputs (bound, routes, weights, forms) are the call's or the dispatch's:
@@ -945,20 +944,19 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
     __shared__ ll_cunit_t u;
     __shared__ uint64_t se;    /* the epoch (dispatches so far: the combine works on the last one) */
     __shared__ uint64_t sbraw; /* *bound_m as loaded by the last warp (no other warp waits for it) */
-    __shared__ ll_cpro_t spro;
+    ll_cpro_t pro; /* (each thread's own: no barrier before the PDL wait) */
     ll_cin_t in;
     uint32_t ro = ~0u, mi = ~0u, csl = 1, cP = ~0u;
     ll_stamps_begin(A);
     if (small) { /* addresses before the wait for the kernel before (PDL) */
-        ll_combine_pro(A, (A->flags & SYMM_MOE_SEND) != 0, (A->flags & SYMM_MOE_RECV) != 0, &spro);
-        symm__block_sync();
-        csl = spro.csl;
-        cP = spro.cP;
+        ll_combine_pro(A, (A->flags & SYMM_MOE_SEND) != 0, (A->flags & SYMM_MOE_RECV) != 0, &pro);
+        csl = pro.csl;
+        cP = pro.cP;
         symm__pin_u32(&csl);
         symm__pin_u32(&cP);
     }
     if (small && (A->flags & SYMM_MOE_RECV)) {
-        ll_combine_inputs_at(A, &spro, &in, &ro, &mi);
+        ll_combine_inputs_at(A, &pro, &in, &ro, &mi);
         symm__pin_u32(&ro);
         symm__pin_u32(&mi);
         symm__pin_u32(&in.bits);
@@ -1018,7 +1016,9 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
             symm__block_sync(); /* (the send half's barriers publish sbraw otherwise) */
         MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV,
                        ll_combine_recv(A, &se, small ? (A->bound != NULL ? (uint64_t)bv : A->num_tokens) : sbraw, &u,
-                                       small, small ? &in : NULL, fe, &spro));
+                                       small, small ? &in : NULL, fe, &pro));
+        return; /* (the receive half ends with the stamps: nothing after it, so its returns can end the kernel
+                 * where they are, not after a jump to code of their own) */
     }
     ll_stamps_end(A, small ? "combine-small" : "combine", se, small ? LLS_CS_END : LLS_C_END);
 }

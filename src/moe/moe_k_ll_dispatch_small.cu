@@ -6,20 +6,9 @@
 #include "moe/moe_ll.cuh"
 
 
-/* a / b (b > 0) with a shift when b is a power of two, as the usual expert, slot, block and
- * slice counts are: an integer division is a chain of some twenty instructions, and the small
- * kernels' prologue and send half take several in a row. */
-SYMM__DEVICE_INTERNAL uint32_t ll_udiv(uint32_t a, uint32_t b) {
-    if ((b & (b - 1u)) == 0)
-        return a >> (__ffs((int)b) - 1);
-    return a / b;
-}
-
 /* Routes one source may send one PE in a small dispatch: each of its tokens names at most
- * min(K, L) of that PE's experts. */
-SYMM__DEVICE_INTERNAL uint32_t ll_hmax(const symm__moe_kargs_t *A) {
-    return A->cap * (A->topk < A->local ? A->topk : A->local);
-}
+ * min(K, L) of that PE's experts (the call's plan, symm__moe_llplan_t). */
+SYMM__DEVICE_INTERNAL uint32_t ll_hmax(const symm__moe_kargs_t *A) { return A->llp.hmax; }
 
 /* Header of source s at parity p on this PE: packet 0 (routes, mode), then one packet a route. */
 SYMM__DEVICE_INTERNAL char *ll_hslot(const symm__moe_kargs_t *A, uint32_t p, uint32_t s) {
@@ -36,10 +25,24 @@ SYMM__DEVICE_INTERNAL void ll_put_pkt1(void *dst, uint32_t lo, uint32_t hi, uint
     symm__c_st16_vol(dst, a);
 }
 
+/* ll_valid of route k, whose expert ix the thread holds, its token's slots staged at row: with
+ * top-k at most LL_KREG the earlier slots' loads all go out at once (unrolled), not one after
+ * another. */
+SYMM__DEVICE_INTERNAL int ll_valid_staged(const uint32_t *row, uint32_t k, uint32_t ix, uint32_t K, uint32_t E) {
+    int ok = ix < E;
+    if (K > LL_KREG)
+        return ll_valid(row, k, E);
+#pragma unroll
+    for (uint32_t j = 0; j + 1 < LL_KREG; j++)
+        if (j < k && row[j] == ix)
+            ok = 0;
+    return ok;
+}
+
 /* The PEs that token t's valid routes go to, found by one warp without shared memory or a
  * barrier: lane k holds slot k (and k + 32), a shuffle per slot finds repeats (ll_valid's rule). */
 SYMM__DEVICE_INTERNAL uint64_t ll_warp_mask(const symm__moe_kargs_t *A, uint32_t a, uint32_t b) {
-    const uint32_t lane = symm__block_tid() & 31u, K = A->topk, E = A->experts, L = A->local;
+    const uint32_t lane = symm__block_tid() & 31u, K = A->topk, E = A->experts;
     int oka = a < E, okb = b < E;
     uint64_t m;
     for (uint32_t j = 0; j < K && j < 32u; j++) {
@@ -51,7 +54,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_warp_mask(const symm__moe_kargs_t *A, uint32_t
         const uint32_t x = __shfl_sync(MOE_FULL, b, j - 32u);
         okb &= !(j < lane + 32u && x == b);
     }
-    m = (oka ? 1ull << ll_udiv(a, L) : 0ull) | (okb ? 1ull << ll_udiv(b, L) : 0ull);
+    m = (oka ? 1ull << ll_fdiv(a, A->llp.ml) : 0ull) | (okb ? 1ull << ll_fdiv(b, A->llp.ml) : 0ull);
     return ((uint64_t)__reduce_or_sync(MOE_FULL, (uint32_t)(m >> 32)) << 32) | __reduce_or_sync(MOE_FULL, (uint32_t)m);
 }
 
@@ -62,6 +65,25 @@ typedef struct ll_sunit {
     uint32_t hi, hk, h32, ri, rlo, rhi, what;
     uint64_t rt;
 } ll_sunit_t;
+
+/* The rows of the tokens after each row block's first (more tokens than row blocks): tokens
+ * blockIdx.x + RB, blockIdx.x + 2 RB, ... below the bound, a whole row each. Out of line: a decode
+ * step never takes it, and inlined, its code lay between the decode path's steps (a far jump is a
+ * new stretch of instructions to fetch). Every thread of the block calls it. */
+SYMM__NOINLINE void ll_small_send_more(const symm__moe_kargs_t *A, uint64_t e, uint32_t bound) {
+    const uint32_t lane = symm__block_tid() & 31u, K = A->topk, E = A->experts, dp = (uint32_t)A->dp;
+    const uint32_t dpr = A->llp.dpr, all = A->llp.all, nv = A->llp.nv;
+    const uint32_t RB = gridDim.x > 1 ? gridDim.x - 1u : 1u;
+    const uint32_t me = (uint32_t)A->me, p = (uint32_t)(e & 1u), tag = ll_tag(e);
+    for (uint32_t u = blockIdx.x + RB; u < all; u += RB) {
+        const uint64_t t = dpr + (uint64_t)u * dp;
+        if (t >= bound)
+            break; /* (tokens go in order: the later ones are at or above the bound too) */
+        const uint32_t xa = lane < K ? ((const uint32_t *)A->idx)[t * K + lane] : E;
+        const uint32_t xb = lane + 32u < K ? ((const uint32_t *)A->idx)[t * K + lane + 32u] : E;
+        ll_put_slice(A, ll_pslot(A, p, me, u), t, 0, nv, ll_warp_mask(A, xa, xb), tag, NULL);
+    }
+}
 
 /* The send half of a small dispatch (e: its epoch, bound: the tokens it sends, both published by
  * the caller's barrier; ix, xa, xb, pv: this thread's prologue loads, see ll_small_dispatch).
@@ -74,11 +96,9 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
                                          uint32_t *wcnt) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t K = A->topk, L = A->local, E = A->experts, n = (uint32_t)A->n, dp = (uint32_t)A->dp;
-    const uint32_t me = (uint32_t)A->me, dpr = me - ll_udiv(me, dp) * dp, B = gridDim.x, p = (uint32_t)(e & 1u);
-    const uint32_t all = (uint32_t)A->num_tokens > dpr ? ll_udiv((uint32_t)A->num_tokens - dpr + dp - 1, dp) : 0;
-    const uint32_t tag = ll_tag(e);
-    const uint32_t RB = B > 1 ? B - 1 : 1, nv = A->x_bytes / 16u + (A->scale_cols + 3) / 4;
-    const uint32_t mode = LL_MODE_DPKT | (A->pkt && A->num_tokens <= A->pmt ? LL_MODE_CPKT : 0u);
+    const uint32_t me = (uint32_t)A->me, dpr = A->llp.dpr, B = gridDim.x, p = (uint32_t)(e & 1u);
+    const uint32_t all = A->llp.all, tag = ll_tag(e);
+    const uint32_t RB = B > 1 ? B - 1 : 1, mode = A->llp.dmode;
     if (blockIdx.x == B - 1) {
         /* the header: route q = i * K + k of token i (below the bound) */
         const uint32_t q = tid, i = su->hi, k = su->hk;
@@ -86,7 +106,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
         int ok = 0, one;
         uint32_t r = 0xffffffffu, mm, pos = 0, nw;
         if ((su->what & 1u) && t < bound) {
-            ok = ll_valid(&sidx[q - k], k, E);
+            ok = ll_valid_staged(&sidx[q - k], k, ix, K, E);
             if (ix >= E) {
                 if (ix != SYMM_MOE_NO_EXPERT)
                     moe_error(A, SYMM__MOE_ERR_EXPERT_RANGE, (int64_t)t, (int64_t)k, (int64_t)ix);
@@ -94,8 +114,10 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
                 moe_error(A, SYMM__MOE_ERR_EXPERT_DUP, (int64_t)t, (int64_t)k, (int64_t)ix);
             }
             if (ok)
-                r = ll_udiv(ix, L);
+                r = ll_fdiv(ix, A->llp.ml);
         }
+        LL_FPIN32(r);
+        LL_FSTAMP(A, LLS_DS_VALID);
         /* the routes are threads 0 .. routes - 1: with 32 at most (a decode step's) warp 0 alone
          * posts the header, with no barrier (thread 32's route, if any, is token h32's slot
          * 32 - K x h32) */
@@ -112,6 +134,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
             }
             ll_stamp(A, LLS_DS_HSYNC);
             if (ok) {
+#pragma unroll 1 /* (none in a decode step: kept short, not unrolled into code the step jumps over) */
                 for (uint32_t w = 0; w < warp; w++)
                     pos += wcnt[w * n + r];
                 pos += (uint32_t)__popc(mm & ((1u << lane) - 1u));
@@ -124,6 +147,7 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
             }
             for (uint32_t x = one ? lane : tid; x < n; x += one ? 32u : SYMM__MOE_THREADS) {
                 uint32_t c = 0;
+#pragma unroll 1
                 for (uint32_t w = 0; w < nw; w++)
                     c += wcnt[w * n + x];
                 ll_put_pkt1(moe_peer(A, ll_hslot(A, p, me), (int)x), c, mode, tag);
@@ -142,14 +166,8 @@ SYMM__DEVICE_INTERNAL void ll_small_send(const symm__moe_kargs_t *A, uint64_t e,
         ll_put_slice(A, ll_pslot(A, p, me, su->ri), su->rt, su->rlo, su->rhi, mask, tag, pv0);
         ll_stamp(A, LLS_D_XST);
     }
-    for (uint32_t u = blockIdx.x + RB; u < all; u += RB) {
-        const uint64_t t = dpr + (uint64_t)u * dp;
-        if (t >= bound)
-            break; /* (tokens go in order: the later ones are at or above the bound too) */
-        xa = lane < K ? ((const uint32_t *)A->idx)[t * K + lane] : E;
-        xb = lane + 32u < K ? ((const uint32_t *)A->idx)[t * K + lane + 32u] : E;
-        ll_put_slice(A, ll_pslot(A, p, me, u), t, 0, nv, ll_warp_mask(A, xa, xb), tag, NULL);
-    }
+    if (blockIdx.x + RB < all) /* (block-uniform) */
+        ll_small_send_more(A, e, bound);
 }
 
 #define LL_HPOLL 4 /* header entries a lane polls at once */
@@ -167,28 +185,27 @@ typedef struct ll_runit {
     uint32_t sl, units, s, tl, lo, hi, v0, vend, di, lg, fast;
 } ll_runit_t;
 
-#define LL_FAST_ROUNDS 4 /* most routes a thread of the decode form stores its vector for */
-#define LL_SHIST (4 * SYMM__MOE_THREADS) /* most (source, local expert) counts the decode form keeps */
+#define LL_FAST_ROUNDS SYMM__MOE_SMALL_FAST_ROUNDS /* most routes a thread of the decode form stores its vector for */
+#define LL_SHIST SYMM__MOE_SMALL_SHIST /* most (source, local expert) counts the decode form keeps */
 
+/* (the split, the decode form and its groups are the call's plan, symm__moe_ll_plan: the block's
+ * unit is a few multiplies of its index) */
 SYMM__DEVICE_INTERNAL ll_runit_t ll_small_unit(const symm__moe_kargs_t *A) {
-    const uint32_t cap = A->cap, pairs = (uint32_t)A->n * cap, B = gridDim.x, u = blockIdx.x;
-    const uint32_t nv = A->x_bytes / 16u + (A->scale_cols + 3) / 4, kl = A->topk < A->local ? A->topk : A->local;
-    const uint32_t tid = symm__block_tid();
-    uint32_t nvm, q, z;
+    const symm__moe_llplan_t *P = &A->llp;
+    const uint32_t cap = A->cap, u = blockIdx.x, nv = P->nv, kl = P->kl, tid = symm__block_tid();
+    uint32_t q, z;
     ll_runit_t r;
-    r.sl = pairs < B ? ll_udiv(B, pairs) : 1u;
-    r.units = pairs * r.sl;
-    q = ll_udiv(u, r.sl);
+    r.sl = P->rsl;
+    r.units = P->runits;
+    q = ll_fdiv(u, P->mrsl);
     z = u - q * r.sl;
-    r.s = ll_udiv(q, cap);
+    r.s = ll_fdiv(q, P->mcap);
     r.tl = q - r.s * cap;
-    r.lo = ll_udiv(nv * z, r.sl);
-    r.hi = ll_udiv(nv * (z + 1), r.sl);
-    nvm = ll_udiv(nv + r.sl - 1, r.sl);
-    r.lg = 32u - (uint32_t)__clz((int)(nvm - 1u)); /* (nvm >= 1 where fast) */
+    r.lo = ll_fdiv(nv * z, P->mrsl);
+    r.hi = ll_fdiv(nv * (z + 1), P->mrsl);
+    r.lg = P->rlg;
     /* (grid-uniform: the blocks that own a pair's first slice note its routes for the combine) */
-    r.fast = r.units <= B && nv >= r.sl && kl <= 32u && nvm <= SYMM__MOE_THREADS &&
-             (kl << r.lg) <= SYMM__MOE_THREADS * LL_FAST_ROUNDS && (uint32_t)A->n * A->local <= LL_SHIST;
+    r.fast = P->rfast;
     r.v0 = r.lo + tid;
     r.vend = u < r.units ? r.hi : 0u;
     r.di = 0;
@@ -326,13 +343,27 @@ SYMM__DEVICE_INTERNAL void ll_small_copy_fast(const symm__moe_kargs_t *A, uint32
  * kept to a few instructions), each the sum of the sources' counts ll_small_place kept. */
 SYMM__DEVICE_INTERNAL void ll_small_count_fast(const symm__moe_kargs_t *A, const uint32_t *shist) {
     const uint32_t n = (uint32_t)A->n, L = A->local;
+#pragma unroll 1
     for (uint32_t x = blockIdx.x + symm__block_tid() * gridDim.x; x < L; x += SYMM__MOE_THREADS * gridDim.x) {
         uint32_t c = 0;
+#pragma unroll 1
         for (uint32_t s = 0; s < n; s++)
             c += shist[s * L + x];
         A->out_num[x] = (int32_t)c;
         MOE_U32(A, ll_rcnt)[x] = c;
     }
+}
+
+/* The kernel's end (the epoch rule of symm__k_ll_dispatch): the thread that counted the block last
+ * (ticket = blocks) stores the epoch; the handle's most blocks noted; the stamps. */
+SYMM__DEVICE_INTERNAL void ll_small_end(const symm__moe_kargs_t *A, uint64_t e, uint32_t ticket) {
+    if (blockIdx.x == 0 && symm__block_tid() == 0)
+        atomicMax(&moe_state(A)->max_grid, gridDim.x);
+    if (ticket == gridDim.x) {
+        atomicExch(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 0u);
+        *(volatile uint64_t *)&moe_state(A)->epoch = e;
+    }
+    ll_stamps_end(A, "dispatch-small", e, LLS_DS_END);
 }
 
 /* The receive half of a small dispatch (epoch e; ticket: the block is counted as its polls start,
@@ -352,8 +383,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
                                          const ll_runit_t *ru) {
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, warp = tid >> 5;
     const uint32_t n = (uint32_t)A->n, L = A->local, dp = (uint32_t)A->dp, B = gridDim.x, hmax = ll_hmax(A);
-    const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nvx = A->x_bytes / 16u, cols = A->scale_cols;
-    const uint32_t nv = nvx + (cols + 3) / 4, cap = A->cap, pairs = n * cap;
+    const uint32_t p = (uint32_t)(e & 1u), tag = ll_tag(e), nv = A->llp.nv, cap = A->cap, pairs = n * cap;
     const uint32_t sl = ru->sl, units = ru->units;
     __shared__ uint2 rent[SYMM__MOE_SMALL_RECV]; /* [source][route]: expert | k << 24, token / dp */
     __shared__ uint32_t rrow[SYMM__MOE_SMALL_RECV]; /* [source][route]: its row at its expert */
@@ -375,13 +405,14 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             vb[x] = symm__c_ld16_vol(src0 + 32u * v + 16u);
         }
     }
-    for (uint32_t x = tid; x < pairs; x += SYMM__MOE_THREADS)
-        pcnt[x] = 0;
-    if (ru->fast) /* (sdat's room: the decode form copies no slice through it) */
-        for (uint32_t x = tid; x < n * L; x += SYMM__MOE_THREADS)
-            shist[x] = 0;
+    if (!ru->fast) { /* (the decode form's counters: each polling warp clears its own source's) */
+#pragma unroll 1 /* (a few rounds at most: short code, no unrolled copies to jump over) */
+        for (uint32_t x = tid; x < pairs; x += SYMM__MOE_THREADS)
+            pcnt[x] = 0;
+    }
     hist[tid] = 0; /* (published by the barrier after the headers) */
     ll_count_late(A, ticket); /* (after this thread's loads: its warp waits for the atomic) */
+    LL_FSTAMP(A, LLS_DS_RECV);
     for (uint32_t s = warp; s < n; s += SYMM__MOE_WARPS) {
         const char *h = ll_hslot(A, p, s);
         symm__v4_t h0 = symm__c_ld16_vol(h), ev[LL_HPOLL];
@@ -391,6 +422,18 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
         for (uint32_t j = 0; j < LL_HPOLL; j++)
             if (lane + 32u * j < hmax)
                 ev[j] = symm__c_ld16_vol(h + 16u * (1u + lane + 32u * j));
+        if (ru->fast) {
+            /* source s's counters (ll_small_place), cleared by the warp that keeps them, as its loads
+             * travel: no other warp touches them before the barrier after the headers (cleared by
+             * every thread instead, with no barrier before this warp's placement, a slower warp's
+             * clearing could come after it). (sdat's room: the decode form copies no slice through it.) */
+#pragma unroll 1
+            for (uint32_t x = lane; x < L; x += 32u)
+                shist[s * L + x] = 0;
+#pragma unroll 1
+            for (uint32_t x = lane; x < cap; x += 32u)
+                pcnt[s * cap + x] = 0;
+        }
         if (s == 0)
             LL_FSTAMP(A, LLS_DS_HPOLL);
         while (!__all_sync(MOE_FULL, ll_pkt_ok(h0, tag))) {
@@ -468,8 +511,20 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
         if (blockIdx.x < units)
             ll_small_copy_fast(A, tag, ru, src0, va[0], vb[0], rent, scnt, smode, rrow, shist, pdst, pcnt);
         ll_stamp(A, LLS_D_COPY);
-        for (uint32_t s = 0; s < n; s++)
-            R += scnt[s];
+        /* the notes for the combine and the experts' row counts here, so that their code follows the
+         * copy's and not the general form's: a far jump is a new stretch of instructions to fetch */
+        if (blockIdx.x == 0 && tid < n)
+            MOE_U32(A, ll_mode)[tid] = smode[tid];
+        if (blockIdx.x == 0 && tid == 0) {
+            for (uint32_t s = 0; s < n; s++)
+                R += scnt[s];
+            MOE_U64(A, ll_flat)[0] = R;
+        }
+        LL_FSTAMP(A, LLS_DS_NOTE);
+        ll_small_count_fast(A, shist);
+        LL_FSTAMP(A, LLS_DS_XCNT);
+        ll_small_end(A, e, ticket != NULL ? *ticket : 0u); /* (the kernel's end here too, for the same reason) */
+        return;
     } else {
         for (uint32_t s = 0; s < n; s++)
             R += scnt[s];
@@ -612,10 +667,7 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
         MOE_U32(A, ll_mode)[tid] = smode[tid];
     if (blockIdx.x == 0 && tid == 0)
         MOE_U64(A, ll_flat)[0] = R;
-    if (ru->fast) {
-        ll_small_count_fast(A, shist);
-        return;
-    }
+    LL_FSTAMP(A, LLS_DS_NOTE);
     for (uint32_t c0 = blockIdx.x * SYMM__MOE_THREADS; c0 < L; c0 += B * SYMM__MOE_THREADS) {
         if (c0 != blockIdx.x * SYMM__MOE_THREADS) { /* (the first range's zeroes went out with the polls) */
             symm__block_sync();
@@ -634,22 +686,23 @@ SYMM__DEVICE_INTERNAL void ll_small_recv(const symm__moe_kargs_t *A, uint64_t e,
             MOE_U32(A, ll_rcnt)[c0 + tid] = hist[tid];
         }
     }
+    LL_FSTAMP(A, LLS_DS_XCNT);
+    ll_small_end(A, e, ticket != NULL ? *ticket : 0u);
 }
 
-/* A small dispatch: the halves the flags name, on the epoch it returns. Before the wait for the
- * kernel before it (PDL: while that one still runs) it works out every address of its first
- * loads and clears its shared counters; after it, the prologue issues every first load before
+/* A small dispatch: the halves the flags name, then the kernel's end (ll_small_end). Before the
+ * wait for the kernel before it (PDL: while that one still runs) it works out every address of
+ * its first loads and clears its shared counters; after it, the prologue issues every first load before
  * anything waits for one: the epoch (thread 0), *bound_m (the last warp), the header block's
  * indices (a route per thread), each row block's first vector and its warps' view of the first
  * token's slots; one barrier publishes them, and no block waits for another of its grid before
  * its sending is done. */
-SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uint32_t *ticket) {
+SYMM__DEVICE_INTERNAL void ll_small_dispatch(const symm__moe_kargs_t *A, uint32_t *ticket) {
+    const symm__moe_llplan_t *P = &A->llp; /* (the call's plan: no division here) */
     const uint32_t tid = symm__block_tid(), lane = tid & 31u, K = A->topk, E = A->experts, n = (uint32_t)A->n;
-    const uint32_t dp = (uint32_t)A->dp, dpr = (uint32_t)A->me - ll_udiv((uint32_t)A->me, dp) * dp;
-    const uint32_t B = gridDim.x, RB = B > 1 ? B - 1 : 1;
+    const uint32_t dp = (uint32_t)A->dp, dpr = P->dpr, B = gridDim.x, RB = B > 1 ? B - 1 : 1;
     const int send = (A->flags & SYMM_MOE_SEND) != 0, recv = (A->flags & SYMM_MOE_RECV) != 0;
-    const uint32_t all = (uint32_t)A->num_tokens > dpr ? ll_udiv((uint32_t)A->num_tokens - dpr + dp - 1, dp) : 0;
-    const uint32_t nvx = A->x_bytes / 16u, nv = nvx + (A->scale_cols + 3) / 4;
+    const uint32_t all = P->all, nv = P->nv;
     __shared__ uint64_t se, sbraw;
     __shared__ uint32_t sidx[SYMM__MOE_SMALL_SEND], wcnt[SYMM__MOE_WARPS * SYMM__MOE_MAX_PES];
     __shared__ uint32_t hleft; /* header-polling warps of the receive half not done yet */
@@ -663,23 +716,24 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
     ll_sunit_t su = {0, 0, 0, 0, 0, 0, 0, 0};
     ll_runit_t ru = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* the receive half's first unit */
     if (send && blockIdx.x == B - 1) {
+#pragma unroll 1
         for (uint32_t x = tid; x < SYMM__MOE_WARPS * n; x += SYMM__MOE_THREADS)
             wcnt[x] = 0;
-        su.h32 = ll_udiv(32u, K);
+        su.h32 = P->h32;
         if (tid < all * K) {
-            su.hi = ll_udiv(tid, K);
+            su.hi = ll_fdiv(tid, P->mk);
             su.hk = tid - su.hi * K;
             ixo = (dpr + (uint64_t)su.hi * dp) * K + su.hk;
             su.what = 1;
         }
     }
     if (send && (B == 1 || blockIdx.x < RB)) {
-        const uint32_t sl = all > 0 && all < RB ? ll_udiv(RB, all) : 1u, u = blockIdx.x;
-        if (u < all * sl) {
-            su.ri = ll_udiv(u, sl);
+        const uint32_t sl = P->dsl, u = blockIdx.x;
+        if (u < P->dunits) {
+            su.ri = ll_fdiv(u, P->mdsl);
             su.rt = dpr + (uint64_t)su.ri * dp;
-            su.rlo = ll_udiv(nv * (u - su.ri * sl), sl);
-            su.rhi = ll_udiv(nv * (u - su.ri * sl + 1), sl);
+            su.rlo = ll_fdiv(nv * (u - su.ri * sl), P->mdsl);
+            su.rhi = ll_fdiv(nv * (u - su.ri * sl + 1), P->mdsl);
             v = su.rlo + tid;
             su.what |= 4u | (v < su.rhi ? 2u : 0u);
         }
@@ -746,27 +800,20 @@ SYMM__DEVICE_INTERNAL uint64_t ll_small_dispatch(const symm__moe_kargs_t *A, uin
         ll_small_send(A, e, bound, &su, ix, xa, xb, &pv, sidx, wcnt);
         ll_stamp(A, LLS_D_SENT);
     }
-    if (recv)
+    if (recv) { /* (it ends the kernel: ll_small_end) */
         ll_small_recv(A, e, send ? ticket : NULL, &hleft, &ru);
-    else if (send)
-        ll_count_late(A, ticket);
-    return e;
+    } else {
+        if (send)
+            ll_count_late(A, ticket);
+        ll_small_end(A, e, *ticket);
+    }
 }
 
 /* The small dispatch (a->ll_small, the real exchange or its stamps): its own kernel, so its
  * registers, shared memory and code are its own. Epoch as in symm__k_ll_dispatch. */
 __global__ void __launch_bounds__(SYMM__MOE_THREADS)
     symm__k_ll_dispatch_small(const __grid_constant__ symm__moe_kargs_t a) {
-    const symm__moe_kargs_t *A = &a;
     uint32_t ticket = 0;
-    uint64_t e;
-    ll_stamps_begin(A);
-    e = ll_small_dispatch(A, &ticket); /* (its prologue waits for the kernel before it: PDL) */
-    if (blockIdx.x == 0 && symm__block_tid() == 0)
-        atomicMax(&moe_state(A)->max_grid, gridDim.x);
-    if (ticket == gridDim.x) { /* the thread that counted the block counted last */
-        atomicExch(&moe_state(A)->done[SYMM__MK_LL_DISPATCH], 0u);
-        *(volatile uint64_t *)&moe_state(A)->epoch = e;
-    }
-    ll_stamps_end(A, "dispatch-small", e, LLS_DS_END);
+    ll_stamps_begin(&a);
+    ll_small_dispatch(&a, &ticket); /* (its prologue waits for the kernel before it: PDL; it ends with ll_small_end) */
 }

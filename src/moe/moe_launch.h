@@ -21,6 +21,11 @@ extern "C" {
 /* Most PEs of a handle's team (masks of 64 bits). */
 #define SYMM__MOE_MAX_PES 64
 
+/* The mode bits of a low-latency source (in its counts and headers): its dispatch rows are packets;
+ * its tokens' combine rows come back as packets. */
+#define SYMM__MOE_LL_MODE_DPKT 1u
+#define SYMM__MOE_LL_MODE_CPKT 2u
+
 /* Top-k indices a low-latency dispatch stages in shared memory at a time. */
 #define SYMM__MOE_IDX_CHUNK 2048
 
@@ -29,6 +34,10 @@ extern "C" {
  * receive fit the receivers' shared memory (n x cap x min(top-k, local experts)). */
 #define SYMM__MOE_SMALL_SEND SYMM__MOE_THREADS
 #define SYMM__MOE_SMALL_RECV 1024
+/* Its receive half's decode form: the most routes a thread stores its vector for, and the most
+ * (source, local expert) counts it keeps. */
+#define SYMM__MOE_SMALL_FAST_ROUNDS 4
+#define SYMM__MOE_SMALL_SHIST (4 * SYMM__MOE_THREADS)
 
 /* Tokens per block of a high-throughput dispatch at least (its grid is at
  * most max_num_tokens / this, rounded up; ht_bcnt is sized for that many). */
@@ -164,6 +173,48 @@ typedef struct symm__moe_state {
 } symm__moe_state_t;
 
 /*
+ * The small low-latency kernels' plan of one call (symm__moe_ll_plan: the host works it out as
+ * it launches them, from the handle, the call's tokens and the grid): what their prologues would
+ * otherwise compute in every block, a chain of divisions before the first loads. A division by
+ * one of the call's divisors d is the high word of x * m with m = ceil(2^32 / d), and x itself
+ * where d is 1 (m 0; symm__moe_magic; the m fields), exact for x * d <= 2^32, which the kernels'
+ * values are far below.
+ */
+typedef struct symm__moe_llplan {
+    uint32_t mk;   /* m of top-k */
+    uint32_t mdsl; /* dispatch: m of dsl */
+    uint32_t mrsl; /* dispatch: m of rsl */
+    uint32_t mcap; /* dispatch: m of cap */
+    uint32_t ml;   /* dispatch: m of the local experts */
+    uint32_t mcsl; /* combine: m of csl */
+    uint32_t mpsl; /* combine: m of psl */
+    uint32_t mper; /* combine: m of per */
+    uint32_t mh8;  /* combine: m of hidden / 8 */
+    /* dispatch */
+    uint32_t dpr;    /* me mod dp: the first of this PE's tokens (t = dpr, dpr + dp, ...) */
+    uint32_t all;    /* those tokens below num_tokens */
+    uint32_t nv;     /* 16-byte vectors of a row as it travels (x, then its scales in quads) */
+    uint32_t kl;     /* min(top-k, local experts): a token's routes into one PE at most */
+    uint32_t hmax;   /* cap x kl: routes one source may send one PE */
+    uint32_t dmode;  /* the mode bits this PE's headers carry */
+    uint32_t h32;    /* 32 / top-k: the token of thread 32's route */
+    uint32_t dsl;    /* slices of a sent row (row blocks per token when tokens are fewer) */
+    uint32_t dunits; /* all x dsl: the row blocks' units */
+    uint32_t rsl;    /* slices of a received (source, token slot) pair */
+    uint32_t runits; /* n x cap x rsl: the receive half's units */
+    uint32_t rlg;    /* the decode form's groups: 2^rlg threads (the longest slice at most) */
+    uint32_t rfast;  /* the receive half's decode form (ll_small_unit) */
+    /* combine */
+    uint32_t csl;    /* the send half's slices of a route (by the most routes a PE may receive) */
+    uint32_t rmax;   /* those routes: n x cap x kl */
+    uint32_t psl;    /* the receive half's plan of num_tokens: slices of a token (1: none) */
+    uint32_t ptb;    /* and tokens a unit */
+    uint32_t punits; /* and units */
+    uint32_t per;    /* SYMM__MOE_THREADS / top-k: output groups in a round of a route per thread */
+    uint32_t g0;     /* the first PE of my DP group */
+} symm__moe_llplan_t;
+
+/*
  * One kernel's arguments: the handle's geometry, then the call's buffers.
  * Sizes in bytes unless said; strides in elements.
  */
@@ -232,7 +283,18 @@ typedef struct symm__moe_kargs {
     int64_t ow_stride;
     uint32_t w_cols;
     int nblocks;
+    /* low latency, ll_small: the call's plan (symm__moe_ll_plan); last, so the other kernels'
+     * arguments keep their places */
+    symm__moe_llplan_t llp;
 } symm__moe_kargs_t;
+
+/* m = ceil(2^32 / d) for d >= 2 (0 for d = 1), so that x / d is the high word of x * m (x where
+ * m is 0) where x * d <= 2^32. */
+static inline uint32_t symm__moe_magic(uint32_t d) { return d > 1 ? (uint32_t)(((1ull << 32) + d - 1u) / d) : 0u; }
+
+/* Fill a->llp for a small low-latency kernel (a->ll_small) from the handle's part of a, the call's
+ * num_tokens and flags and a->nblocks; for any other kernel it leaves llp alone. */
+void symm__moe_ll_plan(symm__moe_kargs_t *a);
 
 /* Enqueue a kernel. Errors: SYMM_ERR_CUDA. */
 symm_status_t symm__moe_launch(const symm__moe_kargs_t *a, symm_stream_t stream);

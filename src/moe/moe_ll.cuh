@@ -106,12 +106,14 @@
  *         vector) pairs at most four a thread) takes no other barrier: the warp that polls a
  *         source's header places its entries before the barrier (a match per 32: each entry's
  *         rank among its source's entries of its expert, each token's first entry and count, the
- *         source's count per expert), so after it each thread reads its routes' rows (rank plus
- *         the earlier sources' counts) and stores the one vector it polled, and the block with the
- *         pair's first slice notes its routes for combine (by row, and in a flat list whose
- *         entries carry their source's mode). Otherwise each block places every route in shared
- *         memory (a barrier) and block 0 notes them all. Each block counts its share of the
- *         experts' rows (in a decode step as sums of the sources' counts, no barrier).
+ *         source's count per expert; those counters cleared by that warp itself as its first
+ *         loads travel, as no other warp touches them before the barrier), so after it each
+ *         thread reads its routes' rows (rank plus the earlier sources' counts) and stores the
+ *         one vector it polled, and the block with the pair's first slice notes its routes for
+ *         combine (by row, and in a flat list whose entries carry their source's mode).
+ *         Otherwise each block places every route in shared memory (a barrier) and block 0 notes
+ *         them all. Each block counts its share of the experts' rows (in a decode step as sums
+ *         of the sources' counts, no barrier, right after its copy, then the kernel's end).
  *   The same parity argument holds with headers in place of counts: every PE posts every PE a
  *   header in every dispatch (no routes included).
  * Combine, same epoch:
@@ -126,7 +128,8 @@
  *         kernel sends from the flat list, whose entries carry the source's
  *         mode: a block's first route's row loads wait for one round (the
  *         list's length, the epoch and the entry, which the split by the
- *         most routes a PE may receive names before the length is known).
+ *         most routes a PE may receive names before the length is known);
+ *         a row at 16 bytes goes through a loop of plain 16-byte loads.
  *   recv  Per token (its hidden dimension split over several blocks when
  *         tokens are fewer than blocks): the valid routes' rows, polled as
  *         packets or waited for by flag, summed weight x row in float32 in
@@ -142,7 +145,11 @@
  * value needed late (the bound, the epoch, the block count) is loaded by one
  * thread into shared memory, or waited for where nothing else is pending.
  * With PDL the small kernels work out those loads' addresses before they wait
- * for the kernel before them, so the loads go out as the wait ends.
+ * for the kernel before them, so the loads go out as the wait ends; what those
+ * addresses take that the call alone decides (the splits, the tokens a PE
+ * sends, each divisor's reciprocal) the host works out as it launches them
+ * (symm__moe_llplan_t), so a block's prologue is a few multiplies of its index,
+ * not a chain of divisions.
  *
  * Why two buffers by parity suffice, with no acknowledgement: PE s writes
  * r's parity-p buffers (counts, lists, rows) in dispatch e and next in
@@ -178,8 +185,12 @@
 #define LL_ROUTES 0x1fffffffu
 #define LL_CNT_EREL (1u << 29) /* the source's plain rows have no flag: each entry is released behind its row */
 #define LL_SM_EREL 4u          /* the same in a receiver's smode (beside the mode bits) */
-#define LL_MODE_DPKT 1u /* the source's dispatch rows are packets */
-#define LL_MODE_CPKT 2u /* its tokens' combine rows come back as packets */
+#define LL_MODE_DPKT SYMM__MOE_LL_MODE_DPKT /* the source's dispatch rows are packets */
+#define LL_MODE_CPKT SYMM__MOE_LL_MODE_CPKT /* its tokens' combine rows come back as packets */
+
+/* x / d by the host's m of d (symm__moe_llplan_t): a multiply's high word where a division is a
+ * chain of some twenty instructions. */
+SYMM__DEVICE_INTERNAL uint32_t ll_fdiv(uint32_t x, uint32_t m) { return m ? __umulhi(x, m) : x; }
 
 /* Route k of a token (its K experts at `row`) valid: an expert in range that
  * no earlier slot of the token names. The same rule everywhere. */
@@ -378,7 +389,7 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 
 /* ---- SYMM_MOE_LL_PROBE=stamps: each block's stage times ------------------------------------ */
 
-#define LL_NSTAMP 24
+#define LL_NSTAMP 28
 /* dispatch stamps (scripts/moe_ll_stamps.py names them alike) */
 #define LLS_D_PRO 1   /* the first loads issued */
 #define LLS_D_IDX 2   /* indices staged, epoch read */
@@ -415,6 +426,10 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_DS_HADDR 21 /* header block: thread 0's header entry address computed */
 #define LLS_DS_PRE 22   /* the prologue's addresses computed (before the PDL wait) */
 #define LLS_DS_UNIT 23  /* copy: the block's first unit located (its routes counted; found, decode form) */
+#define LLS_DS_VALID 19 /* header block: thread 0's route checked (ll_valid, its PE) */
+#define LLS_DS_RECV 24  /* receive half: thread 0's first loads issued and shared counters cleared */
+#define LLS_DS_NOTE 25  /* the routes' count and the sources' modes noted for the combine */
+#define LLS_DS_XCNT 26  /* the block's share of the experts' row counts stored */
 #define LLS_CS_PLAN 10  /* the receive half's plan computed */
 #define LLS_CS_PRE 11   /* the first unit's packets asked for (ll_combine_rp_preload) */
 #define LLS_CS_SET1 12  /* setup: its first barrier passed (the block's last unit) */
@@ -457,7 +472,7 @@ SYMM__DEVICE_INTERNAL void ll_stamp(const symm__moe_kargs_t *A, uint32_t i) {
 }
 
 /* One line per block: "llstamp <kernel> E <experts> M <max tokens> pe <me> block <b> t0 <ns>
- * d <stage - t0, ns, -1: not reached> x 23"; scripts/moe_ll_stamps.py sums them up
+ * d <stage - t0, ns, -1: not reached> x 27"; scripts/moe_ll_stamps.py sums them up
  * (its STAGES name the stamps of each kernel). */
 SYMM__NOINLINE void ll_stamps_print(const symm__moe_kargs_t *A, const char *kernel, uint32_t nst) {
     const uint64_t *s = ll_stamps();
@@ -465,10 +480,10 @@ SYMM__NOINLINE void ll_stamps_print(const symm__moe_kargs_t *A, const char *kern
     for (uint32_t i = 0; i < LL_NSTAMP; i++)
         d[i] = i < nst && s[i] ? (long long)(s[i] - s[0]) : -1;
     printf("llstamp %s E %u M %u pe %d block %u t0 %llu d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld "
-           "%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n",
+           "%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n",
            kernel, A->experts, A->max_tokens, A->me, blockIdx.x, (unsigned long long)s[0], d[1], d[2], d[3], d[4],
            d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[20],
-           d[21], d[22], d[23]);
+           d[21], d[22], d[23], d[24], d[25], d[26], d[27]);
 }
 
 SYMM__DEVICE_INTERNAL void ll_stamps_begin(const symm__moe_kargs_t *A) {

@@ -425,8 +425,137 @@ static void test_messages(void) {
     CHECK(strstr(msg, "symm_moe_ht_dispatch") && strstr(msg, "max_recv_tokens 7"), "capacity message: %s", msg);
 }
 
+/* x / d as the kernels take it from the plan (ll_fdiv). */
+static uint32_t fdiv(uint32_t x, uint32_t m) { return m ? (uint32_t)(((uint64_t)x * m) >> 32) : x; }
+
+/* The small kernels' plan (symm__moe_ll_plan) against the plain divisions the kernels made
+ * before it, for every block of every grid up to 160 blocks and every token count, at the
+ * bench's shapes and odd ones: each magic division exact, each block's first units alike. */
+static void check_plan_dispatch(const symm__moe_kargs_t *a, const char *what) {
+    const symm__moe_llplan_t *p = &a->llp;
+    const uint32_t n = (uint32_t)a->n, dp = (uint32_t)a->dp, K = a->topk, L = a->local, B = (uint32_t)a->nblocks;
+    const uint32_t RB = B > 1 ? B - 1 : 1, nv = a->x_bytes / 16u + (a->scale_cols + 3u) / 4u, cap = a->cap;
+    const uint32_t dpr = (uint32_t)a->me % dp;
+    const uint32_t all = a->num_tokens > dpr ? (uint32_t)((a->num_tokens - dpr + dp - 1) / dp) : 0u;
+    const uint32_t sl = all > 0 && all < RB ? RB / all : 1u, pairs = n * cap, rsl = pairs < B ? B / pairs : 1u;
+    int bad = 0;
+    CHECK(p->dpr == dpr && p->all == all && p->nv == nv && p->dsl == sl && p->dunits == all * sl && p->rsl == rsl &&
+              p->runits == pairs * rsl && p->h32 == 32u / K && p->hmax == cap * (K < L ? K : L),
+          "%s: dispatch plan fields", what);
+    for (uint32_t t = 0; t < SYMM__MOE_THREADS; t++)
+        bad |= fdiv(t, p->mk) != t / K;
+    for (uint32_t x = 0; x < a->experts; x++)
+        bad |= fdiv(x, p->ml) != x / L;
+    for (uint32_t u = 0; u < B; u++) {
+        const uint32_t ri = u / sl, q = u / rsl, z = u % rsl;
+        bad |= fdiv(u, p->mdsl) != ri;
+        bad |= fdiv(nv * (u - ri * sl), p->mdsl) != nv * (u - ri * sl) / sl;
+        bad |= fdiv(nv * (u - ri * sl + 1), p->mdsl) != nv * (u - ri * sl + 1) / sl;
+        bad |= fdiv(u, p->mrsl) != q || fdiv(q, p->mcap) != q / cap;
+        bad |= fdiv(nv * z, p->mrsl) != nv * z / rsl || fdiv(nv * (z + 1), p->mrsl) != nv * (z + 1) / rsl;
+    }
+    CHECK(!bad, "%s: a dispatch block's unit differs from the plain divisions'", what);
+}
+
+static void check_plan_combine(const symm__moe_kargs_t *a, const char *what) {
+    const symm__moe_llplan_t *p = &a->llp;
+    const uint32_t K = a->topk, L = a->local, B = (uint32_t)a->nblocks, h8 = a->hidden / 8u, b32 = (uint32_t)a->num_tokens;
+    const uint32_t rmax = (uint32_t)a->n * a->cap * (K < L ? K : L), csl = rmax > 0 && rmax < B ? B / rmax : 1u;
+    const uint32_t per = SYMM__MOE_THREADS / K;
+    uint32_t sl = 1, tb = 1, units;
+    int bad = 0;
+    if (b32 < B) {
+        sl = b32 ? B / b32 : 1;
+        if (sl > h8)
+            sl = h8;
+    } else {
+        tb = 1024u / h8;
+        tb = tb < 1 ? 1 : (tb > 32 ? 32 : tb);
+        if (tb * K > SYMM__MOE_THREADS)
+            tb = SYMM__MOE_THREADS / K;
+        if ((uint64_t)tb * B > b32)
+            tb = (b32 + B - 1) / B;
+    }
+    units = sl > 1 ? b32 * sl : (b32 + tb - 1) / tb;
+    CHECK(p->csl == csl && p->rmax == rmax && p->psl == sl && p->ptb == tb && p->punits == units && p->per == per &&
+              p->g0 == (uint32_t)a->me / (uint32_t)a->dp * (uint32_t)a->dp,
+          "%s: combine plan fields (psl %u/%u ptb %u/%u units %u/%u)", what, p->psl, sl, p->ptb, tb, p->punits, units);
+    for (uint32_t t = 0; t < SYMM__MOE_THREADS; t++)
+        bad |= fdiv(t, p->mk) != t / K || fdiv(t, p->mh8) != t / h8;
+    for (uint32_t u = 0; u < B; u++) {
+        const uint32_t z = sl > 1 ? u % sl : 0u;
+        bad |= fdiv(u, p->mcsl) != u / csl;
+        if (sl > 1)
+            bad |= fdiv(u, p->mpsl) != u / sl;
+        bad |= fdiv(h8 * z, p->mpsl) != h8 * z / sl || fdiv(h8 * (z + 1), p->mpsl) != h8 * (z + 1) / sl;
+    }
+    for (uint32_t g = 0; g <= h8; g++)
+        bad |= fdiv(g + per - 1, p->mper) != (g + per - 1) / per;
+    CHECK(!bad, "%s: a combine block's unit differs from the plain divisions'", what);
+}
+
+static void test_ll_plan(void) {
+    static const struct {
+        int n, dp;
+        size_t M, E, K, H, hb, sb;
+    } shapes[] = {
+        {1, 1, 1, 256, 8, 7168, 7168, 224}, {4, 1, 1, 256, 8, 7168, 7168, 224}, {4, 1, 8, 256, 8, 7168, 7168, 224},
+        {1, 1, 8, 64, 6, 2048, 4096, 0},    {4, 1, 1, 64, 6, 2048, 4096, 0},    {2, 2, 5, 8, 3, 512, 512, 16},
+        {8, 1, 16, 256, 8, 7168, 7168, 224}, {3, 1, 7, 9, 5, 56, 112, 4},       {4, 4, 3, 8, 8, 16, 32, 0},
+    };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        symm_moe_config_t c = pplx_small();
+        symm__moe_geom_t g;
+        c.max_num_tokens = shapes[i].M;
+        c.num_experts = shapes[i].E;
+        c.experts_per_token = shapes[i].K;
+        c.hidden_dim = shapes[i].H;
+        c.hidden_dim_bytes = shapes[i].hb;
+        c.hidden_dim_scale_bytes = shapes[i].sb;
+        c.dp_size = shapes[i].dp;
+        if (symm__moe_geom("t", &c, shapes[i].n, SYMM__MOE_PKT_ON, &g) != SYMM_SUCCESS || !g.ll_small) {
+            CHECK(0, "plan shape %zu: %s (small %d)", i, symm_last_error(), g.ll_small);
+            continue;
+        }
+        for (int me = 0; me < shapes[i].n; me++)
+            for (uint64_t m = 0; m <= shapes[i].M; m++)
+                for (int B = 1; B <= 160; B++) {
+                    symm__moe_kargs_t a;
+                    char what[96];
+                    memset(&a, 0, sizeof(a));
+                    a.me = me;
+                    a.n = g.n;
+                    a.dp = g.dp;
+                    a.experts = (uint32_t)c.num_experts;
+                    a.local = g.local;
+                    a.topk = (uint32_t)c.experts_per_token;
+                    a.hidden = (uint32_t)c.hidden_dim;
+                    a.max_tokens = (uint32_t)c.max_num_tokens;
+                    a.cap = g.cap;
+                    a.x_bytes = (uint32_t)c.hidden_dim_bytes;
+                    a.scale_cols = g.scale_cols;
+                    a.pcap = g.pcap;
+                    a.pmt = g.pmt;
+                    a.pkt = 1;
+                    a.ll_small = 1;
+                    a.num_tokens = m;
+                    a.nblocks = B;
+                    snprintf(what, sizeof(what), "shape %zu pe %d tokens %u blocks %d", i, me, (unsigned)m, B);
+                    a.kernel = SYMM__MK_LL_DISPATCH;
+                    symm__moe_ll_plan(&a);
+                    check_plan_dispatch(&a, what);
+                    a.kernel = SYMM__MK_LL_COMBINE;
+                    symm__moe_ll_plan(&a);
+                    check_plan_combine(&a, what);
+                    if (failures > 20)
+                        return;
+                }
+    }
+}
+
 int main(void) {
     test_config();
+    test_ll_plan();
     test_packets();
     test_dispatch_args();
     test_combine_args();
