@@ -169,6 +169,7 @@
 #define LL_CROUNDS 4  /* most rounds (two barriers each) of a token's slice in ll_combine_fast */
 #define LL_RROWS 128  /* most rows whose entries (and plain flags) a dispatch block takes at once */
 #define LL_POST_ROUTES 256 /* fewest routes (a PE's tokens x top-k) whose lists ll_post_lists posts */
+#define LL_CB_UNROLL 8 /* vectors a big-combine thread loads at once before storing them */
 #define LL_RUNROLL 4  /* vectors a dispatch thread loads at once when it copies plain rows alone
                        * (6 or 8 spill at the 128 registers of 512 threads) */
 
@@ -398,6 +399,10 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_C_SENT 4  /* rows sent */
 #define LLS_C_SET 5   /* the first unit's routes set up and plain flags waited for */
 #define LLS_C_END 6
+/* the big combine's own (its end: LLS_C_END) */
+#define LLS_CB_COPY 7 /* thread 0's stores of the first batch issued */
+#define LLS_CB_REL 8  /* the first batch's flags released */
+#define LLS_CB_SUM 9  /* thread 0's groups of the first chunk summed */
 /* the small kernels' own (their end is stamped after these) */
 #define LLS_DS_HSYNC 12 /* the header block's routes counted (its second barrier passed) */
 #define LLS_DS_END 13
@@ -593,6 +598,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch_big(const __grid_constant__ symm__moe_kargs_t a);
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch_small(const __grid_constant__ symm__moe_kargs_t a);
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __grid_constant__ symm__moe_kargs_t a);
+__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine_big(const __grid_constant__ symm__moe_kargs_t a);
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine_small(const __grid_constant__ symm__moe_kargs_t a);
 
 #endif /* SYMM_MOE_LL_CUH */
