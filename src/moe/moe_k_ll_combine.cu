@@ -946,13 +946,28 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
  * the receive half's chunk of tokens (a route per thread: its expert, weight, validity and
  * whether its token comes back as packets). */
 #define LL_CB_PKT 0x80000000u
+#define LL_CB_SELF 0x40000000u /* the row's copy for this PE stays in y (ll_cbig_inplace) */
+#define LL_CB_PE 0x3fffffffu
 typedef struct ll_cbig {
     uint64_t syoff[LL_BATCH], sdst[LL_BATCH], sfi[LL_BATCH];
     uint32_t sg0[LL_BATCH];
     uint32_t six[SYMM__MOE_THREADS];
     float sw[SYMM__MOE_THREADS];
+    const char *sadr[SYMM__MOE_THREADS]; /* a plain route's row: its ll_cbuf slot, or in y */
     uint8_t sok[SYMM__MOE_THREADS], spr[SYMM__MOE_THREADS];
 } ll_cbig_t;
+
+/* A call of both halves in one kernel, with y's rows 16-byte aligned: a plain row from an expert
+ * of this PE to a token of this PE is not copied. The send half leaves the row's place in y (bytes
+ * from y) in the first word of the route's ll_cbuf slot and releases the route's flag as for a
+ * copied row; the receive half, after the flag, reads that word and the row in y. Both halves
+ * apply this rule to the call's own arguments, so they agree; y is the call's for the whole
+ * kernel (a call in two halves copies every row). */
+SYMM__DEVICE_INTERNAL int ll_cbig_inplace(const symm__moe_kargs_t *A) {
+    const uint64_t ysz = moe_kind_size(A->y_kind);
+    return A->flags == SYMM_MOE_SEND_RECV && moe_al16((uint64_t)(uintptr_t)A->y) &&
+           moe_al16((uint64_t)A->y_stride[0] * ysz) && moe_al16((uint64_t)A->y_stride[1] * ysz);
+}
 
 /* A chunk's inputs, a route per thread (thread x < nt K: slot x % K of token ta + x / K): its
  * expert, its weight and its token's mode word, loaded (ll_cbig_load: asm loads, issued where
@@ -1006,6 +1021,8 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
     /* rows of y 16-byte aligned: the unrolled copy takes whole vectors (else ll_ld16's pieces) */
     const int al = moe_al16((uint64_t)(uintptr_t)y) && moe_al16((uint64_t)A->y_stride[0] * ysz) &&
                    moe_al16((uint64_t)A->y_stride[1] * ysz);
+    const int inp = ll_cbig_inplace(A);
+    const uint32_t me = (uint32_t)A->me;
     {
         const uint32_t c = tid < L ? MOE_U32(A, ll_rcnt)[tid] : 0, md = tid < (uint32_t)A->n ? MOE_U32(A, ll_mode)[tid] : 0;
         const uint64_t ev = tid == 0 ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
@@ -1029,7 +1046,7 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
     e = *se;
     tag = ll_tag(e);
     total = pre[L];
-    if (total > 0 && 2u * total <= B) {
+    if (total > 0 && 2u * total <= B && !inp) { /* (the slices copy every row) */
         ll_combine_send_slices(A, e, pre, modes, total);
         return;
     }
@@ -1053,12 +1070,17 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
             const uint64_t route = routes[(uint64_t)lo * A->rows + (r - pre[lo])];
             const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
             const uint64_t t = route >> 32;
-            const int pk = ll_cpkt(A, modes[src], t);
-            S->syoff[tid] = (uint64_t)((int64_t)lo * A->y_stride[0] + (int64_t)(r - pre[lo]) * A->y_stride[1]) * ysz;
+            const uint32_t g0 = src / dp * dp;
+            const int pk = ll_cpkt(A, modes[src], t), self = !pk && inp && (uint32_t)A->me - g0 < dp;
+            const uint64_t yoff =
+                (uint64_t)((int64_t)lo * A->y_stride[0] + (int64_t)(r - pre[lo]) * A->y_stride[1]) * ysz;
+            S->syoff[tid] = yoff;
             S->sdst[tid] = pk ? (uint64_t)(ll_pcslot(A, t, k) - base)
                               : A->lay.ll_cbuf + (t * K + k) * (uint64_t)A->hidden * 4u;
             S->sfi[tid] = t * K + k;
-            S->sg0[tid] = src / dp * dp | (pk ? LL_CB_PKT : 0u);
+            S->sg0[tid] = g0 | (pk ? LL_CB_PKT : 0u) | (self ? LL_CB_SELF : 0u);
+            if (self) /* (released with the batch's flags) */
+                symm__cst8(base + S->sdst[tid], yoff, 0);
             plain = !pk;
         }
         plain = __syncthreads_or(plain);
@@ -1068,36 +1090,36 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
             for (uint32_t q0 = tid; q0 < tv; q0 += SYMM__MOE_THREADS * LL_CB_UNROLL) {
                 symm__v4_t v[LL_CB_UNROLL];
 #pragma unroll
-                for (uint32_t u = 0; u < LL_CB_UNROLL; u++) {
+                for (uint32_t u = 0; u < LL_CB_UNROLL; u++) { /* (a row that stays in y alone: not loaded) */
                     const uint32_t q = q0 + u * SYMM__MOE_THREADS;
-                    if (q < tv)
+                    if (q < tv && (dp > 1 || !(S->sg0[q / nvy] & LL_CB_SELF)))
                         v[u] = symm__cld16(y + S->syoff[q / nvy] + 16u * (q % nvy), 0);
                 }
 #pragma unroll
                 for (uint32_t u = 0; u < LL_CB_UNROLL; u++) {
                     const uint32_t q = q0 + u * SYMM__MOE_THREADS;
                     if (q < tv) {
-                        const uint32_t j = q / nvy, c = q % nvy, g = S->sg0[j];
+                        const uint32_t j = q / nvy, c = q % nvy, g = S->sg0[j], g0 = g & LL_CB_PE;
                         if (g & LL_CB_PKT) {
                             for (uint32_t d = 0; d < dp; d++)
-                                ll_put_pkt2(moe_peer(A, base + S->sdst[j] + 32u * c, (int)((g & ~LL_CB_PKT) + d)), v[u],
-                                            tag);
+                                ll_put_pkt2(moe_peer(A, base + S->sdst[j] + 32u * c, (int)(g0 + d)), v[u], tag);
                         } else {
                             for (uint32_t d = 0; d < dp; d++)
-                                symm__cst16(moe_peer(A, base + S->sdst[j] + 16u * c, (int)(g + d)), v[u], 1);
+                                if (!(g & LL_CB_SELF) || g0 + d != me)
+                                    symm__cst16(moe_peer(A, base + S->sdst[j] + 16u * c, (int)(g0 + d)), v[u], 1);
                         }
                     }
                 }
             }
         } else {
-            for (uint32_t q = tid; q < tv; q += SYMM__MOE_THREADS) {
-                const uint32_t j = q / nvy, c = q % nvy, g = S->sg0[j];
+            for (uint32_t q = tid; q < tv; q += SYMM__MOE_THREADS) { /* (unaligned y: nothing stays in it) */
+                const uint32_t j = q / nvy, c = q % nvy, g = S->sg0[j], g0 = g & LL_CB_PE;
                 const symm__v4_t v = ll_ld16(y + S->syoff[j] + 16u * c);
                 for (uint32_t d = 0; d < dp; d++) {
                     if (g & LL_CB_PKT)
-                        ll_put_pkt2(moe_peer(A, base + S->sdst[j] + 32u * c, (int)((g & ~LL_CB_PKT) + d)), v, tag);
+                        ll_put_pkt2(moe_peer(A, base + S->sdst[j] + 32u * c, (int)(g0 + d)), v, tag);
                     else
-                        symm__cst16(moe_peer(A, base + S->sdst[j] + 16u * c, (int)(g + d)), v, 1);
+                        symm__cst16(moe_peer(A, base + S->sdst[j] + 16u * c, (int)(g0 + d)), v, 1);
                 }
             }
         }
@@ -1108,7 +1130,7 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
             for (uint32_t x = tid; x < nb * dp; x += SYMM__MOE_THREADS) {
                 const uint32_t j = x / dp, g = S->sg0[j];
                 if (!(g & LL_CB_PKT))
-                    MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + S->sfi[j], e, (int)(g + x % dp),
+                    MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + S->sfi[j], e, (int)((g & LL_CB_PE) + x % dp),
                                     (uint64_t)A->hidden * ysz);
             }
         }
@@ -1143,19 +1165,25 @@ SYMM__DEVICE_INTERNAL uint32_t ll_cbig_nt(const ll_cbplan_t *c, uint64_t ta, uin
     return left < c->tc ? (uint32_t)left : c->tc;
 }
 
-/* After the barrier that publishes six: each route's validity (its weight 0 where not), and the
- * wait for its flag where it comes plainly (from the PE of its expert). Every route waits in its
- * own thread; a barrier after it must pass before any thread reads the rows. */
+/* After the barrier that publishes six: each route's validity (its weight 0 where not), and, where
+ * it comes plainly, the wait for its flag (from the PE of its expert) and where to read its row
+ * (its slot, or in y: ll_cbig_inplace). Every route waits in its own thread; a barrier after it
+ * must pass before any thread reads the rows. */
 SYMM__DEVICE_INTERNAL void ll_cbig_check(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t ta, uint32_t nt, uint64_t e) {
     const uint32_t tid = symm__block_tid(), K = A->topk;
     if (tid < nt * K) {
-        const uint32_t k = tid % K;
+        const uint32_t k = tid % K, from = S->six[tid] / A->local;
         const int ok = ll_valid(&S->six[tid - k], k, A->experts);
         S->sok[tid] = (uint8_t)ok;
-        if (!ok)
+        if (!ok) {
             S->sw[tid] = 0.0f;
-        else if (!S->spr[tid])
-            moe_wait(A, MOE_U64(A, ll_cflag) + (ta + tid / K) * K + k, e, (int)(S->six[tid] / A->local));
+        } else if (!S->spr[tid]) {
+            const char *slot = MOE_AT(A, ll_cbuf) + ((ta + tid / K) * K + k) * (uint64_t)A->hidden * 4u;
+            moe_wait(A, MOE_U64(A, ll_cflag) + (ta + tid / K) * K + k, e, (int)from);
+            S->sadr[tid] = from == (uint32_t)A->me && ll_cbig_inplace(A)
+                               ? (const char *)A->y + symm__cld8(slot, 0) /* (after the acquire) */
+                               : slot;
+        }
     }
 }
 
@@ -1164,7 +1192,6 @@ SYMM__DEVICE_INTERNAL void ll_cbig_check(const symm__moe_kargs_t *A, ll_cbig_t *
 SYMM__DEVICE_INTERNAL void ll_cbig_group(const symm__moe_kargs_t *A, const ll_cbig_t *S, uint32_t tag, uint64_t t,
                                          uint32_t j, uint32_t v) {
     const uint32_t K = A->topk, kind = A->y_kind, ysz = moe_kind_size(kind), passes = ysz / 2u;
-    const uint64_t slot_bytes = (uint64_t)A->hidden * 4u;
     const uint8_t *sok = &S->sok[j * K];
     const float *sw = &S->sw[j * K];
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -1180,8 +1207,7 @@ SYMM__DEVICE_INTERNAL void ll_cbig_group(const symm__moe_kargs_t *A, const ll_cb
 #pragma unroll
                 for (uint32_t i = 0; i < MOE_GATHER; i++)
                     if (k0 + i < K && sok[k0 + i])
-                        r[i] = symm__cld16(MOE_AT(A, ll_cbuf) + (t * K + k0 + i) * slot_bytes + (uint64_t)v * 8u * ysz +
-                                               16u * h, 0);
+                        r[i] = symm__cld16(S->sadr[j * K + k0 + i] + (uint64_t)v * 8u * ysz + 16u * h, 0);
 #pragma unroll
                 for (uint32_t i = 0; i < MOE_GATHER; i++)
                     if (k0 + i < K && sok[k0 + i])

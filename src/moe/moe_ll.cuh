@@ -127,10 +127,28 @@
  *         mode: a block's first route's row loads wait for one round (the
  *         list's length, the epoch and the entry, which the split by the
  *         most routes a PE may receive names before the length is known).
+ *         Calls of LL_POST_ROUTES routes and more (tokens x top-k) take
+ *         symm__k_ll_combine_big: block b of B sends the rows b, b + B, ...
+ *         (an even split that gives each block a mix of destinations), up to
+ *         LL_BATCH at a time, each batch's plain flags released together as
+ *         above. In a call of both halves in one kernel with y's rows 16-byte
+ *         aligned (ll_cbig_inplace), a plain row from an expert of this PE to
+ *         a token of this PE is not copied: the slot's first word gets the
+ *         row's offset in y, and the route's flag is released behind it as
+ *         behind a row; sender and receiver are then the same kernel, which
+ *         applies the rule alike in both halves, and y is the call's until
+ *         the kernel ends.
  *   recv  Per token (its hidden dimension split over several blocks when
  *         tokens are fewer than blocks): the valid routes' rows, polled as
  *         packets or waited for by flag, summed weight x row in float32 in
- *         slot order, stored. In the small handles' kernel a packet token's
+ *         slot order, stored. The big kernel splits the output groups (8
+ *         elements) of all the tokens evenly over the blocks, contiguously,
+ *         and takes a block's share in chunks of tokens: a thread per route
+ *         checks it and waits for its flag (and, for a row left in y, reads
+ *         its offset), a barrier, then each thread sums its groups; the first
+ *         chunk's indices, weights and modes are loaded as the kernel starts
+ *         and stored to shared memory before the send half's first barrier.
+ *         In the small handles' kernel a packet token's
  *         routes are polled by one thread each (one round of loads), their
  *         products summed in slot order from shared memory, an element per
  *         thread. Its inputs (bound, routes, weights) are asked for as the
@@ -153,7 +171,8 @@
  * buffers. So r is done with them before s can write them again. The
  * combine buffers need only one copy by the same chain: r writes s's ll_cbuf
  * in combine e + 1 after its dispatch e + 1 receive half, which waited for
- * s's counts of e + 1, posted after s's combine e receive half had read them.
+ * s's counts of e + 1, posted after s's combine e receive half had read them
+ * (a row left in y: r = s, one stream, combine e + 1 after combine e).
  * Tags and flags differ between consecutive uses of a buffer (e against
  * e - 2, or e - 1), and a packet region is never written plainly, so nothing
  * stale passes for new.
