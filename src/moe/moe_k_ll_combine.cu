@@ -969,6 +969,17 @@ SYMM__DEVICE_INTERNAL int ll_cbig_inplace(const symm__moe_kargs_t *A) {
            moe_al16((uint64_t)A->y_stride[0] * ysz) && moe_al16((uint64_t)A->y_stride[1] * ysz);
 }
 
+static_assert(LL_CB_RG * 8 * SYMM__MOE_THREADS * 16 <= LL_CB_RING, "the receive half's ring fits the send half's");
+
+/* The big combine's ring (moe_ll.cuh), or NULL where the launch gave no room for it. */
+SYMM__DEVICE_INTERNAL symm__v4_t *ll_cbig_ring(const symm__moe_kargs_t *A) {
+    extern __shared__ __align__(16) char ll_cbig_dyn[];
+    const uint32_t off = ((A->local + 1u) * 4u + 15u) & ~15u;
+    uint32_t dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    return dyn >= off + LL_CB_RING ? (symm__v4_t *)(void *)(ll_cbig_dyn + off) : NULL;
+}
+
 /* A chunk's inputs, a route per thread (thread x < nt K: slot x % K of token ta + x / K): its
  * expert, its weight and its token's mode word, loaded (ll_cbig_load: asm loads, issued where
  * they are called) apart from their stores into S (ll_cbig_put: the expert into six, where every
@@ -1000,6 +1011,54 @@ SYMM__DEVICE_INTERNAL void ll_cbig_put(const symm__moe_kargs_t *A, ll_cbig_t *S,
     }
 }
 
+/* A row's stores of vector c (16 bytes v) into every PE of its token's group (the batch's row j). */
+SYMM__DEVICE_INTERNAL void ll_cbig_store(const symm__moe_kargs_t *A, const ll_cbig_t *S, uint32_t j, uint32_t c,
+                                       symm__v4_t v, uint32_t tag) {
+    const uint32_t dp = (uint32_t)A->dp, g = S->sg0[j], g0 = g & LL_CB_PE, me = (uint32_t)A->me;
+    char *dst = (char *)(uintptr_t)A->base + S->sdst[j];
+    if (g & LL_CB_PKT) {
+        for (uint32_t d = 0; d < dp; d++)
+            ll_put_pkt2(moe_peer(A, dst + 32u * c, (int)(g0 + d)), v, tag);
+    } else {
+        for (uint32_t d = 0; d < dp; d++)
+            if (!(g & LL_CB_SELF) || g0 + d != me)
+                symm__cst16(moe_peer(A, dst + 16u * c, (int)(g0 + d)), v, 1);
+    }
+}
+
+/* The batch's tv vectors (y 16-byte aligned) through the ring: each thread's vectors tid, tid +
+ * THREADS, ... in rounds of LL_CB_SU, LL_CB_STAGES - 1 rounds in flight by cp.async ahead of the
+ * round it stores (its own copies: no barrier). A row that stays in y alone is not loaded. */
+SYMM__DEVICE_INTERNAL void ll_cbig_copy_ring(const symm__moe_kargs_t *A, const ll_cbig_t *S, symm__v4_t *ring,
+                                             uint32_t tv, uint32_t tag) {
+    const uint32_t tid = symm__block_tid(), nvy = A->hidden * moe_kind_size(A->y_kind) / 16u, dp = (uint32_t)A->dp;
+    const uint32_t per = SYMM__MOE_THREADS * LL_CB_SU, rounds = (tv + per - 1u) / per;
+    const char *y = (const char *)A->y;
+    for (uint32_t r = 0; r < rounds + LL_CB_STAGES - 1u; r++) {
+        if (r < rounds) { /* round r's copies into stage r % STAGES */
+#pragma unroll
+            for (uint32_t u = 0; u < LL_CB_SU; u++) {
+                const uint32_t q = tid + (r * LL_CB_SU + u) * SYMM__MOE_THREADS;
+                if (q < tv && (dp > 1 || !(S->sg0[q / nvy] & LL_CB_SELF)))
+                    symm__cp_async16(&ring[((r % LL_CB_STAGES) * LL_CB_SU + u) * SYMM__MOE_THREADS + tid],
+                                     y + S->syoff[q / nvy] + 16u * (q % nvy));
+            }
+        }
+        symm__cp_async_commit(); /* (empty past the last round: the count stays the same) */
+        if (r + 1u >= LL_CB_STAGES) { /* round r + 1 - STAGES is in: its stores */
+            const uint32_t x = r + 1u - LL_CB_STAGES;
+            symm__cp_async_wait(LL_CB_STAGES - 1);
+#pragma unroll
+            for (uint32_t u = 0; u < LL_CB_SU; u++) {
+                const uint32_t q = tid + (x * LL_CB_SU + u) * SYMM__MOE_THREADS;
+                if (q < tv)
+                    ll_cbig_store(A, S, q / nvy, q % nvy,
+                                  ring[((x % LL_CB_STAGES) * LL_CB_SU + u) * SYMM__MOE_THREADS + tid], tag);
+            }
+        }
+    }
+}
+
 /* The send half of the big combine. After the counts' scan, block b sends the rows b, b + B,
  * b + 2B, ... (B blocks): an even split (shares differ by one row at most) that gives every
  * block a mix of experts, so of sources, so of destination PEs, and no block's share all local
@@ -1023,6 +1082,7 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
                    moe_al16((uint64_t)A->y_stride[1] * ysz);
     const int inp = ll_cbig_inplace(A);
     const uint32_t me = (uint32_t)A->me;
+    symm__v4_t *const ring = ll_cbig_ring(A);
     {
         const uint32_t c = tid < L ? MOE_U32(A, ll_rcnt)[tid] : 0, md = tid < (uint32_t)A->n ? MOE_U32(A, ll_mode)[tid] : 0;
         const uint64_t ev = tid == 0 ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
@@ -1086,7 +1146,9 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
         plain = __syncthreads_or(plain);
         if (i0 == 0)
             ll_stamp(A, LLS_C_SLOT);
-        if (al) {
+        if (al && ring != NULL) {
+            ll_cbig_copy_ring(A, S, ring, tv, tag);
+        } else if (al) {
             for (uint32_t q0 = tid; q0 < tv; q0 += SYMM__MOE_THREADS * LL_CB_UNROLL) {
                 symm__v4_t v[LL_CB_UNROLL];
 #pragma unroll
@@ -1168,10 +1230,12 @@ SYMM__DEVICE_INTERNAL uint32_t ll_cbig_nt(const ll_cbplan_t *c, uint64_t ta, uin
 /* After the barrier that publishes six: each route's validity (its weight 0 where not), and, where
  * it comes plainly, the wait for its flag (from the PE of its expert) and where to read its row
  * (its slot, or in y: ll_cbig_inplace). Every route waits in its own thread; a barrier after it
- * must pass before any thread reads the rows. */
-SYMM__DEVICE_INTERNAL void ll_cbig_check(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t ta, uint32_t nt, uint64_t e) {
+ * must pass before any thread reads the rows. 1: the route's token comes back as packets. */
+SYMM__DEVICE_INTERNAL int ll_cbig_check(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t ta, uint32_t nt, uint64_t e) {
     const uint32_t tid = symm__block_tid(), K = A->topk;
-    if (tid < nt * K) {
+    if (tid >= nt * K)
+        return 0;
+    {
         const uint32_t k = tid % K, from = S->six[tid] / A->local;
         const int ok = ll_valid(&S->six[tid - k], k, A->experts);
         S->sok[tid] = (uint8_t)ok;
@@ -1185,6 +1249,7 @@ SYMM__DEVICE_INTERNAL void ll_cbig_check(const symm__moe_kargs_t *A, ll_cbig_t *
                                : slot;
         }
     }
+    return S->spr[tid];
 }
 
 /* One output group (8 elements, v) of token t (the chunk's j): its valid routes' rows, packets
@@ -1226,6 +1291,44 @@ SYMM__DEVICE_INTERNAL void ll_cbig_rows(const symm__moe_kargs_t *A, const ll_cbi
         ll_cbig_group(A, S, tag, ta + q / h8, q / h8, q % h8);
 }
 
+/* Group q of the chunk (none at ge and past) into ring slot `slot` of this thread: its valid routes'
+ * 16 bytes by cp.async, one group committed (empty where there is no group). */
+SYMM__DEVICE_INTERNAL void ll_cbig_ring_ask(const symm__moe_kargs_t *A, const ll_cbig_t *S, symm__v4_t *ring,
+                                            uint32_t q, uint32_t ge, uint32_t slot) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, h8 = A->hidden / 8u;
+    if (q < ge) {
+        const uint32_t j = q / h8, v = q % h8;
+#pragma unroll
+        for (uint32_t k = 0; k < 8; k++)
+            if (k < K && S->sok[j * K + k])
+                symm__cp_async16(&ring[(slot * 8u + k) * SYMM__MOE_THREADS + tid], S->sadr[j * K + k] + 16u * v);
+    }
+    symm__cp_async_commit();
+}
+
+/* Plain 2-byte rows, top-k <= 8: the groups gs .. ge - 1 of the chunk from token ta (from its
+ * first group) through the ring, each thread LL_CB_RG of its groups in flight by cp.async (every
+ * valid route's 16 bytes), summing one in slot order as the next one's copies go out. */
+SYMM__DEVICE_INTERNAL void ll_cbig_rows_ring(const symm__moe_kargs_t *A, const ll_cbig_t *S, symm__v4_t *ring,
+                                             uint64_t ta, uint32_t gs, uint32_t ge) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, h8 = A->hidden / 8u, kind = A->y_kind;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < LL_CB_RG - 1u; i++)
+        ll_cbig_ring_ask(A, S, ring, gs + tid + i * SYMM__MOE_THREADS, ge, i);
+    for (uint32_t q = gs + tid; q < ge; q += SYMM__MOE_THREADS, n++) {
+        const uint32_t j = q / h8, slot = n % LL_CB_RG;
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        ll_cbig_ring_ask(A, S, ring, q + (LL_CB_RG - 1u) * SYMM__MOE_THREADS, ge, (n + LL_CB_RG - 1u) % LL_CB_RG);
+        symm__cp_async_wait(LL_CB_RG - 1);
+#pragma unroll
+        for (uint32_t k = 0; k < 8; k++) /* slot order, as the reference sums */
+            if (k < K && S->sok[j * K + k])
+                ll_acc16(kind, ring[(slot * 8u + k) * SYMM__MOE_THREADS + tid], 0, S->sw[j * K + k], acc);
+        moe_store8((char *)A->out + ((int64_t)(ta + j) * A->out_stride + (int64_t)(q % h8) * 8) * 2, A->out_kind, acc);
+    }
+    symm__cp_async_wait(0); /* (the ring's last copies, empty or not, done before it is used again) */
+}
+
 /* The receive half of the big combine (e: the epoch; braw: *bound_m as loaded; have0: the first
  * chunk's inputs are in S already, loaded as the kernel started for the plan of *bound_m =
  * num_tokens, so used only when the bound is that). Per chunk: the inputs, a barrier, each
@@ -1233,6 +1336,7 @@ SYMM__DEVICE_INTERNAL void ll_cbig_rows(const symm__moe_kargs_t *A, const ll_cbi
 SYMM__DEVICE_INTERNAL void ll_cbig_recv(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t e, uint64_t braw, int have0) {
     const uint32_t tid = symm__block_tid(), h8 = A->hidden / 8u, tag = ll_tag(e);
     const ll_cbplan_t c = ll_cbig_plan(A, ll_bound_use(A, braw, blockIdx.x == 0 && tid == 0));
+    symm__v4_t *const ring = ll_cbig_ring(A);
     if (c.glo >= c.ghi)
         return;
     have0 = have0 && braw == A->num_tokens;
@@ -1246,11 +1350,13 @@ SYMM__DEVICE_INTERNAL void ll_cbig_recv(const symm__moe_kargs_t *A, ll_cbig_t *S
             ll_cbig_put(A, S, ta, nt, &in);
             symm__block_sync();
         }
-        ll_cbig_check(A, S, ta, nt, e);
-        symm__block_sync();
+        const int pkts = __syncthreads_or(ll_cbig_check(A, S, ta, nt, e));
         if (ta == c.glo / h8)
             ll_stamp(A, LLS_C_SET);
-        ll_cbig_rows(A, S, tag, ta, gs, ge);
+        if (ring != NULL && !pkts && A->y_kind != SYMM_DTYPE_F32 && A->topk <= 8u)
+            ll_cbig_rows_ring(A, S, ring, ta, gs, ge);
+        else
+            ll_cbig_rows(A, S, tag, ta, gs, ge);
         if (ta == c.glo / h8)
             ll_stamp(A, LLS_CB_SUM);
     }

@@ -188,7 +188,14 @@
 #define LL_CROUNDS 4  /* most rounds (two barriers each) of a token's slice in ll_combine_fast */
 #define LL_RROWS 128  /* most rows whose entries (and plain flags) a dispatch block takes at once */
 #define LL_POST_ROUTES 256 /* fewest routes (a PE's tokens x top-k) whose lists ll_post_lists posts */
-#define LL_CB_UNROLL 8 /* vectors a big-combine thread loads at once before storing them */
+#define LL_CB_UNROLL 8 /* vectors a big-combine thread loads at once before storing them (no ring) */
+/* The big combine's ring: dynamic shared memory past its pre[] (16-byte aligned) through which a
+ * thread's loads travel by cp.async, holding no register: LL_CB_STAGES stages of LL_CB_SU vectors
+ * per sending thread, or LL_CB_RG output groups of up to 8 routes per receiving thread. */
+#define LL_CB_STAGES 4
+#define LL_CB_SU 4
+#define LL_CB_RG 2
+#define LL_CB_RING (LL_CB_STAGES * LL_CB_SU * SYMM__MOE_THREADS * 16)
 #define LL_RUNROLL 4  /* vectors a dispatch thread loads at once when it copies plain rows alone
                        * (6 or 8 spill at the 128 registers of 512 threads) */
 
