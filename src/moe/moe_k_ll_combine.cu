@@ -959,8 +959,9 @@ typedef struct ll_cbig {
 
 /* A call of both halves in one kernel, with y's rows 16-byte aligned: a plain row from an expert
  * of this PE to a token of this PE is not copied. The send half leaves the row's place in y (bytes
- * from y) in the first word of the route's ll_cbuf slot and releases the route's flag as for a
- * copied row; the receive half, after the flag, reads that word and the row in y. Both halves
+ * from y) in the first word of the route's ll_cbuf slot and releases the route's flag behind it
+ * (the thread that located the row, at once); the receive half, after the flag, reads that word
+ * and the row in y. Both halves
  * apply this rule to the call's own arguments, so they agree; y is the call's for the whole
  * kernel (a call in two halves copies every row). */
 SYMM__DEVICE_INTERNAL int ll_cbig_inplace(const symm__moe_kargs_t *A) {
@@ -1139,9 +1140,12 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
                               : A->lay.ll_cbuf + (t * K + k) * (uint64_t)A->hidden * 4u;
             S->sfi[tid] = t * K + k;
             S->sg0[tid] = g0 | (pk ? LL_CB_PKT : 0u) | (self ? LL_CB_SELF : 0u);
-            if (self) /* (released with the batch's flags) */
+            if (self) { /* its offset, then its flag at once: the row is in y already, and its reader is
+                         * this kernel, on this GPU */
                 symm__cst8(base + S->sdst[tid], yoff, 0);
-            plain = !pk;
+                symm__st_b64(MOE_U64(A, ll_cflag) + t * K + k, e, SYMM_SEM_RELEASE, SYMM_SCOPE_GPU);
+            }
+            plain = !pk && !(self && dp == 1); /* (flags left for after the batch) */
         }
         plain = __syncthreads_or(plain);
         if (i0 == 0)
@@ -1190,10 +1194,9 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
         if (plain) { /* plain rows: their flags, released behind the whole block's stores */
             symm__block_sync();
             for (uint32_t x = tid; x < nb * dp; x += SYMM__MOE_THREADS) {
-                const uint32_t j = x / dp, g = S->sg0[j];
-                if (!(g & LL_CB_PKT))
-                    MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + S->sfi[j], e, (int)((g & LL_CB_PE) + x % dp),
-                                    (uint64_t)A->hidden * ysz);
+                const uint32_t j = x / dp, g = S->sg0[j], pe = (g & LL_CB_PE) + x % dp;
+                if (!(g & LL_CB_PKT) && !((g & LL_CB_SELF) && pe == me))
+                    MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + S->sfi[j], e, (int)pe, (uint64_t)A->hidden * ysz);
             }
         }
         if (i0 == 0)

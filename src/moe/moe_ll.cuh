@@ -133,11 +133,12 @@
  *         LL_BATCH at a time, each batch's plain flags released together as
  *         above. In a call of both halves in one kernel with y's rows 16-byte
  *         aligned (ll_cbig_inplace), a plain row from an expert of this PE to
- *         a token of this PE is not copied: the slot's first word gets the
- *         row's offset in y, and the route's flag is released behind it as
- *         behind a row; sender and receiver are then the same kernel, which
- *         applies the rule alike in both halves, and y is the call's until
- *         the kernel ends.
+ *         a token of this PE is not copied: the thread that locates the row
+ *         stores its offset in y into the slot's first word and releases the
+ *         route's flag behind it at once (at GPU scope: the reader is this
+ *         kernel; nothing else needs ordering, the row being in y already);
+ *         sender and receiver are then the same kernel, which applies the
+ *         rule alike in both halves, and y is the call's until it ends.
  *   recv  Per token (its hidden dimension split over several blocks when
  *         tokens are fewer than blocks): the valid routes' rows, polled as
  *         packets or waited for by flag, summed weight x row in float32 in
