@@ -942,9 +942,9 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
 /* ---- the big combine (calls of LL_POST_ROUTES routes and more: symm__k_ll_combine_big) ------- */
 
 /* The big combine's shared state: the send half's batch of rows (each row's y offset, its slot as
- * a byte offset from the handle's base, its flag's index, its token's first PE | LL_CB_PKT), and
- * the receive half's chunk of tokens (a route per thread: its expert, weight, validity and
- * whether its token comes back as packets). */
+ * a byte offset from the handle's base, its flag's index, its token's first PE | LL_CB_PKT |
+ * LL_CB_SELF), and the receive half's chunk of tokens (a route per thread: its expert, weight,
+ * validity, where its row is read, and whether its token comes back as packets). */
 #define LL_CB_PKT 0x80000000u
 #define LL_CB_SELF 0x40000000u /* the row's copy for this PE stays in y (ll_cbig_inplace) */
 #define LL_CB_PE 0x3fffffffu
@@ -961,9 +961,8 @@ typedef struct ll_cbig {
  * of this PE to a token of this PE is not copied. The send half leaves the row's place in y (bytes
  * from y) in the first word of the route's ll_cbuf slot and releases the route's flag behind it
  * (the thread that located the row, at once); the receive half, after the flag, reads that word
- * and the row in y. Both halves
- * apply this rule to the call's own arguments, so they agree; y is the call's for the whole
- * kernel (a call in two halves copies every row). */
+ * and the row in y. Both halves apply this rule to the call's own arguments, so they agree; y is
+ * the call's for the whole kernel (a call in two halves copies every row). */
 SYMM__DEVICE_INTERNAL int ll_cbig_inplace(const symm__moe_kargs_t *A) {
     const uint64_t ysz = moe_kind_size(A->y_kind);
     return A->flags == SYMM_MOE_SEND_RECV && moe_al16((uint64_t)(uintptr_t)A->y) &&
@@ -1064,9 +1063,10 @@ SYMM__DEVICE_INTERNAL void ll_cbig_copy_ring(const symm__moe_kargs_t *A, const l
  * b + 2B, ... (B blocks): an even split (shares differ by one row at most) that gives every
  * block a mix of experts, so of sources, so of destination PEs, and no block's share all local
  * or all remote. Up to LL_BATCH rows at a time: a thread per row locates it (its expert's first
- * row, its route, its slot), a barrier, then every vector of the batch, LL_CB_UNROLL loads in
- * flight per thread before their stores, then the batch's plain rows' flags released together
- * behind one barrier. Thread 0 leaves the epoch in *se. */
+ * row, its route, its slot; a row left in y gets its offset and flag there), a barrier, then every
+ * vector of the batch (through the ring, ll_cbig_copy_ring, else LL_CB_UNROLL loads in flight per
+ * thread before their stores), then the batch's plain rows' flags released together behind one
+ * barrier. Thread 0 leaves the epoch in *se. */
 SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t *se, const ll_cbin_t *in0,
                                         uint64_t ta0, uint32_t nt0) {
     const uint32_t tid = symm__block_tid(), L = A->local, K = A->topk, dp = (uint32_t)A->dp, B = gridDim.x;
@@ -1335,7 +1335,8 @@ SYMM__DEVICE_INTERNAL void ll_cbig_rows_ring(const symm__moe_kargs_t *A, const l
 /* The receive half of the big combine (e: the epoch; braw: *bound_m as loaded; have0: the first
  * chunk's inputs are in S already, loaded as the kernel started for the plan of *bound_m =
  * num_tokens, so used only when the bound is that). Per chunk: the inputs, a barrier, each
- * route's validity and flag, a barrier, the rows. */
+ * route's validity and flag, a barrier, the rows (through the ring where there is one and the
+ * chunk's rows are plain 2-byte rows of top-k <= 8). */
 SYMM__DEVICE_INTERNAL void ll_cbig_recv(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t e, uint64_t braw, int have0) {
     const uint32_t tid = symm__block_tid(), h8 = A->hidden / 8u, tag = ll_tag(e);
     const ll_cbplan_t c = ll_cbig_plan(A, ll_bound_use(A, braw, blockIdx.x == 0 && tid == 0));
