@@ -950,34 +950,25 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
 #define LL_CB_PE 0x3fffffffu
 typedef struct ll_cbig {
     uint64_t syoff[LL_BATCH], sdst[LL_BATCH], sfi[LL_BATCH];
-    uint32_t sg0[LL_BATCH];
+    uint32_t sg0[LL_BATCH], snc; /* snc: the batch's rows to copy (the first ones) */
     uint32_t six[SYMM__MOE_THREADS];
     float sw[SYMM__MOE_THREADS];
     const char *sadr[SYMM__MOE_THREADS]; /* a plain route's row: its ll_cbuf slot, or in y */
     uint8_t sok[SYMM__MOE_THREADS], spr[SYMM__MOE_THREADS];
 } ll_cbig_t;
 
+static_assert(LL_BATCH <= 32, "the big combine's send batch: a lane of warp 0 per row");
+
 /* A call of both halves in one kernel, with y's rows 16-byte aligned: a plain row from an expert
  * of this PE to a token of this PE is not copied. The send half leaves the row's place in y (bytes
  * from y) in the first word of the route's ll_cbuf slot and releases the route's flag behind it
- * (the thread that located the row, at once); the receive half, after the flag, reads that word
- * and the row in y. Both halves apply this rule to the call's own arguments, so they agree; y is
- * the call's for the whole kernel (a call in two halves copies every row). */
+ * with its batch's; the receive half, after the flag, reads that word and the row in y. Both
+ * halves apply this rule to the call's own arguments, so they agree; y is the call's for the whole
+ * kernel (a call in two halves copies every row). */
 SYMM__DEVICE_INTERNAL int ll_cbig_inplace(const symm__moe_kargs_t *A) {
     const uint64_t ysz = moe_kind_size(A->y_kind);
     return A->flags == SYMM_MOE_SEND_RECV && moe_al16((uint64_t)(uintptr_t)A->y) &&
            moe_al16((uint64_t)A->y_stride[0] * ysz) && moe_al16((uint64_t)A->y_stride[1] * ysz);
-}
-
-static_assert(LL_CB_RG * 8 * SYMM__MOE_THREADS * 16 <= LL_CB_RING, "the receive half's ring fits the send half's");
-
-/* The big combine's ring (moe_ll.cuh), or NULL where the launch gave no room for it. */
-SYMM__DEVICE_INTERNAL symm__v4_t *ll_cbig_ring(const symm__moe_kargs_t *A) {
-    extern __shared__ __align__(16) char ll_cbig_dyn[];
-    const uint32_t off = ((A->local + 1u) * 4u + 15u) & ~15u;
-    uint32_t dyn;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-    return dyn >= off + LL_CB_RING ? (symm__v4_t *)(void *)(ll_cbig_dyn + off) : NULL;
 }
 
 /* A chunk's inputs, a route per thread (thread x < nt K: slot x % K of token ta + x / K): its
@@ -1011,61 +1002,13 @@ SYMM__DEVICE_INTERNAL void ll_cbig_put(const symm__moe_kargs_t *A, ll_cbig_t *S,
     }
 }
 
-/* A row's stores of vector c (16 bytes v) into every PE of its token's group (the batch's row j). */
-SYMM__DEVICE_INTERNAL void ll_cbig_store(const symm__moe_kargs_t *A, const ll_cbig_t *S, uint32_t j, uint32_t c,
-                                       symm__v4_t v, uint32_t tag) {
-    const uint32_t dp = (uint32_t)A->dp, g = S->sg0[j], g0 = g & LL_CB_PE, me = (uint32_t)A->me;
-    char *dst = (char *)(uintptr_t)A->base + S->sdst[j];
-    if (g & LL_CB_PKT) {
-        for (uint32_t d = 0; d < dp; d++)
-            ll_put_pkt2(moe_peer(A, dst + 32u * c, (int)(g0 + d)), v, tag);
-    } else {
-        for (uint32_t d = 0; d < dp; d++)
-            if (!(g & LL_CB_SELF) || g0 + d != me)
-                symm__cst16(moe_peer(A, dst + 16u * c, (int)(g0 + d)), v, 1);
-    }
-}
-
-/* The batch's tv vectors (y 16-byte aligned) through the ring: each thread's vectors tid, tid +
- * THREADS, ... in rounds of LL_CB_SU, LL_CB_STAGES - 1 rounds in flight by cp.async ahead of the
- * round it stores (its own copies: no barrier). A row that stays in y alone is not loaded. */
-SYMM__DEVICE_INTERNAL void ll_cbig_copy_ring(const symm__moe_kargs_t *A, const ll_cbig_t *S, symm__v4_t *ring,
-                                             uint32_t tv, uint32_t tag) {
-    const uint32_t tid = symm__block_tid(), nvy = A->hidden * moe_kind_size(A->y_kind) / 16u, dp = (uint32_t)A->dp;
-    const uint32_t per = SYMM__MOE_THREADS * LL_CB_SU, rounds = (tv + per - 1u) / per;
-    const char *y = (const char *)A->y;
-    for (uint32_t r = 0; r < rounds + LL_CB_STAGES - 1u; r++) {
-        if (r < rounds) { /* round r's copies into stage r % STAGES */
-#pragma unroll
-            for (uint32_t u = 0; u < LL_CB_SU; u++) {
-                const uint32_t q = tid + (r * LL_CB_SU + u) * SYMM__MOE_THREADS;
-                if (q < tv && (dp > 1 || !(S->sg0[q / nvy] & LL_CB_SELF)))
-                    symm__cp_async16(&ring[((r % LL_CB_STAGES) * LL_CB_SU + u) * SYMM__MOE_THREADS + tid],
-                                     y + S->syoff[q / nvy] + 16u * (q % nvy));
-            }
-        }
-        symm__cp_async_commit(); /* (empty past the last round: the count stays the same) */
-        if (r + 1u >= LL_CB_STAGES) { /* round r + 1 - STAGES is in: its stores */
-            const uint32_t x = r + 1u - LL_CB_STAGES;
-            symm__cp_async_wait(LL_CB_STAGES - 1);
-#pragma unroll
-            for (uint32_t u = 0; u < LL_CB_SU; u++) {
-                const uint32_t q = tid + (x * LL_CB_SU + u) * SYMM__MOE_THREADS;
-                if (q < tv)
-                    ll_cbig_store(A, S, q / nvy, q % nvy,
-                                  ring[((x % LL_CB_STAGES) * LL_CB_SU + u) * SYMM__MOE_THREADS + tid], tag);
-            }
-        }
-    }
-}
-
 /* The send half of the big combine. After the counts' scan, block b sends the rows b, b + B,
  * b + 2B, ... (B blocks): an even split (shares differ by one row at most) that gives every
  * block a mix of experts, so of sources, so of destination PEs, and no block's share all local
- * or all remote. Up to LL_BATCH rows at a time: a thread per row locates it (its expert's first
- * row, its route, its slot; a row left in y gets its offset and flag there), a barrier, then every
- * vector of the batch (through the ring, ll_cbig_copy_ring, else LL_CB_UNROLL loads in flight per
- * thread before their stores), then the batch's plain rows' flags released together behind one
+ * or all remote. Up to LL_BATCH rows at a time: a lane of warp 0 per row locates it (its expert's
+ * first row, its route, its slot; a row left in y gets its offset there, and goes after the rows
+ * to copy), a barrier, then every vector of the rows to copy, LL_CB_UNROLL loads in flight per
+ * thread before their stores, then the batch's plain rows' flags released together behind one
  * barrier. Thread 0 leaves the epoch in *se. */
 SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t *se, const ll_cbin_t *in0,
                                         uint64_t ta0, uint32_t nt0) {
@@ -1083,7 +1026,6 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
                    moe_al16((uint64_t)A->y_stride[1] * ysz);
     const int inp = ll_cbig_inplace(A);
     const uint32_t me = (uint32_t)A->me;
-    symm__v4_t *const ring = ll_cbig_ring(A);
     {
         const uint32_t c = tid < L ? MOE_U32(A, ll_rcnt)[tid] : 0, md = tid < (uint32_t)A->n ? MOE_U32(A, ll_mode)[tid] : 0;
         const uint64_t ev = tid == 0 ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
@@ -1113,52 +1055,66 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
     }
     mine = total > blockIdx.x ? (total - blockIdx.x + B - 1) / B : 0u;
     for (uint32_t i0 = 0; i0 < mine; i0 += LL_BATCH) {
-        const uint32_t nb = mine - i0 < LL_BATCH ? mine - i0 : LL_BATCH, tv = nb * nvy;
+        const uint32_t nb = mine - i0 < LL_BATCH ? mine - i0 : LL_BATCH;
+        uint32_t tv;
         int plain = 0;
         if (i0 > 0)
             symm__block_sync(); /* (the last batch's rows are read) */
         MOE_TRACE_T0(tb_, A);
-        if (tid < nb) {
-            const uint32_t r = blockIdx.x + (i0 + tid) * B;
-            uint32_t lo = 0, hi = L - 1; /* the last expert whose first row is <= r */
-            while (lo < hi) {
-                const uint32_t mid = (lo + hi + 1) / 2;
-                if (pre[mid] <= r)
-                    lo = mid;
-                else
-                    hi = mid - 1;
+        if (tid < 32) { /* warp 0, a lane per row (nb <= LL_BATCH <= 32); the rows to copy packed first */
+            int copy = 0;
+            uint64_t yoff = 0, dst = 0, fi = 0;
+            uint32_t g = 0;
+            if (tid < nb) {
+                const uint32_t r = blockIdx.x + (i0 + tid) * B;
+                uint32_t lo = 0, hi = L - 1; /* the last expert whose first row is <= r */
+                while (lo < hi) {
+                    const uint32_t mid = (lo + hi + 1) / 2;
+                    if (pre[mid] <= r)
+                        lo = mid;
+                    else
+                        hi = mid - 1;
+                }
+                const uint64_t route = routes[(uint64_t)lo * A->rows + (r - pre[lo])];
+                const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
+                const uint64_t t = route >> 32;
+                const uint32_t g0 = src / dp * dp;
+                const int pk = ll_cpkt(A, modes[src], t), self = !pk && inp && (uint32_t)A->me - g0 < dp;
+                yoff = (uint64_t)((int64_t)lo * A->y_stride[0] + (int64_t)(r - pre[lo]) * A->y_stride[1]) * ysz;
+                dst = pk ? (uint64_t)(ll_pcslot(A, t, k) - base)
+                         : A->lay.ll_cbuf + (t * K + k) * (uint64_t)A->hidden * 4u;
+                fi = t * K + k;
+                g = g0 | (pk ? LL_CB_PKT : 0u) | (self ? LL_CB_SELF : 0u);
+                if (self) /* (released with the batch's flags) */
+                    symm__cst8(base + dst, yoff, 0);
+                copy = !(self && dp == 1);
+                plain = !pk;
             }
-            const uint64_t route = routes[(uint64_t)lo * A->rows + (r - pre[lo])];
-            const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
-            const uint64_t t = route >> 32;
-            const uint32_t g0 = src / dp * dp;
-            const int pk = ll_cpkt(A, modes[src], t), self = !pk && inp && (uint32_t)A->me - g0 < dp;
-            const uint64_t yoff =
-                (uint64_t)((int64_t)lo * A->y_stride[0] + (int64_t)(r - pre[lo]) * A->y_stride[1]) * ysz;
-            S->syoff[tid] = yoff;
-            S->sdst[tid] = pk ? (uint64_t)(ll_pcslot(A, t, k) - base)
-                              : A->lay.ll_cbuf + (t * K + k) * (uint64_t)A->hidden * 4u;
-            S->sfi[tid] = t * K + k;
-            S->sg0[tid] = g0 | (pk ? LL_CB_PKT : 0u) | (self ? LL_CB_SELF : 0u);
-            if (self) { /* its offset, then its flag at once: the row is in y already, and its reader is
-                         * this kernel, on this GPU */
-                symm__cst8(base + S->sdst[tid], yoff, 0);
-                symm__st_b64(MOE_U64(A, ll_cflag) + t * K + k, e, SYMM_SEM_RELEASE, SYMM_SCOPE_GPU);
+            { /* (every lane of warp 0 takes the ballots) */
+                const uint32_t mc = __ballot_sync(MOE_FULL, copy), ms = __ballot_sync(MOE_FULL, tid < nb && !copy);
+                const uint32_t below = (1u << tid) - 1u;
+                const uint32_t at = copy ? __popc(mc & below) : __popc(mc) + __popc(ms & below);
+                if (tid < nb) {
+                    S->syoff[at] = yoff;
+                    S->sdst[at] = dst;
+                    S->sfi[at] = fi;
+                    S->sg0[at] = g;
+                }
+                if (tid == 0)
+                    S->snc = __popc(mc);
             }
-            plain = !pk && !(self && dp == 1); /* (flags left for after the batch) */
         }
         plain = __syncthreads_or(plain);
+        tv = S->snc * nvy; /* (the rows to copy; those left in y alone after them, for their flags) */
         if (i0 == 0)
             ll_stamp(A, LLS_C_SLOT);
-        if (al && ring != NULL) {
-            ll_cbig_copy_ring(A, S, ring, tv, tag);
-        } else if (al) {
+        if (al) {
             for (uint32_t q0 = tid; q0 < tv; q0 += SYMM__MOE_THREADS * LL_CB_UNROLL) {
                 symm__v4_t v[LL_CB_UNROLL];
 #pragma unroll
-                for (uint32_t u = 0; u < LL_CB_UNROLL; u++) { /* (a row that stays in y alone: not loaded) */
+                for (uint32_t u = 0; u < LL_CB_UNROLL; u++) {
                     const uint32_t q = q0 + u * SYMM__MOE_THREADS;
-                    if (q < tv && (dp > 1 || !(S->sg0[q / nvy] & LL_CB_SELF)))
+                    if (q < tv)
                         v[u] = symm__cld16(y + S->syoff[q / nvy] + 16u * (q % nvy), 0);
                 }
 #pragma unroll
@@ -1194,9 +1150,10 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
         if (plain) { /* plain rows: their flags, released behind the whole block's stores */
             symm__block_sync();
             for (uint32_t x = tid; x < nb * dp; x += SYMM__MOE_THREADS) {
-                const uint32_t j = x / dp, g = S->sg0[j], pe = (g & LL_CB_PE) + x % dp;
-                if (!(g & LL_CB_PKT) && !((g & LL_CB_SELF) && pe == me))
-                    MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + S->sfi[j], e, (int)pe, (uint64_t)A->hidden * ysz);
+                const uint32_t j = x / dp, g = S->sg0[j];
+                if (!(g & LL_CB_PKT))
+                    MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + S->sfi[j], e, (int)((g & LL_CB_PE) + x % dp),
+                                    (uint64_t)A->hidden * ysz);
             }
         }
         if (i0 == 0)
@@ -1233,12 +1190,10 @@ SYMM__DEVICE_INTERNAL uint32_t ll_cbig_nt(const ll_cbplan_t *c, uint64_t ta, uin
 /* After the barrier that publishes six: each route's validity (its weight 0 where not), and, where
  * it comes plainly, the wait for its flag (from the PE of its expert) and where to read its row
  * (its slot, or in y: ll_cbig_inplace). Every route waits in its own thread; a barrier after it
- * must pass before any thread reads the rows. 1: the route's token comes back as packets. */
-SYMM__DEVICE_INTERNAL int ll_cbig_check(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t ta, uint32_t nt, uint64_t e) {
+ * must pass before any thread reads the rows. */
+SYMM__DEVICE_INTERNAL void ll_cbig_check(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t ta, uint32_t nt, uint64_t e) {
     const uint32_t tid = symm__block_tid(), K = A->topk;
-    if (tid >= nt * K)
-        return 0;
-    {
+    if (tid < nt * K) {
         const uint32_t k = tid % K, from = S->six[tid] / A->local;
         const int ok = ll_valid(&S->six[tid - k], k, A->experts);
         S->sok[tid] = (uint8_t)ok;
@@ -1252,7 +1207,6 @@ SYMM__DEVICE_INTERNAL int ll_cbig_check(const symm__moe_kargs_t *A, ll_cbig_t *S
                                : slot;
         }
     }
-    return S->spr[tid];
 }
 
 /* One output group (8 elements, v) of token t (the chunk's j): its valid routes' rows, packets
@@ -1294,53 +1248,13 @@ SYMM__DEVICE_INTERNAL void ll_cbig_rows(const symm__moe_kargs_t *A, const ll_cbi
         ll_cbig_group(A, S, tag, ta + q / h8, q / h8, q % h8);
 }
 
-/* Group q of the chunk (none at ge and past) into ring slot `slot` of this thread: its valid routes'
- * 16 bytes by cp.async, one group committed (empty where there is no group). */
-SYMM__DEVICE_INTERNAL void ll_cbig_ring_ask(const symm__moe_kargs_t *A, const ll_cbig_t *S, symm__v4_t *ring,
-                                            uint32_t q, uint32_t ge, uint32_t slot) {
-    const uint32_t tid = symm__block_tid(), K = A->topk, h8 = A->hidden / 8u;
-    if (q < ge) {
-        const uint32_t j = q / h8, v = q % h8;
-#pragma unroll
-        for (uint32_t k = 0; k < 8; k++)
-            if (k < K && S->sok[j * K + k])
-                symm__cp_async16(&ring[(slot * 8u + k) * SYMM__MOE_THREADS + tid], S->sadr[j * K + k] + 16u * v);
-    }
-    symm__cp_async_commit();
-}
-
-/* Plain 2-byte rows, top-k <= 8: the groups gs .. ge - 1 of the chunk from token ta (from its
- * first group) through the ring, each thread LL_CB_RG of its groups in flight by cp.async (every
- * valid route's 16 bytes), summing one in slot order as the next one's copies go out. */
-SYMM__DEVICE_INTERNAL void ll_cbig_rows_ring(const symm__moe_kargs_t *A, const ll_cbig_t *S, symm__v4_t *ring,
-                                             uint64_t ta, uint32_t gs, uint32_t ge) {
-    const uint32_t tid = symm__block_tid(), K = A->topk, h8 = A->hidden / 8u, kind = A->y_kind;
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < LL_CB_RG - 1u; i++)
-        ll_cbig_ring_ask(A, S, ring, gs + tid + i * SYMM__MOE_THREADS, ge, i);
-    for (uint32_t q = gs + tid; q < ge; q += SYMM__MOE_THREADS, n++) {
-        const uint32_t j = q / h8, slot = n % LL_CB_RG;
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        ll_cbig_ring_ask(A, S, ring, q + (LL_CB_RG - 1u) * SYMM__MOE_THREADS, ge, (n + LL_CB_RG - 1u) % LL_CB_RG);
-        symm__cp_async_wait(LL_CB_RG - 1);
-#pragma unroll
-        for (uint32_t k = 0; k < 8; k++) /* slot order, as the reference sums */
-            if (k < K && S->sok[j * K + k])
-                ll_acc16(kind, ring[(slot * 8u + k) * SYMM__MOE_THREADS + tid], 0, S->sw[j * K + k], acc);
-        moe_store8((char *)A->out + ((int64_t)(ta + j) * A->out_stride + (int64_t)(q % h8) * 8) * 2, A->out_kind, acc);
-    }
-    symm__cp_async_wait(0); /* (the ring's last copies, empty or not, done before it is used again) */
-}
-
 /* The receive half of the big combine (e: the epoch; braw: *bound_m as loaded; have0: the first
  * chunk's inputs are in S already, loaded as the kernel started for the plan of *bound_m =
  * num_tokens, so used only when the bound is that). Per chunk: the inputs, a barrier, each
- * route's validity and flag, a barrier, the rows (through the ring where there is one and the
- * chunk's rows are plain 2-byte rows of top-k <= 8). */
+ * route's validity and flag, a barrier, the rows. */
 SYMM__DEVICE_INTERNAL void ll_cbig_recv(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t e, uint64_t braw, int have0) {
     const uint32_t tid = symm__block_tid(), h8 = A->hidden / 8u, tag = ll_tag(e);
     const ll_cbplan_t c = ll_cbig_plan(A, ll_bound_use(A, braw, blockIdx.x == 0 && tid == 0));
-    symm__v4_t *const ring = ll_cbig_ring(A);
     if (c.glo >= c.ghi)
         return;
     have0 = have0 && braw == A->num_tokens;
@@ -1354,13 +1268,11 @@ SYMM__DEVICE_INTERNAL void ll_cbig_recv(const symm__moe_kargs_t *A, ll_cbig_t *S
             ll_cbig_put(A, S, ta, nt, &in);
             symm__block_sync();
         }
-        const int pkts = __syncthreads_or(ll_cbig_check(A, S, ta, nt, e));
+        ll_cbig_check(A, S, ta, nt, e);
+        symm__block_sync();
         if (ta == c.glo / h8)
             ll_stamp(A, LLS_C_SET);
-        if (ring != NULL && !pkts && A->y_kind != SYMM_DTYPE_F32 && A->topk <= 8u)
-            ll_cbig_rows_ring(A, S, ring, ta, gs, ge);
-        else
-            ll_cbig_rows(A, S, tag, ta, gs, ge);
+        ll_cbig_rows(A, S, tag, ta, gs, ge);
         if (ta == c.glo / h8)
             ll_stamp(A, LLS_CB_SUM);
     }

@@ -133,12 +133,11 @@
  *         LL_BATCH at a time, each batch's plain flags released together as
  *         above. In a call of both halves in one kernel with y's rows 16-byte
  *         aligned (ll_cbig_inplace), a plain row from an expert of this PE to
- *         a token of this PE is not copied: the thread that locates the row
- *         stores its offset in y into the slot's first word and releases the
- *         route's flag behind it at once (at GPU scope: the reader is this
- *         kernel; nothing else needs ordering, the row being in y already);
- *         sender and receiver are then the same kernel, which applies the
- *         rule alike in both halves, and y is the call's until it ends.
+ *         a token of this PE is not copied: the slot's first word gets the
+ *         row's offset in y, and the route's flag is released behind it with
+ *         the batch's; sender and receiver are then the same kernel, which
+ *         applies the rule alike in both halves, and y is the call's until it
+ *         ends.
  *   recv  Per token (its hidden dimension split over several blocks when
  *         tokens are fewer than blocks): the valid routes' rows, polled as
  *         packets or waited for by flag, summed weight x row in float32 in
@@ -189,14 +188,7 @@
 #define LL_CROUNDS 4  /* most rounds (two barriers each) of a token's slice in ll_combine_fast */
 #define LL_RROWS 128  /* most rows whose entries (and plain flags) a dispatch block takes at once */
 #define LL_POST_ROUTES 256 /* fewest routes (a PE's tokens x top-k) whose lists ll_post_lists posts */
-#define LL_CB_UNROLL 8 /* vectors a big-combine thread loads at once before storing them (no ring) */
-/* The big combine's ring: dynamic shared memory past its pre[] (16-byte aligned) through which a
- * thread's loads travel by cp.async, holding no register: LL_CB_STAGES stages of LL_CB_SU vectors
- * per sending thread, or LL_CB_RG output groups of up to 8 routes per receiving thread. */
-#define LL_CB_STAGES 4
-#define LL_CB_SU 4
-#define LL_CB_RG 2
-#define LL_CB_RING (LL_CB_STAGES * LL_CB_SU * SYMM__MOE_THREADS * 16)
+#define LL_CB_UNROLL 8 /* vectors a big-combine thread loads at once before storing them */
 #define LL_RUNROLL 4  /* vectors a dispatch thread loads at once when it copies plain rows alone
                        * (6 or 8 spill at the 128 registers of 512 threads) */
 

@@ -13,40 +13,6 @@ extern "C" size_t symm__moe_ll_smem(const symm__moe_kargs_t *a, int blocks) {
     return (size_t)(a->local + 1) * sizeof(uint32_t);
 }
 
-/* The big combine's dynamic shared memory may reach the device's limit (its ring, moe_ll.cuh): asked
- * for once per device, on a call outside a graph capture (until then, or where the device says
- * no, calls go without the ring and the kernel loads through registers). 1 yes, -1 no, 0 not yet. */
-#define LL_RING_DEVS 64
-static int g_ring[LL_RING_DEVS];
-
-static size_t ll_cbig_ring(cudaStream_t s) {
-    int dev = 0, most = 0, st;
-    cudaFuncAttributes fa;
-    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= LL_RING_DEVS) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    st = __atomic_load_n(&g_ring[dev], __ATOMIC_ACQUIRE);
-    if (st == 0) {
-        if (cudaStreamIsCapturing(s, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
-            (void)cudaGetLastError();
-            return 0;
-        }
-        st = -1;
-        if (cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
-            cudaFuncGetAttributes(&fa, symm__k_ll_combine_big) == cudaSuccess &&
-            (size_t)most > fa.sharedSizeBytes + LL_CB_RING &&
-            cudaFuncSetAttribute(symm__k_ll_combine_big, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 most - (int)fa.sharedSizeBytes) == cudaSuccess)
-            st = 1;
-        else
-            (void)cudaGetLastError();
-        __atomic_store_n(&g_ring[dev], st, __ATOMIC_RELEASE);
-    }
-    return st == 1 ? LL_CB_RING : 0;
-}
-
 symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s) {
     const int dispatch = a->kernel == SYMM__MK_LL_DISPATCH;
     const int small = dispatch && a->ll_small && (a->probe == SYMM__MOE_PROBE_NONE || a->probe == SYMM__MOE_PROBE_STAMPS);
@@ -55,12 +21,7 @@ symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s) {
         small ? symm__k_ll_dispatch_small : big ? symm__k_ll_dispatch_big : symm__k_ll_dispatch;
     void (*const kc)(symm__moe_kargs_t) =
         a->ll_small ? symm__k_ll_combine_small : big ? symm__k_ll_combine_big : symm__k_ll_combine;
-    size_t smem = small ? 0 : dispatch || (a->flags & SYMM_MOE_SEND) ? symm__moe_ll_smem(a, a->nblocks) : 0;
-    if (!dispatch && !a->ll_small && big) { /* (pre[] of the send half, or none, then the ring) */
-        const size_t ring = ll_cbig_ring(s);
-        if (ring > 0)
-            smem = ((a->local + 1u) * sizeof(uint32_t) + 15u) / 16u * 16u + ring;
-    }
+    const size_t smem = small ? 0 : dispatch || (a->flags & SYMM_MOE_SEND) ? symm__moe_ll_smem(a, a->nblocks) : 0;
     if (a->pdl)
         return symm__moe_launch_pdl(dispatch ? (const void *)kd : (const void *)kc, a, smem, s,
                                     dispatch ? "dispatch" : "combine");
