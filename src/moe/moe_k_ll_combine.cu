@@ -1181,11 +1181,18 @@ typedef struct ll_cbplan {
     uint32_t tc;
 } ll_cbplan_t;
 
+/* a / b, in 32 bits where a fits (a 64-bit division is a long chain of instructions, and these run
+ * before the kernel's first loads are out) */
+SYMM__DEVICE_INTERNAL uint64_t ll_div(uint64_t a, uint32_t b) {
+    return a <= 0xffffffffull ? (uint64_t)((uint32_t)a / b) : a / b;
+}
+
 SYMM__DEVICE_INTERNAL ll_cbplan_t ll_cbig_plan(const symm__moe_kargs_t *A, uint64_t bound) {
-    const uint64_t P = bound * (A->hidden / 8u), B = gridDim.x;
+    const uint64_t P = bound * (A->hidden / 8u);
+    const uint32_t B = gridDim.x;
     ll_cbplan_t c;
-    c.glo = P * blockIdx.x / B;
-    c.ghi = P * (blockIdx.x + 1u) / B;
+    c.glo = ll_div(P * blockIdx.x, B);
+    c.ghi = ll_div(P * (blockIdx.x + 1u), B);
     c.tc = SYMM__MOE_THREADS / A->topk; /* (top-k <= SYMM__MOE_MAX_TOPK: 8 tokens at least) */
     if (c.tc > LL_BATCH)
         c.tc = LL_BATCH;
@@ -1194,7 +1201,7 @@ SYMM__DEVICE_INTERNAL ll_cbplan_t ll_cbig_plan(const symm__moe_kargs_t *A, uint6
 
 /* Tokens of the chunk from token ta (the range's tokens from ta, at most tc). */
 SYMM__DEVICE_INTERNAL uint32_t ll_cbig_nt(const ll_cbplan_t *c, uint64_t ta, uint32_t h8) {
-    const uint64_t left = (c->ghi - 1u) / h8 + 1u - ta;
+    const uint64_t left = ll_div(c->ghi - 1u, h8) + 1u - ta;
     return left < c->tc ? (uint32_t)left : c->tc;
 }
 
@@ -1276,11 +1283,12 @@ SYMM__DEVICE_INTERNAL void ll_cbig_recv(const symm__moe_kargs_t *A, ll_cbig_t *S
     if (c.glo >= c.ghi)
         return;
     have0 = have0 && braw == A->num_tokens;
-    for (uint64_t ta = c.glo / h8; ta * h8 < c.ghi; ta += c.tc) {
+    const uint64_t t1 = ll_div(c.glo, h8); /* the range's first token */
+    for (uint64_t ta = t1; ta * h8 < c.ghi; ta += c.tc) {
         const uint32_t nt = ll_cbig_nt(&c, ta, h8);
         const uint32_t gs = (uint32_t)((c.glo > ta * h8 ? c.glo : ta * h8) - ta * h8); /* (from the chunk's first group) */
         const uint32_t ge = (uint32_t)((c.ghi < (ta + nt) * h8 ? c.ghi : (ta + nt) * h8) - ta * h8);
-        if (!(have0 && ta == c.glo / h8)) {
+        if (!(have0 && ta == t1)) {
             const ll_cbin_t in = ll_cbig_load(A, ta, nt);
             symm__block_sync(); /* (the last chunk's state is read) */
             ll_cbig_put(A, S, ta, nt, &in);
@@ -1288,10 +1296,10 @@ SYMM__DEVICE_INTERNAL void ll_cbig_recv(const symm__moe_kargs_t *A, ll_cbig_t *S
         }
         ll_cbig_check(A, S, ta, nt, e);
         symm__block_sync();
-        if (ta == c.glo / h8)
+        if (ta == t1)
             ll_stamp(A, LLS_C_SET);
         ll_cbig_rows(A, S, tag, ta, gs, ge);
-        if (ta == c.glo / h8)
+        if (ta == t1)
             ll_stamp(A, LLS_CB_SUM);
     }
 }
@@ -1319,7 +1327,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_big_kernel(const symm__moe_kargs_t *A) {
     if (recv) {
         const ll_cbplan_t c = ll_cbig_plan(A, A->num_tokens);
         if (c.glo < c.ghi) {
-            ta0 = c.glo / h8;
+            ta0 = ll_div(c.glo, h8);
             nt0 = ll_cbig_nt(&c, ta0, h8);
             in0 = ll_cbig_load(A, ta0, nt0);
         }
