@@ -1035,8 +1035,8 @@ SYMM__DEVICE_INTERNAL void ll_cbig_store(const symm__moe_kargs_t *A, const ll_cb
  * to copy), a barrier, then every vector of the rows to copy, LL_CB_UNROLL loads in flight per
  * thread before their stores, then the batch's plain rows' flags released together behind one
  * barrier. Thread 0 leaves the epoch in *se. */
-SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t *se, const ll_cbin_t *in0,
-                                        uint64_t ta0, uint32_t nt0) {
+SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t *se, uint64_t ta0,
+                                        uint32_t nt0) {
     const uint32_t tid = symm__block_tid(), L = A->local, K = A->topk, dp = (uint32_t)A->dp, B = gridDim.x;
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
     const uint64_t *routes = MOE_U64(A, ll_route);
@@ -1053,11 +1053,12 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
     {
         const uint32_t c = tid < L ? MOE_U32(A, ll_rcnt)[tid] : 0, md = tid < (uint32_t)A->n ? MOE_U32(A, ll_mode)[tid] : 0;
         const uint64_t ev = tid == 0 ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
+        const ll_cbin_t in0 = ll_cbig_load(A, ta0, nt0); /* (the receive half's first chunk, after these) */
         if (tid < (uint32_t)A->n)
             modes[tid] = md;
         if (tid == 0)
             *se = ev;
-        ll_cbig_put(A, S, ta0, nt0, in0); /* (the receive half's, published by the scan's barriers) */
+        ll_cbig_put(A, S, ta0, nt0, &in0); /* (published by the scan's barriers) */
         for (uint32_t b0 = 0; b0 < L; b0 += SYMM__MOE_THREADS) {
             const uint32_t x = b0 + tid, cx = b0 == 0 ? c : (x < L ? MOE_U32(A, ll_rcnt)[x] : 0);
             uint32_t sum, ex = moe_block_scan(cx, &sum);
@@ -1304,16 +1305,15 @@ SYMM__DEVICE_INTERNAL void ll_cbig_recv(const symm__moe_kargs_t *A, ll_cbig_t *S
     }
 }
 
-/* The big combine: the first chunk's inputs are loaded as it starts, with the send half's first
- * loads, and published by the send half's barriers; the receive half then starts at the routes'
- * validity and flags. */
+/* The big combine: the first chunk's inputs are loaded as it starts, right behind the send half's
+ * first loads, and published by the send half's barriers; the receive half then starts at the
+ * routes' validity and flags. */
 SYMM__DEVICE_INTERNAL void ll_combine_big_kernel(const symm__moe_kargs_t *A) {
     __shared__ ll_cbig_t S;
     __shared__ uint64_t se;    /* the epoch (dispatches so far: the combine works on the last one) */
     __shared__ uint64_t sbraw; /* *bound_m as loaded by the last warp (no other warp waits for it) */
     const int send = (A->flags & SYMM_MOE_SEND) != 0, recv = (A->flags & SYMM_MOE_RECV) != 0;
     const uint32_t h8 = A->hidden / 8u;
-    ll_cbin_t in0 = {0, 0, 0.0f};
     uint64_t ta0 = 0;
     uint32_t nt0 = 0; /* the first chunk's tokens (0: none, or no receive half) */
     ll_stamps_begin(A);
@@ -1329,7 +1329,6 @@ SYMM__DEVICE_INTERNAL void ll_combine_big_kernel(const symm__moe_kargs_t *A) {
         if (c.glo < c.ghi) {
             ta0 = ll_div(c.glo, h8);
             nt0 = ll_cbig_nt(&c, ta0, h8);
-            in0 = ll_cbig_load(A, ta0, nt0);
         }
         if (symm__block_tid() == SYMM__MOE_THREADS - 32) /* (this warp alone waits for it) */
             sbraw = ll_bound_load(A);
@@ -1339,8 +1338,9 @@ SYMM__DEVICE_INTERNAL void ll_combine_big_kernel(const symm__moe_kargs_t *A) {
     if (recv)
         ll_stamp(A, LLS_C_PRE);
     if (send) {
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, ll_cbig_send(A, &S, &se, &in0, ta0, nt0));
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, ll_cbig_send(A, &S, &se, ta0, nt0));
     } else {
+        const ll_cbin_t in0 = ll_cbig_load(A, ta0, nt0);
         if (symm__block_tid() == 0)
             se = *(volatile uint64_t *)&moe_state(A)->epoch;
         ll_cbig_put(A, &S, ta0, nt0, &in0);
