@@ -941,8 +941,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
 
 /* ---- the big combine (calls of LL_POST_ROUTES routes and more: symm__k_ll_combine_big) ------- */
 
-/* The big combine's shared state: the send half's batch of rows (each row's y offset, its slot's
- * address on the first PE of its token's group, its flag's index, that PE | LL_CB_PKT |
+/* The big combine's shared state: the send half's batch of rows (each row's y offset, its slot as
+ * a byte offset from the handle's base, its flag's index, its token's first PE | LL_CB_PKT |
  * LL_CB_SELF), and the receive half's chunk of tokens (a route per thread: its expert, weight,
  * validity, where its row is read, and whether its token comes back as packets). */
 #define LL_CB_PKT 0x80000000u
@@ -1002,31 +1002,6 @@ SYMM__DEVICE_INTERNAL void ll_cbig_put(const symm__moe_kargs_t *A, ll_cbig_t *S,
     }
 }
 
-/* The next vector of a thread that walks the batch by THREADS: (row j, vector c of nvy). */
-SYMM__DEVICE_INTERNAL void ll_cbig_step(uint32_t *j, uint32_t *c, uint32_t nvy) {
-    *c += SYMM__MOE_THREADS;
-    while (*c >= nvy) {
-        *c -= nvy;
-        *j += 1u;
-    }
-}
-
-/* Vector c (16 bytes v) of the batch's row j into every PE of its token's group, but this PE where
- * the row stays in y. */
-SYMM__DEVICE_INTERNAL void ll_cbig_store(const symm__moe_kargs_t *A, const ll_cbig_t *S, uint32_t j, uint32_t c,
-                                         symm__v4_t v, uint32_t tag) {
-    const uint32_t dp = (uint32_t)A->dp, g = S->sg0[j], g0 = g & LL_CB_PE, me = (uint32_t)A->me;
-    char *dst = (char *)(uintptr_t)S->sdst[j]; /* (on PE g0; PE g0 + d: d strides on) */
-    if (g & LL_CB_PKT) {
-        for (uint32_t d = 0; d < dp; d++)
-            ll_put_pkt2(dst + (int64_t)d * A->ctx.stride + 32u * c, v, tag);
-    } else {
-        for (uint32_t d = 0; d < dp; d++)
-            if (!(g & LL_CB_SELF) || g0 + d != me)
-                symm__cst16(dst + (int64_t)d * A->ctx.stride + 16u * c, v, 1);
-    }
-}
-
 /* The send half of the big combine. After the counts' scan, block b sends the rows b, b + B,
  * b + 2B, ... (B blocks): an even split (shares differ by one row at most) that gives every
  * block a mix of experts, so of sources, so of destination PEs, and no block's share all local
@@ -1050,6 +1025,7 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
     const int al = moe_al16((uint64_t)(uintptr_t)y) && moe_al16((uint64_t)A->y_stride[0] * ysz) &&
                    moe_al16((uint64_t)A->y_stride[1] * ysz);
     const int inp = ll_cbig_inplace(A);
+    const uint32_t me = (uint32_t)A->me;
     {
         const uint32_t c = tid < L ? MOE_U32(A, ll_rcnt)[tid] : 0, md = tid < (uint32_t)A->n ? MOE_U32(A, ll_mode)[tid] : 0;
         const uint64_t ev = tid == 0 ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
@@ -1112,7 +1088,6 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
                 g = g0 | (pk ? LL_CB_PKT : 0u) | (self ? LL_CB_SELF : 0u);
                 if (self) /* (released with the batch's flags) */
                     symm__cst8(base + dst, yoff, 0);
-                dst = (uint64_t)(uintptr_t)moe_peer(A, base + dst, (int)g0);
                 copy = !(self && dp == 1);
                 plain = !pk;
             }
@@ -1134,28 +1109,42 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
         tv = S->snc * nvy; /* (the rows to copy; those left in y alone after them, for their flags) */
         if (i0 == 0)
             ll_stamp(A, LLS_C_SLOT);
-        if (al) { /* a thread's vectors q = tid, tid + THREADS, ... walked as (row j, vector c): no
-                   * division per vector (the loop is bound by its instructions, not by the bytes) */
-            uint32_t j = tid / nvy, c = tid % nvy;
+        if (al) {
             for (uint32_t q0 = tid; q0 < tv; q0 += SYMM__MOE_THREADS * LL_CB_UNROLL) {
                 symm__v4_t v[LL_CB_UNROLL];
-                uint32_t lj = j, lc = c;
 #pragma unroll
                 for (uint32_t u = 0; u < LL_CB_UNROLL; u++) {
-                    if (q0 + u * SYMM__MOE_THREADS < tv)
-                        v[u] = symm__cld16(y + S->syoff[lj] + 16u * lc, 0);
-                    ll_cbig_step(&lj, &lc, nvy);
+                    const uint32_t q = q0 + u * SYMM__MOE_THREADS;
+                    if (q < tv)
+                        v[u] = symm__cld16(y + S->syoff[q / nvy] + 16u * (q % nvy), 0);
                 }
 #pragma unroll
                 for (uint32_t u = 0; u < LL_CB_UNROLL; u++) {
-                    if (q0 + u * SYMM__MOE_THREADS < tv)
-                        ll_cbig_store(A, S, j, c, v[u], tag);
-                    ll_cbig_step(&j, &c, nvy);
+                    const uint32_t q = q0 + u * SYMM__MOE_THREADS;
+                    if (q < tv) {
+                        const uint32_t j = q / nvy, c = q % nvy, g = S->sg0[j], g0 = g & LL_CB_PE;
+                        if (g & LL_CB_PKT) {
+                            for (uint32_t d = 0; d < dp; d++)
+                                ll_put_pkt2(moe_peer(A, base + S->sdst[j] + 32u * c, (int)(g0 + d)), v[u], tag);
+                        } else {
+                            for (uint32_t d = 0; d < dp; d++)
+                                if (!(g & LL_CB_SELF) || g0 + d != me)
+                                    symm__cst16(moe_peer(A, base + S->sdst[j] + 16u * c, (int)(g0 + d)), v[u], 1);
+                        }
+                    }
                 }
             }
         } else {
-            for (uint32_t q = tid; q < tv; q += SYMM__MOE_THREADS) /* (unaligned y: nothing stays in it) */
-                ll_cbig_store(A, S, q / nvy, q % nvy, ll_ld16(y + S->syoff[q / nvy] + 16u * (q % nvy)), tag);
+            for (uint32_t q = tid; q < tv; q += SYMM__MOE_THREADS) { /* (unaligned y: nothing stays in it) */
+                const uint32_t j = q / nvy, c = q % nvy, g = S->sg0[j], g0 = g & LL_CB_PE;
+                const symm__v4_t v = ll_ld16(y + S->syoff[j] + 16u * c);
+                for (uint32_t d = 0; d < dp; d++) {
+                    if (g & LL_CB_PKT)
+                        ll_put_pkt2(moe_peer(A, base + S->sdst[j] + 32u * c, (int)(g0 + d)), v, tag);
+                    else
+                        symm__cst16(moe_peer(A, base + S->sdst[j] + 16u * c, (int)(g0 + d)), v, 1);
+                }
+            }
         }
         if (i0 == 0)
             ll_stamp(A, LLS_CB_COPY);
@@ -1259,19 +1248,12 @@ SYMM__DEVICE_INTERNAL void ll_cbig_group(const symm__moe_kargs_t *A, const ll_cb
 }
 
 /* Groups gs .. ge - 1 of the chunk from token ta (counted from its first group: 32 bits), a group
- * per thread at a time (ll_cbig_group), each thread's (token, group) walked without a division. */
+ * per thread at a time (ll_cbig_group). */
 SYMM__DEVICE_INTERNAL void ll_cbig_rows(const symm__moe_kargs_t *A, const ll_cbig_t *S, uint32_t tag, uint64_t ta,
                                         uint32_t gs, uint32_t ge) {
     const uint32_t h8 = A->hidden / 8u;
-    uint32_t j = (gs + symm__block_tid()) / h8, v = (gs + symm__block_tid()) % h8;
-    for (uint32_t q = gs + symm__block_tid(); q < ge; q += SYMM__MOE_THREADS) {
-        ll_cbig_group(A, S, tag, ta + j, j, v);
-        v += SYMM__MOE_THREADS;
-        while (v >= h8) {
-            v -= h8;
-            j++;
-        }
-    }
+    for (uint32_t q = gs + symm__block_tid(); q < ge; q += SYMM__MOE_THREADS)
+        ll_cbig_group(A, S, tag, ta + q / h8, q / h8, q % h8);
 }
 
 /* The receive half of the big combine (e: the epoch; braw: *bound_m as loaded; have0: the first
