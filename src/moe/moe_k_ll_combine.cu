@@ -1010,8 +1010,8 @@ SYMM__DEVICE_INTERNAL void ll_cbig_put(const symm__moe_kargs_t *A, ll_cbig_t *S,
  * to copy), a barrier, then every vector of the rows to copy, LL_CB_UNROLL loads in flight per
  * thread before their stores, then the batch's plain rows' flags released together behind one
  * barrier. Thread 0 leaves the epoch in *se. */
-SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t *se, uint64_t ta0,
-                                        uint32_t nt0) {
+SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t *se, const ll_cbin_t *in0,
+                                        uint64_t ta0, uint32_t nt0) {
     const uint32_t tid = symm__block_tid(), L = A->local, K = A->topk, dp = (uint32_t)A->dp, B = gridDim.x;
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
     const uint64_t *routes = MOE_U64(A, ll_route);
@@ -1029,12 +1029,11 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
     {
         const uint32_t c = tid < L ? MOE_U32(A, ll_rcnt)[tid] : 0, md = tid < (uint32_t)A->n ? MOE_U32(A, ll_mode)[tid] : 0;
         const uint64_t ev = tid == 0 ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
-        const ll_cbin_t in0 = ll_cbig_load(A, ta0, nt0); /* (the receive half's first chunk, after these) */
         if (tid < (uint32_t)A->n)
             modes[tid] = md;
         if (tid == 0)
             *se = ev;
-        ll_cbig_put(A, S, ta0, nt0, &in0); /* (published by the scan's barriers) */
+        ll_cbig_put(A, S, ta0, nt0, in0); /* (the receive half's, published by the scan's barriers) */
         for (uint32_t b0 = 0; b0 < L; b0 += SYMM__MOE_THREADS) {
             const uint32_t x = b0 + tid, cx = b0 == 0 ? c : (x < L ? MOE_U32(A, ll_rcnt)[x] : 0);
             uint32_t sum, ex = moe_block_scan(cx, &sum);
@@ -1171,18 +1170,11 @@ typedef struct ll_cbplan {
     uint32_t tc;
 } ll_cbplan_t;
 
-/* a / b, in 32 bits where a fits (a 64-bit division is a long chain of instructions, and these run
- * before the kernel's first loads are out) */
-SYMM__DEVICE_INTERNAL uint64_t ll_div(uint64_t a, uint32_t b) {
-    return a <= 0xffffffffull ? (uint64_t)((uint32_t)a / b) : a / b;
-}
-
 SYMM__DEVICE_INTERNAL ll_cbplan_t ll_cbig_plan(const symm__moe_kargs_t *A, uint64_t bound) {
-    const uint64_t P = bound * (A->hidden / 8u);
-    const uint32_t B = gridDim.x;
+    const uint64_t P = bound * (A->hidden / 8u), B = gridDim.x;
     ll_cbplan_t c;
-    c.glo = ll_div(P * blockIdx.x, B);
-    c.ghi = ll_div(P * (blockIdx.x + 1u), B);
+    c.glo = P * blockIdx.x / B;
+    c.ghi = P * (blockIdx.x + 1u) / B;
     c.tc = SYMM__MOE_THREADS / A->topk; /* (top-k <= SYMM__MOE_MAX_TOPK: 8 tokens at least) */
     if (c.tc > LL_BATCH)
         c.tc = LL_BATCH;
@@ -1191,7 +1183,7 @@ SYMM__DEVICE_INTERNAL ll_cbplan_t ll_cbig_plan(const symm__moe_kargs_t *A, uint6
 
 /* Tokens of the chunk from token ta (the range's tokens from ta, at most tc). */
 SYMM__DEVICE_INTERNAL uint32_t ll_cbig_nt(const ll_cbplan_t *c, uint64_t ta, uint32_t h8) {
-    const uint64_t left = ll_div(c->ghi - 1u, h8) + 1u - ta;
+    const uint64_t left = (c->ghi - 1u) / h8 + 1u - ta;
     return left < c->tc ? (uint32_t)left : c->tc;
 }
 
@@ -1266,12 +1258,11 @@ SYMM__DEVICE_INTERNAL void ll_cbig_recv(const symm__moe_kargs_t *A, ll_cbig_t *S
     if (c.glo >= c.ghi)
         return;
     have0 = have0 && braw == A->num_tokens;
-    const uint64_t t1 = ll_div(c.glo, h8); /* the range's first token */
-    for (uint64_t ta = t1; ta * h8 < c.ghi; ta += c.tc) {
+    for (uint64_t ta = c.glo / h8; ta * h8 < c.ghi; ta += c.tc) {
         const uint32_t nt = ll_cbig_nt(&c, ta, h8);
         const uint32_t gs = (uint32_t)((c.glo > ta * h8 ? c.glo : ta * h8) - ta * h8); /* (from the chunk's first group) */
         const uint32_t ge = (uint32_t)((c.ghi < (ta + nt) * h8 ? c.ghi : (ta + nt) * h8) - ta * h8);
-        if (!(have0 && ta == t1)) {
+        if (!(have0 && ta == c.glo / h8)) {
             const ll_cbin_t in = ll_cbig_load(A, ta, nt);
             symm__block_sync(); /* (the last chunk's state is read) */
             ll_cbig_put(A, S, ta, nt, &in);
@@ -1279,23 +1270,24 @@ SYMM__DEVICE_INTERNAL void ll_cbig_recv(const symm__moe_kargs_t *A, ll_cbig_t *S
         }
         ll_cbig_check(A, S, ta, nt, e);
         symm__block_sync();
-        if (ta == t1)
+        if (ta == c.glo / h8)
             ll_stamp(A, LLS_C_SET);
         ll_cbig_rows(A, S, tag, ta, gs, ge);
-        if (ta == t1)
+        if (ta == c.glo / h8)
             ll_stamp(A, LLS_CB_SUM);
     }
 }
 
-/* The big combine: the first chunk's inputs are loaded as it starts, right behind the send half's
- * first loads, and published by the send half's barriers; the receive half then starts at the
- * routes' validity and flags. */
+/* The big combine: the first chunk's inputs are loaded as it starts, with the send half's first
+ * loads, and published by the send half's barriers; the receive half then starts at the routes'
+ * validity and flags. */
 SYMM__DEVICE_INTERNAL void ll_combine_big_kernel(const symm__moe_kargs_t *A) {
     __shared__ ll_cbig_t S;
     __shared__ uint64_t se;    /* the epoch (dispatches so far: the combine works on the last one) */
     __shared__ uint64_t sbraw; /* *bound_m as loaded by the last warp (no other warp waits for it) */
     const int send = (A->flags & SYMM_MOE_SEND) != 0, recv = (A->flags & SYMM_MOE_RECV) != 0;
     const uint32_t h8 = A->hidden / 8u;
+    ll_cbin_t in0 = {0, 0, 0.0f};
     uint64_t ta0 = 0;
     uint32_t nt0 = 0; /* the first chunk's tokens (0: none, or no receive half) */
     ll_stamps_begin(A);
@@ -1309,8 +1301,9 @@ SYMM__DEVICE_INTERNAL void ll_combine_big_kernel(const symm__moe_kargs_t *A) {
     if (recv) {
         const ll_cbplan_t c = ll_cbig_plan(A, A->num_tokens);
         if (c.glo < c.ghi) {
-            ta0 = ll_div(c.glo, h8);
+            ta0 = c.glo / h8;
             nt0 = ll_cbig_nt(&c, ta0, h8);
+            in0 = ll_cbig_load(A, ta0, nt0);
         }
         if (symm__block_tid() == SYMM__MOE_THREADS - 32) /* (this warp alone waits for it) */
             sbraw = ll_bound_load(A);
@@ -1320,9 +1313,8 @@ SYMM__DEVICE_INTERNAL void ll_combine_big_kernel(const symm__moe_kargs_t *A) {
     if (recv)
         ll_stamp(A, LLS_C_PRE);
     if (send) {
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, ll_cbig_send(A, &S, &se, ta0, nt0));
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, ll_cbig_send(A, &S, &se, &in0, ta0, nt0));
     } else {
-        const ll_cbin_t in0 = ll_cbig_load(A, ta0, nt0);
         if (symm__block_tid() == 0)
             se = *(volatile uint64_t *)&moe_state(A)->epoch;
         ll_cbig_put(A, &S, ta0, nt0, &in0);
