@@ -20,6 +20,9 @@ STAGES = {
                  "lists entered", "t0 warp's query summed", "rows barrier", "t0 mask", "t0 x prefetch in",
                  "count waits begin", "t0 entry taken", "t0 flag seen", "copy: t0 loads in", "copy: t0 x done"],
     "combine": ["recv loads", "counts scanned", "rows located", "rows sent", "flags seen", "end"],
+    # the big combine (symm__k_ll_combine_big: calls of 256 routes and more)
+    "combine-big": ["recv loads", "counts scanned", "rows located", "rows sent", "flags seen", "end",
+                    "t0 first batch stored", "first batch's flags released", "t0 first chunk summed"],
     # the small handles' kernels (symm__k_ll_dispatch_small, symm__k_ll_combine_small)
     "dispatch-small": ["loads issued", "epoch and indices in", "headers posted", "row PEs known", "x stores issued",
                        "send done", "headers seen", "routes placed", "first slice polled", "rows copied", "-",

@@ -938,6 +938,395 @@ SYMM__DEVICE_INTERNAL void ll_combine_recv(const symm__moe_kargs_t *A, const uin
     ll_stamps_end(A, small ? "combine-small" : "combine", *se, small ? LLS_CS_END : LLS_C_END);
 }
 
+/* ---- the big combine (calls of LL_POST_ROUTES routes and more: symm__k_ll_combine_big) ------- */
+
+/* The big combine's shared state: the send half's batch of rows (each row's y offset, its slot as
+ * a byte offset from the handle's base, its flag's index, its token's first PE | LL_CB_PKT |
+ * LL_CB_SELF), and the receive half's chunk of tokens (a route per thread: its expert, weight,
+ * validity, where its row is read, and whether its token comes back as packets). */
+#define LL_CB_PKT 0x80000000u
+#define LL_CB_SELF 0x40000000u /* the row's copy for this PE stays in y (ll_cbig_inplace) */
+#define LL_CB_PE 0x3fffffffu
+typedef struct ll_cbig {
+    uint64_t syoff[LL_BATCH], sdst[LL_BATCH], sfi[LL_BATCH];
+    uint32_t sg0[LL_BATCH], snc; /* snc: the batch's rows to copy (the first ones) */
+    uint32_t six[SYMM__MOE_THREADS];
+    float sw[SYMM__MOE_THREADS];
+    const char *sadr[SYMM__MOE_THREADS]; /* a plain route's row: its ll_cbuf slot, or in y */
+    uint8_t sok[SYMM__MOE_THREADS], spr[SYMM__MOE_THREADS];
+} ll_cbig_t;
+
+static_assert(LL_BATCH <= 32, "the big combine's send batch: a lane of warp 0 per row");
+
+/* A call of both halves in one kernel, with y's rows 16-byte aligned: a plain row from an expert
+ * of this PE to a token of this PE is not copied. The send half leaves the row's place in y (bytes
+ * from y) in the first word of the route's ll_cbuf slot and releases the route's flag behind it
+ * with its batch's; the receive half, after the flag, reads that word and the row in y. Both
+ * halves apply this rule to the call's own arguments, so they agree; y is the call's for the whole
+ * kernel (a call in two halves copies every row). */
+SYMM__DEVICE_INTERNAL int ll_cbig_inplace(const symm__moe_kargs_t *A) {
+    const uint64_t ysz = moe_kind_size(A->y_kind);
+    return A->flags == SYMM_MOE_SEND_RECV && moe_al16((uint64_t)(uintptr_t)A->y) &&
+           moe_al16((uint64_t)A->y_stride[0] * ysz) && moe_al16((uint64_t)A->y_stride[1] * ysz);
+}
+
+/* A chunk's inputs, a route per thread (thread x < nt K: slot x % K of token ta + x / K): its
+ * expert, its weight and its token's mode word, loaded (ll_cbig_load: asm loads, issued where
+ * they are called) apart from their stores into S (ll_cbig_put: the expert into six, where every
+ * route's validity reads its token's earlier slots after a barrier; the token's form into spr). */
+typedef struct ll_cbin {
+    uint32_t ix, mode;
+    float w;
+} ll_cbin_t;
+
+SYMM__DEVICE_INTERNAL ll_cbin_t ll_cbig_load(const symm__moe_kargs_t *A, uint64_t ta, uint32_t nt) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp;
+    ll_cbin_t in = {0, 0, 0.0f};
+    if (tid < nt * K) {
+        const uint64_t t = ta + tid / K;
+        in.ix = symm__cld4((const uint32_t *)A->idx + t * K + tid % K, 0);
+        in.w = symm__bits_f32(symm__cld4(A->weights + t * K + tid % K, 0));
+        in.mode = symm__cld4(MOE_U32(A, ll_mode) + (uint32_t)A->me / dp * dp + (uint32_t)(t % dp), 0);
+    }
+    return in;
+}
+
+SYMM__DEVICE_INTERNAL void ll_cbig_put(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t ta, uint32_t nt,
+                                       const ll_cbin_t *in) {
+    const uint32_t tid = symm__block_tid(), K = A->topk;
+    if (tid < nt * K) {
+        S->six[tid] = in->ix;
+        S->sw[tid] = in->w;
+        S->spr[tid] = (uint8_t)ll_cpkt(A, in->mode, ta + tid / K);
+    }
+}
+
+/* The send half of the big combine. After the counts' scan, block b sends the rows b, b + B,
+ * b + 2B, ... (B blocks): an even split (shares differ by one row at most) that gives every
+ * block a mix of experts, so of sources, so of destination PEs, and no block's share all local
+ * or all remote. Up to LL_BATCH rows at a time: a lane of warp 0 per row locates it (its expert's
+ * first row, its route, its slot; a row left in y gets its offset there, and goes after the rows
+ * to copy), a barrier, then every vector of the rows to copy, LL_CB_UNROLL loads in flight per
+ * thread before their stores, then the batch's plain rows' flags released together behind one
+ * barrier. Thread 0 leaves the epoch in *se. */
+SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t *se, const ll_cbin_t *in0,
+                                        uint64_t ta0, uint32_t nt0) {
+    const uint32_t tid = symm__block_tid(), L = A->local, K = A->topk, dp = (uint32_t)A->dp, B = gridDim.x;
+    const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
+    const uint64_t *routes = MOE_U64(A, ll_route);
+    const char *y = (const char *)A->y;
+    char *base = (char *)(uintptr_t)A->base; /* (slots as offsets from the handle's base) */
+    extern __shared__ uint32_t pre[]; /* [L + 1]: first flat row of each local expert */
+    __shared__ uint32_t modes[SYMM__MOE_MAX_PES];
+    uint32_t total, run = 0, tag, mine;
+    uint64_t e;
+    /* rows of y 16-byte aligned: the unrolled copy takes whole vectors (else ll_ld16's pieces) */
+    const int al = moe_al16((uint64_t)(uintptr_t)y) && moe_al16((uint64_t)A->y_stride[0] * ysz) &&
+                   moe_al16((uint64_t)A->y_stride[1] * ysz);
+    const int inp = ll_cbig_inplace(A);
+    const uint32_t me = (uint32_t)A->me;
+    {
+        const uint32_t c = tid < L ? MOE_U32(A, ll_rcnt)[tid] : 0, md = tid < (uint32_t)A->n ? MOE_U32(A, ll_mode)[tid] : 0;
+        const uint64_t ev = tid == 0 ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
+        if (tid < (uint32_t)A->n)
+            modes[tid] = md;
+        if (tid == 0)
+            *se = ev;
+        ll_cbig_put(A, S, ta0, nt0, in0); /* (the receive half's, published by the scan's barriers) */
+        for (uint32_t b0 = 0; b0 < L; b0 += SYMM__MOE_THREADS) {
+            const uint32_t x = b0 + tid, cx = b0 == 0 ? c : (x < L ? MOE_U32(A, ll_rcnt)[x] : 0);
+            uint32_t sum, ex = moe_block_scan(cx, &sum);
+            if (x < L)
+                pre[x] = run + ex;
+            run += sum;
+        }
+    }
+    if (tid == 0)
+        pre[L] = run;
+    symm__block_sync();
+    ll_stamp(A, LLS_C_SCAN);
+    e = *se;
+    tag = ll_tag(e);
+    total = pre[L];
+    if (total > 0 && 2u * total <= B && !inp) { /* (the slices copy every row) */
+        ll_combine_send_slices(A, e, pre, modes, total);
+        return;
+    }
+    mine = total > blockIdx.x ? (total - blockIdx.x + B - 1) / B : 0u;
+    for (uint32_t i0 = 0; i0 < mine; i0 += LL_BATCH) {
+        const uint32_t nb = mine - i0 < LL_BATCH ? mine - i0 : LL_BATCH;
+        uint32_t tv;
+        int plain = 0;
+        if (i0 > 0)
+            symm__block_sync(); /* (the last batch's rows are read) */
+        MOE_TRACE_T0(tb_, A);
+        if (tid < 32) { /* warp 0, a lane per row (nb <= LL_BATCH <= 32); the rows to copy packed first */
+            int copy = 0;
+            uint64_t yoff = 0, dst = 0, fi = 0;
+            uint32_t g = 0;
+            if (tid < nb) {
+                const uint32_t r = blockIdx.x + (i0 + tid) * B;
+                uint32_t lo = 0, hi = L - 1; /* the last expert whose first row is <= r */
+                while (lo < hi) {
+                    const uint32_t mid = (lo + hi + 1) / 2;
+                    if (pre[mid] <= r)
+                        lo = mid;
+                    else
+                        hi = mid - 1;
+                }
+                const uint64_t route = routes[(uint64_t)lo * A->rows + (r - pre[lo])];
+                const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
+                const uint64_t t = route >> 32;
+                const uint32_t g0 = src / dp * dp;
+                const int pk = ll_cpkt(A, modes[src], t), self = !pk && inp && (uint32_t)A->me - g0 < dp;
+                yoff = (uint64_t)((int64_t)lo * A->y_stride[0] + (int64_t)(r - pre[lo]) * A->y_stride[1]) * ysz;
+                dst = pk ? (uint64_t)(ll_pcslot(A, t, k) - base)
+                         : A->lay.ll_cbuf + (t * K + k) * (uint64_t)A->hidden * 4u;
+                fi = t * K + k;
+                g = g0 | (pk ? LL_CB_PKT : 0u) | (self ? LL_CB_SELF : 0u);
+                if (self) /* (released with the batch's flags) */
+                    symm__cst8(base + dst, yoff, 0);
+                copy = !(self && dp == 1);
+                plain = !pk;
+            }
+            { /* (every lane of warp 0 takes the ballots) */
+                const uint32_t mc = __ballot_sync(MOE_FULL, copy), ms = __ballot_sync(MOE_FULL, tid < nb && !copy);
+                const uint32_t below = (1u << tid) - 1u;
+                const uint32_t at = copy ? __popc(mc & below) : __popc(mc) + __popc(ms & below);
+                if (tid < nb) {
+                    S->syoff[at] = yoff;
+                    S->sdst[at] = dst;
+                    S->sfi[at] = fi;
+                    S->sg0[at] = g;
+                }
+                if (tid == 0)
+                    S->snc = __popc(mc);
+            }
+        }
+        plain = __syncthreads_or(plain);
+        tv = S->snc * nvy; /* (the rows to copy; those left in y alone after them, for their flags) */
+        if (i0 == 0)
+            ll_stamp(A, LLS_C_SLOT);
+        if (al) {
+            for (uint32_t q0 = tid; q0 < tv; q0 += SYMM__MOE_THREADS * LL_CB_UNROLL) {
+                symm__v4_t v[LL_CB_UNROLL];
+#pragma unroll
+                for (uint32_t u = 0; u < LL_CB_UNROLL; u++) {
+                    const uint32_t q = q0 + u * SYMM__MOE_THREADS;
+                    if (q < tv)
+                        v[u] = symm__cld16(y + S->syoff[q / nvy] + 16u * (q % nvy), 0);
+                }
+#pragma unroll
+                for (uint32_t u = 0; u < LL_CB_UNROLL; u++) {
+                    const uint32_t q = q0 + u * SYMM__MOE_THREADS;
+                    if (q < tv) {
+                        const uint32_t j = q / nvy, c = q % nvy, g = S->sg0[j], g0 = g & LL_CB_PE;
+                        if (g & LL_CB_PKT) {
+                            for (uint32_t d = 0; d < dp; d++)
+                                ll_put_pkt2(moe_peer(A, base + S->sdst[j] + 32u * c, (int)(g0 + d)), v[u], tag);
+                        } else {
+                            for (uint32_t d = 0; d < dp; d++)
+                                if (!(g & LL_CB_SELF) || g0 + d != me)
+                                    symm__cst16(moe_peer(A, base + S->sdst[j] + 16u * c, (int)(g0 + d)), v[u], 1);
+                        }
+                    }
+                }
+            }
+        } else {
+            for (uint32_t q = tid; q < tv; q += SYMM__MOE_THREADS) { /* (unaligned y: nothing stays in it) */
+                const uint32_t j = q / nvy, c = q % nvy, g = S->sg0[j], g0 = g & LL_CB_PE;
+                const symm__v4_t v = ll_ld16(y + S->syoff[j] + 16u * c);
+                for (uint32_t d = 0; d < dp; d++) {
+                    if (g & LL_CB_PKT)
+                        ll_put_pkt2(moe_peer(A, base + S->sdst[j] + 32u * c, (int)(g0 + d)), v, tag);
+                    else
+                        symm__cst16(moe_peer(A, base + S->sdst[j] + 16u * c, (int)(g0 + d)), v, 1);
+                }
+            }
+        }
+        if (i0 == 0)
+            ll_stamp(A, LLS_CB_COPY);
+        if (plain) { /* plain rows: their flags, released behind the whole block's stores */
+            symm__block_sync();
+            for (uint32_t x = tid; x < nb * dp; x += SYMM__MOE_THREADS) {
+                const uint32_t j = x / dp, g = S->sg0[j];
+                if (!(g & LL_CB_PKT))
+                    MOE_RELEASE_PUT(A, tb_, MOE_U64(A, ll_cflag) + S->sfi[j], e, (int)((g & LL_CB_PE) + x % dp),
+                                    (uint64_t)A->hidden * ysz);
+            }
+        }
+        if (i0 == 0)
+            ll_stamp(A, LLS_CB_REL);
+    }
+}
+
+/* The big combine's receive split: the output groups (8 elements) of the tokens below the bound,
+ * token by token, in equal contiguous ranges [glo, ghi), one per block (every block busy, none
+ * with a whole token more than another), taken in chunks of at most tc tokens (a route per
+ * thread). */
+typedef struct ll_cbplan {
+    uint64_t glo, ghi;
+    uint32_t tc;
+} ll_cbplan_t;
+
+SYMM__DEVICE_INTERNAL ll_cbplan_t ll_cbig_plan(const symm__moe_kargs_t *A, uint64_t bound) {
+    const uint64_t P = bound * (A->hidden / 8u), B = gridDim.x;
+    ll_cbplan_t c;
+    c.glo = P * blockIdx.x / B;
+    c.ghi = P * (blockIdx.x + 1u) / B;
+    c.tc = SYMM__MOE_THREADS / A->topk; /* (top-k <= SYMM__MOE_MAX_TOPK: 8 tokens at least) */
+    if (c.tc > LL_BATCH)
+        c.tc = LL_BATCH;
+    return c;
+}
+
+/* Tokens of the chunk from token ta (the range's tokens from ta, at most tc). */
+SYMM__DEVICE_INTERNAL uint32_t ll_cbig_nt(const ll_cbplan_t *c, uint64_t ta, uint32_t h8) {
+    const uint64_t left = (c->ghi - 1u) / h8 + 1u - ta;
+    return left < c->tc ? (uint32_t)left : c->tc;
+}
+
+/* After the barrier that publishes six: each route's validity (its weight 0 where not), and, where
+ * it comes plainly, the wait for its flag (from the PE of its expert) and where to read its row
+ * (its slot, or in y: ll_cbig_inplace). Every route waits in its own thread; a barrier after it
+ * must pass before any thread reads the rows. */
+SYMM__DEVICE_INTERNAL void ll_cbig_check(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t ta, uint32_t nt, uint64_t e) {
+    const uint32_t tid = symm__block_tid(), K = A->topk;
+    if (tid < nt * K) {
+        const uint32_t k = tid % K, from = S->six[tid] / A->local;
+        const int ok = ll_valid(&S->six[tid - k], k, A->experts);
+        S->sok[tid] = (uint8_t)ok;
+        if (!ok) {
+            S->sw[tid] = 0.0f;
+        } else if (!S->spr[tid]) {
+            const char *slot = MOE_AT(A, ll_cbuf) + ((ta + tid / K) * K + k) * (uint64_t)A->hidden * 4u;
+            moe_wait(A, MOE_U64(A, ll_cflag) + (ta + tid / K) * K + k, e, (int)from);
+            S->sadr[tid] = from == (uint32_t)A->me && ll_cbig_inplace(A)
+                               ? (const char *)A->y + symm__cld8(slot, 0) /* (after the acquire) */
+                               : slot;
+        }
+    }
+}
+
+/* One output group (8 elements, v) of token t (the chunk's j): its valid routes' rows, packets
+ * polled or plain rows (flags waited for), summed in slot order and stored. */
+SYMM__DEVICE_INTERNAL void ll_cbig_group(const symm__moe_kargs_t *A, const ll_cbig_t *S, uint32_t tag, uint64_t t,
+                                         uint32_t j, uint32_t v) {
+    const uint32_t K = A->topk, kind = A->y_kind, ysz = moe_kind_size(kind), passes = ysz / 2u;
+    const uint8_t *sok = &S->sok[j * K];
+    const float *sw = &S->sw[j * K];
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (S->spr[j * K]) {
+        ll_combine_group_pkt(A, tag, t, v, 0, sok, sw, acc);
+        if (passes == 2)
+            ll_combine_group_pkt(A, tag, t, v, 1, sok, sw, acc);
+    } else {
+#pragma unroll
+        for (uint32_t h = 0; h < 2; h++)
+            for (uint32_t k0 = 0; h < passes && k0 < K; k0 += MOE_GATHER) {
+                symm__v4_t r[MOE_GATHER];
+#pragma unroll
+                for (uint32_t i = 0; i < MOE_GATHER; i++)
+                    if (k0 + i < K && sok[k0 + i])
+                        r[i] = symm__cld16(S->sadr[j * K + k0 + i] + (uint64_t)v * 8u * ysz + 16u * h, 0);
+#pragma unroll
+                for (uint32_t i = 0; i < MOE_GATHER; i++)
+                    if (k0 + i < K && sok[k0 + i])
+                        ll_acc16(kind, r[i], h, sw[k0 + i], acc);
+            }
+    }
+    moe_store8((char *)A->out + ((int64_t)t * A->out_stride + (int64_t)v * 8) * 2, A->out_kind, acc);
+}
+
+/* Groups gs .. ge - 1 of the chunk from token ta (counted from its first group: 32 bits), a group
+ * per thread at a time (ll_cbig_group). */
+SYMM__DEVICE_INTERNAL void ll_cbig_rows(const symm__moe_kargs_t *A, const ll_cbig_t *S, uint32_t tag, uint64_t ta,
+                                        uint32_t gs, uint32_t ge) {
+    const uint32_t h8 = A->hidden / 8u;
+    for (uint32_t q = gs + symm__block_tid(); q < ge; q += SYMM__MOE_THREADS)
+        ll_cbig_group(A, S, tag, ta + q / h8, q / h8, q % h8);
+}
+
+/* The receive half of the big combine (e: the epoch; braw: *bound_m as loaded; have0: the first
+ * chunk's inputs are in S already, loaded as the kernel started for the plan of *bound_m =
+ * num_tokens, so used only when the bound is that). Per chunk: the inputs, a barrier, each
+ * route's validity and flag, a barrier, the rows. */
+SYMM__DEVICE_INTERNAL void ll_cbig_recv(const symm__moe_kargs_t *A, ll_cbig_t *S, uint64_t e, uint64_t braw, int have0) {
+    const uint32_t tid = symm__block_tid(), h8 = A->hidden / 8u, tag = ll_tag(e);
+    const ll_cbplan_t c = ll_cbig_plan(A, ll_bound_use(A, braw, blockIdx.x == 0 && tid == 0));
+    if (c.glo >= c.ghi)
+        return;
+    have0 = have0 && braw == A->num_tokens;
+    for (uint64_t ta = c.glo / h8; ta * h8 < c.ghi; ta += c.tc) {
+        const uint32_t nt = ll_cbig_nt(&c, ta, h8);
+        const uint32_t gs = (uint32_t)((c.glo > ta * h8 ? c.glo : ta * h8) - ta * h8); /* (from the chunk's first group) */
+        const uint32_t ge = (uint32_t)((c.ghi < (ta + nt) * h8 ? c.ghi : (ta + nt) * h8) - ta * h8);
+        if (!(have0 && ta == c.glo / h8)) {
+            const ll_cbin_t in = ll_cbig_load(A, ta, nt);
+            symm__block_sync(); /* (the last chunk's state is read) */
+            ll_cbig_put(A, S, ta, nt, &in);
+            symm__block_sync();
+        }
+        ll_cbig_check(A, S, ta, nt, e);
+        symm__block_sync();
+        if (ta == c.glo / h8)
+            ll_stamp(A, LLS_C_SET);
+        ll_cbig_rows(A, S, tag, ta, gs, ge);
+        if (ta == c.glo / h8)
+            ll_stamp(A, LLS_CB_SUM);
+    }
+}
+
+/* The big combine: the first chunk's inputs are loaded as it starts, with the send half's first
+ * loads, and published by the send half's barriers; the receive half then starts at the routes'
+ * validity and flags. */
+SYMM__DEVICE_INTERNAL void ll_combine_big_kernel(const symm__moe_kargs_t *A) {
+    __shared__ ll_cbig_t S;
+    __shared__ uint64_t se;    /* the epoch (dispatches so far: the combine works on the last one) */
+    __shared__ uint64_t sbraw; /* *bound_m as loaded by the last warp (no other warp waits for it) */
+    const int send = (A->flags & SYMM_MOE_SEND) != 0, recv = (A->flags & SYMM_MOE_RECV) != 0;
+    const uint32_t h8 = A->hidden / 8u;
+    ll_cbin_t in0 = {0, 0, 0.0f};
+    uint64_t ta0 = 0;
+    uint32_t nt0 = 0; /* the first chunk's tokens (0: none, or no receive half) */
+    ll_stamps_begin(A);
+    ll_pdl_begin(A);
+    if (A->probe == SYMM__MOE_PROBE_EMPTY || A->probe == SYMM__MOE_PROBE_HOP) {
+        const uint64_t e = moe_begin(A, 0);
+        if (A->probe == SYMM__MOE_PROBE_HOP)
+            ll_probe_hop(A, e, 1);
+        return;
+    }
+    if (recv) {
+        const ll_cbplan_t c = ll_cbig_plan(A, A->num_tokens);
+        if (c.glo < c.ghi) {
+            ta0 = c.glo / h8;
+            nt0 = ll_cbig_nt(&c, ta0, h8);
+            in0 = ll_cbig_load(A, ta0, nt0);
+        }
+        if (symm__block_tid() == SYMM__MOE_THREADS - 32) /* (this warp alone waits for it) */
+            sbraw = ll_bound_load(A);
+    }
+    if (blockIdx.x == 0 && symm__block_tid() == 0)
+        atomicMax(&moe_state(A)->max_grid, gridDim.x);
+    if (recv)
+        ll_stamp(A, LLS_C_PRE);
+    if (send) {
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, ll_cbig_send(A, &S, &se, &in0, ta0, nt0));
+    } else {
+        if (symm__block_tid() == 0)
+            se = *(volatile uint64_t *)&moe_state(A)->epoch;
+        ll_cbig_put(A, &S, ta0, nt0, &in0);
+    }
+    ll_stamp(A, LLS_C_SENT);
+    if (recv) {
+        if (!send)
+            symm__block_sync(); /* (se, sbraw, the first chunk's inputs: else the scan's barriers publish them) */
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE_RECV, ll_cbig_recv(A, &S, se, sbraw, nt0 > 0));
+    }
+    ll_stamps_end(A, "combine-big", se, LLS_C_END);
+}
+
 /* The receive half's inputs (bound, routes, weights, forms) are the call's or the dispatch's:
  * their loads go out at the start, and the send half hides them. */
 SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int small) {
@@ -1025,6 +1414,12 @@ SYMM__DEVICE_INTERNAL void ll_combine_kernel(const symm__moe_kargs_t *A, int sma
 
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __grid_constant__ symm__moe_kargs_t a) {
     ll_combine_kernel(&a, 0);
+}
+
+/* The combine of a call of LL_POST_ROUTES routes or more (tokens x top-k) on a handle without the
+ * small dispatch: its own kernel, so the smaller calls' kernel keeps its registers. */
+__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine_big(const __grid_constant__ symm__moe_kargs_t a) {
+    ll_combine_big_kernel(&a);
 }
 
 /* The combine of a handle with the small dispatch: the same kernel without the per-thread packet

@@ -130,10 +130,28 @@
  *         list's length, the epoch and the entry, which the split by the
  *         most routes a PE may receive names before the length is known);
  *         a row at 16 bytes goes through a loop of plain 16-byte loads.
+ *         Calls of LL_POST_ROUTES routes and more (tokens x top-k) take
+ *         symm__k_ll_combine_big: block b of B sends the rows b, b + B, ...
+ *         (an even split that gives each block a mix of destinations), up to
+ *         LL_BATCH at a time, each batch's plain flags released together as
+ *         above. In a call of both halves in one kernel with y's rows 16-byte
+ *         aligned (ll_cbig_inplace), a plain row from an expert of this PE to
+ *         a token of this PE is not copied: the slot's first word gets the
+ *         row's offset in y, and the route's flag is released behind it with
+ *         the batch's; sender and receiver are then the same kernel, which
+ *         applies the rule alike in both halves, and y is the call's until it
+ *         ends.
  *   recv  Per token (its hidden dimension split over several blocks when
  *         tokens are fewer than blocks): the valid routes' rows, polled as
  *         packets or waited for by flag, summed weight x row in float32 in
- *         slot order, stored. In the small handles' kernel a packet token's
+ *         slot order, stored. The big kernel splits the output groups (8
+ *         elements) of all the tokens evenly over the blocks, contiguously,
+ *         and takes a block's share in chunks of tokens: a thread per route
+ *         checks it and waits for its flag (and, for a row left in y, reads
+ *         its offset), a barrier, then each thread sums its groups; the first
+ *         chunk's indices, weights and modes are loaded as the kernel starts
+ *         and stored to shared memory before the send half's first barrier.
+ *         In the small handles' kernel a packet token's
  *         routes are polled by one thread each (one round of loads), their
  *         products summed in slot order from shared memory, an element per
  *         thread. Its inputs (bound, routes, weights) are asked for as the
@@ -160,7 +178,8 @@
  * buffers. So r is done with them before s can write them again. The
  * combine buffers need only one copy by the same chain: r writes s's ll_cbuf
  * in combine e + 1 after its dispatch e + 1 receive half, which waited for
- * s's counts of e + 1, posted after s's combine e receive half had read them.
+ * s's counts of e + 1, posted after s's combine e receive half had read them
+ * (a row left in y: r = s, one stream, combine e + 1 after combine e).
  * Tags and flags differ between consecutive uses of a buffer (e against
  * e - 2, or e - 1), and a packet region is never written plainly, so nothing
  * stale passes for new.
@@ -176,6 +195,7 @@
 #define LL_CROUNDS 4  /* most rounds (two barriers each) of a token's slice in ll_combine_fast */
 #define LL_RROWS 128  /* most rows whose entries (and plain flags) a dispatch block takes at once */
 #define LL_POST_ROUTES 256 /* fewest routes (a PE's tokens x top-k) whose lists ll_post_lists posts */
+#define LL_CB_UNROLL 8 /* vectors a big-combine thread loads at once before storing them */
 #define LL_RUNROLL 4  /* vectors a dispatch thread loads at once when it copies plain rows alone
                        * (6 or 8 spill at the 128 registers of 512 threads) */
 
@@ -409,6 +429,10 @@ SYMM__DEVICE_INTERNAL uint64_t ll_wait_count(const symm__moe_kargs_t *A, const u
 #define LLS_C_SENT 4  /* rows sent */
 #define LLS_C_SET 5   /* the first unit's routes set up and plain flags waited for */
 #define LLS_C_END 6
+/* the big combine's own (its end: LLS_C_END) */
+#define LLS_CB_COPY 7 /* thread 0's stores of the first batch issued */
+#define LLS_CB_REL 8  /* the first batch's flags released */
+#define LLS_CB_SUM 9  /* thread 0's groups of the first chunk summed */
 /* the small kernels' own (their end is stamped after these) */
 #define LLS_DS_HSYNC 12 /* the header block's routes counted (its second barrier passed) */
 #define LLS_DS_END 13
@@ -608,6 +632,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch(const _
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch_big(const __grid_constant__ symm__moe_kargs_t a);
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch_small(const __grid_constant__ symm__moe_kargs_t a);
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __grid_constant__ symm__moe_kargs_t a);
+__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine_big(const __grid_constant__ symm__moe_kargs_t a);
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine_small(const __grid_constant__ symm__moe_kargs_t a);
 
 #endif /* SYMM_MOE_LL_CUH */

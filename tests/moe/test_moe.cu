@@ -86,12 +86,16 @@ __host__ __device__ static float expert_scale(uint32_t e) { return 1.0f + (float
 
 /* Low-latency experts: y[l][r][h] = conv(x[l][r][h]) * scale(first + l), f32. */
 __global__ void ll_experts(const unsigned char *x, int esz, const int32_t *num, float *y, uint32_t L,
-                           uint32_t rows, uint32_t H, uint32_t first) {
+                           uint32_t rows, uint32_t H, uint32_t first, int ybf) {
     for (uint32_t l = blockIdx.y; l < L; l += gridDim.y)
         for (uint32_t r = blockIdx.x; r < (uint32_t)num[l]; r += gridDim.x)
-            for (uint32_t h = threadIdx.x; h < H; h += blockDim.x)
-                y[((uint64_t)l * rows + r) * H + h] =
-                    conv(x + ((uint64_t)l * rows + r) * H * esz, esz, h) * expert_scale(first + l);
+            for (uint32_t h = threadIdx.x; h < H; h += blockDim.x) {
+                const float v = conv(x + ((uint64_t)l * rows + r) * H * esz, esz, h) * expert_scale(first + l);
+                if (ybf) /* bf16, (ybf 2) one element past the buffer's alignment */
+                    ((uint16_t *)y)[(ybf == 2) + ((uint64_t)l * rows + r) * H + h] = (uint16_t)f32_bf16(v);
+                else
+                    y[((uint64_t)l * rows + r) * H + h] = v;
+            }
 }
 
 /* High-throughput experts: y[r][h] = bf16(conv(x[r][h]) * sum over local k of w * scale). */
@@ -198,6 +202,7 @@ struct LL {
     symm_moe_t *h;
     uint32_t E, K, H, M, L, G, D, rows, cols, first;
     int esz;
+    int ybf; /* expert_y: 0 f32, 1 bf16, 2 bf16 one element past 16-byte alignment */
     int32_t *d_num;
     unsigned char *d_ox, *d_x;
     float *d_os, *d_xs, *d_y, *d_w;
@@ -304,17 +309,17 @@ static void ll_args(LL &t, const Batch &b, int use_bound, symm_moe_dispatch_args
     c->indices = t.d_idx;
     c->weights = t.d_w;
     c->num_tokens = b.m;
-    c->expert_y = t.d_y;
+    c->expert_y = t.ybf ? (void *)((uint16_t *)t.d_y + (t.ybf == 2)) : (void *)t.d_y;
     c->expert_y_stride[0] = (int64_t)t.rows * t.H;
     c->expert_y_stride[1] = t.H;
     c->expert_y_rows = t.rows;
-    c->y_dtype = SYMM_DTYPE_F32;
+    c->y_dtype = t.ybf ? SYMM_DTYPE_BF16 : SYMM_DTYPE_F32;
     c->bound_m = use_bound ? t.d_bound : NULL;
 }
 
 static void ll_experts_launch(LL &t) {
     dim3 grid(64, t.L < 64 ? t.L : 64);
-    ll_experts<<<grid, 256, 0, stream>>>(t.d_ox, t.esz, t.d_num, t.d_y, t.L, t.rows, t.H, t.first);
+    ll_experts<<<grid, 256, 0, stream>>>(t.d_ox, t.esz, t.d_num, t.d_y, t.L, t.rows, t.H, t.first, t.ybf);
 }
 
 /* Check this PE's received rows and its group's combined tokens. */
@@ -385,7 +390,8 @@ static void ll_verify(LL &t, const std::vector<Batch> &bs, const char *what) {
                     uint32_t e = b.idx[(size_t)tok * K + k];
                     if (e == SYMM_MOE_NO_EXPERT)
                         continue;
-                    acc += b.w[(size_t)tok * K + k] * (conv(&b.x[(size_t)tok * H * t.esz], t.esz, h) * expert_scale(e));
+                    const float y = conv(&b.x[(size_t)tok * H * t.esz], t.esz, h) * expert_scale(e);
+                    acc += b.w[(size_t)tok * K + k] * (t.ybf ? bf16_f32(f32_bf16(y)) : y);
                 }
                 uint16_t wantb = (uint16_t)f32_bf16(acc);
                 if (out[(size_t)tok * H + h] != wantb && bad++ < 3)
@@ -428,24 +434,29 @@ static void ll_round(LL &t, const std::vector<Batch> &bs, int use_bound, int spl
 }
 
 static void part_ll(void) {
-    struct { uint32_t E, K, H, M; int esz, scales, dp, bound, empty, iters; } cases[] = {
-        {8, 3, 512, 10, 1, 1, 1, 0, -1, 3},
-        {8, 3, 512, 10, 1, 1, 2, 1, -1, 3},
-        {8, 3, 512, 10, 2, 0, 1, 1, 0, 3},
-        {8, 3, 512, 10, 2, 0, 2, 0, 1, 3},
-        {64, 6, 2048, 33, 1, 1, 1, 1, -1, 50},
+    /* ybf: expert_y in bf16 (else f32); 2: its rows one element past 16-byte alignment */
+    struct { uint32_t E, K, H, M; int esz, scales, dp, bound, empty, iters, ybf; } cases[] = {
+        {8, 3, 512, 10, 1, 1, 1, 0, -1, 3, 0},
+        {8, 3, 512, 10, 1, 1, 2, 1, -1, 3, 0},
+        {8, 3, 512, 10, 2, 0, 1, 1, 0, 3, 0},
+        {8, 3, 512, 10, 2, 0, 2, 0, 1, 3, 0},
+        {64, 6, 2048, 33, 1, 1, 1, 1, -1, 50, 0},
         /* rows large enough that, with SYMM_MOE_PACKETS=auto, some calls' rows go as packets and others
          * plainly (moe_ll.cuh), in both directions, the form changing from call to call and from PE to PE */
-        {16, 4, 7168, 48, 1, 1, 1, 1, -1, 8},
-        {16, 2, 4096, 70, 2, 0, 2, 0, -1, 8},
-        {16, 2, 1024, 200, 2, 0, 1, 1, -1, 8},
+        {16, 4, 7168, 48, 1, 1, 1, 1, -1, 8, 0},
+        {16, 2, 4096, 70, 2, 0, 2, 0, -1, 8, 0},
+        {16, 2, 1024, 200, 2, 0, 1, 1, -1, 8, 0},
         /* the decode shape's experts and top-k: calls of 32 tokens and more post their lists block by
          * block; more (expert, source) items than a block's threads (each block takes its own items),
          * and more routes than one index chunk (the lists scanned expert by expert, chunk by chunk) */
-        {256, 8, 512, 128, 1, 1, 1, 1, -1, 6},
-        {1024, 8, 256, 100, 2, 0, 2, 0, -1, 3},
-        {64, 8, 256, 1000, 1, 1, 1, 1, -1, 4},
-        {1024, 8, 128, 600, 1, 1, 1, 0, -1, 3},
+        {256, 8, 512, 128, 1, 1, 1, 1, -1, 6, 0},
+        {1024, 8, 256, 100, 2, 0, 2, 0, -1, 3, 0},
+        {64, 8, 256, 1000, 1, 1, 1, 1, -1, 4, 0},
+        {1024, 8, 128, 600, 1, 1, 1, 0, -1, 3, 0},
+        /* bf16 rows back, as the bench's (calls of 256 routes and more take their own combine kernel) */
+        {256, 8, 1024, 128, 1, 1, 1, 1, -1, 4, 1},
+        {64, 6, 2048, 100, 2, 0, 2, 0, -1, 3, 1},
+        {64, 6, 512, 96, 1, 1, 1, 0, -1, 3, 2},
     };
     for (auto &cs : cases) {
         LL t;
@@ -453,11 +464,12 @@ static void part_ll(void) {
         if (cs.dp > npes || npes % cs.dp || cs.E % (uint32_t)npes)
             continue;
         ll_make(t, cs.E, cs.K, cs.H, cs.M, cs.esz, cs.scales, cs.dp);
+        t.ybf = cs.ybf;
         for (int it = 0; it < cs.iters; it++) {
             std::vector<Batch> bs = ll_batches(t, 1000 + cs.E + cs.H + cs.dp, it, cs.bound,
                                                cs.empty >= (int)t.G ? -1 : cs.empty);
-            snprintf(what, sizeof what, "ll E%u K%u H%u M%u esz%d dp%d bound%d call %d", cs.E, cs.K, cs.H, cs.M,
-                     cs.esz, cs.dp, cs.bound, it);
+            snprintf(what, sizeof what, "ll E%u K%u H%u M%u esz%d dp%d bound%d y%s call %d", cs.E, cs.K, cs.H, cs.M,
+                     cs.esz, cs.dp, cs.bound, cs.ybf ? (cs.ybf == 2 ? " bf16 unaligned" : " bf16") : " f32", it);
             ll_round(t, bs, cs.bound, it % 2, it == 2);
             ll_verify(t, bs, what);
         }
