@@ -160,6 +160,38 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_small(const symm__moe_kargs_t *A, uin
     }
 }
 
+/* The send half's first loads, all in flight before any is used: thread x < L's local expert's
+ * received rows (returned; 0 past L), source x's mode into modes[x], the epoch into *se by
+ * thread 0 (read by every thread after ll_rcnt_scan's barrier). */
+SYMM__DEVICE_INTERNAL uint32_t ll_rcnt_load(const symm__moe_kargs_t *A, uint32_t *modes, uint64_t *se) {
+    const uint32_t tid = symm__block_tid(), L = A->local;
+    const uint32_t c = tid < L ? MOE_U32(A, ll_rcnt)[tid] : 0, md = tid < (uint32_t)A->n ? MOE_U32(A, ll_mode)[tid] : 0;
+    const uint64_t ev = tid == 0 ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
+    if (tid < (uint32_t)A->n)
+        modes[tid] = md;
+    if (tid == 0)
+        *se = ev;
+    return c;
+}
+
+/* pre[x]: the first flat row of local expert x, a block scan of the counts (c: this thread's
+ * first, from ll_rcnt_load), and pre[L] their total, returned; ends with a barrier. */
+SYMM__DEVICE_INTERNAL uint32_t ll_rcnt_scan(const symm__moe_kargs_t *A, uint32_t c, uint32_t *pre) {
+    const uint32_t tid = symm__block_tid(), L = A->local;
+    uint32_t run = 0;
+    for (uint32_t b0 = 0; b0 < L; b0 += SYMM__MOE_THREADS) {
+        const uint32_t x = b0 + tid, cx = b0 == 0 ? c : (x < L ? MOE_U32(A, ll_rcnt)[x] : 0);
+        uint32_t sum, ex = moe_block_scan(cx, &sum);
+        if (x < L)
+            pre[x] = run + ex;
+        run += sum;
+    }
+    if (tid == 0)
+        pre[L] = run;
+    symm__block_sync();
+    return pre[L];
+}
+
 /* The send half; thread 0 loads the epoch into *se (read by every thread after the scan's
  * barriers), with the first loads of the counts and modes: no warp waits for one of these
  * before all are in flight. */
@@ -171,30 +203,12 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
     extern __shared__ uint32_t pre[]; /* [L + 1]: first flat row of each local expert */
     __shared__ uint64_t sridx[LL_BATCH], syoff[LL_BATCH];
     __shared__ uint32_t modes[SYMM__MOE_MAX_PES]; /* each source's mode: a row's form without a second load */
-    uint32_t total, run = 0, rb, tag;
+    uint32_t total, rb, tag;
     uint64_t e;
-    {
-        const uint32_t c = tid < L ? MOE_U32(A, ll_rcnt)[tid] : 0, md = tid < (uint32_t)A->n ? MOE_U32(A, ll_mode)[tid] : 0;
-        const uint64_t ev = tid == 0 ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
-        if (tid < (uint32_t)A->n)
-            modes[tid] = md;
-        if (tid == 0)
-            *se = ev;
-        for (uint32_t b0 = 0; b0 < L; b0 += SYMM__MOE_THREADS) {
-            const uint32_t x = b0 + tid, cx = b0 == 0 ? c : (x < L ? MOE_U32(A, ll_rcnt)[x] : 0);
-            uint32_t sum, ex = moe_block_scan(cx, &sum);
-            if (x < L)
-                pre[x] = run + ex;
-            run += sum;
-        }
-    }
-    if (tid == 0)
-        pre[L] = run;
-    symm__block_sync();
+    total = ll_rcnt_scan(A, ll_rcnt_load(A, modes, se), pre);
     ll_stamp(A, LLS_C_SCAN);
     e = *se;
     tag = ll_tag(e);
-    total = pre[L];
     if (total > 0 && 2u * total <= gridDim.x) {
         ll_combine_send_slices(A, e, pre, modes, total);
         return;
@@ -1018,7 +1032,7 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
     char *base = (char *)(uintptr_t)A->base; /* (slots as offsets from the handle's base) */
     extern __shared__ uint32_t pre[]; /* [L + 1]: first flat row of each local expert */
     __shared__ uint32_t modes[SYMM__MOE_MAX_PES];
-    uint32_t total, run = 0, tag, mine;
+    uint32_t total, tag, mine;
     uint64_t e;
     /* rows of y 16-byte aligned: the unrolled copy takes whole vectors (else ll_ld16's pieces) */
     const int al = moe_al16((uint64_t)(uintptr_t)y) && moe_al16((uint64_t)A->y_stride[0] * ysz) &&
@@ -1026,28 +1040,13 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
     const int inp = ll_cbig_inplace(A);
     const uint32_t me = (uint32_t)A->me;
     {
-        const uint32_t c = tid < L ? MOE_U32(A, ll_rcnt)[tid] : 0, md = tid < (uint32_t)A->n ? MOE_U32(A, ll_mode)[tid] : 0;
-        const uint64_t ev = tid == 0 ? *(volatile uint64_t *)&moe_state(A)->epoch : 0;
-        if (tid < (uint32_t)A->n)
-            modes[tid] = md;
-        if (tid == 0)
-            *se = ev;
+        const uint32_t c = ll_rcnt_load(A, modes, se);
         ll_cbig_put(A, S, ta0, nt0, in0); /* (the receive half's, published by the scan's barriers) */
-        for (uint32_t b0 = 0; b0 < L; b0 += SYMM__MOE_THREADS) {
-            const uint32_t x = b0 + tid, cx = b0 == 0 ? c : (x < L ? MOE_U32(A, ll_rcnt)[x] : 0);
-            uint32_t sum, ex = moe_block_scan(cx, &sum);
-            if (x < L)
-                pre[x] = run + ex;
-            run += sum;
-        }
+        total = ll_rcnt_scan(A, c, pre);
     }
-    if (tid == 0)
-        pre[L] = run;
-    symm__block_sync();
     ll_stamp(A, LLS_C_SCAN);
     e = *se;
     tag = ll_tag(e);
-    total = pre[L];
     if (total > 0 && 2u * total <= B && !inp) { /* (the slices copy every row) */
         ll_combine_send_slices(A, e, pre, modes, total);
         return;
