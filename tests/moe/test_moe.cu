@@ -49,16 +49,7 @@ static int me, npes;
 static cudaStream_t stream;
 static int failures;
 
-#define CHECKF(cond, ...)                                                         \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
-            if (failures++ < 20) {                                                \
-                fprintf(stderr, "FAIL [pe %d] %s:%d: ", me, __FILE__, __LINE__);  \
-                fprintf(stderr, __VA_ARGS__);                                     \
-                fprintf(stderr, "\n");                                            \
-            }                                                                     \
-        }                                                                         \
-    } while (0)
+#include "moe_checkf.h"
 
 /* ---- the model the test uses: values, expert function ------------------------------- */
 

@@ -21,16 +21,7 @@
 static int me, npes, failures;
 static cudaStream_t stream;
 
-#define CHECKF(cond, ...)                                                        \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            if (failures++ < 20) {                                               \
-                fprintf(stderr, "FAIL [pe %d] %s:%d: ", me, __FILE__, __LINE__); \
-                fprintf(stderr, __VA_ARGS__);                                    \
-                fprintf(stderr, "\n");                                           \
-            }                                                                    \
-        }                                                                        \
-    } while (0)
+#include "moe_checkf.h"
 
 static const uint32_t K = 3, H = 64, M = 150;
 
