@@ -500,15 +500,10 @@ def test_bench_script_measures_every_row(monkeypatch):
     assert text.count("| 1.00 | 1.00 |") >= 8, text
 
 
-@needs_lib
-def test_engine_collectives_pass_what_symm_coll_passes(monkeypatch):
-    """The GPU engine's all_gather / all_to_all (over the Buffer's own
-    tensors) call symm's C collectives with the arguments symm.all_gather /
-    symm.all_to_all pass (send, recv, elements per PE, dtype code, team, the
-    current stream), the functions looked up once; a failing status raises."""
-    import symm
-    import symm._coll as coll
-    import symm.moe.deep_ep as dep
+def _record_c_calls(monkeypatch, owner, attr):
+    """owner.attr (a C-function lookup by name) replaced by one that records
+    each name looked up and each call's arguments; every call returns
+    status[0]. Returns (calls, status, looked)."""
     calls, status, looked = [], [0], []
 
     def fn_for(name):
@@ -518,10 +513,30 @@ def test_engine_collectives_pass_what_symm_coll_passes(monkeypatch):
             calls.append((name,) + a)
             return status[0]
         return f
-    monkeypatch.setattr(coll, "_fn", fn_for)
+    monkeypatch.setattr(owner, attr, fn_for)
+    return calls, status, looked
+
+
+def _bare_engine(monkeypatch, n, device):
+    """A deep_ep GPU engine of n ranks on device with nothing set up, its
+    stream i reported as 1000 + i."""
+    import symm.moe.deep_ep as dep
     monkeypatch.setattr(dep, "_raw_stream", lambda i: 1000 + i)
     eng = object.__new__(dep._SymmEngine)
-    eng.n, eng.device, eng._colls, eng._codes = 2, torch.device("cuda", 3), {}, {}
+    eng.n, eng.device, eng._colls, eng._codes = n, device, {}, {}
+    return eng
+
+
+@needs_lib
+def test_engine_collectives_pass_what_symm_coll_passes(monkeypatch):
+    """The GPU engine's all_gather / all_to_all (over the Buffer's own
+    tensors) call symm's C collectives with the arguments symm.all_gather /
+    symm.all_to_all pass (send, recv, elements per PE, dtype code, team, the
+    current stream), the functions looked up once; a failing status raises."""
+    import symm
+    import symm._coll as coll
+    calls, status, looked = _record_c_calls(monkeypatch, coll, "_fn")
+    eng = _bare_engine(monkeypatch, 2, torch.device("cuda", 3))
     inp, out = torch.zeros(6, dtype=torch.int32), torch.zeros(12, dtype=torch.int32)
     f_in, f_out = torch.zeros(8), torch.zeros(8)
     for _ in range(2):
@@ -543,19 +558,8 @@ def test_engine_layout_passes_what_symm_moe_layout_takes(monkeypatch):
     import symm
     import symm._coll as coll
     import symm.moe.deep_ep as dep
-    calls, status, looked = [], [0], []
-
-    def fn_for(name):
-        looked.append(name)
-
-        def f(*a):
-            calls.append((name,) + a)
-            return status[0]
-        return f
-    monkeypatch.setattr(dep, "_moe_fn", fn_for)
-    monkeypatch.setattr(dep, "_raw_stream", lambda i: 1000 + i)
-    eng = object.__new__(dep._SymmEngine)
-    eng.n, eng.device, eng._colls, eng._codes = 4, torch.device("cuda", 1), {}, {}
+    calls, status, looked = _record_c_calls(monkeypatch, dep, "_moe_fn")
+    eng = _bare_engine(monkeypatch, 4, torch.device("cuda", 1))
     pr, pe = torch.zeros(4, dtype=torch.int32), torch.zeros(32, dtype=torch.int32)
     ir = torch.zeros((6, 4), dtype=torch.bool)
     want = []
