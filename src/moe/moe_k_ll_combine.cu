@@ -24,20 +24,14 @@ SYMM__DEVICE_INTERNAL void ll_combine_send_slices(const symm__moe_kargs_t *A, ui
     const uint32_t ysz = moe_kind_size(A->y_kind), nvy = A->hidden * ysz / 16u;
     const uint32_t sl = gridDim.x / total, r = blockIdx.x / sl, z = blockIdx.x % sl;
     const uint32_t vlo = nvy * z / sl, vhi = nvy * (z + 1) / sl;
-    uint32_t lo = 0, hi = L - 1; /* the last expert whose first row is <= r */
+    uint32_t lo; /* the expert of row r */
     uint64_t yoff, route, t;
     uint32_t src, k, g0;
     symm__v4_t v0 = {0, 0, 0, 0};
     MOE_TRACE_T0(tb_, A);
     if (r >= total)
         return;
-    while (lo < hi) {
-        const uint32_t mid = (lo + hi + 1) / 2;
-        if (pre[mid] <= r)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
+    lo = ll_bisect(pre, L, r);
     yoff = (uint64_t)((int64_t)lo * A->y_stride[0] + (int64_t)(r - pre[lo]) * A->y_stride[1]) * ysz;
     if (vlo + tid < vhi)
         v0 = ll_ld16((const char *)A->y + yoff + 16u * (vlo + tid));
@@ -227,14 +221,7 @@ SYMM__DEVICE_INTERNAL void ll_combine_send(const symm__moe_kargs_t *A, uint64_t 
         MOE_TRACE_T0(tb_, A);
         if (tid < nb) {
             const uint32_t r = r0 + tid;
-            uint32_t lo = 0, hi = L - 1; /* the last expert whose first row is <= r */
-            while (lo < hi) {
-                const uint32_t mid = (lo + hi + 1) / 2;
-                if (pre[mid] <= r)
-                    lo = mid;
-                else
-                    hi = mid - 1;
-            }
+            const uint32_t lo = ll_bisect(pre, L, r); /* row r's expert */
             sridx[tid] = (uint64_t)lo * A->rows + (r - pre[lo]);
             syoff[tid] = (uint64_t)((int64_t)lo * A->y_stride[0] + (int64_t)(r - pre[lo]) * A->y_stride[1]) * ysz;
         }
@@ -1065,14 +1052,7 @@ SYMM__DEVICE_INTERNAL void ll_cbig_send(const symm__moe_kargs_t *A, ll_cbig_t *S
             uint32_t g = 0;
             if (tid < nb) {
                 const uint32_t r = blockIdx.x + (i0 + tid) * B;
-                uint32_t lo = 0, hi = L - 1; /* the last expert whose first row is <= r */
-                while (lo < hi) {
-                    const uint32_t mid = (lo + hi + 1) / 2;
-                    if (pre[mid] <= r)
-                        lo = mid;
-                    else
-                        hi = mid - 1;
-                }
+                const uint32_t lo = ll_bisect(pre, L, r); /* row r's expert */
                 const uint64_t route = routes[(uint64_t)lo * A->rows + (r - pre[lo])];
                 const uint32_t src = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
                 const uint64_t t = route >> 32;

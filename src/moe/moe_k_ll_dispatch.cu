@@ -474,14 +474,7 @@ SYMM__DEVICE_INTERNAL void ll_dispatch_recv(const symm__moe_kargs_t *A, uint64_t
             symm__block_sync();
             if (tid < nb) {
                 const uint32_t j = j0 + tid;
-                uint32_t lo = 0, hi = ni - 1; /* the last item whose first route is <= j */
-                while (lo < hi) {
-                    const uint32_t mid = (lo + hi + 1) / 2;
-                    if (ipre[mid] <= j)
-                        lo = mid;
-                    else
-                        hi = mid - 1;
-                }
+                const uint32_t lo = ll_bisect(ipre, ni, j); /* route j's item */
                 {
                     const uint32_t item = i0 + lo * istep, le = item / n, s = item % n, r = j - ipre[lo];
                     /* (an entry released behind its row: polled with acquire, not taken from the count's load) */

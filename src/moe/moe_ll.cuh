@@ -600,6 +600,20 @@ SYMM__DEVICE_INTERNAL void ll_put_slice(const symm__moe_kargs_t *A, char *slot, 
     }
 }
 
+/* The last i < n with pre[i] <= x (pre ascending, pre[0] <= x): the expert (or item) a flat
+ * row (or route) x falls in, by bisection. */
+SYMM__DEVICE_INTERNAL uint32_t ll_bisect(const uint32_t *pre, uint32_t n, uint32_t x) {
+    uint32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        const uint32_t mid = (lo + hi + 1) / 2;
+        if (pre[mid] <= x)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 /* The block's count (the dispatch kernel's epoch rule), by the first thread of its last warp
  * while the receive half's first waits run (warps 0 .. poll): the atomic's round trip, which
  * that warp waits for, overlaps them. Once per kernel (*ticket != 0 after). */
