@@ -10,6 +10,8 @@ extern "C" size_t symm__moe_ll_smem(const symm__moe_kargs_t *a, int blocks) {
         const uint64_t gw = (uint64_t)(blocks > 0 ? blocks : 1) * SYMM__MOE_WARPS;
         return (size_t)(SYMM__MOE_WARPS * ((a->experts + gw - 1) / gw) * sizeof(uint32_t));
     }
+    if (a->ll_part) /* its tables: fpre [E + 1], rpre [E] (moe_k_ll_combine_part.cu) */
+        return (size_t)(2u * a->experts + 1u) * sizeof(uint32_t);
     return (size_t)(a->local + 1) * sizeof(uint32_t);
 }
 
@@ -20,7 +22,10 @@ symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s) {
     void (*const kd)(symm__moe_kargs_t) =
         small ? symm__k_ll_dispatch_small : big ? symm__k_ll_dispatch_big : symm__k_ll_dispatch;
     void (*const kc)(symm__moe_kargs_t) =
-        a->ll_small ? symm__k_ll_combine_small : big ? symm__k_ll_combine_big : symm__k_ll_combine;
+        a->ll_part    ? symm__k_ll_combine_part
+        : a->ll_small ? symm__k_ll_combine_small
+        : big         ? symm__k_ll_combine_big
+                      : symm__k_ll_combine;
     const size_t smem = small ? 0 : dispatch || (a->flags & SYMM_MOE_SEND) ? symm__moe_ll_smem(a, a->nblocks) : 0;
     if (a->pdl)
         return symm__moe_launch_pdl(dispatch ? (const void *)kd : (const void *)kc, a, smem, s,
