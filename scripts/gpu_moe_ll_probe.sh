@@ -37,7 +37,7 @@
 #           test1: the same on 8 PEs, on 1 PE
 #   testpart, testpart1, testpart4: test_moe ll and graph with SYMM_MOE_LL_COMBINE=partial (the
 #           cases of 256 routes and more sum on the experts' side) and with partial-all and
-#           SYMM_MOE_LL_SMALL=0 (every case does), on 2, 1 and 4 PEs
+#           SYMM_MOE_LL_SMALL=0 (every case does; the budget part too), on 2, 1 and 4 PEs
 #   benchpart the bench step's rows with SYMM_MOE_LL_COMBINE=partial (the 128-token shapes sum on
 #           the experts' side; NCCL beside them): run "bench benchpart" for both modes' rows
 #   testpdl test_moe ll and graph on 2 PEs with SYMM_MOE_PDL=1 (programmatic dependent launch,
@@ -284,7 +284,7 @@ step_testn() { # step_testn N [TAG env...]: TAG names the rows and logs of a run
   if [ "$ngpu" -lt "$n" ] && [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
     wrap=(scripts/with_mps.sh --timeout 50 --)
   fi
-  for part in ll graph; do
+  for part in ${TPARTS:-ll graph}; do
     run "test_moe $part, packets auto${tag:+, $tag} ($n PEs)" 55 "$log/test_moe_${part}_${n}pe${tag:+_$tag}.log" \
       env SYMM_MOE_PACKETS=auto "$@" "${wrap[@]}" "$symmrun" -n "$n" --timeout 45 "$build/tests/moe/test_moe" "$n" "$part"
   done
@@ -300,7 +300,7 @@ for st in $steps; do
     testpart | testpart1 | testpart4)
       np=${st#testpart}
       step_testn "${np:-2}" partial SYMM_MOE_LL_COMBINE=partial
-      step_testn "${np:-2}" partialall SYMM_MOE_LL_COMBINE=partial-all SYMM_MOE_LL_SMALL=0 ;;
+      TPARTS="ll graph budget" step_testn "${np:-2}" partialall SYMM_MOE_LL_COMBINE=partial-all SYMM_MOE_LL_SMALL=0 ;;
     benchpart) timed step_bench part SYMM_MOE_LL_COMBINE=partial ;;
     testpdl) step_testpdl 1 ;;
     testnopdl) step_testpdl 0 ;;
