@@ -47,13 +47,13 @@
 #           copies), each one's median time and the idle gaps between consecutive ones, summed
 #           up by scripts/moe_ll_nsys.py (nsyspdl / nsysnopdl: with SYMM_MOE_PDL=1 / 0)
 #   real plain hop empty 1pe twice twice1 stamps stamps1 stampsnosmall1 pdl nopdl nosmall nosmall1
-#   partial partial1 partialall partialall1 stampspart1: one
+#   partial partial1 partialall partialall1 stampspart1 stampspart: one
 #           variant of probe alone (pdl / nopdl: the real exchange with SYMM_MOE_PDL=1 / 0; nosmall:
 #           with SYMM_MOE_LL_SMALL=0, the general kernels where the small ones would run, on 2 PEs and
 #           nosmall1 on 1; stampsnosmall1: their stage times on 1 PE; partial: SYMM_MOE_LL_COMBINE=partial
 #           on 2 PEs (NCCL beside it where each PE has a GPU), partial1 on 1; partialall(1):
 #           partial-all with SYMM_MOE_LL_SMALL=0, every shape summed on the experts' side (compare
-#           with nosmall(1)); stampspart1: partial's stage times on 1 PE; none of these in probe's
+#           with nosmall(1)); stampspart1, stampspart: partial's stage times on 1 and 2 PEs; none of these in probe's
 #           default list)
 #
 # Logs and results under $OUT/moe_ll/; the last lines are a table of the steps and the
@@ -211,6 +211,8 @@ probe_one() {
       SYMM_MOE_LL_SMALL=0 -- --no-nccl ;;
     stampspart1) variant stampspart1 1 probe_stampspart1 SYMM_MOE_LL_PROBE=stamps SYMM_MOE_LL_COMBINE=partial -- \
       --no-nccl ;;
+    stampspart) variant stampspart 2 probe_stampspart SYMM_MOE_LL_PROBE=stamps SYMM_MOE_LL_COMBINE=partial -- \
+      --no-nccl ;;
   esac
 }
 
@@ -308,7 +310,7 @@ for st in $steps; do
     nsyspdl) step_nsys nsyspdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 ;;
     nsysnopdl) step_nsys nsysnopdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=0 ;;
     real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | stampsnosmall1 | pdl | nopdl | nosmall | nosmall1 | \
-      partial | partial1 | partialall | partialall1 | stampspart1) timed probe_one "$st" ;;
+      partial | partial1 | partialall | partialall1 | stampspart1 | stampspart) timed probe_one "$st" ;;
     *) steps_row "step $st" FAIL 0 "unknown step (test, test1, test4, test8, testpdl, testnopdl, testpart, testpart1, testpart4, probe, bench, benchpart, stampsn, nsys, nsyspdl, nsysnopdl, or a probe variant)" ;;
   esac
 done
@@ -322,7 +324,7 @@ echo "variant | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / co
      "NCCL pair / symm pair | dispatch us (back to back) | timed |"
 if [ ${#rows[@]} -gt 0 ]; then printf '%s\n' "${rows[@]}"; fi
 for f in probe_stamps probe_stamps_base probe_stamps1 probe_stamps1_base probe_stampsnosmall1 probe_stampsnosmall1_base \
-         probe_stampspart1 probe_stampsn probe_stampsn_base; do
+         probe_stampspart1 probe_stampspart probe_stampsn probe_stampsn_base; do
   if [ -f "$log/$f.log" ] && [ -n "$py" ]; then
     echo
     echo "stage times, $f (per kernel, shape, PE: when the last block reached each stage, us from the first block's start):"

@@ -267,7 +267,7 @@ typedef struct symm_moe_dispatch_args {
  * rounding is of a value already in out_dtype). It moves one row per (token, PE) instead of one
  * per route: about 2.2x fewer bytes at top-8 on 4 PEs. It applies to handles of the general
  * low-latency kernels (not the small ones, SYMM_MOE_LL_SMALL) with max_num_tokens x
- * experts_per_token >= 256 and num_experts <= 4096 ("partial-all": any max_num_tokens), to
+ * experts_per_token >= 256 ("partial-all": any max_num_tokens), to
  * every call of such a handle; symm_moe_ll_partial says whether it applies. The weights travel
  * as the combine starts (each token's PE posts them to its experts' PEs), so the combine's
  * indices and weights must cover every token the dispatch sent.

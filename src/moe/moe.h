@@ -52,8 +52,6 @@ symm_status_t symm__moe_packets(const char *call, int *mode);
  * it holds and sends one row (moe_k_ll_combine_part.cu), on handles whose largest call has
  * SYMM__MOE_LL_POST_ROUTES routes or more; PARTIAL_ALL: on every handle it can serve. */
 enum symm__moe_llc { SYMM__MOE_LLC_ROWS = 0, SYMM__MOE_LLC_PARTIAL = 1, SYMM__MOE_LLC_PARTIAL_ALL = 2 };
-/* Most experts of a handle whose combine can be partial (the kernel's tables in shared memory). */
-#define SYMM__MOE_LL_PART_MAX_EXPERTS 4096
 
 /* SYMM_MOE_LL_COMBINE's text (NULL or empty: rows) as a symm__moe_llc. Errors: SYMM_ERR_INVALID_ARG
  * naming the variable and what it takes. */
@@ -61,9 +59,8 @@ symm_status_t symm__moe_ll_combine_parse(const char *call, const char *text, int
 /* The mode's name for messages. */
 const char *symm__moe_ll_combine_name(int mode);
 /* 1 when a handle of `cfg` (geometry g; ll_small: it takes the small kernels) runs the partial
- * combine under `mode`: a low-latency handle of the general kernels, at most
- * SYMM__MOE_LL_PART_MAX_EXPERTS experts, and for PARTIAL max_num_tokens x top-k of at least
- * SYMM__MOE_LL_POST_ROUTES. Every PE decides alike (create checks the inputs agree). */
+ * combine under `mode`: a low-latency handle of the general kernels, and for PARTIAL
+ * max_num_tokens x top-k of at least SYMM__MOE_LL_POST_ROUTES. Every PE decides alike (create checks the inputs agree). */
 int symm__moe_ll_part(const symm_moe_config_t *cfg, const symm__moe_geom_t *g, int mode, int ll_small);
 
 /* Check `cfg` for a team of n PEs (low latency: with packet mode `packets`)

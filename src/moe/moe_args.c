@@ -235,9 +235,7 @@ const char *symm__moe_ll_combine_name(int mode) {
 }
 
 int symm__moe_ll_part(const symm_moe_config_t *cfg, const symm__moe_geom_t *g, int mode, int ll_small) {
-    /* the kernel's two tables of n x L words each in shared memory (the default 48 KiB with room to spare) */
-    const int fits = cfg->num_experts <= SYMM__MOE_LL_PART_MAX_EXPERTS;
-    if (cfg->mode != SYMM_MOE_LOW_LATENCY || ll_small || !fits || g->n < 1)
+    if (cfg->mode != SYMM_MOE_LOW_LATENCY || ll_small || g->n < 1)
         return 0;
     if (mode == SYMM__MOE_LLC_PARTIAL_ALL)
         return 1;

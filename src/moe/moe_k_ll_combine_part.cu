@@ -75,6 +75,76 @@ SYMM__DEVICE_INTERNAL uint64_t *lp_wslot(const symm__moe_kargs_t *A, uint32_t s,
     return MOE_U64(A, ll_cw) + ((uint64_t)s * A->cap + tl) * A->topk + k;
 }
 
+/* A thread's two output groups q and q + SYMM__MOE_THREADS of a chunk (Q groups, h8 a unit):
+ * each one's unit, vector and the routes whose rows are not loaded yet (0 past Q or for a unit
+ * with no route here; all of them: S->smask). */
+typedef struct lp_pair {
+    uint32_t q, ja, va, jb, vb;
+    uint64_t ma, mb;
+} lp_pair_t;
+
+SYMM__DEVICE_INTERNAL lp_pair_t lp_pair(const ll_part_t *S, uint32_t q, uint32_t Q, uint32_t h8) {
+    lp_pair_t P;
+    const uint32_t qb = q + SYMM__MOE_THREADS;
+    P.q = q;
+    P.ja = q < Q ? q / h8 : 0;
+    P.va = q < Q ? q % h8 : 0;
+    P.jb = qb < Q ? qb / h8 : 0;
+    P.vb = qb < Q ? qb % h8 : 0;
+    P.ma = q < Q ? S->smask[P.ja] : 0;
+    P.mb = qb < Q ? S->smask[P.jb] : 0;
+    return P;
+}
+
+/* One round of a pair's rows (y's rows 16-byte aligned): up to LP_SLOTS vectors loaded (group a's routes in slot order, then
+ * b's), the first n slots filled, slot i's route k in byte i of ks and its group in bit i of sel. */
+#define LP_SLOTS 6 /* (8 spill at the 128 registers of 512 threads) */
+#define LP_RSLOTS 6 /* the receive half's: partial rows a round loads */
+typedef struct lp_round {
+    symm__v4_t v[LP_SLOTS];
+    uint64_t ks;
+    uint32_t sel, n;
+} lp_round_t;
+
+SYMM__DEVICE_INTERNAL void lp_issue(lp_round_t *R, lp_pair_t *P, const ll_part_t *S, const char *y, uint32_t K) {
+    R->sel = 0;
+    R->n = 0;
+    R->ks = 0;
+#pragma unroll
+    for (uint32_t i = 0; i < LP_SLOTS; i++) {
+        R->v[i] = symm__v4_t{0, 0, 0, 0};
+        if (P->ma | P->mb) {
+            const int b = P->ma == 0;
+            const uint64_t m = b ? P->mb : P->ma;
+            const uint32_t k = (uint32_t)__ffsll((long long)m) - 1u, j = b ? P->jb : P->ja, v = b ? P->vb : P->va;
+            if (b)
+                P->mb &= P->mb - 1u;
+            else
+                P->ma &= P->ma - 1u;
+            R->v[i] = symm__cld16(y + S->syoff[j * K + k] + (uint64_t)v * 16u, 0);
+            R->ks |= (uint64_t)k << (8 * i);
+            R->sel |= (uint32_t)b << i;
+            R->n = i + 1;
+        }
+    }
+}
+
+/* acc0 / acc1 += each loaded row x its weight (in the slots' order: slot order within a group). */
+SYMM__DEVICE_INTERNAL void lp_consume(const lp_round_t *R, const lp_pair_t *P, const ll_part_t *S, uint32_t K,
+                                      uint32_t kind, float *acc0, float *acc1) {
+    const symm__v4_t none = {0, 0, 0, 0};
+#pragma unroll
+    for (uint32_t i = 0; i < LP_SLOTS; i++)
+        if (i < R->n) {
+            const uint32_t k = (uint32_t)(R->ks >> (8 * i)) & 0xffu;
+            const float w = S->sw[(((R->sel >> i) & 1u) ? P->jb : P->ja) * K + k];
+            if ((R->sel >> i) & 1u)
+                moe_fma8(kind, R->v[i], none, w, acc1);
+            else
+                moe_fma8(kind, R->v[i], none, w, acc0);
+        }
+}
+
 /* Post this PE's tokens' weights (t = dp_rank, dp_rank + dp, ... below num_tokens: a superset of
  * what the dispatch sent) to the PE of each route's expert, a route per thread over the grid, before
  * anything waits: relaxed 8-byte stores, each carrying the tag. A slot no route of this call names
@@ -95,63 +165,80 @@ SYMM__DEVICE_INTERNAL void lp_post_weights(const symm__moe_kargs_t *A, uint32_t 
     }
 }
 
-/* The tables of the routes received (every block its own copy; shared memory, E = n x L words
- * each): fpre[s L + l], the first of source s's routes to local expert l in the flat order (source,
- * expert, list place), fpre[E] their number (returned); rpre[s L + l], the first row of s's routes
- * in expert l's rows (pplx's order: by source, then token). Ends with a barrier. */
-SYMM__DEVICE_INTERNAL uint32_t lp_tables(const symm__moe_kargs_t *A, uint32_t p, uint32_t *fpre, uint32_t *rpre) {
-    const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, L = A->local, E = n * L;
-    const uint64_t *cnt = MOE_U64(A, ll_cnt) + (uint64_t)p * E;
-    uint32_t run = 0;
-    for (uint32_t x = tid; x < E; x += SYMM__MOE_THREADS)
-        rpre[x] = (uint32_t)symm__cld8(cnt + x, 0) & LL_ROUTES; /* (the counts, for now) */
-    symm__block_sync();
-    for (uint32_t b0 = 0; b0 < E; b0 += SYMM__MOE_THREADS) {
-        const uint32_t x = b0 + tid, c = x < E ? rpre[x] : 0u;
+/* pre[l]: the first flat row of local expert l (a block scan of the rows each received, ll_rcnt,
+ * which the dispatch left here), pre[L] their number (returned). Ends with a barrier. */
+SYMM__DEVICE_INTERNAL uint32_t lp_rows_scan(const symm__moe_kargs_t *A, uint32_t *pre) {
+    const uint32_t tid = symm__block_tid(), L = A->local;
+    uint32_t run = 0, c0 = tid < L ? MOE_U32(A, ll_rcnt)[tid] : 0u;
+    for (uint32_t b0 = 0; b0 < L; b0 += SYMM__MOE_THREADS) {
+        const uint32_t x = b0 + tid, c = b0 == 0 ? c0 : (x < L ? MOE_U32(A, ll_rcnt)[x] : 0u);
         uint32_t sum;
         const uint32_t ex = moe_block_scan(c, &sum);
-        if (x < E)
-            fpre[x] = run + ex;
+        if (x < L)
+            pre[x] = run + ex;
         run += sum;
     }
     if (tid == 0)
-        fpre[E] = run;
-    symm__block_sync();
-    for (uint32_t l = tid; l < L; l += SYMM__MOE_THREADS) { /* (in place: a column per thread) */
-        uint32_t r = 0;
-        for (uint32_t s = 0; s < n; s++) {
-            const uint32_t c = rpre[s * L + l];
-            rpre[s * L + l] = r;
-            r += c;
-        }
-    }
+        pre[L] = run;
     symm__block_sync();
     return run;
 }
 
+/* A thread per route of the chunk's nu units polls its weight into S->sw (the caller's barrier
+ * publishes them). */
+SYMM__DEVICE_INTERNAL void lp_take_weights(const symm__moe_kargs_t *A, ll_part_t *S, uint32_t nu, uint32_t tag) {
+    const uint32_t tid = symm__block_tid(), K = A->topk, dp = (uint32_t)A->dp;
+    if (tid < nu * K) {
+        const uint32_t j = tid / K, k = tid % K;
+        const uint64_t t = S->st[j];
+        if ((S->smask[j] >> k) & 1u)
+            S->sw[tid] = symm__bits_f32(
+                ll_take_entry(A, lp_wslot(A, (uint32_t)(S->sg0[j] + t % dp), t / dp, k), tag, 0));
+    }
+}
+
+/* Unit j's output group v (its routes m), summed in acc: rounded once to the output type and
+ * stored to every PE of the token's DP group, at the unit's first slot (packets or plainly). */
+SYMM__DEVICE_INTERNAL void lp_put_group(const symm__moe_kargs_t *A, const ll_part_t *S, uint32_t j, uint32_t v,
+                                        uint64_t m, const float *acc, uint32_t tag) {
+    const symm__v4_t o = lp_pack8(A->out_kind, acc);
+    const uint64_t t = S->st[j];
+    const uint32_t k0 = (uint32_t)__ffsll((long long)m) - 1u, g0 = S->sg0[j], dp = (uint32_t)A->dp;
+    if (S->spk[j]) {
+        char *dst = ll_pcslot(A, t, k0) + 32u * v;
+        for (uint32_t d = 0; d < dp; d++)
+            ll_put_pkt2(moe_peer(A, dst, (int)(g0 + d)), o, tag);
+    } else {
+        char *dst = MOE_AT(A, ll_cbuf) + (t * A->topk + k0) * (uint64_t)A->hidden * 4u + 16u * v;
+        for (uint32_t d = 0; d < dp; d++)
+            symm__cst16(moe_peer(A, dst, (int)(g0 + d)), o, 1);
+    }
+}
+
 /* Units (source s, token slot tl), u = tl n + s; block b takes u = b, b + B, ... (a token's sources
  * side by side, so the slots past the sources' tokens, which hold no route, fall at the end), C at
- * a time. Per chunk: every received route (its list entry) that falls in the chunk notes its row in
- * y and its slot; a barrier; a thread per route polls its weight while every thread's first group
- * of rows is already loaded; a barrier; then per output group (8 elements) the unit's routes in slot
- * order, w x row summed in float32, rounded once to the output type and stored to every PE of the
+ * a time. Per chunk: every received row whose route (ll_route) falls in the chunk notes its place in
+ * y and its slot; a barrier; a thread per route polls its weight while every thread's first round
+ * of rows is already loaded; a barrier; then per output group (8 elements; two a thread at a time
+ * with 2-byte rows) the unit's routes in slot order, w x row summed in float32, rounded once to the output type and stored to every PE of the
  * token's DP group (into ll_cbuf[t][k0] or as packets into ll_pcbuf[t][k0], k0 the unit's first
  * slot), then the plain units' flags released behind a barrier. */
 SYMM__DEVICE_INTERNAL void lp_send(const symm__moe_kargs_t *A, ll_part_t *S, uint64_t e, const uint32_t *modes,
-                                   uint32_t *fpre, uint32_t *rpre) {
+                                   uint32_t *pre) {
     const uint32_t tid = symm__block_tid(), n = (uint32_t)A->n, L = A->local, K = A->topk, B = gridDim.x;
-    const uint32_t dp = (uint32_t)A->dp, E = n * L, h8 = A->hidden / 8u, kind = A->y_kind;
-    const uint32_t ysz = moe_kind_size(kind), p = (uint32_t)(e & 1u), tag = ll_tag(e);
+    const uint32_t dp = (uint32_t)A->dp, h8 = A->hidden / 8u, kind = A->y_kind;
+    const uint32_t ysz = moe_kind_size(kind), tag = ll_tag(e);
     const uint64_t U = (uint64_t)A->cap * n;
     const uint64_t ub = U > blockIdx.x ? (U - blockIdx.x + B - 1) / B : 0; /* this block's units */
     uint32_t C = SYMM__MOE_THREADS / K;
     const char *y = (const char *)A->y;
-    char *base = (char *)(uintptr_t)A->base;
+    const int al = moe_al16((uint64_t)(uintptr_t)y) && moe_al16((uint64_t)A->y_stride[0] * ysz) &&
+                   moe_al16((uint64_t)A->y_stride[1] * ysz);
     MOE_TRACE_T0(tb_, A);
     if (C > LL_BATCH)
         C = LL_BATCH;
     lp_post_weights(A, tag); /* (before anything waits: moe_ll.cuh says why no PE then waits for ever) */
-    const uint32_t R = lp_tables(A, p, fpre, rpre);
+    const uint32_t R = lp_rows_scan(A, pre);
     ll_stamp(A, LLS_C_SCAN);
     for (uint64_t i0 = 0; i0 < ub; i0 += C) {
         const uint32_t nu = ub - i0 < C ? (uint32_t)(ub - i0) : C;
@@ -168,42 +255,51 @@ SYMM__DEVICE_INTERNAL void lp_send(const symm__moe_kargs_t *A, ll_part_t *S, uin
         }
         symm__block_sync();
         for (uint32_t f = tid; f < R; f += SYMM__MOE_THREADS) { /* every route received: the chunk's note theirs */
-            const uint32_t x = ll_bisect(fpre, E, f), s = x / L, l = x % L, j = f - fpre[x];
-            const uint64_t v = symm__cld8(MOE_U64(A, ll_list) + ((uint64_t)p * E + x) * A->cap + j, 0);
-            const uint64_t tl = ((uint32_t)v >> 8), u = tl * n + s;
-            const uint32_t k = (uint32_t)v & 0xffu;
+            const uint32_t l = ll_bisect(pre, L, f), row = f - pre[l];
+            const uint64_t route = MOE_U64(A, ll_route)[(uint64_t)l * A->rows + row];
+            const uint32_t s = (uint32_t)(route & 0xffffu), k = (uint32_t)((route >> 16) & 0xffffu);
+            const uint64_t u = (route >> 32) / dp * n + s;
             if (u % B == blockIdx.x && u / B >= i0 && u / B < i0 + nu) {
                 const uint32_t jj = (uint32_t)(u / B - i0);
                 S->syoff[jj * K + k] =
-                    (uint64_t)((int64_t)l * A->y_stride[0] + (int64_t)(rpre[x] + j) * A->y_stride[1]) * ysz;
+                    (uint64_t)((int64_t)l * A->y_stride[0] + (int64_t)row * A->y_stride[1]) * ysz;
                 atomicOr((unsigned long long *)&S->smask[jj], 1ull << k);
             }
         }
         symm__block_sync();
         if (i0 == 0)
             ll_stamp(A, LLS_C_SLOT);
-        {
-            /* every thread's first group's rows go out before the weights' polls (they hide the crossing) */
-            const uint32_t q0 = tid, j0 = q0 / h8, v0 = q0 % h8;
-            const uint64_t m0 = q0 < nu * h8 ? S->smask[j0] : 0;
-            const int pre = K <= LL_KREG && ysz == 2; /* (2-byte rows: a vector a route) */
-            symm__v4_t ra[LL_KREG];
+        if (ysz == 2 && al) { /* 2-byte rows, aligned: two groups a thread at a time, LP_SLOTS rows' loads in flight */
+            lp_pair_t P = lp_pair(S, tid, nu * h8, h8);
+            lp_round_t rd;
+            lp_issue(&rd, &P, S, y, K); /* (the first round's loads ride with the weights' crossing) */
+            lp_take_weights(A, S, nu, tag);
+            symm__block_sync();
+            if (i0 == 0)
+                ll_stamp(A, LLS_CB_COPY);
+            if (P.q < nu * h8) {
+                float acc0[8] = {0, 0, 0, 0, 0, 0, 0, 0}, acc1[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                for (;;) {
+                    lp_consume(&rd, &P, S, K, kind, acc0, acc1);
+                    if (P.ma | P.mb) {
+                        lp_issue(&rd, &P, S, y, K);
+                        continue;
+                    }
+                    if (P.q < nu * h8 && S->smask[P.ja])
+                        lp_put_group(A, S, P.ja, P.va, S->smask[P.ja], acc0, tag);
+                    if (P.q + SYMM__MOE_THREADS < nu * h8 && S->smask[P.jb])
+                        lp_put_group(A, S, P.jb, P.vb, S->smask[P.jb], acc1, tag);
+                    P = lp_pair(S, P.q + 2u * SYMM__MOE_THREADS, nu * h8, h8);
+                    if (P.q >= nu * h8)
+                        break;
 #pragma unroll
-            for (uint32_t i = 0; i < LL_KREG; i++)
-                ra[i] = symm__v4_t{0, 0, 0, 0};
-            if (pre) {
-#pragma unroll
-                for (uint32_t i = 0; i < LL_KREG; i++)
-                    if (i < K && ((m0 >> i) & 1u))
-                        ra[i] = ll_ld16(y + S->syoff[j0 * K + i] + (uint64_t)v0 * 16u);
+                    for (int i = 0; i < 8; i++)
+                        acc0[i] = acc1[i] = 0.0f;
+                    lp_issue(&rd, &P, S, y, K);
+                }
             }
-            if (tid < nu * K) {
-                const uint32_t j = tid / K, k = tid % K;
-                const uint64_t t = S->st[j];
-                if ((S->smask[j] >> k) & 1u)
-                    S->sw[tid] = symm__bits_f32(ll_take_entry(
-                        A, lp_wslot(A, (uint32_t)(S->sg0[j] + t % dp), t / dp, k), tag, 0));
-            }
+        } else { /* f32 rows, or rows off 16-byte alignment: a group at a time */
+            lp_take_weights(A, S, nu, tag);
             symm__block_sync();
             if (i0 == 0)
                 ll_stamp(A, LLS_CB_COPY);
@@ -213,29 +309,8 @@ SYMM__DEVICE_INTERNAL void lp_send(const symm__moe_kargs_t *A, ll_part_t *S, uin
                 float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
                 if (m == 0)
                     continue;
-                if (q == q0 && pre) {
-                    const symm__v4_t none = {0, 0, 0, 0};
-#pragma unroll
-                    for (uint32_t i = 0; i < LL_KREG; i++)
-                        if (i < K && ((m >> i) & 1u))
-                            moe_fma8(kind, ra[i], none, S->sw[j * K + i], acc);
-                } else {
-                    lp_sum_rows(S, y, j, K, (uint64_t)v * 8u * ysz, m, kind, acc);
-                }
-                {
-                    const symm__v4_t o = lp_pack8(A->out_kind, acc);
-                    const uint64_t t = S->st[j];
-                    const uint32_t k0 = (uint32_t)__ffsll((long long)m) - 1u, g0 = S->sg0[j];
-                    if (S->spk[j]) {
-                        char *dst = ll_pcslot(A, t, k0) + 32u * v;
-                        for (uint32_t d = 0; d < dp; d++)
-                            ll_put_pkt2(moe_peer(A, dst, (int)(g0 + d)), o, tag);
-                    } else {
-                        char *dst = base + A->lay.ll_cbuf + (t * K + k0) * (uint64_t)A->hidden * 4u + 16u * v;
-                        for (uint32_t d = 0; d < dp; d++)
-                            symm__cst16(moe_peer(A, dst, (int)(g0 + d)), o, 1);
-                    }
-                }
+                lp_sum_rows(S, y, j, K, (uint64_t)v * 8u * ysz, m, kind, acc);
+                lp_put_group(A, S, j, v, m, acc, tag);
             }
         }
         symm__block_sync(); /* (plain units: their flags behind the whole block's stores) */
@@ -247,6 +322,39 @@ SYMM__DEVICE_INTERNAL void lp_send(const symm__moe_kargs_t *A, ll_part_t *S, uin
                                 (int)(S->sg0[j] + x % dp), (uint64_t)A->hidden * 2u);
         }
     }
+}
+
+/* One output group (v) of token t (the chunk's j): its partial rows in PE order (packets polled
+ * until they carry the tag, or plain rows behind their flags), summed in float32, stored. */
+SYMM__DEVICE_INTERNAL void lp_recv_group(const symm__moe_kargs_t *A, const ll_part_t *S, uint64_t t, uint32_t j,
+                                         uint32_t v, uint32_t tag) {
+    const uint32_t K = A->topk, nh = S->snh[j], okind = A->out_kind;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    const symm__v4_t none = {0, 0, 0, 0};
+    for (uint32_t r0 = 0; r0 < nh; r0 += LP_GATHER) {
+        symm__v4_t a[LP_GATHER], b[LP_GATHER];
+#pragma unroll
+        for (uint32_t i = 0; i < LP_GATHER; i++)
+            if (r0 + i < nh) {
+                const uint32_t k = S->sord[j * K + r0 + i];
+                if (S->spk[j]) {
+                    const char *pp = ll_pcslot(A, t, k) + 32u * v;
+                    a[i] = symm__c_ld16_vol(pp);
+                    b[i] = symm__c_ld16_vol(pp + 16);
+                } else {
+                    a[i] = symm__cld16(MOE_AT(A, ll_cbuf) + (t * K + k) * (uint64_t)A->hidden * 4u + 16u * v, 0);
+                }
+            }
+#pragma unroll
+        for (uint32_t i = 0; i < LP_GATHER; i++)
+            if (r0 + i < nh) { /* (PE order) */
+                const symm__v4_t d =
+                    S->spk[j] ? ll_pkt_data(A, ll_pcslot(A, t, S->sord[j * K + r0 + i]) + 32u * v, tag, a[i], b[i])
+                              : a[i];
+                moe_fma8(okind, d, none, 1.0f, acc);
+            }
+    }
+    moe_store8((char *)A->out + ((int64_t)t * A->out_stride + (int64_t)v * 8) * 2, okind, acc);
 }
 
 /* The receive half: the output groups of the tokens below the bound split evenly over the blocks,
@@ -301,38 +409,58 @@ SYMM__DEVICE_INTERNAL void lp_recv(const symm__moe_kargs_t *A, ll_part_t *S, uin
                 S->snh[j] = nh;
             }
         }
-        symm__block_sync();
+        const int anypk = __syncthreads_or(tid < nt * K && tid % K == 0 && S->spk[tid / K]);
         if (ta == glo / h8)
             ll_stamp(A, LLS_C_SET);
-        for (uint64_t q = gs + tid; q < ge; q += SYMM__MOE_THREADS) {
-            const uint64_t t = q / h8;
-            const uint32_t j = (uint32_t)(t - ta), v = (uint32_t)(q % h8), nh = S->snh[j];
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            const symm__v4_t none = {0, 0, 0, 0};
-            for (uint32_t r0 = 0; r0 < nh; r0 += LP_GATHER) {
-                symm__v4_t a[LP_GATHER], b[LP_GATHER];
+        if (anypk) { /* a chunk with packet tokens: a group at a time */
+            for (uint64_t q = gs + tid; q < ge; q += SYMM__MOE_THREADS)
+                lp_recv_group(A, S, q / h8, (uint32_t)(q / h8 - ta), (uint32_t)(q % h8), tag);
+            continue;
+        }
+        for (uint64_t q = gs + tid; q < ge; q += 2u * SYMM__MOE_THREADS) { /* two groups a thread at a time */
+            const uint64_t qb = q + SYMM__MOE_THREADS, t0 = q / h8, t1 = qb / h8;
+            const uint32_t ja = (uint32_t)(t0 - ta), va = (uint32_t)(q % h8);
+            const uint32_t jb = qb < ge ? (uint32_t)(t1 - ta) : ja, vb = (uint32_t)(qb % h8);
+            const int hb = qb < ge;
+            {
+                const uint32_t nha = S->snh[ja], nhb = hb ? S->snh[jb] : 0u;
+                const uint64_t rowb = (uint64_t)A->hidden * 4u; /* (a slot's bytes) */
+                const char *ba = MOE_AT(A, ll_cbuf) + t0 * K * rowb + 16u * va;
+                const char *bb = MOE_AT(A, ll_cbuf) + t1 * K * rowb + 16u * vb;
+                uint32_t ra = 0, rb = 0;
+                float acc0[8] = {0, 0, 0, 0, 0, 0, 0, 0}, acc1[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                const symm__v4_t none = {0, 0, 0, 0};
+                while (ra < nha || rb < nhb) { /* a round: up to LP_RSLOTS partial rows' loads (a's, then b's) */
+                    symm__v4_t d[LP_RSLOTS];
+                    uint32_t sel = 0, n = 0;
 #pragma unroll
-                for (uint32_t i = 0; i < LP_GATHER; i++)
-                    if (r0 + i < nh) {
-                        const uint32_t k = S->sord[j * K + r0 + i];
-                        if (S->spk[j]) {
-                            const char *pp = ll_pcslot(A, t, k) + 32u * v;
-                            a[i] = symm__c_ld16_vol(pp);
-                            b[i] = symm__c_ld16_vol(pp + 16);
-                        } else {
-                            a[i] = symm__cld16(MOE_AT(A, ll_cbuf) + (t * K + k) * (uint64_t)A->hidden * 4u + 16u * v, 0);
+                    for (uint32_t i = 0; i < LP_RSLOTS; i++) {
+                        d[i] = none;
+                        if (ra < nha || rb < nhb) {
+                            const int b = ra >= nha;
+                            const uint32_t k = b ? S->sord[jb * K + rb] : S->sord[ja * K + ra];
+                            if (b)
+                                rb++;
+                            else
+                                ra++;
+                            d[i] = symm__cld16((b ? bb : ba) + k * rowb, 0);
+                            sel |= (uint32_t)b << i;
+                            n = i + 1;
                         }
                     }
 #pragma unroll
-                for (uint32_t i = 0; i < LP_GATHER; i++)
-                    if (r0 + i < nh) { /* (PE order) */
-                        const symm__v4_t d =
-                            S->spk[j] ? ll_pkt_data(A, ll_pcslot(A, t, S->sord[j * K + r0 + i]) + 32u * v, tag, a[i], b[i])
-                                      : a[i];
-                        moe_fma8(okind, d, none, 1.0f, acc);
-                    }
+                    for (uint32_t i = 0; i < LP_RSLOTS; i++) /* (PE order within each group) */
+                        if (i < n) {
+                            if ((sel >> i) & 1u)
+                                moe_fma8(okind, d[i], none, 1.0f, acc1);
+                            else
+                                moe_fma8(okind, d[i], none, 1.0f, acc0);
+                        }
+                }
+                moe_store8((char *)A->out + ((int64_t)t0 * A->out_stride + (int64_t)va * 8) * 2, okind, acc0);
+                if (hb)
+                    moe_store8((char *)A->out + ((int64_t)t1 * A->out_stride + (int64_t)vb * 8) * 2, okind, acc1);
             }
-            moe_store8((char *)A->out + ((int64_t)t * A->out_stride + (int64_t)v * 8) * 2, okind, acc);
         }
     }
 }
@@ -343,9 +471,9 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine_part(con
     const symm__moe_kargs_t *A = &a;
     __shared__ ll_part_t S;
     __shared__ uint32_t modes[SYMM__MOE_MAX_PES];
-    extern __shared__ uint32_t tabs[]; /* fpre [E + 1], rpre [E] (lp_tables) */
+    extern __shared__ uint32_t pre[]; /* [L + 1]: the first flat row of each local expert (lp_rows_scan) */
     const int send = (A->flags & SYMM_MOE_SEND) != 0, recv = (A->flags & SYMM_MOE_RECV) != 0;
-    const uint32_t tid = symm__block_tid(), E = (uint32_t)A->n * A->local;
+    const uint32_t tid = symm__block_tid();
     uint64_t e, braw = A->num_tokens;
     ll_stamps_begin(A);
     ll_pdl_begin(A);
@@ -361,7 +489,7 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine_part(con
     if (send) {
         if (tid < (uint32_t)A->n)
             modes[tid] = MOE_U32(A, ll_mode)[tid];
-        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, lp_send(A, &S, e, modes, tabs, tabs + E + 1));
+        MOE_TRACE_HALF(A, SYMM_TRACE_COLL_MOE_COMBINE, lp_send(A, &S, e, modes, pre));
     }
     ll_stamp(A, LLS_C_SENT);
     if (recv)

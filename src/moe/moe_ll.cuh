@@ -163,13 +163,13 @@
  *   send  First, before anything waits, every PE posts its tokens' weights: route (t, k) of
  *         expert x goes to PE x / L as ll_cw[me][t / dp][k] = tag << 32 | the float's bits,
  *         one relaxed 8-byte store (single-copy atomic: the tag stands for the data, no
- *         fence). Then each block builds, from the counts (parity p), each (source, expert)'s
- *         first flat route and first row (rows in pplx's order: by source, then list place),
- *         and takes the units (source s, token slot tl), u = tl n + s, u = b, b + B, ...,
- *         a chunk at a time: every list entry (tl << 8 | k) that falls in the chunk notes its
- *         row in y and its slot, a barrier; each thread loads its first group's rows, then a
- *         thread per route polls its weight (the rows' loads ride with the crossing), a
- *         barrier; per output group, w x row over the unit's routes in slot order in float32,
+ *         fence). Then each block scans the rows each local expert received (ll_rcnt) and
+ *         takes the units (source s, token slot tl), u = tl n + s, u = b, b + B, ...,
+ *         a chunk at a time: every received row whose route (ll_route: source, slot, token)
+ *         falls in the chunk notes its place in y and its slot, a barrier; each thread loads
+ *         the first round of its two groups' rows, then a thread per route polls its weight
+ *         (the rows' loads ride with the crossing), a barrier; per output group, w x row over
+ *         the unit's routes in slot order in float32,
  *         rounded once to the output type, stored to every PE of the token's DP group as the
  *         rows mode stores a route's row, but at slot k0, the unit's first slot: packets into
  *         ll_pcbuf[t][k0], or into ll_cbuf[t][k0] with ll_cflag[t][k0] = e released behind
@@ -185,8 +185,8 @@
  *   half waits only for the peers' send halves, which post before they wait. Reuse: PE s
  *   writes r's ll_cw in combine e + 1 only after its dispatch e + 1 receive half, which
  *   waited for r's counts of e + 1, posted after r's combine e had read them (the chain of
- *   ll_cbuf below); tags differ between e and e + 1. The lists and counts of dispatch e
- *   (parity p) stay until dispatch e + 2, by the parity argument below.
+ *   ll_cbuf below); tags differ between e and e + 1. ll_route and ll_rcnt are local, next
+ *   written by this PE's next dispatch's receive half, after this combine on its stream.
  *
  * No warp waits for a load before the kernel's first loads are all out: a
  * value needed late (the bound, the epoch, the block count) is loaded by one

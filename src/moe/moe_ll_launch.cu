@@ -10,8 +10,6 @@ extern "C" size_t symm__moe_ll_smem(const symm__moe_kargs_t *a, int blocks) {
         const uint64_t gw = (uint64_t)(blocks > 0 ? blocks : 1) * SYMM__MOE_WARPS;
         return (size_t)(SYMM__MOE_WARPS * ((a->experts + gw - 1) / gw) * sizeof(uint32_t));
     }
-    if (a->ll_part) /* its tables: fpre [E + 1], rpre [E] (moe_k_ll_combine_part.cu) */
-        return (size_t)(2u * a->experts + 1u) * sizeof(uint32_t);
     return (size_t)(a->local + 1) * sizeof(uint32_t);
 }
 
