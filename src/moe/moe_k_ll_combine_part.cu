@@ -75,9 +75,9 @@ SYMM__DEVICE_INTERNAL uint64_t *lp_wslot(const symm__moe_kargs_t *A, uint32_t s,
     return MOE_U64(A, ll_cw) + ((uint64_t)s * A->cap + tl) * A->topk + k;
 }
 
-/* A thread's two output groups q and q + SYMM__MOE_THREADS of a chunk (Q groups, h8 a unit):
- * each one's unit, vector and the routes whose rows are not loaded yet (0 past Q or for a unit
- * with no route here; all of them: S->smask). */
+/* A thread's two output groups q and q + SYMM__MOE_THREADS of a chunk (Q groups, h8 a unit), the
+ * window its rounds of loads take rows from: each one's unit, vector and the routes whose rows are
+ * not loaded yet (0 past Q or for a unit with no route here; all of them: S->smask). */
 typedef struct lp_pair {
     uint32_t q, ja, va, jb, vb;
     uint64_t ma, mb;
@@ -277,24 +277,29 @@ SYMM__DEVICE_INTERNAL void lp_send(const symm__moe_kargs_t *A, ll_part_t *S, uin
             symm__block_sync();
             if (i0 == 0)
                 ll_stamp(A, LLS_CB_COPY);
-            if (P.q < nu * h8) {
+            if (P.q < nu * h8) { /* a window of two groups sliding over the thread's groups: full rounds */
                 float acc0[8] = {0, 0, 0, 0, 0, 0, 0, 0}, acc1[8] = {0, 0, 0, 0, 0, 0, 0, 0};
                 for (;;) {
                     lp_consume(&rd, &P, S, K, kind, acc0, acc1);
-                    if (P.ma | P.mb) {
-                        lp_issue(&rd, &P, S, y, K);
-                        continue;
-                    }
-                    if (P.q < nu * h8 && S->smask[P.ja])
-                        lp_put_group(A, S, P.ja, P.va, S->smask[P.ja], acc0, tag);
-                    if (P.q + SYMM__MOE_THREADS < nu * h8 && S->smask[P.jb])
-                        lp_put_group(A, S, P.jb, P.vb, S->smask[P.jb], acc1, tag);
-                    P = lp_pair(S, P.q + 2u * SYMM__MOE_THREADS, nu * h8, h8);
-                    if (P.q >= nu * h8)
-                        break;
+                    if (P.ma == 0) { /* a's rows all summed (a round takes a's first): a out, b in its place */
+                        const uint32_t qn = P.q + 2u * SYMM__MOE_THREADS;
+                        if (S->smask[P.ja])
+                            lp_put_group(A, S, P.ja, P.va, S->smask[P.ja], acc0, tag);
+                        P.q += SYMM__MOE_THREADS;
+                        if (P.q >= nu * h8)
+                            break;
+                        P.ja = P.jb;
+                        P.va = P.vb;
+                        P.ma = P.mb;
+                        P.jb = qn < nu * h8 ? qn / h8 : 0u;
+                        P.vb = qn < nu * h8 ? qn % h8 : 0u;
+                        P.mb = qn < nu * h8 ? S->smask[P.jb] : 0u;
 #pragma unroll
-                    for (int i = 0; i < 8; i++)
-                        acc0[i] = acc1[i] = 0.0f;
+                        for (int i = 0; i < 8; i++) {
+                            acc0[i] = acc1[i];
+                            acc1[i] = 0.0f;
+                        }
+                    }
                     lp_issue(&rd, &P, S, y, K);
                 }
             }
@@ -417,49 +422,63 @@ SYMM__DEVICE_INTERNAL void lp_recv(const symm__moe_kargs_t *A, ll_part_t *S, uin
                 lp_recv_group(A, S, q / h8, (uint32_t)(q / h8 - ta), (uint32_t)(q % h8), tag);
             continue;
         }
-        for (uint64_t q = gs + tid; q < ge; q += 2u * SYMM__MOE_THREADS) { /* two groups a thread at a time */
-            const uint64_t qb = q + SYMM__MOE_THREADS, t0 = q / h8, t1 = qb / h8;
-            const uint32_t ja = (uint32_t)(t0 - ta), va = (uint32_t)(q % h8);
-            const uint32_t jb = qb < ge ? (uint32_t)(t1 - ta) : ja, vb = (uint32_t)(qb % h8);
-            const int hb = qb < ge;
-            {
-                const uint32_t nha = S->snh[ja], nhb = hb ? S->snh[jb] : 0u;
-                const uint64_t rowb = (uint64_t)A->hidden * 4u; /* (a slot's bytes) */
-                const char *ba = MOE_AT(A, ll_cbuf) + t0 * K * rowb + 16u * va;
-                const char *bb = MOE_AT(A, ll_cbuf) + t1 * K * rowb + 16u * vb;
-                uint32_t ra = 0, rb = 0;
-                float acc0[8] = {0, 0, 0, 0, 0, 0, 0, 0}, acc1[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                const symm__v4_t none = {0, 0, 0, 0};
-                while (ra < nha || rb < nhb) { /* a round: up to LP_RSLOTS partial rows' loads (a's, then b's) */
-                    symm__v4_t d[LP_RSLOTS];
-                    uint32_t sel = 0, n = 0;
+        if (gs + tid < ge) { /* a window of two groups (a, b) sliding over the thread's groups */
+            const uint64_t rowb = (uint64_t)A->hidden * 4u; /* (a slot's bytes) */
+            const symm__v4_t none = {0, 0, 0, 0};
+            uint64_t qa = gs + tid, t0 = qa / h8, t1 = (qa + SYMM__MOE_THREADS) / h8;
+            uint32_t ja = (uint32_t)(t0 - ta), va = (uint32_t)(qa % h8), nha = S->snh[ja], ra = 0;
+            int hb = qa + SYMM__MOE_THREADS < ge;
+            uint32_t jb = hb ? (uint32_t)(t1 - ta) : ja, vb = (uint32_t)((qa + SYMM__MOE_THREADS) % h8);
+            uint32_t nhb = hb ? S->snh[jb] : 0u, rb = 0;
+            float acc0[8] = {0, 0, 0, 0, 0, 0, 0, 0}, acc1[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (;;) {
+                symm__v4_t d[LP_RSLOTS]; /* a round: up to LP_RSLOTS partial rows' loads (a's, then b's) */
+                uint32_t sel = 0, n = 0;
 #pragma unroll
-                    for (uint32_t i = 0; i < LP_RSLOTS; i++) {
-                        d[i] = none;
-                        if (ra < nha || rb < nhb) {
-                            const int b = ra >= nha;
-                            const uint32_t k = b ? S->sord[jb * K + rb] : S->sord[ja * K + ra];
-                            if (b)
-                                rb++;
-                            else
-                                ra++;
-                            d[i] = symm__cld16((b ? bb : ba) + k * rowb, 0);
-                            sel |= (uint32_t)b << i;
-                            n = i + 1;
-                        }
+                for (uint32_t i = 0; i < LP_RSLOTS; i++) {
+                    d[i] = none;
+                    if (ra < nha || rb < nhb) {
+                        const int b = ra >= nha;
+                        const uint32_t k = b ? S->sord[jb * K + rb] : S->sord[ja * K + ra];
+                        if (b)
+                            rb++;
+                        else
+                            ra++;
+                        d[i] = symm__cld16(MOE_AT(A, ll_cbuf) + ((b ? t1 : t0) * K + k) * rowb + 16u * (b ? vb : va), 0);
+                        sel |= (uint32_t)b << i;
+                        n = i + 1;
                     }
-#pragma unroll
-                    for (uint32_t i = 0; i < LP_RSLOTS; i++) /* (PE order within each group) */
-                        if (i < n) {
-                            if ((sel >> i) & 1u)
-                                moe_fma8(okind, d[i], none, 1.0f, acc1);
-                            else
-                                moe_fma8(okind, d[i], none, 1.0f, acc0);
-                        }
                 }
-                moe_store8((char *)A->out + ((int64_t)t0 * A->out_stride + (int64_t)va * 8) * 2, okind, acc0);
-                if (hb)
-                    moe_store8((char *)A->out + ((int64_t)t1 * A->out_stride + (int64_t)vb * 8) * 2, okind, acc1);
+#pragma unroll
+                for (uint32_t i = 0; i < LP_RSLOTS; i++) /* (PE order within each group) */
+                    if (i < n) {
+                        if ((sel >> i) & 1u)
+                            moe_fma8(okind, d[i], none, 1.0f, acc1);
+                        else
+                            moe_fma8(okind, d[i], none, 1.0f, acc0);
+                    }
+                if (ra == nha) { /* a summed (a round takes a's rows first): stored, b in its place */
+                    moe_store8((char *)A->out + ((int64_t)t0 * A->out_stride + (int64_t)va * 8) * 2, okind, acc0);
+                    qa += SYMM__MOE_THREADS;
+                    if (qa >= ge)
+                        break;
+                    t0 = t1;
+                    ja = jb;
+                    va = vb;
+                    nha = nhb;
+                    ra = rb;
+                    hb = qa + SYMM__MOE_THREADS < ge;
+                    t1 = (qa + SYMM__MOE_THREADS) / h8;
+                    jb = hb ? (uint32_t)(t1 - ta) : ja;
+                    vb = (uint32_t)((qa + SYMM__MOE_THREADS) % h8);
+                    nhb = hb ? S->snh[jb] : 0u;
+                    rb = 0;
+#pragma unroll
+                    for (int i = 0; i < 8; i++) {
+                        acc0[i] = acc1[i];
+                        acc1[i] = 0.0f;
+                    }
+                }
             }
         }
     }
