@@ -316,16 +316,19 @@ typedef struct ll_result {
     double bd, bc, nd, nc;
 } ll_result_t;
 
-/* How the rows of a low-latency call of m tokens per PE (dp_size 1) travel
+/* How the rows of a low-latency call of m tokens per PE (dp_size 1) on handle h travel
  * (symm_moe.h, SYMM_MOE_PACKETS): "packets" or "plain", for dispatch (fp8
- * rows and their scales) and combine (bf16 rows, K per token). */
-static const char *ll_forms(uint32_t K, uint32_t H, uint32_t m) {
+ * rows and their scales) and combine (bf16 rows, K per token, or one per token and PE:
+ * "partial", SYMM_MOE_LL_COMBINE). */
+static const char *ll_forms(const symm_moe_t *h, uint32_t K, uint32_t H, uint32_t m) {
     const char *v = getenv("SYMM_MOE_PACKETS");
     const int on = v && !strcmp(v, "1"), off = v && !strcmp(v, "0");
     const uint64_t drow = (uint64_t)H + ((((uint64_t)H + 127) / 128 * 4 + 15) & ~(uint64_t)15);
     const int d = on || (!off && (uint64_t)m * drow <= SYMM_MOE_PACKET_BYTES);
     const int c = on || (!off && (uint64_t)m * K * H * 2 <= SYMM_MOE_PACKET_BYTES);
-    return bench_fmt("%s / %s", d ? "packets" : "plain", c ? "packets" : "plain");
+    int part = 0;
+    BENCH_SYMM(symm_moe_ll_partial(h, &part));
+    return bench_fmt("%s / %s%s", d ? "packets" : "plain", c ? "packets" : "plain", part ? " partial" : "");
 }
 
 /* A low-latency case: a handle for m tokens/PE and its buffers, fp8 dispatch
@@ -421,7 +424,7 @@ static ll_result_t ll_row(bench_env_t *env, bench_table_t *t, uint32_t E, uint32
     res.m = m;
     {
         const char *cells[] = {bench_fmt("%u", E), bench_fmt("%u", K), bench_fmt("%u", H), bench_fmt("%u", m),
-                               bench_fmt("%d", sms), ll_forms(K, H, m), bench_fmt_bytes(b.disp_bytes),
+                               bench_fmt("%d", sms), ll_forms(b.l.h, K, H, m), bench_fmt_bytes(b.disp_bytes),
                                bench_fmt("%.1f / %.1f", res.bd, res.bc),
                                res.nd > 0 ? bench_fmt("%.1f / %.1f", res.nd, res.nc) : "n/a",
                                res.nd > 0 ? bench_fmt("%s / %s", bench_fmt_ratio(res.nd, res.bd),
@@ -805,7 +808,7 @@ static int run_moe_ll(bench_env_t *env) {
         nccl_per_call(env, b.disp_bytes, b.comb_bytes, env->quick, &ncd, &ncc);
         {
             const char *cells[] = {bench_fmt("%u", E), bench_fmt("%u", K), bench_fmt("%u", H), bench_fmt("%u", m),
-                                   bench_fmt("%d", sms), ll_forms(K, H, m), bench_fmt("%.1f", d_us),
+                                   bench_fmt("%d", sms), ll_forms(b.l.h, K, H, m), bench_fmt("%.1f", d_us),
                                    bench_fmt("%.1f", c_us),
                                    ncd > 0 ? bench_fmt("%.1f / %.1f", ncd, ncc) : "n/a", bench_fmt("%.1f", pair),
                                    nd > 0 ? bench_fmt("%.1f", nd) : "n/a", nc > 0 ? bench_fmt("%.1f", nc) : "n/a",

@@ -35,16 +35,25 @@
 #   test4   test_moe ll and graph (packets auto) on 4 PEs sharing the GPUs (under
 #           scripts/with_mps.sh, every PE on one GPU, where there are fewer than 4); test8,
 #           test1: the same on 8 PEs, on 1 PE
+#   testpart, testpart1, testpart4: test_moe ll and graph with SYMM_MOE_LL_COMBINE=partial (the
+#           cases of 256 routes and more sum on the experts' side) and with partial-all and
+#           SYMM_MOE_LL_SMALL=0 (every case does; the budget part too), on 2, 1 and 4 PEs
+#   benchpart the bench step's rows with SYMM_MOE_LL_COMBINE=partial (the 128-token shapes sum on
+#           the experts' side; NCCL beside them): run "bench benchpart" for both modes' rows
 #   testpdl test_moe ll and graph on 2 PEs with SYMM_MOE_PDL=1 (programmatic dependent launch,
 #           the default); testnopdl: the same with SYMM_MOE_PDL=0 (plain launches)
 #   nsys    the real moe_ll rows (--quick) on 2 PEs under nsys (where the image has it, else SKIP),
 #           CUDA graphs traced per node: what each timed call holds on the GPU (kernels, memsets,
 #           copies), each one's median time and the idle gaps between consecutive ones, summed
 #           up by scripts/moe_ll_nsys.py (nsyspdl / nsysnopdl: with SYMM_MOE_PDL=1 / 0)
-#   real plain hop empty 1pe twice twice1 stamps stamps1 stampsnosmall1 pdl nopdl nosmall nosmall1: one
+#   real plain hop empty 1pe twice twice1 stamps stamps1 stampsnosmall1 pdl nopdl nosmall nosmall1
+#   partial partial1 partialall partialall1 stampspart1 stampspart: one
 #           variant of probe alone (pdl / nopdl: the real exchange with SYMM_MOE_PDL=1 / 0; nosmall:
 #           with SYMM_MOE_LL_SMALL=0, the general kernels where the small ones would run, on 2 PEs and
-#           nosmall1 on 1; stampsnosmall1: their stage times on 1 PE; none of these in probe's
+#           nosmall1 on 1; stampsnosmall1: their stage times on 1 PE; partial: SYMM_MOE_LL_COMBINE=partial
+#           on 2 PEs (NCCL beside it where each PE has a GPU), partial1 on 1; partialall(1):
+#           partial-all with SYMM_MOE_LL_SMALL=0, every shape summed on the experts' side (compare
+#           with nosmall(1)); stampspart1, stampspart: partial's stage times on 1 and 2 PEs; none of these in probe's
 #           default list)
 #
 # Logs and results under $OUT/moe_ll/; the last lines are a table of the steps and the
@@ -60,7 +69,7 @@ log=$OUT/moe_ll
 mkdir -p "$log"
 # shellcheck source=scripts/_gpu_env.sh
 . scripts/_gpu_env.sh
-unset SYMM_MOE_LL_PROBE SYMM_MOE_PACKETS SYMM_MOE_PDL SYMM_MOE_LL_SMALL
+unset SYMM_MOE_LL_PROBE SYMM_MOE_PACKETS SYMM_MOE_PDL SYMM_MOE_LL_SMALL SYMM_MOE_LL_COMBINE
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${BUILD:-${SYMM_BUILD_DIR:-build-gpu}}
 case $build in /*) ;; *) build=$here/$build ;; esac
@@ -194,6 +203,16 @@ probe_one() {
     nopdl) variant nopdl 2 probe_nopdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=0 -- --no-nccl ;;
     nosmall) variant nosmall 2 probe_nosmall SYMM_MOE_PACKETS=auto SYMM_MOE_LL_SMALL=0 -- --no-nccl ;;
     nosmall1) variant nosmall1 1 probe_nosmall1 SYMM_MOE_PACKETS=auto SYMM_MOE_LL_SMALL=0 -- --no-nccl ;;
+    partial) variant partial 2 probe_partial SYMM_MOE_PACKETS=auto SYMM_MOE_LL_COMBINE=partial -- ;;
+    partial1) variant partial1 1 probe_partial1 SYMM_MOE_PACKETS=auto SYMM_MOE_LL_COMBINE=partial -- --no-nccl ;;
+    partialall) variant partialall 2 probe_partialall SYMM_MOE_PACKETS=auto SYMM_MOE_LL_COMBINE=partial-all \
+      SYMM_MOE_LL_SMALL=0 -- --no-nccl ;;
+    partialall1) variant partialall1 1 probe_partialall1 SYMM_MOE_PACKETS=auto SYMM_MOE_LL_COMBINE=partial-all \
+      SYMM_MOE_LL_SMALL=0 -- --no-nccl ;;
+    stampspart1) variant stampspart1 1 probe_stampspart1 SYMM_MOE_LL_PROBE=stamps SYMM_MOE_LL_COMBINE=partial -- \
+      --no-nccl ;;
+    stampspart) variant stampspart 2 probe_stampspart SYMM_MOE_LL_PROBE=stamps SYMM_MOE_LL_COMBINE=partial -- \
+      --no-nccl ;;
   esac
 }
 
@@ -204,12 +223,13 @@ step_probe() {
 
 # the real rows on every GPU (up to 4, one PE each; 2 PEs sharing the GPU where there is one),
 # NCCL's all-to-alls of the same bytes beside them where every PE has its own GPU
-step_bench() {
+step_bench() { # step_bench [SUFFIX env...]: SUFFIX names the rows of a run with env set
   need "$bench" "symm-bench moe_ll" || return 0
-  local n=$ngpu
+  local n=$ngpu sfx=${1:-}
+  [ $# -gt 0 ] && shift
   [ "$n" -gt 4 ] && n=4
   [ "$n" -lt 2 ] && n=2
-  variant "bench$n" "$n" "bench_${n}pe" SYMM_MOE_PACKETS=auto --
+  variant "bench$n$sfx" "$n" "bench_${n}pe$sfx" SYMM_MOE_PACKETS=auto "$@" --
 }
 
 # stage stamps on the bench's PEs (up to 4, one per GPU)
@@ -258,15 +278,17 @@ step_nsys() { # step_nsys NAME [env...]
 
 # test_moe's ll and graph parts on 4 PEs: one per GPU where there are 4, else sharing the GPUs
 # under a private MPS daemon (unless this run is already under one)
-step_testn() { # step_testn N
+step_testn() { # step_testn N [TAG env...]: TAG names the rows and logs of a run with env set
   need "$build/tests/moe/test_moe" "test_moe" && need "$symmrun" "test_moe" || return 0
-  local wrap=() part n=$1
+  local wrap=() part n=$1 tag=${2:-}
+  shift
+  [ $# -gt 0 ] && shift
   if [ "$ngpu" -lt "$n" ] && [ ! -e "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]; then
     wrap=(scripts/with_mps.sh --timeout 50 --)
   fi
-  for part in ll graph; do
-    run "test_moe $part, packets auto ($n PEs)" 55 "$log/test_moe_${part}_${n}pe.log" \
-      env SYMM_MOE_PACKETS=auto "${wrap[@]}" "$symmrun" -n "$n" --timeout 45 "$build/tests/moe/test_moe" "$n" "$part"
+  for part in ${TPARTS:-ll graph}; do
+    run "test_moe $part, packets auto${tag:+, $tag} ($n PEs)" 55 "$log/test_moe_${part}_${n}pe${tag:+_$tag}.log" \
+      env SYMM_MOE_PACKETS=auto "$@" "${wrap[@]}" "$symmrun" -n "$n" --timeout 45 "$build/tests/moe/test_moe" "$n" "$part"
   done
 }
 
@@ -277,13 +299,19 @@ for st in $steps; do
     test1) step_testn 1 ;;
     test4) step_testn 4 ;;
     test8) step_testn 8 ;;
+    testpart | testpart1 | testpart4)
+      np=${st#testpart}
+      step_testn "${np:-2}" partial SYMM_MOE_LL_COMBINE=partial
+      TPARTS="ll graph budget" step_testn "${np:-2}" partialall SYMM_MOE_LL_COMBINE=partial-all SYMM_MOE_LL_SMALL=0 ;;
+    benchpart) timed step_bench part SYMM_MOE_LL_COMBINE=partial ;;
     testpdl) step_testpdl 1 ;;
     testnopdl) step_testpdl 0 ;;
     nsys) step_nsys nsys SYMM_MOE_PACKETS=auto ;;
     nsyspdl) step_nsys nsyspdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=1 ;;
     nsysnopdl) step_nsys nsysnopdl SYMM_MOE_PACKETS=auto SYMM_MOE_PDL=0 ;;
-    real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | stampsnosmall1 | pdl | nopdl | nosmall | nosmall1) timed probe_one "$st" ;;
-    *) steps_row "step $st" FAIL 0 "unknown step (test, test1, test4, test8, testpdl, testnopdl, probe, bench, stampsn, nsys, nsyspdl, nsysnopdl, or a probe variant)" ;;
+    real | plain | hop | empty | 1pe | twice | twice1 | stamps | stamps1 | stampsnosmall1 | pdl | nopdl | nosmall | nosmall1 | \
+      partial | partial1 | partialall | partialall1 | stampspart1 | stampspart) timed probe_one "$st" ;;
+    *) steps_row "step $st" FAIL 0 "unknown step (test, test1, test4, test8, testpdl, testnopdl, testpart, testpart1, testpart4, probe, bench, benchpart, stampsn, nsys, nsyspdl, nsysnopdl, or a probe variant)" ;;
   esac
 done
 
@@ -296,7 +324,7 @@ echo "variant | experts | top-k | hidden | tokens/PE | SMs | rows (dispatch / co
      "NCCL pair / symm pair | dispatch us (back to back) | timed |"
 if [ ${#rows[@]} -gt 0 ]; then printf '%s\n' "${rows[@]}"; fi
 for f in probe_stamps probe_stamps_base probe_stamps1 probe_stamps1_base probe_stampsnosmall1 probe_stampsnosmall1_base \
-         probe_stampsn probe_stampsn_base; do
+         probe_stampspart1 probe_stampspart probe_stampsn probe_stampsn_base; do
   if [ -f "$log/$f.log" ] && [ -n "$py" ]; then
     echo
     echo "stage times, $f (per kernel, shape, PE: when the last block reached each stage, us from the first block's start):"

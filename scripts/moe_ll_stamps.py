@@ -23,6 +23,9 @@ STAGES = {
     # the big combine (symm__k_ll_combine_big: calls of 256 routes and more)
     "combine-big": ["recv loads", "counts scanned", "rows located", "rows sent", "flags seen", "end",
                     "t0 first batch stored", "first batch's flags released", "t0 first chunk summed"],
+    # the partial combine (symm__k_ll_combine_part: SYMM_MOE_LL_COMBINE=partial)
+    "combine-part": ["-", "weights posted, tables built", "first chunk's routes located", "rows sent",
+                     "heads' flags seen", "end", "first chunk's weights in"],
     # the small handles' kernels (symm__k_ll_dispatch_small, symm__k_ll_combine_small)
     "dispatch-small": ["loads issued", "epoch and indices in", "headers posted", "row PEs known", "x stores issued",
                        "send done", "headers seen", "routes placed", "first slice polled", "rows copied", "-",

@@ -109,6 +109,13 @@
       "results; stamps (the real exchange; each block prints its stage times for the 30th "   \
       "call); twice (each dispatch kernel does its call twice); unset: the real exchange. "  \
       "Read at symm_moe_create; the same on every PE (create checks)")                     \
+    X(moe_ll_combine,     SYMM_MOE_LL_COMBINE,     STRING,   "rows",                         \
+      "low-latency MoE combine: rows = each route's expert row goes back to its token's PE; "  \
+      "partial = the expert's PE sums a token's routes (weighted, in float32, rounded once to " \
+      "the output type) and sends one row per (token, PE), on handles whose calls take the "  \
+      "general kernels and max_num_tokens x top-k >= 256; partial-all = the same on every "   \
+      "handle of the general kernels. Read at symm_moe_create; the same on every PE (create " \
+      "checks)")                                                                              \
     X(moe_ll_small,       SYMM_MOE_LL_SMALL,       BOOL,     "1",                            \
       "low-latency MoE: handles small enough (every call's rows as packets, a PE's routes one "  \
       "block's threads) take the small dispatch and combine kernels (one header of routes per " \

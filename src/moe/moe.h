@@ -47,6 +47,22 @@ const char *symm__moe_packets_name(int mode);
 /* The process's SYMM_MOE_PACKETS, parsed (as init read it, or as it will). */
 symm_status_t symm__moe_packets(const char *call, int *mode);
 
+/* Low latency: how the combine returns a token's routes (SYMM_MOE_LL_COMBINE). ROWS: each route's
+ * expert row to the token's PE, which sums them; PARTIAL: the expert's PE sums the token's routes
+ * it holds and sends one row (moe_k_ll_combine_part.cu), on handles whose largest call has
+ * SYMM__MOE_LL_POST_ROUTES routes or more; PARTIAL_ALL: on every handle it can serve. */
+enum symm__moe_llc { SYMM__MOE_LLC_ROWS = 0, SYMM__MOE_LLC_PARTIAL = 1, SYMM__MOE_LLC_PARTIAL_ALL = 2 };
+
+/* SYMM_MOE_LL_COMBINE's text (NULL or empty: rows) as a symm__moe_llc. Errors: SYMM_ERR_INVALID_ARG
+ * naming the variable and what it takes. */
+symm_status_t symm__moe_ll_combine_parse(const char *call, const char *text, int *mode);
+/* The mode's name for messages. */
+const char *symm__moe_ll_combine_name(int mode);
+/* 1 when a handle of `cfg` (geometry g; ll_small: it takes the small kernels) runs the partial
+ * combine under `mode`: a low-latency handle of the general kernels, and for PARTIAL
+ * max_num_tokens x top-k of at least SYMM__MOE_LL_POST_ROUTES. Every PE decides alike (create checks the inputs agree). */
+int symm__moe_ll_part(const symm_moe_config_t *cfg, const symm__moe_geom_t *g, int mode, int ll_small);
+
 /* Check `cfg` for a team of n PEs (low latency: with packet mode `packets`)
  * and derive the geometry; every error names the field and its value
  * (prefixed with `call`). Errors: SYMM_ERR_INVALID_ARG. */

@@ -63,6 +63,7 @@ static void layout(const symm_moe_config_t *cfg, symm__moe_geom_t *g) {
         l->ll_pcbuf = region(&at, (uint64_t)g->pmt * K * H * 8);
         l->ll_hdr = region(&at, g->ll_small ? 2 * n * (1 + cap * (K < L ? K : L)) * 16 : 0);
         l->ll_flat = region(&at, g->ll_small ? (1 + n * cap * (K < L ? K : L)) * 16 : 0);
+        l->ll_cw = region(&at, n * cap * K * 8);
     } else {
         l->ht_mat = region(&at, 2 * n * n * 8);
         l->ht_emat = region(&at, 2 * n * L * 8);
@@ -213,6 +214,33 @@ symm_status_t symm__moe_geom(const char *call, const symm_moe_config_t *cfg, int
         return BAD("%s: the configuration needs %" PRIu64 " bytes of symmetric memory per PE", call, r.lay.total);
     *g = r;
     return SYMM_SUCCESS;
+}
+
+symm_status_t symm__moe_ll_combine_parse(const char *call, const char *text, int *mode) {
+    if (text == NULL || text[0] == '\0' || strcmp(text, "rows") == 0)
+        *mode = SYMM__MOE_LLC_ROWS;
+    else if (strcmp(text, "partial") == 0)
+        *mode = SYMM__MOE_LLC_PARTIAL;
+    else if (strcmp(text, "partial-all") == 0)
+        *mode = SYMM__MOE_LLC_PARTIAL_ALL;
+    else
+        return BAD("%s: SYMM_MOE_LL_COMBINE=\"%s\": expected rows (a row per route), partial (a row per token "
+                   "and PE, on handles of %d routes and more) or partial-all (on every handle of the general "
+                   "kernels)", call, text, SYMM__MOE_LL_POST_ROUTES);
+    return SYMM_SUCCESS;
+}
+
+const char *symm__moe_ll_combine_name(int mode) {
+    return mode == SYMM__MOE_LLC_PARTIAL ? "partial" : mode == SYMM__MOE_LLC_PARTIAL_ALL ? "partial-all" : "rows";
+}
+
+int symm__moe_ll_part(const symm_moe_config_t *cfg, const symm__moe_geom_t *g, int mode, int ll_small) {
+    if (cfg->mode != SYMM_MOE_LOW_LATENCY || ll_small || g->n < 1)
+        return 0;
+    if (mode == SYMM__MOE_LLC_PARTIAL_ALL)
+        return 1;
+    return mode == SYMM__MOE_LLC_PARTIAL &&
+           (uint64_t)cfg->max_num_tokens * cfg->experts_per_token >= SYMM__MOE_LL_POST_ROUTES;
 }
 
 size_t symm_moe_heap_bytes(const symm_moe_config_t *cfg, int n_pes) {

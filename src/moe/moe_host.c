@@ -48,6 +48,7 @@ struct symm_moe {
     int pdl;               /* SYMM_MOE_PDL, where the device has it: the low-latency kernels' launches */
     int ll_small;          /* the small low-latency kernels: the geometry allows them, SYMM_MOE_LL_SMALL is on and
                               SYMM_MOE_LL_PROBE is not twice */
+    int ll_part;           /* the low-latency combine sums on the experts' side (SYMM_MOE_LL_COMBINE, symm__moe_ll_part) */
     int no_launch;         /* SYMM_MOE_NO_LAUNCH: low-latency calls check and fill their arguments, launch nothing */
     symm__moe_kargs_t tmpl; /* the kernels' per-handle arguments, filled once at create (begin copies them) */
 };
@@ -113,6 +114,7 @@ typedef struct cfg_words {
     uint64_t probe;   /* SYMM_MOE_LL_PROBE (+1; 0: a value it does not take): a PE's cut kernels hang the others */
     uint64_t small;   /* SYMM_MOE_LL_SMALL: the small kernels' protocol differs from the general one */
     uint64_t pull;    /* SYMM_MOE_HT_COMBINE is pull: the combine's protocol differs from the push schedules' */
+    uint64_t llc;     /* SYMM_MOE_LL_COMBINE (+1; 0: a value it does not take): the partial combine's protocol differs */
 } cfg_words_t;
 
 static const char *probe_name(uint64_t w) {
@@ -134,7 +136,7 @@ static int ht_combine_is_pull(void) {
     return n && (v[n] == '\0' || v[n] == ':') ? n : 0;
 }
 
-static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, int probe) {
+static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, int probe, int llc) {
     cfg_words_t mine, *all;
     int n = symm_n_pes();
     symm_status_t st;
@@ -145,6 +147,7 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, 
     mine.probe = (uint64_t)(probe + 1);
     mine.small = symm__env()->moe_ll_small ? 1u : 0u;
     mine.pull = ht_combine_is_pull() ? 1u : 0u;
+    mine.llc = (uint64_t)(llc + 1);
     all = (cfg_words_t *)calloc((size_t)n, sizeof(*all));
     if (all == NULL)
         return symm__error(SYMM_ERR_NO_MEMORY, "symm_moe_create: out of host memory");
@@ -177,6 +180,11 @@ static symm_status_t same_everywhere(const symm_moe_config_t *cfg, int packets, 
             st = symm__error(SYMM_ERR_MISMATCH, "symm_moe_create: SYMM_MOE_HT_COMBINE is %s on PE 0 but %s on PE %d "
                              "(pull speaks another protocol than the other schedules: set pull on every PE or on "
                              "none)", all[0].pull ? "pull" : "not pull", all[p].pull ? "pull" : "not pull", p);
+        if (st == SYMM_SUCCESS && all[p].llc != all[0].llc)
+            st = symm__error(SYMM_ERR_MISMATCH, "symm_moe_create: SYMM_MOE_LL_COMBINE is %s on PE 0 but %s on PE %d "
+                             "(partial speaks another protocol than rows: set it alike everywhere)",
+                             all[0].llc ? symm__moe_ll_combine_name((int)all[0].llc - 1) : "not a mode",
+                             all[p].llc ? symm__moe_ll_combine_name((int)all[p].llc - 1) : "not a mode", p);
         if (st != SYMM_SUCCESS)
             break;
     }
@@ -289,7 +297,8 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
     symm_moe_t *h;
     symm_status_t st;
     void *base = NULL;
-    int packets;
+    int packets, llc = SYMM__MOE_LLC_ROWS;
+    symm_status_t llc_st;
     symm__error_clear();
     if (!symm_initialized())
         return symm__error(SYMM_ERR_NOT_INITIALIZED, "%s: symm is not initialized", call);
@@ -309,8 +318,16 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
     /* a bad SYMM_MOE_LL_PROBE is reported after the exchange, so no PE is left waiting in it */
     if (ll_probe_mode(call, &h->ll_probe) != SYMM_SUCCESS)
         h->ll_probe = -1;
-    if ((st = same_everywhere(cfg, packets, h->ll_probe)) != SYMM_SUCCESS)
+    /* a bad SYMM_MOE_LL_COMBINE likewise */
+    if ((llc_st = symm__moe_ll_combine_parse(call, symm__env()->moe_ll_combine, &llc)) != SYMM_SUCCESS)
+        llc = -1;
+    symm__error_clear();
+    if ((st = same_everywhere(cfg, packets, h->ll_probe, llc)) != SYMM_SUCCESS)
         goto fail_handle;
+    if (llc_st != SYMM_SUCCESS) {
+        st = symm__moe_ll_combine_parse(call, symm__env()->moe_ll_combine, &llc);
+        goto fail_handle;
+    }
     if ((st = ht_combine_schedule(call, symm_team_n_pes(team), &h->ht_sched, &h->ht_send_warps,
                                    &h->ht_pull_stages, &h->ht_pull_lanes)) != SYMM_SUCCESS ||
         (st = ht_dispatch_form(call, &h->ht_dwarps)) != SYMM_SUCCESS)
@@ -340,6 +357,7 @@ symm_status_t symm_moe_create(const symm_moe_config_t *cfg, symm_team_t team, sy
     h->sms = h->share;
     h->pdl = symm__env()->moe_pdl && symm__moe_pdl_supported();
     h->ll_small = h->g.ll_small && symm__env()->moe_ll_small && h->ll_probe != SYMM__MOE_PROBE_TWICE;
+    h->ll_part = symm__moe_ll_part(cfg, &h->g, llc, h->ll_small);
     if ((h->ht_sched == SYMM__MOE_HT_OVERLAP_ASYNC || h->ht_sched == SYMM__MOE_HT_OVERLAP_RING) &&
         !symm__moe_ht_async_prepare(h->ht_sched, h->ht_send_warps)) {
         SYMM_LOG_INFO("%s: SYMM_MOE_HT_COMBINE=%s: its shared memory does not fit this GPU; overlap "
@@ -436,6 +454,7 @@ static void fill_template(symm_moe_t *h) {
     a->pmt = h->g.pmt;
     a->pkt = h->g.packets != SYMM__MOE_PKT_OFF;
     a->ll_small = (uint32_t)h->ll_small;
+    a->ll_part = (uint32_t)h->ll_part;
     a->ht_send_warps = (uint32_t)h->ht_send_warps;
     a->ht_dwarps = (uint32_t)h->ht_dwarps;
     a->ht_pull_stages = (uint32_t)h->ht_pull_stages;
@@ -530,6 +549,16 @@ symm_status_t symm_moe_ll_routes(const symm_moe_t *h, const uint64_t **routes, s
         return symm__error(SYMM_ERR_INVALID_ARG, "symm_moe_ll_routes: the handle is in the high-throughput mode");
     *routes = (const uint64_t *)(const void *)(h->base + h->g.lay.ll_route);
     *rows = h->g.rows;
+    return SYMM_SUCCESS;
+}
+
+symm_status_t symm_moe_ll_partial(const symm_moe_t *h, int *partial) {
+    symm__error_clear();
+    if (h == NULL || partial == NULL)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_moe_ll_partial: NULL %s", h ? "output" : "handle");
+    if (h->cfg.mode != SYMM_MOE_LOW_LATENCY)
+        return symm__error(SYMM_ERR_INVALID_ARG, "symm_moe_ll_partial: the handle is in the high-throughput mode");
+    *partial = h->ll_part;
     return SYMM_SUCCESS;
 }
 

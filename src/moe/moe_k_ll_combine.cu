@@ -7,13 +7,6 @@
 #include "moe/moe_ll.cuh"
 
 
-/* Does my group's token t come back as packets: its source's mode says so
- * (and t has a packet slot, which a source that asked for packets ensures;
- * sender and receiver apply the same rule either way). */
-SYMM__DEVICE_INTERNAL int ll_cpkt(const symm__moe_kargs_t *A, uint32_t mode, uint64_t t) {
-    return (mode & LL_MODE_CPKT) != 0 && t < A->pmt;
-}
-
 /* Fewer received rows than half the blocks: row r in sl slices, block b sending slice b % sl of
  * row b / sl, so no block issues a whole row. A plain row (its flag released behind all of its
  * bytes) goes whole from its slice 0. Every thread finds the row itself (no barrier before the

@@ -26,6 +26,10 @@ extern "C" {
 #define SYMM__MOE_LL_MODE_DPKT 1u
 #define SYMM__MOE_LL_MODE_CPKT 2u
 
+/* Fewest routes (tokens x top-k) of a low-latency call that takes the big kernels (lists posted
+ * block by block, the big combine), and of a handle's largest call for SYMM_MOE_LL_COMBINE=partial. */
+#define SYMM__MOE_LL_POST_ROUTES 256
+
 /* Top-k indices a low-latency dispatch stages in shared memory at a time. */
 #define SYMM__MOE_IDX_CHUNK 2048
 
@@ -133,6 +137,8 @@ typedef struct symm__moe_err {
  *   ll_flat     uint64 [1 + n * cap * min(k, L)][2] (small dispatch only): the routes the last
  *               dispatch received, [0][0] their number, then each one's ll_route word and its
  *               expert << 32 | row (local)
+ *   ll_cw       uint64 [n][cap][k]: source s's weight of its token slot tl's route k, for the
+ *               partial combine: (uint32)epoch's tag << 32 | the float32's bits
  * High throughput (DeepEP's normal layout):
  *   ht_mat      uint64 [2][n][n]: (epoch << 32 | tokens) PE s sends PE r
  *   ht_emat     uint64 [2][n][L]: (epoch << 32 | tokens) PE s sends my local expert l
@@ -158,7 +164,8 @@ typedef struct symm__moe_err {
  *               its rows of ht_cbuf (symm_moe_ht_combine_weights), behind the same flags
  */
 typedef struct symm__moe_layout {
-    uint64_t state, ll_cnt, ll_list, ll_dbuf, ll_pbuf, ll_mode, ll_rcnt, ll_route, ll_cflag, ll_cbuf, ll_pcbuf, ll_hdr, ll_flat;
+    uint64_t state, ll_cnt, ll_list, ll_dbuf, ll_pbuf, ll_mode, ll_rcnt, ll_route, ll_cflag, ll_cbuf, ll_pcbuf, ll_hdr, ll_flat,
+        ll_cw;
     uint64_t ht_mat, ht_emat, ht_rcv, ht_exp, ht_roff, ht_mask, ht_pos, ht_cflag, ht_dst;
     uint64_t ht_rx, ht_rscale, ht_ridx, ht_rw, ht_rsrc, ht_rnum, ht_rpe, ht_cbuf, ht_bcnt, ht_bflag, ht_phdr, ht_pdone, ht_cwbuf;
     uint64_t total;
@@ -245,6 +252,7 @@ typedef struct symm__moe_kargs {
     uint32_t probe;          /* low latency: SYMM_MOE_LL_PROBE (symm__moe_probe), 0 for the real exchange */
     uint32_t pdl;            /* low latency: launched with programmatic dependent launch (SYMM_MOE_PDL) */
     uint32_t ll_small;       /* low latency: the small dispatch (geometry's ll_small; not with the twice probe) */
+    uint32_t ll_part;        /* low latency: the combine sums on the experts' side (SYMM_MOE_LL_COMBINE) */
     uint64_t num_tokens;     /* m */
     const uint32_t *bound;   /* device, or NULL */
     /* dispatch */

@@ -158,6 +158,35 @@
  *         kernel starts, so the send half hides their loads; a decode step's
  *         first unit (one round) is worked out before the send half too, each
  *         thread with its own route's index row (ll_combine_fast).
+ * Partial combine (a->ll_part: SYMM_MOE_LL_COMBINE=partial, handles of the general kernels; its
+ * kernel symm__k_ll_combine_part, every call of the handle on every PE), same epoch:
+ *   send  First, before anything waits, every PE posts its tokens' weights: route (t, k) of
+ *         expert x goes to PE x / L as ll_cw[me][t / dp][k] = tag << 32 | the float's bits,
+ *         one relaxed 8-byte store (single-copy atomic: the tag stands for the data, no
+ *         fence). Then each block scans the rows each local expert received (ll_rcnt) and
+ *         takes the units (source s, token slot tl), u = tl n + s, u = b, b + B, ...,
+ *         a chunk at a time: every received row whose route (ll_route: source, slot, token)
+ *         falls in the chunk notes its place in y and its slot, a barrier; each thread loads
+ *         the first round of its two groups' rows, then a thread per route polls its weight
+ *         (the rows' loads ride with the crossing), a barrier; per output group, w x row over
+ *         the unit's routes in slot order in float32,
+ *         rounded once to the output type, stored to every PE of the token's DP group as the
+ *         rows mode stores a route's row, but at slot k0, the unit's first slot: packets into
+ *         ll_pcbuf[t][k0], or into ll_cbuf[t][k0] with ll_cflag[t][k0] = e released behind
+ *         the block's stores (a barrier). A unit of this PE's own token is stored locally.
+ *   recv  Per token, the heads: slots k whose expert is valid and whose PE no earlier slot
+ *         names (k0 of that PE's unit: the lowest valid slot there, as the dispatch's
+ *         validity rule and the sender's agree), ordered by PE; a plain head's flag waited
+ *         for; the heads' rows summed in PE order in float32, stored.
+ *   Why no PE waits for ever: every wait of the send half is for a weight, and every PE's
+ *   send half posts all of its weights before its first wait (every block its share first,
+ *   and the grid fits the PE's SMs); the receive half waits for rows whose senders then have
+ *   everything they wait for. With do_send / do_recv in two kernels the same holds: a send
+ *   half waits only for the peers' send halves, which post before they wait. Reuse: PE s
+ *   writes r's ll_cw in combine e + 1 only after its dispatch e + 1 receive half, which
+ *   waited for r's counts of e + 1, posted after r's combine e had read them (the chain of
+ *   ll_cbuf below); tags differ between e and e + 1. ll_route and ll_rcnt are local, next
+ *   written by this PE's next dispatch's receive half, after this combine on its stream.
  *
  * No warp waits for a load before the kernel's first loads are all out: a
  * value needed late (the bound, the epoch, the block count) is loaded by one
@@ -194,7 +223,7 @@
 #define LL_KREG 8     /* most top-k whose token indices a combine thread holds in registers */
 #define LL_CROUNDS 4  /* most rounds (two barriers each) of a token's slice in ll_combine_fast */
 #define LL_RROWS 128  /* most rows whose entries (and plain flags) a dispatch block takes at once */
-#define LL_POST_ROUTES 256 /* fewest routes (a PE's tokens x top-k) whose lists ll_post_lists posts */
+#define LL_POST_ROUTES SYMM__MOE_LL_POST_ROUTES /* fewest routes (a PE's tokens x top-k) whose lists ll_post_lists posts */
 #define LL_CB_UNROLL 8 /* vectors a big-combine thread loads at once before storing them */
 #define LL_RUNROLL 4  /* vectors a dispatch thread loads at once when it copies plain rows alone
                        * (6 or 8 spill at the 128 registers of 512 threads) */
@@ -222,6 +251,13 @@ SYMM__DEVICE_INTERNAL int ll_valid(const uint32_t *row, uint32_t k, uint32_t E) 
         if (row[j] == ex)
             return 0;
     return 1;
+}
+
+/* Does my group's token t come back as packets: its source's mode says so
+ * (and t has a packet slot, which a source that asked for packets ensures;
+ * sender and receiver apply the same rule either way). */
+SYMM__DEVICE_INTERNAL int ll_cpkt(const symm__moe_kargs_t *A, uint32_t mode, uint64_t t) {
+    return (mode & LL_MODE_CPKT) != 0 && t < A->pmt;
 }
 
 /* Data bytes of a row slot (x, then its scales 16-byte padded); the flag of
@@ -648,5 +684,6 @@ __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_dispatch_small(c
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine(const __grid_constant__ symm__moe_kargs_t a);
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine_big(const __grid_constant__ symm__moe_kargs_t a);
 __global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine_small(const __grid_constant__ symm__moe_kargs_t a);
+__global__ void __launch_bounds__(SYMM__MOE_THREADS) symm__k_ll_combine_part(const __grid_constant__ symm__moe_kargs_t a);
 
 #endif /* SYMM_MOE_LL_CUH */

@@ -20,7 +20,10 @@ symm_status_t symm__moe_launch_ll(const symm__moe_kargs_t *a, cudaStream_t s) {
     void (*const kd)(symm__moe_kargs_t) =
         small ? symm__k_ll_dispatch_small : big ? symm__k_ll_dispatch_big : symm__k_ll_dispatch;
     void (*const kc)(symm__moe_kargs_t) =
-        a->ll_small ? symm__k_ll_combine_small : big ? symm__k_ll_combine_big : symm__k_ll_combine;
+        a->ll_part    ? symm__k_ll_combine_part
+        : a->ll_small ? symm__k_ll_combine_small
+        : big         ? symm__k_ll_combine_big
+                      : symm__k_ll_combine;
     const size_t smem = small ? 0 : dispatch || (a->flags & SYMM_MOE_SEND) ? symm__moe_ll_smem(a, a->nblocks) : 0;
     if (a->pdl)
         return symm__moe_launch_pdl(dispatch ? (const void *)kd : (const void *)kc, a, smem, s,

@@ -37,6 +37,7 @@
  * float32 values in the same order before rounding to bf16.
  */
 #include <algorithm>
+#include <math.h>
 #include <string.h>
 #include <string>
 #include <vector>
@@ -371,7 +372,52 @@ static void ll_verify(LL &t, const std::vector<Batch> &bs, const char *what) {
         std::sort(got.begin(), got.end());
         CHECKF(want == got, "%s: expert %u received a different set of tokens/scales", what, e);
     }
-    {
+    int partial = -1;
+    SYMM_CHECK(symm_moe_ll_partial(t.h, &partial));
+    if (partial) {
+        /* SYMM_MOE_LL_COMBINE=partial: each expert PE's weighted sum of its routes rounds once to bf16,
+         * the token's PE sums those partials in PE order in float32 and rounds again. Against the exact
+         * (float64) sum S, with P_r each PE's partial: |out - S| <= 2^-8 sum|P_r| (each partial's
+         * rounding; bf16 keeps 8 significant bits) + (n - 1) 2^-24 sum|P_r| (the float32 additions) +
+         * 2^-8 (|S| + 2^-8 sum|P_r| + ...) (the last rounding), below tol = 2^-8 (|S| + 2 sum|P_r|).
+         * The test's data are exact in float32, so the value must also equal that order of roundings
+         * formed on the host, bit for bit. */
+        const Batch &b = bs[(uint32_t)me / t.D];
+        int bad = 0, far = 0;
+        for (uint32_t tok = 0; tok < b.bound; tok++)
+            for (uint32_t h = 0; h < H; h++) {
+                double exact = 0, sabs = 0;
+                float acc = 0;
+                for (int r = 0; r < npes; r++) {
+                    float pr = 0;
+                    int any = 0;
+                    for (uint32_t k = 0; k < K; k++) {
+                        uint32_t e = b.idx[(size_t)tok * K + k];
+                        if (e == SYMM_MOE_NO_EXPERT || e / L != (uint32_t)r)
+                            continue;
+                        const float y = conv(&b.x[(size_t)tok * H * t.esz], t.esz, h) * expert_scale(e);
+                        const float yv = t.ybf ? bf16_f32(f32_bf16(y)) : y;
+                        pr += b.w[(size_t)tok * K + k] * yv;
+                        exact += (double)b.w[(size_t)tok * K + k] * (double)yv;
+                        any = 1;
+                    }
+                    if (any) {
+                        sabs += fabs((double)pr);
+                        acc += bf16_f32(f32_bf16(pr));
+                    }
+                }
+                const uint16_t wantb = (uint16_t)f32_bf16(acc), got = out[(size_t)tok * H + h];
+                const double tol = (fabs(exact) + 2.0 * sabs) / 256.0;
+                if (fabs((double)bf16_f32(got) - exact) > tol && far++ < 3)
+                    CHECKF(0, "%s: token %u h %u: combined %g, exact %g, beyond the tolerance %g", what, tok, h,
+                           (double)bf16_f32(got), exact, tol);
+                if (got != wantb && bad++ < 3)
+                    CHECKF(0, "%s: token %u h %u: combined %#x, expected %#x (partials in PE order)", what, tok, h,
+                           got, wantb);
+            }
+        CHECKF(bad == 0 && far == 0, "%s: partial combine: %d values differ, %d beyond the tolerance", what, bad,
+               far);
+    } else {
         const Batch &b = bs[(uint32_t)me / t.D];
         int bad = 0;
         for (uint32_t tok = 0; tok < b.bound; tok++)

@@ -141,6 +141,46 @@ static void test_packets(void) {
     CHECK(g.lay.ll_pcbuf + 2ull * 8 * 7168 * 8 <= g.lay.total, "ll_pcbuf holds its slots");
 }
 
+/* SYMM_MOE_LL_COMBINE and where the partial combine applies. */
+static void test_ll_combine(void) {
+    symm_moe_config_t c = pplx_small();
+    symm__moe_geom_t g;
+    int m = -1;
+    CHECK(symm__moe_ll_combine_parse("t", NULL, &m) == SYMM_SUCCESS && m == SYMM__MOE_LLC_ROWS, "unset is rows");
+    CHECK(symm__moe_ll_combine_parse("t", "", &m) == SYMM_SUCCESS && m == SYMM__MOE_LLC_ROWS, "empty is rows");
+    CHECK(symm__moe_ll_combine_parse("t", "rows", &m) == SYMM_SUCCESS && m == SYMM__MOE_LLC_ROWS, "rows");
+    CHECK(symm__moe_ll_combine_parse("t", "partial", &m) == SYMM_SUCCESS && m == SYMM__MOE_LLC_PARTIAL, "partial");
+    CHECK(symm__moe_ll_combine_parse("t", "partial-all", &m) == SYMM_SUCCESS && m == SYMM__MOE_LLC_PARTIAL_ALL,
+          "partial-all");
+    EXPECT_BAD(symm__moe_ll_combine_parse("t", "partials", &m), "SYMM_MOE_LL_COMBINE=\"partials\": expected rows");
+    EXPECT_BAD(symm__moe_ll_combine_parse("t", "1", &m), "SYMM_MOE_LL_COMBINE=\"1\"");
+    CHECK(strcmp(symm__moe_ll_combine_name(SYMM__MOE_LLC_PARTIAL), "partial") == 0 &&
+              strcmp(symm__moe_ll_combine_name(SYMM__MOE_LLC_PARTIAL_ALL), "partial-all") == 0 &&
+              strcmp(symm__moe_ll_combine_name(SYMM__MOE_LLC_ROWS), "rows") == 0,
+          "mode names");
+    /* 10 tokens x top-3: 30 routes, below SYMM__MOE_LL_POST_ROUTES: partial leaves it, partial-all takes it */
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS, "geometry");
+    CHECK(g.lay.ll_cw > 0 && g.lay.ll_cw + 4ull * g.cap * 3 * 8 <= g.lay.total, "ll_cw holds n x cap x k words");
+    CHECK(!symm__moe_ll_part(&c, &g, SYMM__MOE_LLC_ROWS, 0), "rows: never");
+    CHECK(!symm__moe_ll_part(&c, &g, SYMM__MOE_LLC_PARTIAL, 0), "partial: not below 256 routes");
+    CHECK(symm__moe_ll_part(&c, &g, SYMM__MOE_LLC_PARTIAL_ALL, 0), "partial-all: at any size");
+    CHECK(!symm__moe_ll_part(&c, &g, SYMM__MOE_LLC_PARTIAL_ALL, 1), "never with the small kernels");
+    c.max_num_tokens = 86; /* 258 routes */
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS, "geometry");
+    CHECK(symm__moe_ll_part(&c, &g, SYMM__MOE_LLC_PARTIAL, 0), "partial: from 256 routes");
+    c.max_num_tokens = 85; /* 255 */
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS, "geometry");
+    CHECK(!symm__moe_ll_part(&c, &g, SYMM__MOE_LLC_PARTIAL, 0), "partial: 255 routes stay rows");
+    c.max_num_tokens = 128;
+    c.num_experts = 8192;
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS, "geometry");
+    CHECK(symm__moe_ll_part(&c, &g, SYMM__MOE_LLC_PARTIAL, 0), "the most experts");
+    c.mode = SYMM_MOE_HIGH_THROUGHPUT;
+    c.dp_size = 1;
+    CHECK(symm__moe_geom("t", &c, 4, SYMM__MOE_PKT_AUTO, &g) == SYMM_SUCCESS, "geometry");
+    CHECK(!symm__moe_ll_part(&c, &g, SYMM__MOE_LLC_PARTIAL_ALL, 0), "not in the high-throughput mode");
+}
+
 static void test_dispatch_args(void) {
     symm_moe_config_t c = pplx_small();
     symm__moe_geom_t g;
@@ -557,6 +597,7 @@ int main(void) {
     test_config();
     test_ll_plan();
     test_packets();
+    test_ll_combine();
     test_dispatch_args();
     test_combine_args();
     test_ht_args();

@@ -20,7 +20,9 @@
  * "probe-mismatch": SYMM_MOE_LL_PROBE=hop on the last PE only (SYMM_ERR_MISMATCH
  * on every PE, naming both values); "small-mismatch": SYMM_MOE_LL_SMALL=0 on the last PE
  * only (likewise); "pull-mismatch": SYMM_MOE_HT_COMBINE=pull on the last PE only
- * (likewise: pull speaks another protocol than the other schedules).
+ * (likewise: pull speaks another protocol than the other schedules); "llc-mismatch":
+ * SYMM_MOE_LL_COMBINE=partial on the last PE only (likewise); "llc-bad": a value that is no
+ * mode (SYMM_ERR_INVALID_ARG on every PE, after the exchange).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdlib.h>
@@ -52,12 +54,18 @@ static int packets_case(const char *how) {
     const char *rank = getenv("RANK"), *world = getenv("WORLD_SIZE");
     const int mismatch = strcmp(how, "packets-mismatch") == 0, probe = strcmp(how, "probe-mismatch") == 0;
     const int small = strcmp(how, "small-mismatch") == 0, pull = strcmp(how, "pull-mismatch") == 0;
+    const int llc = strcmp(how, "llc-mismatch") == 0, llc_bad = strcmp(how, "llc-bad") == 0;
     symm_moe_config_t c = good();
     symm_moe_t *h = NULL;
     int n;
     TEST_ASSERT(rank && world, "run under mp_driver (RANK, WORLD_SIZE)");
-    TEST_ASSERT(mismatch || probe || small || pull || strcmp(how, "packets-bad") == 0, "unknown case %s", how);
-    if (pull)
+    TEST_ASSERT(mismatch || probe || small || pull || llc || llc_bad || strcmp(how, "packets-bad") == 0,
+                "unknown case %s", how);
+    if (llc)
+        setenv("SYMM_MOE_LL_COMBINE", atoi(rank) == atoi(world) - 1 ? "partial" : "rows", 1);
+    else if (llc_bad)
+        setenv("SYMM_MOE_LL_COMBINE", "halves", 1);
+    else if (pull)
         setenv("SYMM_MOE_HT_COMBINE", atoi(rank) == atoi(world) - 1 ? "pull" : "overlap", 1);
     else if (small)
         setenv("SYMM_MOE_LL_SMALL", atoi(rank) == atoi(world) - 1 ? "0" : "1", 1);
@@ -70,7 +78,15 @@ static int packets_case(const char *how) {
     SYMM_CHECK(symm_init());
     n = symm_n_pes();
     c.num_experts = (size_t)8 * (size_t)n;
-    if (pull && n > 1) {
+    if (llc && n > 1) {
+        char want[96];
+        SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_MISMATCH);
+        snprintf(want, sizeof want, "SYMM_MOE_LL_COMBINE is rows on PE 0 but partial on PE %d", n - 1);
+        expect_msg(want);
+    } else if (llc_bad) { /* on every PE, after the exchange (no PE left waiting in it) */
+        SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
+        expect_msg("SYMM_MOE_LL_COMBINE=\"halves\": expected rows");
+    } else if (pull && n > 1) {
         char want[96];
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_MISMATCH);
         snprintf(want, sizeof want, "SYMM_MOE_HT_COMBINE is not pull on PE 0 but pull on PE %d", n - 1);
@@ -90,7 +106,7 @@ static int packets_case(const char *how) {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_MISMATCH);
         snprintf(want, sizeof want, "SYMM_MOE_PACKETS is auto on PE 0 but 0 on PE %d", n - 1);
         expect_msg(want);
-    } else if (mismatch || probe || small || pull) {
+    } else if (mismatch || probe || small || pull || llc) {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_UNSUPPORTED); /* one PE: nothing to differ */
     } else {
         SYMM_EXPECT(symm_moe_create(&c, NULL, &h), SYMM_ERR_INVALID_ARG);
@@ -203,6 +219,12 @@ int main(int argc, char **argv) {
         SYMM_EXPECT(symm_moe_ll_routes(NULL, &routes, &rows), SYMM_ERR_INVALID_ARG);
         expect_msg("symm_moe_ll_routes: NULL handle");
         TEST_ASSERT(routes == (const uint64_t *)&c && rows == 7, "routes: outputs are set only on success");
+    }
+    {
+        int partial = 7;
+        SYMM_EXPECT(symm_moe_ll_partial(NULL, &partial), SYMM_ERR_INVALID_ARG);
+        expect_msg("symm_moe_ll_partial: NULL handle");
+        TEST_ASSERT(partial == 7, "partial: the output is set only on success");
     }
     SYMM_CHECK(symm_moe_destroy(NULL));
     TEST_ASSERT(symm_moe_local_experts(NULL) == 0, "local experts of NULL");
