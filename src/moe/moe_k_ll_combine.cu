@@ -161,24 +161,6 @@ SYMM__DEVICE_INTERNAL uint32_t ll_rcnt_load(const symm__moe_kargs_t *A, uint32_t
     return c;
 }
 
-/* pre[x]: the first flat row of local expert x, a block scan of the counts (c: this thread's
- * first, from ll_rcnt_load), and pre[L] their total, returned; ends with a barrier. */
-SYMM__DEVICE_INTERNAL uint32_t ll_rcnt_scan(const symm__moe_kargs_t *A, uint32_t c, uint32_t *pre) {
-    const uint32_t tid = symm__block_tid(), L = A->local;
-    uint32_t run = 0;
-    for (uint32_t b0 = 0; b0 < L; b0 += SYMM__MOE_THREADS) {
-        const uint32_t x = b0 + tid, cx = b0 == 0 ? c : (x < L ? MOE_U32(A, ll_rcnt)[x] : 0);
-        uint32_t sum, ex = moe_block_scan(cx, &sum);
-        if (x < L)
-            pre[x] = run + ex;
-        run += sum;
-    }
-    if (tid == 0)
-        pre[L] = run;
-    symm__block_sync();
-    return pre[L];
-}
-
 /* The send half; thread 0 loads the epoch into *se (read by every thread after the scan's
  * barriers), with the first loads of the counts and modes: no warp waits for one of these
  * before all are in flight. */

@@ -168,20 +168,8 @@ SYMM__DEVICE_INTERNAL void lp_post_weights(const symm__moe_kargs_t *A, uint32_t 
 /* pre[l]: the first flat row of local expert l (a block scan of the rows each received, ll_rcnt,
  * which the dispatch left here), pre[L] their number (returned). Ends with a barrier. */
 SYMM__DEVICE_INTERNAL uint32_t lp_rows_scan(const symm__moe_kargs_t *A, uint32_t *pre) {
-    const uint32_t tid = symm__block_tid(), L = A->local;
-    uint32_t run = 0, c0 = tid < L ? MOE_U32(A, ll_rcnt)[tid] : 0u;
-    for (uint32_t b0 = 0; b0 < L; b0 += SYMM__MOE_THREADS) {
-        const uint32_t x = b0 + tid, c = b0 == 0 ? c0 : (x < L ? MOE_U32(A, ll_rcnt)[x] : 0u);
-        uint32_t sum;
-        const uint32_t ex = moe_block_scan(c, &sum);
-        if (x < L)
-            pre[x] = run + ex;
-        run += sum;
-    }
-    if (tid == 0)
-        pre[L] = run;
-    symm__block_sync();
-    return run;
+    const uint32_t tid = symm__block_tid();
+    return ll_rcnt_scan(A, tid < A->local ? MOE_U32(A, ll_rcnt)[tid] : 0u, pre);
 }
 
 /* A thread per route of the chunk's nu units polls its weight into S->sw (the caller's barrier

@@ -650,6 +650,24 @@ SYMM__DEVICE_INTERNAL uint32_t ll_bisect(const uint32_t *pre, uint32_t n, uint32
     return lo;
 }
 
+/* pre[x]: the first flat row of local expert x, a block scan of the counts (c: this thread's
+ * first, from ll_rcnt_load), and pre[L] their total, returned; ends with a barrier. */
+SYMM__DEVICE_INTERNAL uint32_t ll_rcnt_scan(const symm__moe_kargs_t *A, uint32_t c, uint32_t *pre) {
+    const uint32_t tid = symm__block_tid(), L = A->local;
+    uint32_t run = 0;
+    for (uint32_t b0 = 0; b0 < L; b0 += SYMM__MOE_THREADS) {
+        const uint32_t x = b0 + tid, cx = b0 == 0 ? c : (x < L ? MOE_U32(A, ll_rcnt)[x] : 0);
+        uint32_t sum, ex = moe_block_scan(cx, &sum);
+        if (x < L)
+            pre[x] = run + ex;
+        run += sum;
+    }
+    if (tid == 0)
+        pre[L] = run;
+    symm__block_sync();
+    return pre[L];
+}
+
 /* The block's count (the dispatch kernel's epoch rule), by the first thread of its last warp
  * while the receive half's first waits run (warps 0 .. poll): the atomic's round trip, which
  * that warp waits for, overlaps them. Once per kernel (*ticket != 0 after). */
