@@ -472,6 +472,28 @@ SYMM__DEVICE_INTERNAL void ll_combine_pkt_rp(const symm__moe_kargs_t *A, uint32_
     }
 }
 
+/* A token's plain rows for output group v summed into acc in slot order (f32 rows in two passes):
+ * route k's row starts at row_at(k); the loads of MOE_GATHER routes in flight before any is used,
+ * and the passes unrolled so acc is indexed by constants and stays in registers. */
+template <typename RowAt>
+SYMM__DEVICE_INTERNAL void ll_sum_plain_rows(uint32_t kind, uint32_t K, uint32_t v, const uint8_t *sok,
+                                             const float *sw, RowAt row_at, float *acc) {
+    const uint32_t ysz = moe_kind_size(kind), passes = ysz / 2u;
+#pragma unroll
+    for (uint32_t h = 0; h < 2; h++)
+        for (uint32_t k0 = 0; h < passes && k0 < K; k0 += MOE_GATHER) {
+            symm__v4_t r[MOE_GATHER];
+#pragma unroll
+            for (uint32_t i = 0; i < MOE_GATHER; i++)
+                if (k0 + i < K && sok[k0 + i])
+                    r[i] = symm__cld16(row_at(k0 + i) + (uint64_t)v * 8u * ysz + 16u * h, 0);
+#pragma unroll
+            for (uint32_t i = 0; i < MOE_GATHER; i++)
+                if (k0 + i < K && sok[k0 + i])
+                    ll_acc16(kind, r[i], h, sw[k0 + i], acc);
+        }
+}
+
 /* Output groups [glo, glo + gn) (8 elements each) of tokens t0 .. t0 + nb - 1:
  * each thread sums a group's routes in slot order, 16 data bytes per route
  * and pass (f32 rows take two passes), with the loads of several routes in
@@ -499,20 +521,9 @@ SYMM__DEVICE_INTERNAL void ll_combine_rows(const symm__moe_kargs_t *A, uint32_t 
             if (passes == 2)
                 ll_combine_group_pkt(A, tag, t, v, 1, &sok[j * K], &sw[j * K], acc);
         } else {
-#pragma unroll
-            for (uint32_t h = 0; h < 2; h++)
-                for (uint32_t k0 = 0; h < passes && k0 < K; k0 += MOE_GATHER) {
-                    symm__v4_t r[MOE_GATHER];
-#pragma unroll
-                    for (uint32_t i = 0; i < MOE_GATHER; i++)
-                        if (k0 + i < K && sok[j * K + k0 + i])
-                            r[i] = symm__cld16(MOE_AT(A, ll_cbuf) + (t * K + k0 + i) * slot_bytes +
-                                                   (uint64_t)v * 8u * ysz + 16u * h, 0);
-#pragma unroll
-                    for (uint32_t i = 0; i < MOE_GATHER; i++)
-                        if (k0 + i < K && sok[j * K + k0 + i])
-                            ll_acc16(kind, r[i], h, sw[j * K + k0 + i], acc);
-                }
+            const char *rows = MOE_AT(A, ll_cbuf) + t * K * slot_bytes;
+            ll_sum_plain_rows(kind, K, v, &sok[j * K], &sw[j * K],
+                              [=](uint32_t k) { return rows + k * slot_bytes; }, acc);
         }
         moe_store8((char *)A->out + ((int64_t)t * A->out_stride + (int64_t)v * 8) * 2, A->out_kind, acc);
     }
@@ -1175,19 +1186,8 @@ SYMM__DEVICE_INTERNAL void ll_cbig_group(const symm__moe_kargs_t *A, const ll_cb
         if (passes == 2)
             ll_combine_group_pkt(A, tag, t, v, 1, sok, sw, acc);
     } else {
-#pragma unroll
-        for (uint32_t h = 0; h < 2; h++)
-            for (uint32_t k0 = 0; h < passes && k0 < K; k0 += MOE_GATHER) {
-                symm__v4_t r[MOE_GATHER];
-#pragma unroll
-                for (uint32_t i = 0; i < MOE_GATHER; i++)
-                    if (k0 + i < K && sok[k0 + i])
-                        r[i] = symm__cld16(S->sadr[j * K + k0 + i] + (uint64_t)v * 8u * ysz + 16u * h, 0);
-#pragma unroll
-                for (uint32_t i = 0; i < MOE_GATHER; i++)
-                    if (k0 + i < K && sok[k0 + i])
-                        ll_acc16(kind, r[i], h, sw[k0 + i], acc);
-            }
+        const char *const *adr = &S->sadr[j * K];
+        ll_sum_plain_rows(kind, K, v, sok, sw, [=](uint32_t k) { return adr[k]; }, acc);
     }
     moe_store8((char *)A->out + ((int64_t)t * A->out_stride + (int64_t)v * 8) * 2, A->out_kind, acc);
 }
